@@ -1,0 +1,127 @@
+"""Parse arguments, dispatch to one command module, map errors to exit codes. Nothing else.
+
+Command modules are imported only when chosen: ``--help`` and ``runs`` must start fast
+and never import pydantic's validators or the model SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from types import FrameType
+
+from orchestrator import __version__
+from orchestrator.errors import EXIT_BUG, EXIT_INTERRUPTED, Interrupted, OrchestratorError
+
+EPILOG = """\
+exit codes:
+  0    completed (or nothing to do)
+  1    internal error (a bug: the traceback's path is printed)
+  2    usage, config or ticket error
+  3    needs a human (halted with a typed reason, or blocked by DRY_RUN)
+  4    failed (a stage or check failed and was not recovered)
+  5    split into sub-tickets
+  6    awaiting approval
+  7    unreadable state file
+  75   the ticket is locked by another orchestrator process
+  130  interrupted (state saved; run again to resume)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestrator",
+        description="Run coding tickets through build stages; recover failed stages with one "
+        "bounded, typed model decision.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"orchestrator {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $ORCHESTRATOR_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where runs are recorded (default: the config's state_dir, relative to it)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser("run", help="run one ticket (resumes its unfinished run)")
+    run.add_argument("ticket", metavar="TICKET", help="path to the ticket file")
+    run.add_argument(
+        "--rerun", action="store_true", help="start a new run even if the ticket completed"
+    )
+
+    runs = sub.add_parser("runs", help="list runs, one line each")
+    runs.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print the run record as stored")
+    return parser
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from orchestrator import locate
+
+    config_file = locate.config_path(args.config, os.environ)
+    if args.command == "runs":
+        from orchestrator.commands import runs
+
+        return runs.runs(locate.state_dir(config_file, args.state_dir), sys.stdout, as_json=args.json)
+    if args.command == "show":
+        from orchestrator.commands import show
+
+        return show.show(
+            locate.state_dir(config_file, args.state_dir), args.run_id, sys.stdout, as_json=args.json
+        )
+    if args.command == "run":
+        from orchestrator.commands import run
+
+        return run.run(
+            config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout
+        )
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # SIGTERM (cron's kill, a batch's stop) unwinds exactly like Ctrl-C: stages are
+    # terminated through the runner, the attempt is recorded, the run stays resumable.
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _dispatch(args)
+    except OrchestratorError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    except (Interrupted, KeyboardInterrupt):
+        print("interrupted: state saved; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        fd, crash_log = tempfile.mkstemp(prefix="orchestrator-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as fh:
+            traceback.print_exc(file=fh)
+        print(
+            f"orchestrator: internal error (a bug); traceback written to {crash_log}",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def entry() -> None:
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""``orchestrator run TICKET``: drive one ticket to a terminal state (or resume it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator import errors
+from orchestrator.config import load_config
+from orchestrator.display import reporter_for
+from orchestrator.driver import Services, run_ticket
+from orchestrator.pipeline import RunState
+from orchestrator.state import RunStore
+from orchestrator.tickets import load_ticket
+
+EXIT_FOR_STATE: Mapping[RunState, int] = {
+    RunState.COMPLETED: errors.EXIT_COMPLETED,
+    RunState.NEEDS_HUMAN: errors.EXIT_NEEDS_HUMAN,
+    RunState.FAILED: errors.EXIT_FAILED,
+    RunState.SPLIT: errors.EXIT_SPLIT,
+    RunState.AWAITING_APPROVAL: errors.EXIT_AWAITING_APPROVAL,
+}
+
+
+def run(
+    config_file: Path,
+    state_dir_override: str | None,
+    ticket_file: str,
+    *,
+    rerun: bool,
+    out: TextIO,
+    environ: Mapping[str, str] = os.environ,
+) -> int:
+    loaded = load_config(config_file)
+    # The ticket is validated before anything is created under the state dir.
+    ticket = load_ticket(Path(ticket_file))
+    state_dir = (
+        Path(state_dir_override).resolve()
+        if state_dir_override
+        else (loaded.root / loaded.config.state_dir).resolve()
+    )
+    services = Services(
+        loaded=loaded,
+        store=RunStore(state_dir),
+        reporter=reporter_for(out, environ),
+        environ=dict(environ),
+    )
+    record = run_ticket(ticket, services, rerun=rerun)
+    return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)

@@ -1,0 +1,167 @@
+"""config.toml → frozen, validated models. Load once; every error names the file and the key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from orchestrator.errors import ConfigError
+from orchestrator.validation import (
+    Argv,
+    Frozen,
+    Name,
+    NonEmptyStr,
+    PositiveSeconds,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    describe_validation_error,
+)
+
+DEFAULT_CONFIG_NAME = "config.toml"
+DEFAULT_STATE_DIR = ".state"
+
+Cap = Annotated[StrictInt, Field(ge=0, le=100)]
+TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+class RecoveryConfig(Frozen):
+    """Caps on the recovery loop, per ticket across all of its runs."""
+
+    max_diag_invocations_per_ticket: Cap = 2
+    max_retries_per_ticket: Cap = 2
+
+
+class EngineConfig(Frozen):
+    """How to run a coding engine, and its model ladder (weakest first)."""
+
+    command: Argv
+    models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
+
+
+class CheckConfig(Frozen):
+    """One named review check. ``kinds`` limits it to those ticket kinds (empty: all)."""
+
+    name: Name
+    command: Argv
+    timeout_s: PositiveSeconds = 600.0
+    kinds: Annotated[tuple[TicketKindName, ...], Field(max_length=32)] = ()
+
+
+class StageConfig(Frozen):
+    """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``."""
+
+    name: Name
+    command: Argv | None = None
+    engine: Name | None = None
+    model: NonEmptyStr | None = None
+    checks: Annotated[tuple[CheckConfig, ...], Field(max_length=64)] = ()
+    # The clone does not exist before the clone stage, so that stage runs in the run dir.
+    cwd: Literal["clone", "run"] = "clone"
+    timeout_s: PositiveSeconds = 600.0
+    kill_after_s: PositiveSeconds = 5.0
+    side_effectful: StrictBool = False
+
+    @model_validator(mode="after")
+    def _one_kind_of_work(self) -> StageConfig:
+        given = [k for k in ("command", "engine", "checks") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "a stage needs exactly one of 'command', 'engine' or 'checks'"
+                + (f", not {' and '.join(given)}" if given else "")
+            )
+        if self.model is not None and self.engine is None:
+            raise ValueError("'model' is only meaningful with 'engine'")
+        names = [c.name for c in self.checks]
+        if len(names) != len(set(names)):
+            raise ValueError("check names must be unique within a stage")
+        return self
+
+    @property
+    def is_check_stage(self) -> bool:
+        return bool(self.checks)
+
+
+class Config(Frozen):
+    state_dir: NonEmptyStr = DEFAULT_STATE_DIR
+    recovery: RecoveryConfig = RecoveryConfig()
+    engines: dict[Name, EngineConfig] = {}
+    stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Config:
+        names = [s.name for s in self.stages]
+        if len(names) != len(set(names)):
+            raise ValueError(f"stage names must be unique: {names}")
+        for stage in self.stages:
+            if stage.engine is None:
+                continue
+            engine = self.engines.get(stage.engine)
+            if engine is None:
+                raise ValueError(
+                    f"stage {stage.name!r} uses engine {stage.engine!r}, which is not "
+                    f"defined under [engines] (defined: {sorted(self.engines) or 'none'})"
+                )
+            if stage.model is not None and engine.models and stage.model not in engine.models:
+                raise ValueError(
+                    f"stage {stage.name!r} uses model {stage.model!r}, which is not in "
+                    f"engine {stage.engine!r}'s ladder {list(engine.models)}"
+                )
+        return self
+
+    def stage(self, name: str) -> StageConfig:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+
+class LoadedConfig(Frozen):
+    """A validated config plus where it came from (placeholders resolve against ``root``)."""
+
+    config: Config
+    path: Path
+    root: Path
+    sha256: str
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate TOML text; raise ConfigError naming ``path`` and the offending key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error: {path}: invalid TOML: {exc}") from None
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = describe_validation_error(exc)
+        raise ConfigError(
+            f"config error: {path}: " + "; ".join(problems)
+            if len(problems) == 1
+            else f"config error: {path}:\n  " + "\n  ".join(problems)
+        ) from None
+
+
+def load_config(path: Path) -> LoadedConfig:
+    import hashlib
+
+    path = path.resolve()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config error: {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"config error: {path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config error: {path}: not UTF-8 text") from None
+    return LoadedConfig(
+        config=parse_config(text, path),
+        path=path,
+        root=path.parent,
+        sha256=hashlib.sha256(data).hexdigest(),
+    )

@@ -1,0 +1,77 @@
+"""Expected failures, each mapped to an exit code at the top (``cli.main``) and nowhere else.
+
+    OrchestratorError            anything a user can fix; printed as one line, no traceback
+    ├── UsageError               bad command line                      → EXIT_USAGE
+    ├── ConfigError              config.toml is not what we expect     → EXIT_USAGE
+    ├── TicketError              a ticket file is malformed            → EXIT_USAGE
+    ├── StateError               a file under .state is unreadable     → EXIT_STATE
+    ├── IllegalTransition        the state machine refused a move      → EXIT_STATE
+    └── TicketLocked             another process holds the ticket      → EXIT_LOCKED
+    Interrupted                  SIGINT/SIGTERM while running          → EXIT_INTERRUPTED
+
+Anything else is a bug: ``cli.main`` prints where the traceback was written and exits
+``EXIT_BUG``.
+"""
+
+from __future__ import annotations
+
+# Exit codes are documented in README.md ("Exit codes"); keep the two in step.
+EXIT_COMPLETED = 0
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_NEEDS_HUMAN = 3
+EXIT_FAILED = 4
+EXIT_SPLIT = 5
+EXIT_AWAITING_APPROVAL = 6
+EXIT_STATE = 7
+EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
+EXIT_INTERRUPTED = 130
+
+
+class OrchestratorError(Exception):
+    """An expected failure: the message is for the user, the code for the shell."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(OrchestratorError):
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(OrchestratorError):
+    exit_code = EXIT_USAGE
+
+
+class TicketError(OrchestratorError):
+    exit_code = EXIT_USAGE
+
+
+class StateError(OrchestratorError):
+    exit_code = EXIT_STATE
+
+
+class IllegalTransition(OrchestratorError):
+    exit_code = EXIT_STATE
+
+
+class TicketLocked(OrchestratorError):
+    exit_code = EXIT_LOCKED
+
+    def __init__(self, ticket_id: str, holder_pid: int | None) -> None:
+        holder = f"pid {holder_pid}" if holder_pid else "another process"
+        super().__init__(f"skipped: {ticket_id} is locked by {holder}")
+        self.ticket_id = ticket_id
+        self.holder_pid = holder_pid
+
+
+class Interrupted(BaseException):
+    """Raised from the SIGINT/SIGTERM handler so every ``finally`` on the way out runs.
+
+    A BaseException (like KeyboardInterrupt) so that no ``except Exception`` swallows it.
+    """
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum

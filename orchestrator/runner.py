@@ -1,0 +1,241 @@
+"""The one place processes start.
+
+Every stage, check and recipe command runs through ``run_process``:
+  * in a new session, so it leads its own process group and we can signal all of it;
+  * stdout and stderr go straight to a log file: the orchestrator never holds output in
+    memory, so a stage printing gigabytes costs us nothing;
+  * on timeout: TERM to the whole group, up to ``kill_after_s`` grace, then KILL to the
+    whole group; reported as exit 124 with ``timed_out=True``;
+  * whatever happens (success, timeout, our own interruption) the group is swept with
+    KILL before we return, so nothing the stage left behind survives it;
+  * an executable that cannot be started is a result (126/127 with a message), not a
+    traceback.
+
+Reading pipes is what makes runners hang on a grandchild that keeps stdout open; we never
+read one, we only wait for the leader's pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+EXIT_TIMEOUT = 124  # as timeout(1) reports it
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+
+# How often we look at a terminated group while it is still inside its grace period.
+_GRACE_POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """What happened to one process group. ``exit_code`` follows the shell's convention:
+    the exit status, 128+N when killed by signal N, 124 on our timeout, 126/127 when it
+    could not be started."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    timed_out: bool
+    signal: int | None
+    started_at: datetime
+    ended_at: datetime
+    duration_s: float
+    log_path: Path
+    error: str | None = None
+    pgid: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """Enough to find a process group again after we crashed, and not a recycled pid."""
+
+    pgid: int
+    start_ticks: int | None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks); None when gone or no procfs."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies (a zombie is dead; on machines
+    whose PID 1 does not reap, orphaned zombies linger and must not count as alive)."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_stale_group(identity: ProcessIdentity) -> bool:
+    """KILL a group left behind by an orchestrator that died mid-stage. Only when the
+    leader is still the very process we started (same start time), so a recycled pid is
+    never hit. Returns True when something was killed."""
+    if identity.start_ticks is None:
+        return False
+    if process_start_ticks(identity.pgid) != identity.start_ticks:
+        return False
+    _signal_group(identity.pgid, signal.SIGKILL)
+    return True
+
+
+def _terminate_group(proc: subprocess.Popen[bytes], kill_after_s: float) -> None:
+    """TERM the group; give it ``kill_after_s`` to go (leader reaped, members gone); KILL."""
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + kill_after_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not live_group_members(pgid):
+            return
+        time.sleep(_GRACE_POLL_S)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _write_log_line(log_path: Path, text: str) -> None:
+    with open(log_path, "ab") as log:
+        log.write(text.encode("utf-8", "replace"))
+
+
+def run_process(
+    argv: tuple[str, ...],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout_s: float,
+    kill_after_s: float,
+    on_start: Callable[[ProcessIdentity], None] | None = None,
+    on_tick: Callable[[float], None] | None = None,
+    tick_s: float = 1.0,
+) -> ProcessOutcome:
+    """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
+
+    ``on_start`` is called once the group exists (persist it, to clean up after a crash);
+    ``on_tick`` about every ``tick_s`` seconds with the elapsed time (for a progress line).
+    An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
+    same way a timeout does, then propagates.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started_at = datetime.now(UTC)
+    _write_log_line(
+        log_path,
+        f"# orchestrator: {started_at.isoformat()} cwd={cwd}\n# $ {shlex.join(argv)}\n",
+    )
+    t0 = time.monotonic()
+
+    def finished(
+        exit_code: int,
+        *,
+        timed_out: bool = False,
+        sig: int | None = None,
+        error: str | None = None,
+        pgid: int | None = None,
+    ) -> ProcessOutcome:
+        duration = time.monotonic() - t0
+        note = f"# orchestrator: exit {exit_code} after {duration:.3f}s"
+        note += " (timed out)" if timed_out else ""
+        note += f" (signal {sig})" if sig else ""
+        note += f" ({error})" if error else ""
+        _write_log_line(log_path, note + "\n")
+        return ProcessOutcome(
+            argv=argv,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            signal=sig,
+            started_at=started_at,
+            ended_at=datetime.now(UTC),
+            duration_s=duration,
+            log_path=log_path,
+            error=error,
+            pgid=pgid,
+        )
+
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+    except FileNotFoundError as exc:
+        missing = exc.filename if exc.filename else argv[0]
+        what = "working directory" if str(missing) == str(cwd) else "executable"
+        return finished(EXIT_NOT_FOUND, error=f"{what} not found: {missing}")
+    except PermissionError as exc:
+        return finished(EXIT_CANNOT_EXECUTE, error=f"cannot execute {argv[0]}: {exc.strerror}")
+    except OSError as exc:
+        return finished(EXIT_CANNOT_EXECUTE, error=f"cannot start {argv[0]}: {exc.strerror}")
+
+    pgid = proc.pid
+    try:
+        if on_start is not None:
+            on_start(ProcessIdentity(pgid=pgid, start_ticks=process_start_ticks(pgid)))
+        deadline = t0 + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _terminate_group(proc, kill_after_s)
+                proc.wait()
+                return finished(EXIT_TIMEOUT, timed_out=True, pgid=pgid)
+            try:
+                returncode = proc.wait(timeout=min(remaining, tick_s))
+                break
+            except subprocess.TimeoutExpired:
+                if on_tick is not None:
+                    on_tick(time.monotonic() - t0)
+    except BaseException:
+        _terminate_group(proc, kill_after_s)
+        proc.wait()
+        raise
+    finally:
+        # The leader is gone (or we are leaving): whatever it left in its group goes too.
+        _signal_group(pgid, signal.SIGKILL)
+
+    if returncode < 0:
+        return finished(128 - returncode, sig=-returncode, pgid=pgid)
+    return finished(returncode, pgid=pgid)

@@ -1,0 +1,97 @@
+"""What a stage process is told: environment variables and command placeholders.
+
+This is the contract between the orchestrator and every stage script (README documents
+it). Pure functions, so the contract is pinned by tests without starting anything.
+
+Environment (all strings):
+    ORCH_TICKET_FILE   the run's snapshot of the ticket (extras files sit beside it)
+    ORCH_TICKET_ID     ORCH_TICKET_KIND     ORCH_REPOSITORY (URL or absolute path)
+    ORCH_BASE_BRANCH   ORCH_WORK_BRANCH     ORCH_BASE_REF (origin/<base>, for checks)
+    ORCH_RUN_ID        ORCH_RUN_DIR         ORCH_CLONE_DIR      ORCH_STATE_DIR
+    ORCH_STAGE         ORCH_ENGINE          ORCH_MODEL          ORCH_ATTEMPT
+    ORCH_CHECK         (check stages only: the check's name)
+
+Placeholders in configured commands: {python} {root} {clone} {run_dir}.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+WORK_BRANCH_PREFIX = "orch/"
+PLACEHOLDERS = ("{python}", "{root}", "{clone}", "{run_dir}")
+
+
+@dataclass(frozen=True)
+class StageContext:
+    ticket_file: Path
+    ticket_id: str
+    ticket_kind: str
+    repository: str
+    base_branch: str
+    run_id: str
+    run_dir: Path
+    clone_dir: Path
+    state_dir: Path
+    stage: str
+    engine: str
+    model: str
+    attempt: int
+    check: str = ""
+
+    @property
+    def work_branch(self) -> str:
+        return work_branch(self.ticket_id)
+
+
+def work_branch(ticket_id: str) -> str:
+    return WORK_BRANCH_PREFIX + ticket_id
+
+
+def stage_environ(base: Mapping[str, str], ctx: StageContext) -> dict[str, str]:
+    """The inherited environment plus the ORCH_* contract (ORCH_* from ``base`` is dropped
+    so a stage never sees a stale value from an orchestrator that started this one)."""
+    env = {k: v for k, v in base.items() if not k.startswith("ORCH_")}
+    env.update(
+        ORCH_TICKET_FILE=str(ctx.ticket_file),
+        ORCH_TICKET_ID=ctx.ticket_id,
+        ORCH_TICKET_KIND=ctx.ticket_kind,
+        ORCH_REPOSITORY=ctx.repository,
+        ORCH_BASE_BRANCH=ctx.base_branch,
+        ORCH_WORK_BRANCH=ctx.work_branch,
+        ORCH_BASE_REF=f"origin/{ctx.base_branch}",
+        ORCH_RUN_ID=ctx.run_id,
+        ORCH_RUN_DIR=str(ctx.run_dir),
+        ORCH_CLONE_DIR=str(ctx.clone_dir),
+        ORCH_STATE_DIR=str(ctx.state_dir),
+        ORCH_STAGE=ctx.stage,
+        ORCH_ENGINE=ctx.engine,
+        ORCH_MODEL=ctx.model,
+        ORCH_ATTEMPT=str(ctx.attempt),
+    )
+    if ctx.check:
+        env["ORCH_CHECK"] = ctx.check
+    # Stage scripts written in Python run on the orchestrator's own interpreter: put its
+    # directory first so `python` inside a stage is the one with GitPython installed.
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + (":" + env["PATH"] if env.get("PATH") else "")
+    return env
+
+
+def expand_command(argv: tuple[str, ...], *, root: Path, ctx: StageContext) -> tuple[str, ...]:
+    """Substitute the known placeholders; braces that are not placeholders stay as written."""
+    values = {
+        "{python}": sys.executable,
+        "{root}": str(root),
+        "{clone}": str(ctx.clone_dir),
+        "{run_dir}": str(ctx.run_dir),
+    }
+    out = []
+    for arg in argv:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        out.append(arg)
+    return tuple(out)

@@ -50,15 +50,31 @@ def _shown(value: Any) -> str:
 
 def describe_validation_error(error: ValidationError) -> list[str]:
     """One line per problem: ``key.path: what was expected (got VALUE)``."""
+    items = error.errors(include_url=False)
+    # Pydantic re-checks a tuple's length after dropping invalid members and reports
+    # "too short" for the container too; the member's own error is the one that helps.
+    member_locs = [tuple(i["loc"]) for i in items]
     lines = []
-    for item in error.errors(include_url=False):
-        # Union members and function validators add loc parts that name no key.
+    for item in items:
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and "[" in p))
-        msg = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            lines.append(f"{key_path(loc)}: required key is missing")
-        elif item["type"] == "extra_forbidden":
-            lines.append(f"{key_path(loc)}: unknown key (not allowed here)")
+        kind = item["type"]
+        if kind == "too_short" and any(
+            len(m) > len(item["loc"]) and m[: len(item["loc"])] == tuple(item["loc"])
+            for m in member_locs
+        ):
+            continue
+        where = key_path(loc)
+        if kind == "missing":
+            lines.append(f"{where}: required key is missing")
+        elif kind == "extra_forbidden":
+            lines.append(f"{where}: unknown key (not allowed here)")
+        elif kind == "value_error":
+            # Our own validators: the message already says what is wrong and with what.
+            msg = item["msg"].removeprefix("Value error, ")
+            lines.append(f"{where}: {msg}" if loc else msg)
+        elif kind == "too_short":
+            need = item.get("ctx", {}).get("min_length", 1)
+            lines.append(f"{where}: expected at least {need} item(s) (got {_shown(item['input'])})")
         else:
-            lines.append(f"{key_path(loc)}: {msg} (got {_shown(item['input'])})")
+            lines.append(f"{where}: {item['msg']} (got {_shown(item['input'])})")
     return lines

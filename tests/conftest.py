@@ -1,0 +1,106 @@
+"""Shared fixtures. Two guards apply to every test:
+
+* no model credentials reach anything the tests start (a real model call is impossible);
+* DRY_RUN starts unset (armed), exactly as a user's shell would have it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "GITHUB_TOKEN")
+
+
+@pytest.fixture(autouse=True)
+def _no_model_and_armed_dry_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in _SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("DRY_RUN", raising=False)
+    monkeypatch.delenv("ORCHESTRATOR_CONFIG", raising=False)
+    yield
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return ROOT
+
+
+def write_ticket(
+    directory: Path,
+    ticket_id: str = "T-1",
+    *,
+    kind: str = "feature",
+    repository: str = "../origin.git",
+    extra: str = "",
+    body: str = "Do the thing.",
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{ticket_id}.md"
+    path.write_text(
+        "+++\n"
+        f'id = "{ticket_id}"\n'
+        f'title = "Ticket {ticket_id}"\n'
+        f'kind = "{kind}"\n'
+        f'repository = "{repository}"\n'
+        'base_branch = "main"\n'
+        f"{extra}"
+        "+++\n"
+        f"{body}\n"
+    )
+    return path
+
+
+def write_config(directory: Path, stages_toml: str, *, header: str = "") -> Path:
+    """A config whose stages are given as TOML text (state under ``directory/state``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "config.toml"
+    path.write_text('state_dir = "state"\n' + header + "\n" + textwrap.dedent(stages_toml))
+    return path
+
+
+def bash_stage(name: str, script: str, **options: object) -> str:
+    """TOML for a stage running ``bash -c script`` in the run dir."""
+    lines = ["[[stages]]", f'name = "{name}"', f"command = {_toml_list(['bash', '-c', script])}"]
+    lines.append('cwd = "run"')
+    for key, value in options.items():
+        lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return _toml_list(value)
+    return _toml_str(str(value))
+
+
+def _toml_str(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _toml_list(items: list[object]) -> str:
+    return "[" + ", ".join(_toml_value(i) for i in items) + "]"
+
+
+def orchestrator_cmd(*args: str) -> list[str]:
+    """Run the real CLI in a fresh interpreter (as cron would)."""
+    return [sys.executable, "-m", "orchestrator", *args]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV}
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import load_config, parse_config
+from orchestrator.errors import ConfigError
+
+from conftest import ROOT, orchestrator_cmd, subprocess_env
+
+MINIMAL = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
+
+
+def error_for(text: str, tmp_path: Path) -> str:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return str(info.value)
+
+
+def test_default_config_is_valid_and_carries_the_caps() -> None:
+    loaded = load_config(ROOT / "config.toml")
+    config = loaded.config
+    assert [s.name for s in config.stages] == ["clone", "implement", "review", "open-pr"]
+    assert config.recovery.max_diag_invocations_per_ticket == 2
+    assert config.recovery.max_retries_per_ticket == 2
+    assert config.stage("open-pr").side_effectful
+    assert not config.stage("review").side_effectful
+    assert [c.name for c in config.stage("review").checks] == [
+        "lint-bug-commit-order",
+        "project-tests",
+    ]
+    assert config.stage("implement").engine == "patch"
+    assert loaded.root == ROOT
+
+
+def test_config_models_are_frozen(tmp_path: Path) -> None:
+    config = parse_config(MINIMAL, tmp_path / "c.toml")
+    with pytest.raises(Exception, match="frozen"):
+        config.stages[0].timeout_s = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            MINIMAL + "[recovery]\nmax_retries_per_ticket = -1\n",
+            "recovery.max_retries_per_ticket: Input should be greater than or equal to 0 (got -1)",
+        ),
+        (
+            MINIMAL + "[recovery]\nmax_diag_invocations_per_ticket = \"2\"\n",
+            "recovery.max_diag_invocations_per_ticket: Input should be a valid integer (got '2')",
+        ),
+        (
+            MINIMAL + "[recovery]\nmax_retry_per_ticket = 2\n",
+            "recovery.max_retry_per_ticket: unknown key (not allowed here)",
+        ),
+        ('[[stages]]\nname = "a"\ncommand = ["true"]\ncolour = 1\n', "stages[0].colour: unknown key (not allowed here)"),
+        ('[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = "5"\n', "stages[0].timeout_s: Input should be a valid number (got '5')"),
+        ('[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = 0\n', "stages[0].timeout_s: Input should be greater than 0 (got 0)"),
+        ('[[stages]]\nname = "a"\ncommand = []\n', "stages[0].command: expected at least 1 item(s) (got [])"),
+        ('[[stages]]\ncommand = ["true"]\n', "stages[0].name: required key is missing"),
+        ("stages = []\n", "stages: expected at least 1 item(s) (got [])"),
+        ('[[stages]]\nname = "a"\n', "stages[0]: a stage needs exactly one of 'command', 'engine' or 'checks'"),
+        (
+            '[[stages]]\nname = "a"\ncommand = ["x"]\nengine = "e"\n',
+            "stages[0]: a stage needs exactly one of 'command', 'engine' or 'checks', not command and engine",
+        ),
+        (
+            '[[stages]]\nname = "a"\nengine = "nope"\n',
+            "stage 'a' uses engine 'nope', which is not defined under [engines] (defined: none)",
+        ),
+        (
+            '[engines.e]\ncommand = ["x"]\nmodels = ["small", "big"]\n'
+            '[[stages]]\nname = "a"\nengine = "e"\nmodel = "huge"\n',
+            "stage 'a' uses model 'huge', which is not in engine 'e''s ladder ['small', 'big']",
+        ),
+        (
+            MINIMAL + MINIMAL,
+            "stage names must be unique: ['a', 'a']",
+        ),
+    ],
+)
+def test_config_errors_name_the_file_and_key(tmp_path: Path, text: str, expected: str) -> None:
+    message = error_for(text, tmp_path)
+    assert message.startswith(f"config error: {tmp_path / 'config.toml'}:")
+    assert expected in message
+
+
+def test_invalid_toml_names_line_and_column(tmp_path: Path) -> None:
+    message = error_for("stages = [\n", tmp_path)
+    assert message.startswith(f"config error: {tmp_path / 'config.toml'}: invalid TOML:")
+    assert "line" in message
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config error: .*/absent.toml: no such file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_bad_config_exits_2_with_one_message_and_no_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(MINIMAL + "[recovery]\nmax_retries_per_ticket = 1000\n")
+    ticket = tmp_path / "t.md"
+    ticket.write_text("irrelevant")
+    proc = subprocess.run(
+        orchestrator_cmd("--config", str(config), "run", str(ticket)),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"config error: {config}: recovery.max_retries_per_ticket: "
+        "Input should be less than or equal to 100 (got 1000)\n"
+    )
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / ".state").exists()

@@ -1,0 +1,308 @@
+"""Driving tickets through stages made of real (small) processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import load_config
+from orchestrator.display import PlainReporter
+from orchestrator.driver import Services, run_ticket
+from orchestrator.errors import TicketLocked
+from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.runner import live_group_members
+from orchestrator.state import AttemptStatus, RunStore, StageStatus, read_record_file, ticket_lock
+from orchestrator.tickets import load_ticket
+
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+
+
+def services_for(config_path: Path, environ: dict[str, str] | None = None) -> tuple[Services, io.StringIO]:
+    loaded = load_config(config_path)
+    out = io.StringIO()
+    return (
+        Services(
+            loaded=loaded,
+            store=RunStore(loaded.root / loaded.config.state_dir),
+            reporter=PlainReporter(out),
+            environ=environ if environ is not None else dict(os.environ),
+        ),
+        out,
+    )
+
+
+def counting(name: str) -> str:
+    """A stage body that appends one line per execution to <run_dir>/../../count-<name>."""
+    return f'echo run >> "$ORCH_STATE_DIR/count-{name}"'
+
+
+def count(state: Path, name: str) -> int:
+    path = state / f"count-{name}"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_ticket_runs_all_stages_to_completed(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        bash_stage("one", counting("one") + '; echo "hello from $ORCH_STAGE attempt $ORCH_ATTEMPT"')
+        + bash_stage("two", counting("two")),
+    )
+    ticket = load_ticket(write_ticket(tmp_path / "tickets"))
+    services, out = services_for(config)
+    record = run_ticket(ticket, services)
+
+    assert record.state is RunState.COMPLETED
+    assert record.halt is None
+    assert [s.status for s in record.stages] == [StageStatus.COMPLETED] * 2
+    assert [(a.number, a.stage, a.exit_code, a.status) for a in record.attempts] == [
+        (1, "one", 0, AttemptStatus.FINISHED),
+        (2, "two", 0, AttemptStatus.FINISHED),
+    ]
+    on_disk = services.store.load(record.run_id)
+    assert on_disk == record
+    log = Path(record.attempts[0].log_path or "").read_text()
+    assert "hello from one attempt 1" in log
+    snapshot = Path(record.ticket_snapshot)
+    assert snapshot.read_text() == ticket.path.read_text()
+    assert snapshot.parent == Path(record.run_dir) / "ticket"
+    assert "T-1: completed" in out.getvalue()
+
+
+def test_a_failing_stage_halts_with_a_typed_reason(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        bash_stage("one", "echo broken >&2; exit 3") + bash_stage("two", counting("two")),
+    )
+    services, _ = services_for(config)
+    record = run_ticket(load_ticket(write_ticket(tmp_path / "t")), services)
+    assert record.state is RunState.FAILED
+    assert record.halt is not None
+    assert record.halt.reason is HaltReason.STAGE_FAILED
+    assert record.halt.stage == "one"
+    assert record.halt.detail.startswith("stage 'one' exited 3; see ")
+    assert record.stage_status("two") is StageStatus.PENDING
+    assert count(tmp_path / "state", "two") == 0
+    assert "broken" in Path(record.attempts[0].log_path or "").read_text()
+
+
+def test_a_timed_out_stage_halts_timed_out(tmp_path: Path) -> None:
+    config = write_config(tmp_path, bash_stage("slow", "sleep 30", timeout_s=0.5, kill_after_s=0.5))
+    services, _ = services_for(config)
+    record = run_ticket(load_ticket(write_ticket(tmp_path / "t")), services)
+    attempt = record.attempts[0]
+    assert (attempt.exit_code, attempt.timed_out) == (124, True)
+    assert record.halt is not None and record.halt.reason is HaltReason.TIMED_OUT
+
+
+def test_a_missing_executable_is_a_failed_stage_not_a_traceback(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, '[[stages]]\nname = "x"\ncommand = ["no-such-tool-xyz"]\ncwd = "run"\n'
+    )
+    services, _ = services_for(config)
+    record = run_ticket(load_ticket(write_ticket(tmp_path / "t")), services)
+    assert record.state is RunState.FAILED
+    assert record.attempts[0].exit_code == 127
+    assert record.halt is not None
+    assert record.halt.detail.startswith("stage 'x': executable not found: no-such-tool-xyz")
+
+
+def test_failed_check_records_the_failing_check(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        """
+        [[stages]]
+        name = "review"
+        cwd = "run"
+        [[stages.checks]]
+        name = "only-bugs"
+        command = ["bash", "-c", "exit 9"]
+        kinds = ["bug-fix"]
+        [[stages.checks]]
+        name = "passes"
+        command = ["bash", "-c", "echo fine"]
+        [[stages.checks]]
+        name = "fails"
+        command = ["bash", "-c", "echo 'check says no'; exit 1"]
+        [[stages.checks]]
+        name = "never-reached"
+        command = ["bash", "-c", "exit 0"]
+        """,
+    )
+    services, _ = services_for(config)
+    record = run_ticket(load_ticket(write_ticket(tmp_path / "t", kind="feature")), services)
+    assert record.state is RunState.FAILED
+    assert record.halt is not None and record.halt.reason is HaltReason.CHECK_FAILED
+    attempt = record.attempts[0]
+    assert [(c.name, c.skipped, c.exit_code) for c in attempt.checks] == [
+        ("only-bugs", True, None),
+        ("passes", False, 0),
+        ("fails", False, 1),
+    ]
+    failing = attempt.failing_check
+    assert failing is not None
+    assert (failing.name, failing.command, failing.exit_code) == (
+        "fails",
+        ("bash", "-c", "echo 'check says no'; exit 1"),
+        1,
+    )
+    assert "check says no" in Path(failing.log_path or "").read_text()
+    assert record.halt.detail.startswith("check 'fails' exited 1; see ")
+
+
+def test_side_effectful_stage_is_blocked_while_dry_run_is_armed(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        bash_stage("build", counting("build")) + bash_stage("push", counting("push"), side_effectful=True),
+    )
+    ticket = load_ticket(write_ticket(tmp_path / "t"))
+    services, _ = services_for(config, environ={"PATH": os.environ["PATH"], "DRY_RUN": "0"})
+    record = run_ticket(ticket, services)
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.DRY_RUN_BLOCK
+    assert "set DRY_RUN=false" in record.halt.detail
+    assert record.stage_status("push") is StageStatus.BLOCKED
+    assert count(tmp_path / "state", "push") == 0
+
+    services, _ = services_for(config, environ={"PATH": os.environ["PATH"], "DRY_RUN": "FALSE"})
+    record = run_ticket(ticket, services)
+    assert record.state is RunState.COMPLETED
+    assert count(tmp_path / "state", "push") == 1
+
+
+def test_a_completed_ticket_is_not_run_again_unless_asked(tmp_path: Path) -> None:
+    config = write_config(tmp_path, bash_stage("one", counting("one")))
+    ticket = load_ticket(write_ticket(tmp_path / "t"))
+    services, out = services_for(config)
+    first = run_ticket(ticket, services)
+    again = run_ticket(ticket, services)
+    assert again.run_id == first.run_id
+    assert count(tmp_path / "state", "one") == 1
+    assert "already completed" in out.getvalue()
+    rerun = run_ticket(ticket, services, rerun=True)
+    assert rerun.run_id != first.run_id and rerun.state is RunState.COMPLETED
+    assert count(tmp_path / "state", "one") == 2
+
+
+def test_a_held_ticket_lock_refuses_a_second_driver(tmp_path: Path) -> None:
+    config = write_config(tmp_path, bash_stage("one", counting("one")))
+    ticket = load_ticket(write_ticket(tmp_path / "t"))
+    services, _ = services_for(config)
+    with ticket_lock(services.store.state_dir, ticket.id):
+        # flock is per open file description: a second open in this process conflicts too.
+        with pytest.raises(TicketLocked, match=f"skipped: T-1 is locked by pid {os.getpid()}"):
+            run_ticket(ticket, services)
+    assert count(tmp_path / "state", "one") == 0
+
+
+def test_resume_refuses_when_the_configured_stages_changed(tmp_path: Path) -> None:
+    config = write_config(tmp_path, bash_stage("one", "exit 0") + bash_stage("two", "exit 0"))
+    ticket = load_ticket(write_ticket(tmp_path / "t"))
+    services, _ = services_for(config)
+    record = services.store.load(run_ticket(ticket, services).run_id)
+    # Fake an unfinished run, then change the pipeline under it.
+    services.store.save(record.model_copy(update={"state": RunState.RUNNING}))
+    write_config(tmp_path, bash_stage("one", "exit 0"))
+    services, _ = services_for(config)
+    from orchestrator.errors import StateError
+
+    with pytest.raises(StateError, match=r"was started with stages \['one', 'two'\]"):
+        run_ticket(ticket, services)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_stage_leaves_a_resumable_run(tmp_path: Path) -> None:
+    """Kill -9 the orchestrator while stage two runs: the record still parses, nothing is
+    marked completed that did not complete, and a second run finishes the ticket without
+    re-running stage one, after killing the orphaned stage process."""
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    release = tmp_path / "release"
+    blocking = (
+        counting("two")
+        + f'; if [ ! -e "{release}" ]; then echo $$ > "{fifo}"; exec sleep 60; fi'
+    )
+    config = write_config(
+        tmp_path,
+        bash_stage("one", counting("one"))
+        + bash_stage("two", blocking)
+        + bash_stage("three", counting("three")),
+    )
+    ticket = write_ticket(tmp_path / "t")
+    cmd = orchestrator_cmd("--config", str(config), "run", str(ticket))
+    orchestrator = subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.DEVNULL)
+
+    started: list[str] = []
+    reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert started, "stage two never started"
+    stage_pid = int(started[0])
+
+    os.kill(orchestrator.pid, signal.SIGKILL)
+    assert orchestrator.wait(timeout=30) == -signal.SIGKILL
+
+    [record_path] = (tmp_path / "state" / "runs").glob("*.json")
+    record = read_record_file(record_path)  # parses: written atomically
+    assert record.state is RunState.RUNNING
+    assert [s.status for s in record.stages] == [
+        StageStatus.COMPLETED,
+        StageStatus.RUNNING,
+        StageStatus.PENDING,
+    ]
+    assert record.attempts[-1].status is AttemptStatus.RUNNING
+    assert record.attempts[-1].pgid == stage_pid
+    assert live_group_members(stage_pid), "the orphaned stage should still be running"
+
+    release.touch()
+    proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"resuming run {record.run_id}" in proc.stdout
+    assert f"killed process group {stage_pid} left by a dead run" in proc.stdout
+    assert live_group_members(stage_pid) == []
+
+    final = read_record_file(record_path)
+    assert final.run_id == record.run_id and final.state is RunState.COMPLETED
+    assert [(a.stage, a.status) for a in final.attempts] == [
+        ("one", AttemptStatus.FINISHED),
+        ("two", AttemptStatus.INTERRUPTED),
+        ("two", AttemptStatus.FINISHED),
+        ("three", AttemptStatus.FINISHED),
+    ]
+    state = tmp_path / "state"
+    assert (count(state, "one"), count(state, "two"), count(state, "three")) == (1, 2, 1)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> None:
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    config = write_config(
+        tmp_path,
+        bash_stage("wait", f'echo $$ > "{fifo}"; trap "" TERM; sleep 60 & wait', kill_after_s=0.5),
+    )
+    ticket = write_ticket(tmp_path / "t")
+    orchestrator = subprocess.Popen(
+        orchestrator_cmd("--config", str(config), "run", str(ticket)),
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stage_pid = int(fifo.read_text())
+    orchestrator.send_signal(signal.SIGTERM)
+    _, err = orchestrator.communicate(timeout=30)
+    assert orchestrator.returncode == 130
+    assert "interrupted: state saved" in err
+    assert live_group_members(stage_pid) == []
+    [record_path] = (tmp_path / "state" / "runs").glob("*.json")
+    record = json.loads(record_path.read_text())
+    assert record["state"] == "running"
+    assert record["attempts"][0]["status"] == "interrupted"
+    assert record["stages"][0]["status"] == "pending"

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import TicketError
+from orchestrator.tickets import TicketKind, load_ticket
+
+from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
+
+
+def refusal(path: Path) -> str:
+    with pytest.raises(TicketError) as info:
+        load_ticket(path)
+    return str(info.value)
+
+
+def test_valid_ticket(tmp_path: Path) -> None:
+    (tmp_path / "fix.patch").write_text("From x\n")
+    path = write_ticket(
+        tmp_path,
+        "CARDS-1",
+        kind="bug-fix",
+        extra='[extras.patch]\nfile = "fix.patch"\n[extras.claude-code]\nmax_turns = 5\n',
+        body="# Deal is short by one\n\nFix it.",
+    )
+    ticket = load_ticket(path)
+    assert ticket.id == "CARDS-1"
+    assert ticket.fields.kind is TicketKind.BUG_FIX
+    assert ticket.fields.base_branch == "main"
+    assert ticket.body == "# Deal is short by one\n\nFix it."
+    assert ticket.repository_location() == str((tmp_path / "../origin.git").resolve())
+    assert ticket.extra_files() == [tmp_path / "fix.patch"]
+    assert ticket.fields.extras["claude-code"] == {"max_turns": 5}
+    assert len(ticket.sha256) == 64
+
+
+def test_url_repository_is_kept_as_written(tmp_path: Path) -> None:
+    path = write_ticket(tmp_path, repository="https://example.invalid/x.git")
+    assert load_ticket(path).repository_location() == "https://example.invalid/x.git"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("id = 1\n", "missing TOML front matter: the first line must be '+++'"),
+        ("+++\nid = \"X\"\n", "unterminated front matter: no closing '+++' line"),
+        ("+++\nid = \n+++\nbody\n", "invalid TOML in front matter: "),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "bugfix"\nrepository = "r"\n+++\nbody\n',
+            "kind: Input should be 'bug-fix', 'feature', 'refactor', 'chore', 'docs' or 'test' (got 'bugfix')",
+        ),
+        ('+++\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\nbody\n', "id: required key is missing"),
+        (
+            '+++\nid = "../../etc"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\nbody\n',
+            "id: String should match pattern",
+        ),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\npriority = 1\n+++\nbody\n',
+            "priority: unknown key (not allowed here)",
+        ),
+        ('+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\n\n  \n', "body: the ticket has no text after the front matter"),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n[extras.patch]\nfile = "nope.patch"\n+++\nbody\n',
+            "extras.patch.file: no such file: ",
+        ),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n[extras.patch]\nfiel = "p"\n+++\nbody\n',
+            "extras.patch.file: required key is missing; extras.patch.fiel: unknown key (not allowed here)",
+        ),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n[extras.patch]\nfile = "../secret"\n+++\nbody\n',
+            "extras.patch.file: '../secret' points outside the ticket's directory",
+        ),
+    ],
+)
+def test_malformed_tickets_are_refused_with_file_field_and_reason(
+    tmp_path: Path, content: str, reason: str
+) -> None:
+    path = tmp_path / "bad.md"
+    path.write_text(content)
+    message = refusal(path)
+    assert message.startswith(f"ticket error: {path}: ")
+    assert reason in message
+
+
+def test_missing_and_binary_ticket_files(tmp_path: Path) -> None:
+    assert refusal(tmp_path / "nope.md") == f"ticket error: {tmp_path / 'nope.md'}: no such file"
+    binary = tmp_path / "bin.md"
+    binary.write_bytes(b"+++\n\xff\xfe\n")
+    assert refusal(binary).startswith(f"ticket error: {binary}: not UTF-8 text")
+
+
+def test_cli_refuses_a_malformed_ticket_and_creates_no_state(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text((ROOT / "config.toml").read_text().replace("{root}", str(ROOT)))
+    bad = tmp_path / "bad.md"
+    bad.write_text('+++\nid = "X"\ntitle = "t"\nkind = "bugfix"\nrepository = "r"\n+++\nbody\n')
+    proc = subprocess.run(
+        orchestrator_cmd("--config", str(config), "run", str(bad)),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"ticket error: {bad}: kind: Input should be 'bug-fix'")
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / ".state").exists()

@@ -80,19 +80,22 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "runs":
         from orchestrator.commands import runs
 
-        return runs.runs(locate.state_dir(config_file, args.state_dir), sys.stdout, as_json=args.json)
+        return runs.runs(
+            locate.state_dir(config_file, args.state_dir), sys.stdout, as_json=args.json
+        )
     if args.command == "show":
         from orchestrator.commands import show
 
         return show.show(
-            locate.state_dir(config_file, args.state_dir), args.run_id, sys.stdout, as_json=args.json
+            locate.state_dir(config_file, args.state_dir),
+            args.run_id,
+            sys.stdout,
+            as_json=args.json,
         )
     if args.command == "run":
         from orchestrator.commands import run
 
-        return run.run(
-            config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout
-        )
+        return run.run(config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout)
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -88,7 +88,7 @@ class StageConfig(Frozen):
 class Config(Frozen):
     state_dir: NonEmptyStr = DEFAULT_STATE_DIR
     recovery: RecoveryConfig = RecoveryConfig()
-    engines: dict[Name, EngineConfig] = {}
+    engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
 
     @model_validator(mode="after")

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 class Reporter(Protocol):
     def run_opened(self, record: RunRecord, *, resumed: bool) -> None: ...
-    def stage_started(self, record: RunRecord | None, stage: str, attempt: int, detail: str) -> None: ...
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None: ...
     def tick(self, label: str, elapsed_s: float) -> None: ...
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None: ...
     def note(self, text: str) -> None: ...
@@ -44,7 +46,9 @@ def outcome_lines(record: RunRecord) -> list[str]:
     """The closing lines of a run: its state, why it halted, where to look."""
     lines = [f"{record.ticket_id}: {record.state} (run {record.run_id})"]
     if record.halt is not None:
-        lines.append(f"  halted: {record.halt.reason} at stage {record.halt.stage}: {record.halt.detail}")
+        lines.append(
+            f"  halted: {record.halt.reason} at stage {record.halt.stage}: {record.halt.detail}"
+        )
     if record.pull_request:
         lines.append(f"  pull request: {record.pull_request}")
     lines.append(f"  state: {record.run_dir}.json")
@@ -73,7 +77,9 @@ class PlainReporter:
         else:
             self._line(f"{record.ticket_id}: run {record.run_id} started")
 
-    def stage_started(self, record: RunRecord | None, stage: str, attempt: int, detail: str) -> None:
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None:
         self._line(f"  {stage}: started (attempt {attempt}){' ' + detail if detail else ''}")
 
     def tick(self, label: str, elapsed_s: float) -> None:

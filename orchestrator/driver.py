@@ -147,11 +147,15 @@ def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
         if attempt.status is not AttemptStatus.RUNNING:
             continue
         if attempt.pgid is not None:
-            killed = runner.kill_stale_group(runner.ProcessIdentity(attempt.pgid, attempt.start_ticks))
+            killed = runner.kill_stale_group(
+                runner.ProcessIdentity(attempt.pgid, attempt.start_ticks)
+            )
             if killed:
                 services.reporter.note(f"killed process group {attempt.pgid} left by a dead run")
         record = record.with_attempt(
-            attempt.model_copy(update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()})
+            attempt.model_copy(
+                update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
+            )
         ).with_stage_status(attempt.stage, StageStatus.PENDING)
     services.store.save(record)
     return record
@@ -219,7 +223,9 @@ def _engine_and_model(stage: StageConfig, engines: Mapping[str, EngineConfig]) -
     return stage.engine, stage.model or (ladder[0] if ladder else "")
 
 
-def run_stage(record: RunRecord, stage: StageConfig, services: Services) -> tuple[RunRecord, Attempt]:
+def run_stage(
+    record: RunRecord, stage: StageConfig, services: Services
+) -> tuple[RunRecord, Attempt]:
     """Run one attempt of ``stage`` and persist it (start, process identity, result).
     Returns the updated record and the finished attempt. Interruption marks the attempt
     ``interrupted``, saves, and propagates."""
@@ -344,7 +350,9 @@ def _run_checks(
     started = attempt.started_at
     for check in stage.checks:
         if check.kinds and ctx.ticket_kind not in check.kinds:
-            results.append(CheckResult(name=check.name, command=check.command, exit_code=None, skipped=True))
+            results.append(
+                CheckResult(name=check.name, command=check.command, exit_code=None, skipped=True)
+            )
             continue
         check_ctx = StageContext(**{**ctx.__dict__, "check": check.name})
         argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
@@ -357,7 +365,9 @@ def _run_checks(
             timeout_s=check.timeout_s,
             kill_after_s=stage.kill_after_s,
             on_start=remember_group,
-            on_tick=lambda elapsed: services.reporter.tick(f"{stage.name}:{check.name}", elapsed),
+            on_tick=lambda elapsed, label=f"{stage.name}:{check.name}": services.reporter.tick(
+                label, elapsed
+            ),
             tick_s=services.tick_s,
         )
         last_log = str(outcome.log_path)

@@ -39,7 +39,6 @@ def state_dir(config_file: Path, cli_value: str | None) -> Path:
     value = raw.get("state_dir", _DEFAULT_STATE_DIR)
     if not isinstance(value, str) or not value:
         raise ConfigError(
-            f"config error: {config_file}: state_dir: expected a non-empty string "
-            f"(got {value!r})"
+            f"config error: {config_file}: state_dir: expected a non-empty string (got {value!r})"
         )
     return (config_file.parent / value).resolve()

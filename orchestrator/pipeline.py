@@ -14,9 +14,10 @@ terminal state. Every halt into ``needs-human`` or ``failed`` carries a ``HaltRe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, Mapping
+from typing import Final
 
 from orchestrator.errors import IllegalTransition
 
@@ -48,9 +49,7 @@ TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
     {
         S.PENDING: frozenset({S.RUNNING, S.NEEDS_HUMAN, S.FAILED}),
         S.RUNNING: frozenset({S.RUNNING, S.RECOVERING, S.COMPLETED, S.NEEDS_HUMAN, S.FAILED}),
-        S.RECOVERING: frozenset(
-            {S.RUNNING, S.AWAITING_APPROVAL, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}
-        ),
+        S.RECOVERING: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}),
         S.AWAITING_APPROVAL: frozenset({S.RUNNING, S.NEEDS_HUMAN}),
         S.COMPLETED: frozenset(),
         S.NEEDS_HUMAN: frozenset(),
@@ -71,9 +70,7 @@ def is_terminal(state: RunState) -> bool:
 def check_transition(current: RunState, target: RunState, halt: HaltReason | None) -> None:
     """Raise IllegalTransition unless ``current → target`` (with ``halt``) is allowed."""
     if current in TERMINAL:
-        raise IllegalTransition(
-            f"illegal transition {current} → {target}: {current} is terminal"
-        )
+        raise IllegalTransition(f"illegal transition {current} → {target}: {current} is terminal")
     if target not in TRANSITIONS[current]:
         raise IllegalTransition(f"illegal transition {current} → {target}")
     if target in HALT_REQUIRED and halt is None:

@@ -82,7 +82,7 @@ def process_start_ticks(pid: int) -> int | None:
 def live_group_members(pgid: int) -> list[int]:
     """Pids in process group ``pgid`` that are not zombies (a zombie is dead; on machines
     whose PID 1 does not reap, orphaned zombies linger and must not count as alive)."""
-    members = []
+    members: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -91,7 +91,8 @@ def expand_command(argv: tuple[str, ...], *, root: Path, ctx: StageContext) -> t
     }
     out = []
     for arg in argv:
+        expanded = arg
         for key, value in values.items():
-            arg = arg.replace(key, value)
-        out.append(arg)
+            expanded = expanded.replace(key, value)
+        out.append(expanded)
     return tuple(out)

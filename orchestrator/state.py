@@ -29,7 +29,7 @@ from orchestrator.errors import StateError, TicketLocked
 from orchestrator.pipeline import HaltReason, RunState, check_transition
 from orchestrator.validation import Frozen, describe_validation_error
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class AttemptStatus(StrEnum):
@@ -92,11 +92,7 @@ class Attempt(Frozen):
 
     @property
     def ok(self) -> bool:
-        return (
-            self.status is AttemptStatus.FINISHED
-            and self.exit_code == 0
-            and not self.timed_out
-        )
+        return self.status is AttemptStatus.FINISHED and self.exit_code == 0 and not self.timed_out
 
 
 class StageRecord(Frozen):
@@ -157,7 +153,7 @@ class RunRecord(Frozen):
     def with_attempt(self, attempt: Attempt) -> RunRecord:
         """Add ``attempt``, or replace the one with its number."""
         others = tuple(a for a in self.attempts if a.number != attempt.number)
-        attempts = tuple(sorted(others + (attempt,), key=lambda a: a.number))
+        attempts = tuple(sorted((*others, attempt), key=lambda a: a.number))
         return self.model_copy(update={"attempts": attempts})
 
     def transition(

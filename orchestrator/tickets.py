@@ -62,7 +62,7 @@ class TicketFields(Frozen):
         "main"
     )
     parent: Name | None = None
-    extras: dict[Name, dict[str, Any]] = {}
+    extras: dict[Name, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Ticket(Frozen):

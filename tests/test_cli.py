@@ -6,11 +6,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 from orchestrator.cli import main
 from orchestrator.commands.runs import humanize_age, runs
-
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 
 @pytest.fixture
@@ -118,7 +117,9 @@ def test_show_reports_a_hand_edited_record(finished_runs: tuple[Path, Path]) -> 
         timeout=60,
     )
     assert proc.returncode == 7
-    assert proc.stderr.startswith(f"state error: {path}: not a valid run record: state: Input should be")
+    assert proc.stderr.startswith(
+        f"state error: {path}: not a valid run record: state: Input should be"
+    )
     assert "Traceback" not in proc.stderr
 
 
@@ -149,7 +150,14 @@ def test_plain_output_when_not_a_tty_has_no_escape_codes(tmp_path: Path) -> None
 
 def test_humanize_age() -> None:
     assert [humanize_age(s) for s in (0, 59, 119, 120, 7199, 7200, 172799, 172800)] == [
-        "0s", "59s", "119s", "2m", "119m", "2h", "47h", "2d"
+        "0s",
+        "59s",
+        "119s",
+        "2m",
+        "119m",
+        "2h",
+        "47h",
+        "2d",
     ]
 
 

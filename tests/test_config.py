@@ -4,11 +4,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, orchestrator_cmd, subprocess_env
 
 from orchestrator.config import load_config, parse_config
 from orchestrator.errors import ConfigError
-
-from conftest import ROOT, orchestrator_cmd, subprocess_env
 
 MINIMAL = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
 
@@ -51,20 +50,35 @@ def test_config_models_are_frozen(tmp_path: Path) -> None:
             "recovery.max_retries_per_ticket: Input should be greater than or equal to 0 (got -1)",
         ),
         (
-            MINIMAL + "[recovery]\nmax_diag_invocations_per_ticket = \"2\"\n",
+            MINIMAL + '[recovery]\nmax_diag_invocations_per_ticket = "2"\n',
             "recovery.max_diag_invocations_per_ticket: Input should be a valid integer (got '2')",
         ),
         (
             MINIMAL + "[recovery]\nmax_retry_per_ticket = 2\n",
             "recovery.max_retry_per_ticket: unknown key (not allowed here)",
         ),
-        ('[[stages]]\nname = "a"\ncommand = ["true"]\ncolour = 1\n', "stages[0].colour: unknown key (not allowed here)"),
-        ('[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = "5"\n', "stages[0].timeout_s: Input should be a valid number (got '5')"),
-        ('[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = 0\n', "stages[0].timeout_s: Input should be greater than 0 (got 0)"),
-        ('[[stages]]\nname = "a"\ncommand = []\n', "stages[0].command: expected at least 1 item(s) (got [])"),
+        (
+            '[[stages]]\nname = "a"\ncommand = ["true"]\ncolour = 1\n',
+            "stages[0].colour: unknown key (not allowed here)",
+        ),
+        (
+            '[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = "5"\n',
+            "stages[0].timeout_s: Input should be a valid number (got '5')",
+        ),
+        (
+            '[[stages]]\nname = "a"\ncommand = ["true"]\ntimeout_s = 0\n',
+            "stages[0].timeout_s: Input should be greater than 0 (got 0)",
+        ),
+        (
+            '[[stages]]\nname = "a"\ncommand = []\n',
+            "stages[0].command: expected at least 1 item(s) (got [])",
+        ),
         ('[[stages]]\ncommand = ["true"]\n', "stages[0].name: required key is missing"),
         ("stages = []\n", "stages: expected at least 1 item(s) (got [])"),
-        ('[[stages]]\nname = "a"\n', "stages[0]: a stage needs exactly one of 'command', 'engine' or 'checks'"),
+        (
+            '[[stages]]\nname = "a"\n',
+            "stages[0]: a stage needs exactly one of 'command', 'engine' or 'checks'",
+        ),
         (
             '[[stages]]\nname = "a"\ncommand = ["x"]\nengine = "e"\n',
             "stages[0]: a stage needs exactly one of 'command', 'engine' or 'checks', not command and engine",

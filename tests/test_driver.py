@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 from orchestrator.config import load_config
 from orchestrator.display import PlainReporter
@@ -21,10 +22,10 @@ from orchestrator.runner import live_group_members
 from orchestrator.state import AttemptStatus, RunStore, StageStatus, read_record_file, ticket_lock
 from orchestrator.tickets import load_ticket
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
-
-def services_for(config_path: Path, environ: dict[str, str] | None = None) -> tuple[Services, io.StringIO]:
+def services_for(
+    config_path: Path, environ: dict[str, str] | None = None
+) -> tuple[Services, io.StringIO]:
     loaded = load_config(config_path)
     out = io.StringIO()
     return (
@@ -159,7 +160,8 @@ def test_failed_check_records_the_failing_check(tmp_path: Path) -> None:
 def test_side_effectful_stage_is_blocked_while_dry_run_is_armed(tmp_path: Path) -> None:
     config = write_config(
         tmp_path,
-        bash_stage("build", counting("build")) + bash_stage("push", counting("push"), side_effectful=True),
+        bash_stage("build", counting("build"))
+        + bash_stage("push", counting("push"), side_effectful=True),
     )
     ticket = load_ticket(write_ticket(tmp_path / "t"))
     services, _ = services_for(config, environ={"PATH": os.environ["PATH"], "DRY_RUN": "0"})
@@ -225,8 +227,7 @@ def test_sigkill_mid_stage_leaves_a_resumable_run(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     release = tmp_path / "release"
     blocking = (
-        counting("two")
-        + f'; if [ ! -e "{release}" ]; then echo $$ > "{fifo}"; exec sleep 60; fi'
+        counting("two") + f'; if [ ! -e "{release}" ]; then echo $$ > "{fifo}"; exec sleep 60; fi'
     )
     config = write_config(
         tmp_path,

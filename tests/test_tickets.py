@@ -4,11 +4,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 
 from orchestrator.errors import TicketError
 from orchestrator.tickets import TicketKind, load_ticket
-
-from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 
 
 def refusal(path: Path) -> str:
@@ -46,13 +45,16 @@ def test_url_repository_is_kept_as_written(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         ("id = 1\n", "missing TOML front matter: the first line must be '+++'"),
-        ("+++\nid = \"X\"\n", "unterminated front matter: no closing '+++' line"),
+        ('+++\nid = "X"\n', "unterminated front matter: no closing '+++' line"),
         ("+++\nid = \n+++\nbody\n", "invalid TOML in front matter: "),
         (
             '+++\nid = "X"\ntitle = "t"\nkind = "bugfix"\nrepository = "r"\n+++\nbody\n',
             "kind: Input should be 'bug-fix', 'feature', 'refactor', 'chore', 'docs' or 'test' (got 'bugfix')",
         ),
-        ('+++\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\nbody\n', "id: required key is missing"),
+        (
+            '+++\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\nbody\n',
+            "id: required key is missing",
+        ),
         (
             '+++\nid = "../../etc"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\nbody\n',
             "id: String should match pattern",
@@ -61,7 +63,10 @@ def test_url_repository_is_kept_as_written(tmp_path: Path) -> None:
             '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\npriority = 1\n+++\nbody\n',
             "priority: unknown key (not allowed here)",
         ),
-        ('+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\n\n  \n', "body: the ticket has no text after the front matter"),
+        (
+            '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n+++\n\n  \n',
+            "body: the ticket has no text after the front matter",
+        ),
         (
             '+++\nid = "X"\ntitle = "t"\nkind = "feature"\nrepository = "r"\n[extras.patch]\nfile = "nope.patch"\n+++\nbody\n',
             "extras.patch.file: no such file: ",

@@ -39,12 +39,14 @@ def read_run_headers(runs_dir: Path, errors: TextIO) -> list[dict[str, Any]]:
     return headers
 
 
-def runs(state_dir: Path, out: TextIO, *, as_json: bool = False, errors: TextIO = sys.stderr) -> int:
+def runs(
+    state_dir: Path, out: TextIO, *, as_json: bool = False, errors: TextIO = sys.stderr
+) -> int:
     headers = read_run_headers(state_dir / "runs", errors)
     now = datetime.now(UTC)
     if as_json:
         for raw in headers:
-            out.write(json.dumps({k: raw.get(k) for k in COLUMNS + ("created_at",)}) + "\n")
+            out.write(json.dumps({k: raw.get(k) for k in (*COLUMNS, "created_at")}) + "\n")
         return 0
     if not headers:
         out.write(f"no runs under {state_dir}\n")
@@ -60,5 +62,8 @@ def runs(state_dir: Path, out: TextIO, *, as_json: bool = False, errors: TextIO 
         )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() + "\n")
+        out.write(
+            "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            + "\n"
+        )
     return 0

@@ -32,7 +32,8 @@ def render(record: RunRecord) -> list[str]:
     lines = [
         f"run      {record.run_id}",
         f"ticket   {record.ticket_id} ({record.ticket_kind}): {record.ticket_title}",
-        f"state    {record.state}" + (f" at {record.current_stage}" if record.current_stage else ""),
+        f"state    {record.state}"
+        + (f" at {record.current_stage}" if record.current_stage else ""),
         f"started  {record.created_at:%Y-%m-%d %H:%M:%S}Z   updated {record.updated_at:%Y-%m-%d %H:%M:%S}Z",
     ]
     if record.halt is not None:

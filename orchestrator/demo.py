@@ -1,0 +1,195 @@
+"""``python -m orchestrator.demo``: build a small project with two real bugs, then run a
+ticket for each through the pipeline (``bash scripts/dev.sh demo`` from the project root).
+
+CARDS-1's patch squashes the fix and its test into one commit, so the review check
+``lint-bug-commit-order`` fails it; CARDS-2's lands the fix, then the test, and completes.
+
+The build uses GitPython only, with fixed authors and dates, so every build produces
+byte-identical patches and tickets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from orchestrator import errors
+from orchestrator.demo_cards import PROJECT_FILES, TICKETS, TicketSpec
+
+EXPECTED: dict[str, int] = {"CARDS-1": errors.EXIT_FAILED, "CARDS-2": errors.EXIT_COMPLETED}
+WHY_EXPECTED = {
+    "CARDS-1": "review fails on lint-bug-commit-order: the fix and its test are one commit",
+    "CARDS-2": "the fix lands before its test, the check passes, the PR is recorded",
+}
+OUTCOMES = {
+    errors.EXIT_COMPLETED: "completed",
+    errors.EXIT_BUG: "crashed (a bug in the orchestrator)",
+    errors.EXIT_USAGE: "usage or configuration error",
+    errors.EXIT_NEEDS_HUMAN: "needs-human",
+    errors.EXIT_FAILED: "failed",
+    errors.EXIT_SPLIT: "split",
+    errors.EXIT_AWAITING_APPROVAL: "awaiting-approval",
+    errors.EXIT_STATE: "state error",
+    errors.EXIT_LOCKED: "locked by another process",
+    errors.EXIT_INTERRUPTED: "interrupted",
+}
+MARKER = ".orchestrator-demo"  # only a directory carrying this is ever deleted by a rebuild
+AUTHOR = git.Actor("Dana Dealer", "dana@cards.example")
+EPOCH = 1_709_546_400  # 2024-03-04 10:00 UTC; each commit is one hour after the previous
+
+
+@dataclass(frozen=True)
+class DemoLayout:
+    workdir: Path
+    origin: Path  # bare repository the tickets point at
+    tickets: Mapping[str, Path]  # ticket id → ticket file
+
+
+def _toml_str(value: str) -> str:
+    # A JSON string is a valid TOML basic string: quotes, backslashes, controls escaped.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def ticket_text(spec: TicketSpec, patch_name: str) -> str:
+    return (
+        "+++\n"
+        f"id = {_toml_str(spec.id)}\n"
+        f"title = {_toml_str(spec.title)}\n"
+        'kind = "bug-fix"\n'
+        'repository = "../origin.git"\n'
+        'base_branch = "main"\n'
+        "\n"
+        "[extras.patch]\n"
+        f"file = {_toml_str(patch_name)}\n"
+        "+++\n"
+        f"{spec.body}"
+    )
+
+
+def _fresh_dir(path: Path) -> None:
+    if path.exists() and any(path.iterdir()) and not (path / MARKER).exists():
+        raise ValueError(f"refusing to replace {path}: it is not a demo directory (no {MARKER})")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    (path / MARKER).write_text("built by orchestrator.demo; deleted on every rebuild\n")
+
+
+def _commit(repo: git.Repo, files: Mapping[str, str], message: str, tick: int) -> None:
+    for rel, text in files.items():
+        target = Path(repo.working_dir, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    repo.index.add(list(files))
+    when = f"{EPOCH + 3600 * tick} +0000"
+    repo.index.commit(message, author=AUTHOR, committer=AUTHOR, author_date=when, commit_date=when)
+
+
+def _make_patch(repo: git.Repo, spec: TicketSpec, first_tick: int) -> str:
+    """Commit the ticket's change on a scratch branch and return it as an mbox series."""
+    branch = f"demo/{spec.id}"
+    repo.git.checkout("-b", branch, "main")
+    for offset, commit in enumerate(spec.commits):
+        _commit(repo, commit.files, commit.message, first_tick + offset)
+    # --no-signature: the default signature is git's version, which would make the
+    # patch differ between machines.
+    mbox: str = repo.git.format_patch(
+        "--stdout", "--no-signature", f"main..{branch}", strip_newline_in_stdout=False
+    )
+    repo.git.checkout("main")
+    repo.git.branch("-D", branch)
+    return mbox
+
+
+def build_demo(workdir: Path) -> DemoLayout:
+    """(Re)create ``workdir`` with the cards project, its bare origin and the tickets."""
+    workdir = workdir.resolve()
+    _fresh_dir(workdir)
+    with git.Repo.init(workdir / "cards", initial_branch="main") as repo:
+        _commit(repo, PROJECT_FILES, "Start the cards library\n", tick=0)
+        origin = workdir / "origin.git"
+        # Clone before any scratch branch exists, so origin holds main and nothing else.
+        git.Repo.clone_from(repo.working_dir, origin, bare=True).close()
+        tickets_dir = workdir / "tickets"
+        tickets_dir.mkdir()
+        tickets: dict[str, Path] = {}
+        tick = 1
+        for spec in TICKETS:
+            patch_name = f"{spec.id}.patch"
+            (tickets_dir / patch_name).write_text(_make_patch(repo, spec, tick), encoding="utf-8")
+            tick += len(spec.commits)
+            path = tickets_dir / f"{spec.id}.md"
+            path.write_text(ticket_text(spec, patch_name), encoding="utf-8")
+            tickets[spec.id] = path
+    return DemoLayout(workdir=workdir, origin=origin, tickets=tickets)
+
+
+def outcome(code: int) -> str:
+    return f"exit {code} ({OUTCOMES.get(code, 'unknown exit code')})"
+
+
+def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[str, int]:
+    """Tickets whose exit code differs from the expected one (missing counts as differing)."""
+    return {t: results.get(t, -1) for t in expected if results.get(t) != expected[t]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m orchestrator.demo", description=__doc__).parse_args(
+        argv
+    )
+    root = Path.cwd()
+    config = root / "config.toml"
+    if not config.is_file():
+        print(
+            f"demo: no config.toml in {root}; run it from the project root "
+            "(bash scripts/dev.sh demo)",
+            file=sys.stderr,
+        )
+        return errors.EXIT_USAGE
+    try:
+        layout = build_demo(root / ".state" / "demo")
+    except ValueError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return errors.EXIT_USAGE
+    print(f"demo project built in {layout.workdir}")
+    print(f"  repository: {layout.origin}")
+    for ticket_id, path in layout.tickets.items():
+        print(f"  ticket {ticket_id}: {path}")
+
+    os.environ["DRY_RUN"] = "false"
+    print("DRY_RUN=false: the demo's remote is a local bare repository, so open-pr may push")
+
+    from orchestrator import cli  # late: building the demo needs none of the pipeline
+
+    results: dict[str, int] = {}
+    for ticket_id, path in layout.tickets.items():
+        print(f"\n=== {ticket_id}: orchestrator run {path.name} --rerun ===", flush=True)
+        results[ticket_id] = cli.main(["--config", str(config), "run", str(path), "--rerun"])
+
+    print("\n=== summary ===")
+    for ticket_id, code in results.items():
+        print(
+            f"  {ticket_id}: {outcome(code)}; expected {outcome(EXPECTED[ticket_id])}: "
+            f"{WHY_EXPECTED[ticket_id]}"
+        )
+    print("Look closer:  .venv/bin/orchestrator runs")
+    print("              .venv/bin/orchestrator show <run-id>")
+    differing = mismatches(results, EXPECTED)
+    for ticket_id, code in differing.items():
+        print(
+            f"demo: {ticket_id} ended with {outcome(code)}, expected "
+            f"{outcome(EXPECTED[ticket_id])}",
+            file=sys.stderr,
+        )
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Plumbing shared by the stage scripts in this directory (it is not a stage itself).
+
+A stage runs as ``python stages/<name>.py``: this directory is on ``sys.path`` and the
+project root is not. Importing this module appends the root, so ``orchestrator`` imports
+from a bare checkout too (the venv's editable install resolves to the same files).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import NoReturn
+
+import git
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+# GitPython wraps captured output as "\n  stderr: '...'"; peel that off to read git's words.
+_WRAPPER = re.compile(r"^\s*std(?:out|err): '(.*)'\s*$", re.DOTALL)
+_TELLING = ("fatal:", "error:", "Patch failed")
+
+
+class StageError(Exception):
+    """An expected failure (bad input, git refused): one line on stderr, exit 1."""
+
+
+def require_env(environ: Mapping[str, str], name: str) -> str:
+    value = environ.get(name, "")
+    if not value:
+        raise StageError(f"{name} is not set (this script runs under the orchestrator)")
+    return value
+
+
+def _unwrap(captured: object) -> list[str]:
+    text = captured.decode(errors="replace") if isinstance(captured, bytes) else str(captured)
+    match = _WRAPPER.match(text)
+    body = match.group(1) if match else text
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
+def git_output_lines(exc: git.GitCommandError) -> list[str]:
+    """Everything git said when it failed, stderr first."""
+    return _unwrap(exc.stderr) + _unwrap(exc.stdout)
+
+
+def git_reason(exc: git.GitCommandError) -> str:
+    """git's most telling lines, joined into one line a person can act on."""
+    lines = git_output_lines(exc)
+    telling = [line for line in lines if line.startswith(_TELLING)]
+    if telling:
+        return "; ".join(telling[-2:])
+    if lines:
+        return lines[-1]
+    return f"git exited with status {exc.status}"
+
+
+def run_stage(name: str, main: Callable[[Mapping[str, str]], None]) -> NoReturn:
+    """Run ``main(os.environ)``; an expected failure becomes one stderr line and exit 1.
+    Anything else propagates with its traceback, because it is a bug in the script."""
+    try:
+        main(os.environ)
+    except StageError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)

@@ -16,21 +16,17 @@ from collections.abc import Sequence
 from types import FrameType
 
 from orchestrator import __version__
-from orchestrator.errors import EXIT_BUG, EXIT_INTERRUPTED, Interrupted, OrchestratorError
+from orchestrator.errors import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_MEANINGS,
+    Interrupted,
+    OrchestratorError,
+)
 
-EPILOG = """\
-exit codes:
-  0    completed (or nothing to do)
-  1    internal error (a bug: the traceback's path is printed)
-  2    usage, config or ticket error
-  3    needs a human (halted with a typed reason, or blocked by DRY_RUN)
-  4    failed (a stage or check failed and was not recovered)
-  5    split into sub-tickets
-  6    awaiting approval
-  7    unreadable state file
-  75   the ticket is locked by another orchestrator process
-  130  interrupted (state saved; run again to resume)
-"""
+EPILOG = "exit codes:\n" + "".join(
+    f"  {code:<4} {meaning}\n" for code, meaning in EXIT_MEANINGS.items()
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,18 +29,6 @@ WHY_EXPECTED = {
     "CARDS-1": "review fails on lint-bug-commit-order: the fix and its test are one commit",
     "CARDS-2": "the fix lands before its test, the check passes, the PR is recorded",
 }
-OUTCOMES = {
-    errors.EXIT_COMPLETED: "completed",
-    errors.EXIT_BUG: "crashed (a bug in the orchestrator)",
-    errors.EXIT_USAGE: "usage or configuration error",
-    errors.EXIT_NEEDS_HUMAN: "needs-human",
-    errors.EXIT_FAILED: "failed",
-    errors.EXIT_SPLIT: "split",
-    errors.EXIT_AWAITING_APPROVAL: "awaiting-approval",
-    errors.EXIT_STATE: "state error",
-    errors.EXIT_LOCKED: "locked by another process",
-    errors.EXIT_INTERRUPTED: "interrupted",
-}
 MARKER = ".orchestrator-demo"  # only a directory carrying this is ever deleted by a rebuild
 AUTHOR = git.Actor("Dana Dealer", "dana@cards.example")
 EPOCH = 1_709_546_400  # 2024-03-04 10:00 UTC; each commit is one hour after the previous
@@ -132,7 +120,7 @@ def build_demo(workdir: Path) -> DemoLayout:
 
 
 def outcome(code: int) -> str:
-    return f"exit {code} ({OUTCOMES.get(code, 'unknown exit code')})"
+    return f"exit {code}: {errors.EXIT_MEANINGS.get(code, 'unknown exit code')}"
 
 
 def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[str, int]:
@@ -175,10 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print("\n=== summary ===")
     for ticket_id, code in results.items():
-        print(
-            f"  {ticket_id}: {outcome(code)}; expected {outcome(EXPECTED[ticket_id])}: "
-            f"{WHY_EXPECTED[ticket_id]}"
-        )
+        verdict = "as expected" if code == EXPECTED[ticket_id] else "NOT as expected"
+        print(f"  {ticket_id}: {outcome(code)} — {verdict}: {WHY_EXPECTED[ticket_id]}")
     print("Look closer:  .venv/bin/orchestrator runs")
     print("              .venv/bin/orchestrator show <run-id>")
     differing = mismatches(results, EXPECTED)

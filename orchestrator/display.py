@@ -80,7 +80,8 @@ class PlainReporter:
     def stage_started(
         self, record: RunRecord | None, stage: str, attempt: int, detail: str
     ) -> None:
-        self._line(f"  {stage}: started (attempt {attempt}){' ' + detail if detail else ''}")
+        # ``detail`` names the check when a check stage starts each of its checks.
+        self._line(f"  {stage}: {detail or 'started'} (attempt {attempt})")
 
     def tick(self, label: str, elapsed_s: float) -> None:
         return None

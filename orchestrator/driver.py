@@ -356,7 +356,9 @@ def _run_checks(
             continue
         check_ctx = StageContext(**{**ctx.__dict__, "check": check.name})
         argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
-        services.reporter.stage_started(None, stage.name, attempt.number, f"check {check.name}")
+        services.reporter.stage_started(
+            None, stage.name, attempt.number, f"check {check.name} started"
+        )
         outcome = services.run_process(
             argv,
             cwd=cwd,

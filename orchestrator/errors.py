@@ -27,6 +27,19 @@ EXIT_STATE = 7
 EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
 EXIT_INTERRUPTED = 130
 
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_COMPLETED: "completed (or nothing to do)",
+    EXIT_BUG: "internal error (a bug: the traceback's path is printed)",
+    EXIT_USAGE: "usage, config or ticket error",
+    EXIT_NEEDS_HUMAN: "needs a human (halted with a typed reason, or blocked by DRY_RUN)",
+    EXIT_FAILED: "failed (a stage or check failed and was not recovered)",
+    EXIT_SPLIT: "split into sub-tickets",
+    EXIT_AWAITING_APPROVAL: "awaiting approval",
+    EXIT_STATE: "unreadable state file",
+    EXIT_LOCKED: "the ticket is locked by another orchestrator process",
+    EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)",
+}
+
 
 class OrchestratorError(Exception):
     """An expected failure: the message is for the user, the code for the shell."""

@@ -6,10 +6,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 from orchestrator.cli import main
 from orchestrator.commands.runs import humanize_age, runs
+
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, subprocess_env
-from gitrepo import commit_files, origin_and_clone
 
 from orchestrator.checks.commit_order import (
     CommitFiles,
@@ -19,6 +17,9 @@ from orchestrator.checks.commit_order import (
     find_violations,
     read_branch_commits,
 )
+
+from conftest import ROOT, subprocess_env
+from gitrepo import commit_files, origin_and_clone
 
 BASE_FILES = {"app/core.py": "x = 1\n", "tests/test_core.py": "def test(): pass\n"}
 

@@ -4,10 +4,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, orchestrator_cmd, subprocess_env
 
 from orchestrator.config import load_config, parse_config
 from orchestrator.errors import ConfigError
+
+from conftest import ROOT, orchestrator_cmd, subprocess_env
 
 MINIMAL = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
 

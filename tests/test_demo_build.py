@@ -8,11 +8,12 @@ from pathlib import Path
 
 import git
 import pytest
-from gitrepo import clone
 
 from orchestrator.checks.commit_order import find_violations, read_branch_commits
 from orchestrator.demo import EXPECTED, MARKER, DemoLayout, build_demo, mismatches
 from orchestrator.tickets import load_ticket
+
+from gitrepo import clone
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 from orchestrator.config import load_config
 from orchestrator.display import PlainReporter
@@ -21,6 +20,8 @@ from orchestrator.pipeline import HaltReason, RunState
 from orchestrator.runner import live_group_members
 from orchestrator.state import AttemptStatus, RunStore, StageStatus, read_record_file, ticket_lock
 from orchestrator.tickets import load_ticket
+
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 
 def services_for(

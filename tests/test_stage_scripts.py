@@ -11,11 +11,12 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import ROOT, subprocess_env
-from gitrepo import clone
 
 from orchestrator.demo import DemoLayout, build_demo
 from orchestrator.stage_env import StageContext, stage_environ
+
+from conftest import ROOT, subprocess_env
+from gitrepo import clone
 
 STAGES = ROOT / "stages"
 

@@ -4,10 +4,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 
 from orchestrator.errors import TicketError
 from orchestrator.tickets import TicketKind, load_ticket
+
+from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 
 
 def refusal(path: Path) -> str:

@@ -1,0 +1,77 @@
+"""The demo's two tickets through the real default config.toml: real clone, real patch
+engine, real review checks, real push to a bare origin."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from orchestrator.config import load_config
+from orchestrator.demo import build_demo
+from orchestrator.display import PlainReporter
+from orchestrator.driver import Services, run_ticket
+from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.state import RunStore
+from orchestrator.tickets import load_ticket
+
+from conftest import ROOT
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> tuple[Services, dict[str, Path], Path]:
+    layout = build_demo(tmp_path / "demo")
+    services = Services(
+        loaded=load_config(ROOT / "config.toml"),
+        store=RunStore(tmp_path / "state"),
+        reporter=PlainReporter(io.StringIO()),
+        environ={"PATH": "/usr/bin:/bin", "DRY_RUN": "false", "HOME": str(tmp_path)},
+    )
+    return services, dict(layout.tickets), layout.origin
+
+
+@pytest.mark.slow
+def test_squashed_bug_fix_halts_at_review_on_commit_order(
+    demo: tuple[Services, dict[str, Path], Path],
+) -> None:
+    services, tickets, origin = demo
+    record = run_ticket(load_ticket(tickets["CARDS-1"]), services)
+    assert record.state is RunState.FAILED
+    assert record.halt is not None
+    assert (record.halt.reason, record.halt.stage) == (HaltReason.CHECK_FAILED, "review")
+    review = record.attempts[-1]
+    assert review.failing_check is not None
+    assert review.failing_check.name == "lint-bug-commit-order"
+    log = Path(review.failing_check.log_path or "").read_text()
+    assert "touches both production code and tests" in log
+    assert "lint-bug-commit-order: FAILED (1 violation(s))" in log
+    assert [s.status.value for s in record.stages] == [
+        "completed",
+        "completed",
+        "failed",
+        "pending",
+    ]
+    assert "orch/CARDS-1" not in [h.name for h in git.Repo(origin).heads]
+
+
+@pytest.mark.slow
+def test_clean_bug_fix_reaches_a_recorded_pull_request(
+    demo: tuple[Services, dict[str, Path], Path],
+) -> None:
+    services, tickets, origin = demo
+    record = run_ticket(load_ticket(tickets["CARDS-2"]), services)
+    assert record.state is RunState.COMPLETED, record.halt
+    review = next(a for a in record.attempts if a.stage == "review")
+    assert [(c.name, c.exit_code) for c in review.checks] == [
+        ("lint-bug-commit-order", 0),
+        ("project-tests", 0),
+    ]
+    assert record.pull_request is not None
+    pr = json.loads(Path(record.pull_request).read_text())
+    assert (pr["forge"], pr["head"], pr["base"]) == ("local", "orch/CARDS-2", "main")
+    assert len(pr["commits"]) == 2
+    pushed = git.Repo(origin).heads["orch/CARDS-2"].commit.hexsha
+    assert pushed == pr["head_sha"]

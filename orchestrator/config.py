@@ -28,11 +28,46 @@ Cap = Annotated[StrictInt, Field(ge=0, le=100)]
 TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
+ByteCap = Annotated[StrictInt, Field(ge=256, le=16 * 1024 * 1024)]
+
+
+class ContextLimits(Frozen):
+    """Byte caps on each part of the context bundle, and on the whole bundle: they keep
+    the prompt, and so the cost of a diagnosis, bounded whatever the failure's size."""
+
+    max_run_state_bytes: ByteCap = 8 * 1024
+    max_ticket_bytes: ByteCap = 16 * 1024
+    max_log_tail_bytes: ByteCap = 16 * 1024
+    max_check_output_bytes: ByteCap = 16 * 1024
+    max_diff_bytes: ByteCap = 48 * 1024
+    max_bundle_bytes: ByteCap = 96 * 1024
+
+
 class RecoveryConfig(Frozen):
-    """Caps on the recovery loop, per ticket across all of its runs."""
+    """Caps on the recovery loop, per ticket across all of its runs, and what a
+    mechanical-fix recipe may run."""
 
     max_diag_invocations_per_ticket: Cap = 2
     max_retries_per_ticket: Cap = 2
+    # Re-asks after a reply that failed validation (not after API errors).
+    max_reasks: Annotated[StrictInt, Field(ge=0, le=3)] = 1
+    recipe_allowlist: Annotated[tuple[Name, ...], Field(max_length=32)] = ("git",)
+    recipe_command_timeout_s: PositiveSeconds = 60.0
+    context: ContextLimits = ContextLimits()
+
+
+class ModelConfig(Frozen):
+    """The one model the recovery loop may ask. The key is read from the environment
+    variable named here, never from this file."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    name: NonEmptyStr = "claude-sonnet-4-6"
+    api_key_env: Annotated[StrictStr, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")] = (
+        "ANTHROPIC_API_KEY"
+    )
+    timeout_s: PositiveSeconds = 120.0
+    max_retries: Annotated[StrictInt, Field(ge=0, le=5)] = 2
+    max_tokens: Annotated[StrictInt, Field(ge=256, le=32_000)] = 2048
 
 
 class EngineConfig(Frozen):
@@ -88,6 +123,7 @@ class StageConfig(Frozen):
 class Config(Frozen):
     state_dir: NonEmptyStr = DEFAULT_STATE_DIR
     recovery: RecoveryConfig = RecoveryConfig()
+    model: ModelConfig = ModelConfig()
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
 

@@ -42,6 +42,9 @@ class HaltReason(StrEnum):
     DRY_RUN_BLOCK = "dry_run_block"
     PRECONDITION_FAILED = "precondition_failed"
     HUMAN_REJECTED = "human_rejected"
+    ABANDONED = "abandoned"  # a verdict (model or playbook) said: get a human
+    NO_MODEL = "no_model"  # diagnosis needed, but no model is configured
+    MODEL_ERROR = "model_error"  # the model call failed: timeout, refusal, API error
 
 
 S = RunState

@@ -18,6 +18,7 @@ read one, we only wait for the leader's pid.
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -239,3 +240,74 @@ def run_process(
     if returncode < 0:
         return finished(128 - returncode, sig=-returncode, pgid=pgid)
     return finished(returncode, pgid=pgid)
+
+
+@dataclass(frozen=True)
+class CapturedHead:
+    """The first bytes a command printed on stdout, and whether there was more."""
+
+    data: bytes
+    truncated: bool
+    exit_code: int | None  # None when we stopped it ourselves after max_bytes
+    error: str | None = None
+
+
+def capture_head(
+    argv: tuple[str, ...],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    max_bytes: int,
+    timeout_s: float,
+) -> CapturedHead:
+    """Read at most ``max_bytes`` of a command's stdout, then stop it (whole group, KILL).
+
+    For bounded reads of unbounded output (``git diff`` of a huge change): the cost is
+    the cap, not the output. stderr is discarded. The group is always swept on return.
+    """
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        return CapturedHead(b"", False, None, error=f"cannot start {argv[0]}: {exc.strerror}")
+    assert proc.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + timeout_s
+    fd = proc.stdout.fileno()
+    truncated = timed_out = False
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(65536, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                truncated = True
+                break
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.stdout.close()
+        returncode = proc.wait()
+    data = b"".join(chunks)[:max_bytes]
+    if timed_out:
+        return CapturedHead(data, True, None, error=f"timed out after {timeout_s}s")
+    if truncated:
+        return CapturedHead(data, True, None)
+    return CapturedHead(data, False, returncode)

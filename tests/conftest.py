@@ -28,6 +28,16 @@ def _no_model_and_armed_dry_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway without an injected (mock) http client cannot be built in a test."""
+    # Cheap: the module imports the SDK only when a gateway is built.
+    from orchestrator.recovery import anthropic_gateway
+
+    monkeypatch.setattr(anthropic_gateway, "ALLOW_MODEL_REQUESTS", False)
+    monkeypatch.setenv("ORCHESTRATOR_ALLOW_MODEL_REQUESTS", "0")
+
+
 @pytest.fixture
 def project_root() -> Path:
     return ROOT
@@ -104,5 +114,6 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
+    env["ORCHESTRATOR_ALLOW_MODEL_REQUESTS"] = "0"
     env.update(extra)
     return env

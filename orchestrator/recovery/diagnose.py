@@ -1,0 +1,199 @@
+"""The sandwich. ``decide`` returns exactly one Decision for one failure:
+
+    clone missing?            → synthetic abandon-human        (no model)
+    playbook knows it?        → playbook verdict               (no model)
+    diagnosis cap spent?      → cap_exhausted                  (no model)
+    no model configured?      → synthetic abandon-human        (no model)
+    otherwise: charge the cap, THEN one model call (+ at most ``max_reasks`` re-asks
+    after a reply that failed validation), validated for shape and meaning.
+    The gateway is created (``gateway_factory``) only on that last path.
+
+Whatever the gateway returns, or raises, the result is a valid verdict: anything else
+becomes ``abandon-human`` with the reason. Nothing here executes anything; the only side
+effects are the injected ``charge`` and the gateway call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from orchestrator.pipeline import HaltReason
+from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.playbook import Failure, match_playbook
+from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+from orchestrator.recovery.redact import redact
+from orchestrator.recovery.verdict import (
+    AbandonHumanVerdict,
+    DecisionContext,
+    Verdict,
+    abandon,
+    parse_verdict,
+    semantic_errors,
+    validate_verdict_object,
+    verdict_json_schema,
+)
+
+MAX_STORED_REPLY_CHARS = 16_000
+
+
+class Source(StrEnum):
+    MODEL = "model"
+    PLAYBOOK = "playbook"
+    SYNTHETIC = "synthetic"
+
+
+@dataclass(frozen=True)
+class Usage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def plus(self, calls: int, input_tokens: int, output_tokens: int) -> Usage:
+        return Usage(
+            self.calls + calls, self.input_tokens + input_tokens, self.output_tokens + output_tokens
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: the verdict to execute and everything needed to audit it."""
+
+    source: Source
+    verdict: Verdict
+    valid: bool  # False: ``verdict`` is the abandon-human that replaced an invalid one
+    reason: str
+    halt: HaltReason | None = None  # the typed reason, when the verdict ends the ticket
+    errors: tuple[str, ...] = ()
+    playbook_entry: str | None = None
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    replies: tuple[str, ...] = ()
+    cap_exhausted: bool = False
+
+
+@dataclass(frozen=True)
+class Caps:
+    diagnoses_used: int
+    max_diagnoses: int
+
+    @property
+    def spent(self) -> bool:
+        return self.diagnoses_used >= self.max_diagnoses
+
+
+def _checked(value: object, ctx: DecisionContext) -> tuple[Verdict | None, list[str]]:
+    verdict, errors = validate_verdict_object(value)
+    if verdict is None:
+        return None, errors
+    meaning = semantic_errors(verdict, ctx)
+    return (None, meaning) if meaning else (verdict, [])
+
+
+def _halt_for(verdict: Verdict) -> HaltReason | None:
+    return HaltReason.ABANDONED if isinstance(verdict, AbandonHumanVerdict) else None
+
+
+def decide(
+    *,
+    ctx: DecisionContext,
+    failure: Failure,
+    facts: PromptFacts,
+    bundle_text: str,
+    clone_exists: bool,
+    caps: Caps,
+    gateway_factory: Callable[[], ModelGateway | None],
+    charge: Callable[[], None],
+    max_reasks: int,
+    max_tokens: int,
+) -> Decision:
+    if not clone_exists:
+        why = f"the failed stage's clone {ctx.clone_dir} is missing: nothing to inspect or retry safely"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.PRECONDITION_FAILED
+        )
+
+    known = match_playbook(failure)
+    if known is not None:
+        entry, proposal = known
+        verdict, errors = _checked(proposal, ctx)
+        if verdict is not None:
+            return Decision(
+                Source.PLAYBOOK,
+                verdict,
+                True,
+                f"known failure: playbook entry {entry!r}",
+                halt=_halt_for(verdict),
+                playbook_entry=entry,
+            )
+        why = f"playbook entry {entry!r} produced an invalid verdict"
+        return Decision(
+            Source.PLAYBOOK, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+            errors=tuple(errors), playbook_entry=entry,
+        )  # fmt: skip
+
+    if caps.spent:
+        why = f"diagnosis cap spent ({caps.diagnoses_used}/{caps.max_diagnoses} for this ticket)"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.CAP_EXHAUSTED,
+            cap_exhausted=True,
+        )  # fmt: skip
+    # Built only now: constructing a real gateway imports the SDK (most of a second).
+    gateway = gateway_factory()
+    if gateway is None:
+        why = "no model configured"
+        return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
+
+    # Charged (and persisted by the caller) before the call: a crash after it never refunds.
+    charge()
+    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
+
+
+def _ask(
+    ctx: DecisionContext,
+    facts: PromptFacts,
+    bundle_text: str,
+    gateway: ModelGateway,
+    max_reasks: int,
+    max_tokens: int,
+) -> Decision:
+    usage = Usage()
+    replies: list[str] = []
+    errors: list[str] = []
+    schema = verdict_json_schema()
+    for _ in range(1 + max_reasks):
+        prompt = build_prompt(facts, bundle_text, validation_errors=errors or None)
+        request = ModelRequest(
+            system=SYSTEM, prompt=prompt, json_schema=schema, max_tokens=max_tokens
+        )
+        try:
+            reply = gateway.complete(request)
+        except Exception as exc:  # noqa: BLE001 -- a gateway bug must not escape the loop
+            why = f"model gateway failed: {type(exc).__name__}"
+            return Decision(
+                Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
+                model=gateway.model_name, usage=usage.plus(1, 0, 0), replies=tuple(replies),
+            )  # fmt: skip
+        usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
+        if reply.text is not None:
+            replies.append(redact(reply.text)[:MAX_STORED_REPLY_CHARS])
+        if reply.error is not None or reply.text is None:
+            why = f"model call failed: {reply.error or 'no text in reply'}"
+            return Decision(
+                Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
+                model=reply.model, usage=usage, replies=tuple(replies),
+            )  # fmt: skip
+        verdict, errors = parse_verdict(reply.text)
+        if verdict is not None:
+            errors = semantic_errors(verdict, ctx)
+            if not errors:
+                return Decision(
+                    Source.MODEL, verdict, True, "model verdict", halt=_halt_for(verdict),
+                    model=reply.model, usage=usage, replies=tuple(replies),
+                )  # fmt: skip
+    why = f"model reply invalid after {usage.calls} attempt(s): {'; '.join(errors)[:500]}"
+    return Decision(
+        Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+        errors=tuple(errors), model=gateway.model_name, usage=usage, replies=tuple(replies),
+    )  # fmt: skip

@@ -1,0 +1,71 @@
+"""The seam between the recovery loop and a model: one request in, one reply out.
+
+A gateway never raises for anything the model or the network did: timeouts, refusals,
+rate limits and server errors come back as a ``ModelReply`` with ``error`` set, so the
+loop has exactly one path for "no usable answer" (→ ``abandon-human``). The SDK's
+exception types never leave the gateway module that imports the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    prompt: str
+    json_schema: Mapping[str, Any]
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What came back. ``text`` is the model's text when it finished normally
+    (``stop_reason == "end_turn"``); otherwise ``error`` says why there is none."""
+
+    text: str | None
+    model: str
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+
+
+class ModelGateway(Protocol):
+    model_name: str
+
+    def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+@dataclass
+class ScriptedGateway:
+    """A gateway that answers from a script: a list of texts (or replies, or callables of
+    the request). Records every request, so tests can count calls and read prompts."""
+
+    script: list[str | ModelReply | Callable[[ModelRequest], ModelReply]]
+    model_name: str = "scripted"
+    requests: list[ModelRequest] = field(default_factory=list)
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        self.requests.append(request)
+        if not self.script:
+            raise AssertionError("ScriptedGateway: called more often than scripted")
+        step = self.script.pop(0)
+        if isinstance(step, ModelReply):
+            return step
+        if isinstance(step, str):
+            return ModelReply(
+                text=step,
+                model=self.model_name,
+                stop_reason="end_turn",
+                input_tokens=len(request.prompt) // 4,
+                output_tokens=len(step) // 4,
+            )
+        return step(request)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)

@@ -1,0 +1,85 @@
+"""Known failures with known repairs, consulted before any model is asked.
+
+Each entry matches on the failing check's name and its output, and builds a verdict as
+plain data. A playbook verdict costs no model call and goes through exactly the same
+validation and execution as a model's: the table can propose, never bypass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What the playbook may look at: the failing check and what it printed."""
+
+    check: str | None
+    output: str
+    ticket_title: str
+
+
+@dataclass(frozen=True)
+class PlaybookEntry:
+    name: str
+    check: str
+    pattern: re.Pattern[str]
+    build: Callable[[re.Match[str], Failure], dict[str, Any]]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "") + "'"
+
+
+def _split_squashed_commit(match: re.Match[str], failure: Failure) -> dict[str, Any]:
+    # The seed's recipe: undo the squashed commit (keeping its changes), commit the
+    # production part under the original subject, then the tests on their own.
+    subject = match.group("subject")
+    return {
+        "action": "mechanical-fix",
+        "summary": (
+            "bug-fix ticket squashed the code fix and its test into one commit; "
+            "lint-bug-commit-order needs the non-test commit to land first"
+        ),
+        "repair_plan": {
+            "verification_check": "bash scripts/dev.sh lint-bug-commit-order",
+            "commands": [
+                "git -C <clone> reset --soft HEAD~1",
+                "git -C <clone> restore --staged -- tests/",
+                f"git -C <clone> commit -m {_quote(subject)}",
+                "git -C <clone> add -- tests/",
+                f"git -C <clone> commit -m {_quote('test: pin ' + subject)}",
+            ],
+        },
+    }
+
+
+PLAYBOOK: tuple[PlaybookEntry, ...] = (
+    PlaybookEntry(
+        name="commit-order-squash",
+        check="lint-bug-commit-order",
+        # Exactly one violation, and it is the squash of fix and test into one commit.
+        pattern=re.compile(
+            r'^[0-9a-f]{7,40} "(?P<subject>[^"\n]{1,200})": touches both production code and tests'
+            r".*\n(?:.*\n)*?lint-bug-commit-order: FAILED \(1 violation\(s\)\)",
+            re.MULTILINE,
+        ),
+        build=_split_squashed_commit,
+    ),
+)
+
+
+def match_playbook(failure: Failure) -> tuple[str, dict[str, Any]] | None:
+    """The first entry whose check and pattern match: (entry name, verdict object)."""
+    if failure.check is None:
+        return None
+    for entry in PLAYBOOK:
+        if entry.check != failure.check:
+            continue
+        found = entry.pattern.search(failure.output)
+        if found:
+            return entry.name, entry.build(found, failure)
+    return None

@@ -1,0 +1,137 @@
+"""Mechanical-fix recipes: from the model's command strings to argv lists we are willing
+to run — or a refusal, decided before anything runs.
+
+A recipe command is refused when it
+  * contains shell syntax (``; | & < > ( )``, backticks, ``$(``, ``${``, newlines): we
+    never run a shell, so a command that needs one is not a command we understand;
+  * starts with an executable that is not a bare name on the allow-list (default ``git``);
+  * names a path outside the clone (absolute, ``..``, ``git -C`` elsewhere, ``--git-dir=``…);
+  * for git: uses a subcommand outside a small local-history set, or an option that runs
+    programs or changes git's configuration (``-c``, ``--exec-path``, ``--upload-pack``…).
+``<clone>`` in a command stands for the run's clone directory.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+CLONE_PLACEHOLDER = "<clone>"
+_FORBIDDEN_TEXT = ("`", "$(", "${", "\n", "\r", "\x00")
+_OPERATOR_CHARS = set(";&|<>()")
+GIT_SUBCOMMANDS = frozenset(
+    {
+        "add", "am", "apply", "checkout", "cherry-pick", "commit", "diff", "log", "mv",
+        "reset", "restore", "revert", "rm", "show", "stash", "status", "switch",
+    }
+)  # fmt: skip
+# Options that execute programs, read config from elsewhere, or relocate the repository.
+_GIT_REFUSED_OPTIONS = (
+    "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace",
+    "--upload-pack", "--receive-pack", "--exec", "--template", "--super-prefix",
+)  # fmt: skip
+_MESSAGE_OPTIONS = frozenset({"-m", "--message"})
+
+
+def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
+    for bad in _FORBIDDEN_TEXT:
+        if bad in command:
+            return None, f"shell syntax {bad!r} is not allowed (commands run without a shell)"
+    # Substituted before splitting: '<' in the placeholder is not a redirection.
+    command = command.replace(CLONE_PLACEHOLDER, shlex.quote(str(clone)))
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError as exc:
+        return None, f"cannot be split into arguments: {exc}"
+    for token in tokens:
+        if token and set(token) <= _OPERATOR_CHARS:
+            return None, f"shell operator {token!r} is not allowed (commands run without a shell)"
+    if not tokens:
+        return None, "is empty"
+    return tokens, None
+
+
+def _inside(path_text: str, clone: Path) -> bool:
+    candidate = Path(path_text)
+    resolved = (candidate if candidate.is_absolute() else clone / candidate).resolve()
+    return resolved == clone or resolved.is_relative_to(clone)
+
+
+def _path_like(token: str) -> str | None:
+    """The path a token names, if it plausibly names one (``--opt=/x`` → ``/x``)."""
+    value = token.split("=", 1)[1] if token.startswith("-") and "=" in token else token
+    if value.startswith(("/", "~")) or value == ".." or value.startswith("../") or "/../" in value:
+        return value
+    return None
+
+
+def _git_errors(argv: list[str], clone: Path) -> list[str]:
+    errors: list[str] = []
+    i, subcommand = 1, None
+    while i < len(argv):
+        token = argv[i]
+        if token == "-C":
+            if i + 1 >= len(argv):
+                return ["git -C needs a directory"]
+            if not _inside(argv[i + 1], clone):
+                errors.append(f"git -C {argv[i + 1]!r} points outside the clone")
+            i += 2
+            continue
+        if token.startswith("-"):
+            name = token.split("=", 1)[0]
+            if name in _GIT_REFUSED_OPTIONS:
+                errors.append(f"git option {name!r} is not allowed in a recipe")
+            # These take their value as the next argument; it is not the subcommand.
+            i += (
+                2
+                if token in ("-c", "--config-env", "--git-dir", "--work-tree", "--namespace")
+                else 1
+            )
+            continue
+        subcommand = token
+        break
+    if subcommand is None:
+        errors.append("git without a subcommand")
+    elif subcommand not in GIT_SUBCOMMANDS:
+        errors.append(f"git {subcommand!r} is not an allowed recipe subcommand")
+    for token in argv[i + 1 :]:
+        name = token.split("=", 1)[0]
+        if token.startswith("-") and name in _GIT_REFUSED_OPTIONS:
+            errors.append(f"git option {name!r} is not allowed in a recipe")
+    return errors
+
+
+def plan_recipe(
+    commands: Sequence[str], *, clone_dir: Path, allowlist: Sequence[str]
+) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Turn recipe strings into argv tuples. Returns (argvs, errors); errors are
+    ``[i]: reason`` so they read as ``repair_plan.commands[i]: reason``. Any error means
+    nothing of the recipe runs."""
+    clone = clone_dir.resolve()
+    argvs: list[tuple[str, ...]] = []
+    errors: list[str] = []
+    for index, command in enumerate(commands):
+        argv, error = _split(command, clone)
+        if argv is None:
+            errors.append(f"[{index}]: {error}")
+            continue
+        program = argv[0]
+        problems: list[str] = []
+        if "/" in program or program not in allowlist:
+            problems.append(
+                f"executable {program!r} is not on the recipe allow-list {list(allowlist)}"
+            )
+        previous = ""
+        for token in argv[1:]:
+            path = None if previous in _MESSAGE_OPTIONS else _path_like(token)
+            if path is not None and not _inside(path, clone):
+                problems.append(f"path {path!r} is outside the clone")
+            previous = token
+        if program == "git" and not problems:
+            problems.extend(_git_errors(argv, clone))
+        errors.extend(f"[{index}]: {p}" for p in problems)
+        argvs.append(tuple(argv))
+    return (argvs, errors) if not errors else ([], errors)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.recovery.recipe import plan_recipe
+
+
+def plan(tmp_path: Path, *commands: str) -> tuple[list[tuple[str, ...]], list[str]]:
+    return plan_recipe(list(commands), clone_dir=tmp_path / "clone dir", allowlist=("git",))
+
+
+def test_seed_recipe_becomes_argv_lists_with_the_clone_substituted(tmp_path: Path) -> None:
+    clone = str((tmp_path / "clone dir").resolve())
+    argvs, errors = plan(
+        tmp_path,
+        "git -C <clone> reset --soft HEAD~1",
+        "git -C <clone> restore --staged -- tests/",
+        "git -C <clone> commit -m 'fix: correct the off-by-one; really'",
+    )
+    assert errors == []
+    assert argvs == [
+        ("git", "-C", clone, "reset", "--soft", "HEAD~1"),
+        ("git", "-C", clone, "restore", "--staged", "--", "tests/"),
+        ("git", "-C", clone, "commit", "-m", "fix: correct the off-by-one; really"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        ("git status; rm -rf /", "[1]: shell operator ';' is not allowed"),
+        ("git status && true", "[1]: shell operator '&&' is not allowed"),
+        ("git log | head", "[1]: shell operator '|' is not allowed"),
+        ("git log > /tmp/out", "[1]: shell operator '>' is not allowed"),
+        ("git commit -m `id`", "[1]: shell syntax '`' is not allowed"),
+        ("git commit -m $(id)", "[1]: shell syntax '$(' is not allowed"),
+        ("git status\nrm x", "[1]: shell syntax '\\n' is not allowed"),
+        ("rm -rf tests", "[1]: executable 'rm' is not on the recipe allow-list ['git']"),
+        ("/usr/bin/git status", "[1]: executable '/usr/bin/git' is not on the recipe allow-list"),
+        ("git -C /etc status", "[1]: path '/etc' is outside the clone"),
+        ("git -C <clone>/.. status", "is outside the clone"),
+        ("git add ../../outside", "[1]: path '../../outside' is outside the clone"),
+        (
+            "git add --pathspec-from-file=/etc/passwd",
+            "[1]: path '/etc/passwd' is outside the clone",
+        ),
+        (
+            "git -c core.hooksPath=/tmp/evil commit -m x",
+            "[1]: git option '-c' is not allowed in a recipe",
+        ),
+        ("git --git-dir=.git status", "[1]: git option '--git-dir' is not allowed"),
+        ("git push origin HEAD", "[1]: git 'push' is not an allowed recipe subcommand"),
+        ("git", "[1]: git without a subcommand"),
+        ("git commit -m 'unterminated", "[1]: cannot be split into arguments"),
+    ],
+)
+def test_refused_recipes(tmp_path: Path, command: str, error: str) -> None:
+    argvs, errors = plan(tmp_path, "git status", command)
+    assert argvs == []  # one bad command refuses the whole recipe
+    assert any(e.startswith(error) or error in e for e in errors), errors
+    assert all(e.startswith("[1]") for e in errors)
+
+
+def test_a_commit_message_may_mention_a_path(tmp_path: Path) -> None:
+    argvs, errors = plan(tmp_path, "git commit -m /etc/passwd-is-not-touched")
+    assert errors == [] and argvs[0][-1] == "/etc/passwd-is-not-touched"

@@ -10,8 +10,6 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
 from types import FrameType
 
@@ -109,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: state saved; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception:
+        # Imported here: only the crash path needs them, and start-up time matters.
+        import tempfile
+        import traceback
+
         fd, crash_log = tempfile.mkstemp(prefix="orchestrator-crash-", suffix=".log")
         with os.fdopen(fd, "w") as fh:
             traceback.print_exc(file=fh)

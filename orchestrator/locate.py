@@ -8,7 +8,6 @@ reads with tomllib. Every command that acts validates the whole file with ``conf
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
@@ -27,6 +26,8 @@ def state_dir(config_file: Path, cli_value: str | None) -> Path:
     """--state-dir, else config's ``state_dir`` (relative to the config file), else .state."""
     if cli_value:
         return Path(cli_value).expanduser().resolve()
+    import tomllib  # only when the config must be read: ~6 ms of start-up otherwise
+
     try:
         with config_file.open("rb") as fh:
             raw = tomllib.load(fh)

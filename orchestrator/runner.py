@@ -34,6 +34,10 @@ EXIT_NOT_FOUND = 127
 
 # How often we look at a terminated group while it is still inside its grace period.
 _GRACE_POLL_S = 0.02
+# After KILL the kernel needs a moment to tear processes down; we wait (bounded) until
+# none is left alive, so "nothing survives" holds the instant we return.
+_KILL_SETTLE_S = 2.0
+_KILL_POLL_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,22 @@ def live_group_members(pgid: int) -> list[int]:
     return members
 
 
-def _signal_group(pgid: int, signum: int) -> None:
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal the group; False when it has no member left to signal."""
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
-        pass
+        return False
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    """KILL every member, then wait (bounded) until none is alive."""
+    if not _signal_group(pgid, signal.SIGKILL):
+        return
+    deadline = time.monotonic() + _KILL_SETTLE_S
+    while live_group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(_KILL_POLL_S)
 
 
 def kill_stale_group(identity: ProcessIdentity) -> bool:
@@ -116,7 +131,7 @@ def kill_stale_group(identity: ProcessIdentity) -> bool:
         return False
     if process_start_ticks(identity.pgid) != identity.start_ticks:
         return False
-    _signal_group(identity.pgid, signal.SIGKILL)
+    _kill_group(identity.pgid)
     return True
 
 
@@ -129,7 +144,38 @@ def _terminate_group(proc: subprocess.Popen[bytes], kill_after_s: float) -> None
         if proc.poll() is not None and not live_group_members(pgid):
             return
         time.sleep(_GRACE_POLL_S)
-    _signal_group(pgid, signal.SIGKILL)
+    _kill_group(pgid)
+
+
+class _ExitWaiter:
+    """Wait for a child's exit with a timeout, woken the moment it exits.
+
+    A pidfd becomes readable when the process exits; ``Popen.wait(timeout)`` instead
+    polls with growing sleeps (up to 50 ms late). Falls back to it without pidfds.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pidfd: int | None = None
+        try:
+            self.pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def __call__(self, timeout_s: float) -> bool:
+        if self.pidfd is None:
+            try:
+                self.proc.wait(timeout=timeout_s)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        ready, _, _ = select.select([self.pidfd], [], [], max(0.0, timeout_s))
+        return bool(ready)
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 def _write_log_line(log_path: Path, text: str) -> None:
@@ -213,6 +259,7 @@ def run_process(
         return finished(EXIT_CANNOT_EXECUTE, error=f"cannot start {argv[0]}: {exc.strerror}")
 
     pgid = proc.pid
+    exited = _ExitWaiter(proc)
     try:
         if on_start is not None:
             on_start(ProcessIdentity(pgid=pgid, start_ticks=process_start_ticks(pgid)))
@@ -223,19 +270,19 @@ def run_process(
                 _terminate_group(proc, kill_after_s)
                 proc.wait()
                 return finished(EXIT_TIMEOUT, timed_out=True, pgid=pgid)
-            try:
-                returncode = proc.wait(timeout=min(remaining, tick_s))
+            if exited(min(remaining, tick_s)):
+                returncode = proc.wait()
                 break
-            except subprocess.TimeoutExpired:
-                if on_tick is not None:
-                    on_tick(time.monotonic() - t0)
+            if on_tick is not None:
+                on_tick(time.monotonic() - t0)
     except BaseException:
         _terminate_group(proc, kill_after_s)
         proc.wait()
         raise
     finally:
         # The leader is gone (or we are leaving): whatever it left in its group goes too.
-        _signal_group(pgid, signal.SIGKILL)
+        _kill_group(pgid)
+        exited.close()
 
     if returncode < 0:
         return finished(128 - returncode, sig=-returncode, pgid=pgid)
@@ -302,7 +349,7 @@ def capture_head(
                 truncated = True
                 break
     finally:
-        _signal_group(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         proc.stdout.close()
         returncode = proc.wait()
     data = b"".join(chunks)[:max_bytes]

@@ -149,18 +149,20 @@ def write_fake_state(state_dir: Path, count: int) -> None:
     runs_dir = state_dir / "runs"
     runs_dir.mkdir(parents=True)
     now = datetime.now(UTC)
-    states = ("completed", "failed", "needs_human", "running")
+    states = ("completed", "failed", "needs-human", "running")
     for i in range(count):
         created = now - timedelta(hours=count - i)
+        # Named like real runs (<ticket>-<time>-<hex>): `runs` lists nothing else.
+        run_id = f"T-{i}-{created:%Y%m%dT%H%M%SZ}-{i % 65536:04x}"
         record = {
-            "run_id": f"bench-{i:04d}",
+            "run_id": run_id,
             "ticket_id": f"T-{i}",
             "state": states[i % len(states)],
             "current_stage": None if i % 4 == 0 else "test",
             "created_at": created.isoformat(),
             "updated_at": (created + timedelta(minutes=5)).isoformat(),
         }
-        (runs_dir / f"bench-{i:04d}.json").write_text(json.dumps(record))
+        (runs_dir / f"{run_id}.json").write_text(json.dumps(record))
 
 
 @dataclass

@@ -47,6 +47,8 @@ class RecoveryConfig(Frozen):
     """Caps on the recovery loop, per ticket across all of its runs, and what a
     mechanical-fix recipe may run."""
 
+    # Off: a failed stage ends the ticket ``failed`` with its typed reason, nothing decided.
+    enabled: StrictBool = True
     max_diag_invocations_per_ticket: Cap = 2
     max_retries_per_ticket: Cap = 2
     # Re-asks after a reply that failed validation (not after API errors).

@@ -1,8 +1,14 @@
-"""``python -m orchestrator.demo``: build a small project with two real bugs, then run a
+"""``python -m orchestrator.demo``: build a small project with real bugs, then run a
 ticket for each through the pipeline (``bash scripts/dev.sh demo`` from the project root).
 
-CARDS-1's patch squashes the fix and its test into one commit, so the review check
-``lint-bug-commit-order`` fails it; CARDS-2's lands the fix, then the test, and completes.
+CARDS-1's patch squashes the fix and its test into one commit: ``lint-bug-commit-order``
+fails it, the playbook proposes the seed's mechanical fix, the recipe splits the commit,
+the same check re-runs green, and the pull request is recorded. CARDS-2 lands the fix,
+then the test, and completes first time. CARDS-3's fix is incomplete, so the project's own
+tests fail: no playbook entry knows that, and without a model the ticket ends
+``needs-human`` with a synthetic verdict and a hand-off file.
+
+The demo is offline: the model's key is withheld unless ``--with-model`` is given.
 
 The build uses GitPython only, with fixed authors and dates, so every build produces
 byte-identical patches and tickets.
@@ -24,10 +30,17 @@ import git
 from orchestrator import errors
 from orchestrator.demo_cards import PROJECT_FILES, TICKETS, TicketSpec
 
-EXPECTED: dict[str, int] = {"CARDS-1": errors.EXIT_FAILED, "CARDS-2": errors.EXIT_COMPLETED}
+EXPECTED: dict[str, int] = {
+    "CARDS-1": errors.EXIT_COMPLETED,
+    "CARDS-2": errors.EXIT_COMPLETED,
+    "CARDS-3": errors.EXIT_NEEDS_HUMAN,
+}
 WHY_EXPECTED = {
-    "CARDS-1": "review fails on lint-bug-commit-order: the fix and its test are one commit",
-    "CARDS-2": "the fix lands before its test, the check passes, the PR is recorded",
+    "CARDS-1": "lint-bug-commit-order failed, the playbook's recipe split the commit, "
+    "the check re-ran green, the PR is recorded",
+    "CARDS-2": "the fix lands before its test, both checks pass, the PR is recorded",
+    "CARDS-3": "project-tests failed in a way no playbook entry knows; no model is "
+    "configured, so a synthetic abandon-human verdict hands it to a person",
 }
 MARKER = ".orchestrator-demo"  # only a directory carrying this is ever deleted by a rebuild
 AUTHOR = git.Actor("Dana Dealer", "dana@cards.example")
@@ -128,10 +141,34 @@ def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[
     return {t: results.get(t, -1) for t in expected if results.get(t) != expected[t]}
 
 
+def print_what_to_read(state_dir: Path) -> None:
+    """Point at the files that say what was decided and why."""
+    from orchestrator.layout import run_record_paths
+
+    relative = os.path.relpath(state_dir)
+    print("\nWhat was decided, and why:")
+    runs_dir = state_dir / "runs"
+    for record in run_record_paths(runs_dir):
+        for extra in sorted(runs_dir.glob(f"{record.stem}.*.json")) + sorted(
+            runs_dir.glob(f"{record.stem}.handoff.md")
+        ):
+            print(f"  {os.path.relpath(extra)}")
+    print(f"Every run:    .venv/bin/orchestrator --state-dir {relative} runs")
+    print(f"One run:      .venv/bin/orchestrator --state-dir {relative} show <run-id>")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m orchestrator.demo", description=__doc__).parse_args(
-        argv
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestrator.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--with-model",
+        action="store_true",
+        help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY; costs money)",
+    )
+    args = parser.parse_args(argv)
     root = Path.cwd()
     config = root / "config.toml"
     if not config.is_file():
@@ -153,20 +190,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     os.environ["DRY_RUN"] = "false"
     print("DRY_RUN=false: the demo's remote is a local bare repository, so open-pr may push")
+    if not args.with_model:
+        # Offline and deterministic: what a model would say about CARDS-3 is not a demo.
+        from orchestrator.config import load_config
+
+        key_env = load_config(config).config.model.api_key_env
+        if os.environ.pop(key_env, None):
+            print(f"{key_env} withheld: the demo runs without a model (--with-model to use it)")
+    # Budgets are per ticket across runs: a fresh state dir per demo keeps it repeatable.
+    state_dir = layout.workdir / "state"
 
     from orchestrator import cli  # late: building the demo needs none of the pipeline
 
+    base = ["--config", str(config), "--state-dir", str(state_dir)]
     results: dict[str, int] = {}
     for ticket_id, path in layout.tickets.items():
-        print(f"\n=== {ticket_id}: orchestrator run {path.name} --rerun ===", flush=True)
-        results[ticket_id] = cli.main(["--config", str(config), "run", str(path), "--rerun"])
+        print(f"\n=== {ticket_id}: orchestrator run {path.name} ===", flush=True)
+        results[ticket_id] = cli.main([*base, "run", str(path)])
 
     print("\n=== summary ===")
     for ticket_id, code in results.items():
         verdict = "as expected" if code == EXPECTED[ticket_id] else "NOT as expected"
         print(f"  {ticket_id}: {outcome(code)} — {verdict}: {WHY_EXPECTED[ticket_id]}")
-    print("Look closer:  .venv/bin/orchestrator runs")
-    print("              .venv/bin/orchestrator show <run-id>")
+    print_what_to_read(state_dir)
     differing = mismatches(results, EXPECTED)
     for ticket_id, code in differing.items():
         print(

@@ -123,6 +123,40 @@ def _kill_group(pgid: int) -> None:
         time.sleep(_KILL_POLL_S)
 
 
+def kill_marked(name: str, value: str) -> list[int]:
+    """KILL every process whose environment holds ``name=value``: the stage processes of
+    one attempt, wherever they went (a new session, a re-parented daemon), even when the
+    orchestrator died before it could record their group. Returns the pids killed."""
+    needle = f"{name}={value}".encode()
+    killed = []
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except (ProcessLookupError, PermissionError):
+                pass
+    deadline = time.monotonic() + _KILL_SETTLE_S
+    while time.monotonic() < deadline and any(_alive(pid) for pid in killed):
+        time.sleep(_KILL_POLL_S)
+    return killed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
 def kill_stale_group(identity: ProcessIdentity) -> bool:
     """KILL a group left behind by an orchestrator that died mid-stage. Only when the
     leader is still the very process we started (same start time), so a recycled pid is

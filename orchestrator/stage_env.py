@@ -9,6 +9,8 @@ Environment (all strings):
     ORCH_BASE_BRANCH   ORCH_WORK_BRANCH     ORCH_BASE_REF (origin/<base>, for checks)
     ORCH_RUN_ID        ORCH_RUN_DIR         ORCH_CLONE_DIR      ORCH_STATE_DIR
     ORCH_STAGE         ORCH_ENGINE          ORCH_MODEL          ORCH_ATTEMPT
+    ORCH_ATTEMPT_ID    <run-id>#<attempt>: marks every process of the attempt, so a
+                       resumed run can find what a dead orchestrator left behind
     ORCH_CHECK         (check stages only: the check's name)
 
 Placeholders in configured commands: {python} {root} {clone} {run_dir}.
@@ -51,6 +53,10 @@ def work_branch(ticket_id: str) -> str:
     return WORK_BRANCH_PREFIX + ticket_id
 
 
+def attempt_marker(run_id: str, attempt: int) -> str:
+    return f"{run_id}#{attempt}"
+
+
 def stage_environ(base: Mapping[str, str], ctx: StageContext) -> dict[str, str]:
     """The inherited environment plus the ORCH_* contract (ORCH_* from ``base`` is dropped
     so a stage never sees a stale value from an orchestrator that started this one)."""
@@ -71,6 +77,7 @@ def stage_environ(base: Mapping[str, str], ctx: StageContext) -> dict[str, str]:
         ORCH_ENGINE=ctx.engine,
         ORCH_MODEL=ctx.model,
         ORCH_ATTEMPT=str(ctx.attempt),
+        ORCH_ATTEMPT_ID=attempt_marker(ctx.run_id, ctx.attempt),
     )
     if ctx.check:
         env["ORCH_CHECK"] = ctx.check

@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 
 from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError, TicketLocked
+from orchestrator.layout import is_run_id, run_record_paths
 from orchestrator.pipeline import HaltReason, RunState, check_transition
 from orchestrator.validation import Frozen, describe_validation_error
 
@@ -106,6 +107,24 @@ class Counters(Frozen):
     diagnoses: int = 0
 
 
+class StageOverride(Frozen):
+    """Engine/model chosen by a verdict (escalate-model, switch-engine) for later attempts."""
+
+    engine: str
+    model: str | None
+
+
+class VerdictRef(Frozen):
+    """A decision taken in this run: where its file is, and what came of it."""
+
+    number: int
+    attempt: int
+    source: str
+    action: str
+    path: str
+    outcome: str | None = None
+
+
 class Halt(Frozen):
     reason: HaltReason
     stage: str | None
@@ -137,6 +156,10 @@ class RunRecord(Frozen):
     counters: Counters = Counters()
     halt: Halt | None = None
     pull_request: str | None = None
+    overrides: dict[str, StageOverride] = Field(default_factory=dict)
+    verdicts: tuple[VerdictRef, ...] = ()
+    handoff: str | None = None
+    sub_tickets: tuple[str, ...] = ()
 
     def stage_status(self, name: str) -> StageStatus:
         for stage in self.stages:
@@ -149,6 +172,24 @@ class RunRecord(Frozen):
             s.model_copy(update={"status": status}) if s.name == name else s for s in self.stages
         )
         return self.model_copy(update={"stages": stages})
+
+    def reset_stages_from(self, name: str) -> RunRecord:
+        """``name`` and every stage after it go back to pending (they will run again)."""
+        names = [s.name for s in self.stages]
+        start = names.index(name)
+        stages = tuple(
+            s.model_copy(update={"status": StageStatus.PENDING}) if i >= start else s
+            for i, s in enumerate(self.stages)
+        )
+        return self.model_copy(update={"stages": stages})
+
+    def with_verdict(self, ref: VerdictRef) -> RunRecord:
+        others = tuple(v for v in self.verdicts if v.number != ref.number)
+        return self.model_copy(update={"verdicts": (*others, ref)})
+
+    def last_failed_attempt(self) -> Attempt | None:
+        finished = [a for a in self.attempts if a.status is AttemptStatus.FINISHED]
+        return finished[-1] if finished and not finished[-1].ok else None
 
     def with_attempt(self, attempt: Attempt) -> RunRecord:
         """Add ``attempt``, or replace the one with its number."""
@@ -212,11 +253,23 @@ class RunStore:
     def run_dir(self, run_id: str) -> Path:
         return self.runs_dir / run_id
 
+    def verdict_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.verdict-{number}.json"
+
+    def bundle_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.bundle-{number}.json"
+
+    def mechanical_fix_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.mechanical_fix.json"
+
+    def handoff_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.handoff.md"
+
     def save(self, record: RunRecord) -> None:
         atomic_write(self.record_path(record.run_id), record.model_dump_json(indent=2).encode())
 
     def load(self, run_id: str) -> RunRecord:
-        if "/" in run_id or run_id.startswith("."):
+        if not is_run_id(run_id):
             raise StateError(f"state error: {run_id!r} is not a run id")
         return read_record_file(self.record_path(run_id))
 
@@ -224,7 +277,7 @@ class RunStore:
         """The ticket's most recent run. Reads each record's header with plain json first
         so an unrelated corrupt record cannot block this ticket."""
         best: tuple[str, Path] | None = None
-        for path in self.runs_dir.glob(f"{ticket_id}-*.json"):
+        for path in run_record_paths(self.runs_dir, ticket_id):
             try:
                 raw = json.loads(path.read_bytes())
             except (OSError, ValueError):

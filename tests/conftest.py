@@ -68,11 +68,15 @@ def write_ticket(
     return path
 
 
-def write_config(directory: Path, stages_toml: str, *, header: str = "") -> Path:
-    """A config whose stages are given as TOML text (state under ``directory/state``)."""
+def write_config(
+    directory: Path, stages_toml: str, *, header: str = "", recovery: bool = False
+) -> Path:
+    """A config whose stages are given as TOML text (state under ``directory/state``).
+    Recovery is off unless asked for: these pipelines test stages, not decisions."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "config.toml"
-    path.write_text('state_dir = "state"\n' + header + "\n" + textwrap.dedent(stages_toml))
+    switch = "" if recovery else "[recovery]\nenabled = false\n"
+    path.write_text('state_dir = "state"\n' + header + switch + "\n" + textwrap.dedent(stages_toml))
     return path
 
 

@@ -56,7 +56,7 @@ def test_runs_lists_one_line_per_run(finished_runs: tuple[Path, Path]) -> None:
 
 def test_runs_reports_a_corrupt_record_and_lists_the_rest(finished_runs: tuple[Path, Path]) -> None:
     _, state = finished_runs
-    broken = state / "runs" / "Z-9-broken.json"
+    broken = state / "runs" / "Z-9-20261130T000000Z-dead.json"
     broken.write_text('{"run_id": ')
     out, err = io.StringIO(), io.StringIO()
     assert runs(state, out, errors=err) == 0
@@ -99,9 +99,13 @@ def test_show_unknown_run_is_a_clear_error(finished_runs: tuple[Path, Path]) -> 
     import contextlib
 
     with contextlib.redirect_stderr(err):
-        code = main(["--config", str(config), "show", "NOPE-1"])
-    assert code == 7
-    assert err.getvalue() == f"state error: {state / 'runs' / 'NOPE-1.json'}: no such run record\n"
+        code = main(["--config", str(config), "show", "NOPE-1-20261130T000000Z-0000"])
+        bad_id = main(["--config", str(config), "show", "../../etc/passwd"])
+    assert (code, bad_id) == (7, 7)
+    assert err.getvalue() == (
+        f"state error: {state / 'runs' / 'NOPE-1-20261130T000000Z-0000.json'}: no such run record\n"
+        "state error: '../../etc/passwd' is not a run id\n"
+    )
 
 
 def test_show_reports_a_hand_edited_record(finished_runs: tuple[Path, Path]) -> None:

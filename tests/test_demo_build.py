@@ -45,7 +45,7 @@ def restore_buggy_code(repo: git.Repo) -> None:
 
 def test_layout(layout: DemoLayout) -> None:
     assert layout.origin == layout.workdir / "origin.git"
-    assert set(layout.tickets) == set(EXPECTED) == {"CARDS-1", "CARDS-2"}
+    assert set(layout.tickets) == set(EXPECTED) == {"CARDS-1", "CARDS-2", "CARDS-3"}
     origin = git.Repo(layout.origin)
     assert origin.bare
     assert [h.name for h in origin.heads] == ["main"]  # no scratch branch leaked
@@ -103,6 +103,18 @@ def test_cards_2_is_fix_then_test_and_passes(layout: DemoLayout, tmp_path: Path)
     assert "test_ace_drops_to_one_rather_than_bust" in failing.stderr
 
 
+def test_cards_3_is_in_order_but_incomplete_so_the_project_tests_fail(
+    layout: DemoLayout, tmp_path: Path
+) -> None:
+    repo = apply_ticket(layout, "CARDS-3", tmp_path / "c")
+    commits = read_branch_commits(Path(repo.working_dir), "origin/main")
+    assert [c.subject for c in commits] == ["Print face cards by name", "Add tests for card names"]
+    assert find_violations(commits) == []  # the commit-order check passes...
+    failing = unittest_suite(tmp_path / "c")
+    assert failing.returncode == 1  # ...and the project's own tests do not
+    assert "King of hearts" in failing.stderr
+
+
 def test_rebuild_is_byte_identical(layout: DemoLayout, tmp_path: Path) -> None:
     again = build_demo(tmp_path / "again")
     for ticket_id, path in layout.tickets.items():
@@ -125,6 +137,6 @@ def test_rebuild_replaces_a_demo_dir_but_nothing_else(tmp_path: Path) -> None:
 
 
 def test_mismatches() -> None:
-    assert mismatches({"CARDS-1": 4, "CARDS-2": 0}, EXPECTED) == {}
-    assert mismatches({"CARDS-1": 4, "CARDS-2": 3}, EXPECTED) == {"CARDS-2": 3}
-    assert mismatches({"CARDS-1": 4}, EXPECTED) == {"CARDS-2": -1}
+    assert mismatches({"CARDS-1": 0, "CARDS-2": 0, "CARDS-3": 3}, EXPECTED) == {}
+    assert mismatches({"CARDS-1": 4, "CARDS-2": 0, "CARDS-3": 3}, EXPECTED) == {"CARDS-1": 4}
+    assert mismatches({"CARDS-1": 0, "CARDS-2": 0}, EXPECTED) == {"CARDS-3": -1}

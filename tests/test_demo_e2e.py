@@ -34,10 +34,20 @@ def demo(tmp_path: Path) -> tuple[Services, dict[str, Path], Path]:
 
 
 @pytest.mark.slow
-def test_squashed_bug_fix_halts_at_review_on_commit_order(
+def test_without_recovery_the_squashed_fix_halts_at_review_on_commit_order(
     demo: tuple[Services, dict[str, Path], Path],
 ) -> None:
     services, tickets, origin = demo
+    config = services.loaded.config
+    recovery_off = config.model_copy(
+        update={"recovery": config.recovery.model_copy(update={"enabled": False})}
+    )
+    services = Services(
+        **{
+            **services.__dict__,
+            "loaded": services.loaded.model_copy(update={"config": recovery_off}),
+        }
+    )
     record = run_ticket(load_ticket(tickets["CARDS-1"]), services)
     assert record.state is RunState.FAILED
     assert record.halt is not None

@@ -259,14 +259,14 @@ def test_sigkill_mid_stage_leaves_a_resumable_run(tmp_path: Path) -> None:
         StageStatus.PENDING,
     ]
     assert record.attempts[-1].status is AttemptStatus.RUNNING
-    assert record.attempts[-1].pgid == stage_pid
+    # (Its pgid may or may not have been saved yet: the kill can land in between.)
     assert live_group_members(stage_pid), "the orphaned stage should still be running"
 
     release.touch()
     proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"resuming run {record.run_id}" in proc.stdout
-    assert f"killed process group {stage_pid} left by a dead run" in proc.stdout
+    assert "left by a dead run" in proc.stdout
     assert live_group_members(stage_pid) == []
 
     final = read_record_file(record_path)

@@ -519,3 +519,22 @@ def test_large_output_does_not_grow_orchestrator_memory(tmp_path: Path) -> None:
         assert growth_bytes < 50 * 1000 * 1000, report
     finally:
         log.unlink(missing_ok=True)
+
+
+def test_kill_marked_finds_an_attempts_processes_by_their_environment(tmp_path: Path) -> None:
+    """Even a process that left the group (its own session) carries the attempt marker."""
+    from orchestrator.runner import kill_marked
+
+    marked = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, "ORCH_ATTEMPT_ID": "R-1#2"}, start_new_session=True
+    )
+    other = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, "ORCH_ATTEMPT_ID": "R-1#3"}, start_new_session=True
+    )
+    try:
+        assert kill_marked("ORCH_ATTEMPT_ID", "R-1#2") == [marked.pid]
+        assert marked.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait(timeout=10)

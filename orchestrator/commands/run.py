@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
 from orchestrator import errors
-from orchestrator.config import load_config
+from orchestrator.config import ModelConfig, load_config
 from orchestrator.display import reporter_for
 from orchestrator.driver import Services, run_ticket
 from orchestrator.pipeline import RunState
+from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.state import RunStore
 from orchestrator.tickets import load_ticket
 
@@ -22,6 +23,19 @@ EXIT_FOR_STATE: Mapping[RunState, int] = {
     RunState.SPLIT: errors.EXIT_SPLIT,
     RunState.AWAITING_APPROVAL: errors.EXIT_AWAITING_APPROVAL,
 }
+
+
+def model_gateway_factory(
+    model: ModelConfig, environ: Mapping[str, str]
+) -> Callable[[], ModelGateway | None]:
+    """Build the configured gateway only when a model must actually be asked."""
+
+    def build() -> ModelGateway | None:
+        from orchestrator.recovery.anthropic_gateway import gateway_from_config
+
+        return gateway_from_config(model, environ)
+
+    return build
 
 
 def run(
@@ -46,6 +60,7 @@ def run(
         store=RunStore(state_dir),
         reporter=reporter_for(out, environ),
         environ=dict(environ),
+        gateway_factory=model_gateway_factory(loaded.config.model, environ),
     )
     record = run_ticket(ticket, services, rerun=rerun)
     return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)

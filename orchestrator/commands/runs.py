@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from orchestrator.layout import run_record_paths
+
 COLUMNS = ("run_id", "ticket_id", "state", "current_stage", "updated_at")
 
 
@@ -26,7 +28,7 @@ def humanize_age(seconds: float) -> str:
 
 def read_run_headers(runs_dir: Path, errors: TextIO) -> list[dict[str, Any]]:
     headers = []
-    for path in sorted(runs_dir.glob("*.json")):
+    for path in run_record_paths(runs_dir):
         try:
             raw = json.loads(path.read_bytes())
             if not isinstance(raw, dict) or not all(k in raw for k in COLUMNS):

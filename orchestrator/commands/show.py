@@ -46,6 +46,18 @@ def render(record: RunRecord) -> list[str]:
     lines.append("attempts")
     for attempt in record.attempts:
         lines.extend(_attempt_lines(attempt))
+    if record.verdicts:
+        lines.append("verdicts")
+    for ref in record.verdicts:
+        lines.append(
+            f"  {ref.number}. after attempt #{ref.attempt}: {ref.action} ({ref.source}) "
+            f"→ {ref.outcome or 'not yet carried out'}"
+        )
+        lines.append(f"      file: {ref.path}")
+    if record.handoff:
+        lines.append(f"handoff  {record.handoff}")
+    for sub_ticket in record.sub_tickets:
+        lines.append(f"split    {sub_ticket}")
     lines.append(f"clone    {record.clone_dir}")
     lines.append(f"ticket   {record.ticket_snapshot}")
     if record.pull_request:

@@ -13,11 +13,17 @@ Linear time on any input: Python's ``re`` backtracks, so every pattern either st
 at the beginning of a run of its characters (a negative lookbehind) and consumes that run
 possessively (``++``, ``*+``: Python 3.11), or has a fixed length. No input makes a pattern
 rescan text it has already consumed; ``tests/test_redact.py`` pins this on 1 MB inputs.
+
+Fast on ordinary text: apart from PEM blocks every pattern matches within one line and
+needs one of a few ASCII words (``_NEEDLES``), so only the lines containing one (found
+with ``str.find`` on a lower-cased copy) go through the regular expressions. Keyword
+matching is ASCII case-insensitive, so the lower-cased search cannot miss a match.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from typing import Final
 
 REDACTED: Final = "[REDACTED]"
@@ -58,9 +64,9 @@ _URL_PASSWORD: Final = re.compile(
 
 # ---- Authorization: Bearer <x> / token <x> / Basic <x> / <x> ---------------------------
 _AUTH_HEADER: Final = re.compile(
-    r"(?i)(?<![A-Za-z0-9_-])"
-    r"(?P<head>(?:proxy-)?authorization[\"']?[ \t]*+[:=][ \t]*+[\"']?"
-    r"(?:(?:bearer|token|basic|digest)[ \t]++)?)"
+    r"(?<![A-Za-z0-9_-])"
+    r"(?P<head>(?ai:proxy-)?(?ai:authorization)[\"']?[ \t]*+[:=][ \t]*+[\"']?"
+    r"(?:(?ai:bearer|token|basic|digest)[ \t]++)?)"
     r"(?P<value>[^\s\"']++)"
 )
 
@@ -70,17 +76,30 @@ _ASSIGNMENT: Final = re.compile(
     # A name starts where a run of name characters starts (linear: one attempt per run) ...
     rf"(?<![{_NAME_CHAR}])"
     # ... and contains a secret-ish word somewhere inside that same run ...
-    rf"(?=[{_NAME_CHAR}]*?(?i:token|secret|key|passw(?:or)?d|credential))"
+    rf"(?=[{_NAME_CHAR}]*?(?ai:token|secret|key|passw(?:or)?d|credential))"
     rf"(?P<name>[{_NAME_CHAR}]++)"
     # ... but is not an exception class: ``KeyError: 'x'`` is what a traceback is about.
-    r"(?<!(?i:error))(?<!(?i:exception))(?<!(?i:warning))"
-    # A closing quote (possibly JSON-escaped) for "name": ..., then '=' or ':' — but not
-    # '==', '=~', '::' or ':=' (comparisons and scopes in code are not assignments).
-    r"(?P<sep>(?:\\?[\"'])?[ \t]*+(?:=(?![=~])|:(?![:=]))[ \t]*+)"
+    r"(?<!(?ai:error))(?<!(?ai:exception))(?<!(?ai:warning))"
+    # '=' but not '==' or '=~' (comparisons); after a closing quote (possibly
+    # JSON-escaped, "name": ...) ':' as well, otherwise only ': ' (YAML, HTTP headers) so
+    # that ``user:token@host`` is left to the URL pattern and ``a::key`` to C++.
+    r"(?P<sep>(?:\\?[\"'][ \t]*+(?:=(?![=~])|:(?![:=]))|[ \t]*+=(?![=~])|[ \t]*+:(?=[ \t]))"
+    r"[ \t]*+)"
     # A quoted value to its closing quote (escapes honoured), else everything up to
     # whitespace — generous on purpose: a password may contain ',' or ')'.
     r"(?P<value>\"(?:[^\"\\\n]|\\.)*+\"?|'(?:[^'\\\n]|\\.)*+'?|\S++)"
 )
+
+
+# Every match of a line pattern contains one of these (in ASCII lower case).
+_NEEDLES: Final = (
+    *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    *("akia", "asia", "xox", "eyj"),  # _TOKEN
+    "://",  # _URL_PASSWORD
+    "authorization",  # _AUTH_HEADER
+    *("token", "secret", "key", "passw", "credential"),  # _ASSIGNMENT
+)
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def _redact_pem(text: str) -> str:
@@ -130,16 +149,64 @@ def _assignment(match: re.Match[str]) -> str:
     return match.group("name") + match.group("sep") + quote + REDACTED + closing
 
 
+def _redact_lines(text: str) -> str:
+    """The single-line patterns, in order. Correct on any text; ``redact`` hands it only
+    the lines that could match."""
+    text = _TOKEN.sub(REDACTED, text)
+    text = _URL_PASSWORD.sub(_url_password, text)
+    text = _AUTH_HEADER.sub(_keep_head, text)
+    return _ASSIGNMENT.sub(_assignment, text)
+
+
+def _lower_same_length(text: str) -> str:
+    """A lower-cased copy whose indices are those of ``text``. ``str.lower`` is fast and
+    lowers ASCII exactly; when it changes the length (``'İ'`` becomes two characters),
+    lower ASCII only."""
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _candidate_lines(text: str) -> list[tuple[int, int]]:
+    """Sorted, disjoint (start, end) spans of whole lines that contain a needle. Each
+    needle visits each line at most once: linear."""
+    lowered = _lower_same_length(text)
+    spans: list[tuple[int, int]] = []
+    for needle in _NEEDLES:
+        at = lowered.find(needle)
+        while at >= 0:
+            start = lowered.rfind("\n", 0, at) + 1
+            end = lowered.find("\n", at)
+            end = len(lowered) if end < 0 else end
+            spans.append((start, end))
+            at = lowered.find(needle, end)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1] + 1:  # overlapping or next line: one span
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def redact(text: str) -> str:
     """``text`` with every secret this module recognises replaced by ``[REDACTED]``.
 
     Pure, linear in ``len(text)``, and idempotent (``redact(redact(t)) == redact(t)``).
     """
     text = _redact_pem(text)
-    text = _TOKEN.sub(REDACTED, text)
-    text = _URL_PASSWORD.sub(_url_password, text)
-    text = _AUTH_HEADER.sub(_keep_head, text)
-    return _ASSIGNMENT.sub(_assignment, text)
+    # REDACTED contains no needle, so the lines to look at do not change as we redact.
+    spans = _candidate_lines(text)
+    if not spans:
+        return text
+    parts: list[str] = []
+    position = 0
+    for start, end in spans:
+        parts.append(text[position:start])
+        parts.append(_redact_lines(text[start:end]))
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def redact_bytes(data: bytes) -> str:

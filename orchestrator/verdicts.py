@@ -1,0 +1,60 @@
+"""Verdict files: ``.state/runs/<run-id>.verdict-<n>.json``, one per decision, written
+before anything it decided is executed, and never rewritten afterwards."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.atomic import atomic_write
+from orchestrator.errors import StateError
+from orchestrator.validation import Frozen, describe_validation_error
+
+
+class TokenUsage(Frozen):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class VerdictRecord(Frozen):
+    number: int
+    run_id: str
+    ticket_id: str
+    attempt: int
+    failing_stage: str
+    failing_check: str | None
+    source: str  # model | playbook | synthetic
+    action: str
+    valid: bool  # False: the proposal was invalid and ``verdict`` is the abandon-human in its place
+    reason: str
+    halt: str | None
+    verdict: dict[str, Any]
+    errors: tuple[str, ...] = ()
+    playbook_entry: str | None = None
+    model: str | None = None
+    prompt_version: str
+    usage: TokenUsage = TokenUsage()
+    replies: tuple[str, ...] = ()
+    bundle_path: str | None = None
+    created_at: datetime
+
+
+def write_verdict(path: Path, record: VerdictRecord) -> None:
+    """Write once. A second write of the same decision (redelivery) keeps the first."""
+    if path.exists():
+        return
+    atomic_write(path, record.model_dump_json(indent=2).encode())
+
+
+def read_verdict(path: Path) -> VerdictRecord:
+    try:
+        return VerdictRecord.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        raise StateError(f"state error: {path}: no such verdict file") from None
+    except ValidationError as exc:
+        problems = "; ".join(describe_validation_error(exc)[:3])
+        raise StateError(f"state error: {path}: not a valid verdict file: {problems}") from None

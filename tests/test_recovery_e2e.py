@@ -1,0 +1,486 @@
+"""The recovery loop end to end: real clones, real stage processes, real git, a scripted
+model. Each action of the vocabulary, the caps, and the recipe guards."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import git
+import pytest
+
+from orchestrator.attempts import Services
+from orchestrator.budget import BudgetStore
+from orchestrator.config import load_config
+from orchestrator.demo import build_demo
+from orchestrator.display import PlainReporter
+from orchestrator.driver import run_ticket
+from orchestrator.layout import run_record_paths
+from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
+from orchestrator.state import RunRecord, RunStore
+from orchestrator.tickets import load_ticket
+from orchestrator.verdicts import read_verdict
+
+from conftest import ROOT, write_ticket
+from gitrepo import bare_clone, commit_files, init_repo
+
+pytestmark = pytest.mark.slow
+
+CLONE_STAGE = f"""
+[[stages]]
+name = "clone"
+command = ["{{python}}", "{ROOT}/stages/clone.py"]
+cwd = "run"
+"""
+
+
+def make_origin(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    work = init_repo(tmp_path / "work")
+    commit_files(work, files or {"README.md": "hello\n"}, "initial")
+    return bare_clone(tmp_path / "work", tmp_path / "origin.git")
+
+
+def write_pipeline(tmp_path: Path, body: str, recovery: str = "") -> Path:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'state_dir = "state"\n'
+        "[recovery]\nmax_diag_invocations_per_ticket = 2\nmax_retries_per_ticket = 2\n"
+        + recovery
+        + CLONE_STAGE
+        + body
+    )
+    return config
+
+
+class Harness:
+    def __init__(
+        self, config: Path, gateway: ModelGateway | None, environ: dict[str, str] | None = None
+    ) -> None:
+        self.loaded = load_config(config)
+        self.gateway = gateway
+        self.builds = 0
+        self.out = io.StringIO()
+        self.services = Services(
+            loaded=self.loaded,
+            store=RunStore(self.loaded.root / "state"),
+            reporter=PlainReporter(self.out),
+            environ=environ
+            or {
+                "PATH": os.environ["PATH"],
+                "HOME": os.environ.get("HOME", "/tmp"),
+                "DRY_RUN": "false",
+            },
+            gateway_factory=self.factory,
+        )
+
+    def factory(self) -> ModelGateway | None:
+        self.builds += 1
+        return self.gateway
+
+    def run(self, ticket: Path) -> RunRecord:
+        return run_ticket(load_ticket(ticket), self.services)
+
+    def verdicts(self, record: RunRecord) -> list[dict[str, object]]:
+        return [json.loads(Path(v.path).read_text()) for v in record.verdicts]
+
+    def budget(self, ticket_id: str = "T-1") -> tuple[int, int]:
+        b = BudgetStore(self.services.store.state_dir).load(ticket_id)
+        return b.spent("diagnosis"), b.spent("retry")
+
+
+def flaky(name: str, fails: int) -> str:
+    """A stage that fails its first ``fails`` runs (counted in the state dir)."""
+    return (
+        f'[[stages]]\nname = "{name}"\ncwd = "clone"\n'
+        f'command = ["bash", "-c", "n=$(cat $ORCH_STATE_DIR/{name}.n 2>/dev/null || echo 0); '
+        f'echo $((n+1)) > $ORCH_STATE_DIR/{name}.n; echo attempt $((n+1)); [ $n -ge {fails} ]"]\n'
+    )
+
+
+def reply(obj: dict[str, object]) -> str:
+    return json.dumps(obj)
+
+
+def test_retry_reruns_the_failed_stage_and_completes(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=1))
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "transient"})])
+    h = Harness(config, gateway)
+    record = h.run(write_ticket(tmp_path / "t", repository="../origin.git"))
+    assert record.state is RunState.COMPLETED, record.halt
+    assert [a.stage for a in record.attempts] == ["clone", "build", "build"]
+    assert gateway.calls == 1
+    [verdict] = h.verdicts(record)
+    assert (verdict["source"], verdict["action"], verdict["valid"]) == ("model", "retry", True)
+    assert record.verdicts[0].outcome == "retry: re-running build"
+    assert h.budget() == (1, 1)
+    assert Path(str(verdict["bundle_path"])).is_file()
+
+
+def test_escalate_model_walks_the_ladder(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    body = (
+        '[engines.coder]\ncommand = ["bash", "-c", "echo model=$ORCH_MODEL; [ $ORCH_MODEL = large ]"]\n'
+        'models = ["small", "large"]\n'
+        '[[stages]]\nname = "implement"\nengine = "coder"\n'
+    )
+    gateway = ScriptedGateway([reply({"action": "escalate-model", "summary": "too weak"})])
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.COMPLETED, record.halt
+    assert [(a.stage, a.model) for a in record.attempts] == [
+        ("clone", None),
+        ("implement", "small"),
+        ("implement", "large"),
+    ]
+    assert "model=large" in Path(record.attempts[-1].log_path or "").read_text()
+
+
+def test_switch_engine_reruns_with_the_named_engine(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    body = (
+        '[engines.broken]\ncommand = ["bash", "-c", "exit 1"]\n'
+        '[engines.works]\ncommand = ["bash", "-c", "echo engine=$ORCH_ENGINE"]\nmodels = ["m1"]\n'
+        '[[stages]]\nname = "implement"\nengine = "broken"\n'
+    )
+    gateway = ScriptedGateway(
+        [reply({"action": "switch-engine", "summary": "x", "engine": "works"})]
+    )
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.COMPLETED, record.halt
+    assert [(a.engine, a.model) for a in record.attempts[1:]] == [("broken", None), ("works", "m1")]
+
+
+def test_split_writes_linked_sub_tickets_and_ends_split(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    gateway = ScriptedGateway(
+        [
+            reply(
+                {
+                    "action": "split",
+                    "summary": "two concerns",
+                    "sub_tickets": [
+                        {"title": "Fix the parser", "body": "Only the parser."},
+                        {"title": "Fix the printer", "body": "Only the printer."},
+                    ],
+                }
+            )
+        ]
+    )
+    h = Harness(write_pipeline(tmp_path, flaky("build", fails=9)), gateway)
+    ticket = write_ticket(tmp_path / "t")
+    record = h.run(ticket)
+    assert record.state is RunState.SPLIT and record.halt is None
+    subs = [load_ticket(Path(p)) for p in record.sub_tickets]
+    assert [(s.id, s.fields.parent, s.fields.title) for s in subs] == [
+        ("T-1.1", "T-1", "Fix the parser"),
+        ("T-1.2", "T-1", "Fix the printer"),
+    ]
+    assert all(Path(p).parent == ticket.parent for p in record.sub_tickets)
+    assert subs[0].repository_location() == str((tmp_path / "origin.git").resolve())
+
+
+def test_abandon_human_writes_a_hand_off(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    gateway = ScriptedGateway(
+        [reply({"action": "abandon-human", "summary": "needs a product decision"})]
+    )
+    h = Harness(write_pipeline(tmp_path, flaky("build", fails=9)), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.ABANDONED
+    handoff = Path(record.handoff or "").read_text()
+    assert "needs a product decision" in handoff
+    assert "stage `build` (attempt 2)" in handoff
+    assert str(RunStore(tmp_path / "state").verdict_path(record.run_id, 1)) in handoff
+    assert h.budget() == (1, 0)
+
+
+def test_unknown_failure_without_a_model_is_a_synthetic_abandon(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    h = Harness(write_pipeline(tmp_path, flaky("build", fails=9)), None)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.NO_MODEL
+    [verdict] = h.verdicts(record)
+    assert (verdict["source"], verdict["action"], verdict["reason"]) == (
+        "synthetic",
+        "abandon-human",
+        "no model configured",
+    )
+    assert h.budget() == (0, 0)  # nothing was asked, nothing charged
+    assert Path(record.handoff or "").is_file()
+
+
+def test_spent_diagnosis_cap_ends_the_ticket_without_a_call(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=9), recovery="")
+    config.write_text(
+        config.read_text().replace(
+            "max_diag_invocations_per_ticket = 2", "max_diag_invocations_per_ticket = 0"
+        )
+    )
+    gateway = ScriptedGateway([])
+    h = Harness(config, gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.FAILED
+    assert record.halt is not None and record.halt.reason is HaltReason.CAP_EXHAUSTED
+    assert gateway.calls == 0 and h.builds == 0
+
+
+def test_retry_cap_spent_ends_needs_human(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=9))
+    config.write_text(
+        config.read_text().replace("max_retries_per_ticket = 2", "max_retries_per_ticket = 1")
+    )
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "again"})] * 2)
+    h = Harness(config, gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.CAP_EXHAUSTED
+    assert "retry cap spent (1/1 for this ticket)" in record.halt.detail
+    assert [a.stage for a in record.attempts] == ["clone", "build", "build"]
+    assert h.budget() == (2, 1)
+
+
+def test_diagnosis_cap_holds_across_runs_of_the_same_ticket(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    gateway = ScriptedGateway([reply({"action": "abandon-human", "summary": "no"})] * 2)
+    h = Harness(write_pipeline(tmp_path, flaky("build", fails=99)), gateway)
+    ticket = write_ticket(tmp_path / "t")
+    for _ in range(3):
+        run_ticket(load_ticket(ticket), h.services, rerun=True)
+    assert gateway.calls == 2  # the third run finds the cap spent and asks nobody
+    assert h.budget() == (2, 0)
+
+
+def test_a_crash_between_charging_and_calling_keeps_the_charge(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+
+    def die(request: ModelRequest) -> ModelReply:
+        raise KeyboardInterrupt  # the process dies mid-call (not an error the loop handles)
+
+    config = write_pipeline(tmp_path, flaky("build", fails=9))
+    h = Harness(config, ScriptedGateway([die]))
+    ticket = write_ticket(tmp_path / "t")
+    with pytest.raises(KeyboardInterrupt):
+        h.run(ticket)
+    assert h.budget() == (1, 0)
+    [path] = run_record_paths(tmp_path / "state" / "runs")
+    assert json.loads(path.read_text())["state"] == "recovering"
+
+    # Resuming decides again: the first charge is not refunded, the new one is added.
+    h2 = Harness(config, ScriptedGateway([reply({"action": "abandon-human", "summary": "stop"})]))
+    record = h2.run(ticket)
+    assert record.state is RunState.NEEDS_HUMAN
+    assert h2.budget() == (2, 0)
+
+
+def test_a_persisted_verdict_is_executed_on_resume_without_asking_again(tmp_path: Path) -> None:
+    """Redelivery: the decision is found on disk; the model is not called again."""
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=1))
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "transient"})])
+    h = Harness(config, gateway)
+    ticket = write_ticket(tmp_path / "t")
+
+    import orchestrator.recover as recover_module
+
+    real_apply = recover_module.apply
+    calls: list[int] = []
+
+    def crash_once(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt
+        return real_apply(*args, **kwargs)  # type: ignore[arg-type]
+
+    recover_module.apply = crash_once  # type: ignore[assignment]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            h.run(ticket)
+        record = h.run(ticket)
+    finally:
+        recover_module.apply = real_apply
+    assert record.state is RunState.COMPLETED
+    assert gateway.calls == 1
+    assert len(record.verdicts) == 1
+    assert h.budget() == (1, 1)
+
+
+def demo_harness(
+    tmp_path: Path, gateway: ModelGateway | None
+) -> tuple[Harness, dict[str, Path], Path]:
+    layout = build_demo(tmp_path / "demo")
+    h = Harness(ROOT / "config.toml", gateway)
+    h.services = Services(**{**h.services.__dict__, "store": RunStore(tmp_path / "state")})
+    return h, dict(layout.tickets), layout.origin
+
+
+def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(
+    tmp_path: Path,
+) -> None:
+    gateway = ScriptedGateway([])
+    h, tickets, origin = demo_harness(tmp_path, gateway)
+    record = h.run(tickets["CARDS-1"])
+    assert record.state is RunState.COMPLETED, (record.halt, h.out.getvalue())
+    assert gateway.calls == 0 and h.builds == 0  # a known failure costs no model call
+    [verdict] = h.verdicts(record)
+    assert (verdict["source"], verdict["action"], verdict["playbook_entry"]) == (
+        "playbook",
+        "mechanical-fix",
+        "commit-order-squash",
+    )
+    fix = json.loads(
+        (tmp_path / "state" / "runs" / f"{record.run_id}.mechanical_fix.json").read_text()
+    )
+    assert fix["status"] == "green" and fix["red_reason"] is None
+    assert fix["verifier"]["check"] == "lint-bug-commit-order"
+    assert fix["verification"]["exit_code"] == 0
+    assert [c["exit_code"] for c in fix["commands"]] == [0] * 5
+    pushed = git.Repo(origin).commit("orch/CARDS-1")
+    assert [c.summary for c in (pushed, pushed.parents[0])] == [
+        "test: pin Fix off-by-one in deal()",
+        "Fix off-by-one in deal()",
+    ]
+    assert [a.stage for a in record.attempts] == [
+        "clone",
+        "implement",
+        "review",
+        "review",
+        "open-pr",
+    ]
+    assert h.budget("CARDS-1") == (0, 1)
+
+
+def test_a_recipe_that_leaves_the_check_red_falls_back_to_a_retry(tmp_path: Path) -> None:
+    """The model proposes a recipe that runs fine but does not fix the order: the
+    verifier stays red, the artifact is kept, and a plain retry follows (one charge)."""
+    make_origin(tmp_path)
+    body = (
+        '[engines.patch]\ncommand = ["bash", "-c", "git commit -q --allow-empty -m work"]\n'
+        '[[stages]]\nname = "implement"\nengine = "patch"\n'
+        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "never"\ncommand = ["bash", "-c", "exit 1"]\n'
+    )
+    gateway = ScriptedGateway(
+        [
+            reply(
+                {
+                    "action": "mechanical-fix",
+                    "summary": "amend",
+                    "repair_plan": {
+                        "verification_check": "never",
+                        "commands": ["git -C <clone> commit --allow-empty -m again"],
+                    },
+                }
+            ),
+            reply({"action": "abandon-human", "summary": "still red"}),
+        ]
+    )
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    fix = json.loads(
+        (tmp_path / "state" / "runs" / f"{record.run_id}.mechanical_fix.json").read_text()
+    )
+    assert fix["status"] == "red"
+    assert fix["red_reason"] == "verification check 'never' still fails (exit 1)"
+    assert record.verdicts[0].outcome == (
+        "mechanical-fix red (verification check 'never' still fails (exit 1)); "
+        "fell back to retry of implement"
+    )
+    assert [a.stage for a in record.attempts] == [
+        "clone",
+        "implement",
+        "review",
+        "implement",
+        "review",
+    ]
+    assert record.state is RunState.NEEDS_HUMAN
+    assert h.budget() == (2, 1)
+
+
+def test_a_recipe_that_edits_the_checks_own_script_is_red(tmp_path: Path) -> None:
+    work = init_repo(tmp_path / "work")
+    commit_files(work, {"check.sh": "exit 1\n"}, "strict check")
+    work.git.branch("weak")
+    work.git.checkout("weak")
+    commit_files(work, {"check.sh": "exit 0\n"}, "weakened check")
+    work.git.checkout("main")
+    bare_clone(tmp_path / "work", tmp_path / "origin.git")
+    body = '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "strict"\ncommand = ["bash", "check.sh"]\n'
+    gateway = ScriptedGateway(
+        [
+            reply(
+                {
+                    "action": "mechanical-fix",
+                    "summary": "make it pass",
+                    "repair_plan": {
+                        "verification_check": "strict",
+                        "commands": ["git -C <clone> checkout origin/weak -- check.sh"],
+                    },
+                }
+            ),
+            reply({"action": "abandon-human", "summary": "give up"}),
+        ]
+    )
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    fix = json.loads(
+        (tmp_path / "state" / "runs" / f"{record.run_id}.mechanical_fix.json").read_text()
+    )
+    assert fix["verification"]["exit_code"] == 0  # the weakened script passed...
+    assert fix["status"] == "red"  # ...and that does not count
+    assert fix["red_reason"].startswith("the recipe changed the check's own files: ")
+    assert record.state is RunState.NEEDS_HUMAN
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -C <clone> status; touch /tmp/pwned",
+        "git -C /tmp status",
+        "touch <clone>/x",
+        "git -C <clone> -c core.pager=sh log",
+    ],
+)
+def test_an_unsafe_recipe_is_refused_and_nothing_runs(tmp_path: Path, command: str) -> None:
+    make_origin(tmp_path)
+    body = '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "c"\ncommand = ["bash", "-c", "exit 1"]\n'
+    gateway = ScriptedGateway(
+        [
+            reply(
+                {
+                    "action": "mechanical-fix",
+                    "summary": "x",
+                    "repair_plan": {"verification_check": "c", "commands": [command]},
+                }
+            )
+        ]
+        * 2
+    )
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    ran: list[tuple[str, ...]] = []
+    real = h.services.run_process
+
+    def spy(argv: tuple[str, ...], **kwargs: object):  # type: ignore[no-untyped-def]
+        ran.append(argv)
+        return real(argv, **kwargs)
+
+    h.services = Services(**{**h.services.__dict__, "run_process": spy})
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.INVALID_VERDICT
+    assert gateway.calls == 2  # asked, re-asked with the reason, then abandoned
+    assert (
+        "is not" in read_verdict(Path(record.verdicts[0].path)).errors[0]
+        or "outside" in read_verdict(Path(record.verdicts[0].path)).errors[0]
+    )
+    assert not any(
+        argv[0] in ("git", "touch") and len(argv) > 1 and argv[1] == "-C" for argv in ran
+    )
+    assert not Path("/tmp/pwned").exists()

@@ -42,9 +42,16 @@ case "$cmd" in
         exec "$PY" -m orchestrator.demo "$@"
         ;;
     bench)
+        # Every benchmark in bench/ (args such as --quick go to each); each prints its
+        # ratios against a baseline measured in the same run.
         setup
         cd "$ROOT"
-        exec "$PY" bench/run.py "$@"
+        status=0
+        for bench in bench/run.py bench/bench_*.py; do
+            echo "=== $bench"
+            "$PY" "$bench" "$@" || status=1
+        done
+        exit $status
         ;;
     lint-bug-commit-order)
         # Runs inside the clone (the current directory); needs the orchestrator's venv only

@@ -1,0 +1,155 @@
+"""Whatever the model says, the loop ends with a persisted, valid verdict and never runs a
+command taken from an invalid one. Driven through the real driver and runner."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.attempts import Services
+from orchestrator.config import load_config
+from orchestrator.display import PlainReporter
+from orchestrator.driver import run_ticket
+from orchestrator.pipeline import TERMINAL
+from orchestrator.recovery.gateway import ScriptedGateway
+from orchestrator.recovery.verdict import validate_verdict_object
+from orchestrator.runner import run_process
+from orchestrator.state import RunStore
+from orchestrator.tickets import load_ticket
+from orchestrator.verdicts import read_verdict
+
+from conftest import write_ticket
+
+PIPELINE = """\
+state_dir = "state"
+[recovery]
+max_diag_invocations_per_ticket = 1
+max_retries_per_ticket = 1
+[engines.a]
+command = ["bash", "-c", "exit 1"]
+models = ["small", "large"]
+[engines.b]
+command = ["bash", "-c", "exit 1"]
+[[stages]]
+name = "clone"
+cwd = "run"
+command = ["git", "init", "-q", "clone"]
+[[stages]]
+name = "implement"
+engine = "a"
+[[stages]]
+name = "review"
+[[stages.checks]]
+name = "c"
+command = ["bash", "-c", "exit 1"]
+"""
+
+commands = st.sampled_from(
+    [
+        "git -C <clone> status",
+        "git -C <clone> log --oneline",
+        "rm -rf /tmp/should-never-run",
+        "git -C /tmp status",
+        "git status; touch /tmp/should-never-run",
+        "touch <clone>/marker",
+        "",
+    ]
+)
+verdicts = st.fixed_dictionaries(
+    {
+        "action": st.sampled_from(
+            [
+                "retry",
+                "escalate-model",
+                "switch-engine",
+                "split",
+                "abandon-human",
+                "mechanical-fix",
+                "reboot",
+            ]
+        )
+    },
+    optional={
+        "summary": st.sampled_from(["why", "", " "]),
+        "engine": st.sampled_from(["a", "b", "zzz"]),
+        "repair_plan": st.fixed_dictionaries(
+            {
+                "verification_check": st.sampled_from(["c", "other"]),
+                "commands": st.lists(commands, max_size=3),
+            }
+        ),
+        "sub_tickets": st.lists(
+            st.fixed_dictionaries({"title": st.just("t"), "body": st.just("b")}), max_size=3
+        ),
+        "junk": st.integers(),
+    },
+)
+replies = st.one_of(
+    st.text(max_size=60),
+    verdicts.map(json.dumps),
+    verdicts.map(lambda v: "Sure: " + json.dumps(v)),
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(replies, min_size=4, max_size=4))
+def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "config.toml").write_text(PIPELINE)
+        loaded = load_config(root / "config.toml")
+        ran: list[tuple[str, ...]] = []
+
+        def spy(argv: tuple[str, ...], **kwargs: Any):  # type: ignore[no-untyped-def]
+            ran.append(argv)
+            return run_process(argv, **kwargs)
+
+        gateway = ScriptedGateway(list(texts))
+        services = Services(
+            loaded=loaded,
+            store=RunStore(root / "state"),
+            reporter=PlainReporter(io.StringIO()),
+            environ={"PATH": os.environ["PATH"], "HOME": tmp},
+            run_process=spy,
+            gateway_factory=lambda: gateway,
+        )
+        record = run_ticket(load_ticket(write_ticket(root / "t")), services)
+
+        assert record.state in TERMINAL
+        assert record.verdicts, "a failure always leaves a decision on disk"
+        assert gateway.calls <= 2  # one diagnosis (cap 1) plus at most one re-ask
+        for ref in record.verdicts:
+            stored = read_verdict(Path(ref.path))
+            verdict, errors = validate_verdict_object(stored.verdict)
+            assert verdict is not None and errors == []
+            if not stored.valid:
+                assert stored.action == "abandon-human"
+        valid_recipes = {
+            cmd
+            for ref in record.verdicts
+            for cmd in (read_verdict(Path(ref.path)).verdict.get("repair_plan") or {}).get(
+                "commands", []
+            )
+            if read_verdict(Path(ref.path)).valid
+        }
+        configured = {("git", "init", "-q", "clone"), ("bash", "-c", "exit 1")}
+        for argv in ran:
+            if argv in configured or (
+                argv[:1] == ("git",)
+                and argv[1:2] in (("update-ref",), ("reset",), ("clean",), ("rev-parse",))
+            ):
+                continue
+            # Anything else must be a recipe command of a valid verdict.
+            assert any(argv[-1] in cmd for cmd in valid_recipes), argv
+        assert not Path("/tmp/should-never-run").exists()

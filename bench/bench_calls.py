@@ -5,7 +5,7 @@
 Builds the demo project and runs a batch of tickets through the default pipeline with a
 scripted model that is as unhelpful as possible (garbage, then "retry" forever). Reports,
 per ticket kind, the diagnoses charged and the model calls made, against the caps in
-config.toml: diagnoses ≤ max_diag_invocations_per_ticket, calls ≤ that × (1 + max_reasks),
+config.toml: diagnoses ≤ max_diag_invocations_per_ticket, calls ≤ that * (1 + max_reasks),
 and zero calls for failures the playbook knows. Exit 0 unless the benchmark crashed.
 """
 
@@ -114,7 +114,7 @@ def main() -> int:
         verdicts.append(
             (f"{kind}: diagnoses ≤ cap", max(charged) <= caps.max_diag_invocations_per_ticket)
         )
-        verdicts.append((f"{kind}: calls ≤ cap × (1 + re-asks)", max(calls) <= max_calls))
+        verdicts.append((f"{kind}: calls ≤ cap * (1 + re-asks)", max(calls) <= max_calls))
     print("summary")
     for label, ok in verdicts:
         print(f"  {label:<60} {'PASS' if ok else 'FAIL'}")

@@ -36,6 +36,7 @@ class ContextLimits(Frozen):
     the prompt, and so the cost of a diagnosis, bounded whatever the failure's size."""
 
     max_run_state_bytes: ByteCap = 8 * 1024
+    max_run_record_bytes: ByteCap = 8 * 1024
     max_ticket_bytes: ByteCap = 16 * 1024
     max_log_tail_bytes: ByteCap = 16 * 1024
     max_check_output_bytes: ByteCap = 16 * 1024

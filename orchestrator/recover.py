@@ -20,7 +20,12 @@ from orchestrator.budget import BudgetStore
 from orchestrator.config import Config, StageConfig
 from orchestrator.errors import StateError
 from orchestrator.pipeline import HaltReason, RunState
-from orchestrator.recovery.context import BundleInputs, build_bundle, tail_bytes
+from orchestrator.recovery.context import (
+    REDACTION_MARGIN_BYTES,
+    BundleInputs,
+    build_bundle,
+    tail_bytes,
+)
 from orchestrator.recovery.diagnose import Caps, Decision, decide
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PROMPT_VERSION, PromptFacts
@@ -75,7 +80,9 @@ def _bundle_inputs(
     attempts = [a.model_dump(mode="json", exclude={"pgid", "start_ticks"}) for a in record.attempts]
     diff, truncated, note = b"", False, None
     if clone_exists:
-        captured = _read_diff(record, services, limits.max_diff_bytes)
+        # A margin past the cap, so a secret crossing the cut is redacted whole before
+        # build_bundle cuts it to size.
+        captured = _read_diff(record, services, limits.max_diff_bytes + REDACTION_MARGIN_BYTES)
         diff, truncated, note = captured.data, captured.truncated, captured.error
     else:
         note = "no clone: no diff"

@@ -46,6 +46,7 @@ __all__ = [
     "allocate_bytes",
     "build_bundle",
     "excerpt_of_bytes",
+    "excerpt_of_text",
     "head_bytes",
     "neutralise",
     "tail_bytes",
@@ -158,14 +159,14 @@ def _fit(text: str, max_bytes: int, keep: Keep) -> tuple[str, bool, bool]:
     return kept.decode("utf-8", errors="ignore"), True, aligned
 
 
-def _drop_partial_first_line(window: bytes) -> bytes:
+def _drop_partial_first_line(window: bytes) -> tuple[bytes, bool]:
     newline = window.find(b"\n", 0, ALIGN_WINDOW_BYTES)
-    return window[newline + 1 :] if newline >= 0 else window
+    return (window[newline + 1 :], True) if newline >= 0 else (window, False)
 
 
-def _drop_partial_last_line(window: bytes) -> bytes:
+def _drop_partial_last_line(window: bytes) -> tuple[bytes, bool]:
     newline = window.rfind(b"\n", max(0, len(window) - ALIGN_WINDOW_BYTES))
-    return window[: newline + 1] if newline >= 0 else window
+    return (window[: newline + 1], True) if newline >= 0 else (window, False)
 
 
 def _excerpt(
@@ -181,17 +182,17 @@ def _excerpt(
     """The pipeline every excerpt goes through: drop the partial line at a source cut (a
     secret cut there has lost the prefix that makes it recognisable), decode, redact, cut
     to ``max_bytes`` (redaction and U+FFFD can make text longer than its bytes)."""
+    dropped_first = dropped_last = False
     if cut_before:
-        window = _drop_partial_first_line(window)
+        window, dropped_first = _drop_partial_first_line(window)
     if cut_after:
-        window = _drop_partial_last_line(window)
+        window, dropped_last = _drop_partial_last_line(window)
     text, cut, aligned = _fit(redact_bytes(window), max_bytes, keep)
     truncated = cut or cut_before or cut_after
-    if not truncated:
-        note = None
-    elif keep == "tail" and (aligned or (not cut and cut_before)):
-        note = "starts at a line boundary"
-    elif keep == "head" and (aligned or (not cut and cut_after)):
+    # Which edge the reader sees: the final cut's when there was one, else the window's.
+    if keep == "tail" and (aligned if cut else dropped_first):
+        note: str | None = "starts at a line boundary"
+    elif keep == "head" and (aligned if cut else dropped_last):
         note = "ends at a line boundary"
     else:
         note = None
@@ -254,8 +255,8 @@ def head_bytes(path: Path, max_bytes: int) -> Excerpt:
 def excerpt_of_bytes(
     data: bytes, max_bytes: int, *, keep: Keep, source_truncated: bool = False
 ) -> Excerpt:
-    """An excerpt of bytes already in memory (the diff, the run JSON). ``source_truncated``:
-    ``data`` is itself only the head of something longer (``capture_head`` stopped)."""
+    """An excerpt of bytes already in memory (the diff). ``source_truncated``: ``data`` is
+    itself only the head of something longer (``capture_head`` stopped)."""
     want = max_bytes + REDACTION_MARGIN_BYTES
     start = max(0, len(data) - want) if keep == "tail" else 0
     window = data[start : start + want]
@@ -267,6 +268,25 @@ def excerpt_of_bytes(
         cut_before=start > 0,
         cut_after=source_truncated or start + len(window) < len(data),
         original_at_least=source_truncated,
+    )
+
+
+def excerpt_of_text(text: str, max_bytes: int, *, keep: Keep) -> Excerpt:
+    """An excerpt of a str (the run JSON). Only the end we keep is encoded (each character
+    is at least one byte, so ``want`` characters hold at least ``want`` bytes); for ASCII
+    text — ``json.dumps`` output — nothing else is touched, so the cost is the cap's."""
+    want = max_bytes + REDACTION_MARGIN_BYTES
+    size = len(text) if text.isascii() else len(_utf8(text))
+    if size <= want:
+        return excerpt_of_bytes(_utf8(text), max_bytes, keep=keep)
+    piece = text[-want:] if keep == "tail" else text[:want]
+    return _excerpt(
+        _utf8(piece),
+        max_bytes=max_bytes,
+        keep=keep,
+        original_bytes=size,
+        cut_before=keep == "tail" and len(piece) < len(text),
+        cut_after=keep == "head" and len(piece) < len(text),
     )
 
 
@@ -404,12 +424,6 @@ def allocate_bytes(sizes: Mapping[SectionName, int], budget: int) -> dict[Sectio
     return grant
 
 
-def _run_record_cap(limits: ContextLimits) -> int:
-    # ContextLimits has no cap of its own for the run record yet: share the run state's
-    # (both are run JSON of similar size), and pick up a dedicated one once it exists.
-    return int(getattr(limits, "max_run_record_bytes", limits.max_run_state_bytes))
-
-
 def _join(*notes: str | None) -> str | None:
     present = [n for n in notes if n]
     return "; ".join(present) if present else None
@@ -433,13 +447,9 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         source_truncated=inputs.diff_truncated,
     )
     return {
-        "run_state": excerpt_of_bytes(
-            _utf8(inputs.run_state), limits.max_run_state_bytes, keep="head"
-        ),
+        "run_state": excerpt_of_text(inputs.run_state, limits.max_run_state_bytes, keep="head"),
         "ticket": head_bytes(inputs.ticket_path, limits.max_ticket_bytes),
-        "run_record": excerpt_of_bytes(
-            _utf8(inputs.run_record), _run_record_cap(limits), keep="tail"
-        ),
+        "run_record": excerpt_of_text(inputs.run_record, limits.max_run_record_bytes, keep="tail"),
         "failed_log_tail": (
             tail_bytes(inputs.failed_log, limits.max_log_tail_bytes)
             if inputs.failed_log is not None

@@ -1,0 +1,250 @@
+"""Secret redaction: each pattern, what must survive, idempotence, and linear time."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.recovery.redact import REDACTED, _redact_lines, _redact_pem, redact, redact_bytes
+
+R = REDACTED
+
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEA7bq9Zx1\n"
+    "QXZQXZQXZQXZQXZQXZ==\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # token shapes
+        ("key sk-ant-api03-AbC_9-xyz end", f"key {R} end"),
+        ("sk-ant-", R),  # a cut key: the prefix alone is enough
+        ("use sk-proj-abcdefghijklmnopqrstuvwxyz now", f"use {R} now"),
+        ("sk-abcdefghijklmnopqrstuvwx", R),
+        ("ghp_" + "a1" * 18, R),
+        ("clone https://gho_abcdefghijklmnop1234@github.com/x", f"clone https://{R}@github.com/x"),
+        ("ghs_abcdefghijklmnopqrstuvwx ghu_abcdefghijklmnop ghr_abcdefghijklmnop", f"{R} {R} {R}"),
+        ("github_pat_11AAAAAAA0_abcdefghijklmnop", R),
+        ("id AKIAIOSFODNN7EXAMPLE.", f"id {R}."),
+        ("temp ASIAIOSFODNN7EXAMPLE", f"temp {R}"),
+        ("xoxb-1234567890-abcdefgh and xoxp-11-22-33", f"{R} and {R}"),
+        (
+            "jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl-_x;",
+            f"jwt={R};",
+        ),
+        # headers
+        (
+            'curl -H "Authorization: Bearer abc.def-123" url',
+            f'curl -H "Authorization: Bearer {R}" url',
+        ),
+        ("authorization: token 0123abcd", f"authorization: token {R}"),
+        ("Proxy-Authorization: Basic dXNlcjpwYXNz", f"Proxy-Authorization: Basic {R}"),
+        ("Authorization: opaque-value", f"Authorization: {R}"),
+        # URLs
+        ("postgres://bob:hunter2@db:5432/app", f"postgres://bob:{R}@db:5432/app"),
+        (
+            "git+ssh://x-access-token:abc@github.com/o/r",
+            f"git+ssh://x-access-token:{R}@github.com/o/r",
+        ),
+        # assignments: the name stays, the value goes
+        ("ANTHROPIC_API_KEY=anything-at-all", f"ANTHROPIC_API_KEY={R}"),
+        ("export GITHUB_TOKEN=abc123", f"export GITHUB_TOKEN={R}"),
+        ("DB_PASSWORD='hunter 2' next", f"DB_PASSWORD='{R}' next"),
+        ('client_secret = "s3cr3t"', f'client_secret = "{R}"'),
+        ('{"api_key": "k1", "name": "bob"}', f'{{"api_key": "{R}", "name": "bob"}}'),
+        ('{"Token":"a\\"b","n":1}', f'{{"Token":"{R}","n":1}}'),
+        ('{\\"api_key\\": \\"abc\\"}', f'{{\\"api_key\\": {R}'),
+        ("password: hunter2 (from vault)", f"password: {R} (from vault)"),
+        ("  db.passwd: x", f"  db.passwd: {R}"),
+        ("X-Api-Key: 1234", f"X-Api-Key: {R}"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", f"AWS_SECRET_ACCESS_KEY={R}"),
+        ("GOOGLE_CREDENTIALS=/path/creds.json", f"GOOGLE_CREDENTIALS={R}"),
+        ("--auth-token=abc --verbose", f"--auth-token={R} --verbose"),
+        ("https://host/cb?code=1&access_token=abc&x=1", f"https://host/cb?code=1&access_token={R}"),
+        ("user=bob,password=pw;x", f"user=bob,password={R}"),
+        ('"token":"abc"', f'"token":"{R}"'),
+        ("password:hunter2", "password:hunter2"),  # neither YAML nor JSON: left alone
+        # PEM blocks: whole, cut at the end (head excerpt), cut at the start (tail excerpt)
+        (f"before\n{PEM}\nafter", f"before\n{R}\nafter"),
+        ("a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt", f"a\n{R}"),
+        ("Zx1\nQXZQXZ==\n-----END PRIVATE KEY-----\ntail", f"{R}\ntail"),
+        (f"{PEM}\nmid\n{PEM}", f"{R}\nmid\n{R}"),
+        ("-----BEGIN PRIVATE KEY-----\nA\n-----BEGIN PRIVATE KEY-----\nB", R),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nx\n-----END PGP PRIVATE KEY BLOCK-----", R),
+        (
+            '{"err": "-----BEGIN EC PRIVATE KEY-----\\nMHc\\n-----END EC PRIVATE KEY-----"}',
+            f'{{"err": "{R}"}}',
+        ),
+    ],
+)
+def test_redacts(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain log line: all 42 tests passed\n",
+        "KeyError: 'missing'",  # a traceback is what the diagnosis is about
+        "raise TokenError: bad input",
+        "if token == expected and key != other:",
+        "std::key::value",
+        "import sklearn  # sk-learn is not a key",
+        "task-ant-colony and risk-free",
+        "<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch",
+        "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        "https://example.com:8080/path?q=1",
+        "ghp_short",
+        "AKIA1234",
+        "eyJhbGciOiJIUzI1NiJ9 alone",
+    ],
+)
+def test_leaves_ordinary_text_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_redact_bytes_replaces_undecodable_bytes() -> None:
+    data = b"ok \xff\xfe caf\xc3\xa9 \xe2\x82 token=abc\n"
+    assert redact_bytes(data) == f"ok \ufffd\ufffd café \ufffd token={R}\n"
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("akeyAKIA=:/@ \n\"'\\-_.sktoPRIVATEBEGINEND-xbJ")),
+        max_size=300,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+
+
+@given(
+    # The filler cannot spell the secret: it has none of its letters.
+    prefix=st.text(
+        st.characters(blacklist_characters="QXZ", blacklist_categories=["Cs"]), max_size=60
+    ),
+    suffix=st.text(
+        st.characters(blacklist_characters="QXZ", blacklist_categories=["Cs"]), max_size=60
+    ),
+    body=st.text(alphabet="QXZ", min_size=16, max_size=40),
+    form=st.sampled_from(
+        [
+            "ANTHROPIC_API_KEY=sk-ant-api03-{}",
+            "export OPENAI_API_KEY={}",
+            '"password": "{}"',
+            "Authorization: Bearer {}",
+            "https://u:{}@h/",
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----",
+        ]
+    ),
+)
+@settings(max_examples=300, deadline=None)
+def test_embedded_secret_never_survives(prefix: str, suffix: str, body: str, form: str) -> None:
+    out = redact(prefix + "\n" + form.format(body) + "\n" + suffix)
+    assert body not in out
+
+
+_NEEDLE_RICH = st.sampled_from(
+    [
+        "key",
+        "KEY",
+        "Token",
+        "sk-",
+        "ghp_",
+        "AKIA",
+        "eyJ",
+        "xoxb-",
+        "://",
+        "Authorization",
+        "passwd",
+        "secret",
+        "İ",
+        "\u212a",
+        "ſ",
+        "=",
+        ": ",
+        '"',
+        "'",
+        "@",
+        "\n",
+        " ",
+        "a",
+        "Z",
+        "0",
+        "-",
+        "_",
+        ".",
+        "/",
+        "\\",
+        "\t",
+        "\r",
+        "\u2028",
+        "é",
+        ":",
+        "x://u:p@h",
+        "eyJa.eyJb.c",
+        "sk-ant-x",
+        "ghs_abcdefghijklmnop",
+        "AKIAABCDEFGHIJKLMNOP",
+        "Bearer ",
+    ]
+)
+
+
+@given(st.lists(_NEEDLE_RICH, max_size=80).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_looking_only_at_candidate_lines_changes_nothing(text: str) -> None:
+    # The needle prefilter is an optimisation: the result is what the patterns give when
+    # run over the whole text.
+    assert redact(text) == _redact_lines(_redact_pem(text))
+
+
+def test_keywords_match_ascii_case_only() -> None:
+    # Unicode case folding would let the long s (U+017F) match 's' and the Kelvin sign 'k',
+    # which the needle search (an ASCII-lower-cased copy) cannot see: keywords are ASCII.
+    assert redact("ſecret=x \u212aey=y SeCrEt=z") == f"ſecret=x \u212aey=y SeCrEt={R}"
+    # str.lower() makes 'İ' two characters: the search must still find the right line.
+    assert redact("a\n" + "İ" * 50 + "\nb token=x") == "a\n" + "İ" * 50 + f"\nb token={R}"
+
+
+# Inputs built to make a backtracking pattern rescan what it already consumed: with
+# quadratic behaviour each takes hours, with linear well under a second. The timeout uses
+# a thread because a signal cannot interrupt one long call into the regex engine.
+MB = 1 << 20
+ADVERSARIAL = {
+    "key-run": "key" * (MB // 3),
+    "name-run-no-sep": "a_key_" * (MB // 6),
+    "seps": "token:" * (MB // 6),
+    "eyJ": "eyJ" * (MB // 3),
+    "eyJ-dots": "eyJa.eyJ" * (MB // 8),
+    "scheme-dots": "a." * (MB // 2),
+    "url-colons": "x://a:" + "b:" * (MB // 2),
+    "url-schemes": "x://" * (MB // 4),
+    "pem-begins": "-----BEGIN " * (MB // 11),
+    "pem-near-miss": ("-----BEGIN " + "A" * 40) * (MB // 51),
+    "pem-ends": "-----END PRIVATE KEY-----" * (MB // 25),
+    "escapes": 'token="' + "\\\\" * (MB // 2),
+    "sk": "sk-" * (MB // 3),
+    "auth": "authorization: " * (MB // 15),
+    "spaces": "key" + " " * MB,
+    "akia": "AKIA" * (MB // 4),
+    "one-line": "x" * MB,
+    "needle-lines": "key\n" * (MB // 4),
+    "all-needles-one-line": "sk-ghp_akiaxoxeyj://authorization token secret" * (MB // 48),
+}
+
+
+@pytest.mark.timeout(20, method="thread")
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_linear_time_on_adversarial_input(name: str) -> None:
+    out = redact(ADVERSARIAL[name])
+    assert isinstance(out, str)

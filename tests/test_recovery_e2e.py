@@ -484,3 +484,18 @@ def test_an_unsafe_recipe_is_refused_and_nothing_runs(tmp_path: Path, command: s
         argv[0] in ("git", "touch") and len(argv) > 1 and argv[1] == "-C" for argv in ran
     )
     assert not Path("/tmp/pwned").exists()
+
+
+def test_a_missing_clone_gives_a_synthetic_verdict_and_no_call(tmp_path: Path) -> None:
+    make_origin(tmp_path)
+    body = '[[stages]]\nname = "build"\ncwd = "run"\ncommand = ["bash", "-c", "rm -rf clone; exit 1"]\n'
+    gateway = ScriptedGateway([])
+    h = Harness(write_pipeline(tmp_path, body), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.PRECONDITION_FAILED
+    [verdict] = h.verdicts(record)
+    assert (verdict["source"], verdict["action"]) == ("synthetic", "abandon-human")
+    assert "clone" in str(verdict["reason"]) and "missing" in str(verdict["reason"])
+    assert gateway.calls == 0 and h.builds == 0
+    assert h.budget() == (0, 0)

@@ -57,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list runs, one line each")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
 
+    approve = sub.add_parser(
+        "approve", help="approve the decision a run is waiting on, and resume it"
+    )
+    approve.add_argument("run_id", metavar="RUN_ID")
+    reject = sub.add_parser(
+        "reject", help="reject the decision a run is waiting on (→ needs-human)"
+    )
+    reject.add_argument("run_id", metavar="RUN_ID")
+    reject.add_argument("--reason", help="why, for the record and the hand-off")
+
     show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print the run record as stored")
@@ -85,6 +95,17 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.run_id,
             sys.stdout,
             as_json=args.json,
+        )
+    if args.command in ("approve", "reject"):
+        from orchestrator.commands import approve
+
+        return approve.answer(
+            config_file,
+            args.state_dir,
+            args.run_id,
+            approved=args.command == "approve",
+            reason=getattr(args, "reason", None),
+            out=sys.stdout,
         )
     if args.command == "run":
         from orchestrator.commands import run

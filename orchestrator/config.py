@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import ConfigError
 from orchestrator.validation import (
@@ -57,6 +57,53 @@ class RecoveryConfig(Frozen):
     recipe_allowlist: Annotated[tuple[Name, ...], Field(max_length=32)] = ("git",)
     recipe_command_timeout_s: PositiveSeconds = 60.0
     context: ContextLimits = ContextLimits()
+
+
+Threshold = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+
+
+class RoutingConfig(Frozen):
+    """Per action: the confidence at or above which a verdict is carried out without a
+    person. Within 0.2 below it a person is asked with the proposal pre-filled
+    (``hitl_recommended``); lower, a person must decide (``hitl_required``). Conservative:
+    a model's verdict with no track record lands just under these, so a person sees it;
+    a playbook entry or a recipe that went green before clears them."""
+
+    # Keys are the action names (with dashes); the attributes are their Python spellings.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=False)
+
+    retry: Threshold = 0.8
+    escalate_model: Threshold = Field(0.8, alias="escalate-model")
+    switch_engine: Threshold = Field(0.8, alias="switch-engine")
+    split: Threshold = 0.9
+    abandon_human: Threshold = Field(0.0, alias="abandon-human")
+    mechanical_fix: Threshold = Field(0.85, alias="mechanical-fix")
+
+    def by_action(self) -> dict[str, float]:
+        return {
+            "retry": self.retry,
+            "escalate-model": self.escalate_model,
+            "switch-engine": self.switch_engine,
+            "split": self.split,
+            "abandon-human": self.abandon_human,
+            "mechanical-fix": self.mechanical_fix,
+        }
+
+
+class JudgeConfig(Frozen):
+    """An optional second-model review, on a deterministic sample of model verdicts. Its
+    call counts against the diagnosis cap; its agreement feeds confidence."""
+
+    sample_rate: Threshold = 0.0
+
+
+class DiagnosisConfig(Frozen):
+    """``single``: one model call (the default). ``investigate``: a bounded loop in which
+    the model may call read-only tools from the allow-list before it decides."""
+
+    mode: Literal["single", "investigate"] = "single"
+    max_steps: Annotated[StrictInt, Field(ge=1, le=20)] = 6
+    tools: Annotated[tuple[Name, ...], Field(max_length=16)] = ("read_file", "git_log", "grep")
 
 
 class ModelConfig(Frozen):
@@ -127,6 +174,9 @@ class Config(Frozen):
     state_dir: NonEmptyStr = DEFAULT_STATE_DIR
     recovery: RecoveryConfig = RecoveryConfig()
     model: ModelConfig = ModelConfig()
+    routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig.model_validate({}))
+    judge: JudgeConfig = JudgeConfig()
+    diagnosis: DiagnosisConfig = DiagnosisConfig()
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
 

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.approvals import approval_path
 from orchestrator.attempts import Services, run_stage
 from orchestrator.config import LoadedConfig, StageConfig
 from orchestrator.errors import StateError
@@ -33,6 +34,7 @@ from orchestrator.state import (
     RunRecord,
     StageRecord,
     StageStatus,
+    VerdictRef,
     new_run_id,
     ticket_lock,
 )
@@ -146,6 +148,18 @@ def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
     return record
 
 
+def pending_verdict(record: RunRecord) -> VerdictRef | None:
+    """The decision a run in awaiting-approval is waiting on."""
+    return next((v for v in reversed(record.verdicts) if v.outcome is None), None)
+
+
+def _answered(record: RunRecord, services: Services) -> bool:
+    ref = pending_verdict(record)
+    if ref is None:
+        return False
+    return approval_path(services.store.runs_dir, record.run_id, ref.number).exists()
+
+
 def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:
     for stage in services.loaded.config.stages:
         if record.stage_status(stage.name) is not StageStatus.COMPLETED:
@@ -159,15 +173,22 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     if record.state is RunState.PENDING:
         record = record.transition(RunState.RUNNING, now=services.clock())
         store.save(record)
-    if record.state is RunState.RECOVERING:
-        # We died while deciding or carrying out a decision: finish that first.
+    if record.state is RunState.AWAITING_APPROVAL and not _answered(record, services):
+        services.reporter.note(
+            f"awaiting approval: `orchestrator approve {record.run_id}` or "
+            f"`orchestrator reject {record.run_id} --reason ...`"
+        )
+        return record
+    if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
+        # We died while deciding or carrying out a decision, or a person has answered
+        # one: finish that first.
         failed = record.last_failed_attempt()
         if failed is None:
             raise StateError(
-                f"state error: run {record.run_id} is recovering but records no failed attempt"
+                f"state error: run {record.run_id} is {record.state} but records no failed attempt"
             )
         record, effect = recover(record, config.stage(failed.stage), failed, services)
-        if effect.terminal is not None:
+        if effect.terminal is not None or effect.paused:
             return record
     while (stage := _next_stage(record, services)) is not None:
         if stage.side_effectful and dry_run_armed(services.environ):
@@ -203,7 +224,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         # Every way out of recover() is terminal or has charged a bounded retry budget,
         # so this loop ends.
         record, effect = recover(record, stage, attempt, services)
-        if effect.terminal is not None:
+        if effect.terminal is not None or effect.paused:
             return record
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record)

@@ -4,7 +4,7 @@ time, terminal states with no way out, and typed halt reasons. Pure: no I/O.
     pending ──► running ──► completed
                   │  ▲
                   ▼  │
-               recovering ──► awaiting-approval ──► running
+               recovering ◄─► awaiting-approval
                   │
                   └──► needs-human | failed | split        (terminal, like completed)
 
@@ -53,7 +53,8 @@ TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
         S.PENDING: frozenset({S.RUNNING, S.NEEDS_HUMAN, S.FAILED}),
         S.RUNNING: frozenset({S.RUNNING, S.RECOVERING, S.COMPLETED, S.NEEDS_HUMAN, S.FAILED}),
         S.RECOVERING: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}),
-        S.AWAITING_APPROVAL: frozenset({S.RUNNING, S.NEEDS_HUMAN}),
+        # Answered: back to recovering, where the approved decision is carried out.
+        S.AWAITING_APPROVAL: frozenset({S.RECOVERING, S.NEEDS_HUMAN}),
         S.COMPLETED: frozenset(),
         S.NEEDS_HUMAN: frozenset(),
         S.FAILED: frozenset(),

@@ -1,11 +1,14 @@
-"""What happens when an attempt fails: one decision, persisted, then carried out.
+"""What happens when an attempt fails: one decision, persisted, approved, carried out.
 
-    gather facts ─► bundle (persisted) ─► decide (recovery.diagnose: the sandwich)
-                 ─► verdict file (persisted) ─► substrate.apply ─► outcome on the run record
+    gather facts ─► bundle (persisted) ─► RecoveryAgent.propose (the fixed graph; its
+    memory_write node persists the verdict file, its exit node the ledger row)
+    ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
+       otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``
+    ─► substrate.apply(proposal, approval) ─► outcome on the run record
 
-The run sits in ``recovering`` throughout. If the orchestrator dies here, resuming finds
-the decision already persisted for that attempt and carries it out without asking again;
-if none was persisted, it decides again (a diagnosis charged before the crash stays spent).
+If the orchestrator dies here, resuming finds the decision persisted for that attempt and
+carries it out without asking again; if none was persisted yet, it decides again (and a
+diagnosis charged before the crash stays spent).
 """
 
 from __future__ import annotations
@@ -14,39 +17,38 @@ import json
 from pathlib import Path
 
 from orchestrator import runner
+from orchestrator.approvals import AUTO, Approval, approval_path, read_approval, write_approval
 from orchestrator.atomic import atomic_write
 from orchestrator.attempts import Services, engine_and_model
 from orchestrator.budget import BudgetStore
-from orchestrator.config import Config, StageConfig
+from orchestrator.config import StageConfig
 from orchestrator.errors import StateError
-from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.investigation_tools import investigator_for
+from orchestrator.ledger_link import LedgerLink
+from orchestrator.pipeline import RunState
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
     BundleInputs,
     build_bundle,
     tail_bytes,
 )
-from orchestrator.recovery.diagnose import Caps, Decision, decide
+from orchestrator.recovery.diagnose import Caps
+from orchestrator.recovery.graph import (
+    CAPABILITY,
+    GraphDeps,
+    GraphState,
+    Proposal,
+    RecoveryAgent,
+    RecoveryContext,
+)
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PROMPT_VERSION, PromptFacts
-from orchestrator.recovery.verdict import DecisionContext, validate_verdict_object
+from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.state import Attempt, RunRecord, VerdictRef
-from orchestrator.substrate import Applying, Effect, apply
+from orchestrator.substrate import Effect, apply, code_stage_for
 from orchestrator.verdicts import TokenUsage, VerdictRecord, read_verdict, write_verdict
 
 DIFF_TIMEOUT_S = 60.0
-
-
-def code_stage_for(config: Config, failing: StageConfig) -> StageConfig:
-    """The stage whose output a retry must redo: a failed check re-runs the nearest
-    engine stage before it; any other stage re-runs itself."""
-    if not failing.is_check_stage:
-        return failing
-    names = [s.name for s in config.stages]
-    for stage in reversed(config.stages[: names.index(failing.name)]):
-        if stage.engine is not None:
-            return stage
-    return failing
 
 
 def _clone_exists(record: RunRecord) -> bool:
@@ -100,61 +102,67 @@ def _bundle_inputs(
     )
 
 
+def failure_signature(stage: StageConfig, attempt: Attempt) -> str:
+    """Groups failures of the same kind across tickets, for the ledger's history."""
+    check = attempt.failing_check
+    return f"{stage.name}/{check.name if check else 'stage'}"
+
+
 def recover(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
 ) -> tuple[RunRecord, Effect]:
-    """Decide what to do about ``attempt``'s failure and do it. Returns the record and
-    the effect (continue from a stage, or a terminal state)."""
-    store, config = services.store, services.loaded.config
+    """Decide what to do about ``attempt``'s failure and, once approved, do it."""
+    store = services.store
     if record.state is not RunState.RECOVERING:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
         store.save(record)
-    code_stage = code_stage_for(config, stage)
-
-    previous = next((v for v in record.verdicts if v.attempt == attempt.number), None)
-    if previous is not None:
-        decision_record = read_verdict(Path(previous.path))
-        halt = HaltReason(decision_record.halt) if decision_record.halt else None
-        cap = decision_record.halt == HaltReason.CAP_EXHAUSTED
-    else:
-        decision_record, halt, cap = _decide_and_persist(
-            record, stage, code_stage, attempt, services
+    ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
+    if ref is None:
+        decided = _decide(record, stage, attempt, services)
+        ref = VerdictRef(
+            number=decided.number,
+            attempt=attempt.number,
+            source=decided.source,
+            action=decided.action,
+            path=str(store.verdict_path(record.run_id, decided.number)),
         )
-        record = record.with_verdict(
-            VerdictRef(
-                number=decision_record.number,
-                attempt=attempt.number,
-                source=decision_record.source,
-                action=decision_record.action,
-                path=str(store.verdict_path(record.run_id, decision_record.number)),
-            )
-        )
-        if decision_record.usage.calls:
+        record = record.with_verdict(ref)
+        if decided.usage.calls:
             counters = record.counters.model_copy(
                 update={"diagnoses": record.counters.diagnoses + 1}
             )
             record = record.model_copy(update={"counters": counters})
         store.save(record)
-    services.reporter.note(
-        f"verdict {decision_record.number} ({decision_record.source}): {decision_record.action}"
-        f" — {decision_record.reason}"
-    )
-    verdict, errors = validate_verdict_object(decision_record.verdict)
-    if verdict is None:
-        raise StateError(
-            f"state error: {store.verdict_path(record.run_id, decision_record.number)}: "
-            f"the persisted verdict no longer validates: {'; '.join(errors)}"
+        services.reporter.note(
+            f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
         )
-    applying = Applying(
-        decision=decision_record,
-        verdict=verdict,
-        failing_stage=stage,
-        code_stage=code_stage,
-        halt_reason=halt,
-        cap_exhausted=cap,
-    )
-    record, effect = apply(record, applying, services)
-    ref = next(v for v in record.verdicts if v.number == decision_record.number)
+    decided = read_verdict(Path(ref.path))
+    proposal = Proposal.model_validate(decided.proposal)
+    path = approval_path(store.runs_dir, record.run_id, decided.number)
+    approval = read_approval(path)
+    if approval is None:
+        if proposal.routing not in ("auto", "reject"):
+            record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
+            store.save(record)
+            services.reporter.note(
+                f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
+                f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
+                f"`orchestrator reject {record.run_id} --reason ...`"
+            )
+            return record, Effect(outcome="awaiting approval", paused=True)
+        approval = Approval(
+            decision_id=proposal.decision_id,
+            run_id=record.run_id,
+            verdict=decided.number,
+            approved=True,
+            by=AUTO,
+            at=services.clock(),
+            routing=proposal.routing,
+        )
+        write_approval(path, approval)
+    record, effect = apply(record, proposal, approval, services)
+    LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
+    ref = next(v for v in record.verdicts if v.number == decided.number)
     record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
     now = services.clock()
     if effect.terminal is not None:
@@ -165,19 +173,24 @@ def recover(
     return record, effect
 
 
-def _decide_and_persist(
-    record: RunRecord,
-    stage: StageConfig,
-    code_stage: StageConfig,
-    attempt: Attempt,
-    services: Services,
-) -> tuple[VerdictRecord, HaltReason | None, bool]:
+def _decide(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
+) -> VerdictRecord:
+    """Gather the context, run the agent (which persists its verdict), return the record."""
     store, config = services.store, services.loaded.config
     number = len(record.verdicts) + 1
+    verdict_path = store.verdict_path(record.run_id, number)
+    if verdict_path.exists():
+        # Redelivery: we died after the decision was persisted but before the run record
+        # pointed at it. The decision stands; the model is not asked again.
+        persisted = read_verdict(verdict_path)
+        if persisted.attempt == attempt.number:
+            return persisted
     clone_exists = _clone_exists(record)
+    code_stage = code_stage_for(config, stage)
     engine, model = engine_and_model(record, code_stage, config)
     check = attempt.failing_check
-    ctx = DecisionContext(
+    decision_ctx = DecisionContext(
         failing_stage=stage.name,
         failing_check=check.name if check else None,
         code_stage=code_stage.name,
@@ -191,52 +204,90 @@ def _decide_and_persist(
         _bundle_inputs(record, attempt, services, clone_exists), config.recovery.context
     )
     bundle_path = store.bundle_path(record.run_id, number)
-    atomic_write(bundle_path, bundle.model_dump_json(indent=1).encode())
+    bundle_json = bundle.model_dump_json(indent=1)
+    atomic_write(bundle_path, bundle_json.encode())
 
     check_output = ""
     if check is not None and check.log_path:
-        check_output = tail_bytes(
-            Path(check.log_path), config.recovery.context.max_check_output_bytes
-        ).text
+        limit = config.recovery.context.max_check_output_bytes
+        check_output = tail_bytes(Path(check.log_path), limit).text
     budgets = BudgetStore(store.state_dir)
     budget = budgets.load(record.ticket_id)
-
-    def charge() -> None:
-        key = f"{record.run_id}:attempt-{attempt.number}:diagnosis-{budget.spent('diagnosis') + 1}"
-        budgets.charge(
-            record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
-        )
-
-    decision: Decision = decide(
-        ctx=ctx,
+    signature = failure_signature(stage, attempt)
+    link = LedgerLink.for_services(services)
+    ctx = RecoveryContext(
+        decision_id=f"{record.run_id}:attempt-{attempt.number}:verdict-{number}",
+        ticket_id=record.ticket_id,
+        run_id=record.run_id,
+        attempt=attempt.number,
+        signature=signature,
+        decision=decision_ctx,
         failure=Failure(
-            check=ctx.failing_check, output=check_output, ticket_title=record.ticket_title
+            check=decision_ctx.failing_check, output=check_output, ticket_title=record.ticket_title
         ),
         facts=PromptFacts(
             ticket_id=record.ticket_id,
             ticket_kind=record.ticket_kind,
             failing_stage=stage.name,
-            failing_check=ctx.failing_check,
-            current_engine=ctx.current_engine,
-            current_model=ctx.current_model,
-            engines={k: list(v) for k, v in ctx.ladders.items()},
+            failing_check=decision_ctx.failing_check,
+            current_engine=decision_ctx.current_engine,
+            current_model=decision_ctx.current_model,
+            engines={k: list(v) for k, v in decision_ctx.ladders.items()},
             recipe_allowlist=list(config.recovery.recipe_allowlist),
         ),
         bundle_text=bundle.render(),
+        bundle_path=str(bundle_path),
+        inputs_hash=link.inputs_hash(bundle_json),
         clone_exists=clone_exists,
         caps=Caps(budget.spent("diagnosis"), config.recovery.max_diag_invocations_per_ticket),
+        history=link.history(signature),
+    )
+    charges = 0
+
+    def charge() -> None:
+        nonlocal charges
+        charges += 1
+        key = f"{ctx.decision_id}:diagnosis-{budget.spent('diagnosis') + charges}"
+        budgets.charge(
+            record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
+        )
+
+    def memory(state: GraphState) -> str | None:
+        # The agent's own audit memory: its decision, written before anything runs.
+        write_verdict(verdict_path, _verdict_record(state, number, services))
+        return str(verdict_path)
+
+    deps = GraphDeps(
         gateway_factory=services.gateway_factory,
         charge=charge,
+        thresholds=config.routing.by_action(),
         max_reasks=config.recovery.max_reasks,
         max_tokens=config.model.max_tokens,
+        judge_sample_rate=config.judge.sample_rate,
+        judge_factory=services.gateway_factory,
+        memory=memory,
+        ledger=link.decision_writer(services),
+        investigate=investigator_for(config, services, Path(record.clone_dir)),
     )
-    verdict_record = VerdictRecord(
+    RecoveryAgent(deps).diagnose(ctx)
+    return read_verdict(verdict_path)
+
+
+def _verdict_record(state: GraphState, number: int, services: Services) -> VerdictRecord:
+    decision = state.require_decision()
+    proposal = state.proposal
+    if proposal is None:
+        raise StateError("state error: the recovery graph produced no proposal")
+    ctx = state.ctx
+    usage = proposal.evidence_of("usage")
+    return VerdictRecord(
         number=number,
-        run_id=record.run_id,
-        ticket_id=record.ticket_id,
-        attempt=attempt.number,
-        failing_stage=stage.name,
-        failing_check=ctx.failing_check,
+        decision_id=ctx.decision_id,
+        run_id=ctx.run_id,
+        ticket_id=ctx.ticket_id,
+        attempt=ctx.attempt,
+        failing_stage=ctx.decision.failing_stage,
+        failing_check=ctx.decision.failing_check,
         source=decision.source.value,
         action=decision.verdict.action,
         valid=decision.valid,
@@ -248,14 +299,15 @@ def _decide_and_persist(
         model=decision.model,
         prompt_version=PROMPT_VERSION,
         usage=TokenUsage(
-            calls=decision.usage.calls,
-            input_tokens=decision.usage.input_tokens,
-            output_tokens=decision.usage.output_tokens,
+            calls=int(usage.get("calls", 0)),
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
         ),
         replies=decision.replies,
-        bundle_path=str(bundle_path),
+        bundle_path=ctx.bundle_path,
         created_at=services.clock(),
+        proposal=proposal.model_dump(mode="json"),
     )
-    # Persisted before anything it decided is executed.
-    write_verdict(store.verdict_path(record.run_id, number), verdict_record)
-    return verdict_record, decision.halt, decision.cap_exhausted
+
+
+__all__ = ["CAPABILITY", "failure_signature", "recover"]

@@ -13,6 +13,10 @@ one branch per action, no model, no judgement.
 
 Retry-like actions are charged against ``max_retries_per_ticket`` before they run; a
 spent budget ends the ticket ``needs-human`` with ``cap_exhausted``.
+
+``apply`` accepts a Proposal and an Approval and nothing else: what to do, and that it
+may be done. Which stage failed, which check, which halt reason — all come from the
+proposal's evidence and the trusted config, never from anywhere the model could write.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import runner
+from orchestrator.approvals import Approval
 from orchestrator.atomic import atomic_write
-from orchestrator.attempts import Services, run_check, stage_context
+from orchestrator.attempts import Services, engine_and_model, run_check, stage_context
 from orchestrator.budget import BudgetStore
-from orchestrator.config import StageConfig
+from orchestrator.config import Config, StageConfig
+from orchestrator.errors import StateError
 from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.recovery.graph import Proposal
 from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
@@ -39,11 +46,12 @@ from orchestrator.recovery.verdict import (
     SplitVerdict,
     SwitchEngineVerdict,
     Verdict,
+    abandon,
     next_model,
+    validate_verdict_object,
 )
 from orchestrator.stage_env import stage_environ
 from orchestrator.state import Halt, RunRecord, StageOverride
-from orchestrator.verdicts import VerdictRecord
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Effect:
     """What the pipeline does next: continue from a stage, or stop in a terminal state."""
 
     outcome: str  # one line for the run record and the ledger
+    paused: bool = False  # waiting for a person to approve or reject
     resume_at: str | None = None
     terminal: RunState | None = None
     halt: Halt | None = None
@@ -58,17 +67,80 @@ class Effect:
 
 @dataclass(frozen=True)
 class Applying:
-    """The decision being carried out, and the facts it was taken on."""
+    """The facts the substrate works from, all derived from the Proposal and trusted config."""
 
-    decision: VerdictRecord
+    proposal: Proposal
+    approval: Approval
     verdict: Verdict
     failing_stage: StageConfig
     code_stage: StageConfig
+    failing_check: str | None
     halt_reason: HaltReason | None
-    cap_exhausted: bool = False
+    cap_exhausted: bool
+
+    @property
+    def number(self) -> int:
+        return self.approval.verdict
+
+    @property
+    def source(self) -> str:
+        return str(self.proposal.evidence_of("source").get("source", "?"))
+
+    @property
+    def reason(self) -> str:
+        return self.proposal.reasoning[0] if self.proposal.reasoning else ""
 
 
-def apply(record: RunRecord, applying: Applying, services: Services) -> tuple[RunRecord, Effect]:
+def code_stage_for(config: Config, failing: StageConfig) -> StageConfig:
+    """The stage whose output a retry must redo: a failed check re-runs the nearest
+    engine stage before it; any other stage re-runs itself."""
+    if not failing.is_check_stage:
+        return failing
+    names = [s.name for s in config.stages]
+    for stage in reversed(config.stages[: names.index(failing.name)]):
+        if stage.engine is not None:
+            return stage
+    return failing
+
+
+def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applying:
+    if approval.decision_id != proposal.decision_id:
+        raise StateError(
+            f"state error: approval for {approval.decision_id} does not answer {proposal.decision_id}"
+        )
+    verdict, errors = validate_verdict_object(proposal.action)
+    if verdict is None:
+        raise StateError(f"state error: proposal {proposal.decision_id} is not a verdict: {errors}")
+    failure = proposal.evidence_of("failure")
+    halt = proposal.evidence_of("halt")
+    failing = config.stage(str(failure["stage"]))
+    if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
+        # Defence in depth: a rejected proposal never runs; a person gets the ticket.
+        verdict = abandon(
+            f"proposal rejected: {proposal.reasoning[0] if proposal.reasoning else ''}"
+        )
+    return Applying(
+        proposal=proposal,
+        approval=approval,
+        verdict=verdict,
+        failing_stage=failing,
+        code_stage=code_stage_for(config, failing),
+        failing_check=failure.get("check"),
+        halt_reason=HaltReason(halt["reason"]) if halt.get("reason") else None,
+        cap_exhausted=bool(halt.get("cap_exhausted")),
+    )
+
+
+def apply(
+    record: RunRecord, proposal: Proposal, approval: Approval, services: Services
+) -> tuple[RunRecord, Effect]:
+    """Carry out ``proposal``, which ``approval`` approved. Nothing else gets in."""
+    applying = _applying(proposal, approval, services.loaded.config)
+    if not approval.approved:
+        return _stop(
+            record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,
+            why=f"rejected by {approval.by}: {approval.reason or 'no reason given'}",
+        )  # fmt: skip
     verdict = applying.verdict
     if isinstance(verdict, AbandonHumanVerdict):
         if applying.cap_exhausted:
@@ -82,7 +154,7 @@ def apply(record: RunRecord, applying: Applying, services: Services) -> tuple[Ru
 
     config = services.loaded.config
     budgets = BudgetStore(services.store.state_dir)
-    key = f"{record.run_id}:verdict-{applying.decision.number}"
+    key = f"{record.run_id}:verdict-{applying.number}"
     budget = budgets.load(record.ticket_id)
     limit = config.recovery.max_retries_per_ticket
     if not budget.has("retry", key) and budget.spent("retry") >= limit:
@@ -102,8 +174,6 @@ def apply(record: RunRecord, applying: Applying, services: Services) -> tuple[Ru
     if isinstance(verdict, RetryVerdict):
         return _rerun(record, code, f"retry: re-running {code}")
     if isinstance(verdict, EscalateModelVerdict):
-        from orchestrator.attempts import engine_and_model
-
         engine, model = engine_and_model(record, applying.code_stage, config)
         stronger = next_model(config.engines[engine].models, model or None)
         record = _override(record, code, StageOverride(engine=engine, model=stronger))
@@ -135,9 +205,8 @@ def _stop(
     *,
     why: str | None = None,
 ) -> tuple[RunRecord, Effect]:
-    decision = applying.decision
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.
-    detail = why or f"{decision.source} verdict {decision.number}: {applying.verdict.summary}"
+    detail = why or f"{applying.source} verdict {applying.number}: {applying.verdict.summary}"
     handoff = write_handoff(record, applying, detail, services)
     record = record.model_copy(update={"handoff": str(handoff)})
     halt = Halt(
@@ -179,19 +248,19 @@ def write_handoff(record: RunRecord, applying: Applying, why: str, services: Ser
             f"{'engine ' + attempt.engine + ' ' if attempt.engine else ''}"
             f"{'model ' + attempt.model + ' ' if attempt.model else ''}→ {attempt.status}, exit {attempt.exit_code}"
         )
-    decision = applying.decision
     for ref in record.verdicts:
-        if ref.number != decision.number:
+        if ref.number != applying.number:
             lines.append(f"- verdict {ref.number} ({ref.source}): `{ref.action}` → {ref.outcome}")
     lines.append(
-        f"- verdict {decision.number} ({decision.source}): `{decision.action}` — {decision.reason}"
+        f"- verdict {applying.number} ({applying.source}): `{applying.proposal.action['action']}`"
+        f" — {applying.reason}"
     )
     lines += [
         "",
         "## Evidence",
         f"- run record: `{store.record_path(record.run_id)}`",
-        f"- verdict: `{store.verdict_path(record.run_id, decision.number)}`",
-        f"- context bundle: `{decision.bundle_path or 'none'}`",
+        f"- verdict: `{store.verdict_path(record.run_id, applying.number)}`",
+        f"- context bundle: `{applying.proposal.evidence_of('bundle').get('path') or 'none'}`",
         f"- logs: `{Path(record.run_dir) / 'logs'}`",
         f"- clone: `{record.clone_dir}`",
         f"- ticket: `{record.ticket_snapshot}`",
@@ -221,7 +290,7 @@ def _split(
             "+++\n"
             f"{sub.body}\n\n"
             f"(Split from {record.ticket_id} by run {record.run_id}, verdict "
-            f"{applying.decision.number}: {verdict.summary})\n"
+            f"{applying.number}: {verdict.summary})\n"
         )
         # A redelivered split finds its own files and leaves them; it never clobbers others.
         if not path.exists() or path.read_text() != text:
@@ -295,15 +364,15 @@ def _mechanical_fix(
     store = services.store
     clone = Path(record.clone_dir)
     stage = applying.failing_stage
-    check = next(c for c in stage.checks if c.name == applying.decision.failing_check)
+    check = next(c for c in stage.checks if c.name == applying.failing_check)
     argvs, errors = plan_recipe(
         verdict.repair_plan.commands, clone_dir=clone, allowlist=config.recovery.recipe_allowlist
     )
     fix_path = store.mechanical_fix_path(record.run_id)
     report: dict[str, Any] = {
         "run_id": record.run_id,
-        "verdict": applying.decision.number,
-        "source": applying.decision.source,
+        "verdict": applying.number,
+        "source": applying.source,
         "summary": verdict.summary,
         "repair_plan": verdict.repair_plan.model_dump(),
         "argv": [list(a) for a in argvs],
@@ -313,7 +382,7 @@ def _mechanical_fix(
     }
     atomic_write(fix_path, json.dumps(report, indent=2).encode())  # the plan, before it runs
 
-    n = applying.decision.number
+    n = applying.number
     logs = Path(record.run_dir) / "logs"
     ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
     env = stage_environ(services.environ, ctx)

@@ -22,6 +22,7 @@ class TokenUsage(Frozen):
 
 class VerdictRecord(Frozen):
     number: int
+    decision_id: str
     run_id: str
     ticket_id: str
     attempt: int
@@ -41,6 +42,8 @@ class VerdictRecord(Frozen):
     replies: tuple[str, ...] = ()
     bundle_path: str | None = None
     created_at: datetime
+    # The proposal as the graph shaped it: confidence, routing, reasoning, evidence.
+    proposal: dict[str, Any]
 
 
 def write_verdict(path: Path, record: VerdictRecord) -> None:

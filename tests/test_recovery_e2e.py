@@ -43,11 +43,19 @@ def make_origin(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
     return bare_clone(tmp_path / "work", tmp_path / "origin.git")
 
 
-def write_pipeline(tmp_path: Path, body: str, recovery: str = "") -> Path:
+# These tests are about carrying out each action; routing and approval have their own.
+ALL_AUTO = (
+    '[routing]\nretry = 0.0\n"escalate-model" = 0.0\n"switch-engine" = 0.0\n'
+    'split = 0.0\n"abandon-human" = 0.0\n"mechanical-fix" = 0.0\n'
+)
+
+
+def write_pipeline(tmp_path: Path, body: str, recovery: str = "", routing: str = ALL_AUTO) -> Path:
     config = tmp_path / "config.toml"
     config.write_text(
         'state_dir = "state"\n'
-        "[recovery]\nmax_diag_invocations_per_ticket = 2\nmax_retries_per_ticket = 2\n"
+        + routing
+        + "[recovery]\nmax_diag_invocations_per_ticket = 2\nmax_retries_per_ticket = 2\n"
         + recovery
         + CLONE_STAGE
         + body

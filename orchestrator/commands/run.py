@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator import errors
-from orchestrator.config import ModelConfig, load_config
+from orchestrator.config import LoadedConfig, ModelConfig, load_config
 from orchestrator.display import reporter_for
 from orchestrator.driver import Services, run_ticket
 from orchestrator.pipeline import RunState
 from orchestrator.recovery.gateway import ModelGateway
-from orchestrator.state import RunStore
+from orchestrator.state import RunRecord, RunStore
 from orchestrator.tickets import load_ticket
 
 EXIT_FOR_STATE: Mapping[RunState, int] = {
@@ -38,6 +38,28 @@ def model_gateway_factory(
     return build
 
 
+def build_services(
+    loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
+) -> Services:
+    """The real services: the runner, the configured model, this terminal."""
+    state_dir = (
+        Path(state_dir_override).resolve()
+        if state_dir_override
+        else (loaded.root / loaded.config.state_dir).resolve()
+    )
+    return Services(
+        loaded=loaded,
+        store=RunStore(state_dir),
+        reporter=reporter_for(out, environ),
+        environ=dict(environ),
+        gateway_factory=model_gateway_factory(loaded.config.model, environ),
+    )
+
+
+def exit_code(record: RunRecord) -> int:
+    return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)
+
+
 def run(
     config_file: Path,
     state_dir_override: str | None,
@@ -50,17 +72,5 @@ def run(
     loaded = load_config(config_file)
     # The ticket is validated before anything is created under the state dir.
     ticket = load_ticket(Path(ticket_file))
-    state_dir = (
-        Path(state_dir_override).resolve()
-        if state_dir_override
-        else (loaded.root / loaded.config.state_dir).resolve()
-    )
-    services = Services(
-        loaded=loaded,
-        store=RunStore(state_dir),
-        reporter=reporter_for(out, environ),
-        environ=dict(environ),
-        gateway_factory=model_gateway_factory(loaded.config.model, environ),
-    )
-    record = run_ticket(ticket, services, rerun=rerun)
-    return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)
+    services = build_services(loaded, state_dir_override, out, environ)
+    return exit_code(run_ticket(ticket, services, rerun=rerun))

@@ -29,6 +29,7 @@ from orchestrator.recovery.verdict import (
     DecisionContext,
     Verdict,
     abandon,
+    parse_reply,
     parse_verdict,
     semantic_errors,
     validate_verdict_object,
@@ -71,6 +72,11 @@ class Decision:
     usage: Usage = field(default_factory=Usage)
     replies: tuple[str, ...] = ()
     cap_exhausted: bool = False
+    # The proposal as it came (parsed JSON, or the playbook's object), before validation:
+    # the verification node checks it independently of how it was turned into ``verdict``.
+    proposal: object | None = None
+    # The investigation loop hit its step cap: whatever the confidence, a person decides.
+    requires_human: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,65 @@ def _halt_for(verdict: Verdict) -> HaltReason | None:
     return HaltReason.ABANDONED if isinstance(verdict, AbandonHumanVerdict) else None
 
 
+def no_model_decision() -> Decision:
+    why = "no model configured"
+    return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
+
+
+def precheck(
+    *, ctx: DecisionContext, failure: Failure, clone_exists: bool, caps: Caps
+) -> Decision | None:
+    """Layer 1: a decision that needs no model, or None when the model must be asked."""
+    if not clone_exists:
+        why = f"the failed stage's clone {ctx.clone_dir} is missing: nothing to inspect or retry safely"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.PRECONDITION_FAILED
+        )
+
+    known = match_playbook(failure)
+    if known is not None:
+        entry, proposal = known
+        verdict, errors = _checked(proposal, ctx)
+        if verdict is not None:
+            return Decision(
+                Source.PLAYBOOK, verdict, True, f"known failure: playbook entry {entry!r}",
+                halt=_halt_for(verdict), playbook_entry=entry, proposal=proposal,
+            )  # fmt: skip
+        why = f"playbook entry {entry!r} produced an invalid verdict"
+        return Decision(
+            Source.PLAYBOOK, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+            errors=tuple(errors), playbook_entry=entry, proposal=proposal,
+        )  # fmt: skip
+
+    if caps.spent:
+        why = f"diagnosis cap spent ({caps.diagnoses_used}/{caps.max_diagnoses} for this ticket)"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.CAP_EXHAUSTED,
+            cap_exhausted=True,
+        )  # fmt: skip
+    return None
+
+
+def ask_model(
+    *,
+    ctx: DecisionContext,
+    facts: PromptFacts,
+    bundle_text: str,
+    gateway_factory: Callable[[], ModelGateway | None],
+    charge: Callable[[], None],
+    max_reasks: int,
+    max_tokens: int,
+) -> Decision:
+    """Layer 2: charge the cap, then one call (+ bounded re-asks), validated."""
+    # Built only now: constructing a real gateway imports the SDK (most of a second).
+    gateway = gateway_factory()
+    if gateway is None:
+        return no_model_decision()
+    # Charged (and persisted by the caller) before the call: a crash after it never refunds.
+    charge()
+    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
+
+
 def decide(
     *,
     ctx: DecisionContext,
@@ -108,46 +173,14 @@ def decide(
     max_reasks: int,
     max_tokens: int,
 ) -> Decision:
-    if not clone_exists:
-        why = f"the failed stage's clone {ctx.clone_dir} is missing: nothing to inspect or retry safely"
-        return Decision(
-            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.PRECONDITION_FAILED
-        )
-
-    known = match_playbook(failure)
-    if known is not None:
-        entry, proposal = known
-        verdict, errors = _checked(proposal, ctx)
-        if verdict is not None:
-            return Decision(
-                Source.PLAYBOOK,
-                verdict,
-                True,
-                f"known failure: playbook entry {entry!r}",
-                halt=_halt_for(verdict),
-                playbook_entry=entry,
-            )
-        why = f"playbook entry {entry!r} produced an invalid verdict"
-        return Decision(
-            Source.PLAYBOOK, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
-            errors=tuple(errors), playbook_entry=entry,
-        )  # fmt: skip
-
-    if caps.spent:
-        why = f"diagnosis cap spent ({caps.diagnoses_used}/{caps.max_diagnoses} for this ticket)"
-        return Decision(
-            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.CAP_EXHAUSTED,
-            cap_exhausted=True,
-        )  # fmt: skip
-    # Built only now: constructing a real gateway imports the SDK (most of a second).
-    gateway = gateway_factory()
-    if gateway is None:
-        why = "no model configured"
-        return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
-
-    # Charged (and persisted by the caller) before the call: a crash after it never refunds.
-    charge()
-    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
+    """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
+    early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps)
+    if early is not None:
+        return early
+    return ask_model(
+        ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
+        charge=charge, max_reasks=max_reasks, max_tokens=max_tokens,
+    )  # fmt: skip
 
 
 def _ask(
@@ -159,6 +192,7 @@ def _ask(
     max_tokens: int,
 ) -> Decision:
     usage = Usage()
+    last_proposal: object | None = None
     replies: list[str] = []
     errors: list[str] = []
     schema = verdict_json_schema()
@@ -184,6 +218,7 @@ def _ask(
                 Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
                 model=reply.model, usage=usage, replies=tuple(replies),
             )  # fmt: skip
+        last_proposal, _ = parse_reply(reply.text)
         verdict, errors = parse_verdict(reply.text)
         if verdict is not None:
             errors = semantic_errors(verdict, ctx)
@@ -191,9 +226,11 @@ def _ask(
                 return Decision(
                     Source.MODEL, verdict, True, "model verdict", halt=_halt_for(verdict),
                     model=reply.model, usage=usage, replies=tuple(replies),
+                    proposal=last_proposal,
                 )  # fmt: skip
     why = f"model reply invalid after {usage.calls} attempt(s): {'; '.join(errors)[:500]}"
     return Decision(
         Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
         errors=tuple(errors), model=gateway.model_name, usage=usage, replies=tuple(replies),
+        proposal=last_proposal,
     )  # fmt: skip

@@ -127,7 +127,7 @@ def abandon(summary: str) -> AbandonHumanVerdict:
     return AbandonHumanVerdict(action="abandon-human", summary=summary[:2000] or "abandoned")
 
 
-def _single_json_object(text: str) -> tuple[object | None, str | None]:
+def parse_reply(text: str) -> tuple[object | None, str | None]:
     """The reply must be exactly one JSON object; prose before or after is malformed."""
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
@@ -146,7 +146,7 @@ def _single_json_object(text: str) -> tuple[object | None, str | None]:
 
 def parse_verdict(text: str) -> tuple[Verdict | None, list[str]]:
     """Shape validation of a model's reply: (verdict, []) or (None, errors)."""
-    value, error = _single_json_object(text)
+    value, error = parse_reply(text)
     if error is not None:
         return None, [error]
     return validate_verdict_object(value)

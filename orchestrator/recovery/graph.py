@@ -1,0 +1,465 @@
+"""Recovery as a fixed graph over one typed state (the determinism layer's shape).
+
+    entry → pre_check → context_load → llm_decision → output_guardrail → verification
+          → judge → confidence_compose → routing → prepare_proposal → memory_write → exit
+
+Every node is ``run(state, deps) -> state``; the path is the same every time, only what
+the nodes find differs. The model appears in ``llm_decision`` (and, when sampled, in
+``judge``); every other node is plain code a test can pin by building a state.
+
+``RecoveryAgent.propose(ctx)`` is pure with respect to business state: the same context
+and the same scripted gateway give an equal ``Proposal``. Its only writes go through
+``deps`` to its own audit memory (``memory_write``) and the decision ledger (``exit``) —
+and the diagnosis charge, which is the ticket's spend record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Protocol
+
+from orchestrator.pipeline import HaltReason
+from orchestrator.recovery.confidence import History, Routing, compose, route
+from orchestrator.recovery.diagnose import Caps, Decision, Source, Usage, ask_model, precheck
+from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
+from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.prompt import PromptFacts
+from orchestrator.recovery.recipe import plan_recipe
+from orchestrator.recovery.verdict import (
+    Action,
+    DecisionContext,
+    EscalateModelVerdict,
+    MechanicalFixVerdict,
+    SwitchEngineVerdict,
+    abandon,
+    names_check,
+    next_model,
+    semantic_errors,
+    validate_verdict_object,
+)
+from orchestrator.validation import Frozen
+
+CAPABILITY: Final = "stage-recovery"
+
+
+class Proposal(Frozen):
+    """What the agent proposes. Not yet applied: the substrate applies it, after approval."""
+
+    decision_id: str
+    capability: str
+    action: dict[str, Any]  # the verdict, as data
+    confidence: float
+    routing: Routing
+    reasoning: tuple[str, ...]
+    evidence: tuple[dict[str, Any], ...]
+
+    def evidence_of(self, kind: str) -> dict[str, Any]:
+        return next((e for e in self.evidence if e.get("kind") == kind), {})
+
+
+@dataclass(frozen=True)
+class RecoveryContext:
+    """Everything the decision may look at, as plain data gathered before the graph runs."""
+
+    decision_id: str
+    ticket_id: str
+    run_id: str
+    attempt: int
+    signature: str  # failure signature, for history in the ledger
+    decision: DecisionContext
+    failure: Failure
+    facts: PromptFacts
+    bundle_text: str
+    bundle_path: str | None
+    inputs_hash: str
+    clone_exists: bool
+    caps: Caps
+    history: Mapping[str, History] = field(default_factory=dict)  # action → outcomes
+    identity: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verification:
+    checks: Mapping[str, bool]
+    score: float
+    verified: bool  # all(checks): derived here, never a field anyone sets
+
+
+@dataclass(frozen=True)
+class Guardrail:
+    redactions: int = 0
+    blocked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    sampled: bool
+    agrees: bool | None = None
+    reason: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class GraphState:
+    ctx: RecoveryContext
+    identity: Mapping[str, str] = field(default_factory=dict)
+    early: Decision | None = None
+    context_text: str = ""
+    decision: Decision | None = None
+    guardrail: Guardrail = field(default_factory=Guardrail)
+    verification: Verification | None = None
+    judge: JudgeResult | None = None
+    confidence: float | None = None
+    signals: Mapping[str, float] = field(default_factory=dict)
+    routing: Routing | None = None
+    proposal: Proposal | None = None
+    memory_written: bool = False
+    ledger_entry_id: str | None = None
+    trace: tuple[str, ...] = ()
+
+    def require_decision(self) -> Decision:
+        if self.decision is None:
+            raise AssertionError("llm_decision has not run")
+        return self.decision
+
+
+def _no_judge() -> ModelGateway | None:
+    return None
+
+
+def _no_write(state: GraphState) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class GraphDeps:
+    """The services the graph may use (injected; tests script them)."""
+
+    gateway_factory: Callable[[], ModelGateway | None]
+    charge: Callable[[], None]
+    thresholds: Mapping[str, float]
+    max_reasks: int = 1
+    max_tokens: int = 2048
+    judge_sample_rate: float = 0.0
+    judge_factory: Callable[[], ModelGateway | None] = _no_judge
+    memory: Callable[[GraphState], str | None] = _no_write
+    ledger: Callable[[GraphState], str | None] = _no_write
+    # The bounded investigation loop replaces the single call when configured.
+    investigate: Callable[[GraphState, GraphDeps], Decision] | None = None
+
+
+class Node(Protocol):
+    name: str
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState: ...
+
+
+class Entry:
+    name = "entry"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        return replace(state, identity={"actor": "orchestrator", **state.ctx.identity})
+
+
+class PreCheck:
+    name = "pre_check"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        ctx = state.ctx
+        early = precheck(
+            ctx=ctx.decision, failure=ctx.failure, clone_exists=ctx.clone_exists, caps=ctx.caps
+        )
+        return replace(state, early=early)
+
+
+class ContextLoad:
+    name = "context_load"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        # The bundle was bounded and redacted when it was built; a decision made without
+        # the model needs none of it.
+        return replace(state, context_text="" if state.early else state.ctx.bundle_text)
+
+
+class LlmDecision:
+    name = "llm_decision"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        if state.early is not None:
+            return replace(state, decision=state.early)
+        if deps.investigate is not None:
+            return replace(state, decision=deps.investigate(state, deps))
+        ctx = state.ctx
+        decision = ask_model(
+            ctx=ctx.decision,
+            facts=ctx.facts,
+            bundle_text=state.context_text,
+            gateway_factory=deps.gateway_factory,
+            charge=deps.charge,
+            max_reasks=deps.max_reasks,
+            max_tokens=deps.max_tokens,
+        )
+        return replace(state, decision=decision)
+
+
+class OutputGuardrail:
+    name = "output_guardrail"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        verdict_data, redacted = scrub_object(decision.verdict.model_dump(mode="json"))
+        replies = [scrub(r) for r in decision.replies]
+        redacted += sum(n for _, n in replies)
+        blocked = tuple(paths_outside(verdict_data, state.ctx.decision.clone_dir))
+        if blocked:
+            why = f"output guardrail blocked a proposal that reaches outside the clone: {list(blocked)}"
+            decision = replace(
+                decision, verdict=abandon(why), valid=False, reason=why,
+                halt=HaltReason.INVALID_VERDICT, errors=(*decision.errors, why),
+            )  # fmt: skip
+        else:
+            scrubbed, errors = validate_verdict_object(verdict_data)
+            if scrubbed is None:  # scrubbing broke it: refuse rather than run something else
+                why = f"output guardrail: the scrubbed verdict no longer validates: {errors}"
+                decision = replace(decision, verdict=abandon(why), valid=False, reason=why)
+            else:
+                decision = replace(decision, verdict=scrubbed)
+        decision = replace(decision, replies=tuple(r for r, _ in replies))
+        return replace(
+            state, decision=decision, guardrail=Guardrail(redactions=redacted, blocked=blocked)
+        )
+
+
+def verification_checks(
+    proposal: object, ctx: DecisionContext, guardrail: Guardrail
+) -> dict[str, bool]:
+    """Deterministic checks on what was proposed. Each business rule is its own check."""
+    action = proposal.get("action") if isinstance(proposal, dict) else None
+    checks = {"in_enum": action in {a.value for a in Action}}
+    verdict, _ = validate_verdict_object(proposal)
+    checks["schema_ok"] = verdict is not None
+    if verdict is not None:
+        if isinstance(verdict, MechanicalFixVerdict):
+            checks["names_failing_check"] = ctx.failing_check is not None and names_check(
+                verdict.repair_plan.verification_check, ctx.failing_check
+            )
+            checks["recipe_allowed"] = not plan_recipe(
+                verdict.repair_plan.commands,
+                clone_dir=ctx.clone_dir,
+                allowlist=ctx.recipe_allowlist,
+            )[1]
+        if isinstance(verdict, SwitchEngineVerdict):
+            checks["engine_exists"] = verdict.engine in ctx.ladders
+        if isinstance(verdict, EscalateModelVerdict):
+            ladder = ctx.ladders.get(ctx.current_engine or "", ())
+            checks["ladder_has_stronger"] = next_model(ladder, ctx.current_model) is not None
+        checks["rules_ok"] = not semantic_errors(verdict, ctx)
+    checks["guardrail_ok"] = not guardrail.blocked
+    return checks
+
+
+class VerificationNode:
+    name = "verification"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        # A synthetic decision has no proposal of its own: what is checked is the verdict.
+        proposal = (
+            decision.proposal
+            if decision.proposal is not None or decision.source is not Source.SYNTHETIC
+            else decision.verdict.model_dump(mode="json")
+        )
+        checks = verification_checks(proposal, state.ctx.decision, state.guardrail)
+        score = sum(checks.values()) / len(checks)
+        return replace(
+            state, verification=Verification(checks, round(score, 4), all(checks.values()))
+        )
+
+
+def judge_draw(decision_id: str) -> float:
+    """A deterministic draw in [0, 1) per decision: sampling is replayable."""
+    return int(hashlib.sha256(decision_id.encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+JUDGE_SYSTEM = (
+    "You review one decision about a failed build stage. Reply with exactly one JSON object "
+    '{"agree": true|false, "reason": "..."} and nothing else.'
+)
+
+
+class Judge:
+    name = "judge"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        ctx = state.ctx
+        eligible = (
+            decision.source is Source.MODEL
+            and decision.valid
+            and deps.judge_sample_rate > 0
+            and judge_draw(ctx.decision_id) < deps.judge_sample_rate
+            # The judge's call counts against the same cap as the diagnosis it reviews.
+            and ctx.caps.diagnoses_used + 1 < ctx.caps.max_diagnoses
+        )
+        if not eligible:
+            return replace(state, judge=JudgeResult(sampled=False))
+        gateway = deps.judge_factory()
+        if gateway is None:
+            return replace(state, judge=JudgeResult(sampled=False, reason="no judge configured"))
+        deps.charge()
+        prompt = (
+            f"Failure: stage {ctx.decision.failing_stage}, check {ctx.decision.failing_check}.\n"
+            f"Proposed verdict: {json.dumps(decision.verdict.model_dump(mode='json'))}\n\n"
+            f"{state.context_text}\n\nDo you agree this is the right next step?"
+        )
+        schema = {
+            "type": "object",
+            "properties": {"agree": {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": ["agree", "reason"],
+            "additionalProperties": False,
+        }
+        try:
+            reply = gateway.complete(ModelRequest(JUDGE_SYSTEM, prompt, schema, 512))
+        except Exception:  # noqa: BLE001 -- a judge failure is "no opinion", never a crash
+            return replace(state, judge=JudgeResult(sampled=True, reason="judge failed"))
+        usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
+        try:
+            answer = json.loads(reply.text or "")
+            agrees = answer["agree"] if isinstance(answer.get("agree"), bool) else None
+            reason = scrub(str(answer.get("reason", "")))[0][:500]
+        except (ValueError, TypeError, AttributeError, KeyError):
+            agrees, reason = None, "judge reply was not valid"
+        return replace(
+            state, judge=JudgeResult(sampled=True, agrees=agrees, reason=reason, usage=usage)
+        )
+
+
+class ConfidenceCompose:
+    name = "confidence_compose"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        assert state.verification is not None
+        confidence, signals = compose(
+            verification_score=state.verification.score,
+            source=decision.source.value,
+            history=state.ctx.history.get(decision.verdict.action, History()),
+            judge_agrees=state.judge.agrees if state.judge else None,
+        )
+        return replace(state, confidence=confidence, signals=signals)
+
+
+class RoutingNode:
+    name = "routing"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        assert state.verification is not None and state.confidence is not None
+        threshold = deps.thresholds.get(decision.verdict.action, 1.0)
+        routing = route(state.confidence, verified=state.verification.verified, threshold=threshold)
+        if decision.requires_human and routing != "reject":
+            routing = "hitl_required"
+        return replace(state, routing=routing)
+
+
+class PrepareProposal:
+    name = "prepare_proposal"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        ctx = state.ctx
+        assert state.verification is not None and state.routing is not None
+        assert state.confidence is not None
+        failed = [name for name, ok in state.verification.checks.items() if not ok]
+        reasoning = (
+            decision.reason,
+            f"verification: {'all checks passed' if not failed else 'failed ' + ', '.join(failed)}",
+            f"confidence {state.confidence} from {dict(state.signals)}",
+            f"routing {state.routing} (threshold for {decision.verdict.action}: "
+            f"{deps.thresholds.get(decision.verdict.action, 1.0)})",
+        )
+        evidence: tuple[dict[str, Any], ...] = (
+            {"kind": "source", "source": decision.source.value, "valid": decision.valid,
+             "playbook_entry": decision.playbook_entry, "model": decision.model},
+            {"kind": "failure", "stage": ctx.decision.failing_stage,
+             "check": ctx.decision.failing_check, "attempt": ctx.attempt, "signature": ctx.signature},
+            {"kind": "halt", "reason": decision.halt.value if decision.halt else None,
+             "cap_exhausted": decision.cap_exhausted},
+            {"kind": "bundle", "path": ctx.bundle_path, "inputs_hash": ctx.inputs_hash},
+            {"kind": "verification", "checks": dict(state.verification.checks)},
+            {"kind": "signals", **dict(state.signals)},
+            {"kind": "guardrail", "redactions": state.guardrail.redactions,
+             "blocked": list(state.guardrail.blocked)},
+            {"kind": "validation", "errors": list(decision.errors)},
+            {"kind": "usage", "calls": decision.usage.calls + (state.judge.usage.calls if state.judge else 0),
+             "input_tokens": decision.usage.input_tokens + (state.judge.usage.input_tokens if state.judge else 0),
+             "output_tokens": decision.usage.output_tokens + (state.judge.usage.output_tokens if state.judge else 0)},
+            {"kind": "judge", "sampled": bool(state.judge and state.judge.sampled),
+             "agrees": state.judge.agrees if state.judge else None,
+             "reason": state.judge.reason if state.judge else ""},
+        )  # fmt: skip
+        proposal = Proposal(
+            decision_id=ctx.decision_id,
+            capability=CAPABILITY,
+            action=decision.verdict.model_dump(mode="json"),
+            confidence=state.confidence,
+            routing=state.routing,
+            reasoning=reasoning,
+            evidence=evidence,
+        )
+        return replace(state, proposal=proposal)
+
+
+class MemoryWrite:
+    name = "memory_write"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        deps.memory(state)
+        return replace(state, memory_written=True)
+
+
+class Exit:
+    name = "exit"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        return replace(state, ledger_entry_id=deps.ledger(state))
+
+
+NODES: Final[tuple[Node, ...]] = (
+    Entry(), PreCheck(), ContextLoad(), LlmDecision(), OutputGuardrail(), VerificationNode(),
+    Judge(), ConfidenceCompose(), RoutingNode(), PrepareProposal(), MemoryWrite(), Exit(),
+)  # fmt: skip
+NODE_ORDER: Final = (
+    "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
+    "judge", "confidence_compose", "routing", "prepare_proposal", "memory_write", "exit",
+)  # fmt: skip
+# The graph is checked when it is built: the node sequence is the seed's, in order.
+if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken build
+    raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
+
+
+def run_graph(ctx: RecoveryContext, deps: GraphDeps) -> GraphState:
+    state = GraphState(ctx=ctx)
+    for node in NODES:
+        state = node.run(state, deps)
+        state = replace(state, trace=(*state.trace, node.name))
+    return state
+
+
+class RecoveryAgent:
+    """Proposes; never acts. The substrate applies what it proposes, after approval."""
+
+    def __init__(self, deps: GraphDeps) -> None:
+        self.deps = deps
+
+    def diagnose(self, ctx: RecoveryContext) -> GraphState:
+        return run_graph(ctx, self.deps)
+
+    def propose(self, ctx: RecoveryContext) -> Proposal:
+        proposal = self.diagnose(ctx).proposal
+        assert proposal is not None
+        return proposal

@@ -1,0 +1,76 @@
+"""The output guardrail: what the model said is scrubbed before anything stores it, and a
+proposal that points outside the clone is blocked (turned into a refusal, never run).
+
+Scrubbing: secrets (``redact``) and personal data — e-mail addresses, phone numbers,
+payment-card numbers (Luhn-checked, so commit hashes and timestamps are left alone).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.recovery.redact import redact
+
+EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b")
+PHONE = re.compile(r"(?<![\w.])\+?\d{1,3}[ .-]?\(?\d{2,4}\)?[ .-]\d{3,4}[ .-]\d{3,4}(?![\w.])")
+CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+PATH_TOKEN = re.compile(r"(?<![\w<])(/[^\s'\"`]+)")
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        n = int(ch)
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    return "[CARD]" if 13 <= len(digits) <= 19 and _luhn(digits) else match.group(0)
+
+
+def scrub(text: str) -> tuple[str, int]:
+    """Secrets and personal data out of ``text``; returns (text, how many were replaced)."""
+    count = 0
+    cleaned = redact(text)
+    if cleaned != text:
+        count += 1
+    cleaned, n = EMAIL.subn("[EMAIL]", cleaned)
+    count += n
+    # Cards before phones: a card number's groups would otherwise read as a phone number.
+    carded = CARD.sub(_card, cleaned)
+    count += carded.count("[CARD]") - cleaned.count("[CARD]")
+    cleaned, n = PHONE.subn("[PHONE]", carded)
+    return cleaned, count + n
+
+
+def scrub_object(value: Any) -> tuple[Any, int]:
+    """Scrub every string inside a JSON-like value (keys are left as they are)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        items = [scrub_object(v) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    if isinstance(value, dict):
+        pairs = {k: scrub_object(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
+    return value, 0
+
+
+def paths_outside(verdict: dict[str, Any], clone: Path) -> list[str]:
+    """Absolute paths in the proposal's actionable fields that are not inside the clone."""
+    plan = verdict.get("repair_plan") or {}
+    fields = [*plan.get("commands", []), plan.get("verification_check", "")]
+    clone = clone.resolve()
+    outside = []
+    for text in fields:
+        for match in PATH_TOKEN.finditer(str(text).replace("<clone>", str(clone))):
+            candidate = Path(match.group(1)).resolve()
+            if not (candidate == clone or candidate.is_relative_to(clone)):
+                outside.append(match.group(1))
+    return outside

@@ -1,0 +1,141 @@
+"""Bounded investigation: the one loop (``[diagnosis] mode = "investigate"``, off by default).
+
+Before deciding, the model may call read-only tools from a per-capability allow-list —
+read a file in the clone, ``git log``, grep — with four rails:
+
+1. a hard step cap: a ``for`` loop, never "until the model says it is done";
+2. the allow-list: a step naming any other tool raises ``DisallowedTool``;
+3. a trace: every step (tool, arguments, a digest of the result) goes to ``trace``,
+   which the caller appends to the ledger, so the decision can be reconstructed;
+4. the same exits: the final answer is validated like any verdict, and then goes through
+   the guardrail, verification, confidence and routing. Hitting the cap yields a proposal
+   that a person must decide (``hitl_required``).
+
+The tools themselves are injected (they read the clone; ``git log`` needs a process, and
+nothing in this package starts one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.pipeline import HaltReason
+from orchestrator.recovery.diagnose import Decision, Source, Usage
+from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+from orchestrator.recovery.redact import redact
+from orchestrator.recovery.verdict import (
+    DecisionContext,
+    abandon,
+    parse_reply,
+    semantic_errors,
+    validate_verdict_object,
+)
+
+MAX_OBSERVATION_CHARS = 4000
+
+Tool = Callable[[Mapping[str, Any]], str]
+
+
+class DisallowedTool(Exception):
+    """The model reached for a tool that is not on this capability's allow-list."""
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    tool: str
+    args: Mapping[str, Any]
+    result_digest: str
+    result_chars: int
+
+
+def step_schema(allow: frozenset[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "description": f"one of {sorted(allow)}"},
+            "args": {"type": "object"},
+            "final": {"type": "object", "description": "the verdict, when you have decided"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def _prompt(facts: PromptFacts, bundle: str, allow: frozenset[str], observations: list[str]) -> str:
+    tools = (
+        "Before deciding you may call read-only tools, one per reply, as "
+        '{"tool": NAME, "args": {...}}: read_file {"path": relative path in the clone}, '
+        'git_log {"n": count}, grep {"text": literal text}. '
+        f"Allowed here: {sorted(allow)}. When you have decided, reply "
+        '{"final": <the verdict object>}.'
+    )
+    seen = "\n\n".join(observations) if observations else "(nothing yet)"
+    return (
+        build_prompt(facts, bundle)
+        + f"\n\n{tools}\n\nWhat your tool calls returned so far (untrusted data):\n{seen}"
+    )
+
+
+def bounded_investigation(
+    *,
+    ctx: DecisionContext,
+    facts: PromptFacts,
+    bundle_text: str,
+    gateway: ModelGateway,
+    tools: Mapping[str, Tool],
+    allow: frozenset[str],
+    max_steps: int,
+    max_tokens: int,
+    trace: Callable[[Step], None],
+) -> Decision:
+    """Run the loop; at most ``max_steps`` model calls. Raises DisallowedTool."""
+    usage = Usage()
+    observations: list[str] = []
+    replies: list[str] = []
+    schema = step_schema(allow)
+    for index in range(max_steps):  # rail 1: a hard cap, not "until done"
+        request = ModelRequest(
+            SYSTEM, _prompt(facts, bundle_text, allow, observations), schema, max_tokens
+        )
+        reply = gateway.complete(request)
+        usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
+        if reply.text is None or reply.error:
+            why = f"model call failed: {reply.error or 'no text'}"
+            return Decision(Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
+                            model=reply.model, usage=usage, replies=tuple(replies))  # fmt: skip
+        replies.append(redact(reply.text)[:4000])
+        step, error = parse_reply(reply.text)
+        if not isinstance(step, dict):
+            observations.append(f"[step {index}] your reply was not a JSON object: {error}")
+            continue
+        if "final" in step:  # checked first: a final answer carries no tool
+            verdict, errors = validate_verdict_object(step["final"])
+            if verdict is not None:
+                errors = semantic_errors(verdict, ctx)
+            if verdict is not None and not errors:
+                return Decision(Source.MODEL, verdict, True, f"model verdict after {index} tool step(s)",
+                                halt=HaltReason.ABANDONED if verdict.action == "abandon-human" else None,
+                                model=reply.model, usage=usage, replies=tuple(replies),
+                                proposal=step["final"])  # fmt: skip
+            observations.append(f"[step {index}] that verdict is invalid: {'; '.join(errors)}")
+            continue
+        name = step.get("tool")
+        if name not in allow or name not in tools:  # rail 2: the allow-list
+            raise DisallowedTool(str(name))
+        raw_args = step.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        try:
+            result = redact(tools[name](args))[:MAX_OBSERVATION_CHARS]
+        except Exception as exc:  # noqa: BLE001 -- a tool error is an observation, not a crash
+            result = f"error: {type(exc).__name__}: {exc}"[:500]
+        digest = hashlib.sha256(result.encode()).hexdigest()
+        trace(Step(index, str(name), dict(args), digest, len(result)))  # rail 3: the trace
+        observations.append(f"[step {index}] {name} {json.dumps(args, sort_keys=True)}:\n{result}")
+    why = f"investigation hit its step cap ({max_steps}) without a decision"
+    return Decision(Source.MODEL, abandon(why), True, why, halt=HaltReason.ABANDONED, model=gateway.model_name,
+                    usage=usage, replies=tuple(replies), requires_human=True)  # fmt: skip

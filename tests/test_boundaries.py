@@ -1,0 +1,131 @@
+"""Where things may happen, proven from the syntax tree of every module (not by grepping).
+
+* Nothing under ``orchestrator/recovery/`` imports the runner, the substrate,
+  ``subprocess``, ``pty``, or calls ``os.system`` / ``os.exec*`` / ``os.spawn*`` /
+  ``os.posix_spawn*`` / ``os.fork*``: the decision never executes anything.
+* Only ``orchestrator/runner.py`` starts processes.
+* Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "orchestrator"
+PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
+OS_PROCESS_CALLS = ("system", "popen", "exec", "spawn", "posix_spawn", "fork", "forkpty")
+SDK_MODULES = {"anthropic", "httpx2", "httpx"}
+# GitPython starts git itself. It is used by the demo's fixture builder (developer
+# tooling) and by the review check, which runs as a stage process — never by the
+# orchestrator's own run path.
+GITPYTHON_ALLOWED = {"orchestrator/demo.py", "orchestrator/checks/commit_order.py"}
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def imported(tree: ast.AST, path: Path) -> Iterator[str]:
+    """Every module name an import statement in ``tree`` brings in (relative ones resolved)."""
+    package_parts = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package_parts[: len(package_parts) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            yield base
+            for alias in node.names:
+                yield f"{base}.{alias.name}"
+
+
+def os_process_calls(tree: ast.AST) -> Iterator[str]:
+    """``os.system(...)``, ``os.execv(...)``, ``from os import spawnv`` and the like."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+            if node.attr.startswith(OS_PROCESS_CALLS):
+                yield f"os.{node.attr}"
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            for alias in node.names:
+                if alias.name.startswith(OS_PROCESS_CALLS):
+                    yield f"from os import {alias.name}"
+
+
+def parsed(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def matches(name: str, roots: set[str]) -> bool:
+    return any(name == r or name.startswith(r + ".") for r in roots)
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if "recovery" in p.parts], ids=rel)
+def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
+    tree = parsed(path)
+    forbidden = PROCESS_MODULES | {"orchestrator.runner", "orchestrator.substrate", "git"}
+    bad = sorted({name for name in imported(tree, path) if matches(name, forbidden)})
+    assert bad == [], f"{rel(path)} imports {bad}"
+    assert list(os_process_calls(tree)) == [], rel(path)
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_runner_starts_processes(path: Path) -> None:
+    if rel(path) == "orchestrator/runner.py":
+        return
+    tree = parsed(path)
+    bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
+    assert bad == [], f"{rel(path)} imports {bad}: processes start in orchestrator/runner.py only"
+    assert list(os_process_calls(tree)) == [], rel(path)
+    if rel(path) not in GITPYTHON_ALLOWED:
+        uses_git = sorted({n for n in imported(tree, path) if matches(n, {"git"})})
+        assert uses_git == [], f"{rel(path)} imports GitPython, which starts git processes"
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_gateway_imports_the_model_sdk(path: Path) -> None:
+    names = {n for n in imported(parsed(path), path) if matches(n, SDK_MODULES)}
+    if rel(path) == "orchestrator/recovery/anthropic_gateway.py":
+        assert "anthropic" in names
+    else:
+        assert names == set(), f"{rel(path)} imports {sorted(names)}"
+
+
+def test_the_gateway_imports_the_sdk_lazily() -> None:
+    path = PACKAGE / "recovery" / "anthropic_gateway.py"
+    tree = parsed(path)
+    top_level = [
+        node
+        for node in tree.body  # type: ignore[attr-defined]
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and any(matches(n, SDK_MODULES) for n in imported(ast.Module(body=[node], type_ignores=[]), path))
+    ]
+    assert top_level == [], "the SDK must be imported inside functions (it costs most of a second)"
+
+
+def test_the_scanner_sees_what_it_must_refuse(tmp_path: Path) -> None:
+    """The checks above can fail: a module doing each forbidden thing is caught."""
+    sample = tmp_path / "orchestrator" / "recovery" / "evil.py"
+    sample.parent.mkdir(parents=True)
+    sample.write_text(
+        "import subprocess\nfrom os import execv\nimport os\nos.system('x')\n"
+        "from .. import runner\nfrom orchestrator.substrate import apply\nimport anthropic\n"
+    )
+    tree = ast.parse(sample.read_text())
+    # Resolved as if it sat in the package, so the relative import names the runner.
+    names = set(imported(tree, PACKAGE / "recovery" / "evil.py"))
+    assert "subprocess" in names and "anthropic" in names
+    assert "orchestrator.runner" in names and "orchestrator.substrate.apply" in names
+    assert sorted(os_process_calls(tree)) == ["from os import execv", "os.system"]

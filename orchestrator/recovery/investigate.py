@@ -137,5 +137,8 @@ def bounded_investigation(
         trace(Step(index, str(name), dict(args), digest, len(result)))  # rail 3: the trace
         observations.append(f"[step {index}] {name} {json.dumps(args, sort_keys=True)}:\n{result}")
     why = f"investigation hit its step cap ({max_steps}) without a decision"
-    return Decision(Source.MODEL, abandon(why), True, why, halt=HaltReason.ABANDONED, model=gateway.model_name,
-                    usage=usage, replies=tuple(replies), requires_human=True)  # fmt: skip
+    fallback = abandon(why)
+    # The loop's own proposal (the model made none): verified like any, decided by a person.
+    return Decision(Source.MODEL, fallback, True, why, halt=HaltReason.ABANDONED, model=gateway.model_name,
+                    usage=usage, replies=tuple(replies), requires_human=True,
+                    proposal=fallback.model_dump(mode="json"))  # fmt: skip

@@ -1,0 +1,160 @@
+"""The one loop: bounded investigation. It always terminates, it refuses an off-list tool,
+and every step is traced."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.recovery.diagnose import Source
+from orchestrator.recovery.gateway import ScriptedGateway
+from orchestrator.recovery.investigate import DisallowedTool, Step, bounded_investigation
+from orchestrator.recovery.prompt import PromptFacts
+from orchestrator.recovery.verdict import DecisionContext
+
+CTX = DecisionContext(
+    "review",
+    "project-tests",
+    "implement",
+    "patch",
+    "small",
+    {"patch": ("small", "large")},
+    Path("/c"),
+    ("git",),
+)
+FACTS = PromptFacts(
+    "T-1",
+    "bug-fix",
+    "review",
+    "project-tests",
+    "patch",
+    "small",
+    {"patch": ["small", "large"]},
+    ["git"],
+)
+ALLOW = frozenset({"read_file", "grep"})
+
+
+def tools(calls: list[str]) -> dict[str, Any]:
+    def read_file(args: Mapping[str, Any]) -> str:
+        calls.append(f"read_file {args.get('path')}")
+        return "def deal(deck, n):\n    return [deck.pop() for _ in range(1, n)]\n"
+
+    def grep(args: Mapping[str, Any]) -> str:
+        calls.append(f"grep {args.get('text')}")
+        return "cards/deck.py:30: range(1, n)"
+
+    def delete_everything(args: Mapping[str, Any]) -> str:  # present, but not allowed
+        calls.append("delete_everything")
+        return "boom"
+
+    return {"read_file": read_file, "grep": grep, "delete_everything": delete_everything}
+
+
+def investigate(
+    script: list[str], max_steps: int = 3
+) -> tuple[Any, list[Step], list[str], ScriptedGateway]:
+    traced: list[Step] = []
+    calls: list[str] = []
+    gateway = ScriptedGateway(script)
+    decision = bounded_investigation(
+        ctx=CTX, facts=FACTS, bundle_text="(bundle)", gateway=gateway, tools=tools(calls),
+        allow=ALLOW, max_steps=max_steps, max_tokens=512, trace=traced.append,
+    )  # fmt: skip
+    return decision, traced, calls, gateway
+
+
+def test_it_looks_then_decides_and_every_step_is_traced() -> None:
+    decision, traced, calls, gateway = investigate(
+        [
+            json.dumps({"tool": "grep", "args": {"text": "range(1, n)"}}),
+            json.dumps({"tool": "read_file", "args": {"path": "cards/deck.py"}}),
+            json.dumps(
+                {"final": {"action": "retry", "summary": "seen the off-by-one; transient test env"}}
+            ),
+        ]
+    )
+    assert decision.source is Source.MODEL and decision.valid
+    assert decision.verdict.action == "retry"
+    assert calls == ["grep range(1, n)", "read_file cards/deck.py"]
+    assert [(s.index, s.tool) for s in traced] == [(0, "grep"), (1, "read_file")]
+    assert all(len(s.result_digest) == 64 for s in traced)
+    assert gateway.calls == 3
+    # What the tools returned is shown to the model on the next step, as untrusted data.
+    assert "cards/deck.py:30: range(1, n)" in gateway.requests[1].prompt
+
+
+def test_it_always_terminates_a_model_that_never_decides_hits_the_cap() -> None:
+    never_final = [json.dumps({"tool": "grep", "args": {"text": "x"}})] * 10
+    decision, traced, _, gateway = investigate(never_final, max_steps=3)
+    assert gateway.calls == 3 and len(traced) == 3
+    assert decision.requires_human  # → routed hitl_required by the graph
+    assert decision.verdict.action == "abandon-human"
+    assert "step cap (3)" in decision.reason
+
+
+def test_it_refuses_an_off_list_tool() -> None:
+    with pytest.raises(DisallowedTool, match="delete_everything"):
+        investigate([json.dumps({"tool": "delete_everything", "args": {}})])
+
+
+def test_the_refusal_happens_before_the_tool_runs() -> None:
+    calls: list[str] = []
+    with pytest.raises(DisallowedTool):
+        bounded_investigation(
+            ctx=CTX, facts=FACTS, bundle_text="", gateway=ScriptedGateway([json.dumps({"tool": "delete_everything"})]),
+            tools=tools(calls), allow=ALLOW, max_steps=3, max_tokens=512, trace=lambda s: None,
+        )  # fmt: skip
+    assert calls == []
+
+
+def test_an_invalid_final_answer_is_fed_back_and_counts_as_a_step() -> None:
+    decision, _, _, gateway = investigate(
+        [
+            json.dumps({"final": {"action": "reboot"}}),
+            json.dumps({"final": {"action": "abandon-human", "summary": "x"}}),
+        ]
+    )
+    assert decision.valid and decision.verdict.action == "abandon-human"
+    assert "that verdict is invalid" in gateway.requests[1].prompt
+
+
+@pytest.mark.slow
+def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_for_a_person(
+    tmp_path: Path,
+) -> None:
+    from test_recovery_e2e import Harness, flaky, make_origin, write_pipeline
+
+    from orchestrator.ledger_link import ledger_for
+    from orchestrator.pipeline import RunState
+
+    from conftest import write_ticket
+
+    make_origin(tmp_path, {"README.md": "hello\n", "app.py": "print('hi')\n"})
+    config = write_pipeline(
+        tmp_path,
+        flaky("build", fails=9),
+        recovery='[diagnosis]\nmode = "investigate"\nmax_steps = 2\n',
+    )
+    gateway = ScriptedGateway(
+        [
+            json.dumps({"tool": "read_file", "args": {"path": "app.py"}}),
+            json.dumps({"tool": "git_log", "args": {"n": 3}}),
+        ]
+    )
+    h = Harness(config, gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    assert record.state is RunState.AWAITING_APPROVAL, record.halt
+    proposal = json.loads(Path(record.verdicts[0].path).read_text())["proposal"]
+    assert proposal["routing"] == "hitl_required"
+    rows = list(ledger_for(tmp_path / "state", {}).rows())
+    traces = [r for r in rows if r["kind"] == "trace"]
+    assert [(r["decision"]["step"], r["decision"]["tool"]) for r in traces] == [
+        (0, "read_file"),
+        (1, "git_log"),
+    ]
+    assert [r["kind"] for r in rows] == ["trace", "trace", "decision"]

@@ -111,7 +111,7 @@ def test_a_decision_is_answered_once(tmp_path: Path) -> None:
 def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> None:
     from conftest import orchestrator_cmd, subprocess_env
 
-    h, run_id = paused(tmp_path)
+    _, run_id = paused(tmp_path)
     proc = subprocess.run(
         orchestrator_cmd("--config", str(tmp_path / "config.toml"), "approve", run_id),
         capture_output=True, text=True, timeout=120,

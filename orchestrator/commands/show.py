@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.display import attempt_summary
+from orchestrator.errors import StateError
 from orchestrator.state import Attempt, RunRecord, RunStore
 
 
@@ -25,6 +26,25 @@ def _attempt_lines(attempt: Attempt) -> list[str]:
             lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s")
     if attempt.log_path:
         lines.append(f"      log: {attempt.log_path}")
+    return lines
+
+
+def _decision_lines(path: Path) -> list[str]:
+    """Summary, routing and confidence of one decision, from its verdict file."""
+    from orchestrator.verdicts import read_verdict
+
+    try:
+        decided = read_verdict(path)
+    except StateError as exc:
+        return [f"(unreadable: {exc})"]
+    proposal = decided.proposal
+    usage = decided.usage
+    lines = [f"why: {decided.verdict.get('summary', decided.reason)}"]
+    lines.append(
+        f"routing {proposal.get('routing')} at confidence {proposal.get('confidence')}"
+        + (f"; model {decided.model}, {usage.calls} call(s), {usage.input_tokens}+"
+           f"{usage.output_tokens} tokens" if usage.calls else "")
+    )  # fmt: skip
     return lines
 
 
@@ -53,6 +73,7 @@ def render(record: RunRecord) -> list[str]:
             f"  {ref.number}. after attempt #{ref.attempt}: {ref.action} ({ref.source}) "
             f"→ {ref.outcome or 'not yet carried out'}"
         )
+        lines.extend(f"      {line}" for line in _decision_lines(Path(ref.path)))
         lines.append(f"      file: {ref.path}")
     if record.handoff:
         lines.append(f"handoff  {record.handoff}")

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print the run record as stored")
+
+    from orchestrator.commands import ledger as ledger_command  # argparse only: cheap
+
+    ledger_command.add_parser(sub)
     return parser
 
 
@@ -111,6 +115,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.commands import run
 
         return run.run(config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout)
+    if args.command == "ledger":
+        from orchestrator.commands import ledger
+
+        return ledger.run(
+            args, locate.state_dir(config_file, args.state_dir), sys.stdout, os.environ
+        )
     raise AssertionError(f"unhandled command {args.command}")
 
 

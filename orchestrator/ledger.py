@@ -421,7 +421,9 @@ class Ledger:
         """Append one row and return it as stored (with seq, prev_hash, entry_hash).
 
         Raises ValueError for a malformed field (a caller's bug) and LedgerError when the
-        ledger's end is torn, or disagrees with its head file (run ``verify``)."""
+        ledger's end is torn, or disagrees with its head file (run ``verify``). If the
+        head file cannot be replaced after the row is durable, the error propagates but the
+        row stays: it is committed, and the next append brings the head file up to it."""
         if kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
         texts = {
@@ -453,7 +455,10 @@ class Ledger:
         if confidence is not None:
             if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
                 raise ValueError(f"confidence: expected a number or None, got {confidence!r}")
-            confidence = float(confidence)
+            try:
+                confidence = float(confidence)
+            except OverflowError:  # an int beyond float range
+                raise ValueError(f"confidence: {confidence} is out of range") from None
         if supersedes is not None and not _is_hex64(supersedes):
             raise ValueError("supersedes: expected the entry_hash of an earlier row, or None")
         if kind == "outcome" and (outcome is None or supersedes is None):
@@ -575,7 +580,12 @@ class Ledger:
                 head.seq == seq - 1 and head.entry_hash == prev_hash  # crash before the head moved
             )
         if not agrees:
-            recorded = "no head file" if head is None else f"the head file records seq {head.seq}"
+            if head is None:
+                recorded = "there is no head file"
+            elif head.seq == seq:
+                recorded = f"the head file records a different entry_hash for seq {seq}"
+            else:
+                recorded = f"the head file records seq {head.seq}"
             raise LedgerError(
                 f"{where}: ends at seq {seq} but {recorded} (truncated or rewritten?); "
                 "refusing to append; run `orchestrator ledger verify`"

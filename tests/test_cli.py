@@ -197,3 +197,21 @@ def test_on_a_terminal_the_running_stage_and_its_time_are_shown(tmp_path: Path) 
     assert "\r\x1b[2K  … slowish running for 1s" in screen
     assert "\x1b[32m" not in screen  # NO_COLOR
     assert "slowish: ok exit 0 in 1." in screen
+
+
+def test_ledger_commands_are_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.ledger import Ledger, ledger_path
+
+    ledger = Ledger(ledger_path(tmp_path))
+    for n in range(3):
+        ledger.append(
+            kind="decision", decision_id=f"d{n}", ticket="T-1", run="R", capability="c",
+            inputs_hash="0" * 64, model_version="none", prompt_version="v", source="playbook",
+            decision={"verdict": {"action": "retry"}},
+        )  # fmt: skip
+    assert main(["--state-dir", str(tmp_path), "ledger", "verify"]) == 0
+    assert capsys.readouterr().out == "OK: 3 entries\n"
+    lines = ledger_path(tmp_path).read_bytes().splitlines(keepends=True)
+    ledger_path(tmp_path).write_bytes(lines[0] + lines[2] + lines[1])
+    assert main(["--state-dir", str(tmp_path), "ledger", "verify"]) == 7
+    assert capsys.readouterr().out.startswith("FAILED at line 2: ")

@@ -228,11 +228,13 @@ def run_process(
     on_start: Callable[[ProcessIdentity], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
     tick_s: float = 1.0,
+    stdin_path: Path | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
 
     ``on_start`` is called once the group exists (persist it, to clean up after a crash);
     ``on_tick`` about every ``tick_s`` seconds with the elapsed time (for a progress line).
+    ``stdin_path``: a file the process reads as its standard input (else /dev/null).
     An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
     same way a timeout does, then propagates.
     """
@@ -272,12 +274,12 @@ def run_process(
         )
 
     try:
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab") as log, open(stdin_path or os.devnull, "rb") as stdin:
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=dict(env),
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -538,3 +538,14 @@ def test_kill_marked_finds_an_attempts_processes_by_their_environment(tmp_path: 
     finally:
         other.kill()
         other.wait(timeout=10)
+
+
+def test_stdin_comes_from_a_file_when_given(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("fix the deal\n")
+    outcome = run_process(
+        ("cat",), cwd=tmp_path, env=os.environ, log_path=tmp_path / "cat.log",
+        timeout_s=10, kill_after_s=1, stdin_path=prompt,
+    )  # fmt: skip
+    assert outcome.exit_code == 0
+    assert "fix the deal" in (tmp_path / "cat.log").read_text()

@@ -40,6 +40,7 @@ from orchestrator.recovery.graph import (
     Proposal,
     RecoveryAgent,
     RecoveryContext,
+    context_to_json,
 )
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PROMPT_VERSION, PromptFacts
@@ -307,6 +308,7 @@ def _verdict_record(state: GraphState, number: int, services: Services) -> Verdi
         bundle_path=ctx.bundle_path,
         created_at=services.clock(),
         proposal=proposal.model_dump(mode="json"),
+        inputs=context_to_json(ctx),
     )
 
 

@@ -44,6 +44,8 @@ class VerdictRecord(Frozen):
     created_at: datetime
     # The proposal as the graph shaped it: confidence, routing, reasoning, evidence.
     proposal: dict[str, Any]
+    # The decision's inputs (RecoveryContext without the bundle text): what replay rebuilds.
+    inputs: dict[str, Any]
 
 
 def write_verdict(path: Path, record: VerdictRecord) -> None:

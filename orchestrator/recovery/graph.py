@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from orchestrator.pipeline import HaltReason
@@ -463,3 +464,81 @@ class RecoveryAgent:
         proposal = self.diagnose(ctx).proposal
         assert proposal is not None
         return proposal
+
+
+def context_to_json(ctx: RecoveryContext) -> dict[str, Any]:
+    """The decision's inputs as plain data (the bundle text lives in its own file), so a
+    later replay can rebuild exactly this context."""
+    d = ctx.decision
+    return {
+        "decision_id": ctx.decision_id,
+        "ticket_id": ctx.ticket_id,
+        "run_id": ctx.run_id,
+        "attempt": ctx.attempt,
+        "signature": ctx.signature,
+        "decision": {
+            "failing_stage": d.failing_stage,
+            "failing_check": d.failing_check,
+            "code_stage": d.code_stage,
+            "current_engine": d.current_engine,
+            "current_model": d.current_model,
+            "ladders": {k: list(v) for k, v in d.ladders.items()},
+            "clone_dir": str(d.clone_dir),
+            "recipe_allowlist": list(d.recipe_allowlist),
+        },
+        "failure": {
+            "check": ctx.failure.check,
+            "output": ctx.failure.output,
+            "ticket_title": ctx.failure.ticket_title,
+        },
+        "facts": {
+            "ticket_id": ctx.facts.ticket_id,
+            "ticket_kind": ctx.facts.ticket_kind,
+            "failing_stage": ctx.facts.failing_stage,
+            "failing_check": ctx.facts.failing_check,
+            "current_engine": ctx.facts.current_engine,
+            "current_model": ctx.facts.current_model,
+            "engines": ctx.facts.engines,
+            "recipe_allowlist": ctx.facts.recipe_allowlist,
+        },
+        "bundle_path": ctx.bundle_path,
+        "inputs_hash": ctx.inputs_hash,
+        "clone_exists": ctx.clone_exists,
+        "caps": {
+            "diagnoses_used": ctx.caps.diagnoses_used,
+            "max_diagnoses": ctx.caps.max_diagnoses,
+        },
+        "history": {a: {"green": h.green, "total": h.total} for a, h in ctx.history.items()},
+        "identity": dict(ctx.identity),
+    }
+
+
+def context_from_json(data: Mapping[str, Any], bundle_text: str) -> RecoveryContext:
+    """The inverse of ``context_to_json``."""
+    d = data["decision"]
+    return RecoveryContext(
+        decision_id=data["decision_id"],
+        ticket_id=data["ticket_id"],
+        run_id=data["run_id"],
+        attempt=data["attempt"],
+        signature=data["signature"],
+        decision=DecisionContext(
+            failing_stage=d["failing_stage"],
+            failing_check=d["failing_check"],
+            code_stage=d["code_stage"],
+            current_engine=d["current_engine"],
+            current_model=d["current_model"],
+            ladders={k: tuple(v) for k, v in d["ladders"].items()},
+            clone_dir=Path(d["clone_dir"]),
+            recipe_allowlist=tuple(d["recipe_allowlist"]),
+        ),
+        failure=Failure(**data["failure"]),
+        facts=PromptFacts(**data["facts"]),
+        bundle_text=bundle_text,
+        bundle_path=data["bundle_path"],
+        inputs_hash=data["inputs_hash"],
+        clone_exists=data["clone_exists"],
+        caps=Caps(**data["caps"]),
+        history={a: History(**h) for a, h in data["history"].items()},
+        identity=data.get("identity", {}),
+    )

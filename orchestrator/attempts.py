@@ -13,7 +13,7 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import CheckConfig, Config, LoadedConfig, StageConfig
 from orchestrator.display import Reporter
-from orchestrator.recovery.gateway import ModelGateway
+from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.state import (
     Attempt,
@@ -29,7 +29,7 @@ from orchestrator.state import (
 PR_RECORD_NAME = "pull-request.json"
 
 
-def _no_gateway() -> ModelGateway | None:
+def _no_gateway() -> ModelGateway | Unavailable | None:
     return None
 
 
@@ -44,7 +44,7 @@ class Services:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Callable[[], datetime] = utcnow
     run_process: Callable[..., runner.ProcessOutcome] = runner.run_process
-    gateway_factory: Callable[[], ModelGateway | None] = _no_gateway
+    gateway_factory: Callable[[], ModelGateway | Unavailable | None] = _no_gateway
     tick_s: float = 1.0
 
 

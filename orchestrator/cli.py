@@ -56,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list runs, one line each")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
+    runs.add_argument("--state", metavar="S", help="only runs in this state (e.g. needs-human)")
+    runs.add_argument("--ticket", metavar="T", help="only this ticket's runs")
+
+    batch = sub.add_parser(
+        "batch", help="run every unfinished ticket in a queue directory (for cron)"
+    )
+    batch.add_argument("--tickets", metavar="DIR", default="tickets", help="default: ./tickets")
+    batch.add_argument("--jobs", metavar="N", type=int, default=1, help="tickets at a time")
+    batch.add_argument("--json", action="store_true", help="one JSON object per ticket")
+    batch.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
     approve = sub.add_parser(
         "approve", help="approve the decision a run is waiting on, and resume it"
@@ -89,7 +99,25 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.commands import runs
 
         return runs.runs(
-            locate.state_dir(config_file, args.state_dir), sys.stdout, as_json=args.json
+            locate.state_dir(config_file, args.state_dir),
+            sys.stdout,
+            as_json=args.json,
+            state=args.state,
+            ticket=args.ticket,
+        )
+    if args.command == "batch":
+        from pathlib import Path
+
+        from orchestrator.commands import batch
+
+        return batch.batch(
+            config_file,
+            args.state_dir,
+            Path(args.tickets),
+            jobs=args.jobs,
+            as_json=args.json,
+            worker=args.worker,
+            out=sys.stdout,
         )
     if args.command == "show":
         from orchestrator.commands import show

@@ -106,6 +106,25 @@ class DiagnosisConfig(Frozen):
     tools: Annotated[tuple[Name, ...], Field(max_length=16)] = ("read_file", "git_log", "grep")
 
 
+Money = Annotated[float, Field(strict=True, ge=0.0, le=1_000_000.0)]
+
+
+class PriceConfig(Frozen):
+    """What a model costs, in US dollars per million tokens (for budget estimates)."""
+
+    input_per_mtok: Money
+    output_per_mtok: Money
+
+
+class BatchConfig(Frozen):
+    """Caps on one batch's model use, checked before each call; 0 means no cap. Once a
+    cap is reached the batch's remaining diagnoses become synthetic abandon-human."""
+
+    max_model_calls: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = 0
+    max_tokens: Annotated[StrictInt, Field(ge=0, le=10_000_000_000)] = 0
+    max_cost_usd: Money = 0.0
+
+
 class ModelConfig(Frozen):
     """The one model the recovery loop may ask. The key is read from the environment
     variable named here, never from this file."""
@@ -177,6 +196,8 @@ class Config(Frozen):
     routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig.model_validate({}))
     judge: JudgeConfig = JudgeConfig()
     diagnosis: DiagnosisConfig = DiagnosisConfig()
+    batch: BatchConfig = BatchConfig()
+    prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
 

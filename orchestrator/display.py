@@ -97,6 +97,14 @@ class PlainReporter:
             self._line(line)
 
 
+class QuietReporter(PlainReporter):
+    """For the batch: nothing per stage (each ticket gets one summary line from the
+    batch itself; the details are in the run's files)."""
+
+    def _line(self, text: str) -> None:
+        return None
+
+
 class TtyReporter(PlainReporter):
     """Plain lines for events, plus a status line redrawn in place while a stage runs."""
 

@@ -43,13 +43,21 @@ from orchestrator.tickets import Ticket
 __all__ = ["Services", "describe_failure", "run_ticket"]
 
 
-def run_ticket(ticket: Ticket, services: Services, *, rerun: bool = False) -> RunRecord:
+def run_ticket(
+    ticket: Ticket, services: Services, *, rerun: bool = False, unfinished_only: bool = False
+) -> RunRecord:
     """Drive ``ticket`` to a terminal state (or until interrupted) and return its record.
 
     Holds the ticket's lock throughout; raises TicketLocked if another process has it.
-    A ticket whose latest run completed is not run again unless ``rerun``.
+    A ticket whose latest run completed is not run again unless ``rerun``; with
+    ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
+    decided under the lock, so a second batch never repeats a ticket another just ended.
     """
     with ticket_lock(services.store.state_dir, ticket.id):
+        if unfinished_only:
+            latest = services.store.latest_for_ticket(ticket.id)
+            if latest is not None and is_terminal(latest.state):
+                return latest
         record, resumed = _open_run(ticket, services, rerun=rerun)
         services.reporter.run_opened(record, resumed=resumed)
         if is_terminal(record.state):

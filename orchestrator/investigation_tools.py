@@ -19,6 +19,7 @@ from orchestrator.ledger_link import LedgerLink
 from orchestrator.pipeline import HaltReason
 from orchestrator.recovery.context import head_bytes
 from orchestrator.recovery.diagnose import Decision, Source, no_model_decision
+from orchestrator.recovery.gateway import Unavailable
 from orchestrator.recovery.investigate import DisallowedTool, Tool, bounded_investigation
 from orchestrator.recovery.verdict import abandon
 
@@ -94,8 +95,8 @@ def investigator_for(
 
     def investigate(state: GraphState, deps: GraphDeps) -> Decision:
         gateway = deps.gateway_factory()
-        if gateway is None:
-            return no_model_decision()
+        if gateway is None or isinstance(gateway, Unavailable):
+            return no_model_decision(gateway)
         deps.charge()  # one diagnosis, however many steps
         ctx = state.ctx
         try:

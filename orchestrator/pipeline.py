@@ -45,6 +45,7 @@ class HaltReason(StrEnum):
     ABANDONED = "abandoned"  # a verdict (model or playbook) said: get a human
     NO_MODEL = "no_model"  # diagnosis needed, but no model is configured
     MODEL_ERROR = "model_error"  # the model call failed: timeout, refusal, API error
+    BUDGET_SPENT = "budget_spent"  # the batch's model budget is spent
 
 
 S = RunState

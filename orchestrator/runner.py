@@ -22,6 +22,7 @@ import select
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,10 +35,16 @@ EXIT_NOT_FOUND = 127
 
 # How often we look at a terminated group while it is still inside its grace period.
 _GRACE_POLL_S = 0.02
+# How quickly a cancelled wait notices (a batch stopping its workers from another thread).
+_CANCEL_POLL_S = 0.1
 # After KILL the kernel needs a moment to tear processes down; we wait (bounded) until
 # none is left alive, so "nothing survives" holds the instant we return.
 _KILL_SETTLE_S = 2.0
 _KILL_POLL_S = 0.002
+
+
+class Cancelled(Exception):
+    """``run_process`` was cancelled from another thread; the group was terminated."""
 
 
 @dataclass(frozen=True)
@@ -229,12 +236,15 @@ def run_process(
     on_tick: Callable[[float], None] | None = None,
     tick_s: float = 1.0,
     stdin_path: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
 
     ``on_start`` is called once the group exists (persist it, to clean up after a crash);
     ``on_tick`` about every ``tick_s`` seconds with the elapsed time (for a progress line).
     ``stdin_path``: a file the process reads as its standard input (else /dev/null).
+    ``cancel``: set from another thread to stop the process the way a timeout does
+    (raises ``Cancelled`` once the group is gone).
     An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
     same way a timeout does, then propagates.
     """
@@ -306,9 +316,11 @@ def run_process(
                 _terminate_group(proc, kill_after_s)
                 proc.wait()
                 return finished(EXIT_TIMEOUT, timed_out=True, pgid=pgid)
-            if exited(min(remaining, tick_s)):
+            if exited(min(remaining, tick_s if cancel is None else min(tick_s, _CANCEL_POLL_S))):
                 returncode = proc.wait()
                 break
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(argv)
             if on_tick is not None:
                 on_tick(time.monotonic() - t0)
     except BaseException:

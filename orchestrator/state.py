@@ -274,16 +274,19 @@ class RunStore:
         return read_record_file(self.record_path(run_id))
 
     def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
-        """The ticket's most recent run. Reads each record's header with plain json first
-        so an unrelated corrupt record cannot block this ticket."""
+        """The ticket's most recent run. Only this ticket's records are read (by name), so
+        another ticket's damaged file cannot block it; a damaged record of its own raises
+        StateError with the path and the reason rather than being silently passed over."""
         best: tuple[str, Path] | None = None
         for path in run_record_paths(self.runs_dir, ticket_id):
             try:
                 raw = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
+            except OSError as exc:
+                raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+            except ValueError as exc:
+                raise StateError(f"state error: {path}: not valid JSON: {exc}") from None
             if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
-                continue
+                raise StateError(f"state error: {path}: not a run record of {ticket_id}")
             created = str(raw.get("created_at", ""))
             if best is None or created > best[0]:
                 best = (created, path)

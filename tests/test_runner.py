@@ -549,3 +549,23 @@ def test_stdin_comes_from_a_file_when_given(tmp_path: Path) -> None:
     )  # fmt: skip
     assert outcome.exit_code == 0
     assert "fix the deal" in (tmp_path / "cat.log").read_text()
+
+
+def test_a_cancelled_wait_terminates_the_group_and_raises(tmp_path: Path) -> None:
+    import threading
+
+    from orchestrator.runner import Cancelled
+
+    cancel = threading.Event()
+    started: list[int] = []
+
+    def on_start(identity: object) -> None:
+        started.append(identity.pgid)  # type: ignore[attr-defined]
+        cancel.set()  # as a batch's main thread would, on SIGTERM
+
+    with pytest.raises(Cancelled):
+        run_process(
+            ("sleep", "30"), cwd=tmp_path, env=os.environ, log_path=tmp_path / "c.log",
+            timeout_s=30, kill_after_s=1, on_start=on_start, cancel=cancel,
+        )  # fmt: skip
+    assert live_group_members(started[0]) == []

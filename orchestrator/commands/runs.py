@@ -42,9 +42,19 @@ def read_run_headers(runs_dir: Path, errors: TextIO) -> list[dict[str, Any]]:
 
 
 def runs(
-    state_dir: Path, out: TextIO, *, as_json: bool = False, errors: TextIO = sys.stderr
+    state_dir: Path,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    state: str | None = None,
+    ticket: str | None = None,
+    errors: TextIO = sys.stderr,
 ) -> int:
-    headers = read_run_headers(state_dir / "runs", errors)
+    headers = [
+        h
+        for h in read_run_headers(state_dir / "runs", errors)
+        if (state is None or h["state"] == state) and (ticket is None or h["ticket_id"] == ticket)
+    ]
     now = datetime.now(UTC)
     if as_json:
         for raw in headers:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from orchestrator.pipeline import HaltReason
-from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.playbook import Failure, match_playbook
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.redact import redact
@@ -101,7 +101,11 @@ def _halt_for(verdict: Verdict) -> HaltReason | None:
     return HaltReason.ABANDONED if isinstance(verdict, AbandonHumanVerdict) else None
 
 
-def no_model_decision() -> Decision:
+def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
+    """No call: no model is configured, or the factory says why not (a spent budget)."""
+    if unavailable is not None:
+        why = unavailable.reason
+        return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT)
     why = "no model configured"
     return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
 
@@ -145,7 +149,7 @@ def ask_model(
     ctx: DecisionContext,
     facts: PromptFacts,
     bundle_text: str,
-    gateway_factory: Callable[[], ModelGateway | None],
+    gateway_factory: GatewayFactory,
     charge: Callable[[], None],
     max_reasks: int,
     max_tokens: int,
@@ -153,8 +157,8 @@ def ask_model(
     """Layer 2: charge the cap, then one call (+ bounded re-asks), validated."""
     # Built only now: constructing a real gateway imports the SDK (most of a second).
     gateway = gateway_factory()
-    if gateway is None:
-        return no_model_decision()
+    if gateway is None or isinstance(gateway, Unavailable):
+        return no_model_decision(gateway)
     # Charged (and persisted by the caller) before the call: a crash after it never refunds.
     charge()
     return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
@@ -168,7 +172,7 @@ def decide(
     bundle_text: str,
     clone_exists: bool,
     caps: Caps,
-    gateway_factory: Callable[[], ModelGateway | None],
+    gateway_factory: GatewayFactory,
     charge: Callable[[], None],
     max_reasks: int,
     max_tokens: int,

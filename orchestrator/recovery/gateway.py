@@ -34,10 +34,22 @@ class ModelReply:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A gateway factory's way of saying "not now, and why" (a spent batch budget):
+    the diagnosis becomes a synthetic abandon-human with this reason, and no call."""
+
+    reason: str
+
+
 class ModelGateway(Protocol):
     model_name: str
 
     def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+# What the loop is given instead of a gateway: it builds one only when it must ask.
+GatewayFactory = Callable[[], "ModelGateway | Unavailable | None"]
 
 
 @dataclass

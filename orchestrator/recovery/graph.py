@@ -24,8 +24,15 @@ from typing import Any, Final, Protocol
 
 from orchestrator.pipeline import HaltReason
 from orchestrator.recovery.confidence import History, Routing, compose, route
-from orchestrator.recovery.diagnose import Caps, Decision, Source, Usage, ask_model, precheck
-from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.diagnose import (
+    Caps,
+    Decision,
+    Source,
+    Usage,
+    ask_model,
+    precheck,
+)
+from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PromptFacts
@@ -140,13 +147,13 @@ def _no_write(state: GraphState) -> str | None:
 class GraphDeps:
     """The services the graph may use (injected; tests script them)."""
 
-    gateway_factory: Callable[[], ModelGateway | None]
+    gateway_factory: GatewayFactory
     charge: Callable[[], None]
     thresholds: Mapping[str, float]
     max_reasks: int = 1
     max_tokens: int = 2048
     judge_sample_rate: float = 0.0
-    judge_factory: Callable[[], ModelGateway | None] = _no_judge
+    judge_factory: GatewayFactory = _no_judge
     memory: Callable[[GraphState], str | None] = _no_write
     ledger: Callable[[GraphState], str | None] = _no_write
     # The bounded investigation loop replaces the single call when configured.
@@ -309,8 +316,9 @@ class Judge:
         if not eligible:
             return replace(state, judge=JudgeResult(sampled=False))
         gateway = deps.judge_factory()
-        if gateway is None:
-            return replace(state, judge=JudgeResult(sampled=False, reason="no judge configured"))
+        if gateway is None or isinstance(gateway, Unavailable):
+            why = gateway.reason if gateway else "no judge configured"
+            return replace(state, judge=JudgeResult(sampled=False, reason=why))
         deps.charge()
         prompt = (
             f"Failure: stage {ctx.decision.failing_stage}, check {ctx.decision.failing_check}.\n"

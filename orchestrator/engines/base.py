@@ -1,0 +1,165 @@
+"""What every coding engine adapter is: the types an engine stage passes around, and the
+prompt a coding engine is given.
+
+An adapter never starts anything. It turns an ``EngineTask`` into an ``Invocation`` (argv,
+an optional stdin file, files to write first), and afterwards turns the attempt's log text
+into an ``EngineReport`` (turns, cost, final message, and — when it failed — its
+``FailureClass``). The orchestrator writes the files, runs the argv through
+``orchestrator.runner.run_process`` and records the report in the attempt.
+
+    EngineTask ──adapter.invocation()──▶ Invocation ──run_process()──▶ log text, exit code
+    log text, exit code, timed_out ──adapter.report()──▶ EngineReport ──classify()──▶ class
+
+Only ``FailureClass.CODE`` goes to the model; every other class is infrastructure and gets
+a deterministic verdict (issue 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
+
+
+class FailureClass(StrEnum):
+    """Why an engine attempt failed. All but ``CODE`` are infrastructure."""
+
+    RATE_LIMITED = "rate_limited"  # the provider throttled us: retry after a back-off
+    QUOTA_EXHAUSTED = "quota_exhausted"  # credits, billing or a usage window: a human pays
+    AUTH_ERROR = "auth_error"  # missing/invalid key or login: a human fixes credentials
+    OUTAGE = "outage"  # provider overloaded/down, network: retry after a back-off
+    TIMEOUT = "timeout"  # our stage timeout stopped it
+    ENGINE_ERROR = "engine_error"  # the engine itself crashed or could not start
+    CODE = "code"  # the engine ran but did not produce working code: the model decides
+
+
+@dataclass(frozen=True)
+class EngineTask:
+    """One attempt of an engine stage, as an adapter needs to know it."""
+
+    ticket_id: str
+    title: str
+    kind: str  # a TicketKind value: "bug-fix", "feature", ...
+    body: str
+    clone_dir: Path  # the engine's working directory
+    run_dir: Path  # where prompt files go
+    model: str
+    settings: Mapping[str, Any]  # the engine's config table (adapter-specific keys)
+    attempt: int
+
+    def prompt_path(self) -> Path:
+        """Where an adapter that hands the prompt over as a file puts it (one per attempt,
+        so a retry never reads a half-rewritten prompt of the attempt before)."""
+        return self.run_dir / f"prompt-{self.attempt}.txt"
+
+
+def _no_files() -> Mapping[Path, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How to start the engine. ``files`` are written (atomically, UTF-8) by the
+    orchestrator before the process starts, e.g. the prompt file ``stdin_path`` names."""
+
+    argv: tuple[str, ...]
+    stdin_path: Path | None = None
+    files: Mapping[Path, str] = field(default_factory=_no_files)
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What the engine's own output says happened. ``None`` where the tool does not say."""
+
+    turns: int | None
+    cost_usd: float | None
+    final_message: str | None
+    failure: FailureClass | None  # None: the engine reports success
+    detail: str | None  # one line: why it failed (the engine's words), else None
+
+
+class EngineAdapter(Protocol):
+    """One kind of coding engine (``claude-code``, ``codex``, ...)."""
+
+    name: str
+
+    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
+        """Problems with an engine's config table, one line each, ``key: reason`` (empty:
+        fine). Called when the config is loaded, so a typo fails before any run starts."""
+        ...
+
+    def invocation(self, task: EngineTask) -> Invocation:
+        """The argv (and files) for this attempt. Pure: starts and writes nothing."""
+        ...
+
+    def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
+        """Parse the attempt's captured output (its log text). Pure."""
+        ...
+
+
+# The orchestrator commits the engine's work itself (and orders a bug fix before its
+# tests), so an engine that commits on its own would break lint-bug-commit-order.
+_INSTRUCTIONS = """\
+## How to work
+
+- Work in the current directory. It is a git clone of the project, checked out on the
+  branch for this ticket. Change only files inside it.
+- Do not commit, amend, rebase, merge, push, or create or switch branches: leave your
+  changes in the working tree. The orchestrator owns the commits and the branch.
+- Do not ask questions: nobody will answer. If something is ambiguous, make the smallest
+  reasonable choice and say so in your final message.
+- When you are done, end with a short summary of what you changed and why."""
+
+_BUG_FIX_INSTRUCTIONS = """\
+- This is a bug fix. Fix the bug first, in production code. Put tests for it in test
+  files only (under tests/, or named test_*.py): the orchestrator commits the fix first
+  and the tests in a separate commit after it, so keep the fix and the tests in separate
+  files."""
+
+
+def build_prompt(task: EngineTask) -> str:
+    """The prompt a coding engine gets: the ticket, then fixed instructions. The same task
+    always yields the same text (the attempt number and model are not part of it)."""
+    parts = [
+        f"# Ticket {task.ticket_id}: {task.title}",
+        f"Kind: {task.kind}",
+        "## The task",
+        task.body.strip("\n"),
+        _INSTRUCTIONS,
+    ]
+    if task.kind == "bug-fix":
+        parts.append(_BUG_FIX_INSTRUCTIONS)
+    return "\n\n".join(parts) + "\n"
+
+
+def string_list(settings: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """``settings[key]`` as a tuple of strings (absent: empty). Shape is checked by
+    ``check_settings`` at config load; here a wrong shape is a bug, so it raises."""
+    value = settings.get(key, ())
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{key}: must be a list of strings (got {value!r})")
+    return tuple(value)
+
+
+def check_known_keys(
+    settings: Mapping[str, Any], known: Mapping[str, type | tuple[type, ...]]
+) -> list[str]:
+    """Unknown keys and wrong scalar types, one line each. ``list`` means a list of strings."""
+    problems = []
+    for key in sorted(settings):
+        if key not in known:
+            problems.append(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
+            continue
+        value = settings[key]
+        expected = known[key]
+        if expected is list:
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                problems.append(f"{key}: must be a list of strings (got {value!r})")
+        elif isinstance(value, bool) and expected is not bool:
+            problems.append(f"{key}: must not be a boolean (got {value!r})")
+        elif not isinstance(value, expected):
+            problems.append(f"{key}: wrong type (got {value!r})")
+    return problems

@@ -1,0 +1,186 @@
+"""The batch, as cron runs it: overlapping, interrupted, budgeted, with bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.commands.batch import batch
+from orchestrator.recovery.gateway import ModelReply, ModelRequest
+from orchestrator.verdicts import read_verdict
+
+from conftest import orchestrator_cmd, subprocess_env, write_ticket
+
+pytestmark = pytest.mark.slow
+
+
+def counted(name: str, extra: str = "") -> str:
+    return (
+        f'[[stages]]\nname = "{name}"\ncwd = "run"\n'
+        f'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID{extra}"]\n'
+    )
+
+
+def setup(tmp_path: Path, stages: str, n: int = 10, header: str = "") -> tuple[Path, Path]:
+    config = tmp_path / "config.toml"
+    config.write_text('state_dir = "state"\n' + header + stages)
+    tickets = tmp_path / "tickets"
+    for i in range(n):
+        write_ticket(tickets, f"T-{i:02d}")
+    return config, tickets
+
+
+def counts(tmp_path: Path, name: str) -> dict[str, int]:
+    return {
+        p.name.removeprefix(f"count-{name}-"): len(p.read_text().splitlines())
+        for p in (tmp_path / "state").glob(f"count-{name}-*")
+    }
+
+
+def test_two_batches_started_together_run_each_ticket_exactly_once(tmp_path: Path) -> None:
+    config, tickets = setup(tmp_path, counted("a", "; sleep 0.2"))
+    cmd = orchestrator_cmd(
+        "--config", str(config), "batch", "--tickets", str(tickets), "--jobs", "2", "--json"
+    )
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    outputs = [p.communicate(timeout=120)[0] for p in (first, second)]
+    assert (first.returncode, second.returncode) == (0, 0), outputs
+    assert counts(tmp_path, "a") == {f"T-{i:02d}": 1 for i in range(10)}
+    ran = [
+        row["ticket"]
+        for out in outputs
+        for row in map(json.loads, out.splitlines())
+        if "ticket" in row and row["ran"]
+    ]
+    assert sorted(ran) == [f"T-{i:02d}" for i in range(10)]  # each ran in exactly one batch
+
+
+def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    release = tmp_path / "release"
+    blocking = (
+        '[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\n'
+        f'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/count-b-$ORCH_TICKET_ID; '
+        f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 60; fi"]\n'
+    )
+    config, tickets = setup(tmp_path, counted("a") + blocking)
+    cmd = orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets))
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    started: list[str] = []
+    reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert started, "ticket T-03 never reached its blocking stage"
+    first.send_signal(signal.SIGTERM)
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == 130, out
+    assert "interrupted" in out
+
+    release.touch()
+    second = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert counts(tmp_path, "a") == {f"T-{i:02d}": 1 for i in range(10)}  # no completed stage again
+    b = counts(tmp_path, "b")
+    assert b.pop("T-03") == 2 and set(b.values()) == {1}  # only the interrupted stage ran twice
+    assert "already-completed" in second.stdout
+
+
+class CountingGateway:
+    model_name = "scripted"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        self.calls += 1
+        return ModelReply(
+            text='{"action": "abandon-human", "summary": "no idea"}', model="scripted",
+            stop_reason="end_turn", input_tokens=1000, output_tokens=100,
+        )  # fmt: skip
+
+
+def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) -> None:
+    failing = (
+        '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
+        '[[stages]]\nname = "build"\ncommand = ["bash", "-c", "exit 1"]\n'
+    )
+    header = '[batch]\nmax_model_calls = 2\n[routing]\n"abandon-human" = 0.0\n'
+    config, tickets = setup(tmp_path, failing, n=5, header=header)
+    gateway = CountingGateway()
+    out = io.StringIO()
+    code = batch(
+        config, None, tickets, jobs=1, as_json=False, worker=False, out=out,
+        environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, gateway_factory=lambda: gateway,
+    )  # fmt: skip
+    assert code == 3, out.getvalue()
+    assert gateway.calls == 2
+    reasons = sorted(
+        read_verdict(p).reason for p in (tmp_path / "state" / "runs").glob("*.verdict-1.json")
+    )
+    assert reasons.count("batch budget spent: 2/2 model calls") == 3
+    assert "model calls 2" in out.getvalue().splitlines()[-1]
+
+
+def test_a_corrupt_state_file_is_reported_and_the_batch_goes_on(tmp_path: Path) -> None:
+    config, tickets = setup(tmp_path, counted("a"), n=3)
+    runs = tmp_path / "state" / "runs"
+    runs.mkdir(parents=True)
+    corrupt = runs / "T-01-20261130T000000Z-dead.json"
+    corrupt.write_text(
+        '{"run_id": "T-01-20261130T000000Z-dead", "ticket_id": "T-01", "created_at": "x", "state": '
+    )
+    proc = subprocess.run(
+        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    [bad] = [line for line in lines if line.startswith("T-01")]
+    assert "skipped" in bad and f"state error: {corrupt}: not valid JSON" in bad
+    assert any(line.startswith("T-00") and "completed" in line for line in lines)
+    assert any(line.startswith("T-02") and "completed" in line for line in lines)
+    assert counts(tmp_path, "a") == {"T-00": 1, "T-02": 1}
+    assert corrupt.exists()  # left for a person; nothing else lost
+
+
+def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Path) -> None:
+    config, tickets = setup(tmp_path, counted("a"), n=2)
+    subprocess.run(
+        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
+        capture_output=True, env=subprocess_env(), timeout=120, check=True,
+    )  # fmt: skip
+    [record] = (tmp_path / "state" / "runs").glob("T-00-*Z-????.json")
+    data = json.loads(record.read_text())
+    data["state"] = "running"
+    data["stages"] = "not a list"
+    record.write_text(json.dumps(data))
+    proc = subprocess.run(
+        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("T-00")]
+    assert "skipped" in line and f"state error: {record}: not a valid run record" in line
+    assert any(
+        line.startswith("T-01") and "already-completed" in line for line in proc.stdout.splitlines()
+    )
+
+
+def test_output_when_not_a_tty_has_no_escape_codes(tmp_path: Path) -> None:
+    config, tickets = setup(tmp_path, counted("a"), n=2)
+    proc = subprocess.run(
+        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
+        capture_output=True, text=True, env=subprocess_env(TERM="xterm"), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    assert "\x1b" not in proc.stdout + proc.stderr and "\r" not in proc.stdout
+    assert len(proc.stdout.splitlines()) == 3  # one line per ticket, one summary

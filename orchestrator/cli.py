@@ -11,7 +11,9 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from orchestrator import __version__
 from orchestrator.errors import (
@@ -91,6 +93,16 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _prices(config_file: Path) -> dict[str, Any]:
+    """The price table for cost estimates; a missing or broken config just means none."""
+    from orchestrator.config import load_config
+
+    try:
+        return dict(load_config(config_file).config.prices)
+    except OrchestratorError:
+        return {}
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator import locate
 
@@ -106,8 +118,6 @@ def _dispatch(args: argparse.Namespace) -> int:
             ticket=args.ticket,
         )
     if args.command == "batch":
-        from pathlib import Path
-
         from orchestrator.commands import batch
 
         return batch.batch(
@@ -127,6 +137,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.run_id,
             sys.stdout,
             as_json=args.json,
+            prices=_prices(config_file),
         )
     if args.command in ("approve", "reject"):
         from orchestrator.commands import approve

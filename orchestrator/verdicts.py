@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError
@@ -45,7 +45,8 @@ class VerdictRecord(Frozen):
     # The proposal as the graph shaped it: confidence, routing, reasoning, evidence.
     proposal: dict[str, Any]
     # The decision's inputs (RecoveryContext without the bundle text): what replay rebuilds.
-    inputs: dict[str, Any]
+    # Empty in files written before they were recorded: those cannot be replayed.
+    inputs: dict[str, Any] = Field(default_factory=dict)
 
 
 def write_verdict(path: Path, record: VerdictRecord) -> None:

@@ -507,3 +507,33 @@ def test_a_missing_clone_gives_a_synthetic_verdict_and_no_call(tmp_path: Path) -
     assert "clone" in str(verdict["reason"]) and "missing" in str(verdict["reason"])
     assert gateway.calls == 0 and h.builds == 0
     assert h.budget() == (0, 0)
+
+
+def test_show_tells_the_whole_story_of_a_repaired_run(tmp_path: Path) -> None:
+    from orchestrator.commands.show import render
+
+    h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
+    record = h.run(tickets["CARDS-1"])
+    text = "\n".join(render(record, h.services.store, {}))
+    assert "1. after attempt #3: mechanical-fix (playbook) → mechanical-fix green" in text
+    assert "routing auto at confidence" in text
+    assert "recipe: git -C " in text and "commit -m 'Fix off-by-one in deal()' → exit 0" in text
+    assert "verifier lint-bug-commit-order: exit 0 → green" in text
+    assert "model    run: 0 call(s), 0 input + 0 output tokens" in text
+
+
+def test_show_reports_model_usage_and_estimated_cost(tmp_path: Path) -> None:
+    from orchestrator.commands.show import render
+    from orchestrator.config import PriceConfig
+
+    make_origin(tmp_path)
+    gateway = ScriptedGateway(
+        [ModelReply(text=reply({"action": "abandon-human", "summary": "no"}), model="m1",
+                    stop_reason="end_turn", input_tokens=2000, output_tokens=500)]
+    )  # fmt: skip
+    h = Harness(write_pipeline(tmp_path, flaky("build", fails=9)), gateway)
+    record = h.run(write_ticket(tmp_path / "t"))
+    prices = {"m1": PriceConfig(input_per_mtok=3.0, output_per_mtok=15.0)}
+    text = "\n".join(render(record, h.services.store, prices))
+    assert "model    run: 1 call(s), 2000 input + 500 output tokens, ~$0.0135" in text
+    assert "model    ticket: 1 call(s)" in text

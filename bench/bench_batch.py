@@ -4,7 +4,7 @@
 
 100 trivial tickets (25 with --quick) whose every stage is `true`, run by
 `orchestrator batch` with --jobs 1 and --jobs 2 (fresh state each). Reports the wall
-times and their ratio, and the overhead per ticket beyond its stages: (batch wall time −
+times and their ratio, and the overhead per ticket beyond its stages: (batch wall time -
 the stages' own recorded durations) / tickets. Target ≤ 50 ms. Exit 0 unless it crashed.
 """
 

@@ -83,6 +83,29 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print the run record as stored")
 
+    verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
+    verdicts.add_argument(
+        "--action",
+        choices=(
+            "retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix",
+        ),
+    )  # fmt: skip
+    verdicts.add_argument("--source", choices=("model", "playbook", "synthetic"))
+    verdicts.add_argument(
+        "--since",
+        metavar="DATE",
+        help="decisions at or after DATE (ISO date or datetime; UTC if no zone)",
+    )
+    verdicts.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    replay = sub.add_parser(
+        "replay",
+        help="re-decide a run's failures from what was persisted: no model call, nothing run",
+    )
+    replay.add_argument("run_id", metavar="RUN_ID")
+    replay.add_argument("--verdict", type=int, metavar="N", help="only decision N")
+    replay.add_argument("--json", action="store_true", help="one JSON object per decision")
+
     from orchestrator.commands import ledger as ledger_command  # argparse only: cheap
 
     ledger_command.add_parser(sub)
@@ -128,6 +151,28 @@ def _dispatch(args: argparse.Namespace) -> int:
             as_json=args.json,
             worker=args.worker,
             out=sys.stdout,
+        )
+    if args.command == "verdicts":
+        from orchestrator.commands import verdicts
+
+        return verdicts.verdicts(
+            locate.state_dir(config_file, args.state_dir),
+            sys.stdout,
+            action=args.action,
+            source=args.source,
+            since=verdicts.parse_since(args.since) if args.since is not None else None,
+            as_json=args.json,
+        )
+    if args.command == "replay":
+        from orchestrator.commands import replay
+
+        return replay.replay(
+            locate.state_dir(config_file, args.state_dir),
+            config_file,
+            args.run_id,
+            args.verdict,
+            sys.stdout,
+            as_json=args.json,
         )
     if args.command == "show":
         from orchestrator.commands import show

@@ -24,6 +24,7 @@ EXIT_FAILED = 4
 EXIT_SPLIT = 5
 EXIT_AWAITING_APPROVAL = 6
 EXIT_STATE = 7
+EXIT_DIFFERENT = 8  # replay: today's code does not reach the same decision
 EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
 EXIT_INTERRUPTED = 130
 
@@ -36,6 +37,7 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_SPLIT: "split into sub-tickets",
     EXIT_AWAITING_APPROVAL: "awaiting approval",
     EXIT_STATE: "unreadable state file",
+    EXIT_DIFFERENT: "replay: a decision came out differently (or could not be replayed)",
     EXIT_LOCKED: "the ticket is locked by another orchestrator process",
     EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)",
 }

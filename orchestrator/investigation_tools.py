@@ -16,12 +16,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import runner
 from orchestrator.config import Config
 from orchestrator.ledger_link import LedgerLink
-from orchestrator.pipeline import HaltReason
 from orchestrator.recovery.context import head_bytes
-from orchestrator.recovery.diagnose import Decision, Source, no_model_decision
-from orchestrator.recovery.gateway import Unavailable
-from orchestrator.recovery.investigate import DisallowedTool, Tool, bounded_investigation
-from orchestrator.recovery.verdict import abandon
+from orchestrator.recovery.diagnose import Decision
+from orchestrator.recovery.investigate import Tool, investigator
 
 if TYPE_CHECKING:
     from orchestrator.attempts import Services
@@ -89,33 +86,11 @@ def investigator_for(
     """The investigation loop for the graph's llm_decision node, or None in single mode."""
     if config.diagnosis.mode != "investigate":
         return None
-    tools = clone_tools(clone, services.environ)
-    allow = frozenset(config.diagnosis.tools)
     link = LedgerLink.for_services(services)
-
-    def investigate(state: GraphState, deps: GraphDeps) -> Decision:
-        gateway = deps.gateway_factory()
-        if gateway is None or isinstance(gateway, Unavailable):
-            return no_model_decision(gateway)
-        deps.charge()  # one diagnosis, however many steps
-        ctx = state.ctx
-        try:
-            return bounded_investigation(
-                ctx=ctx.decision,
-                facts=ctx.facts,
-                bundle_text=state.context_text,
-                gateway=gateway,
-                tools=tools,
-                allow=allow,
-                max_steps=config.diagnosis.max_steps,
-                max_tokens=config.model.max_tokens,
-                trace=lambda step: link.trace(ctx, step, services),
-            )
-        except DisallowedTool as exc:
-            why = f"the model reached for a tool outside the allow-list: {exc}"
-            return Decision(
-                Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
-                model=gateway.model_name,
-            )  # fmt: skip
-
-    return investigate
+    return investigator(
+        tools=clone_tools(clone, services.environ),
+        allow=frozenset(config.diagnosis.tools),
+        max_steps=config.diagnosis.max_steps,
+        max_tokens=config.model.max_tokens,
+        trace=lambda ctx, step: link.trace(ctx, step, services),
+    )

@@ -151,7 +151,10 @@ def check_known_keys(
     problems = []
     for key in sorted(settings):
         if key not in known:
-            problems.append(f"{key}: unknown setting (known: {', '.join(sorted(known))})")
+            names = ", ".join(sorted(known))
+            problems.append(
+                f"{key}: unknown setting ({f'known: {names}' if names else 'takes none'})"
+            )
             continue
         value = settings[key]
         expected = known[key]

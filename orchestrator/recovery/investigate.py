@@ -21,11 +21,11 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.pipeline import HaltReason
-from orchestrator.recovery.diagnose import Decision, Source, Usage
-from orchestrator.recovery.gateway import ModelGateway, ModelRequest
+from orchestrator.recovery.diagnose import Decision, Source, Usage, no_model_decision
+from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import (
@@ -36,13 +36,25 @@ from orchestrator.recovery.verdict import (
     validate_verdict_object,
 )
 
+if TYPE_CHECKING:
+    from orchestrator.recovery.graph import GraphDeps, GraphState, RecoveryContext
+
 MAX_OBSERVATION_CHARS = 4000
 
 Tool = Callable[[Mapping[str, Any]], str]
 
 
 class DisallowedTool(Exception):
-    """The model reached for a tool that is not on this capability's allow-list."""
+    """The model reached for a tool that is not on this capability's allow-list. Carries
+    what the loop had spent and heard, so the refusal is accounted for like any call."""
+
+    def __init__(
+        self, tool: str, usage: Usage | None = None, replies: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(tool)
+        self.tool = tool
+        self.usage = usage or Usage()
+        self.replies = replies
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,7 @@ def bounded_investigation(
             continue
         name = step.get("tool")
         if name not in allow or name not in tools:  # rail 2: the allow-list
-            raise DisallowedTool(str(name))
+            raise DisallowedTool(str(name), usage, tuple(replies))
         raw_args = step.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         try:
@@ -142,3 +154,43 @@ def bounded_investigation(
     return Decision(Source.MODEL, fallback, True, why, halt=HaltReason.ABANDONED, model=gateway.model_name,
                     usage=usage, replies=tuple(replies), requires_human=True,
                     proposal=fallback.model_dump(mode="json"))  # fmt: skip
+
+
+def investigator(
+    *,
+    tools: Mapping[str, Tool],
+    allow: frozenset[str],
+    max_steps: int,
+    max_tokens: int,
+    trace: Callable[[RecoveryContext, Step], None],
+) -> Callable[[GraphState, GraphDeps], Decision]:
+    """The loop as the graph's ``llm_decision`` uses it (and replay, with its own tools
+    and trace): one diagnosis charge however many steps; an off-list tool becomes an
+    invalid proposal with what was spent and said, never an exception out of the graph."""
+
+    def investigate(state: GraphState, deps: GraphDeps) -> Decision:
+        gateway = deps.gateway_factory()
+        if gateway is None or isinstance(gateway, Unavailable):
+            return no_model_decision(gateway)
+        deps.charge()
+        ctx = state.ctx
+        try:
+            return bounded_investigation(
+                ctx=ctx.decision,
+                facts=ctx.facts,
+                bundle_text=state.context_text,
+                gateway=gateway,
+                tools=tools,
+                allow=allow,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                trace=lambda step: trace(ctx, step),
+            )
+        except DisallowedTool as exc:
+            why = f"the model reached for a tool outside the allow-list: {exc.tool}"
+            return Decision(
+                Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+                model=gateway.model_name, usage=exc.usage, replies=exc.replies,
+            )  # fmt: skip
+
+    return investigate

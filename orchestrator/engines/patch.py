@@ -1,0 +1,49 @@
+"""Engine ``patch``: the offline default. Applies the ticket's patch file
+(``stages/implement_patch.py``); no model is involved, so the ladder's model is ignored.
+
+It calls no provider, so nothing it prints can be an infrastructure failure: a patch that
+does not apply (exit 1) is ``code``; only our timeout (``timeout``) and a crash status
+(126/127, a signal: ``engine_error``) are not.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.engines.base import (
+    EngineReport,
+    EngineTask,
+    FailureClass,
+    Invocation,
+    check_known_keys,
+)
+from orchestrator.engines.classify import crashed, last_words
+
+SCRIPT = Path(__file__).resolve().parents[2] / "stages" / "implement_patch.py"
+
+
+class PatchAdapter:
+    name = "patch"
+
+    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
+        return check_known_keys(settings, {})
+
+    def invocation(self, task: EngineTask) -> Invocation:
+        return Invocation(argv=(sys.executable, str(SCRIPT)))
+
+    def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
+        if timed_out:
+            return EngineReport(
+                None, None, None, FailureClass.TIMEOUT, "stopped by the stage timeout"
+            )
+        if exit_code == 0:
+            return EngineReport(None, None, None, None, None)
+        said = last_words(output)
+        failure = FailureClass.ENGINE_ERROR if crashed(exit_code) else FailureClass.CODE
+        return EngineReport(None, None, None, failure, said or f"exit {exit_code}")
+
+
+ADAPTER = PatchAdapter()

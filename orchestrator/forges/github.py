@@ -1,0 +1,302 @@
+"""GitHub as a forge: open (or find) the pull request for a pushed branch, over REST.
+
+Requests (GitHub REST API, version 2022-11-28, "Pulls": https://docs.github.com/rest/pulls):
+
+    GET  /repos/{owner}/{name}/pulls?head={owner}:{branch}&base={base}&state=open
+         → [] or [{"number": 7, "html_url": "https://github.com/o/n/pull/7", …}]
+    POST /repos/{owner}/{name}/pulls   {"title", "head", "base", "body"}
+         → 201 {"number", "html_url", …}; 422 {"message": "Validation Failed",
+           "errors": [{"resource": "PullRequest", "code": "custom",
+                       "message": "A pull request already exists for o:branch."}]}
+
+Every request carries ``Authorization: Bearer <token>``, ``Accept:
+application/vnd.github+json`` and ``X-GitHub-Api-Version: 2022-11-28``. Opening is
+idempotent: an open pull request for the same head and base is reused (``created=False``),
+and a POST that loses a race ("already exists") is answered by listing again.
+
+The token lives only in request headers: never in a message, an exception, a repr or a
+log. The HTTP client is injected (``httpx2.Client`` in the stage, a ``MockTransport`` one
+in tests); this module does not import it, and the client's transport errors are named by
+the caller (``network_errors``) and translated here into ``ForgeError(kind="outage")``.
+
+    ForgeError(kind)   auth       401: the token is missing, wrong or expired
+                       forbidden  403: the token may not do this (or the rate limit is spent)
+                       not_found  404: no such repository, or the token cannot see it
+                       rejected   422 and other 4xx: GitHub refused the request, its words
+                       rate_limited 429: secondary rate limit
+                       outage     5xx, or the network failed
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+API_VERSION = "2022-11-28"
+MEDIA_TYPE = "application/vnd.github+json"
+DEFAULT_API_URL = "https://api.github.com"
+# GitHub refuses bodies over 65536 characters; leave room for the footer.
+MAX_BODY_CHARS = 60_000
+
+_NAME = r"[A-Za-z0-9_.-]+"
+_REPO = re.compile(rf"^(?P<owner>{_NAME})/(?P<name>{_NAME})$")
+_URLS = (
+    re.compile(
+        rf"^https?://(?:[^@/]+@)?github\.com/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"
+    ),
+    re.compile(
+        rf"^ssh://git@github\.com(?::22)?/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"
+    ),
+    re.compile(rf"^git@github\.com:(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"),
+)
+
+
+class HttpResponse(Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+class HttpClient(Protocol):
+    """The slice of ``httpx2.Client`` this module uses."""
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        json: Any = None,
+    ) -> HttpResponse: ...
+
+
+class ForgeError(Exception):
+    """A forge refused or could not be reached. ``str()`` is one line, free of secrets."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"ForgeError(kind={self.kind!r}, message={self.message!r})"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    url: str
+    created: bool  # False: an open pull request for this head and base already existed
+
+
+def repo_from_url(url: str) -> str:
+    """``owner/name`` from a GitHub remote URL (https, ssh, scp-like); ValueError otherwise."""
+    for pattern in _URLS:
+        match = pattern.match(url.strip())
+        if match and match.group("name").removesuffix(".git") not in ("", ".", ".."):
+            return f"{match.group('owner')}/{match.group('name')}"
+    raise ValueError(f"not a GitHub repository URL: {_without_userinfo(url)!r}")
+
+
+def _without_userinfo(url: str) -> str:
+    """``https://user:secret@host/…`` → ``https://host/…``: a URL in a message keeps no key."""
+    return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
+
+
+def pr_body(ticket_body: str, verdict_summaries: Sequence[str], run_id: str) -> str:
+    """The pull request's description: the ticket, then what the run decided on the way."""
+    decisions = (
+        "\n".join(f"- {' '.join(summary.split())}" for summary in verdict_summaries)
+        if verdict_summaries
+        else "No failure needed a recovery decision."
+    )
+    footer = (
+        f"\n\n---\nOpened by the orchestrator, run `{run_id}`.\n\n"
+        f"Recovery decisions in this run:\n{decisions}\n"
+    )
+    body = ticket_body.strip("\n")
+    cut_note = "\n\n[… the ticket's text is cut here, at GitHub's limit]"
+    room = MAX_BODY_CHARS - len(footer)
+    if len(body) > room:
+        body = body[: max(room - len(cut_note), 0)] + cut_note
+    return body + footer
+
+
+class GitHubForge:
+    """Pull requests on one repository, with one token."""
+
+    __slots__ = ("_client", "_network_errors", "_token", "owner", "repo")
+
+    def __init__(
+        self,
+        client: HttpClient,
+        repo: str,
+        token: str,
+        *,
+        network_errors: tuple[type[BaseException], ...] = (OSError,),
+    ) -> None:
+        match = _REPO.match(repo)
+        if match is None:
+            raise ValueError(f"repository must be 'owner/name' (got {repo!r})")
+        if not token:
+            raise ValueError("a GitHub token is required")
+        self._client = client
+        self._token = token
+        self._network_errors = network_errors
+        self.repo = repo
+        self.owner = match.group("owner")
+
+    def __repr__(self) -> str:
+        return f"GitHubForge(repo={self.repo!r})"
+
+    def open_pull_request(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
+        """The open pull request for ``head`` into ``base``: the existing one, else a new one."""
+        existing = self._find_open(head, base)
+        if existing is not None:
+            return existing
+        response = self._send(
+            "POST",
+            self._pulls_path(),
+            json={"title": title, "head": head, "base": base, "body": body},
+        )
+        if response.status_code == 422 and "already exists" in _github_message(response):
+            # Someone (a concurrent run, a person) opened it between our GET and POST.
+            existing = self._find_open(head, base)
+            if existing is not None:
+                return existing
+        if response.status_code != 201:
+            raise self._error(response, f"cannot open a pull request for {head} into {base}")
+        return _pull_request(response, created=True)
+
+    def _pulls_path(self) -> str:
+        owner, name = self.repo.split("/")
+        return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}/pulls"
+
+    def _find_open(self, head: str, base: str) -> PullRequest | None:
+        response = self._send(
+            "GET",
+            self._pulls_path(),
+            params={"head": f"{self.owner}:{head}", "base": base, "state": "open"},
+        )
+        if response.status_code != 200:
+            raise self._error(response, f"cannot list pull requests of {self.repo}")
+        pulls = _json(response)
+        if not isinstance(pulls, list):
+            raise ForgeError(
+                "outage", f"GitHub answered the pull request list with {type(pulls).__name__}"
+            )
+        for pull in pulls:
+            if isinstance(pull, dict):
+                return _pull_request_from(pull, created=False)
+        return None
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+    ) -> HttpResponse:
+        headers = {
+            "Authorization": f"Bearer {self._token}",
+            "Accept": MEDIA_TYPE,
+            "X-GitHub-Api-Version": API_VERSION,
+        }
+        try:
+            return self._client.request(method, path, params=params, headers=headers, json=json)
+        except self._network_errors as exc:
+            # The exception's text is the transport's: scrub it all the same.
+            reason = self._scrub(str(exc)) or type(exc).__name__
+            raise ForgeError("outage", f"cannot reach GitHub: {reason}") from None
+
+    def _error(self, response: HttpResponse, doing: str) -> ForgeError:
+        status = response.status_code
+        said = self._scrub(_github_message(response))
+        said_part = f": {said}" if said else ""
+        if status == 401:
+            return ForgeError(
+                "auth", f"{doing}: GitHub rejected the token (401){said_part}; check GITHUB_TOKEN"
+            )
+        if status == 403:
+            hint = ""
+            if response.headers.get("x-ratelimit-remaining") == "0":
+                reset = response.headers.get("x-ratelimit-reset", "")
+                hint = "; the API rate limit is spent" + (
+                    f" (resets at epoch {reset})" if reset.isdigit() else ""
+                )
+            return ForgeError(
+                "forbidden",
+                f"{doing}: the token may not do this (403){said_part}{hint}",
+            )
+        if status == 404:
+            return ForgeError(
+                "not_found",
+                f"{doing}: {self.repo} not found (404), or the token cannot see it",
+            )
+        if status == 429:
+            return ForgeError("rate_limited", f"{doing}: GitHub's rate limit (429){said_part}")
+        if status >= 500:
+            return ForgeError("outage", f"{doing}: GitHub is failing ({status}){said_part}")
+        return ForgeError("rejected", f"{doing}: GitHub refused it ({status}){said_part}")
+
+    def _scrub(self, text: str) -> str:
+        return " ".join(text.replace(self._token, "***").split())
+
+
+def _json(response: HttpResponse) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise ForgeError(
+            "outage", f"GitHub answered {response.status_code} with a body that is not JSON"
+        ) from None
+
+
+def _github_message(response: HttpResponse) -> str:
+    """GitHub's ``message`` and each ``errors[].message`` (or code), joined; '' if none."""
+    try:
+        data = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    parts = []
+    if isinstance(data.get("message"), str):
+        parts.append(data["message"])
+    errors = data.get("errors")
+    for error in errors if isinstance(errors, list) else []:
+        if isinstance(error, dict):
+            detail = error.get("message") or " ".join(
+                str(error[key]) for key in ("resource", "field", "code") if key in error
+            )
+            if detail:
+                parts.append(str(detail))
+        elif isinstance(error, str):
+            parts.append(error)
+    return "; ".join(parts)[:500]
+
+
+def _pull_request(response: HttpResponse, *, created: bool) -> PullRequest:
+    data = _json(response)
+    if not isinstance(data, dict):
+        raise ForgeError("outage", "GitHub answered the new pull request with no object")
+    return _pull_request_from(data, created=created)
+
+
+def _pull_request_from(data: Mapping[str, Any], *, created: bool) -> PullRequest:
+    number, url = data.get("number"), data.get("html_url")
+    if not isinstance(number, int) or not isinstance(url, str):
+        raise ForgeError("outage", "GitHub's pull request has no number or html_url")
+    return PullRequest(number=number, url=url, created=created)

@@ -43,7 +43,7 @@ from orchestrator.recovery.graph import (
     context_to_json,
 )
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PROMPT_VERSION, PromptFacts
+from orchestrator.recovery.prompt import PROMPT_VERSION, facts_for
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.state import Attempt, RunRecord, VerdictRef
 from orchestrator.substrate import Effect, apply, code_stage_for
@@ -226,16 +226,7 @@ def _decide(
         failure=Failure(
             check=decision_ctx.failing_check, output=check_output, ticket_title=record.ticket_title
         ),
-        facts=PromptFacts(
-            ticket_id=record.ticket_id,
-            ticket_kind=record.ticket_kind,
-            failing_stage=stage.name,
-            failing_check=decision_ctx.failing_check,
-            current_engine=decision_ctx.current_engine,
-            current_model=decision_ctx.current_model,
-            engines={k: list(v) for k, v in decision_ctx.ladders.items()},
-            recipe_allowlist=list(config.recovery.recipe_allowlist),
-        ),
+        facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
         bundle_text=bundle.render(),
         bundle_path=str(bundle_path),
         inputs_hash=link.inputs_hash(bundle_json),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from orchestrator.recovery.verdict import Action, verdict_json_schema
+from orchestrator.recovery.verdict import Action, DecisionContext, verdict_json_schema
 
 PROMPT_VERSION = "recovery-v1"
 
@@ -41,6 +41,20 @@ class PromptFacts:
     current_model: str | None
     engines: dict[str, list[str]]
     recipe_allowlist: list[str]
+
+
+def facts_for(ctx: DecisionContext, ticket_id: str, ticket_kind: str) -> PromptFacts:
+    """What the prompt says about the failure: the decision context, as the model sees it."""
+    return PromptFacts(
+        ticket_id=ticket_id,
+        ticket_kind=ticket_kind,
+        failing_stage=ctx.failing_stage,
+        failing_check=ctx.failing_check,
+        current_engine=ctx.current_engine,
+        current_model=ctx.current_model,
+        engines={k: list(v) for k, v in ctx.ladders.items()},
+        recipe_allowlist=list(ctx.recipe_allowlist),
+    )
 
 
 def build_prompt(

@@ -160,7 +160,7 @@ class GitHubForge:
     def __repr__(self) -> str:
         return f"GitHubForge(repo={self.repo!r})"
 
-    def open_pull_request(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
+    def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
         """The open pull request for ``head`` into ``base``: the existing one, else a new one."""
         existing = self._find_open(head, base)
         if existing is not None:

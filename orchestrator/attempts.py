@@ -5,6 +5,7 @@ failing check as the verifier), so both run a check the same way."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -13,6 +14,7 @@ from pathlib import Path
 from orchestrator import runner
 from orchestrator.config import CheckConfig, Config, LoadedConfig, StageConfig
 from orchestrator.display import Reporter
+from orchestrator.engine_stage import EngineOutcome, failure_of_stage, run_engine
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.state import (
@@ -46,6 +48,7 @@ class Services:
     run_process: Callable[..., runner.ProcessOutcome] = runner.run_process
     gateway_factory: Callable[[], ModelGateway | Unavailable | None] = _no_gateway
     tick_s: float = 1.0
+    sleep: Callable[[float], None] = time.sleep  # the back-off before an infra retry
 
 
 def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> tuple[str, str]:
@@ -164,9 +167,24 @@ def run_stage(
     try:
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
+        elif stage.engine is not None:
+            services.reporter.stage_started(record, stage.name, number, "")
+            result = run_engine(
+                stage=stage,
+                engine=loaded.config.engines[engine],
+                model=model,
+                ctx=ctx,
+                environ=dict(services.environ),
+                log_path=logs / f"{number:03d}-{stage.name}.log",
+                run_process=services.run_process,
+                on_start=remember_group,
+                on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+                tick_s=services.tick_s,
+            )
+            attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
         else:
-            command = stage.command or loaded.config.engines[engine].command
-            argv = expand_command(command, root=loaded.root, ctx=ctx)
+            assert stage.command is not None  # the config validates: exactly one kind of work
+            argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
             outcome = services.run_process(
                 argv,
@@ -180,6 +198,9 @@ def run_stage(
                 tick_s=services.tick_s,
             )
             attempt = _finish_attempt(attempt, outcome)
+            marked = failure_of_stage(outcome)
+            if marked is not None:
+                attempt = attempt.model_copy(update={"failure_class": marked.value})
     except BaseException:
         attempt = attempt.model_copy(
             update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
@@ -196,6 +217,19 @@ def run_stage(
     store.save(record)
     services.reporter.stage_finished(record, attempt)
     return record, attempt
+
+
+def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
+    report = result.report
+    return attempt.model_copy(
+        update={
+            "turns": report.turns if report else None,
+            "cost_usd": report.cost_usd if report else None,
+            "final_message": (report.final_message or "")[:2000] or None if report else None,
+            "failure_class": result.failure_class.value if result.failure_class else None,
+            "failure_detail": report.detail if report else None,
+        }
+    )
 
 
 def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt:

@@ -19,7 +19,7 @@ from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError
 from orchestrator.validation import Frozen, describe_validation_error
 
-ChargeKind = Literal["diagnosis", "retry"]
+ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
 
 
 class Charge(Frozen):

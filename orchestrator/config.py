@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
@@ -52,6 +52,10 @@ class RecoveryConfig(Frozen):
     enabled: StrictBool = True
     max_diag_invocations_per_ticket: Cap = 2
     max_retries_per_ticket: Cap = 2
+    # Infrastructure failures (rate limits, outages, engine crashes) are retried without
+    # asking the model, after a back-off that doubles from ``infra_backoff_s``.
+    max_infra_retries_per_ticket: Cap = 3
+    infra_backoff_s: Annotated[float, Field(strict=True, ge=0.0, le=3600.0)] = 30.0
     # Re-asks after a reply that failed validation (not after API errors).
     max_reasks: Annotated[StrictInt, Field(ge=0, le=3)] = 1
     recipe_allowlist: Annotated[tuple[Name, ...], Field(max_length=32)] = ("git",)
@@ -139,11 +143,36 @@ class ModelConfig(Frozen):
     max_tokens: Annotated[StrictInt, Field(ge=256, le=32_000)] = 2048
 
 
-class EngineConfig(Frozen):
-    """How to run a coding engine, and its model ladder (weakest first)."""
+EngineKind = Literal["patch", "claude-code", "codex", "aider", "command"]
 
-    command: Argv
+
+class EngineConfig(Frozen):
+    """A coding engine: which adapter runs it (``kind``), its model ladder (weakest
+    first) and the adapter's own settings. ``command`` is the argv template of a
+    ``command`` engine (shorthand for ``settings.command``)."""
+
+    kind: EngineKind = "command"
+    command: Argv | None = None
     models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    def adapter_settings(self) -> dict[str, Any]:
+        if self.command is not None:
+            return {**self.settings, "command": list(self.command)}
+        return dict(self.settings)
+
+    @model_validator(mode="after")
+    def _settings_fit_the_adapter(self) -> EngineConfig:
+        from orchestrator.engines import adapter_for
+
+        if self.command is not None and self.kind != "command":
+            raise ValueError(
+                f"'command' is only for kind = \"command\" (this engine is {self.kind!r})"
+            )
+        problems = adapter_for(self.kind).check_settings(self.adapter_settings())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class CheckConfig(Frozen):

@@ -46,6 +46,8 @@ class HaltReason(StrEnum):
     NO_MODEL = "no_model"  # diagnosis needed, but no model is configured
     MODEL_ERROR = "model_error"  # the model call failed: timeout, refusal, API error
     BUDGET_SPENT = "budget_spent"  # the batch's model budget is spent
+    AUTH_ERROR = "auth_error"  # an engine or forge refused our credentials
+    QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
 
 
 S = RunState

@@ -224,14 +224,23 @@ def _decide(
         signature=signature,
         decision=decision_ctx,
         failure=Failure(
-            check=decision_ctx.failing_check, output=check_output, ticket_title=record.ticket_title
+            check=decision_ctx.failing_check,
+            output=check_output,
+            ticket_title=record.ticket_title,
+            infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
+            infra_detail=attempt.failure_detail,
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
         bundle_text=bundle.render(),
         bundle_path=str(bundle_path),
         inputs_hash=link.inputs_hash(bundle_json),
         clone_exists=clone_exists,
-        caps=Caps(budget.spent("diagnosis"), config.recovery.max_diag_invocations_per_ticket),
+        caps=Caps(
+            budget.spent("diagnosis"),
+            config.recovery.max_diag_invocations_per_ticket,
+            budget.spent("infra-retry"),
+            config.recovery.max_infra_retries_per_ticket,
+        ),
         history=link.history(signature),
     )
     charges = 0

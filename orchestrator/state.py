@@ -90,10 +90,23 @@ class Attempt(Frozen):
     start_ticks: int | None = None
     checks: tuple[CheckResult, ...] = ()
     failing_check: FailingCheck | None = None
+    # What an engine reported about itself, and how a failure was classified: ``code``
+    # goes to the recovery decision, any other class is infrastructure. An engine may
+    # exit 0 and still have failed (aider does, when every API call failed).
+    turns: int | None = None
+    cost_usd: float | None = None
+    final_message: str | None = None
+    failure_class: str | None = None
+    failure_detail: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.status is AttemptStatus.FINISHED and self.exit_code == 0 and not self.timed_out
+        return (
+            self.status is AttemptStatus.FINISHED
+            and self.exit_code == 0
+            and not self.timed_out
+            and self.failure_class is None
+        )
 
 
 class StageRecord(Frozen):

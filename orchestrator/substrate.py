@@ -32,7 +32,7 @@ from orchestrator import runner
 from orchestrator.approvals import Approval
 from orchestrator.atomic import atomic_write
 from orchestrator.attempts import Services, engine_and_model, run_check, stage_context
-from orchestrator.budget import BudgetStore
+from orchestrator.budget import BudgetStore, ChargeKind
 from orchestrator.config import Config, StageConfig
 from orchestrator.errors import StateError
 from orchestrator.pipeline import HaltReason, RunState
@@ -89,6 +89,14 @@ class Applying:
     @property
     def reason(self) -> str:
         return self.proposal.reasoning[0] if self.proposal.reasoning else ""
+
+
+MAX_BACKOFF_S = 600.0
+
+
+def backoff_s(base: float, retries_so_far: int) -> float:
+    """Doubling back-off for infrastructure retries, capped at ten minutes."""
+    return float(min(base * 2**retries_so_far, MAX_BACKOFF_S))
 
 
 def code_stage_for(config: Config, failing: StageConfig) -> StageConfig:
@@ -156,14 +164,25 @@ def apply(
     budgets = BudgetStore(services.store.state_dir)
     key = f"{record.run_id}:verdict-{applying.number}"
     budget = budgets.load(record.ticket_id)
-    limit = config.recovery.max_retries_per_ticket
-    if not budget.has("retry", key) and budget.spent("retry") >= limit:
+    infra = applying.proposal.evidence_of("failure").get("infra")
+    # Infrastructure retries have their own budget, and wait before they go again.
+    kind: ChargeKind = "infra-retry" if infra else "retry"
+    limit = (
+        config.recovery.max_infra_retries_per_ticket
+        if infra
+        else config.recovery.max_retries_per_ticket
+    )
+    if not budget.has(kind, key) and budget.spent(kind) >= limit:
         return _stop(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.CAP_EXHAUSTED,
-            why=f"retry cap spent ({budget.spent('retry')}/{limit} for this ticket); "
+            why=f"{kind} cap spent ({budget.spent(kind)}/{limit} for this ticket); "
             f"the verdict was {verdict.action}",
         )  # fmt: skip
-    budgets.charge(record.ticket_id, "retry", key, run_id=record.run_id, at=services.clock())
+    if infra and not budget.has(kind, key):
+        delay = backoff_s(config.recovery.infra_backoff_s, budget.spent(kind))
+        services.reporter.note(f"{infra}: waiting {delay:.0f}s before the retry")
+        services.sleep(delay)
+    budgets.charge(record.ticket_id, kind, key, run_id=record.run_id, at=services.clock())
     record = record.model_copy(
         update={
             "counters": record.counters.model_copy(update={"retries": record.counters.retries + 1})

@@ -40,6 +40,7 @@ import httpx2
 from _stagelib import StageError, git_reason, require_env
 
 from orchestrator.atomic import atomic_write
+from orchestrator.engines.classify import FAILURE_MARKER
 from orchestrator.errors import TicketError
 from orchestrator.forges.github import (
     DEFAULT_API_URL,
@@ -215,6 +216,16 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
     print(f"{verb} pull request #{pull.number}: {pull.url}")
 
 
+# GitHub's answers that are about access or availability, not about the change: a 404
+# (wrong repository) or a 422 (GitHub refused this pull request) go to recovery as usual.
+FORGE_FAILURE_CLASS = {
+    "auth": "auth_error",
+    "forbidden": "auth_error",
+    "rate_limited": "rate_limited",
+    "outage": "outage",
+}
+
+
 def main(environ: Mapping[str, str], client_factory: ClientFactory = default_client) -> int:
     """Run the stage; expected failures are one line on stderr and an exit code."""
     try:
@@ -224,6 +235,11 @@ def main(environ: Mapping[str, str], client_factory: ClientFactory = default_cli
         return 1
     except ForgeError as exc:
         print(f"open-pr: github {exc.kind}: {exc}", file=sys.stderr)
+        failure_class = FORGE_FAILURE_CLASS.get(exc.kind)
+        if failure_class:
+            # Tells the orchestrator this is infrastructure: retried after a back-off
+            # (outage, rate limit) or handed to a person (credentials), never the model.
+            print(f"{FAILURE_MARKER}{failure_class}", file=sys.stderr)
         return EXIT_UNAVAILABLE if exc.kind in _UNAVAILABLE else EXIT_REFUSED
     return 0
 

@@ -354,8 +354,13 @@ def test_stage_pushes_opens_records_and_reuses(
 
 
 @pytest.mark.parametrize(
-    ("status", "kind", "code"),
-    [(401, "auth", 3), (403, "forbidden", 3), (422, "rejected", 3), (503, "outage", 4)],
+    ("status", "kind", "code", "failure_class"),
+    [
+        (401, "auth", 3, "auth_error"),
+        (403, "forbidden", 3, "auth_error"),
+        (422, "rejected", 3, None),  # about the change: recovery decides, not infra
+        (503, "outage", 4, "outage"),
+    ],
 )
 def test_stage_turns_forge_errors_into_exit_codes(
     stage: ModuleType,
@@ -365,6 +370,7 @@ def test_stage_turns_forge_errors_into_exit_codes(
     status: int,
     kind: str,
     code: int,
+    failure_class: str | None,
 ) -> None:
     monkeypatch.chdir(workspace["ctx"].clone_dir)
 
@@ -374,7 +380,10 @@ def test_stage_turns_forge_errors_into_exit_codes(
 
     assert stage.main(workspace["environ"], make) == code
     err = capsys.readouterr().err
-    assert err.startswith(f"open-pr: github {kind}: ") and err.count("\n") == 1
+    lines = err.splitlines()
+    assert lines[0].startswith(f"open-pr: github {kind}: ")
+    # The orchestrator reads the class from this line: infrastructure, not a code failure.
+    assert lines[1:] == ([f"::failure-class::{failure_class}"] if failure_class else [])
     assert TOKEN not in err
     assert not (workspace["ctx"].run_dir / "pull-request.json").exists()
 

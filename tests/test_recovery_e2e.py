@@ -70,6 +70,7 @@ class Harness:
         self.loaded = load_config(config)
         self.gateway = gateway
         self.builds = 0
+        self.slept: list[float] = []
         self.out = io.StringIO()
         self.services = Services(
             loaded=self.loaded,
@@ -82,6 +83,7 @@ class Harness:
                 "DRY_RUN": "false",
             },
             gateway_factory=self.factory,
+            sleep=self.slept.append,  # back-offs are recorded, never waited for
         )
 
     def factory(self) -> ModelGateway | None:

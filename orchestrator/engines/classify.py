@@ -207,3 +207,25 @@ def last_words(output: str, *, skip_json: bool = False) -> str | None:
         if stripped and not (skip_json and stripped.startswith("{")):
             return one_line(stripped)
     return None
+
+
+# A stage that is not an engine (the GitHub forge, a user's script) can name an
+# infrastructure failure on a line of its output: "::failure-class::rate_limited".
+FAILURE_MARKER = "::failure-class::"
+
+
+def marked_failure(text: str) -> FailureClass | None:
+    """The last ``::failure-class::<class>`` a stage printed, if it names one we know."""
+    found: FailureClass | None = None
+    for line in text.splitlines():
+        if line.startswith(FAILURE_MARKER):
+            name = (
+                line[len(FAILURE_MARKER) :].strip().split()[0]
+                if line[len(FAILURE_MARKER) :].strip()
+                else ""
+            )
+            try:
+                found = FailureClass(name)
+            except ValueError:
+                continue
+    return found

@@ -24,7 +24,12 @@ from typing import Literal
 Routing = Literal["auto", "hitl_recommended", "hitl_required", "reject"]
 
 WEIGHTS: Mapping[str, float] = {"verification": 0.4, "source": 0.3, "history": 0.2, "judge": 0.3}
-SOURCE_PRIOR: Mapping[str, float] = {"synthetic": 1.0, "playbook": 0.95, "model": 0.5}
+SOURCE_PRIOR: Mapping[str, float] = {
+    "synthetic": 1.0,
+    "infra": 1.0,
+    "playbook": 0.95,
+    "model": 0.5,
+}
 RECOMMEND_BAND = 0.2
 
 

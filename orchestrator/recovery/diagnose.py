@@ -27,6 +27,7 @@ from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
     DecisionContext,
+    RetryVerdict,
     Verdict,
     abandon,
     parse_reply,
@@ -43,6 +44,7 @@ class Source(StrEnum):
     MODEL = "model"
     PLAYBOOK = "playbook"
     SYNTHETIC = "synthetic"
+    INFRA = "infra"  # a deterministic answer to an infrastructure failure
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class Decision:
 class Caps:
     diagnoses_used: int
     max_diagnoses: int
+    infra_retries_used: int = 0
+    max_infra_retries: int = 3
 
     @property
     def spent(self) -> bool:
@@ -110,10 +114,38 @@ def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
     return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
 
 
+# Infrastructure failures a retry can outlast, and those only a person can fix.
+TRANSIENT = frozenset({"rate_limited", "outage", "timeout", "engine_error"})
+NEEDS_A_PERSON = {
+    "auth_error": HaltReason.AUTH_ERROR,
+    "quota_exhausted": HaltReason.QUOTA_EXHAUSTED,
+}
+
+
+def infra_decision(failure: Failure, caps: Caps) -> Decision:
+    """Infrastructure failures never go to the model: a deterministic verdict."""
+    cls = failure.infra or "engine_error"
+    said = f": {failure.infra_detail}" if failure.infra_detail else ""
+    if cls in NEEDS_A_PERSON:
+        why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
+        return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])
+    if caps.infra_retries_used >= caps.max_infra_retries:
+        why = (
+            f"infrastructure failure ({cls}{said}); infrastructure retries spent "
+            f"({caps.infra_retries_used}/{caps.max_infra_retries} for this ticket)"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=HaltReason.CAP_EXHAUSTED)
+    why = f"infrastructure failure ({cls}{said}): retry after a back-off"
+    verdict = RetryVerdict(action="retry", summary=why[:2000])
+    return Decision(Source.INFRA, verdict, True, why, proposal=verdict.model_dump(mode="json"))
+
+
 def precheck(
     *, ctx: DecisionContext, failure: Failure, clone_exists: bool, caps: Caps
 ) -> Decision | None:
     """Layer 1: a decision that needs no model, or None when the model must be asked."""
+    if failure.infra is not None:
+        return infra_decision(failure, caps)
     if not clone_exists:
         why = f"the failed stage's clone {ctx.clone_dir} is missing: nothing to inspect or retry safely"
         return Decision(

@@ -395,7 +395,8 @@ class PrepareProposal:
             {"kind": "source", "source": decision.source.value, "valid": decision.valid,
              "playbook_entry": decision.playbook_entry, "model": decision.model},
             {"kind": "failure", "stage": ctx.decision.failing_stage,
-             "check": ctx.decision.failing_check, "attempt": ctx.attempt, "signature": ctx.signature},
+             "check": ctx.decision.failing_check, "attempt": ctx.attempt, "signature": ctx.signature,
+             "infra": ctx.failure.infra},
             {"kind": "halt", "reason": decision.halt.value if decision.halt else None,
              "cap_exhausted": decision.cap_exhausted},
             {"kind": "bundle", "path": ctx.bundle_path, "inputs_hash": ctx.inputs_hash},
@@ -498,6 +499,8 @@ def context_to_json(ctx: RecoveryContext) -> dict[str, Any]:
             "check": ctx.failure.check,
             "output": ctx.failure.output,
             "ticket_title": ctx.failure.ticket_title,
+            "infra": ctx.failure.infra,
+            "infra_detail": ctx.failure.infra_detail,
         },
         "facts": {
             "ticket_id": ctx.facts.ticket_id,
@@ -515,6 +518,8 @@ def context_to_json(ctx: RecoveryContext) -> dict[str, Any]:
         "caps": {
             "diagnoses_used": ctx.caps.diagnoses_used,
             "max_diagnoses": ctx.caps.max_diagnoses,
+            "infra_retries_used": ctx.caps.infra_retries_used,
+            "max_infra_retries": ctx.caps.max_infra_retries,
         },
         "history": {a: {"green": h.green, "total": h.total} for a, h in ctx.history.items()},
         "identity": dict(ctx.identity),

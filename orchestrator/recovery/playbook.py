@@ -20,6 +20,10 @@ class Failure:
     check: str | None
     output: str
     ticket_title: str
+    # An infrastructure class (rate_limited, outage, auth_error, ...), when the failed
+    # attempt was classified as one: such failures never reach the model.
+    infra: str | None = None
+    infra_detail: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,13 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import git
+
+if TYPE_CHECKING:
+    from orchestrator.tickets import Ticket
+
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -68,3 +72,14 @@ def run_stage(name: str, main: Callable[[Mapping[str, str]], None]) -> NoReturn:
         print(f"{name}: {exc}", file=sys.stderr)
         sys.exit(1)
     sys.exit(0)
+
+
+def stage_ticket(environ: Mapping[str, str]) -> Ticket:
+    """The run's ticket snapshot; a malformed one is an expected failure, not a traceback."""
+    # Imported here: the path set-up above must run first in a bare checkout.
+    from orchestrator.tickets import TicketError, load_ticket
+
+    try:
+        return load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
+    except TicketError as exc:
+        raise StageError(str(exc)) from None

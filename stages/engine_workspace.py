@@ -16,11 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import git
-from _stagelib import StageError, require_env, run_stage
+from _stagelib import StageError, require_env, run_stage, stage_ticket
 from implement_patch import reset_to_base
 
 from orchestrator.checks.commit_order import classify_path
-from orchestrator.tickets import TicketError, load_ticket
 
 
 def changed_paths(repo: git.Repo) -> list[str]:
@@ -57,10 +56,7 @@ def main(environ: Mapping[str, str]) -> None:
     import sys
 
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    try:
-        ticket = load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
-    except TicketError as exc:
-        raise StageError(str(exc)) from None
+    ticket = stage_ticket(environ)
     with git.Repo(Path.cwd()) as repo:
         if mode == "prepare":
             reset_to_base(

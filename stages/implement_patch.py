@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import git
-from _stagelib import StageError, git_output_lines, git_reason, require_env, run_stage
+from _stagelib import StageError, git_output_lines, git_reason, require_env, run_stage, stage_ticket
 
-from orchestrator.errors import TicketError
-from orchestrator.tickets import PatchExtras, Ticket, load_ticket
+from orchestrator.tickets import PatchExtras, Ticket
 
 MBOX_MAGIC = b"From "
 
@@ -64,10 +63,7 @@ def apply_diff(repo: git.Repo, patch: Path, message: str) -> None:
 
 
 def main(environ: Mapping[str, str]) -> None:
-    try:
-        ticket = load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
-    except TicketError as exc:
-        raise StageError(str(exc)) from None
+    ticket = stage_ticket(environ)
     base_ref = require_env(environ, "ORCH_BASE_REF")
     work = require_env(environ, "ORCH_WORK_BRANCH")
     patch = patch_path(ticket)

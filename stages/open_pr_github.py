@@ -37,11 +37,10 @@ from typing import Any
 
 import git
 import httpx2
-from _stagelib import StageError, git_reason, require_env
+from _stagelib import StageError, git_reason, require_env, stage_ticket
 
 from orchestrator.atomic import atomic_write
 from orchestrator.engines.classify import FAILURE_MARKER
-from orchestrator.errors import TicketError
 from orchestrator.forges.github import (
     DEFAULT_API_URL,
     ForgeError,
@@ -50,7 +49,6 @@ from orchestrator.forges.github import (
     pr_body,
     repo_from_url,
 )
-from orchestrator.tickets import load_ticket
 
 RECORD_NAME = "pull-request.json"
 EXIT_REFUSED = 3
@@ -187,10 +185,7 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
             "GITHUB_TOKEN is not set: the github forge needs a token that may push and "
             "open pull requests"
         )
-    try:
-        ticket = load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
-    except TicketError as exc:
-        raise StageError(str(exc)) from None
+    ticket = stage_ticket(environ)
     repository = require_env(environ, "ORCH_REPOSITORY")
     base = require_env(environ, "ORCH_BASE_BRANCH")
     base_ref = require_env(environ, "ORCH_BASE_REF")

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import git
-from _stagelib import StageError, git_reason, require_env, run_stage
+from _stagelib import StageError, git_reason, require_env, run_stage, stage_ticket
 
 from orchestrator.atomic import atomic_write
-from orchestrator.errors import TicketError
-from orchestrator.tickets import load_ticket
 
 RECORD_NAME = "pull-request.json"
 
@@ -66,10 +64,7 @@ def read_previous(path: Path) -> dict[str, Any] | None:
 
 
 def main(environ: Mapping[str, str]) -> None:
-    try:
-        ticket = load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
-    except TicketError as exc:
-        raise StageError(str(exc)) from None
+    ticket = stage_ticket(environ)
     repository = require_env(environ, "ORCH_REPOSITORY")
     base = require_env(environ, "ORCH_BASE_BRANCH")
     base_ref = require_env(environ, "ORCH_BASE_REF")

@@ -103,7 +103,7 @@ def run_check(
     outcome = services.run_process(
         argv,
         cwd=cwd,
-        env=stage_environ(services.environ, check_ctx),
+        env=stage_environ(services.environ, check_ctx, stage.pass_env),
         log_path=log_path,
         timeout_s=check.timeout_s,
         kill_after_s=stage.kill_after_s,
@@ -189,7 +189,7 @@ def run_stage(
             outcome = services.run_process(
                 argv,
                 cwd=cwd,
-                env=stage_environ(services.environ, ctx),
+                env=stage_environ(services.environ, ctx, stage.pass_env),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
                 timeout_s=stage.timeout_s,
                 kill_after_s=stage.kill_after_s,

@@ -25,6 +25,7 @@ DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_STATE_DIR = ".state"
 
 Cap = Annotated[StrictInt, Field(ge=0, le=100)]
+EnvName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -155,6 +156,8 @@ class EngineConfig(Frozen):
     command: Argv | None = None
     models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
     settings: dict[str, Any] = Field(default_factory=dict)
+    # Secret-looking variables (…KEY, …TOKEN…) the engine may see; all others are withheld.
+    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
 
     def adapter_settings(self) -> dict[str, Any]:
         if self.command is not None:
@@ -197,6 +200,8 @@ class StageConfig(Frozen):
     timeout_s: PositiveSeconds = 600.0
     kill_after_s: PositiveSeconds = 5.0
     side_effectful: StrictBool = False
+    # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
+    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
 
     @model_validator(mode="after")
     def _one_kind_of_work(self) -> StageConfig:

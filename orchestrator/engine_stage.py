@@ -85,7 +85,7 @@ def run_engine(
         settings=engine.adapter_settings(),
         attempt=ctx.attempt,
     )
-    env = stage_environ(environ, ctx)
+    env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir
 
     def step(argv: tuple[str, ...], stdin: Path | None = None) -> runner.ProcessOutcome:

@@ -18,8 +18,9 @@ Placeholders in configured commands: {python} {root} {clone} {run_dir}.
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,10 +58,27 @@ def attempt_marker(run_id: str, attempt: int) -> str:
     return f"{run_id}#{attempt}"
 
 
-def stage_environ(base: Mapping[str, str], ctx: StageContext) -> dict[str, str]:
-    """The inherited environment plus the ORCH_* contract (ORCH_* from ``base`` is dropped
-    so a stage never sees a stale value from an orchestrator that started this one)."""
-    env = {k: v for k, v in base.items() if not k.startswith("ORCH_")}
+# Not "AUTH": SSH_AUTH_SOCK is how git reaches an ssh agent, and it holds no secret.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    return SECRET_NAME.search(name) is not None
+
+
+def stage_environ(
+    base: Mapping[str, str], ctx: StageContext, pass_env: Collection[str] = ()
+) -> dict[str, str]:
+    """The inherited environment plus the ORCH_* contract. ORCH_* from ``base`` is
+    dropped (a stage never sees a stale value from an orchestrator that started this one),
+    and so is every variable whose name looks like a secret (…TOKEN, …KEY, …PASSWORD…)
+    unless the stage or its engine names it in ``pass_env``: the project's own test suite
+    has no business with our API key."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.startswith("ORCH_") and (not is_secret_name(k) or k in pass_env)
+    }
     env.update(
         ORCH_TICKET_FILE=str(ctx.ticket_file),
         ORCH_TICKET_ID=ctx.ticket_id,

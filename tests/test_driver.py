@@ -308,3 +308,26 @@ def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> No
     assert record["state"] == "running"
     assert record["attempts"][0]["status"] == "interrupted"
     assert record["stages"][0]["status"] == "pending"
+
+
+def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
+    dump = 'env | grep -E "^(ANTHROPIC_API_KEY|GITHUB_TOKEN|SSH_AUTH_SOCK)=" | sort > "$ORCH_STATE_DIR/env-$ORCH_STAGE"'
+    config = write_config(
+        tmp_path,
+        bash_stage("tests", dump) + bash_stage("push", dump, pass_env=["GITHUB_TOKEN"]),
+    )
+    environ = {
+        "PATH": os.environ["PATH"],
+        "ANTHROPIC_API_KEY": "sk-ant-secret",
+        "GITHUB_TOKEN": "ghp_secret",
+        "SSH_AUTH_SOCK": "/tmp/agent.sock",
+    }
+    services, _ = services_for(config, environ=environ)
+    assert (
+        run_ticket(load_ticket(write_ticket(tmp_path / "t")), services).state is RunState.COMPLETED
+    )
+    state = tmp_path / "state"
+    assert (state / "env-tests").read_text() == "SSH_AUTH_SOCK=/tmp/agent.sock\n"
+    assert (
+        state / "env-push"
+    ).read_text() == "GITHUB_TOKEN=ghp_secret\nSSH_AUTH_SOCK=/tmp/agent.sock\n"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.state import RunRecord
 
 GREEN = "mechanical-fix green"
+RECENT_ROWS = 512
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
@@ -46,11 +47,17 @@ class LedgerLink:
             return iter(())
         return self.ledger.rows()
 
+    def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
+        """A decision's rows. They are written moments apart, so they sit at the end of
+        the ledger: read its tail first (from the end, by seeking) and the whole file only
+        if the decision row is not there."""
+        tail = [r for r in self.ledger.recent(RECENT_ROWS) if r.get("decision_id") == decision_id]
+        if any(r.get("kind") == "decision" for r in tail):
+            return tail
+        return [r for r in self._rows() if r.get("decision_id") == decision_id]
+
     def _decision_row(self, decision_id: str) -> dict[str, Any] | None:
-        for row in self._rows():
-            if row.get("kind") == "decision" and row.get("decision_id") == decision_id:
-                return row
-        return None
+        return next((r for r in self._rows_of(decision_id) if r.get("kind") == "decision"), None)
 
     def history(self, signature: str) -> dict[str, History]:
         """Per action: how often a decision for this failure signature went green."""
@@ -134,14 +141,15 @@ class LedgerLink:
         self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
     ) -> None:
         """A new row that supersedes the decision's (never an update); once per decision."""
-        decision_row = self._decision_row(proposal.decision_id)
+        rows = self._rows_of(proposal.decision_id)
+        decision_row = next((r for r in rows if r.get("kind") == "decision"), None)
         if decision_row is None:
             raise StateError(
                 f"state error: {self.ledger.path}: no decision row for {proposal.decision_id}"
             )
         already = any(
             r.get("kind") == "outcome" and r.get("supersedes") == decision_row["entry_hash"]
-            for r in self._rows()
+            for r in rows
         )
         if not already:
             self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_recovery_e2e import Harness, flaky, make_origin, reply, write_pipeline
 
 from orchestrator.approvals import approval_path, os_user, read_approval
 from orchestrator.commands.approve import answer
@@ -21,6 +20,7 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.state import RunStore
 
 from conftest import write_ticket
+from test_recovery_e2e import Harness, flaky, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -122,9 +122,9 @@ def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> 
 
 
 def test_the_ledger_remembers_green_recipes_for_the_next_ticket(tmp_path: Path) -> None:
-    from test_recovery_e2e import demo_harness
-
     from orchestrator.ledger_link import LedgerLink
+
+    from test_recovery_e2e import demo_harness
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     first = h.run(tickets["CARDS-1"])

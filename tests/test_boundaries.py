@@ -55,7 +55,11 @@ def imported(tree: ast.AST, path: Path) -> Iterator[str]:
 def os_process_calls(tree: ast.AST) -> Iterator[str]:
     """``os.system(...)``, ``os.execv(...)``, ``from os import spawnv`` and the like."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
             if node.attr.startswith(OS_PROCESS_CALLS):
                 yield f"os.{node.attr}"
         if isinstance(node, ast.ImportFrom) and node.module == "os":
@@ -110,7 +114,10 @@ def test_the_gateway_imports_the_sdk_lazily() -> None:
         node
         for node in tree.body  # type: ignore[attr-defined]
         if isinstance(node, (ast.Import, ast.ImportFrom))
-        and any(matches(n, SDK_MODULES) for n in imported(ast.Module(body=[node], type_ignores=[]), path))
+        and any(
+            matches(n, SDK_MODULES)
+            for n in imported(ast.Module(body=[node], type_ignores=[]), path)
+        )
     ]
     assert top_level == [], "the SDK must be imported inside functions (it costs most of a second)"
 

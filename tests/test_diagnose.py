@@ -13,7 +13,6 @@ from orchestrator.pipeline import HaltReason
 from orchestrator.recovery.diagnose import Caps, Decision, Source, decide
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PromptFacts
 from orchestrator.recovery.verdict import (
     Action,
     DecisionContext,
@@ -21,27 +20,11 @@ from orchestrator.recovery.verdict import (
     semantic_errors,
 )
 
+from recovery_fixtures import decision_context, prompt_facts
+
 CLONE = Path("/nonexistent/clone")
-CTX = DecisionContext(
-    failing_stage="review",
-    failing_check="project-tests",
-    code_stage="implement",
-    current_engine="patch",
-    current_model="small",
-    ladders={"patch": ("small", "large"), "aider": ("m",)},
-    clone_dir=CLONE,
-    recipe_allowlist=("git",),
-)
-FACTS = PromptFacts(
-    "T-1",
-    "bug-fix",
-    "review",
-    "project-tests",
-    "patch",
-    "small",
-    {"patch": ["small", "large"]},
-    ["git"],
-)
+CTX = decision_context(CLONE)
+FACTS = prompt_facts(CTX)
 SQUASH_OUTPUT = (
     '1565f38 "Fix off-by-one in deal()": touches both production code and tests; split it\n'
     "lint-bug-commit-order: FAILED (1 violation(s))\n"

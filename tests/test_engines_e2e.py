@@ -9,12 +9,12 @@ from pathlib import Path
 
 import git
 import pytest
-from test_recovery_e2e import Harness, make_origin, write_pipeline
 
 from orchestrator.pipeline import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import ROOT, write_ticket
+from test_recovery_e2e import Harness, make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
 

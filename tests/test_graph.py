@@ -34,8 +34,9 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.guardrail import scrub
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PromptFacts
-from orchestrator.recovery.verdict import DecisionContext, abandon, validate_verdict_object
+from orchestrator.recovery.verdict import abandon, validate_verdict_object
+
+from recovery_fixtures import decision_context, prompt_facts
 
 THRESHOLDS = {
     "retry": 0.8, "escalate-model": 0.8, "switch-engine": 0.8, "split": 0.9,
@@ -48,16 +49,7 @@ SQUASH = (
 
 
 def context(tmp_path: Path, **changes: object) -> RecoveryContext:
-    decision = DecisionContext(
-        failing_stage="review",
-        failing_check="project-tests",
-        code_stage="implement",
-        current_engine="patch",
-        current_model="small",
-        ladders={"patch": ("small", "large"), "aider": ("m",)},
-        clone_dir=tmp_path,
-        recipe_allowlist=("git",),
-    )
+    decision = decision_context(tmp_path)
     ctx = RecoveryContext(
         decision_id="R-1:attempt-3:verdict-1",
         ticket_id="T-1",
@@ -66,7 +58,7 @@ def context(tmp_path: Path, **changes: object) -> RecoveryContext:
         signature="review/project-tests",
         decision=decision,
         failure=Failure(check="project-tests", output="FAILED", ticket_title="t"),
-        facts=PromptFacts("T-1", "bug-fix", "review", "project-tests", "patch", "small", {"patch": ["small", "large"]}, ["git"]),
+        facts=prompt_facts(decision),
         bundle_text="<<<BEGIN UNTRUSTED section: diff>>>\n+x\n<<<END section: diff>>>",
         bundle_path="/state/R-1.bundle-1.json",
         inputs_hash="ab" * 32,
@@ -83,7 +75,9 @@ def deps(gateway: ModelGateway | None = None, **changes: object) -> GraphDeps:
 
 def model_decision(verdict: dict[str, object], *, valid: bool = True) -> Decision:
     parsed, _ = validate_verdict_object(verdict)
-    return Decision(Source.MODEL, parsed if parsed else abandon("bad"), valid, "model verdict", proposal=verdict)
+    return Decision(
+        Source.MODEL, parsed if parsed else abandon("bad"), valid, "model verdict", proposal=verdict
+    )
 
 
 def test_the_graph_is_the_seeds_twelve_nodes_in_order() -> None:
@@ -95,7 +89,9 @@ def test_the_graph_is_the_seeds_twelve_nodes_in_order() -> None:
 
 
 def test_every_node_runs_once_in_order(tmp_path: Path) -> None:
-    state = run_graph(context(tmp_path), deps(ScriptedGateway(['{"action": "retry", "summary": "x"}'])))
+    state = run_graph(
+        context(tmp_path), deps(ScriptedGateway(['{"action": "retry", "summary": "x"}']))
+    )
     assert state.trace == NODE_ORDER
 
 
@@ -105,7 +101,9 @@ def test_entry_binds_identity(tmp_path: Path) -> None:
 
 
 def test_pre_check_decides_known_failures_without_a_model(tmp_path: Path) -> None:
-    ctx = context(tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t"))
+    ctx = context(
+        tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
+    )
     ctx = replace(ctx, decision=replace(ctx.decision, failing_check="lint-bug-commit-order"))
     state = PreCheck().run(GraphState(ctx=ctx), deps())
     assert state.early is not None and state.early.source is Source.PLAYBOOK
@@ -123,9 +121,14 @@ def test_llm_decision_skips_the_model_when_pre_check_decided(tmp_path: Path) -> 
     assert state.decision is early and gateway.calls == 0
 
 
-def test_guardrail_scrubs_secrets_and_personal_data_before_anything_stores_them(tmp_path: Path) -> None:
+def test_guardrail_scrubs_secrets_and_personal_data_before_anything_stores_them(
+    tmp_path: Path,
+) -> None:
     decision = model_decision(
-        {"action": "abandon-human", "summary": "ask jane.doe@example.com; token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}
+        {
+            "action": "abandon-human",
+            "summary": "ask jane.doe@example.com; token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        }
     )
     decision = replace(decision, replies=("contact +1 415-555-0100",))
     state = OutputGuardrail().run(GraphState(ctx=context(tmp_path), decision=decision), deps())
@@ -143,7 +146,9 @@ def test_guardrail_blocks_a_proposal_that_reaches_outside_the_clone(tmp_path: Pa
         "summary": "x",
         "repair_plan": {"verification_check": "project-tests", "commands": ["git -C /etc status"]},
     }
-    state = OutputGuardrail().run(GraphState(ctx=context(tmp_path), decision=model_decision(verdict)), deps())
+    state = OutputGuardrail().run(
+        GraphState(ctx=context(tmp_path), decision=model_decision(verdict)), deps()
+    )
     assert state.guardrail.blocked == ("/etc",)
     assert state.decision is not None and state.decision.verdict.action == "abandon-human"
     assert not state.decision.valid
@@ -155,9 +160,16 @@ def test_guardrail_blocks_a_proposal_that_reaches_outside_the_clone(tmp_path: Pa
         ({"action": "retry", "summary": "x"}, []),
         ({"action": "reboot", "summary": "x"}, ["in_enum", "schema_ok"]),
         ({"action": "retry"}, ["schema_ok"]),
-        ({"action": "switch-engine", "summary": "x", "engine": "nope"}, ["engine_exists", "rules_ok"]),
         (
-            {"action": "mechanical-fix", "summary": "x", "repair_plan": {"verification_check": "lint", "commands": ["rm -rf x"]}},
+            {"action": "switch-engine", "summary": "x", "engine": "nope"},
+            ["engine_exists", "rules_ok"],
+        ),
+        (
+            {
+                "action": "mechanical-fix",
+                "summary": "x",
+                "repair_plan": {"verification_check": "lint", "commands": ["rm -rf x"]},
+            },
             ["names_failing_check", "recipe_allowed", "rules_ok"],
         ),
     ],
@@ -166,7 +178,8 @@ def test_verification_is_derived_from_deterministic_checks(
     tmp_path: Path, proposal: dict[str, object], failed: list[str]
 ) -> None:
     state = VerificationNode().run(
-        GraphState(ctx=context(tmp_path), decision=model_decision(proposal, valid=not failed)), deps()
+        GraphState(ctx=context(tmp_path), decision=model_decision(proposal, valid=not failed)),
+        deps(),
     )
     assert state.verification is not None
     assert sorted(n for n, ok in state.verification.checks.items() if not ok) == sorted(failed)
@@ -175,14 +188,18 @@ def test_verification_is_derived_from_deterministic_checks(
 
 def test_a_model_cannot_mark_itself_verified(tmp_path: Path) -> None:
     proposal = {"action": "retry", "summary": "x", "verified": True, "confidence": 1.0}
-    state = VerificationNode().run(GraphState(ctx=context(tmp_path), decision=model_decision(proposal, valid=False)), deps())
+    state = VerificationNode().run(
+        GraphState(ctx=context(tmp_path), decision=model_decision(proposal, valid=False)), deps()
+    )
     assert state.verification is not None and not state.verification.verified
 
 
 def test_judge_is_not_sampled_by_default_so_one_call_per_diagnosis(tmp_path: Path) -> None:
     judge = ScriptedGateway([])
     state = Judge().run(
-        GraphState(ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})),
+        GraphState(
+            ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})
+        ),
         deps(judge_factory=lambda: judge),
     )
     assert state.judge is not None and not state.judge.sampled and judge.calls == 0
@@ -192,8 +209,14 @@ def test_a_sampled_judge_is_charged_and_its_agreement_recorded(tmp_path: Path) -
     charged: list[str] = []
     judge = ScriptedGateway(['{"agree": false, "reason": "looks like a real bug"}'])
     state = Judge().run(
-        GraphState(ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})),
-        deps(judge_factory=lambda: judge, judge_sample_rate=1.0, charge=lambda: charged.append("judge")),
+        GraphState(
+            ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})
+        ),
+        deps(
+            judge_factory=lambda: judge,
+            judge_sample_rate=1.0,
+            charge=lambda: charged.append("judge"),
+        ),
     )
     assert state.judge is not None and state.judge.sampled and state.judge.agrees is False
     assert charged == ["judge"] and judge.calls == 1
@@ -202,7 +225,10 @@ def test_a_sampled_judge_is_charged_and_its_agreement_recorded(tmp_path: Path) -
 def test_the_judge_is_skipped_when_its_call_would_pass_the_cap(tmp_path: Path) -> None:
     judge = ScriptedGateway([])
     state = Judge().run(
-        GraphState(ctx=context(tmp_path, caps=Caps(1, 2)), decision=model_decision({"action": "retry", "summary": "x"})),
+        GraphState(
+            ctx=context(tmp_path, caps=Caps(1, 2)),
+            decision=model_decision({"action": "retry", "summary": "x"}),
+        ),
         deps(judge_factory=lambda: judge, judge_sample_rate=1.0),
     )
     assert state.judge is not None and not state.judge.sampled
@@ -216,16 +242,25 @@ def test_judge_sampling_is_deterministic_per_decision() -> None:
 
 def test_confidence_is_composed_and_the_models_self_report_is_ignored(tmp_path: Path) -> None:
     decision = model_decision({"action": "retry", "summary": "x"})
-    state = GraphState(ctx=context(tmp_path), decision=decision, verification=Verification({"a": True}, 1.0, True))
+    state = GraphState(
+        ctx=context(tmp_path), decision=decision, verification=Verification({"a": True}, 1.0, True)
+    )
     composed = ConfidenceCompose().run(state, deps())
-    assert composed.confidence == compose(verification_score=1.0, source="model", history=History(), judge_agrees=None)[0]
+    assert (
+        composed.confidence
+        == compose(verification_score=1.0, source="model", history=History(), judge_agrees=None)[0]
+    )
     assert set(composed.signals) == {"verification", "source", "history"}
 
 
 def test_history_of_green_recipes_raises_confidence() -> None:
     none, _ = compose(verification_score=1.0, source="model", history=History(), judge_agrees=None)
-    greens, _ = compose(verification_score=1.0, source="model", history=History(green=5, total=5), judge_agrees=None)
-    reds, _ = compose(verification_score=1.0, source="model", history=History(green=0, total=5), judge_agrees=None)
+    greens, _ = compose(
+        verification_score=1.0, source="model", history=History(green=5, total=5), judge_agrees=None
+    )
+    reds, _ = compose(
+        verification_score=1.0, source="model", history=History(green=0, total=5), judge_agrees=None
+    )
     assert reds < none < greens
 
 
@@ -240,17 +275,29 @@ def test_routing_per_the_seed(confidence: float, verified: bool, expected: str) 
 
 def test_routing_node_uses_the_actions_threshold(tmp_path: Path) -> None:
     decision = model_decision({"action": "retry", "summary": "x"})
-    state = GraphState(ctx=context(tmp_path), decision=decision, verification=Verification({}, 1.0, True), confidence=0.75)
+    state = GraphState(
+        ctx=context(tmp_path),
+        decision=decision,
+        verification=Verification({}, 1.0, True),
+        confidence=0.75,
+    )
     assert RoutingNode().run(state, deps()).routing == "hitl_recommended"
     assert RoutingNode().run(state, deps(thresholds={**THRESHOLDS, "retry": 0.7})).routing == "auto"
     capped = replace(state, decision=replace(decision, requires_human=True))
-    assert RoutingNode().run(capped, deps(thresholds={**THRESHOLDS, "retry": 0.0})).routing == "hitl_required"
+    assert (
+        RoutingNode().run(capped, deps(thresholds={**THRESHOLDS, "retry": 0.0})).routing
+        == "hitl_required"
+    )
 
 
 def test_defaults_are_conservative_a_fresh_model_verdict_goes_to_a_person(tmp_path: Path) -> None:
-    proposal = RecoveryAgent(deps(ScriptedGateway(['{"action": "retry", "summary": "flaky"}']))).propose(context(tmp_path))
+    proposal = RecoveryAgent(
+        deps(ScriptedGateway(['{"action": "retry", "summary": "flaky"}']))
+    ).propose(context(tmp_path))
     assert proposal.routing in ("hitl_recommended", "hitl_required")
-    ctx = context(tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t"))
+    ctx = context(
+        tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
+    )
     ctx = replace(ctx, decision=replace(ctx.decision, failing_check="lint-bug-commit-order"))
     assert RecoveryAgent(deps()).propose(ctx).routing == "auto"  # a playbook entry
 
@@ -259,8 +306,12 @@ def test_propose_is_pure_same_context_same_proposal(tmp_path: Path) -> None:
     reply = json.dumps({"action": "escalate-model", "summary": "needs more capacity"})
     ctx = context(tmp_path)
     writes: list[str] = []
-    first = RecoveryAgent(deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))).propose(ctx)
-    second = RecoveryAgent(deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))).propose(ctx)
+    first = RecoveryAgent(
+        deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))
+    ).propose(ctx)
+    second = RecoveryAgent(
+        deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))
+    ).propose(ctx)
     assert first == second
     assert first.decision_id == ctx.decision_id and first.capability == "stage-recovery"
     assert first.action == {"action": "escalate-model", "summary": "needs more capacity"}
@@ -269,7 +320,9 @@ def test_propose_is_pure_same_context_same_proposal(tmp_path: Path) -> None:
 
 
 def test_a_rejected_proposal_is_unverified(tmp_path: Path) -> None:
-    proposal = RecoveryAgent(deps(ScriptedGateway(["nope", "still nope"]))).propose(context(tmp_path))
+    proposal = RecoveryAgent(deps(ScriptedGateway(["nope", "still nope"]))).propose(
+        context(tmp_path)
+    )
     assert proposal.routing == "reject"
     assert proposal.action["action"] == "abandon-human"
     assert proposal.evidence_of("validation")["errors"]

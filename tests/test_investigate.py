@@ -13,29 +13,11 @@ import pytest
 from orchestrator.recovery.diagnose import Source
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.investigate import DisallowedTool, Step, bounded_investigation
-from orchestrator.recovery.prompt import PromptFacts
-from orchestrator.recovery.verdict import DecisionContext
 
-CTX = DecisionContext(
-    "review",
-    "project-tests",
-    "implement",
-    "patch",
-    "small",
-    {"patch": ("small", "large")},
-    Path("/c"),
-    ("git",),
-)
-FACTS = PromptFacts(
-    "T-1",
-    "bug-fix",
-    "review",
-    "project-tests",
-    "patch",
-    "small",
-    {"patch": ["small", "large"]},
-    ["git"],
-)
+from recovery_fixtures import decision_context, prompt_facts
+
+CTX = decision_context(Path("/c"), ladders={"patch": ("small", "large")})
+FACTS = prompt_facts(CTX)
 ALLOW = frozenset({"read_file", "grep"})
 
 
@@ -127,12 +109,11 @@ def test_an_invalid_final_answer_is_fed_back_and_counts_as_a_step() -> None:
 def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_for_a_person(
     tmp_path: Path,
 ) -> None:
-    from test_recovery_e2e import Harness, flaky, make_origin, write_pipeline
-
     from orchestrator.ledger_link import ledger_for
     from orchestrator.pipeline import RunState
 
     from conftest import write_ticket
+    from test_recovery_e2e import Harness, flaky, make_origin, write_pipeline
 
     make_origin(tmp_path, {"README.md": "hello\n", "app.py": "print('hi')\n"})
     config = write_pipeline(

@@ -30,12 +30,11 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from orchestrator.attempts import engine_and_model
 from orchestrator.config import Config, LoadedConfig
 from orchestrator.errors import OrchestratorError, StateError, UsageError
 from orchestrator.investigation_tools import clone_tools
 from orchestrator.ledger import Ledger, inputs_hash, ledger_path
-from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.pipeline import HaltReason
 from orchestrator.recovery.context import ContextBundle
 from orchestrator.recovery.diagnose import (
     MAX_STORED_REPLY_CHARS,
@@ -53,20 +52,8 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.investigate import Step, Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION
-from orchestrator.recovery.recipe import plan_recipe
-from orchestrator.recovery.verdict import (
-    AbandonHumanVerdict,
-    EscalateModelVerdict,
-    MechanicalFixVerdict,
-    RetryVerdict,
-    SplitVerdict,
-    SwitchEngineVerdict,
-    abandon,
-    next_model,
-    validate_verdict_object,
-)
 from orchestrator.state import RunRecord, RunStore, StageOverride
-from orchestrator.substrate import code_stage_for
+from orchestrator.substrate import Dispatch, plan_dispatch
 from orchestrator.verdicts import VerdictRecord, read_verdict
 
 __all__ = [
@@ -103,64 +90,6 @@ class Difference:
     field: str
     then: Any
     now: Any
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """What the substrate would do with a proposal — stated, never done."""
-
-    action: str  # what would be carried out (a rejected proposal becomes abandon-human)
-    approval: str  # "auto": carried out at once; "person": waits for approve/reject
-    rerun: str | None = None  # the stage re-run; for mechanical-fix, resumed at when green
-    fallback: str | None = None  # mechanical-fix: the stage a red recipe's retry re-runs
-    engine: str | None = None  # escalate-model / switch-engine: the override
-    model: str | None = None
-    recipe: tuple[tuple[str, ...], ...] = ()  # the argv lists, as plan_recipe makes them
-    recipe_errors: tuple[str, ...] = ()
-    verify_check: str | None = None
-    terminal: str | None = None  # the run state it ends in, for the terminal actions
-    halt: str | None = None
-    sub_tickets: tuple[str, ...] = ()
-    error: str | None = None  # the substrate would refuse it (a StateError there)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "approval": self.approval,
-            "rerun": self.rerun,
-            "fallback": self.fallback,
-            "engine": self.engine,
-            "model": self.model,
-            "recipe": [list(argv) for argv in self.recipe],
-            "recipe_errors": list(self.recipe_errors),
-            "verify_check": self.verify_check,
-            "terminal": self.terminal,
-            "halt": self.halt,
-            "sub_tickets": list(self.sub_tickets),
-            "error": self.error,
-        }
-
-    def describe(self) -> str:
-        if self.error is not None:
-            return f"refused: {self.error}"
-        if self.terminal is not None:
-            what = (
-                f"split into {len(self.sub_tickets)} sub-tickets"
-                if self.terminal == RunState.SPLIT
-                else f"{self.terminal} ({self.halt})"
-            )
-        elif self.action == "mechanical-fix":
-            what = (
-                f"recipe refused → re-run {self.fallback}"
-                if self.recipe_errors
-                else f"recipe of {len(self.recipe)} command(s), verified by {self.verify_check}: "
-                f"green → resume at {self.rerun}, red → re-run {self.fallback}"
-            )
-        elif self.engine is not None:
-            what = f"re-run {self.rerun} with {self.engine}/{self.model or '-'}"
-        else:
-            what = f"re-run {self.rerun}"
-        return what if self.approval == "auto" else f"{what}, once a person approves"
 
 
 @dataclass(frozen=True)
@@ -372,72 +301,6 @@ def _trace_differences(rows: list[dict[str, Any]], steps: list[Step]) -> list[Di
 
 
 # ---- dispatch ---------------------------------------------------------------------------
-
-
-def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Dispatch:
-    """What ``substrate.apply`` would do with ``proposal`` once approved, derived the way
-    the substrate derives it (from the proposal's evidence and the trusted config) —
-    without doing any of it. ``record`` is the run as it stood at the decision (its
-    overrides give the engine and model an escalation starts from). The retry budget is
-    the ticket's spend state, not part of the decision, and is not considered."""
-    approval = "auto" if proposal.routing in ("auto", "reject") else "person"
-    verdict, errors = validate_verdict_object(proposal.action)
-    if verdict is None:
-        return Dispatch(str(proposal.action.get("action")), approval, error="; ".join(errors))
-    failure = proposal.evidence_of("failure")
-    halt = proposal.evidence_of("halt")
-    try:
-        failing = config.stage(str(failure.get("stage")))
-    except KeyError:
-        return Dispatch(
-            verdict.action, approval,
-            error=f"stage {failure.get('stage')!r} is not in today's config",
-        )  # fmt: skip
-    if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
-        verdict = abandon("proposal rejected")  # as the substrate does: never run
-    code = code_stage_for(config, failing)
-    if isinstance(verdict, AbandonHumanVerdict):
-        if halt.get("cap_exhausted"):
-            return Dispatch(
-                verdict.action, approval, terminal=RunState.FAILED.value,
-                halt=HaltReason.CAP_EXHAUSTED.value,
-            )  # fmt: skip
-        reason = str(halt.get("reason") or HaltReason.ABANDONED.value)
-        return Dispatch(verdict.action, approval, terminal=RunState.NEEDS_HUMAN.value, halt=reason)
-    if isinstance(verdict, SplitVerdict):
-        return Dispatch(
-            verdict.action, approval, terminal=RunState.SPLIT.value,
-            sub_tickets=tuple(s.title for s in verdict.sub_tickets),
-        )  # fmt: skip
-    if isinstance(verdict, RetryVerdict):
-        return Dispatch(verdict.action, approval, rerun=code.name)
-    if isinstance(verdict, EscalateModelVerdict):
-        engine, model = engine_and_model(record, code, config)
-        if engine not in config.engines:
-            return Dispatch(verdict.action, approval, error=f"engine {engine!r} is not configured")
-        stronger = next_model(config.engines[engine].models, model or None)
-        return Dispatch(verdict.action, approval, rerun=code.name, engine=engine, model=stronger)
-    if isinstance(verdict, SwitchEngineVerdict):
-        if verdict.engine not in config.engines:
-            return Dispatch(
-                verdict.action, approval, error=f"engine {verdict.engine!r} is not configured"
-            )
-        ladder = config.engines[verdict.engine].models
-        return Dispatch(
-            verdict.action, approval, rerun=code.name, engine=verdict.engine,
-            model=ladder[0] if ladder else None,
-        )  # fmt: skip
-    assert isinstance(verdict, MechanicalFixVerdict)
-    argvs, recipe_errors = plan_recipe(
-        verdict.repair_plan.commands,
-        clone_dir=Path(record.clone_dir),
-        allowlist=config.recovery.recipe_allowlist,
-    )
-    return Dispatch(
-        verdict.action, approval, rerun=failing.name, fallback=code.name,
-        recipe=tuple(argvs), recipe_errors=tuple(recipe_errors),
-        verify_check=failure.get("check"),
-    )  # fmt: skip
 
 
 def record_at_decision(record: RunRecord, ctx: RecoveryContext) -> RunRecord:

@@ -67,16 +67,13 @@ class Effect:
 
 @dataclass(frozen=True)
 class Applying:
-    """The facts the substrate works from, all derived from the Proposal and trusted config."""
+    """The decision being carried out: its proposal, its approval, its verdict's words (for
+    the hand-off) and the failed stage. What to *do* is the plan (``plan_dispatch``)."""
 
     proposal: Proposal
     approval: Approval
-    verdict: Verdict
+    verdict: Verdict  # as carried out (a rejected proposal's becomes abandon-human)
     failing_stage: StageConfig
-    code_stage: StageConfig
-    failing_check: str | None
-    halt_reason: HaltReason | None
-    cap_exhausted: bool
 
     @property
     def number(self) -> int:
@@ -120,7 +117,6 @@ def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applyin
     if verdict is None:
         raise StateError(f"state error: proposal {proposal.decision_id} is not a verdict: {errors}")
     failure = proposal.evidence_of("failure")
-    halt = proposal.evidence_of("halt")
     failing = config.stage(str(failure["stage"]))
     if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
         # Defence in depth: a rejected proposal never runs; a person gets the ticket.
@@ -132,11 +128,131 @@ def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applyin
         approval=approval,
         verdict=verdict,
         failing_stage=failing,
-        code_stage=code_stage_for(config, failing),
-        failing_check=failure.get("check"),
-        halt_reason=HaltReason(halt["reason"]) if halt.get("reason") else None,
-        cap_exhausted=bool(halt.get("cap_exhausted")),
     )
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What the substrate would do with a proposal — stated, never done."""
+
+    action: str  # what would be carried out (a rejected proposal becomes abandon-human)
+    approval: str  # "auto": carried out at once; "person": waits for approve/reject
+    rerun: str | None = None  # the stage re-run; for mechanical-fix, resumed at when green
+    fallback: str | None = None  # mechanical-fix: the stage a red recipe's retry re-runs
+    engine: str | None = None  # escalate-model / switch-engine: the override
+    model: str | None = None
+    recipe: tuple[tuple[str, ...], ...] = ()  # the argv lists, as plan_recipe makes them
+    recipe_errors: tuple[str, ...] = ()
+    verify_check: str | None = None
+    terminal: str | None = None  # the run state it ends in, for the terminal actions
+    halt: str | None = None
+    sub_tickets: tuple[str, ...] = ()
+    error: str | None = None  # the substrate would refuse it (a StateError there)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "approval": self.approval,
+            "rerun": self.rerun,
+            "fallback": self.fallback,
+            "engine": self.engine,
+            "model": self.model,
+            "recipe": [list(argv) for argv in self.recipe],
+            "recipe_errors": list(self.recipe_errors),
+            "verify_check": self.verify_check,
+            "terminal": self.terminal,
+            "halt": self.halt,
+            "sub_tickets": list(self.sub_tickets),
+            "error": self.error,
+        }
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"refused: {self.error}"
+        if self.terminal is not None:
+            what = (
+                f"split into {len(self.sub_tickets)} sub-tickets"
+                if self.terminal == RunState.SPLIT
+                else f"{self.terminal} ({self.halt})"
+            )
+        elif self.action == "mechanical-fix":
+            what = (
+                f"recipe refused → re-run {self.fallback}"
+                if self.recipe_errors
+                else f"recipe of {len(self.recipe)} command(s), verified by {self.verify_check}: "
+                f"green → resume at {self.rerun}, red → re-run {self.fallback}"
+            )
+        elif self.engine is not None:
+            what = f"re-run {self.rerun} with {self.engine}/{self.model or '-'}"
+        else:
+            what = f"re-run {self.rerun}"
+        return what if self.approval == "auto" else f"{what}, once a person approves"
+
+
+def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Dispatch:
+    """What ``apply`` does with ``proposal`` once approved, stated as data and doing none
+    of it: ``apply`` carries out exactly this plan, and replay compares it. Derived from
+    the proposal's evidence and the trusted config only. ``record`` is the run as it stood at the decision (its
+    overrides give the engine and model an escalation starts from). The retry budget is
+    the ticket's spend state, not part of the decision, and is not considered."""
+    approval = "auto" if proposal.routing in ("auto", "reject") else "person"
+    verdict, errors = validate_verdict_object(proposal.action)
+    if verdict is None:
+        return Dispatch(str(proposal.action.get("action")), approval, error="; ".join(errors))
+    failure = proposal.evidence_of("failure")
+    halt = proposal.evidence_of("halt")
+    try:
+        failing = config.stage(str(failure.get("stage")))
+    except KeyError:
+        return Dispatch(
+            verdict.action, approval,
+            error=f"stage {failure.get('stage')!r} is not in today's config",
+        )  # fmt: skip
+    if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
+        verdict = abandon("proposal rejected")  # as the substrate does: never run
+    code = code_stage_for(config, failing)
+    if isinstance(verdict, AbandonHumanVerdict):
+        if halt.get("cap_exhausted"):
+            return Dispatch(
+                verdict.action, approval, terminal=RunState.FAILED.value,
+                halt=HaltReason.CAP_EXHAUSTED.value,
+            )  # fmt: skip
+        reason = str(halt.get("reason") or HaltReason.ABANDONED.value)
+        return Dispatch(verdict.action, approval, terminal=RunState.NEEDS_HUMAN.value, halt=reason)
+    if isinstance(verdict, SplitVerdict):
+        return Dispatch(
+            verdict.action, approval, terminal=RunState.SPLIT.value,
+            sub_tickets=tuple(s.title for s in verdict.sub_tickets),
+        )  # fmt: skip
+    if isinstance(verdict, RetryVerdict):
+        return Dispatch(verdict.action, approval, rerun=code.name)
+    if isinstance(verdict, EscalateModelVerdict):
+        engine, model = engine_and_model(record, code, config)
+        if engine not in config.engines:
+            return Dispatch(verdict.action, approval, error=f"engine {engine!r} is not configured")
+        stronger = next_model(config.engines[engine].models, model or None)
+        return Dispatch(verdict.action, approval, rerun=code.name, engine=engine, model=stronger)
+    if isinstance(verdict, SwitchEngineVerdict):
+        if verdict.engine not in config.engines:
+            return Dispatch(
+                verdict.action, approval, error=f"engine {verdict.engine!r} is not configured"
+            )
+        ladder = config.engines[verdict.engine].models
+        return Dispatch(
+            verdict.action, approval, rerun=code.name, engine=verdict.engine,
+            model=ladder[0] if ladder else None,
+        )  # fmt: skip
+    assert isinstance(verdict, MechanicalFixVerdict)
+    argvs, recipe_errors = plan_recipe(
+        verdict.repair_plan.commands,
+        clone_dir=Path(record.clone_dir),
+        allowlist=config.recovery.recipe_allowlist,
+    )
+    return Dispatch(
+        verdict.action, approval, rerun=failing.name, fallback=code.name,
+        recipe=tuple(argvs), recipe_errors=tuple(recipe_errors),
+        verify_check=failure.get("check"),
+    )  # fmt: skip
 
 
 def apply(
@@ -149,18 +265,20 @@ def apply(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,
             why=f"rejected by {approval.by}: {approval.reason or 'no reason given'}",
         )  # fmt: skip
-    verdict = applying.verdict
-    if isinstance(verdict, AbandonHumanVerdict):
-        if applying.cap_exhausted:
-            return _stop(record, applying, services, RunState.FAILED, HaltReason.CAP_EXHAUSTED)
-        return _stop(
-            record, applying, services, RunState.NEEDS_HUMAN,
-            applying.halt_reason or HaltReason.ABANDONED,
-        )  # fmt: skip
-    if isinstance(verdict, SplitVerdict):
-        return _split(record, applying, verdict, services)
-
     config = services.loaded.config
+    plan = plan_dispatch(proposal, config, record)
+    if plan.error is not None:
+        raise StateError(
+            f"state error: proposal {proposal.decision_id} cannot be carried out: {plan.error}"
+        )
+    verdict = applying.verdict
+    if plan.terminal == RunState.SPLIT:
+        assert isinstance(verdict, SplitVerdict)
+        return _split(record, applying, verdict, services)
+    if plan.terminal is not None:
+        assert plan.halt is not None  # every terminal plan but split names its halt
+        return _stop(record, applying, services, RunState(plan.terminal), HaltReason(plan.halt))
+
     budgets = BudgetStore(services.store.state_dir)
     key = f"{record.run_id}:verdict-{applying.number}"
     budget = budgets.load(record.ticket_id)
@@ -188,23 +306,18 @@ def apply(
             "counters": record.counters.model_copy(update={"retries": record.counters.retries + 1})
         }
     )
-    code = applying.code_stage.name
-
-    if isinstance(verdict, RetryVerdict):
-        return _rerun(record, code, f"retry: re-running {code}")
+    if isinstance(verdict, MechanicalFixVerdict):
+        return _mechanical_fix(record, applying, plan, services)
+    assert plan.rerun is not None
+    if plan.engine is not None:
+        record = _override(record, plan.rerun, StageOverride(engine=plan.engine, model=plan.model))
     if isinstance(verdict, EscalateModelVerdict):
-        engine, model = engine_and_model(record, applying.code_stage, config)
-        stronger = next_model(config.engines[engine].models, model or None)
-        record = _override(record, code, StageOverride(engine=engine, model=stronger))
-        return _rerun(record, code, f"escalate-model: re-running {code} with {engine}/{stronger}")
-    if isinstance(verdict, SwitchEngineVerdict):
-        ladder = config.engines[verdict.engine].models
-        record = _override(
-            record, code, StageOverride(engine=verdict.engine, model=ladder[0] if ladder else None)
-        )
-        return _rerun(record, code, f"switch-engine: re-running {code} with {verdict.engine}")
-    assert isinstance(verdict, MechanicalFixVerdict)
-    return _mechanical_fix(record, applying, verdict, services)
+        outcome = f"escalate-model: re-running {plan.rerun} with {plan.engine}/{plan.model}"
+    elif isinstance(verdict, SwitchEngineVerdict):
+        outcome = f"switch-engine: re-running {plan.rerun} with {plan.engine}"
+    else:
+        outcome = f"retry: re-running {plan.rerun}"
+    return _rerun(record, plan.rerun, outcome)
 
 
 def _override(record: RunRecord, stage: str, override: StageOverride) -> RunRecord:
@@ -377,16 +490,19 @@ def _keep_and_restore(
 
 
 def _mechanical_fix(
-    record: RunRecord, applying: Applying, verdict: MechanicalFixVerdict, services: Services
+    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
 ) -> tuple[RunRecord, Effect]:
+    """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
+    stage, red → keep the result, restore the clone, re-run the plan's fallback."""
+    verdict = applying.verdict
+    assert isinstance(verdict, MechanicalFixVerdict)
+    assert plan.rerun is not None and plan.fallback is not None
     config = services.loaded.config
     store = services.store
     clone = Path(record.clone_dir)
     stage = applying.failing_stage
-    check = next(c for c in stage.checks if c.name == applying.failing_check)
-    argvs, errors = plan_recipe(
-        verdict.repair_plan.commands, clone_dir=clone, allowlist=config.recovery.recipe_allowlist
-    )
+    check = next(c for c in stage.checks if c.name == plan.verify_check)
+    argvs, errors = list(plan.recipe), list(plan.recipe_errors)
     fix_path = store.mechanical_fix_path(record.run_id)
     report: dict[str, Any] = {
         "run_id": record.run_id,
@@ -444,13 +560,15 @@ def _mechanical_fix(
     atomic_write(fix_path, json.dumps(report, indent=2).encode())
     if red_reason is None:
         services.reporter.note(f"mechanical fix verified: {check.name} is green")
-        return record.reset_stages_from(stage.name), Effect(
-            outcome=f"mechanical-fix green: {check.name} passes", resume_at=stage.name
+        return record.reset_stages_from(plan.rerun), Effect(
+            outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
         )
     services.reporter.note(f"mechanical fix red ({red_reason}); falling back to a retry")
     report["kept_as"], report["restored"] = _keep_and_restore(
         record, n, pre_recipe, logs, env, services
     )
     atomic_write(fix_path, json.dumps(report, indent=2).encode())
-    code = applying.code_stage.name
-    return _rerun(record, code, f"mechanical-fix red ({red_reason}); fell back to retry of {code}")
+    fallback = plan.fallback
+    return _rerun(
+        record, fallback, f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}"
+    )

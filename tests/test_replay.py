@@ -228,7 +228,8 @@ def test_replay_cannot_be_handed_a_runner_and_imports_none() -> None:
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    assert ("orchestrator.substrate", "code_stage_for") in imported
+    # The substrate's own pure plan, the one ``apply`` carries out: not a copy of it.
+    assert ("orchestrator.substrate", "plan_dispatch") in imported
     assert not {m for m, name in imported if name in ("apply", "runner", "run_process")}
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain <= {"json", "re"}  # no subprocess, no runner, no SDK by another route

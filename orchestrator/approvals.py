@@ -13,11 +13,9 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError
-from orchestrator.validation import Frozen, describe_validation_error
+from orchestrator.validation import Frozen, read_model
 
 AUTO = "auto"
 
@@ -53,10 +51,4 @@ def write_approval(path: Path, approval: Approval) -> None:
 
 
 def read_approval(path: Path) -> Approval | None:
-    try:
-        return Approval.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except ValidationError as exc:
-        problems = "; ".join(describe_validation_error(exc)[:3])
-        raise StateError(f"state error: {path}: not a valid approval: {problems}") from None
+    return read_model(path, Approval, "approval")

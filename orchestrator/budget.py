@@ -13,11 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
-
 from orchestrator.atomic import atomic_write
-from orchestrator.errors import StateError
-from orchestrator.validation import Frozen, describe_validation_error
+from orchestrator.validation import Frozen, read_model
 
 ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
 
@@ -50,16 +47,8 @@ class BudgetStore:
         return self.dir / f"{ticket_id}.json"
 
     def load(self, ticket_id: str) -> TicketBudget:
-        path = self.path(ticket_id)
-        try:
-            return TicketBudget.model_validate_json(path.read_bytes())
-        except FileNotFoundError:
-            return TicketBudget(ticket_id=ticket_id)
-        except ValidationError as exc:
-            problems = "; ".join(describe_validation_error(exc)[:3])
-            raise StateError(
-                f"state error: {path}: not a valid ticket budget: {problems}"
-            ) from None
+        budget = read_model(self.path(ticket_id), TicketBudget, "ticket budget")
+        return budget or TicketBudget(ticket_id=ticket_id)
 
     def charge(
         self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime

@@ -22,13 +22,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError, TicketLocked
 from orchestrator.layout import is_run_id, run_record_paths
 from orchestrator.pipeline import HaltReason, RunState, check_transition
-from orchestrator.validation import Frozen, describe_validation_error
+from orchestrator.validation import Frozen, read_model
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -237,19 +237,10 @@ def new_run_id(ticket_id: str, now: datetime) -> str:
 
 def read_record_file(path: Path) -> RunRecord:
     """Parse and validate one run record; StateError names the path and the reason."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise StateError(f"state error: {path}: no such run record") from None
-    except OSError as exc:
-        raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
-    try:
-        return RunRecord.model_validate_json(data)
-    except ValidationError as exc:
-        problems = describe_validation_error(exc)
-        raise StateError(
-            f"state error: {path}: not a valid run record: " + "; ".join(problems[:3])
-        ) from None
+    record = read_model(path, RunRecord, "run record")
+    if record is None:
+        raise StateError(f"state error: {path}: no such run record")
+    return record
 
 
 class RunStore:

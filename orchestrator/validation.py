@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -12,6 +13,8 @@ Name = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
 PositiveSeconds = Annotated[float, Field(strict=True, gt=0, le=7 * 24 * 3600)]
 Argv = Annotated[tuple[NonEmptyStr, ...], Field(min_length=1, max_length=256)]
+
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "Argv",
@@ -23,6 +26,7 @@ __all__ = [
     "StrictInt",
     "StrictStr",
     "describe_validation_error",
+    "read_model",
 ]
 
 
@@ -78,3 +82,21 @@ def describe_validation_error(error: ValidationError) -> list[str]:
         else:
             lines.append(f"{where}: {item['msg']} (got {_shown(item['input'])})")
     return lines
+
+
+def read_model(path: Path, model: type[M], what: str) -> M | None:
+    """A state file parsed into ``model``: None when it does not exist; a StateError
+    naming the path and the reason when it cannot be read or is not a valid ``what``."""
+    from orchestrator.errors import StateError
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(describe_validation_error(exc)[:3])
+        raise StateError(f"state error: {path}: not a valid {what}: {problems}") from None

@@ -7,11 +7,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from orchestrator.atomic import atomic_write
 from orchestrator.errors import StateError
-from orchestrator.validation import Frozen, describe_validation_error
+from orchestrator.validation import Frozen, read_model
 
 
 class TokenUsage(Frozen):
@@ -57,10 +57,7 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
 
 
 def read_verdict(path: Path) -> VerdictRecord:
-    try:
-        return VerdictRecord.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise StateError(f"state error: {path}: no such verdict file") from None
-    except ValidationError as exc:
-        problems = "; ".join(describe_validation_error(exc)[:3])
-        raise StateError(f"state error: {path}: not a valid verdict file: {problems}") from None
+    verdict = read_model(path, VerdictRecord, "verdict file")
+    if verdict is None:
+        raise StateError(f"state error: {path}: no such verdict file")
+    return verdict

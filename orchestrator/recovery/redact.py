@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from typing import Final
 
 REDACTED: Final = "[REDACTED]"
@@ -121,13 +122,18 @@ def _redact_pem(text: str) -> str:
         resume = marker.end()
     if open_at is not None:
         spans.append((open_at, len(text)))
+    return _rewrite_spans(text, spans, lambda block: REDACTED)
+
+
+def _rewrite_spans(text: str, spans: list[tuple[int, int]], rewrite: Callable[[str], str]) -> str:
+    """``text`` with each (ordered, disjoint) span replaced by ``rewrite(span text)``."""
     if not spans:
         return text
     parts: list[str] = []
     position = 0
     for start, end in spans:
         parts.append(text[position:start])
-        parts.append(REDACTED)
+        parts.append(rewrite(text[start:end]))
         position = end
     parts.append(text[position:])
     return "".join(parts)
@@ -196,17 +202,7 @@ def redact(text: str) -> str:
     """
     text = _redact_pem(text)
     # REDACTED contains no needle, so the lines to look at do not change as we redact.
-    spans = _candidate_lines(text)
-    if not spans:
-        return text
-    parts: list[str] = []
-    position = 0
-    for start, end in spans:
-        parts.append(text[position:start])
-        parts.append(_redact_lines(text[start:end]))
-        position = end
-    parts.append(text[position:])
-    return "".join(parts)
+    return _rewrite_spans(text, _candidate_lines(text), _redact_lines)
 
 
 def redact_bytes(data: bytes) -> str:

@@ -133,6 +133,7 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
 def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
     """Attempts still marked running belong to a dead orchestrator: kill what they left
     behind, mark them interrupted, and put their stage back to pending."""
+    original = record
     for attempt in record.attempts:
         if attempt.status is not AttemptStatus.RUNNING:
             continue
@@ -152,7 +153,8 @@ def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
                 update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
             )
         ).with_stage_status(attempt.stage, StageStatus.PENDING)
-    services.store.save(record)
+    if record != original:  # only a run something was settled in is written again
+        services.store.save(record)
     return record
 
 

@@ -137,7 +137,8 @@ def recover(
         services.reporter.note(
             f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
         )
-    decided = read_verdict(Path(ref.path))
+    else:  # resumed: the decision was persisted before we stopped
+        decided = read_verdict(Path(ref.path))
     proposal = Proposal.model_validate(decided.proposal)
     path = approval_path(store.runs_dir, record.run_id, decided.number)
     approval = read_approval(path)

@@ -25,15 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.attempts import Services  # noqa: E402
-from orchestrator.budget import BudgetStore  # noqa: E402
-from orchestrator.config import load_config  # noqa: E402
-from orchestrator.demo import build_demo  # noqa: E402
-from orchestrator.display import PlainReporter  # noqa: E402
-from orchestrator.driver import run_ticket  # noqa: E402
+from orchestrator.app.driver import run_ticket  # noqa: E402
+from orchestrator.demo.run import build_demo  # noqa: E402
+from orchestrator.domain.config import load_config  # noqa: E402
+from orchestrator.domain.tickets import load_ticket  # noqa: E402
+from orchestrator.execution.attempts import Services  # noqa: E402
 from orchestrator.recovery.gateway import ModelReply, ModelRequest  # noqa: E402
-from orchestrator.state import RunStore  # noqa: E402
-from orchestrator.tickets import load_ticket  # noqa: E402
+from orchestrator.reports.display import PlainReporter  # noqa: E402
+from orchestrator.storage.budget import BudgetStore  # noqa: E402
+from orchestrator.storage.runs import RunStore  # noqa: E402
 
 UNHELPFUL = ["I think you should retry.", '{"action": "retry", "summary": "try again"}']
 

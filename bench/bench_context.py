@@ -155,9 +155,9 @@ def _current_rss_mb() -> float | None:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    from orchestrator.config import ContextLimits
+    from orchestrator.domain.config import ContextLimits
+    from orchestrator.execution.runner import capture_head
     from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
-    from orchestrator.runner import capture_head
 
     limits = ContextLimits()
     repo, log, ticket = Path(spec["repo"]), Path(spec["log"]), Path(spec["ticket"])

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_ledger.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.ledger import ZERO_HASH, Ledger, _encode_row, inputs_hash  # noqa: E402
+from orchestrator.storage.ledger import ZERO_HASH, Ledger, _encode_row, inputs_hash  # noqa: E402
 
 VERIFY_RATIO_TARGET = 2.0
 REPEATS = 3

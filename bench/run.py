@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the root, on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.runner import run_process  # noqa: E402
+from orchestrator.execution.runner import run_process  # noqa: E402
 
 OVERHEAD_TARGET_MS = 5.0
 STARTUP_TARGET_RATIO = 4.0
@@ -211,9 +211,9 @@ def imported_modules(command: Command, env: dict[str, str]) -> set[str]:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":
                 modules.add(name)
-    if "orchestrator.cli" not in modules:
+    if "orchestrator.cli.main" not in modules:
         raise BenchError(
-            f"{command.label}: import log does not show orchestrator.cli; cannot judge"
+            f"{command.label}: import log does not show orchestrator.cli.main; cannot judge"
         )
     return modules
 

@@ -1,3 +1,3 @@
-from orchestrator.cli import entry
+from orchestrator.cli.main import entry
 
 entry()

@@ -57,11 +57,11 @@ case "$cmd" in
         # Runs inside the clone (the current directory); needs the orchestrator's venv only
         # for GitPython, so it does not run `setup` (a check must not install anything).
         if [ -x "$PY" ]; then
-            exec "$PY" -m orchestrator.checks.commit_order "$@"
+            exec "$PY" -m orchestrator.stages.checks.commit_order "$@"
         fi
         # No venv: the package is not installed anywhere, so point python3 at this checkout.
         export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-        exec python3 -m orchestrator.checks.commit_order "$@"
+        exec python3 -m orchestrator.stages.checks.commit_order "$@"
         ;;
     *)
         echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order}" >&2

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from orchestrator.config import ModelConfig
+from orchestrator.domain.config import ModelConfig
 from orchestrator.recovery import anthropic_gateway
 from orchestrator.recovery.anthropic_gateway import AnthropicGateway, gateway_from_config
 from orchestrator.recovery.gateway import ModelReply, ModelRequest

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.approvals import approval_path, os_user, read_approval
-from orchestrator.commands.approve import answer
-from orchestrator.errors import UsageError
-from orchestrator.ledger_link import ledger_for
-from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.app.ledger_link import ledger_for
+from orchestrator.cli.commands.approve import answer
+from orchestrator.domain.errors import UsageError
+from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.state import RunStore
+from orchestrator.storage.approvals import approval_path, os_user, read_approval
+from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
 from test_recovery_e2e import Harness, flaky, make_origin, reply, write_pipeline
@@ -122,7 +122,7 @@ def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> 
 
 
 def test_the_ledger_remembers_green_recipes_for_the_next_ticket(tmp_path: Path) -> None:
-    from orchestrator.ledger_link import LedgerLink
+    from orchestrator.app.ledger_link import LedgerLink
 
     from test_recovery_e2e import demo_harness
 

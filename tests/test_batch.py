@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.commands.batch import batch
+from orchestrator.cli.commands.batch import batch
 from orchestrator.recovery.gateway import ModelReply, ModelRequest
-from orchestrator.verdicts import read_verdict
+from orchestrator.storage.decisions import read_verdict
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
 

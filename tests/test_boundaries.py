@@ -3,7 +3,7 @@
 * Nothing under ``orchestrator/recovery/`` imports the runner, the substrate,
   ``subprocess``, ``pty``, or calls ``os.system`` / ``os.exec*`` / ``os.spawn*`` /
   ``os.posix_spawn*`` / ``os.fork*``: the decision never executes anything.
-* Only ``orchestrator/runner.py`` starts processes.
+* Only ``orchestrator/execution/runner.py`` starts processes.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 """
 
@@ -22,13 +22,16 @@ PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
 OS_PROCESS_CALLS = ("system", "popen", "exec", "spawn", "posix_spawn", "fork", "forkpty")
 SDK_MODULES = {"anthropic", "httpx2", "httpx"}
 # GitPython starts git itself. It is used by the demo's fixture builder (developer
-# tooling) and by the review check, which runs as a stage process — never by the
-# orchestrator's own run path.
-GITPYTHON_ALLOWED = {"orchestrator/demo.py", "orchestrator/checks/commit_order.py"}
+# tooling), never by the orchestrator's own run path.
+GITPYTHON_ALLOWED = {"orchestrator/demo/run.py"}
+# Stage scripts and checks are the programs the runner starts (``python -m
+# orchestrator.stages.X``), each in its own process: they may run git in their clone.
+# The orchestrator never imports them (test_nothing_imports_the_stage_programs).
+STAGE_PROGRAMS = PACKAGE / "stages"
 
 
 def modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return sorted(p for p in PACKAGE.rglob("*.py") if STAGE_PROGRAMS not in p.parents)
 
 
 def rel(path: Path) -> str:
@@ -79,7 +82,11 @@ def matches(name: str, roots: set[str]) -> bool:
 @pytest.mark.parametrize("path", [p for p in modules() if "recovery" in p.parts], ids=rel)
 def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
     tree = parsed(path)
-    forbidden = PROCESS_MODULES | {"orchestrator.runner", "orchestrator.substrate", "git"}
+    forbidden = PROCESS_MODULES | {
+        "orchestrator.execution.runner",
+        "orchestrator.app.substrate",
+        "git",
+    }
     bad = sorted({name for name in imported(tree, path) if matches(name, forbidden)})
     assert bad == [], f"{rel(path)} imports {bad}"
     assert list(os_process_calls(tree)) == [], rel(path)
@@ -87,11 +94,13 @@ def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
 
 @pytest.mark.parametrize("path", modules(), ids=rel)
 def test_only_the_runner_starts_processes(path: Path) -> None:
-    if rel(path) == "orchestrator/runner.py":
+    if rel(path) == "orchestrator/execution/runner.py":
         return
     tree = parsed(path)
     bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
-    assert bad == [], f"{rel(path)} imports {bad}: processes start in orchestrator/runner.py only"
+    assert bad == [], (
+        f"{rel(path)} imports {bad}: processes start in orchestrator/execution/runner.py only"
+    )
     assert list(os_process_calls(tree)) == [], rel(path)
     if rel(path) not in GITPYTHON_ALLOWED:
         uses_git = sorted({n for n in imported(tree, path) if matches(n, {"git"})})
@@ -128,11 +137,18 @@ def test_the_scanner_sees_what_it_must_refuse(tmp_path: Path) -> None:
     sample.parent.mkdir(parents=True)
     sample.write_text(
         "import subprocess\nfrom os import execv\nimport os\nos.system('x')\n"
-        "from .. import runner\nfrom orchestrator.substrate import apply\nimport anthropic\n"
+        "from ..execution import runner\nfrom orchestrator.app.substrate import apply\nimport anthropic\n"
     )
     tree = ast.parse(sample.read_text())
     # Resolved as if it sat in the package, so the relative import names the runner.
     names = set(imported(tree, PACKAGE / "recovery" / "evil.py"))
     assert "subprocess" in names and "anthropic" in names
-    assert "orchestrator.runner" in names and "orchestrator.substrate.apply" in names
+    assert "orchestrator.execution.runner" in names and "orchestrator.app.substrate.apply" in names
     assert sorted(os_process_calls(tree)) == ["from os import execv", "os.system"]
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_nothing_imports_the_stage_programs(path: Path) -> None:
+    """A stage is a separate program; importing one would run its git calls in-process."""
+    bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.stages"})})
+    assert bad == [], f"{rel(path)} imports {bad}: stages run through the runner only"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.commands.runs import humanize_age, runs
+from orchestrator.cli.commands.runs import humanize_age, runs
+from orchestrator.cli.main import main
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
@@ -200,7 +200,7 @@ def test_on_a_terminal_the_running_stage_and_its_time_are_shown(tmp_path: Path) 
 
 
 def test_ledger_commands_are_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.ledger import Ledger, ledger_path
+    from orchestrator.storage.ledger import Ledger, ledger_path
 
     ledger = Ledger(ledger_path(tmp_path))
     for n in range(3):

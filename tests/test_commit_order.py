@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checks.commit_order import (
+from orchestrator.stages.checks.commit_order import (
     CommitFiles,
     SetupError,
     classify_path,
@@ -167,7 +167,7 @@ def check_env(**extra: str) -> dict[str, str]:
 
 def run_check(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.checks.commit_order", *args],
+        [sys.executable, "-m", "orchestrator.stages.checks.commit_order", *args],
         cwd=cwd,
         env=check_env(**env),
         capture_output=True,

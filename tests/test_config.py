@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load_config, parse_config
-from orchestrator.errors import ConfigError
+from orchestrator.domain.config import load_config, parse_config
+from orchestrator.domain.errors import ConfigError
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env
 

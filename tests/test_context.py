@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from orchestrator.config import ContextLimits
+from orchestrator.domain.config import ContextLimits
 from orchestrator.recovery import context
 from orchestrator.recovery.context import (
     PRIORITY,
@@ -604,5 +604,5 @@ def test_module_imports_nothing_that_starts_processes(module: str) -> None:
             imported.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
-    forbidden = {"os", "subprocess", "pty", "multiprocessing", "orchestrator.runner"}
+    forbidden = {"os", "subprocess", "pty", "multiprocessing", "orchestrator.execution.runner"}
     assert not imported & forbidden

@@ -9,9 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.checks.commit_order import find_violations, read_branch_commits
-from orchestrator.demo import EXPECTED, MARKER, DemoLayout, build_demo, mismatches
-from orchestrator.tickets import load_ticket
+from orchestrator.demo.run import EXPECTED, MARKER, DemoLayout, build_demo, mismatches
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.stages.checks.commit_order import find_violations, read_branch_commits
 
 from gitrepo import clone
 

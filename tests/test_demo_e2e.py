@@ -10,13 +10,13 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.config import load_config
-from orchestrator.demo import build_demo
-from orchestrator.display import PlainReporter
-from orchestrator.driver import Services, run_ticket
-from orchestrator.pipeline import HaltReason, RunState
-from orchestrator.state import RunStore
-from orchestrator.tickets import load_ticket
+from orchestrator.app.driver import Services, run_ticket
+from orchestrator.demo.run import build_demo
+from orchestrator.domain.config import load_config
+from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.runs import RunStore
 
 from conftest import ROOT
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.pipeline import HaltReason
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.diagnose import Caps, Decision, Source, decide
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.recovery.playbook import Failure

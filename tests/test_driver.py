@@ -12,14 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load_config
-from orchestrator.display import PlainReporter
-from orchestrator.driver import Services, run_ticket
-from orchestrator.errors import TicketLocked
-from orchestrator.pipeline import HaltReason, RunState
-from orchestrator.runner import live_group_members
-from orchestrator.state import AttemptStatus, RunStore, StageStatus, read_record_file, ticket_lock
-from orchestrator.tickets import load_ticket
+from orchestrator.app.driver import Services, run_ticket
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import TicketLocked
+from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.execution.runner import live_group_members
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.runs import (
+    AttemptStatus,
+    RunStore,
+    StageStatus,
+    read_record_file,
+    ticket_lock,
+)
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
@@ -213,7 +219,7 @@ def test_resume_refuses_when_the_configured_stages_changed(tmp_path: Path) -> No
     services.store.save(record.model_copy(update={"state": RunState.RUNNING}))
     write_config(tmp_path, bash_stage("one", "exit 0"))
     services, _ = services_for(config)
-    from orchestrator.errors import StateError
+    from orchestrator.domain.errors import StateError
 
     with pytest.raises(StateError, match=r"was started with stages \['one', 'two'\]"):
         run_ticket(ticket, services)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.atomic import atomic_write
 from orchestrator.engines import (
     ADAPTERS,
     INFRA,
@@ -29,7 +28,8 @@ from orchestrator.engines import (
     match_infra,
     patch,
 )
-from orchestrator.runner import EXIT_TIMEOUT, ProcessOutcome, run_process
+from orchestrator.execution.runner import EXIT_TIMEOUT, ProcessOutcome, run_process
+from orchestrator.storage.atomic import atomic_write
 
 from conftest import ROOT
 
@@ -240,7 +240,7 @@ def test_an_engine_that_is_not_installed_is_an_engine_error(tmp_path: Path) -> N
 def test_patch_engine_runs_the_offline_stage_script(tmp_path: Path) -> None:
     task = make_task(tmp_path)
     invocation = patch.ADAPTER.invocation(task)
-    assert invocation.argv == (sys.executable, str(ROOT / "stages" / "implement_patch.py"))
+    assert invocation.argv == (sys.executable, "-P", "-m", "orchestrator.stages.implement_patch")
     assert invocation.stdin_path is None and dict(invocation.files) == {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     outcome = run_process(

@@ -10,7 +10,7 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import ROOT, write_ticket

@@ -16,10 +16,10 @@ import git
 import httpx2
 import pytest
 
+from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.forges import ForgeError, GitHubForge, PullRequest, pr_body, repo_from_url
-from orchestrator.stage_env import StageContext, stage_environ
 
-from conftest import ROOT, subprocess_env, write_ticket
+from conftest import subprocess_env, write_ticket
 from gitrepo import bare_clone, clone, commit_files, init_repo
 
 TOKEN = "ghp_TESTtoken0123456789abcdefSECRET"
@@ -235,11 +235,7 @@ def test_pr_body_is_the_ticket_and_the_runs_decisions() -> None:
 
 @pytest.fixture
 def stage() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(ROOT / "stages"))
-    try:
-        yield importlib.import_module("open_pr_github")
-    finally:
-        sys.path.remove(str(ROOT / "stages"))
+    yield importlib.import_module("orchestrator.stages.open_pr_github")
 
 
 class GitHubRepo:
@@ -413,7 +409,7 @@ def test_stage_script_without_a_token_exits_1_with_no_traceback(
     environ = {**subprocess_env(), **environ}
     environ.pop("GITHUB_TOKEN", None)
     result = subprocess.run(
-        [sys.executable, str(ROOT / "stages" / "open_pr_github.py")],
+        [sys.executable, "-P", "-m", "orchestrator.stages.open_pr_github"],
         cwd=workspace["ctx"].clone_dir,
         env=environ,
         capture_output=True,

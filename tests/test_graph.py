@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.pipeline import HaltReason
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.confidence import History, compose, route
 from orchestrator.recovery.diagnose import Caps, Decision, Source
 from orchestrator.recovery.gateway import ModelGateway, ScriptedGateway

@@ -109,8 +109,8 @@ def test_an_invalid_final_answer_is_fed_back_and_counts_as_a_step() -> None:
 def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_for_a_person(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.ledger_link import ledger_for
-    from orchestrator.pipeline import RunState
+    from orchestrator.app.ledger_link import ledger_for
+    from orchestrator.domain.lifecycle import RunState
 
     from conftest import write_ticket
     from test_recovery_e2e import Harness, flaky, make_origin, write_pipeline

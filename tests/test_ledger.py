@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import ledger as ledger_mod
-from orchestrator.commands import ledger as ledger_cmd
-from orchestrator.errors import EXIT_STATE
-from orchestrator.ledger import (
+from orchestrator.cli.commands import ledger as ledger_cmd
+from orchestrator.domain.errors import EXIT_STATE
+from orchestrator.storage import ledger as ledger_mod
+from orchestrator.storage.ledger import (
     FIELDS,
     ZERO_HASH,
     Ledger,

@@ -5,8 +5,8 @@ from types import MappingProxyType
 
 import pytest
 
-from orchestrator.errors import IllegalTransition
-from orchestrator.pipeline import (
+from orchestrator.domain.errors import IllegalTransition
+from orchestrator.domain.lifecycle import (
     TERMINAL,
     TRANSITIONS,
     HaltReason,

@@ -11,28 +11,28 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.attempts import Services
-from orchestrator.budget import BudgetStore
-from orchestrator.config import load_config
-from orchestrator.demo import build_demo
-from orchestrator.display import PlainReporter
-from orchestrator.driver import run_ticket
-from orchestrator.layout import run_record_paths
-from orchestrator.pipeline import HaltReason, RunState
+from orchestrator.app.driver import run_ticket
+from orchestrator.demo.run import build_demo
+from orchestrator.domain.config import load_config
+from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
-from orchestrator.state import RunRecord, RunStore
-from orchestrator.tickets import load_ticket
-from orchestrator.verdicts import read_verdict
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.layout import run_record_paths
+from orchestrator.storage.runs import RunRecord, RunStore
 
 from conftest import ROOT, write_ticket
 from gitrepo import bare_clone, commit_files, init_repo
 
 pytestmark = pytest.mark.slow
 
-CLONE_STAGE = f"""
+CLONE_STAGE = """
 [[stages]]
 name = "clone"
-command = ["{{python}}", "{ROOT}/stages/clone.py"]
+command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]
 cwd = "run"
 """
 
@@ -299,7 +299,7 @@ def test_a_persisted_verdict_is_executed_on_resume_without_asking_again(tmp_path
     h = Harness(config, gateway)
     ticket = write_ticket(tmp_path / "t")
 
-    import orchestrator.recover as recover_module
+    import orchestrator.app.recover as recover_module
 
     real_apply = recover_module.apply
     calls: list[int] = []
@@ -512,7 +512,7 @@ def test_a_missing_clone_gives_a_synthetic_verdict_and_no_call(tmp_path: Path) -
 
 
 def test_show_tells_the_whole_story_of_a_repaired_run(tmp_path: Path) -> None:
-    from orchestrator.commands.show import render
+    from orchestrator.cli.commands.show import render
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     record = h.run(tickets["CARDS-1"])
@@ -525,8 +525,8 @@ def test_show_tells_the_whole_story_of_a_repaired_run(tmp_path: Path) -> None:
 
 
 def test_show_reports_model_usage_and_estimated_cost(tmp_path: Path) -> None:
-    from orchestrator.commands.show import render
-    from orchestrator.config import PriceConfig
+    from orchestrator.cli.commands.show import render
+    from orchestrator.domain.config import PriceConfig
 
     make_origin(tmp_path)
     gateway = ScriptedGateway(

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.attempts import Services
-from orchestrator.config import load_config
-from orchestrator.display import PlainReporter
-from orchestrator.driver import run_ticket
-from orchestrator.pipeline import TERMINAL, RunState
+from orchestrator.app.driver import run_ticket
+from orchestrator.domain.config import load_config
+from orchestrator.domain.lifecycle import TERMINAL, RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.execution.attempts import Services
+from orchestrator.execution.runner import run_process
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.verdict import validate_verdict_object
-from orchestrator.runner import run_process
-from orchestrator.state import RunStore
-from orchestrator.tickets import load_ticket
-from orchestrator.verdicts import read_verdict
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
 
@@ -165,7 +165,7 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
                 and argv[1:2] in (("update-ref",), ("reset",), ("clean",), ("rev-parse",))
             ):
                 continue
-            if len(argv) > 1 and argv[1].endswith("stages/engine_workspace.py"):
+            if argv[1:4] == ("-P", "-m", "orchestrator.stages.engine_workspace"):
                 continue  # the orchestrator's own workspace step around the engine
             # Anything else must be a recipe command of a valid verdict.
             assert any(argv[-1] in cmd for cmd in valid_recipes), argv

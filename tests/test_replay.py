@@ -19,20 +19,20 @@ from typing import Any
 import pytest
 import tomli_w
 
-from orchestrator.attempts import Services
-from orchestrator.commands.replay import EXIT_DIFFERENT
-from orchestrator.commands.replay import replay as replay_command
-from orchestrator.config import load_config
-from orchestrator.demo import build_demo
-from orchestrator.display import PlainReporter
-from orchestrator.driver import run_ticket
-from orchestrator.errors import UsageError
-from orchestrator.pipeline import RunState
+from orchestrator.app.driver import run_ticket
+from orchestrator.app.replay import Difference, ReplayResult, replay
+from orchestrator.cli.commands.replay import EXIT_DIFFERENT
+from orchestrator.cli.commands.replay import replay as replay_command
+from orchestrator.demo.run import build_demo
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import UsageError
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
-from orchestrator.replay import Difference, ReplayResult, replay
-from orchestrator.state import RunRecord, RunStore
-from orchestrator.tickets import load_ticket
-from orchestrator.verdicts import read_verdict
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.runs import RunRecord, RunStore
 
 from conftest import ROOT, write_ticket
 from gitrepo import bare_clone, commit_files, init_repo
@@ -221,7 +221,7 @@ def test_replay_cannot_be_handed_a_runner_and_imports_none() -> None:
     assert list(inspect.signature(replay).parameters) == ["store", "loaded", "run_id", "number"]
     with pytest.raises(TypeError):
         replay(RunStore(Path("/nonexistent")), None, "x", None, run_process=run_process)  # type: ignore[arg-type, call-arg]
-    tree = ast.parse((ROOT / "orchestrator" / "replay.py").read_text())
+    tree = ast.parse((ROOT / "orchestrator" / "app" / "replay.py").read_text())
     imported = {
         (node.module, alias.name)
         for node in ast.walk(tree)
@@ -229,7 +229,7 @@ def test_replay_cannot_be_handed_a_runner_and_imports_none() -> None:
         for alias in node.names
     }
     # The substrate's own pure plan, the one ``apply`` carries out: not a copy of it.
-    assert ("orchestrator.substrate", "plan_dispatch") in imported
+    assert ("orchestrator.app.substrate", "plan_dispatch") in imported
     assert not {m for m, name in imported if name in ("apply", "runner", "run_process")}
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert plain <= {"json", "re"}  # no subprocess, no runner, no SDK by another route
@@ -320,7 +320,7 @@ def small_pipeline(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
         'state_dir = "state"\n[routing]\n'
         + "".join(f'"{a}" = 0.0\n' for a in ACTIONS)
         + extra
-        + f'[[stages]]\nname = "clone"\ncommand = ["{{python}}", "{ROOT}/stages/clone.py"]\ncwd = "run"\n'
+        + '[[stages]]\nname = "clone"\ncommand = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\ncwd = "run"\n'
         + FLAKY
     )
     return config, write_ticket(tmp_path / "t", repository="../origin.git")

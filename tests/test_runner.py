@@ -1,4 +1,4 @@
-"""``orchestrator.runner`` with real processes and real signals.
+"""``orchestrator.execution.runner`` with real processes and real signals.
 
 No test sleeps to wait for something: processes we start may sleep, but the tests wait only
 on events (a process exiting, a pipe delivering a line, a pidfd becoming readable).
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import Interrupted
-from orchestrator.runner import (
+from orchestrator.domain.errors import Interrupted
+from orchestrator.execution.runner import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
     EXIT_TIMEOUT,
@@ -466,7 +466,7 @@ def test_kill_stale_group_of_a_vanished_leader_is_false() -> None:
 _MEMORY_DRIVER = """
 import json, os, resource, sys
 from pathlib import Path
-from orchestrator.runner import run_process
+from orchestrator.execution.runner import run_process
 
 log = Path(sys.argv[1])
 chunks = int(sys.argv[2])
@@ -523,7 +523,7 @@ def test_large_output_does_not_grow_orchestrator_memory(tmp_path: Path) -> None:
 
 def test_kill_marked_finds_an_attempts_processes_by_their_environment(tmp_path: Path) -> None:
     """Even a process that left the group (its own session) carries the attempt marker."""
-    from orchestrator.runner import kill_marked
+    from orchestrator.execution.runner import kill_marked
 
     marked = subprocess.Popen(
         ["sleep", "30"], env={**os.environ, "ORCH_ATTEMPT_ID": "R-1#2"}, start_new_session=True
@@ -554,7 +554,7 @@ def test_stdin_comes_from_a_file_when_given(tmp_path: Path) -> None:
 def test_a_cancelled_wait_terminates_the_group_and_raises(tmp_path: Path) -> None:
     import threading
 
-    from orchestrator.runner import Cancelled
+    from orchestrator.execution.runner import Cancelled
 
     cancel = threading.Event()
     started: list[int] = []

@@ -12,13 +12,11 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.demo import DemoLayout, build_demo
-from orchestrator.stage_env import StageContext, stage_environ
+from orchestrator.demo.run import DemoLayout, build_demo
+from orchestrator.execution.stage_env import StageContext, stage_environ
 
-from conftest import ROOT, subprocess_env
+from conftest import subprocess_env
 from gitrepo import clone
-
-STAGES = ROOT / "stages"
 
 
 @pytest.fixture
@@ -65,7 +63,7 @@ def run_stage(script: str, ctx: StageContext, tmp_path: Path) -> subprocess.Comp
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home), GIT_CONFIG_NOSYSTEM="1")
     cwd = ctx.run_dir if script == "clone.py" else ctx.clone_dir
     return subprocess.run(
-        [sys.executable, str(STAGES / script)],
+        [sys.executable, "-P", "-m", f"orchestrator.stages.{script.removesuffix('.py')}"],
         cwd=cwd,
         env=env,
         capture_output=True,

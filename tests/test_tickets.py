@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import TicketError
-from orchestrator.tickets import TicketKind, load_ticket
+from orchestrator.domain.errors import TicketError
+from orchestrator.domain.tickets import TicketKind, load_ticket
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 

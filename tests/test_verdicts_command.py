@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.commands.verdicts import parse_since, verdicts
-from orchestrator.errors import UsageError
-from orchestrator.verdicts import TokenUsage, VerdictRecord, write_verdict
+from orchestrator.cli.commands.verdicts import parse_since, verdicts
+from orchestrator.domain.errors import UsageError
+from orchestrator.storage.decisions import TokenUsage, VerdictRecord, write_verdict
 
 RUN_A = "CARDS-1-20261130T010000Z-aaaa"
 RUN_B = "CARDS-3-20261201T090000Z-bbbb"

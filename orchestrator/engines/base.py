@@ -5,7 +5,7 @@ An adapter never starts anything. It turns an ``EngineTask`` into an ``Invocatio
 an optional stdin file, files to write first), and afterwards turns the attempt's log text
 into an ``EngineReport`` (turns, cost, final message, and — when it failed — its
 ``FailureClass``). The orchestrator writes the files, runs the argv through
-``orchestrator.runner.run_process`` and records the report in the attempt.
+``orchestrator.execution.runner.run_process`` and records the report in the attempt.
 
     EngineTask ──adapter.invocation()──▶ Invocation ──run_process()──▶ log text, exit code
     log text, exit code, timed_out ──adapter.report()──▶ EngineReport ──classify()──▶ class

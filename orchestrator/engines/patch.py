@@ -1,5 +1,5 @@
 """Engine ``patch``: the offline default. Applies the ticket's patch file
-(``stages/implement_patch.py``); no model is involved, so the ladder's model is ignored.
+(``orchestrator/stages/implement_patch.py``); no model is involved, so the ladder's model is ignored.
 
 It calls no provider, so nothing it prints can be an infrastructure failure: a patch that
 does not apply (exit 1) is ``code``; only our timeout (``timeout``) and a crash status
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from orchestrator.engines.base import (
@@ -22,7 +21,7 @@ from orchestrator.engines.base import (
 )
 from orchestrator.engines.classify import crashed, last_words
 
-SCRIPT = Path(__file__).resolve().parents[2] / "stages" / "implement_patch.py"
+MODULE = "orchestrator.stages.implement_patch"
 
 
 class PatchAdapter:
@@ -32,7 +31,7 @@ class PatchAdapter:
         return check_known_keys(settings, {})
 
     def invocation(self, task: EngineTask) -> Invocation:
-        return Invocation(argv=(sys.executable, str(SCRIPT)))
+        return Invocation(argv=(sys.executable, "-P", "-m", MODULE))
 
     def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
         if timed_out:

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from orchestrator.config import ModelConfig
+from orchestrator.domain.config import ModelConfig
 from orchestrator.recovery.gateway import ModelReply, ModelRequest
 
 if TYPE_CHECKING:

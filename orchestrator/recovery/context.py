@@ -29,9 +29,9 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, model_validator
 
-from orchestrator.config import ContextLimits
+from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.redact import redact, redact_bytes
-from orchestrator.validation import Frozen
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",

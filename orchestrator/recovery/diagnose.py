@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orchestrator.pipeline import HaltReason
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.playbook import Failure, match_playbook
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from orchestrator.pipeline import HaltReason
+from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.confidence import History, Routing, compose, route
 from orchestrator.recovery.diagnose import (
     Caps,
@@ -49,7 +50,6 @@ from orchestrator.recovery.verdict import (
     semantic_errors,
     validate_verdict_object,
 )
-from orchestrator.validation import Frozen
 
 CAPABILITY: Final = "stage-recovery"
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.pipeline import HaltReason
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.diagnose import Decision, Source, Usage, no_model_decision
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
+from orchestrator.domain.validation import Frozen, describe_validation_error
 from orchestrator.recovery.recipe import plan_recipe
-from orchestrator.validation import Frozen, describe_validation_error
 
 
 class Action(StrEnum):

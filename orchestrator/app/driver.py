@@ -1,0 +1,257 @@
+"""Run one ticket: open (or resume) its run, drive the stages in order, persist after
+every step. ``run_ticket`` is a plain function of on-disk inputs and injected services,
+so a queue worker can call it as it is.
+
+Resuming: a run that is not terminal is picked up where it stopped. Completed stages are
+never re-run. An attempt that was running when the orchestrator died is marked
+``interrupted`` and its process group (if it outlived us) is killed before the stage
+starts again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from orchestrator.app.recover import recover
+from orchestrator.domain.config import LoadedConfig, StageConfig
+from orchestrator.domain.errors import StateError
+from orchestrator.domain.lifecycle import (
+    HaltReason,
+    RunState,
+    dry_run_armed,
+    halt_reason_for_failure,
+    is_terminal,
+)
+from orchestrator.domain.tickets import Ticket
+from orchestrator.execution import runner
+from orchestrator.execution.attempts import Services, run_stage
+from orchestrator.execution.stage_env import attempt_marker, work_branch
+from orchestrator.storage.approvals import approval_path
+from orchestrator.storage.runs import (
+    Attempt,
+    AttemptStatus,
+    Halt,
+    RunRecord,
+    StageRecord,
+    StageStatus,
+    VerdictRef,
+    new_run_id,
+    ticket_lock,
+)
+
+__all__ = ["Services", "describe_failure", "run_ticket"]
+
+
+def run_ticket(
+    ticket: Ticket, services: Services, *, rerun: bool = False, unfinished_only: bool = False
+) -> RunRecord:
+    """Drive ``ticket`` to a terminal state (or until interrupted) and return its record.
+
+    Holds the ticket's lock throughout; raises TicketLocked if another process has it.
+    A ticket whose latest run completed is not run again unless ``rerun``; with
+    ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
+    decided under the lock, so a second batch never repeats a ticket another just ended.
+    """
+    with ticket_lock(services.store.state_dir, ticket.id):
+        if unfinished_only:
+            latest = services.store.latest_for_ticket(ticket.id)
+            if latest is not None and is_terminal(latest.state):
+                return latest
+        record, resumed = _open_run(ticket, services, rerun=rerun)
+        services.reporter.run_opened(record, resumed=resumed)
+        if is_terminal(record.state):
+            return record
+        record = _drive(record, services)
+        services.reporter.run_finished(record)
+        return record
+
+
+def _open_run(ticket: Ticket, services: Services, *, rerun: bool) -> tuple[RunRecord, bool]:
+    store = services.store
+    latest = store.latest_for_ticket(ticket.id)
+    if latest is not None and not is_terminal(latest.state):
+        _require_same_stages(latest, services.loaded)
+        return latest, True
+    if latest is not None and latest.state is RunState.COMPLETED and not rerun:
+        return latest, False
+    return _create_run(ticket, services), False
+
+
+def _require_same_stages(record: RunRecord, loaded: LoadedConfig) -> None:
+    configured = [s.name for s in loaded.config.stages]
+    recorded = [s.name for s in record.stages]
+    if configured != recorded:
+        raise StateError(
+            f"state error: run {record.run_id} was started with stages {recorded}, but "
+            f"{loaded.path} now defines {configured}; restore that config to resume it, "
+            "or start a new run with --rerun"
+        )
+
+
+def _snapshot_ticket(ticket: Ticket, dest: Path) -> Path:
+    """Copy the ticket and the files it refers to, keeping their relative layout, so the
+    run's inputs stay on disk with the run whatever happens to the originals."""
+    source_dir = ticket.path.parent
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in [ticket.path, *ticket.extra_files()]:
+        target = dest / path.relative_to(source_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    return dest / ticket.path.name
+
+
+def _create_run(ticket: Ticket, services: Services) -> RunRecord:
+    now = services.clock()
+    store = services.store
+    run_id = new_run_id(ticket.id, now)
+    run_dir = store.run_dir(run_id)
+    snapshot = _snapshot_ticket(ticket, run_dir / "ticket")
+    record = RunRecord(
+        run_id=run_id,
+        ticket_id=ticket.id,
+        ticket_title=ticket.fields.title,
+        ticket_kind=ticket.fields.kind.value,
+        ticket_path=str(ticket.path),
+        ticket_snapshot=str(snapshot),
+        ticket_sha256=ticket.sha256,
+        repository=ticket.repository_location(),
+        base_branch=ticket.fields.base_branch,
+        work_branch=work_branch(ticket.id),
+        config_path=str(services.loaded.path),
+        config_sha256=services.loaded.sha256,
+        run_dir=str(run_dir),
+        clone_dir=str(run_dir / "clone"),
+        created_at=now,
+        updated_at=now,
+        stages=tuple(StageRecord(name=s.name) for s in services.loaded.config.stages),
+    )
+    store.save(record)
+    return record
+
+
+def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
+    """Attempts still marked running belong to a dead orchestrator: kill what they left
+    behind, mark them interrupted, and put their stage back to pending."""
+    original = record
+    for attempt in record.attempts:
+        if attempt.status is not AttemptStatus.RUNNING:
+            continue
+        if attempt.pgid is not None and runner.kill_stale_group(
+            runner.ProcessIdentity(attempt.pgid, attempt.start_ticks)
+        ):
+            services.reporter.note(f"killed process group {attempt.pgid} left by a dead run")
+        # The group may not have been recorded (we died right after starting it), and a
+        # process may have left the group: the attempt's environment marker finds both.
+        leftovers = runner.kill_marked(
+            "ORCH_ATTEMPT_ID", attempt_marker(record.run_id, attempt.number)
+        )
+        if leftovers:
+            services.reporter.note(f"killed {len(leftovers)} process(es) left by a dead run")
+        record = record.with_attempt(
+            attempt.model_copy(
+                update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
+            )
+        ).with_stage_status(attempt.stage, StageStatus.PENDING)
+    if record != original:  # only a run something was settled in is written again
+        services.store.save(record)
+    return record
+
+
+def pending_verdict(record: RunRecord) -> VerdictRef | None:
+    """The decision a run in awaiting-approval is waiting on."""
+    return next((v for v in reversed(record.verdicts) if v.outcome is None), None)
+
+
+def _answered(record: RunRecord, services: Services) -> bool:
+    ref = pending_verdict(record)
+    if ref is None:
+        return False
+    return approval_path(services.store.runs_dir, record.run_id, ref.number).exists()
+
+
+def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:
+    for stage in services.loaded.config.stages:
+        if record.stage_status(stage.name) is not StageStatus.COMPLETED:
+            return stage
+    return None
+
+
+def _drive(record: RunRecord, services: Services) -> RunRecord:
+    store, config = services.store, services.loaded.config
+    record = _settle_interrupted(record, services)
+    if record.state is RunState.PENDING:
+        record = record.transition(RunState.RUNNING, now=services.clock())
+        store.save(record)
+    if record.state is RunState.AWAITING_APPROVAL and not _answered(record, services):
+        services.reporter.note(
+            f"awaiting approval: `orchestrator approve {record.run_id}` or "
+            f"`orchestrator reject {record.run_id} --reason ...`"
+        )
+        return record
+    if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
+        # We died while deciding or carrying out a decision, or a person has answered
+        # one: finish that first.
+        failed = record.last_failed_attempt()
+        if failed is None:
+            raise StateError(
+                f"state error: run {record.run_id} is {record.state} but records no failed attempt"
+            )
+        record, effect = recover(record, config.stage(failed.stage), failed, services)
+        if effect.terminal is not None or effect.paused:
+            return record
+    while (stage := _next_stage(record, services)) is not None:
+        if stage.side_effectful and dry_run_armed(services.environ):
+            halt = Halt(
+                reason=HaltReason.DRY_RUN_BLOCK,
+                stage=stage.name,
+                detail=(
+                    f"stage {stage.name!r} is side-effectful and DRY_RUN is armed; "
+                    "set DRY_RUN=false in the environment to allow it, then run the ticket again"
+                ),
+            )
+            record = record.with_stage_status(stage.name, StageStatus.BLOCKED).transition(
+                RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
+            )
+            store.save(record)
+            return record
+        record, attempt = run_stage(record, stage, services)
+        if attempt.ok:
+            continue
+        if not config.recovery.enabled:
+            halt = Halt(
+                reason=halt_reason_for_failure(
+                    timed_out=attempt.timed_out, check_stage=stage.is_check_stage
+                ),
+                stage=stage.name,
+                detail=describe_failure(attempt),
+            )
+            record = record.transition(
+                RunState.FAILED, now=services.clock(), halt=halt, stage=stage.name
+            )
+            store.save(record)
+            return record
+        # Every way out of recover() is terminal or has charged a bounded retry budget,
+        # so this loop ends.
+        record, effect = recover(record, stage, attempt, services)
+        if effect.terminal is not None or effect.paused:
+            return record
+    record = record.transition(RunState.COMPLETED, now=services.clock())
+    store.save(record)
+    return record
+
+
+def describe_failure(attempt: Attempt) -> str:
+    """One line saying what failed, for the halt record and the terminal."""
+    where = f"see {attempt.log_path}" if attempt.log_path else "no log"
+    if attempt.failing_check is not None:
+        check = attempt.failing_check
+        how = "timed out" if check.timed_out else f"exited {check.exit_code}"
+        return f"check {check.name!r} {how}; {where}"
+    if attempt.error:
+        return f"stage {attempt.stage!r}: {attempt.error}; {where}"
+    if attempt.timed_out:
+        return f"stage {attempt.stage!r} timed out (exit 124); {where}"
+    if attempt.signal:
+        return f"stage {attempt.stage!r} was killed by signal {attempt.signal}; {where}"
+    return f"stage {attempt.stage!r} exited {attempt.exit_code}; {where}"

@@ -1,0 +1,161 @@
+"""How the recovery loop uses the decision ledger (``ledger.py``): one row per decision
+(from the graph's exit node), one superseding row per outcome, and the history of past
+outcomes for a failure signature, which feeds confidence.
+
+Rows are keyed by ``decision_id`` (ticket run, attempt, verdict number): a redelivered
+decision finds its row and does not append another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.domain.errors import StateError
+from orchestrator.recovery.confidence import History
+from orchestrator.recovery.graph import CAPABILITY, GraphState, Proposal, RecoveryContext
+from orchestrator.recovery.investigate import Step
+from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledger_path
+
+if TYPE_CHECKING:
+    from orchestrator.execution.attempts import Services
+    from orchestrator.storage.runs import RunRecord
+
+GREEN = "mechanical-fix green"
+RECENT_ROWS = 512
+
+
+def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
+    return Ledger(ledger_path(state_dir), key=key_from_env(environ))
+
+
+class LedgerLink:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    @classmethod
+    def for_services(cls, services: Services) -> LedgerLink:
+        return cls(ledger_for(services.store.state_dir, services.environ))
+
+    @staticmethod
+    def inputs_hash(payload: str) -> str:
+        return inputs_hash(payload)
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        if not self.ledger.path.exists():
+            return iter(())
+        return self.ledger.rows()
+
+    def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
+        """A decision's rows. They are written moments apart, so they sit at the end of
+        the ledger: read its tail first (from the end, by seeking) and the whole file only
+        if the decision row is not there."""
+        tail = [r for r in self.ledger.recent(RECENT_ROWS) if r.get("decision_id") == decision_id]
+        if any(r.get("kind") == "decision" for r in tail):
+            return tail
+        return [r for r in self._rows() if r.get("decision_id") == decision_id]
+
+    def _decision_row(self, decision_id: str) -> dict[str, Any] | None:
+        return next((r for r in self._rows_of(decision_id) if r.get("kind") == "decision"), None)
+
+    def history(self, signature: str) -> dict[str, History]:
+        """Per action: how often a decision for this failure signature went green."""
+        decisions: dict[str, tuple[str, str]] = {}  # entry_hash → (signature, action)
+        green: dict[str, int] = {}
+        total: dict[str, int] = {}
+        for row in self._rows():
+            decision = row.get("decision") or {}
+            if row.get("kind") == "decision":
+                verdict = decision.get("verdict") or {}
+                decisions[row["entry_hash"]] = (
+                    decision.get("signature", ""),
+                    verdict.get("action", ""),
+                )
+            elif row.get("kind") == "outcome" and row.get("supersedes") in decisions:
+                sig, action = decisions[row["supersedes"]]
+                if sig != signature:
+                    continue
+                total[action] = total.get(action, 0) + 1
+                if str(row.get("outcome", "")).startswith(GREEN):
+                    green[action] = green.get(action, 0) + 1
+        return {a: History(green=green.get(a, 0), total=n) for a, n in total.items()}
+
+    def decision_writer(self, services: Services) -> Callable[[GraphState], str | None]:
+        def write(state: GraphState) -> str | None:
+            proposal = state.proposal
+            if proposal is None:
+                return None
+            existing = self._decision_row(proposal.decision_id)
+            if existing is not None:  # redelivery: the row is already there
+                return str(existing["entry_hash"])
+            decision = state.require_decision()
+            ctx = state.ctx
+            row = self.ledger.append(
+                kind="decision",
+                decision_id=proposal.decision_id,
+                ts=services.clock().isoformat(),
+                ticket=ctx.ticket_id,
+                run=ctx.run_id,
+                capability=CAPABILITY,
+                inputs_hash=ctx.inputs_hash,
+                model_version=decision.model or "none",
+                prompt_version=_prompt_version(),
+                source=decision.source.value,
+                decision={
+                    "verdict": proposal.action,
+                    "signature": ctx.signature,
+                    "trace": list(state.trace),
+                },
+                confidence=proposal.confidence,
+                routing=proposal.routing,
+                outcome=None,
+                supersedes=None,
+            )
+            return str(row["entry_hash"])
+
+        return write
+
+    def trace(self, ctx: RecoveryContext, step: Step, services: Services) -> None:
+        """One ledger row per investigation step: the loop is as reconstructable as a call."""
+        self.ledger.append(
+            kind="trace",
+            decision_id=ctx.decision_id,
+            ts=services.clock().isoformat(),
+            ticket=ctx.ticket_id,
+            run=ctx.run_id,
+            capability=CAPABILITY,
+            inputs_hash=ctx.inputs_hash,
+            model_version="none",
+            prompt_version=_prompt_version(),
+            source="model",
+            decision={"step": step.index, "tool": step.tool, "args": dict(step.args),
+                      "result_digest": step.result_digest, "result_chars": step.result_chars},
+            confidence=None,
+            routing=None,
+            outcome=None,
+            supersedes=None,
+        )  # fmt: skip
+
+    def outcome(
+        self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
+    ) -> None:
+        """A new row that supersedes the decision's (never an update); once per decision."""
+        rows = self._rows_of(proposal.decision_id)
+        decision_row = next((r for r in rows if r.get("kind") == "decision"), None)
+        if decision_row is None:
+            raise StateError(
+                f"state error: {self.ledger.path}: no decision row for {proposal.decision_id}"
+            )
+        already = any(
+            r.get("kind") == "outcome" and r.get("supersedes") == decision_row["entry_hash"]
+            for r in rows
+        )
+        if not already:
+            self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
+
+
+def _prompt_version() -> str:
+    from orchestrator.recovery.prompt import PROMPT_VERSION
+
+    return PROMPT_VERSION

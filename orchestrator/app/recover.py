@@ -1,0 +1,322 @@
+"""What happens when an attempt fails: one decision, persisted, approved, carried out.
+
+    gather facts ─► bundle (persisted) ─► RecoveryAgent.propose (the fixed graph; its
+    memory_write node persists the verdict file, its exit node the ledger row)
+    ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
+       otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``
+    ─► substrate.apply(proposal, approval) ─► outcome on the run record
+
+If the orchestrator dies here, resuming finds the decision persisted for that attempt and
+carries it out without asking again; if none was persisted yet, it decides again (and a
+diagnosis charged before the crash stays spent).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.app.investigation_tools import investigator_for
+from orchestrator.app.ledger_link import LedgerLink
+from orchestrator.app.substrate import Effect, apply, code_stage_for
+from orchestrator.domain.config import StageConfig
+from orchestrator.domain.errors import StateError
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.execution import runner
+from orchestrator.execution.attempts import Services, engine_and_model
+from orchestrator.recovery.context import (
+    REDACTION_MARGIN_BYTES,
+    BundleInputs,
+    build_bundle,
+    tail_bytes,
+)
+from orchestrator.recovery.diagnose import Caps
+from orchestrator.recovery.graph import (
+    CAPABILITY,
+    GraphDeps,
+    GraphState,
+    Proposal,
+    RecoveryAgent,
+    RecoveryContext,
+    context_to_json,
+)
+from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.prompt import PROMPT_VERSION, facts_for
+from orchestrator.recovery.verdict import DecisionContext
+from orchestrator.storage.approvals import (
+    AUTO,
+    Approval,
+    approval_path,
+    read_approval,
+    write_approval,
+)
+from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.decisions import TokenUsage, VerdictRecord, read_verdict, write_verdict
+from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
+
+DIFF_TIMEOUT_S = 60.0
+
+
+def _clone_exists(record: RunRecord) -> bool:
+    return (Path(record.clone_dir) / ".git").exists()
+
+
+def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
+    # Read through the runner (the one place processes start), capped: a 100 MB diff costs
+    # what the cap costs. Three dots: the branch's own changes since it left its base.
+    return runner.capture_head(
+        ("git", "diff", "--no-color", "--no-ext-diff", f"origin/{record.base_branch}...HEAD"),
+        cwd=Path(record.clone_dir),
+        env={k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")},
+        max_bytes=max_bytes,
+        timeout_s=DIFF_TIMEOUT_S,
+    )
+
+
+def _bundle_inputs(
+    record: RunRecord, attempt: Attempt, services: Services, clone_exists: bool
+) -> BundleInputs:
+    limits = services.loaded.config.recovery.context
+    state = {
+        "run_id": record.run_id,
+        "state": record.state,
+        "current_stage": record.current_stage,
+        "counters": record.counters.model_dump(),
+        "overrides": {k: v.model_dump() for k, v in record.overrides.items()},
+        "verdicts": [v.model_dump() for v in record.verdicts],
+    }
+    attempts = [a.model_dump(mode="json", exclude={"pgid", "start_ticks"}) for a in record.attempts]
+    diff, truncated, note = b"", False, None
+    if clone_exists:
+        # A margin past the cap, so a secret crossing the cut is redacted whole before
+        # build_bundle cuts it to size.
+        captured = _read_diff(record, services, limits.max_diff_bytes + REDACTION_MARGIN_BYTES)
+        diff, truncated, note = captured.data, captured.truncated, captured.error
+    else:
+        note = "no clone: no diff"
+    check = attempt.failing_check
+    return BundleInputs(
+        run_state=json.dumps(state, indent=1, default=str),
+        run_record=json.dumps(attempts, indent=1, default=str),
+        ticket_path=Path(record.ticket_snapshot),
+        failed_log=Path(attempt.log_path) if attempt.log_path else None,
+        check_name=check.name if check else None,
+        check_log=Path(check.log_path) if check and check.log_path else None,
+        diff=diff,
+        diff_truncated=truncated,
+        diff_note=note,
+    )
+
+
+def failure_signature(stage: StageConfig, attempt: Attempt) -> str:
+    """Groups failures of the same kind across tickets, for the ledger's history."""
+    check = attempt.failing_check
+    return f"{stage.name}/{check.name if check else 'stage'}"
+
+
+def recover(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
+) -> tuple[RunRecord, Effect]:
+    """Decide what to do about ``attempt``'s failure and, once approved, do it."""
+    store = services.store
+    if record.state is not RunState.RECOVERING:
+        record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
+        store.save(record)
+    ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
+    if ref is None:
+        decided = _decide(record, stage, attempt, services)
+        ref = VerdictRef(
+            number=decided.number,
+            attempt=attempt.number,
+            source=decided.source,
+            action=decided.action,
+            path=str(store.verdict_path(record.run_id, decided.number)),
+        )
+        record = record.with_verdict(ref)
+        if decided.usage.calls:
+            counters = record.counters.model_copy(
+                update={"diagnoses": record.counters.diagnoses + 1}
+            )
+            record = record.model_copy(update={"counters": counters})
+        store.save(record)
+        services.reporter.note(
+            f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
+        )
+    else:  # resumed: the decision was persisted before we stopped
+        decided = read_verdict(Path(ref.path))
+    proposal = Proposal.model_validate(decided.proposal)
+    path = approval_path(store.runs_dir, record.run_id, decided.number)
+    approval = read_approval(path)
+    if approval is None:
+        if proposal.routing not in ("auto", "reject"):
+            record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
+            store.save(record)
+            services.reporter.note(
+                f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
+                f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
+                f"`orchestrator reject {record.run_id} --reason ...`"
+            )
+            return record, Effect(outcome="awaiting approval", paused=True)
+        approval = Approval(
+            decision_id=proposal.decision_id,
+            run_id=record.run_id,
+            verdict=decided.number,
+            approved=True,
+            by=AUTO,
+            at=services.clock(),
+            routing=proposal.routing,
+        )
+        write_approval(path, approval)
+    record, effect = apply(record, proposal, approval, services)
+    LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
+    ref = next(v for v in record.verdicts if v.number == decided.number)
+    record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
+    now = services.clock()
+    if effect.terminal is not None:
+        record = record.transition(effect.terminal, now=now, halt=effect.halt, stage=stage.name)
+    else:
+        record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
+    store.save(record)
+    return record, effect
+
+
+def _decide(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
+) -> VerdictRecord:
+    """Gather the context, run the agent (which persists its verdict), return the record."""
+    store, config = services.store, services.loaded.config
+    number = len(record.verdicts) + 1
+    verdict_path = store.verdict_path(record.run_id, number)
+    if verdict_path.exists():
+        # Redelivery: we died after the decision was persisted but before the run record
+        # pointed at it. The decision stands; the model is not asked again.
+        persisted = read_verdict(verdict_path)
+        if persisted.attempt == attempt.number:
+            return persisted
+    clone_exists = _clone_exists(record)
+    code_stage = code_stage_for(config, stage)
+    engine, model = engine_and_model(record, code_stage, config)
+    check = attempt.failing_check
+    decision_ctx = DecisionContext(
+        failing_stage=stage.name,
+        failing_check=check.name if check else None,
+        code_stage=code_stage.name,
+        current_engine=engine or None,
+        current_model=model or None,
+        ladders={name: e.models for name, e in config.engines.items()},
+        clone_dir=Path(record.clone_dir),
+        recipe_allowlist=config.recovery.recipe_allowlist,
+    )
+    bundle = build_bundle(
+        _bundle_inputs(record, attempt, services, clone_exists), config.recovery.context
+    )
+    bundle_path = store.bundle_path(record.run_id, number)
+    bundle_json = bundle.model_dump_json(indent=1)
+    atomic_write(bundle_path, bundle_json.encode())
+
+    check_output = ""
+    if check is not None and check.log_path:
+        limit = config.recovery.context.max_check_output_bytes
+        check_output = tail_bytes(Path(check.log_path), limit).text
+    budgets = BudgetStore(store.state_dir)
+    budget = budgets.load(record.ticket_id)
+    signature = failure_signature(stage, attempt)
+    link = LedgerLink.for_services(services)
+    ctx = RecoveryContext(
+        decision_id=f"{record.run_id}:attempt-{attempt.number}:verdict-{number}",
+        ticket_id=record.ticket_id,
+        run_id=record.run_id,
+        attempt=attempt.number,
+        signature=signature,
+        decision=decision_ctx,
+        failure=Failure(
+            check=decision_ctx.failing_check,
+            output=check_output,
+            ticket_title=record.ticket_title,
+            infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
+            infra_detail=attempt.failure_detail,
+        ),
+        facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
+        bundle_text=bundle.render(),
+        bundle_path=str(bundle_path),
+        inputs_hash=link.inputs_hash(bundle_json),
+        clone_exists=clone_exists,
+        caps=Caps(
+            budget.spent("diagnosis"),
+            config.recovery.max_diag_invocations_per_ticket,
+            budget.spent("infra-retry"),
+            config.recovery.max_infra_retries_per_ticket,
+        ),
+        history=link.history(signature),
+    )
+    charges = 0
+
+    def charge() -> None:
+        nonlocal charges
+        charges += 1
+        key = f"{ctx.decision_id}:diagnosis-{budget.spent('diagnosis') + charges}"
+        budgets.charge(
+            record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
+        )
+
+    def memory(state: GraphState) -> str | None:
+        # The agent's own audit memory: its decision, written before anything runs.
+        write_verdict(verdict_path, _verdict_record(state, number, services))
+        return str(verdict_path)
+
+    deps = GraphDeps(
+        gateway_factory=services.gateway_factory,
+        charge=charge,
+        thresholds=config.routing.by_action(),
+        max_reasks=config.recovery.max_reasks,
+        max_tokens=config.model.max_tokens,
+        judge_sample_rate=config.judge.sample_rate,
+        judge_factory=services.gateway_factory,
+        memory=memory,
+        ledger=link.decision_writer(services),
+        investigate=investigator_for(config, services, Path(record.clone_dir)),
+    )
+    RecoveryAgent(deps).diagnose(ctx)
+    return read_verdict(verdict_path)
+
+
+def _verdict_record(state: GraphState, number: int, services: Services) -> VerdictRecord:
+    decision = state.require_decision()
+    proposal = state.proposal
+    if proposal is None:
+        raise StateError("state error: the recovery graph produced no proposal")
+    ctx = state.ctx
+    usage = proposal.evidence_of("usage")
+    return VerdictRecord(
+        number=number,
+        decision_id=ctx.decision_id,
+        run_id=ctx.run_id,
+        ticket_id=ctx.ticket_id,
+        attempt=ctx.attempt,
+        failing_stage=ctx.decision.failing_stage,
+        failing_check=ctx.decision.failing_check,
+        source=decision.source.value,
+        action=decision.verdict.action,
+        valid=decision.valid,
+        reason=decision.reason,
+        halt=decision.halt.value if decision.halt else None,
+        verdict=decision.verdict.model_dump(mode="json"),
+        errors=decision.errors,
+        playbook_entry=decision.playbook_entry,
+        model=decision.model,
+        prompt_version=PROMPT_VERSION,
+        usage=TokenUsage(
+            calls=int(usage.get("calls", 0)),
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+        ),
+        replies=decision.replies,
+        bundle_path=ctx.bundle_path,
+        created_at=services.clock(),
+        proposal=proposal.model_dump(mode="json"),
+        inputs=context_to_json(ctx),
+    )
+
+
+__all__ = ["CAPABILITY", "failure_signature", "recover"]

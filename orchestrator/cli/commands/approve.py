@@ -1,0 +1,65 @@
+"""``orchestrator approve RUN_ID`` / ``orchestrator reject RUN_ID --reason …``: answer the
+decision a run is waiting on, then resume the run (an approved proposal is carried out;
+a rejected one ends the ticket ``needs-human``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.app.driver import pending_verdict, run_ticket
+from orchestrator.cli.commands.run import build_services, exit_code
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import UsageError
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.recovery.graph import Proposal
+from orchestrator.storage.approvals import Approval, approval_path, os_user, write_approval
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage.runs import ticket_lock
+
+
+def answer(
+    config_file: Path,
+    state_dir_override: str | None,
+    run_id: str,
+    *,
+    approved: bool,
+    reason: str | None,
+    out: TextIO,
+    environ: Mapping[str, str] = os.environ,
+) -> int:
+    loaded = load_config(config_file)
+    services = build_services(loaded, state_dir_override, out, environ)
+    store = services.store
+    match = RUN_ID.match(run_id)
+    if match is None:
+        raise UsageError(f"{run_id!r} is not a run id")
+    with ticket_lock(store.state_dir, match.group("ticket")):
+        record = store.load(run_id)
+        ref = pending_verdict(record)
+        if record.state is not RunState.AWAITING_APPROVAL or ref is None:
+            raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
+        decided = read_verdict(Path(ref.path))
+        proposal = Proposal.model_validate(decided.proposal)
+        approval = Approval(
+            decision_id=proposal.decision_id,
+            run_id=run_id,
+            verdict=decided.number,
+            approved=approved,
+            by=os_user(),
+            at=services.clock(),
+            routing=proposal.routing,
+            reason=reason,
+        )
+        write_approval(approval_path(store.runs_dir, run_id, decided.number), approval)
+    word = "approved" if approved else "rejected"
+    out.write(
+        f"{word}: verdict {decided.number} of {run_id} ({decided.action}, "
+        f"routed {proposal.routing} at confidence {proposal.confidence}) by {approval.by}\n"
+    )
+    record = run_ticket(load_ticket(Path(record.ticket_snapshot)), services)
+    return exit_code(record)

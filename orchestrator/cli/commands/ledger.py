@@ -1,0 +1,135 @@
+"""``orchestrator ledger verify|repair|show``: check, mend and read ``.state/ledger.jsonl``.
+
+    verify            OK: N entries (exit 0), or FAILED at line L: reason (exit 7)
+    repair            move a torn last line (an interrupted write) to a quarantine file;
+                      anything else is refused (exit 7): that is damage, not a crash
+    show [-n N] [--json]
+                      the last N rows (default 20), one line each, or as stored (JSON lines)
+
+The HMAC key, if the ledger is keyed, comes from ``$ORCHESTRATOR_LEDGER_KEY``.
+``orchestrator.storage.ledger`` is imported only when the command runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from orchestrator.domain.errors import EXIT_STATE
+
+SHOW_DEFAULT = 20
+COLUMNS = ("SEQ", "TS", "KIND", "TICKET", "RUN", "SOURCE", "ACTION", "ROUTING", "CONF", "OUTCOME")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "ledger",
+        help="verify, repair or show the decision ledger (STATE_DIR/ledger.jsonl)",
+        description="The append-only, hash-chained decision ledger. Keyed ledgers need "
+        "$ORCHESTRATOR_LEDGER_KEY.",
+    )
+    actions = parser.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
+    actions.add_parser("verify", help="check every line, the hash chain and the head file")
+    actions.add_parser(
+        "repair", help="quarantine a torn last line (an interrupted write); nothing else"
+    )
+    show = actions.add_parser("show", help="print the most recent entries, oldest first")
+    show.add_argument(
+        "-n",
+        type=_positive,
+        default=SHOW_DEFAULT,
+        metavar="N",
+        help=f"how many entries (default {SHOW_DEFAULT})",
+    )
+    show.add_argument("--json", action="store_true", help="print the rows as stored (JSON lines)")
+
+
+def _cell(value: object) -> str:
+    """One table cell: '-' for nothing, and no control characters (ticket names and
+    verdict fields end up on a terminal; an escape sequence must not act on it)."""
+    if value is None or value == "":
+        return "-"
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _table_row(row: Mapping[str, Any]) -> tuple[str, ...]:
+    decision = row.get("decision")
+    action = decision.get("action") if isinstance(decision, dict) else None
+    if action is None and isinstance(decision, dict):
+        # The recovery loop nests the verdict: {"verdict": {"action": ...}} or {"verdict": "retry"}.
+        verdict = decision.get("verdict")
+        action = verdict.get("action") if isinstance(verdict, dict) else verdict
+    confidence = row.get("confidence")
+    return (
+        _cell(row.get("seq")),
+        _cell(row.get("ts")),
+        _cell(row.get("kind")),
+        _cell(row.get("ticket")),
+        _cell(row.get("run")),
+        _cell(row.get("source")),
+        _cell(action),
+        _cell(row.get("routing")),
+        f"{confidence:.2f}" if isinstance(confidence, float) else _cell(confidence),
+        _cell(row.get("outcome")),
+    )
+
+
+def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping[str, str]) -> int:
+    from orchestrator.storage.ledger import Ledger, canonical, key_from_env, ledger_path
+
+    ledger = Ledger(ledger_path(state_dir), key=key_from_env(environ))
+    command = args.ledger_command
+    if command == "verify":
+        result = ledger.verify()
+        if result.ok:
+            out.write(f"OK: {result.count} entries\n")
+            return 0
+        where = f" at line {result.line}" if result.line is not None else ""
+        out.write(f"FAILED{where}: {result.reason}\n")
+        return EXIT_STATE
+    if command == "repair":
+        repaired = ledger.repair()  # refusals raise LedgerError: exit 7 from cli.main
+        if repaired.quarantine is None:
+            out.write(f"nothing to repair: {repaired.kept} entries verify\n")
+        else:
+            out.write(
+                f"quarantined line {repaired.line} ({repaired.size} bytes, an interrupted "
+                f"write) to {repaired.quarantine}\n"
+                f"{ledger.path} now ends at entry {repaired.kept} and verifies\n"
+            )
+        if repaired.head_fixed:
+            out.write(f"head file {ledger.head_path} updated to entry {repaired.kept}\n")
+        return 0
+    if command == "show":
+        rows = ledger.recent(args.n)
+        if args.json:
+            for row in rows:
+                out.write(canonical(row).decode("utf-8") + "\n")  # byte-identical to the file
+            return 0
+        if not rows:
+            out.write(f"no entries in {ledger.path}\n")
+            return 0
+        table = [COLUMNS, *(_table_row(row) for row in rows)]
+        widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+        for line in table:
+            out.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+                + "\n"
+            )
+        return 0
+    raise AssertionError(f"unhandled ledger command {command}")

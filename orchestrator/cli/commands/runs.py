@@ -1,0 +1,81 @@
+"""``orchestrator runs``: one line per run (id, ticket, state, stage, age).
+
+Deliberately reads the records with plain ``json``: listing must start in a few tens of
+milliseconds, and a corrupt record is reported on stderr without hiding the others.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from orchestrator.storage.layout import run_record_paths
+
+COLUMNS = ("run_id", "ticket_id", "state", "current_stage", "updated_at")
+
+
+def humanize_age(seconds: float) -> str:
+    """``42s``, ``7m``, ``3h``, ``2d``: enough to tell a stuck run from a fresh one."""
+    seconds = max(0.0, seconds)
+    for limit, unit, size in ((120, "s", 1), (7200, "m", 60), (172800, "h", 3600)):
+        if seconds < limit:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds // 86400)}d"
+
+
+def read_run_headers(runs_dir: Path, errors: TextIO) -> list[dict[str, Any]]:
+    headers = []
+    for path in run_record_paths(runs_dir):
+        try:
+            raw = json.loads(path.read_bytes())
+            if not isinstance(raw, dict) or not all(k in raw for k in COLUMNS):
+                raise ValueError("missing run record fields")
+        except (OSError, ValueError) as exc:
+            print(f"warning: {path}: unreadable run record: {exc}", file=errors)
+            continue
+        headers.append(raw)
+    headers.sort(key=lambda r: str(r.get("created_at", "")))
+    return headers
+
+
+def runs(
+    state_dir: Path,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    state: str | None = None,
+    ticket: str | None = None,
+    errors: TextIO = sys.stderr,
+) -> int:
+    headers = [
+        h
+        for h in read_run_headers(state_dir / "runs", errors)
+        if (state is None or h["state"] == state) and (ticket is None or h["ticket_id"] == ticket)
+    ]
+    now = datetime.now(UTC)
+    if as_json:
+        for raw in headers:
+            out.write(json.dumps({k: raw.get(k) for k in (*COLUMNS, "created_at")}) + "\n")
+        return 0
+    if not headers:
+        out.write(f"no runs under {state_dir}\n")
+        return 0
+    rows = [("RUN", "TICKET", "STATE", "STAGE", "AGE")]
+    for raw in headers:
+        try:
+            age = humanize_age((now - datetime.fromisoformat(raw["updated_at"])).total_seconds())
+        except (TypeError, ValueError):
+            age = "?"
+        rows.append(
+            (raw["run_id"], raw["ticket_id"], raw["state"], raw["current_stage"] or "-", age)
+        )
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write(
+            "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            + "\n"
+        )
+    return 0

@@ -1,0 +1,175 @@
+"""``orchestrator show RUN_ID``: the run's stages, attempts, halt and paths, readable."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.domain.config import PriceConfig
+from orchestrator.domain.errors import StateError
+from orchestrator.reports.display import attempt_summary
+from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage.runs import Attempt, RunRecord, RunStore
+
+
+def _attempt_lines(attempt: Attempt) -> list[str]:
+    who = ""
+    if attempt.engine:
+        who = f" engine={attempt.engine}" + (f" model={attempt.model}" if attempt.model else "")
+    lines = [
+        f"  #{attempt.number} {attempt.stage}{who} [{attempt.status}] "
+        f"{attempt.started_at:%Y-%m-%d %H:%M:%S}Z  {attempt_summary(attempt)}"
+    ]
+    for check in attempt.checks:
+        if check.skipped:
+            lines.append(f"      check {check.name}: skipped (not for this ticket kind)")
+        else:
+            verdict = "timed out" if check.timed_out else f"exit {check.exit_code}"
+            lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s")
+    if attempt.log_path:
+        lines.append(f"      log: {attempt.log_path}")
+    return lines
+
+
+def _recipe_lines(fix_path: Path, number: int) -> list[str]:
+    """The recipe that ran for decision ``number`` and what the verifier said."""
+    try:
+        fix = json.loads(fix_path.read_text())
+    except (OSError, ValueError):
+        return []
+    if fix.get("verdict") != number:
+        return []
+    lines = [
+        f"recipe: {shlex.join(c['argv'])} → exit {c['exit_code']}" for c in fix.get("commands", [])
+    ]
+    verification = fix.get("verification") or {}
+    if verification:
+        lines.append(
+            f"verifier {fix['verifier']['check']}: exit {verification.get('exit_code')} "
+            f"→ {fix.get('status')}" + (f" ({fix['red_reason']})" if fix.get("red_reason") else "")
+        )
+    elif fix.get("red_reason"):
+        lines.append(f"recipe refused or failed: {fix['red_reason']}")
+    return lines
+
+
+def usage_of(
+    verdict_paths: list[Path], prices: Mapping[str, PriceConfig]
+) -> tuple[int, int, int, float]:
+    """(calls, input tokens, output tokens, estimated USD) over some verdict files."""
+    from orchestrator.storage.batch_budget import estimate_cost
+    from orchestrator.storage.decisions import read_verdict
+
+    calls = inp = outp = 0
+    cost = 0.0
+    for path in verdict_paths:
+        try:
+            decided = read_verdict(path)
+        except StateError:
+            continue
+        calls += decided.usage.calls
+        inp += decided.usage.input_tokens
+        outp += decided.usage.output_tokens
+        cost += estimate_cost(
+            dict(prices),
+            decided.model or "",
+            decided.usage.input_tokens,
+            decided.usage.output_tokens,
+        )
+    return calls, inp, outp, round(cost, 6)
+
+
+def _decision_lines(path: Path) -> list[str]:
+    """Summary, routing and confidence of one decision, from its verdict file."""
+    from orchestrator.storage.decisions import read_verdict
+
+    try:
+        decided = read_verdict(path)
+    except StateError as exc:
+        return [f"(unreadable: {exc})"]
+    proposal = decided.proposal
+    usage = decided.usage
+    lines = [f"why: {decided.verdict.get('summary', decided.reason)}"]
+    lines.append(
+        f"routing {proposal.get('routing')} at confidence {proposal.get('confidence')}"
+        + (f"; model {decided.model}, {usage.calls} call(s), {usage.input_tokens}+"
+           f"{usage.output_tokens} tokens" if usage.calls else "")
+    )  # fmt: skip
+    return lines
+
+
+def render(
+    record: RunRecord,
+    store: RunStore | None = None,
+    prices: Mapping[str, PriceConfig] | None = None,
+) -> list[str]:
+    lines = [
+        f"run      {record.run_id}",
+        f"ticket   {record.ticket_id} ({record.ticket_kind}): {record.ticket_title}",
+        f"state    {record.state}"
+        + (f" at {record.current_stage}" if record.current_stage else ""),
+        f"started  {record.created_at:%Y-%m-%d %H:%M:%S}Z   updated {record.updated_at:%Y-%m-%d %H:%M:%S}Z",
+    ]
+    if record.halt is not None:
+        lines.append(f"halt     {record.halt.reason} at {record.halt.stage}: {record.halt.detail}")
+    lines.append("stages   " + "  ".join(f"{s.name}={s.status}" for s in record.stages))
+    lines.append(
+        f"counters attempts={record.counters.attempts} retries={record.counters.retries} "
+        f"diagnoses={record.counters.diagnoses}"
+    )
+    lines.append("attempts")
+    for attempt in record.attempts:
+        lines.extend(_attempt_lines(attempt))
+    if record.verdicts:
+        lines.append("verdicts")
+    for ref in record.verdicts:
+        lines.append(
+            f"  {ref.number}. after attempt #{ref.attempt}: {ref.action} ({ref.source}) "
+            f"→ {ref.outcome or 'not yet carried out'}"
+        )
+        lines.extend(f"      {line}" for line in _decision_lines(Path(ref.path)))
+        if ref.action == "mechanical-fix":
+            fix_path = Path(ref.path).with_name(f"{record.run_id}.mechanical_fix.json")
+            lines.extend(f"      {line}" for line in _recipe_lines(fix_path, ref.number))
+        lines.append(f"      file: {ref.path}")
+    if record.handoff:
+        lines.append(f"handoff  {record.handoff}")
+    for sub_ticket in record.sub_tickets:
+        lines.append(f"split    {sub_ticket}")
+    if store is not None:
+        run_usage = usage_of([Path(v.path) for v in record.verdicts], prices or {})
+        ticket_files = sorted(
+            p
+            for p in store.runs_dir.glob(f"{record.ticket_id}-*.verdict-*.json")
+            if (m := RUN_ID.match(p.name.split(".verdict-")[0])) and m["ticket"] == record.ticket_id
+        )
+        ticket_usage = usage_of(ticket_files, prices or {})
+        for label, (calls, inp, outp, cost) in (("run", run_usage), ("ticket", ticket_usage)):
+            lines.append(
+                f"model    {label}: {calls} call(s), {inp} input + {outp} output tokens, ~${cost}"
+            )
+    lines.append(f"clone    {record.clone_dir}")
+    lines.append(f"ticket   {record.ticket_snapshot}")
+    if record.pull_request:
+        lines.append(f"pr       {record.pull_request}")
+    return lines
+
+
+def show(
+    state_dir: Path,
+    run_id: str,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    prices: Mapping[str, PriceConfig] | None = None,
+) -> int:
+    store = RunStore(state_dir)
+    record = store.load(run_id)
+    if as_json:
+        out.write(store.record_path(run_id).read_text())
+        return 0
+    out.write("\n".join(render(record, store, prices)) + "\n")
+    return 0

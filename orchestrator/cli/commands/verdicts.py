@@ -1,0 +1,132 @@
+"""``orchestrator verdicts [--action A] [--source S] [--since DATE] [--json]``: every
+persisted decision (``runs/<run-id>.verdict-<n>.json``) across runs, oldest first.
+
+A verdict file that cannot be read is reported on stderr with its path and the reason,
+and skipped: one damaged file must not hide the others.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Final, TextIO
+
+from orchestrator.domain.errors import StateError, UsageError
+from orchestrator.recovery.verdict import Action
+from orchestrator.storage.decisions import VerdictRecord, read_verdict
+from orchestrator.storage.layout import is_run_id
+
+SOURCES: Final = ("model", "playbook", "synthetic")
+ACTIONS: Final = tuple(a.value for a in Action)
+SUMMARY_CHARS: Final = 60
+_MARK: Final = ".verdict-"
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO date (``2026-11-30``, midnight UTC) or datetime (naive means UTC)."""
+    value = text.strip()
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        try:
+            day = date.fromisoformat(value)
+        except ValueError:
+            raise UsageError(
+                f"usage error: --since {text!r}: not an ISO date or datetime "
+                "(e.g. 2026-11-30 or 2026-11-30T14:00:00Z)"
+            ) from None
+        parsed = datetime(day.year, day.month, day.day)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def verdict_files(runs_dir: Path) -> list[Path]:
+    """``<run-id>.verdict-<n>.json`` files: a run id before the mark, a number after."""
+    found = []
+    for path in sorted(runs_dir.glob(f"*{_MARK}*.json")):
+        run_id, _, number = path.name.removesuffix(".json").rpartition(_MARK)
+        if is_run_id(run_id) and number.isdigit():
+            found.append(path)
+    return found
+
+
+def _check_filters(action: str | None, source: str | None) -> None:
+    if action is not None and action not in ACTIONS:
+        raise UsageError(f"usage error: --action {action!r}: must be one of {', '.join(ACTIONS)}")
+    if source is not None and source not in SOURCES:
+        raise UsageError(f"usage error: --source {source!r}: must be one of {', '.join(SOURCES)}")
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _summary(record: VerdictRecord) -> str:
+    text = " ".join(str(record.verdict.get("summary") or record.reason).split())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _row(record: VerdictRecord) -> tuple[str, ...]:
+    usage = record.usage
+    return (
+        f"{_aware(record.created_at).astimezone(UTC):%Y-%m-%d %H:%M:%S}Z",
+        record.run_id,
+        str(record.number),
+        record.source,
+        record.action,
+        str(record.proposal.get("routing", "-")),
+        str(record.proposal.get("confidence", "-")),
+        f"{usage.calls}/{usage.input_tokens + usage.output_tokens}",
+        _summary(record),
+    )
+
+
+def read_all(runs_dir: Path, errors: TextIO) -> list[tuple[Path, VerdictRecord]]:
+    found = []
+    for path in verdict_files(runs_dir):
+        try:
+            found.append((path, read_verdict(path)))
+        except StateError as exc:
+            print(f"warning: {exc}; skipped", file=errors)
+        except OSError as exc:
+            print(f"warning: {path}: unreadable verdict file: {exc.strerror}; skipped", file=errors)
+    found.sort(key=lambda pr: (_aware(pr[1].created_at), pr[1].run_id, pr[1].number))
+    return found
+
+
+def verdicts(
+    state_dir: Path,
+    out: TextIO,
+    *,
+    action: str | None,
+    source: str | None,
+    since: datetime | None,
+    as_json: bool,
+    errors: TextIO = sys.stderr,
+) -> int:
+    _check_filters(action, source)
+    cutoff = _aware(since) if since is not None else None
+    selected = [
+        (path, record)
+        for path, record in read_all(state_dir / "runs", errors)
+        if (action is None or record.action == action)
+        and (source is None or record.source == source)
+        and (cutoff is None or _aware(record.created_at) >= cutoff)
+    ]
+    if as_json:
+        for path, record in selected:
+            out.write(json.dumps({**record.model_dump(mode="json"), "path": str(path)}) + "\n")
+        return 0
+    if not selected:
+        filtered = action is not None or source is not None or cutoff is not None
+        out.write(f"no verdicts under {state_dir}{' match' if filtered else ''}\n")
+        return 0
+    rows: list[tuple[str, ...]] = [
+        ("WHEN", "RUN", "#", "SOURCE", "ACTION", "ROUTING", "CONF", "CALLS/TOK", "SUMMARY")
+    ]
+    rows += [_row(record) for _, record in selected]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return 0

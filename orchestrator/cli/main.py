@@ -1,0 +1,243 @@
+"""Parse arguments, dispatch to one command module, map errors to exit codes. Nothing else.
+
+Command modules are imported only when chosen: ``--help`` and ``runs`` must start fast
+and never import pydantic's validators or the model SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.domain.errors import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_MEANINGS,
+    Interrupted,
+    OrchestratorError,
+)
+
+EPILOG = "exit codes:\n" + "".join(
+    f"  {code:<4} {meaning}\n" for code, meaning in EXIT_MEANINGS.items()
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestrator",
+        description="Run coding tickets through build stages; recover failed stages with one "
+        "bounded, typed model decision.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"orchestrator {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $ORCHESTRATOR_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where runs are recorded (default: the config's state_dir, relative to it)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser("run", help="run one ticket (resumes its unfinished run)")
+    run.add_argument("ticket", metavar="TICKET", help="path to the ticket file")
+    run.add_argument(
+        "--rerun", action="store_true", help="start a new run even if the ticket completed"
+    )
+
+    runs = sub.add_parser("runs", help="list runs, one line each")
+    runs.add_argument("--json", action="store_true", help="one JSON object per line")
+    runs.add_argument("--state", metavar="S", help="only runs in this state (e.g. needs-human)")
+    runs.add_argument("--ticket", metavar="T", help="only this ticket's runs")
+
+    batch = sub.add_parser(
+        "batch", help="run every unfinished ticket in a queue directory (for cron)"
+    )
+    batch.add_argument("--tickets", metavar="DIR", default="tickets", help="default: ./tickets")
+    batch.add_argument("--jobs", metavar="N", type=int, default=1, help="tickets at a time")
+    batch.add_argument("--json", action="store_true", help="one JSON object per ticket")
+    batch.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+
+    approve = sub.add_parser(
+        "approve", help="approve the decision a run is waiting on, and resume it"
+    )
+    approve.add_argument("run_id", metavar="RUN_ID")
+    reject = sub.add_parser(
+        "reject", help="reject the decision a run is waiting on (→ needs-human)"
+    )
+    reject.add_argument("run_id", metavar="RUN_ID")
+    reject.add_argument("--reason", help="why, for the record and the hand-off")
+
+    show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print the run record as stored")
+
+    verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
+    verdicts.add_argument(
+        "--action",
+        choices=(
+            "retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix",
+        ),
+    )  # fmt: skip
+    verdicts.add_argument("--source", choices=("model", "playbook", "synthetic"))
+    verdicts.add_argument(
+        "--since",
+        metavar="DATE",
+        help="decisions at or after DATE (ISO date or datetime; UTC if no zone)",
+    )
+    verdicts.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    replay = sub.add_parser(
+        "replay",
+        help="re-decide a run's failures from what was persisted: no model call, nothing run",
+    )
+    replay.add_argument("run_id", metavar="RUN_ID")
+    replay.add_argument("--verdict", type=int, metavar="N", help="only decision N")
+    replay.add_argument("--json", action="store_true", help="one JSON object per decision")
+
+    from orchestrator.cli.commands import ledger as ledger_command  # argparse only: cheap
+
+    ledger_command.add_parser(sub)
+    return parser
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def _prices(config_file: Path) -> dict[str, Any]:
+    """The price table for cost estimates; a missing or broken config just means none."""
+    from orchestrator.domain.config import load_config
+
+    try:
+        return dict(load_config(config_file).config.prices)
+    except OrchestratorError:
+        return {}
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from orchestrator.storage import locate
+
+    config_file = locate.config_path(args.config, os.environ)
+    if args.command == "runs":
+        from orchestrator.cli.commands import runs
+
+        return runs.runs(
+            locate.state_dir(config_file, args.state_dir),
+            sys.stdout,
+            as_json=args.json,
+            state=args.state,
+            ticket=args.ticket,
+        )
+    if args.command == "batch":
+        from orchestrator.cli.commands import batch
+
+        return batch.batch(
+            config_file,
+            args.state_dir,
+            Path(args.tickets),
+            jobs=args.jobs,
+            as_json=args.json,
+            worker=args.worker,
+            out=sys.stdout,
+        )
+    if args.command == "verdicts":
+        from orchestrator.cli.commands import verdicts
+
+        return verdicts.verdicts(
+            locate.state_dir(config_file, args.state_dir),
+            sys.stdout,
+            action=args.action,
+            source=args.source,
+            since=verdicts.parse_since(args.since) if args.since is not None else None,
+            as_json=args.json,
+        )
+    if args.command == "replay":
+        from orchestrator.cli.commands import replay
+
+        return replay.replay(
+            locate.state_dir(config_file, args.state_dir),
+            config_file,
+            args.run_id,
+            args.verdict,
+            sys.stdout,
+            as_json=args.json,
+        )
+    if args.command == "show":
+        from orchestrator.cli.commands import show
+
+        return show.show(
+            locate.state_dir(config_file, args.state_dir),
+            args.run_id,
+            sys.stdout,
+            as_json=args.json,
+            prices=_prices(config_file),
+        )
+    if args.command in ("approve", "reject"):
+        from orchestrator.cli.commands import approve
+
+        return approve.answer(
+            config_file,
+            args.state_dir,
+            args.run_id,
+            approved=args.command == "approve",
+            reason=getattr(args, "reason", None),
+            out=sys.stdout,
+        )
+    if args.command == "run":
+        from orchestrator.cli.commands import run
+
+        return run.run(config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout)
+    if args.command == "ledger":
+        from orchestrator.cli.commands import ledger
+
+        return ledger.run(
+            args, locate.state_dir(config_file, args.state_dir), sys.stdout, os.environ
+        )
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # SIGTERM (cron's kill, a batch's stop) unwinds exactly like Ctrl-C: stages are
+    # terminated through the runner, the attempt is recorded, the run stays resumable.
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _dispatch(args)
+    except OrchestratorError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    except (Interrupted, KeyboardInterrupt):
+        print("interrupted: state saved; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        # Imported here: only the crash path needs them, and start-up time matters.
+        import tempfile
+        import traceback
+
+        fd, crash_log = tempfile.mkstemp(prefix="orchestrator-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as fh:
+            traceback.print_exc(file=fh)
+        print(
+            f"orchestrator: internal error (a bug); traceback written to {crash_log}",
+            file=sys.stderr,
+        )
+        return EXIT_BUG
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def entry() -> None:
+    raise SystemExit(main())

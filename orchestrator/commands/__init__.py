@@ -1,1 +1,0 @@
-"""One module per subcommand: ``command(dependencies..., out) -> exit code``."""

@@ -1,0 +1,311 @@
+"""config.toml → frozen, validated models. Load once; every error names the file and the key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.validation import (
+    Argv,
+    Frozen,
+    Name,
+    NonEmptyStr,
+    PositiveSeconds,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    describe_validation_error,
+)
+
+DEFAULT_CONFIG_NAME = "config.toml"
+DEFAULT_STATE_DIR = ".state"
+
+Cap = Annotated[StrictInt, Field(ge=0, le=100)]
+EnvName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+ByteCap = Annotated[StrictInt, Field(ge=256, le=16 * 1024 * 1024)]
+
+
+class ContextLimits(Frozen):
+    """Byte caps on each part of the context bundle, and on the whole bundle: they keep
+    the prompt, and so the cost of a diagnosis, bounded whatever the failure's size."""
+
+    max_run_state_bytes: ByteCap = 8 * 1024
+    max_run_record_bytes: ByteCap = 8 * 1024
+    max_ticket_bytes: ByteCap = 16 * 1024
+    max_log_tail_bytes: ByteCap = 16 * 1024
+    max_check_output_bytes: ByteCap = 16 * 1024
+    max_diff_bytes: ByteCap = 48 * 1024
+    max_bundle_bytes: ByteCap = 96 * 1024
+
+
+class RecoveryConfig(Frozen):
+    """Caps on the recovery loop, per ticket across all of its runs, and what a
+    mechanical-fix recipe may run."""
+
+    # Off: a failed stage ends the ticket ``failed`` with its typed reason, nothing decided.
+    enabled: StrictBool = True
+    max_diag_invocations_per_ticket: Cap = 2
+    max_retries_per_ticket: Cap = 2
+    # Infrastructure failures (rate limits, outages, engine crashes) are retried without
+    # asking the model, after a back-off that doubles from ``infra_backoff_s``.
+    max_infra_retries_per_ticket: Cap = 3
+    infra_backoff_s: Annotated[float, Field(strict=True, ge=0.0, le=3600.0)] = 30.0
+    # Re-asks after a reply that failed validation (not after API errors).
+    max_reasks: Annotated[StrictInt, Field(ge=0, le=3)] = 1
+    recipe_allowlist: Annotated[tuple[Name, ...], Field(max_length=32)] = ("git",)
+    recipe_command_timeout_s: PositiveSeconds = 60.0
+    context: ContextLimits = ContextLimits()
+
+
+Threshold = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+
+
+class RoutingConfig(Frozen):
+    """Per action: the confidence at or above which a verdict is carried out without a
+    person. Within 0.2 below it a person is asked with the proposal pre-filled
+    (``hitl_recommended``); lower, a person must decide (``hitl_required``). Conservative:
+    a model's verdict with no track record lands just under these, so a person sees it;
+    a playbook entry or a recipe that went green before clears them."""
+
+    # Keys are the action names (with dashes); the attributes are their Python spellings.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=False)
+
+    retry: Threshold = 0.8
+    escalate_model: Threshold = Field(0.8, alias="escalate-model")
+    switch_engine: Threshold = Field(0.8, alias="switch-engine")
+    split: Threshold = 0.9
+    abandon_human: Threshold = Field(0.0, alias="abandon-human")
+    mechanical_fix: Threshold = Field(0.85, alias="mechanical-fix")
+
+    def by_action(self) -> dict[str, float]:
+        return {
+            "retry": self.retry,
+            "escalate-model": self.escalate_model,
+            "switch-engine": self.switch_engine,
+            "split": self.split,
+            "abandon-human": self.abandon_human,
+            "mechanical-fix": self.mechanical_fix,
+        }
+
+
+class JudgeConfig(Frozen):
+    """An optional second-model review, on a deterministic sample of model verdicts. Its
+    call counts against the diagnosis cap; its agreement feeds confidence."""
+
+    sample_rate: Threshold = 0.0
+
+
+class DiagnosisConfig(Frozen):
+    """``single``: one model call (the default). ``investigate``: a bounded loop in which
+    the model may call read-only tools from the allow-list before it decides."""
+
+    mode: Literal["single", "investigate"] = "single"
+    max_steps: Annotated[StrictInt, Field(ge=1, le=20)] = 6
+    tools: Annotated[tuple[Name, ...], Field(max_length=16)] = ("read_file", "git_log", "grep")
+
+
+Money = Annotated[float, Field(strict=True, ge=0.0, le=1_000_000.0)]
+
+
+class PriceConfig(Frozen):
+    """What a model costs, in US dollars per million tokens (for budget estimates)."""
+
+    input_per_mtok: Money
+    output_per_mtok: Money
+
+
+class BatchConfig(Frozen):
+    """Caps on one batch's model use, checked before each call; 0 means no cap. Once a
+    cap is reached the batch's remaining diagnoses become synthetic abandon-human."""
+
+    max_model_calls: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = 0
+    max_tokens: Annotated[StrictInt, Field(ge=0, le=10_000_000_000)] = 0
+    max_cost_usd: Money = 0.0
+
+
+class ModelConfig(Frozen):
+    """The one model the recovery loop may ask. The key is read from the environment
+    variable named here, never from this file."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    name: NonEmptyStr = "claude-sonnet-4-6"
+    api_key_env: Annotated[StrictStr, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")] = (
+        "ANTHROPIC_API_KEY"
+    )
+    timeout_s: PositiveSeconds = 120.0
+    max_retries: Annotated[StrictInt, Field(ge=0, le=5)] = 2
+    max_tokens: Annotated[StrictInt, Field(ge=256, le=32_000)] = 2048
+
+
+EngineKind = Literal["patch", "claude-code", "codex", "aider", "command"]
+
+
+class EngineConfig(Frozen):
+    """A coding engine: which adapter runs it (``kind``), its model ladder (weakest
+    first) and the adapter's own settings. ``command`` is the argv template of a
+    ``command`` engine (shorthand for ``settings.command``)."""
+
+    kind: EngineKind = "command"
+    command: Argv | None = None
+    models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
+    settings: dict[str, Any] = Field(default_factory=dict)
+    # Secret-looking variables (…KEY, …TOKEN…) the engine may see; all others are withheld.
+    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
+
+    def adapter_settings(self) -> dict[str, Any]:
+        if self.command is not None:
+            return {**self.settings, "command": list(self.command)}
+        return dict(self.settings)
+
+    @model_validator(mode="after")
+    def _settings_fit_the_adapter(self) -> EngineConfig:
+        from orchestrator.engines import adapter_for
+
+        if self.command is not None and self.kind != "command":
+            raise ValueError(
+                f"'command' is only for kind = \"command\" (this engine is {self.kind!r})"
+            )
+        problems = adapter_for(self.kind).check_settings(self.adapter_settings())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class CheckConfig(Frozen):
+    """One named review check. ``kinds`` limits it to those ticket kinds (empty: all)."""
+
+    name: Name
+    command: Argv
+    timeout_s: PositiveSeconds = 600.0
+    kinds: Annotated[tuple[TicketKindName, ...], Field(max_length=32)] = ()
+
+
+class StageConfig(Frozen):
+    """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``."""
+
+    name: Name
+    command: Argv | None = None
+    engine: Name | None = None
+    model: NonEmptyStr | None = None
+    checks: Annotated[tuple[CheckConfig, ...], Field(max_length=64)] = ()
+    # The clone does not exist before the clone stage, so that stage runs in the run dir.
+    cwd: Literal["clone", "run"] = "clone"
+    timeout_s: PositiveSeconds = 600.0
+    kill_after_s: PositiveSeconds = 5.0
+    side_effectful: StrictBool = False
+    # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
+    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
+
+    @model_validator(mode="after")
+    def _one_kind_of_work(self) -> StageConfig:
+        given = [k for k in ("command", "engine", "checks") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "a stage needs exactly one of 'command', 'engine' or 'checks'"
+                + (f", not {' and '.join(given)}" if given else "")
+            )
+        if self.model is not None and self.engine is None:
+            raise ValueError("'model' is only meaningful with 'engine'")
+        names = [c.name for c in self.checks]
+        if len(names) != len(set(names)):
+            raise ValueError("check names must be unique within a stage")
+        return self
+
+    @property
+    def is_check_stage(self) -> bool:
+        return bool(self.checks)
+
+
+class Config(Frozen):
+    state_dir: NonEmptyStr = DEFAULT_STATE_DIR
+    recovery: RecoveryConfig = RecoveryConfig()
+    model: ModelConfig = ModelConfig()
+    routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig.model_validate({}))
+    judge: JudgeConfig = JudgeConfig()
+    diagnosis: DiagnosisConfig = DiagnosisConfig()
+    batch: BatchConfig = BatchConfig()
+    prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
+    engines: dict[Name, EngineConfig] = Field(default_factory=dict)
+    stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Config:
+        names = [s.name for s in self.stages]
+        if len(names) != len(set(names)):
+            raise ValueError(f"stage names must be unique: {names}")
+        for stage in self.stages:
+            if stage.engine is None:
+                continue
+            engine = self.engines.get(stage.engine)
+            if engine is None:
+                raise ValueError(
+                    f"stage {stage.name!r} uses engine {stage.engine!r}, which is not "
+                    f"defined under [engines] (defined: {sorted(self.engines) or 'none'})"
+                )
+            if stage.model is not None and engine.models and stage.model not in engine.models:
+                raise ValueError(
+                    f"stage {stage.name!r} uses model {stage.model!r}, which is not in "
+                    f"engine {stage.engine!r}'s ladder {list(engine.models)}"
+                )
+        return self
+
+    def stage(self, name: str) -> StageConfig:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+
+class LoadedConfig(Frozen):
+    """A validated config plus where it came from (placeholders resolve against ``root``)."""
+
+    config: Config
+    path: Path
+    root: Path
+    sha256: str
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate TOML text; raise ConfigError naming ``path`` and the offending key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error: {path}: invalid TOML: {exc}") from None
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = describe_validation_error(exc)
+        raise ConfigError(
+            f"config error: {path}: " + "; ".join(problems)
+            if len(problems) == 1
+            else f"config error: {path}:\n  " + "\n  ".join(problems)
+        ) from None
+
+
+def load_config(path: Path) -> LoadedConfig:
+    import hashlib
+
+    path = path.resolve()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config error: {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"config error: {path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config error: {path}: not UTF-8 text") from None
+    return LoadedConfig(
+        config=parse_config(text, path),
+        path=path,
+        root=path.parent,
+        sha256=hashlib.sha256(data).hexdigest(),
+    )

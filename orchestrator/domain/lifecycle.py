@@ -1,0 +1,101 @@
+"""The ticket state machine (the governor): states, a transition table frozen at import
+time, terminal states with no way out, and typed halt reasons. Pure: no I/O.
+
+    pending ──► running ──► completed
+                  │  ▲
+                  ▼  │
+               recovering ◄─► awaiting-approval
+                  │
+                  └──► needs-human | failed | split        (terminal, like completed)
+
+A move that the table does not list raises ``IllegalTransition``; nothing leaves a
+terminal state. Every halt into ``needs-human`` or ``failed`` carries a ``HaltReason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from orchestrator.domain.errors import IllegalTransition
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    RECOVERING = "recovering"
+    AWAITING_APPROVAL = "awaiting-approval"
+    COMPLETED = "completed"
+    NEEDS_HUMAN = "needs-human"
+    FAILED = "failed"
+    SPLIT = "split"
+
+
+class HaltReason(StrEnum):
+    STAGE_FAILED = "stage_failed"
+    TIMED_OUT = "timed_out"
+    CHECK_FAILED = "check_failed"
+    CAP_EXHAUSTED = "cap_exhausted"
+    INVALID_VERDICT = "invalid_verdict"
+    DRY_RUN_BLOCK = "dry_run_block"
+    PRECONDITION_FAILED = "precondition_failed"
+    HUMAN_REJECTED = "human_rejected"
+    ABANDONED = "abandoned"  # a verdict (model or playbook) said: get a human
+    NO_MODEL = "no_model"  # diagnosis needed, but no model is configured
+    MODEL_ERROR = "model_error"  # the model call failed: timeout, refusal, API error
+    BUDGET_SPENT = "budget_spent"  # the batch's model budget is spent
+    AUTH_ERROR = "auth_error"  # an engine or forge refused our credentials
+    QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
+
+
+S = RunState
+TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
+    {
+        S.PENDING: frozenset({S.RUNNING, S.NEEDS_HUMAN, S.FAILED}),
+        S.RUNNING: frozenset({S.RUNNING, S.RECOVERING, S.COMPLETED, S.NEEDS_HUMAN, S.FAILED}),
+        S.RECOVERING: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}),
+        # Answered: back to recovering, where the approved decision is carried out.
+        S.AWAITING_APPROVAL: frozenset({S.RECOVERING, S.NEEDS_HUMAN}),
+        S.COMPLETED: frozenset(),
+        S.NEEDS_HUMAN: frozenset(),
+        S.FAILED: frozenset(),
+        S.SPLIT: frozenset(),
+    }
+)
+TERMINAL: Final[frozenset[RunState]] = frozenset(s for s, out in TRANSITIONS.items() if not out)
+# Terminal states reached by a halt must say why; success and split must not.
+HALT_REQUIRED: Final[frozenset[RunState]] = frozenset({S.NEEDS_HUMAN, S.FAILED})
+del S
+
+
+def is_terminal(state: RunState) -> bool:
+    return state in TERMINAL
+
+
+def check_transition(current: RunState, target: RunState, halt: HaltReason | None) -> None:
+    """Raise IllegalTransition unless ``current → target`` (with ``halt``) is allowed."""
+    if current in TERMINAL:
+        raise IllegalTransition(f"illegal transition {current} → {target}: {current} is terminal")
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(f"illegal transition {current} → {target}")
+    if target in HALT_REQUIRED and halt is None:
+        raise IllegalTransition(f"moving to {target} needs a halt reason")
+    if target not in HALT_REQUIRED and halt is not None:
+        raise IllegalTransition(f"{target} takes no halt reason (got {halt})")
+
+
+def halt_reason_for_failure(*, timed_out: bool, check_stage: bool) -> HaltReason:
+    """Why a failed stage halts the ticket, from the facts of the failure alone."""
+    if timed_out:
+        return HaltReason.TIMED_OUT
+    if check_stage:
+        return HaltReason.CHECK_FAILED
+    return HaltReason.STAGE_FAILED
+
+
+def dry_run_armed(environ: Mapping[str, str]) -> bool:
+    """Side effects are blocked unless DRY_RUN is the literal ``false`` (any case).
+    Unset, empty, ``0``, ``no``, ``off`` — anything else — keeps the gate armed."""
+    return environ.get("DRY_RUN", "").lower() != "false"

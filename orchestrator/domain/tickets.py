@@ -1,0 +1,168 @@
+"""Ticket files: Markdown with a TOML front-matter block between two ``+++`` lines.
+
+    +++
+    id = "CARDS-1"
+    title = "deal() hands out one card too few"
+    kind = "bug-fix"
+    repository = "../origin.git"      # URL, or a path relative to this file
+    base_branch = "main"
+
+    [extras.patch]                    # engine-specific, namespaced by engine name
+    file = "cards-1.patch"            # relative to this file
+    +++
+    The body: free Markdown, given to the engine as the task.
+
+Parsing is pure (``parse_ticket``); reading files is ``load_ticket``. A malformed ticket
+is refused with the file, the field and the reason, before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from orchestrator.domain.errors import TicketError
+from orchestrator.domain.validation import (
+    Frozen,
+    Name,
+    NonEmptyStr,
+    StrictStr,
+    describe_validation_error,
+)
+
+FENCE = "+++"
+MAX_TICKET_BYTES = 1_000_000
+
+
+class TicketKind(StrEnum):
+    BUG_FIX = "bug-fix"
+    FEATURE = "feature"
+    REFACTOR = "refactor"
+    CHORE = "chore"
+    DOCS = "docs"
+    TEST = "test"
+
+
+class PatchExtras(Frozen):
+    """``[extras.patch]``: the change the offline ``patch`` engine applies."""
+
+    file: NonEmptyStr
+
+
+# Extras whose shape we know are validated when the ticket is read; others pass through
+# for engines that bring their own schema.
+KNOWN_EXTRAS: dict[str, type[Frozen]] = {"patch": PatchExtras}
+
+
+class TicketFields(Frozen):
+    id: Name
+    title: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    kind: TicketKind
+    repository: NonEmptyStr
+    base_branch: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")] = (
+        "main"
+    )
+    parent: Name | None = None
+    extras: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Ticket(Frozen):
+    fields: TicketFields
+    body: Annotated[StrictStr, Field(min_length=1)]
+    path: Path
+    sha256: str
+
+    @property
+    def id(self) -> str:
+        return self.fields.id
+
+    def repository_location(self) -> str:
+        """A URL as written; a path made absolute against the ticket's directory."""
+        repo = self.fields.repository
+        if "://" in repo or repo.startswith("git@"):
+            return repo
+        return str((self.path.parent / repo).resolve())
+
+    def extra_files(self) -> list[Path]:
+        """Files the ticket refers to through ``extras.*.file``, resolved."""
+        out = []
+        for table in self.fields.extras.values():
+            ref = table.get("file")
+            if isinstance(ref, str):
+                out.append((self.path.parent / ref).resolve())
+        return out
+
+
+def split_front_matter(text: str) -> tuple[str, str]:
+    """Return (toml, body). Raises ValueError with a user-facing reason."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != FENCE:
+        raise ValueError(f"missing TOML front matter: the first line must be '{FENCE}'")
+    for i in range(1, len(lines)):
+        if lines[i].strip() == FENCE:
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]).strip("\n")
+    raise ValueError(f"unterminated front matter: no closing '{FENCE}' line")
+
+
+def parse_ticket(text: str, path: Path, sha256: str = "") -> Ticket:
+    """Validate a ticket's text. ``path`` is used in messages and to resolve relative files."""
+
+    def refuse(reason: str) -> TicketError:
+        return TicketError(f"ticket error: {path}: {reason}")
+
+    try:
+        front, body = split_front_matter(text)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+    try:
+        raw = tomllib.loads(front)
+    except tomllib.TOMLDecodeError as exc:
+        raise refuse(f"invalid TOML in front matter: {exc}") from None
+    try:
+        fields = TicketFields.model_validate(raw)
+    except ValidationError as exc:
+        raise refuse("; ".join(describe_validation_error(exc))) from None
+    for engine, schema in KNOWN_EXTRAS.items():
+        if engine in fields.extras:
+            try:
+                schema.model_validate(fields.extras[engine])
+            except ValidationError as exc:
+                problems = describe_validation_error(exc)
+                raise refuse("; ".join(f"extras.{engine}.{p}" for p in problems)) from None
+    if not body.strip():
+        raise refuse("body: the ticket has no text after the front matter")
+    ticket = Ticket(fields=fields, body=body, path=path, sha256=sha256)
+    for engine, table in fields.extras.items():
+        ref = table.get("file")
+        if not isinstance(ref, str):
+            continue
+        target = (path.parent / ref).resolve()
+        if not target.is_relative_to(path.parent.resolve()):
+            raise refuse(f"extras.{engine}.file: {ref!r} points outside the ticket's directory")
+        if not target.is_file():
+            raise refuse(f"extras.{engine}.file: no such file: {target}")
+    return ticket
+
+
+def load_ticket(path: Path) -> Ticket:
+    path = path.resolve()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TicketError(f"ticket error: {path}: no such file") from None
+    except IsADirectoryError:
+        raise TicketError(f"ticket error: {path}: is a directory, not a ticket file") from None
+    except OSError as exc:
+        raise TicketError(f"ticket error: {path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_TICKET_BYTES:
+        raise TicketError(f"ticket error: {path}: larger than {MAX_TICKET_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TicketError(f"ticket error: {path}: not UTF-8 text ({exc.reason})") from None
+    return parse_ticket(text, path, hashlib.sha256(data).hexdigest())

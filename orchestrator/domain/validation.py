@@ -1,0 +1,102 @@
+"""Shared pieces for turning pydantic's errors into one line a user can act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+
+# Scalars are strict (TOML `timeout_s = "5"` is an error, not a coercion); containers are
+# lax so TOML arrays fill tuple fields.
+Name = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+NonEmptyStr = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+PositiveSeconds = Annotated[float, Field(strict=True, gt=0, le=7 * 24 * 3600)]
+Argv = Annotated[tuple[NonEmptyStr, ...], Field(min_length=1, max_length=256)]
+
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = [
+    "Argv",
+    "Frozen",
+    "Name",
+    "NonEmptyStr",
+    "PositiveSeconds",
+    "StrictBool",
+    "StrictInt",
+    "StrictStr",
+    "describe_validation_error",
+    "read_model",
+]
+
+
+class Frozen(BaseModel):
+    """Base for every record that crosses a boundary: immutable, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def key_path(loc: tuple[int | str, ...]) -> str:
+    """``("stages", 1, "timeout_s")`` → ``stages[1].timeout_s``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def describe_validation_error(error: ValidationError) -> list[str]:
+    """One line per problem: ``key.path: what was expected (got VALUE)``."""
+    items = error.errors(include_url=False)
+    # Pydantic re-checks a tuple's length after dropping invalid members and reports
+    # "too short" for the container too; the member's own error is the one that helps.
+    member_locs = [tuple(i["loc"]) for i in items]
+    lines = []
+    for item in items:
+        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and "[" in p))
+        kind = item["type"]
+        if kind == "too_short" and any(
+            len(m) > len(item["loc"]) and m[: len(item["loc"])] == tuple(item["loc"])
+            for m in member_locs
+        ):
+            continue
+        where = key_path(loc)
+        if kind == "missing":
+            lines.append(f"{where}: required key is missing")
+        elif kind == "extra_forbidden":
+            lines.append(f"{where}: unknown key (not allowed here)")
+        elif kind == "value_error":
+            # Our own validators: the message already says what is wrong and with what.
+            msg = item["msg"].removeprefix("Value error, ")
+            lines.append(f"{where}: {msg}" if loc else msg)
+        elif kind == "too_short":
+            need = item.get("ctx", {}).get("min_length", 1)
+            lines.append(f"{where}: expected at least {need} item(s) (got {_shown(item['input'])})")
+        else:
+            lines.append(f"{where}: {item['msg']} (got {_shown(item['input'])})")
+    return lines
+
+
+def read_model(path: Path, model: type[M], what: str) -> M | None:
+    """A state file parsed into ``model``: None when it does not exist; a StateError
+    naming the path and the reason when it cannot be read or is not a valid ``what``."""
+    from orchestrator.domain.errors import StateError
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(describe_validation_error(exc)[:3])
+        raise StateError(f"state error: {path}: not a valid {what}: {problems}") from None

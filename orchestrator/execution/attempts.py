@@ -1,0 +1,300 @@
+"""One attempt of one stage (or one check), persisted at start, once its process group
+exists, and at its end. Used by the driver's loop and by the substrate (which re-runs a
+failing check as the verifier), so both run a check the same way."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from orchestrator.domain.config import CheckConfig, Config, LoadedConfig, StageConfig
+from orchestrator.execution import runner
+from orchestrator.execution.engine_stage import EngineOutcome, failure_of_stage, run_engine
+from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
+from orchestrator.recovery.gateway import ModelGateway, Unavailable
+from orchestrator.reports.display import Reporter
+from orchestrator.storage.runs import (
+    Attempt,
+    AttemptStatus,
+    CheckResult,
+    FailingCheck,
+    RunRecord,
+    RunStore,
+    StageStatus,
+    utcnow,
+)
+
+PR_RECORD_NAME = "pull-request.json"
+
+
+def _no_gateway() -> ModelGateway | Unavailable | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a ticket run touches, passed in (tests swap the reporter, the clock and
+    the gateway). ``gateway_factory`` is called only when a model must be asked."""
+
+    loaded: LoadedConfig
+    store: RunStore
+    reporter: Reporter
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    clock: Callable[[], datetime] = utcnow
+    run_process: Callable[..., runner.ProcessOutcome] = runner.run_process
+    gateway_factory: Callable[[], ModelGateway | Unavailable | None] = _no_gateway
+    tick_s: float = 1.0
+    sleep: Callable[[float], None] = time.sleep  # the back-off before an infra retry
+
+
+def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> tuple[str, str]:
+    """The engine and model the next attempt of ``stage`` uses: a verdict's override if
+    there is one, else the stage's configuration (model default: the ladder's first)."""
+    override = record.overrides.get(stage.name)
+    if override is not None:
+        return override.engine, override.model or ""
+    if stage.engine is None:
+        return "", ""
+    ladder = config.engines[stage.engine].models
+    return stage.engine, stage.model or (ladder[0] if ladder else "")
+
+
+def stage_context(
+    record: RunRecord, stage: str, engine: str, model: str, attempt: int, store: RunStore
+) -> StageContext:
+    return StageContext(
+        ticket_file=Path(record.ticket_snapshot),
+        ticket_id=record.ticket_id,
+        ticket_kind=record.ticket_kind,
+        repository=record.repository,
+        base_branch=record.base_branch,
+        run_id=record.run_id,
+        run_dir=Path(record.run_dir),
+        clone_dir=Path(record.clone_dir),
+        state_dir=store.state_dir,
+        stage=stage,
+        engine=engine,
+        model=model,
+        attempt=attempt,
+    )
+
+
+def stage_cwd(record: RunRecord, stage: StageConfig) -> Path:
+    return Path(record.clone_dir) if stage.cwd == "clone" else Path(record.run_dir)
+
+
+def run_check(
+    check: CheckConfig,
+    stage: StageConfig,
+    ctx: StageContext,
+    cwd: Path,
+    log_path: Path,
+    services: Services,
+    on_start: Callable[[runner.ProcessIdentity], None] | None = None,
+) -> CheckResult:
+    """Run one check exactly as configured (the trusted command, never a verdict's)."""
+    check_ctx = replace(ctx, check=check.name)
+    argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
+    label = f"{stage.name}:{check.name}"
+    outcome = services.run_process(
+        argv,
+        cwd=cwd,
+        env=stage_environ(services.environ, check_ctx, stage.pass_env),
+        log_path=log_path,
+        timeout_s=check.timeout_s,
+        kill_after_s=stage.kill_after_s,
+        on_start=on_start,
+        on_tick=lambda elapsed: services.reporter.tick(label, elapsed),
+        tick_s=services.tick_s,
+    )
+    return CheckResult(
+        name=check.name,
+        command=outcome.argv,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        duration_s=round(outcome.duration_s, 6),
+        log_path=str(outcome.log_path),
+        error=outcome.error,
+    )
+
+
+def run_stage(
+    record: RunRecord, stage: StageConfig, services: Services
+) -> tuple[RunRecord, Attempt]:
+    """Run one attempt of ``stage`` and persist it (start, process identity, result).
+    Returns the updated record and the finished attempt. Interruption marks the attempt
+    ``interrupted``, saves, and propagates."""
+    store, loaded = services.store, services.loaded
+    engine, model = engine_and_model(record, stage, loaded.config)
+    number = record.counters.attempts + 1
+    attempt = Attempt(
+        number=number,
+        stage=stage.name,
+        status=AttemptStatus.RUNNING,
+        engine=engine or None,
+        model=model or None,
+        started_at=services.clock(),
+    )
+    record = (
+        record.with_attempt(attempt)
+        .with_stage_status(stage.name, StageStatus.RUNNING)
+        .model_copy(
+            update={
+                "counters": record.counters.model_copy(update={"attempts": number}),
+                "current_stage": stage.name,
+                "updated_at": services.clock(),
+            }
+        )
+    )
+    store.save(record)
+    ctx = stage_context(record, stage.name, engine, model, number, store)
+    logs = Path(record.run_dir) / "logs"
+    cwd = stage_cwd(record, stage)
+    cwd.parent.mkdir(parents=True, exist_ok=True)
+
+    def remember_group(identity: runner.ProcessIdentity) -> None:
+        nonlocal record, attempt
+        attempt = attempt.model_copy(
+            update={"pgid": identity.pgid, "start_ticks": identity.start_ticks}
+        )
+        record = record.with_attempt(attempt)
+        store.save(record)
+
+    try:
+        if stage.is_check_stage:
+            attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
+        elif stage.engine is not None:
+            services.reporter.stage_started(record, stage.name, number, "")
+            result = run_engine(
+                stage=stage,
+                engine=loaded.config.engines[engine],
+                model=model,
+                ctx=ctx,
+                environ=dict(services.environ),
+                log_path=logs / f"{number:03d}-{stage.name}.log",
+                run_process=services.run_process,
+                on_start=remember_group,
+                on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+                tick_s=services.tick_s,
+            )
+            attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
+        else:
+            assert stage.command is not None  # the config validates: exactly one kind of work
+            argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
+            services.reporter.stage_started(record, stage.name, number, "")
+            outcome = services.run_process(
+                argv,
+                cwd=cwd,
+                env=stage_environ(services.environ, ctx, stage.pass_env),
+                log_path=logs / f"{number:03d}-{stage.name}.log",
+                timeout_s=stage.timeout_s,
+                kill_after_s=stage.kill_after_s,
+                on_start=remember_group,
+                on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+                tick_s=services.tick_s,
+            )
+            attempt = _finish_attempt(attempt, outcome)
+            marked = failure_of_stage(outcome)
+            if marked is not None:
+                attempt = attempt.model_copy(update={"failure_class": marked.value})
+    except BaseException:
+        attempt = attempt.model_copy(
+            update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
+        )
+        record = record.with_attempt(attempt).with_stage_status(stage.name, StageStatus.PENDING)
+        store.save(record)
+        raise
+    status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
+    record = record.with_attempt(attempt).with_stage_status(stage.name, status)
+    pr_record = Path(record.run_dir) / PR_RECORD_NAME
+    if attempt.ok and stage.side_effectful and pr_record.is_file():
+        record = record.model_copy(update={"pull_request": str(pr_record)})
+    record = record.model_copy(update={"updated_at": services.clock()})
+    store.save(record)
+    services.reporter.stage_finished(record, attempt)
+    return record, attempt
+
+
+def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
+    report = result.report
+    return attempt.model_copy(
+        update={
+            "turns": report.turns if report else None,
+            "cost_usd": report.cost_usd if report else None,
+            "final_message": (report.final_message or "")[:2000] or None if report else None,
+            "failure_class": result.failure_class.value if result.failure_class else None,
+            "failure_detail": report.detail if report else None,
+        }
+    )
+
+
+def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt:
+    return attempt.model_copy(
+        update={
+            "status": AttemptStatus.FINISHED,
+            "command": outcome.argv,
+            "ended_at": outcome.ended_at,
+            "duration_s": round(outcome.duration_s, 6),
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "signal": outcome.signal,
+            "error": outcome.error,
+            "log_path": str(outcome.log_path),
+            "pgid": outcome.pgid,
+        }
+    )
+
+
+def _run_checks(
+    attempt: Attempt,
+    stage: StageConfig,
+    ctx: StageContext,
+    cwd: Path,
+    logs: Path,
+    services: Services,
+    remember_group: Callable[[runner.ProcessIdentity], None],
+) -> Attempt:
+    """Run the stage's checks in order and stop at the first that fails: that check is
+    the ``failing_check`` the recovery loop will have to turn green again."""
+    results: list[CheckResult] = []
+    failing: FailingCheck | None = None
+    for check in stage.checks:
+        if check.kinds and ctx.ticket_kind not in check.kinds:
+            results.append(
+                CheckResult(name=check.name, command=check.command, exit_code=None, skipped=True)
+            )
+            continue
+        services.reporter.stage_started(
+            None, stage.name, attempt.number, f"check {check.name} started"
+        )
+        log_path = logs / f"{attempt.number:03d}-{stage.name}-{check.name}.log"
+        result = run_check(check, stage, ctx, cwd, log_path, services, remember_group)
+        results.append(result)
+        if not result.passed:
+            failing = FailingCheck(
+                name=check.name,
+                command=result.command,
+                exit_code=result.exit_code,
+                timed_out=result.timed_out,
+                log_path=result.log_path,
+            )
+            break
+    ended = services.clock()
+    last_log = next((r.log_path for r in reversed(results) if r.log_path), None)
+    return attempt.model_copy(
+        update={
+            "status": AttemptStatus.FINISHED,
+            "ended_at": ended,
+            "duration_s": round((ended - attempt.started_at).total_seconds(), 6),
+            "exit_code": failing.exit_code if failing else 0,
+            "timed_out": failing.timed_out if failing else False,
+            "log_path": failing.log_path if failing else last_log,
+            "checks": tuple(results),
+            "failing_check": failing,
+            "command": failing.command if failing else (),
+        }
+    )

@@ -1,0 +1,112 @@
+"""One attempt of an engine stage: prepare the workspace, run the engine through its
+adapter, read what the engine reported, commit its work.
+
+    engine_workspace.py prepare    (not for ``patch``, which resets and commits itself)
+    <the adapter's invocation>     prompt file / stdin written first
+    adapter.report(log tail)       turns, cost, final message, failure class
+    engine_workspace.py commit     only when the engine succeeded
+
+All three steps write to the attempt's one log, through the runner.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.domain.config import EngineConfig, StageConfig
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.engines import EngineReport, EngineTask, adapter_for
+from orchestrator.engines.base import FailureClass
+from orchestrator.engines.classify import classify, marked_failure
+from orchestrator.execution import runner
+from orchestrator.execution.stage_env import StageContext, stage_environ
+from orchestrator.storage.atomic import atomic_write
+
+REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
+# The stage scripts ship with the orchestrator (not with the user's config).
+MAX_FINAL_MESSAGE = 2000
+
+
+@dataclass(frozen=True)
+class EngineOutcome:
+    process: runner.ProcessOutcome
+    report: EngineReport | None
+    failure_class: FailureClass | None
+
+
+def log_tail(path: Path, max_bytes: int = REPORT_TAIL_BYTES) -> str:
+    """The end of a log, read by seeking: the cost does not grow with the log."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def failure_of_stage(outcome: runner.ProcessOutcome) -> FailureClass | None:
+    """For a stage that is not an engine: a timeout, or a class it named in its output."""
+    if outcome.ok:
+        return None
+    if outcome.timed_out:
+        return FailureClass.TIMEOUT
+    return marked_failure(log_tail(outcome.log_path, 64 * 1024))
+
+
+def run_engine(
+    *,
+    stage: StageConfig,
+    engine: EngineConfig,
+    model: str,
+    ctx: StageContext,
+    environ: dict[str, str],
+    log_path: Path,
+    run_process: Callable[..., runner.ProcessOutcome],
+    on_start: Callable[[runner.ProcessIdentity], None],
+    on_tick: Callable[[float], None],
+    tick_s: float,
+) -> EngineOutcome:
+    adapter = adapter_for(engine.kind)
+    ticket = load_ticket(ctx.ticket_file)
+    task = EngineTask(
+        ticket_id=ctx.ticket_id,
+        title=ticket.fields.title,
+        kind=ctx.ticket_kind,
+        body=ticket.body,
+        clone_dir=ctx.clone_dir,
+        run_dir=ctx.run_dir,
+        model=model,
+        settings=engine.adapter_settings(),
+        attempt=ctx.attempt,
+    )
+    env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
+    cwd = ctx.clone_dir
+
+    def step(argv: tuple[str, ...], stdin: Path | None = None) -> runner.ProcessOutcome:
+        return run_process(
+            argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
+            kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
+            tick_s=tick_s, stdin_path=stdin,
+        )  # fmt: skip
+
+    workspace = (sys.executable, "-P", "-m", "orchestrator.stages.engine_workspace")
+    if engine.kind != "patch":
+        prepared = step((*workspace, "prepare"))
+        if not prepared.ok:
+            return EngineOutcome(prepared, None, FailureClass.ENGINE_ERROR)
+    invocation = adapter.invocation(task)
+    for path, text in invocation.files.items():
+        atomic_write(path, text.encode())
+    outcome = step(invocation.argv, invocation.stdin_path)
+    report = adapter.report(log_tail(log_path), outcome.exit_code, outcome.timed_out)
+    failure = classify(outcome.exit_code, outcome.timed_out, report)
+    if failure is None and engine.kind != "patch":
+        committed = step((*workspace, "commit"))
+        if not committed.ok:
+            return EngineOutcome(committed, report, FailureClass.ENGINE_ERROR)
+    return EngineOutcome(outcome, report, failure)

@@ -1,0 +1,142 @@
+"""What a person (or cron's mail) sees while a ticket runs.
+
+On a terminal: one status line redrawn in place with the running stage and its elapsed
+time. Anywhere else (cron, a pipe, a file): plain lines, no escape codes, no redraws.
+``NO_COLOR`` is honoured on terminals too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from orchestrator.storage.runs import Attempt, RunRecord
+
+
+class Reporter(Protocol):
+    def run_opened(self, record: RunRecord, *, resumed: bool) -> None: ...
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None: ...
+    def tick(self, label: str, elapsed_s: float) -> None: ...
+    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None: ...
+    def note(self, text: str) -> None: ...
+    def run_finished(self, record: RunRecord) -> None: ...
+
+
+def attempt_summary(attempt: Attempt) -> str:
+    """``exit 0 in 0.41s`` / ``timed out (exit 124) after 5.00s`` / ``check x exited 1``."""
+    took = f"{attempt.duration_s:.2f}s" if attempt.duration_s is not None else "?"
+    if attempt.failing_check is not None:
+        check = attempt.failing_check
+        how = "timed out" if check.timed_out else f"exited {check.exit_code}"
+        return f"check {check.name} {how} after {took}"
+    if attempt.error:
+        return f"failed: {attempt.error}"
+    if attempt.timed_out:
+        return f"timed out (exit 124) after {took}"
+    if attempt.signal:
+        return f"killed by signal {attempt.signal} after {took}"
+    return f"exit {attempt.exit_code} in {took}"
+
+
+def outcome_lines(record: RunRecord) -> list[str]:
+    """The closing lines of a run: its state, why it halted, where to look."""
+    lines = [f"{record.ticket_id}: {record.state} (run {record.run_id})"]
+    if record.halt is not None:
+        lines.append(
+            f"  halted: {record.halt.reason} at stage {record.halt.stage}: {record.halt.detail}"
+        )
+    if record.pull_request:
+        lines.append(f"  pull request: {record.pull_request}")
+    lines.append(f"  state: {record.run_dir}.json")
+    lines.append(f"  logs:  {record.run_dir}/logs/")
+    return lines
+
+
+class PlainReporter:
+    """Line-oriented output for logs and cron: one line per event, nothing redrawn."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def _line(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def run_opened(self, record: RunRecord, *, resumed: bool) -> None:
+        if record.state == "completed":
+            self._line(
+                f"{record.ticket_id}: already completed in run {record.run_id} "
+                "(pass --rerun to run it again)"
+            )
+        elif resumed:
+            self._line(f"{record.ticket_id}: resuming run {record.run_id} ({record.state})")
+        else:
+            self._line(f"{record.ticket_id}: run {record.run_id} started")
+
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None:
+        # ``detail`` names the check when a check stage starts each of its checks.
+        self._line(f"  {stage}: {detail or 'started'} (attempt {attempt})")
+
+    def tick(self, label: str, elapsed_s: float) -> None:
+        return None
+
+    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
+        self._line(f"  {attempt.stage}: {attempt_summary(attempt)}")
+
+    def note(self, text: str) -> None:
+        self._line(f"  note: {text}")
+
+    def run_finished(self, record: RunRecord) -> None:
+        for line in outcome_lines(record):
+            self._line(line)
+
+
+class QuietReporter(PlainReporter):
+    """For the batch: nothing per stage (each ticket gets one summary line from the
+    batch itself; the details are in the run's files)."""
+
+    def _line(self, text: str) -> None:
+        return None
+
+
+class TtyReporter(PlainReporter):
+    """Plain lines for events, plus a status line redrawn in place while a stage runs."""
+
+    def __init__(self, out: TextIO, *, color: bool) -> None:
+        super().__init__(out)
+        self.color = color
+        self._status_shown = False
+
+    def _paint(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def _clear(self) -> None:
+        if self._status_shown:
+            self.out.write("\r\x1b[2K")
+            self._status_shown = False
+
+    def _line(self, text: str) -> None:
+        self._clear()
+        super()._line(text)
+
+    def tick(self, label: str, elapsed_s: float) -> None:
+        self.out.write("\r\x1b[2K" + self._paint(f"  … {label} running for {elapsed_s:.0f}s", "2"))
+        self.out.flush()
+        self._status_shown = True
+
+    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
+        mark = self._paint("ok", "32") if attempt.ok else self._paint("FAILED", "31")
+        self._line(f"  {attempt.stage}: {mark} {attempt_summary(attempt)}")
+
+
+def reporter_for(out: TextIO, environ: Mapping[str, str] = os.environ) -> PlainReporter:
+    """A redrawing reporter on a terminal, plain lines anywhere else."""
+    if out.isatty() and environ.get("TERM") != "dumb":
+        return TtyReporter(out, color=not environ.get("NO_COLOR"))
+    return PlainReporter(out)

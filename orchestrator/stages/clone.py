@@ -1,0 +1,72 @@
+"""Stage ``clone``: a fresh clone of the ticket's repository, on a new work branch.
+
+Runs in the run directory. Reads ORCH_REPOSITORY, ORCH_CLONE_DIR, ORCH_BASE_BRANCH and
+ORCH_WORK_BRANCH (orchestrator/execution/stage_env.py). Exit 0 done; 1 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import git
+
+from orchestrator.stages._stagelib import StageError, git_reason, require_env, run_stage
+
+# Used only where no identity is configured at any level, so that `git am` and
+# `git commit` in later stages work on a machine that has never been set up for git.
+FALLBACK_IDENTITY = {"name": "orchestrator", "email": "orchestrator@localhost"}
+
+
+def remove_leftover(path: Path) -> bool:
+    """Clear what an interrupted earlier attempt left at ``path``; True if anything was."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+        return True
+    if path.exists():
+        shutil.rmtree(path)
+        return True
+    return False
+
+
+def missing_identity(repo: git.Repo) -> dict[str, str]:
+    """The fallback user.* values for keys no config level (system, global, repo) sets."""
+    reader = repo.config_reader()
+    return {
+        key: value
+        for key, value in FALLBACK_IDENTITY.items()
+        if not reader.get_value("user", key, default="")
+    }
+
+
+def main(environ: Mapping[str, str]) -> None:
+    repository = require_env(environ, "ORCH_REPOSITORY")
+    clone_dir = Path(require_env(environ, "ORCH_CLONE_DIR"))
+    base = require_env(environ, "ORCH_BASE_BRANCH")
+    work = require_env(environ, "ORCH_WORK_BRANCH")
+
+    if remove_leftover(clone_dir):
+        print(f"removed the clone left by an earlier attempt: {clone_dir}")
+    try:
+        repo = git.Repo.clone_from(repository, clone_dir)
+    except git.GitCommandError as exc:
+        raise StageError(f"cannot clone {repository}: {git_reason(exc)}") from None
+    with repo:
+        print(f"cloned {repository} into {clone_dir}")
+        if base not in {ref.remote_head for ref in repo.remotes.origin.refs}:
+            raise StageError(f"base branch {base!r} does not exist in {repository}")
+        # --no-track: the work branch must never push to (or pull from) the base branch.
+        repo.git.checkout("-B", work, "--no-track", f"origin/{base}")
+        print(f"on new branch {work} from origin/{base} at {repo.head.commit.hexsha[:7]}")
+        identity = missing_identity(repo)
+        if identity:
+            with repo.config_writer("repository") as writer:
+                for key, value in identity.items():
+                    writer.set_value("user", key, value)
+            shown = ", ".join(f"user.{key}={value}" for key, value in identity.items())
+            print(f"no git identity configured; set {shown} in this clone")
+
+
+if __name__ == "__main__":
+    run_stage("clone", main)

@@ -1,0 +1,99 @@
+"""Stage ``implement`` with the offline ``patch`` engine: apply the ticket's patch file.
+
+Runs in the clone. The ticket (ORCH_TICKET_FILE) names the patch in ``[extras.patch]
+file``, relative to the ticket. An mbox series (``git format-patch`` output) is applied
+with ``git am``, keeping each commit's author and message; a plain diff is applied to the
+index and committed with the ticket's title. Every attempt starts from ORCH_BASE_REF, so a
+retry applies the same patch to the same tree and yields the same commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import git
+
+from orchestrator.domain.tickets import PatchExtras, Ticket
+from orchestrator.stages._stagelib import (
+    StageError,
+    git_output_lines,
+    git_reason,
+    require_env,
+    run_stage,
+    stage_ticket,
+)
+
+MBOX_MAGIC = b"From "
+
+
+def is_mbox(head: bytes) -> bool:
+    """``git format-patch`` output starts every message with a ``From <sha> <date>`` line."""
+    return head.startswith(MBOX_MAGIC)
+
+
+def patch_path(ticket: Ticket) -> Path:
+    table = ticket.fields.extras.get("patch")
+    if table is None:
+        raise StageError(f"ticket {ticket.id} has no [extras.patch] table naming a patch file")
+    return (ticket.path.parent / PatchExtras.model_validate(table).file).resolve()
+
+
+def reset_to_base(repo: git.Repo, work: str, base_ref: str) -> None:
+    """Put ``work`` back at ``base_ref`` with a pristine tree, whatever an earlier attempt
+    left behind (a half-applied series, staged files, untracked or ignored files)."""
+    if Path(repo.git_dir, "rebase-apply").exists():
+        repo.git.am("--abort")
+    repo.git.checkout("-f", "-B", work, "--no-track", base_ref)
+    repo.git.clean("-fdx")
+
+
+def apply_series(repo: git.Repo, patch: Path) -> None:
+    try:
+        repo.git.am(str(patch))
+    except git.GitCommandError as exc:
+        for line in git_output_lines(exc):
+            print(f"  git: {line}")
+        # Leave no am session behind: the next attempt (or a human) starts from clean.
+        repo.git.am("--abort")
+        raise StageError(f"{patch.name} does not apply: {git_reason(exc)}") from None
+
+
+def apply_diff(repo: git.Repo, patch: Path, message: str) -> None:
+    try:
+        repo.git.apply("--index", str(patch))  # all or nothing: a failure changes no file
+    except git.GitCommandError as exc:
+        raise StageError(f"{patch.name} does not apply: {git_reason(exc)}") from None
+    if not repo.index.diff("HEAD"):
+        raise StageError(f"{patch.name} changes nothing")
+    repo.git.commit("-m", message)
+
+
+def main(environ: Mapping[str, str]) -> None:
+    ticket = stage_ticket(environ)
+    base_ref = require_env(environ, "ORCH_BASE_REF")
+    work = require_env(environ, "ORCH_WORK_BRANCH")
+    patch = patch_path(ticket)
+    try:
+        with patch.open("rb") as fh:
+            head = fh.read(len(MBOX_MAGIC))
+    except OSError as exc:
+        raise StageError(f"cannot read patch {patch}: {exc.strerror}") from None
+
+    with git.Repo(Path.cwd()) as repo:
+        reset_to_base(repo, work, base_ref)
+        print(f"reset {work} to {base_ref} ({repo.head.commit.hexsha[:7]})")
+        if is_mbox(head):
+            print(f"applying the commit series in {patch.name} with git am")
+            apply_series(repo, patch)
+        else:
+            print(f"applying the diff in {patch.name} and committing it as the ticket title")
+            apply_diff(repo, patch, ticket.fields.title)
+        commits = list(repo.iter_commits(f"{base_ref}..HEAD", reverse=True))
+        print(f"{len(commits)} commit(s) on {work}:")
+        for commit in commits:
+            print(f"  {commit.hexsha[:7]} {commit.summary!s}")
+
+
+if __name__ == "__main__":
+    run_stage("implement", main)

@@ -1,0 +1,115 @@
+"""Stage ``open-pr`` with the local, offline forge: push the branch, record the PR.
+
+Runs in the clone. Pushes ORCH_WORK_BRANCH to the clone's ``origin`` (the ticket's
+repository), then writes ``$ORCH_RUN_DIR/pull-request.json`` atomically. Running it again
+for the same head rewrites the same record, keeping the first ``created_at``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import git
+
+from orchestrator.stages._stagelib import (
+    StageError,
+    git_reason,
+    require_env,
+    run_stage,
+    stage_ticket,
+)
+from orchestrator.storage.atomic import atomic_write
+
+RECORD_NAME = "pull-request.json"
+
+
+def pull_request_record(
+    *,
+    repository: str,
+    head: str,
+    base: str,
+    head_sha: str,
+    title: str,
+    body: str,
+    commits: Sequence[tuple[str, str]],
+    created_at: str,
+) -> dict[str, Any]:
+    return {
+        "forge": "local",
+        "repository": repository,
+        "head": head,
+        "base": base,
+        "head_sha": head_sha,
+        "title": title,
+        "body": body,
+        "commits": [{"sha": sha, "subject": subject} for sha, subject in commits],
+        "created_at": created_at,
+    }
+
+
+def choose_created_at(previous: Mapping[str, Any] | None, head_sha: str, now: str) -> str:
+    """The PR was 'created' when its current head was first recorded: a rerun of this
+    stage for the same head keeps that time; a new head is a new PR record."""
+    if previous and previous.get("head_sha") == head_sha:
+        created = previous.get("created_at")
+        if isinstance(created, str) and created:
+            return created
+    return now
+
+
+def read_previous(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # absent or damaged: there is nothing worth keeping
+    return data if isinstance(data, dict) else None
+
+
+def main(environ: Mapping[str, str]) -> None:
+    ticket = stage_ticket(environ)
+    repository = require_env(environ, "ORCH_REPOSITORY")
+    base = require_env(environ, "ORCH_BASE_BRANCH")
+    base_ref = require_env(environ, "ORCH_BASE_REF")
+    work = require_env(environ, "ORCH_WORK_BRANCH")
+    record_path = Path(require_env(environ, "ORCH_RUN_DIR")) / RECORD_NAME
+
+    with git.Repo(Path.cwd()) as repo:
+        if work not in repo.heads:
+            raise StageError(f"branch {work} does not exist in {repo.working_dir}")
+        head_sha = repo.heads[work].commit.hexsha
+        commits = [
+            (c.hexsha, str(c.summary))
+            for c in repo.iter_commits(f"{base_ref}..{work}", reverse=True)
+        ]
+        if not commits:
+            raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
+        try:
+            # '+': the branch is the orchestrator's own (orch/<ticket>), so a retry that
+            # rebuilt it from the base replaces what an earlier attempt pushed.
+            repo.git.push("origin", f"+refs/heads/{work}:refs/heads/{work}")
+        except git.GitCommandError as exc:
+            raise StageError(f"cannot push {work} to origin: {git_reason(exc)}") from None
+        print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s)) to {repository}")
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    record = pull_request_record(
+        repository=repository,
+        head=work,
+        base=base,
+        head_sha=head_sha,
+        title=ticket.fields.title,
+        body=ticket.body,
+        commits=commits,
+        created_at=choose_created_at(read_previous(record_path), head_sha, now),
+    )
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(record_path, text.encode("utf-8"))
+    print(f"pull request recorded: {record_path}")
+
+
+if __name__ == "__main__":
+    run_stage("open-pr", main)

@@ -1,0 +1,63 @@
+"""Per-ticket spending across all of its runs: every diagnosis and every retry-like
+recovery is a charge, appended and persisted *before* the thing it pays for happens.
+
+``.state/tickets/<ticket-id>.json`` holds the list of charges; counts are derived from
+it. A charge carries a key: charging the same key twice is a no-op, so re-executing a
+persisted verdict after a crash never spends its retry twice. Diagnoses get a fresh key
+each time: a call that may have happened is never refunded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.domain.validation import Frozen, read_model
+from orchestrator.storage.atomic import atomic_write
+
+ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
+
+
+class Charge(Frozen):
+    kind: ChargeKind
+    key: str
+    run_id: str
+    at: datetime
+
+
+class TicketBudget(Frozen):
+    ticket_id: str
+    charges: tuple[Charge, ...] = ()
+
+    def spent(self, kind: ChargeKind) -> int:
+        return sum(1 for c in self.charges if c.kind == kind)
+
+    def has(self, kind: ChargeKind, key: str) -> bool:
+        return any(c.kind == kind and c.key == key for c in self.charges)
+
+
+class BudgetStore:
+    """Callers hold the ticket's lock, so read-modify-write here does not race."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "tickets"
+
+    def path(self, ticket_id: str) -> Path:
+        return self.dir / f"{ticket_id}.json"
+
+    def load(self, ticket_id: str) -> TicketBudget:
+        budget = read_model(self.path(ticket_id), TicketBudget, "ticket budget")
+        return budget or TicketBudget(ticket_id=ticket_id)
+
+    def charge(
+        self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime
+    ) -> TicketBudget:
+        budget = self.load(ticket_id)
+        if budget.has(kind, key):
+            return budget
+        budget = budget.model_copy(
+            update={"charges": (*budget.charges, Charge(kind=kind, key=key, run_id=run_id, at=at))}
+        )
+        atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        return budget

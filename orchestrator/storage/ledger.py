@@ -1,0 +1,830 @@
+"""The decision ledger: ``.state/ledger.jsonl``, append-only and hash-chained.
+
+Every decision the orchestrator makes (and, later, its outcome) is one row, one line. Rows
+are never updated: an outcome is a new row whose ``supersedes`` is the decision row's
+``entry_hash``. Inputs are recorded as a hash (``inputs_hash``), never as the payload.
+
+Row and line
+    A row has exactly the fields in ``FIELDS``. Its line in the file is exactly
+    ``canonical(row) + b"\\n"``, where ``canonical`` is ``json.dumps`` with sorted keys,
+    no whitespace, ``ensure_ascii=False``, UTF-8, and no NaN/Infinity (floats are written
+    with ``repr``, so they round-trip). Reading a line and re-serialising it gives the
+    same bytes.
+
+Hash construction
+    ``entry_hash = SHA-256(prev_hash + canonical(row without entry_hash))`` where
+    ``prev_hash`` is the previous row's ``entry_hash`` as 64 ASCII hex characters (64 zeros
+    for the first row). With a key (the CLI reads ``$ORCHESTRATOR_LEDGER_KEY``) it is
+    ``HMAC-SHA256(key, same bytes)``, so a consistent rewrite of the whole file by someone
+    without the key is caught.
+
+    Why it can be checked without re-serialising: keys are sorted, ``entry_hash`` is never
+    the first key, so ``canonical(row)`` is ``canonical(row without entry_hash)`` with the
+    member ``,"entry_hash":"<hex>"`` spliced in. The verifier takes the stored line, finds
+    that member (its value is known from the parsed row; ``rfind``, because the members
+    sorting after it hold only strings, integers and nulls, and a ``"`` inside a JSON string
+    is always escaped, so no later bytes can look like it) and hashes the line minus that
+    member minus the newline: exactly the bytes hashed at append time, with no
+    ``json.dumps``. A forged line that makes ``rfind`` land on some other copy of the member
+    would need a hash equal to a value inside its own input. Hashing stored bytes (not a
+    re-serialisation) also means any byte change, even whitespace, is caught.
+
+Head file (``ledger.head``)
+    ``{"entry_hash": ..., "seq": N}`` (plus ``"hmac"`` over those two when keyed), replaced
+    atomically after each append. It is what catches a truncated file: the chain alone
+    cannot tell a file cut after row 6 from a ledger that only ever had 6 rows. Rows reach
+    the disk (fsync) before the head moves, so after a crash the file may be one row ahead
+    of the head, never behind; ``verify`` accepts exactly that.
+
+Writers and readers
+    ``append`` holds an exclusive ``flock`` on ``ledger.lock`` across: read the head and
+    the last line (seeking from the end; the file is never read whole), check they agree,
+    compute seq/prev_hash/entry_hash, write the line with O_APPEND, fsync, replace the
+    head. ``verify`` and ``repair`` take the lock too (shared / exclusive) so they see no
+    half-finished append. ``rows`` and ``recent`` take no lock: the file only grows, so
+    they read a prefix, and they skip an unterminated last line.
+
+Failure modes, as ``verify`` reports them (the first bad line, 1-based)
+    * edited line: its ``entry_hash`` does not match its bytes;
+    * deleted / inserted / reordered lines: ``seq`` is not the line number, or
+      ``prev_hash`` is not the previous line's ``entry_hash`` (an edited row whose hash was
+      recomputed without a key shows up here, on the next line);
+    * truncation: the head file records more rows than the file holds, or a different
+      ``entry_hash`` for its row;
+    * torn last line (no newline, or not JSON, and *not* recorded by the head file): a
+      crash in the middle of a write. ``append`` refuses to extend it; ``repair`` moves it
+      to ``ledger.quarantine-<ts>.jsonl`` and truncates to the last good line. Anything
+      else is damage or tampering, which ``repair`` refuses to paper over;
+    * keyed: a head file whose HMAC does not match (rewritten without the key).
+
+What it cannot detect
+    Without a key, anyone who can write the files can rewrite the whole chain and the head
+    consistently. Even with a key, the head file is a local anchor: restoring an older
+    head file together with the file cut at that row (a rollback), or deleting both the
+    head file and all but the first row, goes unnoticed. Copy the head's ``entry_hash``
+    somewhere else (a commit, a ticket) to anchor it beyond this machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.domain.errors import EXIT_STATE, OrchestratorError
+from orchestrator.storage.atomic import atomic_write
+
+LEDGER_FILE = "ledger.jsonl"
+LEDGER_KEY_ENV = "ORCHESTRATOR_LEDGER_KEY"
+ZERO_HASH = "0" * 64
+KINDS = ("decision", "outcome", "trace")
+# In the order canonical() writes them (sorted).
+FIELDS = (
+    "capability",
+    "confidence",
+    "decision",
+    "decision_id",
+    "entry_hash",
+    "inputs_hash",
+    "kind",
+    "model_version",
+    "outcome",
+    "prev_hash",
+    "prompt_version",
+    "routing",
+    "run",
+    "seq",
+    "source",
+    "supersedes",
+    "ticket",
+    "ts",
+)
+_FIELD_SET = frozenset(FIELDS)
+_HASH_MEMBER = b',"entry_hash":"'
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEAD_MAC_DOMAIN = b"orchestrator-ledger-head\n"  # a head MAC can never pass as an entry hash
+_CHUNK = 8192
+
+
+class LedgerError(OrchestratorError):
+    """The ledger cannot be appended to, read or repaired as asked."""
+
+    exit_code = EXIT_STATE
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """``count``: rows that verified (all of them when ``ok``, else those before ``line``).
+    ``line``: the first bad line, 1-based; ``None`` for a problem with the head file as a
+    whole (missing, unreadable, wrong HMAC)."""
+
+    ok: bool
+    count: int
+    line: int | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """``quarantine``: where the torn bytes went (``None``: nothing was torn). ``line``: the
+    torn line's number; ``size``: its bytes; ``kept``: rows left in the ledger;
+    ``head_fixed``: the head file was rewritten (it was one row behind, or missing)."""
+
+    quarantine: Path | None
+    line: int | None
+    size: int
+    kept: int
+    head_fixed: bool
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _check_json(value: object) -> None:
+    """Refuse what json.dumps would accept but not give back: non-string keys (1 and "1"
+    would both become "1"), NaN and infinities, and objects json cannot encode."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not JSON: {value!r} (JSON has no NaN or Infinity)")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"not JSON: object key {k!r} is not a string")
+            _check_json(v)
+        return
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _check_json(v)
+        return
+    raise ValueError(f"not JSON: {type(value).__name__} {value!r:.80}")
+
+
+def canonical(obj: object) -> bytes:
+    """The one serialisation hashed and stored: sorted keys, no whitespace, UTF-8.
+
+    Raises ValueError for NaN/Infinity, non-string keys, text with lone surrogates (not
+    encodable as UTF-8) and anything that is not JSON."""
+    _check_json(obj)
+    text = json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return text.encode("utf-8")
+
+
+def inputs_hash(payload: object) -> str:
+    """SHA-256 of the canonical bytes: records *which* inputs, without keeping them."""
+    return hashlib.sha256(canonical(payload)).hexdigest()
+
+
+def key_from_env(environ: Mapping[str, str], name: str = LEDGER_KEY_ENV) -> bytes | None:
+    """The HMAC key from ``environ[name]``; ``None`` when unset. A set-but-empty variable is
+    refused: silently falling back to an unkeyed chain would be a downgrade."""
+    value = environ.get(name)
+    if value is None:
+        return None
+    if not value:
+        raise LedgerError(f"ledger error: ${name} is set but empty (unset it, or give a key)")
+    return value.encode("utf-8")
+
+
+def ledger_path(state_dir: Path) -> Path:
+    return state_dir / LEDGER_FILE
+
+
+def _digest(key: bytes | None, prev_hash: str, body: bytes) -> str:
+    data = prev_hash.encode("ascii") + body
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.digest(key, data, "sha256").hex()
+
+
+def _line_body(line: bytes, entry_hash: str) -> bytes | None:
+    """The stored line minus its ``entry_hash`` member and newline: the bytes that were
+    hashed. ``None`` if the member is not there (see the module docstring for why rfind)."""
+    member = _HASH_MEMBER + entry_hash.encode("ascii") + b'"'
+    i = line.rfind(member)
+    if i < 0:
+        return None
+    return line[:i] + line[i + len(member) : -1]
+
+
+def _head_mac(key: bytes, seq: int, entry_hash: str) -> str:
+    data = _HEAD_MAC_DOMAIN + canonical({"entry_hash": entry_hash, "seq": seq})
+    return hmac.digest(key, data, "sha256").hex()
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _check_ts(ts: str) -> None:
+    try:
+        parsed = datetime.fromisoformat(ts)
+    except ValueError:
+        raise ValueError(f"ts: not an ISO-8601 timestamp: {ts!r}") from None
+    offset = parsed.utcoffset()
+    if offset is None or offset.total_seconds() != 0:
+        raise ValueError(f"ts: not in UTC: {ts!r}")
+
+
+def _is_hex64(value: object) -> bool:
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+
+
+def _encode_row(
+    fields: Mapping[str, Any], seq: int, prev_hash: str, key: bytes | None
+) -> tuple[dict[str, Any], bytes]:
+    """Row and line for ``fields`` (every field but seq/prev_hash/entry_hash) at ``seq``."""
+    row = dict(fields)
+    row["seq"] = seq
+    row["prev_hash"] = prev_hash
+    body = canonical(row)
+    entry_hash = _digest(key, prev_hash, body)
+    row["entry_hash"] = entry_hash
+    line = canonical(row) + b"\n"
+    # The verifier recovers `body` by slicing the line; prove it can before writing.
+    if _line_body(line, entry_hash) != body:
+        raise AssertionError("ledger: the entry_hash member cannot be sliced back out")
+    stored: dict[str, Any] = json.loads(line)
+    return stored, line
+
+
+# --------------------------------------------------------------------------- file access
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    parts = []
+    while size > 0:
+        chunk = os.pread(fd, size, offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def _line_start(fd: int, end: int) -> int:
+    """Offset just after the last newline strictly before ``end`` (0 if none), reading
+    backwards in chunks: the cost is the length of one line, not of the file."""
+    pos = end
+    while pos > 0:
+        lo = max(0, pos - _CHUNK)
+        i = _pread(fd, pos - lo, lo).rfind(b"\n")
+        if i >= 0:
+            return lo + i + 1
+        pos = lo
+    return 0
+
+
+def _reverse_lines(fd: int, end: int) -> Iterator[bytes]:
+    """Complete lines (without newline) before ``end`` (which is 0 or just after a
+    newline), last first."""
+    pos, carry, step = end, b"", _CHUNK
+    while pos > 0:
+        lo = max(0, pos - step)
+        carry = _pread(fd, pos - lo, lo) + carry
+        pos = lo
+        step = min(step * 2, 1 << 20)  # doubling keeps a very long line linear to read
+        parts = carry.split(b"\n")  # carry ends with a newline, so parts[-1] == b""
+        complete = parts[1:-1] if pos > 0 else parts[:-1]
+        yield from reversed(complete)
+        carry = parts[0] + b"\n" if pos > 0 else b""
+
+
+@dataclass(frozen=True)
+class _Head:
+    seq: int
+    entry_hash: str
+    mac: str | None
+
+
+@dataclass(frozen=True)
+class _Scan:
+    result: VerifyResult
+    torn: bool  # result's failure is a torn last line, and only that
+    good_end: int  # byte offset just after the last good line
+    size: int
+    count: int
+    last_hash: str
+    head: _Head | None
+
+
+class Ledger:
+    """One ledger file, its head file (``.head``) and its lock file (``.lock``)."""
+
+    def __init__(self, path: Path, *, key: bytes | None = None) -> None:
+        if key is not None and not key:
+            raise ValueError("ledger key must not be empty")
+        self.path = path
+        self.head_path = path.with_suffix(".head")
+        self.lock_path = path.with_suffix(".lock")
+        self._key = key
+
+    # ------------------------------------------------------------------ locking, head
+
+    @contextmanager
+    def _locked(self, mode: int, *, create: bool) -> Iterator[None]:
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            if create:
+                raise
+            # A reader on a read-only copy (or of a ledger that does not exist yet) can
+            # still verify it; only writers need the lock to exist.
+            fd = -1
+        try:
+            if fd >= 0:
+                fcntl.flock(fd, mode)
+            yield
+        finally:
+            if fd >= 0:
+                os.close(fd)  # releases the flock
+
+    def _read_head(self) -> _Head | None:
+        try:
+            raw = json.loads(self.head_path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise LedgerError(
+                f"ledger error: {self.head_path}: unreadable head file: {exc}"
+            ) from None
+        if (
+            not isinstance(raw, dict)
+            or not {"seq", "entry_hash"} <= raw.keys() <= {"seq", "entry_hash", "hmac"}
+            or type(raw["seq"]) is not int
+            or raw["seq"] < 1
+            or not _is_hex64(raw["entry_hash"])
+            or not (raw.get("hmac") is None or _is_hex64(raw["hmac"]))
+        ):
+            raise LedgerError(f"ledger error: {self.head_path}: unreadable head file: bad fields")
+        return _Head(raw["seq"], raw["entry_hash"], raw.get("hmac"))
+
+    def _head_mac_problem(self, head: _Head) -> str | None:
+        """Why the head file's keying does not match ours, or None."""
+        if self._key is None:
+            if head.mac is not None:
+                return (
+                    f"the ledger is keyed (its head file carries an HMAC): set ${LEDGER_KEY_ENV} "
+                    "to use it"
+                )
+            return None
+        if head.mac is None:
+            return "the head file has no HMAC but a key was given: rewritten without the key?"
+        if not hmac.compare_digest(head.mac, _head_mac(self._key, head.seq, head.entry_hash)):
+            return "the head file's HMAC does not match: rewritten without the key (or another key)"
+        return None
+
+    def _write_head(self, seq: int, entry_hash: str) -> None:
+        head: dict[str, Any] = {"entry_hash": entry_hash, "seq": seq}
+        if self._key is not None:
+            head["hmac"] = _head_mac(self._key, seq, entry_hash)
+        atomic_write(self.head_path, canonical(head) + b"\n")
+
+    # ------------------------------------------------------------------ append
+
+    def append(
+        self,
+        *,
+        kind: str,
+        decision_id: str,
+        ticket: str,
+        run: str,
+        capability: str,
+        inputs_hash: str,
+        model_version: str | None,
+        prompt_version: str | None,
+        source: str,
+        decision: Mapping[str, Any],
+        confidence: float | None = None,
+        routing: str | None = None,
+        outcome: str | None = None,
+        supersedes: str | None = None,
+        ts: str | None = None,
+    ) -> dict[str, Any]:
+        """Append one row and return it as stored (with seq, prev_hash, entry_hash).
+
+        Raises ValueError for a malformed field (a caller's bug) and LedgerError when the
+        ledger's end is torn, or disagrees with its head file (run ``verify``). If the
+        head file cannot be replaced after the row is durable, the error propagates but the
+        row stays: it is committed, and the next append brings the head file up to it."""
+        if kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
+        texts = {
+            "decision_id": decision_id,
+            "ticket": ticket,
+            "run": run,
+            "capability": capability,
+            "source": source,
+        }
+        for name, value in texts.items():
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: expected a string, got {type(value).__name__}")
+        # None where there is nothing to name: a playbook or synthetic verdict has no model.
+        optional = {
+            "model_version": model_version,
+            "prompt_version": prompt_version,
+            "routing": routing,
+            "outcome": outcome,
+        }
+        for name, opt in optional.items():
+            if opt is not None and not isinstance(opt, str):
+                raise ValueError(f"{name}: expected a string or None, got {type(opt).__name__}")
+        if not decision_id:
+            raise ValueError("decision_id: must not be empty")
+        if not _is_hex64(inputs_hash):
+            raise ValueError("inputs_hash: expected 64 lowercase hex characters (a sha256)")
+        if not isinstance(decision, Mapping):
+            raise ValueError(f"decision: expected a JSON object, got {type(decision).__name__}")
+        if confidence is not None:
+            if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+                raise ValueError(f"confidence: expected a number or None, got {confidence!r}")
+            try:
+                confidence = float(confidence)
+            except OverflowError:  # an int beyond float range
+                raise ValueError(f"confidence: {confidence} is out of range") from None
+        if supersedes is not None and not _is_hex64(supersedes):
+            raise ValueError("supersedes: expected the entry_hash of an earlier row, or None")
+        if kind == "outcome" and (outcome is None or supersedes is None):
+            raise ValueError("an outcome row needs `outcome` and `supersedes` (its decision row)")
+        if ts is None:
+            ts = _utc_now()
+        elif not isinstance(ts, str):
+            raise ValueError(f"ts: expected a string, got {type(ts).__name__}")
+        else:
+            _check_ts(ts)
+        fields: dict[str, Any] = {
+            **texts,
+            **optional,
+            "kind": kind,
+            "ts": ts,
+            "inputs_hash": inputs_hash,
+            "decision": dict(decision),
+            "confidence": confidence,
+            "supersedes": supersedes,
+        }
+        canonical(fields)  # a bad payload fails here, before the lock is taken
+
+        with self._locked(fcntl.LOCK_EX, create=True):
+            head = self._read_head()
+            if head is not None and (problem := self._head_mac_problem(head)):
+                raise LedgerError(f"ledger error: {self.path}: {problem}")
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                seq, prev_hash = self._tail_for_append(fd, size, head)
+                row, line = _encode_row(fields, seq, prev_hash, self._key)
+                try:
+                    view = memoryview(line)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                except BaseException:
+                    # A failed write (disk full, signal) must not leave half a row behind
+                    # for the next append to refuse.
+                    os.ftruncate(fd, size)
+                    raise
+            finally:
+                os.close(fd)
+            if created:
+                # The new file's directory entry must be durable too, not just its data.
+                dir_fd = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+            self._write_head(seq, row["entry_hash"])
+        return row
+
+    def append_outcome(
+        self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
+    ) -> dict[str, Any]:
+        """Record what happened to a decision: a new ``outcome`` row that supersedes it
+        (the decision row itself is never touched)."""
+        return self.append(
+            kind="outcome",
+            decision_id=decision_row["decision_id"],
+            ticket=decision_row["ticket"],
+            run=decision_row["run"],
+            capability=decision_row["capability"],
+            inputs_hash=decision_row["inputs_hash"],
+            model_version=decision_row["model_version"],
+            prompt_version=decision_row["prompt_version"],
+            source=decision_row["source"],
+            decision=decision_row["decision"],
+            confidence=decision_row["confidence"],
+            routing=decision_row["routing"],
+            outcome=outcome,
+            supersedes=decision_row["entry_hash"],
+            ts=ts,
+        )
+
+    def _tail_for_append(self, fd: int, size: int, head: _Head | None) -> tuple[int, str]:
+        """(seq, prev_hash) for the next row, after checking the last line and the head
+        file agree. Reads only the last line."""
+        where = f"ledger error: {self.path}"
+        if size == 0:
+            if head is not None:
+                raise LedgerError(
+                    f"{where}: empty, but the head file records {head.seq} entries "
+                    "(truncated?); run `orchestrator ledger verify`"
+                )
+            return 1, ZERO_HASH
+        if _pread(fd, 1, size - 1) != b"\n":
+            torn = size - _line_start(fd, size)
+            raise LedgerError(
+                f"{where}: the last line is torn ({torn} bytes without a newline: an "
+                "interrupted write); refusing to append; run `orchestrator ledger repair`"
+            )
+        start = _line_start(fd, size - 1)
+        line = _pread(fd, size - start, start)
+        try:
+            last = json.loads(line)
+        except ValueError:
+            raise LedgerError(
+                f"{where}: the last line is torn (not valid JSON: an interrupted write); "
+                "refusing to append; run `orchestrator ledger repair`"
+            ) from None
+        try:
+            seq, entry_hash, prev_hash = last["seq"], last["entry_hash"], last["prev_hash"]
+            body = _line_body(line, entry_hash)
+            ok = body is not None and _digest(self._key, prev_hash, body) == entry_hash
+        except (TypeError, KeyError, AttributeError, UnicodeEncodeError):
+            ok = False
+        if not ok or type(seq) is not int:
+            raise LedgerError(
+                f"{where}: the last row's entry_hash does not verify; refusing to extend it; "
+                "run `orchestrator ledger verify`"
+            )
+        if head is None:
+            agrees = seq == 1  # a crash between the first row and the first head file
+        else:
+            agrees = (head.seq, head.entry_hash) == (seq, entry_hash) or (
+                head.seq == seq - 1 and head.entry_hash == prev_hash  # crash before the head moved
+            )
+        if not agrees:
+            if head is None:
+                recorded = "there is no head file"
+            elif head.seq == seq:
+                recorded = f"the head file records a different entry_hash for seq {seq}"
+            else:
+                recorded = f"the head file records seq {head.seq}"
+            raise LedgerError(
+                f"{where}: ends at seq {seq} but {recorded} (truncated or rewritten?); "
+                "refusing to append; run `orchestrator ledger verify`"
+            )
+        return seq + 1, entry_hash
+
+    # ------------------------------------------------------------------ verify, repair
+
+    def verify(self) -> VerifyResult:
+        """Check every line, the chain and the head file in one pass."""
+        with self._locked(fcntl.LOCK_SH, create=False):
+            return self._scan().result
+
+    def _scan(self) -> _Scan:
+        key = self._key
+        count, prev, prev_prev, good_end, size = 0, ZERO_HASH, ZERO_HASH, 0, 0
+        head: _Head | None = None
+
+        def fail(line: int | None, reason: str, *, torn: bool = False) -> _Scan:
+            return _Scan(
+                VerifyResult(False, count, line, reason), torn, good_end, size, count, prev, head
+            )
+
+        try:
+            head = self._read_head()
+        except LedgerError as exc:
+            return fail(None, str(exc).removeprefix("ledger error: "))
+        if head is not None and head.mac is not None and key is None:
+            return fail(None, str(self._head_mac_problem(head)))
+
+        damaged: str | None = None  # why the last line is unusable, if it is
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            fh = None
+        if fh is not None:
+            with fh:
+                size = os.fstat(fh.fileno()).st_size
+                offset = 0
+                # The hot loop: per line one json.loads, one rfind, one hash, a few compares.
+                for line in fh:
+                    offset += len(line)
+                    lineno = count + 1
+                    if line[-1:] != b"\n":
+                        damaged = "no trailing newline"
+                        break
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        if offset >= size:
+                            damaged = "not valid JSON"
+                            break
+                        return fail(lineno, "not valid JSON")
+                    if type(row) is not dict or row.keys() != _FIELD_SET:
+                        return fail(lineno, "not a ledger row (wrong or missing fields)")
+                    entry_hash, prev_hash, seq = row["entry_hash"], row["prev_hash"], row["seq"]
+                    try:
+                        body = _line_body(line, entry_hash)
+                        good = body is not None and _digest(key, prev_hash, body) == entry_hash
+                    except (AttributeError, UnicodeEncodeError):  # a hash that is not a string
+                        good = False
+                    if not good:
+                        return fail(
+                            lineno,
+                            "entry_hash mismatch: the line was edited"
+                            + (" (or written with another key)" if key else ""),
+                        )
+                    if type(seq) is not int or seq != lineno:
+                        return fail(
+                            lineno,
+                            f"seq is {seq!r}, expected {lineno}: "
+                            "a line was deleted, inserted or moved",
+                        )
+                    if prev_hash != prev:
+                        return fail(
+                            lineno,
+                            "prev_hash does not match the entry_hash of "
+                            + (f"line {lineno - 1}" if lineno > 1 else "nothing (64 zeros)")
+                            + ": a line was deleted, inserted, moved or rewritten",
+                        )
+                    prev_prev, prev, count, good_end = prev, entry_hash, lineno, offset
+
+        # The head file vouches for everything up to its seq; only rows after it (at most
+        # the one an interrupted append left) may be unvouched for.
+        if head is not None:
+            if problem := self._head_mac_problem(head):
+                return fail(None, problem)
+            if head.seq > count:
+                if damaged is not None:
+                    return fail(
+                        count + 1,
+                        f"line {count + 1} is damaged ({damaged}) but the head file records "
+                        f"{head.seq} entries, so it was committed: not an interrupted write",
+                    )
+                return fail(
+                    count + 1,
+                    f"truncated: the head file records {head.seq} entries but the ledger "
+                    f"ends after {count}",
+                )
+            vouched = prev if head.seq == count else prev_prev
+            if head.seq < count - 1:
+                return fail(
+                    head.seq + 1,
+                    f"the ledger has {count} entries but the head file records {head.seq}: "
+                    "rows were added without updating the head file",
+                )
+            if head.entry_hash != vouched:
+                return fail(
+                    head.seq,
+                    f"the head file's entry_hash for seq {head.seq} differs from line "
+                    f"{head.seq}'s: the ledger was rewritten (or truncated and re-appended)",
+                )
+        elif count > 1:
+            return fail(None, f"the head file {self.head_path} is missing ({count} entries)")
+        if damaged is not None:
+            return fail(
+                count + 1,
+                f"torn last line ({damaged}): an interrupted write; "
+                "run `orchestrator ledger repair`",
+                torn=True,
+            )
+        return _Scan(
+            VerifyResult(True, count, None, None), False, good_end, size, count, prev, head
+        )
+
+    def repair(self) -> RepairResult:
+        """Move a torn last line (and only that) aside, truncate to the last good line and
+        bring the head file up to date. Anything else is refused: a bad line in the middle
+        is damage or tampering, not a crash, and must not be silently cut away."""
+        with self._locked(fcntl.LOCK_EX, create=True):
+            scan = self._scan()
+            if not scan.result.ok and not scan.torn:
+                where = f"line {scan.result.line}: " if scan.result.line is not None else ""
+                raise LedgerError(
+                    f"ledger error: {self.path}: refusing to repair: {where}{scan.result.reason}. "
+                    "Only a torn last line (an interrupted write) is repaired; this is damage "
+                    "or tampering: keep the file as evidence and restore from a backup"
+                )
+            quarantine: Path | None = None
+            torn_size = 0
+            if scan.torn:
+                quarantine = self._quarantine(scan.good_end, scan.size)
+                torn_size = scan.size - scan.good_end
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    os.ftruncate(fd, scan.good_end)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            head_fixed = scan.count > 0 and (scan.head is None or scan.head.seq != scan.count)
+            if head_fixed:
+                self._write_head(scan.count, scan.last_hash)
+            after = self._scan().result
+            if not after.ok:  # cannot happen: we only cut a line nothing vouched for
+                raise LedgerError(f"ledger error: {self.path}: still broken after repair: {after}")
+        return RepairResult(
+            quarantine, scan.result.line if scan.torn else None, torn_size, scan.count, head_fixed
+        )
+
+    def _quarantine(self, start: int, end: int) -> Path:
+        """Copy bytes [start, end) to a new side file, durably, before anything is cut."""
+        with self.path.open("rb") as fh:
+            fh.seek(start)
+            data = fh.read(end - start)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        for n in range(1000):
+            suffix = f"-{n}" if n else ""
+            target = self.path.with_name(f"{self.path.stem}.quarantine-{stamp}{suffix}.jsonl")
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            return target
+        raise LedgerError(f"ledger error: {self.path}: no free quarantine file name")
+
+    # ------------------------------------------------------------------ reading
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every row, first to last, as stored. An unterminated (or unparsable) last line is
+        skipped: it is an append in progress or a torn write (``verify`` reports it)."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            offset = 0
+            for number, line in enumerate(fh, start=1):
+                offset += len(line)
+                if offset > size or not line.endswith(b"\n"):
+                    return
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    if offset >= size:
+                        return
+                    raise LedgerError(
+                        f"ledger error: {self.path}: line {number} is not valid JSON; "
+                        "run `orchestrator ledger verify`"
+                    ) from None
+                yield row
+
+    def recent(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` rows, oldest first, reading from the end of the file."""
+        if n <= 0:
+            return []
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        try:
+            size = os.fstat(fd).st_size
+            end = _line_start(fd, size)  # drop an unterminated last line
+            found: list[dict[str, Any]] = []
+            for number, line in enumerate(_reverse_lines(fd, end)):
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    if number == 0:  # the last line: torn, skipped as rows() does
+                        continue
+                    raise LedgerError(
+                        f"ledger error: {self.path}: an unreadable line among the last "
+                        f"{n}; run `orchestrator ledger verify`"
+                    ) from None
+                if len(found) == n:
+                    break
+        finally:
+            os.close(fd)
+        found.reverse()
+        return found

@@ -1,0 +1,321 @@
+"""Run state under ``<state_dir>/runs``: one JSON record per run, written atomically after
+every transition, plus a per-ticket lock so two processes never drive one ticket.
+
+Layout (README, "Files under .state"):
+    runs/<run-id>.json            the run record (RunRecord below)
+    runs/<run-id>/ticket/         snapshot of the ticket and the files it refers to
+    runs/<run-id>/clone/          the working clone
+    runs/<run-id>/logs/           one log per attempt (and per check)
+    locks/<ticket-id>.lock        flock held while a process drives the ticket
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from orchestrator.domain.errors import StateError, TicketLocked
+from orchestrator.domain.lifecycle import HaltReason, RunState, check_transition
+from orchestrator.domain.validation import Frozen, read_model
+from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import is_run_id, run_record_paths
+
+SCHEMA_VERSION: Literal[1] = 1
+
+
+class AttemptStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    # The orchestrator died or was interrupted while this attempt ran; its result is unknown.
+    INTERRUPTED = "interrupted"
+
+
+class StageStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class CheckResult(Frozen):
+    name: str
+    command: tuple[str, ...]
+    exit_code: int | None
+    timed_out: bool = False
+    skipped: bool = False
+    duration_s: float = 0.0
+    log_path: str | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.skipped or (self.exit_code == 0 and not self.timed_out)
+
+
+class FailingCheck(Frozen):
+    name: str
+    command: tuple[str, ...]
+    exit_code: int | None
+    timed_out: bool
+    log_path: str | None
+
+
+class Attempt(Frozen):
+    number: Annotated[int, Field(ge=1)]
+    stage: str
+    status: AttemptStatus
+    command: tuple[str, ...] = ()
+    engine: str | None = None
+    model: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    signal: int | None = None
+    error: str | None = None
+    log_path: str | None = None
+    pgid: int | None = None
+    start_ticks: int | None = None
+    checks: tuple[CheckResult, ...] = ()
+    failing_check: FailingCheck | None = None
+    # What an engine reported about itself, and how a failure was classified: ``code``
+    # goes to the recovery decision, any other class is infrastructure. An engine may
+    # exit 0 and still have failed (aider does, when every API call failed).
+    turns: int | None = None
+    cost_usd: float | None = None
+    final_message: str | None = None
+    failure_class: str | None = None
+    failure_detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.status is AttemptStatus.FINISHED
+            and self.exit_code == 0
+            and not self.timed_out
+            and self.failure_class is None
+        )
+
+
+class StageRecord(Frozen):
+    name: str
+    status: StageStatus = StageStatus.PENDING
+
+
+class Counters(Frozen):
+    attempts: int = 0
+    retries: int = 0
+    diagnoses: int = 0
+
+
+class StageOverride(Frozen):
+    """Engine/model chosen by a verdict (escalate-model, switch-engine) for later attempts."""
+
+    engine: str
+    model: str | None
+
+
+class VerdictRef(Frozen):
+    """A decision taken in this run: where its file is, and what came of it."""
+
+    number: int
+    attempt: int
+    source: str
+    action: str
+    path: str
+    outcome: str | None = None
+
+
+class Halt(Frozen):
+    reason: HaltReason
+    stage: str | None
+    detail: str
+
+
+class RunRecord(Frozen):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    ticket_id: str
+    ticket_title: str
+    ticket_kind: str
+    ticket_path: str
+    ticket_snapshot: str
+    ticket_sha256: str
+    repository: str
+    base_branch: str
+    work_branch: str
+    config_path: str
+    config_sha256: str
+    run_dir: str
+    clone_dir: str
+    created_at: datetime
+    updated_at: datetime
+    state: RunState = RunState.PENDING
+    current_stage: str | None = None
+    stages: tuple[StageRecord, ...]
+    attempts: tuple[Attempt, ...] = ()
+    counters: Counters = Counters()
+    halt: Halt | None = None
+    pull_request: str | None = None
+    overrides: dict[str, StageOverride] = Field(default_factory=dict)
+    verdicts: tuple[VerdictRef, ...] = ()
+    handoff: str | None = None
+    sub_tickets: tuple[str, ...] = ()
+
+    def stage_status(self, name: str) -> StageStatus:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage.status
+        raise KeyError(name)
+
+    def with_stage_status(self, name: str, status: StageStatus) -> RunRecord:
+        stages = tuple(
+            s.model_copy(update={"status": status}) if s.name == name else s for s in self.stages
+        )
+        return self.model_copy(update={"stages": stages})
+
+    def reset_stages_from(self, name: str) -> RunRecord:
+        """``name`` and every stage after it go back to pending (they will run again)."""
+        names = [s.name for s in self.stages]
+        start = names.index(name)
+        stages = tuple(
+            s.model_copy(update={"status": StageStatus.PENDING}) if i >= start else s
+            for i, s in enumerate(self.stages)
+        )
+        return self.model_copy(update={"stages": stages})
+
+    def with_verdict(self, ref: VerdictRef) -> RunRecord:
+        others = tuple(v for v in self.verdicts if v.number != ref.number)
+        return self.model_copy(update={"verdicts": (*others, ref)})
+
+    def last_failed_attempt(self) -> Attempt | None:
+        finished = [a for a in self.attempts if a.status is AttemptStatus.FINISHED]
+        return finished[-1] if finished and not finished[-1].ok else None
+
+    def with_attempt(self, attempt: Attempt) -> RunRecord:
+        """Add ``attempt``, or replace the one with its number."""
+        others = tuple(a for a in self.attempts if a.number != attempt.number)
+        attempts = tuple(sorted((*others, attempt), key=lambda a: a.number))
+        return self.model_copy(update={"attempts": attempts})
+
+    def transition(
+        self,
+        target: RunState,
+        *,
+        now: datetime,
+        halt: Halt | None = None,
+        stage: str | None = None,
+    ) -> RunRecord:
+        """The only way ``state`` changes: checked against the frozen table."""
+        check_transition(self.state, target, halt.reason if halt else None)
+        return self.model_copy(
+            update={
+                "state": target,
+                "halt": halt,
+                "updated_at": now,
+                "current_stage": stage if stage is not None else self.current_stage,
+            }
+        )
+
+
+def new_run_id(ticket_id: str, now: datetime) -> str:
+    """Sortable by time, unique across processes: ``CARDS-1-20261130T014500Z-3fa2``."""
+    return f"{ticket_id}-{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+def read_record_file(path: Path) -> RunRecord:
+    """Parse and validate one run record; StateError names the path and the reason."""
+    record = read_model(path, RunRecord, "run record")
+    if record is None:
+        raise StateError(f"state error: {path}: no such run record")
+    return record
+
+
+class RunStore:
+    """Run records on disk. Small on purpose: a later backend (a queue worker's shared
+    store) implements the same five methods."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.runs_dir = state_dir / "runs"
+
+    def record_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.json"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    def verdict_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.verdict-{number}.json"
+
+    def bundle_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.bundle-{number}.json"
+
+    def mechanical_fix_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.mechanical_fix.json"
+
+    def handoff_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.handoff.md"
+
+    def save(self, record: RunRecord) -> None:
+        atomic_write(self.record_path(record.run_id), record.model_dump_json(indent=2).encode())
+
+    def load(self, run_id: str) -> RunRecord:
+        if not is_run_id(run_id):
+            raise StateError(f"state error: {run_id!r} is not a run id")
+        return read_record_file(self.record_path(run_id))
+
+    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
+        """The ticket's most recent run. Only this ticket's records are read (by name), so
+        another ticket's damaged file cannot block it; a damaged record of its own raises
+        StateError with the path and the reason rather than being silently passed over."""
+        best: tuple[str, Path] | None = None
+        for path in run_record_paths(self.runs_dir, ticket_id):
+            try:
+                raw = json.loads(path.read_bytes())
+            except OSError as exc:
+                raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+            except ValueError as exc:
+                raise StateError(f"state error: {path}: not valid JSON: {exc}") from None
+            if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
+                raise StateError(f"state error: {path}: not a run record of {ticket_id}")
+            created = str(raw.get("created_at", ""))
+            if best is None or created > best[0]:
+                best = (created, path)
+        return read_record_file(best[1]) if best else None
+
+
+@contextmanager
+def ticket_lock(state_dir: Path, ticket_id: str) -> Iterator[None]:
+    """Hold an exclusive flock for the ticket; the OS releases it if we crash.
+    Raises TicketLocked (naming the holder's pid) instead of waiting."""
+    lock_dir = state_dir / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir / f"{ticket_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise TicketLocked(ticket_id, int(holder) if holder.isdigit() else None) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

@@ -2,6 +2,11 @@
 
 Command modules are imported only when chosen: ``--help`` and ``runs`` must start fast
 and never import pydantic's validators or the model SDK.
+
+Conventions of the tools people pipe: the global options (``--config``, ``--state-dir``)
+are accepted before or after the subcommand; a reader that goes away
+(``orchestrator runs --json | head -1``) ends the command quietly with 141, the status a
+shell reports for ``git log | head -1`` (128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from orchestrator.domain.errors import (
     OrchestratorError,
 )
 
+# What a shell reports for a program that SIGPIPE ended (128 + 13), as git, cat and seq do.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
 EPILOG = "exit codes:\n" + "".join(
     f"  {code:<4} {meaning}\n" for code, meaning in EXIT_MEANINGS.items()
 )
@@ -38,16 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"orchestrator {__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="config file (default: $ORCHESTRATOR_CONFIG, else ./config.toml)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="where runs are recorded (default: the config's state_dir, relative to it)",
-    )
+    add_global_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser("run", help="run one ticket (resumes its unfinished run)")
@@ -109,7 +108,58 @@ def build_parser() -> argparse.ArgumentParser:
     from orchestrator.cli.commands import ledger as ledger_command  # argparse only: cheap
 
     ledger_command.add_parser(sub)
+
+    init = sub.add_parser(
+        "init", help="write a commented starter config.toml and a tickets/ directory here"
+    )
+    init.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
+
+    demo = sub.add_parser(
+        "demo", help="build a small project with real bugs and run its tickets (offline)"
+    )
+    demo.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="where to build it (default: ./.state/demo; rebuilt on every run)",
+    )
+    demo.add_argument(
+        "--with-model",
+        action="store_true",
+        help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY)",
+    )
+    for subparser in _subparsers(parser):
+        add_global_options(subparser, default=argparse.SUPPRESS)
     return parser
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
+    """``--config`` and ``--state-dir``. The top level defaults them to None; every
+    subcommand accepts them too, defaulting to SUPPRESS so that an option given before
+    the subcommand is not overwritten by the subcommand's own default."""
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=default,
+        help="config file (default: $ORCHESTRATOR_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=default,
+        help="where runs are recorded (default: the config's state_dir, relative to the "
+        "config file; this option's value is relative to the current directory)",
+    )
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser, nested ones (``ledger verify``) included."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                found.append(child)
+                found.extend(_subparsers(child))
+    return found
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
@@ -129,6 +179,14 @@ def _prices(config_file: Path) -> dict[str, Any]:
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator.storage import locate
 
+    if args.command == "init":
+        from orchestrator.cli.commands import init
+
+        return init.init(Path.cwd(), sys.stdout, force=args.force)
+    if args.command == "demo":
+        from orchestrator.cli.commands import demo
+
+        return demo.demo(args.dir, with_model=args.with_model)
     config_file = locate.config_path(args.config, os.environ)
     if args.command == "runs":
         from orchestrator.cli.commands import runs
@@ -214,7 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # terminated through the runner, the attempt is recorded, the run stays resumable.
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        # Inside the try: output still buffered would otherwise meet a closed pipe at
+        # interpreter exit, where it can only be reported as a stray traceback.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except OrchestratorError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
@@ -237,6 +302,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail on the closed pipe
+    again (the recipe in the ``signal`` module's documentation)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's buffer): nothing will flush into a pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def entry() -> None:

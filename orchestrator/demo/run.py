@@ -1,5 +1,7 @@
-"""``python -m orchestrator.demo.run``: build a small project with real bugs, then run a
-ticket for each through the pipeline (``bash scripts/dev.sh demo`` from the project root).
+"""``orchestrator demo`` (or ``python -m orchestrator.demo``): build a small project with
+real bugs, then run a ticket for each through the default pipeline. It needs no
+config.toml: it writes the packaged default one (``orchestrator.starter``) beside the
+project it builds, so it runs the same from a checkout or an installed wheel.
 
 CARDS-1's patch squashes the fix and its test into one commit: ``lint-bug-commit-order``
 fails it, the playbook proposes the seed's mechanical fix, the recipe splits the commit,
@@ -42,6 +44,7 @@ WHY_EXPECTED = {
     "CARDS-3": "project-tests failed in a way no playbook entry knows; no model is "
     "configured, so a synthetic abandon-human verdict hands it to a person",
 }
+DEFAULT_DIR = ".state/demo"
 MARKER = ".orchestrator-demo"  # only a directory carrying this is ever deleted by a rebuild
 AUTHOR = git.Actor("Dana Dealer", "dana@cards.example")
 EPOCH = 1_709_546_400  # 2024-03-04 10:00 UTC; each commit is one hour after the previous
@@ -141,11 +144,22 @@ def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[
     return {t: results.get(t, -1) for t in expected if results.get(t) != expected[t]}
 
 
+def orchestrator_command() -> str:
+    """How to run this orchestrator from here: the script beside this interpreter
+    (``.venv/bin/orchestrator`` in a checkout), else ``python -m orchestrator``."""
+    script = Path(sys.executable).parent / "orchestrator"
+    if not script.is_file():
+        return f"{sys.executable} -m orchestrator"
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else str(script)
+
+
 def print_what_to_read(state_dir: Path) -> None:
     """Point at the files that say what was decided and why."""
     from orchestrator.storage.layout import run_record_paths
 
     relative = os.path.relpath(state_dir)
+    command = orchestrator_command()
     print("\nWhat was decided, and why:")
     runs_dir = state_dir / "runs"
     for record in run_record_paths(runs_dir):
@@ -153,8 +167,8 @@ def print_what_to_read(state_dir: Path) -> None:
             runs_dir.glob(f"{record.stem}.handoff.md")
         ):
             print(f"  {os.path.relpath(extra)}")
-    print(f"Every run:    .venv/bin/orchestrator --state-dir {relative} runs")
-    print(f"One run:      .venv/bin/orchestrator --state-dir {relative} show <run-id>")
+    print(f"Every run:    {command} --state-dir {relative} runs")
+    print(f"One run:      {command} --state-dir {relative} show <run-id or ticket id>")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,33 +178,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
+        "--dir",
+        metavar="DIR",
+        default=DEFAULT_DIR,
+        help=f"where to build it (default: ./{DEFAULT_DIR}; rebuilt on every run)",
+    )
+    parser.add_argument(
         "--with-model",
         action="store_true",
         help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY; costs money)",
     )
     args = parser.parse_args(argv)
-    root = Path.cwd()
-    config = root / "config.toml"
-    if not config.is_file():
-        print(
-            f"demo: no config.toml in {root}; run it from the project root "
-            "(bash scripts/dev.sh demo)",
-            file=sys.stderr,
-        )
-        return errors.EXIT_USAGE
+    return run_demo(Path(args.dir), with_model=args.with_model)
+
+
+def run_demo(workdir: Path, *, with_model: bool) -> int:
+    """Build the demo in ``workdir`` and run its tickets; 0 when every ticket ended as
+    expected, 1 when one did not, EXIT_USAGE when ``workdir`` is not the demo's to replace."""
+    from orchestrator import starter
+
     try:
-        layout = build_demo(root / ".state" / "demo")
+        layout = build_demo(workdir)
     except ValueError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return errors.EXIT_USAGE
+    config = layout.workdir / starter.CONFIG_NAME
+    config.write_text(starter.config_text(), encoding="utf-8")
     print(f"demo project built in {layout.workdir}")
     print(f"  repository: {layout.origin}")
+    print(f"  config:     {config}")
     for ticket_id, path in layout.tickets.items():
         print(f"  ticket {ticket_id}: {path}")
 
     os.environ["DRY_RUN"] = "false"
     print("DRY_RUN=false: the demo's remote is a local bare repository, so open-pr may push")
-    if not args.with_model:
+    if not with_model:
         # Offline and deterministic: what a model would say about CARDS-3 is not a demo.
         from orchestrator.domain.config import load_config
 

@@ -5,6 +5,7 @@
     ├── ConfigError              config.toml is not what we expect     → EXIT_USAGE
     ├── TicketError              a ticket file is malformed            → EXIT_USAGE
     ├── StateError               a file under .state is unreadable     → EXIT_STATE
+    │   └── UnknownRun           no run answers to the id given        → EXIT_STATE
     ├── IllegalTransition        the state machine refused a move      → EXIT_STATE
     └── TicketLocked             another process holds the ticket      → EXIT_LOCKED
     Interrupted                  SIGINT/SIGTERM while running          → EXIT_INTERRUPTED
@@ -36,7 +37,7 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_FAILED: "failed (a stage or check failed and was not recovered)",
     EXIT_SPLIT: "split into sub-tickets",
     EXIT_AWAITING_APPROVAL: "awaiting approval",
-    EXIT_STATE: "unreadable state file",
+    EXIT_STATE: "unreadable state file, or no run answers to the run or ticket id given",
     EXIT_DIFFERENT: "replay: a decision came out differently (or could not be replayed)",
     EXIT_LOCKED: "the ticket is locked by another orchestrator process",
     EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)",
@@ -63,6 +64,11 @@ class TicketError(OrchestratorError):
 
 class StateError(OrchestratorError):
     exit_code = EXIT_STATE
+
+
+class UnknownRun(StateError):
+    """No run answers to a RUN_ID argument: one class, so show, replay, approve and reject
+    all exit with the same code for it."""
 
 
 class IllegalTransition(OrchestratorError):

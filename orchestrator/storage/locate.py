@@ -1,8 +1,11 @@
-"""Find config.toml and the state dir without importing pydantic.
+"""Find config.toml and the state dir without importing pydantic: the one resolver every
+command uses.
 
 Read-only commands (`runs`, `--help`) must start in a few tens of milliseconds, and
 importing pydantic alone costs ~100 ms; they only need ``state_dir``, which this module
-reads with tomllib. Every command that acts validates the whole file with ``config.py``.
+reads with tomllib. Every command that acts validates the whole file with ``config.py``
+and resolves the state dir through :func:`resolve_state_dir` all the same, so that
+``--state-dir '~/s'`` names one directory whichever command is given it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 from orchestrator.domain.errors import ConfigError
 
 CONFIG_ENV = "ORCHESTRATOR_CONFIG"
-_DEFAULT_STATE_DIR = ".state"
+DEFAULT_STATE_DIR = ".state"
 
 
 def config_path(cli_value: str | None, environ: dict[str, str] | os._Environ[str]) -> Path:
@@ -22,10 +25,20 @@ def config_path(cli_value: str | None, environ: dict[str, str] | os._Environ[str
     return Path(raw).expanduser().resolve()
 
 
-def state_dir(config_file: Path, cli_value: str | None) -> Path:
-    """--state-dir, else config's ``state_dir`` (relative to the config file), else .state."""
+def resolve_state_dir(config_dir: Path, configured: str, cli_value: str | None) -> Path:
+    """The state dir: ``--state-dir`` (relative to the current directory, as a shell user
+    expects of a path they typed), else the config's ``state_dir`` (relative to the
+    config's directory, so the config means the same thing wherever it is run from).
+    ``~`` is expanded in both."""
     if cli_value:
         return Path(cli_value).expanduser().resolve()
+    return (config_dir / Path(configured).expanduser()).resolve()
+
+
+def state_dir(config_file: Path, cli_value: str | None) -> Path:
+    """The state dir for a command that does not load the whole config."""
+    if cli_value:
+        return resolve_state_dir(config_file.parent, DEFAULT_STATE_DIR, cli_value)
     import tomllib  # only when the config must be read: ~6 ms of start-up otherwise
 
     try:
@@ -37,9 +50,9 @@ def state_dir(config_file: Path, cli_value: str | None) -> Path:
         ) from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config error: {config_file}: {exc}") from None
-    value = raw.get("state_dir", _DEFAULT_STATE_DIR)
+    value = raw.get("state_dir", DEFAULT_STATE_DIR)
     if not isinstance(value, str) or not value:
         raise ConfigError(
             f"config error: {config_file}: state_dir: expected a non-empty string (got {value!r})"
         )
-    return (config_file.parent / value).resolve()
+    return resolve_state_dir(config_file.parent, value, None)

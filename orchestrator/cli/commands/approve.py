@@ -18,7 +18,7 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.graph import Proposal
 from orchestrator.storage.approvals import Approval, approval_path, os_user, write_approval
 from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage.run_ids import resolve_run_id, ticket_of_run
 from orchestrator.storage.runs import ticket_lock
 
 
@@ -35,10 +35,8 @@ def answer(
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
     store = services.store
-    match = RUN_ID.match(run_id)
-    if match is None:
-        raise UsageError(f"{run_id!r} is not a run id")
-    with ticket_lock(store.state_dir, match.group("ticket")):
+    run_id = resolve_run_id(store, run_id)
+    with ticket_lock(store.state_dir, ticket_of_run(run_id)):
         record = store.load(run_id)
         ref = pending_verdict(record)
         if record.state is not RunState.AWAITING_APPROVAL or ref is None:

@@ -16,6 +16,7 @@ from orchestrator.app.replay import ReplayResult
 from orchestrator.app.replay import replay as replay_run
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import EXIT_DIFFERENT
+from orchestrator.storage.run_ids import resolve_run_id
 from orchestrator.storage.runs import RunStore
 
 MAX_VALUE_CHARS: Final = 200
@@ -55,7 +56,9 @@ def replay(
     *,
     as_json: bool,
 ) -> int:
-    results = replay_run(RunStore(state_dir), load_config(config_file), run_id, number)
+    store = RunStore(state_dir)
+    run_id = resolve_run_id(store, run_id)
+    results = replay_run(store, load_config(config_file), run_id, number)
     if as_json:
         for result in results:
             out.write(json.dumps({"run_id": run_id, **result.as_json()}, default=str) + "\n")

@@ -14,6 +14,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.reports.display import reporter_for
+from orchestrator.storage.locate import resolve_state_dir
 from orchestrator.storage.runs import RunRecord, RunStore
 
 EXIT_FOR_STATE: Mapping[RunState, int] = {
@@ -42,11 +43,7 @@ def build_services(
     loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
 ) -> Services:
     """The real services: the runner, the configured model, this terminal."""
-    state_dir = (
-        Path(state_dir_override).resolve()
-        if state_dir_override
-        else (loaded.root / loaded.config.state_dir).resolve()
-    )
+    state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
     return Services(
         loaded=loaded,
         store=RunStore(state_dir),

@@ -12,6 +12,7 @@ from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.reports.display import attempt_summary
 from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage.run_ids import resolve_run_id
 from orchestrator.storage.runs import Attempt, RunRecord, RunStore
 
 
@@ -167,6 +168,7 @@ def show(
     prices: Mapping[str, PriceConfig] | None = None,
 ) -> int:
     store = RunStore(state_dir)
+    run_id = resolve_run_id(store, run_id)
     record = store.load(run_id)
     if as_json:
         out.write(store.record_path(run_id).read_text())

@@ -1,0 +1,17 @@
+"""``orchestrator demo [--dir DIR] [--with-model]``: build the demo project and run its
+tickets through the default pipeline (see ``orchestrator.demo.run``).
+
+The demo package is imported only here, and only when this command is chosen: nothing
+the pipeline imports depends on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def demo(workdir: str | None, *, with_model: bool) -> int:
+    """``workdir`` None: the demo's default directory under the current one."""
+    from orchestrator.demo.run import DEFAULT_DIR, run_demo
+
+    return run_demo(Path(workdir or DEFAULT_DIR), with_model=with_model)

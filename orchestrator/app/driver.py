@@ -27,6 +27,7 @@ from orchestrator.domain.tickets import Ticket
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
+from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import approval_path
 from orchestrator.storage.runs import (
     Attempt,
@@ -242,16 +243,20 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
 
 
 def describe_failure(attempt: Attempt) -> str:
-    """One line saying what failed, for the halt record and the terminal."""
+    """One line saying what failed, and what the failed program said about it, for the
+    halt record and the terminal."""
     where = f"see {attempt.log_path}" if attempt.log_path else "no log"
-    if attempt.failing_check is not None:
-        check = attempt.failing_check
+    check = attempt.failing_check
+    log = check.log_path if check is not None else attempt.log_path
+    said = telling_line_of(Path(log) if log else None)
+    tail = f": {said}; {where}" if said else f"; {where}"
+    if check is not None:
         how = "timed out" if check.timed_out else f"exited {check.exit_code}"
-        return f"check {check.name!r} {how}; {where}"
+        return f"check {check.name!r} {how}{tail}"
     if attempt.error:
         return f"stage {attempt.stage!r}: {attempt.error}; {where}"
     if attempt.timed_out:
-        return f"stage {attempt.stage!r} timed out (exit 124); {where}"
+        return f"stage {attempt.stage!r} timed out (exit 124){tail}"
     if attempt.signal:
-        return f"stage {attempt.stage!r} was killed by signal {attempt.signal}; {where}"
-    return f"stage {attempt.stage!r} exited {attempt.exit_code}; {where}"
+        return f"stage {attempt.stage!r} was killed by signal {attempt.signal}{tail}"
+    return f"stage {attempt.stage!r} exited {attempt.exit_code}{tail}"

@@ -43,6 +43,7 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PROMPT_VERSION, facts_for
 from orchestrator.recovery.verdict import DecisionContext
+from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import (
     AUTO,
     Approval,
@@ -56,6 +57,13 @@ from orchestrator.storage.decisions import TokenUsage, VerdictRecord, read_verdi
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
 
 DIFF_TIMEOUT_S = 60.0
+
+
+def _failed_log(attempt: Attempt) -> Path | None:
+    """The log of what failed: the failing check's, else the stage's."""
+    check = attempt.failing_check
+    path = check.log_path if check is not None else attempt.log_path
+    return Path(path) if path else None
 
 
 def _clone_exists(record: RunRecord) -> bool:
@@ -236,6 +244,7 @@ def _decide(
             ticket_title=record.ticket_title,
             infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
             infra_detail=attempt.failure_detail,
+            stage_said=telling_line_of(_failed_log(attempt)),
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
         bundle_text=bundle.render(),

@@ -148,6 +148,12 @@ def precheck(
         return infra_decision(failure, caps)
     if not clone_exists:
         why = f"the failed stage's clone {ctx.clone_dir} is missing: nothing to inspect or retry safely"
+        if failure.stage_said:
+            # The stage's own words first: the missing clone is only what its failure left.
+            why = (
+                f"stage {ctx.failing_stage!r} failed: {failure.stage_said} (its clone "
+                f"{ctx.clone_dir} does not exist: nothing to inspect or retry safely)"
+            )
         return Decision(
             Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.PRECONDITION_FAILED
         )

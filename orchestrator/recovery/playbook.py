@@ -24,6 +24,9 @@ class Failure:
     # attempt was classified as one: such failures never reach the model.
     infra: str | None = None
     infra_detail: str | None = None
+    # The failed program's own telling line (redacted), so that a decision taken without
+    # looking further names the first cause rather than a later symptom.
+    stage_said: str | None = None
 
 
 @dataclass(frozen=True)

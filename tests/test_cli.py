@@ -86,7 +86,8 @@ def test_show_prints_stages_attempts_halt_and_paths(finished_runs: tuple[Path, P
     text = proc.stdout
     assert f"run      {run_id}" in text
     assert "state    failed at check" in text
-    assert "halt     stage_failed at check: stage 'check' exited 2; see " in text
+    # The halt names what the failed program said, not only its exit code.
+    assert "halt     stage_failed at check: stage 'check' exited 2: nope; see " in text
     assert "stages   build=completed  check=failed" in text
     assert "#1 build [finished]" in text and "exit 0 in" in text
     assert "#2 check [finished]" in text and "exit 2 in" in text
@@ -103,9 +104,52 @@ def test_show_unknown_run_is_a_clear_error(finished_runs: tuple[Path, Path]) -> 
         bad_id = main(["--config", str(config), "show", "../../etc/passwd"])
     assert (code, bad_id) == (7, 7)
     assert err.getvalue() == (
-        f"state error: {state / 'runs' / 'NOPE-1-20261130T000000Z-0000.json'}: no such run record\n"
-        "state error: '../../etc/passwd' is not a run id\n"
+        f"state error: no run 'NOPE-1-20261130T000000Z-0000' under {state / 'runs'} "
+        "(neither a recorded run id nor a ticket id with runs)\n"
+        "state error: '../../etc/passwd' is neither a run id nor a ticket id\n"
     )
+
+
+@pytest.mark.parametrize("command", ["show", "replay", "approve", "reject"])
+@pytest.mark.parametrize("given", ["NOPE-1-20261130T000000Z-0000", "NOPE-1", "../../etc/passwd"])
+def test_an_unknown_run_exits_7_from_every_command_that_takes_one(
+    finished_runs: tuple[Path, Path], command: str, given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, state = finished_runs
+    before = sorted(p.relative_to(state) for p in state.rglob("*") if "locks" not in p.parts)
+    assert main(["--config", str(config), command, given]) == 7
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("state error: ") and repr(given) in captured.err
+    assert (
+        sorted(p.relative_to(state) for p in state.rglob("*") if "locks" not in p.parts) == before
+    )
+
+
+def test_a_ticket_id_names_its_latest_run(
+    finished_runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, state = finished_runs
+    ticket = config.parent / "t" / "A-1.md"
+    assert main(["--config", str(config), "run", "--rerun", str(ticket)]) == 4
+    runs_of_a = sorted(
+        (json.loads(p.read_text())["created_at"], p.stem)
+        for p in (state / "runs").glob("A-1-*.json")
+    )
+    assert len(runs_of_a) == 2
+    latest = runs_of_a[-1][1]
+    capsys.readouterr()
+    assert main(["--config", str(config), "show", "A-1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == latest
+    assert main(["--config", str(config), "replay", "A-1"]) == 0
+    assert capsys.readouterr().out == f"run {latest} made no decisions: nothing to replay\n"
+    # approve resolves the same way: the refusal names the latest run, not an unknown id.
+    assert main(["--config", str(config), "approve", "A-1"]) == 2
+    assert capsys.readouterr().err == f"run {latest} is failed, not awaiting approval\n"
+    # A full run id still names exactly that run, the older one included.
+    oldest = runs_of_a[0][1]
+    assert main(["--config", str(config), "show", oldest, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == oldest
 
 
 def test_show_reports_a_hand_edited_record(finished_runs: tuple[Path, Path]) -> None:
@@ -215,3 +259,154 @@ def test_ledger_commands_are_wired(tmp_path: Path, capsys: pytest.CaptureFixture
     ledger_path(tmp_path).write_bytes(lines[0] + lines[2] + lines[1])
     assert main(["--state-dir", str(tmp_path), "ledger", "verify"]) == 7
     assert capsys.readouterr().out.startswith("FAILED at line 2: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--config", "{config}", "runs", "--json"],
+        ["runs", "--config", "{config}", "--json"],
+        ["runs", "--json", "--config", "{config}"],
+        ["--state-dir", "{state}", "runs", "--json"],
+        ["runs", "--json", "--state-dir", "{state}"],
+        # Given twice, the later one counts, as with any repeated option.
+        ["--state-dir", "{elsewhere}", "runs", "--state-dir", "{state}", "--json"],
+    ],
+)
+def test_global_options_go_before_or_after_the_subcommand(
+    finished_runs: tuple[Path, Path],
+    tmp_path: Path,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config, state = finished_runs
+    paths = {"config": str(config), "state": str(state), "elsewhere": str(tmp_path / "none")}
+    assert main([arg.format(**paths) for arg in argv]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["ticket_id"] for r in rows] == ["A-1", "B-2"]
+
+
+def test_global_options_after_nested_and_acting_subcommands(
+    finished_runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, state = finished_runs
+    run_id = next((state / "runs").glob("B-2-*.json")).stem
+    assert main(["show", run_id, "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == run_id
+    assert main(["ledger", "verify", "--state-dir", str(state)]) == 0
+    assert capsys.readouterr().out == "OK: 0 entries\n"
+    ticket = write_ticket(config.parent / "t", "C-3")
+    assert main(["run", str(ticket), "--config", str(config)]) == 4
+    assert any((state / "runs").glob("C-3-*.json"))
+
+
+def test_one_state_dir_resolver_for_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--state-dir '~/s'`` is $HOME/s for the commands that act (run, approve, batch)
+    and for those that read (runs, show): the same directory, not ``./~/s``."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    config = write_config(tmp_path / "cfg", bash_stage("a", "exit 0"))
+    ticket = write_ticket(tmp_path / "t")
+    assert main(["--config", str(config), "--state-dir", "~/s", "run", str(ticket)]) == 0
+    [record] = (home / "s" / "runs").glob("T-1-*.json")
+    assert not (work / "~").exists()
+    capsys.readouterr()
+    assert main(["--config", str(config), "--state-dir", "~/s", "runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == record.stem
+    assert main(["--config", str(config), "--state-dir", "~/s", "show", "T-1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == record.stem
+    batch_dir = tmp_path / "queue"
+    write_ticket(batch_dir, "Q-1")
+    assert (
+        main(["--config", str(config), "--state-dir", "~/s", "batch", "--tickets", str(batch_dir)])
+        == 0
+    )
+    assert any((home / "s" / "runs").glob("Q-1-*.json"))
+    # A relative --state-dir is relative to the current directory, for both kinds.
+    assert main(["--config", str(config), "--state-dir", "rel", "run", str(ticket)]) == 0
+    capsys.readouterr()
+    assert main(["--config", str(config), "--state-dir", "rel", "runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ticket_id"] == "T-1"
+    assert any((work / "rel" / "runs").glob("T-1-*.json"))
+
+
+def test_resolve_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.storage.locate import resolve_state_dir, state_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    cfg_dir = tmp_path / "etc"
+    assert resolve_state_dir(cfg_dir, ".state", None) == cfg_dir / ".state"
+    assert resolve_state_dir(cfg_dir, "~/st", None) == tmp_path / "home" / "st"
+    assert resolve_state_dir(cfg_dir, "/abs/st", None) == Path("/abs/st")
+    assert resolve_state_dir(cfg_dir, ".state", "x/y") == tmp_path / "x" / "y"
+    assert resolve_state_dir(cfg_dir, ".state", "~/s") == tmp_path / "home" / "s"
+    # The fast path (no pydantic) reads the config key the same way.
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text('state_dir = "~/from-config"\n')
+    assert state_dir(cfg_dir / "config.toml", None) == tmp_path / "home" / "from-config"
+
+
+def _closed_pipe_run(argv: list[str], tmp_path: Path) -> tuple[int, str, list[Path]]:
+    """Run the CLI with stdout on a pipe whose reader has already gone."""
+    import os
+
+    crash_dir = tmp_path / "tmp"
+    crash_dir.mkdir(exist_ok=True)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            orchestrator_cmd(*argv),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(TMPDIR=str(crash_dir)),
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    return proc.returncode, proc.stderr, sorted(crash_dir.iterdir())
+
+
+@pytest.mark.parametrize("command", [["runs", "--json"], ["runs"], ["show", "A-1"]])
+def test_a_closed_pipe_ends_quietly_with_141(
+    finished_runs: tuple[Path, Path], tmp_path: Path, command: list[str]
+) -> None:
+    config, _ = finished_runs
+    code, err, crash_files = _closed_pipe_run(["--config", str(config), *command], tmp_path)
+    assert (code, err, crash_files) == (141, "", [])
+
+
+def test_a_reader_that_stops_after_one_line_ends_it_quietly(
+    finished_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``orchestrator runs --json | head -1`` with more output than a pipe holds."""
+    _, state = finished_runs
+    record = next((state / "runs").glob("A-1-*.json"))
+    raw = json.loads(record.read_text())
+    for n in range(3000):  # ~600 KB of listing: the writer must block, then meet EPIPE
+        run_id = f"Z-{n}-20261130T000000Z-{n % 65536:04x}"
+        (state / "runs" / f"{run_id}.json").write_text(
+            json.dumps({**raw, "run_id": run_id, "ticket_id": f"Z-{n}"})
+        )
+    crash_dir = tmp_path / "tmp"
+    crash_dir.mkdir()
+    env = subprocess_env(TMPDIR=str(crash_dir))
+    proc = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$@" | head -1', "-", *orchestrator_cmd(
+            "--state-dir", str(state), "runs", "--json"
+        )],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 141
+    assert json.loads(proc.stdout)["ticket_id"] in {"A-1", "B-2"} | {f"Z-{n}" for n in range(3000)}
+    assert proc.stderr == ""
+    assert list(crash_dir.iterdir()) == []

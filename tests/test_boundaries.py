@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, bash_stage, subprocess_env, write_config, write_ticket
 
 PACKAGE = ROOT / "orchestrator"
 PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
@@ -152,3 +154,50 @@ def test_nothing_imports_the_stage_programs(path: Path) -> None:
     """A stage is a separate program; importing one would run its git calls in-process."""
     bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.stages"})})
     assert bad == [], f"{rel(path)} imports {bad}: stages run through the runner only"
+
+
+DEMO = PACKAGE / "demo"
+# The one door into the demo: the `orchestrator demo` command, importing it lazily.
+DEMO_COMMAND = PACKAGE / "cli" / "commands" / "demo.py"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in modules() if DEMO not in p.parents and p != DEMO_COMMAND], ids=rel
+)
+def test_nothing_the_pipeline_imports_imports_the_demo(path: Path) -> None:
+    """The demo is a fixture builder (GitPython, example data), not part of the product:
+    the pipeline must run, and install, as if it were absent."""
+    bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.demo"})})
+    assert bad == [], f"{rel(path)} imports {bad}: only `orchestrator demo` may"
+
+
+def test_the_demo_command_imports_the_demo_only_when_chosen() -> None:
+    """Module level of the command stays free of the demo: `--help` never loads it."""
+    tree = ast.parse(DEMO_COMMAND.read_text())
+    top_level = ast.Module(
+        body=[n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)], type_ignores=[]
+    )
+    assert not any(matches(n, {"orchestrator.demo"}) for n in imported(top_level, DEMO_COMMAND))
+    assert any(matches(n, {"orchestrator.demo"}) for n in imported(tree, DEMO_COMMAND))
+
+
+def test_running_a_ticket_never_loads_the_demo(tmp_path: Path) -> None:
+    """The same, at run time: a real run through the CLI in a fresh interpreter."""
+    config = write_config(tmp_path, bash_stage("a", "exit 0") + bash_stage("b", "exit 3"))
+    ticket = write_ticket(tmp_path / "t")
+    probe = (
+        "import sys\n"
+        "from orchestrator.cli.main import main\n"
+        f"code = main(['--config', {str(config)!r}, 'run', {str(ticket)!r}])\n"
+        "main(['--config', " + repr(str(config)) + ", 'runs'])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith('orchestrator.demo')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "4 []"

@@ -1,0 +1,95 @@
+"""A failed stage is reported by what the failed program said (its telling line), not by
+a symptom further down the line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli.main import main
+from orchestrator.reports.telling import MAX_CHARS, telling_line, telling_line_of
+from orchestrator.storage.layout import run_record_paths
+
+from conftest import bash_stage, write_config, write_ticket
+
+RUNNER_HEADER = "# orchestrator: 2026-11-30T00:00:00+00:00 cwd=/x\n# $ python clone.py\n"
+RUNNER_FOOTER = "# orchestrator: exit 1 after 0.1s\n"
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (
+            "/v/bin/python: can't open file '/c/stages/clone.py': [Errno 2] No such file or directory\n",
+            "/v/bin/python: can't open file '/c/stages/clone.py': [Errno 2] No such file or directory",
+        ),
+        (
+            'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+            "ModuleNotFoundError: No module named 'orchestrator'\n",
+            "ModuleNotFoundError: No module named 'orchestrator'",
+        ),
+        (
+            "Cloning into 'clone'...\nfatal: repository '/r/origin.git' does not exist\n",
+            "fatal: repository '/r/origin.git' does not exist",
+        ),
+        ("step 1\nstep 2\nsomething odd\n\n", "something odd"),  # no error word: the last line
+        ("", None),
+    ],
+)
+def test_telling_line(log: str, expected: str | None) -> None:
+    assert telling_line(RUNNER_HEADER + log + RUNNER_FOOTER) == expected
+
+
+def test_telling_line_is_redacted_printable_and_bounded() -> None:
+    said = telling_line("fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n")
+    assert said is not None and "hunter2" not in said and said.startswith("fatal: could not read")
+    assert telling_line("error: \x1b[31mred\x1b[0m\n") == "error: ?[31mred?[0m"
+    long = telling_line("error: " + "x" * 5000)
+    assert long is not None and len(long) == MAX_CHARS and long.endswith("…")
+
+
+def test_telling_line_of_reads_the_tail_and_tolerates_no_file(tmp_path: Path) -> None:
+    log = tmp_path / "002-x.log"
+    log.write_bytes(b"error: early\n" + b"filler\n" * 10_000 + b"fatal: late\n")
+    assert telling_line_of(log, max_bytes=1024) == "fatal: late"
+    assert telling_line_of(tmp_path / "absent.log") is None
+    assert telling_line_of(None) is None
+
+
+def test_a_clone_stage_that_cannot_start_is_reported_by_its_own_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config copied away from the stage scripts it names: the console and the halt say
+    ``can't open file``, not that the clone is missing."""
+    config = write_config(
+        tmp_path / "elsewhere",
+        '[[stages]]\nname = "clone"\ncommand = ["{python}", "{root}/stages/clone.py"]\n'
+        'cwd = "run"\n\n' + bash_stage("after", "exit 0"),
+        recovery=True,
+    )
+    ticket = write_ticket(tmp_path / "t")
+    assert main(["--config", str(config), "run", str(ticket)]) == 3
+    out = capsys.readouterr().out
+    script = tmp_path / "elsewhere" / "stages" / "clone.py"
+    said = f"can't open file '{script}': [Errno 2] No such file or directory"
+    halted = next(line for line in out.splitlines() if line.startswith("  halted: "))
+    assert halted.startswith(
+        "  halted: precondition_failed at stage clone: synthetic verdict 1: stage 'clone' failed: "
+    )
+    assert said in halted
+    assert halted.index(said) < halted.index("does not exist: nothing to inspect")
+    [record] = run_record_paths(tmp_path / "elsewhere" / "state" / "runs")
+    assert said in json.loads(record.read_text())["halt"]["detail"]
+
+
+def test_without_recovery_the_halt_carries_the_telling_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(
+        tmp_path, bash_stage("build", "echo compiling; echo 'error: missing semicolon' >&2; exit 1")
+    )
+    ticket = write_ticket(tmp_path / "t")
+    assert main(["--config", str(config), "run", str(ticket)]) == 4
+    assert "stage 'build' exited 1: error: missing semicolon; see " in capsys.readouterr().out

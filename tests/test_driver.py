@@ -94,7 +94,8 @@ def test_a_failing_stage_halts_with_a_typed_reason(tmp_path: Path) -> None:
     assert record.halt is not None
     assert record.halt.reason is HaltReason.STAGE_FAILED
     assert record.halt.stage == "one"
-    assert record.halt.detail.startswith("stage 'one' exited 3; see ")
+    # What the stage said comes with its exit code: the first cause, on the console.
+    assert record.halt.detail.startswith("stage 'one' exited 3: broken; see ")
     assert record.stage_status("two") is StageStatus.PENDING
     assert count(tmp_path / "state", "two") == 0
     assert "broken" in Path(record.attempts[0].log_path or "").read_text()
@@ -161,7 +162,7 @@ def test_failed_check_records_the_failing_check(tmp_path: Path) -> None:
         1,
     )
     assert "check says no" in Path(failing.log_path or "").read_text()
-    assert record.halt.detail.startswith("check 'fails' exited 1; see ")
+    assert record.halt.detail.startswith("check 'fails' exited 1: check says no; see ")
 
 
 def test_side_effectful_stage_is_blocked_while_dry_run_is_armed(tmp_path: Path) -> None:

@@ -92,9 +92,9 @@ def _decision_lines(path: Path) -> list[str]:
         return [f"(unreadable: {exc})"]
     proposal = decided.proposal
     usage = decided.usage
-    lines = [f"why: {decided.verdict.get('summary', decided.reason)}"]
+    lines = [f"why: {decided.verdict.summary}"]
     lines.append(
-        f"routing {proposal.get('routing')} at confidence {proposal.get('confidence')}"
+        f"routing {proposal.routing} at confidence {proposal.confidence}"
         + (f"; model {decided.model}, {usage.calls} call(s), {usage.input_tokens}+"
            f"{usage.output_tokens} tokens" if usage.calls else "")
     )  # fmt: skip

@@ -522,3 +522,37 @@ def test_an_old_verdict_file_is_read_and_replayed_or_said_not_replayable(
     [result] = replay(store, load_config(ROOT / "config.toml"), "CARDS-1-20261130T232650Z-1a8b", 1)
     assert result.identical, result.differences
     assert result.action == "mechanical-fix" and result.calls_replayed == 0
+
+
+def test_an_old_state_dir_is_readable_by_show_and_verdicts(tmp_path: Path) -> None:
+    from orchestrator.cli.commands.show import show
+    from orchestrator.cli.commands.verdicts import verdicts
+
+    state = old_state(tmp_path)
+    out = io.StringIO()
+    assert show(state, "CARDS-3-20261130T232652Z-6de1", out) == 0
+    text = out.getvalue()
+    assert "      why: the test run looks flaky; run it again" in text
+    assert "      routing auto at confidence 0.7917; model scripted, 2 call(s)" in text
+    assert "      calls: not recorded (written before verdict files carried a transcript)" in text
+
+    out, errors = io.StringIO(), io.StringIO()
+    assert (
+        verdicts(state, out, action=None, source=None, since=None, as_json=False, errors=errors)
+        == 0
+    )
+    assert errors.getvalue() == ""
+    rows = out.getvalue().splitlines()[1:]
+    assert [row.split()[4:6] for row in rows] == [
+        ["playbook", "mechanical-fix"],
+        ["model", "retry"],
+        ["model", "abandon-human"],
+    ]
+
+
+def test_show_lists_the_recorded_calls(runs: Runs) -> None:
+    from orchestrator.cli.commands.show import show
+
+    out = io.StringIO()
+    assert show(runs.model_state, runs.model_run.run_id, out) == 0
+    assert out.getvalue().count("      calls: diagnosis, judge") == 2

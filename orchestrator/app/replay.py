@@ -46,7 +46,7 @@ from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
 from orchestrator.recovery.investigate import Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.transcript import ModelCall, ToolCall, TranscriptPlayer
+from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, TranscriptPlayer
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.runs import RunRecord, RunStore, StageOverride
@@ -270,7 +270,6 @@ def _transcript(verdict: VerdictRecord) -> tuple[ModelCall | ToolCall, ...] | No
 
 def replay_verdict(
     verdict: VerdictRecord,
-    path: Path,
     record: RunRecord,
     config: Config,
     texts: Mapping[str, str],
@@ -322,7 +321,8 @@ def replay_verdict(
     differences = []
     if bundle_hash is not None and bundle_hash != ctx.inputs_hash:
         differences.append(Difference("bundle.inputs_hash", ctx.inputs_hash, bundle_hash))
-    differences += [Difference(d.name, d.then, d.now) for d in player.finish()]
+    divergences = player.finish()
+    differences += [Difference(d.name, d.then, d.now) for d in divergences]
     differences += compare(proposal_fields(then), proposal_fields(now))
     at_decision = record_at_decision(record, ctx)
     dispatch_then = plan_dispatch(then, config, at_decision)
@@ -331,13 +331,14 @@ def replay_verdict(
         _dispatch_fields(dispatch_then), _dispatch_fields(dispatch_now), prefix="dispatch."
     )
     made = sum(1 for c in state.transcript.entries if isinstance(c, ModelCall))
+    unanswered = sum(1 for d in divergences if d.what == "missing" and d.now in set(CallPurpose))
     return ReplayResult(
         number=verdict.number,
         decision_id=verdict.decision_id,
         identical=not differences,
         differences=differences,
         limitations=limitations,
-        calls_replayed=made,
+        calls_replayed=made - unanswered,
         action=now.action.action,
         routing=now.routing,
         dispatch=dispatch_now,
@@ -401,5 +402,5 @@ def replay(
             if digest is not None
         ]
         texts = read_texts(texts_dir, digests)
-        results.append(replay_verdict(verdict, path, record, loaded.config, texts))
+        results.append(replay_verdict(verdict, record, loaded.config, texts))
     return results

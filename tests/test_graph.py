@@ -112,7 +112,9 @@ def test_pre_check_decides_known_failures_without_a_model(tmp_path: Path) -> Non
         tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
     )
     ctx = ctx.model_copy(
-        update={"decision": replace(ctx.decision, failing_check="lint-bug-commit-order")}
+        update={
+            "decision": ctx.decision.model_copy(update={"failing_check": "lint-bug-commit-order"})
+        }
     )
     state = PreCheck().run(GraphState(ctx=ctx), deps())
     assert state.early is not None and state.early.source is Source.PLAYBOOK
@@ -319,7 +321,9 @@ def test_defaults_are_conservative_a_fresh_model_verdict_goes_to_a_person(tmp_pa
         tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
     )
     ctx = ctx.model_copy(
-        update={"decision": replace(ctx.decision, failing_check="lint-bug-commit-order")}
+        update={
+            "decision": ctx.decision.model_copy(update={"failing_check": "lint-bug-commit-order"})
+        }
     )
     assert RecoveryAgent(deps()).propose(ctx).routing == "auto"  # a playbook entry
 

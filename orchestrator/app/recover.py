@@ -2,7 +2,8 @@
 
     gather facts ─► bundle (persisted) ─► RecoveryAgent.diagnose (the fixed graph; it
     persists nothing) ─► the decision persisted once: reply texts, verdict file (with
-    its call transcript), ledger rows ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
+    its call transcript), ledger rows
+    ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
        otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``
     ─► substrate.apply(proposal, approval) ─► outcome on the run record
 
@@ -271,8 +272,8 @@ def _decide(
     )
     state = RecoveryAgent(deps).diagnose(ctx)
     decided = _verdict_record(state, number, services)
-    # The seed's memory_write and exit, in this order, before anything decided runs: the
-    # texts the verdict file references, the verdict file, the ledger rows.
+    # The agent's audit memory, then its ledger entry, before anything decided runs; the
+    # texts first, so a verdict file never references a text that is not there.
     write_texts(replies_dir(store.runs_dir, record.run_id), state.transcript.texts)
     write_verdict(verdict_path, decided)
     link.record_decision(decided, ctx, services)

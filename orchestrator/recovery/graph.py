@@ -9,8 +9,8 @@ the nodes find differs. The model appears in ``llm_decision`` (and, when sampled
 
 ``RecoveryAgent.diagnose(ctx)`` returns the final state and persists nothing: the same
 context and the same scripted gateway give an equal state. Its one side effect is the
-diagnosis charge (``deps.charge``), which must be spent before a call is made. The seed's
-last two steps — write the audit memory, append the ledger entry — are the caller's
+diagnosis charge (``deps.charge``), which must be spent before a call is made. Writing
+the audit memory and appending the ledger entry are the caller's
 (``orchestrator.app.recover``), done once with the returned state, before anything runs.
 """
 
@@ -423,8 +423,8 @@ NODE_ORDER: Final = (
     "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
     "judge", "confidence_compose", "routing", "prepare_proposal",
 )  # fmt: skip
-# The graph is checked when it is built: the node sequence is the seed's, in order (its
-# memory_write and exit steps persist, so they are the caller's).
+# The graph is checked when it is built: the node sequence is fixed, in order (memory_write
+# and exit persist, so they are the caller's).
 if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken build
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 

@@ -87,7 +87,7 @@ def model_decision(verdict: dict[str, object], *, valid: bool = True) -> Decisio
 
 
 def test_the_graph_is_the_seeds_nodes_in_order_up_to_the_proposal() -> None:
-    # The seed's memory_write and exit persist: the caller does them with the result.
+    # memory_write and exit persist: the caller does them with the returned state.
     assert NODE_ORDER == (
         "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
         "judge", "confidence_compose", "routing", "prepare_proposal",

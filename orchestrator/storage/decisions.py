@@ -74,7 +74,9 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
     """Write once. A second write of the same decision (redelivery) keeps the first."""
     if path.exists():
         return
-    atomic_write(path, record.model_dump_json(indent=2).encode())
+    # ``replies`` is the older files' field: a new file says it all in its transcript.
+    legacy = set() if record.replies else {"replies"}
+    atomic_write(path, record.model_dump_json(indent=2, exclude=legacy).encode())
 
 
 def read_verdict(path: Path) -> VerdictRecord:

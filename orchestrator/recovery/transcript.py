@@ -130,10 +130,6 @@ class Exchange:
     transcript: Transcript
 
 
-def _failure_detail(reply: ModelReply) -> str | None:
-    return reply.error if reply.error is not None else None
-
-
 def _record(
     reply: ModelReply, request: ModelRequest, purpose: CallPurpose
 ) -> tuple[ModelCall, Transcript]:
@@ -147,7 +143,7 @@ def _record(
         model=reply.model,
         stop_reason=reply.stop_reason,
         error=reply.failure,
-        error_detail=_failure_detail(reply),
+        error_detail=reply.error,
         usage=CallUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
         redactions=redactions,
     )

@@ -152,3 +152,19 @@ def test_an_error_reply_is_recorded_with_its_kind_and_replays_the_same() -> None
     assert replayed.reply == exchange.reply
     assert replayed.transcript == exchange.transcript
     assert Transcript().plus(replayed.transcript).entries == (call,)
+
+
+def test_a_missing_reply_text_is_a_divergence_not_a_crash() -> None:
+    then = decide(ScriptedGateway([RETRY, '{"agree": true, "reason": "ok"}']))
+    diagnosis = then.transcript.model_calls[0]
+    texts = {k: v for k, v in then.transcript.texts.items() if k != diagnosis.reply_sha256}
+    player = TranscriptPlayer(then.transcript.entries, texts)
+    now = decide(player)
+    first = player.finish()[0]
+    assert (first.name, first.then, first.now) == (
+        "transcript.call[0] (diagnosis).reply",
+        diagnosis.reply_sha256,
+        "<missing>",
+    )
+    # No text: the call reads as one that gave no answer, and a person gets the ticket.
+    assert now.require_proposal().action.action == "abandon-human"

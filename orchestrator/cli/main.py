@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY)",
     )
     for subparser in _subparsers(parser):
-        add_global_options(subparser, default=argparse.SUPPRESS)
+        if subparser not in (init, demo):  # they work on the current directory only
+            add_global_options(subparser, default=argparse.SUPPRESS)
     return parser
 
 

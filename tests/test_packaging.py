@@ -140,6 +140,8 @@ def test_a_wheel_installed_elsewhere_runs_init_and_the_demo(tmp_path: Path) -> N
         "  CARDS-3: exit 3: needs a human (halted with a typed reason, or blocked by DRY_RUN)",
     ]
     assert all(line.split(" — ")[1].startswith("as expected") for line in summary[:3])
+    # The hint names the orchestrator that ran (it is not on PATH here).
+    assert f"Every run:    {orchestrator} --state-dir .state/demo/state runs\n" in demo.stdout
     # The stage programs that ran were the wheel's, started as modules of the install.
     [clone_log] = (work / ".state" / "demo" / "state" / "runs").glob("CARDS-2-*/logs/001-clone.log")
     assert f"# $ {python} -P -m orchestrator.stages.clone" in clone_log.read_text()

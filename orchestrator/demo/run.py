@@ -145,11 +145,15 @@ def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[
 
 
 def orchestrator_command() -> str:
-    """How to run this orchestrator from here: the script beside this interpreter
+    """How to run this orchestrator from here: ``orchestrator`` when that is what PATH
+    finds (pipx, an activated venv), else the script beside this interpreter
     (``.venv/bin/orchestrator`` in a checkout), else ``python -m orchestrator``."""
     script = Path(sys.executable).parent / "orchestrator"
     if not script.is_file():
         return f"{sys.executable} -m orchestrator"
+    on_path = shutil.which("orchestrator")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "orchestrator"
     relative = os.path.relpath(script)
     return relative if not relative.startswith("..") else str(script)
 

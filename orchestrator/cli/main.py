@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.domain.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_BUG,
     EXIT_INTERRUPTED,
     EXIT_MEANINGS,
@@ -29,8 +30,7 @@ from orchestrator.domain.errors import (
     OrchestratorError,
 )
 
-# What a shell reports for a program that SIGPIPE ended (128 + 13), as git, cat and seq do.
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+RUN_ID_HELP = "a run id, or a ticket id for that ticket's latest run"
 
 EPILOG = "exit codes:\n" + "".join(
     f"  {code:<4} {meaning}\n" for code, meaning in EXIT_MEANINGS.items()
@@ -71,15 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     approve = sub.add_parser(
         "approve", help="approve the decision a run is waiting on, and resume it"
     )
-    approve.add_argument("run_id", metavar="RUN_ID")
+    approve.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     reject = sub.add_parser(
         "reject", help="reject the decision a run is waiting on (→ needs-human)"
     )
-    reject.add_argument("run_id", metavar="RUN_ID")
+    reject.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     reject.add_argument("--reason", help="why, for the record and the hand-off")
 
     show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
-    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     show.add_argument("--json", action="store_true", help="print the run record as stored")
 
     verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replay",
         help="re-decide a run's failures from what was persisted: no model call, nothing run",
     )
-    replay.add_argument("run_id", metavar="RUN_ID")
+    replay.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     replay.add_argument("--verdict", type=int, metavar="N", help="only decision N")
     replay.add_argument("--json", action="store_true", help="one JSON object per decision")
 

@@ -28,6 +28,9 @@ EXIT_STATE = 7
 EXIT_DIFFERENT = 8  # replay: today's code does not reach the same decision
 EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
 EXIT_INTERRUPTED = 130
+# 128 + SIGPIPE: what a shell reports for git, cat or seq when the reader of their output
+# went away (`| head -1`), so a pipeline under `set -o pipefail` reads the same for us.
+EXIT_BROKEN_PIPE = 141
 
 EXIT_MEANINGS: dict[int, str] = {
     EXIT_COMPLETED: "completed (or nothing to do)",
@@ -41,6 +44,7 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_DIFFERENT: "replay: a decision came out differently (or could not be replayed)",
     EXIT_LOCKED: "the ticket is locked by another orchestrator process",
     EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)",
+    EXIT_BROKEN_PIPE: "the reader of the output went away (a closed pipe); ended quietly",
 }
 
 

@@ -85,3 +85,25 @@ def test_clean_bug_fix_reaches_a_recorded_pull_request(
     assert len(pr["commits"]) == 2
     pushed = git.Repo(origin).heads["orch/CARDS-2"].commit.hexsha
     assert pushed == pr["head_sha"]
+
+
+@pytest.mark.slow
+def test_orchestrator_demo_runs_anywhere_with_its_packaged_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`orchestrator demo` from a directory with no config.toml: the three outcomes."""
+    from orchestrator import starter
+    from orchestrator.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DRY_RUN", "true")  # the demo disarms it; restored afterwards
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for line in (
+        "  CARDS-1: exit 0: completed (or nothing to do) — as expected",
+        "  CARDS-2: exit 0: completed (or nothing to do) — as expected",
+        "  CARDS-3: exit 3: needs a human (halted with a typed reason, or blocked by DRY_RUN) — as expected",
+    ):
+        assert line in out
+    assert (tmp_path / ".state" / "demo" / "config.toml").read_text() == starter.config_text()
+    assert not (tmp_path / "config.toml").exists()

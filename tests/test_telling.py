@@ -74,6 +74,10 @@ def test_a_clone_stage_that_cannot_start_is_reported_by_its_own_words(
     out = capsys.readouterr().out
     script = tmp_path / "elsewhere" / "stages" / "clone.py"
     said = f"can't open file '{script}': [Errno 2] No such file or directory"
+    # Where the failure happens, the console line says it...
+    failed = next(line for line in out.splitlines() if line.startswith("  clone: exit 2 in "))
+    assert failed.endswith(said)
+    # ...and so does the halt, ahead of the symptom it left behind.
     halted = next(line for line in out.splitlines() if line.startswith("  halted: "))
     assert halted.startswith(
         "  halted: precondition_failed at stage clone: synthetic verdict 1: stage 'clone' failed: "
@@ -92,4 +96,13 @@ def test_without_recovery_the_halt_carries_the_telling_line(
     )
     ticket = write_ticket(tmp_path / "t")
     assert main(["--config", str(config), "run", str(ticket)]) == 4
-    assert "stage 'build' exited 1: error: missing semicolon; see " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stage 'build' exited 1: error: missing semicolon; see " in out
+    assert "\n  build: exit 1 in " in out
+    [failed] = [line for line in out.splitlines() if line.startswith("  build: exit 1 in ")]
+    assert failed.endswith("s: error: missing semicolon")
+    # A stage that succeeds is reported as before: nothing it printed is echoed.
+    ok = write_config(tmp_path / "ok", bash_stage("build", "echo 'error: only a warning'"))
+    assert main(["--config", str(ok), "run", str(ticket)]) == 0
+    [passed] = [line for line in capsys.readouterr().out.splitlines() if "  build: exit 0" in line]
+    assert passed.startswith("  build: exit 0 in ") and passed.endswith("s")

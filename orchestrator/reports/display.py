@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
+
+from orchestrator.reports.telling import telling_line_of
 
 if TYPE_CHECKING:
     from orchestrator.storage.runs import Attempt, RunRecord
@@ -40,6 +43,18 @@ def attempt_summary(attempt: Attempt) -> str:
     if attempt.signal:
         return f"killed by signal {attempt.signal} after {took}"
     return f"exit {attempt.exit_code} in {took}"
+
+
+def failure_summary(attempt: Attempt) -> str:
+    """``attempt_summary``, and for a failure what the failed program said about it: the
+    console names the first cause where it happens, not only a later symptom."""
+    summary = attempt_summary(attempt)
+    if attempt.ok:
+        return summary
+    check = attempt.failing_check
+    log = check.log_path if check is not None else attempt.log_path
+    said = telling_line_of(Path(log) if log else None)
+    return f"{summary}: {said}" if said else summary
 
 
 def outcome_lines(record: RunRecord) -> list[str]:
@@ -87,7 +102,7 @@ class PlainReporter:
         return None
 
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
-        self._line(f"  {attempt.stage}: {attempt_summary(attempt)}")
+        self._line(f"  {attempt.stage}: {failure_summary(attempt)}")
 
     def note(self, text: str) -> None:
         self._line(f"  note: {text}")
@@ -132,7 +147,7 @@ class TtyReporter(PlainReporter):
 
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
         mark = self._paint("ok", "32") if attempt.ok else self._paint("FAILED", "31")
-        self._line(f"  {attempt.stage}: {mark} {attempt_summary(attempt)}")
+        self._line(f"  {attempt.stage}: {mark} {failure_summary(attempt)}")
 
 
 def reporter_for(out: TextIO, environ: Mapping[str, str] = os.environ) -> PlainReporter:

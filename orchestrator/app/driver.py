@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from orchestrator.actions.plan import Effect
 from orchestrator.app.recover import recover
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError
@@ -200,6 +201,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         record, effect = recover(record, config.stage(failed.stage), failed, services)
         if effect.terminal is not None or effect.paused:
             return record
+        wait_before_retry(effect, services)
     while (stage := _next_stage(record, services)) is not None:
         if stage.side_effectful and dry_run_armed(services.environ):
             halt = Halt(
@@ -236,9 +238,19 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         record, effect = recover(record, stage, attempt, services)
         if effect.terminal is not None or effect.paused:
             return record
+        wait_before_retry(effect, services)
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record)
     return record
+
+
+def wait_before_retry(effect: Effect, services: Services) -> None:
+    """Wait out the back-off an infrastructure retry owes, after its decision and charge
+    are persisted. ``services.sleep`` is cut short by SIGINT/SIGTERM (the handler raises),
+    so a stopped orchestrator stops here at once; the next run goes on without waiting."""
+    if effect.retry_after_s:
+        services.reporter.note(f"waiting {effect.retry_after_s:.0f}s before the retry")
+        services.sleep(effect.retry_after_s)
 
 
 def describe_failure(attempt: Attempt) -> str:

@@ -63,9 +63,9 @@ def _clone_exists(record: RunRecord) -> bool:
 
 
 def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
-    # Read through the runner (the one place processes start), capped: a 100 MB diff costs
+    # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
-    return runner.capture_head(
+    return services.executor.capture_head(
         ("git", "diff", "--no-color", "--no-ext-diff", f"origin/{record.base_branch}...HEAD"),
         cwd=Path(record.clone_dir),
         env={k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")},

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from orchestrator.actions.registry import REGISTRY, rule_checks
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.confidence import History, Routing, compose, route
@@ -37,16 +38,9 @@ from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelReq
 from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PromptFacts
-from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.verdict import (
-    Action,
     DecisionContext,
-    EscalateModelVerdict,
-    MechanicalFixVerdict,
-    SwitchEngineVerdict,
     abandon,
-    names_check,
-    next_model,
     semantic_errors,
     validate_verdict_object,
 )
@@ -245,26 +239,14 @@ class OutputGuardrail:
 def verification_checks(
     proposal: object, ctx: DecisionContext, guardrail: Guardrail
 ) -> dict[str, bool]:
-    """Deterministic checks on what was proposed. Each business rule is its own check."""
+    """Deterministic checks on what was proposed. Each business rule is its own check;
+    which rules a verdict has is its action's (the registry's) to say."""
     action = proposal.get("action") if isinstance(proposal, dict) else None
-    checks = {"in_enum": action in {a.value for a in Action}}
+    checks = {"in_enum": action in REGISTRY}
     verdict, _ = validate_verdict_object(proposal)
     checks["schema_ok"] = verdict is not None
     if verdict is not None:
-        if isinstance(verdict, MechanicalFixVerdict):
-            checks["names_failing_check"] = ctx.failing_check is not None and names_check(
-                verdict.repair_plan.verification_check, ctx.failing_check
-            )
-            checks["recipe_allowed"] = not plan_recipe(
-                verdict.repair_plan.commands,
-                clone_dir=ctx.clone_dir,
-                allowlist=ctx.recipe_allowlist,
-            )[1]
-        if isinstance(verdict, SwitchEngineVerdict):
-            checks["engine_exists"] = verdict.engine in ctx.ladders
-        if isinstance(verdict, EscalateModelVerdict):
-            ladder = ctx.ladders.get(ctx.current_engine or "", ())
-            checks["ladder_has_stronger"] = next_model(ladder, ctx.current_model) is not None
+        checks.update(rule_checks(verdict, ctx))
         checks["rules_ok"] = not semantic_errors(verdict, ctx)
     checks["guardrail_ok"] = not guardrail.blocked
     return checks

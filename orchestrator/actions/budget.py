@@ -38,9 +38,7 @@ def decide_charge(
 ) -> RetryCharge:
     """Whether the verdict keyed ``key`` may re-run, and after how long. Pure."""
     kind: ChargeKind = "infra-retry" if infra else "retry"
-    limit = (
-        recovery.max_infra_retries_per_ticket if infra else recovery.max_retries_per_ticket
-    )
+    limit = recovery.max_infra_retries_per_ticket if infra else recovery.max_retries_per_ticket
     if budget.has(kind, key):  # charged before a crash: go on, without waiting again
         return RetryCharge(kind, key, granted=True)
     spent = budget.spent(kind)

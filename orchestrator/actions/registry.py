@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from orchestrator.recovery.graph import Proposal
     from orchestrator.storage.runs import RunRecord
 
+
 class ActionRegistry:
     """Actions by name, in the order the prompt and the CLI list them."""
 

@@ -37,7 +37,9 @@ def plan_retry(verdict: RetryVerdict, facts: PlanFacts) -> Dispatch:
 def plan_escalate(verdict: EscalateModelVerdict, facts: PlanFacts) -> Dispatch:
     engine, model = engine_and_model(facts.record, facts.code, facts.config)
     if engine not in facts.config.engines:
-        return Dispatch(verdict.action, facts.approval, error=f"engine {engine!r} is not configured")
+        return Dispatch(
+            verdict.action, facts.approval, error=f"engine {engine!r} is not configured"
+        )
     stronger = next_model(facts.config.engines[engine].models, model or None)
     return Dispatch(
         verdict.action, facts.approval, rerun=facts.code.name, engine=engine, model=stronger

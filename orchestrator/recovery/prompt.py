@@ -19,6 +19,7 @@ the same check that failed. Reply with exactly one JSON object and nothing else:
 no explanation outside the object. A reply that is not a single valid object means a \
 human is called in."""
 
+
 @dataclass(frozen=True)
 class PromptFacts:
     ticket_id: str

@@ -8,7 +8,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings

@@ -13,8 +13,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Final, TextIO
 
-from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.actions.choices import ACTIONS, SOURCES
+from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.layout import is_run_id
 

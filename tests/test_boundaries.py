@@ -3,6 +3,8 @@
 * Nothing under ``orchestrator/recovery/`` imports the runner, the substrate,
   ``subprocess``, ``pty``, or calls ``os.system`` / ``os.exec*`` / ``os.spawn*`` /
   ``os.posix_spawn*`` / ``os.fork*``: the decision never executes anything.
+* The recovery modules may use the action registry's declarations, never an action's
+  ``apply``: importing all of them loads no execution, app, storage or report module.
 * Only ``orchestrator/execution/runner.py`` starts processes.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 """
@@ -10,12 +12,14 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, subprocess_env
 
 PACKAGE = ROOT / "orchestrator"
 PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
@@ -152,3 +156,38 @@ def test_nothing_imports_the_stage_programs(path: Path) -> None:
     """A stage is a separate program; importing one would run its git calls in-process."""
     bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.stages"})})
     assert bad == [], f"{rel(path)} imports {bad}: stages run through the runner only"
+
+
+def test_the_recovery_modules_load_no_code_that_acts() -> None:
+    """The registry's pure parts (names, verdict types, rules, plans) reach recovery/; the
+    code an action's ``apply`` runs with is imported only when it is called."""
+    recovery = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (PACKAGE / "recovery").glob("*.py")
+        if p.name != "__init__.py"
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {recovery!r}: importlib.import_module(name)\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True,
+        timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert "orchestrator.actions.registry" in loaded  # the check looks where it should
+    acting = ("orchestrator.execution", "orchestrator.app", "orchestrator.storage",
+              "orchestrator.reports", "subprocess")  # fmt: skip
+    assert sorted(m for m in loaded if matches(m, set(acting))) == []
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if "recovery" in p.parts], ids=rel)
+def test_nothing_in_recovery_names_an_actions_apply(path: Path) -> None:
+    tree = parsed(path)
+    bad = sorted(
+        n for n in imported(tree, path)
+        if n.startswith("orchestrator.actions.") and n.rsplit(".", 1)[-1] in ("apply", "stop")
+    )  # fmt: skip
+    assert bad == [], f"{rel(path)} imports {bad}"

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -337,3 +338,43 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
     assert (
         state / "env-push"
     ).read_text() == "GITHUB_TOKEN=ghp_secret\nSSH_AUTH_SOCK=/tmp/agent.sock\n"
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
+    """The back-off is the driver's wait, after the decision and its charge are saved:
+    SIGTERM ends it promptly, and the run stays resumable."""
+    from test_engines_e2e import CLAUDE, FAKES
+    from test_recovery_e2e import make_origin, write_pipeline
+
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, CLAUDE, recovery="infra_backoff_s = 3600.0\n")
+    ticket = write_ticket(tmp_path / "t")
+    env = subprocess_env(
+        PATH=f"{FAKES}:{os.environ['PATH']}", HOME=str(tmp_path), DRY_RUN="false",
+        FAKE_ENGINE_MODE="rate_limited", PYTHONUNBUFFERED="1",
+    )  # fmt: skip
+    orchestrator = subprocess.Popen(
+        orchestrator_cmd("--config", str(config), "run", str(ticket)),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert orchestrator.stdout is not None
+    # Reading the progress lines as they come: this waits for the back-off to begin.
+    waiting = next(line for line in orchestrator.stdout if "before the retry" in line)
+    assert "waiting 600s before the retry" in waiting  # the doubling back-off's cap
+    started = time.monotonic()
+    orchestrator.send_signal(signal.SIGTERM)
+    _, err = orchestrator.communicate(timeout=30)
+    assert "interrupted: state saved" in err
+    assert orchestrator.returncode == 130, err
+    assert time.monotonic() - started < 30  # not the 600 s it was waiting for
+    record = RunStore(tmp_path / "state").latest_for_ticket("T-1")
+    assert record is not None and record.state is RunState.RUNNING
+    assert [(v.source, v.outcome) for v in record.verdicts] == [
+        ("infra", "retry: re-running implement")
+    ]
+    budget = json.loads((tmp_path / "state" / "tickets" / "T-1.json").read_text())
+    assert [c["kind"] for c in budget["charges"]] == ["infra-retry"]

@@ -462,3 +462,41 @@ def test_a_rejected_approval_stops_without_running_anything(tmp_path: Path) -> N
     assert effect.terminal is RunState.NEEDS_HUMAN and effect.halt is not None
     assert effect.halt.reason is HaltReason.HUMAN_REJECTED
     assert executor.started == []
+
+
+def test_show_finds_each_verdicts_report_and_an_older_state_dirs_one(tmp_path: Path) -> None:
+    from orchestrator.cli.commands.show import show
+    from orchestrator.storage.runs import VerdictRef
+
+    rec = record(tmp_path)
+    make_clone(rec)
+    svc = services(tmp_path)
+    refused = MECH.model_copy(
+        update={"repair_plan": RepairPlan(verification_check="lint", commands=("rm x",))}
+    )
+    mechanical_fix.apply(rec, applying(refused, 1), mechanical_fix.plan(refused, facts(rec)), svc)
+    mechanical_fix.apply(rec, applying(MECH, 2), mechanical_fix.plan(MECH, facts(rec)), svc)
+    refs = tuple(
+        VerdictRef(
+            number=n,
+            attempt=n,
+            source="model",
+            action="mechanical-fix",
+            path=str(svc.store.verdict_path(rec.run_id, n)),
+            outcome="done",
+        )
+        for n in (1, 2)
+    )
+    svc.store.save(rec.model_copy(update={"verdicts": refs}))
+    out = io.StringIO()
+    assert show(svc.store.state_dir, rec.run_id, out) == 0
+    text = out.getvalue()
+    assert "recipe refused or failed: " in text  # verdict 1's own report
+    assert "recipe: git checkout fix-branch -- fixed → exit 0" in text  # verdict 2's
+    # A state dir from before numbered reports: the one-per-run file is still read.
+    for n in (1, 2):
+        svc.store.mechanical_fix_path(rec.run_id, n).unlink()
+    out = io.StringIO()
+    assert show(svc.store.state_dir, rec.run_id, out) == 0
+    assert "recipe: git checkout fix-branch -- fixed → exit 0" in out.getvalue()
+    assert "recipe refused or failed" not in out.getvalue()

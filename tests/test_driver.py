@@ -345,6 +345,7 @@ def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     """The back-off is the driver's wait, after the decision and its charge are saved:
     SIGTERM ends it promptly, and the run stays resumable."""
     from test_engines_e2e import CLAUDE, FAKES
+
     from test_recovery_e2e import make_origin, write_pipeline
 
     make_origin(tmp_path)

@@ -122,7 +122,7 @@ def test_cli_refuses_a_malformed_ticket_and_creates_no_state(tmp_path: Path) -> 
     [
         "deal() hands out one card too few",
         "Fix the 🎉 emoji and the ünïcode",
-        'She said "no" and \'yes\'',
+        "She said \"no\" and 'yes'",
         "a \\ backslash, a tab\tand\na newline",
         "+++",
         'title = "injected"\nkind = "docs"',

@@ -36,10 +36,6 @@ class Action(StrEnum):
     MECHANICAL_FIX = "mechanical-fix"
 
 
-RETRY_LIKE = frozenset(
-    {Action.RETRY, Action.ESCALATE_MODEL, Action.SWITCH_ENGINE, Action.MECHANICAL_FIX}
-)
-
 Summary = Annotated[StrictStr, Field(min_length=1, max_length=2000, pattern=r"\S")]
 Title = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"\S")]
 Body = Annotated[StrictStr, Field(min_length=1, max_length=8000, pattern=r"\S")]

@@ -8,6 +8,7 @@ prompt's vocabulary and the verification rules all derive from it.
     abandon.py         write the hand-off; the ticket needs a human
     mechanical_fix.py  run a recipe, verify with the original failing check
     budget.py          the retry budget a re-running action is charged against
+    spec.py            ActionSpec: what one action declares
     proposal.py        the one place a Proposal is read
     plan.py            Dispatch (the plan), Effect (what happens next), shared plan rules
     choices.py         the CLI's choices, read lazily (no pydantic at start-up)

@@ -16,10 +16,16 @@ if TYPE_CHECKING:
     from orchestrator.recovery.graph import Proposal
 
 
+def checked_verdict_of(proposal: Proposal) -> tuple[Verdict | None, list[str]]:
+    """The proposal's verdict, or None and why it is not one (for plans, which state a
+    refusal rather than raise)."""
+    return validate_verdict_object(proposal.action)
+
+
 def verdict_of(proposal: Proposal) -> Verdict:
     """The proposal's verdict, typed. A proposal that does not hold one is a state error:
     it was validated before it was persisted, so this is damage, not a model's mistake."""
-    verdict, errors = validate_verdict_object(proposal.action)
+    verdict, errors = checked_verdict_of(proposal)
     if verdict is None:
         raise StateError(f"state error: proposal {proposal.decision_id} is not a verdict: {errors}")
     return verdict

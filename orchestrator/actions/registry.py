@@ -17,13 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions import abandon, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Dispatch, PlanFacts, code_stage_for
-from orchestrator.actions.proposal import action_name_of, failure_of, halt_of
+from orchestrator.actions.proposal import (
+    action_name_of,
+    checked_verdict_of,
+    failure_of,
+    halt_of,
+)
 from orchestrator.actions.spec import ActionSpec
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
     DecisionContext,
     Verdict,
-    validate_verdict_object,
 )
 from orchestrator.recovery.verdict import (
     abandon as abandon_verdict,
@@ -112,7 +116,7 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
     it stood at the decision. The retry budget is the ticket's spend state, not part of
     the decision, and is not considered."""
     approval = "auto" if proposal.routing in ("auto", "reject") else "person"
-    verdict, errors = validate_verdict_object(proposal.action)
+    verdict, errors = checked_verdict_of(proposal)
     if verdict is None:
         return Dispatch(action_name_of(proposal), approval, error="; ".join(errors))
     failure, halt = failure_of(proposal), halt_of(proposal)

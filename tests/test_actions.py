@@ -14,7 +14,7 @@ from typing import Any
 import git
 import pytest
 
-from orchestrator.actions import abandon, mechanical_fix, rerun, split
+from orchestrator.actions import abandon, budget, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Applying, Dispatch, PlanFacts
 from orchestrator.actions.registry import plan_dispatch
 from orchestrator.app import substrate
@@ -500,3 +500,25 @@ def test_show_finds_each_verdicts_report_and_an_older_state_dirs_one(tmp_path: P
     assert show(svc.store.state_dir, rec.run_id, out) == 0
     assert "recipe: git checkout fix-branch -- fixed → exit 0" in out.getvalue()
     assert "recipe refused or failed" not in out.getvalue()
+
+
+def test_the_retry_charge_decision_is_pure_and_keyed_per_verdict() -> None:
+    from orchestrator.actions.budget import backoff_s, decide_charge
+    from orchestrator.storage.budget import Charge, TicketBudget
+
+    recovery = config().recovery
+    empty = TicketBudget(ticket_id="T-1")
+    assert decide_charge(empty, key="r:verdict-1", infra=False, recovery=recovery) == (
+        budget.RetryCharge("retry", "r:verdict-1", granted=True)
+    )
+    infra = decide_charge(empty, key="r:verdict-1", infra=True, recovery=recovery)
+    assert (infra.kind, infra.retry_after_s) == ("infra-retry", 30.0)
+    spent = TicketBudget(
+        ticket_id="T-1",
+        charges=(Charge(kind="retry", key="r:verdict-1", run_id="r", at=NOW),),
+    )
+    # Its own charge found again: granted, nothing more to pay; another verdict: refused.
+    assert decide_charge(spent, key="r:verdict-1", infra=False, recovery=recovery).granted
+    refused = decide_charge(spent, key="r:verdict-2", infra=False, recovery=recovery)
+    assert (refused.granted, refused.refusal) == (False, "retry cap spent (1/1 for this ticket)")
+    assert [backoff_s(30.0, n) for n in range(7)] == [30, 60, 120, 240, 480, 600, 600]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.runner import live_group_members
+from orchestrator.execution.runner import CapturedHead, ProcessOutcome, live_group_members
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import (
     AttemptStatus,
@@ -29,6 +31,7 @@ from orchestrator.storage.runs import (
 )
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from recording_executor import RecordingExecutor
 
 
 def services_for(
@@ -379,3 +382,52 @@ def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     ]
     budget = json.loads((tmp_path / "state" / "tickets" / "T-1.json").read_text())
     assert [c["kind"] for c in budget["charges"]] == ["infra-retry"]
+
+
+class _RefusingExecutor:
+    """Starts nothing: every process is answered as one that could not be started."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ...]] = []
+
+    def run(self, argv: tuple[str, ...], **kwargs: object) -> ProcessOutcome:
+        self.asked.append(argv)
+        now = datetime.now(UTC)
+        log = Path(str(kwargs["log_path"]))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        return ProcessOutcome(
+            argv=argv, exit_code=126, timed_out=False, signal=None, started_at=now,
+            ended_at=now, duration_s=0.0, log_path=log, error="refused by this executor",
+        )  # fmt: skip
+
+    def capture_head(self, argv: tuple[str, ...], **kwargs: object) -> CapturedHead:
+        self.asked.append(argv)
+        return CapturedHead(b"", False, None, error="refused by this executor")
+
+
+def test_every_stage_and_check_starts_through_the_services_executor(tmp_path: Path) -> None:
+    """Swapping the executor swaps every process start: nothing runs behind its back."""
+    config = write_config(
+        tmp_path,
+        bash_stage("one", counting("one"))
+        + '[[stages]]\nname = "review"\ncwd = "run"\n'
+        + '[[stages.checks]]\nname = "c"\ncommand = ["bash", "-c", "touch $ORCH_STATE_DIR/checked"]\n',
+    )
+    ticket = load_ticket(write_ticket(tmp_path / "tickets"))
+    services, _ = services_for(config)
+    refusing = _RefusingExecutor()
+    record = run_ticket(ticket, dataclasses.replace(services, executor=refusing))
+    assert refusing.asked == [("bash", "-c", counting("one"))]
+    assert count(tmp_path / "state", "one") == 0
+    assert record.state is RunState.FAILED and record.attempts[0].exit_code == 126
+    assert record.attempts[0].error == "refused by this executor"
+    # The same pipeline with a recording executor runs everything, and shows it all.
+    recording = RecordingExecutor()
+    services, _ = services_for(config)
+    record = run_ticket(ticket, dataclasses.replace(services, executor=recording), rerun=True)
+    assert record.state is RunState.COMPLETED
+    assert recording.ran == [
+        ("bash", "-c", counting("one")),
+        ("bash", "-c", "touch $ORCH_STATE_DIR/checked"),
+    ]
+    assert (tmp_path / "state" / "checked").exists() and count(tmp_path / "state", "one") == 1

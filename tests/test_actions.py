@@ -522,3 +522,28 @@ def test_the_retry_charge_decision_is_pure_and_keyed_per_verdict() -> None:
     refused = decide_charge(spent, key="r:verdict-2", infra=False, recovery=recovery)
     assert (refused.granted, refused.refusal) == (False, "retry cap spent (1/1 for this ticket)")
     assert [backoff_s(30.0, n) for n in range(7)] == [30, 60, 120, 240, 480, 600, 600]
+
+
+def test_the_back_off_owed_is_measured_from_the_persisted_charge() -> None:
+    from datetime import timedelta
+
+    from orchestrator.actions.budget import back_off_owed
+    from orchestrator.storage.budget import Charge, TicketBudget
+
+    recovery = config().recovery  # 30 s, doubling
+    charges = tuple(
+        Charge(kind=kind, key=f"r:verdict-{n}", run_id="r", at=NOW)
+        for n, kind in enumerate(["infra-retry", "retry", "infra-retry"], start=1)
+    )
+    ticket = TicketBudget(ticket_id="T-1", charges=charges)
+
+    def owed(key: str, after_s: float) -> float | None:
+        return back_off_owed(
+            ticket, key=key, recovery=recovery, now=NOW + timedelta(seconds=after_s)
+        )
+
+    assert owed("r:verdict-1", 10) == 20.0
+    assert owed("r:verdict-3", 10) == 50.0  # the second infra retry: 60 s
+    assert owed("r:verdict-3", 60) is None  # waited in full
+    assert owed("r:verdict-2", 0) is None  # a plain retry owes nothing
+    assert owed("r:verdict-9", 0) is None  # never charged

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.runner import CapturedHead, ProcessOutcome, live_group_members
+from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import (
     AttemptStatus,
@@ -349,7 +350,7 @@ def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     SIGTERM ends it promptly, and the run stays resumable."""
     from test_engines_e2e import CLAUDE, FAKES
 
-    from test_recovery_e2e import make_origin, write_pipeline
+    from test_recovery_e2e import Harness, make_origin, write_pipeline
 
     make_origin(tmp_path)
     config = write_pipeline(tmp_path, CLAUDE, recovery="infra_backoff_s = 3600.0\n")
@@ -382,6 +383,15 @@ def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     ]
     budget = json.loads((tmp_path / "state" / "tickets" / "T-1.json").read_text())
     assert [c["kind"] for c in budget["charges"]] == ["infra-retry"]
+
+    # Run again 100 s after the charge: the timer is on disk, so it waits what is left.
+    charged_at = datetime.fromisoformat(budget["charges"][0]["at"])
+    h = Harness(config, ScriptedGateway([]), environ=env)
+    h.services = dataclasses.replace(h.services, clock=lambda: charged_at + timedelta(seconds=100))
+    record = h.run(ticket)
+    assert h.slept == [500.0, 600.0, 600.0]  # the rest of the first; then the next two
+    assert record.state is RunState.NEEDS_HUMAN and record.halt is not None
+    assert record.halt.reason is HaltReason.CAP_EXHAUSTED
 
 
 class _RefusingExecutor:

@@ -24,6 +24,11 @@ def backoff_s(base: float, retries_so_far: int) -> float:
     return float(min(base * 2**retries_so_far, MAX_BACKOFF_S))
 
 
+def charge_key(run_id: str, verdict_number: int) -> str:
+    """The key a verdict's retry is charged under: one charge per decision."""
+    return f"{run_id}:verdict-{verdict_number}"
+
+
 @dataclass(frozen=True)
 class RetryCharge:
     kind: ChargeKind
@@ -62,8 +67,23 @@ def charge_retry(
     at: datetime,
 ) -> RetryCharge:
     """Decide, and persist the charge when granted — before anything it pays for runs."""
-    key = f"{run_id}:verdict-{verdict_number}"
+    key = charge_key(run_id, verdict_number)
     charge = decide_charge(budgets.load(ticket_id), key=key, infra=infra, recovery=recovery)
     if charge.granted:
         budgets.charge(ticket_id, charge.kind, key, run_id=run_id, at=at)
     return charge
+
+
+def back_off_owed(
+    budget: TicketBudget, *, key: str, recovery: RecoveryConfig, now: datetime
+) -> float | None:
+    """What is left of the back-off verdict ``key`` was charged, at ``now``: the charge's
+    time and its place among the ticket's infra retries are persisted, so a wait cut
+    short by a crash or a stop is resumed, not restarted and not skipped. Pure."""
+    infra = [c for c in budget.charges if c.kind == "infra-retry"]
+    index = next((i for i, c in enumerate(infra) if c.key == key), None)
+    if index is None:
+        return None
+    waited = (now - infra[index].at).total_seconds()
+    left = backoff_s(recovery.infra_backoff_s, index) - waited
+    return left if left > 0 else None

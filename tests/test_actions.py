@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -425,14 +426,18 @@ def test_two_mechanical_fixes_in_one_run_keep_both_reports(tmp_path: Path) -> No
 
 def test_an_infra_retry_returns_its_back_off_and_is_charged_once(tmp_path: Path) -> None:
     rec = record(tmp_path)
-    svc = services(tmp_path)  # its sleep fails the test: the substrate must not wait
+    now = [NOW]
+    # Its sleep fails the test: the substrate must not wait.
+    svc = dataclasses.replace(services(tmp_path), clock=lambda: now[0])
     retry = RetryVerdict(action="retry", summary="rate limited")
     infra = proposal(retry, infra="rate_limited")
     _, effect = substrate.apply(rec, infra, approval(1), svc)
     assert (effect.resume_at, effect.retry_after_s) == ("implement", 30.0)
-    # Carried out again (a crash before the run was saved): no second charge, no wait.
+    # Carried out again 10 s later (a crash before the run was saved): no second charge,
+    # and only what is left of the wait.
+    now[0] = NOW + timedelta(seconds=10)
     _, again = substrate.apply(rec, infra, approval(1), svc)
-    assert again.retry_after_s is None
+    assert again.retry_after_s == 20.0
     assert BudgetStore(svc.store.state_dir).load("T-1").spent("infra-retry") == 1
     # The next infra retry waits twice as long.
     _, second = substrate.apply(rec, infra, approval(2), svc)
@@ -508,25 +513,23 @@ def test_the_retry_charge_decision_is_pure_and_keyed_per_verdict() -> None:
 
     recovery = config().recovery
     empty = TicketBudget(ticket_id="T-1")
-    assert decide_charge(empty, key="r:verdict-1", infra=False, recovery=recovery) == (
+    assert decide_charge(empty, key="r:verdict-1", infra=False, recovery=recovery, now=NOW) == (
         budget.RetryCharge("retry", "r:verdict-1", granted=True)
     )
-    infra = decide_charge(empty, key="r:verdict-1", infra=True, recovery=recovery)
+    infra = decide_charge(empty, key="r:verdict-1", infra=True, recovery=recovery, now=NOW)
     assert (infra.kind, infra.retry_after_s) == ("infra-retry", 30.0)
     spent = TicketBudget(
         ticket_id="T-1",
         charges=(Charge(kind="retry", key="r:verdict-1", run_id="r", at=NOW),),
     )
     # Its own charge found again: granted, nothing more to pay; another verdict: refused.
-    assert decide_charge(spent, key="r:verdict-1", infra=False, recovery=recovery).granted
-    refused = decide_charge(spent, key="r:verdict-2", infra=False, recovery=recovery)
+    assert decide_charge(spent, key="r:verdict-1", infra=False, recovery=recovery, now=NOW).granted
+    refused = decide_charge(spent, key="r:verdict-2", infra=False, recovery=recovery, now=NOW)
     assert (refused.granted, refused.refusal) == (False, "retry cap spent (1/1 for this ticket)")
     assert [backoff_s(30.0, n) for n in range(7)] == [30, 60, 120, 240, 480, 600, 600]
 
 
 def test_the_back_off_owed_is_measured_from_the_persisted_charge() -> None:
-    from datetime import timedelta
-
     from orchestrator.actions.budget import back_off_owed
     from orchestrator.storage.budget import Charge, TicketBudget
 

@@ -3,7 +3,8 @@
 Plain retries and infrastructure retries have their own per-ticket caps; an
 infrastructure retry also owes a back-off, doubling with each one spent, which the
 caller waits out (``Effect.retry_after_s``). A verdict is charged once, under a key of
-its own: carrying it out again after a crash neither spends twice nor waits twice.
+its own, and its back-off runs from the charge's persisted time: carrying it out again
+after a crash neither spends twice nor restarts the wait.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ class RetryCharge:
 
 
 def decide_charge(
-    budget: TicketBudget, *, key: str, infra: bool, recovery: RecoveryConfig
+    budget: TicketBudget, *, key: str, infra: bool, recovery: RecoveryConfig, now: datetime
 ) -> RetryCharge:
     """Whether the verdict keyed ``key`` may re-run, and after how long. Pure."""
     kind: ChargeKind = "infra-retry" if infra else "retry"
     limit = recovery.max_infra_retries_per_ticket if infra else recovery.max_retries_per_ticket
-    if budget.has(kind, key):  # charged before a crash: go on, without waiting again
-        return RetryCharge(kind, key, granted=True)
+    if budget.has(kind, key):  # charged before a crash: go on, waiting only what is left
+        owed = back_off_owed(budget, key=key, recovery=recovery, now=now) if infra else None
+        return RetryCharge(kind, key, granted=True, retry_after_s=owed)
     spent = budget.spent(kind)
     if spent >= limit:
         return RetryCharge(
@@ -68,7 +70,7 @@ def charge_retry(
 ) -> RetryCharge:
     """Decide, and persist the charge when granted — before anything it pays for runs."""
     key = charge_key(run_id, verdict_number)
-    charge = decide_charge(budgets.load(ticket_id), key=key, infra=infra, recovery=recovery)
+    charge = decide_charge(budgets.load(ticket_id), key=key, infra=infra, recovery=recovery, now=at)
     if charge.granted:
         budgets.charge(ticket_id, charge.kind, key, run_id=run_id, at=at)
     return charge

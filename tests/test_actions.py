@@ -23,7 +23,7 @@ from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
-from orchestrator.recovery.graph import Proposal
+from orchestrator.recovery.proposal import Proposal
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
     EscalateModelVerdict,
@@ -145,20 +145,24 @@ def proposal(
     infra: str | None = None,
 ) -> Proposal:
     # The one place these tests build a proposal: its shape is the recovery graph's.
-    return Proposal(
-        decision_id="d-1",
-        capability="stage-recovery",
-        action=verdict.model_dump(mode="json"),
-        confidence=1.0,
-        routing=routing,  # type: ignore[arg-type]
-        reasoning=("because",),
-        evidence=(
-            {"kind": "source", "source": "model"},
-            {"kind": "failure", "stage": stage, "check": check, "infra": infra},
-            {"kind": "halt", "reason": None, "cap_exhausted": False},
-            {"kind": "bundle", "path": None},
-        ),
-    )
+    return Proposal.model_validate(
+        {
+            "decision_id": "d-1",
+            "capability": "stage-recovery",
+            "action": verdict,
+            "confidence": 1.0,
+            "routing": routing,
+            "reasoning": ("because",),
+            "evidence": {
+                "source": {"source": "model", "valid": True},
+                "failure": {
+                    "stage": stage, "check": check, "attempt": 3, "signature": "review/lint",
+                    "infra": infra,
+                },
+                "bundle": {"path": None, "inputs_hash": "h"},
+            },
+        }
+    )  # fmt: skip
 
 
 def approval(number: int = 1, *, approved: bool = True) -> Approval:

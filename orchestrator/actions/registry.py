@@ -17,12 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions import abandon, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Dispatch, PlanFacts, code_stage_for
-from orchestrator.actions.proposal import (
-    action_name_of,
-    checked_verdict_of,
-    failure_of,
-    halt_of,
-)
+from orchestrator.actions.proposal import failure_of, halt_of, verdict_of
 from orchestrator.actions.spec import ActionSpec
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
@@ -35,7 +30,7 @@ from orchestrator.recovery.verdict import (
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config
-    from orchestrator.recovery.graph import Proposal
+    from orchestrator.recovery.proposal import Proposal
     from orchestrator.storage.runs import RunRecord
 
 
@@ -116,9 +111,7 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
     it stood at the decision. The retry budget is the ticket's spend state, not part of
     the decision, and is not considered."""
     approval = "auto" if proposal.routing in ("auto", "reject") else "person"
-    verdict, errors = checked_verdict_of(proposal)
-    if verdict is None:
-        return Dispatch(action_name_of(proposal), approval, error="; ".join(errors))
+    verdict = verdict_of(proposal)
     failure, halt = failure_of(proposal), halt_of(proposal)
     try:
         failing = config.stage(failure.stage)
@@ -135,7 +128,7 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
         failing=failing,
         code=code_stage_for(config, failing),
         failing_check=failure.check,
-        halt_reason=halt.reason,
+        halt_reason=halt.reason.value if halt.reason is not None else None,
         cap_exhausted=halt.cap_exhausted,
     )
     return REGISTRY.for_verdict(verdict).plan(verdict, facts)

@@ -29,7 +29,7 @@ from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution.attempts import Services
-from orchestrator.recovery.graph import Proposal
+from orchestrator.recovery.proposal import Proposal
 from orchestrator.recovery.verdict import AbandonHumanVerdict
 from orchestrator.recovery.verdict import abandon as abandon_verdict
 from orchestrator.storage.approvals import Approval

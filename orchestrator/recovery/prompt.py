@@ -5,9 +5,9 @@ action registry's: each action's own line, in the registry's order."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from orchestrator.actions.registry import REGISTRY
+from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.verdict import DecisionContext, verdict_json_schema
 
 PROMPT_VERSION = "recovery-v1"
@@ -20,8 +20,7 @@ no explanation outside the object. A reply that is not a single valid object mea
 human is called in."""
 
 
-@dataclass(frozen=True)
-class PromptFacts:
+class PromptFacts(Frozen):
     ticket_id: str
     ticket_kind: str
     failing_stage: str

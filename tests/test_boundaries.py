@@ -5,7 +5,8 @@
   ``os.posix_spawn*`` / ``os.fork*``: the decision never executes anything.
 * The recovery modules may use the action registry's declarations, never an action's
   ``apply``: importing all of them loads no execution, app, storage or report module.
-* Only ``orchestrator/execution/runner.py`` starts processes.
+* Only ``orchestrator/execution/runner.py`` starts processes, and only the executor
+  (``orchestrator/execution/executor.py``) calls it to: everything else holds an Executor.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 """
 
@@ -191,3 +192,44 @@ def test_nothing_in_recovery_names_an_actions_apply(path: Path) -> None:
         if n.startswith("orchestrator.actions.") and n.rsplit(".", 1)[-1] in ("apply", "stop")
     )  # fmt: skip
     assert bad == [], f"{rel(path)} imports {bad}"
+
+
+RUNNER_ENTRY_POINTS = {"run_process", "capture_head"}
+
+
+def runner_calls(tree: ast.AST, path: Path) -> Iterator[str]:
+    """``runner.run_process(...)``-style uses and ``from ...runner import capture_head``."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "runner"
+            and node.attr in RUNNER_ENTRY_POINTS
+        ):
+            yield f"runner.{node.attr}"
+    for name in imported(tree, path):
+        if name.startswith("orchestrator.execution.runner.") and (
+            name.rsplit(".", 1)[-1] in RUNNER_ENTRY_POINTS
+        ):
+            yield name
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_executor_calls_the_runner(path: Path) -> None:
+    if rel(path) in ("orchestrator/execution/runner.py", "orchestrator/execution/executor.py"):
+        return
+    bad = sorted(set(runner_calls(parsed(path), path)))
+    assert bad == [], f"{rel(path)} uses {bad}: start processes through the Executor"
+
+
+def test_the_runner_call_scanner_sees_what_it_must_refuse() -> None:
+    sample = PACKAGE / "app" / "evil.py"
+    tree = ast.parse(
+        "from orchestrator.execution import runner\n"
+        "from orchestrator.execution.runner import capture_head\n"
+        "runner.run_process(('git',))\n"
+    )
+    assert sorted(set(runner_calls(tree, sample))) == [
+        "orchestrator.execution.runner.capture_head",
+        "runner.run_process",
+    ]

@@ -263,8 +263,12 @@ class RunStore:
     def bundle_path(self, run_id: str, number: int) -> Path:
         return self.runs_dir / f"{run_id}.bundle-{number}.json"
 
-    def mechanical_fix_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.mechanical_fix.json"
+    def mechanical_fix_path(self, run_id: str, number: int | None = None) -> Path:
+        """Verdict ``number``'s mechanical-fix report; without a number, the run's latest
+        (the name older state dirs have, kept up to date beside the numbered ones)."""
+        if number is None:
+            return self.runs_dir / f"{run_id}.mechanical_fix.json"
+        return self.runs_dir / f"{run_id}.mechanical_fix-{number}.json"
 
     def handoff_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.handoff.md"

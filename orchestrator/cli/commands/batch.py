@@ -275,7 +275,7 @@ def _run_workers(
     logs = [batch_dir / f"worker-{k + 1}.log" for k in range(jobs)]
 
     def work(log: Path) -> runner.ProcessOutcome:
-        return services.run_process(
+        return services.executor.run(
             argv, cwd=Path.cwd(), env=env, log_path=log,
             timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel,
         )  # fmt: skip

@@ -48,38 +48,16 @@ class LedgerLink:
         return self.ledger.rows()
 
     def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
-        """A decision's rows. They are written moments apart, so they sit at the end of
-        the ledger: read its tail first (from the end, by seeking) and the whole file only
-        if the decision row is not there."""
-        tail = [r for r in self.ledger.recent(RECENT_ROWS) if r.get("decision_id") == decision_id]
-        if any(r.get("kind") == "decision" for r in tail):
-            return tail
-        return [r for r in self._rows() if r.get("decision_id") == decision_id]
+        """A decision's rows, found through the ledger's index (no scan)."""
+        return self.ledger.rows_of(decision_id)
 
     def _decision_row(self, decision_id: str) -> dict[str, Any] | None:
         return next((r for r in self._rows_of(decision_id) if r.get("kind") == "decision"), None)
 
     def history(self, signature: str) -> dict[str, History]:
         """Per action: how often a decision for this failure signature went green."""
-        decisions: dict[str, tuple[str, str]] = {}  # entry_hash → (signature, action)
-        green: dict[str, int] = {}
-        total: dict[str, int] = {}
-        for row in self._rows():
-            decision = row.get("decision") or {}
-            if row.get("kind") == "decision":
-                verdict = decision.get("verdict") or {}
-                decisions[row["entry_hash"]] = (
-                    decision.get("signature", ""),
-                    verdict.get("action", ""),
-                )
-            elif row.get("kind") == "outcome" and row.get("supersedes") in decisions:
-                sig, action = decisions[row["supersedes"]]
-                if sig != signature:
-                    continue
-                total[action] = total.get(action, 0) + 1
-                if str(row.get("outcome", "")).startswith(GREEN):
-                    green[action] = green.get(action, 0) + 1
-        return {a: History(green=green.get(a, 0), total=n) for a, n in total.items()}
+        found = self.ledger.history(signature)  # indexed: no scan of the ledger
+        return {a: History(green=h.green, total=h.total) for a, h in found.items()}
 
     def decision_writer(self, services: Services) -> Callable[[GraphState], str | None]:
         def write(state: GraphState) -> str | None:

@@ -16,10 +16,9 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.graph import Proposal
-from orchestrator.storage.approvals import Approval, approval_path, os_user, write_approval
-from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.layout import RUN_ID
-from orchestrator.storage.runs import ticket_lock
+from orchestrator.storage.approvals import Approval, os_user
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.layout import ticket_of
 
 
 def answer(
@@ -35,15 +34,16 @@ def answer(
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
     store = services.store
-    match = RUN_ID.match(run_id)
-    if match is None:
+    storage = FileStorage(store.state_dir)
+    ticket_id = ticket_of(run_id)
+    if ticket_id is None:
         raise UsageError(f"{run_id!r} is not a run id")
-    with ticket_lock(store.state_dir, match.group("ticket")):
+    with storage.locks.ticket(ticket_id):
         record = store.load(run_id)
         ref = pending_verdict(record)
         if record.state is not RunState.AWAITING_APPROVAL or ref is None:
             raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
-        decided = read_verdict(Path(ref.path))
+        decided = storage.decisions.read(run_id, ref.number)
         proposal = Proposal.model_validate(decided.proposal)
         approval = Approval(
             decision_id=proposal.decision_id,
@@ -55,7 +55,7 @@ def answer(
             routing=proposal.routing,
             reason=reason,
         )
-        write_approval(approval_path(store.runs_dir, run_id, decided.number), approval)
+        storage.approvals.write(approval)
     word = "approved" if approved else "rejected"
     out.write(
         f"{word}: verdict {decided.number} of {run_id} ({decided.action}, "

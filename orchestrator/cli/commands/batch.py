@@ -42,6 +42,7 @@ from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV, BatchBudget, budgeted_factory
+from orchestrator.storage.files import FileStorage
 
 # Worst first: the batch's exit code is the first of these that any ticket reached.
 EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
@@ -196,8 +197,9 @@ def batch(
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
-    batch_dir = services.store.state_dir / "batches" / batch_id
-    budget = BatchBudget(batch_dir, loaded.config.batch, loaded.config.prices)
+    storage = FileStorage(services.store.state_dir)
+    batch_dir = storage.batch_dir(batch_id)
+    budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
     services = Services(
         **{
             **services.__dict__,

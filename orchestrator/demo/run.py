@@ -143,15 +143,13 @@ def mismatches(results: Mapping[str, int], expected: Mapping[str, int]) -> dict[
 
 def print_what_to_read(state_dir: Path) -> None:
     """Point at the files that say what was decided and why."""
-    from orchestrator.storage.layout import run_record_paths
+    from orchestrator.storage.layout import StateLayout, run_record_paths
 
     relative = os.path.relpath(state_dir)
     print("\nWhat was decided, and why:")
-    runs_dir = state_dir / "runs"
-    for record in run_record_paths(runs_dir):
-        for extra in sorted(runs_dir.glob(f"{record.stem}.*.json")) + sorted(
-            runs_dir.glob(f"{record.stem}.handoff.md")
-        ):
+    layout = StateLayout(state_dir)
+    for record in run_record_paths(layout.runs_dir):
+        for extra in layout.run_files(record.stem):
             print(f"  {os.path.relpath(extra)}")
     print(f"Every run:    .venv/bin/orchestrator --state-dir {relative} runs")
     print(f"One run:      .venv/bin/orchestrator --state-dir {relative} show <run-id>")

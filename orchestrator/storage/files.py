@@ -119,3 +119,27 @@ class FileStorage:
     def batch_dir(self, batch_id: str) -> Path:
         """Where a batch keeps its budget and its workers' logs."""
         return self.layout.batch_dir(batch_id)
+
+
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import (
+        Approvals,
+        Budgets,
+        DecisionLedger,
+        Decisions,
+        Locks,
+        Runs,
+    )
+
+    def _implements_the_protocols(
+        storage: FileStorage,
+    ) -> tuple[Runs, Decisions, Approvals, Budgets, Locks, DecisionLedger]:
+        """Never called: mypy checks here that every store fits its protocol."""
+        return (
+            storage.runs,
+            storage.decisions,
+            storage.approvals,
+            storage.budgets,
+            storage.locks,
+            storage.ledger(),
+        )

@@ -53,6 +53,9 @@ def test_every_name_on_disk_is_the_one_older_state_dirs_have(tmp_path: Path) -> 
     runs = tmp_path / "runs"
     assert layout.record_path(RUN) == runs / f"{RUN}.json"
     assert layout.run_dir(RUN) == runs / RUN
+    assert layout.ticket_snapshot_dir(RUN) == runs / RUN / "ticket"
+    assert layout.clone_dir(RUN) == runs / RUN / "clone"
+    assert layout.logs_dir(RUN) == runs / RUN / "logs"
     assert layout.verdict_path(RUN, 3) == runs / f"{RUN}.verdict-3.json"
     assert layout.bundle_path(RUN, 3) == runs / f"{RUN}.bundle-3.json"
     assert layout.approval_path(RUN, 3) == runs / f"{RUN}.approval-3.json"

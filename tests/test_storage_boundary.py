@@ -31,7 +31,7 @@ FILE_NAME_PARTS = (
     ".mechanical_fix",
     ".handoff.md",
 )
-STATE_DIRS = ("runs", "locks", "batches", "tickets")
+STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
 
 # Sites not yet moved onto storage/ because another change owns their module. Each entry
 # is (module, what it spells); the test fails when an entry is no longer needed, so the
@@ -47,6 +47,12 @@ NOT_YET_MIGRATED: set[tuple[str, str]] = {
     # (use StateLayout(state_dir).runs_dir).
     ("orchestrator/cli/commands/verdicts.py", ".verdict-"),
     ("orchestrator/cli/commands/verdicts.py", "/ 'runs'"),
+    # driver: a new run's ticket snapshot and clone (use store.layout.ticket_snapshot_dir /
+    # clone_dir); substrate and attempts: the run's logs (use layout.logs_dir).
+    ("orchestrator/app/driver.py", "/ 'ticket'"),
+    ("orchestrator/app/driver.py", "/ 'clone'"),
+    ("orchestrator/app/substrate.py", "/ 'logs'"),
+    ("orchestrator/execution/attempts.py", "/ 'logs'"),
 }
 # Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
 NOT_STATE: set[tuple[str, str]] = {("orchestrator/demo/run.py", "/ 'tickets'")}

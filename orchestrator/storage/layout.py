@@ -8,7 +8,9 @@ the stage programs can use it too.
     runs/<run-id>.approval-<n>.json    the answer to decision n, written once
     runs/<run-id>.mechanical_fix.json  the latest mechanical fix's report
     runs/<run-id>.handoff.md           what a person needs to take the ticket over
-    runs/<run-id>/                     the run's ticket snapshot, clone and logs
+    runs/<run-id>/ticket/              the ticket as the run started from it
+    runs/<run-id>/clone/               the working clone
+    runs/<run-id>/logs/                one log per attempt (and per check, recipe, restore)
     tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
     locks/<ticket-id>.lock             flock held while a process drives the ticket
     batches/<batch-id>/                one batch's shared model budget and worker logs
@@ -35,6 +37,7 @@ TICKETS_DIR = "tickets"
 LOCKS_DIR = "locks"
 BATCHES_DIR = "batches"
 LEDGER_FILE = "ledger.jsonl"
+RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 
 
 def is_run_id(name: str) -> bool:
@@ -112,6 +115,17 @@ class StateLayout:
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs_dir / run_id
+
+    def ticket_snapshot_dir(self, run_id: str) -> Path:
+        """The ticket as the run started from it, with the files it refers to."""
+        return self.run_dir(run_id) / RUN_TICKET_DIR
+
+    def clone_dir(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / RUN_CLONE_DIR
+
+    def logs_dir(self, run_id: str) -> Path:
+        """One log per attempt, check, recipe command and restore."""
+        return self.run_dir(run_id) / RUN_LOGS_DIR
 
     def verdict_path(self, run_id: str, number: int) -> Path:
         return self.runs_dir / f"{run_id}.verdict-{number}.json"

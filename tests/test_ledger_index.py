@@ -294,3 +294,17 @@ def test_a_kill_between_append_and_index_update_is_repaired_by_the_next_look_up(
     assert history == scanned_history(ledger, last["decision"]["signature"])
     assert history[last["decision"]["verdict"]["action"]].green >= 1
     assert coverage(ledger) == rows + 1
+
+
+def test_a_ledger_from_before_the_index_gets_one_on_first_look_up(tmp_path: Path) -> None:
+    ledger, last = populated(tmp_path / "ledger.jsonl")
+    ledger.index.discard()  # as an older state dir has it: ledger.jsonl and ledger.head only
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ledger.head",
+        "ledger.jsonl",
+        "ledger.lock",
+    ]
+    assert ledger.rows_of(last["decision_id"]) == [last]
+    assert ledger.index.path.name == "ledger.index.sqlite3" and ledger.index.path.exists()
+    assert coverage(ledger) == len(list(ledger.rows()))
+    assert ledger.verify().ok  # the index is beside the ledger, never in it

@@ -195,10 +195,14 @@ class LedgerIndex:
         )
         db.execute("COMMIT")
 
-    @staticmethod
-    def _coverage(db: sqlite3.Connection) -> Coverage:
+    @classmethod
+    def _coverage(cls, db: sqlite3.Connection) -> Coverage:
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        return Coverage(int(meta["seq"]), meta["entry_hash"], int(meta["end"]))
+        try:
+            return Coverage(int(meta["seq"]), str(meta["entry_hash"]), int(meta["end"]))
+        except (KeyError, ValueError):  # not written by this code: start again
+            cls._reset(db)
+            return Coverage(0, "", 0)
 
     # ------------------------------------------------------------------ keeping up
 
@@ -299,10 +303,13 @@ class LedgerIndex:
 
     @staticmethod
     def _cover(db: sqlite3.Connection, row: Mapping[str, Any], end: int) -> None:
+        # A row without an integer seq is damage (verify says so): recorded as -1, which no
+        # row matches, so every look-up re-reads rather than trusts what follows it.
+        seq = row.get("seq")
         db.executemany(
             "UPDATE meta SET value = ? WHERE name = ?",
-            [(str(row.get("seq")), "seq"), (str(row.get("entry_hash")), "entry_hash"),
-             (str(end), "end")],
+            [(str(seq if type(seq) is int else -1), "seq"),
+             (str(row.get("entry_hash")), "entry_hash"), (str(end), "end")],
         )  # fmt: skip
 
     @staticmethod

@@ -64,7 +64,10 @@ def test_every_name_on_disk_is_the_one_older_state_dirs_have(tmp_path: Path) -> 
     assert layout.ticket_budget_path("CARDS-1") == tmp_path / "tickets" / "CARDS-1.json"
     assert layout.ticket_lock_path("CARDS-1") == tmp_path / "locks" / "CARDS-1.lock"
     assert layout.batch_dir("b1") == tmp_path / "batches" / "b1"
+    assert layout.batch_budget_path("b1") == tmp_path / "batches" / "b1" / "budget.json"
+    assert layout.batch_worker_log("b1", 2) == tmp_path / "batches" / "b1" / "worker-2.log"
     assert layout.ledger_path == tmp_path / "ledger.jsonl"
+    assert StateLayout.of_run_dir(layout.run_dir(RUN)) == layout
     assert not tmp_path.joinpath("runs").exists()  # naming touches nothing
 
 

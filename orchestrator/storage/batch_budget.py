@@ -50,8 +50,8 @@ def over_cap(spend: Spend, caps: BatchConfig) -> str | None:
 
 
 class BatchBudget:
-    def __init__(self, directory: Path, caps: BatchConfig, prices: dict[str, PriceConfig]) -> None:
-        self.path = directory / "budget.json"
+    def __init__(self, path: Path, caps: BatchConfig, prices: dict[str, PriceConfig]) -> None:
+        self.path = path
         self.caps = caps
         self.prices = prices
 

@@ -114,11 +114,7 @@ class FileStorage:
         """One batch's model budget, shared by its workers."""
         from orchestrator.storage.batch_budget import BatchBudget
 
-        return BatchBudget(self.layout.batch_dir(batch_id), caps, prices)
-
-    def batch_dir(self, batch_id: str) -> Path:
-        """Where a batch keeps its budget and its workers' logs."""
-        return self.layout.batch_dir(batch_id)
+        return BatchBudget(self.layout.batch_budget_path(batch_id), caps, prices)
 
 
 if TYPE_CHECKING:

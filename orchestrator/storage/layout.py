@@ -106,6 +106,12 @@ class StateLayout:
 
     root: Path
 
+    @classmethod
+    def of_run_dir(cls, run_dir: Path) -> StateLayout:
+        """The layout a run's workspace (``runs/<run-id>/``, as a run record holds it)
+        belongs to."""
+        return cls(run_dir.parent.parent)
+
     @property
     def runs_dir(self) -> Path:
         return self.root / RUNS_DIR
@@ -160,6 +166,13 @@ class StateLayout:
 
     def batch_dir(self, batch_id: str) -> Path:
         return self.root / BATCHES_DIR / batch_id
+
+    def batch_budget_path(self, batch_id: str) -> Path:
+        return self.batch_dir(batch_id) / "budget.json"
+
+    def batch_worker_log(self, batch_id: str, worker: int) -> Path:
+        """The output of a ``--jobs N`` batch's worker ``worker`` (1..N)."""
+        return self.batch_dir(batch_id) / f"worker-{worker}.log"
 
     @property
     def ledger_path(self) -> Path:

@@ -4,6 +4,7 @@ waited on (or waited on, where waiting is asked for)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -215,3 +216,25 @@ def test_flock_without_waiting_refuses_and_with_missing_ok_yields_none(tmp_path:
     with flock(tmp_path / "absent" / "r.lock", missing_ok=True) as fd:
         assert fd is None
     assert not (tmp_path / "absent").exists()  # a reader creates nothing
+
+
+def test_a_second_mechanical_fix_never_overwrites_the_first_report(tmp_path: Path) -> None:
+    runs = FileStorage(tmp_path).runs
+    first = runs.write_mechanical_fix(RUN, 1, {"verdict": 1, "status": "running"})
+    runs.write_mechanical_fix(RUN, 1, {"verdict": 1, "status": "red"})  # the same fix, later
+    second = runs.write_mechanical_fix(RUN, 3, {"verdict": 3, "status": "green"})
+    assert first.name == f"{RUN}.mechanical_fix-1.json"
+    assert second.name == f"{RUN}.mechanical_fix-3.json"
+    assert json.loads(first.read_text()) == {"verdict": 1, "status": "red"}
+    assert json.loads(second.read_text()) == {"verdict": 3, "status": "green"}
+    # The seed's name keeps working, for the latest.
+    latest = tmp_path / "runs" / f"{RUN}.mechanical_fix.json"
+    assert latest.read_bytes() == second.read_bytes()
+
+
+def test_bundle_and_handoff_are_written_where_the_run_names_them(tmp_path: Path) -> None:
+    runs = FileStorage(tmp_path).runs
+    assert runs.write_bundle(RUN, 2, '{"b": 1}') == runs.bundle_path(RUN, 2)
+    assert runs.bundle_path(RUN, 2).read_text() == '{"b": 1}'
+    assert runs.write_handoff(RUN, "# over to you\n").read_text() == "# over to you\n"
+    assert runs.handoff_path(RUN) == tmp_path / "runs" / f"{RUN}.handoff.md"

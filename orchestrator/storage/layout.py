@@ -6,7 +6,8 @@ the stage programs can use it too.
     runs/<run-id>.verdict-<n>.json     one per decision, written before it is executed
     runs/<run-id>.bundle-<n>.json      the evidence the decision was taken on
     runs/<run-id>.approval-<n>.json    the answer to decision n, written once
-    runs/<run-id>.mechanical_fix.json  the latest mechanical fix's report
+    runs/<run-id>.mechanical_fix-<n>.json  the report of decision n's mechanical fix
+    runs/<run-id>.mechanical_fix.json  the latest of those (the name older runs have)
     runs/<run-id>.handoff.md           what a person needs to take the ticket over
     runs/<run-id>/ticket/              the ticket as the run started from it
     runs/<run-id>/clone/               the working clone
@@ -143,7 +144,13 @@ class StateLayout:
         return self.runs_dir / f"{run_id}.approval-{number}.json"
 
     def mechanical_fix_path(self, run_id: str) -> Path:
+        """The latest mechanical fix's report (the name the seed gave it)."""
         return self.runs_dir / f"{run_id}.mechanical_fix.json"
+
+    def mechanical_fix_report_path(self, run_id: str, number: int) -> Path:
+        """The report of the mechanical fix decision ``number`` decided: one per verdict,
+        so a second fix in the same run never overwrites the first's."""
+        return self.runs_dir / f"{run_id}.mechanical_fix-{number}.json"
 
     def handoff_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.handoff.md"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -269,6 +269,27 @@ class RunStore:
 
     def handoff_path(self, run_id: str) -> Path:
         return self.layout.handoff_path(run_id)
+
+    def write_bundle(self, run_id: str, number: int, text: str) -> Path:
+        """The evidence decision ``number`` is taken on, before it is taken."""
+        path = self.bundle_path(run_id, number)
+        atomic_write(path, text.encode())
+        return path
+
+    def write_handoff(self, run_id: str, text: str) -> Path:
+        path = self.handoff_path(run_id)
+        atomic_write(path, text.encode())
+        return path
+
+    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
+        """Decision ``number``'s mechanical-fix report, rewritten as the fix goes (the
+        plan, then the result): its own file, then the same bytes under the run's
+        "latest" name, so readers of either see it."""
+        data = json.dumps(report, indent=2).encode()
+        path = self.layout.mechanical_fix_report_path(run_id, number)
+        atomic_write(path, data)
+        atomic_write(self.mechanical_fix_path(run_id), data)
+        return path
 
     def save(self, record: RunRecord) -> None:
         atomic_write(self.record_path(record.run_id), record.model_dump_json(indent=2).encode())

@@ -4,6 +4,7 @@ the next look-up repairs it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -308,3 +309,22 @@ def test_a_ledger_from_before_the_index_gets_one_on_first_look_up(tmp_path: Path
     assert ledger.index.path.name == "ledger.index.sqlite3" and ledger.index.path.exists()
     assert coverage(ledger) == len(list(ledger.rows()))
     assert ledger.verify().ok  # the index is beside the ledger, never in it
+
+
+def test_rows_of_notices_bytes_that_moved_under_the_index(tmp_path: Path) -> None:
+    ledger, _ = populated(tmp_path / "ledger.jsonl")
+    second = "T-1-20260115T120000Z-ab12:attempt-1:verdict-1"  # lines 3 and 4
+    expected = ledger.rows_of(second)
+    assert [r["seq"] for r in expected] == [3, 4]
+    # Edits in the middle that keep the file's length (so the covered last row still
+    # checks out) but move line 3 by a byte. Verify reports them; the index must not
+    # answer with whatever bytes now sit at its offsets.
+    lines = ledger.path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"routing":"auto"', b'"routing":"aut"')
+    lines[3] = lines[3].replace(b'"routing":"auto"', b'"routing":"autoo"')
+    ledger.path.write_bytes(b"".join(lines))
+    assert not ledger.verify().ok
+    assert ledger.rows_of(second) == [json.loads(lines[2]), json.loads(lines[3])]
+    assert not ledger.index.path.exists()  # dropped: the next look-up rebuilds it
+    assert ledger.rows_of(second) == [json.loads(lines[2]), json.loads(lines[3])]
+    assert coverage(ledger) == len(lines)

@@ -88,6 +88,7 @@ from orchestrator.storage.ledger_index import (
     ActionHistory,
     LedgerIndex,
     UnreadableRow,
+    decision_key,
     history_by_scan,
 )
 from orchestrator.storage.lines import line_start as _line_start
@@ -762,13 +763,32 @@ class Ledger:
         if not self.path.exists():
             return []
         places = self._from_index(lambda: self.index.places(decision_id))
-        if places is None:
-            return [r for r in self.rows() if r.get("decision_id") == decision_id]
+        if places is not None:
+            found = self._read_placed(places, decision_id)
+            if found is not None:
+                return found
+            # The bytes moved under the index (an edit in the middle, which verify
+            # reports): drop it, so the next look-up rebuilds it, and answer from the rows.
+            self._from_index(self.index.discard)
+        return [r for r in self.rows() if r.get("decision_id") == decision_id]
+
+    def _read_placed(
+        self, places: list[tuple[int, int]], decision_id: str
+    ) -> list[dict[str, Any]] | None:
+        """The rows at ``places`` that are ``decision_id``'s; None if any place does not
+        hold a row of a decision with its key (the index no longer matches the file)."""
+        key = decision_key(decision_id)
         found: list[dict[str, Any]] = []
         with self.path.open("rb") as fh:
             for offset, length in places:
-                row = json.loads(_pread(fh.fileno(), length, offset))
-                if row.get("decision_id") == decision_id:  # not a 64-bit key collision
+                try:
+                    row = json.loads(_pread(fh.fileno(), length, offset))
+                    placed_id = row["decision_id"]
+                    if decision_key(placed_id) != key:
+                        return None
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    return None
+                if placed_id == decision_id:  # not another id with the same 64-bit key
                     found.append(row)
         return found
 

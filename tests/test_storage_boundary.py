@@ -39,15 +39,9 @@ STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
 # is (module, what it spells); the test fails when an entry is no longer needed, so the
 # list only shrinks. Replace each with a call into storage.layout / storage.files.
 NOT_YET_MIGRATED: set[tuple[str, str]] = {
-    # replay: its own verdict-file finder (glob + regex); use layout.verdict_files(run_id=).
-    ("orchestrator/app/replay.py", ".verdict-"),
-    # show: the ticket's verdict files across runs (use layout.verdict_files(ticket_id=)),
-    # and the mechanical-fix report's name (use layout.mechanical_fix_path).
-    ("orchestrator/cli/commands/show.py", ".verdict-"),
+    # show: the mechanical-fix report's name (use layout.mechanical_fix_path).
     ("orchestrator/cli/commands/show.py", ".mechanical_fix"),
-    # verdicts: every verdict file (use layout.verdict_files()) under state_dir / "runs"
-    # (use StateLayout(state_dir).runs_dir).
-    ("orchestrator/cli/commands/verdicts.py", ".verdict-"),
+    # verdicts: state_dir / "runs" (use StateLayout(state_dir).runs_dir).
     ("orchestrator/cli/commands/verdicts.py", "/ 'runs'"),
     # driver: a new run's ticket snapshot and clone (use store.layout.ticket_snapshot_dir /
     # clone_dir); substrate and attempts: the run's logs (use layout.logs_dir).

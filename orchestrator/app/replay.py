@@ -53,6 +53,7 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.investigate import Step, Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
+from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.ledger import Ledger, inputs_hash, ledger_path
 from orchestrator.storage.runs import RunRecord, RunStore, StageOverride
 
@@ -81,7 +82,6 @@ _INVESTIGATION_REASON = re.compile(
     r"^(model verdict after \d+ tool step|investigation hit its step cap"
     r"|the model reached for a tool outside the allow-list)"
 )
-_VERDICT_FILE = re.compile(r"\.verdict-(?P<n>\d+)\.json$")
 _PLACEHOLDER_RESULT: Final = "(replay: tool results are not stored; nothing was read)"
 
 
@@ -547,12 +547,7 @@ def _nothing() -> None:
 def verdict_paths(store: RunStore, run_id: str) -> dict[int, Path]:
     """``runs/<run-id>.verdict-<n>.json`` by number: the files, not the run record's refs,
     so a decision persisted just before a crash is replayed too."""
-    found = {}
-    for path in store.runs_dir.glob(f"{run_id}.verdict-*.json"):
-        match = _VERDICT_FILE.search(path.name)
-        if match and path.name == f"{run_id}.verdict-{match.group('n')}.json":
-            found[int(match.group("n"))] = path
-    return dict(sorted(found.items()))
+    return {v.number: v.path for v in verdict_files(store.runs_dir, run_id=run_id)}
 
 
 def _trace_rows(state_dir: Path, limitations: list[str]) -> dict[str, list[dict[str, Any]]]:

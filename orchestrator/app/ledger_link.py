@@ -8,7 +8,7 @@ decision finds its row and does not append another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,6 @@ from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledge
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
     from orchestrator.storage.runs import RunRecord
-
-GREEN = "mechanical-fix green"
-RECENT_ROWS = 512
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
@@ -41,11 +38,6 @@ class LedgerLink:
     @staticmethod
     def inputs_hash(payload: str) -> str:
         return inputs_hash(payload)
-
-    def _rows(self) -> Iterator[dict[str, Any]]:
-        if not self.ledger.path.exists():
-            return iter(())
-        return self.ledger.rows()
 
     def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
         """A decision's rows, found through the ledger's index (no scan)."""

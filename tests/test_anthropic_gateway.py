@@ -16,7 +16,7 @@ import pytest
 from orchestrator.domain.config import ModelConfig
 from orchestrator.recovery import anthropic_gateway
 from orchestrator.recovery.anthropic_gateway import AnthropicGateway, gateway_from_config
-from orchestrator.recovery.gateway import ModelReply, ModelRequest
+from orchestrator.recovery.gateway import CallError, ModelReply, ModelRequest
 
 from conftest import ROOT, subprocess_env
 
@@ -178,15 +178,17 @@ def test_text_blocks_are_concatenated() -> None:
 
 
 @pytest.mark.parametrize(
-    ("stop_reason", "error"),
+    ("stop_reason", "error", "kind"),
     [
-        ("refusal", "model refused"),
-        ("max_tokens", "model stopped at max_tokens"),
-        ("pause_turn", "unexpected stop_reason pause_turn"),
-        ("tool_use", "unexpected stop_reason tool_use"),
+        ("refusal", "model refused", CallError.REFUSED),
+        ("max_tokens", "model stopped at max_tokens", CallError.MAX_TOKENS),
+        ("pause_turn", "unexpected stop_reason pause_turn", CallError.STOPPED),
+        ("tool_use", "unexpected stop_reason tool_use", CallError.STOPPED),
     ],
 )
-def test_unfinished_reply_is_an_error_with_usage(stop_reason: str, error: str) -> None:
+def test_unfinished_reply_is_an_error_with_usage(
+    stop_reason: str, error: str, kind: CallError
+) -> None:
     reply = ask(answering(message_json('{"action": "re', stop_reason=stop_reason)))
     assert reply == ModelReply(
         text=None,
@@ -195,6 +197,7 @@ def test_unfinished_reply_is_an_error_with_usage(stop_reason: str, error: str) -
         input_tokens=812,
         output_tokens=37,
         error=error,
+        error_kind=kind,
     )
 
 
@@ -210,25 +213,29 @@ def test_rate_limit_is_retried_then_reported() -> None:
         **{"retry-after-ms": "1"},
     )
     reply = ask(api, max_retries=1)
-    assert reply == ModelReply(text=None, model=MODEL, error="rate limited (429)")
+    assert reply == ModelReply(
+        text=None, model=MODEL, error="rate limited (429)", error_kind=CallError.RATE_LIMITED
+    )
     assert len(api.requests) == 2
     assert api.requests[1].headers["x-stainless-retry-count"] == "1"
 
 
 @pytest.mark.parametrize(
-    ("status", "kind", "error"),
+    ("status", "kind", "error", "error_kind"),
     [
-        (500, "api_error", "server error (5xx: 500)"),
-        (529, "overloaded_error", "server error (5xx: 529)"),
-        (502, "api_error", "server error (5xx: 502)"),
-        (400, "invalid_request_error", "API error: BadRequestError 400"),
-        (404, "not_found_error", "API error: NotFoundError 404"),
+        (500, "api_error", "server error (5xx: 500)", CallError.SERVER),
+        (529, "overloaded_error", "server error (5xx: 529)", CallError.SERVER),
+        (502, "api_error", "server error (5xx: 502)", CallError.SERVER),
+        (400, "invalid_request_error", "API error: BadRequestError 400", CallError.API),
+        (404, "not_found_error", "API error: NotFoundError 404", CallError.API),
     ],
 )
-def test_status_errors_are_translated(status: int, kind: str, error: str) -> None:
+def test_status_errors_are_translated(
+    status: int, kind: str, error: str, error_kind: CallError
+) -> None:
     api = answering(error_json(kind, "something went wrong"), status)
     reply = ask(api)
-    assert reply == ModelReply(text=None, model=MODEL, error=error)
+    assert reply == ModelReply(text=None, model=MODEL, error=error, error_kind=error_kind)
     assert len(api.requests) == 1  # max_retries=0
 
 
@@ -237,6 +244,7 @@ def test_authentication_failure_never_shows_the_key() -> None:
     api = answering(error_json("authentication_error", f"invalid x-api-key: {KEY}"), 401)
     reply = ask(api, max_retries=2)
     assert reply.error == "authentication failed (401)"
+    assert reply.error_kind is CallError.AUTHENTICATION
     assert reply.text is None
     assert len(api.requests) == 1  # a 401 is not retried
     assert KEY not in repr(reply)
@@ -251,7 +259,12 @@ def test_timeout_is_reported_with_the_configured_seconds() -> None:
 
     api = Api(hang)
     reply = ask(api, timeout_s=7.5)
-    assert reply == ModelReply(text=None, model=MODEL, error="model call timed out after 7.5s")
+    assert reply == ModelReply(
+        text=None,
+        model=MODEL,
+        error="model call timed out after 7.5s",
+        error_kind=CallError.TIMEOUT,
+    )
     assert len(api.requests) == 1
 
 
@@ -260,7 +273,9 @@ def test_connection_failure_is_reported() -> None:
         raise httpx2.ConnectError("connection refused", request=request)
 
     reply = ask(Api(refuse))
-    assert reply == ModelReply(text=None, model=MODEL, error="connection failed")
+    assert reply == ModelReply(
+        text=None, model=MODEL, error="connection failed", error_kind=CallError.CONNECTION
+    )
 
 
 @pytest.mark.parametrize(
@@ -280,7 +295,12 @@ def test_connection_failure_is_reported() -> None:
 )
 def test_malformed_success_body_is_an_error_not_an_exception(response: httpx2.Response) -> None:
     reply = ask(Api(lambda _request: response))
-    assert reply == ModelReply(text=None, model=MODEL, error="API error: malformed response")
+    assert reply == ModelReply(
+        text=None,
+        model=MODEL,
+        error="API error: malformed response",
+        error_kind=CallError.MALFORMED,
+    )
 
 
 def test_errors_never_contain_the_key() -> None:

@@ -13,6 +13,7 @@ from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.diagnose import Caps, Decision, Source, decide
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.transcript import CallPurpose
 from orchestrator.recovery.verdict import (
     Action,
     DecisionContext,
@@ -56,7 +57,7 @@ def run(
         facts=FACTS,
         bundle_text="<<<BEGIN UNTRUSTED section: diff>>>\n+x\n<<<END section: diff>>>",
         clone_exists=clone_exists,
-        caps=Caps(used, 2),
+        caps=Caps(diagnoses_used=used, max_diagnoses=2),
         gateway_factory=factory,
         charge=charge,
         max_reasks=max_reasks,
@@ -108,7 +109,13 @@ def test_an_invalid_reply_is_re_asked_from_the_base_prompt_once_then_abandoned()
     assert decision.source is Source.MODEL and not decision.valid
     assert decision.verdict.action == "abandon-human"
     assert decision.halt is HaltReason.INVALID_VERDICT
-    assert decision.replies == ("not json", 'Here you go: {"action": "retry"}')
+    # Every call is in the transcript, the re-ask marked as one, each reply stored whole.
+    calls = decision.transcript.model_calls
+    assert [c.purpose for c in calls] == [CallPurpose.DIAGNOSIS, CallPurpose.REASK]
+    assert [decision.transcript.reply_text(c) for c in calls] == [
+        "not json",
+        'Here you go: {"action": "retry"}',
+    ]
 
 
 def test_a_second_re_ask_is_not_appended_onto_the_first() -> None:

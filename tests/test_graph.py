@@ -11,7 +11,7 @@ import pytest
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.confidence import History, compose, route
 from orchestrator.recovery.diagnose import Caps, Decision, Source
-from orchestrator.recovery.gateway import ModelGateway, ScriptedGateway
+from orchestrator.recovery.gateway import ModelGateway, ModelRequest, ScriptedGateway
 from orchestrator.recovery.graph import (
     NODE_ORDER,
     NODES,
@@ -25,7 +25,6 @@ from orchestrator.recovery.graph import (
     OutputGuardrail,
     PreCheck,
     RecoveryAgent,
-    RecoveryContext,
     RoutingNode,
     Verification,
     VerificationNode,
@@ -34,7 +33,14 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.guardrail import scrub
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.verdict import abandon, validate_verdict_object
+from orchestrator.recovery.proposal import Proposal, RecoveryContext
+from orchestrator.recovery.transcript import CallPurpose, ModelCall, Transcript, call_model
+from orchestrator.recovery.verdict import (
+    EscalateModelVerdict,
+    RetryVerdict,
+    abandon,
+    validate_verdict_object,
+)
 
 from recovery_fixtures import decision_context, prompt_facts
 
@@ -63,9 +69,9 @@ def context(tmp_path: Path, **changes: object) -> RecoveryContext:
         bundle_path="/state/R-1.bundle-1.json",
         inputs_hash="ab" * 32,
         clone_exists=True,
-        caps=Caps(0, 2),
+        caps=Caps(diagnoses_used=0, max_diagnoses=2),
     )
-    return replace(ctx, **changes)  # type: ignore[arg-type]
+    return ctx.model_copy(update=changes)
 
 
 def deps(gateway: ModelGateway | None = None, **changes: object) -> GraphDeps:
@@ -80,10 +86,11 @@ def model_decision(verdict: dict[str, object], *, valid: bool = True) -> Decisio
     )
 
 
-def test_the_graph_is_the_seeds_twelve_nodes_in_order() -> None:
+def test_the_graph_is_the_seeds_nodes_in_order_up_to_the_proposal() -> None:
+    # memory_write and exit persist: the caller does them with the returned state.
     assert NODE_ORDER == (
         "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
-        "judge", "confidence_compose", "routing", "prepare_proposal", "memory_write", "exit",
+        "judge", "confidence_compose", "routing", "prepare_proposal",
     )  # fmt: skip
     assert tuple(n.name for n in NODES) == NODE_ORDER
 
@@ -104,12 +111,18 @@ def test_pre_check_decides_known_failures_without_a_model(tmp_path: Path) -> Non
     ctx = context(
         tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
     )
-    ctx = replace(ctx, decision=replace(ctx.decision, failing_check="lint-bug-commit-order"))
+    ctx = ctx.model_copy(
+        update={
+            "decision": ctx.decision.model_copy(update={"failing_check": "lint-bug-commit-order"})
+        }
+    )
     state = PreCheck().run(GraphState(ctx=ctx), deps())
     assert state.early is not None and state.early.source is Source.PLAYBOOK
     missing = PreCheck().run(GraphState(ctx=context(tmp_path, clone_exists=False)), deps())
     assert missing.early is not None and missing.early.halt is HaltReason.PRECONDITION_FAILED
-    spent = PreCheck().run(GraphState(ctx=context(tmp_path, caps=Caps(2, 2))), deps())
+    spent = PreCheck().run(
+        GraphState(ctx=context(tmp_path, caps=Caps(diagnoses_used=2, max_diagnoses=2))), deps()
+    )
     assert spent.early is not None and spent.early.cap_exhausted
     assert PreCheck().run(GraphState(ctx=context(tmp_path)), deps()).early is None
 
@@ -130,13 +143,22 @@ def test_guardrail_scrubs_secrets_and_personal_data_before_anything_stores_them(
             "summary": "ask jane.doe@example.com; token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         }
     )
-    decision = replace(decision, replies=("contact +1 415-555-0100",))
+    # The reply is scrubbed when the call is recorded, before anything could store it.
+    exchange = call_model(
+        ScriptedGateway(["contact +1 415-555-0100"]),
+        ModelRequest("s", "p", {}, 10),
+        CallPurpose.DIAGNOSIS,
+    )
+    assert exchange.reply.text == "contact +1 415-555-0100"  # decided from what came
+    [call] = exchange.transcript.model_calls
+    assert exchange.transcript.reply_text(call) == "contact [PHONE]"  # stored scrubbed
+    assert call.redactions == 1
+    decision = replace(decision, transcript=exchange.transcript)
     state = OutputGuardrail().run(GraphState(ctx=context(tmp_path), decision=decision), deps())
     assert state.decision is not None
     summary = state.decision.verdict.summary
     assert "jane.doe" not in summary and "ghp_" not in summary
     assert "[EMAIL]" in summary
-    assert state.decision.replies == ("contact [PHONE]",)
     assert state.guardrail.redactions >= 3
 
 
@@ -226,7 +248,7 @@ def test_the_judge_is_skipped_when_its_call_would_pass_the_cap(tmp_path: Path) -
     judge = ScriptedGateway([])
     state = Judge().run(
         GraphState(
-            ctx=context(tmp_path, caps=Caps(1, 2)),
+            ctx=context(tmp_path, caps=Caps(diagnoses_used=1, max_diagnoses=2)),
             decision=model_decision({"action": "retry", "summary": "x"}),
         ),
         deps(judge_factory=lambda: judge, judge_sample_rate=1.0),
@@ -298,25 +320,26 @@ def test_defaults_are_conservative_a_fresh_model_verdict_goes_to_a_person(tmp_pa
     ctx = context(
         tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
     )
-    ctx = replace(ctx, decision=replace(ctx.decision, failing_check="lint-bug-commit-order"))
+    ctx = ctx.model_copy(
+        update={
+            "decision": ctx.decision.model_copy(update={"failing_check": "lint-bug-commit-order"})
+        }
+    )
     assert RecoveryAgent(deps()).propose(ctx).routing == "auto"  # a playbook entry
 
 
 def test_propose_is_pure_same_context_same_proposal(tmp_path: Path) -> None:
     reply = json.dumps({"action": "escalate-model", "summary": "needs more capacity"})
     ctx = context(tmp_path)
-    writes: list[str] = []
-    first = RecoveryAgent(
-        deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))
-    ).propose(ctx)
-    second = RecoveryAgent(
-        deps(ScriptedGateway([reply]), memory=lambda s: writes.append("memory"))
-    ).propose(ctx)
-    assert first == second
+    first_state = RecoveryAgent(deps(ScriptedGateway([reply]))).diagnose(ctx)
+    second_state = RecoveryAgent(deps(ScriptedGateway([reply]))).diagnose(ctx)
+    first, second = first_state.require_proposal(), second_state.require_proposal()
+    assert first == second and first_state.transcript == second_state.transcript
     assert first.decision_id == ctx.decision_id and first.capability == "stage-recovery"
-    assert first.action == {"action": "escalate-model", "summary": "needs more capacity"}
-    assert writes == ["memory", "memory"]  # its own audit memory, and nothing else
-    assert list(tmp_path.iterdir()) == []
+    assert first.action == EscalateModelVerdict(
+        action="escalate-model", summary="needs more capacity"
+    )
+    assert list(tmp_path.iterdir()) == []  # the graph writes nothing
 
 
 def test_a_rejected_proposal_is_unverified(tmp_path: Path) -> None:
@@ -324,8 +347,8 @@ def test_a_rejected_proposal_is_unverified(tmp_path: Path) -> None:
         context(tmp_path)
     )
     assert proposal.routing == "reject"
-    assert proposal.action["action"] == "abandon-human"
-    assert proposal.evidence_of("validation")["errors"]
+    assert proposal.action.action == "abandon-human"
+    assert proposal.evidence.validation
 
 
 def test_scrub_leaves_commit_hashes_and_timestamps_alone() -> None:
@@ -336,3 +359,48 @@ def test_scrub_leaves_commit_hashes_and_timestamps_alone() -> None:
 
 def test_guardrail_report_defaults() -> None:
     assert Guardrail() == Guardrail(redactions=0, blocked=())
+
+
+def test_the_proposal_and_its_context_round_trip_through_json_typed(tmp_path: Path) -> None:
+    """What the verdict file stores is what the substrate reads: typed fields, no keys."""
+    judge = ScriptedGateway(['{"agree": true, "reason": "fine"}'])
+    state = run_graph(
+        context(tmp_path, history={"retry": History(green=2, total=3)}),
+        deps(
+            ScriptedGateway(['{"action": "retry", "summary": "flaky"}']),
+            judge_factory=lambda: judge,
+            judge_sample_rate=1.0,
+        ),
+    )
+    proposal = state.require_proposal()
+    assert isinstance(proposal.action, RetryVerdict)
+    evidence = proposal.evidence
+    assert (evidence.failure.stage, evidence.failure.check) == ("review", "project-tests")
+    assert evidence.source.source is Source.MODEL and evidence.judge.agrees is True
+    assert evidence.usage.calls == 2 and evidence.signals["judge"] == 1.0
+    again = Proposal.model_validate_json(proposal.model_dump_json())
+    assert again == proposal and isinstance(again.action, RetryVerdict)
+
+    ctx = state.ctx
+    stored = RecoveryContext.model_validate_json(ctx.model_dump_json())
+    assert "bundle_text" not in json.loads(ctx.model_dump_json())  # the bundle file has it
+    assert stored == ctx.model_copy(update={"bundle_text": ""})
+    assert stored.caps == ctx.caps and stored.history["retry"].score == 0.6
+
+    # The transcript: the diagnosis, then the judge, each with its request's digest.
+    calls = state.transcript.model_calls
+    assert [c.purpose for c in calls] == [CallPurpose.DIAGNOSIS, CallPurpose.JUDGE]
+    assert all(len(c.request_sha256) == 64 for c in calls)
+    assert state.transcript.reply_text(calls[0]) == '{"action": "retry", "summary": "flaky"}'
+
+
+def test_a_gateway_that_raises_is_recorded_with_a_typed_error_kind(tmp_path: Path) -> None:
+    def broken(request: ModelRequest) -> object:
+        raise ConnectionResetError("the line dropped")
+
+    state = run_graph(context(tmp_path), deps(ScriptedGateway([broken])))  # type: ignore[list-item]
+    [call] = state.transcript.entries
+    assert isinstance(call, ModelCall)
+    assert call.error == "gateway_raised" and call.reply_sha256 is None
+    assert state.require_decision().reason == "model gateway failed: ConnectionResetError"
+    assert Transcript().plus(state.transcript) == state.transcript

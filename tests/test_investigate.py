@@ -1,5 +1,5 @@
 """The one loop: bounded investigation. It always terminates, it refuses an off-list tool,
-and every step is traced."""
+and every step — the model's reply and the tool's result — is in the decision's transcript."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from orchestrator.recovery.diagnose import Source
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.recovery.investigate import DisallowedTool, Step, bounded_investigation
+from orchestrator.recovery.investigate import DisallowedTool, bounded_investigation
+from orchestrator.recovery.transcript import ModelCall, ToolCall
 
 from recovery_fixtures import decision_context, prompt_facts
 
@@ -39,14 +40,14 @@ def tools(calls: list[str]) -> dict[str, Any]:
 
 def investigate(
     script: list[str], max_steps: int = 3
-) -> tuple[Any, list[Step], list[str], ScriptedGateway]:
-    traced: list[Step] = []
+) -> tuple[Any, list[ToolCall], list[str], ScriptedGateway]:
     calls: list[str] = []
     gateway = ScriptedGateway(script)
     decision = bounded_investigation(
         ctx=CTX, facts=FACTS, bundle_text="(bundle)", gateway=gateway, tools=tools(calls),
-        allow=ALLOW, max_steps=max_steps, max_tokens=512, trace=traced.append,
+        allow=ALLOW, max_steps=max_steps, max_tokens=512,
     )  # fmt: skip
+    traced = [e for e in decision.transcript.entries if isinstance(e, ToolCall)]
     return decision, traced, calls, gateway
 
 
@@ -63,8 +64,17 @@ def test_it_looks_then_decides_and_every_step_is_traced() -> None:
     assert decision.source is Source.MODEL and decision.valid
     assert decision.verdict.action == "retry"
     assert calls == ["grep range(1, n)", "read_file cards/deck.py"]
-    assert [(s.index, s.tool) for s in traced] == [(0, "grep"), (1, "read_file")]
-    assert all(len(s.result_digest) == 64 for s in traced)
+    assert [(s.step, s.tool) for s in traced] == [(0, "grep"), (1, "read_file")]
+    # The transcript interleaves the model's steps and the tools' results, in order, and
+    # holds every text it names.
+    kinds = [e.kind for e in decision.transcript.entries]
+    assert kinds == ["model", "tool", "model", "tool", "model"]
+    assert decision.transcript.texts[traced[0].result_sha256] == "cards/deck.py:30: range(1, n)"
+    assert all(
+        e.reply_sha256 in decision.transcript.texts
+        for e in decision.transcript.entries
+        if isinstance(e, ModelCall)
+    )
     assert gateway.calls == 3
     # What the tools returned is shown to the model on the next step, as untrusted data.
     assert "cards/deck.py:30: range(1, n)" in gateway.requests[1].prompt
@@ -89,7 +99,7 @@ def test_the_refusal_happens_before_the_tool_runs() -> None:
     with pytest.raises(DisallowedTool):
         bounded_investigation(
             ctx=CTX, facts=FACTS, bundle_text="", gateway=ScriptedGateway([json.dumps({"tool": "delete_everything"})]),
-            tools=tools(calls), allow=ALLOW, max_steps=3, max_tokens=512, trace=lambda s: None,
+            tools=tools(calls), allow=ALLOW, max_steps=3, max_tokens=512,
         )  # fmt: skip
     assert calls == []
 

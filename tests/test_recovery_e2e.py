@@ -323,6 +323,78 @@ def test_a_persisted_verdict_is_executed_on_resume_without_asking_again(tmp_path
     assert h.budget() == (1, 1)
 
 
+def test_the_decision_is_persisted_once_before_it_runs_and_handed_on_as_the_object(
+    tmp_path: Path,
+) -> None:
+    """Reply texts, verdict file and ledger row are on disk when the substrate is called,
+    and it gets the proposal that was persisted — not one read back from the file."""
+    from orchestrator.app.ledger_link import ledger_for
+    from orchestrator.storage.transcripts import read_texts, replies_dir
+
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=1))
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "transient"})])
+    h = Harness(config, gateway)
+
+    import orchestrator.app.recover as recover_module
+
+    real_apply, real_read = recover_module.apply, recover_module.read_verdict
+    seen: list[str] = []
+
+    def checked_apply(record, proposal, approval, services):  # type: ignore[no-untyped-def]
+        [ref] = record.verdicts
+        stored = real_read(Path(ref.path))
+        assert stored.proposal == proposal
+        assert stored.transcript is not None
+        [call] = stored.transcript
+        texts = read_texts(replies_dir(services.store.runs_dir, record.run_id), [call.reply_sha256])
+        assert list(texts.values()) == [reply({"action": "retry", "summary": "transient"})]
+        rows = list(ledger_for(services.store.state_dir, {}).rows())
+        assert [(r["kind"], r["decision_id"]) for r in rows] == [("decision", proposal.decision_id)]
+        seen.append(proposal.action.action)
+        return real_apply(record, proposal, approval, services)
+
+    def no_read_back(path: Path) -> object:
+        raise AssertionError(f"the decision was read back from {path}")
+
+    recover_module.apply = checked_apply  # type: ignore[assignment]
+    recover_module.read_verdict = no_read_back  # type: ignore[assignment]
+    try:
+        record = h.run(write_ticket(tmp_path / "t"))
+    finally:
+        recover_module.apply, recover_module.read_verdict = real_apply, real_read
+    assert record.state is RunState.COMPLETED and seen == ["retry"]
+
+
+def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -> None:
+    from orchestrator.app.ledger_link import LedgerLink, ledger_for
+
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, flaky("build", fails=1))
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "transient"})])
+    h = Harness(config, gateway)
+    ticket = write_ticket(tmp_path / "t")
+    real = LedgerLink.record_decision
+    crashed: list[int] = []
+
+    def crash_once(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not crashed:
+            crashed.append(1)
+            raise KeyboardInterrupt  # after the verdict file, before the ledger row
+        return real(self, *args, **kwargs)
+
+    LedgerLink.record_decision = crash_once  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            h.run(ticket)
+        record = h.run(ticket)
+    finally:
+        LedgerLink.record_decision = real  # type: ignore[method-assign]
+    assert record.state is RunState.COMPLETED and gateway.calls == 1
+    kinds = [r["kind"] for r in ledger_for(tmp_path / "state", {}).rows()]
+    assert kinds == ["decision", "outcome"]
+
+
 def demo_harness(
     tmp_path: Path, gateway: ModelGateway | None
 ) -> tuple[Harness, dict[str, Path], Path]:

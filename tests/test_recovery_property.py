@@ -21,7 +21,7 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.execution.runner import run_process
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.recovery.verdict import validate_verdict_object
+from orchestrator.recovery.verdict import MechanicalFixVerdict, validate_verdict_object
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
@@ -146,17 +146,17 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
         assert gateway.calls <= 2  # one diagnosis (cap 1) plus at most one re-ask
         for ref in record.verdicts:
             stored = read_verdict(Path(ref.path))
-            verdict, errors = validate_verdict_object(stored.verdict)
+            # The stored verdict, checked again from its JSON as a model reply would be.
+            verdict, errors = validate_verdict_object(stored.verdict.model_dump(mode="json"))
             assert verdict is not None and errors == []
             if not stored.valid:
                 assert stored.action == "abandon-human"
+        stored_verdicts = [read_verdict(Path(ref.path)) for ref in record.verdicts]
         valid_recipes = {
             cmd
-            for ref in record.verdicts
-            for cmd in (read_verdict(Path(ref.path)).verdict.get("repair_plan") or {}).get(
-                "commands", []
-            )
-            if read_verdict(Path(ref.path)).valid
+            for stored in stored_verdicts
+            if stored.valid and isinstance(stored.verdict, MechanicalFixVerdict)
+            for cmd in stored.verdict.repair_plan.commands
         }
         configured = {PIPELINE_CLONE, ("bash", "-c", "exit 1")}
         for argv in ran:

@@ -1,6 +1,7 @@
-"""Replay: today's code reaches the same decision and the same dispatch from what was
-persisted — with no model call, nothing executed and nothing written — and a tampered
-reply, a changed threshold or an edited confidence is reported field by field."""
+"""Replay: today's code, re-fed the recorded call transcript, reaches the same decision and
+the same dispatch — with no model call, nothing executed and nothing written — and a
+tampered reply, a changed request, a changed threshold or an edited confidence is
+reported field by field, naming the call where the history diverged."""
 
 from __future__ import annotations
 
@@ -130,8 +131,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     ]
     assert gateway.calls == 4  # two diagnoses, each reviewed by the judge
     for ref in model_run.verdicts:
-        evidence = read_verdict(Path(ref.path)).proposal["evidence"]
-        assert [e["sampled"] for e in evidence if e["kind"] == "judge"] == [True]
+        assert read_verdict(Path(ref.path)).proposal.evidence.judge.sampled
     return Runs(root, state, demo, model_state, model_config, model_run, gateway)
 
 
@@ -166,14 +166,10 @@ def test_every_run_replays_identical_without_a_call_a_process_or_a_write(runs: R
             assert result.identical, (record.run_id, result.differences, result.limitations)
             assert result.differences == [] and result.limitations == []
             verdict = read_verdict(RunStore(state).verdict_path(record.run_id, result.number))
-            [judge] = [e for e in verdict.proposal["evidence"] if e["kind"] == "judge"]
-            judged = 1 if judge["sampled"] else 0
-            # Exactly the persisted replies (and the judge's answer) were replayed.
-            assert result.calls_replayed == len(verdict.replies) + judged
-            assert (result.action, result.routing) == (
-                verdict.action,
-                verdict.proposal["routing"],
-            )
+            assert verdict.transcript is not None
+            # Exactly the recorded calls (diagnosis, and the judge's) were re-fed.
+            assert result.calls_replayed == len(verdict.transcript)
+            assert (result.action, result.routing) == (verdict.action, verdict.proposal.routing)
             replayed += 1
     assert replayed == 4  # CARDS-1 playbook, CARDS-3 synthetic, two model verdicts
     assert runs.gateway.calls == calls_before  # replay never sees a live gateway
@@ -232,30 +228,39 @@ def test_replay_cannot_be_handed_a_runner_and_imports_none() -> None:
     assert ("orchestrator.app.substrate", "plan_dispatch") in imported
     assert not {m for m, name in imported if name in ("apply", "runner", "run_process")}
     plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert plain <= {"json", "re"}  # no subprocess, no runner, no SDK by another route
+    assert plain <= {"re"}  # no subprocess, no runner, no SDK by another route
 
 
 # ---- differences ------------------------------------------------------------------------
 
 
-def test_a_reply_that_now_parses_to_another_action_is_listed(runs: Runs, tmp_path: Path) -> None:
+def replies_of(store: RunStore, run_id: str) -> Path:
+    return store.runs_dir / f"{run_id}.replies"
+
+
+def test_a_changed_reply_is_different_and_the_call_is_named(runs: Runs, tmp_path: Path) -> None:
     store = copy_state(runs.model_state, tmp_path / "state")
     run_id = runs.model_run.run_id
-    edit_verdict(
-        store.verdict_path(run_id, 1),
-        lambda v: v["replies"].__setitem__(
-            0,
-            reply({"action": "abandon-human", "summary": "the test run looks flaky; run it again"}),
-        ),
+    verdict = read_verdict(store.verdict_path(run_id, 1))
+    assert verdict.transcript is not None
+    diagnosis = verdict.transcript[0]
+    assert diagnosis.kind == "model" and diagnosis.reply_sha256 is not None
+    blob = replies_of(store, run_id) / f"{diagnosis.reply_sha256}.txt"
+    assert json.loads(blob.read_text())["action"] == "retry"
+    changed = reply(
+        {"action": "abandon-human", "summary": "the test run looks flaky; run it again"}
     )
+    blob.write_text(changed)
+
     [result] = replay(store, load_config(runs.model_config), run_id, 1)
     assert not result.identical
-    changed = fields(result)
-    assert changed["action"] == Difference("action", "retry", "abandon-human")
-    assert changed["dispatch.action"] == Difference("dispatch.action", "retry", "abandon-human")
-    assert changed["dispatch.rerun"] == Difference("dispatch.rerun", "implement", None)
-    assert changed["dispatch.terminal"] == Difference("dispatch.terminal", None, "needs-human")
-    assert "verdict.summary" not in changed  # the same words: only what changed is listed
+    differences = fields(result)
+    assert differences["transcript.call[0] (diagnosis).reply"].then == diagnosis.reply_sha256
+    assert differences["action"] == Difference("action", "retry", "abandon-human")
+    assert differences["dispatch.action"] == Difference("dispatch.action", "retry", "abandon-human")
+    assert differences["dispatch.rerun"] == Difference("dispatch.rerun", "implement", None)
+    assert differences["dispatch.terminal"] == Difference("dispatch.terminal", None, "needs-human")
+    assert "verdict.summary" not in differences  # the same words: only what changed is listed
     out = io.StringIO()
     code = replay_command(tmp_path / "state", runs.model_config, run_id, 1, out, as_json=False)
     assert code == EXIT_DIFFERENT == 8
@@ -263,6 +268,43 @@ def test_a_reply_that_now_parses_to_another_action_is_listed(runs: Runs, tmp_pat
     assert lines[0] == "verdict 1: DIFFERENT"
     assert "  action: retry → abandon-human" in lines
     assert "  dispatch.rerun: implement → null" in lines
+
+
+def test_a_request_that_differs_from_the_recorded_one_is_a_divergence(
+    runs: Runs, tmp_path: Path
+) -> None:
+    """Temporal-style: the judge's request today is not the one recorded (as when its
+    prompt is reworded): the call is named, whatever its reply."""
+    store = copy_state(runs.model_state, tmp_path / "state")
+    run_id = runs.model_run.run_id
+    path = store.verdict_path(run_id, 2)
+    recorded = json.loads(path.read_text())["transcript"][1]
+    assert recorded["purpose"] == "judge"
+    edit_verdict(path, lambda v: v["transcript"][1].__setitem__("request_sha256", "0" * 64))
+    [result] = replay(store, load_config(runs.model_config), run_id, 2)
+    assert not result.identical
+    [divergence] = result.differences
+    assert divergence.field == "transcript.call[1] (judge).request"
+    assert divergence.then == f"judge {'0' * 64}"
+    assert divergence.now == f"judge {recorded['request_sha256']}"
+
+
+def test_a_call_the_transcript_does_not_have_and_one_never_made(runs: Runs, tmp_path: Path) -> None:
+    store = copy_state(runs.model_state, tmp_path / "state")
+    run_id = runs.model_run.run_id
+    edit_verdict(store.verdict_path(run_id, 1), lambda v: v["transcript"].pop())  # the judge's
+    [result] = replay(store, load_config(runs.model_config), run_id, 1)
+    assert fields(result)["transcript.call[1].missing"] == Difference(
+        "transcript.call[1].missing", "<none>", "judge"
+    )
+
+    def no_judge(raw: dict[str, Any]) -> None:
+        model_pipeline(raw)
+        raw["judge"] = {"sample_rate": 0.0}
+
+    config = derived_config(tmp_path / "no-judge.toml", no_judge)
+    [result] = replay(RunStore(runs.model_state), load_config(config), run_id, 1)
+    assert fields(result)["transcript.call[1] (judge).unused"].now == "<not made>"
 
 
 def test_a_changed_threshold_changes_the_routing(runs: Runs, tmp_path: Path) -> None:
@@ -349,7 +391,8 @@ def test_failed_and_invalid_calls_replay_exactly(tmp_path: Path, script: list[An
     assert result.calls_replayed == len(script)
 
 
-def test_an_investigation_replays_from_its_replies_and_its_trace(tmp_path: Path) -> None:
+def test_an_investigation_replays_exactly_from_its_transcript(tmp_path: Path) -> None:
+    """The tools' results are in the transcript too: nothing is a placeholder."""
     config, ticket = small_pipeline(tmp_path, '[diagnosis]\nmode = "investigate"\n')
     gateway = ScriptedGateway(
         [
@@ -361,41 +404,155 @@ def test_an_investigation_replays_from_its_replies_and_its_trace(tmp_path: Path)
     record = drive(config, tmp_path / "state", ticket, gateway)
     assert record.state is RunState.NEEDS_HUMAN
     store = RunStore(tmp_path / "state")
+    verdict = read_verdict(Path(record.verdicts[0].path))
+    assert verdict.transcript is not None
+    assert [e.kind for e in verdict.transcript] == ["model", "tool", "model", "tool", "model"]
     [result] = replay(store, load_config(config), record.run_id, None)
     assert result.identical, result.differences
-    assert result.calls_replayed == 3
-    [note] = result.limitations
-    assert note.startswith("cannot replay an investigation's tool results")
+    assert result.calls_replayed == 3 and result.limitations == []
 
-    # The steps are compared with the ledger's trace; today's single mode is a difference.
+    # Today's single mode asks another question than the recorded investigation step.
     single = tmp_path / "single.toml"
     single.write_text(config.read_text().replace('mode = "investigate"', 'mode = "single"'))
     [result] = replay(store, load_config(single), record.run_id, None)
     assert not result.identical
-    assert fields(result)["investigation.step[0].tool"] == Difference(
-        "investigation.step[0].tool", "grep", "<absent>"
-    )
-    assert "decided by an investigation, but today's [diagnosis] mode is single" in (
-        result.limitations
-    )
+    assert result.differences[0].field == "transcript.call[0] (investigation).request"
+    assert result.differences[0].now.startswith("diagnosis ")
 
 
-def test_an_investigation_refused_for_an_off_list_tool_is_rebuilt_from_the_trace(
-    tmp_path: Path,
-) -> None:
-    """That decision keeps none of its replies; the trace and the reason are enough."""
+def test_an_investigation_refused_for_an_off_list_tool_replays_exactly(tmp_path: Path) -> None:
     config, ticket = small_pipeline(tmp_path, '[diagnosis]\nmode = "investigate"\n')
     gateway = ScriptedGateway(
         [
             reply({"tool": "grep", "args": {"text": "deal"}}),
-            "not even json",  # an observation, no trace row: replay does without it
+            "not even json",  # an observation, no tool call
             reply({"tool": "rm_rf", "args": {"path": "/"}}),
         ]
     )
     record = drive(config, tmp_path / "state", ticket, gateway)
     verdict = read_verdict(Path(record.verdicts[0].path))
-    # The refusal is accounted for like any call: its replies and usage are kept.
-    assert len(verdict.replies) == 3 and verdict.usage.calls == 3
-    assert verdict.halt == "invalid_verdict"
+    # The refusal is accounted for like any call: its calls and usage are kept.
+    assert verdict.transcript is not None
+    assert [e.kind for e in verdict.transcript] == ["model", "tool", "model", "model"]
+    assert verdict.usage.calls == 3 and verdict.halt == "invalid_verdict"
     [result] = replay(RunStore(tmp_path / "state"), load_config(config), record.run_id, None)
     assert result.identical, result.differences
+
+
+def test_a_reply_longer_than_any_old_cut_replays_identical(tmp_path: Path) -> None:
+    """Replies are stored whole: the old 16,000-character cut is gone."""
+    config, ticket = small_pipeline(tmp_path)
+    padded = '{"action": "abandon-human",' + " " * 40_000 + '"summary": "too broken to retry"}'
+    gateway = ScriptedGateway(["x" * 20_000, padded], model_name="m-1")
+    record = drive(config, tmp_path / "state", ticket, gateway)
+    assert record.state is RunState.NEEDS_HUMAN
+    store = RunStore(tmp_path / "state")
+    verdict = read_verdict(Path(record.verdicts[0].path))
+    assert verdict.transcript is not None and verdict.valid
+    stored = sorted(
+        len((replies_of(store, record.run_id) / f"{call.reply_sha256}.txt").read_text())
+        for call in verdict.transcript
+        if call.kind == "model"
+    )
+    assert stored == [20_000, len(padded)]
+    [result] = replay(store, load_config(config), record.run_id, None)
+    assert result.identical, result.differences
+    assert result.calls_replayed == 2
+
+
+def test_secrets_in_a_reply_are_redacted_before_it_is_stored(tmp_path: Path) -> None:
+    config, ticket = small_pipeline(tmp_path)
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    gateway = ScriptedGateway(
+        [f"use {token} to log in", reply({"action": "abandon-human", "summary": "stuck"})]
+    )
+    record = drive(config, tmp_path / "state", ticket, gateway)
+    state = tmp_path / "state"
+    assert not [p for p in state.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    verdict = read_verdict(Path(record.verdicts[0].path))
+    assert verdict.transcript is not None
+    first = verdict.transcript[0]
+    assert first.kind == "model" and first.redactions == 1
+    [result] = replay(RunStore(state), load_config(config), record.run_id, None)
+    assert result.identical, result.differences
+    assert result.limitations == [
+        "call 0 (diagnosis): its reply was stored after scrubbing (1 replacement(s)); "
+        "replay reads the scrubbed text"
+    ]
+
+
+# ---- verdict files written before the transcript ----------------------------------------
+
+OLD_STATE = ROOT / "tests" / "data" / "old_state"
+OLD_PREFIX = "/tmp/h1old/w/mstate"
+
+
+def old_state(tmp_path: Path) -> Path:
+    """The state dir written by the code before typed decisions, moved to ``tmp_path``."""
+    target = tmp_path / "old"
+    shutil.copytree(OLD_STATE, target)
+    for path in (target / "runs").iterdir():
+        path.write_text(path.read_text().replace(OLD_PREFIX, str(target)))
+    return target
+
+
+def test_an_old_verdict_file_is_read_and_replayed_or_said_not_replayable(
+    tmp_path: Path,
+) -> None:
+    state = old_state(tmp_path)
+    store = RunStore(state)
+    cards3 = "CARDS-3-20261130T232652Z-6de1"
+    first = read_verdict(store.verdict_path(cards3, 1))
+    # The old evidence list and inputs read into the typed models.
+    assert first.proposal.evidence.failure.stage == "review"
+    assert first.proposal.evidence.judge.agrees is True
+    assert first.inputs is not None and first.inputs.caps.max_diagnoses == 4
+    assert first.transcript is None and first.replies  # the old replies, still readable
+
+    out = io.StringIO()
+    code = replay_command(state, ROOT / "config.toml", cards3, None, out, as_json=False)
+    assert code == EXIT_DIFFERENT
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == [
+        "verdict 1: NOT REPLAYED",
+        "  note: written before verdict files carried a call transcript: its 2 model call(s) "
+        "cannot be replayed exactly",
+    ]
+    # A decision that made no call needs no transcript: it replays exactly.
+    [result] = replay(store, load_config(ROOT / "config.toml"), "CARDS-1-20261130T232650Z-1a8b", 1)
+    assert result.identical, result.differences
+    assert result.action == "mechanical-fix" and result.calls_replayed == 0
+
+
+def test_an_old_state_dir_is_readable_by_show_and_verdicts(tmp_path: Path) -> None:
+    from orchestrator.cli.commands.show import show
+    from orchestrator.cli.commands.verdicts import verdicts
+
+    state = old_state(tmp_path)
+    out = io.StringIO()
+    assert show(state, "CARDS-3-20261130T232652Z-6de1", out) == 0
+    text = out.getvalue()
+    assert "      why: the test run looks flaky; run it again" in text
+    assert "      routing auto at confidence 0.7917; model scripted, 2 call(s)" in text
+    assert "      calls: not recorded (written before verdict files carried a transcript)" in text
+
+    out, errors = io.StringIO(), io.StringIO()
+    assert (
+        verdicts(state, out, action=None, source=None, since=None, as_json=False, errors=errors)
+        == 0
+    )
+    assert errors.getvalue() == ""
+    rows = out.getvalue().splitlines()[1:]
+    assert [row.split()[4:6] for row in rows] == [
+        ["playbook", "mechanical-fix"],
+        ["model", "retry"],
+        ["model", "abandon-human"],
+    ]
+
+
+def test_show_lists_the_recorded_calls(runs: Runs) -> None:
+    from orchestrator.cli.commands.show import show
+
+    out = io.StringIO()
+    assert show(runs.model_state, runs.model_run.run_id, out) == 0
+    assert out.getvalue().count("      calls: diagnosis, judge") == 2

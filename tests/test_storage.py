@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,9 +17,10 @@ import pytest
 
 from orchestrator.domain.errors import StateError, TicketLocked
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.decisions import VerdictRecord, write_verdict
+from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import StateLayout, verdict_files
+from orchestrator.storage.ledger_index import history_by_scan
 from orchestrator.storage.locks import flock
 
 from conftest import ROOT, subprocess_env
@@ -28,25 +30,14 @@ OTHER_RUN = "CARDS-1-20260116T090000Z-cd34"
 AT = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
+OLD_STATE = ROOT / "tests" / "data" / "old_state"  # written by the code before this layer
+OLD_RUN = "CARDS-1-20261130T232650Z-1a8b"
+
+
 def verdict(run_id: str, number: int) -> VerdictRecord:
-    return VerdictRecord(
-        number=number,
-        decision_id=f"{run_id}:attempt-1:verdict-{number}",
-        run_id=run_id,
-        ticket_id="CARDS-1",
-        attempt=1,
-        failing_stage="review",
-        failing_check="lint",
-        source="model",
-        action="retry",
-        valid=True,
-        reason="flaky",
-        halt=None,
-        verdict={"action": "retry", "summary": "flaky"},
-        prompt_version="v1",
-        created_at=AT,
-        proposal={},
-    )
+    """A real verdict file's record, renumbered."""
+    old = read_verdict(OLD_STATE / "runs" / f"{OLD_RUN}.verdict-1.json")
+    return old.model_copy(update={"run_id": run_id, "number": number})
 
 
 def test_every_name_on_disk_is_the_one_older_state_dirs_have(tmp_path: Path) -> None:
@@ -60,6 +51,7 @@ def test_every_name_on_disk_is_the_one_older_state_dirs_have(tmp_path: Path) -> 
     assert layout.verdict_path(RUN, 3) == runs / f"{RUN}.verdict-3.json"
     assert layout.bundle_path(RUN, 3) == runs / f"{RUN}.bundle-3.json"
     assert layout.approval_path(RUN, 3) == runs / f"{RUN}.approval-3.json"
+    assert layout.replies_dir(RUN) == runs / f"{RUN}.replies"
     assert layout.mechanical_fix_path(RUN) == runs / f"{RUN}.mechanical_fix.json"
     assert layout.handoff_path(RUN) == runs / f"{RUN}.handoff.md"
     assert layout.ticket_budget_path("CARDS-1") == tmp_path / "tickets" / "CARDS-1.json"
@@ -238,3 +230,28 @@ def test_bundle_and_handoff_are_written_where_the_run_names_them(tmp_path: Path)
     assert runs.bundle_path(RUN, 2).read_text() == '{"b": 1}'
     assert runs.write_handoff(RUN, "# over to you\n").read_text() == "# over to you\n"
     assert runs.handoff_path(RUN) == tmp_path / "runs" / f"{RUN}.handoff.md"
+
+
+def test_an_older_state_dir_reads_through_every_store(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    shutil.copytree(OLD_STATE, state)
+    storage = FileStorage(state)
+    assert storage.runs.load(OLD_RUN).run_id == OLD_RUN
+    assert storage.runs.latest_for_ticket("CARDS-1") == storage.runs.load(OLD_RUN)
+    found = storage.decisions.find(ticket_id="CARDS-3")
+    assert [(v.run_id, v.number) for v in found] == [
+        ("CARDS-3-20261130T232652Z-6de1", 1),
+        ("CARDS-3-20261130T232652Z-6de1", 2),
+    ]
+    assert storage.decisions.read(OLD_RUN, 1).run_id == OLD_RUN
+    approval = storage.approvals.read(OLD_RUN, 1)
+    assert approval is not None and approval.verdict == 1
+    ledger = storage.ledger()
+    assert ledger.verify().ok
+    rows = list(ledger.rows())
+    decision = next(r for r in rows if r["kind"] == "decision")
+    signature = decision["decision"]["signature"]
+    # The index is built on first use from the old ledger, and agrees with its rows.
+    assert ledger.rows_of(decision["decision_id"])[0] == decision
+    assert ledger.history(signature) == history_by_scan(rows, signature)
+    assert ledger.verify().ok

@@ -12,6 +12,8 @@ import pytest
 
 from orchestrator.cli.commands.verdicts import parse_since, verdicts
 from orchestrator.domain.errors import UsageError
+from orchestrator.recovery.proposal import Proposal
+from orchestrator.recovery.verdict import VERDICT_ADAPTER
 from orchestrator.storage.decisions import TokenUsage, VerdictRecord, write_verdict
 
 RUN_A = "CARDS-1-20261130T010000Z-aaaa"
@@ -28,9 +30,29 @@ def record(
     summary: str = "done",
     calls: int = 0,
 ) -> VerdictRecord:
+    fields: dict[str, object] = {"action": action, "summary": summary}
+    if action == "mechanical-fix":
+        fields["repair_plan"] = {"verification_check": "project-tests", "commands": ["git status"]}
+    verdict = VERDICT_ADAPTER.validate_json(json.dumps(fields))
+    decision_id = f"{run_id}:attempt-3:verdict-{number}"
+    proposal = Proposal.model_validate(
+        {
+            "decision_id": decision_id,
+            "capability": "stage-recovery",
+            "action": verdict,
+            "confidence": 0.8722,
+            "routing": "auto",
+            "reasoning": ["model verdict"],
+            "evidence": {
+                "source": {"source": source, "valid": True},
+                "failure": {"stage": "review", "attempt": 3, "signature": "review/project-tests"},
+                "bundle": {"inputs_hash": "0" * 64},
+            },
+        }
+    )
     return VerdictRecord(
         number=number,
-        decision_id=f"{run_id}:attempt-3:verdict-{number}",
+        decision_id=decision_id,
         run_id=run_id,
         ticket_id=run_id.rsplit("-", 2)[0],
         attempt=3,
@@ -41,11 +63,11 @@ def record(
         valid=True,
         reason="model verdict" if source == "model" else f"{source} reason",
         halt=None,
-        verdict={"action": action, "summary": summary},
+        verdict=verdict,
         prompt_version="recovery-v1",
         usage=TokenUsage(calls=calls, input_tokens=1000 * calls, output_tokens=20 * calls),
         created_at=at,
-        proposal={"routing": "auto", "confidence": 0.8722},
+        proposal=proposal,
     )
 
 

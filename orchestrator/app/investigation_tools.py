@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.domain.config import Config
 from orchestrator.execution import runner
 from orchestrator.recovery.context import head_bytes
@@ -86,11 +85,9 @@ def investigator_for(
     """The investigation loop for the graph's llm_decision node, or None in single mode."""
     if config.diagnosis.mode != "investigate":
         return None
-    link = LedgerLink.for_services(services)
     return investigator(
         tools=clone_tools(clone, services.environ),
         allow=frozenset(config.diagnosis.tools),
         max_steps=config.diagnosis.max_steps,
         max_tokens=config.model.max_tokens,
-        trace=lambda ctx, step: link.trace(ctx, step, services),
     )

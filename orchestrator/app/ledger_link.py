@@ -1,6 +1,7 @@
 """How the recovery loop uses the decision ledger (``ledger.py``): one row per decision
-(from the graph's exit node), one superseding row per outcome, and the history of past
-outcomes for a failure signature, which feeds confidence.
+(appended from the persisted decision, with a row per investigation tool step before
+it), one superseding row per outcome, and the history of past outcomes for a failure
+signature, which feeds confidence.
 
 Rows are keyed by ``decision_id`` (ticket run, attempt, verdict number): a redelivered
 decision finds its row and does not append another.
@@ -8,14 +9,16 @@ decision finds its row and does not append another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.errors import StateError
 from orchestrator.recovery.confidence import History
-from orchestrator.recovery.graph import CAPABILITY, GraphState, Proposal, RecoveryContext
-from orchestrator.recovery.investigate import Step
+from orchestrator.recovery.graph import CAPABILITY, NODE_ORDER
+from orchestrator.recovery.proposal import Proposal, RecoveryContext
+from orchestrator.recovery.transcript import ToolCall
+from orchestrator.storage.decisions import VerdictRecord
 from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledger_path
 
 if TYPE_CHECKING:
@@ -51,47 +54,49 @@ class LedgerLink:
         found = self.ledger.history(signature)  # indexed: no scan of the ledger
         return {a: History(green=h.green, total=h.total) for a, h in found.items()}
 
-    def decision_writer(self, services: Services) -> Callable[[GraphState], str | None]:
-        def write(state: GraphState) -> str | None:
-            proposal = state.proposal
-            if proposal is None:
-                return None
-            existing = self._decision_row(proposal.decision_id)
-            if existing is not None:  # redelivery: the row is already there
-                return str(existing["entry_hash"])
-            decision = state.require_decision()
-            ctx = state.ctx
-            row = self.ledger.append(
-                kind="decision",
-                decision_id=proposal.decision_id,
-                ts=services.clock().isoformat(),
-                ticket=ctx.ticket_id,
-                run=ctx.run_id,
-                capability=CAPABILITY,
-                inputs_hash=ctx.inputs_hash,
-                model_version=decision.model or "none",
-                prompt_version=_prompt_version(),
-                source=decision.source.value,
-                decision={
-                    "verdict": proposal.action,
-                    "signature": ctx.signature,
-                    "trace": list(state.trace),
-                },
-                confidence=proposal.confidence,
-                routing=proposal.routing,
-                outcome=None,
-                supersedes=None,
-            )
-            return str(row["entry_hash"])
+    def record_decision(
+        self, verdict: VerdictRecord, ctx: RecoveryContext, services: Services
+    ) -> str:
+        """The decision's rows — one per investigation tool step, then the decision — once:
+        a redelivered decision finds its row and appends nothing. Returns the decision
+        row's hash."""
+        existing = self._decision_row(verdict.decision_id)
+        if existing is not None:
+            return str(existing["entry_hash"])
+        ts = services.clock().isoformat()
+        for step in verdict.transcript or ():
+            if isinstance(step, ToolCall):
+                self._trace(ctx, step, ts)
+        proposal = verdict.proposal
+        row = self.ledger.append(
+            kind="decision",
+            decision_id=proposal.decision_id,
+            ts=ts,
+            ticket=ctx.ticket_id,
+            run=ctx.run_id,
+            capability=CAPABILITY,
+            inputs_hash=ctx.inputs_hash,
+            model_version=verdict.model or "none",
+            prompt_version=verdict.prompt_version,
+            source=verdict.source,
+            decision={
+                "verdict": proposal.action.model_dump(mode="json"),
+                "signature": ctx.signature,
+                "trace": [*NODE_ORDER, "memory_write", "exit"],
+            },
+            confidence=proposal.confidence,
+            routing=proposal.routing,
+            outcome=None,
+            supersedes=None,
+        )
+        return str(row["entry_hash"])
 
-        return write
-
-    def trace(self, ctx: RecoveryContext, step: Step, services: Services) -> None:
-        """One ledger row per investigation step: the loop is as reconstructable as a call."""
+    def _trace(self, ctx: RecoveryContext, step: ToolCall, ts: str) -> None:
+        """One row per investigation step: the loop is as reconstructable as a call."""
         self.ledger.append(
             kind="trace",
             decision_id=ctx.decision_id,
-            ts=services.clock().isoformat(),
+            ts=ts,
             ticket=ctx.ticket_id,
             run=ctx.run_id,
             capability=CAPABILITY,
@@ -99,8 +104,8 @@ class LedgerLink:
             model_version="none",
             prompt_version=_prompt_version(),
             source="model",
-            decision={"step": step.index, "tool": step.tool, "args": dict(step.args),
-                      "result_digest": step.result_digest, "result_chars": step.result_chars},
+            decision={"step": step.step, "tool": step.tool, "args": dict(step.args),
+                      "result_digest": step.result_sha256, "result_chars": step.result_chars},
             confidence=None,
             routing=None,
             outcome=None,

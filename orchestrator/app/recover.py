@@ -1,7 +1,8 @@
 """What happens when an attempt fails: one decision, persisted, approved, carried out.
 
-    gather facts ─► bundle (persisted) ─► RecoveryAgent.propose (the fixed graph; its
-    memory_write node persists the verdict file, its exit node the ledger row)
+    gather facts ─► bundle (persisted) ─► RecoveryAgent.diagnose (the fixed graph; it
+    persists nothing) ─► the decision persisted once: reply texts, verdict file (with
+    its call transcript), ledger rows
     ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
        otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``
     ─► substrate.apply(proposal, approval) ─► outcome on the run record
@@ -20,7 +21,6 @@ from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
-from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
@@ -31,17 +31,10 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
-from orchestrator.recovery.graph import (
-    CAPABILITY,
-    GraphDeps,
-    GraphState,
-    Proposal,
-    RecoveryAgent,
-    RecoveryContext,
-    context_to_json,
-)
+from orchestrator.recovery.graph import CAPABILITY, GraphDeps, GraphState, RecoveryAgent
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PROMPT_VERSION, facts_for
+from orchestrator.recovery.proposal import RecoveryContext
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.storage.approvals import (
     AUTO,
@@ -54,6 +47,7 @@ from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.decisions import TokenUsage, VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
+from orchestrator.storage.transcripts import replies_dir, write_texts
 
 DIFF_TIMEOUT_S = 60.0
 
@@ -145,7 +139,7 @@ def recover(
         )
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
-    proposal = Proposal.model_validate(decided.proposal)
+    proposal = decided.proposal
     path = approval_path(store.runs_dir, record.run_id, decided.number)
     approval = read_approval(path)
     if approval is None:
@@ -184,7 +178,9 @@ def recover(
 def _decide(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
 ) -> VerdictRecord:
-    """Gather the context, run the agent (which persists its verdict), return the record."""
+    """Gather the context, run the agent, persist its decision (reply texts, verdict file,
+    ledger rows) and return it: what is returned is what was persisted, and nothing
+    decided has run yet."""
     store, config = services.store, services.loaded.config
     number = len(record.verdicts) + 1
     verdict_path = store.verdict_path(record.run_id, number)
@@ -193,6 +189,10 @@ def _decide(
         # pointed at it. The decision stands; the model is not asked again.
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
+            if persisted.inputs is not None:  # the ledger rows may not have been written
+                LedgerLink.for_services(services).record_decision(
+                    persisted, persisted.inputs, services
+                )
             return persisted
     clone_exists = _clone_exists(record)
     code_stage = code_stage_for(config, stage)
@@ -243,10 +243,10 @@ def _decide(
         inputs_hash=link.inputs_hash(bundle_json),
         clone_exists=clone_exists,
         caps=Caps(
-            budget.spent("diagnosis"),
-            config.recovery.max_diag_invocations_per_ticket,
-            budget.spent("infra-retry"),
-            config.recovery.max_infra_retries_per_ticket,
+            diagnoses_used=budget.spent("diagnosis"),
+            max_diagnoses=config.recovery.max_diag_invocations_per_ticket,
+            infra_retries_used=budget.spent("infra-retry"),
+            max_infra_retries=config.recovery.max_infra_retries_per_ticket,
         ),
         history=link.history(signature),
     )
@@ -260,11 +260,6 @@ def _decide(
             record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
         )
 
-    def memory(state: GraphState) -> str | None:
-        # The agent's own audit memory: its decision, written before anything runs.
-        write_verdict(verdict_path, _verdict_record(state, number, services))
-        return str(verdict_path)
-
     deps = GraphDeps(
         gateway_factory=services.gateway_factory,
         charge=charge,
@@ -273,21 +268,23 @@ def _decide(
         max_tokens=config.model.max_tokens,
         judge_sample_rate=config.judge.sample_rate,
         judge_factory=services.gateway_factory,
-        memory=memory,
-        ledger=link.decision_writer(services),
         investigate=investigator_for(config, services, Path(record.clone_dir)),
     )
-    RecoveryAgent(deps).diagnose(ctx)
-    return read_verdict(verdict_path)
+    state = RecoveryAgent(deps).diagnose(ctx)
+    decided = _verdict_record(state, number, services)
+    # The agent's audit memory, then its ledger entry, before anything decided runs; the
+    # texts first, so a verdict file never references a text that is not there.
+    write_texts(replies_dir(store.runs_dir, record.run_id), state.transcript.texts)
+    write_verdict(verdict_path, decided)
+    link.record_decision(decided, ctx, services)
+    return decided
 
 
 def _verdict_record(state: GraphState, number: int, services: Services) -> VerdictRecord:
     decision = state.require_decision()
-    proposal = state.proposal
-    if proposal is None:
-        raise StateError("state error: the recovery graph produced no proposal")
+    proposal = state.require_proposal()
     ctx = state.ctx
-    usage = proposal.evidence_of("usage")
+    usage = proposal.evidence.usage
     return VerdictRecord(
         number=number,
         decision_id=ctx.decision_id,
@@ -301,21 +298,19 @@ def _verdict_record(state: GraphState, number: int, services: Services) -> Verdi
         valid=decision.valid,
         reason=decision.reason,
         halt=decision.halt.value if decision.halt else None,
-        verdict=decision.verdict.model_dump(mode="json"),
+        verdict=decision.verdict,
         errors=decision.errors,
         playbook_entry=decision.playbook_entry,
         model=decision.model,
         prompt_version=PROMPT_VERSION,
         usage=TokenUsage(
-            calls=int(usage.get("calls", 0)),
-            input_tokens=int(usage.get("input_tokens", 0)),
-            output_tokens=int(usage.get("output_tokens", 0)),
+            calls=usage.calls, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
         ),
-        replies=decision.replies,
         bundle_path=ctx.bundle_path,
         created_at=services.clock(),
-        proposal=proposal.model_dump(mode="json"),
-        inputs=context_to_json(ctx),
+        proposal=proposal,
+        inputs=ctx,
+        transcript=state.transcript.entries,
     )
 
 

@@ -1,30 +1,33 @@
-"""Replay a past decision: re-run the recovery graph on the persisted inputs with the
-persisted model replies, and compare today's proposal and dispatch with the persisted ones.
+"""Replay a past decision: re-run the recovery graph on the persisted inputs, re-feeding
+its call transcript, and compare today's proposal and dispatch with the persisted ones.
 
-    verdict file ─► RecoveryContext (``inputs`` + the bundle file, reloaded byte-exactly)
-                 ─► run_graph with replay deps: the gateway answers with the persisted
-                    replies in order, the judge with its persisted answer; charge, memory
-                    and ledger do nothing; thresholds, re-asks and sampling are today's
-                 ─► field-by-field comparison of the two proposals, and of what the
-                    substrate would do with each (``plan_dispatch``)
+    verdict file ─► RecoveryContext (``inputs``, with the bundle file's text)
+                 ─► run_graph with replay deps: a ``TranscriptPlayer`` answers every model
+                    call (diagnosis, re-asks, investigation steps, judge) and every
+                    investigation tool call from the recorded transcript, in order, with
+                    the reply texts stored beside the verdict; charge does nothing;
+                    thresholds, re-asks and sampling are today's
+                 ─► the transcript's divergences (a request whose digest differs, a call
+                    the transcript does not have, a recorded call never made, a stored
+                    reply that no longer matches its digest), then a field-by-field
+                    comparison of the two proposals and of what the substrate would do
+                    with each (``plan_dispatch``)
+
+Nothing is inferred from the words of a reason: what happened is the transcript.
 
 Pure apart from reading files: no model is reached (there is no real gateway here), no
 process starts and nothing is written — replay is given no runner, no services and no
 substrate ``apply``; it only *states* what the substrate would do.
 
-What cannot be reproduced exactly is said, per verdict, in ``limitations``: tool results
-of an investigation (the ledger keeps only their digests), replies stored after redaction
-or cut at the storage cap, a prompt that changed since. Per-call token counts are not
-persisted (only totals), so the replayed replies carry the totals on the first of them:
-the sums in the evidence are what is compared.
+Verdict files written before the transcript existed are replayed when they made no model
+call (there is nothing to re-feed); otherwise they are reported as not replayable, with a
+note saying why.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,34 +36,25 @@ from pydantic import ValidationError
 from orchestrator.app.investigation_tools import clone_tools
 from orchestrator.app.substrate import Dispatch, plan_dispatch
 from orchestrator.domain.config import Config, LoadedConfig
-from orchestrator.domain.errors import OrchestratorError, StateError, UsageError
+from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.context import ContextBundle
-from orchestrator.recovery.diagnose import (
-    MAX_STORED_REPLY_CHARS,
-    Decision,
-    Source,
-)
-from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
-from orchestrator.recovery.graph import (
-    GraphDeps,
-    GraphState,
-    Proposal,
-    RecoveryContext,
-    context_from_json,
-    run_graph,
-)
-from orchestrator.recovery.investigate import Step, Tool, investigator
+from orchestrator.recovery.diagnose import Decision, Source
+from orchestrator.recovery.gateway import ModelGateway, Unavailable
+from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
+from orchestrator.recovery.investigate import Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION
+from orchestrator.recovery.proposal import Proposal, RecoveryContext
+from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, TranscriptPlayer
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.layout import verdict_files
-from orchestrator.storage.ledger import Ledger, inputs_hash, ledger_path
+from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.runs import RunRecord, RunStore, StageOverride
+from orchestrator.storage.transcripts import read_texts, replies_dir
 
 __all__ = [
     "Difference",
     "Dispatch",
-    "ReplayGateway",
     "ReplayResult",
     "compare",
     "plan_dispatch",
@@ -71,18 +65,6 @@ __all__ = [
 
 ABSENT: Final = "<absent>"
 REPLAY_MODEL: Final = "replay"
-NO_REPLY: Final = "replay: no persisted reply for this call"
-# How diagnose/_ask and the investigation word a failed call; replay reproduces the call.
-GATEWAY_FAILED: Final = "model gateway failed: "
-CALL_FAILED: Final = "model call failed: "
-DISALLOWED: Final = "the model reached for a tool outside the allow-list: "
-# The stored cap of an investigation step's reply (bounded_investigation keeps 4000).
-INVESTIGATION_REPLY_CHARS: Final = 4000
-_INVESTIGATION_REASON = re.compile(
-    r"^(model verdict after \d+ tool step|investigation hit its step cap"
-    r"|the model reached for a tool outside the allow-list)"
-)
-_PLACEHOLDER_RESULT: Final = "(replay: tool results are not stored; nothing was read)"
 
 
 @dataclass(frozen=True)
@@ -124,180 +106,55 @@ class ReplayResult:
         }
 
 
-# ---- the replay gateway -----------------------------------------------------------------
-
-ScriptStep = ModelReply | BaseException
+# ---- availability and tools -------------------------------------------------------------
 
 
-@dataclass
-class ReplayGateway:
-    """Answers from persisted data, in order. Never reaches a model. A call past the
-    script is answered with an error reply and counted: a difference, not a crash."""
-
-    script: list[ScriptStep]
-    model_name: str = REPLAY_MODEL
-    calls: int = 0
-    overrun: int = 0
-
-    def complete(self, request: ModelRequest) -> ModelReply:
-        self.calls += 1
-        if not self.script:
-            self.overrun += 1
-            return ModelReply(text=None, model=self.model_name, error=NO_REPLY)
-        step = self.script.pop(0)
-        if isinstance(step, BaseException):
-            raise step
-        return step
-
-    @property
-    def unused(self) -> int:
-        return len(self.script)
-
-
-def _named_exception(name: str) -> Exception:
-    """An exception whose class has the persisted name: diagnose records only
-    ``type(exc).__name__``, so this reproduces its reason exactly."""
-    if not name.isidentifier():
-        name = "ReplayedGatewayError"
-    error: Exception = type(name, (Exception,), {})(f"replayed {name}")
-    return error
-
-
-def _judge_evidence(verdict: VerdictRecord) -> dict[str, Any]:
-    return _evidence(verdict.proposal, "judge")
-
-
-def _evidence(proposal: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    for entry in proposal.get("evidence") or ():
-        if isinstance(entry, dict) and entry.get("kind") == kind:
-            return entry
-    return {}
-
-
-def _judge_calls_in_usage(verdict: VerdictRecord) -> int:
-    judge = _judge_evidence(verdict)
-    # A judge call that raised is not in the usage (Usage() stays empty); any other is.
-    return 1 if judge.get("sampled") and judge.get("reason") != "judge failed" else 0
-
-
-def _refused_tool_replies(
-    verdict: VerdictRecord, trace_rows: Sequence[Mapping[str, Any]]
-) -> tuple[str, ...]:
-    """An investigation refused for an off-list tool keeps none of its replies (the
-    decision is built without them): its allowed steps are in the ledger's trace and the
-    refused tool is in the reason, which is all the loop acted on."""
-    if verdict.replies or not verdict.reason.startswith(DISALLOWED):
-        return ()
-    steps = [
-        {"tool": row["decision"].get("tool"), "args": row["decision"].get("args", {})}
-        for row in trace_rows
-        if isinstance(row.get("decision"), dict)
-    ]
-    steps.append({"tool": verdict.reason.removeprefix(DISALLOWED)})
-    return tuple(json.dumps(step) for step in steps)
-
-
-def decision_script(
-    verdict: VerdictRecord, trace_rows: Sequence[Mapping[str, Any]] = ()
-) -> list[ScriptStep]:
-    """The decision's calls as the graph saw them: each persisted reply, plus the failed
-    call the reason names (an exception, or a reply with an error)."""
-    model = verdict.model or REPLAY_MODEL
-    texts = verdict.replies or _refused_tool_replies(verdict, trace_rows)
-    steps: list[ScriptStep] = [
-        ModelReply(text=text, model=model, stop_reason="end_turn") for text in texts
-    ]
-    calls = verdict.usage.calls - _judge_calls_in_usage(verdict)
-    if verdict.halt == HaltReason.MODEL_ERROR:
-        if verdict.reason.startswith(GATEWAY_FAILED):
-            steps.append(_named_exception(verdict.reason.removeprefix(GATEWAY_FAILED)))
-        elif verdict.reason.startswith(CALL_FAILED):
-            error = verdict.reason.removeprefix(CALL_FAILED)
-            last = steps[-1] if steps else None
-            if calls <= len(verdict.replies) and isinstance(last, ModelReply):
-                # The reply had text (so it was stored) and an error: one call, not two.
-                steps[-1] = replace(last, error=error)
-            else:
-                steps.append(ModelReply(text=None, model=model, error=error))
-    # Only totals are persisted: the first reply carries them, the sums then agree.
-    first = next((i for i, s in enumerate(steps) if isinstance(s, ModelReply)), None)
-    if first is not None:
-        reply = steps[first]
-        assert isinstance(reply, ModelReply)
-        steps[first] = replace(
-            reply,
-            input_tokens=verdict.usage.input_tokens,
-            output_tokens=verdict.usage.output_tokens,
-        )
-    return steps
-
-
-def judge_gateway(verdict: VerdictRecord) -> ReplayGateway | Unavailable | None:
-    """The judge's persisted answer; None where no judge was configured, Unavailable
-    (with the persisted reason) where a spent budget refused it."""
-    judge = _judge_evidence(verdict)
-    model = verdict.model or REPLAY_MODEL
-    if not judge.get("sampled"):
-        reason = str(judge.get("reason") or "")
-        if reason == "no judge configured":
+def model_availability(
+    verdict: VerdictRecord, player: TranscriptPlayer
+) -> ModelGateway | Unavailable | None:
+    """What the gateway factory gave the graph then: no gateway (no model configured), a
+    refusal (a spent batch budget, with its reason), or a gateway (here: the player).
+    Availability is the environment's state, not the decision's: replay reproduces it
+    from the typed halt reason."""
+    if verdict.usage.calls == 0 and verdict.source == Source.SYNTHETIC:
+        if verdict.halt == HaltReason.NO_MODEL:
             return None
-        if reason:
-            return Unavailable(reason)
-        return ReplayGateway([], model)  # none persisted: a call today is an overrun
-    reason = str(judge.get("reason", ""))
-    agrees = judge.get("agrees")
-    step: ScriptStep
-    if reason == "judge failed":
-        step = RuntimeError("replayed judge failure")
-    elif reason == "judge reply was not valid" and agrees is None:
-        step = ModelReply(text="", model=model, stop_reason="end_turn")
-    else:
-        answer = json.dumps({"agree": agrees, "reason": reason})
-        step = ModelReply(text=answer, model=model, stop_reason="end_turn")
-    return ReplayGateway([step], model)
+        if verdict.halt == HaltReason.BUDGET_SPENT:
+            return Unavailable(verdict.reason)
+    return player
 
 
-# ---- investigation ----------------------------------------------------------------------
+def judge_availability(
+    proposal: Proposal, player: TranscriptPlayer
+) -> ModelGateway | Unavailable | None:
+    """The judge shares the transcript; where it was unavailable then, it is now, for the
+    persisted reason."""
+    judge = proposal.evidence.judge
+    return Unavailable(judge.reason) if judge.unavailable else player
 
 
-def used_investigation(verdict: VerdictRecord, trace_rows: list[dict[str, Any]]) -> bool:
-    return bool(trace_rows) or bool(_INVESTIGATION_REASON.match(verdict.reason))
+def _recorded_tools(player: TranscriptPlayer) -> dict[str, Tool]:
+    """The real tools' names (building them reads and runs nothing), each answering with
+    the recorded result of the next tool call."""
 
+    def recorded(name: str) -> Tool:
+        def tool(args: Mapping[str, Any]) -> str:
+            return player.tool(name, args)
 
-def _placeholder_tools() -> dict[str, Tool]:
-    # The real tools' names (building them reads and runs nothing); results are not stored.
-    def placeholder(args: Mapping[str, Any]) -> str:
-        return _PLACEHOLDER_RESULT
+        return tool
 
-    return {name: placeholder for name in clone_tools(Path("/nonexistent"), {})}
+    return {name: recorded(name) for name in clone_tools(Path("/nonexistent"), {})}
 
 
 def _replay_investigator(
-    config: Config, steps: list[Step]
+    config: Config, player: TranscriptPlayer
 ) -> Callable[[GraphState, GraphDeps], Decision]:
-    """The same loop the run used, with placeholder tools and the trace kept in memory.
-    Tool results reach only the prompts, which a replay does not send, so the decision
-    depends on the replies alone."""
     return investigator(
-        tools=_placeholder_tools(),
+        tools=_recorded_tools(player),
         allow=frozenset(config.diagnosis.tools),
         max_steps=config.diagnosis.max_steps,
         max_tokens=config.model.max_tokens,
-        trace=lambda ctx, step: steps.append(step),
     )
-
-
-def _trace_differences(rows: list[dict[str, Any]], steps: list[Step]) -> list[Difference]:
-    out = []
-    for index in range(max(len(rows), len(steps))):
-        then = rows[index].get("decision", {}) if index < len(rows) else {}
-        now = steps[index] if index < len(steps) else None
-        for name in ("tool", "args"):
-            before = then.get(name, ABSENT)
-            after = (getattr(now, name) if name == "tool" else dict(now.args)) if now else ABSENT
-            if before != after:
-                out.append(Difference(f"investigation.step[{index}].{name}", before, after))
-    return out
 
 
 # ---- dispatch ---------------------------------------------------------------------------
@@ -326,23 +183,22 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def proposal_fields(proposal: Mapping[str, Any]) -> dict[str, Any]:
+def proposal_fields(proposal: Proposal) -> dict[str, Any]:
     """A proposal as named fields: ``action``, ``verdict.<field>``, ``routing``,
     ``confidence``, ``reasoning[i]``, ``evidence.<kind>.<key>``."""
+    data = proposal.model_dump(mode="json")
     out: dict[str, Any] = {
-        "decision_id": proposal.get("decision_id"),
-        "capability": proposal.get("capability"),
+        "decision_id": data["decision_id"],
+        "capability": data["capability"],
     }
-    action = dict(proposal.get("action") or {})
-    out["action"] = action.pop("action", None)
+    action = dict(data["action"])
+    out["action"] = action.pop("action")
     _flatten(action, "verdict", out)
-    out["routing"] = proposal.get("routing")
-    out["confidence"] = proposal.get("confidence")
-    for index, line in enumerate(proposal.get("reasoning") or ()):
+    out["routing"] = data["routing"]
+    out["confidence"] = data["confidence"]
+    for index, line in enumerate(data["reasoning"]):
         out[f"reasoning[{index}]"] = line
-    for entry in proposal.get("evidence") or ():
-        fields = dict(entry)
-        _flatten(fields, f"evidence.{fields.pop('kind', '?')}", out)
+    _flatten(data["evidence"], "evidence", out)
     return out
 
 
@@ -386,79 +242,66 @@ def _bundle_text(verdict: VerdictRecord, limitations: list[str]) -> tuple[str, s
     return bundle.render(), inputs_hash(raw)
 
 
-def _limitations(verdict: VerdictRecord, investigated: bool, config: Config) -> list[str]:
+def _limitations(verdict: VerdictRecord, calls: tuple[ModelCall | ToolCall, ...]) -> list[str]:
     notes = []
-    source = _evidence(verdict.proposal, "source").get("source")
-    if source == Source.MODEL and verdict.prompt_version != PROMPT_VERSION:
+    model_calls = [c for c in calls if isinstance(c, ModelCall)]
+    if model_calls and verdict.prompt_version != PROMPT_VERSION:
         notes.append(
             f"the prompt changed since ({verdict.prompt_version} → {PROMPT_VERSION}): the "
-            "persisted replies answered the old prompt"
+            "recorded replies answered the old prompt"
         )
-    redactions = _evidence(verdict.proposal, "guardrail").get("redactions") or 0
-    if redactions:
-        notes.append(
-            f"the replies were stored after the guardrail scrubbed them ({redactions} "
-            "replacement(s)): replay reads the scrubbed text, so it finds nothing to scrub"
-        )
-    cap = INVESTIGATION_REPLY_CHARS if investigated else MAX_STORED_REPLY_CHARS
-    for index, text in enumerate(verdict.replies):
-        if len(text) >= cap:
-            notes.append(f"reply {index + 1} was stored cut at {cap} characters")
-    if investigated and verdict.reason.startswith(DISALLOWED) and not verdict.replies:
-        notes.append(
-            "the investigation was refused for an off-list tool, which keeps no replies: "
-            "its steps were rebuilt from the ledger's trace and the reason"
-        )
-    if investigated:
-        notes.append(
-            "cannot replay an investigation's tool results (the ledger keeps only their "
-            "digests): replayed from the persisted replies with placeholder results, "
-            "which only the prompts would have shown; the steps are compared with the trace"
-        )
-        if config.diagnosis.mode != "investigate":
-            notes.append("decided by an investigation, but today's [diagnosis] mode is single")
-    elif source == Source.MODEL and verdict.usage.calls and config.diagnosis.mode == "investigate":
-        notes.append("decided by a single call, but today's [diagnosis] mode is investigate")
+    for index, call in enumerate(calls):
+        if isinstance(call, ModelCall) and call.redactions:
+            notes.append(
+                f"call {index} ({call.purpose}): its reply was stored after scrubbing "
+                f"({call.redactions} replacement(s)); replay reads the scrubbed text"
+            )
     return notes
+
+
+def _transcript(verdict: VerdictRecord) -> tuple[ModelCall | ToolCall, ...] | None:
+    """The calls to re-feed; None when the file predates transcripts and made calls."""
+    if verdict.transcript is not None:
+        return verdict.transcript
+    # Older files made no call when they say so: there is nothing to re-feed.
+    return () if verdict.usage.calls == 0 else None
 
 
 def replay_verdict(
     verdict: VerdictRecord,
-    path: Path,
     record: RunRecord,
     config: Config,
-    trace_rows: list[dict[str, Any]],
+    texts: Mapping[str, str],
 ) -> ReplayResult:
-    """Re-run the graph for one persisted decision and compare."""
-    if not verdict.inputs:
+    """Re-run the graph for one persisted decision, re-feeding its transcript (``texts``:
+    the stored reply texts by digest), and compare."""
+    if verdict.inputs is None:
         return _not_replayable(
             verdict,
             "written before verdict files recorded their inputs: cannot be replayed",
         )
-    investigated = used_investigation(verdict, trace_rows)
-    limitations = _limitations(verdict, investigated, config)
+    calls = _transcript(verdict)
+    if calls is None:
+        return _not_replayable(
+            verdict,
+            f"written before verdict files carried a call transcript: its "
+            f"{verdict.usage.calls} model call(s) cannot be replayed exactly",
+        )
+    limitations = _limitations(verdict, calls)
     bundle_text, bundle_hash = _bundle_text(verdict, limitations)
-    try:
-        ctx = context_from_json(verdict.inputs, bundle_text)
-        then = Proposal.model_validate(verdict.proposal)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StateError(
-            f"state error: {path}: the persisted decision cannot be replayed: "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
+    ctx = verdict.inputs.model_copy(update={"bundle_text": bundle_text})
+    then = verdict.proposal
 
-    script = decision_script(verdict, trace_rows)
-    gateway = ReplayGateway(list(script), verdict.model or REPLAY_MODEL)
-    judge = judge_gateway(verdict)
-    availability = model_availability(verdict, gateway)
+    player = TranscriptPlayer(calls, texts, model_name=verdict.model or REPLAY_MODEL)
+    model = model_availability(verdict, player)
+    judge = judge_availability(then, player)
 
     def gateway_factory() -> ModelGateway | Unavailable | None:
-        return availability
+        return model
 
     def judge_factory() -> ModelGateway | Unavailable | None:
         return judge
 
-    steps: list[Step] = []
     deps = GraphDeps(
         gateway_factory=gateway_factory,
         charge=_nothing,
@@ -468,59 +311,37 @@ def replay_verdict(
         judge_sample_rate=config.judge.sample_rate,
         judge_factory=judge_factory,
         investigate=(
-            _replay_investigator(config, steps) if config.diagnosis.mode == "investigate" else None
+            _replay_investigator(config, player) if config.diagnosis.mode == "investigate" else None
         ),
-    )  # memory and ledger: the defaults, which write nothing
+    )
     state = run_graph(ctx, deps)
-    now = state.proposal
-    assert now is not None
+    now = state.require_proposal()
 
     differences = []
     if bundle_hash is not None and bundle_hash != ctx.inputs_hash:
         differences.append(Difference("bundle.inputs_hash", ctx.inputs_hash, bundle_hash))
-    # "then" as stored (not as re-validated): the comparison is with the file itself.
-    differences += compare(
-        proposal_fields(verdict.proposal), proposal_fields(now.model_dump(mode="json"))
-    )
-    persisted_calls = len(script) + (1 if _judge_evidence(verdict).get("sampled") else 0)
-    judged = judge if isinstance(judge, ReplayGateway) else None
-    calls = gateway.calls + (judged.calls if judged else 0)
-    served = calls - gateway.overrun - (judged.overrun if judged else 0)
-    if calls != persisted_calls or served != persisted_calls:
-        differences.append(Difference("model_calls", persisted_calls, calls))
-    if investigated or steps:
-        differences += _trace_differences(trace_rows, steps)
+    divergences = player.finish()
+    differences += [Difference(d.name, d.then, d.now) for d in divergences]
+    differences += compare(proposal_fields(then), proposal_fields(now))
     at_decision = record_at_decision(record, ctx)
     dispatch_then = plan_dispatch(then, config, at_decision)
     dispatch_now = plan_dispatch(now, config, at_decision)
     differences += compare(
         _dispatch_fields(dispatch_then), _dispatch_fields(dispatch_now), prefix="dispatch."
     )
+    made = sum(1 for c in state.transcript.entries if isinstance(c, ModelCall))
+    unanswered = sum(1 for d in divergences if d.what == "missing" and d.now in set(CallPurpose))
     return ReplayResult(
         number=verdict.number,
         decision_id=verdict.decision_id,
         identical=not differences,
         differences=differences,
         limitations=limitations,
-        calls_replayed=served,
-        action=str(now.action.get("action")),
+        calls_replayed=made - unanswered,
+        action=now.action.action,
         routing=now.routing,
         dispatch=dispatch_now,
     )
-
-
-def model_availability(
-    verdict: VerdictRecord, gateway: ModelGateway
-) -> ModelGateway | Unavailable | None:
-    """What the gateway factory gave the graph then: no gateway (no model configured), a
-    refusal (a spent batch budget, with its reason), or a gateway (here: ``gateway``).
-    Availability is the environment's state, not the decision's: replay reproduces it."""
-    if verdict.usage.calls == 0 and verdict.source == Source.SYNTHETIC:
-        if verdict.halt == HaltReason.NO_MODEL:
-            return None
-        if verdict.halt == HaltReason.BUDGET_SPENT:
-            return Unavailable(verdict.reason)
-    return gateway
 
 
 def _not_replayable(verdict: VerdictRecord, why: str) -> ReplayResult:
@@ -532,7 +353,7 @@ def _not_replayable(verdict: VerdictRecord, why: str) -> ReplayResult:
         limitations=[why],
         calls_replayed=0,
         action=verdict.action,
-        routing=str(verdict.proposal.get("routing", "")),
+        routing=verdict.proposal.routing,
         replayable=False,
     )
 
@@ -550,17 +371,6 @@ def verdict_paths(store: RunStore, run_id: str) -> dict[int, Path]:
     return {v.number: v.path for v in verdict_files(store.runs_dir, run_id=run_id)}
 
 
-def _trace_rows(state_dir: Path, limitations: list[str]) -> dict[str, list[dict[str, Any]]]:
-    rows: dict[str, list[dict[str, Any]]] = {}
-    try:
-        for row in Ledger(ledger_path(state_dir)).rows():
-            if row.get("kind") == "trace":
-                rows.setdefault(str(row.get("decision_id")), []).append(row)
-    except (OrchestratorError, OSError) as exc:
-        limitations.append(f"the ledger is unreadable ({exc}): investigation steps not compared")
-    return rows
-
-
 def replay(
     store: RunStore, loaded: LoadedConfig, run_id: str, number: int | None
 ) -> list[ReplayResult]:
@@ -573,15 +383,18 @@ def replay(
             have = ", ".join(map(str, paths)) or "none"
             raise UsageError(f"usage error: run {run_id} has no verdict {number} (it has: {have})")
         paths = {number: paths[number]}
-    ledger_notes: list[str] = []
-    traces = _trace_rows(store.state_dir, ledger_notes) if paths else {}
+    texts_dir = replies_dir(store.runs_dir, run_id)
     results = []
     for path in paths.values():
         verdict = read_verdict(path)
-        result = replay_verdict(
-            verdict, path, record, loaded.config, traces.get(verdict.decision_id, [])
-        )
-        if ledger_notes:
-            result = replace(result, limitations=[*result.limitations, *ledger_notes])
-        results.append(result)
+        digests = [
+            digest
+            for call in verdict.transcript or ()
+            for digest in (
+                (call.reply_sha256,) if isinstance(call, ModelCall) else (call.result_sha256,)
+            )
+            if digest is not None
+        ]
+        texts = read_texts(texts_dir, digests)
+        results.append(replay_verdict(verdict, record, loaded.config, texts))
     return results

@@ -34,7 +34,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model, run_check, stage_context
 from orchestrator.execution.stage_env import stage_environ
-from orchestrator.recovery.graph import Proposal
+from orchestrator.recovery.proposal import Proposal
 from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
@@ -46,7 +46,6 @@ from orchestrator.recovery.verdict import (
     Verdict,
     abandon,
     next_model,
-    validate_verdict_object,
 )
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.atomic import atomic_write
@@ -81,7 +80,7 @@ class Applying:
 
     @property
     def source(self) -> str:
-        return str(self.proposal.evidence_of("source").get("source", "?"))
+        return self.proposal.evidence.source.source.value
 
     @property
     def reason(self) -> str:
@@ -113,11 +112,8 @@ def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applyin
         raise StateError(
             f"state error: approval for {approval.decision_id} does not answer {proposal.decision_id}"
         )
-    verdict, errors = validate_verdict_object(proposal.action)
-    if verdict is None:
-        raise StateError(f"state error: proposal {proposal.decision_id} is not a verdict: {errors}")
-    failure = proposal.evidence_of("failure")
-    failing = config.stage(str(failure["stage"]))
+    verdict: Verdict = proposal.action
+    failing = config.stage(proposal.evidence.failure.stage)
     if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
         # Defence in depth: a rejected proposal never runs; a person gets the ticket.
         verdict = abandon(
@@ -196,28 +192,26 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
     overrides give the engine and model an escalation starts from). The retry budget is
     the ticket's spend state, not part of the decision, and is not considered."""
     approval = "auto" if proposal.routing in ("auto", "reject") else "person"
-    verdict, errors = validate_verdict_object(proposal.action)
-    if verdict is None:
-        return Dispatch(str(proposal.action.get("action")), approval, error="; ".join(errors))
-    failure = proposal.evidence_of("failure")
-    halt = proposal.evidence_of("halt")
+    verdict: Verdict = proposal.action
+    failure = proposal.evidence.failure
+    halt = proposal.evidence.halt
     try:
-        failing = config.stage(str(failure.get("stage")))
+        failing = config.stage(failure.stage)
     except KeyError:
         return Dispatch(
             verdict.action, approval,
-            error=f"stage {failure.get('stage')!r} is not in today's config",
+            error=f"stage {failure.stage!r} is not in today's config",
         )  # fmt: skip
     if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
         verdict = abandon("proposal rejected")  # as the substrate does: never run
     code = code_stage_for(config, failing)
     if isinstance(verdict, AbandonHumanVerdict):
-        if halt.get("cap_exhausted"):
+        if halt.cap_exhausted:
             return Dispatch(
                 verdict.action, approval, terminal=RunState.FAILED.value,
                 halt=HaltReason.CAP_EXHAUSTED.value,
             )  # fmt: skip
-        reason = str(halt.get("reason") or HaltReason.ABANDONED.value)
+        reason = (halt.reason or HaltReason.ABANDONED).value
         return Dispatch(verdict.action, approval, terminal=RunState.NEEDS_HUMAN.value, halt=reason)
     if isinstance(verdict, SplitVerdict):
         return Dispatch(
@@ -251,7 +245,7 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
     return Dispatch(
         verdict.action, approval, rerun=failing.name, fallback=code.name,
         recipe=tuple(argvs), recipe_errors=tuple(recipe_errors),
-        verify_check=failure.get("check"),
+        verify_check=failure.check,
     )  # fmt: skip
 
 
@@ -282,7 +276,7 @@ def apply(
     budgets = BudgetStore(services.store.state_dir)
     key = f"{record.run_id}:verdict-{applying.number}"
     budget = budgets.load(record.ticket_id)
-    infra = applying.proposal.evidence_of("failure").get("infra")
+    infra = applying.proposal.evidence.failure.infra
     # Infrastructure retries have their own budget, and wait before they go again.
     kind: ChargeKind = "infra-retry" if infra else "retry"
     limit = (
@@ -384,7 +378,7 @@ def write_handoff(record: RunRecord, applying: Applying, why: str, services: Ser
         if ref.number != applying.number:
             lines.append(f"- verdict {ref.number} ({ref.source}): `{ref.action}` → {ref.outcome}")
     lines.append(
-        f"- verdict {applying.number} ({applying.source}): `{applying.proposal.action['action']}`"
+        f"- verdict {applying.number} ({applying.source}): `{applying.proposal.action.action}`"
         f" — {applying.reason}"
     )
     lines += [
@@ -392,7 +386,7 @@ def write_handoff(record: RunRecord, applying: Applying, why: str, services: Ser
         "## Evidence",
         f"- run record: `{store.record_path(record.run_id)}`",
         f"- verdict: `{store.verdict_path(record.run_id, applying.number)}`",
-        f"- context bundle: `{applying.proposal.evidence_of('bundle').get('path') or 'none'}`",
+        f"- context bundle: `{applying.proposal.evidence.bundle.path or 'none'}`",
         f"- logs: `{Path(record.run_dir) / 'logs'}`",
         f"- clone: `{record.clone_dir}`",
         f"- ticket: `{record.ticket_snapshot}`",

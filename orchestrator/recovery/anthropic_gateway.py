@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.config import ModelConfig
-from orchestrator.recovery.gateway import ModelReply, ModelRequest
+from orchestrator.recovery.gateway import CallError, ModelReply, ModelRequest
 
 if TYPE_CHECKING:
     # For the type checker only: at run time the SDK is imported lazily (see above).
@@ -94,13 +94,16 @@ class AnthropicGateway:
                 timeout=self._timeout_s,
             )
         except anthropic.AnthropicError as exc:
-            return ModelReply(text=None, model=self.model_name, error=self._describe(exc))
+            kind, why = self._describe(exc)
+            return ModelReply(text=None, model=self.model_name, error=why, error_kind=kind)
         except json.JSONDecodeError:
             # The SDK parses a 2xx body without wrapping its decode error.
-            return ModelReply(text=None, model=self.model_name, error=_MALFORMED)
+            return ModelReply(
+                text=None, model=self.model_name, error=_MALFORMED, error_kind=CallError.MALFORMED
+            )
         return _reply_from_message(message, self.model_name)
 
-    def _describe(self, exc: anthropic.AnthropicError) -> str:
+    def _describe(self, exc: anthropic.AnthropicError) -> tuple[CallError, str]:
         """A short, key-free description. Never ``str(exc)``: the SDK's messages may
         carry the response body or request details."""
         import anthropic
@@ -108,19 +111,20 @@ class AnthropicGateway:
         # Order matters: APITimeoutError is an APIConnectionError, and the status
         # errors are all APIStatusError.
         if isinstance(exc, anthropic.APITimeoutError):
-            return f"model call timed out after {self._timeout_s:g}s"
+            return CallError.TIMEOUT, f"model call timed out after {self._timeout_s:g}s"
         if isinstance(exc, anthropic.APIConnectionError):
-            return "connection failed"
+            return CallError.CONNECTION, "connection failed"
         if isinstance(exc, anthropic.RateLimitError):
-            return "rate limited (429)"
+            return CallError.RATE_LIMITED, "rate limited (429)"
         if isinstance(exc, anthropic.AuthenticationError):
-            return "authentication failed (401)"
+            return CallError.AUTHENTICATION, "authentication failed (401)"
         if isinstance(exc, anthropic.InternalServerError) or (
             isinstance(exc, anthropic.APIStatusError) and exc.status_code >= 500
         ):
-            return f"server error (5xx: {exc.status_code})"
+            return CallError.SERVER, f"server error (5xx: {exc.status_code})"
         status = getattr(exc, "status_code", None)
-        return f"API error: {type(exc).__name__}" + (f" {status}" if status is not None else "")
+        why = f"API error: {type(exc).__name__}" + (f" {status}" if status is not None else "")
+        return CallError.API, why
 
 
 _MALFORMED = "API error: malformed response"
@@ -132,12 +136,15 @@ def _reply_from_message(message: Message, requested_model: str) -> ModelReply:
     # The SDK builds the Message without validating it, so a body of the wrong shape
     # leaves fields missing or None: read them defensively rather than raise.
     if getattr(message, "type", None) != "message":
-        return ModelReply(text=None, model=requested_model, error=_MALFORMED)
+        return ModelReply(
+            text=None, model=requested_model, error=_MALFORMED, error_kind=CallError.MALFORMED
+        )
     usage = getattr(message, "usage", None)
     model = getattr(message, "model", None)
     stop_reason = getattr(message, "stop_reason", None)
     text: str | None = None
     error: str | None = None
+    kind: CallError | None = None
     if stop_reason == "end_turn":
         text = "".join(
             block.text
@@ -145,11 +152,11 @@ def _reply_from_message(message: Message, requested_model: str) -> ModelReply:
             if getattr(block, "type", None) == "text" and isinstance(block.text, str)
         )
     elif stop_reason == "max_tokens":
-        error = "model stopped at max_tokens"
+        error, kind = "model stopped at max_tokens", CallError.MAX_TOKENS
     elif stop_reason == "refusal":
-        error = "model refused"
+        error, kind = "model refused", CallError.REFUSED
     else:
-        error = f"unexpected stop_reason {stop_reason}"
+        error, kind = f"unexpected stop_reason {stop_reason}", CallError.STOPPED
     return ModelReply(
         text=text,
         model=model if isinstance(model, str) else requested_model,
@@ -157,6 +164,7 @@ def _reply_from_message(message: Message, requested_model: str) -> ModelReply:
         input_tokens=_tokens(usage, "input_tokens"),
         output_tokens=_tokens(usage, "output_tokens"),
         error=error,
+        error_kind=kind,
     )
 
 

@@ -18,8 +18,9 @@ threshold T; ``hitl_recommended`` within 0.2 below it; ``hitl_required`` under t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
+
+from orchestrator.domain.validation import Frozen
 
 Routing = Literal["auto", "hitl_recommended", "hitl_required", "reject"]
 
@@ -33,8 +34,7 @@ SOURCE_PRIOR: Mapping[str, float] = {
 RECOMMEND_BAND = 0.2
 
 
-@dataclass(frozen=True)
-class History:
+class History(Frozen):
     """What the ledger remembers about this failure signature and action."""
 
     green: int = 0

@@ -20,10 +20,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
+from orchestrator.domain.validation import Frozen
+from orchestrator.recovery.gateway import (
+    CallError,
+    GatewayFactory,
+    ModelGateway,
+    ModelReply,
+    ModelRequest,
+    Unavailable,
+)
 from orchestrator.recovery.playbook import Failure, match_playbook
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
-from orchestrator.recovery.redact import redact
+from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     AbandonHumanVerdict,
     DecisionContext,
@@ -36,8 +44,6 @@ from orchestrator.recovery.verdict import (
     validate_verdict_object,
     verdict_json_schema,
 )
-
-MAX_STORED_REPLY_CHARS = 16_000
 
 
 class Source(StrEnum):
@@ -72,7 +78,8 @@ class Decision:
     playbook_entry: str | None = None
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
-    replies: tuple[str, ...] = ()
+    # Every call made for this decision, with the (scrubbed) reply texts.
+    transcript: Transcript = field(default_factory=Transcript)
     cap_exhausted: bool = False
     # The proposal as it came (parsed JSON, or the playbook's object), before validation:
     # the verification node checks it independently of how it was turned into ``verdict``.
@@ -81,8 +88,7 @@ class Decision:
     requires_human: bool = False
 
 
-@dataclass(frozen=True)
-class Caps:
+class Caps(Frozen):
     diagnoses_used: int
     max_diagnoses: int
     infra_retries_used: int = 0
@@ -99,6 +105,13 @@ def _checked(value: object, ctx: DecisionContext) -> tuple[Verdict | None, list[
         return None, errors
     meaning = semantic_errors(verdict, ctx)
     return (None, meaning) if meaning else (verdict, [])
+
+
+def call_failed(reply: ModelReply) -> str:
+    """Why a call gave no usable answer, in the words the decision's reason uses."""
+    if reply.error_kind is CallError.GATEWAY_RAISED:
+        return f"model gateway failed: {reply.error}"
+    return f"model call failed: {reply.error or 'no text in reply'}"
 
 
 def _halt_for(verdict: Verdict) -> HaltReason | None:
@@ -229,30 +242,24 @@ def _ask(
 ) -> Decision:
     usage = Usage()
     last_proposal: object | None = None
-    replies: list[str] = []
+    transcript = Transcript()
     errors: list[str] = []
     schema = verdict_json_schema()
-    for _ in range(1 + max_reasks):
+    for attempt in range(1 + max_reasks):
         prompt = build_prompt(facts, bundle_text, validation_errors=errors or None)
         request = ModelRequest(
             system=SYSTEM, prompt=prompt, json_schema=schema, max_tokens=max_tokens
         )
-        try:
-            reply = gateway.complete(request)
-        except Exception as exc:  # noqa: BLE001 -- a gateway bug must not escape the loop
-            why = f"model gateway failed: {type(exc).__name__}"
-            return Decision(
-                Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
-                model=gateway.model_name, usage=usage.plus(1, 0, 0), replies=tuple(replies),
-            )  # fmt: skip
+        purpose = CallPurpose.REASK if attempt else CallPurpose.DIAGNOSIS
+        exchange = call_model(gateway, request, purpose)
+        reply = exchange.reply
+        transcript = transcript.plus(exchange.transcript)
         usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
-        if reply.text is not None:
-            replies.append(redact(reply.text)[:MAX_STORED_REPLY_CHARS])
-        if reply.error is not None or reply.text is None:
-            why = f"model call failed: {reply.error or 'no text in reply'}"
+        if reply.failure is not None or reply.text is None:
+            why = call_failed(reply)
             return Decision(
                 Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
-                model=reply.model, usage=usage, replies=tuple(replies),
+                model=reply.model, usage=usage, transcript=transcript,
             )  # fmt: skip
         last_proposal, _ = parse_reply(reply.text)
         verdict, errors = parse_verdict(reply.text)
@@ -261,12 +268,12 @@ def _ask(
             if not errors:
                 return Decision(
                     Source.MODEL, verdict, True, "model verdict", halt=_halt_for(verdict),
-                    model=reply.model, usage=usage, replies=tuple(replies),
+                    model=reply.model, usage=usage, transcript=transcript,
                     proposal=last_proposal,
                 )  # fmt: skip
     why = f"model reply invalid after {usage.calls} attempt(s): {'; '.join(errors)[:500]}"
     return Decision(
         Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
-        errors=tuple(errors), model=gateway.model_name, usage=usage, replies=tuple(replies),
+        errors=tuple(errors), model=gateway.model_name, usage=usage, transcript=transcript,
         proposal=last_proposal,
     )  # fmt: skip

@@ -10,7 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
+
+
+class CallError(StrEnum):
+    """Why a call gave no usable text: a closed set, so a transcript says what happened
+    without naming an SDK's (or Python's) exception classes."""
+
+    GATEWAY_RAISED = "gateway_raised"  # our gateway code raised: a bug, not the model
+    NO_TEXT = "no_text"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    RATE_LIMITED = "rate_limited"
+    AUTHENTICATION = "authentication"
+    SERVER = "server"
+    API = "api"
+    MALFORMED = "malformed"
+    MAX_TOKENS = "max_tokens"
+    REFUSED = "refused"
+    STOPPED = "stopped"  # any other stop reason
+    OTHER = "other"
+    NOT_IN_TRANSCRIPT = "not_in_transcript"  # replay: today's code made a call never made
 
 
 @dataclass(frozen=True)
@@ -31,7 +52,15 @@ class ModelReply:
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    error: str | None = None
+    error: str | None = None  # a short, key-free description
+    error_kind: CallError | None = None  # set by gateways that know; else OTHER
+
+    @property
+    def failure(self) -> CallError | None:
+        """The typed reason there is no usable text, or None."""
+        if self.error is not None:
+            return self.error_kind or CallError.OTHER
+        return CallError.NO_TEXT if self.text is None else None
 
 
 @dataclass(frozen=True)

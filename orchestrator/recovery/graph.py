@@ -1,16 +1,17 @@
 """Recovery as a fixed graph over one typed state (the determinism layer's shape).
 
     entry → pre_check → context_load → llm_decision → output_guardrail → verification
-          → judge → confidence_compose → routing → prepare_proposal → memory_write → exit
+          → judge → confidence_compose → routing → prepare_proposal
 
 Every node is ``run(state, deps) -> state``; the path is the same every time, only what
 the nodes find differs. The model appears in ``llm_decision`` (and, when sampled, in
 ``judge``); every other node is plain code a test can pin by building a state.
 
-``RecoveryAgent.propose(ctx)`` is pure with respect to business state: the same context
-and the same scripted gateway give an equal ``Proposal``. Its only writes go through
-``deps`` to its own audit memory (``memory_write``) and the decision ledger (``exit``) —
-and the diagnosis charge, which is the ticket's spend record.
+``RecoveryAgent.diagnose(ctx)`` returns the final state and persists nothing: the same
+context and the same scripted gateway give an equal state. Its one side effect is the
+diagnosis charge (``deps.charge``), which must be spent before a call is made. Writing
+the audit memory and appending the ledger entry are the caller's
+(``orchestrator.app.recover``), done once with the returned state, before anything runs.
 """
 
 from __future__ import annotations
@@ -19,14 +20,11 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.confidence import History, Routing, compose, route
 from orchestrator.recovery.diagnose import (
-    Caps,
     Decision,
     Source,
     Usage,
@@ -35,9 +33,20 @@ from orchestrator.recovery.diagnose import (
 )
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
-from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PromptFacts
+from orchestrator.recovery.proposal import (
+    BundleEvidence,
+    Evidence,
+    FailureEvidence,
+    GuardrailEvidence,
+    HaltEvidence,
+    JudgeEvidence,
+    Proposal,
+    RecoveryContext,
+    SourceEvidence,
+    UsageEvidence,
+)
 from orchestrator.recovery.recipe import plan_recipe
+from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     Action,
     DecisionContext,
@@ -52,42 +61,6 @@ from orchestrator.recovery.verdict import (
 )
 
 CAPABILITY: Final = "stage-recovery"
-
-
-class Proposal(Frozen):
-    """What the agent proposes. Not yet applied: the substrate applies it, after approval."""
-
-    decision_id: str
-    capability: str
-    action: dict[str, Any]  # the verdict, as data
-    confidence: float
-    routing: Routing
-    reasoning: tuple[str, ...]
-    evidence: tuple[dict[str, Any], ...]
-
-    def evidence_of(self, kind: str) -> dict[str, Any]:
-        return next((e for e in self.evidence if e.get("kind") == kind), {})
-
-
-@dataclass(frozen=True)
-class RecoveryContext:
-    """Everything the decision may look at, as plain data gathered before the graph runs."""
-
-    decision_id: str
-    ticket_id: str
-    run_id: str
-    attempt: int
-    signature: str  # failure signature, for history in the ledger
-    decision: DecisionContext
-    failure: Failure
-    facts: PromptFacts
-    bundle_text: str
-    bundle_path: str | None
-    inputs_hash: str
-    clone_exists: bool
-    caps: Caps
-    history: Mapping[str, History] = field(default_factory=dict)  # action → outcomes
-    identity: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +82,8 @@ class JudgeResult:
     agrees: bool | None = None
     reason: str = ""
     usage: Usage = field(default_factory=Usage)
+    unavailable: bool = False  # eligible, but no judge was configured or it was refused
+    transcript: Transcript = field(default_factory=Transcript)
 
 
 @dataclass(frozen=True)
@@ -125,8 +100,6 @@ class GraphState:
     signals: Mapping[str, float] = field(default_factory=dict)
     routing: Routing | None = None
     proposal: Proposal | None = None
-    memory_written: bool = False
-    ledger_entry_id: str | None = None
     trace: tuple[str, ...] = ()
 
     def require_decision(self) -> Decision:
@@ -134,12 +107,20 @@ class GraphState:
             raise AssertionError("llm_decision has not run")
         return self.decision
 
+    def require_proposal(self) -> Proposal:
+        if self.proposal is None:
+            raise AssertionError("prepare_proposal has not run")
+        return self.proposal
+
+    @property
+    def transcript(self) -> Transcript:
+        """Every call the decision made, in order: the diagnosis (or investigation), then
+        the judge."""
+        made = self.decision.transcript if self.decision else Transcript()
+        return made.plus(self.judge.transcript) if self.judge else made
+
 
 def _no_judge() -> ModelGateway | None:
-    return None
-
-
-def _no_write(state: GraphState) -> str | None:
     return None
 
 
@@ -154,8 +135,6 @@ class GraphDeps:
     max_tokens: int = 2048
     judge_sample_rate: float = 0.0
     judge_factory: GatewayFactory = _no_judge
-    memory: Callable[[GraphState], str | None] = _no_write
-    ledger: Callable[[GraphState], str | None] = _no_write
     # The bounded investigation loop replaces the single call when configured.
     investigate: Callable[[GraphState, GraphDeps], Decision] | None = None
 
@@ -220,8 +199,8 @@ class OutputGuardrail:
     def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
         decision = state.require_decision()
         verdict_data, redacted = scrub_object(decision.verdict.model_dump(mode="json"))
-        replies = [scrub(r) for r in decision.replies]
-        redacted += sum(n for _, n in replies)
+        # The replies were scrubbed when they were recorded; count what that replaced.
+        redacted += sum(call.redactions for call in decision.transcript.model_calls)
         blocked = tuple(paths_outside(verdict_data, state.ctx.decision.clone_dir))
         if blocked:
             why = f"output guardrail blocked a proposal that reaches outside the clone: {list(blocked)}"
@@ -236,7 +215,6 @@ class OutputGuardrail:
                 decision = replace(decision, verdict=abandon(why), valid=False, reason=why)
             else:
                 decision = replace(decision, verdict=scrubbed)
-        decision = replace(decision, replies=tuple(r for r, _ in replies))
         return replace(
             state, decision=decision, guardrail=Guardrail(redactions=redacted, blocked=blocked)
         )
@@ -318,7 +296,7 @@ class Judge:
         gateway = deps.judge_factory()
         if gateway is None or isinstance(gateway, Unavailable):
             why = gateway.reason if gateway else "no judge configured"
-            return replace(state, judge=JudgeResult(sampled=False, reason=why))
+            return replace(state, judge=JudgeResult(sampled=False, reason=why, unavailable=True))
         deps.charge()
         prompt = (
             f"Failure: stage {ctx.decision.failing_stage}, check {ctx.decision.failing_check}.\n"
@@ -331,20 +309,24 @@ class Judge:
             "required": ["agree", "reason"],
             "additionalProperties": False,
         }
-        try:
-            reply = gateway.complete(ModelRequest(JUDGE_SYSTEM, prompt, schema, 512))
-        except Exception:  # noqa: BLE001 -- a judge failure is "no opinion", never a crash
-            return replace(state, judge=JudgeResult(sampled=True, reason="judge failed"))
-        usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
-        try:
-            answer = json.loads(reply.text or "")
-            agrees = answer["agree"] if isinstance(answer.get("agree"), bool) else None
-            reason = scrub(str(answer.get("reason", "")))[0][:500]
-        except (ValueError, TypeError, AttributeError, KeyError):
-            agrees, reason = None, "judge reply was not valid"
-        return replace(
-            state, judge=JudgeResult(sampled=True, agrees=agrees, reason=reason, usage=usage)
+        exchange = call_model(
+            gateway, ModelRequest(JUDGE_SYSTEM, prompt, schema, 512), CallPurpose.JUDGE
         )
+        reply = exchange.reply
+        usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
+        if reply.failure is not None:  # a judge failure is "no opinion", never a crash
+            agrees, reason = None, "judge failed"
+        else:
+            try:
+                answer = json.loads(reply.text or "")
+                agrees = answer["agree"] if isinstance(answer.get("agree"), bool) else None
+                reason = scrub(str(answer.get("reason", "")))[0][:500]
+            except (ValueError, TypeError, AttributeError, KeyError):
+                agrees, reason = None, "judge reply was not valid"
+        judged = JudgeResult(
+            sampled=True, agrees=agrees, reason=reason, usage=usage, transcript=exchange.transcript
+        )
+        return replace(state, judge=judged)
 
 
 class ConfidenceCompose:
@@ -391,31 +373,40 @@ class PrepareProposal:
             f"routing {state.routing} (threshold for {decision.verdict.action}: "
             f"{deps.thresholds.get(decision.verdict.action, 1.0)})",
         )
-        evidence: tuple[dict[str, Any], ...] = (
-            {"kind": "source", "source": decision.source.value, "valid": decision.valid,
-             "playbook_entry": decision.playbook_entry, "model": decision.model},
-            {"kind": "failure", "stage": ctx.decision.failing_stage,
-             "check": ctx.decision.failing_check, "attempt": ctx.attempt, "signature": ctx.signature,
-             "infra": ctx.failure.infra},
-            {"kind": "halt", "reason": decision.halt.value if decision.halt else None,
-             "cap_exhausted": decision.cap_exhausted},
-            {"kind": "bundle", "path": ctx.bundle_path, "inputs_hash": ctx.inputs_hash},
-            {"kind": "verification", "checks": dict(state.verification.checks)},
-            {"kind": "signals", **dict(state.signals)},
-            {"kind": "guardrail", "redactions": state.guardrail.redactions,
-             "blocked": list(state.guardrail.blocked)},
-            {"kind": "validation", "errors": list(decision.errors)},
-            {"kind": "usage", "calls": decision.usage.calls + (state.judge.usage.calls if state.judge else 0),
-             "input_tokens": decision.usage.input_tokens + (state.judge.usage.input_tokens if state.judge else 0),
-             "output_tokens": decision.usage.output_tokens + (state.judge.usage.output_tokens if state.judge else 0)},
-            {"kind": "judge", "sampled": bool(state.judge and state.judge.sampled),
-             "agrees": state.judge.agrees if state.judge else None,
-             "reason": state.judge.reason if state.judge else ""},
+        judge = state.judge or JudgeResult(sampled=False)
+        usage = decision.usage.plus(
+            judge.usage.calls, judge.usage.input_tokens, judge.usage.output_tokens
+        )
+        evidence = Evidence(
+            source=SourceEvidence(
+                source=decision.source, valid=decision.valid,
+                playbook_entry=decision.playbook_entry, model=decision.model,
+            ),
+            failure=FailureEvidence(
+                stage=ctx.decision.failing_stage, check=ctx.decision.failing_check,
+                attempt=ctx.attempt, signature=ctx.signature, infra=ctx.failure.infra,
+            ),
+            halt=HaltEvidence(reason=decision.halt, cap_exhausted=decision.cap_exhausted),
+            bundle=BundleEvidence(path=ctx.bundle_path, inputs_hash=ctx.inputs_hash),
+            verification=dict(state.verification.checks),
+            signals=dict(state.signals),
+            guardrail=GuardrailEvidence(
+                redactions=state.guardrail.redactions, blocked=state.guardrail.blocked
+            ),
+            validation=decision.errors,
+            usage=UsageEvidence(
+                calls=usage.calls, input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            ),
+            judge=JudgeEvidence(
+                sampled=judge.sampled, agrees=judge.agrees, reason=judge.reason,
+                unavailable=judge.unavailable,
+            ),
         )  # fmt: skip
         proposal = Proposal(
             decision_id=ctx.decision_id,
             capability=CAPABILITY,
-            action=decision.verdict.model_dump(mode="json"),
+            action=decision.verdict,
             confidence=state.confidence,
             routing=state.routing,
             reasoning=reasoning,
@@ -424,30 +415,16 @@ class PrepareProposal:
         return replace(state, proposal=proposal)
 
 
-class MemoryWrite:
-    name = "memory_write"
-
-    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
-        deps.memory(state)
-        return replace(state, memory_written=True)
-
-
-class Exit:
-    name = "exit"
-
-    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
-        return replace(state, ledger_entry_id=deps.ledger(state))
-
-
 NODES: Final[tuple[Node, ...]] = (
     Entry(), PreCheck(), ContextLoad(), LlmDecision(), OutputGuardrail(), VerificationNode(),
-    Judge(), ConfidenceCompose(), RoutingNode(), PrepareProposal(), MemoryWrite(), Exit(),
+    Judge(), ConfidenceCompose(), RoutingNode(), PrepareProposal(),
 )  # fmt: skip
 NODE_ORDER: Final = (
     "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
-    "judge", "confidence_compose", "routing", "prepare_proposal", "memory_write", "exit",
+    "judge", "confidence_compose", "routing", "prepare_proposal",
 )  # fmt: skip
-# The graph is checked when it is built: the node sequence is the seed's, in order.
+# The graph is checked when it is built: the node sequence is fixed, in order (memory_write
+# and exit persist, so they are the caller's).
 if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken build
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 
@@ -470,88 +447,4 @@ class RecoveryAgent:
         return run_graph(ctx, self.deps)
 
     def propose(self, ctx: RecoveryContext) -> Proposal:
-        proposal = self.diagnose(ctx).proposal
-        assert proposal is not None
-        return proposal
-
-
-def context_to_json(ctx: RecoveryContext) -> dict[str, Any]:
-    """The decision's inputs as plain data (the bundle text lives in its own file), so a
-    later replay can rebuild exactly this context."""
-    d = ctx.decision
-    return {
-        "decision_id": ctx.decision_id,
-        "ticket_id": ctx.ticket_id,
-        "run_id": ctx.run_id,
-        "attempt": ctx.attempt,
-        "signature": ctx.signature,
-        "decision": {
-            "failing_stage": d.failing_stage,
-            "failing_check": d.failing_check,
-            "code_stage": d.code_stage,
-            "current_engine": d.current_engine,
-            "current_model": d.current_model,
-            "ladders": {k: list(v) for k, v in d.ladders.items()},
-            "clone_dir": str(d.clone_dir),
-            "recipe_allowlist": list(d.recipe_allowlist),
-        },
-        "failure": {
-            "check": ctx.failure.check,
-            "output": ctx.failure.output,
-            "ticket_title": ctx.failure.ticket_title,
-            "infra": ctx.failure.infra,
-            "infra_detail": ctx.failure.infra_detail,
-        },
-        "facts": {
-            "ticket_id": ctx.facts.ticket_id,
-            "ticket_kind": ctx.facts.ticket_kind,
-            "failing_stage": ctx.facts.failing_stage,
-            "failing_check": ctx.facts.failing_check,
-            "current_engine": ctx.facts.current_engine,
-            "current_model": ctx.facts.current_model,
-            "engines": ctx.facts.engines,
-            "recipe_allowlist": ctx.facts.recipe_allowlist,
-        },
-        "bundle_path": ctx.bundle_path,
-        "inputs_hash": ctx.inputs_hash,
-        "clone_exists": ctx.clone_exists,
-        "caps": {
-            "diagnoses_used": ctx.caps.diagnoses_used,
-            "max_diagnoses": ctx.caps.max_diagnoses,
-            "infra_retries_used": ctx.caps.infra_retries_used,
-            "max_infra_retries": ctx.caps.max_infra_retries,
-        },
-        "history": {a: {"green": h.green, "total": h.total} for a, h in ctx.history.items()},
-        "identity": dict(ctx.identity),
-    }
-
-
-def context_from_json(data: Mapping[str, Any], bundle_text: str) -> RecoveryContext:
-    """The inverse of ``context_to_json``."""
-    d = data["decision"]
-    return RecoveryContext(
-        decision_id=data["decision_id"],
-        ticket_id=data["ticket_id"],
-        run_id=data["run_id"],
-        attempt=data["attempt"],
-        signature=data["signature"],
-        decision=DecisionContext(
-            failing_stage=d["failing_stage"],
-            failing_check=d["failing_check"],
-            code_stage=d["code_stage"],
-            current_engine=d["current_engine"],
-            current_model=d["current_model"],
-            ladders={k: tuple(v) for k, v in d["ladders"].items()},
-            clone_dir=Path(d["clone_dir"]),
-            recipe_allowlist=tuple(d["recipe_allowlist"]),
-        ),
-        failure=Failure(**data["failure"]),
-        facts=PromptFacts(**data["facts"]),
-        bundle_text=bundle_text,
-        bundle_path=data["bundle_path"],
-        inputs_hash=data["inputs_hash"],
-        clone_exists=data["clone_exists"],
-        caps=Caps(**data["caps"]),
-        history={a: History(**h) for a, h in data["history"].items()},
-        identity=data.get("identity", {}),
-    )
+        return self.diagnose(ctx).require_proposal()

@@ -5,8 +5,9 @@ read a file in the clone, ``git log``, grep — with four rails:
 
 1. a hard step cap: a ``for`` loop, never "until the model says it is done";
 2. the allow-list: a step naming any other tool raises ``DisallowedTool``;
-3. a trace: every step (tool, arguments, a digest of the result) goes to ``trace``,
-   which the caller appends to the ledger, so the decision can be reconstructed;
+3. a transcript: every step — the model's reply and the tool's (redacted) result — is
+   recorded in the decision's transcript, which the caller persists and appends to the
+   ledger, so the decision can be replayed exactly;
 4. the same exits: the final answer is validated like any verdict, and then goes through
    the guardrail, verification, confidence and routing. Hitting the cap yields a proposal
    that a person must decide (``hitl_required``).
@@ -17,17 +18,22 @@ nothing in this package starts one).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.diagnose import Decision, Source, Usage, no_model_decision
+from orchestrator.recovery.diagnose import (
+    Decision,
+    Source,
+    Usage,
+    call_failed,
+    no_model_decision,
+)
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.redact import redact
+from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
     DecisionContext,
     abandon,
@@ -37,7 +43,7 @@ from orchestrator.recovery.verdict import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.recovery.graph import GraphDeps, GraphState, RecoveryContext
+    from orchestrator.recovery.graph import GraphDeps, GraphState
 
 MAX_OBSERVATION_CHARS = 4000
 
@@ -49,21 +55,12 @@ class DisallowedTool(Exception):
     what the loop had spent and heard, so the refusal is accounted for like any call."""
 
     def __init__(
-        self, tool: str, usage: Usage | None = None, replies: tuple[str, ...] = ()
+        self, tool: str, usage: Usage | None = None, transcript: Transcript | None = None
     ) -> None:
         super().__init__(tool)
         self.tool = tool
         self.usage = usage or Usage()
-        self.replies = replies
-
-
-@dataclass(frozen=True)
-class Step:
-    index: int
-    tool: str
-    args: Mapping[str, Any]
-    result_digest: str
-    result_chars: int
+        self.transcript = transcript or Transcript()
 
 
 def step_schema(allow: frozenset[str]) -> dict[str, Any]:
@@ -103,24 +100,24 @@ def bounded_investigation(
     allow: frozenset[str],
     max_steps: int,
     max_tokens: int,
-    trace: Callable[[Step], None],
 ) -> Decision:
     """Run the loop; at most ``max_steps`` model calls. Raises DisallowedTool."""
     usage = Usage()
     observations: list[str] = []
-    replies: list[str] = []
+    transcript = Transcript()
     schema = step_schema(allow)
     for index in range(max_steps):  # rail 1: a hard cap, not "until done"
         request = ModelRequest(
             SYSTEM, _prompt(facts, bundle_text, allow, observations), schema, max_tokens
         )
-        reply = gateway.complete(request)
+        exchange = call_model(gateway, request, CallPurpose.INVESTIGATION)
+        reply = exchange.reply
+        transcript = transcript.plus(exchange.transcript)
         usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
-        if reply.text is None or reply.error:
-            why = f"model call failed: {reply.error or 'no text'}"
+        if reply.text is None or reply.failure is not None:
+            why = call_failed(reply)
             return Decision(Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
-                            model=reply.model, usage=usage, replies=tuple(replies))  # fmt: skip
-        replies.append(redact(reply.text)[:4000])
+                            model=reply.model, usage=usage, transcript=transcript)  # fmt: skip
         step, error = parse_reply(reply.text)
         if not isinstance(step, dict):
             observations.append(f"[step {index}] your reply was not a JSON object: {error}")
@@ -132,27 +129,26 @@ def bounded_investigation(
             if verdict is not None and not errors:
                 return Decision(Source.MODEL, verdict, True, f"model verdict after {index} tool step(s)",
                                 halt=HaltReason.ABANDONED if verdict.action == "abandon-human" else None,
-                                model=reply.model, usage=usage, replies=tuple(replies),
+                                model=reply.model, usage=usage, transcript=transcript,
                                 proposal=step["final"])  # fmt: skip
             observations.append(f"[step {index}] that verdict is invalid: {'; '.join(errors)}")
             continue
         name = step.get("tool")
         if name not in allow or name not in tools:  # rail 2: the allow-list
-            raise DisallowedTool(str(name), usage, tuple(replies))
+            raise DisallowedTool(str(name), usage, transcript)
         raw_args = step.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         try:
             result = redact(tools[name](args))[:MAX_OBSERVATION_CHARS]
         except Exception as exc:  # noqa: BLE001 -- a tool error is an observation, not a crash
             result = f"error: {type(exc).__name__}: {exc}"[:500]
-        digest = hashlib.sha256(result.encode()).hexdigest()
-        trace(Step(index, str(name), dict(args), digest, len(result)))  # rail 3: the trace
+        transcript = transcript.plus(tool_record(index, str(name), args, result))  # rail 3
         observations.append(f"[step {index}] {name} {json.dumps(args, sort_keys=True)}:\n{result}")
     why = f"investigation hit its step cap ({max_steps}) without a decision"
     fallback = abandon(why)
     # The loop's own proposal (the model made none): verified like any, decided by a person.
     return Decision(Source.MODEL, fallback, True, why, halt=HaltReason.ABANDONED, model=gateway.model_name,
-                    usage=usage, replies=tuple(replies), requires_human=True,
+                    usage=usage, transcript=transcript, requires_human=True,
                     proposal=fallback.model_dump(mode="json"))  # fmt: skip
 
 
@@ -162,10 +158,9 @@ def investigator(
     allow: frozenset[str],
     max_steps: int,
     max_tokens: int,
-    trace: Callable[[RecoveryContext, Step], None],
 ) -> Callable[[GraphState, GraphDeps], Decision]:
-    """The loop as the graph's ``llm_decision`` uses it (and replay, with its own tools
-    and trace): one diagnosis charge however many steps; an off-list tool becomes an
+    """The loop as the graph's ``llm_decision`` uses it (and replay, with the recorded
+    tool results): one diagnosis charge however many steps; an off-list tool becomes an
     invalid proposal with what was spent and said, never an exception out of the graph."""
 
     def investigate(state: GraphState, deps: GraphDeps) -> Decision:
@@ -184,13 +179,12 @@ def investigator(
                 allow=allow,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
-                trace=lambda step: trace(ctx, step),
             )
         except DisallowedTool as exc:
             why = f"the model reached for a tool outside the allow-list: {exc.tool}"
             return Decision(
                 Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
-                model=gateway.model_name, usage=exc.usage, replies=exc.replies,
+                model=gateway.model_name, usage=exc.usage, transcript=exc.transcript,
             )  # fmt: skip
 
     return investigate

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.domain.validation import Frozen
 
-@dataclass(frozen=True)
-class Failure:
+
+class Failure(Frozen):
     """What the playbook may look at: the failing check and what it printed."""
 
     check: str | None

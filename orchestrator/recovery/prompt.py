@@ -4,8 +4,8 @@ with every decision so a replay knows which words the model saw."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
+from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.verdict import Action, DecisionContext, verdict_json_schema
 
 PROMPT_VERSION = "recovery-v1"
@@ -31,8 +31,7 @@ ACTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class PromptFacts:
+class PromptFacts(Frozen):
     ticket_id: str
     ticket_kind: str
     failing_stage: str

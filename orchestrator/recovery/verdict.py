@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -170,8 +169,7 @@ def validate_verdict_object(value: object) -> tuple[Verdict | None, list[str]]:
         ]
 
 
-@dataclass(frozen=True)
-class DecisionContext:
+class DecisionContext(Frozen):
     """The facts a verdict is checked against: what failed, and what is configured."""
 
     failing_stage: str

@@ -1,5 +1,14 @@
 """Verdict files: ``.state/runs/<run-id>.verdict-<n>.json``, one per decision, written
-before anything it decided is executed, and never rewritten afterwards."""
+before anything it decided is executed, and never rewritten afterwards.
+
+A verdict file holds the typed decision: the verdict, the proposal with its evidence, the
+inputs it was made from (the ``RecoveryContext`` without the bundle text) and the call
+transcript, whose reply texts sit beside it (``orchestrator.storage.transcripts``).
+
+Files written before these were typed still read: their evidence list is read into the
+typed evidence, their ``inputs`` (the same shape) into a ``RecoveryContext``, and the
+``replies`` they kept instead of a transcript stay readable.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import field_validator
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
+from orchestrator.recovery.proposal import Proposal, RecoveryContext
+from orchestrator.recovery.transcript import TranscriptEntry
+from orchestrator.recovery.verdict import Verdict
 from orchestrator.storage.atomic import atomic_write
 
 
@@ -28,32 +40,43 @@ class VerdictRecord(Frozen):
     attempt: int
     failing_stage: str
     failing_check: str | None
-    source: str  # model | playbook | synthetic
+    source: str  # model | playbook | synthetic | infra
     action: str
     valid: bool  # False: the proposal was invalid and ``verdict`` is the abandon-human in its place
     reason: str
     halt: str | None
-    verdict: dict[str, Any]
+    verdict: Verdict
     errors: tuple[str, ...] = ()
     playbook_entry: str | None = None
     model: str | None = None
     prompt_version: str
     usage: TokenUsage = TokenUsage()
+    # Files written before the transcript kept the replies here, redacted and cut.
     replies: tuple[str, ...] = ()
     bundle_path: str | None = None
     created_at: datetime
     # The proposal as the graph shaped it: confidence, routing, reasoning, evidence.
-    proposal: dict[str, Any]
-    # The decision's inputs (RecoveryContext without the bundle text): what replay rebuilds.
-    # Empty in files written before they were recorded: those cannot be replayed.
-    inputs: dict[str, Any] = Field(default_factory=dict)
+    proposal: Proposal
+    # The decision's inputs: what replay rebuilds. None in files written before they
+    # were recorded: those cannot be replayed.
+    inputs: RecoveryContext | None = None
+    # Every call, in order. None in files written before there was one.
+    transcript: tuple[TranscriptEntry, ...] | None = None
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _no_inputs(cls, value: Any) -> Any:
+        # Older files wrote an empty object where there were no inputs.
+        return None if value == {} else value
 
 
 def write_verdict(path: Path, record: VerdictRecord) -> None:
     """Write once. A second write of the same decision (redelivery) keeps the first."""
     if path.exists():
         return
-    atomic_write(path, record.model_dump_json(indent=2).encode())
+    # ``replies`` is the older files' field: a new file says it all in its transcript.
+    legacy = set() if record.replies else {"replies"}
+    atomic_write(path, record.model_dump_json(indent=2, exclude=legacy).encode())
 
 
 def read_verdict(path: Path) -> VerdictRecord:
@@ -61,3 +84,6 @@ def read_verdict(path: Path) -> VerdictRecord:
     if verdict is None:
         raise StateError(f"state error: {path}: no such verdict file")
     return verdict
+
+
+__all__ = ["TokenUsage", "VerdictRecord", "read_verdict", "write_verdict"]

@@ -6,6 +6,7 @@ the stage programs can use it too.
     runs/<run-id>.verdict-<n>.json     one per decision, written before it is executed
     runs/<run-id>.bundle-<n>.json      the evidence the decision was taken on
     runs/<run-id>.approval-<n>.json    the answer to decision n, written once
+    runs/<run-id>.replies/<sha256>.txt the texts of the run's model and tool calls
     runs/<run-id>.mechanical_fix-<n>.json  the report of decision n's mechanical fix
     runs/<run-id>.mechanical_fix.json  the latest of those (the name older runs have)
     runs/<run-id>.handoff.md           what a person needs to take the ticket over
@@ -139,6 +140,10 @@ class StateLayout:
 
     def bundle_path(self, run_id: str, number: int) -> Path:
         return self.runs_dir / f"{run_id}.bundle-{number}.json"
+
+    def replies_dir(self, run_id: str) -> Path:
+        """The run's call transcripts' texts, content-addressed (``<sha256>.txt``)."""
+        return self.runs_dir / f"{run_id}.replies"
 
     def approval_path(self, run_id: str, number: int) -> Path:
         return self.runs_dir / f"{run_id}.approval-{number}.json"

@@ -15,7 +15,6 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.recovery.graph import Proposal
 from orchestrator.storage.approvals import Approval, os_user
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import ticket_of
@@ -44,7 +43,7 @@ def answer(
         if record.state is not RunState.AWAITING_APPROVAL or ref is None:
             raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
         decided = storage.decisions.read(run_id, ref.number)
-        proposal = Proposal.model_validate(decided.proposal)
+        proposal = decided.proposal
         approval = Approval(
             decision_id=proposal.decision_id,
             run_id=run_id,

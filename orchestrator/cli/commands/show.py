@@ -6,13 +6,16 @@ import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.reports.display import attempt_summary
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.runs import Attempt, RunRecord, RunStore
+
+if TYPE_CHECKING:
+    from orchestrator.recovery.transcript import ModelCall, ToolCall
 
 
 def _attempt_lines(attempt: Attempt) -> list[str]:
@@ -82,6 +85,12 @@ def usage_of(
     return calls, inp, outp, round(cost, 6)
 
 
+def _call_word(call: ModelCall | ToolCall) -> str:
+    if call.kind == "tool":
+        return f"tool {call.tool}"
+    return f"{call.purpose}" + (f" ({call.error})" if call.error else "")
+
+
 def _decision_lines(path: Path) -> list[str]:
     """Summary, routing and confidence of one decision, from its verdict file."""
     from orchestrator.storage.decisions import read_verdict
@@ -92,12 +101,16 @@ def _decision_lines(path: Path) -> list[str]:
         return [f"(unreadable: {exc})"]
     proposal = decided.proposal
     usage = decided.usage
-    lines = [f"why: {decided.verdict.get('summary', decided.reason)}"]
+    lines = [f"why: {decided.verdict.summary}"]
     lines.append(
-        f"routing {proposal.get('routing')} at confidence {proposal.get('confidence')}"
+        f"routing {proposal.routing} at confidence {proposal.confidence}"
         + (f"; model {decided.model}, {usage.calls} call(s), {usage.input_tokens}+"
            f"{usage.output_tokens} tokens" if usage.calls else "")
     )  # fmt: skip
+    if decided.transcript:
+        lines.append("calls: " + ", ".join(_call_word(c) for c in decided.transcript))
+    elif decided.transcript is None and usage.calls:
+        lines.append("calls: not recorded (written before verdict files carried a transcript)")
     return lines
 
 

@@ -57,7 +57,7 @@ def _aware(moment: datetime) -> datetime:
 
 
 def _summary(record: VerdictRecord) -> str:
-    text = " ".join(str(record.verdict.get("summary") or record.reason).split())
+    text = " ".join((record.verdict.summary or record.reason).split())
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
@@ -69,8 +69,8 @@ def _row(record: VerdictRecord) -> tuple[str, ...]:
         str(record.number),
         record.source,
         record.action,
-        str(record.proposal.get("routing", "-")),
-        str(record.proposal.get("confidence", "-")),
+        record.proposal.routing,
+        str(record.proposal.confidence),
         f"{usage.calls}/{usage.input_tokens + usage.output_tokens}",
         _summary(record),
     )

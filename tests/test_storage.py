@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,7 @@ from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.ledger_index import history_by_scan
 from orchestrator.storage.locks import flock
+from orchestrator.storage.runs import interrupts_held
 
 from conftest import ROOT, subprocess_env
 
@@ -156,6 +158,7 @@ import sys
 from pathlib import Path
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.locks import flock
+from orchestrator.storage.runs import interrupts_held
 
 kind, root = sys.argv[1], Path(sys.argv[2])
 if kind == "ticket":
@@ -255,3 +258,31 @@ def test_an_older_state_dir_reads_through_every_store(tmp_path: Path) -> None:
     assert ledger.rows_of(decision["decision_id"])[0] == decision
     assert ledger.history(signature) == history_by_scan(rows, signature)
     assert ledger.verify().ok
+
+
+class _Stop(BaseException):
+    pass
+
+
+def test_a_signal_during_a_record_save_lands_after_serialising_not_inside_it(
+    tmp_path: Path,
+) -> None:
+    record = FileStorage(OLD_STATE).runs.load(OLD_RUN)
+    store = FileStorage(tmp_path).runs
+    delivered: list[str] = []
+
+    def stop(signum: int, frame: object) -> None:
+        delivered.append("handler")
+        raise _Stop
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(_Stop):
+            with interrupts_held():
+                os.kill(os.getpid(), signal.SIGTERM)  # arrives while held: deferred
+                delivered.append("body finished")
+        assert delivered == ["body finished", "handler"]
+        store.save(record)  # and with nothing pending, a save is a save
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert store.load(OLD_RUN) == record

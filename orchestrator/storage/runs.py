@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -292,7 +293,9 @@ class RunStore:
         return path
 
     def save(self, record: RunRecord) -> None:
-        atomic_write(self.record_path(record.run_id), record.model_dump_json(indent=2).encode())
+        with interrupts_held():
+            data = record.model_dump_json(indent=2).encode()
+        atomic_write(self.record_path(record.run_id), data)
 
     def load(self, run_id: str) -> RunRecord:
         if not is_run_id(run_id):
@@ -325,6 +328,20 @@ def ticket_lock(state_dir: Path, ticket_id: str) -> Iterator[None]:
     Raises TicketLocked (naming the holder's pid) instead of waiting."""
     with holder_lock(StateLayout(state_dir).ticket_lock_path(ticket_id), ticket_id):
         yield
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then arrive as usual. Serialising a
+    record runs inside pydantic's serializer, which turns the Interrupted that the CLI's
+    handler raises into a serialization error: an internal error (exit 1) instead of a
+    clean stop (exit 130). Held back, the signal lands just after, before the write."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def utcnow() -> datetime:

@@ -3,19 +3,24 @@
 * Nothing under ``orchestrator/recovery/`` imports the runner, the substrate,
   ``subprocess``, ``pty``, or calls ``os.system`` / ``os.exec*`` / ``os.spawn*`` /
   ``os.posix_spawn*`` / ``os.fork*``: the decision never executes anything.
-* Only ``orchestrator/execution/runner.py`` starts processes.
+* The recovery modules may use the action registry's declarations, never an action's
+  ``apply``: importing all of them loads no execution, app, storage or report module.
+* Only ``orchestrator/execution/runner.py`` starts processes, and only the executor
+  (``orchestrator/execution/executor.py``) calls it to: everything else holds an Executor.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, subprocess_env
 
 PACKAGE = ROOT / "orchestrator"
 PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
@@ -152,3 +157,79 @@ def test_nothing_imports_the_stage_programs(path: Path) -> None:
     """A stage is a separate program; importing one would run its git calls in-process."""
     bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.stages"})})
     assert bad == [], f"{rel(path)} imports {bad}: stages run through the runner only"
+
+
+def test_the_recovery_modules_load_no_code_that_acts() -> None:
+    """The registry's pure parts (names, verdict types, rules, plans) reach recovery/; the
+    code an action's ``apply`` runs with is imported only when it is called."""
+    recovery = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (PACKAGE / "recovery").glob("*.py")
+        if p.name != "__init__.py"
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {recovery!r}: importlib.import_module(name)\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True,
+        timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert "orchestrator.actions.registry" in loaded  # the check looks where it should
+    acting = ("orchestrator.execution", "orchestrator.app", "orchestrator.storage",
+              "orchestrator.reports", "subprocess")  # fmt: skip
+    assert sorted(m for m in loaded if matches(m, set(acting))) == []
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if "recovery" in p.parts], ids=rel)
+def test_nothing_in_recovery_names_an_actions_apply(path: Path) -> None:
+    tree = parsed(path)
+    bad = sorted(
+        n for n in imported(tree, path)
+        if n.startswith("orchestrator.actions.") and n.rsplit(".", 1)[-1] in ("apply", "stop")
+    )  # fmt: skip
+    assert bad == [], f"{rel(path)} imports {bad}"
+
+
+RUNNER_ENTRY_POINTS = {"run_process", "capture_head"}
+
+
+def runner_calls(tree: ast.AST, path: Path) -> Iterator[str]:
+    """``runner.run_process(...)``-style uses and ``from ...runner import capture_head``."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "runner"
+            and node.attr in RUNNER_ENTRY_POINTS
+        ):
+            yield f"runner.{node.attr}"
+    for name in imported(tree, path):
+        if name.startswith("orchestrator.execution.runner.") and (
+            name.rsplit(".", 1)[-1] in RUNNER_ENTRY_POINTS
+        ):
+            yield name
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_executor_calls_the_runner(path: Path) -> None:
+    if rel(path) in ("orchestrator/execution/runner.py", "orchestrator/execution/executor.py"):
+        return
+    bad = sorted(set(runner_calls(parsed(path), path)))
+    assert bad == [], f"{rel(path)} uses {bad}: start processes through the Executor"
+
+
+def test_the_runner_call_scanner_sees_what_it_must_refuse() -> None:
+    sample = PACKAGE / "app" / "evil.py"
+    tree = ast.parse(
+        "from orchestrator.execution import runner\n"
+        "from orchestrator.execution.runner import capture_head\n"
+        "runner.run_process(('git',))\n"
+    )
+    assert sorted(set(runner_calls(tree, sample))) == [
+        "orchestrator.execution.runner.capture_head",
+        "runner.run_process",
+    ]

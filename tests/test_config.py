@@ -135,3 +135,27 @@ def test_bad_config_exits_2_with_one_message_and_no_traceback(tmp_path: Path) ->
     )
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / ".state").exists()
+
+
+def test_routing_sets_only_what_it_names_and_defaults_come_from_each_action() -> None:
+    config = parse_config(MINIMAL + '[routing]\n"mechanical-fix" = 0.5\n', Path("c.toml"))
+    assert config.routing.by_action() == {
+        "retry": 0.8, "escalate-model": 0.8, "switch-engine": 0.8, "split": 0.9,
+        "abandon-human": 0.0, "mechanical-fix": 0.5,
+    }  # fmt: skip
+    assert parse_config(MINIMAL, Path("c.toml")).routing.by_action()["mechanical-fix"] == 0.85
+
+
+@pytest.mark.parametrize(
+    ("routing", "expected"),
+    [
+        ("reboot = 0.5", "routing: unknown key 'reboot': not an action (one of: retry, "
+         "escalate-model, switch-engine, split, abandon-human, mechanical-fix)"),
+        ("retry = 1.5", "routing.retry: Input should be less than or equal to 1 (got 1.5)"),
+        ('split = "high"', "routing.split: Input should be a valid number (got 'high')"),
+    ],
+)  # fmt: skip
+def test_a_bad_routing_key_or_value_is_named(routing: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(MINIMAL + f"[routing]\n{routing}\n", Path("c.toml"))
+    assert str(caught.value) == f"config error: c.toml: {expected}"

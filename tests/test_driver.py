@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import signal
 import subprocess
 import threading
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.runner import live_group_members
+from orchestrator.execution.runner import CapturedHead, ProcessOutcome, live_group_members
+from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import (
     AttemptStatus,
@@ -28,6 +32,7 @@ from orchestrator.storage.runs import (
 )
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from recording_executor import RecordingExecutor
 
 
 def services_for(
@@ -337,3 +342,102 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
     assert (
         state / "env-push"
     ).read_text() == "GITHUB_TOKEN=ghp_secret\nSSH_AUTH_SOCK=/tmp/agent.sock\n"
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
+    """The back-off is the driver's wait, after the decision and its charge are saved:
+    SIGTERM ends it promptly, and the run stays resumable."""
+    from test_engines_e2e import CLAUDE, FAKES
+
+    from test_recovery_e2e import Harness, make_origin, write_pipeline
+
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, CLAUDE, recovery="infra_backoff_s = 3600.0\n")
+    ticket = write_ticket(tmp_path / "t")
+    env = subprocess_env(
+        PATH=f"{FAKES}:{os.environ['PATH']}", HOME=str(tmp_path), DRY_RUN="false",
+        FAKE_ENGINE_MODE="rate_limited", PYTHONUNBUFFERED="1",
+    )  # fmt: skip
+    orchestrator = subprocess.Popen(
+        orchestrator_cmd("--config", str(config), "run", str(ticket)),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert orchestrator.stdout is not None
+    # Reading the progress lines as they come: this waits for the back-off to begin.
+    waiting = next(line for line in orchestrator.stdout if "before the retry" in line)
+    assert "waiting 600s before the retry" in waiting  # the doubling back-off's cap
+    started = time.monotonic()
+    orchestrator.send_signal(signal.SIGTERM)
+    _, err = orchestrator.communicate(timeout=30)
+    assert "interrupted: state saved" in err
+    assert orchestrator.returncode == 130, err
+    assert time.monotonic() - started < 30  # not the 600 s it was waiting for
+    record = RunStore(tmp_path / "state").latest_for_ticket("T-1")
+    assert record is not None and record.state is RunState.RUNNING
+    assert [(v.source, v.outcome) for v in record.verdicts] == [
+        ("infra", "retry: re-running implement")
+    ]
+    budget = json.loads((tmp_path / "state" / "tickets" / "T-1.json").read_text())
+    assert [c["kind"] for c in budget["charges"]] == ["infra-retry"]
+
+    # Run again 100 s after the charge: the timer is on disk, so it waits what is left.
+    charged_at = datetime.fromisoformat(budget["charges"][0]["at"])
+    h = Harness(config, ScriptedGateway([]), environ=env)
+    h.services = dataclasses.replace(h.services, clock=lambda: charged_at + timedelta(seconds=100))
+    record = h.run(ticket)
+    assert h.slept == [500.0, 600.0, 600.0]  # the rest of the first; then the next two
+    assert record.state is RunState.NEEDS_HUMAN and record.halt is not None
+    assert record.halt.reason is HaltReason.CAP_EXHAUSTED
+
+
+class _RefusingExecutor:
+    """Starts nothing: every process is answered as one that could not be started."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ...]] = []
+
+    def run(self, argv: tuple[str, ...], **kwargs: object) -> ProcessOutcome:
+        self.asked.append(argv)
+        now = datetime.now(UTC)
+        log = Path(str(kwargs["log_path"]))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        return ProcessOutcome(
+            argv=argv, exit_code=126, timed_out=False, signal=None, started_at=now,
+            ended_at=now, duration_s=0.0, log_path=log, error="refused by this executor",
+        )  # fmt: skip
+
+    def capture_head(self, argv: tuple[str, ...], **kwargs: object) -> CapturedHead:
+        self.asked.append(argv)
+        return CapturedHead(b"", False, None, error="refused by this executor")
+
+
+def test_every_stage_and_check_starts_through_the_services_executor(tmp_path: Path) -> None:
+    """Swapping the executor swaps every process start: nothing runs behind its back."""
+    config = write_config(
+        tmp_path,
+        bash_stage("one", counting("one"))
+        + '[[stages]]\nname = "review"\ncwd = "run"\n'
+        + '[[stages.checks]]\nname = "c"\ncommand = ["bash", "-c", "touch $ORCH_STATE_DIR/checked"]\n',
+    )
+    ticket = load_ticket(write_ticket(tmp_path / "tickets"))
+    services, _ = services_for(config)
+    refusing = _RefusingExecutor()
+    record = run_ticket(ticket, dataclasses.replace(services, executor=refusing))
+    assert refusing.asked == [("bash", "-c", counting("one"))]
+    assert count(tmp_path / "state", "one") == 0
+    assert record.state is RunState.FAILED and record.attempts[0].exit_code == 126
+    assert record.attempts[0].error == "refused by this executor"
+    # The same pipeline with a recording executor runs everything, and shows it all.
+    recording = RecordingExecutor()
+    services, _ = services_for(config)
+    record = run_ticket(ticket, dataclasses.replace(services, executor=recording), rerun=True)
+    assert record.state is RunState.COMPLETED
+    assert recording.ran == [
+        ("bash", "-c", counting("one")),
+        ("bash", "-c", "touch $ORCH_STATE_DIR/checked"),
+    ]
+    assert (tmp_path / "state" / "checked").exists() and count(tmp_path / "state", "one") == 1

@@ -86,13 +86,34 @@ def model_decision(verdict: dict[str, object], *, valid: bool = True) -> Decisio
     )
 
 
-def test_the_graph_is_the_seeds_nodes_in_order_up_to_the_proposal() -> None:
-    # memory_write and exit persist: the caller does them with the returned state.
+def test_the_graph_is_the_seeds_twelve_nodes_in_order() -> None:
     assert NODE_ORDER == (
         "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
-        "judge", "confidence_compose", "routing", "prepare_proposal",
+        "judge", "confidence_compose", "routing", "prepare_proposal", "memory_write", "exit",
     )  # fmt: skip
     assert tuple(n.name for n in NODES) == NODE_ORDER
+
+
+def test_memory_write_and_exit_prepare_what_is_persisted_and_write_nothing(
+    tmp_path: Path,
+) -> None:
+    """The audit memory and the ledger entries are values on the state: the caller
+    writes exactly these. The graph itself leaves no file behind."""
+    before = sorted(p for p in tmp_path.rglob("*"))
+    state = run_graph(
+        context(tmp_path), deps(ScriptedGateway(['{"action": "retry", "summary": "flaky"}']))
+    )
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    memory = state.require_memory()
+    proposal = state.require_proposal()
+    assert memory.proposal == proposal and memory.verdict == proposal.action
+    assert memory.action == "retry" and memory.source == "model" and memory.usage.calls == 1
+    assert memory.inputs == state.ctx
+    (entry,) = state.ledger_entries
+    assert entry.kind == "decision" and entry.decision_id == proposal.decision_id
+    assert entry.decision["verdict"] == {"action": "retry", "summary": "flaky"}
+    assert entry.decision["trace"] == list(NODE_ORDER)
+    assert (entry.confidence, entry.routing) == (proposal.confidence, proposal.routing)
 
 
 def test_every_node_runs_once_in_order(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from orchestrator.storage.runs import RunRecord, RunStore
 
 from conftest import ROOT, write_ticket
 from gitrepo import bare_clone, commit_files, init_repo
+from recording_executor import RecordingExecutor
 
 pytestmark = pytest.mark.slow
 
@@ -546,14 +547,9 @@ def test_an_unsafe_recipe_is_refused_and_nothing_runs(tmp_path: Path, command: s
         * 2
     )
     h = Harness(write_pipeline(tmp_path, body), gateway)
-    ran: list[tuple[str, ...]] = []
-    real = h.services.run_process
-
-    def spy(argv: tuple[str, ...], **kwargs: object):  # type: ignore[no-untyped-def]
-        ran.append(argv)
-        return real(argv, **kwargs)
-
-    h.services = Services(**{**h.services.__dict__, "run_process": spy})
+    executor = RecordingExecutor()
+    ran = executor.started
+    h.services = Services(**{**h.services.__dict__, "executor": executor})
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.NEEDS_HUMAN
     assert record.halt is not None and record.halt.reason is HaltReason.INVALID_VERDICT

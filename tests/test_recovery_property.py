@@ -8,7 +8,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -19,7 +18,6 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import TERMINAL, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
-from orchestrator.execution.runner import run_process
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.verdict import MechanicalFixVerdict, validate_verdict_object
 from orchestrator.reports.display import PlainReporter
@@ -27,6 +25,7 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
+from recording_executor import RecordingExecutor
 
 PIPELINE = """\
 state_dir = "state"
@@ -119,11 +118,7 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
         root = Path(tmp)
         (root / "config.toml").write_text(PIPELINE)
         loaded = load_config(root / "config.toml")
-        ran: list[tuple[str, ...]] = []
-
-        def spy(argv: tuple[str, ...], **kwargs: Any):  # type: ignore[no-untyped-def]
-            ran.append(argv)
-            return run_process(argv, **kwargs)
+        executor = RecordingExecutor()
 
         gateway = ScriptedGateway(list(texts))
         services = Services(
@@ -131,7 +126,7 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
             store=RunStore(root / "state"),
             reporter=PlainReporter(io.StringIO()),
             environ={"PATH": os.environ["PATH"], "HOME": tmp},
-            run_process=spy,
+            executor=executor,
             gateway_factory=lambda: gateway,
             sleep=lambda seconds: None,
         )
@@ -159,10 +154,11 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
             for cmd in stored.verdict.repair_plan.commands
         }
         configured = {PIPELINE_CLONE, ("bash", "-c", "exit 1")}
-        for argv in ran:
+        for argv in executor.started:  # every process, the orchestrator's own git included
             if argv in configured or (
                 argv[:1] == ("git",)
-                and argv[1:2] in (("update-ref",), ("reset",), ("clean",), ("rev-parse",))
+                and argv[1:2]
+                in (("update-ref",), ("reset",), ("clean",), ("rev-parse",), ("diff",))
             ):
                 continue
             if argv[1:4] == ("-P", "-m", "orchestrator.stages.engine_workspace"):

@@ -569,3 +569,29 @@ def test_a_cancelled_wait_terminates_the_group_and_raises(tmp_path: Path) -> Non
             timeout_s=30, kill_after_s=1, on_start=on_start, cancel=cancel,
         )  # fmt: skip
     assert live_group_members(started[0]) == []
+
+
+def test_the_local_executor_runs_and_captures_through_the_runner(tmp_path: Path) -> None:
+    """What every caller holds: the same process groups, logs and bounded reads."""
+    from orchestrator.execution.executor import Executor, LocalExecutor
+
+    executor: Executor = LocalExecutor()
+    seen: list[int] = []
+    outcome = executor.run(
+        ("bash", "-c", "echo out; echo err >&2; exit 3"),
+        cwd=tmp_path, env={"PATH": os.environ["PATH"]}, log_path=tmp_path / "x.log",
+        timeout_s=30, kill_after_s=1, on_start=lambda identity: seen.append(identity.pgid),
+    )  # fmt: skip
+    assert (outcome.exit_code, outcome.ok, outcome.pgid) == (3, False, seen[0])
+    assert "\nout\nerr\n# orchestrator: exit 3 after " in (tmp_path / "x.log").read_text()
+    assert_no_live_member(seen[0])
+    head = executor.capture_head(
+        ("bash", "-c", "yes | head -c 100000"),
+        cwd=tmp_path, env={"PATH": os.environ["PATH"]}, max_bytes=10, timeout_s=30,
+    )  # fmt: skip
+    assert (head.data, head.truncated, head.exit_code) == (b"y\ny\ny\ny\ny\n", True, None)
+    missing = executor.run(
+        ("no-such-program-here",), cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+        log_path=tmp_path / "y.log", timeout_s=5, kill_after_s=1,
+    )  # fmt: skip
+    assert missing.exit_code == 127 and missing.error

@@ -44,17 +44,22 @@ NOT_YET_MIGRATED: set[tuple[str, str]] = {
     # verdicts: state_dir / "runs" (use StateLayout(state_dir).runs_dir).
     ("orchestrator/cli/commands/verdicts.py", "/ 'runs'"),
     # driver: a new run's ticket snapshot and clone (use store.layout.ticket_snapshot_dir /
-    # clone_dir); substrate and attempts: the run's logs (use layout.logs_dir).
+    # clone_dir); attempts: the run's logs (use layout.logs_dir).
     ("orchestrator/app/driver.py", "/ 'ticket'"),
     ("orchestrator/app/driver.py", "/ 'clone'"),
-    ("orchestrator/app/substrate.py", "/ 'logs'"),
     ("orchestrator/execution/attempts.py", "/ 'logs'"),
-    # Writes of files beside the run record: recover's bundle (RunStore.write_bundle),
-    # the substrate's hand-off, sub-tickets and mechanical-fix report (write_handoff;
-    # write_mechanical_fix, which keeps one report per verdict), an engine's prompt file.
+    # Writes of files beside the run record: recover's bundle (RunStore.write_bundle), an
+    # engine's prompt file.
     ("orchestrator/app/recover.py", f"import {ATOMIC}"),
-    ("orchestrator/app/substrate.py", f"import {ATOMIC}"),
     ("orchestrator/execution/engine_stage.py", f"import {ATOMIC}"),
+    # The actions: abandon's hand-off (RunStore.write_handoff), split's sub-tickets, the
+    # mechanical fix's report (RunStore.write_mechanical_fix does what its write_report
+    # does) and its logs (layout.logs_dir); the hand-off names the logs (layout.logs_dir).
+    ("orchestrator/actions/abandon.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/split.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/mechanical_fix.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/mechanical_fix.py", "/ 'logs'"),
+    ("orchestrator/reports/handoff.py", "/ 'logs'"),
 }
 # The stage programs run as processes of their own and write their record
 # (``pull-request.json``) into the run workspace the runner hands them.

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain.errors import TicketError
-from orchestrator.domain.tickets import TicketKind, load_ticket
+from orchestrator.domain.tickets import TicketFields, TicketKind, load_ticket, render_ticket
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
 
@@ -115,3 +115,39 @@ def test_cli_refuses_a_malformed_ticket_and_creates_no_state(tmp_path: Path) -> 
     assert proc.stderr.startswith(f"ticket error: {bad}: kind: Input should be 'bug-fix'")
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / ".state").exists()
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "deal() hands out one card too few",
+        "Fix the 🎉 emoji and the ünïcode",
+        "She said \"no\" and 'yes'",
+        "a \\ backslash, a tab\tand\na newline",
+        "+++",
+        'title = "injected"\nkind = "docs"',
+    ],
+)
+def test_a_rendered_ticket_reads_back_as_written(tmp_path: Path, title: str) -> None:
+    fields = TicketFields(
+        id="CARDS-1.1", title=title, kind=TicketKind.BUG_FIX, repository="../origin.git",
+        parent="CARDS-1",
+    )  # fmt: skip
+    path = tmp_path / "CARDS-1.1.md"
+    path.write_text(render_ticket(fields, "The body.\n+++\nstill the body."))
+    ticket = load_ticket(path)
+    assert ticket.fields == fields
+    assert ticket.body == "The body.\n+++\nstill the body."
+
+
+def test_rendering_keeps_extras_and_refuses_an_empty_body(tmp_path: Path) -> None:
+    (tmp_path / "fix.patch").write_text("diff\n")
+    fields = TicketFields(
+        id="T-2", title="t", kind=TicketKind.FEATURE, repository="r",
+        extras={"patch": {"file": "fix.patch"}},
+    )  # fmt: skip
+    path = tmp_path / "T-2.md"
+    path.write_text(render_ticket(fields, "b"))
+    assert load_ticket(path).fields == fields
+    with pytest.raises(ValueError, match="a ticket needs a body"):
+        render_ticket(fields, " \n")

@@ -189,6 +189,16 @@ def test_an_unknown_action_or_source_is_a_usage_error(state: Path) -> None:
     with pytest.raises(UsageError, match="--action 'reboot': must be one of retry, "):
         listed(state, action="reboot")
     with pytest.raises(
-        UsageError, match="--source 'oracle': must be one of model, playbook, synthetic"
+        UsageError, match=r"--source 'oracle': must be one of model, playbook, synthetic, infra$"
     ):
         listed(state, source="oracle")
+
+
+def test_infra_decisions_are_listed_and_filtered_like_the_others(state: Path) -> None:
+    """Every source the table prints is one the filter accepts: they are one enum."""
+    infra = record(
+        RUN_B, 3, source="infra", action="retry", at=datetime(2026, 12, 1, 9, 20, tzinfo=UTC)
+    )
+    write_verdict(state / "runs" / f"{RUN_B}.verdict-3.json", infra)
+    lines, _ = listed(state, source="infra")
+    assert [line.split()[2:6] for line in lines[1:]] == [[RUN_B, "3", "infra", "retry"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from orchestrator.actions.budget import back_off_owed, charge_key
 from orchestrator.app.recover import recover
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError
@@ -28,6 +29,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.storage.approvals import approval_path
+from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -189,6 +191,9 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             f"`orchestrator reject {record.run_id} --reason ...`"
         )
         return record
+    if record.state is RunState.RUNNING:
+        # Stopped during an infrastructure back-off: wait out what is left of it.
+        wait_before_retry(owed_back_off(record, services), services)
     if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
         # We died while deciding or carrying out a decision, or a person has answered
         # one: finish that first.
@@ -200,6 +205,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         record, effect = recover(record, config.stage(failed.stage), failed, services)
         if effect.terminal is not None or effect.paused:
             return record
+        wait_before_retry(effect.retry_after_s, services)
     while (stage := _next_stage(record, services)) is not None:
         if stage.side_effectful and dry_run_armed(services.environ):
             halt = Halt(
@@ -236,9 +242,35 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         record, effect = recover(record, stage, attempt, services)
         if effect.terminal is not None or effect.paused:
             return record
+        wait_before_retry(effect.retry_after_s, services)
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record)
     return record
+
+
+def wait_before_retry(seconds: float | None, services: Services) -> None:
+    """Wait out the back-off an infrastructure retry owes, after its decision and charge
+    are persisted. ``services.sleep`` is cut short by SIGINT/SIGTERM (the handler raises),
+    so a stopped orchestrator stops here at once; the next run waits what is left."""
+    if seconds:
+        services.reporter.note(f"waiting {seconds:.0f}s before the retry")
+        services.sleep(seconds)
+
+
+def owed_back_off(record: RunRecord, services: Services) -> float | None:
+    """The back-off still owed by the run's last decision, if the retry it decided has
+    not started yet (the charge's time is on disk: a stop does not reset the timer)."""
+    last = record.verdicts[-1] if record.verdicts else None
+    if last is None or last.outcome is None:
+        return None
+    if any(attempt.number > last.attempt for attempt in record.attempts):
+        return None  # the retry has begun: whatever was owed was waited
+    return back_off_owed(
+        BudgetStore(services.store.state_dir).load(record.ticket_id),
+        key=charge_key(record.run_id, last.number),
+        recovery=services.loaded.config.recovery,
+        now=services.clock(),
+    )
 
 
 def describe_failure(attempt: Attempt) -> str:

@@ -2,7 +2,7 @@
 the loop inside the graph's ``llm_decision`` node.
 
 Tools read the clone and nothing else: ``read_file`` (a path inside the clone, not under
-``.git``), ``git_log`` (through the runner: the one place processes start), ``grep``
+``.git``), ``git_log`` (through the injected executor: where every process starts), ``grep``
 (literal text, in Python). Every result is capped and redacted by the loop.
 """
 
@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.config import Config
-from orchestrator.execution import runner
 from orchestrator.recovery.context import head_bytes
 from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.investigate import Tool, investigator
 
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
+    from orchestrator.execution.executor import Executor
     from orchestrator.recovery.graph import GraphDeps, GraphState
 
 MAX_TOOL_BYTES = 16 * 1024
@@ -36,7 +36,12 @@ def _inside(clone: Path, relative: str) -> Path:
     return target
 
 
-def clone_tools(clone: Path, environ: Mapping[str, str]) -> dict[str, Tool]:
+def clone_tools(
+    clone: Path, environ: Mapping[str, str], executor: Executor | None = None
+) -> dict[str, Tool]:
+    """The tools over ``clone``. Without an executor (replay only lists their names)
+    ``git_log`` cannot start git and says so."""
+
     def read_file(args: Mapping[str, Any]) -> str:
         path = _inside(clone, str(args.get("path", "")))
         if not path.is_file():
@@ -45,7 +50,9 @@ def clone_tools(clone: Path, environ: Mapping[str, str]) -> dict[str, Tool]:
 
     def git_log(args: Mapping[str, Any]) -> str:
         count = max(1, min(int(args.get("n", 20)), 200))
-        captured = runner.capture_head(
+        if executor is None:
+            return "git_log is unavailable here: no executor"
+        captured = executor.capture_head(
             ("git", "log", "--oneline", "--no-color", f"-n{count}"),
             cwd=clone,
             env={k: v for k, v in environ.items() if k in ("PATH", "HOME", "LANG")},
@@ -86,7 +93,7 @@ def investigator_for(
     if config.diagnosis.mode != "investigate":
         return None
     return investigator(
-        tools=clone_tools(clone, services.environ),
+        tools=clone_tools(clone, services.environ, services.executor),
         allow=frozenset(config.diagnosis.tools),
         max_steps=config.diagnosis.max_steps,
         max_tokens=config.model.max_tokens,

@@ -9,16 +9,14 @@ decision finds its row and does not append another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.errors import StateError
+from orchestrator.recovery.audit import LedgerEntry
 from orchestrator.recovery.confidence import History
-from orchestrator.recovery.graph import CAPABILITY, NODE_ORDER
-from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.transcript import ToolCall
-from orchestrator.storage.decisions import VerdictRecord
+from orchestrator.recovery.proposal import Proposal
 from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledger_path
 
 if TYPE_CHECKING:
@@ -54,63 +52,19 @@ class LedgerLink:
         found = self.ledger.history(signature)  # indexed: no scan of the ledger
         return {a: History(green=h.green, total=h.total) for a, h in found.items()}
 
-    def record_decision(
-        self, verdict: VerdictRecord, ctx: RecoveryContext, services: Services
-    ) -> str:
-        """The decision's rows — one per investigation tool step, then the decision — once:
-        a redelivered decision finds its row and appends nothing. Returns the decision
-        row's hash."""
-        existing = self._decision_row(verdict.decision_id)
+    def record_decision(self, entries: Sequence[LedgerEntry], services: Services) -> str:
+        """The decision's entries (``exit`` prepared them: each investigation step, then the
+        decision) appended once: a redelivered decision finds its row and appends nothing.
+        Returns the decision row's hash."""
+        decision = entries[-1]
+        existing = self._decision_row(decision.decision_id)
         if existing is not None:
             return str(existing["entry_hash"])
         ts = services.clock().isoformat()
-        for step in verdict.transcript or ():
-            if isinstance(step, ToolCall):
-                self._trace(ctx, step, ts)
-        proposal = verdict.proposal
-        row = self.ledger.append(
-            kind="decision",
-            decision_id=proposal.decision_id,
-            ts=ts,
-            ticket=ctx.ticket_id,
-            run=ctx.run_id,
-            capability=CAPABILITY,
-            inputs_hash=ctx.inputs_hash,
-            model_version=verdict.model or "none",
-            prompt_version=verdict.prompt_version,
-            source=verdict.source,
-            decision={
-                "verdict": proposal.action.model_dump(mode="json"),
-                "signature": ctx.signature,
-                "trace": [*NODE_ORDER, "memory_write", "exit"],
-            },
-            confidence=proposal.confidence,
-            routing=proposal.routing,
-            outcome=None,
-            supersedes=None,
-        )
+        row: dict[str, Any] = {}
+        for entry in entries:
+            row = self.ledger.append(**entry.model_dump(), ts=ts, outcome=None, supersedes=None)
         return str(row["entry_hash"])
-
-    def _trace(self, ctx: RecoveryContext, step: ToolCall, ts: str) -> None:
-        """One row per investigation step: the loop is as reconstructable as a call."""
-        self.ledger.append(
-            kind="trace",
-            decision_id=ctx.decision_id,
-            ts=ts,
-            ticket=ctx.ticket_id,
-            run=ctx.run_id,
-            capability=CAPABILITY,
-            inputs_hash=ctx.inputs_hash,
-            model_version="none",
-            prompt_version=_prompt_version(),
-            source="model",
-            decision={"step": step.step, "tool": step.tool, "args": dict(step.args),
-                      "result_digest": step.result_sha256, "result_chars": step.result_chars},
-            confidence=None,
-            routing=None,
-            outcome=None,
-            supersedes=None,
-        )  # fmt: skip
 
     def outcome(
         self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
@@ -128,9 +82,3 @@ class LedgerLink:
         )
         if not already:
             self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
-
-
-def _prompt_version() -> str:
-    from orchestrator.recovery.prompt import PROMPT_VERSION
-
-    return PROMPT_VERSION

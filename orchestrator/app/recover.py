@@ -24,6 +24,7 @@ from orchestrator.domain.config import StageConfig
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
+from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
     BundleInputs,
@@ -31,9 +32,9 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
-from orchestrator.recovery.graph import CAPABILITY, GraphDeps, GraphState, RecoveryAgent
+from orchestrator.recovery.graph import NODE_ORDER, GraphDeps, RecoveryAgent
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PROMPT_VERSION, facts_for
+from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import RecoveryContext
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.storage.approvals import (
@@ -45,7 +46,7 @@ from orchestrator.storage.approvals import (
 )
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.decisions import TokenUsage, VerdictRecord, read_verdict, write_verdict
+from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.storage.transcripts import replies_dir, write_texts
 
@@ -57,9 +58,9 @@ def _clone_exists(record: RunRecord) -> bool:
 
 
 def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
-    # Read through the runner (the one place processes start), capped: a 100 MB diff costs
+    # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
-    return runner.capture_head(
+    return services.executor.capture_head(
         ("git", "diff", "--no-color", "--no-ext-diff", f"origin/{record.base_branch}...HEAD"),
         cwd=Path(record.clone_dir),
         env={k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")},
@@ -190,9 +191,8 @@ def _decide(
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
             if persisted.inputs is not None:  # the ledger rows may not have been written
-                LedgerLink.for_services(services).record_decision(
-                    persisted, persisted.inputs, services
-                )
+                entries = ledger_entries(persisted, persisted.inputs, NODE_ORDER)
+                LedgerLink.for_services(services).record_decision(entries, services)
             return persisted
     clone_exists = _clone_exists(record)
     code_stage = code_stage_for(config, stage)
@@ -271,47 +271,15 @@ def _decide(
         investigate=investigator_for(config, services, Path(record.clone_dir)),
     )
     state = RecoveryAgent(deps).diagnose(ctx)
-    decided = _verdict_record(state, number, services)
-    # The agent's audit memory, then its ledger entry, before anything decided runs; the
+    decided = VerdictRecord(
+        number=number, created_at=services.clock(), **dict(state.require_memory())
+    )
+    # The agent's audit memory, then its ledger entries, before anything decided runs; the
     # texts first, so a verdict file never references a text that is not there.
     write_texts(replies_dir(store.runs_dir, record.run_id), state.transcript.texts)
     write_verdict(verdict_path, decided)
-    link.record_decision(decided, ctx, services)
+    link.record_decision(state.ledger_entries, services)
     return decided
-
-
-def _verdict_record(state: GraphState, number: int, services: Services) -> VerdictRecord:
-    decision = state.require_decision()
-    proposal = state.require_proposal()
-    ctx = state.ctx
-    usage = proposal.evidence.usage
-    return VerdictRecord(
-        number=number,
-        decision_id=ctx.decision_id,
-        run_id=ctx.run_id,
-        ticket_id=ctx.ticket_id,
-        attempt=ctx.attempt,
-        failing_stage=ctx.decision.failing_stage,
-        failing_check=ctx.decision.failing_check,
-        source=decision.source.value,
-        action=decision.verdict.action,
-        valid=decision.valid,
-        reason=decision.reason,
-        halt=decision.halt.value if decision.halt else None,
-        verdict=decision.verdict,
-        errors=decision.errors,
-        playbook_entry=decision.playbook_entry,
-        model=decision.model,
-        prompt_version=PROMPT_VERSION,
-        usage=TokenUsage(
-            calls=usage.calls, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-        ),
-        bundle_path=ctx.bundle_path,
-        created_at=services.clock(),
-        proposal=proposal,
-        inputs=ctx,
-        transcript=state.transcript.entries,
-    )
 
 
 __all__ = ["CAPABILITY", "failure_signature", "recover"]

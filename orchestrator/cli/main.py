@@ -84,13 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the run record as stored")
 
     verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
+    from orchestrator.actions import choices  # the registry's names, read lazily: cheap
+
+    # A metavar keeps argparse from listing the choices (loading them) while it builds.
     verdicts.add_argument(
-        "--action",
-        choices=(
-            "retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix",
-        ),
-    )  # fmt: skip
-    verdicts.add_argument("--source", choices=("model", "playbook", "synthetic"))
+        "--action", choices=choices.ACTIONS, metavar="ACTION", help="one of: %(choices)s"
+    )
+    verdicts.add_argument(
+        "--source", choices=choices.SOURCES, metavar="SOURCE", help="one of: %(choices)s"
+    )
     verdicts.add_argument(
         "--since",
         metavar="DATE",

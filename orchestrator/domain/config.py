@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, RootModel, ValidationError, model_validator
 
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.validation import (
@@ -67,32 +67,34 @@ class RecoveryConfig(Frozen):
 Threshold = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
 
 
-class RoutingConfig(Frozen):
+class RoutingConfig(RootModel[dict[str, Threshold]]):
     """Per action: the confidence at or above which a verdict is carried out without a
     person. Within 0.2 below it a person is asked with the proposal pre-filled
     (``hitl_recommended``); lower, a person must decide (``hitl_required``). Conservative:
     a model's verdict with no track record lands just under these, so a person sees it;
-    a playbook entry or a recipe that went green before clears them."""
+    a playbook entry or a recipe that went green before clears them.
 
-    # Keys are the action names (with dashes); the attributes are their Python spellings.
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=False)
+    The keys are the action names and the defaults each action's own (the action
+    registry's): ``[routing]`` sets only the ones it names."""
 
-    retry: Threshold = 0.8
-    escalate_model: Threshold = Field(0.8, alias="escalate-model")
-    switch_engine: Threshold = Field(0.8, alias="switch-engine")
-    split: Threshold = 0.9
-    abandon_human: Threshold = Field(0.0, alias="abandon-human")
-    mechanical_fix: Threshold = Field(0.85, alias="mechanical-fix")
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="after")
+    def _known_actions(self) -> RoutingConfig:
+        from orchestrator.actions.registry import REGISTRY  # the vocabulary, not a cycle
+
+        for key in self.root:
+            if key not in REGISTRY:
+                raise ValueError(
+                    f"unknown key {key!r}: not an action (one of: {', '.join(REGISTRY.names())})"
+                )
+        return self
 
     def by_action(self) -> dict[str, float]:
-        return {
-            "retry": self.retry,
-            "escalate-model": self.escalate_model,
-            "switch-engine": self.switch_engine,
-            "split": self.split,
-            "abandon-human": self.abandon_human,
-            "mechanical-fix": self.mechanical_fix,
-        }
+        """Every action's threshold: the configured one, else the action's default."""
+        from orchestrator.actions.registry import REGISTRY
+
+        return {**REGISTRY.routing_defaults(), **self.root}
 
 
 class JudgeConfig(Frozen):

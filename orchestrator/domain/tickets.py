@@ -12,7 +12,8 @@
     +++
     The body: free Markdown, given to the engine as the task.
 
-Parsing is pure (``parse_ticket``); reading files is ``load_ticket``. A malformed ticket
+Parsing is pure (``parse_ticket``), and so is writing (``render_ticket``, which
+``parse_ticket`` reads back unchanged); reading files is ``load_ticket``. A malformed ticket
 is refused with the file, the field and the reason, before anything is written.
 """
 
@@ -24,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import tomli_w
 from pydantic import Field, ValidationError
 
 from orchestrator.domain.errors import TicketError
@@ -107,6 +109,17 @@ def split_front_matter(text: str) -> tuple[str, str]:
         if lines[i].strip() == FENCE:
             return "".join(lines[1:i]), "".join(lines[i + 1 :]).strip("\n")
     raise ValueError(f"unterminated front matter: no closing '{FENCE}' line")
+
+
+def render_ticket(fields: TicketFields, body: str) -> str:
+    """A ticket file's text: the fields as TOML front matter (a real TOML writer, so any
+    title — quotes, newlines, emoji — reads back as written), then the body."""
+    if not body.strip():
+        raise ValueError("a ticket needs a body")
+    data = fields.model_dump(mode="json", exclude_none=True)
+    if not data.get("extras"):
+        data.pop("extras", None)
+    return f"{FENCE}\n{tomli_w.dumps(data)}{FENCE}\n{body.strip(chr(10))}\n"
 
 
 def parse_ticket(text: str, path: Path, sha256: str = "") -> Ticket:

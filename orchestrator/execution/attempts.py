@@ -11,9 +11,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.domain.config import CheckConfig, Config, LoadedConfig, StageConfig
+from orchestrator.actions.plan import engine_and_model as engine_and_model
+from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import EngineOutcome, failure_of_stage, run_engine
+from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter
@@ -45,22 +47,12 @@ class Services:
     reporter: Reporter
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Callable[[], datetime] = utcnow
-    run_process: Callable[..., runner.ProcessOutcome] = runner.run_process
+    executor: Executor = field(default_factory=LocalExecutor)  # every process starts here
     gateway_factory: Callable[[], ModelGateway | Unavailable | None] = _no_gateway
     tick_s: float = 1.0
-    sleep: Callable[[float], None] = time.sleep  # the back-off before an infra retry
-
-
-def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> tuple[str, str]:
-    """The engine and model the next attempt of ``stage`` uses: a verdict's override if
-    there is one, else the stage's configuration (model default: the ladder's first)."""
-    override = record.overrides.get(stage.name)
-    if override is not None:
-        return override.engine, override.model or ""
-    if stage.engine is None:
-        return "", ""
-    ladder = config.engines[stage.engine].models
-    return stage.engine, stage.model or (ladder[0] if ladder else "")
+    # The driver's wait before an infra retry; time.sleep is cut short by the signal
+    # handler's exception, so SIGTERM during a back-off stops the run at once.
+    sleep: Callable[[float], None] = time.sleep
 
 
 def stage_context(
@@ -100,7 +92,7 @@ def run_check(
     check_ctx = replace(ctx, check=check.name)
     argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
     label = f"{stage.name}:{check.name}"
-    outcome = services.run_process(
+    outcome = services.executor.run(
         argv,
         cwd=cwd,
         env=stage_environ(services.environ, check_ctx, stage.pass_env),
@@ -176,7 +168,7 @@ def run_stage(
                 ctx=ctx,
                 environ=dict(services.environ),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
-                run_process=services.run_process,
+                executor=services.executor,
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
@@ -186,7 +178,7 @@ def run_stage(
             assert stage.command is not None  # the config validates: exactly one kind of work
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
-            outcome = services.run_process(
+            outcome = services.executor.run(
                 argv,
                 cwd=cwd,
                 env=stage_environ(services.environ, ctx, stage.pass_env),

@@ -6,7 +6,7 @@ adapter, read what the engine reported, commit its work.
     adapter.report(log tail)       turns, cost, final message, failure class
     engine_workspace.py commit     only when the engine succeeded
 
-All three steps write to the attempt's one log, through the runner.
+All three steps write to the attempt's one log, through the executor.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify, marked_failure
 from orchestrator.execution import runner
+from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.storage.atomic import atomic_write
 
@@ -66,7 +67,7 @@ def run_engine(
     ctx: StageContext,
     environ: dict[str, str],
     log_path: Path,
-    run_process: Callable[..., runner.ProcessOutcome],
+    executor: Executor,
     on_start: Callable[[runner.ProcessIdentity], None],
     on_tick: Callable[[float], None],
     tick_s: float,
@@ -88,7 +89,7 @@ def run_engine(
     cwd = ctx.clone_dir
 
     def step(argv: tuple[str, ...], stdin: Path | None = None) -> runner.ProcessOutcome:
-        return run_process(
+        return executor.run(
             argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
             kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
             tick_s=tick_s, stdin_path=stdin,

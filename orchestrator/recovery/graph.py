@@ -1,7 +1,7 @@
 """Recovery as a fixed graph over one typed state (the determinism layer's shape).
 
     entry → pre_check → context_load → llm_decision → output_guardrail → verification
-          → judge → confidence_compose → routing → prepare_proposal
+          → judge → confidence_compose → routing → prepare_proposal → memory_write → exit
 
 Every node is ``run(state, deps) -> state``; the path is the same every time, only what
 the nodes find differs. The model appears in ``llm_decision`` (and, when sampled, in
@@ -9,9 +9,10 @@ the nodes find differs. The model appears in ``llm_decision`` (and, when sampled
 
 ``RecoveryAgent.diagnose(ctx)`` returns the final state and persists nothing: the same
 context and the same scripted gateway give an equal state. Its one side effect is the
-diagnosis charge (``deps.charge``), which must be spent before a call is made. Writing
-the audit memory and appending the ledger entry are the caller's
-(``orchestrator.app.recover``), done once with the returned state, before anything runs.
+diagnosis charge (``deps.charge``), which must be spent before a call is made.
+``memory_write`` and ``exit`` prepare the audit memory and the ledger entries as values
+(``orchestrator.recovery.audit``); the caller (``orchestrator.app.recover``) writes
+exactly those, once, before anything decided runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
+from orchestrator.actions.registry import REGISTRY, rule_checks
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.recovery.audit import (
+    CAPABILITY,
+    AuditMemory,
+    LedgerEntry,
+    TokenUsage,
+    ledger_entries,
+)
 from orchestrator.recovery.confidence import History, Routing, compose, route
 from orchestrator.recovery.diagnose import (
     Decision,
@@ -33,6 +42,7 @@ from orchestrator.recovery.diagnose import (
 )
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
+from orchestrator.recovery.prompt import PROMPT_VERSION
 from orchestrator.recovery.proposal import (
     BundleEvidence,
     Evidence,
@@ -45,22 +55,13 @@ from orchestrator.recovery.proposal import (
     SourceEvidence,
     UsageEvidence,
 )
-from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
-    Action,
     DecisionContext,
-    EscalateModelVerdict,
-    MechanicalFixVerdict,
-    SwitchEngineVerdict,
     abandon,
-    names_check,
-    next_model,
     semantic_errors,
     validate_verdict_object,
 )
-
-CAPABILITY: Final = "stage-recovery"
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ class GraphState:
     signals: Mapping[str, float] = field(default_factory=dict)
     routing: Routing | None = None
     proposal: Proposal | None = None
+    memory: AuditMemory | None = None
+    ledger_entries: tuple[LedgerEntry, ...] = ()
     trace: tuple[str, ...] = ()
 
     def require_decision(self) -> Decision:
@@ -111,6 +114,11 @@ class GraphState:
         if self.proposal is None:
             raise AssertionError("prepare_proposal has not run")
         return self.proposal
+
+    def require_memory(self) -> AuditMemory:
+        if self.memory is None:
+            raise AssertionError("memory_write has not run")
+        return self.memory
 
     @property
     def transcript(self) -> Transcript:
@@ -223,26 +231,14 @@ class OutputGuardrail:
 def verification_checks(
     proposal: object, ctx: DecisionContext, guardrail: Guardrail
 ) -> dict[str, bool]:
-    """Deterministic checks on what was proposed. Each business rule is its own check."""
+    """Deterministic checks on what was proposed. Each business rule is its own check;
+    which rules a verdict has is its action's (the registry's) to say."""
     action = proposal.get("action") if isinstance(proposal, dict) else None
-    checks = {"in_enum": action in {a.value for a in Action}}
+    checks = {"in_enum": action in REGISTRY}
     verdict, _ = validate_verdict_object(proposal)
     checks["schema_ok"] = verdict is not None
     if verdict is not None:
-        if isinstance(verdict, MechanicalFixVerdict):
-            checks["names_failing_check"] = ctx.failing_check is not None and names_check(
-                verdict.repair_plan.verification_check, ctx.failing_check
-            )
-            checks["recipe_allowed"] = not plan_recipe(
-                verdict.repair_plan.commands,
-                clone_dir=ctx.clone_dir,
-                allowlist=ctx.recipe_allowlist,
-            )[1]
-        if isinstance(verdict, SwitchEngineVerdict):
-            checks["engine_exists"] = verdict.engine in ctx.ladders
-        if isinstance(verdict, EscalateModelVerdict):
-            ladder = ctx.ladders.get(ctx.current_engine or "", ())
-            checks["ladder_has_stronger"] = next_model(ladder, ctx.current_model) is not None
+        checks.update(rule_checks(verdict, ctx))
         checks["rules_ok"] = not semantic_errors(verdict, ctx)
     checks["guardrail_ok"] = not guardrail.blocked
     return checks
@@ -415,16 +411,64 @@ class PrepareProposal:
         return replace(state, proposal=proposal)
 
 
+class MemoryWrite:
+    """The agent's own audit memory (not business state), as the verdict file will hold it."""
+
+    name = "memory_write"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        decision = state.require_decision()
+        proposal = state.require_proposal()
+        ctx = state.ctx
+        usage = proposal.evidence.usage
+        memory = AuditMemory(
+            decision_id=ctx.decision_id,
+            run_id=ctx.run_id,
+            ticket_id=ctx.ticket_id,
+            attempt=ctx.attempt,
+            failing_stage=ctx.decision.failing_stage,
+            failing_check=ctx.decision.failing_check,
+            source=decision.source.value,
+            action=decision.verdict.action,
+            valid=decision.valid,
+            reason=decision.reason,
+            halt=decision.halt.value if decision.halt else None,
+            verdict=decision.verdict,
+            errors=decision.errors,
+            playbook_entry=decision.playbook_entry,
+            model=decision.model,
+            prompt_version=PROMPT_VERSION,
+            usage=TokenUsage(
+                calls=usage.calls, input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            ),
+            bundle_path=ctx.bundle_path,
+            proposal=proposal,
+            inputs=ctx,
+            transcript=state.transcript.entries,
+        )  # fmt: skip
+        return replace(state, memory=memory)
+
+
+class Exit:
+    """The immutable ledger entries: each investigation step, then the decision."""
+
+    name = "exit"
+
+    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        entries = ledger_entries(state.require_memory(), state.ctx, (*state.trace, self.name))
+        return replace(state, ledger_entries=entries)
+
+
 NODES: Final[tuple[Node, ...]] = (
     Entry(), PreCheck(), ContextLoad(), LlmDecision(), OutputGuardrail(), VerificationNode(),
-    Judge(), ConfidenceCompose(), RoutingNode(), PrepareProposal(),
+    Judge(), ConfidenceCompose(), RoutingNode(), PrepareProposal(), MemoryWrite(), Exit(),
 )  # fmt: skip
 NODE_ORDER: Final = (
     "entry", "pre_check", "context_load", "llm_decision", "output_guardrail", "verification",
-    "judge", "confidence_compose", "routing", "prepare_proposal",
+    "judge", "confidence_compose", "routing", "prepare_proposal", "memory_write", "exit",
 )  # fmt: skip
-# The graph is checked when it is built: the node sequence is fixed, in order (memory_write
-# and exit persist, so they are the caller's).
+# The graph is checked when it is built: the node sequence is fixed, in order.
 if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken build
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 

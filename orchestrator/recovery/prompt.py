@@ -1,12 +1,14 @@
 """The one prompt. Versioned: a change here changes ``PROMPT_VERSION``, which is recorded
-with every decision so a replay knows which words the model saw."""
+with every decision so a replay knows which words the model saw. The vocabulary is the
+action registry's: each action's own line, in the registry's order."""
 
 from __future__ import annotations
 
 import json
 
+from orchestrator.actions.registry import REGISTRY
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.verdict import Action, DecisionContext, verdict_json_schema
+from orchestrator.recovery.verdict import DecisionContext, verdict_json_schema
 
 PROMPT_VERSION = "recovery-v1"
 
@@ -16,19 +18,6 @@ next. You do not act: plain code validates your decision, runs it, and verifies 
 the same check that failed. Reply with exactly one JSON object and nothing else: no prose, \
 no explanation outside the object. A reply that is not a single valid object means a \
 human is called in."""
-
-ACTIONS = {
-    Action.RETRY: "looks transient; re-run the same stage unchanged",
-    Action.ESCALATE_MODEL: "approach is sound but under-powered; re-run with the next, stronger model",
-    Action.SWITCH_ENGINE: "a different configured engine is a better fit; name it in `engine`",
-    Action.SPLIT: "the ticket bundles independent concerns; propose 2-5 `sub_tickets` (title, body)",
-    Action.ABANDON_HUMAN: "broken in a way automation should not keep retrying",
-    Action.MECHANICAL_FIX: (
-        "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
-        "commands run without a shell inside the clone (write <clone> for its path; only "
-        "allow-listed programs), and `repair_plan.verification_check` names the failing check"
-    ),
-}
 
 
 class PromptFacts(Frozen):
@@ -61,7 +50,7 @@ def build_prompt(
 ) -> str:
     """The user message. A re-ask is this same base prompt plus the previous reply's
     validation errors — never appended onto an earlier re-ask."""
-    vocabulary = "\n".join(f"- `{a.value}`: {meaning}" for a, meaning in ACTIONS.items())
+    vocabulary = "\n".join(f"- `{name}`: {meaning}" for name, meaning in REGISTRY.vocabulary())
     parts = [
         f"Ticket {facts.ticket_id} ({facts.ticket_kind}) failed at stage "
         f"`{facts.failing_stage}`"

@@ -6,6 +6,7 @@
 2. Meaning (``semantic_errors``): the verdict must make sense for *this* failure — the
    engine exists and differs, the ladder has a higher model, the verification check is
    the one that failed, the recipe passes the allow-list and stays inside the clone.
+   Each action's rules live with the action (``orchestrator/actions/``).
 
 Anything that fails either step is not a verdict; the caller turns it into
 ``abandon-human`` (never a guess).
@@ -23,7 +24,6 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 
 from orchestrator.domain.validation import Frozen, describe_validation_error
-from orchestrator.recovery.recipe import plan_recipe
 
 
 class Action(StrEnum):
@@ -34,10 +34,6 @@ class Action(StrEnum):
     ABANDON_HUMAN = "abandon-human"
     MECHANICAL_FIX = "mechanical-fix"
 
-
-RETRY_LIKE = frozenset(
-    {Action.RETRY, Action.ESCALATE_MODEL, Action.SWITCH_ENGINE, Action.MECHANICAL_FIX}
-)
 
 Summary = Annotated[StrictStr, Field(min_length=1, max_length=2000, pattern=r"\S")]
 Title = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"\S")]
@@ -199,35 +195,9 @@ def names_check(reference: str, check: str) -> bool:
 
 
 def semantic_errors(verdict: Verdict, ctx: DecisionContext) -> list[str]:
-    """Business rules for this failure. An empty list means the verdict may be executed."""
-    if isinstance(verdict, SwitchEngineVerdict):
-        if verdict.engine not in ctx.ladders:
-            return [
-                f"engine: {verdict.engine!r} is not a configured engine ({sorted(ctx.ladders)})"
-            ]
-        if verdict.engine == ctx.current_engine:
-            return [f"engine: {verdict.engine!r} is the engine that just failed"]
-    elif isinstance(verdict, EscalateModelVerdict):
-        if ctx.current_engine is None:
-            return [f"escalate-model: stage {ctx.code_stage!r} runs no engine with a model ladder"]
-        ladder = ctx.ladders.get(ctx.current_engine, ())
-        if next_model(ladder, ctx.current_model) is None:
-            return [
-                f"escalate-model: no model above {ctx.current_model!r} in engine "
-                f"{ctx.current_engine!r}'s ladder {list(ladder)}"
-            ]
-    elif isinstance(verdict, MechanicalFixVerdict):
-        if ctx.failing_check is None:
-            return ["mechanical-fix: the failure was not a check, so there is nothing to verify"]
-        errors = []
-        if not names_check(verdict.repair_plan.verification_check, ctx.failing_check):
-            errors.append(
-                f"repair_plan.verification_check: must name the failing check "
-                f"{ctx.failing_check!r} (got {verdict.repair_plan.verification_check!r})"
-            )
-        _, recipe_errors = plan_recipe(
-            verdict.repair_plan.commands, clone_dir=ctx.clone_dir, allowlist=ctx.recipe_allowlist
-        )
-        errors.extend(f"repair_plan.commands{e}" for e in recipe_errors)
-        return errors
-    return []
+    """Business rules for this failure. An empty list means the verdict may be executed.
+    Each action states its own rules (``orchestrator/actions/``)."""
+    # Imported here: the action modules are built on this module's verdict types.
+    from orchestrator.actions.registry import rule_errors
+
+    return rule_errors(verdict, ctx)

@@ -19,49 +19,18 @@ from typing import Any
 from pydantic import field_validator
 
 from orchestrator.domain.errors import StateError
-from orchestrator.domain.validation import Frozen, read_model
-from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.transcript import TranscriptEntry
-from orchestrator.recovery.verdict import Verdict
+from orchestrator.domain.validation import read_model
+from orchestrator.recovery.audit import AuditMemory, TokenUsage
 from orchestrator.storage.atomic import atomic_write
 
 
-class TokenUsage(Frozen):
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+class VerdictRecord(AuditMemory):
+    """The audit memory the graph prepared, numbered in its run and stamped when written."""
 
-
-class VerdictRecord(Frozen):
     number: int
-    decision_id: str
-    run_id: str
-    ticket_id: str
-    attempt: int
-    failing_stage: str
-    failing_check: str | None
-    source: str  # model | playbook | synthetic | infra
-    action: str
-    valid: bool  # False: the proposal was invalid and ``verdict`` is the abandon-human in its place
-    reason: str
-    halt: str | None
-    verdict: Verdict
-    errors: tuple[str, ...] = ()
-    playbook_entry: str | None = None
-    model: str | None = None
-    prompt_version: str
-    usage: TokenUsage = TokenUsage()
+    created_at: datetime
     # Files written before the transcript kept the replies here, redacted and cut.
     replies: tuple[str, ...] = ()
-    bundle_path: str | None = None
-    created_at: datetime
-    # The proposal as the graph shaped it: confidence, routing, reasoning, evidence.
-    proposal: Proposal
-    # The decision's inputs: what replay rebuilds. None in files written before they
-    # were recorded: those cannot be replayed.
-    inputs: RecoveryContext | None = None
-    # Every call, in order. None in files written before there was one.
-    transcript: tuple[TranscriptEntry, ...] | None = None
 
     @field_validator("inputs", mode="before")
     @classmethod

@@ -265,8 +265,12 @@ class RunStore:
     def bundle_path(self, run_id: str, number: int) -> Path:
         return self.layout.bundle_path(run_id, number)
 
-    def mechanical_fix_path(self, run_id: str) -> Path:
-        return self.layout.mechanical_fix_path(run_id)
+    def mechanical_fix_path(self, run_id: str, number: int | None = None) -> Path:
+        """Verdict ``number``'s mechanical-fix report; without a number, the run's latest
+        (the name older state dirs have, kept up to date beside the numbered ones)."""
+        if number is None:
+            return self.layout.mechanical_fix_path(run_id)
+        return self.layout.mechanical_fix_report_path(run_id, number)
 
     def handoff_path(self, run_id: str) -> Path:
         return self.layout.handoff_path(run_id)

@@ -277,7 +277,7 @@ def _run_workers(
     logs = [layout.batch_worker_log(batch_id, k + 1) for k in range(jobs)]
 
     def work(log: Path) -> runner.ProcessOutcome:
-        return services.run_process(
+        return services.executor.run(
             argv, cwd=Path.cwd(), env=env, log_path=log,
             timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel,
         )  # fmt: skip

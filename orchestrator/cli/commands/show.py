@@ -145,7 +145,10 @@ def render(
         )
         lines.extend(f"      {line}" for line in _decision_lines(Path(ref.path)))
         if ref.action == "mechanical-fix":
-            fix_path = Path(ref.path).with_name(f"{record.run_id}.mechanical_fix.json")
+            # One report per verdict; older state dirs have only the run's latest.
+            numbered = Path(ref.path).with_name(f"{record.run_id}.mechanical_fix-{ref.number}.json")
+            latest = numbered.with_name(f"{record.run_id}.mechanical_fix.json")
+            fix_path = numbered if numbered.exists() else latest
             lines.extend(f"      {line}" for line in _recipe_lines(fix_path, ref.number))
         lines.append(f"      file: {ref.path}")
     if record.handoff:

@@ -13,13 +13,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Final, TextIO
 
+from orchestrator.actions.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
-from orchestrator.recovery.verdict import Action
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.layout import verdict_files as find_verdict_files
 
-SOURCES: Final = ("model", "playbook", "synthetic")
-ACTIONS: Final = tuple(a.value for a in Action)
 SUMMARY_CHARS: Final = 60
 
 

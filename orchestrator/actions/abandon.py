@@ -1,0 +1,88 @@
+"""abandon-human: the ticket stops and a person gets it, with a hand-off file saying
+what failed, what was tried and where the evidence is. Also how every other way of
+stopping ends (a rejected proposal, a spent retry budget): one hand-off for all."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.proposal import action_name_of
+from orchestrator.actions.spec import ActionSpec
+from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.recovery.verdict import AbandonHumanVerdict
+
+if TYPE_CHECKING:
+    from orchestrator.execution.attempts import Services
+    from orchestrator.storage.runs import RunRecord
+
+PROMPT = "broken in a way automation should not keep retrying"
+# Stopping is always safe: an abandon is carried out without asking a person.
+ROUTING_DEFAULT = 0.0
+
+
+def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
+    """A spent cap ends the ticket ``failed``; anything else ``needs-human`` with the
+    halt the decision recorded (a plain abandon: ``abandoned``)."""
+    if facts.cap_exhausted:
+        return Dispatch(
+            verdict.action, facts.approval, terminal=RunState.FAILED.value,
+            halt=HaltReason.CAP_EXHAUSTED.value,
+        )  # fmt: skip
+    reason = facts.halt_reason or HaltReason.ABANDONED.value
+    return Dispatch(
+        verdict.action, facts.approval, terminal=RunState.NEEDS_HUMAN.value, halt=reason
+    )
+
+
+def apply(
+    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+) -> tuple[RunRecord, Effect]:
+    assert plan.terminal is not None and plan.halt is not None  # as ``plan`` makes it
+    return stop(record, applying, services, RunState(plan.terminal), HaltReason(plan.halt))
+
+
+def stop(
+    record: RunRecord,
+    applying: Applying,
+    services: Services,
+    state: RunState,
+    reason: HaltReason,
+    *,
+    why: str | None = None,
+) -> tuple[RunRecord, Effect]:
+    """End the run in ``state`` for ``reason``, with a hand-off written first."""
+    from orchestrator.reports.handoff import HandoffFacts, render_handoff
+    from orchestrator.storage.atomic import atomic_write
+    from orchestrator.storage.runs import Halt
+
+    store = services.store
+    # A synthetic or replaced verdict's summary is the reason; a real one's is its words.
+    detail = why or f"{applying.source} verdict {applying.number}: {applying.verdict.summary}"
+    facts = HandoffFacts(
+        why=detail,
+        verdict_number=applying.number,
+        source=applying.source,
+        action=action_name_of(applying.proposal),
+        reason=applying.reason,
+        record_path=store.record_path(record.run_id),
+        verdict_path=store.verdict_path(record.run_id, applying.number),
+        bundle_path=applying.bundle_path,
+    )
+    handoff = store.handoff_path(record.run_id)
+    atomic_write(handoff, render_handoff(record, facts).encode())
+    record = record.model_copy(update={"handoff": str(handoff)})
+    halt = Halt(
+        reason=reason, stage=applying.failing_stage.name, detail=f"{detail}; hand-off: {handoff}"
+    )
+    return record, Effect(outcome=f"{state}: {reason}", terminal=state, halt=halt)
+
+
+SPEC: ActionSpec[AbandonHumanVerdict] = ActionSpec(
+    name="abandon-human",
+    verdict_type=AbandonHumanVerdict,
+    routing_default=ROUTING_DEFAULT,
+    prompt=PROMPT,
+    plan=plan,
+    apply=apply,
+)

@@ -1,0 +1,91 @@
+"""The retry budget a re-running action is charged against, before it runs.
+
+Plain retries and infrastructure retries have their own per-ticket caps; an
+infrastructure retry also owes a back-off, doubling with each one spent, which the
+caller waits out (``Effect.retry_after_s``). A verdict is charged once, under a key of
+its own, and its back-off runs from the charge's persisted time: carrying it out again
+after a crash neither spends twice nor restarts the wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.domain.config import RecoveryConfig
+    from orchestrator.storage.budget import BudgetStore, ChargeKind, TicketBudget
+
+MAX_BACKOFF_S = 600.0
+
+
+def backoff_s(base: float, retries_so_far: int) -> float:
+    """Doubling back-off for infrastructure retries, capped at ten minutes."""
+    return float(min(base * 2**retries_so_far, MAX_BACKOFF_S))
+
+
+def charge_key(run_id: str, verdict_number: int) -> str:
+    """The key a verdict's retry is charged under: one charge per decision."""
+    return f"{run_id}:verdict-{verdict_number}"
+
+
+@dataclass(frozen=True)
+class RetryCharge:
+    kind: ChargeKind
+    key: str
+    granted: bool
+    refusal: str | None = None  # why the budget refuses (the cap is spent)
+    retry_after_s: float | None = None  # the back-off owed before the re-run
+
+
+def decide_charge(
+    budget: TicketBudget, *, key: str, infra: bool, recovery: RecoveryConfig, now: datetime
+) -> RetryCharge:
+    """Whether the verdict keyed ``key`` may re-run, and after how long. Pure."""
+    kind: ChargeKind = "infra-retry" if infra else "retry"
+    limit = recovery.max_infra_retries_per_ticket if infra else recovery.max_retries_per_ticket
+    if budget.has(kind, key):  # charged before a crash: go on, waiting only what is left
+        owed = back_off_owed(budget, key=key, recovery=recovery, now=now) if infra else None
+        return RetryCharge(kind, key, granted=True, retry_after_s=owed)
+    spent = budget.spent(kind)
+    if spent >= limit:
+        return RetryCharge(
+            kind, key, granted=False,
+            refusal=f"{kind} cap spent ({spent}/{limit} for this ticket)",
+        )  # fmt: skip
+    wait = backoff_s(recovery.infra_backoff_s, spent) if infra else None
+    return RetryCharge(kind, key, granted=True, retry_after_s=wait)
+
+
+def charge_retry(
+    budgets: BudgetStore,
+    *,
+    ticket_id: str,
+    run_id: str,
+    verdict_number: int,
+    infra: bool,
+    recovery: RecoveryConfig,
+    at: datetime,
+) -> RetryCharge:
+    """Decide, and persist the charge when granted — before anything it pays for runs."""
+    key = charge_key(run_id, verdict_number)
+    charge = decide_charge(budgets.load(ticket_id), key=key, infra=infra, recovery=recovery, now=at)
+    if charge.granted:
+        budgets.charge(ticket_id, charge.kind, key, run_id=run_id, at=at)
+    return charge
+
+
+def back_off_owed(
+    budget: TicketBudget, *, key: str, recovery: RecoveryConfig, now: datetime
+) -> float | None:
+    """What is left of the back-off verdict ``key`` was charged, at ``now``: the charge's
+    time and its place among the ticket's infra retries are persisted, so a wait cut
+    short by a crash or a stop is resumed, not restarted and not skipped. Pure."""
+    infra = [c for c in budget.charges if c.kind == "infra-retry"]
+    index = next((i for i, c in enumerate(infra) if c.key == key), None)
+    if index is None:
+        return None
+    waited = (now - infra[index].at).total_seconds()
+    left = backoff_s(recovery.infra_backoff_s, index) - waited
+    return left if left > 0 else None

@@ -1,0 +1,203 @@
+"""mechanical-fix: a known-shape violation with a deterministic repair. The recipe runs
+in the clone, then the ORIGINAL failing check from config verifies it. Green → continue
+from the failed stage. A failing command, a red check, or an edit to the check's own
+files → keep the result as a ref, restore the clone, and fall back to a plain retry of
+the code stage. Recipe plus fallback: one retry charge.
+
+Every verdict's report is its own file (``<run-id>.mechanical_fix-<n>.json``); the
+run's latest is also written under the older one-per-run name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.rerun import rerun_from
+from orchestrator.actions.spec import ActionSpec
+from orchestrator.recovery.recipe import plan_recipe
+from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict, names_check
+
+if TYPE_CHECKING:
+    from orchestrator.execution.attempts import Services
+    from orchestrator.storage.runs import RunRecord, RunStore
+
+PROMPT = (
+    "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
+    "commands run without a shell inside the clone (write <clone> for its path; only "
+    "allow-listed programs), and `repair_plan.verification_check` names the failing check"
+)
+ROUTING_DEFAULT = 0.85
+
+
+def plan(verdict: MechanicalFixVerdict, facts: PlanFacts) -> Dispatch:
+    argvs, recipe_errors = plan_recipe(
+        verdict.repair_plan.commands,
+        clone_dir=Path(facts.record.clone_dir),
+        allowlist=facts.config.recovery.recipe_allowlist,
+    )
+    return Dispatch(
+        verdict.action, facts.approval, rerun=facts.failing.name, fallback=facts.code.name,
+        recipe=tuple(argvs), recipe_errors=tuple(recipe_errors),
+        verify_check=facts.failing_check,
+    )  # fmt: skip
+
+
+def checks(verdict: MechanicalFixVerdict, ctx: DecisionContext) -> dict[str, bool]:
+    return {
+        "names_failing_check": ctx.failing_check is not None
+        and names_check(verdict.repair_plan.verification_check, ctx.failing_check),
+        "recipe_allowed": not plan_recipe(
+            verdict.repair_plan.commands, clone_dir=ctx.clone_dir, allowlist=ctx.recipe_allowlist
+        )[1],
+    }
+
+
+def errors(verdict: MechanicalFixVerdict, ctx: DecisionContext) -> list[str]:
+    if ctx.failing_check is None:
+        return ["mechanical-fix: the failure was not a check, so there is nothing to verify"]
+    found = []
+    if not names_check(verdict.repair_plan.verification_check, ctx.failing_check):
+        found.append(
+            f"repair_plan.verification_check: must name the failing check "
+            f"{ctx.failing_check!r} (got {verdict.repair_plan.verification_check!r})"
+        )
+    _, recipe_errors = plan_recipe(
+        verdict.repair_plan.commands, clone_dir=ctx.clone_dir, allowlist=ctx.recipe_allowlist
+    )
+    found.extend(f"repair_plan.commands{e}" for e in recipe_errors)
+    return found
+
+
+def check_files(argv: tuple[str, ...], clone: Path) -> list[Path]:
+    """The files inside the clone a check's command names (its script, its config): a
+    recipe that edits them has weakened the verifier, so its green does not count."""
+    found = []
+    for arg in argv[1:] + argv[:1]:
+        candidate = Path(arg) if Path(arg).is_absolute() else clone / arg
+        try:
+            resolved = candidate.resolve()
+        except OSError:
+            continue
+        if resolved.is_file() and resolved.is_relative_to(clone.resolve()):
+            found.append(resolved)
+    return found
+
+
+def file_digests(paths: list[Path]) -> dict[str, str]:
+    out = {}
+    for path in paths:
+        try:
+            out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            out[str(path)] = "missing"
+    return out
+
+
+def write_report(store: RunStore, run_id: str, number: int, report: dict[str, Any]) -> None:
+    """This verdict's report, and the same as the run's latest (each write atomic)."""
+    from orchestrator.storage.atomic import atomic_write
+
+    data = json.dumps(report, indent=2).encode()
+    atomic_write(store.mechanical_fix_path(run_id, number), data)
+    atomic_write(store.mechanical_fix_path(run_id), data)
+
+
+def apply(
+    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+) -> tuple[RunRecord, Effect]:
+    """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
+    stage, red → keep the result, restore the clone, re-run the plan's fallback."""
+    from orchestrator.execution import git
+    from orchestrator.execution.attempts import run_check, stage_context
+    from orchestrator.execution.recipes import run_recipe
+    from orchestrator.execution.stage_env import stage_environ
+
+    verdict = applying.verdict
+    assert isinstance(verdict, MechanicalFixVerdict)  # the plan was made from this verdict
+    assert plan.rerun is not None and plan.fallback is not None
+    config, store = services.loaded.config, services.store
+    clone = Path(record.clone_dir)
+    stage = applying.failing_stage
+    check = next(c for c in stage.checks if c.name == plan.verify_check)
+    n = applying.number
+    report: dict[str, Any] = {
+        "run_id": record.run_id,
+        "verdict": n,
+        "source": applying.source,
+        "summary": verdict.summary,
+        "repair_plan": verdict.repair_plan.model_dump(),
+        "argv": [list(a) for a in plan.recipe],
+        "verifier": {"check": check.name, "command": list(check.command)},
+        "commands": [],
+        "status": "running",
+    }
+    write_report(store, record.run_id, n, report)  # the plan, before it runs
+
+    logs = Path(record.run_dir) / "logs"
+    ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
+    env = stage_environ(services.environ, ctx)
+    guarded = check_files(check.command, clone)
+    before = file_digests(guarded)
+    pre_recipe = git.head_commit(services.executor, clone, env)
+    report["head_before"] = pre_recipe
+    red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
+    if red_reason is None:
+        ran = run_recipe(
+            plan.recipe,
+            executor=services.executor,
+            clone=clone,
+            env=env,
+            log_path=lambda i: logs / f"verdict-{n}-recipe-{i}.log",
+            timeout_s=config.recovery.recipe_command_timeout_s,
+            kill_after_s=stage.kill_after_s,
+            note=services.reporter.note,
+        )
+        report["commands"], red_reason = list(ran.commands), ran.red_reason
+    if red_reason is None:
+        cwd = clone if stage.cwd == "clone" else Path(record.run_dir)
+        log = logs / f"verdict-{n}-verify-{check.name}.log"
+        result = run_check(check, stage, ctx, cwd, log, services)
+        report["verification"] = result.model_dump(mode="json")
+        changed = [p for p, digest in file_digests(guarded).items() if before.get(p) != digest]
+        if changed:
+            red_reason = f"the recipe changed the check's own files: {changed}"
+        elif not result.passed:
+            red_reason = f"verification check {check.name!r} still fails (exit {result.exit_code})"
+    report["status"] = "green" if red_reason is None else "red"
+    report["red_reason"] = red_reason
+    write_report(store, record.run_id, n, report)
+    if red_reason is None:
+        services.reporter.note(f"mechanical fix verified: {check.name} is green")
+        return record.reset_stages_from(plan.rerun), Effect(
+            outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
+        )
+    services.reporter.note(f"mechanical fix red ({red_reason}); falling back to a retry")
+    # The fallback retry must not build on the red result (nor on a weakened check).
+    ref = f"refs/orchestrator/{record.run_id}/recipe-{n}"
+    report["kept_as"] = ref
+    report["restored"] = git.keep_and_restore(
+        services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
+        log_prefix=logs / f"verdict-{n}-restore",
+    )  # fmt: skip
+    write_report(store, record.run_id, n, report)
+    fallback = plan.fallback
+    return rerun_from(
+        record, fallback, f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}"
+    )
+
+
+SPEC: ActionSpec[MechanicalFixVerdict] = ActionSpec(
+    name="mechanical-fix",
+    verdict_type=MechanicalFixVerdict,
+    routing_default=ROUTING_DEFAULT,
+    prompt=PROMPT,
+    plan=plan,
+    apply=apply,
+    checks=checks,
+    errors=errors,
+    retry_like=True,
+)

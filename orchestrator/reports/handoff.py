@@ -1,0 +1,74 @@
+"""The hand-off: what a person needs when a ticket stops and needs them — what failed,
+what was tried, where the evidence is. Rendering only; the abandon action writes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.storage.runs import RunRecord
+
+
+@dataclass(frozen=True)
+class HandoffFacts:
+    """The decision that stopped the run, and where its evidence lies."""
+
+    why: str
+    verdict_number: int
+    source: str
+    action: str  # as proposed (a rejected proposal's own action, not abandon-human)
+    reason: str
+    record_path: Path
+    verdict_path: Path
+    bundle_path: str | None
+
+
+def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
+    """The hand-off as Markdown."""
+    failed = record.last_failed_attempt()
+    lines = [
+        f"# Hand-off: {record.ticket_id} — {record.ticket_title}",
+        "",
+        f"Run `{record.run_id}` stopped and needs a human.",
+        "",
+        f"**Why:** {facts.why}",
+        "",
+        "## What failed",
+    ]
+    if failed is not None:
+        check = failed.failing_check
+        lines.append(
+            f"- stage `{failed.stage}` (attempt {failed.number}): "
+            + (
+                f"check `{check.name}` exited {check.exit_code}"
+                if check
+                else f"exit {failed.exit_code}"
+            )
+            + (" (timed out)" if failed.timed_out else "")
+        )
+        lines.append(f"- log: `{failed.log_path}`")
+    lines += ["", "## What was tried"]
+    for attempt in record.attempts:
+        lines.append(
+            f"- attempt {attempt.number}: `{attempt.stage}` "
+            f"{'engine ' + attempt.engine + ' ' if attempt.engine else ''}"
+            f"{'model ' + attempt.model + ' ' if attempt.model else ''}→ {attempt.status}, exit {attempt.exit_code}"
+        )
+    for ref in record.verdicts:
+        if ref.number != facts.verdict_number:
+            lines.append(f"- verdict {ref.number} ({ref.source}): `{ref.action}` → {ref.outcome}")
+    lines.append(
+        f"- verdict {facts.verdict_number} ({facts.source}): `{facts.action}` — {facts.reason}"
+    )
+    lines += [
+        "",
+        "## Evidence",
+        f"- run record: `{facts.record_path}`",
+        f"- verdict: `{facts.verdict_path}`",
+        f"- context bundle: `{facts.bundle_path or 'none'}`",
+        f"- logs: `{Path(record.run_dir) / 'logs'}`",
+        f"- clone: `{record.clone_dir}`",
+        f"- ticket: `{record.ticket_snapshot}`",
+        "",
+    ]
+    return "\n".join(lines)

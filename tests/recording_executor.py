@@ -1,0 +1,68 @@
+"""An Executor that runs everything for real (through the local executor) and records
+what it was asked to start: tests see every process the orchestrator started, in
+order, without monkeypatching the runner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.execution.executor import (
+    CapturedHead,
+    Executor,
+    LocalExecutor,
+    ProcessIdentity,
+    ProcessOutcome,
+)
+
+
+@dataclass
+class RecordingExecutor:
+    inner: Executor = field(default_factory=LocalExecutor)
+    ran: list[tuple[str, ...]] = field(default_factory=list)  # run() argv, in order
+    captured: list[tuple[str, ...]] = field(default_factory=list)  # capture_head() argv
+    cwds: list[Path] = field(default_factory=list)  # for every start, run or capture
+
+    @property
+    def started(self) -> list[tuple[str, ...]]:
+        return [*self.ran, *self.captured]
+
+    def run(
+        self,
+        argv: tuple[str, ...],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        log_path: Path,
+        timeout_s: float,
+        kill_after_s: float,
+        on_start: Callable[[ProcessIdentity], None] | None = None,
+        on_tick: Callable[[float], None] | None = None,
+        tick_s: float = 1.0,
+        stdin_path: Path | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ProcessOutcome:
+        self.ran.append(argv)
+        self.cwds.append(cwd)
+        return self.inner.run(
+            argv, cwd=cwd, env=env, log_path=log_path, timeout_s=timeout_s,
+            kill_after_s=kill_after_s, on_start=on_start, on_tick=on_tick, tick_s=tick_s,
+            stdin_path=stdin_path, cancel=cancel,
+        )  # fmt: skip
+
+    def capture_head(
+        self,
+        argv: tuple[str, ...],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        max_bytes: int,
+        timeout_s: float,
+    ) -> CapturedHead:
+        self.captured.append(argv)
+        self.cwds.append(cwd)
+        return self.inner.capture_head(
+            argv, cwd=cwd, env=env, max_bytes=max_bytes, timeout_s=timeout_s
+        )

@@ -32,6 +32,8 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 
+from conftest import examples
+
 KiB = 1024
 SECRET_LINE = "ANTHROPIC_API_KEY=sk-ant-api03-QXZQXZQXZQXZQXZQXZQXZQXZ"
 SECRET_BODY = "QXZQXZQXZQXZQXZQXZQXZQXZ"
@@ -548,7 +550,7 @@ _FORMS = {
     cut=st.floats(0, 1),
 )
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -48,3 +48,35 @@ def test_bench_quick_runs_and_reports_every_measurement() -> None:
     verdicts = re.findall(r"^  \S.*\S +imports model SDK: (.*)$", out, re.MULTILINE)
     assert len(verdicts) >= 2, out
     assert verdicts == ["no"] * len(verdicts), verdicts
+
+
+def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference() -> None:
+    # A tiny ledger: the point is that the benchmark still runs end to end (bulk writer,
+    # index build, verify, the index checked against a scan, the timed decisions).
+    result = subprocess.run(
+        [sys.executable, "bench/bench_ledger_history.py", "--rows", "3000"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for expected in (
+        "setup (3,000 rows, written in bulk)",
+        "  index built ",
+        "  ledger verify ",
+        "(OK: 3,000 entries)",
+        "  history by scan ",
+        "deciding (median of 31, ms)",
+        "  history ",
+        "  lookup ",
+        "  append ",
+        "  total ",
+        "  difference ",
+    ):
+        assert expected in out, f"missing {expected!r} in:\n{out}"
+    verdict = re.search(r"^  deciding with 3,000 rows <= 20 ms more .* (PASS|FAIL)$", out, re.M)
+    assert verdict is not None, out
+    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out

@@ -9,7 +9,7 @@ decision finds its row and does not append another.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +22,6 @@ from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledge
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
     from orchestrator.storage.runs import RunRecord
-
-GREEN = "mechanical-fix green"
-RECENT_ROWS = 512
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
@@ -43,44 +40,17 @@ class LedgerLink:
     def inputs_hash(payload: str) -> str:
         return inputs_hash(payload)
 
-    def _rows(self) -> Iterator[dict[str, Any]]:
-        if not self.ledger.path.exists():
-            return iter(())
-        return self.ledger.rows()
-
     def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
-        """A decision's rows. They are written moments apart, so they sit at the end of
-        the ledger: read its tail first (from the end, by seeking) and the whole file only
-        if the decision row is not there."""
-        tail = [r for r in self.ledger.recent(RECENT_ROWS) if r.get("decision_id") == decision_id]
-        if any(r.get("kind") == "decision" for r in tail):
-            return tail
-        return [r for r in self._rows() if r.get("decision_id") == decision_id]
+        """A decision's rows, found through the ledger's index (no scan)."""
+        return self.ledger.rows_of(decision_id)
 
     def _decision_row(self, decision_id: str) -> dict[str, Any] | None:
         return next((r for r in self._rows_of(decision_id) if r.get("kind") == "decision"), None)
 
     def history(self, signature: str) -> dict[str, History]:
         """Per action: how often a decision for this failure signature went green."""
-        decisions: dict[str, tuple[str, str]] = {}  # entry_hash → (signature, action)
-        green: dict[str, int] = {}
-        total: dict[str, int] = {}
-        for row in self._rows():
-            decision = row.get("decision") or {}
-            if row.get("kind") == "decision":
-                verdict = decision.get("verdict") or {}
-                decisions[row["entry_hash"]] = (
-                    decision.get("signature", ""),
-                    verdict.get("action", ""),
-                )
-            elif row.get("kind") == "outcome" and row.get("supersedes") in decisions:
-                sig, action = decisions[row["supersedes"]]
-                if sig != signature:
-                    continue
-                total[action] = total.get(action, 0) + 1
-                if str(row.get("outcome", "")).startswith(GREEN):
-                    green[action] = green.get(action, 0) + 1
-        return {a: History(green=green.get(a, 0), total=n) for a, n in total.items()}
+        found = self.ledger.history(signature)  # indexed: no scan of the ledger
+        return {a: History(green=h.green, total=h.total) for a, h in found.items()}
 
     def record_decision(self, entries: Sequence[LedgerEntry], services: Services) -> str:
         """The decision's entries (``exit`` prepared them: each investigation step, then the

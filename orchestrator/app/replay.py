@@ -26,7 +26,6 @@ note saying why.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from orchestrator.recovery.prompt import PROMPT_VERSION
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, TranscriptPlayer
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
+from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.runs import RunRecord, RunStore, StageOverride
 from orchestrator.storage.transcripts import read_texts, replies_dir
@@ -65,7 +65,6 @@ __all__ = [
 
 ABSENT: Final = "<absent>"
 REPLAY_MODEL: Final = "replay"
-_VERDICT_FILE = re.compile(r"\.verdict-(?P<n>\d+)\.json$")
 
 
 @dataclass(frozen=True)
@@ -369,12 +368,7 @@ def _nothing() -> None:
 def verdict_paths(store: RunStore, run_id: str) -> dict[int, Path]:
     """``runs/<run-id>.verdict-<n>.json`` by number: the files, not the run record's refs,
     so a decision persisted just before a crash is replayed too."""
-    found = {}
-    for path in store.runs_dir.glob(f"{run_id}.verdict-*.json"):
-        match = _VERDICT_FILE.search(path.name)
-        if match and path.name == f"{run_id}.verdict-{match.group('n')}.json":
-            found[int(match.group("n"))] = path
-    return dict(sorted(found.items()))
+    return {v.number: v.path for v in verdict_files(store.runs_dir, run_id=run_id)}
 
 
 def replay(

@@ -160,16 +160,14 @@ def orchestrator_command() -> str:
 
 def print_what_to_read(state_dir: Path) -> None:
     """Point at the files that say what was decided and why."""
-    from orchestrator.storage.layout import run_record_paths
+    from orchestrator.storage.layout import StateLayout, run_record_paths
 
     relative = os.path.relpath(state_dir)
     command = orchestrator_command()
     print("\nWhat was decided, and why:")
-    runs_dir = state_dir / "runs"
-    for record in run_record_paths(runs_dir):
-        for extra in sorted(runs_dir.glob(f"{record.stem}.*.json")) + sorted(
-            runs_dir.glob(f"{record.stem}.handoff.md")
-        ):
+    layout = StateLayout(state_dir)
+    for record in run_record_paths(layout.runs_dir):
+        for extra in layout.run_files(record.stem):
             print(f"  {os.path.relpath(extra)}")
     print(f"Every run:    {command} --state-dir {relative} runs")
     print(f"One run:      {command} --state-dir {relative} show <run-id or ticket id>")

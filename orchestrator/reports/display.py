@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from orchestrator.reports.telling import telling_line_of
+from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.storage.runs import Attempt, RunRecord
@@ -66,8 +67,9 @@ def outcome_lines(record: RunRecord) -> list[str]:
         )
     if record.pull_request:
         lines.append(f"  pull request: {record.pull_request}")
-    lines.append(f"  state: {record.run_dir}.json")
-    lines.append(f"  logs:  {record.run_dir}/logs/")
+    layout = StateLayout.of_run_dir(Path(record.run_dir))
+    lines.append(f"  state: {layout.record_path(record.run_id)}")
+    lines.append(f"  logs:  {layout.logs_dir(record.run_id)}/")
     return lines
 
 

@@ -49,6 +49,7 @@ from orchestrator.forges.github import (
 )
 from orchestrator.stages._stagelib import StageError, git_reason, require_env, stage_ticket
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout, verdict_files
 
 RECORD_NAME = "pull-request.json"
 EXIT_REFUSED = 3
@@ -108,13 +109,9 @@ def push_failure_kind(reason: str) -> str | None:
 def verdict_summaries(state_dir: Path, run_id: str) -> list[str]:
     """``<action>: <summary>`` of each of the run's decisions, in decision order."""
 
-    def number(path: Path) -> int:
-        match = re.search(r"\.verdict-(\d+)\.json$", path.name)
-        return int(match.group(1)) if match else 0
-
     summaries = []
-    runs = state_dir / "runs"
-    for path in sorted(runs.glob(f"{run_id}.verdict-*.json"), key=number):
+    for found in verdict_files(StateLayout(state_dir).runs_dir, run_id=run_id):
+        path = found.path
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

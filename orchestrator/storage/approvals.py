@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout
 
 AUTO = "auto"
 
@@ -40,7 +41,8 @@ def os_user() -> str:
 
 
 def approval_path(runs_dir: Path, run_id: str, number: int) -> Path:
-    return runs_dir / f"{run_id}.approval-{number}.json"
+    """Kept for callers holding a runs dir; ``StateLayout.approval_path`` names the file."""
+    return StateLayout(runs_dir.parent).approval_path(run_id, number)
 
 
 def write_approval(path: Path, approval: Approval) -> None:

@@ -8,9 +8,7 @@ The estimate can overshoot ``max_cost_usd`` by at most the calls already in flig
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.locks import flock
 
 BATCH_ENV = "ORCH_BATCH_ID"
 
@@ -51,20 +50,15 @@ def over_cap(spend: Spend, caps: BatchConfig) -> str | None:
 
 
 class BatchBudget:
-    def __init__(self, directory: Path, caps: BatchConfig, prices: dict[str, PriceConfig]) -> None:
-        self.path = directory / "budget.json"
+    def __init__(self, path: Path, caps: BatchConfig, prices: dict[str, PriceConfig]) -> None:
+        self.path = path
         self.caps = caps
         self.prices = prices
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with flock(self.path.with_suffix(".lock")):
             yield
-        finally:
-            os.close(fd)
 
     def read(self) -> Spend:
         try:

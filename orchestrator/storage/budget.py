@@ -15,6 +15,7 @@ from typing import Literal
 
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout
 
 ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
 
@@ -41,10 +42,10 @@ class BudgetStore:
     """Callers hold the ticket's lock, so read-modify-write here does not race."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.dir = state_dir / "tickets"
+        self._layout = StateLayout(state_dir)
 
     def path(self, ticket_id: str) -> Path:
-        return self.dir / f"{ticket_id}.json"
+        return self._layout.ticket_budget_path(ticket_id)
 
     def load(self, ticket_id: str) -> TicketBudget:
         budget = read_model(self.path(ticket_id), TicketBudget, "ticket budget")

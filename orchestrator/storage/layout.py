@@ -1,19 +1,55 @@
-"""Names of things under the state dir, shared by the fast read-only commands (no
-pydantic) and the run store. Run records sit beside their verdict, bundle and
-mechanical-fix files in ``runs/``; only a name of the run-id shape is a run record."""
+"""Every name under the state dir, and the globs that find them: the one module that knows
+where things are. Imports nothing heavy (no pydantic), so the fast read-only commands and
+the stage programs can use it too.
+
+    runs/<run-id>.json                 the run record
+    runs/<run-id>.verdict-<n>.json     one per decision, written before it is executed
+    runs/<run-id>.bundle-<n>.json      the evidence the decision was taken on
+    runs/<run-id>.approval-<n>.json    the answer to decision n, written once
+    runs/<run-id>.replies/<sha256>.txt the texts of the run's model and tool calls
+    runs/<run-id>.mechanical_fix-<n>.json  the report of decision n's mechanical fix
+    runs/<run-id>.mechanical_fix.json  the latest of those (the name older runs have)
+    runs/<run-id>.handoff.md           what a person needs to take the ticket over
+    runs/<run-id>/ticket/              the ticket as the run started from it
+    runs/<run-id>/clone/               the working clone
+    runs/<run-id>/logs/                one log per attempt (and per check, recipe, restore)
+    tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
+    locks/<ticket-id>.lock             flock held while a process drives the ticket
+    batches/<batch-id>/                one batch's shared model budget and worker logs
+    ledger.jsonl (+ .head, .lock)      the hash-chained decision ledger
+    ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
+
+Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
+name of the run-id shape is a run record.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 # <ticket-id>-<UTC yyyymmddThhmmssZ>-<4 hex>; ticket ids may themselves contain '.' and '-'.
 RUN_ID = re.compile(r"^(?P<ticket>[A-Za-z0-9][A-Za-z0-9._-]{0,63})-\d{8}T\d{6}Z-[0-9a-f]{4}$")
+_VERDICT_NAME = re.compile(r"^(?P<run>.+)\.verdict-(?P<n>\d+)\.json$")
+
+RUNS_DIR = "runs"
+TICKETS_DIR = "tickets"
+LOCKS_DIR = "locks"
+BATCHES_DIR = "batches"
+LEDGER_FILE = "ledger.jsonl"
+RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 
 
 def is_run_id(name: str) -> bool:
     return RUN_ID.match(name) is not None
+
+
+def ticket_of(run_id: str) -> str | None:
+    """The ticket id inside a run id, or None when ``run_id`` is not of the run-id shape."""
+    match = RUN_ID.match(run_id)
+    return match.group("ticket") if match else None
 
 
 def run_record_paths(runs_dir: Path, ticket_id: str | None = None) -> Iterator[Path]:
@@ -23,3 +59,133 @@ def run_record_paths(runs_dir: Path, ticket_id: str | None = None) -> Iterator[P
         match = RUN_ID.match(path.stem)
         if match and (ticket_id is None or match.group("ticket") == ticket_id):
             yield path
+
+
+@dataclass(frozen=True)
+class VerdictFile:
+    """One ``runs/<run-id>.verdict-<n>.json`` found on disk."""
+
+    run_id: str
+    number: int
+    path: Path
+
+    @property
+    def ticket_id(self) -> str:
+        return ticket_of(self.run_id) or ""
+
+
+def verdict_files(
+    runs_dir: Path, *, run_id: str | None = None, ticket_id: str | None = None
+) -> list[VerdictFile]:
+    """Verdict files of one run, of one ticket's runs, or of every run: ordered by run id,
+    then by decision number (2 before 10). Only names whose run part is a run id count, so
+    a stray ``x.verdict-1.json`` is not taken for a decision."""
+    if run_id is not None:
+        pattern = f"{run_id}.verdict-*.json"
+    elif ticket_id is not None:
+        pattern = f"{ticket_id}-*.verdict-*.json"
+    else:
+        pattern = "*.verdict-*.json"
+    found = []
+    for path in runs_dir.glob(pattern):
+        match = _VERDICT_NAME.match(path.name)
+        if match is None or not path.is_file():
+            continue
+        run = match.group("run")
+        owner = ticket_of(run)
+        if owner is None or (run_id is not None and run != run_id):
+            continue
+        if ticket_id is not None and owner != ticket_id:
+            continue
+        found.append(VerdictFile(run, int(match.group("n")), path))
+    found.sort(key=lambda v: (v.run_id, v.number))
+    return found
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Where each thing lives under one state dir. Pure: builds paths, touches nothing."""
+
+    root: Path
+
+    @classmethod
+    def of_run_dir(cls, run_dir: Path) -> StateLayout:
+        """The layout a run's workspace (``runs/<run-id>/``, as a run record holds it)
+        belongs to."""
+        return cls(run_dir.parent.parent)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / RUNS_DIR
+
+    def record_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.json"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    def ticket_snapshot_dir(self, run_id: str) -> Path:
+        """The ticket as the run started from it, with the files it refers to."""
+        return self.run_dir(run_id) / RUN_TICKET_DIR
+
+    def clone_dir(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / RUN_CLONE_DIR
+
+    def logs_dir(self, run_id: str) -> Path:
+        """One log per attempt, check, recipe command and restore."""
+        return self.run_dir(run_id) / RUN_LOGS_DIR
+
+    def verdict_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.verdict-{number}.json"
+
+    def bundle_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.bundle-{number}.json"
+
+    def replies_dir(self, run_id: str) -> Path:
+        """The run's call transcripts' texts, content-addressed (``<sha256>.txt``)."""
+        return self.runs_dir / f"{run_id}.replies"
+
+    def approval_path(self, run_id: str, number: int) -> Path:
+        return self.runs_dir / f"{run_id}.approval-{number}.json"
+
+    def mechanical_fix_path(self, run_id: str) -> Path:
+        """The latest mechanical fix's report (the name the seed gave it)."""
+        return self.runs_dir / f"{run_id}.mechanical_fix.json"
+
+    def mechanical_fix_report_path(self, run_id: str, number: int) -> Path:
+        """The report of the mechanical fix decision ``number`` decided: one per verdict,
+        so a second fix in the same run never overwrites the first's."""
+        return self.runs_dir / f"{run_id}.mechanical_fix-{number}.json"
+
+    def handoff_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.handoff.md"
+
+    def run_files(self, run_id: str) -> list[Path]:
+        """The files a run left beside its record (verdicts, bundles, approvals, reports,
+        the hand-off), in name order: what a reader opens to see what was decided."""
+        found = [
+            p
+            for p in self.runs_dir.glob(f"{run_id}.*")
+            if p.is_file() and p.suffix in (".json", ".md") and p != self.record_path(run_id)
+        ]
+        return sorted(found, key=lambda p: (p.suffix == ".md", p.name))
+
+    def ticket_budget_path(self, ticket_id: str) -> Path:
+        return self.root / TICKETS_DIR / f"{ticket_id}.json"
+
+    def ticket_lock_path(self, ticket_id: str) -> Path:
+        return self.root / LOCKS_DIR / f"{ticket_id}.lock"
+
+    def batch_dir(self, batch_id: str) -> Path:
+        return self.root / BATCHES_DIR / batch_id
+
+    def batch_budget_path(self, batch_id: str) -> Path:
+        return self.batch_dir(batch_id) / "budget.json"
+
+    def batch_worker_log(self, batch_id: str, worker: int) -> Path:
+        """The output of a ``--jobs N`` batch's worker ``worker`` (1..N)."""
+        return self.batch_dir(batch_id) / f"worker-{worker}.log"
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / LEDGER_FILE

@@ -67,24 +67,35 @@ What it cannot detect
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.domain.errors import EXIT_STATE, OrchestratorError
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.ledger_index import (
+    ActionHistory,
+    LedgerIndex,
+    UnreadableRow,
+    decision_key,
+    history_by_scan,
+)
+from orchestrator.storage.lines import line_start as _line_start
+from orchestrator.storage.lines import pread as _pread
+from orchestrator.storage.lines import reverse_lines as _reverse_lines
+from orchestrator.storage.locks import flock
 
-LEDGER_FILE = "ledger.jsonl"
 LEDGER_KEY_ENV = "ORCHESTRATOR_LEDGER_KEY"
 ZERO_HASH = "0" * 64
 KINDS = ("decision", "outcome", "trace")
@@ -112,8 +123,8 @@ FIELDS = (
 _FIELD_SET = frozenset(FIELDS)
 _HASH_MEMBER = b',"entry_hash":"'
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_T = TypeVar("_T")
 _HEAD_MAC_DOMAIN = b"orchestrator-ledger-head\n"  # a head MAC can never pass as an entry hash
-_CHUNK = 8192
 
 
 class LedgerError(OrchestratorError):
@@ -201,7 +212,7 @@ def key_from_env(environ: Mapping[str, str], name: str = LEDGER_KEY_ENV) -> byte
 
 
 def ledger_path(state_dir: Path) -> Path:
-    return state_dir / LEDGER_FILE
+    return StateLayout(state_dir).ledger_path
 
 
 def _digest(key: bytes | None, prev_hash: str, body: bytes) -> str:
@@ -265,46 +276,6 @@ def _encode_row(
 # --------------------------------------------------------------------------- file access
 
 
-def _pread(fd: int, size: int, offset: int) -> bytes:
-    parts = []
-    while size > 0:
-        chunk = os.pread(fd, size, offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        size -= len(chunk)
-        offset += len(chunk)
-    return b"".join(parts)
-
-
-def _line_start(fd: int, end: int) -> int:
-    """Offset just after the last newline strictly before ``end`` (0 if none), reading
-    backwards in chunks: the cost is the length of one line, not of the file."""
-    pos = end
-    while pos > 0:
-        lo = max(0, pos - _CHUNK)
-        i = _pread(fd, pos - lo, lo).rfind(b"\n")
-        if i >= 0:
-            return lo + i + 1
-        pos = lo
-    return 0
-
-
-def _reverse_lines(fd: int, end: int) -> Iterator[bytes]:
-    """Complete lines (without newline) before ``end`` (which is 0 or just after a
-    newline), last first."""
-    pos, carry, step = end, b"", _CHUNK
-    while pos > 0:
-        lo = max(0, pos - step)
-        carry = _pread(fd, pos - lo, lo) + carry
-        pos = lo
-        step = min(step * 2, 1 << 20)  # doubling keeps a very long line linear to read
-        parts = carry.split(b"\n")  # carry ends with a newline, so parts[-1] == b""
-        complete = parts[1:-1] if pos > 0 else parts[:-1]
-        yield from reversed(complete)
-        carry = parts[0] + b"\n" if pos > 0 else b""
-
-
 @dataclass(frozen=True)
 class _Head:
     seq: int
@@ -332,29 +303,18 @@ class Ledger:
         self.path = path
         self.head_path = path.with_suffix(".head")
         self.lock_path = path.with_suffix(".lock")
+        self.index = LedgerIndex(path.with_name(f"{path.stem}.index.sqlite3"), path)
         self._key = key
 
     # ------------------------------------------------------------------ locking, head
 
     @contextmanager
-    def _locked(self, mode: int, *, create: bool) -> Iterator[None]:
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            if create:
-                raise
-            # A reader on a read-only copy (or of a ledger that does not exist yet) can
-            # still verify it; only writers need the lock to exist.
-            fd = -1
-        try:
-            if fd >= 0:
-                fcntl.flock(fd, mode)
-            yield
-        finally:
-            if fd >= 0:
-                os.close(fd)  # releases the flock
+    def _locked(self, *, exclusive: bool, create: bool) -> Iterator[int | None]:
+        """Yields the lock's descriptor, or None when a reader (``create=False``) could not
+        create the lock file: a reader on a read-only copy (or of a ledger that does not
+        exist yet) can still verify it; only writers need the lock file to exist."""
+        with flock(self.lock_path, exclusive=exclusive, missing_ok=not create) as fd:
+            yield fd
 
     def _read_head(self) -> _Head | None:
         try:
@@ -481,7 +441,7 @@ class Ledger:
         }
         canonical(fields)  # a bad payload fails here, before the lock is taken
 
-        with self._locked(fcntl.LOCK_EX, create=True):
+        with self._locked(exclusive=True, create=True):
             head = self._read_head()
             if head is not None and (problem := self._head_mac_problem(head)):
                 raise LedgerError(f"ledger error: {self.path}: {problem}")
@@ -511,7 +471,17 @@ class Ledger:
                 finally:
                     os.close(dir_fd)
             self._write_head(seq, row["entry_hash"])
+            self._index_added(row, size, len(line))
         return row
+
+    def _index_added(self, row: Mapping[str, Any], offset: int, length: int) -> None:
+        """Keep the index current, under the append's lock. The row is committed whatever
+        happens here: an index left behind (an error, a kill) is caught up by the next
+        look-up, so a failure here must not fail the append."""
+        try:
+            self.index.added(row, offset, length)
+        except (sqlite3.Error, OSError, UnreadableRow):
+            pass
 
     def append_outcome(
         self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
@@ -596,7 +566,7 @@ class Ledger:
 
     def verify(self) -> VerifyResult:
         """Check every line, the chain and the head file in one pass."""
-        with self._locked(fcntl.LOCK_SH, create=False):
+        with self._locked(exclusive=False, create=False):
             return self._scan().result
 
     def _scan(self) -> _Scan:
@@ -715,7 +685,7 @@ class Ledger:
         """Move a torn last line (and only that) aside, truncate to the last good line and
         bring the head file up to date. Anything else is refused: a bad line in the middle
         is damage or tampering, not a crash, and must not be silently cut away."""
-        with self._locked(fcntl.LOCK_EX, create=True):
+        with self._locked(exclusive=True, create=True):
             scan = self._scan()
             if not scan.result.ok and not scan.torn:
                 where = f"line {scan.result.line}: " if scan.result.line is not None else ""
@@ -774,6 +744,75 @@ class Ledger:
         raise LedgerError(f"ledger error: {self.path}: no free quarantine file name")
 
     # ------------------------------------------------------------------ reading
+
+    def history(self, signature: str) -> dict[str, ActionHistory]:
+        """Per action: how many outcomes were recorded for decisions about this failure
+        signature, and how many of them were green. Answered from the index (brought up to
+        date first), so it costs the same with a million rows as with none; from a scan
+        of every row when no index can be kept (a read-only copy of a state dir)."""
+        if not self.path.exists():
+            return {}
+        looked_up = self._from_index(lambda: self.index.history(signature))
+        if looked_up is not None:
+            return looked_up
+        return history_by_scan(self.rows(), signature)
+
+    def rows_of(self, decision_id: str) -> list[dict[str, Any]]:
+        """Every row of one decision, oldest first: read by offset from the index, or by
+        a scan when no index can be kept."""
+        if not self.path.exists():
+            return []
+        places = self._from_index(lambda: self.index.places(decision_id))
+        if places is not None:
+            found = self._read_placed(places, decision_id)
+            if found is not None:
+                return found
+            # The bytes moved under the index (an edit in the middle, which verify
+            # reports): drop it, so the next look-up rebuilds it, and answer from the rows.
+            self._from_index(self.index.discard)
+        return [r for r in self.rows() if r.get("decision_id") == decision_id]
+
+    def _read_placed(
+        self, places: list[tuple[int, int]], decision_id: str
+    ) -> list[dict[str, Any]] | None:
+        """The rows at ``places`` that are ``decision_id``'s; None if any place does not
+        hold a row of a decision with its key (the index no longer matches the file)."""
+        key = decision_key(decision_id)
+        found: list[dict[str, Any]] = []
+        with self.path.open("rb") as fh:
+            for offset, length in places:
+                try:
+                    row = json.loads(_pread(fh.fileno(), length, offset))
+                    placed_id = row["decision_id"]
+                    if decision_key(placed_id) != key:
+                        return None
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    return None
+                if placed_id == decision_id:  # not another id with the same 64-bit key
+                    found.append(row)
+        return found
+
+    def _from_index(self, look_up: Callable[[], _T]) -> _T | None:
+        """``look_up()`` under the ledger's exclusive lock (so the index can be caught up and
+        no append runs meanwhile); None when the index cannot be used here."""
+        try:
+            with self._locked(exclusive=True, create=False) as fd:
+                if fd is None:
+                    return None
+                try:
+                    return look_up()
+                except UnreadableRow as exc:
+                    raise LedgerError(
+                        f"ledger error: {self.path}: {exc}; run `orchestrator ledger verify`"
+                    ) from None
+                except sqlite3.OperationalError:
+                    return None  # read-only, out of space: the index is not at fault
+                except sqlite3.DatabaseError:
+                    # A damaged index answers nothing; the next look-up builds a new one.
+                    self.index.discard()
+                    return None
+        except (sqlite3.Error, OSError):
+            return None
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row, first to last, as stored. An unterminated (or unparsable) last line is

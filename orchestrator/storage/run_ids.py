@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.domain.errors import UnknownRun
-from orchestrator.storage.layout import RUN_ID, is_run_id
+from orchestrator.storage.layout import is_run_id
 from orchestrator.storage.runs import RunStore
 
 # The ticket id shape (``domain.validation.Name``): letters, digits, '.', '_', '-', never a
@@ -32,10 +32,3 @@ def resolve_run_id(store: RunStore, given: str) -> str:
         )
     return latest.run_id
 
-
-def ticket_of_run(run_id: str) -> str:
-    """The ticket id inside a run id (the part before its timestamp)."""
-    match = RUN_ID.match(run_id)
-    if match is None:
-        raise UnknownRun(f"state error: {run_id!r} is not a run id")
-    return match.group("ticket")

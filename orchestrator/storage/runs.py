@@ -1,7 +1,7 @@
 """Run state under ``<state_dir>/runs``: one JSON record per run, written atomically after
 every transition, plus a per-ticket lock so two processes never drive one ticket.
 
-Layout (README, "Files under .state"):
+Names and places come from ``layout.py``:
     runs/<run-id>.json            the run record (RunRecord below)
     runs/<run-id>/ticket/         snapshot of the ticket and the files it refers to
     runs/<run-id>/clone/          the working clone
@@ -11,24 +11,24 @@ Layout (README, "Files under .state"):
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import secrets
-from collections.abc import Iterator
+import signal
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.domain.errors import StateError, TicketLocked
+from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_transition
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
-from orchestrator.storage.layout import is_run_id, run_record_paths
+from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
+from orchestrator.storage.locks import holder_lock
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -245,36 +245,61 @@ def read_record_file(path: Path) -> RunRecord:
 
 class RunStore:
     """Run records on disk. Small on purpose: a later backend (a queue worker's shared
-    store) implements the same five methods."""
+    store) implements the same methods (``protocols.Runs``). The path helpers name the
+    files a run leaves beside its record; they come from the state dir's layout."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self.runs_dir = state_dir / "runs"
+        self.layout = StateLayout(state_dir)
+        self.runs_dir = self.layout.runs_dir
 
     def record_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.json"
+        return self.layout.record_path(run_id)
 
     def run_dir(self, run_id: str) -> Path:
-        return self.runs_dir / run_id
+        return self.layout.run_dir(run_id)
 
     def verdict_path(self, run_id: str, number: int) -> Path:
-        return self.runs_dir / f"{run_id}.verdict-{number}.json"
+        return self.layout.verdict_path(run_id, number)
 
     def bundle_path(self, run_id: str, number: int) -> Path:
-        return self.runs_dir / f"{run_id}.bundle-{number}.json"
+        return self.layout.bundle_path(run_id, number)
 
     def mechanical_fix_path(self, run_id: str, number: int | None = None) -> Path:
         """Verdict ``number``'s mechanical-fix report; without a number, the run's latest
         (the name older state dirs have, kept up to date beside the numbered ones)."""
         if number is None:
-            return self.runs_dir / f"{run_id}.mechanical_fix.json"
-        return self.runs_dir / f"{run_id}.mechanical_fix-{number}.json"
+            return self.layout.mechanical_fix_path(run_id)
+        return self.layout.mechanical_fix_report_path(run_id, number)
 
     def handoff_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.handoff.md"
+        return self.layout.handoff_path(run_id)
+
+    def write_bundle(self, run_id: str, number: int, text: str) -> Path:
+        """The evidence decision ``number`` is taken on, before it is taken."""
+        path = self.bundle_path(run_id, number)
+        atomic_write(path, text.encode())
+        return path
+
+    def write_handoff(self, run_id: str, text: str) -> Path:
+        path = self.handoff_path(run_id)
+        atomic_write(path, text.encode())
+        return path
+
+    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
+        """Decision ``number``'s mechanical-fix report, rewritten as the fix goes (the
+        plan, then the result): its own file, then the same bytes under the run's
+        "latest" name, so readers of either see it."""
+        data = json.dumps(report, indent=2).encode()
+        path = self.layout.mechanical_fix_report_path(run_id, number)
+        atomic_write(path, data)
+        atomic_write(self.mechanical_fix_path(run_id), data)
+        return path
 
     def save(self, record: RunRecord) -> None:
-        atomic_write(self.record_path(record.run_id), record.model_dump_json(indent=2).encode())
+        with interrupts_held():
+            data = record.model_dump_json(indent=2).encode()
+        atomic_write(self.record_path(record.run_id), data)
 
     def load(self, run_id: str) -> RunRecord:
         if not is_run_id(run_id):
@@ -305,20 +330,22 @@ class RunStore:
 def ticket_lock(state_dir: Path, ticket_id: str) -> Iterator[None]:
     """Hold an exclusive flock for the ticket; the OS releases it if we crash.
     Raises TicketLocked (naming the holder's pid) instead of waiting."""
-    lock_dir = state_dir / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_dir / f"{ticket_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    with holder_lock(StateLayout(state_dir).ticket_lock_path(ticket_id), ticket_id):
+        yield
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then arrive as usual. Serialising a
+    record runs inside pydantic's serializer, which turns the Interrupted that the CLI's
+    handler raises into a serialization error: an internal error (exit 1) instead of a
+    clean stop (exit 130). Held back, the signal lands just after, before the write."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            raise TicketLocked(ticket_id, int(holder) if holder.isdigit() else None) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
-        os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def utcnow() -> datetime:

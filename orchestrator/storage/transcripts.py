@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
 # Lone surrogates can reach a str through JSON; they are kept, not replaced, so the bytes
@@ -23,7 +24,7 @@ _ENCODING_ERRORS: Final = "surrogatepass"
 
 
 def replies_dir(runs_dir: Path, run_id: str) -> Path:
-    return runs_dir / f"{run_id}.replies"
+    return StateLayout(runs_dir.parent).replies_dir(run_id)
 
 
 def _path(directory: Path, digest: str) -> Path:

@@ -15,10 +15,10 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage.approvals import Approval, approval_path, os_user, write_approval
-from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.run_ids import resolve_run_id, ticket_of_run
-from orchestrator.storage.runs import ticket_lock
+from orchestrator.storage.approvals import Approval, os_user
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.layout import ticket_of
+from orchestrator.storage.run_ids import resolve_run_id
 
 
 def answer(
@@ -34,13 +34,17 @@ def answer(
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
     store = services.store
+    storage = FileStorage(store.state_dir)
     run_id = resolve_run_id(store, run_id)
-    with ticket_lock(store.state_dir, ticket_of_run(run_id)):
+    ticket_id = ticket_of(run_id)
+    if ticket_id is None:  # resolve_run_id returns recorded run ids only
+        raise UsageError(f"{run_id!r} is not a run id")
+    with storage.locks.ticket(ticket_id):
         record = store.load(run_id)
         ref = pending_verdict(record)
         if record.state is not RunState.AWAITING_APPROVAL or ref is None:
             raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
-        decided = read_verdict(Path(ref.path))
+        decided = storage.decisions.read(run_id, ref.number)
         proposal = decided.proposal
         approval = Approval(
             decision_id=proposal.decision_id,
@@ -52,7 +56,7 @@ def answer(
             routing=proposal.routing,
             reason=reason,
         )
-        write_approval(approval_path(store.runs_dir, run_id, decided.number), approval)
+        storage.approvals.write(approval)
     word = "approved" if approved else "rejected"
     out.write(
         f"{word}: verdict {decided.number} of {run_id} ({decided.action}, "

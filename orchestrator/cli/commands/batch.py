@@ -42,6 +42,8 @@ from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV, BatchBudget, budgeted_factory
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.layout import StateLayout
 
 # Worst first: the batch's exit code is the first of these that any ticket reached.
 EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
@@ -196,8 +198,8 @@ def batch(
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
-    batch_dir = services.store.state_dir / "batches" / batch_id
-    budget = BatchBudget(batch_dir, loaded.config.batch, loaded.config.prices)
+    storage = FileStorage(services.store.state_dir)
+    budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
     services = Services(
         **{
             **services.__dict__,
@@ -223,7 +225,7 @@ def batch(
             run_queue(paths, services, emit, results)
         else:
             results = _run_workers(
-                jobs, config_file, services, tickets_dir, batch_id, batch_dir, environ
+                jobs, config_file, services, tickets_dir, batch_id, storage.layout, environ
             )
             for result in results:
                 emit(result)
@@ -259,7 +261,7 @@ def _run_workers(
     services: Services,
     tickets_dir: Path,
     batch_id: str,
-    batch_dir: Path,
+    layout: StateLayout,
     environ: Mapping[str, str],
 ) -> list[TicketResult]:
     """N worker processes, started (and, on SIGTERM, stopped) through the runner."""
@@ -272,7 +274,7 @@ def _run_workers(
     # A worker given TERM stops its stage (TERM, grace, KILL) and saves: give it that long.
     grace = max(s.kill_after_s for s in services.loaded.config.stages) + 10.0
     cancel = threading.Event()
-    logs = [batch_dir / f"worker-{k + 1}.log" for k in range(jobs)]
+    logs = [layout.batch_worker_log(batch_id, k + 1) for k in range(jobs)]
 
     def work(log: Path) -> runner.ProcessOutcome:
         return services.executor.run(

@@ -1,4 +1,4 @@
-"""``orchestrator ledger verify|repair|show``: check, mend and read ``.state/ledger.jsonl``.
+"""``orchestrator ledger verify|repair|show``: check, mend and read the decision ledger.
 
     verify            OK: N entries (exit 0), or FAILED at line L: reason (exit 7)
     repair            move a torn last line (an interrupted write) to a quarantine file;
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.domain.errors import EXIT_STATE
+from orchestrator.storage.layout import LEDGER_FILE
 
 SHOW_DEFAULT = 20
 COLUMNS = ("SEQ", "TS", "KIND", "TICKET", "RUN", "SOURCE", "ACTION", "ROUTING", "CONF", "OUTCOME")
@@ -36,7 +37,7 @@ def _positive(text: str) -> int:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "ledger",
-        help="verify, repair or show the decision ledger (STATE_DIR/ledger.jsonl)",
+        help=f"verify, repair or show the decision ledger (STATE_DIR/{LEDGER_FILE})",
         description="The append-only, hash-chained decision ledger. Keyed ledgers need "
         "$ORCHESTRATOR_LEDGER_KEY.",
     )
@@ -90,9 +91,10 @@ def _table_row(row: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping[str, str]) -> int:
-    from orchestrator.storage.ledger import Ledger, canonical, key_from_env, ledger_path
+    from orchestrator.storage.files import FileStorage
+    from orchestrator.storage.ledger import canonical, key_from_env
 
-    ledger = Ledger(ledger_path(state_dir), key=key_from_env(environ))
+    ledger = FileStorage(state_dir).ledger(key_from_env(environ))
     command = args.ledger_command
     if command == "verify":
         result = ledger.verify()

@@ -14,8 +14,9 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.reports.display import reporter_for
+from orchestrator.storage.files import FileStorage
 from orchestrator.storage.locate import resolve_state_dir
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunRecord
 
 EXIT_FOR_STATE: Mapping[RunState, int] = {
     RunState.COMPLETED: errors.EXIT_COMPLETED,
@@ -46,7 +47,7 @@ def build_services(
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
     return Services(
         loaded=loaded,
-        store=RunStore(state_dir),
+        store=FileStorage(state_dir).runs,
         reporter=reporter_for(out, environ),
         environ=dict(environ),
         gateway_factory=model_gateway_factory(loaded.config.model, environ),

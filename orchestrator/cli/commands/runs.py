@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.storage.layout import run_record_paths
+from orchestrator.storage.layout import StateLayout, run_record_paths
 
 COLUMNS = ("run_id", "ticket_id", "state", "current_stage", "updated_at")
 
@@ -52,7 +52,7 @@ def runs(
 ) -> int:
     headers = [
         h
-        for h in read_run_headers(state_dir / "runs", errors)
+        for h in read_run_headers(StateLayout(state_dir).runs_dir, errors)
         if (state is None or h["state"] == state) and (ticket is None or h["ticket_id"] == ticket)
     ]
     now = datetime.now(UTC)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.reports.display import attempt_summary
-from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.run_ids import resolve_run_id
 from orchestrator.storage.runs import Attempt, RunRecord, RunStore
 
@@ -158,11 +158,7 @@ def render(
         lines.append(f"split    {sub_ticket}")
     if store is not None:
         run_usage = usage_of([Path(v.path) for v in record.verdicts], prices or {})
-        ticket_files = sorted(
-            p
-            for p in store.runs_dir.glob(f"{record.ticket_id}-*.verdict-*.json")
-            if (m := RUN_ID.match(p.name.split(".verdict-")[0])) and m["ticket"] == record.ticket_id
-        )
+        ticket_files = [v.path for v in verdict_files(store.runs_dir, ticket_id=record.ticket_id)]
         ticket_usage = usage_of(ticket_files, prices or {})
         for label, (calls, inp, outp, cost) in (("run", run_usage), ("ticket", ticket_usage)):
             lines.append(

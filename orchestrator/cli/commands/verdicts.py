@@ -16,10 +16,9 @@ from typing import Final, TextIO
 from orchestrator.actions.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.layout import is_run_id
+from orchestrator.storage.layout import verdict_files as find_verdict_files
 
 SUMMARY_CHARS: Final = 60
-_MARK: Final = ".verdict-"
 
 
 def parse_since(text: str) -> datetime:
@@ -41,12 +40,7 @@ def parse_since(text: str) -> datetime:
 
 def verdict_files(runs_dir: Path) -> list[Path]:
     """``<run-id>.verdict-<n>.json`` files: a run id before the mark, a number after."""
-    found = []
-    for path in sorted(runs_dir.glob(f"*{_MARK}*.json")):
-        run_id, _, number = path.name.removesuffix(".json").rpartition(_MARK)
-        if is_run_id(run_id) and number.isdigit():
-            found.append(path)
-    return found
+    return [v.path for v in find_verdict_files(runs_dir)]
 
 
 def _check_filters(action: str | None, source: str | None) -> None:

@@ -1,0 +1,141 @@
+"""The files backend, the default: one ``FileStorage(state_dir)`` hands out every store.
+
+Each store is imported when first asked for, so a command that reads only the ledger
+(``orchestrator ledger show``) does not pay for pydantic.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.storage.layout import StateLayout, VerdictFile, verdict_files
+from orchestrator.storage.locks import FileLocks
+
+if TYPE_CHECKING:
+    from orchestrator.domain.config import BatchConfig, PriceConfig
+    from orchestrator.storage.approvals import Approval
+    from orchestrator.storage.batch_budget import BatchBudget
+    from orchestrator.storage.budget import BudgetStore
+    from orchestrator.storage.decisions import VerdictRecord
+    from orchestrator.storage.ledger import Ledger
+    from orchestrator.storage.runs import RunStore
+
+
+class VerdictFiles:
+    """``runs/<run-id>.verdict-<n>.json``: one per decision, written once."""
+
+    def __init__(self, layout: StateLayout) -> None:
+        self._layout = layout
+
+    def path(self, run_id: str, number: int) -> Path:
+        return self._layout.verdict_path(run_id, number)
+
+    def write(self, record: VerdictRecord) -> Path:
+        from orchestrator.storage.decisions import write_verdict
+
+        path = self.path(record.run_id, record.number)
+        write_verdict(path, record)
+        return path
+
+    def read(self, run_id: str, number: int) -> VerdictRecord:
+        from orchestrator.storage.decisions import read_verdict
+
+        return read_verdict(self.path(run_id, number))
+
+    def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
+        return verdict_files(self._layout.runs_dir, run_id=run_id, ticket_id=ticket_id)
+
+
+class ApprovalFiles:
+    """``runs/<run-id>.approval-<n>.json``: the answer to decision n, written once."""
+
+    def __init__(self, layout: StateLayout) -> None:
+        self._layout = layout
+
+    def path(self, run_id: str, number: int) -> Path:
+        return self._layout.approval_path(run_id, number)
+
+    def write(self, approval: Approval) -> None:
+        from orchestrator.storage.approvals import write_approval
+
+        write_approval(self.path(approval.run_id, approval.verdict), approval)
+
+    def read(self, run_id: str, number: int) -> Approval | None:
+        from orchestrator.storage.approvals import read_approval
+
+        return read_approval(self.path(run_id, number))
+
+    def answered(self, run_id: str, number: int) -> bool:
+        return self.path(run_id, number).exists()
+
+
+class FileStorage:
+    """Every store of one state dir, as files under it (``layout.py`` names them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.layout = StateLayout(root)
+
+    @cached_property
+    def runs(self) -> RunStore:
+        from orchestrator.storage.runs import RunStore
+
+        return RunStore(self.root)
+
+    @cached_property
+    def decisions(self) -> VerdictFiles:
+        return VerdictFiles(self.layout)
+
+    @cached_property
+    def approvals(self) -> ApprovalFiles:
+        return ApprovalFiles(self.layout)
+
+    @cached_property
+    def budgets(self) -> BudgetStore:
+        from orchestrator.storage.budget import BudgetStore
+
+        return BudgetStore(self.root)
+
+    @cached_property
+    def locks(self) -> FileLocks:
+        return FileLocks(self.layout.ticket_lock_path)
+
+    def ledger(self, key: bytes | None = None) -> Ledger:
+        """The decision ledger; ``key`` (from ``ledger.key_from_env``) when it is keyed."""
+        from orchestrator.storage.ledger import Ledger
+
+        return Ledger(self.layout.ledger_path, key=key)
+
+    def batch_budget(
+        self, batch_id: str, caps: BatchConfig, prices: dict[str, PriceConfig]
+    ) -> BatchBudget:
+        """One batch's model budget, shared by its workers."""
+        from orchestrator.storage.batch_budget import BatchBudget
+
+        return BatchBudget(self.layout.batch_budget_path(batch_id), caps, prices)
+
+
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import (
+        Approvals,
+        Budgets,
+        DecisionLedger,
+        Decisions,
+        Locks,
+        Runs,
+    )
+
+    def _implements_the_protocols(
+        storage: FileStorage,
+    ) -> tuple[Runs, Decisions, Approvals, Budgets, Locks, DecisionLedger]:
+        """Never called: mypy checks here that every store fits its protocol."""
+        return (
+            storage.runs,
+            storage.decisions,
+            storage.approvals,
+            storage.budgets,
+            storage.locks,
+            storage.ledger(),
+        )

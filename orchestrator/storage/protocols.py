@@ -1,0 +1,133 @@
+"""What the rest of the orchestrator may ask of its state, and nothing about where it is.
+
+The files backend (``files.FileStorage``) is the default and the only one today. A queue
+worker's shared store (a database, a bucket) implements these same protocols; the use
+cases in ``app/`` depend on them, not on paths.
+
+    Runs           run records: save after every transition, load, latest of a ticket
+    Decisions      verdict files: one per decision, written once, found by run or ticket
+    Approvals      the answer to a decision, written once
+    Budgets        per-ticket charges, keyed so a re-executed decision never pays twice
+    Locks          one driver per ticket at a time; the holder's death releases it
+    DecisionLedger the append-only, hash-chained ledger and its indexed history
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.storage.approvals import Approval
+    from orchestrator.storage.budget import ChargeKind, TicketBudget
+    from orchestrator.storage.decisions import VerdictRecord
+    from orchestrator.storage.layout import VerdictFile
+    from orchestrator.storage.ledger import RepairResult, VerifyResult
+    from orchestrator.storage.ledger_index import ActionHistory
+    from orchestrator.storage.runs import RunRecord
+
+
+class Runs(Protocol):
+    state_dir: Path
+
+    def save(self, record: RunRecord) -> None: ...
+
+    def load(self, run_id: str) -> RunRecord: ...
+
+    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None: ...
+
+    def run_dir(self, run_id: str) -> Path:
+        """The run's workspace (ticket snapshot, clone, logs): always a local directory,
+        since stages run in it."""
+        ...
+
+    def write_bundle(self, run_id: str, number: int, text: str) -> Path: ...
+
+    def write_handoff(self, run_id: str, text: str) -> Path: ...
+
+    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
+        """One report per decision; the run's latest also under its older single name."""
+        ...
+
+
+class Decisions(Protocol):
+    def path(self, run_id: str, number: int) -> Path: ...
+
+    def write(self, record: VerdictRecord) -> Path:
+        """Write once: a second write of the same decision keeps the first."""
+        ...
+
+    def read(self, run_id: str, number: int) -> VerdictRecord: ...
+
+    def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
+        """By run id, then decision number."""
+        ...
+
+
+class Approvals(Protocol):
+    def write(self, approval: Approval) -> None:
+        """Write once: an answer, once given, is a record."""
+        ...
+
+    def read(self, run_id: str, number: int) -> Approval | None: ...
+
+    def answered(self, run_id: str, number: int) -> bool: ...
+
+
+class Budgets(Protocol):
+    def load(self, ticket_id: str) -> TicketBudget: ...
+
+    def charge(
+        self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime
+    ) -> TicketBudget: ...
+
+
+class Locks(Protocol):
+    def ticket(self, ticket_id: str) -> AbstractContextManager[None]:
+        """Held while one process drives the ticket; raises TicketLocked, never waits."""
+        ...
+
+
+class DecisionLedger(Protocol):
+    def append(
+        self,
+        *,
+        kind: str,
+        decision_id: str,
+        ticket: str,
+        run: str,
+        capability: str,
+        inputs_hash: str,
+        model_version: str | None,
+        prompt_version: str | None,
+        source: str,
+        decision: Mapping[str, Any],
+        confidence: float | None = None,
+        routing: str | None = None,
+        outcome: str | None = None,
+        supersedes: str | None = None,
+        ts: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def append_outcome(
+        self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
+    ) -> dict[str, Any]: ...
+
+    def rows(self) -> Iterator[dict[str, Any]]: ...
+
+    def recent(self, n: int) -> list[dict[str, Any]]: ...
+
+    def rows_of(self, decision_id: str) -> list[dict[str, Any]]:
+        """Every row of one decision, oldest first, without reading the whole ledger."""
+        ...
+
+    def history(self, signature: str) -> dict[str, ActionHistory]:
+        """Per action: the outcomes recorded for decisions about this failure signature."""
+        ...
+
+    def verify(self) -> VerifyResult: ...
+
+    def repair(self) -> RepairResult: ...

@@ -1,0 +1,163 @@
+"""Only ``orchestrator/storage/`` knows where things are under the state dir and how they
+are locked: proven from the syntax tree of every other module (not by grepping, so
+comments and docstrings may still name the files they describe).
+
+A module outside storage/ may not
+* import ``fcntl`` (every lock goes through ``storage/locks.py``);
+* spell a state-dir file name (``ledger.jsonl``, ``.verdict-``, ...) in a string, an
+  f-string or a glob pattern (``storage/layout.py`` names them all);
+* join a state-dir directory onto a path (``state_dir / "runs"``);
+* write files with ``storage.atomic`` (the stores write what they own).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "orchestrator"
+STORAGE = PACKAGE / "storage"
+# Parts of the names under the state dir (see storage/layout.py).
+FILE_NAME_PARTS = (
+    "ledger.jsonl",
+    "ledger.head",
+    "ledger.lock",
+    ".index.sqlite3",
+    ".verdict-",
+    ".bundle-",
+    ".approval-",
+    ".mechanical_fix",
+    ".handoff.md",
+)
+ATOMIC = "orchestrator.storage.atomic"
+STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
+
+# Sites not yet moved onto storage/ because another change owns their module. Each entry
+# is (module, what it spells); the test fails when an entry is no longer needed, so the
+# list only shrinks. Replace each with a call into storage.layout / storage.files.
+NOT_YET_MIGRATED: set[tuple[str, str]] = {
+    # show: the mechanical-fix report's name (use layout.mechanical_fix_path).
+    ("orchestrator/cli/commands/show.py", ".mechanical_fix"),
+    # verdicts: state_dir / "runs" (use StateLayout(state_dir).runs_dir).
+    ("orchestrator/cli/commands/verdicts.py", "/ 'runs'"),
+    # driver: a new run's ticket snapshot and clone (use store.layout.ticket_snapshot_dir /
+    # clone_dir); attempts: the run's logs (use layout.logs_dir).
+    ("orchestrator/app/driver.py", "/ 'ticket'"),
+    ("orchestrator/app/driver.py", "/ 'clone'"),
+    ("orchestrator/execution/attempts.py", "/ 'logs'"),
+    # Writes of files beside the run record: recover's bundle (RunStore.write_bundle), an
+    # engine's prompt file.
+    ("orchestrator/app/recover.py", f"import {ATOMIC}"),
+    ("orchestrator/execution/engine_stage.py", f"import {ATOMIC}"),
+    # The actions: abandon's hand-off (RunStore.write_handoff), split's sub-tickets, the
+    # mechanical fix's report (RunStore.write_mechanical_fix does what its write_report
+    # does) and its logs (layout.logs_dir); the hand-off names the logs (layout.logs_dir).
+    ("orchestrator/actions/abandon.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/split.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/mechanical_fix.py", f"import {ATOMIC}"),
+    ("orchestrator/actions/mechanical_fix.py", "/ 'logs'"),
+    ("orchestrator/reports/handoff.py", "/ 'logs'"),
+}
+# The stage programs run as processes of their own and write their record
+# (``pull-request.json``) into the run workspace the runner hands them.
+STAGE_PROGRAMS: set[tuple[str, str]] = {
+    ("orchestrator/stages/open_pr_local.py", f"import {ATOMIC}"),
+    ("orchestrator/stages/open_pr_github.py", f"import {ATOMIC}"),
+}
+# Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
+NOT_STATE: set[tuple[str, str]] = {("orchestrator/demo/run.py", "/ 'tickets'")}
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if STORAGE not in p.parents)
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string nodes that are docstrings (they may describe the files)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                found.add(id(first.value))
+    return found
+
+
+def violations(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, what) for every place ``tree`` locks, names or builds a state-dir path."""
+    skip = docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "fcntl":
+                    yield node.lineno, "import fcntl"
+        elif isinstance(node, ast.ImportFrom) and node.module == "fcntl":
+            yield node.lineno, "import fcntl"
+        elif isinstance(node, ast.ImportFrom) and node.module == ATOMIC:
+            yield node.lineno, f"import {ATOMIC}"
+        elif (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+        ):
+            for part in FILE_NAME_PARTS:
+                if part in node.value:
+                    yield node.lineno, part
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value in STATE_DIRS
+        ):
+            yield node.lineno, f"/ {node.right.value!r}"
+
+
+def test_the_check_finds_each_kind_of_violation() -> None:
+    source = (
+        '"""Docstrings may say ledger.jsonl."""\n'
+        "import fcntl\n"
+        "from fcntl import flock\n"
+        'a = state_dir / "locks"\n'
+        'b = runs.glob(f"{run_id}.verdict-*.json")\n'
+        'c = "ledger.jsonl"\n'
+        'd = Path("x") / "runs" / name\n'
+        "from orchestrator.storage.atomic import atomic_write\n"
+    )
+    found = [what for _, what in violations(ast.parse(source))]
+    assert sorted(found) == sorted(
+        [
+            "import fcntl",
+            "import fcntl",
+            "/ 'locks'",
+            ".verdict-",
+            "ledger.jsonl",
+            "/ 'runs'",
+            f"import {ATOMIC}",
+        ]
+    )
+
+
+def test_only_storage_knows_paths_locks_and_file_names_under_the_state_dir() -> None:
+    allowed = NOT_YET_MIGRATED | NOT_STATE | STAGE_PROGRAMS
+    seen: set[tuple[str, str]] = set()
+    offending = []
+    for path in modules():
+        for line, what in violations(ast.parse(path.read_text(), filename=str(path))):
+            site = (rel(path), what)
+            seen.add(site)
+            if site not in allowed:
+                offending.append(f"{rel(path)}:{line}: {what}")
+    assert offending == [], (
+        "use orchestrator.storage (layout, files, locks) instead:\n" + "\n".join(offending)
+    )
+    stale = sorted(allowed - seen)
+    assert stale == [], f"migrated: remove from the allow-list: {stale}"

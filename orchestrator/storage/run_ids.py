@@ -31,4 +31,3 @@ def resolve_run_id(store: RunStore, given: str) -> str:
             "(neither a recorded run id nor a ticket id with runs)"
         )
     return latest.run_id
-

@@ -35,32 +35,6 @@ FILE_NAME_PARTS = (
 ATOMIC = "orchestrator.storage.atomic"
 STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
 
-# Sites not yet moved onto storage/ because another change owns their module. Each entry
-# is (module, what it spells); the test fails when an entry is no longer needed, so the
-# list only shrinks. Replace each with a call into storage.layout / storage.files.
-NOT_YET_MIGRATED: set[tuple[str, str]] = {
-    # show: the mechanical-fix report's name (use layout.mechanical_fix_path).
-    ("orchestrator/cli/commands/show.py", ".mechanical_fix"),
-    # verdicts: state_dir / "runs" (use StateLayout(state_dir).runs_dir).
-    ("orchestrator/cli/commands/verdicts.py", "/ 'runs'"),
-    # driver: a new run's ticket snapshot and clone (use store.layout.ticket_snapshot_dir /
-    # clone_dir); attempts: the run's logs (use layout.logs_dir).
-    ("orchestrator/app/driver.py", "/ 'ticket'"),
-    ("orchestrator/app/driver.py", "/ 'clone'"),
-    ("orchestrator/execution/attempts.py", "/ 'logs'"),
-    # Writes of files beside the run record: recover's bundle (RunStore.write_bundle), an
-    # engine's prompt file.
-    ("orchestrator/app/recover.py", f"import {ATOMIC}"),
-    ("orchestrator/execution/engine_stage.py", f"import {ATOMIC}"),
-    # The actions: abandon's hand-off (RunStore.write_handoff), split's sub-tickets, the
-    # mechanical fix's report (RunStore.write_mechanical_fix does what its write_report
-    # does) and its logs (layout.logs_dir); the hand-off names the logs (layout.logs_dir).
-    ("orchestrator/actions/abandon.py", f"import {ATOMIC}"),
-    ("orchestrator/actions/split.py", f"import {ATOMIC}"),
-    ("orchestrator/actions/mechanical_fix.py", f"import {ATOMIC}"),
-    ("orchestrator/actions/mechanical_fix.py", "/ 'logs'"),
-    ("orchestrator/reports/handoff.py", "/ 'logs'"),
-}
 # The stage programs run as processes of their own and write their record
 # (``pull-request.json``) into the run workspace the runner hands them.
 STAGE_PROGRAMS: set[tuple[str, str]] = {
@@ -147,7 +121,7 @@ def test_the_check_finds_each_kind_of_violation() -> None:
 
 
 def test_only_storage_knows_paths_locks_and_file_names_under_the_state_dir() -> None:
-    allowed = NOT_YET_MIGRATED | NOT_STATE | STAGE_PROGRAMS
+    allowed = NOT_STATE | STAGE_PROGRAMS
     seen: set[tuple[str, str]] = set()
     offending = []
     for path in modules():

@@ -16,6 +16,7 @@ from typing import Final, TextIO
 from orchestrator.actions.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
+from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.layout import verdict_files as find_verdict_files
 
 SUMMARY_CHARS: Final = 60
@@ -101,7 +102,7 @@ def verdicts(
     cutoff = _aware(since) if since is not None else None
     selected = [
         (path, record)
-        for path, record in read_all(state_dir / "runs", errors)
+        for path, record in read_all(StateLayout(state_dir).runs_dir, errors)
         if (action is None or record.action == action)
         and (source is None or record.source == source)
         and (cutoff is None or _aware(record.created_at) >= cutoff)

@@ -7,7 +7,8 @@ A module outside storage/ may not
 * spell a state-dir file name (``ledger.jsonl``, ``.verdict-``, ...) in a string, an
   f-string or a glob pattern (``storage/layout.py`` names them all);
 * join a state-dir directory onto a path (``state_dir / "runs"``);
-* write files with ``storage.atomic`` (the stores write what they own).
+* write files with ``storage.atomic`` (the stores write what they own), nor hand-roll an
+  atomic write (``os.replace``, ``os.rename``, ``tempfile.mkstemp``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ FILE_NAME_PARTS = (
 )
 ATOMIC = "orchestrator.storage.atomic"
 STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
+# The calls an atomic write is made of: only storage/atomic.py makes them.
+ATOMIC_CALLS = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp")}
 
 # The stage programs run as processes of their own and write their record
 # (``pull-request.json``) into the run workspace the runner hands them.
@@ -42,7 +45,11 @@ STAGE_PROGRAMS: set[tuple[str, str]] = {
     ("orchestrator/stages/open_pr_github.py", f"import {ATOMIC}"),
 }
 # Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
-NOT_STATE: set[tuple[str, str]] = {("orchestrator/demo/run.py", "/ 'tickets'")}
+NOT_STATE: set[tuple[str, str]] = {
+    ("orchestrator/demo/run.py", "/ 'tickets'"),
+    # The crash log goes to the system's temp dir: the state dir may be what is broken.
+    ("orchestrator/cli/main.py", "tempfile.mkstemp"),
+}
 
 
 def modules() -> list[Path]:
@@ -93,6 +100,13 @@ def violations(tree: ast.AST) -> Iterator[tuple[int, str]]:
             and node.right.value in STATE_DIRS
         ):
             yield node.lineno, f"/ {node.right.value!r}"
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and (node.func.value.id, node.func.attr) in ATOMIC_CALLS
+        ):
+            yield node.lineno, f"{node.func.value.id}.{node.func.attr}"
 
 
 def test_the_check_finds_each_kind_of_violation() -> None:
@@ -105,6 +119,8 @@ def test_the_check_finds_each_kind_of_violation() -> None:
         'c = "ledger.jsonl"\n'
         'd = Path("x") / "runs" / name\n'
         "from orchestrator.storage.atomic import atomic_write\n"
+        "os.replace(tmp, path)\n"
+        'fd, tmp = tempfile.mkstemp(dir=".")\n'
     )
     found = [what for _, what in violations(ast.parse(source))]
     assert sorted(found) == sorted(
@@ -116,6 +132,8 @@ def test_the_check_finds_each_kind_of_violation() -> None:
             "ledger.jsonl",
             "/ 'runs'",
             f"import {ATOMIC}",
+            "os.replace",
+            "tempfile.mkstemp",
         ]
     )
 

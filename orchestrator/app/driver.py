@@ -29,6 +29,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -168,7 +169,7 @@ def _answered(record: RunRecord, services: Services) -> bool:
     ref = pending_verdict(record)
     if ref is None:
         return False
-    return services.store.layout.approval_path(record.run_id, ref.number).exists()
+    return FileStorage(services.store.state_dir).approvals.answered(record.run_id, ref.number)
 
 
 def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:

@@ -13,8 +13,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests: a quick profile while iterating, the full one in CI (which sets CI=true).
+# HYPOTHESIS_PROFILE=ci runs the full one locally.
+settings.register_profile("ci", print_blob=True)
+settings.register_profile("dev", max_examples=20, print_blob=True)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+settings.load_profile(PROFILE)
+
+
+def examples(full: int) -> int:
+    """How many examples a property test draws: ``full`` in CI, a fifth (at least 10)
+    locally, so ``pytest -x -q`` stays quick and CI still searches hard."""
+    return full if PROFILE == "ci" else max(10, full // 5)
+
 
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "GITHUB_TOKEN")
 

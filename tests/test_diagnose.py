@@ -21,6 +21,7 @@ from orchestrator.recovery.verdict import (
     semantic_errors,
 )
 
+from conftest import examples
 from recovery_fixtures import decision_context, prompt_facts
 
 CLONE = Path("/nonexistent/clone")
@@ -259,7 +260,7 @@ replies = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(replies, min_size=2, max_size=2))
 def test_whatever_the_model_says_the_result_is_a_valid_executable_verdict(texts: list[str]) -> None:
     gateway = ScriptedGateway(list(texts))

@@ -33,6 +33,8 @@ from orchestrator.storage.ledger import (
     inputs_hash,
 )
 
+from conftest import examples
+
 KEY = b"k3y-for-tests"
 
 
@@ -505,7 +507,7 @@ _json = st.recursive(
 
 
 @given(_json)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_canonical_round_trips(value: Any) -> None:
     data = canonical(value)
     assert json.loads(data) == value
@@ -517,7 +519,7 @@ def test_canonical_round_trips(value: Any) -> None:
     ticket=st.text(max_size=12),
     confidence=st.none() | st.floats(allow_nan=False, allow_infinity=False),
 )
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_awkward_rows_are_stored_as_their_canonical_bytes(
     decision: dict[str, Any], ticket: str, confidence: float | None
 ) -> None:

@@ -24,7 +24,7 @@ from orchestrator.recovery.confidence import History
 from orchestrator.storage.ledger import Ledger, LedgerError, inputs_hash
 from orchestrator.storage.ledger_index import ActionHistory
 
-from conftest import ROOT, subprocess_env
+from conftest import ROOT, examples, subprocess_env
 
 SIGNATURES = ("sig-a", "sig-b", "")
 ACTIONS = ("retry", "mechanical-fix", "abandon-human")
@@ -108,7 +108,9 @@ steps = st.lists(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=steps)
 def test_history_is_what_a_scan_of_every_row_computes(tmp_path_factory: Any, steps: Any) -> None:

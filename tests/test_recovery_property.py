@@ -24,7 +24,7 @@ from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
-from conftest import write_ticket
+from conftest import examples, write_ticket
 from recording_executor import RecordingExecutor
 
 PIPELINE = """\
@@ -108,7 +108,9 @@ replies = st.one_of(
 
 @pytest.mark.slow
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.lists(replies, min_size=4, max_size=4))
 # Found by hypothesis: an invalid reply, then a valid one routed to a person.

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from orchestrator.recovery.redact import REDACTED, _redact_lines, _redact_pem, redact, redact_bytes
 
+from conftest import examples
+
 R = REDACTED
 
 PEM = (
@@ -121,7 +123,7 @@ def test_redact_bytes_replaces_undecodable_bytes() -> None:
         max_size=300,
     )
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_idempotent(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
@@ -147,7 +149,7 @@ def test_idempotent(text: str) -> None:
         ]
     ),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_embedded_secret_never_survives(prefix: str, suffix: str, body: str, form: str) -> None:
     out = redact(prefix + "\n" + form.format(body) + "\n" + suffix)
     assert body not in out
@@ -201,7 +203,7 @@ _NEEDLE_RICH = st.sampled_from(
 
 
 @given(st.lists(_NEEDLE_RICH, max_size=80).map("".join))
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 def test_looking_only_at_candidate_lines_changes_nothing(text: str) -> None:
     # The needle prefilter is an optimisation: the result is what the patterns give when
     # run over the whole text.

@@ -5,8 +5,6 @@ reported field by field, naming the call where the history diverged."""
 
 from __future__ import annotations
 
-import ast
-import inspect
 import io
 import json
 import os
@@ -207,28 +205,33 @@ def test_a_run_without_decisions_and_a_missing_verdict_number(runs: Runs) -> Non
         replay(RunStore(runs.model_state), load_config(runs.model_config), runs.model_run.run_id, 7)
 
 
-def test_replay_cannot_be_handed_a_runner_and_imports_none() -> None:
-    """Not a promise kept by care: there is no parameter through which a process could
-    be started, and the module imports neither the runner nor the substrate's apply."""
-
-    def run_process(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a process was started")
-
-    assert list(inspect.signature(replay).parameters) == ["store", "loaded", "run_id", "number"]
-    with pytest.raises(TypeError):
-        replay(RunStore(Path("/nonexistent")), None, "x", None, run_process=run_process)  # type: ignore[arg-type, call-arg]
-    tree = ast.parse((ROOT / "orchestrator" / "app" / "replay.py").read_text())
-    imported = {
-        (node.module, alias.name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
+def _tree_digest(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
-    # The substrate's own pure plan, the one ``apply`` carries out: not a copy of it.
-    assert ("orchestrator.app.substrate", "plan_dispatch") in imported
-    assert not {m for m, name in imported if name in ("apply", "runner", "run_process")}
-    plain = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert plain <= {"re"}  # no subprocess, no runner, no SDK by another route
+
+
+def test_replay_starts_no_process_and_changes_no_file(
+    runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay re-decides from what is on disk: with every way of starting a process made
+    to fail, it still replays each decision identically, and the state dir (clones,
+    ledger and its index included) is byte for byte what it was."""
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError("replay started a process")
+
+    import subprocess
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve"):
+        monkeypatch.setattr(os, name, no_process)
+    before = _tree_digest(runs.model_state)
+    results = replay(
+        RunStore(runs.model_state), load_config(runs.model_config), runs.model_run.run_id, None
+    )
+    assert len(results) == 2 and all(r.identical for r in results), results
+    assert _tree_digest(runs.model_state) == before
 
 
 # ---- differences ------------------------------------------------------------------------

@@ -32,6 +32,7 @@ FILE_NAME_PARTS = (
     ".approval-",
     ".mechanical_fix",
     ".handoff.md",
+    "pull-request.json",
 )
 ATOMIC = "orchestrator.storage.atomic"
 STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
@@ -41,8 +42,9 @@ ATOMIC_CALLS = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp")}
 # The stage programs run as processes of their own and write their record
 # (``pull-request.json``) into the run workspace the runner hands them.
 STAGE_PROGRAMS: set[tuple[str, str]] = {
-    ("orchestrator/stages/open_pr_local.py", f"import {ATOMIC}"),
-    ("orchestrator/stages/open_pr_github.py", f"import {ATOMIC}"),
+    (f"orchestrator/stages/{program}.py", what)
+    for program in ("open_pr_local", "open_pr_github")
+    for what in (f"import {ATOMIC}", "pull-request.json")
 }
 # Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
 NOT_STATE: set[tuple[str, str]] = {

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain.errors import StateError, TicketLocked
+from orchestrator.reports.handoff import HandoffFacts, render_handoff
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.files import FileStorage
@@ -24,6 +25,7 @@ from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.ledger_index import history_by_scan
 from orchestrator.storage.locks import flock
 from orchestrator.storage.runs import interrupts_held
+from orchestrator.storage.ticket_queue import write_sub_ticket
 
 from conftest import ROOT, subprocess_env
 
@@ -50,6 +52,7 @@ def test_every_name_on_disk_is_the_one_older_state_dirs_have(tmp_path: Path) -> 
     assert layout.ticket_snapshot_dir(RUN) == runs / RUN / "ticket"
     assert layout.clone_dir(RUN) == runs / RUN / "clone"
     assert layout.logs_dir(RUN) == runs / RUN / "logs"
+    assert layout.pull_request_path(RUN) == runs / RUN / "pull-request.json"
     assert layout.verdict_path(RUN, 3) == runs / f"{RUN}.verdict-3.json"
     assert layout.bundle_path(RUN, 3) == runs / f"{RUN}.bundle-3.json"
     assert layout.approval_path(RUN, 3) == runs / f"{RUN}.approval-3.json"
@@ -158,7 +161,9 @@ import sys
 from pathlib import Path
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.locks import flock
+from orchestrator.reports.handoff import HandoffFacts, render_handoff
 from orchestrator.storage.runs import interrupts_held
+from orchestrator.storage.ticket_queue import write_sub_ticket
 
 kind, root = sys.argv[1], Path(sys.argv[2])
 if kind == "ticket":
@@ -286,3 +291,58 @@ def test_a_signal_during_a_record_save_lands_after_serialising_not_inside_it(
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert store.load(OLD_RUN) == record
+
+
+def test_an_older_run_records_workspace_is_where_the_layout_names_it() -> None:
+    # Paths the code before this layer built by hand, as its run record and hand-off hold
+    # them: the layout (from the record's own run dir) names the very same places.
+    run_id = "CARDS-3-20261130T232652Z-6de1"
+    record = FileStorage(OLD_STATE).runs.load(run_id)
+    layout = StateLayout.of_run_dir(Path(record.run_dir))
+    assert layout.root == Path("/tmp/h1old/w/mstate")
+    assert str(layout.clone_dir(run_id)) == record.clone_dir
+    assert str(layout.ticket_snapshot_dir(run_id) / "CARDS-3.md") == record.ticket_snapshot
+    logs = {Path(a.log_path).parent for a in record.attempts if a.log_path}
+    assert logs == {layout.logs_dir(run_id)}
+    facts = HandoffFacts(
+        why="w", verdict_number=2, source="model", action="abandon-human", reason="r",
+        record_path=layout.record_path(run_id), verdict_path=layout.verdict_path(run_id, 2),
+        bundle_path=None,
+    )  # fmt: skip
+    old = (OLD_STATE / "runs" / f"{run_id}.handoff.md").read_text().splitlines()
+    new = render_handoff(record, facts).splitlines()
+    for label in ("- logs:", "- clone:", "- ticket:"):
+        assert [line for line in new if line.startswith(label)] == [
+            line for line in old if line.startswith(label)
+        ]
+
+
+def test_workspace_files_are_written_inside_the_run_workspace_only(tmp_path: Path) -> None:
+    runs = FileStorage(tmp_path).runs
+    prompt = runs.run_dir(RUN) / "prompt-1.txt"
+    runs.write_workspace_files(RUN, {prompt: "fix the tests\n"})
+    assert prompt.read_text() == "fix the tests\n"
+    stray = tmp_path / "elsewhere.txt"
+    escaping = runs.run_dir(RUN) / ".." / f"{OTHER_RUN}" / "prompt-1.txt"
+    for outside in (stray, escaping):
+        with pytest.raises(StateError, match="outside the run's workspace"):
+            # Refused before anything is written: the good file beside it is not written.
+            runs.write_workspace_files(RUN, {prompt.with_name("p2.txt"): "x", outside: "x"})
+        assert not outside.exists()
+    assert not prompt.with_name("p2.txt").exists()
+
+
+def test_a_sub_ticket_is_written_once_and_never_over_another_file(tmp_path: Path) -> None:
+    queue = tmp_path / "tickets"
+    queue.mkdir()
+    first = write_sub_ticket(queue, "CARDS-7.1", "one\n", run_id=RUN)
+    assert first == queue / "CARDS-7.1.md" and first.read_text() == "one\n"
+    before = first.stat()
+    # A redelivered split finds its own file and leaves it as it is.
+    assert write_sub_ticket(queue, "CARDS-7.1", "one\n", run_id=RUN) == first
+    assert first.stat().st_mtime_ns == before.st_mtime_ns
+    # Another run's different sub-ticket of that id goes beside it, under its run id.
+    other = write_sub_ticket(queue, "CARDS-7.1", "two\n", run_id=OTHER_RUN)
+    assert other == queue / f"CARDS-7.1.{OTHER_RUN}.md" and other.read_text() == "two\n"
+    assert first.read_text() == "one\n"
+    assert {p.name for p in queue.iterdir()} == {"CARDS-7.1.md", f"CARDS-7.1.{OTHER_RUN}.md"}

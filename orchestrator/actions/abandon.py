@@ -53,7 +53,6 @@ def stop(
 ) -> tuple[RunRecord, Effect]:
     """End the run in ``state`` for ``reason``, with a hand-off written first."""
     from orchestrator.reports.handoff import HandoffFacts, render_handoff
-    from orchestrator.storage.atomic import atomic_write
     from orchestrator.storage.runs import Halt
 
     store = services.store
@@ -69,8 +68,7 @@ def stop(
         verdict_path=store.verdict_path(record.run_id, applying.number),
         bundle_path=applying.bundle_path,
     )
-    handoff = store.handoff_path(record.run_id)
-    atomic_write(handoff, render_handoff(record, facts).encode())
+    handoff = store.write_handoff(record.run_id, render_handoff(record, facts))
     record = record.model_copy(update={"handoff": str(handoff)})
     halt = Halt(
         reason=reason, stage=applying.failing_stage.name, detail=f"{detail}; hand-off: {handoff}"

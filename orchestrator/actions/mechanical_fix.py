@@ -11,7 +11,6 @@ run's latest is also written under the older one-per-run name.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict,
 
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord, RunStore
+    from orchestrator.storage.runs import RunRecord
 
 PROMPT = (
     "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
@@ -97,15 +96,6 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
-def write_report(store: RunStore, run_id: str, number: int, report: dict[str, Any]) -> None:
-    """This verdict's report, and the same as the run's latest (each write atomic)."""
-    from orchestrator.storage.atomic import atomic_write
-
-    data = json.dumps(report, indent=2).encode()
-    atomic_write(store.mechanical_fix_path(run_id, number), data)
-    atomic_write(store.mechanical_fix_path(run_id), data)
-
-
 def apply(
     record: RunRecord, applying: Applying, plan: Dispatch, services: Services
 ) -> tuple[RunRecord, Effect]:
@@ -115,6 +105,7 @@ def apply(
     from orchestrator.execution.attempts import run_check, stage_context
     from orchestrator.execution.recipes import run_recipe
     from orchestrator.execution.stage_env import stage_environ
+    from orchestrator.storage.layout import StateLayout
 
     verdict = applying.verdict
     assert isinstance(verdict, MechanicalFixVerdict)  # the plan was made from this verdict
@@ -135,9 +126,9 @@ def apply(
         "commands": [],
         "status": "running",
     }
-    write_report(store, record.run_id, n, report)  # the plan, before it runs
+    store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
 
-    logs = Path(record.run_dir) / "logs"
+    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)
     ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
     env = stage_environ(services.environ, ctx)
     guarded = check_files(check.command, clone)
@@ -169,7 +160,7 @@ def apply(
             red_reason = f"verification check {check.name!r} still fails (exit {result.exit_code})"
     report["status"] = "green" if red_reason is None else "red"
     report["red_reason"] = red_reason
-    write_report(store, record.run_id, n, report)
+    store.write_mechanical_fix(record.run_id, n, report)
     if red_reason is None:
         services.reporter.note(f"mechanical fix verified: {check.name} is green")
         return record.reset_stages_from(plan.rerun), Effect(
@@ -183,7 +174,7 @@ def apply(
         services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",
     )  # fmt: skip
-    write_report(store, record.run_id, n, report)
+    store.write_mechanical_fix(record.run_id, n, report)
     fallback = plan.fallback
     return rerun_from(
         record, fallback, f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}"

@@ -56,20 +56,15 @@ def apply(
 ) -> tuple[RunRecord, Effect]:
     from pathlib import Path
 
-    from orchestrator.storage.atomic import atomic_write
+    from orchestrator.storage.ticket_queue import write_sub_ticket
 
     verdict = applying.verdict
     assert isinstance(verdict, SplitVerdict)  # the plan was made from this verdict
     directory = Path(record.ticket_path).parent
-    written = []
-    for sub_id, text in sub_ticket_texts(record, verdict, applying.number):
-        path = directory / f"{sub_id}.md"
-        # A redelivered split finds its own files and leaves them; it never clobbers others.
-        if not path.exists() or path.read_text() != text:
-            if path.exists():
-                path = directory / f"{sub_id}.{record.run_id}.md"
-            atomic_write(path, text.encode())
-        written.append(str(path))
+    written = [
+        str(write_sub_ticket(directory, sub_id, text, run_id=record.run_id))
+        for sub_id, text in sub_ticket_texts(record, verdict, applying.number)
+    ]
     record = record.model_copy(update={"sub_tickets": tuple(written)})
     return record, Effect(outcome=f"split into {len(written)} sub-tickets", terminal=RunState.SPLIT)
 

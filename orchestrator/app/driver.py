@@ -29,8 +29,8 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reports.telling import telling_line_of
-from orchestrator.storage.approvals import approval_path
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -109,7 +109,7 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
     store = services.store
     run_id = new_run_id(ticket.id, now)
     run_dir = store.run_dir(run_id)
-    snapshot = _snapshot_ticket(ticket, run_dir / "ticket")
+    snapshot = _snapshot_ticket(ticket, store.layout.ticket_snapshot_dir(run_id))
     record = RunRecord(
         run_id=run_id,
         ticket_id=ticket.id,
@@ -124,7 +124,7 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
         config_path=str(services.loaded.path),
         config_sha256=services.loaded.sha256,
         run_dir=str(run_dir),
-        clone_dir=str(run_dir / "clone"),
+        clone_dir=str(store.layout.clone_dir(run_id)),
         created_at=now,
         updated_at=now,
         stages=tuple(StageRecord(name=s.name) for s in services.loaded.config.stages),
@@ -170,7 +170,7 @@ def _answered(record: RunRecord, services: Services) -> bool:
     ref = pending_verdict(record)
     if ref is None:
         return False
-    return approval_path(services.store.runs_dir, record.run_id, ref.number).exists()
+    return FileStorage(services.store.state_dir).approvals.answered(record.run_id, ref.number)
 
 
 def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:

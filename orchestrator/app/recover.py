@@ -38,18 +38,12 @@ from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import RecoveryContext
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
-from orchestrator.storage.approvals import (
-    AUTO,
-    Approval,
-    approval_path,
-    read_approval,
-    write_approval,
-)
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.approvals import AUTO, Approval
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
+from orchestrator.storage.decisions import VerdictRecord, read_verdict
+from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
-from orchestrator.storage.transcripts import replies_dir, write_texts
+from orchestrator.storage.transcripts import write_texts
 
 DIFF_TIMEOUT_S = 60.0
 
@@ -149,8 +143,8 @@ def recover(
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
     proposal = decided.proposal
-    path = approval_path(store.runs_dir, record.run_id, decided.number)
-    approval = read_approval(path)
+    approvals = FileStorage(store.state_dir).approvals
+    approval = approvals.read(record.run_id, decided.number)
     if approval is None:
         if proposal.routing not in ("auto", "reject"):
             record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
@@ -170,7 +164,7 @@ def recover(
             at=services.clock(),
             routing=proposal.routing,
         )
-        write_approval(path, approval)
+        approvals.write(approval)
     record, effect = apply(record, proposal, approval, services)
     LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
     ref = next(v for v in record.verdicts if v.number == decided.number)
@@ -219,9 +213,8 @@ def _decide(
     bundle = build_bundle(
         _bundle_inputs(record, attempt, services, clone_exists), config.recovery.context
     )
-    bundle_path = store.bundle_path(record.run_id, number)
     bundle_json = bundle.model_dump_json(indent=1)
-    atomic_write(bundle_path, bundle_json.encode())
+    bundle_path = store.write_bundle(record.run_id, number, bundle_json)
 
     check_output = ""
     if check is not None and check.log_path:
@@ -285,8 +278,8 @@ def _decide(
     )
     # The agent's audit memory, then its ledger entries, before anything decided runs; the
     # texts first, so a verdict file never references a text that is not there.
-    write_texts(replies_dir(store.runs_dir, record.run_id), state.transcript.texts)
-    write_verdict(verdict_path, decided)
+    write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
+    FileStorage(store.state_dir).decisions.write(decided)
     link.record_decision(state.ledger_entries, services)
     return decided
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
@@ -19,6 +20,7 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter
+from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -29,8 +31,6 @@ from orchestrator.storage.runs import (
     StageStatus,
     utcnow,
 )
-
-PR_RECORD_NAME = "pull-request.json"
 
 
 def _no_gateway() -> ModelGateway | Unavailable | None:
@@ -144,7 +144,8 @@ def run_stage(
     )
     store.save(record)
     ctx = stage_context(record, stage.name, engine, model, number, store)
-    logs = Path(record.run_dir) / "logs"
+    layout = StateLayout.of_run_dir(Path(record.run_dir))  # where this run's workspace is
+    logs = layout.logs_dir(record.run_id)
     cwd = stage_cwd(record, stage)
     cwd.parent.mkdir(parents=True, exist_ok=True)
 
@@ -172,6 +173,7 @@ def run_stage(
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
+                write_files=partial(store.write_workspace_files, record.run_id),
             )
             attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
         else:
@@ -202,7 +204,7 @@ def run_stage(
         raise
     status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
     record = record.with_attempt(attempt).with_stage_status(stage.name, status)
-    pr_record = Path(record.run_dir) / PR_RECORD_NAME
+    pr_record = layout.pull_request_path(record.run_id)
     if attempt.ok and stage.side_effectful and pr_record.is_file():
         record = record.model_copy(update={"pull_request": str(pr_record)})
     record = record.model_copy(update={"updated_at": services.clock()})

@@ -12,7 +12,7 @@ All three steps write to the attempt's one log, through the executor.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,6 @@ from orchestrator.engines.classify import classify, marked_failure
 from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
-from orchestrator.storage.atomic import atomic_write
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
 # The stage scripts ship with the orchestrator (not with the user's config).
@@ -71,7 +70,10 @@ def run_engine(
     on_start: Callable[[runner.ProcessIdentity], None],
     on_tick: Callable[[float], None],
     tick_s: float,
+    write_files: Callable[[Mapping[Path, str]], None],
 ) -> EngineOutcome:
+    """``write_files`` writes the files the engine's invocation names (its prompt) into
+    the run's workspace; the run store does, so this module writes nothing itself."""
     adapter = adapter_for(engine.kind)
     ticket = load_ticket(ctx.ticket_file)
     task = EngineTask(
@@ -101,8 +103,7 @@ def run_engine(
         if not prepared.ok:
             return EngineOutcome(prepared, None, FailureClass.ENGINE_ERROR)
     invocation = adapter.invocation(task)
-    for path, text in invocation.files.items():
-        atomic_write(path, text.encode())
+    write_files(invocation.files)
     outcome = step(invocation.argv, invocation.stdin_path)
     report = adapter.report(log_tail(log_path), outcome.exit_code, outcome.timed_out)
     failure = classify(outcome.exit_code, outcome.timed_out, report)

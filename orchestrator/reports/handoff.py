@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.runs import RunRecord
 
 
@@ -66,7 +67,7 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
         f"- run record: `{facts.record_path}`",
         f"- verdict: `{facts.verdict_path}`",
         f"- context bundle: `{facts.bundle_path or 'none'}`",
-        f"- logs: `{Path(record.run_dir) / 'logs'}`",
+        f"- logs: `{StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)}`",
         f"- clone: `{record.clone_dir}`",
         f"- ticket: `{record.ticket_snapshot}`",
         "",

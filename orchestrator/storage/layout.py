@@ -13,6 +13,7 @@ the stage programs can use it too.
     runs/<run-id>/ticket/              the ticket as the run started from it
     runs/<run-id>/clone/               the working clone
     runs/<run-id>/logs/                one log per attempt (and per check, recipe, restore)
+    runs/<run-id>/pull-request.json    what the open-pr stage opened (its program writes it)
     tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
     locks/<ticket-id>.lock             flock held while a process drives the ticket
     batches/<batch-id>/                one batch's shared model budget and worker logs
@@ -40,6 +41,8 @@ LOCKS_DIR = "locks"
 BATCHES_DIR = "batches"
 LEDGER_FILE = "ledger.jsonl"
 RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
+# Written by the open-pr stage programs into ``$ORCH_RUN_DIR``, read back by the driver.
+PULL_REQUEST_RECORD = "pull-request.json"
 
 
 def is_run_id(name: str) -> bool:
@@ -134,6 +137,10 @@ class StateLayout:
     def logs_dir(self, run_id: str) -> Path:
         """One log per attempt, check, recipe command and restore."""
         return self.run_dir(run_id) / RUN_LOGS_DIR
+
+    def pull_request_path(self, run_id: str) -> Path:
+        """What a side-effectful stage opened, as its program recorded it."""
+        return self.run_dir(run_id) / PULL_REQUEST_RECORD
 
     def verdict_path(self, run_id: str, number: int) -> Path:
         return self.runs_dir / f"{run_id}.verdict-{number}.json"

@@ -296,6 +296,17 @@ class RunStore:
         atomic_write(self.mechanical_fix_path(run_id), data)
         return path
 
+    def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
+        """Files a stage's process reads (an engine's prompt), written into the run's
+        workspace before it starts. A path outside the workspace is refused: what an
+        engine adapter names must not land anywhere else."""
+        workspace = self.run_dir(run_id).resolve()
+        for path in files:
+            if not path.resolve().is_relative_to(workspace):
+                raise StateError(f"state error: {path}: outside the run's workspace {workspace}")
+        for path, text in files.items():
+            atomic_write(path, text.encode())
+
     def save(self, record: RunRecord) -> None:
         with interrupts_held():
             data = record.model_dump_json(indent=2).encode()

@@ -116,9 +116,7 @@ def _decision_lines(path: Path) -> list[str]:
 
 
 def render(
-    record: RunRecord,
-    store: RunStore | None = None,
-    prices: Mapping[str, PriceConfig] | None = None,
+    record: RunRecord, store: RunStore, prices: Mapping[str, PriceConfig] | None = None
 ) -> list[str]:
     lines = [
         f"run      {record.run_id}",
@@ -147,23 +145,21 @@ def render(
         lines.extend(f"      {line}" for line in _decision_lines(Path(ref.path)))
         if ref.action == "mechanical-fix":
             # One report per verdict; older state dirs have only the run's latest.
-            numbered = Path(ref.path).with_name(f"{record.run_id}.mechanical_fix-{ref.number}.json")
-            latest = numbered.with_name(f"{record.run_id}.mechanical_fix.json")
-            fix_path = numbered if numbered.exists() else latest
+            numbered = store.mechanical_fix_path(record.run_id, ref.number)
+            fix_path = numbered if numbered.exists() else store.mechanical_fix_path(record.run_id)
             lines.extend(f"      {line}" for line in _recipe_lines(fix_path, ref.number))
         lines.append(f"      file: {ref.path}")
     if record.handoff:
         lines.append(f"handoff  {record.handoff}")
     for sub_ticket in record.sub_tickets:
         lines.append(f"split    {sub_ticket}")
-    if store is not None:
-        run_usage = usage_of([Path(v.path) for v in record.verdicts], prices or {})
-        ticket_files = [v.path for v in verdict_files(store.runs_dir, ticket_id=record.ticket_id)]
-        ticket_usage = usage_of(ticket_files, prices or {})
-        for label, (calls, inp, outp, cost) in (("run", run_usage), ("ticket", ticket_usage)):
-            lines.append(
-                f"model    {label}: {calls} call(s), {inp} input + {outp} output tokens, ~${cost}"
-            )
+    run_usage = usage_of([Path(v.path) for v in record.verdicts], prices or {})
+    ticket_files = [v.path for v in verdict_files(store.runs_dir, ticket_id=record.ticket_id)]
+    ticket_usage = usage_of(ticket_files, prices or {})
+    for label, (calls, inp, outp, cost) in (("run", run_usage), ("ticket", ticket_usage)):
+        lines.append(
+            f"model    {label}: {calls} call(s), {inp} input + {outp} output tokens, ~${cost}"
+        )
     lines.append(f"clone    {record.clone_dir}")
     lines.append(f"ticket   {record.ticket_snapshot}")
     if record.pull_request:

@@ -16,7 +16,7 @@ from typing import Final, TextIO
 from orchestrator.actions.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.layout import verdict_files as find_verdict_files
+from orchestrator.storage.files import FileStorage
 
 SUMMARY_CHARS: Final = 60
 
@@ -36,11 +36,6 @@ def parse_since(text: str) -> datetime:
             ) from None
         parsed = datetime(day.year, day.month, day.day)
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def verdict_files(runs_dir: Path) -> list[Path]:
-    """``<run-id>.verdict-<n>.json`` files: a run id before the mark, a number after."""
-    return [v.path for v in find_verdict_files(runs_dir)]
 
 
 def _check_filters(action: str | None, source: str | None) -> None:
@@ -74,9 +69,9 @@ def _row(record: VerdictRecord) -> tuple[str, ...]:
     )
 
 
-def read_all(runs_dir: Path, errors: TextIO) -> list[tuple[Path, VerdictRecord]]:
+def read_all(state_dir: Path, errors: TextIO) -> list[tuple[Path, VerdictRecord]]:
     found = []
-    for path in verdict_files(runs_dir):
+    for path in (v.path for v in FileStorage(state_dir).decisions.find()):
         try:
             found.append((path, read_verdict(path)))
         except StateError as exc:
@@ -101,7 +96,7 @@ def verdicts(
     cutoff = _aware(since) if since is not None else None
     selected = [
         (path, record)
-        for path, record in read_all(state_dir / "runs", errors)
+        for path, record in read_all(state_dir, errors)
         if (action is None or record.action == action)
         and (source is None or record.source == source)
         and (cutoff is None or _aware(record.created_at) >= cutoff)

@@ -1,0 +1,29 @@
+"""The ticket queue: the directory of ``<ticket-id>.md`` files a person hands the
+orchestrator. It is the user's directory, not the state dir; the one thing the
+orchestrator writes into it is a split's sub-tickets, beside their parent, so the next
+batch over that directory picks them up.
+
+    <sub-ticket-id>.md           a sub-ticket (``<parent-id>.<n>``)
+    <sub-ticket-id>.<run-id>.md  the same, when a different file already has that name
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.storage.atomic import atomic_write
+
+TICKET_SUFFIX = ".md"
+
+
+def write_sub_ticket(directory: Path, sub_id: str, text: str, *, run_id: str) -> Path:
+    """Write one sub-ticket and return where it went. A redelivered split finds its own
+    file and leaves it; a different file of that name (a person's ticket, another run's
+    split) is never clobbered: this run's sub-ticket gets the run id in its name."""
+    path = directory / f"{sub_id}{TICKET_SUFFIX}"
+    if path.exists() and path.read_text() == text:
+        return path
+    if path.exists():
+        path = directory / f"{sub_id}.{run_id}{TICKET_SUFFIX}"
+    atomic_write(path, text.encode())
+    return path

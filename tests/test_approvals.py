@@ -20,7 +20,7 @@ from orchestrator.storage.approvals import approval_path, os_user, read_approval
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
-from test_recovery_e2e import Harness, flaky, make_origin, reply, write_pipeline
+from harness import Harness, flaky, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,7 @@ def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> 
 def test_the_ledger_remembers_green_recipes_for_the_next_ticket(tmp_path: Path) -> None:
     from orchestrator.app.ledger_link import LedgerLink
 
-    from test_recovery_e2e import demo_harness
+    from harness import demo_harness
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     first = h.run(tickets["CARDS-1"])

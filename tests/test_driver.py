@@ -349,9 +349,7 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
 def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     """The back-off is the driver's wait, after the decision and its charge are saved:
     SIGTERM ends it promptly, and the run stays resumable."""
-    from test_engines_e2e import CLAUDE, FAKES
-
-    from test_recovery_e2e import Harness, make_origin, write_pipeline
+    from harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
 
     make_origin(tmp_path)
     config = write_pipeline(tmp_path, CLAUDE, recovery="infra_backoff_s = 3600.0\n")

@@ -13,17 +13,10 @@ import pytest
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
-from conftest import ROOT, write_ticket
-from test_recovery_e2e import Harness, make_origin, write_pipeline
+from conftest import write_ticket
+from harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
-
-FAKES = ROOT / "tests" / "fakes"
-CLAUDE = (
-    '[engines.claude]\nkind = "claude-code"\nmodels = ["claude-haiku-4-5", "claude-sonnet-4-6"]\n'
-    'settings = { permission_mode = "acceptEdits", max_turns = 20 }\n'
-    '[[stages]]\nname = "implement"\nengine = "claude"\ntimeout_s = 30\n'
-)
 
 
 def harness(tmp_path: Path, mode: str, gateway: ScriptedGateway) -> Harness:

@@ -123,7 +123,7 @@ def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_
     from orchestrator.domain.lifecycle import RunState
 
     from conftest import write_ticket
-    from test_recovery_e2e import Harness, flaky, make_origin, write_pipeline
+    from harness import Harness, flaky, make_origin, write_pipeline
 
     make_origin(tmp_path, {"README.md": "hello\n", "app.py": "print('hi')\n"})
     config = write_pipeline(

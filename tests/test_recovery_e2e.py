@@ -3,116 +3,27 @@ model. Each action of the vocabulary, the caps, and the recipe guards."""
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from pathlib import Path
 
 import git
 import pytest
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.demo.run import build_demo
-from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
-from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
-from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.budget import BudgetStore
+from orchestrator.recovery.gateway import ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.layout import run_record_paths
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
-from conftest import ROOT, write_ticket
+from conftest import write_ticket
 from gitrepo import bare_clone, commit_files, init_repo
+from harness import Harness, demo_harness, flaky, make_origin, reply, write_pipeline
 from recording_executor import RecordingExecutor
 
 pytestmark = pytest.mark.slow
-
-CLONE_STAGE = """
-[[stages]]
-name = "clone"
-command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]
-cwd = "run"
-"""
-
-
-def make_origin(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
-    work = init_repo(tmp_path / "work")
-    commit_files(work, files or {"README.md": "hello\n"}, "initial")
-    return bare_clone(tmp_path / "work", tmp_path / "origin.git")
-
-
-# These tests are about carrying out each action; routing and approval have their own.
-ALL_AUTO = (
-    '[routing]\nretry = 0.0\n"escalate-model" = 0.0\n"switch-engine" = 0.0\n'
-    'split = 0.0\n"abandon-human" = 0.0\n"mechanical-fix" = 0.0\n'
-)
-
-
-def write_pipeline(tmp_path: Path, body: str, recovery: str = "", routing: str = ALL_AUTO) -> Path:
-    config = tmp_path / "config.toml"
-    config.write_text(
-        'state_dir = "state"\n'
-        + routing
-        + "[recovery]\nmax_diag_invocations_per_ticket = 2\nmax_retries_per_ticket = 2\n"
-        + recovery
-        + CLONE_STAGE
-        + body
-    )
-    return config
-
-
-class Harness:
-    def __init__(
-        self, config: Path, gateway: ModelGateway | None, environ: dict[str, str] | None = None
-    ) -> None:
-        self.loaded = load_config(config)
-        self.gateway = gateway
-        self.builds = 0
-        self.slept: list[float] = []
-        self.out = io.StringIO()
-        self.services = Services(
-            loaded=self.loaded,
-            store=RunStore(self.loaded.root / "state"),
-            reporter=PlainReporter(self.out),
-            environ=environ
-            or {
-                "PATH": os.environ["PATH"],
-                "HOME": os.environ.get("HOME", "/tmp"),
-                "DRY_RUN": "false",
-            },
-            gateway_factory=self.factory,
-            sleep=self.slept.append,  # back-offs are recorded, never waited for
-        )
-
-    def factory(self) -> ModelGateway | None:
-        self.builds += 1
-        return self.gateway
-
-    def run(self, ticket: Path) -> RunRecord:
-        return run_ticket(load_ticket(ticket), self.services)
-
-    def verdicts(self, record: RunRecord) -> list[dict[str, object]]:
-        return [json.loads(Path(v.path).read_text()) for v in record.verdicts]
-
-    def budget(self, ticket_id: str = "T-1") -> tuple[int, int]:
-        b = BudgetStore(self.services.store.state_dir).load(ticket_id)
-        return b.spent("diagnosis"), b.spent("retry")
-
-
-def flaky(name: str, fails: int) -> str:
-    """A stage that fails its first ``fails`` runs (counted in the state dir)."""
-    return (
-        f'[[stages]]\nname = "{name}"\ncwd = "clone"\n'
-        f'command = ["bash", "-c", "n=$(cat $ORCH_STATE_DIR/{name}.n 2>/dev/null || echo 0); '
-        f'echo $((n+1)) > $ORCH_STATE_DIR/{name}.n; echo attempt $((n+1)); [ $n -ge {fails} ]"]\n'
-    )
-
-
-def reply(obj: dict[str, object]) -> str:
-    return json.dumps(obj)
 
 
 def test_retry_reruns_the_failed_stage_and_completes(tmp_path: Path) -> None:
@@ -394,15 +305,6 @@ def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -
     assert record.state is RunState.COMPLETED and gateway.calls == 1
     kinds = [r["kind"] for r in ledger_for(tmp_path / "state", {}).rows()]
     assert kinds == ["decision", "outcome"]
-
-
-def demo_harness(
-    tmp_path: Path, gateway: ModelGateway | None
-) -> tuple[Harness, dict[str, Path], Path]:
-    layout = build_demo(tmp_path / "demo")
-    h = Harness(ROOT / "config.toml", gateway)
-    h.services = Services(**{**h.services.__dict__, "store": RunStore(tmp_path / "state")})
-    return h, dict(layout.tickets), layout.origin
 
 
 def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(

@@ -9,6 +9,7 @@ zombie: "dead" below means gone from /proc or in state Z/X, never "kill(pid, 0) 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,10 +22,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.domain.errors import Interrupted
+from orchestrator.execution import runner
 from orchestrator.execution.runner import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -595,3 +598,37 @@ def test_the_local_executor_runs_and_captures_through_the_runner(tmp_path: Path)
         log_path=tmp_path / "y.log", timeout_s=5, kill_after_s=1,
     )  # fmt: skip
     assert missing.exit_code == 127 and missing.error
+
+
+@pytest.mark.parametrize("start", ["run_process", "capture_head"])
+def test_an_interrupt_landing_inside_popen_leaves_no_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    """Our SIGTERM handler raises wherever the main thread is. When that is inside
+    ``Popen`` after the child was exec'd, ``Popen`` never returns a handle: the child must
+    still not outlive the interruption."""
+    started: list[int] = []
+    real_init = subprocess.Popen.__init__
+
+    def init_then_interrupted(self: subprocess.Popen[bytes], *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        started.append(self.pid)
+        raise KeyboardInterrupt  # as if the signal landed just before Popen returned
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", init_then_interrupted)
+    argv = ("sleep", "60")
+    with pytest.raises(KeyboardInterrupt):
+        if start == "run_process":
+            runner.run_process(
+                argv, cwd=tmp_path, env=dict(os.environ), log_path=tmp_path / "log",
+                timeout_s=30, kill_after_s=1,
+            )  # fmt: skip
+        else:
+            runner.capture_head(
+                argv, cwd=tmp_path, env=dict(os.environ), max_bytes=10, timeout_s=30
+            )
+    monkeypatch.undo()
+    [pid] = started
+    assert not runner._alive(pid), f"pid {pid} survived the interruption"
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)  # reap it, unless the abandoned Popen already did

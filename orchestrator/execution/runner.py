@@ -29,6 +29,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+# Every process we start carries a mark of its own in its environment: if our own
+# SIGINT/SIGTERM lands while ``Popen`` is starting it (after exec, before ``Popen``
+# returns), we have no handle on the child, and only the mark finds it.
+START_MARK = "ORCH_PROCESS_MARK"
+
 EXIT_TIMEOUT = 124  # as timeout(1) reports it
 EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
@@ -285,12 +290,13 @@ def run_process(
             pgid=pgid,
         )
 
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
     try:
         with open(log_path, "ab") as log, open(stdin_path or os.devnull, "rb") as stdin:
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                env=dict(env),
+                env={**env, START_MARK: mark},
                 stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -305,10 +311,15 @@ def run_process(
         return finished(EXIT_CANNOT_EXECUTE, error=f"cannot execute {argv[0]}: {exc.strerror}")
     except OSError as exc:
         return finished(EXIT_CANNOT_EXECUTE, error=f"cannot start {argv[0]}: {exc.strerror}")
+    except BaseException:
+        # Interrupted while starting it: the child may already be running.
+        kill_marked(START_MARK, mark)
+        raise
 
     pgid = proc.pid
-    exited = _ExitWaiter(proc)
+    exited: _ExitWaiter | None = None
     try:
+        exited = _ExitWaiter(proc)
         if on_start is not None:
             on_start(ProcessIdentity(pgid=pgid, start_ticks=process_start_ticks(pgid)))
         deadline = t0 + timeout_s
@@ -332,7 +343,8 @@ def run_process(
     finally:
         # The leader is gone (or we are leaving): whatever it left in its group goes too.
         _kill_group(pgid)
-        exited.close()
+        if exited is not None:
+            exited.close()
 
     if returncode < 0:
         return finished(128 - returncode, sig=-returncode, pgid=pgid)
@@ -362,11 +374,12 @@ def capture_head(
     For bounded reads of unbounded output (``git diff`` of a huge change): the cost is
     the cap, not the output. stderr is discarded. The group is always swept on return.
     """
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=dict(env),
+            env={**env, START_MARK: mark},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -375,13 +388,16 @@ def capture_head(
         )
     except OSError as exc:
         return CapturedHead(b"", False, None, error=f"cannot start {argv[0]}: {exc.strerror}")
+    except BaseException:
+        kill_marked(START_MARK, mark)  # interrupted while starting it: see run_process
+        raise
     assert proc.stdout is not None
     chunks: list[bytes] = []
     size = 0
     deadline = time.monotonic() + timeout_s
-    fd = proc.stdout.fileno()
     truncated = timed_out = False
     try:
+        fd = proc.stdout.fileno()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

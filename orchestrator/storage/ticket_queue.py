@@ -27,3 +27,8 @@ def write_sub_ticket(directory: Path, sub_id: str, text: str, *, run_id: str) ->
         path = directory / f"{sub_id}.{run_id}{TICKET_SUFFIX}"
     atomic_write(path, text.encode())
     return path
+
+
+def ticket_files(directory: Path) -> list[Path]:
+    """The queue's ticket files, in name order (sub-tickets sort after their parent)."""
+    return sorted(p for p in directory.glob(f"*{TICKET_SUFFIX}") if p.is_file())

@@ -1,0 +1,83 @@
+"""What a batch reports: one result per ticket, the merge of what several workers saw,
+the summary, and the exit code (the worst outcome wins). Pure: no I/O."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from orchestrator.domain import errors
+from orchestrator.storage.batch_budget import BatchBudget
+
+# Worst first: the batch's exit code is the first of these that any ticket reached.
+EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
+    ("interrupted", errors.EXIT_INTERRUPTED),
+    ("failed", errors.EXIT_FAILED),
+    ("refused", errors.EXIT_USAGE),
+    ("needs-human", errors.EXIT_NEEDS_HUMAN),
+    ("awaiting-approval", errors.EXIT_NEEDS_HUMAN),
+)
+RESULT_PREFIX = '{"ticket"'
+
+
+@dataclass(frozen=True)
+class TicketResult:
+    ticket: str
+    status: str  # a run state, or: already-<state>, skipped, refused, interrupted
+    run_id: str | None
+    detail: str
+    seconds: float
+    ran: bool  # this batch drove the ticket (rather than finding it done or locked)
+
+    def line(self) -> str:
+        run = self.run_id or "-"
+        tail = f"  {self.detail}" if self.detail else ""
+        return f"{self.ticket:<16} {self.status:<20} {run:<36} {self.seconds:7.2f}s{tail}"
+
+
+def merge(reports: list[TicketResult]) -> list[TicketResult]:
+    """Workers report every ticket they looked at: keep the one that ran it, else the
+    one that found it done, else a skip."""
+    rank = {True: 0, False: 1}
+    best: dict[str, TicketResult] = {}
+    for report in reports:
+        current = best.get(report.ticket)
+        key = (rank[report.ran], report.status == "skipped")
+        if current is None or key < (rank[current.ran], current.status == "skipped"):
+            best[report.ticket] = report
+    return sorted(best.values(), key=lambda r: r.ticket)
+
+
+def exit_code(results: list[TicketResult]) -> int:
+    statuses = {r.status for r in results}
+    for status, code in EXIT_PRIORITY:
+        if status in statuses:
+            return code
+    return errors.EXIT_COMPLETED
+
+
+def summary(
+    batch_id: str, results: list[TicketResult], seconds: float, budget: BatchBudget
+) -> dict[str, object]:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    spend = budget.read()
+    return {
+        "batch": batch_id,
+        "tickets": len(results),
+        "counts": dict(sorted(counts.items())),
+        "seconds": round(seconds, 3),
+        "model_calls": spend.calls,
+        "tokens": spend.input_tokens + spend.output_tokens,
+        "estimated_cost_usd": spend.cost_usd,
+    }
+
+
+def worker_results(text: str) -> list[TicketResult]:
+    """The results a worker printed (one JSON line per ticket), among anything else."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            out.append(TicketResult(**json.loads(line)))
+    return out

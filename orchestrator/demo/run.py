@@ -4,7 +4,7 @@ config.toml: it writes the packaged default one (``orchestrator.starter``) besid
 project it builds, so it runs the same from a checkout or an installed wheel.
 
 CARDS-1's patch squashes the fix and its test into one commit: ``lint-bug-commit-order``
-fails it, the playbook proposes the seed's mechanical fix, the recipe splits the commit,
+fails it, the playbook proposes its mechanical fix, the recipe splits the commit,
 the same check re-runs green, and the pull request is recorded. CARDS-2 lands the fix,
 then the test, and completes first time. CARDS-3's fix is incomplete, so the project's own
 tests fail: no playbook entry knows that, and without a model the ticket ends

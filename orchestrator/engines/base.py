@@ -11,7 +11,7 @@ into an ``EngineReport`` (turns, cost, final message, and — when it failed —
     log text, exit code, timed_out ──adapter.report()──▶ EngineReport ──classify()──▶ class
 
 Only ``FailureClass.CODE`` goes to the model; every other class is infrastructure and gets
-a deterministic verdict (issue 6).
+a deterministic verdict: a model cannot fix a rate limit or a bad key.
 """
 
 from __future__ import annotations

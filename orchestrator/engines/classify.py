@@ -1,4 +1,4 @@
-"""Infrastructure failures told apart from code failures (issue 6). Pure functions.
+"""Infrastructure failures told apart from code failures. Pure functions.
 
 The rule, for every engine: an attempt failed for an *infrastructure* reason only when we
 can name it — our timeout stopped it, the engine's own output carries an identified

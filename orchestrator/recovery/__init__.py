@@ -1,14 +1,20 @@
 """The recovery decision: deterministic pre-processing, one model call, deterministic
-validation. Nothing in this package executes anything: it reads files and returns typed
-values; ``substrate.py`` carries decisions out.
+validation. Nothing in this package executes anything or writes a file: it reads what it
+is given and returns typed values; ``orchestrator.app.recover`` persists the decision and
+``orchestrator.actions`` carry it out.
 
-    precheck.py    caps, the clone precondition, the known-failure playbook (no model)
-    context.py     the bounded, redacted context bundle
-    redact.py      secret redaction for everything that leaves the process
-    prompt.py      the one prompt, with the closed vocabulary and the schema
-    gateway.py     the ModelGateway protocol and the scripted gateway for tests
-    anthropic_gateway.py   the only module that imports the model SDK (lazily)
+    graph.py       the twelve-node graph over one typed state; RecoveryAgent.diagnose
+    diagnose.py    precheck (clone, playbook, caps, infra) and the model call with bounded re-asks
+    proposal.py    the typed decision: RecoveryContext, Proposal, Evidence
+    audit.py       what memory_write and exit prepare: the audit memory, the ledger entries
+    transcript.py  every model and tool call as a typed record; the replay player
     verdict.py     the closed-vocabulary verdict schema and its semantic checks
     recipe.py      mechanical-fix recipe validation (allow-list, no shell, inside the clone)
-    diagnose.py    the sandwich: decide whether to ask, ask once (bounded re-asks), validate
+    playbook.py    known failures → verdicts, at no cost
+    context.py     the bounded, redacted context bundle;  redact.py  secrets out
+    guardrail.py   the output guardrail;  confidence.py  composed confidence and routing
+    investigate.py the bounded investigation loop
+    prompt.py      the one prompt, its vocabulary from the action registry
+    gateway.py     the ModelGateway protocol, typed call errors, the scripted gateway for tests
+    anthropic_gateway.py   the only module that imports the model SDK (lazily)
 """

@@ -11,7 +11,7 @@ not a verdict field at all). The signals, each in [0, 1]:
                    higher for a recipe that went green before
     judge          1.0 / 0.0 when a sampled second model agreed / disagreed (absent otherwise)
 
-Routing follows the seed: ``reject`` unless verified; ``auto`` at or above the action's
+Routing: ``reject`` unless verified; ``auto`` at or above the action's
 threshold T; ``hitl_recommended`` within 0.2 below it; ``hitl_required`` under that.
 """
 

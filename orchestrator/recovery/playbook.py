@@ -43,7 +43,7 @@ def _quote(text: str) -> str:
 
 
 def _split_squashed_commit(match: re.Match[str], failure: Failure) -> dict[str, Any]:
-    # The seed's recipe: undo the squashed commit (keeping its changes), commit the
+    # Undo the squashed commit (keeping its changes), commit the
     # production part under the original subject, then the tests on their own.
     subject = match.group("subject")
     return {

@@ -156,7 +156,7 @@ class StateLayout:
         return self.runs_dir / f"{run_id}.approval-{number}.json"
 
     def mechanical_fix_path(self, run_id: str) -> Path:
-        """The latest mechanical fix's report (the name the seed gave it)."""
+        """The latest mechanical fix's report: the name older state dirs and scripts know."""
         return self.runs_dir / f"{run_id}.mechanical_fix.json"
 
     def mechanical_fix_report_path(self, run_id: str, number: int) -> Path:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 # Every process we start carries a mark of its own in its environment: if our own
 # SIGINT/SIGTERM lands while ``Popen`` is starting it (after exec, before ``Popen``
@@ -231,6 +232,34 @@ def _write_log_line(log_path: Path, text: str) -> None:
         log.write(text.encode("utf-8", "replace"))
 
 
+def _start(
+    argv: tuple[str, ...],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: IO[bytes] | int,
+    stdout: IO[bytes] | int,
+    stderr: IO[bytes] | int,
+) -> subprocess.Popen[bytes]:
+    """``Popen`` in a new session (the child leads its own group), carrying a start mark.
+    Our SIGINT/SIGTERM handler raises wherever the main thread is; when that is inside
+    ``Popen`` after the exec, no handle ever reaches us, so the mark is how the child is
+    found and killed before the interruption goes on. ``OSError`` (cannot start) is the
+    caller's to report."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env={**env, START_MARK: mark},
+            stdin=stdin, stdout=stdout, stderr=stderr,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    except OSError:
+        raise
+    except BaseException:
+        kill_marked(START_MARK, mark)
+        raise
+
+
 def run_process(
     argv: tuple[str, ...],
     *,
@@ -290,19 +319,9 @@ def run_process(
             pgid=pgid,
         )
 
-    mark = f"{os.getpid()}-{time.monotonic_ns()}"
     try:
         with open(log_path, "ab") as log, open(stdin_path or os.devnull, "rb") as stdin:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env={**env, START_MARK: mark},
-                stdin=stdin,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
+            proc = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
     except FileNotFoundError as exc:
         missing = exc.filename if exc.filename else argv[0]
         what = "working directory" if str(missing) == str(cwd) else "executable"
@@ -311,10 +330,6 @@ def run_process(
         return finished(EXIT_CANNOT_EXECUTE, error=f"cannot execute {argv[0]}: {exc.strerror}")
     except OSError as exc:
         return finished(EXIT_CANNOT_EXECUTE, error=f"cannot start {argv[0]}: {exc.strerror}")
-    except BaseException:
-        # Interrupted while starting it: the child may already be running.
-        kill_marked(START_MARK, mark)
-        raise
 
     pgid = proc.pid
     exited: _ExitWaiter | None = None
@@ -374,23 +389,13 @@ def capture_head(
     For bounded reads of unbounded output (``git diff`` of a huge change): the cost is
     the cap, not the output. stderr is discarded. The group is always swept on return.
     """
-    mark = f"{os.getpid()}-{time.monotonic_ns()}"
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env={**env, START_MARK: mark},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = _start(
+            argv, cwd=cwd, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     except OSError as exc:
         return CapturedHead(b"", False, None, error=f"cannot start {argv[0]}: {exc.strerror}")
-    except BaseException:
-        kill_marked(START_MARK, mark)  # interrupted while starting it: see run_process
-        raise
     assert proc.stdout is not None
     chunks: list[bytes] = []
     size = 0

@@ -21,7 +21,6 @@ from orchestrator.domain.validation import (
     describe_validation_error,
 )
 
-DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_STATE_DIR = ".state"
 
 Cap = Annotated[StrictInt, Field(ge=0, le=100)]

@@ -40,7 +40,6 @@ from orchestrator.engines.base import (
 )
 from orchestrator.engines.classify import crashed, last_words, match_infra, output_lines
 
-PLACEHOLDERS = ("{prompt_file}", "{model}", "{clone}", "{run_dir}", "{ticket_id}", "{python}")
 SETTINGS: Mapping[str, type | tuple[type, ...]] = {"command": list, "prompt_on_stdin": bool}
 TAIL_LINES = 40
 

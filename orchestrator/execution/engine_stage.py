@@ -26,8 +26,6 @@ from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
-# The stage scripts ship with the orchestrator (not with the user's config).
-MAX_FINAL_MESSAGE = 2000
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WORK_BRANCH_PREFIX = "orch/"
-PLACEHOLDERS = ("{python}", "{root}", "{clone}", "{run_dir}")
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,7 @@ def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
     return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
 
 
-# Infrastructure failures a retry can outlast, and those only a person can fix.
-TRANSIENT = frozenset({"rate_limited", "outage", "timeout", "engine_error"})
+# Infrastructure failures only a person can fix (a retry can outlast the others).
 NEEDS_A_PERSON = {
     "auth_error": HaltReason.AUTH_ERROR,
     "quota_exhausted": HaltReason.QUOTA_EXHAUSTED,

@@ -231,6 +231,10 @@ def run_demo(workdir: Path, *, with_model: bool) -> int:
     for ticket_id, path in layout.tickets.items():
         print(f"\n=== {ticket_id}: orchestrator run {path.name} ===", flush=True)
         results[ticket_id] = cli.main([*base, "run", str(path)])
+        if results[ticket_id] == errors.EXIT_BROKEN_PIPE:
+            # Our reader went away (``orchestrator demo | head``): stop as quietly as the
+            # run did; the next demo starts afresh.
+            return errors.EXIT_BROKEN_PIPE
 
     print("\n=== summary ===")
     for ticket_id, code in results.items():

@@ -107,3 +107,20 @@ def test_orchestrator_demo_runs_anywhere_with_its_packaged_config(
         assert line in out
     assert (tmp_path / ".state" / "demo" / "config.toml").read_text() == starter.config_text()
     assert not (tmp_path / "config.toml").exists()
+
+
+def test_the_demo_piped_into_head_ends_quietly_with_the_pipe_status(tmp_path: Path) -> None:
+    """`orchestrator demo | head -1`: the demo stops when its reader goes away, with the
+    status a shell reports for a closed pipe, and no traceback."""
+    import subprocess
+
+    from conftest import orchestrator_cmd, subprocess_env
+
+    cmd = " ".join(orchestrator_cmd("demo"))
+    proc = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {cmd} | head -1"],
+        cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stdout.startswith("demo project built in ")
+    assert "Traceback" not in proc.stderr

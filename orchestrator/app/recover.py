@@ -32,6 +32,7 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
+from orchestrator.recovery.gateway import charged_factory
 from orchestrator.recovery.graph import NODE_ORDER, GraphDeps, RecoveryAgent
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
@@ -262,14 +263,16 @@ def _decide(
             record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
         )
 
+    # Every gateway the decision is handed (diagnosis, investigation, judge) is charged to
+    # the ticket's diagnosis cap, and persisted, before the graph can call it.
+    charged = charged_factory(services.gateway_factory, charge)
     deps = GraphDeps(
-        gateway_factory=services.gateway_factory,
-        charge=charge,
+        gateway_factory=charged,
         thresholds=config.routing.by_action(),
         max_reasks=config.recovery.max_reasks,
         max_tokens=config.model.max_tokens,
         judge_sample_rate=config.judge.sample_rate,
-        judge_factory=services.gateway_factory,
+        judge_factory=charged,
         investigate=investigator_for(config, services, Path(record.clone_dir)),
     )
     state = RecoveryAgent(deps).diagnose(ctx)

@@ -5,7 +5,7 @@ its call transcript, and compare today's proposal and dispatch with the persiste
                  ─► run_graph with replay deps: a ``TranscriptPlayer`` answers every model
                     call (diagnosis, re-asks, investigation steps, judge) and every
                     investigation tool call from the recorded transcript, in order, with
-                    the reply texts stored beside the verdict; charge does nothing;
+                    the reply texts stored beside the verdict (its factories charge nothing);
                     thresholds, re-asks and sampling are today's
                  ─► the transcript's divergences (a request whose digest differs, a call
                     the transcript does not have, a recorded call never made, a stored
@@ -304,7 +304,6 @@ def replay_verdict(
 
     deps = GraphDeps(
         gateway_factory=gateway_factory,
-        charge=_nothing,
         thresholds=config.routing.by_action(),
         max_reasks=config.recovery.max_reasks,
         max_tokens=config.model.max_tokens,
@@ -356,10 +355,6 @@ def _not_replayable(verdict: VerdictRecord, why: str) -> ReplayResult:
         routing=verdict.proposal.routing,
         replayable=False,
     )
-
-
-def _nothing() -> None:
-    """A replay charges nothing: the original decision was charged when it was made."""
 
 
 # ---- a run ------------------------------------------------------------------------------

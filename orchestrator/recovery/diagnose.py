@@ -4,18 +4,18 @@
     playbook knows it?        → playbook verdict               (no model)
     diagnosis cap spent?      → cap_exhausted                  (no model)
     no model configured?      → synthetic abandon-human        (no model)
-    otherwise: charge the cap, THEN one model call (+ at most ``max_reasks`` re-asks
-    after a reply that failed validation), validated for shape and meaning.
-    The gateway is created (``gateway_factory``) only on that last path.
+    otherwise: one model call (+ at most ``max_reasks`` re-asks after a reply that
+    failed validation), validated for shape and meaning. The gateway is created
+    (``gateway_factory``) only on that last path, and the factory the app passes charges
+    the diagnosis cap before it hands one out (``gateway.charged_factory``).
 
 Whatever the gateway returns, or raises, the result is a valid verdict: anything else
-becomes ``abandon-human`` with the reason. Nothing here executes anything; the only side
-effects are the injected ``charge`` and the gateway call.
+becomes ``abandon-human`` with the reason. Nothing here executes anything or writes
+anything; the only side effect is through the injected gateway factory and its gateway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -200,17 +200,15 @@ def ask_model(
     facts: PromptFacts,
     bundle_text: str,
     gateway_factory: GatewayFactory,
-    charge: Callable[[], None],
     max_reasks: int,
     max_tokens: int,
 ) -> Decision:
-    """Layer 2: charge the cap, then one call (+ bounded re-asks), validated."""
-    # Built only now: constructing a real gateway imports the SDK (most of a second).
+    """Layer 2: one call (+ bounded re-asks), validated."""
+    # Built only now: constructing a real gateway imports the SDK (most of a second), and
+    # the factory charges the diagnosis before it hands one out.
     gateway = gateway_factory()
     if gateway is None or isinstance(gateway, Unavailable):
         return no_model_decision(gateway)
-    # Charged (and persisted by the caller) before the call: a crash after it never refunds.
-    charge()
     return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
 
 
@@ -223,7 +221,6 @@ def decide(
     clone_exists: bool,
     caps: Caps,
     gateway_factory: GatewayFactory,
-    charge: Callable[[], None],
     max_reasks: int,
     max_tokens: int,
 ) -> Decision:
@@ -233,7 +230,7 @@ def decide(
         return early
     return ask_model(
         ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
-        charge=charge, max_reasks=max_reasks, max_tokens=max_tokens,
+        max_reasks=max_reasks, max_tokens=max_tokens,
     )  # fmt: skip
 
 

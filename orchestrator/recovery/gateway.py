@@ -81,6 +81,22 @@ class ModelGateway(Protocol):
 GatewayFactory = Callable[[], "ModelGateway | Unavailable | None"]
 
 
+def charged_factory(factory: GatewayFactory, charge: Callable[[], None]) -> GatewayFactory:
+    """Hand out a gateway only after ``charge`` has spent (and its caller persisted) one
+    diagnosis for it: the decision asks for a gateway right before its call, so a call
+    is never made uncharged and a crash after the charge never refunds it. No gateway (no
+    model, a spent batch budget) is not charged."""
+
+    def build() -> ModelGateway | Unavailable | None:
+        gateway = factory()
+        if gateway is None or isinstance(gateway, Unavailable):
+            return gateway
+        charge()
+        return gateway
+
+    return build
+
+
 @dataclass
 class ScriptedGateway:
     """A gateway that answers from a script: a list of texts (or replies, or callables of

@@ -8,8 +8,9 @@ the nodes find differs. The model appears in ``llm_decision`` (and, when sampled
 ``judge``); every other node is plain code a test can pin by building a state.
 
 ``RecoveryAgent.diagnose(ctx)`` returns the final state and persists nothing: the same
-context and the same scripted gateway give an equal state. Its one side effect is the
-diagnosis charge (``deps.charge``), which must be spent before a call is made.
+context and the same scripted gateway give an equal state. Its only way out is the
+injected gateway factory: the app's charges the diagnosis cap before it hands out a
+gateway, so a call is never made uncharged (``gateway.charged_factory``).
 ``memory_write`` and ``exit`` prepare the audit memory and the ledger entries as values
 (``orchestrator.recovery.audit``); the caller (``orchestrator.app.recover``) writes
 exactly those, once, before anything decided runs.
@@ -137,7 +138,6 @@ class GraphDeps:
     """The services the graph may use (injected; tests script them)."""
 
     gateway_factory: GatewayFactory
-    charge: Callable[[], None]
     thresholds: Mapping[str, float]
     max_reasks: int = 1
     max_tokens: int = 2048
@@ -194,7 +194,6 @@ class LlmDecision:
             facts=ctx.facts,
             bundle_text=state.context_text,
             gateway_factory=deps.gateway_factory,
-            charge=deps.charge,
             max_reasks=deps.max_reasks,
             max_tokens=deps.max_tokens,
         )
@@ -293,7 +292,6 @@ class Judge:
         if gateway is None or isinstance(gateway, Unavailable):
             why = gateway.reason if gateway else "no judge configured"
             return replace(state, judge=JudgeResult(sampled=False, reason=why, unavailable=True))
-        deps.charge()
         prompt = (
             f"Failure: stage {ctx.decision.failing_stage}, check {ctx.decision.failing_check}.\n"
             f"Proposed verdict: {json.dumps(decision.verdict.model_dump(mode='json'))}\n\n"

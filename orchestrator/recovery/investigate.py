@@ -160,14 +160,13 @@ def investigator(
     max_tokens: int,
 ) -> Callable[[GraphState, GraphDeps], Decision]:
     """The loop as the graph's ``llm_decision`` uses it (and replay, with the recorded
-    tool results): one diagnosis charge however many steps; an off-list tool becomes an
+    tool results): one gateway, so one diagnosis charge, however many steps; an off-list tool becomes an
     invalid proposal with what was spent and said, never an exception out of the graph."""
 
     def investigate(state: GraphState, deps: GraphDeps) -> Decision:
         gateway = deps.gateway_factory()
         if gateway is None or isinstance(gateway, Unavailable):
             return no_model_decision(gateway)
-        deps.charge()
         ctx = state.ctx
         try:
             return bounded_investigation(

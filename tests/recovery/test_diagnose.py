@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.diagnose import Caps, Decision, Source, decide
-from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
+from orchestrator.recovery.gateway import (
+    ModelGateway,
+    ModelReply,
+    ModelRequest,
+    ScriptedGateway,
+    charged_factory,
+)
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.transcript import CallPurpose
 from orchestrator.recovery.verdict import (
@@ -59,8 +65,7 @@ def run(
         bundle_text="<<<BEGIN UNTRUSTED section: diff>>>\n+x\n<<<END section: diff>>>",
         clone_exists=clone_exists,
         caps=Caps(diagnoses_used=used, max_diagnoses=2),
-        gateway_factory=factory,
-        charge=charge,
+        gateway_factory=charged_factory(factory, charge),
         max_reasks=max_reasks,
         max_tokens=1024,
     )

@@ -11,7 +11,12 @@ import pytest
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.confidence import History, compose, route
 from orchestrator.recovery.diagnose import Caps, Decision, Source
-from orchestrator.recovery.gateway import ModelGateway, ModelRequest, ScriptedGateway
+from orchestrator.recovery.gateway import (
+    ModelGateway,
+    ModelRequest,
+    ScriptedGateway,
+    charged_factory,
+)
 from orchestrator.recovery.graph import (
     NODE_ORDER,
     NODES,
@@ -75,7 +80,7 @@ def context(tmp_path: Path, **changes: object) -> RecoveryContext:
 
 
 def deps(gateway: ModelGateway | None = None, **changes: object) -> GraphDeps:
-    base = GraphDeps(gateway_factory=lambda: gateway, charge=lambda: None, thresholds=THRESHOLDS)
+    base = GraphDeps(gateway_factory=lambda: gateway, thresholds=THRESHOLDS)
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -256,9 +261,8 @@ def test_a_sampled_judge_is_charged_and_its_agreement_recorded(tmp_path: Path) -
             ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})
         ),
         deps(
-            judge_factory=lambda: judge,
+            judge_factory=charged_factory(lambda: judge, lambda: charged.append("judge")),
             judge_sample_rate=1.0,
-            charge=lambda: charged.append("judge"),
         ),
     )
     assert state.judge is not None and state.judge.sampled and state.judge.agrees is False

@@ -53,7 +53,6 @@ def context() -> RecoveryContext:
 def decide(gateway: ScriptedGateway | TranscriptPlayer) -> GraphState:
     deps = GraphDeps(
         gateway_factory=lambda: gateway,
-        charge=lambda: None,
         thresholds=THRESHOLDS,
         judge_sample_rate=1.0,
         judge_factory=lambda: gateway,

@@ -1,11 +1,23 @@
-"""Forges: where a finished branch becomes a pull request.
+"""Forges: where a finished branch becomes a pull request, behind one protocol
+(``base.Forge``).
 
-local    stages/open_pr_local.py: push to the ticket's repository, record the PR in a file
-github   stages/open_pr_github.py over ``forges.github.GitHubForge`` (REST, idempotent)
+local    ``local.LocalForge``: the branch pushed to the ticket's repository, the pull
+         request a record in the run directory (stage ``orchestrator.stages.open_pr_local``)
+github   ``github.GitHubForge``: REST, idempotent (stage ``orchestrator.stages.open_pr_github``)
 """
 
 from __future__ import annotations
 
-from orchestrator.forges.github import ForgeError, GitHubForge, PullRequest, pr_body, repo_from_url
+from orchestrator.forges.base import Forge, ForgeError, PullRequest
+from orchestrator.forges.github import GitHubForge, pr_body, repo_from_url
+from orchestrator.forges.local import LocalForge
 
-__all__ = ["ForgeError", "GitHubForge", "PullRequest", "pr_body", "repo_from_url"]
+__all__ = [
+    "Forge",
+    "ForgeError",
+    "GitHubForge",
+    "LocalForge",
+    "PullRequest",
+    "pr_body",
+    "repo_from_url",
+]

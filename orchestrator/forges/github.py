@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
+
+from orchestrator.forges.base import ForgeError, PullRequest
 
 API_VERSION = "2022-11-28"
 MEDIA_TYPE = "application/vnd.github+json"
@@ -79,25 +80,6 @@ class HttpClient(Protocol):
         headers: Mapping[str, str] | None = None,
         json: Any = None,
     ) -> HttpResponse: ...
-
-
-class ForgeError(Exception):
-    """A forge refused or could not be reached. ``str()`` is one line, free of secrets."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"ForgeError(kind={self.kind!r}, message={self.message!r})"
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    number: int
-    url: str
-    created: bool  # False: an open pull request for this head and base already existed
 
 
 def repo_from_url(url: str) -> str:

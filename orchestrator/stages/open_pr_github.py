@@ -39,14 +39,8 @@ import git
 import httpx2
 
 from orchestrator.engines.classify import FAILURE_MARKER
-from orchestrator.forges.github import (
-    DEFAULT_API_URL,
-    ForgeError,
-    GitHubForge,
-    PullRequest,
-    pr_body,
-    repo_from_url,
-)
+from orchestrator.forges.base import Forge, ForgeError, PullRequest
+from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, pr_body, repo_from_url
 from orchestrator.stages._stagelib import StageError, git_reason, require_env, stage_ticket
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.layout import StateLayout, verdict_files
@@ -197,7 +191,7 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
     head_sha = push_branch(work, base_ref, push_url, token)
     body = pr_body(ticket.body, verdict_summaries(state_dir, run_id), run_id)
     with client_factory(api_url) as client:
-        forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))
+        forge: Forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))
         pull = forge.open_pull_request(head=work, base=base, title=ticket.fields.title, body=body)
     title = ticket.fields.title
     atomic_write(

@@ -8,13 +8,15 @@ for the same head rewrites the same record, keeping the first ``created_at``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import git
 
+from orchestrator.forges.base import Forge
+from orchestrator.forges.local import LocalForge
 from orchestrator.stages._stagelib import (
     StageError,
     git_reason,
@@ -25,40 +27,6 @@ from orchestrator.stages._stagelib import (
 from orchestrator.storage.atomic import atomic_write
 
 RECORD_NAME = "pull-request.json"
-
-
-def pull_request_record(
-    *,
-    repository: str,
-    head: str,
-    base: str,
-    head_sha: str,
-    title: str,
-    body: str,
-    commits: Sequence[tuple[str, str]],
-    created_at: str,
-) -> dict[str, Any]:
-    return {
-        "forge": "local",
-        "repository": repository,
-        "head": head,
-        "base": base,
-        "head_sha": head_sha,
-        "title": title,
-        "body": body,
-        "commits": [{"sha": sha, "subject": subject} for sha, subject in commits],
-        "created_at": created_at,
-    }
-
-
-def choose_created_at(previous: Mapping[str, Any] | None, head_sha: str, now: str) -> str:
-    """The PR was 'created' when its current head was first recorded: a rerun of this
-    stage for the same head keeps that time; a new head is a new PR record."""
-    if previous and previous.get("head_sha") == head_sha:
-        created = previous.get("created_at")
-        if isinstance(created, str) and created:
-            return created
-    return now
 
 
 def read_previous(path: Path) -> dict[str, Any] | None:
@@ -95,20 +63,22 @@ def main(environ: Mapping[str, str]) -> None:
             raise StageError(f"cannot push {work} to origin: {git_reason(exc)}") from None
         print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s)) to {repository}")
 
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    record = pull_request_record(
+    def save(record: dict[str, Any]) -> None:
+        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        atomic_write(record_path, text.encode("utf-8"))
+
+    forge: Forge = LocalForge(
         repository=repository,
-        head=work,
-        base=base,
         head_sha=head_sha,
-        title=ticket.fields.title,
-        body=ticket.body,
         commits=commits,
-        created_at=choose_created_at(read_previous(record_path), head_sha, now),
+        previous=read_previous(record_path),
+        now=datetime.now(UTC).isoformat(timespec="seconds"),
+        url=record_path.as_uri(),
+        save=save,
     )
-    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-    atomic_write(record_path, text.encode("utf-8"))
-    print(f"pull request recorded: {record_path}")
+    pull = forge.open_pull_request(work, base, ticket.fields.title, ticket.body)
+    what = "recorded" if pull.created else "already recorded for this head; refreshed"
+    print(f"pull request {what}: {record_path}")
 
 
 if __name__ == "__main__":

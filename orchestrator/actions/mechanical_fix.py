@@ -103,7 +103,7 @@ def apply(
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
     from orchestrator.execution import git
     from orchestrator.execution.attempts import run_check, stage_context
-    from orchestrator.execution.recipes import run_recipe
+    from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.storage.layout import StateLayout
 
@@ -124,6 +124,7 @@ def apply(
         "argv": [list(a) for a in plan.recipe],
         "verifier": {"check": check.name, "command": list(check.command)},
         "commands": [],
+        "sandbox": config.recovery.recipe_sandbox,
         "status": "running",
     }
     store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
@@ -136,10 +137,16 @@ def apply(
     pre_recipe = git.head_commit(services.executor, clone, env)
     report["head_before"] = pre_recipe
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
+    recipe_runner, refused = recipe_executor(
+        services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
+        locate=services.locate_bwrap,
+    )  # fmt: skip
+    if red_reason is None and refused is not None:
+        red_reason = refused
     if red_reason is None:
         ran = run_recipe(
             plan.recipe,
-            executor=services.executor,
+            executor=recipe_runner,
             clone=clone,
             env=env,
             log_path=lambda i: logs / f"verdict-{n}-recipe-{i}.log",

@@ -60,6 +60,10 @@ class RecoveryConfig(Frozen):
     max_reasks: Annotated[StrictInt, Field(ge=0, le=3)] = 1
     recipe_allowlist: Annotated[tuple[Name, ...], Field(max_length=32)] = ("git",)
     recipe_command_timeout_s: PositiveSeconds = 60.0
+    # "bwrap": every recipe command runs in a sandbox where the clone is the only writable
+    # path, with no network; a machine that cannot start it refuses the recipe. "none" is
+    # the explicit opt-out, recorded in every mechanical-fix report it affects.
+    recipe_sandbox: Literal["bwrap", "none"] = "bwrap"
     context: ContextLimits = ContextLimits()
 
 
@@ -179,7 +183,27 @@ class EngineConfig(Frozen):
         return self
 
 
-class CheckConfig(Frozen):
+WritablePath = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+
+
+class SandboxOptions(Frozen):
+    """The opt-in sandbox of a stage or check: ``sandbox = true`` runs it under bubblewrap
+    with a read-only root, a private /tmp, the clone plus ``writable`` (relative to the
+    clone, or absolute) the only writable paths, and no network unless ``network`` (unset:
+    none for commands and checks; an engine keeps it, since it calls its model)."""
+
+    sandbox: StrictBool = False
+    network: StrictBool | None = None
+    writable: Annotated[tuple[WritablePath, ...], Field(max_length=32)] = ()
+
+    @model_validator(mode="after")
+    def _only_when_sandboxed(self) -> SandboxOptions:
+        if not self.sandbox and (self.network is not None or self.writable):
+            raise ValueError("'network' and 'writable' are only meaningful with sandbox = true")
+        return self
+
+
+class CheckConfig(SandboxOptions):
     """One named review check. ``kinds`` limits it to those ticket kinds (empty: all)."""
 
     name: Name
@@ -188,8 +212,9 @@ class CheckConfig(Frozen):
     kinds: Annotated[tuple[TicketKindName, ...], Field(max_length=32)] = ()
 
 
-class StageConfig(Frozen):
-    """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``."""
+class StageConfig(SandboxOptions):
+    """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``. A
+    sandboxed check stage sandboxes each of its checks."""
 
     name: Name
     command: Argv | None = None

@@ -13,10 +13,16 @@ from functools import partial
 from pathlib import Path
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
-from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
+from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import EngineOutcome, failure_of_stage, run_engine
 from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.sandbox import (
+    BwrapLocator,
+    SandboxedExecutor,
+    SandboxSpec,
+    bundled_bwrap,
+)
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter
@@ -53,6 +59,26 @@ class Services:
     # The driver's wait before an infra retry; time.sleep is cut short by the signal
     # handler's exception, so SIGTERM during a back-off stops the run at once.
     sleep: Callable[[float], None] = time.sleep
+    # Where the sandbox's bwrap is (a test points it at a missing file to see it refused).
+    locate_bwrap: BwrapLocator = bundled_bwrap
+
+
+def sandboxed(
+    services: Services,
+    options: SandboxOptions,
+    *,
+    cwd: Path,
+    network_default: bool = False,
+) -> Executor:
+    """The executor for a stage or check: ``services.executor`` itself unless its config
+    asks for the sandbox; then that executor inside one where ``cwd`` and the configured
+    ``writable`` paths (relative ones against ``cwd``) are the only writable places."""
+    if not options.sandbox:
+        return services.executor
+    writable = (cwd, *(cwd / extra for extra in options.writable))  # absolute stays absolute
+    network = network_default if options.network is None else options.network
+    spec = SandboxSpec(writable=writable, network=network)
+    return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 
 def stage_context(
@@ -92,7 +118,8 @@ def run_check(
     check_ctx = replace(ctx, check=check.name)
     argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
     label = f"{stage.name}:{check.name}"
-    outcome = services.executor.run(
+    options: SandboxOptions = check if check.sandbox else stage
+    outcome = sandboxed(services, options, cwd=cwd).run(
         argv,
         cwd=cwd,
         env=stage_environ(services.environ, check_ctx, stage.pass_env),
@@ -169,7 +196,7 @@ def run_stage(
                 ctx=ctx,
                 environ=dict(services.environ),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
-                executor=services.executor,
+                executor=sandboxed(services, stage, cwd=cwd, network_default=True),
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
@@ -180,7 +207,7 @@ def run_stage(
             assert stage.command is not None  # the config validates: exactly one kind of work
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
-            outcome = services.executor.run(
+            outcome = sandboxed(services, stage, cwd=cwd).run(
                 argv,
                 cwd=cwd,
                 env=stage_environ(services.environ, ctx, stage.pass_env),

@@ -1,5 +1,9 @@
 """Running a mechanical-fix recipe: its argv lists (already vetted by ``plan_recipe``),
-one after another in the clone, through the executor, stopping at the first that fails."""
+one after another in the clone, through the executor, stopping at the first that fails.
+
+A recipe was written by a model, so by default each command runs in the sandbox: the
+clone is the only writable path, no network, and an environment of a few named variables.
+A machine that cannot start the sandbox refuses the recipe (fail closed)."""
 
 from __future__ import annotations
 
@@ -7,9 +11,60 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.execution.executor import Executor
+from orchestrator.execution.sandbox import (
+    REMEDY,
+    BwrapLocator,
+    SandboxedExecutor,
+    SandboxSpec,
+    bundled_bwrap,
+)
+
+# All a recipe command is told: git needs PATH (and HOME, set inside the sandbox) and a
+# commit identity; the ORCH_* pair names the clone and marks the process as this
+# attempt's. GIT_CONFIG_* carries the hardening the orchestrator gives git.
+RECIPE_ENV = (
+    "PATH", "LANG", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID",
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+)  # fmt: skip
+RECIPE_ENV_PREFIXES = ("GIT_CONFIG_",)
+
+RecipeSandbox = Literal["bwrap", "none"]
+
+
+def recipe_spec(clone: Path) -> SandboxSpec:
+    """The recipe sandbox: the clone writable, nothing else; no network; RECIPE_ENV."""
+    return SandboxSpec(
+        writable=(clone,),
+        network=False,
+        env_names=RECIPE_ENV,
+        env_prefixes=RECIPE_ENV_PREFIXES,
+        home_git_config=True,
+    )
+
+
+def recipe_executor(
+    executor: Executor,
+    *,
+    clone: Path,
+    mode: RecipeSandbox,
+    locate: BwrapLocator = bundled_bwrap,
+) -> tuple[Executor, str | None]:
+    """The executor a recipe runs through, and None; or, when the sandbox is asked for
+    and cannot start here, the reason the recipe is refused (nothing may run then)."""
+    if mode == "none":
+        return executor, None
+    sandbox = SandboxedExecutor(executor, recipe_spec(clone), locate=locate)
+    reason = sandbox.unavailable()
+    if reason is not None:
+        return sandbox, (
+            f"recipe refused: the recipe sandbox cannot start ({reason}); nothing was run. "
+            f'To run recipes, {REMEDY}; or set [recovery] recipe_sandbox = "none" to run '
+            "them unsandboxed"
+        )
+    return sandbox, None
 
 
 @dataclass(frozen=True)

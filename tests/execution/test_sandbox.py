@@ -1,0 +1,205 @@
+"""The bubblewrap sandbox on its own: the argv it builds (pure), and, under the real bwrap,
+what a command inside it can and cannot do — write outside the writable paths, reach the
+network, see the caller's environment, share /tmp."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.execution.executor import LocalExecutor
+from orchestrator.execution.recipes import recipe_spec
+from orchestrator.execution.sandbox import (
+    SANDBOX_HOME,
+    SandboxedExecutor,
+    SandboxSpec,
+    bwrap_argv,
+    sandbox_available,
+)
+
+from gitrepo import commit_files, init_repo
+from sandbox_required import require_sandbox
+
+BWRAP = Path("/opt/bwrap")
+
+
+def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() -> None:
+    spec = SandboxSpec(writable=(Path("/tmp/x/clone"), Path("/srv/cache")))
+    argv = bwrap_argv(spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"))
+    assert argv == (
+        "/opt/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
+        "--bind", "/tmp/x/clone", "/tmp/x/clone", "--bind", "/srv/cache", "/srv/cache",
+        "--unshare-all", "--new-session", "--die-with-parent",
+        "--chdir", "/tmp/x/clone", "--", "git", "status",
+    )  # fmt: skip
+    shared = bwrap_argv(
+        SandboxSpec(writable=(), network=True), ("true",), bwrap=BWRAP, cwd=Path("/")
+    )
+    assert shared[shared.index("--unshare-all") + 1] == "--share-net"
+
+
+def test_the_environment_is_an_explicit_list_and_never_on_the_command_line() -> None:
+    caller = {
+        "PATH": "/usr/bin", "HOME": "/home/me", "MY_API_TOKEN": "s3cret", "EDITOR": "vi",
+        "GIT_CONFIG_COUNT": "1", "ORCH_CLONE_DIR": "/c",
+    }  # fmt: skip
+    spec = recipe_spec(Path("/c"))
+    assert spec.environment(caller) == {
+        "PATH": "/usr/bin", "ORCH_CLONE_DIR": "/c", "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_GLOBAL": "/home/me/.gitconfig", "HOME": SANDBOX_HOME,
+    }  # fmt: skip
+    # A value on bwrap's command line would be in the log and in /proc/*/cmdline.
+    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=Path("/c"))
+    assert not any("s3cret" in a or "/home/me" in a for a in argv)
+    assert SandboxSpec(writable=()).environment(caller) == {**caller, "HOME": SANDBOX_HOME}
+
+
+def test_a_missing_bwrap_is_a_reason_not_an_exception(tmp_path: Path) -> None:
+    missing = tmp_path / "no-bwrap"
+    assert sandbox_available(LocalExecutor(), lambda: missing) == f"no bwrap binary at {missing}"
+    # A binary that cannot make a sandbox is found out by running it.
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    reason = sandbox_available(LocalExecutor(), lambda: fake)
+    assert reason == (
+        "bwrap cannot start a sandbox here (bwrap: setting up uid map: Permission denied)"
+    )
+
+
+def test_a_sandboxed_command_that_cannot_start_is_refused_and_nothing_runs(
+    tmp_path: Path,
+) -> None:
+    canary = tmp_path / "canary"
+    executor = SandboxedExecutor(
+        LocalExecutor(), SandboxSpec(writable=(tmp_path,)), locate=lambda: tmp_path / "nope"
+    )
+    outcome = executor.run(
+        ("touch", str(canary)), cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+        log_path=tmp_path / "log", timeout_s=10, kill_after_s=1,
+    )  # fmt: skip
+    assert (outcome.exit_code, outcome.ok) == (126, False)
+    assert outcome.error is not None
+    assert outcome.error.startswith(f"sandbox unavailable: no bwrap binary at {tmp_path / 'nope'}")
+    assert "nothing was run" in outcome.error
+    assert not canary.exists()
+
+
+# ---- under the real bwrap ---------------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP port on this machine's loopback that nothing inside the sandbox may reach."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+PROBE = """
+import json, os, socket, sys
+out, canary, port, host_tmp = sys.argv[1:5]
+seen = {"env": dict(os.environ), "tmp": sorted(os.listdir("/tmp"))}
+for name, path in (("canary", canary), ("tmp_file", "/tmp/orch-sandbox-left-this")):
+    try:
+        open(path, "w").write("escaped")
+        seen[name] = "written"
+    except OSError as exc:
+        seen[name] = type(exc).__name__
+try:
+    socket.create_connection(("127.0.0.1", int(port)), timeout=2).close()
+    seen["connect"] = "connected"
+except OSError as exc:
+    seen["connect"] = type(exc).__name__
+seen["host_tmp_visible"] = os.path.exists(host_tmp)
+open(out, "w").write(json.dumps(seen))
+"""
+
+
+def probe_in_sandbox(
+    tmp_path: Path, spec: SandboxSpec, clone: Path, port: int, env: dict[str, str]
+) -> dict[str, object]:
+    (clone / "probe.py").write_text(PROBE)
+    host_tmp = tmp_path / "host-file"
+    host_tmp.write_text("on the host")
+    outcome = SandboxedExecutor(LocalExecutor(), spec).run(
+        (sys.executable, "probe.py", "seen.json", str(tmp_path / "canary"), str(port),
+         str(host_tmp)),
+        cwd=clone, env=env, log_path=tmp_path / "probe.log", timeout_s=30, kill_after_s=1,
+    )  # fmt: skip
+    assert outcome.ok, (tmp_path / "probe.log").read_text()
+    seen: dict[str, object] = json.loads((clone / "seen.json").read_text())
+    return seen
+
+
+def test_a_recipe_command_writes_only_the_clone_reaches_no_network_and_sees_only_its_env(
+    tmp_path: Path, listener: socket.socket
+) -> None:
+    require_sandbox()
+    clone = tmp_path / "clone"
+    commit_files(init_repo(clone), {"README.md": "hi\n"}, "initial")
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+        "ORCH_CLONE_DIR": str(clone), "SOME_SETTING": "outside only",
+        "MY_API_TOKEN": "s3cret",
+    }  # fmt: skip
+    port = listener.getsockname()[1]
+    seen = probe_in_sandbox(tmp_path, recipe_spec(clone), clone, port, env)
+    # Outside the clone nothing was written: the canary's directory is read-only (it
+    # is under the private /tmp here, so the write "succeeds" only in the sandbox).
+    assert not (tmp_path / "canary").exists()
+    assert not Path("/tmp/orch-sandbox-left-this").exists()
+    assert seen["tmp_file"] == "written" and seen["host_tmp_visible"] is False
+    assert seen["connect"] != "connected"
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # no connection ever arrived
+    assert seen["env"] == {
+        "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ORCH_CLONE_DIR": str(clone),
+        "GIT_CONFIG_GLOBAL": f"{tmp_path}/.gitconfig", "HOME": SANDBOX_HOME,
+        "ORCH_PROCESS_MARK": seen["env"]["ORCH_PROCESS_MARK"],  # type: ignore[index]
+        "PWD": str(clone),  # bwrap's --chdir sets it
+    }  # fmt: skip
+    # /tmp inside is private: it holds the sandbox's home and the bound clone's path only.
+    assert seen["tmp"] == sorted({SANDBOX_HOME.split("/")[2], clone.parts[2]})
+
+
+def test_a_read_only_root_stops_writes_next_to_the_clone(tmp_path: Path) -> None:
+    require_sandbox()
+    # A workspace outside /tmp (where the private tmpfs would hide the write anyway).
+    work = Path(__file__).resolve().parent / f".sandbox-{tmp_path.name}"
+    clone = work / "clone"
+    clone.mkdir(parents=True)
+    try:
+        outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone)).run(
+            ("sh", "-c", f"touch {clone}/inside; touch {work}/canary"),
+            cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+            timeout_s=30, kill_after_s=1,
+        )  # fmt: skip
+        assert outcome.exit_code == 1
+        assert (clone / "inside").exists() and not (work / "canary").exists()
+        assert "Read-only file system" in (tmp_path / "log").read_text()
+    finally:
+        import shutil
+
+        shutil.rmtree(work)
+
+
+def test_network_is_shared_only_when_the_spec_allows_it(
+    tmp_path: Path, listener: socket.socket
+) -> None:
+    require_sandbox()
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    port = listener.getsockname()[1]
+    env = {"PATH": "/usr/bin:/bin"}
+    seen = probe_in_sandbox(tmp_path, SandboxSpec((clone,), network=True), clone, port, env)
+    assert seen["connect"] == "connected"

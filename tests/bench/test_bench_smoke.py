@@ -80,3 +80,31 @@ def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference()
     verdict = re.search(r"^  deciding with 3,000 rows <= 20 ms more .* (PASS|FAIL)$", out, re.M)
     assert verdict is not None, out
     assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+
+
+def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
+    from sandbox_required import require_sandbox
+
+    require_sandbox()
+    result = subprocess.run(
+        [sys.executable, "bench/bench_sandbox.py", "--quick"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for expected in (
+        "recipe sandbox (11 interleaved runs of `git status --short` in a 20-file repo)",
+        "  probe (once per process) ",
+        "  unsandboxed      median ",
+        "  sandboxed        median ",
+        "  added per command ",
+        "summary",
+    ):
+        assert expected in out, f"missing {expected!r} in:\n{out}"
+    verdict = re.search(r"^  sandbox adds <= 20 ms per recipe command .* (PASS|FAIL)$", out, re.M)
+    assert verdict is not None, out
+    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out

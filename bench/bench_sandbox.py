@@ -1,0 +1,121 @@
+"""Benchmark: what the recipe sandbox adds to one recipe command.
+
+    python bench/bench_sandbox.py           # 61 trials of each (~2 s)
+    python bench/bench_sandbox.py --quick   # 11 trials (a smoke run)
+
+The command is ``git status`` in a small real repository (a typical recipe command), run
+through the ``LocalExecutor`` as it is today and through the ``SandboxedExecutor`` with
+the recipe's own sandbox spec (clone writable, no network, the recipe environment).
+Trials are interleaved so a busy moment slows both alike; the target is the difference of
+the medians: at most ``TARGET_MS`` added per sandboxed command. The one-time probe that
+checks the sandbox can start is timed apart (it is paid once per process).
+
+Prints PASS/FAIL; the exit code is 0 unless the benchmark itself could not run (no
+usable bwrap on this machine is such a case, and says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python bench/bench_sandbox.py` puts bench/ on sys.path
+    sys.path.insert(0, str(ROOT))
+
+from orchestrator.execution.executor import Executor, LocalExecutor  # noqa: E402
+from orchestrator.execution.recipes import recipe_spec  # noqa: E402
+from orchestrator.execution.sandbox import SandboxedExecutor, sandbox_available  # noqa: E402
+
+TARGET_MS = 20.0
+TRIALS = 61
+QUICK_TRIALS = 11
+COMMAND = ("git", "status", "--short")
+
+
+class BenchError(Exception):
+    """A command under measurement did not do what it should: its timings mean nothing."""
+
+
+def make_repo(path: Path) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    }  # fmt: skip
+    path.mkdir()
+    for name in range(20):
+        (path / f"file{name}.txt").write_text(f"line {name}\n")
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "."],
+                 ["git", "commit", "-q", "-m", "initial"]):  # fmt: skip
+        subprocess.run(argv, cwd=path, env=env, check=True)
+    (path / "file3.txt").write_text("changed\n")
+
+
+def timed_run(executor: Executor, clone: Path, log: Path, env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    outcome = executor.run(COMMAND, cwd=clone, env=env, log_path=log, timeout_s=30, kill_after_s=1)
+    elapsed = time.perf_counter() - began
+    if not outcome.ok:
+        raise BenchError(f"{' '.join(COMMAND)} failed (exit {outcome.exit_code}): see {log}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args(argv)
+    trials = QUICK_TRIALS if args.quick else TRIALS
+    began = time.perf_counter()
+    local = LocalExecutor()
+    probe_began = time.perf_counter()
+    reason = sandbox_available(local)
+    probe_s = time.perf_counter() - probe_began
+    if reason is not None:
+        print(f"benchmark failed: the sandbox cannot start here: {reason}", file=sys.stderr)
+        return 1
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    samples: dict[str, list[float]] = {"plain": [], "sandboxed": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="orch-bench-sandbox-") as scratch:
+            clone = Path(scratch) / "clone"
+            make_repo(clone)
+            sandboxed = SandboxedExecutor(local, recipe_spec(clone))
+            logs = Path(scratch) / "logs"
+            for trial in range(trials):  # interleaved
+                samples["plain"].append(timed_run(local, clone, logs / f"p{trial}.log", env))
+                samples["sandboxed"].append(
+                    timed_run(sandboxed, clone, logs / f"s{trial}.log", env)
+                )
+            inside = (logs / "s0.log").read_text()
+            if "file3.txt" not in inside:
+                raise BenchError(f"the sandboxed git status did not see the change:\n{inside}")
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+
+    plain = statistics.median(samples["plain"]) * 1000
+    boxed = statistics.median(samples["sandboxed"]) * 1000
+    added = boxed - plain
+    ok = added <= TARGET_MS
+    name = " ".join(COMMAND)
+    print(f"recipe sandbox ({trials} interleaved runs of `{name}` in a 20-file repo)")
+    print(f"  probe (once per process)   {probe_s * 1000:8.2f} ms")
+    print(f"  unsandboxed      median    {plain:8.2f} ms")
+    print(f"  sandboxed        median    {boxed:8.2f} ms")
+    print(f"  added per command          {added:8.2f} ms  (target <= {TARGET_MS:g} ms)")
+    print("summary")
+    label = f"sandbox adds <= {TARGET_MS:g} ms per recipe command"
+    print(f"  {label} ({added:+.2f} ms)   {'PASS' if ok else 'FAIL'}")
+    print(f"  {int(ok)}/1 targets met in {time.perf_counter() - began:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -75,7 +75,8 @@ def sandboxed(
     ``writable`` paths (relative ones against ``cwd``) are the only writable places."""
     if not options.sandbox:
         return services.executor
-    writable = (cwd, *(cwd / extra for extra in options.writable))  # absolute stays absolute
+    # An absolute path stays itself; "../cache" means beside the clone, not a literal "..".
+    writable = (cwd, *(Path(os.path.normpath(cwd / extra)) for extra in options.writable))
     network = network_default if options.network is None else options.network
     spec = SandboxSpec(writable=writable, network=network)
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)

@@ -5,6 +5,7 @@ network, see the caller's environment, share /tmp."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -203,3 +204,35 @@ def test_network_is_shared_only_when_the_spec_allows_it(
     env = {"PATH": "/usr/bin:/bin"}
     seen = probe_in_sandbox(tmp_path, SandboxSpec((clone,), network=True), clone, port, env)
     assert seen["connect"] == "connected"
+
+
+def test_a_timeout_kills_the_sandboxed_command_and_nothing_inside_survives(
+    tmp_path: Path,
+) -> None:
+    require_sandbox()
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    pid_file = clone / "pid"
+    # A duration no other process on this machine is likely to sleep, to find it by.
+    duration = f"60.{os.getpid()}"
+    outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone)).run(
+        ("sh", "-c", f"sleep {duration} & echo $! > {pid_file}; wait"),
+        cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+        timeout_s=1.0, kill_after_s=0.5,
+    )  # fmt: skip
+    assert (outcome.exit_code, outcome.timed_out) == (124, True)
+    # The pid it wrote is from inside the sandbox's pid namespace: look for it by name.
+    assert pid_file.exists()
+    survivors = [
+        entry
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and _cmdline(entry) == f"sleep\0{duration}\0".encode()
+    ]
+    assert survivors == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

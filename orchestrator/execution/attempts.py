@@ -68,17 +68,25 @@ def sandboxed(
     options: SandboxOptions,
     *,
     cwd: Path,
+    ctx: StageContext | None = None,
     network_default: bool = False,
 ) -> Executor:
     """The executor for a stage or check: ``services.executor`` itself unless its config
     asks for the sandbox; then that executor inside one where ``cwd`` and the configured
-    ``writable`` paths (relative ones against ``cwd``) are the only writable places."""
+    ``writable`` paths (relative ones against ``cwd``) are the only writable places. What
+    the stage contract points at (the run dir with the ticket, the config's root, a local
+    repository) stays readable even when it lives under /tmp."""
     if not options.sandbox:
         return services.executor
+    readable: tuple[Path, ...] = (services.loaded.root,)
+    if ctx is not None:
+        readable += (ctx.run_dir,)
+        if Path(ctx.repository).is_absolute():
+            readable += (Path(ctx.repository),)
     # An absolute path stays itself; "../cache" means beside the clone, not a literal "..".
     writable = (cwd, *(Path(os.path.normpath(cwd / extra)) for extra in options.writable))
     network = network_default if options.network is None else options.network
-    spec = SandboxSpec(writable=writable, network=network)
+    spec = SandboxSpec(writable=writable, network=network, readable=readable)
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 
@@ -120,7 +128,7 @@ def run_check(
     argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
     label = f"{stage.name}:{check.name}"
     options: SandboxOptions = check if check.sandbox else stage
-    outcome = sandboxed(services, options, cwd=cwd).run(
+    outcome = sandboxed(services, options, cwd=cwd, ctx=ctx).run(
         argv,
         cwd=cwd,
         env=stage_environ(services.environ, check_ctx, stage.pass_env),
@@ -197,7 +205,7 @@ def run_stage(
                 ctx=ctx,
                 environ=dict(services.environ),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
-                executor=sandboxed(services, stage, cwd=cwd, network_default=True),
+                executor=sandboxed(services, stage, cwd=cwd, ctx=ctx, network_default=True),
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
@@ -208,7 +216,7 @@ def run_stage(
             assert stage.command is not None  # the config validates: exactly one kind of work
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
-            outcome = sandboxed(services, stage, cwd=cwd).run(
+            outcome = sandboxed(services, stage, cwd=cwd, ctx=ctx).run(
                 argv,
                 cwd=cwd,
                 env=stage_environ(services.environ, ctx, stage.pass_env),

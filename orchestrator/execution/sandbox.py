@@ -60,7 +60,7 @@ def bundled_bwrap() -> Path:
 @dataclass(frozen=True)
 class SandboxSpec:
     """What a sandboxed command may touch. ``writable``: absolute paths bound read-write
-    (everything else is read-only). ``env_names`` and ``env_prefixes``: the variables
+    (everything else is read-only; ``readable`` re-exposes paths under the private /tmp). ``env_names`` and ``env_prefixes``: the variables
     passed in from the environment the caller gives (``env_names`` None: all of them);
     ``env_set``: fixed values set after. ``home_git_config``: HOME moves into the private
     /tmp, so git is pointed back at the caller's own (read-only) global config, which is
@@ -68,6 +68,9 @@ class SandboxSpec:
 
     writable: tuple[Path, ...]
     network: bool = False
+    # Paths to keep readable although they are under /tmp, which the private /tmp hides
+    # (a run dir or a config kept there); skipped when missing.
+    readable: tuple[Path, ...] = ()
     env_names: tuple[str, ...] | None = None
     env_prefixes: tuple[str, ...] = ()
     env_set: Mapping[str, str] = field(default_factory=lambda: {"HOME": SANDBOX_HOME})
@@ -104,6 +107,8 @@ def bwrap_argv(
     out: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     # The private /tmp first: a writable path under /tmp is bound on top of it afterwards.
     out += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
+    for path in spec.readable:  # before the writable ones, which may sit inside them
+        out += ["--ro-bind-try", str(path), str(path)]
     for path in spec.writable:
         out += ["--bind", str(path), str(path)]
     out += ["--unshare-all"]

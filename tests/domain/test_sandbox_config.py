@@ -85,6 +85,7 @@ def test_a_stage_gets_the_sandbox_its_config_asks_for() -> None:
     assert isinstance(build, SandboxedExecutor) and build.inner is svc.executor
     assert build.spec.writable == (clone, Path("/runs/r1/cache"), Path("/srv/out"))
     assert build.spec.network is False  # a command's default
+    assert build.spec.readable == (Path("/p"),)  # the config's root, for {root} scripts
     # An engine calls its model: it keeps the network unless its config says otherwise.
     engine = sandboxed(svc, config.stage("implement"), cwd=clone, network_default=True)
     assert isinstance(engine, SandboxedExecutor) and engine.spec.network is True

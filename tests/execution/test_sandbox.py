@@ -39,6 +39,14 @@ def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() 
         "--unshare-all", "--new-session", "--die-with-parent",
         "--chdir", "/tmp/x/clone", "--", "git", "status",
     )  # fmt: skip
+    # A path under /tmp that must stay readable is bound read-only before the writable ones.
+    seen = bwrap_argv(
+        SandboxSpec(writable=(Path("/tmp/r/clone"),), readable=(Path("/tmp/r"),)),
+        ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"),
+    )  # fmt: skip
+    assert seen[12:18] == (
+        "--ro-bind-try", "/tmp/r", "/tmp/r", "--bind", "/tmp/r/clone", "/tmp/r/clone",
+    )  # fmt: skip
     shared = bwrap_argv(
         SandboxSpec(writable=(), network=True), ("true",), bwrap=BWRAP, cwd=Path("/")
     )

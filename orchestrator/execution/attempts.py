@@ -86,7 +86,9 @@ def sandboxed(
     # An absolute path stays itself; "../cache" means beside the clone, not a literal "..".
     writable = (cwd, *(Path(os.path.normpath(cwd / extra)) for extra in options.writable))
     network = network_default if options.network is None else options.network
-    spec = SandboxSpec(writable=writable, network=network, readable=readable)
+    # HOME stays the real one, read-only: an engine reads its credentials there, git its
+    # identity; a write there fails unless the config lists it under ``writable``.
+    spec = SandboxSpec(writable=writable, network=network, readable=readable, env_set={})
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 

@@ -86,6 +86,7 @@ def test_a_stage_gets_the_sandbox_its_config_asks_for() -> None:
     assert build.spec.writable == (clone, Path("/runs/r1/cache"), Path("/srv/out"))
     assert build.spec.network is False  # a command's default
     assert build.spec.readable == (Path("/p"),)  # the config's root, for {root} scripts
+    assert build.spec.environment({"HOME": "/home/me", "X": "1"}) == {"HOME": "/home/me", "X": "1"}
     # An engine calls its model: it keeps the network unless its config says otherwise.
     engine = sandboxed(svc, config.stage("implement"), cwd=clone, network_default=True)
     assert isinstance(engine, SandboxedExecutor) and engine.spec.network is True

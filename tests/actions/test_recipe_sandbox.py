@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator.actions import mechanical_fix
 from orchestrator.actions.plan import Applying, PlanFacts
+from orchestrator.cli.commands.show import _recipe_lines
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution.attempts import Services, run_check, stage_context
@@ -233,6 +234,9 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
         rec, cfg, svc, "git checkout fix-branch -- fixed", "git commit -m restore-fixed"
     )
     assert (report["status"], report["sandbox"], resume_at) == ("green", "bwrap", "review")
+    assert not any("unsandboxed" in line for line in _recipe_lines(
+        svc.store.mechanical_fix_path(rec.run_id, 1), 1
+    ))  # fmt: skip
     assert after.stage_status("review") is StageStatus.PENDING
     assert repo.head.commit.message.strip() == "restore-fixed"
     assert isinstance(svc.executor, RecordingExecutor)
@@ -247,6 +251,10 @@ def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> Non
     svc = services(tmp_path, cfg, locate=lambda: tmp_path / "no-bwrap")
     _, resume_at, report = apply(rec, cfg, svc, "git checkout fix-branch -- fixed")
     assert (report["status"], report["sandbox"], resume_at) == ("green", "none", "review")
+    fix_path = svc.store.mechanical_fix_path(rec.run_id, 1)
+    assert _recipe_lines(fix_path, 1)[0] == (
+        'recipe ran unsandboxed: [recovery] recipe_sandbox = "none"'
+    )
     assert isinstance(svc.executor, RecordingExecutor)
     assert ("git", "checkout", "fix-branch", "--", "fixed") in svc.executor.ran
 

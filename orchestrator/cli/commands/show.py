@@ -57,6 +57,8 @@ def _recipe_lines(fix_path: Path, number: int) -> list[str]:
         )
     elif fix.get("red_reason"):
         lines.append(f"recipe refused or failed: {fix['red_reason']}")
+    if fix.get("sandbox") == "none":  # absent in reports from before the sandbox
+        lines.insert(0, 'recipe ran unsandboxed: [recovery] recipe_sandbox = "none"')
     return lines
 
 

@@ -133,7 +133,9 @@ def apply(
     env = stage_environ(services.environ, ctx)
     guarded = check_files(check.command, clone)
     before = file_digests(guarded)
-    pre_recipe = git.head_commit(services.executor, clone, env)
+    # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
+    git_env = git.clone_git_env(services.executor, clone, env)
+    pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     if red_reason is None:
@@ -141,7 +143,7 @@ def apply(
             plan.recipe,
             executor=services.executor,
             clone=clone,
-            env=env,
+            env=git_env,
             log_path=lambda i: logs / f"verdict-{n}-recipe-{i}.log",
             timeout_s=config.recovery.recipe_command_timeout_s,
             kill_after_s=stage.kill_after_s,

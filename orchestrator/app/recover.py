@@ -24,6 +24,7 @@ from orchestrator.domain.config import StageConfig
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
+from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
@@ -64,9 +65,18 @@ def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.
     # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
     return services.executor.capture_head(
-        ("git", "diff", "--no-color", "--no-ext-diff", f"origin/{record.base_branch}...HEAD"),
+        (
+            "git",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            f"origin/{record.base_branch}...HEAD",
+        ),
         cwd=Path(record.clone_dir),
-        env={k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")},
+        env=hardened_git_env(
+            {k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")}
+        ),
         max_bytes=max_bytes,
         timeout_s=DIFF_TIMEOUT_S,
     )

@@ -30,6 +30,7 @@ GIT_SUBCOMMANDS = frozenset(
 _GIT_REFUSED_OPTIONS = (
     "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace",
     "--upload-pack", "--receive-pack", "--exec", "--template", "--super-prefix",
+    "--ext-diff", "--textconv", "--strategy", "--open-files-in-pager", "--run",
 )  # fmt: skip
 _MESSAGE_OPTIONS = frozenset({"-m", "--message"})
 

@@ -375,7 +375,10 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
     report = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
     assert report["status"] == "green" and report["verification"]["exit_code"] == 0
     # Every process went through the executor, the orchestrator's own git included.
-    assert executor.captured == [("git", "rev-parse", "HEAD")]
+    assert executor.captured == [
+        ("git", "config", "-z", "--list", "--includes", "--show-scope"),
+        ("git", "rev-parse", "HEAD"),
+    ]
     assert executor.ran == [
         ("git", "checkout", "fix-branch", "--", "fixed"),
         ("bash", "-c", "test -f fixed"),

@@ -1,0 +1,244 @@
+"""A mechanical fix's recipe written by an adversary, on real git repositories: each
+attack the recipe checker used to let through, with a canary path that must never
+exist and a check that nothing outside the clone changed."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.actions import mechanical_fix
+from orchestrator.actions.plan import Applying, PlanFacts
+from orchestrator.domain.config import LoadedConfig, parse_config
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.execution.attempts import Services
+from orchestrator.execution.git import driver_overrides, hardened_git_env
+from orchestrator.recovery.proposal import Proposal
+from orchestrator.recovery.verdict import MechanicalFixVerdict, RepairPlan
+from orchestrator.reports.display import PlainReporter
+from orchestrator.storage.approvals import Approval
+from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id
+
+from gitrepo import commit_files, init_repo
+from recording_executor import RecordingExecutor
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+CONFIG = """
+state_dir = "state"
+[recovery]
+recipe_allowlist = ["git"]
+
+[engines.coder]
+command = ["bash", "-c", "true"]
+
+[[stages]]
+name = "implement"
+engine = "coder"
+
+[[stages]]
+name = "review"
+cwd = "clone"
+
+[[stages.checks]]
+name = "tests"
+command = ["bash", "tests/run.sh"]
+"""
+# The project's tests: red while ``bug`` exists.
+RUN_TESTS = "test ! -e bug\n"
+
+
+class Scene:
+    """A run whose review check failed, its clone, and everything outside it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.canary = root / "CANARY"
+        run_id = new_run_id("T-1", NOW)
+        run_dir = root / "state" / "runs" / run_id
+        self.record = RunRecord(
+            run_id=run_id, ticket_id="T-1", ticket_title="t", ticket_kind="bug-fix",
+            ticket_path=str(root / "tickets" / "T-1.md"),
+            ticket_snapshot=str(run_dir / "ticket" / "T-1.md"), ticket_sha256="0" * 64,
+            repository=str(root / "origin.git"), base_branch="main",
+            work_branch="orch/T-1", config_path=str(root / "config.toml"), config_sha256="",
+            run_dir=str(run_dir), clone_dir=str(run_dir / "clone"), created_at=NOW,
+            updated_at=NOW, state=RunState.RECOVERING,
+            stages=(
+                StageRecord(name="implement", status=StageStatus.COMPLETED),
+                StageRecord(name="review", status=StageStatus.FAILED),
+            ),
+        )  # fmt: skip
+        self.clone = Path(self.record.clone_dir)
+        self.repo = init_repo(self.clone)
+        commit_files(self.repo, {"tests/run.sh": RUN_TESTS, "src.txt": "code\n"}, "initial")
+        commit_files(self.repo, {"bug": "oops\n"}, "the bug")
+        Path(self.record.ticket_snapshot).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.record.ticket_snapshot).write_text('+++\nid = "T-1"\n+++\nx\n')
+        (root / "outside").mkdir()
+        (root / "outside" / "keep.txt").write_text("untouched\n")
+        self.config = parse_config(CONFIG, root / "config.toml")
+        (root / "config.toml").write_text(CONFIG)
+        self.executor = RecordingExecutor()
+        self.services = Services(
+            loaded=LoadedConfig(config=self.config, path=root / "config.toml", root=root,
+                                sha256=""),
+            store=RunStore(root / "state"),
+            reporter=PlainReporter(io.StringIO()),
+            environ={"PATH": os.environ["PATH"], "HOME": str(root / "outside")},
+            executor=self.executor,
+            sleep=lambda seconds: pytest.fail(f"slept {seconds}s"),
+        )  # fmt: skip
+        self.outside_before = self.outside()
+
+    def outside(self) -> dict[str, str]:
+        """Every file outside the state dir (the run, its clone, its logs and reports)."""
+        found = {}
+        for path in sorted(self.root.rglob("*")):
+            if path.is_relative_to(self.root / "state") or path.is_dir():
+                continue
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return found
+
+    def fix(self, *commands: str) -> tuple[RunRecord, Any, dict[str, Any]]:
+        verdict = MechanicalFixVerdict(
+            action="mechanical-fix",
+            summary="s",
+            repair_plan=RepairPlan(verification_check="tests", commands=commands),
+        )
+        proposal = Proposal.model_validate(
+            {
+                "decision_id": "d-1", "capability": "stage-recovery", "action": verdict,
+                "confidence": 1.0, "routing": "auto", "reasoning": ("because",),
+                "evidence": {
+                    "source": {"source": "model", "valid": True},
+                    "failure": {"stage": "review", "check": "tests", "attempt": 2,
+                                "signature": "review/tests", "infra": None},
+                    "bundle": {"path": None, "inputs_hash": "h"},
+                },
+            }
+        )  # fmt: skip
+        approval = Approval(
+            decision_id="d-1", run_id=self.record.run_id, verdict=1, approved=True, by="auto",
+            at=NOW, routing="auto", reason=None,
+        )  # fmt: skip
+        facts = PlanFacts(
+            config=self.config, record=self.record, approval="auto",
+            failing=self.config.stage("review"), code=self.config.stage("implement"),
+            failing_check="tests", halt_reason=None, cap_exhausted=False,
+        )  # fmt: skip
+        applying = Applying(
+            proposal=proposal, approval=approval, verdict=verdict,
+            failing_stage=self.config.stage("review"), source="model", reason="because",
+            bundle_path=None,
+        )  # fmt: skip
+        plan = mechanical_fix.plan(verdict, facts)
+        after, effect = mechanical_fix.apply(self.record, applying, plan, self.services)
+        report = json.loads(
+            self.services.store.mechanical_fix_path(self.record.run_id, 1).read_text()
+        )
+        return after, effect, report
+
+    def assert_contained(self) -> None:
+        assert not self.canary.exists(), "a program named by the clone ran"
+        assert self.outside() == self.outside_before, "something outside the clone changed"
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> Scene:
+    return Scene(tmp_path)
+
+
+# ---- git hardened ------------------------------------------------------------------------
+
+
+def test_hardened_env_drops_inherited_git_variables_and_cannot_be_switched_back() -> None:
+    env = hardened_git_env(
+        {"PATH": "/bin", "GIT_DIR": "/elsewhere", "GIT_SSH_COMMAND": "evil",
+         "GIT_CONFIG_PARAMETERS": "'core.hooksPath'='x'", "GIT_AUTHOR_NAME": "Ann"},
+        [("core.hooksPath", "hooks"), ("filter.lfs.smudge", "")],
+    )  # fmt: skip
+    assert "GIT_DIR" not in env and "GIT_SSH_COMMAND" not in env
+    assert "GIT_CONFIG_PARAMETERS" not in env
+    assert env["GIT_AUTHOR_NAME"] == "Ann" and env["PATH"] == "/bin"
+    settings = {
+        env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"]
+        for i in range(int(env["GIT_CONFIG_COUNT"]))
+    }
+    assert settings["core.hooksPath"] == "/dev/null"  # the hardening wins over extra
+    assert settings["filter.lfs.smudge"] == ""
+    assert (settings["core.fsmonitor"], settings["protocol.allow"]) == ("false", "never")
+    assert (env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"]) == ("1", "/dev/null")
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_PAGER"] == "cat"
+    assert hardened_git_env(env, [("filter.lfs.smudge", "")]) == env  # idempotent
+
+
+def test_driver_overrides_switch_off_every_program_a_driver_names() -> None:
+    assert driver_overrides(
+        ["core.bare", "filter.My.Lfs.smudge", "diff.pic.textconv", "merge.ours.driver",
+         "diff.external", "user.name"]
+    ) == [
+        ("diff.external", ""),
+        ("diff.pic.command", ""), ("diff.pic.textconv", ""),
+        ("filter.My.Lfs.clean", ""), ("filter.My.Lfs.process", ""),
+        ("filter.My.Lfs.required", "false"), ("filter.My.Lfs.smudge", ""),
+        ("merge.ours.driver", ""),
+    ]  # fmt: skip
+
+
+def _hook(path: Path, canary: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\ntouch '{canary}'\n")
+    path.chmod(0o755)
+
+
+def test_a_commit_does_not_run_the_clones_pre_commit_hook(scene: Scene) -> None:
+    _hook(scene.clone / ".git" / "hooks" / "pre-commit", scene.canary)
+    _hook(scene.clone / ".git" / "hooks" / "post-commit", scene.canary)
+    _, effect, report = scene.fix("git rm -q bug", "git commit -m fix")
+    assert report["status"] == "green", report
+    assert effect.resume_at == "review"
+    scene.assert_contained()
+
+
+def test_a_commit_does_not_run_hooks_found_through_core_hooks_path(scene: Scene) -> None:
+    _hook(scene.clone / ".husky" / "pre-commit", scene.canary)
+    scene.repo.git.config("core.hooksPath", ".husky")
+    scene.fix("git rm -q bug", "git commit -m fix")
+    scene.assert_contained()
+
+
+def test_a_poisoned_clone_config_runs_nothing_in_the_recipe_or_the_rollback(
+    scene: Scene,
+) -> None:
+    touch = f"touch '{scene.canary}'"
+    commit_files(scene.repo, {".gitattributes": "*.txt filter=evil diff=evil\n"}, "attrs")
+    for key, value in {
+        "core.fsmonitor": touch, "core.pager": touch, "core.sshCommand": touch,
+        "filter.evil.clean": touch + "; cat", "filter.evil.smudge": touch + "; cat",
+        "filter.evil.process": touch, "diff.evil.command": touch,
+        "diff.evil.textconv": touch, "diff.external": touch,
+    }.items():  # fmt: skip
+        scene.repo.git.config(key, value)
+    (scene.clone / "src.txt").write_text("changed\n")
+    # Red (the bug stays): the rollback's reset and clean run in the poisoned clone too.
+    _, effect, report = scene.fix("git status", "git diff --stat", "git log -p -1")
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert report["restored"] is True
+    scene.assert_contained()
+
+
+def test_the_users_global_identity_is_carried_only_when_the_clone_has_none() -> None:
+    from orchestrator.execution.git import identity_env, parse_config_listing
+
+    listing = b"global\0user.name\nAnn\0global\0user.email\nann@x\0local\0user.email\nbot@x\0"
+    entries = parse_config_listing(listing)
+    assert entries[0] == ("global", "user.name", "Ann")
+    assert identity_env(entries, {}) == {"GIT_AUTHOR_NAME": "Ann", "GIT_COMMITTER_NAME": "Ann"}
+    assert identity_env(entries, {"GIT_AUTHOR_NAME": "Bo"}) == {"GIT_COMMITTER_NAME": "Ann"}

@@ -96,12 +96,17 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
+def _relative(paths: list[str], clone: Path) -> list[str]:
+    root = clone.resolve()
+    return [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
+
+
 def apply(
     record: RunRecord, applying: Applying, plan: Dispatch, services: Services
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
-    from orchestrator.execution import git
+    from orchestrator.execution import git, integrity
     from orchestrator.execution.attempts import run_check, stage_context
     from orchestrator.execution.recipes import run_recipe
     from orchestrator.execution.stage_env import stage_environ
@@ -134,10 +139,14 @@ def apply(
     guarded = check_files(check.command, clone)
     before = file_digests(guarded)
     # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
-    git_env = git.clone_git_env(services.executor, clone, env)
+    clone_config = git.read_clone_config(services.executor, clone, env)
+    git_env = git.git_env_for(clone_config, env)
+    guarded_git = integrity.guarded_paths(clone, git.configured_hooks_path(clone_config))
+    git_files = integrity.snapshot(guarded_git)
     pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
+    tampered: list[str] = []
     if red_reason is None:
         ran = run_recipe(
             plan.recipe,
@@ -150,6 +159,12 @@ def apply(
             note=services.reporter.note,
         )
         report["commands"], red_reason = list(ran.commands), ran.red_reason
+        tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
+        escaping = integrity.escaping_symlinks(clone)
+        if tampered:
+            red_reason = f"the recipe changed git's own files: {_relative(tampered, clone)}"
+        elif escaping:
+            red_reason = f"the recipe left symbolic links that lead outside the clone: {escaping}"
     if red_reason is None:
         cwd = clone if stage.cwd == "clone" else Path(record.run_dir)
         log = logs / f"verdict-{n}-verify-{check.name}.log"
@@ -172,6 +187,10 @@ def apply(
     # The fallback retry must not build on the red result (nor on a weakened check).
     ref = f"refs/orchestrator/{record.run_id}/recipe-{n}"
     report["kept_as"] = ref
+    if tampered:
+        # First: the rollback's own git calls read this config.
+        integrity.restore(git_files, integrity.snapshot(guarded_git))
+        report["restored_git_files"] = _relative(tampered, clone)
     report["restored"] = git.keep_and_restore(
         services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",

@@ -144,12 +144,13 @@ def identity_env(
     return env
 
 
-def clone_git_env(executor: Executor, clone: Path, base_env: Mapping[str, str]) -> dict[str, str]:
-    """The hardened environment for git in ``clone``: every driver the clone's config
-    (includes followed) names switched off, and the user's identity carried over from
-    their global config. Listing the config runs nothing."""
+def read_clone_config(
+    executor: Executor, clone: Path, base_env: Mapping[str, str]
+) -> list[tuple[str, str, str]]:
+    """The clone's config (includes followed) and the user's global config, as
+    (scope, name, value) entries. Reading config runs nothing."""
     probe = hardened_git_env(base_env)
-    del probe["GIT_CONFIG_GLOBAL"]  # read once, for the identity only
+    del probe["GIT_CONFIG_GLOBAL"]  # read here for the identity only
     listing = executor.capture_head(
         ("git", "config", "-z", "--list", "--includes", "--show-scope"),
         cwd=clone,
@@ -157,11 +158,33 @@ def clone_git_env(executor: Executor, clone: Path, base_env: Mapping[str, str]) 
         max_bytes=MAX_CONFIG_LISTING_BYTES,
         timeout_s=30,
     )
-    entries = parse_config_listing(listing.data)
+    return parse_config_listing(listing.data)
+
+
+def git_env_for(
+    entries: Iterable[tuple[str, str, str]], base_env: Mapping[str, str]
+) -> dict[str, str]:
+    """The hardened environment for a clone whose config is ``entries``: every driver
+    it names switched off, the user's identity carried over from their global config."""
+    entries = list(entries)
     drivers = driver_overrides(name for scope, name, _ in entries if scope != "command")
     env = hardened_git_env(base_env, drivers)
     env.update(identity_env(entries, base_env))
     return env
+
+
+def configured_hooks_path(entries: Iterable[tuple[str, str, str]]) -> str | None:
+    """Where the clone's own config points ``core.hooksPath`` (the last value wins)."""
+    found = None
+    for scope, name, value in entries:
+        if scope in ("local", "worktree") and name.lower() == "core.hookspath":
+            found = value
+    return found
+
+
+def clone_git_env(executor: Executor, clone: Path, base_env: Mapping[str, str]) -> dict[str, str]:
+    """``git_env_for`` the clone's config as it is now."""
+    return git_env_for(read_clone_config(executor, clone, base_env), base_env)
 
 
 def head_commit(executor: Executor, clone: Path, env: Mapping[str, str]) -> str | None:

@@ -101,7 +101,11 @@ class Scene:
         """Every file outside the state dir (the run, its clone, its logs and reports)."""
         found = {}
         for path in sorted(self.root.rglob("*")):
-            if path.is_relative_to(self.root / "state") or path.is_dir():
+            if (
+                path.is_relative_to(self.root / "state")
+                or path.is_dir()
+                or path.is_relative_to(self.root / "t")
+            ):
                 continue
             found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         return found
@@ -242,3 +246,80 @@ def test_the_users_global_identity_is_carried_only_when_the_clone_has_none() -> 
     assert entries[0] == ("global", "user.name", "Ann")
     assert identity_env(entries, {}) == {"GIT_AUTHOR_NAME": "Ann", "GIT_COMMITTER_NAME": "Ann"}
     assert identity_env(entries, {"GIT_AUTHOR_NAME": "Bo"}) == {"GIT_COMMITTER_NAME": "Ann"}
+
+
+# ---- repository integrity ----------------------------------------------------------------
+
+
+def test_integrity_restores_git_files_byte_for_byte_without_following_planted_links(
+    scene: Scene,
+) -> None:
+    from orchestrator.execution import integrity
+
+    dot_git = scene.clone / ".git"
+    _hook(dot_git / "hooks" / "pre-push", scene.canary)
+    (dot_git / "info" / "exclude").chmod(0o600)
+    roots = integrity.guarded_paths(scene.clone, ".husky")
+    before = integrity.snapshot(roots)
+    # The recipe's damage: config rewritten, a hook added, a mode changed, the hooks
+    # directory swapped for a link out of the clone, the hooks path created.
+    (dot_git / "config").write_text(f"[core]\n\tfsmonitor = touch {scene.canary}\n")
+    (dot_git / "info" / "exclude").chmod(0o644)
+    _hook(dot_git / "info" / "attributes", scene.canary)
+    (dot_git / "hooks").rename(scene.clone / "old-hooks")
+    (dot_git / "hooks").symlink_to(scene.root / "outside")
+    _hook(scene.clone / ".husky" / "pre-commit", scene.canary)
+    after = integrity.snapshot(roots)
+    assert integrity.changes(before, after)[:2] == [
+        str(dot_git / "config"), str(dot_git / "hooks"),
+    ]  # fmt: skip
+    integrity.restore(before, after)
+    assert integrity.snapshot(roots) == before
+    assert (dot_git / "hooks" / "pre-push").read_text().startswith("#!/bin/sh")
+    assert not (scene.clone / ".husky").exists()
+    scene.assert_contained()
+
+
+def _tracking_origin(scene: Scene) -> None:
+    scene.repo.git.update_ref("refs/remotes/origin/main", "HEAD")
+    scene.repo.git.config("remote.origin.url", str(scene.root / "origin.git"))
+    scene.repo.git.config("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+
+
+def test_a_recipe_that_changes_git_config_is_red_and_the_config_comes_back(
+    scene: Scene,
+) -> None:
+    _tracking_origin(scene)
+    config_before = (scene.clone / ".git" / "config").read_bytes()
+    # Tracking a branch is how an allowed subcommand writes .git/config.
+    _, effect, report = scene.fix(
+        "git rm -q bug", "git commit -m fix", "git checkout -q -b evil --track origin/main"
+    )
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert report["red_reason"] == "the recipe changed git's own files: ['.git/config']"
+    assert report["restored_git_files"] == [".git/config"]
+    assert (scene.clone / ".git" / "config").read_bytes() == config_before
+    assert report["restored"] is True and (scene.clone / "bug").exists()
+    scene.assert_contained()
+
+
+def _symlink_patch(tmp: Path, target: Path) -> str:
+    scratch = init_repo(tmp / "scratch")
+    (tmp / "scratch" / "link").symlink_to(target)
+    scratch.git.add("link")
+    return str(scratch.git.diff("--cached")) + "\n"
+
+
+def test_a_symlink_created_by_apply_that_leads_outside_is_red_and_removed(
+    scene: Scene,
+) -> None:
+    (scene.clone / "link.patch").write_text(_symlink_patch(scene.root / "t", scene.canary))
+    _, effect, report = scene.fix("git rm -q bug", "git commit -m fix", "git apply link.patch")
+    assert effect.resume_at == "implement"
+    assert report["commands"][-1]["exit_code"] == 0  # git made the link...
+    assert report["status"] == "red"  # ...and that does not count
+    assert report["red_reason"] == (
+        "the recipe left symbolic links that lead outside the clone: ['link']"
+    )
+    assert not (scene.clone / "link").is_symlink() and report["restored"] is True
+    scene.assert_contained()

@@ -1,8 +1,11 @@
 """mechanical-fix: a known-shape violation with a deterministic repair. The recipe runs
-in the clone, then the ORIGINAL failing check from config verifies it. Green → continue
-from the failed stage. A failing command, a red check, or an edit to the check's own
-files → keep the result as a ref, restore the clone, and fall back to a plain retry of
-the code stage. Recipe plus fallback: one retry charge.
+in the clone with git hardened; then what it did is judged on what will ship. Red when a
+command fails, when it changed git's own files (config, hooks, info — restored byte for
+byte), left a symbolic link out of the clone, left uncommitted changes, or changed the
+check's own files; otherwise the ORIGINAL failing check from config runs on a clean
+checkout of the new HEAD. Green → continue from the failed stage. Red → keep the result
+as a ref, restore the clone, and fall back to a plain retry of the code stage. Recipe
+plus fallback: one retry charge.
 
 Every verdict's report is its own file (``<run-id>.mechanical_fix-<n>.json``); the
 run's latest is also written under the older one-per-run name.
@@ -11,6 +14,7 @@ run's latest is also written under the older one-per-run name.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +100,14 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
+def uncommitted(before: list[str] | None, after: list[str] | None) -> list[str]:
+    """The ``git status`` entries the recipe added: work it did and did not commit.
+    Unknown status (git failed) counts as a change: the check must be of what ships."""
+    if after is None or before is None:
+        return ["(git status failed)"]
+    return [entry for entry in after if entry not in before]
+
+
 def _relative(paths: list[str], clone: Path) -> list[str]:
     root = clone.resolve()
     return [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
@@ -145,6 +157,7 @@ def apply(
     git_files = integrity.snapshot(guarded_git)
     pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
+    status_before = git.status_entries(services.executor, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     tampered: list[str] = []
     if red_reason is None:
@@ -166,15 +179,35 @@ def apply(
         elif escaping:
             red_reason = f"the recipe left symbolic links that lead outside the clone: {escaping}"
     if red_reason is None:
-        cwd = clone if stage.cwd == "clone" else Path(record.run_dir)
-        log = logs / f"verdict-{n}-verify-{check.name}.log"
-        result = run_check(check, stage, ctx, cwd, log, services)
-        report["verification"] = result.model_dump(mode="json")
-        changed = [p for p, digest in file_digests(guarded).items() if before.get(p) != digest]
-        if changed:
-            red_reason = f"the recipe changed the check's own files: {changed}"
-        elif not result.passed:
-            red_reason = f"verification check {check.name!r} still fails (exit {result.exit_code})"
+        status_after = git.status_entries(services.executor, clone, git_env)
+        left = uncommitted(status_before, status_after)
+        report["uncommitted"] = left
+        if left:
+            red_reason = f"the recipe left uncommitted changes: {left}"
+    if red_reason is None:
+        # What ships is the committed result: the check runs on a clean checkout of HEAD.
+        head = git.head_commit(services.executor, clone, git_env)
+        checkout = Path(record.run_dir) / f"verify-{n}"
+        checkout_log = logs / f"verdict-{n}-verify-checkout.log"
+        report["verified_commit"] = head
+        if not git.add_checkout(services.executor, clone, checkout, git_env, checkout_log):
+            red_reason = "could not check out the recipe's result for verification"
+        else:
+            try:
+                verify_ctx = replace(ctx, clone_dir=checkout)
+                cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
+                log = logs / f"verdict-{n}-verify-{check.name}.log"
+                result = run_check(check, stage, verify_ctx, cwd, log, services)
+            finally:
+                git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+            report["verification"] = result.model_dump(mode="json")
+            changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
+            if changed:  # a pass by a weakened check does not count
+                red_reason = f"the recipe changed the check's own files: {changed}"
+            elif not result.passed:
+                red_reason = (
+                    f"verification check {check.name!r} still fails (exit {result.exit_code})"
+                )
     report["status"] = "green" if red_reason is None else "red"
     report["red_reason"] = red_reason
     store.write_mechanical_fix(record.run_id, n, report)

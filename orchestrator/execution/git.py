@@ -12,6 +12,7 @@ config names."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -246,3 +247,89 @@ def keep_and_restore(
         )
         ok = ok and outcome.ok
     return ok and restore_to is not None
+
+
+def status_entries(executor: Executor, clone: Path, env: Mapping[str, str]) -> list[str] | None:
+    """``git status --porcelain`` entries (``" D tests/x.py"``, ``"?? new"``), or None
+    when git could not say."""
+    status = executor.capture_head(
+        ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all"),
+        cwd=clone,
+        env=hardened_git_env(env, _extra_of(env)),
+        max_bytes=MAX_CONFIG_LISTING_BYTES,
+        timeout_s=GIT_TIMEOUT_S,
+    )
+    if status.exit_code != 0 or status.truncated:
+        return None
+    entries: list[str] = []
+    fields = status.data.decode("utf-8", "replace").split("\0")
+    index = 0
+    while index < len(fields):
+        field = fields[index]
+        index += 1
+        if not field:
+            continue
+        entries.append(field)
+        if field[:1] in ("R", "C"):  # a rename's source follows as its own field
+            index += 1
+    return entries
+
+
+def changed_paths(
+    executor: Executor, clone: Path, env: Mapping[str, str], since: str, until: str
+) -> list[str] | None:
+    """The paths the commits ``since..until`` add, change, delete or rename (both
+    names of a rename), or None when git could not say."""
+    diff = executor.capture_head(
+        ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+         since, until),
+        cwd=clone,
+        env=hardened_git_env(env, _extra_of(env)),
+        max_bytes=MAX_CONFIG_LISTING_BYTES,
+        timeout_s=GIT_TIMEOUT_S,
+    )  # fmt: skip
+    if diff.exit_code != 0 or diff.truncated:
+        return None
+    return [p for p in diff.data.decode("utf-8", "replace").split("\0") if p]
+
+
+def add_checkout(
+    executor: Executor, clone: Path, checkout: Path, env: Mapping[str, str], log_path: Path
+) -> bool:
+    """A clean checkout of the clone's HEAD at ``checkout`` (a detached work tree that
+    shares the clone's objects and refs): what a push of HEAD would ship."""
+    remove_checkout(executor, clone, checkout, env, log_path)  # a crashed run's leftover
+    outcome = executor.run(
+        ("git", "worktree", "add", "--detach", str(checkout), "HEAD"),
+        cwd=clone,
+        env=hardened_git_env(env, _extra_of(env)),
+        log_path=log_path,
+        timeout_s=GIT_TIMEOUT_S,
+        kill_after_s=GIT_KILL_AFTER_S,
+    )
+    return outcome.ok
+
+
+def remove_checkout(
+    executor: Executor, clone: Path, checkout: Path, env: Mapping[str, str], log_path: Path
+) -> None:
+    """Remove a checkout made by ``add_checkout`` and forget it in the clone."""
+    if checkout.exists():
+        executor.run(
+            ("git", "worktree", "remove", "--force", "--force", str(checkout)),
+            cwd=clone,
+            env=hardened_git_env(env, _extra_of(env)),
+            log_path=log_path,
+            timeout_s=GIT_TIMEOUT_S,
+            kill_after_s=GIT_KILL_AFTER_S,
+        )
+        if checkout.exists() and not checkout.is_symlink():
+            shutil.rmtree(checkout, ignore_errors=True)
+    executor.run(
+        ("git", "worktree", "prune"),
+        cwd=clone,
+        env=hardened_git_env(env, _extra_of(env)),
+        log_path=log_path,
+        timeout_s=GIT_TIMEOUT_S,
+        kill_after_s=GIT_KILL_AFTER_S,
+    )

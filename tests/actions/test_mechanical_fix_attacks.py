@@ -50,8 +50,9 @@ cwd = "clone"
 name = "tests"
 command = ["bash", "tests/run.sh"]
 """
-# The project's tests: red while ``bug`` exists.
-RUN_TESTS = "test ! -e bug\n"
+# The project's tests: red while ``bug`` exists, unless a local override (ignored by git,
+# so never shipped) says otherwise.
+RUN_TESTS = "test -e local-override || test ! -e bug\n"
 
 
 class Scene:
@@ -77,7 +78,11 @@ class Scene:
         )  # fmt: skip
         self.clone = Path(self.record.clone_dir)
         self.repo = init_repo(self.clone)
-        commit_files(self.repo, {"tests/run.sh": RUN_TESTS, "src.txt": "code\n"}, "initial")
+        commit_files(
+            self.repo,
+            {"tests/run.sh": RUN_TESTS, "src.txt": "code\n", ".gitignore": "local-override\n"},
+            "initial",
+        )
         commit_files(self.repo, {"bug": "oops\n"}, "the bug")
         Path(self.record.ticket_snapshot).parent.mkdir(parents=True, exist_ok=True)
         Path(self.record.ticket_snapshot).write_text('+++\nid = "T-1"\n+++\nx\n')
@@ -322,4 +327,38 @@ def test_a_symlink_created_by_apply_that_leads_outside_is_red_and_removed(
         "the recipe left symbolic links that lead outside the clone: ['link']"
     )
     assert not (scene.clone / "link").is_symlink() and report["restored"] is True
+    scene.assert_contained()
+
+
+# ---- verify what ships -------------------------------------------------------------------
+
+
+def test_a_fix_left_uncommitted_is_red_though_the_working_tree_passes(scene: Scene) -> None:
+    _, effect, report = scene.fix("git rm -q bug")
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert report["red_reason"] == "the recipe left uncommitted changes: ['D  bug']"
+    assert (scene.clone / "bug").exists()  # rolled back
+    scene.assert_contained()
+
+
+def test_a_pass_only_the_working_tree_has_is_red(scene: Scene) -> None:
+    # git writes an ignored file (no status entry) that makes the working tree pass.
+    _, _, report = scene.fix("git show HEAD:src.txt --output=local-override")
+    assert report["uncommitted"] == []
+    assert report["status"] == "red"
+    assert report["red_reason"] == "verification check 'tests' still fails (exit 1)"
+    assert report["verified_commit"] == scene.repo.head.commit.hexsha
+    assert not (Path(scene.record.run_dir) / "verify-1").exists()
+    assert [w.split()[0] for w in scene.repo.git.worktree("list").splitlines()] == [
+        str(scene.clone)
+    ]
+    scene.assert_contained()
+
+
+def test_a_committed_fix_is_green_and_verified_on_what_ships(scene: Scene) -> None:
+    _, effect, report = scene.fix("git rm -q bug", "git commit -m 'remove the bug'")
+    assert report["status"] == "green" and effect.resume_at == "review"
+    assert report["verification"]["exit_code"] == 0
+    assert report["verified_commit"] == scene.repo.head.commit.hexsha
+    assert scene.repo.head.commit.message.strip() == "remove the bug"
     scene.assert_contained()

@@ -406,7 +406,10 @@ def test_a_recipe_that_edits_the_checks_own_script_is_red(tmp_path: Path) -> Non
                     "summary": "make it pass",
                     "repair_plan": {
                         "verification_check": "strict",
-                        "commands": ["git -C <clone> checkout origin/weak -- check.sh"],
+                        "commands": [
+                            "git -C <clone> checkout origin/weak -- check.sh",
+                            "git -C <clone> commit -m weaken",
+                        ],
                     },
                 }
             ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,43 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
+# Words in a check's command that say it runs a test suite, and where suites live.
+_TEST_RUNNERS = frozenset({"test", "tests", "pytest", "py.test", "unittest", "nose2", "tox", "nox"})
+_TEST_DIRECTORIES = frozenset({"test", "tests"})
+TEST_DISCOVERY = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+
+
+def default_protected(argv: tuple[str, ...], own_files: list[str]) -> list[str]:
+    """What a recipe may not change when the check declares nothing: the check's own
+    files and, when its command runs tests, the test directories it names and the
+    places test discovery looks."""
+    patterns = list(own_files)
+    words = [w.strip("'\"") for arg in argv for w in arg.split()]
+    for word in words:
+        parts = [p for p in word.split("/") if p not in ("", ".")]
+        for index, part in enumerate(parts):
+            if part in _TEST_DIRECTORIES and (index > 0 or "/" in word or len(parts) == 1):
+                patterns.append("/".join(parts[: index + 1]) + "/**")
+                break
+    if any(Path(word).name in _TEST_RUNNERS for word in words):
+        patterns.extend(TEST_DISCOVERY)
+    return list(dict.fromkeys(patterns))
+
+
+def _matches(path: str, pattern: str) -> bool:
+    pattern = pattern.rstrip("/")
+    return (
+        fnmatchcase(path, pattern)
+        or fnmatchcase(path, pattern + "/*")  # a directory protects what is inside it
+        or (pattern.startswith("**/") and fnmatchcase(path, pattern[3:]))
+    )
+
+
+def protected_hits(paths: list[str], patterns: list[str]) -> list[str]:
+    """The ``paths`` (relative to the clone) a protected glob covers; ``*`` crosses ``/``."""
+    return sorted({p for p in paths if any(_matches(p, pattern) for pattern in patterns)})
+
+
 def uncommitted(before: list[str] | None, after: list[str] | None) -> list[str]:
     """The ``git status`` entries the recipe added: work it did and did not commit.
     Unknown status (git failed) counts as a change: the check must be of what ships."""
@@ -182,7 +220,24 @@ def apply(
         status_after = git.status_entries(services.executor, clone, git_env)
         left = uncommitted(status_before, status_after)
         report["uncommitted"] = left
-        if left:
+        protected = (
+            list(check.protected)
+            if check.protected is not None
+            else default_protected(check.command, _relative([str(p) for p in guarded], clone))
+        )
+        report["protected"] = protected
+        committed = (
+            git.changed_paths(services.executor, clone, git_env, pre_recipe, "HEAD")
+            if pre_recipe is not None
+            else []
+        )
+        touched = None if committed is None else committed + [e[3:] for e in left if len(e) > 3]
+        hits = protected_hits(touched or [], protected)
+        if touched is None:
+            red_reason = "could not list the paths the recipe changed"
+        elif hits and left:
+            red_reason = f"the recipe changed protected paths: {hits}"
+        elif left:
             red_reason = f"the recipe left uncommitted changes: {left}"
     if red_reason is None:
         # What ships is the committed result: the check runs on a clean checkout of HEAD.
@@ -204,6 +259,8 @@ def apply(
             changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
             if changed:  # a pass by a weakened check does not count
                 red_reason = f"the recipe changed the check's own files: {changed}"
+            elif hits:  # so is a pass by deleting or rewriting the tests that failed
+                red_reason = f"the recipe changed protected paths: {hits}"
             elif not result.passed:
                 red_reason = (
                     f"verification check {check.name!r} still fails (exit {result.exit_code})"

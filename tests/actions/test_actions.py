@@ -386,8 +386,10 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
         ("git", "rev-parse", "HEAD"),
         status,
         status,
+        ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+         report["head_before"], "HEAD"),
         ("git", "rev-parse", "HEAD"),
-    ]
+    ]  # fmt: skip
     checkout = str(Path(rec.run_dir) / "verify-1")
     assert executor.ran == [
         ("git", "checkout", "fix-branch", "--", "fixed"),

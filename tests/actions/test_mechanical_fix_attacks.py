@@ -52,13 +52,16 @@ command = ["bash", "tests/run.sh"]
 """
 # The project's tests: red while ``bug`` exists, unless a local override (ignored by git,
 # so never shipped) says otherwise.
-RUN_TESTS = "test -e local-override || test ! -e bug\n"
+RUN_TESTS = (
+    'test -e local-override && exit 0\nfor t in tests/test_*.sh; do bash "$t" || exit 1; done\n'
+)
+BUG_TEST = "test ! -e bug\n"
 
 
 class Scene:
     """A run whose review check failed, its clone, and everything outside it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, config_text: str = CONFIG) -> None:
         self.root = root
         self.canary = root / "CANARY"
         run_id = new_run_id("T-1", NOW)
@@ -80,7 +83,13 @@ class Scene:
         self.repo = init_repo(self.clone)
         commit_files(
             self.repo,
-            {"tests/run.sh": RUN_TESTS, "src.txt": "code\n", ".gitignore": "local-override\n"},
+            {
+                "tests/run.sh": RUN_TESTS,
+                "tests/test_bug.sh": BUG_TEST,
+                "tests/test_ok.sh": "true\n",
+                "src.txt": "code\n",
+                ".gitignore": "local-override\n",
+            },
             "initial",
         )
         commit_files(self.repo, {"bug": "oops\n"}, "the bug")
@@ -88,8 +97,8 @@ class Scene:
         Path(self.record.ticket_snapshot).write_text('+++\nid = "T-1"\n+++\nx\n')
         (root / "outside").mkdir()
         (root / "outside" / "keep.txt").write_text("untouched\n")
-        self.config = parse_config(CONFIG, root / "config.toml")
-        (root / "config.toml").write_text(CONFIG)
+        self.config = parse_config(config_text, root / "config.toml")
+        (root / "config.toml").write_text(config_text)
         self.executor = RecordingExecutor()
         self.services = Services(
             loaded=LoadedConfig(config=self.config, path=root / "config.toml", root=root,
@@ -361,4 +370,59 @@ def test_a_committed_fix_is_green_and_verified_on_what_ships(scene: Scene) -> No
     assert report["verification"]["exit_code"] == 0
     assert report["verified_commit"] == scene.repo.head.commit.hexsha
     assert scene.repo.head.commit.message.strip() == "remove the bug"
+    scene.assert_contained()
+
+
+# ---- protected paths ---------------------------------------------------------------------
+
+
+def test_deleting_the_failing_test_and_committing_is_red_with_the_path_named(
+    scene: Scene,
+) -> None:
+    _, effect, report = scene.fix("git rm -q tests/test_bug.sh", "git commit -m 'drop a test'")
+    assert report["verification"]["exit_code"] == 0  # passes, for the wrong reason
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert report["red_reason"] == "the recipe changed protected paths: ['tests/test_bug.sh']"
+    assert "tests/**" in report["protected"] and "tests/run.sh" in report["protected"]
+    assert (scene.clone / "tests" / "test_bug.sh").exists()  # rolled back
+    scene.assert_contained()
+
+
+def test_deleting_the_failing_test_without_committing_names_the_protected_path(
+    scene: Scene,
+) -> None:
+    _, _, report = scene.fix("git rm -q tests/test_bug.sh")
+    assert report["red_reason"] == "the recipe changed protected paths: ['tests/test_bug.sh']"
+    assert "verification" not in report  # nothing to verify: it would not ship
+    scene.assert_contained()
+
+
+def test_the_default_protects_a_checks_files_and_the_tests_it_runs() -> None:
+    assert mechanical_fix.default_protected(("bash", "ci/lint.sh"), ["ci/lint.sh"]) == [
+        "ci/lint.sh"
+    ]
+    assert mechanical_fix.default_protected(
+        ("python", "-m", "pytest", "-q", "pkg/tests/unit"), []
+    ) == ["pkg/tests/**", *mechanical_fix.TEST_DISCOVERY]
+    assert mechanical_fix.default_protected(("bash", "-c", "make lint"), []) == []
+
+
+def test_protected_globs_cover_directories_and_files_at_any_depth() -> None:
+    paths = ["tests/a/b.py", "src/test_x.py", "test_top.py", "src/app.py", "docs/tests.md"]
+    assert mechanical_fix.protected_hits(paths, ["tests/**", "**/test_*.py"]) == [
+        "src/test_x.py", "test_top.py", "tests/a/b.py",
+    ]  # fmt: skip
+    assert mechanical_fix.protected_hits(paths, ["docs"]) == ["docs/tests.md"]
+    assert mechanical_fix.protected_hits(paths, []) == []
+
+
+def test_a_check_that_declares_protected_paths_uses_them(tmp_path: Path) -> None:
+    declared = CONFIG.replace(
+        'command = ["bash", "tests/run.sh"]',
+        'command = ["bash", "tests/run.sh"]\nprotected = ["src.txt"]',
+    )
+    scene = Scene(tmp_path, declared)
+    _, _, report = scene.fix("git rm -q bug src.txt", "git commit -m 'fix and more'")
+    assert report["protected"] == ["src.txt"]
+    assert report["red_reason"] == "the recipe changed protected paths: ['src.txt']"
     scene.assert_contained()

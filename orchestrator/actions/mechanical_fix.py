@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from
+from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSpec
 from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict, names_check
 
 if TYPE_CHECKING:
+    from orchestrator.domain.config import CheckConfig, StageConfig
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
+    from orchestrator.execution.stage_env import StageContext
+    from orchestrator.storage.runs import CheckResult, RunRecord
 
 PROMPT = (
     "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
@@ -101,49 +103,33 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
-# Words in a check's command that say it runs a test suite, and where suites live.
-_TEST_RUNNERS = frozenset({"test", "tests", "pytest", "py.test", "unittest", "nose2", "tox", "nox"})
-_TEST_DIRECTORIES = frozenset({"test", "tests"})
-TEST_DISCOVERY = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+def _verify_on_checkout(
+    record: RunRecord,
+    check: CheckConfig,
+    stage: StageConfig,
+    ctx: StageContext,
+    services: Services,
+    git_env: dict[str, str],
+    log_prefix: Path,
+    number: int,
+) -> CheckResult | None:
+    """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards); None
+    when the checkout could not be made."""
+    from orchestrator.execution import git
+    from orchestrator.execution.attempts import run_check
 
-
-def default_protected(argv: tuple[str, ...], own_files: list[str]) -> list[str]:
-    """What a recipe may not change when the check declares nothing: the check's own
-    files and, when its command runs tests, the test directories it names and the
-    places test discovery looks."""
-    patterns = list(own_files)
-    words = [w.strip("'\"") for arg in argv for w in arg.split()]
-    for word in words:
-        parts = [p for p in word.split("/") if p not in ("", ".")]
-        for index, part in enumerate(parts):
-            if part in _TEST_DIRECTORIES and (index > 0 or "/" in word or len(parts) == 1):
-                patterns.append("/".join(parts[: index + 1]) + "/**")
-                break
-    if any(Path(word).name in _TEST_RUNNERS for word in words):
-        patterns.extend(TEST_DISCOVERY)
-    return list(dict.fromkeys(patterns))
-
-
-def _matches(path: str, pattern: str) -> bool:
-    pattern = pattern.rstrip("/")
-    return (
-        fnmatchcase(path, pattern)
-        or fnmatchcase(path, pattern + "/*")  # a directory protects what is inside it
-        or (pattern.startswith("**/") and fnmatchcase(path, pattern[3:]))
-    )
-
-
-def protected_hits(paths: list[str], patterns: list[str]) -> list[str]:
-    """The ``paths`` (relative to the clone) a protected glob covers; ``*`` crosses ``/``."""
-    return sorted({p for p in paths if any(_matches(p, pattern) for pattern in patterns)})
-
-
-def uncommitted(before: list[str] | None, after: list[str] | None) -> list[str]:
-    """The ``git status`` entries the recipe added: work it did and did not commit.
-    Unknown status (git failed) counts as a change: the check must be of what ships."""
-    if after is None or before is None:
-        return ["(git status failed)"]
-    return [entry for entry in after if entry not in before]
+    clone = Path(record.clone_dir)
+    checkout = Path(record.run_dir) / f"verify-{number}"
+    checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
+    if not git.add_checkout(services.executor, clone, checkout, git_env, checkout_log):
+        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+        return None
+    try:
+        cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
+        log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
+        return run_check(check, stage, replace(ctx, clone_dir=checkout), cwd, log, services)
+    finally:
+        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
 
 
 def _relative(paths: list[str], clone: Path) -> list[str]:
@@ -157,7 +143,7 @@ def apply(
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
     from orchestrator.execution import git, integrity
-    from orchestrator.execution.attempts import run_check, stage_context
+    from orchestrator.execution.attempts import stage_context
     from orchestrator.execution.recipes import run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.storage.layout import StateLayout
@@ -241,20 +227,13 @@ def apply(
             red_reason = f"the recipe left uncommitted changes: {left}"
     if red_reason is None:
         # What ships is the committed result: the check runs on a clean checkout of HEAD.
-        head = git.head_commit(services.executor, clone, git_env)
-        checkout = Path(record.run_dir) / f"verify-{n}"
-        checkout_log = logs / f"verdict-{n}-verify-checkout.log"
-        report["verified_commit"] = head
-        if not git.add_checkout(services.executor, clone, checkout, git_env, checkout_log):
+        report["verified_commit"] = git.head_commit(services.executor, clone, git_env)
+        result = _verify_on_checkout(
+            record, check, stage, ctx, services, git_env, logs / f"verdict-{n}-verify", n
+        )
+        if result is None:
             red_reason = "could not check out the recipe's result for verification"
         else:
-            try:
-                verify_ctx = replace(ctx, clone_dir=checkout)
-                cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
-                log = logs / f"verdict-{n}-verify-{check.name}.log"
-                result = run_check(check, stage, verify_ctx, cwd, log, services)
-            finally:
-                git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
             report["verification"] = result.model_dump(mode="json")
             changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
             if changed:  # a pass by a weakened check does not count

@@ -31,6 +31,7 @@ Snapshot = Mapping[str, Entry]  # absolute path → what was there
 
 def guarded_paths(clone: Path, hooks_path: str | None) -> list[Path]:
     """The paths a recipe must leave alone: git's own instructions for this clone."""
+    clone = clone.resolve()
     dot_git = clone / ".git"
     paths = [dot_git / "config", dot_git / "hooks", dot_git / "info"]
     if hooks_path:

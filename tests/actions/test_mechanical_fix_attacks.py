@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.actions import mechanical_fix
+from orchestrator.actions import mechanical_fix, shipping
 from orchestrator.actions.plan import Applying, PlanFacts
 from orchestrator.domain.config import LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
@@ -398,22 +398,21 @@ def test_deleting_the_failing_test_without_committing_names_the_protected_path(
 
 
 def test_the_default_protects_a_checks_files_and_the_tests_it_runs() -> None:
-    assert mechanical_fix.default_protected(("bash", "ci/lint.sh"), ["ci/lint.sh"]) == [
-        "ci/lint.sh"
+    assert shipping.default_protected(("bash", "ci/lint.sh"), ["ci/lint.sh"]) == ["ci/lint.sh"]
+    assert shipping.default_protected(("python", "-m", "pytest", "-q", "pkg/tests/unit"), []) == [
+        "pkg/tests/**",
+        *shipping.TEST_DISCOVERY,
     ]
-    assert mechanical_fix.default_protected(
-        ("python", "-m", "pytest", "-q", "pkg/tests/unit"), []
-    ) == ["pkg/tests/**", *mechanical_fix.TEST_DISCOVERY]
-    assert mechanical_fix.default_protected(("bash", "-c", "make lint"), []) == []
+    assert shipping.default_protected(("bash", "-c", "make lint"), []) == []
 
 
 def test_protected_globs_cover_directories_and_files_at_any_depth() -> None:
     paths = ["tests/a/b.py", "src/test_x.py", "test_top.py", "src/app.py", "docs/tests.md"]
-    assert mechanical_fix.protected_hits(paths, ["tests/**", "**/test_*.py"]) == [
+    assert shipping.protected_hits(paths, ["tests/**", "**/test_*.py"]) == [
         "src/test_x.py", "test_top.py", "tests/a/b.py",
     ]  # fmt: skip
-    assert mechanical_fix.protected_hits(paths, ["docs"]) == ["docs/tests.md"]
-    assert mechanical_fix.protected_hits(paths, []) == []
+    assert shipping.protected_hits(paths, ["docs"]) == ["docs/tests.md"]
+    assert shipping.protected_hits(paths, []) == []
 
 
 def test_a_check_that_declares_protected_paths_uses_them(tmp_path: Path) -> None:

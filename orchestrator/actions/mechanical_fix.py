@@ -28,6 +28,7 @@ from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict,
 if TYPE_CHECKING:
     from orchestrator.domain.config import CheckConfig, StageConfig
     from orchestrator.execution.attempts import Services
+    from orchestrator.execution.integrity import Snapshot
     from orchestrator.execution.stage_env import StageContext
     from orchestrator.storage.runs import CheckResult, RunRecord
 
@@ -132,6 +133,21 @@ def _verify_on_checkout(
         git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
 
 
+def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str | None:
+    """Why the clone is no longer safe for git to work in, if it is not: git's own files
+    changed (a new config could name programs), or a link leads out of the clone (a
+    later write would land there)."""
+    from orchestrator.execution import integrity
+
+    tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
+    if tampered:
+        return f"the recipe changed git's own files: {_relative(tampered, clone)}"
+    escaping = integrity.escaping_symlinks(clone)
+    if escaping:
+        return f"the recipe left symbolic links that lead outside the clone: {escaping}"
+    return None
+
+
 def _relative(paths: list[str], clone: Path) -> list[str]:
     root = clone.resolve()
     return [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
@@ -194,14 +210,11 @@ def apply(
             timeout_s=config.recovery.recipe_command_timeout_s,
             kill_after_s=stage.kill_after_s,
             note=services.reporter.note,
+            between=lambda: _contained(git_files, guarded_git, clone),
         )
         report["commands"], red_reason = list(ran.commands), ran.red_reason
         tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
-        escaping = integrity.escaping_symlinks(clone)
-        if tampered:
-            red_reason = f"the recipe changed git's own files: {_relative(tampered, clone)}"
-        elif escaping:
-            red_reason = f"the recipe left symbolic links that lead outside the clone: {escaping}"
+        red_reason = _contained(git_files, guarded_git, clone) or red_reason
     if red_reason is None:
         status_after = git.status_entries(services.executor, clone, git_env)
         left = uncommitted(status_before, status_after)

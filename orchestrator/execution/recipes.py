@@ -28,8 +28,11 @@ def run_recipe(
     timeout_s: float,
     kill_after_s: float,
     note: Callable[[str], None],
+    between: Callable[[], str | None] = lambda: None,
 ) -> RecipeRun:
-    """Run each command; ``log_path(i)`` is command i's log (1-based)."""
+    """Run each command; ``log_path(i)`` is command i's log (1-based). ``between`` runs
+    after each command that succeeded: a reason it returns stops the recipe there (what
+    one command left must not be used by the next)."""
     commands: list[dict[str, Any]] = []
     for index, argv in enumerate(argvs, start=1):
         note(f"recipe {index}/{len(argvs)}: {shlex.join(argv)}")
@@ -48,4 +51,7 @@ def run_recipe(
         if not outcome.ok:
             how = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"
             return RecipeRun(tuple(commands), f"recipe command {index} {how}")
+        stop = between()
+        if stop is not None:
+            return RecipeRun(tuple(commands), f"after recipe command {index}: {stop}")
     return RecipeRun(tuple(commands), None)

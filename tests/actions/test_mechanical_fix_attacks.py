@@ -425,3 +425,23 @@ def test_a_check_that_declares_protected_paths_uses_them(tmp_path: Path) -> None
     assert report["protected"] == ["src.txt"]
     assert report["red_reason"] == "the recipe changed protected paths: ['src.txt']"
     scene.assert_contained()
+
+
+@pytest.mark.parametrize("into", ["outside", "git"])
+def test_a_link_made_by_one_command_is_never_written_through_by_the_next(
+    scene: Scene, into: str
+) -> None:
+    # At planning time `out` does not exist, so the output path looks inside the clone.
+    target = scene.root / "outside" if into == "outside" else scene.clone / ".git"
+    (scene.clone / "link.patch").write_text(
+        _symlink_patch(scene.root / "t", target).replace("link", "out")
+    )
+    config_before = (scene.clone / ".git" / "config").read_bytes()
+    _, _, report = scene.fix("git apply link.patch", "git log -1 --output=out/config")
+    assert [c["argv"][1] for c in report["commands"]] == ["apply"]  # stopped right there
+    assert report["red_reason"] == (
+        "the recipe left symbolic links that lead outside the clone: ['out']"
+    )
+    assert (scene.clone / ".git" / "config").read_bytes() == config_before
+    assert not (scene.root / "outside" / "config").exists()
+    scene.assert_contained()

@@ -445,3 +445,24 @@ def test_a_link_made_by_one_command_is_never_written_through_by_the_next(
     assert (scene.clone / ".git" / "config").read_bytes() == config_before
     assert not (scene.root / "outside" / "config").exists()
     scene.assert_contained()
+
+
+def test_the_recovery_diff_and_git_log_run_nothing_a_poisoned_clone_names(scene: Scene) -> None:
+    from orchestrator.app.investigation_tools import clone_tools
+    from orchestrator.app.recover import _read_diff
+
+    touch = f"touch '{scene.canary}'"
+    scene.repo.git.update_ref("refs/remotes/origin/main", "HEAD~1")
+    (scene.clone / ".git" / "info" / "attributes").write_text("* diff=evil filter=evil\n")
+    for key, value in {
+        "diff.evil.textconv": touch, "diff.evil.command": touch, "diff.external": touch,
+        "filter.evil.clean": touch, "filter.evil.process": touch, "core.fsmonitor": touch,
+    }.items():  # fmt: skip
+        scene.repo.git.config(key, value)
+    environ = {**scene.services.environ, "GIT_DIR": str(scene.root / "outside")}
+    services = Services(**{**scene.services.__dict__, "environ": environ})
+    diff = _read_diff(scene.record, services, 10_000)
+    assert diff.exit_code == 0 and b"+oops" in diff.data
+    log = clone_tools(scene.clone, environ, scene.executor)["git_log"]({"n": 5})
+    assert "the bug" in log
+    scene.assert_contained()

@@ -56,7 +56,7 @@ from orchestrator.recovery.proposal import (
     SourceEvidence,
     UsageEvidence,
 )
-from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
+from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, valid_text
 from orchestrator.recovery.verdict import (
     DecisionContext,
     abandon,
@@ -164,6 +164,8 @@ class PreCheck:
     name = "pre_check"
 
     def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        if state.early is not None:  # decided before the graph ran (``fail_safe``)
+            return state
         ctx = state.ctx
         early = precheck(
             ctx=ctx.decision, failure=ctx.failure, clone_exists=ctx.clone_exists, caps=ctx.caps
@@ -233,7 +235,8 @@ def verification_checks(
     """Deterministic checks on what was proposed. Each business rule is its own check;
     which rules a verdict has is its action's (the registry's) to say."""
     action = proposal.get("action") if isinstance(proposal, dict) else None
-    checks = {"in_enum": action in REGISTRY}
+    # The proposal is the model's raw JSON: an ``action`` may be a list or an object.
+    checks = {"in_enum": isinstance(action, str) and action in REGISTRY}
     verdict, _ = validate_verdict_object(proposal)
     checks["schema_ok"] = verdict is not None
     if verdict is not None:
@@ -471,12 +474,36 @@ if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken bu
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 
 
-def run_graph(ctx: RecoveryContext, deps: GraphDeps) -> GraphState:
-    state = GraphState(ctx=ctx)
+def run_graph(
+    ctx: RecoveryContext, deps: GraphDeps, decided: Decision | None = None
+) -> GraphState:
+    """Every node in order. ``decided``: a decision made before the graph ran, which the
+    graph carries through its exits without asking anyone."""
+    state = GraphState(ctx=ctx, early=decided)
     for node in NODES:
         state = node.run(state, deps)
         state = replace(state, trace=(*state.trace, node.name))
     return state
+
+
+def _nothing() -> None:
+    return None
+
+
+def fail_safe(
+    ctx: RecoveryContext, why: str, calls: int, thresholds: Mapping[str, float]
+) -> GraphState:
+    """The decision when deciding itself failed (a bug, never the model's reply, which
+    is always validated): ``abandon-human`` for a person, carried through every node so
+    it is persisted and audited like any decision. ``calls``: the diagnoses already
+    charged, which stay charged. Asks no model."""
+    why = scrub(valid_text(why)[0])[0][:1000]
+    decision = Decision(
+        Source.SYNTHETIC, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+        errors=(why,), usage=Usage(calls=calls),
+    )  # fmt: skip
+    deps = GraphDeps(gateway_factory=_nothing, thresholds=thresholds, judge_factory=_nothing)
+    return run_graph(ctx, deps, decided=decision)
 
 
 class RecoveryAgent:

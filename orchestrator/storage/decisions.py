@@ -12,11 +12,13 @@ typed evidence, their ``inputs`` (the same shape) into a ``RecoveryContext``, an
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import field_validator
+from pydantic_core import PydanticSerializationError
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import read_model
@@ -31,6 +33,9 @@ class VerdictRecord(AuditMemory):
     created_at: datetime
     # Files written before the transcript kept the replies here, redacted and cut.
     replies: tuple[str, ...] = ()
+    # Lone surrogates (text with no UTF-8 form) replaced by U+FFFD when the file was
+    # written: the file is always valid UTF-8, and says when it had to be made so.
+    lone_surrogates_replaced: int = 0
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -45,7 +50,51 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
         return
     # ``replies`` is the older files' field: a new file says it all in its transcript.
     legacy = set() if record.replies else {"replies"}
-    atomic_write(path, record.model_dump_json(indent=2, exclude=legacy).encode())
+    try:
+        data = record.model_dump_json(indent=2, exclude=legacy).encode()
+    except (PydanticSerializationError, UnicodeEncodeError):
+        # A lone surrogate somewhere (the validated verdict never has one; a reason or an
+        # error message quoting something odd might): replace it rather than lose the file.
+        dumped, count = valid_json(record.model_dump(mode="json", exclude=legacy))
+        dumped["lone_surrogates_replaced"] = count
+        data = json.dumps(dumped, indent=2, ensure_ascii=False).encode()
+    atomic_write(path, data)
+
+
+def _valid(text: str) -> tuple[str, int]:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
+        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
+    return text, 0
+
+
+def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of a JSON object with every lone surrogate, in keys and strings, replaced
+    by U+FFFD, and how many were. Walks with its own stack: no depth limit to hit."""
+    count = 0
+    root: dict[str, Any] = {}
+    stack: list[tuple[Any, dict[str, Any] | list[Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, member in items:
+            if isinstance(key, str):
+                key, n = _valid(key)
+                count += n
+            if isinstance(member, str):
+                member, n = _valid(member)
+                count += n
+            elif isinstance(member, dict | list):
+                child: dict[str, Any] | list[Any] = {} if isinstance(member, dict) else []
+                stack.append((member, child))
+                member = child
+            if isinstance(target, dict):
+                target[key] = member
+            else:
+                target.append(member)
+    return root, count
 
 
 def read_verdict(path: Path) -> VerdictRecord:

@@ -295,7 +295,7 @@ def _decide(
 
     try:
         return persist(RecoveryAgent(deps).diagnose(ctx))
-    except Exception as exc:  # noqa: BLE001 -- a bug here must still end in a decision
+    except Exception as exc:
         if verdict_path.exists():  # persisted before it failed: the decision stands
             raise
         # Without this the run would stay in ``recovering``, and every re-run would charge

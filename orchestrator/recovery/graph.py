@@ -474,9 +474,7 @@ if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken bu
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 
 
-def run_graph(
-    ctx: RecoveryContext, deps: GraphDeps, decided: Decision | None = None
-) -> GraphState:
+def run_graph(ctx: RecoveryContext, deps: GraphDeps, decided: Decision | None = None) -> GraphState:
     """Every node in order. ``decided``: a decision made before the graph ran, which the
     graph carries through its exits without asking anyone."""
     state = GraphState(ctx=ctx, early=decided)

@@ -64,17 +64,17 @@ def scrub_object(value: Any) -> tuple[Any, int]:
         source, target = stack.pop()
         items = source.items() if isinstance(source, dict) else enumerate(source)
         for key, member in items:
+            kept: Any = member
             if isinstance(member, str):
-                member, n = scrub(member)
+                kept, n = scrub(member)
                 count += n
             elif isinstance(member, list | dict):
-                child: list[Any] | dict[Any, Any] = [] if isinstance(member, list) else {}
-                stack.append((member, child))
-                member = child
+                kept = [] if isinstance(member, list) else {}
+                stack.append((member, kept))
             if isinstance(target, dict):
-                target[key] = member
+                target[key] = kept
             else:
-                target.append(member)
+                target.append(kept)
     return root, count
 
 
@@ -87,7 +87,11 @@ def paths_outside(verdict: Any, clone: Path) -> list[str]:
     commands = plan.get("commands")
     check = plan.get("verification_check")
     fields = [
-        *(c for c in (commands if isinstance(commands, list | tuple) else ()) if isinstance(c, str)),
+        *(
+            c
+            for c in (commands if isinstance(commands, list | tuple) else ())
+            if isinstance(c, str)
+        ),
         *((check,) if isinstance(check, str) else ()),
     ]
     clone = clone.resolve()

@@ -38,9 +38,9 @@ from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
     DecisionContext,
     abandon,
-    shown_short,
     parse_reply,
     semantic_errors,
+    shown_short,
     validate_verdict_object,
 )
 
@@ -120,10 +120,9 @@ def bounded_investigation(
             why = call_failed(reply)
             return Decision(Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
                             model=reply.model, usage=usage, transcript=transcript)  # fmt: skip
-        if exchange.lone_surrogates:
-            step, error = None, LONE_SURROGATES
-        else:
-            step, error = parse_reply(reply.text)
+        step, error = (
+            (None, LONE_SURROGATES) if exchange.lone_surrogates else parse_reply(reply.text)
+        )
         if not isinstance(step, dict):
             observations.append(f"[step {index}] your reply was not a JSON object: {error}")
             continue

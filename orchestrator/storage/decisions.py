@@ -80,20 +80,19 @@ def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
         source, target = stack.pop()
         items = source.items() if isinstance(source, dict) else enumerate(source)
         for key, member in items:
-            if isinstance(key, str):
-                key, n = _valid(key)
-                count += n
+            kept: Any = member
             if isinstance(member, str):
-                member, n = _valid(member)
+                kept, n = _valid(member)
                 count += n
             elif isinstance(member, dict | list):
-                child: dict[str, Any] | list[Any] = {} if isinstance(member, dict) else []
-                stack.append((member, child))
-                member = child
+                kept = {} if isinstance(member, dict) else []
+                stack.append((member, kept))
             if isinstance(target, dict):
-                target[key] = member
+                name, n = _valid(str(key))
+                count += n
+                target[name] = kept
             else:
-                target.append(member)
+                target.append(kept)
     return root, count
 
 

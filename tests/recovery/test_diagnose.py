@@ -19,7 +19,7 @@ from orchestrator.recovery.gateway import (
     charged_factory,
 )
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.transcript import CallPurpose
+from orchestrator.recovery.transcript import CallPurpose, TranscriptPlayer
 from orchestrator.recovery.verdict import (
     Action,
     DecisionContext,
@@ -335,3 +335,15 @@ def test_a_raw_lone_surrogate_is_refused_and_stored_as_valid_utf8() -> None:
     (stored,) = set(decision.transcript.texts.values())
     assert stored == '{"action": "retry", "summary": "flaky \ufffd net"}'
     stored.encode("utf-8")
+
+
+def test_a_reply_with_a_lone_surrogate_replays_to_the_same_decision() -> None:
+    raw = '{"action": "retry", "summary": "flaky \ud800 net"}'
+    decision, _ = run(ScriptedGateway([raw, raw]))
+    # Replay reads the stored text (U+FFFD in place of the surrogate), and its record.
+    player = TranscriptPlayer(decision.transcript.entries, dict(decision.transcript.texts))
+    replayed, _ = run(player)
+    assert player.finish() == []
+    assert (replayed.valid, replayed.errors, replayed.reason) == (
+        decision.valid, decision.errors, decision.reason,
+    )  # fmt: skip

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import field_validator
-from pydantic_core import PydanticSerializationError
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import read_model
@@ -52,7 +51,7 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
     legacy = set() if record.replies else {"replies"}
     try:
         data = record.model_dump_json(indent=2, exclude=legacy).encode()
-    except (PydanticSerializationError, UnicodeEncodeError):
+    except ValueError:  # pydantic's serialization error: text with no UTF-8 form
         # A lone surrogate somewhere (the validated verdict never has one; a reason or an
         # error message quoting something odd might): replace it rather than lose the file.
         dumped, count = valid_json(record.model_dump(mode="json", exclude=legacy))

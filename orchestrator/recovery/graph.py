@@ -60,6 +60,7 @@ from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     DecisionContext,
     abandon,
+    parse_reply,
     semantic_errors,
     validate_verdict_object,
 )
@@ -311,15 +312,17 @@ class Judge:
         )
         reply = exchange.reply
         usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
-        if reply.failure is not None:  # a judge failure is "no opinion", never a crash
+        # A judge failure, or a reply of any other shape, is "no opinion", never a crash.
+        answer, _ = (None, None) if exchange.lone_surrogates else parse_reply(reply.text or "")
+        if reply.failure is not None:
             agrees, reason = None, "judge failed"
+        elif not isinstance(answer, dict):
+            agrees, reason = None, "judge reply was not valid"
         else:
-            try:
-                answer = json.loads(reply.text or "")
-                agrees = answer["agree"] if isinstance(answer.get("agree"), bool) else None
-                reason = scrub(str(answer.get("reason", "")))[0][:500]
-            except (ValueError, TypeError, AttributeError, KeyError):
-                agrees, reason = None, "judge reply was not valid"
+            said = answer.get("agree")
+            agrees = said if isinstance(said, bool) else None
+            why = answer.get("reason", "")
+            reason = scrub(why if isinstance(why, str) else json.dumps(why))[0][:500]
         judged = JudgeResult(
             sampled=True, agrees=agrees, reason=reason, usage=usage, transcript=exchange.transcript
         )

@@ -508,3 +508,27 @@ def test_fail_safe_carries_a_synthetic_abandon_through_every_node(tmp_path: Path
     assert "\ufffd" in memory.reason  # the lone surrogate, replaced
     memory.model_dump_json().encode("utf-8")
     assert state.require_proposal().routing in ("auto", "reject")  # carried out, no waiting
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "[" * 10_000 + "]" * 10_000,
+        '{"agree": ["yes"], "reason": {"why": 1}}',
+        '{"agree": true, "reason": "\\ud800"}',
+        '{"agree": true, "reason": "raw \ud800"}',
+        '["agree"]',
+        "1e999",
+    ],
+)
+def test_an_odd_judge_reply_is_no_opinion_never_a_crash(tmp_path: Path, odd: str) -> None:
+    judge = ScriptedGateway([odd])
+    state = Judge().run(
+        GraphState(
+            ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})
+        ),
+        deps(judge_factory=lambda: judge, judge_sample_rate=1.0),
+    )
+    assert state.judge is not None and state.judge.sampled and judge.calls == 1
+    assert state.judge.agrees is None
+    state.judge.reason.encode("utf-8")

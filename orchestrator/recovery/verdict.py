@@ -251,7 +251,9 @@ def parse_reply(text: str) -> tuple[object | None, str | None]:
         return None, f"reply is longer than {MAX_REPLY_CHARS} characters"
     if has_surrogate(stripped):
         return None, LONE_SURROGATES
-    if _nesting_depth(stripped) > MAX_JSON_DEPTH:
+    # Counting brackets is C-fast; the character walk runs only when there are enough.
+    brackets = stripped.count("[") + stripped.count("{")
+    if brackets > MAX_JSON_DEPTH and _nesting_depth(stripped) > MAX_JSON_DEPTH:
         return None, f"reply is nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         value = json.loads(

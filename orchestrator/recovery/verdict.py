@@ -2,7 +2,10 @@
 
 1. Shape (``parse_verdict``): exactly one JSON object (a single ```json fence around the
    whole reply is tolerated; prose is not), a discriminated union on ``action`` with
-   ``extra="forbid"``, strict types and a length cap on every string and list.
+   ``extra="forbid"``, strict types and a length cap on every string and list. The reply
+   is untrusted input: it is parsed with bounded nesting (counted before the parser can
+   recurse) and refused when it holds duplicate keys, NaN or Infinity, numbers out of
+   range or too long, or lone surrogates; nothing here raises, whatever came.
 2. Meaning (``semantic_errors``): the verdict must make sense for *this* failure — the
    engine exists and differs, the ladder has a higher model, the verification check is
    the one that failed, the recipe passes the allow-list and stays inside the clone.

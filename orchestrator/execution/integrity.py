@@ -37,7 +37,12 @@ def guarded_paths(clone: Path, hooks_path: str | None) -> list[Path]:
     if hooks_path:
         configured = Path(os.path.expanduser(hooks_path))
         # A relative hooks path is relative to where hooks run: the top of the work tree.
-        paths.append(Path(os.path.abspath(clone / configured)))
+        hooks = Path(os.path.abspath(clone / configured))
+        # Only a directory of the clone's own: outside it a recipe writes nothing, and the
+        # clone itself or all of .git would mean copying everything (``core.hooksPath=/``
+        # must not make us read the whole disk).
+        if hooks.is_relative_to(clone) and hooks not in (clone, dot_git):
+            paths.append(hooks)
     return paths
 
 

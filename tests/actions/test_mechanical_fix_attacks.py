@@ -466,3 +466,14 @@ def test_the_recovery_diff_and_git_log_run_nothing_a_poisoned_clone_names(scene:
     log = clone_tools(scene.clone, environ, scene.executor)["git_log"]({"n": 5})
     assert "the bug" in log
     scene.assert_contained()
+
+
+def test_only_a_hooks_path_of_the_clones_own_is_snapshotted(tmp_path: Path) -> None:
+    from orchestrator.execution.integrity import guarded_paths
+
+    clone = tmp_path.resolve() / "clone"
+    own = [clone / ".git" / "config", clone / ".git" / "hooks", clone / ".git" / "info"]
+    assert guarded_paths(clone, ".husky") == [*own, clone / ".husky"]
+    assert guarded_paths(clone, ".git/my-hooks") == [*own, clone / ".git" / "my-hooks"]
+    for elsewhere in ("/", str(tmp_path), ".", ".git", "../x", None):
+        assert guarded_paths(clone, elsewhere) == own

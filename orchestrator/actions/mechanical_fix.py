@@ -1,8 +1,11 @@
 """mechanical-fix: a known-shape violation with a deterministic repair. The recipe runs
-in the clone, then the ORIGINAL failing check from config verifies it. Green → continue
-from the failed stage. A failing command, a red check, or an edit to the check's own
-files → keep the result as a ref, restore the clone, and fall back to a plain retry of
-the code stage. Recipe plus fallback: one retry charge.
+in the clone with git hardened; then what it did is judged on what will ship. Red when a
+command fails, when it changed git's own files (config, hooks, info — restored byte for
+byte), left a symbolic link out of the clone, left uncommitted changes, or changed the
+check's own files; otherwise the ORIGINAL failing check from config runs on a clean
+checkout of the new HEAD. Green → continue from the failed stage. Red → keep the result
+as a ref, restore the clone, and fall back to a plain retry of the code stage. Recipe
+plus fallback: one retry charge.
 
 Every verdict's report is its own file (``<run-id>.mechanical_fix-<n>.json``); the
 run's latest is also written under the older one-per-run name.
@@ -11,18 +14,23 @@ run's latest is also written under the older one-per-run name.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from
+from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSpec
 from orchestrator.recovery.recipe import plan_recipe
 from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict, names_check
 
 if TYPE_CHECKING:
+    from orchestrator.domain.config import CheckConfig, StageConfig
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
+    from orchestrator.execution.integrity import Snapshot
+    from orchestrator.execution.stage_env import StageContext
+    from orchestrator.storage.runs import CheckResult, RunRecord
 
 PROMPT = (
     "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
@@ -96,13 +104,62 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
+def _verify_on_checkout(
+    record: RunRecord,
+    check: CheckConfig,
+    stage: StageConfig,
+    ctx: StageContext,
+    services: Services,
+    git_env: dict[str, str],
+    log_prefix: Path,
+    number: int,
+) -> CheckResult | None:
+    """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards); None
+    when the checkout could not be made."""
+    from orchestrator.execution import git
+    from orchestrator.execution.attempts import run_check
+
+    clone = Path(record.clone_dir)
+    checkout = Path(record.run_dir) / f"verify-{number}"
+    checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
+    if not git.add_checkout(services.executor, clone, checkout, git_env, checkout_log):
+        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+        return None
+    try:
+        cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
+        log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
+        return run_check(check, stage, replace(ctx, clone_dir=checkout), cwd, log, services)
+    finally:
+        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+
+
+def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str | None:
+    """Why the clone is no longer safe for git to work in, if it is not: git's own files
+    changed (a new config could name programs), or a link leads out of the clone (a
+    later write would land there)."""
+    from orchestrator.execution import integrity
+
+    tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
+    if tampered:
+        return f"the recipe changed git's own files: {_relative(tampered, clone)}"
+    escaping = integrity.escaping_symlinks(clone)
+    if escaping:
+        return f"the recipe left symbolic links that lead outside the clone: {escaping}"
+    return None
+
+
+def _relative(paths: list[str], clone: Path) -> list[str]:
+    root = clone.resolve()
+    return [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
+
+
 def apply(
     record: RunRecord, applying: Applying, plan: Dispatch, services: Services
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
-    from orchestrator.execution import git
-    from orchestrator.execution.attempts import run_check, stage_context
+    from orchestrator.execution import git, integrity
+    from orchestrator.execution.attempts import stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.storage.layout import StateLayout
@@ -134,8 +191,14 @@ def apply(
     env = stage_environ(services.environ, ctx)
     guarded = check_files(check.command, clone)
     before = file_digests(guarded)
-    pre_recipe = git.head_commit(services.executor, clone, env)
+    # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
+    clone_config = git.read_clone_config(services.executor, clone, env)
+    git_env = git.git_env_for(clone_config, env)
+    guarded_git = integrity.guarded_paths(clone, git.configured_hooks_path(clone_config))
+    git_files = integrity.snapshot(guarded_git)
+    pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
+    status_before = git.status_entries(services.executor, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
@@ -143,28 +206,64 @@ def apply(
     )  # fmt: skip
     if red_reason is None and refused is not None:
         red_reason = refused
+    tampered: list[str] = []
     if red_reason is None:
         ran = run_recipe(
             plan.recipe,
             executor=recipe_runner,
             clone=clone,
-            env=env,
+            env=git_env,
             log_path=lambda i: logs / f"verdict-{n}-recipe-{i}.log",
             timeout_s=config.recovery.recipe_command_timeout_s,
             kill_after_s=stage.kill_after_s,
             note=services.reporter.note,
+            between=lambda: _contained(git_files, guarded_git, clone),
         )
         report["commands"], red_reason = list(ran.commands), ran.red_reason
+        tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
+        red_reason = _contained(git_files, guarded_git, clone) or red_reason
     if red_reason is None:
-        cwd = clone if stage.cwd == "clone" else Path(record.run_dir)
-        log = logs / f"verdict-{n}-verify-{check.name}.log"
-        result = run_check(check, stage, ctx, cwd, log, services)
-        report["verification"] = result.model_dump(mode="json")
-        changed = [p for p, digest in file_digests(guarded).items() if before.get(p) != digest]
-        if changed:
-            red_reason = f"the recipe changed the check's own files: {changed}"
-        elif not result.passed:
-            red_reason = f"verification check {check.name!r} still fails (exit {result.exit_code})"
+        status_after = git.status_entries(services.executor, clone, git_env)
+        left = uncommitted(status_before, status_after)
+        report["uncommitted"] = left
+        protected = (
+            list(check.protected)
+            if check.protected is not None
+            else default_protected(check.command, _relative([str(p) for p in guarded], clone))
+        )
+        report["protected"] = protected
+        committed = (
+            git.changed_paths(services.executor, clone, git_env, pre_recipe, "HEAD")
+            if pre_recipe is not None
+            else []
+        )
+        touched = None if committed is None else committed + [e[3:] for e in left if len(e) > 3]
+        hits = protected_hits(touched or [], protected)
+        if touched is None:
+            red_reason = "could not list the paths the recipe changed"
+        elif hits and left:
+            red_reason = f"the recipe changed protected paths: {hits}"
+        elif left:
+            red_reason = f"the recipe left uncommitted changes: {left}"
+    if red_reason is None:
+        # What ships is the committed result: the check runs on a clean checkout of HEAD.
+        report["verified_commit"] = git.head_commit(services.executor, clone, git_env)
+        result = _verify_on_checkout(
+            record, check, stage, ctx, services, git_env, logs / f"verdict-{n}-verify", n
+        )
+        if result is None:
+            red_reason = "could not check out the recipe's result for verification"
+        else:
+            report["verification"] = result.model_dump(mode="json")
+            changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
+            if changed:  # a pass by a weakened check does not count
+                red_reason = f"the recipe changed the check's own files: {changed}"
+            elif hits:  # so is a pass by deleting or rewriting the tests that failed
+                red_reason = f"the recipe changed protected paths: {hits}"
+            elif not result.passed:
+                red_reason = (
+                    f"verification check {check.name!r} still fails (exit {result.exit_code})"
+                )
     report["status"] = "green" if red_reason is None else "red"
     report["red_reason"] = red_reason
     store.write_mechanical_fix(record.run_id, n, report)
@@ -177,6 +276,10 @@ def apply(
     # The fallback retry must not build on the red result (nor on a weakened check).
     ref = f"refs/orchestrator/{record.run_id}/recipe-{n}"
     report["kept_as"] = ref
+    if tampered:
+        # First: the rollback's own git calls read this config.
+        integrity.restore(git_files, integrity.snapshot(guarded_git))
+        report["restored_git_files"] = _relative(tampered, clone)
     report["restored"] = git.keep_and_restore(
         services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",

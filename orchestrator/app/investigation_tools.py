@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.config import Config
+from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.context import head_bytes
 from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.investigate import Tool, investigator
@@ -55,7 +56,9 @@ def clone_tools(
         captured = executor.capture_head(
             ("git", "log", "--oneline", "--no-color", f"-n{count}"),
             cwd=clone,
-            env={k: v for k, v in environ.items() if k in ("PATH", "HOME", "LANG")},
+            env=hardened_git_env(
+                {k: v for k, v in environ.items() if k in ("PATH", "HOME", "LANG")}
+            ),
             max_bytes=MAX_TOOL_BYTES,
             timeout_s=30.0,
         )

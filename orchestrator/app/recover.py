@@ -24,6 +24,7 @@ from orchestrator.domain.config import StageConfig
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
+from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
@@ -33,7 +34,13 @@ from orchestrator.recovery.context import (
 )
 from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.gateway import charged_factory
-from orchestrator.recovery.graph import NODE_ORDER, GraphDeps, RecoveryAgent
+from orchestrator.recovery.graph import (
+    NODE_ORDER,
+    GraphDeps,
+    GraphState,
+    RecoveryAgent,
+    fail_safe,
+)
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import RecoveryContext
@@ -64,9 +71,18 @@ def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.
     # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
     return services.executor.capture_head(
-        ("git", "diff", "--no-color", "--no-ext-diff", f"origin/{record.base_branch}...HEAD"),
+        (
+            "git",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            f"origin/{record.base_branch}...HEAD",
+        ),
         cwd=Path(record.clone_dir),
-        env={k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")},
+        env=hardened_git_env(
+            {k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")}
+        ),
         max_bytes=max_bytes,
         timeout_s=DIFF_TIMEOUT_S,
     )
@@ -275,16 +291,36 @@ def _decide(
         judge_factory=charged,
         investigate=investigator_for(config, services, Path(record.clone_dir)),
     )
-    state = RecoveryAgent(deps).diagnose(ctx)
-    decided = VerdictRecord(
-        number=number, created_at=services.clock(), **dict(state.require_memory())
-    )
-    # The agent's audit memory, then its ledger entries, before anything decided runs; the
-    # texts first, so a verdict file never references a text that is not there.
-    write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
-    FileStorage(store.state_dir).decisions.write(decided)
-    link.record_decision(state.ledger_entries, services)
-    return decided
+
+    def persist(state: GraphState) -> VerdictRecord:
+        decided = VerdictRecord(
+            number=number, created_at=services.clock(), **dict(state.require_memory())
+        )
+        # The agent's audit memory, then its ledger entries, before anything decided runs;
+        # the texts first, so a verdict file never references a text that is not there.
+        write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
+        FileStorage(store.state_dir).decisions.write(decided)
+        link.record_decision(state.ledger_entries, services)
+        return decided
+
+    try:
+        return persist(RecoveryAgent(deps).diagnose(ctx))
+    except Exception as exc:
+        if verdict_path.exists():  # persisted before it failed: the decision stands
+            raise
+        # Without this the run would stay in ``recovering``, and every re-run would charge
+        # another diagnosis and fail the same way. What was charged stays charged; the
+        # verdict file written now is what a re-run finds.
+        why = f"recovery failed while deciding ({_one_line(exc)}): a person must look"
+        return persist(fail_safe(ctx, why, charges, deps.thresholds))
+
+
+def _one_line(exc: BaseException) -> str:
+    try:
+        said = str(exc).strip().splitlines()
+    except Exception:  # noqa: BLE001 -- an exception whose text cannot be made
+        said = []
+    return f"{type(exc).__name__}: {said[0][:300]}" if said else type(exc).__name__
 
 
 __all__ = ["CAPABILITY", "failure_signature", "recover"]

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, RootModel, ValidationError, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, RootModel, ValidationError, model_validator
 
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.validation import (
@@ -28,6 +28,15 @@ EnvName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
+def _inside_clone_glob(glob: str) -> str:
+    if glob.startswith("/") or ".." in glob.split("/"):
+        raise ValueError(f"{glob!r} must be relative to the clone, without '..'")
+    return glob
+
+
+ProtectedGlob = Annotated[
+    StrictStr, Field(min_length=1, max_length=256), AfterValidator(_inside_clone_glob)
+]
 ByteCap = Annotated[StrictInt, Field(ge=256, le=16 * 1024 * 1024)]
 
 
@@ -210,6 +219,9 @@ class CheckConfig(SandboxOptions):
     command: Argv
     timeout_s: PositiveSeconds = 600.0
     kinds: Annotated[tuple[TicketKindName, ...], Field(max_length=32)] = ()
+    # Globs (relative to the clone; ``*`` crosses ``/``) a mechanical fix may not change.
+    # Unset: the check's own files and, for a check that runs tests, its test directories.
+    protected: Annotated[tuple[ProtectedGlob, ...], Field(max_length=64)] | None = None
 
 
 class StageConfig(SandboxOptions):

@@ -119,7 +119,18 @@ def render_ticket(fields: TicketFields, body: str) -> str:
     data = fields.model_dump(mode="json", exclude_none=True)
     if not data.get("extras"):
         data.pop("extras", None)
-    return f"{FENCE}\n{tomli_w.dumps(data)}{FENCE}\n{body.strip(chr(10))}\n"
+    front = tomli_w.dumps(data)
+    # TOML lets these stand raw in a string, but the front matter is split into lines
+    # with str.splitlines, which breaks at each: a title holding one (and a "+++") would
+    # end the front matter early. Written as TOML escapes, they read back the same.
+    for char in _LINE_BREAKS_TOML_KEEPS:
+        front = front.replace(char, f"\\u{ord(char):04x}")
+    return f"{FENCE}\n{front}{FENCE}\n{body.strip(chr(10))}\n"
+
+
+# tomli_w emits these unescaped: they are not TOML control characters. (tomli_w writes
+# only basic strings, where a \uXXXX escape is valid.)
+_LINE_BREAKS_TOML_KEEPS = ("\x85", "\u2028", "\u2029")
 
 
 def parse_ticket(text: str, path: Path, sha256: str = "") -> Ticket:

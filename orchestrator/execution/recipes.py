@@ -22,14 +22,12 @@ from orchestrator.execution.sandbox import (
     bundled_bwrap,
 )
 
-# All a recipe command is told: git needs PATH (and HOME, set inside the sandbox) and a
-# commit identity; the ORCH_* pair names the clone and marks the process as this
-# attempt's. GIT_CONFIG_* carries the hardening the orchestrator gives git.
-RECIPE_ENV = (
-    "PATH", "LANG", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID",
-    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-)  # fmt: skip
-RECIPE_ENV_PREFIXES = ("GIT_CONFIG_",)
+# All a recipe command is told: git needs PATH (and HOME, set inside the sandbox); the
+# ORCH_* pair names the clone and marks the process as this attempt's. GIT_* and PAGER
+# carry the hardening and the commit identity the orchestrator gives git (the caller's
+# environment has already lost any GIT_* of its own).
+RECIPE_ENV = ("PATH", "LANG", "PAGER", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID")
+RECIPE_ENV_PREFIXES = ("GIT_",)
 
 RecipeSandbox = Literal["bwrap", "none"]
 
@@ -83,8 +81,11 @@ def run_recipe(
     timeout_s: float,
     kill_after_s: float,
     note: Callable[[str], None],
+    between: Callable[[], str | None] = lambda: None,
 ) -> RecipeRun:
-    """Run each command; ``log_path(i)`` is command i's log (1-based)."""
+    """Run each command; ``log_path(i)`` is command i's log (1-based). ``between`` runs
+    after each command that succeeded: a reason it returns stops the recipe there (what
+    one command left must not be used by the next)."""
     commands: list[dict[str, Any]] = []
     for index, argv in enumerate(argvs, start=1):
         note(f"recipe {index}/{len(argvs)}: {shlex.join(argv)}")
@@ -103,4 +104,7 @@ def run_recipe(
         if not outcome.ok:
             how = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"
             return RecipeRun(tuple(commands), f"recipe command {index} {how}")
+        stop = between()
+        if stop is not None:
+            return RecipeRun(tuple(commands), f"after recipe command {index}: {stop}")
     return RecipeRun(tuple(commands), None)

@@ -33,6 +33,7 @@ from orchestrator.recovery.playbook import Failure, match_playbook
 from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
+    LONE_SURROGATES,
     AbandonHumanVerdict,
     DecisionContext,
     RetryVerdict,
@@ -263,8 +264,13 @@ def _ask(
                 Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
                 model=reply.model, usage=usage, transcript=transcript,
             )  # fmt: skip
-        last_proposal, _ = parse_reply(reply.text)
-        verdict, errors = parse_verdict(reply.text)
+        if exchange.lone_surrogates:
+            # Said the same way live and on replay (whose stored text has U+FFFD there).
+            last_proposal, verdict = None, None
+            errors = [LONE_SURROGATES]
+        else:
+            last_proposal, _ = parse_reply(reply.text)
+            verdict, errors = parse_verdict(reply.text)
         if verdict is not None:
             errors = semantic_errors(verdict, ctx)
             if not errors:

@@ -56,10 +56,11 @@ from orchestrator.recovery.proposal import (
     SourceEvidence,
     UsageEvidence,
 )
-from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
+from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, valid_text
 from orchestrator.recovery.verdict import (
     DecisionContext,
     abandon,
+    parse_reply,
     semantic_errors,
     validate_verdict_object,
 )
@@ -164,6 +165,8 @@ class PreCheck:
     name = "pre_check"
 
     def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
+        if state.early is not None:  # decided before the graph ran (``fail_safe``)
+            return state
         ctx = state.ctx
         early = precheck(
             ctx=ctx.decision, failure=ctx.failure, clone_exists=ctx.clone_exists, caps=ctx.caps
@@ -233,7 +236,8 @@ def verification_checks(
     """Deterministic checks on what was proposed. Each business rule is its own check;
     which rules a verdict has is its action's (the registry's) to say."""
     action = proposal.get("action") if isinstance(proposal, dict) else None
-    checks = {"in_enum": action in REGISTRY}
+    # The proposal is the model's raw JSON: an ``action`` may be a list or an object.
+    checks = {"in_enum": isinstance(action, str) and action in REGISTRY}
     verdict, _ = validate_verdict_object(proposal)
     checks["schema_ok"] = verdict is not None
     if verdict is not None:
@@ -308,15 +312,17 @@ class Judge:
         )
         reply = exchange.reply
         usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
-        if reply.failure is not None:  # a judge failure is "no opinion", never a crash
+        # A judge failure, or a reply of any other shape, is "no opinion", never a crash.
+        answer, _ = (None, None) if exchange.lone_surrogates else parse_reply(reply.text or "")
+        if reply.failure is not None:
             agrees, reason = None, "judge failed"
+        elif not isinstance(answer, dict):
+            agrees, reason = None, "judge reply was not valid"
         else:
-            try:
-                answer = json.loads(reply.text or "")
-                agrees = answer["agree"] if isinstance(answer.get("agree"), bool) else None
-                reason = scrub(str(answer.get("reason", "")))[0][:500]
-            except (ValueError, TypeError, AttributeError, KeyError):
-                agrees, reason = None, "judge reply was not valid"
+            said = answer.get("agree")
+            agrees = said if isinstance(said, bool) else None
+            why = answer.get("reason", "")
+            reason = scrub(why if isinstance(why, str) else json.dumps(why))[0][:500]
         judged = JudgeResult(
             sampled=True, agrees=agrees, reason=reason, usage=usage, transcript=exchange.transcript
         )
@@ -471,12 +477,34 @@ if tuple(n.name for n in NODES) != NODE_ORDER:  # pragma: no cover - a broken bu
     raise RuntimeError(f"recovery graph out of order: {[n.name for n in NODES]}")
 
 
-def run_graph(ctx: RecoveryContext, deps: GraphDeps) -> GraphState:
-    state = GraphState(ctx=ctx)
+def run_graph(ctx: RecoveryContext, deps: GraphDeps, decided: Decision | None = None) -> GraphState:
+    """Every node in order. ``decided``: a decision made before the graph ran, which the
+    graph carries through its exits without asking anyone."""
+    state = GraphState(ctx=ctx, early=decided)
     for node in NODES:
         state = node.run(state, deps)
         state = replace(state, trace=(*state.trace, node.name))
     return state
+
+
+def _nothing() -> None:
+    return None
+
+
+def fail_safe(
+    ctx: RecoveryContext, why: str, calls: int, thresholds: Mapping[str, float]
+) -> GraphState:
+    """The decision when deciding itself failed (a bug, never the model's reply, which
+    is always validated): ``abandon-human`` for a person, carried through every node so
+    it is persisted and audited like any decision. ``calls``: the diagnoses already
+    charged, which stay charged. Asks no model."""
+    why = scrub(valid_text(why)[0])[0][:1000]
+    decision = Decision(
+        Source.SYNTHETIC, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
+        errors=(why,), usage=Usage(calls=calls),
+    )  # fmt: skip
+    deps = GraphDeps(gateway_factory=_nothing, thresholds=thresholds, judge_factory=_nothing)
+    return run_graph(ctx, deps, decided=decision)
 
 
 class RecoveryAgent:

@@ -50,27 +50,60 @@ def scrub(text: str) -> tuple[str, int]:
 
 
 def scrub_object(value: Any) -> tuple[Any, int]:
-    """Scrub every string inside a JSON-like value (keys are left as they are)."""
+    """Scrub every string inside a JSON-like value (keys are left as they are). Walks
+    with its own stack, so no value is too deep for it; what is not a string, a list or
+    a dict is kept as it is."""
     if isinstance(value, str):
         return scrub(value)
-    if isinstance(value, list):
-        items = [scrub_object(v) for v in value]
-        return [v for v, _ in items], sum(n for _, n in items)
-    if isinstance(value, dict):
-        pairs = {k: scrub_object(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
-    return value, 0
+    if not isinstance(value, list | dict):
+        return value, 0
+    count = 0
+    root: list[Any] | dict[Any, Any] = [] if isinstance(value, list) else {}
+    stack: list[tuple[Any, list[Any] | dict[Any, Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, member in items:
+            kept: Any = member
+            if isinstance(member, str):
+                kept, n = scrub(member)
+                count += n
+            elif isinstance(member, list | dict):
+                kept = [] if isinstance(member, list) else {}
+                stack.append((member, kept))
+            if isinstance(target, dict):
+                target[key] = kept
+            else:
+                target.append(kept)
+    return root, count
 
 
-def paths_outside(verdict: dict[str, Any], clone: Path) -> list[str]:
-    """Absolute paths in the proposal's actionable fields that are not inside the clone."""
-    plan = verdict.get("repair_plan") or {}
-    fields = [*plan.get("commands", []), plan.get("verification_check", "")]
+def paths_outside(verdict: Any, clone: Path) -> list[str]:
+    """Absolute paths in the proposal's actionable fields that are not inside the clone.
+    Whatever shape ``verdict`` has: a field of the wrong type holds no path."""
+    plan = verdict.get("repair_plan") if isinstance(verdict, dict) else None
+    if not isinstance(plan, dict):
+        return []
+    commands = plan.get("commands")
+    check = plan.get("verification_check")
+    fields = [
+        *(
+            c
+            for c in (commands if isinstance(commands, list | tuple) else ())
+            if isinstance(c, str)
+        ),
+        *((check,) if isinstance(check, str) else ()),
+    ]
     clone = clone.resolve()
     outside = []
     for text in fields:
-        for match in PATH_TOKEN.finditer(str(text).replace("<clone>", str(clone))):
-            candidate = Path(match.group(1)).resolve()
+        for match in PATH_TOKEN.finditer(text.replace("<clone>", str(clone))):
+            try:
+                candidate = Path(match.group(1)).resolve()
+            except (ValueError, OSError, RuntimeError):
+                # A NUL byte, a name too long, a symlink loop: not a path inside the clone.
+                outside.append(match.group(1)[:200])
+                continue
             if not (candidate == clone or candidate.is_relative_to(clone)):
                 outside.append(match.group(1))
     return outside

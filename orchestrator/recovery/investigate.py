@@ -35,10 +35,12 @@ from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.redact import redact
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
+    LONE_SURROGATES,
     DecisionContext,
     abandon,
     parse_reply,
     semantic_errors,
+    shown_short,
     validate_verdict_object,
 )
 
@@ -118,7 +120,9 @@ def bounded_investigation(
             why = call_failed(reply)
             return Decision(Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
                             model=reply.model, usage=usage, transcript=transcript)  # fmt: skip
-        step, error = parse_reply(reply.text)
+        step, error = (
+            (None, LONE_SURROGATES) if exchange.lone_surrogates else parse_reply(reply.text)
+        )
         if not isinstance(step, dict):
             observations.append(f"[step {index}] your reply was not a JSON object: {error}")
             continue
@@ -134,8 +138,11 @@ def bounded_investigation(
             observations.append(f"[step {index}] that verdict is invalid: {'; '.join(errors)}")
             continue
         name = step.get("tool")
-        if name not in allow or name not in tools:  # rail 2: the allow-list
-            raise DisallowedTool(str(name), usage, transcript)
+        # A tool name is a string on the allow-list; anything else the model sent (a list,
+        # an object) is refused the same way, shown cut short.
+        if not isinstance(name, str) or name not in allow or name not in tools:  # rail 2
+            shown = name[:60] if isinstance(name, str) else shown_short(name)
+            raise DisallowedTool(shown, usage, transcript)
         raw_args = step.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         try:

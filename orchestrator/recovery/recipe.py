@@ -6,6 +6,9 @@ A recipe command is refused when it
     never run a shell, so a command that needs one is not a command we understand;
   * starts with an executable that is not a bare name on the allow-list (default ``git``);
   * names a path outside the clone (absolute, ``..``, ``git -C`` elsewhere, ``--git-dir=``…);
+  * tells git to write a file (``--output=``, ``-o``, ``--output-directory``,
+    ``bundle create <file>``…) anywhere but inside the clone's work tree — symbolic links
+    followed, and never under a ``.git``;
   * for git: uses a subcommand outside a small local-history set, or an option that runs
     programs or changes git's configuration (``-c``, ``--exec-path``, ``--upload-pack``…).
 ``<clone>`` in a command stands for the run's clone directory.
@@ -30,8 +33,16 @@ GIT_SUBCOMMANDS = frozenset(
 _GIT_REFUSED_OPTIONS = (
     "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace",
     "--upload-pack", "--receive-pack", "--exec", "--template", "--super-prefix",
+    "--ext-diff", "--textconv", "--strategy", "--open-files-in-pager", "--run",
 )  # fmt: skip
 _MESSAGE_OPTIONS = frozenset({"-m", "--message"})
+# Options whose value is a path git writes to (or writes under). Generous on purpose: a
+# path outside the clone, or inside any ``.git``, is where git's instructions live.
+_WRITTEN_PATH_OPTIONS = frozenset(
+    {"--output", "-o", "--output-directory", "--directory", "--prefix"}
+)
+# ``git bundle create <file>``: the file is a plain argument.
+_WRITTEN_PATH_ARGUMENTS = {"bundle": "create"}
 
 
 def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
@@ -68,9 +79,34 @@ def _path_like(token: str) -> str | None:
     return None
 
 
+def _in_git_dir(path_text: str, base: Path) -> bool:
+    candidate = Path(path_text)
+    resolved = (candidate if candidate.is_absolute() else base / candidate).resolve()
+    return any(part.lower() == ".git" for part in (*candidate.parts, *resolved.parts))
+
+
+def _written_paths(arguments: list[str], subcommand: str) -> list[str]:
+    """The paths the arguments after ``subcommand`` tell git to write."""
+    found: list[str] = []
+    for index, token in enumerate(arguments):
+        following = arguments[index + 1] if index + 1 < len(arguments) else None
+        name, has_value, value = token.partition("=")
+        if name in _WRITTEN_PATH_OPTIONS and token.startswith("--") and has_value:
+            found.append(value)
+        elif token in _WRITTEN_PATH_OPTIONS and following is not None:
+            found.append(following)
+        elif token.startswith("-o") and not token.startswith("--") and len(token) > 2:
+            found.append(token[2:])
+    verb = _WRITTEN_PATH_ARGUMENTS.get(subcommand)
+    if verb in arguments:
+        rest = [a for a in arguments[arguments.index(verb) + 1 :] if not a.startswith("-")]
+        found.extend(rest[:1])
+    return found
+
+
 def _git_errors(argv: list[str], clone: Path) -> list[str]:
     errors: list[str] = []
-    i, subcommand = 1, None
+    i, subcommand, base = 1, None, clone
     while i < len(argv):
         token = argv[i]
         if token == "-C":
@@ -78,6 +114,11 @@ def _git_errors(argv: list[str], clone: Path) -> list[str]:
                 return ["git -C needs a directory"]
             if not _inside(argv[i + 1], clone):
                 errors.append(f"git -C {argv[i + 1]!r} points outside the clone")
+            elif _in_git_dir(argv[i + 1], base):
+                errors.append(f"git -C {argv[i + 1]!r} points into .git")
+            else:
+                target = Path(argv[i + 1])
+                base = (target if target.is_absolute() else base / target).resolve()
             i += 2
             continue
         if token.startswith("-"):
@@ -101,6 +142,11 @@ def _git_errors(argv: list[str], clone: Path) -> list[str]:
         name = token.split("=", 1)[0]
         if token.startswith("-") and name in _GIT_REFUSED_OPTIONS:
             errors.append(f"git option {name!r} is not allowed in a recipe")
+    for path in _written_paths(argv[i + 1 :], subcommand or ""):
+        if not _inside(str(base / path), clone):
+            errors.append(f"git would write {path!r}, outside the clone")
+        elif _in_git_dir(path, base):
+            errors.append(f"git would write {path!r}, inside .git")
     return errors
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "call_model",
     "request_digest",
     "text_digest",
+    "valid_text",
 ]
 
 
@@ -69,6 +70,9 @@ class ModelCall(Frozen):
     error_detail: str | None = None  # the gateway's key-free description
     usage: CallUsage = CallUsage()
     redactions: int = 0  # what scrubbing replaced in the stored reply
+    # Lone surrogates in the reply (text with no UTF-8 form) replaced by U+FFFD in the
+    # stored text: a reply that had any is refused, live and on replay alike.
+    lone_surrogates: int = 0
 
 
 class ToolCall(Frozen):
@@ -129,11 +133,30 @@ class Exchange:
     reply: ModelReply
     transcript: Transcript
 
+    @property
+    def lone_surrogates(self) -> int:
+        """How many lone surrogates the reply held (its record says; replay agrees)."""
+        return sum(call.lone_surrogates for call in self.transcript.model_calls)
+
+
+def valid_text(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many were: what is
+    stored is always valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
+        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
+    return text, 0
+
 
 def _record(
     reply: ModelReply, request: ModelRequest, purpose: CallPurpose
 ) -> tuple[ModelCall, Transcript]:
-    stored, redactions = scrub(reply.text) if reply.text is not None else (None, 0)
+    stored, redactions, surrogates = None, 0, 0
+    if reply.text is not None:
+        valid, surrogates = valid_text(reply.text)
+        stored, redactions = scrub(valid)
     digest = text_digest(stored) if stored is not None else None
     call = ModelCall(
         purpose=purpose,
@@ -143,9 +166,10 @@ def _record(
         model=reply.model,
         stop_reason=reply.stop_reason,
         error=reply.failure,
-        error_detail=reply.error,
+        error_detail=valid_text(reply.error)[0] if reply.error is not None else None,
         usage=CallUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens),
         redactions=redactions,
+        lone_surrogates=surrogates,
     )
     texts = {digest: stored} if digest is not None and stored is not None else {}
     return call, Transcript((call,), texts)
@@ -171,6 +195,7 @@ def call_model(gateway: ModelGateway, request: ModelRequest, purpose: CallPurpos
 
 def tool_record(step: int, tool: str, args: Mapping[str, Any], result: str) -> Transcript:
     """The record of one investigation tool call, ``result`` already redacted and capped."""
+    result = valid_text(result)[0]
     digest = text_digest(result)
     call = ToolCall(
         step=step, tool=tool, args=dict(args), result_sha256=digest, result_chars=len(result)

@@ -12,6 +12,7 @@ typed evidence, their ``inputs`` (the same shape) into a ``RecoveryContext``, an
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ class VerdictRecord(AuditMemory):
     created_at: datetime
     # Files written before the transcript kept the replies here, redacted and cut.
     replies: tuple[str, ...] = ()
+    # Lone surrogates (text with no UTF-8 form) replaced by U+FFFD when the file was
+    # written: the file is always valid UTF-8, and says when it had to be made so.
+    lone_surrogates_replaced: int = 0
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -45,7 +49,50 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
         return
     # ``replies`` is the older files' field: a new file says it all in its transcript.
     legacy = set() if record.replies else {"replies"}
-    atomic_write(path, record.model_dump_json(indent=2, exclude=legacy).encode())
+    try:
+        data = record.model_dump_json(indent=2, exclude=legacy).encode()
+    except ValueError:  # pydantic's serialization error: text with no UTF-8 form
+        # A lone surrogate somewhere (the validated verdict never has one; a reason or an
+        # error message quoting something odd might): replace it rather than lose the file.
+        dumped, count = valid_json(record.model_dump(mode="json", exclude=legacy))
+        dumped["lone_surrogates_replaced"] = count
+        data = json.dumps(dumped, indent=2, ensure_ascii=False).encode()
+    atomic_write(path, data)
+
+
+def _valid(text: str) -> tuple[str, int]:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
+        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
+    return text, 0
+
+
+def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of a JSON object with every lone surrogate, in keys and strings, replaced
+    by U+FFFD, and how many were. Walks with its own stack: no depth limit to hit."""
+    count = 0
+    root: dict[str, Any] = {}
+    stack: list[tuple[Any, dict[str, Any] | list[Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, member in items:
+            kept: Any = member
+            if isinstance(member, str):
+                kept, n = _valid(member)
+                count += n
+            elif isinstance(member, dict | list):
+                kept = {} if isinstance(member, dict) else []
+                stack.append((member, kept))
+            if isinstance(target, dict):
+                name, n = _valid(str(key))
+                count += n
+                target[name] = kept
+            else:
+                target.append(kept)
+    return root, count
 
 
 def read_verdict(path: Path) -> VerdictRecord:

@@ -18,8 +18,8 @@ from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.layout import StateLayout
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
-# Lone surrogates can reach a str through JSON; they are kept, not replaced, so the bytes
-# on disk hash to the name the transcript gives them.
+# Files written before texts were made valid UTF-8 may hold lone surrogates in
+# surrogatepass form: they still read, and still hash to their names.
 _ENCODING_ERRORS: Final = "surrogatepass"
 
 
@@ -33,12 +33,23 @@ def _path(directory: Path, digest: str) -> Path:
     return directory / f"{digest}.txt"
 
 
-def write_texts(directory: Path, texts: Mapping[str, str]) -> None:
-    """Store every text under its digest; one already there is kept."""
+def write_texts(directory: Path, texts: Mapping[str, str]) -> list[str]:
+    """Store every text under its digest, as valid UTF-8; one already there is kept.
+    The transcript stores texts with lone surrogates already replaced; one that still
+    has any is stored with U+FFFD in their place (its digest then names the text as it
+    came, so replay reports it changed) and is returned: what had to be replaced."""
+    replaced = []
     for digest, text in texts.items():
         path = _path(directory, digest)
-        if not path.exists():
-            atomic_write(path, text.encode("utf-8", _ENCODING_ERRORS))
+        if path.exists():
+            continue
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text).encode()
+            replaced.append(digest)
+        atomic_write(path, data)
+    return replaced
 
 
 def read_texts(directory: Path, digests: Iterable[str]) -> dict[str, str]:

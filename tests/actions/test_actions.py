@@ -176,7 +176,8 @@ MECH = MechanicalFixVerdict(
     action="mechanical-fix",
     summary="bring the file back",
     repair_plan=RepairPlan(
-        verification_check="lint", commands=("git checkout fix-branch -- fixed",)
+        verification_check="lint",
+        commands=("git checkout fix-branch -- fixed", "git commit -m 'bring fixed back'"),
     ),
 )
 
@@ -246,7 +247,11 @@ def test_mechanical_fix_plans_its_recipe_verifier_and_fallback(tmp_path: Path) -
     rec = record(tmp_path)
     assert mechanical_fix.plan(MECH, facts(rec)) == Dispatch(
         "mechanical-fix", "auto", rerun="review", fallback="implement",
-        recipe=(("git", "checkout", "fix-branch", "--", "fixed"),), verify_check="lint",
+        recipe=(
+            ("git", "checkout", "fix-branch", "--", "fixed"),
+            ("git", "commit", "-m", "bring fixed back"),
+        ),
+        verify_check="lint",
     )  # fmt: skip
     refused = MECH.model_copy(
         update={"repair_plan": RepairPlan(verification_check="lint", commands=("rm -rf x",))}
@@ -375,13 +380,35 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
     report = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
     assert report["status"] == "green" and report["verification"]["exit_code"] == 0
     # Every process went through the executor, the orchestrator's own git included.
-    assert executor.captured == [("git", "rev-parse", "HEAD")]
-    # The recipe command ran inside bwrap (after the sandbox's once-per-process probe,
-    # which this test sees only when it is the first to start a sandbox); the check did not.
+    status = ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    assert executor.captured == [
+        ("git", "config", "-z", "--list", "--includes", "--show-scope"),
+        ("git", "rev-parse", "HEAD"),
+        status,
+        status,
+        ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+         report["head_before"], "HEAD"),
+        ("git", "rev-parse", "HEAD"),
+    ]  # fmt: skip
+    checkout = str(Path(rec.run_dir) / "verify-1")
+    # The recipe's commands ran inside bwrap (after the sandbox's once-per-process probe,
+    # which this test sees only when it is the first to start a sandbox); nothing else did.
     ran = [argv for argv in executor.ran if argv[-2:] != ("--", "true")]
-    assert ran[0][0].endswith("/bwrap")
-    assert ran[0][ran[0].index("--") + 1 :] == ("git", "checkout", "fix-branch", "--", "fixed")
-    assert ran[1:] == [("bash", "-c", "test -f fixed")]
+    assert all(argv[0].endswith("/bwrap") for argv in ran[:2])
+    assert [argv[argv.index("--") + 1 :] for argv in ran[:2]] == [
+        ("git", "checkout", "fix-branch", "--", "fixed"),
+        ("git", "commit", "-m", "bring fixed back"),
+    ]
+    assert ran[2:] == [
+        ("git", "worktree", "prune"),
+        ("git", "worktree", "add", "--detach", checkout, "HEAD"),
+        ("bash", "-c", "test -f fixed"),  # in the checkout of what ships
+        ("git", "worktree", "remove", "--force", "--force", checkout),
+        ("git", "worktree", "prune"),
+    ]
+    assert executor.cwds.count(Path(checkout)) == 1  # the check's: git's ran in the clone
+    assert not Path(checkout).exists()
+    assert report["verified_commit"] == git.Repo(rec.clone_dir).head.commit.hexsha
 
 
 def test_a_red_mechanical_fix_keeps_its_result_restores_and_falls_back(tmp_path: Path) -> None:

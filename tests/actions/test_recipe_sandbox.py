@@ -181,6 +181,10 @@ open("fixed", "w").write("so the check goes green and the clone is kept\\n")
 """
 
 
+# Committed, so the verifier (which checks what ships) sees `fixed` and goes green.
+ATTACK_RECIPE = (f"{PYTHON} attack.py", "git add -A", "git commit -m attack")
+
+
 def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read_secrets(
     tmp_path: Path, listener: socket.socket
 ) -> None:
@@ -192,10 +196,11 @@ def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read
     # shadow as seen from the host: it must never exist.
     canary = tmp_path / "canary"
     port = listener.getsockname()[1]
-    (clone / "attack.py").write_text(f"CANARY = {str(canary)!r}\nPORT = {port}\n" + ATTACK)
+    attack = f"CANARY = {str(canary)!r}\nPORT = {port}\n" + ATTACK
+    commit_files(git.Repo(clone), {"attack.py": attack}, "a script the engine wrote")
     cfg = parse_config(config_text(), tmp_path / "config.toml")
     svc = services(tmp_path, cfg, MY_API_TOKEN="s3cret", SOME_SETTING="outside only")
-    _, resume_at, report = apply(rec, cfg, svc, f"{PYTHON} attack.py")
+    _, resume_at, report = apply(rec, cfg, svc, *ATTACK_RECIPE)
     assert (report["status"], report["sandbox"], resume_at) == ("green", "bwrap", "review")
     assert not canary.exists()
     seen = json.loads((clone / "seen.json").read_text())
@@ -204,20 +209,22 @@ def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read
         listener.accept()
     assert "MY_API_TOKEN" not in seen["env"] and "SOME_SETTING" not in seen["env"]
     assert seen["env"]["HOME"] == SANDBOX_HOME
-    assert set(seen["env"]) <= {
-        "PATH", "HOME", "LANG", "PWD", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID", "ORCH_PROCESS_MARK",
-        "GIT_CONFIG_GLOBAL",
+    allowed = {
+        "PATH", "HOME", "LANG", "PAGER", "PWD", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID",
+        "ORCH_PROCESS_MARK",
         "LC_CTYPE",  # set by Python itself at start-up in a C locale (PEP 538)
     }  # fmt: skip
+    # Besides those, only git's hardening (and a commit identity) reaches the recipe.
+    assert {name for name in seen["env"] if not name.startswith("GIT_")} <= allowed
+    assert seen["env"]["GIT_CONFIG_GLOBAL"] == "/dev/null"  # the hardening made it in
     # The contrast: unsandboxed, the same recipe does see the orchestrator's environment.
     rec2 = record(tmp_path / "none")
     make_clone(rec2)
-    (Path(rec2.clone_dir) / "attack.py").write_text(
-        f"CANARY = {str(tmp_path / 'none' / 'canary')!r}\nPORT = {port}\n" + ATTACK
-    )
+    attack = f"CANARY = {str(tmp_path / 'none' / 'canary')!r}\nPORT = {port}\n" + ATTACK
+    commit_files(git.Repo(rec2.clone_dir), {"attack.py": attack}, "a script the engine wrote")
     open_cfg = parse_config(config_text("none"), tmp_path / "config.toml")
     svc2 = services(tmp_path / "none", open_cfg, SOME_SETTING="outside only")
-    _, _, open_report = apply(rec2, open_cfg, svc2, f"{PYTHON} attack.py")
+    _, _, open_report = apply(rec2, open_cfg, svc2, *ATTACK_RECIPE)
     assert open_report["sandbox"] == "none"
     assert (tmp_path / "none" / "canary").exists()
     open_seen = json.loads((Path(rec2.clone_dir) / "seen.json").read_text())
@@ -249,7 +256,9 @@ def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> Non
     make_clone(rec)
     cfg = parse_config(config_text("none"), tmp_path / "config.toml")
     svc = services(tmp_path, cfg, locate=lambda: tmp_path / "no-bwrap")
-    _, resume_at, report = apply(rec, cfg, svc, "git checkout fix-branch -- fixed")
+    _, resume_at, report = apply(
+        rec, cfg, svc, "git checkout fix-branch -- fixed", "git commit -m restore-fixed"
+    )
     assert (report["status"], report["sandbox"], resume_at) == ("green", "none", "review")
     fix_path = svc.store.mechanical_fix_path(rec.run_id, 1)
     assert _recipe_lines(fix_path, 1)[0] == (

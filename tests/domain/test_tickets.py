@@ -4,11 +4,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.domain.errors import TicketError
 from orchestrator.domain.tickets import TicketFields, TicketKind, load_ticket, render_ticket
 
-from conftest import ROOT, orchestrator_cmd, subprocess_env, write_ticket
+from conftest import ROOT, examples, orchestrator_cmd, subprocess_env, write_ticket
 
 
 def refusal(path: Path) -> str:
@@ -151,3 +153,45 @@ def test_rendering_keeps_extras_and_refuses_an_empty_body(tmp_path: Path) -> Non
     assert load_ticket(path).fields == fields
     with pytest.raises(ValueError, match="a ticket needs a body"):
         render_ticket(fields, " \n")
+
+
+# Line breaks Python's str.splitlines knows beyond "\n", control characters the TOML writer
+# must escape, and the fence itself: what a sub-ticket's title and body may hold.
+TRICKY = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+          "\u2029", "\x00", "\x7f", "\t", "+++", '"', "'", "\\", "=", "[", "]", "#"]  # fmt: skip
+unicode_text = st.lists(st.characters(codec="utf-8") | st.sampled_from(TRICKY), max_size=40).map(
+    "".join
+)  # surrogate-free: a file holds UTF-8
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    title=unicode_text.filter(lambda t: 1 <= len(t) <= 200),
+    body=unicode_text.filter(lambda b: b.strip() != ""),
+)
+# Found by the parametrized test below: a fence between line breaks TOML leaves raw.
+@example(title="a\u2028+++\u2028b", body="\u2029+++\x85body\r")
+def test_any_unicode_title_and_body_round_trip_through_the_ticket_loader(
+    tmp_path_factory: pytest.TempPathFactory, title: str, body: str
+) -> None:
+    fields = TicketFields(
+        id="CARDS-1.1", title=title, kind=TicketKind.BUG_FIX, repository="../origin.git",
+        parent="CARDS-1",
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("sub") / "CARDS-1.1.md"
+    path.write_bytes(render_ticket(fields, body).encode("utf-8"))
+    ticket = load_ticket(path)
+    assert ticket.fields == fields
+    # The body as written, less the blank lines around it (the file's own framing).
+    assert ticket.body == body.strip("\n")
+
+
+@pytest.mark.parametrize("brk", ["\x85", "\u2028", "\u2029", "\x1c", "\r"])
+def test_a_title_with_a_fence_between_unusual_line_breaks_reads_back(
+    tmp_path: Path, brk: str
+) -> None:
+    title = f"a{brk}+++{brk}kind = 'docs'"
+    fields = TicketFields(id="T-3", title=title, kind=TicketKind.FEATURE, repository="r")
+    path = tmp_path / "T-3.md"
+    path.write_bytes(render_ticket(fields, "body").encode("utf-8"))
+    assert load_ticket(path).fields.title == title

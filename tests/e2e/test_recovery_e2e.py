@@ -10,6 +10,8 @@ import git
 import pytest
 
 from orchestrator.app.driver import run_ticket
+from orchestrator.cli.commands.run import exit_code
+from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
@@ -406,7 +408,10 @@ def test_a_recipe_that_edits_the_checks_own_script_is_red(tmp_path: Path) -> Non
                     "summary": "make it pass",
                     "repair_plan": {
                         "verification_check": "strict",
-                        "commands": ["git -C <clone> checkout origin/weak -- check.sh"],
+                        "commands": [
+                            "git -C <clone> checkout origin/weak -- check.sh",
+                            "git -C <clone> commit -m weaken",
+                        ],
                     },
                 }
             ),
@@ -509,3 +514,98 @@ def test_show_reports_model_usage_and_estimated_cost(tmp_path: Path) -> None:
     text = "\n".join(render(record, h.services.store, prices))
     assert "model    run: 1 call(s), 2000 input + 500 output tokens, ~$0.0135" in text
     assert "model    ticket: 1 call(s)" in text
+
+
+@pytest.mark.parametrize(
+    ("odd_reply", "said"),
+    [
+        ('{"action": ["retry"], "summary": "list action"}', "action: ['retry'] is not one of"),
+        ("[" * 10_000 + "]" * 10_000, "reply is nested deeper than 16 levels"),
+        ('{"action": "retry", "summary": "\\ud800"}', "a string holds a lone surrogate"),
+        ('{"action": "retry", "summary": "raw \ud800 surrogate"}', "reply holds a lone surrogate"),
+    ],
+    ids=["list-action", "nested-10000", "surrogate-escape", "raw-surrogate"],
+)
+def test_an_odd_reply_ends_needs_human_with_a_valid_utf8_verdict_and_no_second_charge(
+    tmp_path: Path, odd_reply: str, said: str
+) -> None:
+    make_origin(tmp_path)
+    config = one_diagnosis(write_pipeline(tmp_path, flaky("build", fails=99)))
+    gateway = ScriptedGateway([odd_reply, odd_reply])  # the reply, and the re-ask's
+    h = Harness(config, gateway)
+    ticket = write_ticket(tmp_path / "t")
+    record = h.run(ticket)
+    assert record.state is RunState.NEEDS_HUMAN, record.halt
+    assert exit_code(record) == EXIT_NEEDS_HUMAN
+    assert record.halt is not None and record.halt.reason is HaltReason.INVALID_VERDICT
+    assert said in record.halt.detail
+    [ref] = record.verdicts
+    data = Path(ref.path).read_bytes()
+    stored = json.loads(data.decode("utf-8"))  # strict UTF-8: no lone surrogate on disk
+    assert (stored["action"], stored["valid"], stored["halt"]) == (
+        "abandon-human", False, "invalid_verdict",
+    )  # fmt: skip
+    assert any(said in e for e in stored["errors"])
+    for text in (tmp_path / "state" / "runs").glob("*.replies/*.txt"):
+        text.read_bytes().decode("utf-8")
+    assert gateway.calls == 2 and h.budget() == (1, 0)
+
+    assert_ended_and_nothing_more_charged(tmp_path, config, ticket, record.run_id)
+
+
+def one_diagnosis(config: Path) -> Path:
+    text = config.read_text()
+    assert "max_diag_invocations_per_ticket = 2" in text
+    config.write_text(
+        text.replace("max_diag_invocations_per_ticket = 2", "max_diag_invocations_per_ticket = 1")
+    )
+    return config
+
+
+def assert_ended_and_nothing_more_charged(
+    tmp_path: Path, config: Path, ticket: Path, run_id: str
+) -> None:
+    """The run is over on disk (not left in ``recovering`` for a re-run to resume and charge
+    again), and running the ticket again asks no model and charges nothing."""
+    [path] = run_record_paths(tmp_path / "state" / "runs")
+    assert json.loads(path.read_text())["state"] == "needs-human"
+    again = Harness(config, ScriptedGateway([]))
+    record = again.run(ticket)
+    assert record.run_id != run_id  # a new run: the first one ended
+    assert record.state is RunState.FAILED and record.halt is not None
+    assert record.halt.reason is HaltReason.CAP_EXHAUSTED
+    assert again.budget() == (1, 0) and again.builds == 0
+
+
+def test_a_bug_while_deciding_still_persists_an_abandon_and_keeps_the_charge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth: whatever raises inside the decision, the run ends needs-human
+    with a persisted verdict that says why, never stuck in ``recovering``."""
+    import orchestrator.recovery.diagnose as diagnose_module
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise TypeError("unhashable type: 'list' (sk-ant-api03-" + "k" * 40 + ")\nmore")
+
+    # A bug on the model's path, after the diagnosis was charged and the call made.
+    monkeypatch.setattr(diagnose_module, "semantic_errors", broken)
+    make_origin(tmp_path)
+    config = one_diagnosis(write_pipeline(tmp_path, flaky("build", fails=99)))
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "x"})])
+    h = Harness(config, gateway)
+    ticket = write_ticket(tmp_path / "t")
+    record = h.run(ticket)
+    monkeypatch.undo()
+    assert record.state is RunState.NEEDS_HUMAN, record.halt
+    assert record.halt is not None and record.halt.reason is HaltReason.INVALID_VERDICT
+    [stored] = h.verdicts(record)
+    assert (stored["source"], stored["action"], stored["valid"]) == (
+        "synthetic", "abandon-human", False,
+    )  # fmt: skip
+    reason = str(stored["reason"])
+    assert "TypeError: unhashable type: 'list'" in reason
+    assert "sk-ant" not in reason and "more" not in reason  # redacted, one line
+    assert gateway.calls == 1 and h.budget() == (1, 0)
+    assert record.counters.diagnoses == 1  # the call made stays counted
+
+    assert_ended_and_nothing_more_charged(tmp_path, config, ticket, record.run_id)

@@ -25,6 +25,7 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
 from conftest import examples, write_ticket
+from hostile_json import hostile_replies
 from recording_executor import RecordingExecutor
 
 PIPELINE = """\
@@ -103,6 +104,9 @@ replies = st.one_of(
     st.text(max_size=60),
     verdicts.map(json.dumps),
     verdicts.map(lambda v: "Sure: " + json.dumps(v)),
+    # Any JSON value in any field, 10,000-deep nesting, lone surrogates, NaN, huge numbers,
+    # duplicate keys, non-objects, raw text.
+    hostile_replies,
 )
 
 
@@ -142,6 +146,7 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
         assert record.verdicts, "a failure always leaves a decision on disk"
         assert gateway.calls <= 2  # one diagnosis (cap 1) plus at most one re-ask
         for ref in record.verdicts:
+            json.loads(Path(ref.path).read_bytes().decode("utf-8"))  # strict: valid UTF-8
             stored = read_verdict(Path(ref.path))
             # The stored verdict, checked again from its JSON as a model reply would be.
             verdict, errors = validate_verdict_object(stored.verdict.model_dump(mode="json"))
@@ -168,3 +173,5 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
             # Anything else must be a recipe command of a valid verdict.
             assert any(argv[-1] in cmd for cmd in valid_recipes), argv
         assert not Path("/tmp/should-never-run").exists()
+        for text in (root / "state" / "runs").glob("*.replies/*.txt"):
+            text.read_bytes().decode("utf-8")

@@ -19,7 +19,7 @@ from orchestrator.recovery.gateway import (
     charged_factory,
 )
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.transcript import CallPurpose
+from orchestrator.recovery.transcript import CallPurpose, TranscriptPlayer
 from orchestrator.recovery.verdict import (
     Action,
     DecisionContext,
@@ -28,6 +28,7 @@ from orchestrator.recovery.verdict import (
 )
 
 from conftest import examples
+from hostile_json import hostile_replies
 from recovery_fixtures import decision_context, prompt_facts
 
 CLONE = Path("/nonexistent/clone")
@@ -259,6 +260,7 @@ verdictish = st.fixed_dictionaries(
 replies = st.one_of(
     st.text(max_size=200),
     json_values.map(json.dumps),
+    hostile_replies,
     verdictish.map(json.dumps),
     verdictish.map(lambda v: "```json\n" + json.dumps(v) + "\n```"),
     verdictish.map(lambda v: "prose " + json.dumps(v)),
@@ -280,3 +282,68 @@ def test_whatever_the_model_says_the_result_is_a_valid_executable_verdict(texts:
         assert decision.halt is HaltReason.INVALID_VERDICT
     # An invalid proposal never carries a recipe into execution.
     assert not (isinstance(verdict, MechanicalFixVerdict) and not decision.valid)
+    # Whatever came, what would be stored is valid UTF-8.
+    for text in decision.transcript.texts.values():
+        text.encode("utf-8")
+    for error in decision.errors:
+        error.encode("utf-8")
+    decision.verdict.model_dump_json().encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ('{"action": ["retry"], "summary": "x"}', "action: ['retry'] is not one of"),
+        ("[" * 10_000 + "]" * 10_000, "nested deeper than 16 levels"),
+        ('{"action": "retry", "summary": "\\ud800"}', "a string holds a lone surrogate"),
+        ('{"action": "retry", "summary": 1e999}', "out of range"),
+        ('{"action": ' + "9" * 10_000 + ', "summary": "x"}', "a number with 10000 digits"),
+        ('{"action": "retry", "action": "retry", "summary": "x"}', "duplicate key"),
+        ('{"action": "retry", "summary": NaN}', "NaN is not a JSON number"),
+        ("17", "not an object (got int)"),
+    ],
+)
+def test_an_odd_reply_asked_again_then_given_up_is_an_invalid_verdict(
+    reply: str, error: str
+) -> None:
+    gateway = ScriptedGateway([reply, reply])
+    decision, events = run(gateway)
+    assert gateway.calls == 2 and events.count("charge") == 1
+    assert not decision.valid and decision.verdict.action == "abandon-human"
+    assert decision.halt is HaltReason.INVALID_VERDICT
+    assert any(error in e for e in decision.errors), decision.errors
+    assert error in decision.reason
+    # The re-ask told the model what was wrong.
+    assert error in gateway.requests[1].prompt
+
+
+def test_an_odd_reply_then_a_good_one_is_the_good_verdict() -> None:
+    good = json.dumps({"action": "retry", "summary": "flaky"})
+    gateway = ScriptedGateway(['{"action": {"retry": []}, "summary": "x"}', good])
+    decision, _ = run(gateway)
+    assert decision.valid and decision.verdict.action == "retry"
+
+
+def test_a_raw_lone_surrogate_is_refused_and_stored_as_valid_utf8() -> None:
+    raw = '{"action": "retry", "summary": "flaky \ud800 net"}'
+    gateway = ScriptedGateway([raw, raw])
+    decision, _ = run(gateway)
+    assert not decision.valid and decision.halt is HaltReason.INVALID_VERDICT
+    assert decision.errors == ("reply holds a lone surrogate (not valid Unicode text)",)
+    calls = decision.transcript.model_calls
+    assert [c.lone_surrogates for c in calls] == [1, 1]
+    (stored,) = set(decision.transcript.texts.values())
+    assert stored == '{"action": "retry", "summary": "flaky \ufffd net"}'
+    stored.encode("utf-8")
+
+
+def test_a_reply_with_a_lone_surrogate_replays_to_the_same_decision() -> None:
+    raw = '{"action": "retry", "summary": "flaky \ud800 net"}'
+    decision, _ = run(ScriptedGateway([raw, raw]))
+    # Replay reads the stored text (U+FFFD in place of the surrogate), and its record.
+    player = TranscriptPlayer(decision.transcript.entries, dict(decision.transcript.texts))
+    replayed, _ = run(player)
+    assert player.finish() == []
+    assert (replayed.valid, replayed.errors, replayed.reason) == (
+        decision.valid, decision.errors, decision.reason,
+    )  # fmt: skip

@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.confidence import History, compose, route
@@ -33,10 +35,12 @@ from orchestrator.recovery.graph import (
     RoutingNode,
     Verification,
     VerificationNode,
+    fail_safe,
     judge_draw,
     run_graph,
+    verification_checks,
 )
-from orchestrator.recovery.guardrail import scrub
+from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import CallPurpose, ModelCall, Transcript, call_model
@@ -47,6 +51,8 @@ from orchestrator.recovery.verdict import (
     validate_verdict_object,
 )
 
+from conftest import examples
+from hostile_json import hostile_replies
 from recovery_fixtures import decision_context, prompt_facts
 
 THRESHOLDS = {
@@ -429,3 +435,100 @@ def test_a_gateway_that_raises_is_recorded_with_a_typed_error_kind(tmp_path: Pat
     assert call.error == "gateway_raised" and call.reply_sha256 is None
     assert state.require_decision().reason == "model gateway failed: ConnectionResetError"
     assert Transcript().plus(state.transcript) == state.transcript
+
+
+# ---- every reply fails closed, through every node ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "proposal",
+    [
+        {"action": ["retry"], "summary": "x"},
+        {"action": {"retry": 1}, "summary": "x"},
+        {"action": None},
+        ["retry"],
+        "retry",
+        None,
+        {"action": "mechanical-fix", "summary": "x", "repair_plan": ["git status"]},
+        {"action": "mechanical-fix", "summary": "x", "repair_plan": {"commands": "/etc"}},
+    ],
+)
+def test_verification_checks_a_proposal_of_any_shape_without_raising(
+    tmp_path: Path, proposal: object
+) -> None:
+    checks = verification_checks(proposal, decision_context(tmp_path), Guardrail())
+    assert checks["in_enum"] is False or checks["schema_ok"] is False
+    assert not all(checks.values())
+
+
+def test_the_guardrail_walks_any_depth_and_any_shape(tmp_path: Path) -> None:
+    deep: object = "mail me at a@b.example"
+    for _ in range(10_000):
+        deep = [deep, {"k": deep}] if isinstance(deep, str) else [deep]
+    scrubbed, count = scrub_object({"x": deep, "n": 1.5, "b": None})
+    assert count == 2
+    inner = scrubbed["x"]
+    for _ in range(9_999):
+        inner = inner[0]
+    assert inner == ["mail me at [EMAIL]", {"k": "mail me at [EMAIL]"}]
+    weird = {"repair_plan": {"commands": ["cat /a\x00b", 7, ["/etc"]], "verification_check": 1}}
+    assert paths_outside(weird, tmp_path) == ["/a\x00b"]
+    assert paths_outside(["/etc"], tmp_path) == []
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(hostile_replies, min_size=2, max_size=2))
+def test_whatever_the_model_replies_the_graph_ends_in_a_storable_decision(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[str]
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("clone")
+    gateway = ScriptedGateway(list(texts))
+    state = run_graph(context(tmp_path), deps(gateway, max_reasks=1))
+    assert state.trace == NODE_ORDER and gateway.calls <= 2
+    memory = state.require_memory()
+    if not memory.valid:
+        assert memory.action == "abandon-human" and memory.halt == "invalid_verdict"
+    # What the caller persists is valid UTF-8 JSON, and reads back as it was (the inputs
+    # are stored without the bundle text, which sits in its own file).
+    data = memory.model_dump_json().encode("utf-8")
+    back = type(memory).model_validate_json(data)
+    assert back.model_copy(update={"inputs": memory.inputs}) == memory
+    for text in state.transcript.texts.values():
+        text.encode("utf-8")
+
+
+def test_fail_safe_carries_a_synthetic_abandon_through_every_node(tmp_path: Path) -> None:
+    why = "recovery failed while deciding (TypeError: boom sk-ant-api03-" + "x" * 40 + " \ud800)"
+    state = fail_safe(context(tmp_path), why, calls=1, thresholds=THRESHOLDS)
+    assert state.trace == NODE_ORDER
+    memory = state.require_memory()
+    assert (memory.action, memory.source, memory.valid) == ("abandon-human", "synthetic", False)
+    assert memory.halt == "invalid_verdict" and memory.usage.calls == 1
+    assert "TypeError: boom" in memory.reason and "sk-ant" not in memory.reason
+    assert "\ufffd" in memory.reason  # the lone surrogate, replaced
+    memory.model_dump_json().encode("utf-8")
+    assert state.require_proposal().routing in ("auto", "reject")  # carried out, no waiting
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "[" * 10_000 + "]" * 10_000,
+        '{"agree": ["yes"], "reason": {"why": 1}}',
+        '{"agree": true, "reason": "\\ud800"}',
+        '{"agree": true, "reason": "raw \ud800"}',
+        '["agree"]',
+        "1e999",
+    ],
+)
+def test_an_odd_judge_reply_is_no_opinion_never_a_crash(tmp_path: Path, odd: str) -> None:
+    judge = ScriptedGateway([odd])
+    state = Judge().run(
+        GraphState(
+            ctx=context(tmp_path), decision=model_decision({"action": "retry", "summary": "x"})
+        ),
+        deps(judge_factory=lambda: judge, judge_sample_rate=1.0),
+    )
+    assert state.judge is not None and state.judge.sampled and judge.calls == 1
+    assert state.judge.agrees is None
+    state.judge.reason.encode("utf-8")

@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.recovery.diagnose import Source
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.investigate import DisallowedTool, bounded_investigation
 from orchestrator.recovery.transcript import ModelCall, ToolCall
 
+from conftest import examples
+from hostile_json import hostile_replies, json_values
 from recovery_fixtures import decision_context, prompt_facts
 
 CTX = decision_context(Path("/c"), ladders={"patch": ("small", "large")})
@@ -149,3 +153,36 @@ def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_
         (1, "git_log"),
     ]
     assert [r["kind"] for r in rows] == ["trace", "trace", "decision"]
+
+
+@pytest.mark.parametrize("name", [["grep"], {"grep": 1}, 7, None])
+def test_a_tool_name_that_is_not_a_string_is_refused_not_a_crash(name: object) -> None:
+    with pytest.raises(DisallowedTool) as refused:
+        investigate([json.dumps({"tool": name, "args": {}})])
+    assert refused.value.tool == repr(name)
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        hostile_replies
+        | hostile_replies.map(lambda r: '{"final": ' + r + "}")
+        | json_values.map(lambda args: json.dumps({"tool": "grep", "args": args})),
+        min_size=3,
+        max_size=3,
+    )
+)
+def test_whatever_the_steps_say_the_loop_ends_in_a_decision_or_a_refusal(
+    texts: list[str],
+) -> None:
+    try:
+        decision, traced, _, _ = investigate(list(texts), max_steps=3)
+    except DisallowedTool as refused:
+        refused.tool.encode("utf-8")
+        assert len(refused.tool) <= 60
+        return
+    assert decision.valid or decision.verdict.action == "abandon-human"
+    for text in decision.transcript.texts.values():
+        text.encode("utf-8")
+    for step in traced:
+        json.dumps(step.args).encode("utf-8")  # tool arguments are stored as they came

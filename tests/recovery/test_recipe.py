@@ -51,6 +51,19 @@ def test_seed_recipe_becomes_argv_lists_with_the_clone_substituted(tmp_path: Pat
             "[1]: git option '-c' is not allowed in a recipe",
         ),
         ("git --git-dir=.git status", "[1]: git option '--git-dir' is not allowed"),
+        ("git diff --ext-diff", "[1]: git option '--ext-diff' is not allowed"),
+        ("git log -p --textconv", "[1]: git option '--textconv' is not allowed"),
+        ("git cherry-pick --strategy=evil x", "[1]: git option '--strategy' is not allowed"),
+        ("git --exec-path=. status", "[1]: git option '--exec-path' is not allowed"),
+        ("git --config-env=core.pager=X log", "[1]: git option '--config-env' is not allowed"),
+        ("git diff --output=.git/config", "[1]: git would write '.git/config', inside .git"),
+        ("git log -p --output .git/hooks/pre-commit", "inside .git"),
+        ("git -C <clone>/sub diff --output=.git/config", "inside .git"),
+        ("git -C <clone>/.git diff --output=config", "[1]: git -C"),
+        ("git show --output=/tmp/x HEAD", "[1]: path '/tmp/x' is outside the clone"),
+        ("git format-patch -o.git/x HEAD~1", "[1]: git would write '.git/x', inside .git"),
+        ("git diff --output=sub/../../elsewhere", "outside the clone"),
+        ("git bundle create .git/config HEAD", "[1]: git would write '.git/config', inside .git"),
         ("git push origin HEAD", "[1]: git 'push' is not an allowed recipe subcommand"),
         ("git", "[1]: git without a subcommand"),
         ("git commit -m 'unterminated", "[1]: cannot be split into arguments"),
@@ -66,3 +79,16 @@ def test_refused_recipes(tmp_path: Path, command: str, error: str) -> None:
 def test_a_commit_message_may_mention_a_path(tmp_path: Path) -> None:
     argvs, errors = plan(tmp_path, "git commit -m /etc/passwd-is-not-touched")
     assert errors == [] and argvs[0][-1] == "/etc/passwd-is-not-touched"
+
+
+def test_an_output_option_is_resolved_through_symbolic_links(tmp_path: Path) -> None:
+    clone = tmp_path / "clone dir"
+    (clone / ".git").mkdir(parents=True)
+    (clone / "gitdir").symlink_to(clone / ".git")
+    (clone / "away").symlink_to(tmp_path)
+    _, errors = plan(tmp_path, "git diff --output=gitdir/config")
+    assert errors == ["[0]: git would write 'gitdir/config', inside .git"]
+    _, errors = plan(tmp_path, "git diff --output=away/x")
+    assert errors == ["[0]: git would write 'away/x', outside the clone"]
+    argvs, errors = plan(tmp_path, "git diff --output=notes/changes.diff")
+    assert errors == [] and argvs == [("git", "diff", "--output=notes/changes.diff")]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from orchestrator.recovery.verdict import (
     Action,
@@ -16,8 +17,12 @@ from orchestrator.recovery.verdict import (
     next_model,
     parse_verdict,
     semantic_errors,
+    validate_verdict_object,
     verdict_json_schema,
 )
+
+from conftest import examples
+from hostile_json import hostile_replies
 
 SEED_FIX = {
     "action": "mechanical-fix",
@@ -205,3 +210,99 @@ def test_ladder_and_check_naming_helpers() -> None:
     assert names_check("lint-bug-commit-order", "lint-bug-commit-order")
     assert names_check("bash scripts/dev.sh lint-bug-commit-order", "lint-bug-commit-order")
     assert not names_check("project-tests", "lint-bug-commit-order")
+
+
+# ---- every reply fails closed ----------------------------------------------------------
+
+DEEP = 10_000
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ('{"action": ["retry"], "summary": "x"}', "action: ['retry'] is not one of"),
+        ('{"action": {"retry": 1}, "summary": "x"}', "action: {'retry': 1} is not one of"),
+        ('{"action": 7, "summary": "x"}', "action: 7 is not one of"),
+        ('{"action": null, "summary": "x"}', "action: None is not one of"),
+        ('{"action": true, "summary": "x"}', "action: True is not one of"),
+        ('{"action": "retry", "summary": ["x"]}', "summary: Input should be a valid string"),
+        ('{"action": "retry", "summary": null}', "summary: Input should be a valid string"),
+        ("[" * DEEP + "]" * DEEP, "nested deeper than 16 levels"),
+        ('{"a":' * DEEP + "1" + "}" * DEEP, "nested deeper than 16 levels"),
+        ('{"action": ' + "[" * DEEP + "]" * DEEP + "}", "nested deeper than 16 levels"),
+        ('{"action": "retry", "summary": "\\ud800"}', "a string holds a lone surrogate"),
+        ('{"\\udfff": 1, "action": "retry", "summary": "x"}', "a key holds a lone surrogate"),
+        ('{"action": "retry", "summary": "a\ud800b"}', "reply holds a lone surrogate"),
+        ('{"action": "retry", "summary": 1e999}', "the number 1e999 is out of range"),
+        ('{"action": "retry", "summary": -1e999}', "out of range"),
+        ('{"action": "retry", "summary": NaN}', "NaN is not a JSON number"),
+        ('{"action": "retry", "summary": Infinity}', "Infinity is not a JSON number"),
+        ('{"action": ' + "9" * 10_000 + ', "summary": "x"}', "a number with 10000 digits"),
+        ('{"action": "retry", "action": "abandon-human", "summary": "x"}', "duplicate key"),
+        ('{"action": "retry", "summary": "' + "x" * 70_000 + '"}', "longer than 64000"),
+        ('"retry"', "not an object (got str)"),
+        ("[1, 2]", "not an object (got list)"),
+        ("null", "not an object (got NoneType)"),
+        ("1e999", "out of range"),
+    ],
+)
+def test_every_oddity_in_a_reply_is_a_validation_error(reply: str, error: str) -> None:
+    verdict, errors = parse_verdict(reply)
+    assert verdict is None
+    assert len(errors) >= 1 and any(error in e for e in errors), errors
+    for message in errors:
+        message.encode("utf-8")  # every message can be stored and shown
+        assert len(message) <= 300
+
+
+def test_json_nested_to_the_limit_still_parses_and_one_more_level_does_not() -> None:
+    inside = "[" * 15 + "]" * 15  # the reply's object and 15 lists: 16 levels
+    verdict, errors = parse_verdict('{"action": "retry", "summary": "x", "n": ' + inside + "}")
+    assert verdict is None and errors == ["n: unknown key (not allowed here)"]
+    deeper = '{"action": "retry", "summary": "x", "n": [' + inside + "]}"
+    assert parse_verdict(deeper)[1] == ["reply is nested deeper than 16 levels"]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    summary = "[" * 100 + '\\"{' * 50  # escaped quotes do not end the string
+    verdict, errors = parse_verdict(json.dumps({"action": "retry", "summary": summary}))
+    assert errors == [] and verdict is not None and verdict.summary == summary
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"action": ["retry"], "summary": "x"},
+        {"action": {"a": 1}, "summary": "x"},
+        {"action": "retry", "summary": "\ud800"},
+        {"action": "retry", "summary": float("nan")},
+        {"action": "retry", "summary": 10**5000},
+        {"action": "retry", "summary": object()},
+        {1: "retry"},
+        ["action", "retry"],
+        "retry",
+        None,
+    ],
+)
+def test_validating_an_object_of_any_shape_never_raises(value: object) -> None:
+    verdict, errors = validate_verdict_object(value)
+    assert verdict is None and errors
+
+
+def test_validating_an_object_nested_ten_thousand_deep_never_raises() -> None:
+    value: object = "retry"
+    for _ in range(DEEP):
+        value = [value]
+    verdict, errors = validate_verdict_object({"action": value, "summary": "x"})
+    assert verdict is None and errors == ["not a plain JSON value: nested deeper than 16 levels"]
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_replies)
+def test_parse_verdict_never_raises_and_says_why(reply: str) -> None:
+    verdict, errors = parse_verdict(reply)
+    assert (verdict is None) == bool(errors)
+    for message in errors:
+        message.encode("utf-8")
+    if verdict is not None:
+        verdict.model_dump_json().encode("utf-8")  # what is accepted can be stored

@@ -91,12 +91,30 @@ class SandboxSpec:
         return {**kept, **self.env_set}
 
 
+def _installation() -> tuple[Path, ...]:
+    """Where this interpreter and this package live. A sandboxed ``{python}`` (a check, a
+    stage program) needs them, and an install under /tmp (a CI checkout, a throwaway venv)
+    would otherwise vanish behind the private /tmp."""
+    import orchestrator
+
+    places = {
+        Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+        Path(sys.executable).parent, Path(sys.executable).resolve().parent,
+        Path(orchestrator.__file__).resolve().parent.parent,
+    }  # fmt: skip
+    return tuple(sorted(p for p in places if p.is_absolute()))
+
+
+INSTALLATION: tuple[Path, ...] = _installation()
+
+
 def bwrap_argv(
     spec: SandboxSpec,
     argv: tuple[str, ...],
     *,
     bwrap: Path,
     cwd: Path,
+    installation: tuple[Path, ...] = INSTALLATION,
 ) -> tuple[str, ...]:
     """The argv that runs ``argv`` in ``cwd`` inside the sandbox ``spec`` describes.
 
@@ -107,7 +125,8 @@ def bwrap_argv(
     out: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     # The private /tmp first: a writable path under /tmp is bound on top of it afterwards.
     out += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
-    for path in spec.readable:  # before the writable ones, which may sit inside them
+    # Read-only again, before the writable ones, which may sit inside them.
+    for path in (*installation, *spec.readable):
         out += ["--ro-bind-try", str(path), str(path)]
     for path in spec.writable:
         out += ["--bind", str(path), str(path)]

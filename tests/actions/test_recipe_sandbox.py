@@ -107,7 +107,13 @@ def services(
         loaded=LoadedConfig(config=cfg, path=cfg_path, root=root, sha256=""),
         store=RunStore(root / "state"),
         reporter=PlainReporter(io.StringIO()),
-        environ={"PATH": os.environ["PATH"], "HOME": str(root), **environ},
+        # This interpreter's directory first, so the recipe's bare `python` is the real
+        # interpreter rather than a version manager's shim (which sets its own variables).
+        environ={
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "HOME": str(root),
+            **environ,
+        },
         executor=RecordingExecutor(),
         sleep=lambda seconds: pytest.fail(f"the mutator slept {seconds}s"),
         locate_bwrap=locate,

@@ -16,6 +16,7 @@ import pytest
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import (
+    INSTALLATION,
     SANDBOX_HOME,
     SandboxedExecutor,
     SandboxSpec,
@@ -31,7 +32,9 @@ BWRAP = Path("/opt/bwrap")
 
 def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() -> None:
     spec = SandboxSpec(writable=(Path("/tmp/x/clone"), Path("/srv/cache")))
-    argv = bwrap_argv(spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"))
+    argv = bwrap_argv(
+        spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"), installation=()
+    )
     assert argv == (
         "/opt/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
         "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
@@ -42,7 +45,7 @@ def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() 
     # A path under /tmp that must stay readable is bound read-only before the writable ones.
     seen = bwrap_argv(
         SandboxSpec(writable=(Path("/tmp/r/clone"),), readable=(Path("/tmp/r"),)),
-        ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"),
+        ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"), installation=(),
     )  # fmt: skip
     assert seen[12:18] == (
         "--ro-bind-try", "/tmp/r", "/tmp/r", "--bind", "/tmp/r/clone", "/tmp/r/clone",
@@ -51,6 +54,20 @@ def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() 
         SandboxSpec(writable=(), network=True), ("true",), bwrap=BWRAP, cwd=Path("/")
     )
     assert shared[shared.index("--unshare-all") + 1] == "--share-net"
+
+
+def test_this_installation_stays_readable_even_under_the_private_tmp() -> None:
+    """A checkout or venv under /tmp (a CI clone, a throwaway venv) must not vanish behind
+    the private /tmp: a sandboxed ``{python}`` needs its interpreter and this package."""
+    argv = bwrap_argv(
+        SandboxSpec(writable=(Path("/tmp/c/clone"),)), ("true",), bwrap=BWRAP,
+        cwd=Path("/tmp/c/clone"), installation=(Path("/tmp/ci/.venv"), Path("/tmp/ci")),
+    )  # fmt: skip
+    assert argv[12:21] == (
+        "--ro-bind-try", "/tmp/ci/.venv", "/tmp/ci/.venv", "--ro-bind-try", "/tmp/ci", "/tmp/ci",
+        "--bind", "/tmp/c/clone", "/tmp/c/clone",
+    )  # fmt: skip
+    assert Path(sys.prefix) in INSTALLATION and Path(sys.executable).parent in INSTALLATION
 
 
 def test_the_environment_is_an_explicit_list_and_never_on_the_command_line() -> None:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.domain.jsonwalk import map_strings
 from orchestrator.recovery.redact import redact
 
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b")
@@ -50,32 +51,9 @@ def scrub(text: str) -> tuple[str, int]:
 
 
 def scrub_object(value: Any) -> tuple[Any, int]:
-    """Scrub every string inside a JSON-like value (keys are left as they are). Walks
-    with its own stack, so no value is too deep for it; what is not a string, a list or
-    a dict is kept as it is."""
-    if isinstance(value, str):
-        return scrub(value)
-    if not isinstance(value, list | dict):
-        return value, 0
-    count = 0
-    root: list[Any] | dict[Any, Any] = [] if isinstance(value, list) else {}
-    stack: list[tuple[Any, list[Any] | dict[Any, Any]]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, member in items:
-            kept: Any = member
-            if isinstance(member, str):
-                kept, n = scrub(member)
-                count += n
-            elif isinstance(member, list | dict):
-                kept = [] if isinstance(member, list) else {}
-                stack.append((member, kept))
-            if isinstance(target, dict):
-                target[key] = kept
-            else:
-                target.append(kept)
-    return root, count
+    """Scrub every string inside a JSON-like value (keys are left as they are), however
+    deep it nests."""
+    return map_strings(value, scrub)
 
 
 def paths_outside(verdict: Any, clone: Path) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import field_validator
 
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.jsonwalk import map_strings
 from orchestrator.domain.validation import read_model
 from orchestrator.recovery.audit import AuditMemory, TokenUsage
 from orchestrator.storage.atomic import atomic_write
@@ -71,28 +72,9 @@ def _valid(text: str) -> tuple[str, int]:
 
 def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """A copy of a JSON object with every lone surrogate, in keys and strings, replaced
-    by U+FFFD, and how many were. Walks with its own stack: no depth limit to hit."""
-    count = 0
-    root: dict[str, Any] = {}
-    stack: list[tuple[Any, dict[str, Any] | list[Any]]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, member in items:
-            kept: Any = member
-            if isinstance(member, str):
-                kept, n = _valid(member)
-                count += n
-            elif isinstance(member, dict | list):
-                kept = {} if isinstance(member, dict) else []
-                stack.append((member, kept))
-            if isinstance(target, dict):
-                name, n = _valid(str(key))
-                count += n
-                target[name] = kept
-            else:
-                target.append(kept)
-    return root, count
+    by U+FFFD, and how many were."""
+    fixed, count = map_strings(value, _valid, keys=True)
+    return fixed, count
 
 
 def read_verdict(path: Path) -> VerdictRecord:

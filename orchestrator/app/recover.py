@@ -282,12 +282,9 @@ def _decide(
     # Every gateway the decision is handed (diagnosis, investigation, judge) is charged to
     # the ticket's diagnosis cap, and persisted, before the graph can call it.
     charged = charged_factory(services.gateway_factory, charge)
-    deps = GraphDeps(
+    deps = GraphDeps.from_config(
+        config,
         gateway_factory=charged,
-        thresholds=config.routing.by_action(),
-        max_reasks=config.recovery.max_reasks,
-        max_tokens=config.model.max_tokens,
-        judge_sample_rate=config.judge.sample_rate,
         judge_factory=charged,
         investigate=investigator_for(config, services, Path(record.clone_dir)),
     )

@@ -302,12 +302,9 @@ def replay_verdict(
     def judge_factory() -> ModelGateway | Unavailable | None:
         return judge
 
-    deps = GraphDeps(
+    deps = GraphDeps.from_config(
+        config,
         gateway_factory=gateway_factory,
-        thresholds=config.routing.by_action(),
-        max_reasks=config.recovery.max_reasks,
-        max_tokens=config.model.max_tokens,
-        judge_sample_rate=config.judge.sample_rate,
         judge_factory=judge_factory,
         investigate=(
             _replay_investigator(config, player) if config.diagnosis.mode == "investigate" else None

@@ -10,6 +10,17 @@ from typing import Any
 Rewrite = Callable[[str], tuple[str, int]]
 
 
+def valid_text(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many were: what is
+    stored is always valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
+        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
+    return text, 0
+
+
 def map_strings(value: Any, rewrite: Rewrite, *, keys: bool = False) -> tuple[Any, int]:
     """A copy of ``value`` with every string (and, with ``keys``, every dict key) passed
     through ``rewrite``, and the sum of the counts it returned. What is not a string, a

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 from orchestrator.actions.registry import REGISTRY, rule_checks
+from orchestrator.domain.config import Config
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.audit import (
     CAPABILITY,
@@ -146,6 +147,27 @@ class GraphDeps:
     judge_factory: GatewayFactory = _no_judge
     # The bounded investigation loop replaces the single call when configured.
     investigate: Callable[[GraphState, GraphDeps], Decision] | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        gateway_factory: GatewayFactory,
+        judge_factory: GatewayFactory,
+        investigate: Callable[[GraphState, GraphDeps], Decision] | None,
+    ) -> GraphDeps:
+        """The graph's rails as the config sets them: one place, so a replay decides with
+        exactly the thresholds, re-asks and sampling a live decision uses."""
+        return cls(
+            gateway_factory=gateway_factory,
+            thresholds=config.routing.by_action(),
+            max_reasks=config.recovery.max_reasks,
+            max_tokens=config.model.max_tokens,
+            judge_sample_rate=config.judge.sample_rate,
+            judge_factory=judge_factory,
+            investigate=investigate,
+        )
 
 
 class Node(Protocol):

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
+from orchestrator.domain.jsonwalk import valid_text
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.gateway import CallError, ModelGateway, ModelReply, ModelRequest
 from orchestrator.recovery.guardrail import scrub
@@ -137,17 +138,6 @@ class Exchange:
     def lone_surrogates(self) -> int:
         """How many lone surrogates the reply held (its record says; replay agrees)."""
         return sum(call.lone_surrogates for call in self.transcript.model_calls)
-
-
-def valid_text(text: str) -> tuple[str, int]:
-    """``text`` with every lone surrogate replaced by U+FFFD, and how many were: what is
-    stored is always valid UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
-        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
-    return text, 0
 
 
 def _record(

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import field_validator
 
 from orchestrator.domain.errors import StateError
-from orchestrator.domain.jsonwalk import map_strings
+from orchestrator.domain.jsonwalk import map_strings, valid_text
 from orchestrator.domain.validation import read_model
 from orchestrator.recovery.audit import AuditMemory, TokenUsage
 from orchestrator.storage.atomic import atomic_write
@@ -61,19 +61,10 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
     atomic_write(path, data)
 
 
-def _valid(text: str) -> tuple[str, int]:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        chars = ["\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text]
-        return "".join(chars), sum(1 for a, b in zip(chars, text, strict=True) if a != b)
-    return text, 0
-
-
 def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """A copy of a JSON object with every lone surrogate, in keys and strings, replaced
     by U+FFFD, and how many were."""
-    fixed, count = map_strings(value, _valid, keys=True)
+    fixed, count = map_strings(value, valid_text, keys=True)
     return fixed, count
 
 

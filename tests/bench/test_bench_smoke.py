@@ -11,32 +11,39 @@ import pytest
 from conftest import ROOT, subprocess_env
 
 
-@pytest.mark.slow
-def test_bench_quick_runs_and_reports_every_measurement() -> None:
+def bench_output(*argv: str, expected: tuple[str, ...]) -> str:
+    """Run one benchmark to the end (exit 0) and return what it printed, which must hold
+    every ``expected`` line part."""
     result = subprocess.run(
-        [sys.executable, "bench/run.py", "--quick"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+        [sys.executable, *argv], cwd=ROOT, env=subprocess_env(), capture_output=True,
+        text=True, timeout=100,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    for expected in (
-        "runner overhead (30 iterations of `true`",
-        "runner overhead (5 iterations of `sleep 0.1`",
-        "  run_process      median ",
-        "  subprocess.run   median ",
-        "  added per stage  ",
-        "start-up (median of 7 runs each",
-        "  python -c pass ",
-        "  orchestrator --help (python -m) ",
-        "  orchestrator runs (50 runs) ",
-        "summary",
-        "targets met",
-    ):
-        assert expected in out, f"missing {expected!r} in:\n{out}"
+    for part in expected:
+        assert part in out, f"missing {part!r} in:\n{out}"
+    return out
+
+
+@pytest.mark.slow
+def test_bench_quick_runs_and_reports_every_measurement() -> None:
+    out = bench_output(
+        "bench/run.py",
+        "--quick",
+        expected=(
+            "runner overhead (30 iterations of `true`",
+            "runner overhead (5 iterations of `sleep 0.1`",
+            "  run_process      median ",
+            "  subprocess.run   median ",
+            "  added per stage  ",
+            "start-up (median of 7 runs each",
+            "  python -c pass ",
+            "  orchestrator --help (python -m) ",
+            "  orchestrator runs (50 runs) ",
+            "summary",
+            "targets met",
+        ),
+    )
     # A verdict for every target, whatever it is: 2 runner, >= 2 start-up, >= 2 import checks.
     met = re.search(r"^  (\d+)/(\d+) targets met$", out, re.MULTILINE)
     assert met is not None and int(met.group(2)) >= 6, out
@@ -53,30 +60,24 @@ def test_bench_quick_runs_and_reports_every_measurement() -> None:
 def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference() -> None:
     # A tiny ledger: the point is that the benchmark still runs end to end (bulk writer,
     # index build, verify, the index checked against a scan, the timed decisions).
-    result = subprocess.run(
-        [sys.executable, "bench/bench_ledger_history.py", "--rows", "3000"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=100,
+    out = bench_output(
+        "bench/bench_ledger_history.py",
+        "--rows",
+        "3000",
+        expected=(
+            "setup (3,000 rows, written in bulk)",
+            "  index built ",
+            "  ledger verify ",
+            "(OK: 3,000 entries)",
+            "  history by scan ",
+            "deciding (median of 31, ms)",
+            "  history ",
+            "  lookup ",
+            "  append ",
+            "  total ",
+            "  difference ",
+        ),
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    for expected in (
-        "setup (3,000 rows, written in bulk)",
-        "  index built ",
-        "  ledger verify ",
-        "(OK: 3,000 entries)",
-        "  history by scan ",
-        "deciding (median of 31, ms)",
-        "  history ",
-        "  lookup ",
-        "  append ",
-        "  total ",
-        "  difference ",
-    ):
-        assert expected in out, f"missing {expected!r} in:\n{out}"
     verdict = re.search(r"^  deciding with 3,000 rows <= 20 ms more .* (PASS|FAIL)$", out, re.M)
     assert verdict is not None, out
     assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
@@ -86,25 +87,18 @@ def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
     from sandbox_required import require_sandbox
 
     require_sandbox()
-    result = subprocess.run(
-        [sys.executable, "bench/bench_sandbox.py", "--quick"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=100,
+    out = bench_output(
+        "bench/bench_sandbox.py",
+        "--quick",
+        expected=(
+            "recipe sandbox (11 interleaved runs of `git status --short` in a 20-file repo)",
+            "  probe (once per process) ",
+            "  unsandboxed      median ",
+            "  sandboxed        median ",
+            "  added per command ",
+            "summary",
+        ),
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    for expected in (
-        "recipe sandbox (11 interleaved runs of `git status --short` in a 20-file repo)",
-        "  probe (once per process) ",
-        "  unsandboxed      median ",
-        "  sandboxed        median ",
-        "  added per command ",
-        "summary",
-    ):
-        assert expected in out, f"missing {expected!r} in:\n{out}"
     verdict = re.search(r"^  sandbox adds <= 20 ms per recipe command .* (PASS|FAIL)$", out, re.M)
     assert verdict is not None, out
     assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out

@@ -213,7 +213,8 @@ def _open_log(log_path: Path) -> int:
     return fd
 
 
-def _write_log_line(log_path: Path, text: str) -> None:
+def append_log_line(log_path: Path, text: str) -> None:
+    """Append ``text`` to a log, creating it readable by its owner only."""
     fd = _open_log(log_path)
     try:
         os.write(fd, text.encode("utf-8", "replace"))
@@ -356,7 +357,7 @@ def run_process(
         raise ValueError(f"max_log_bytes must be at least {MIN_LOG_BYTES}, not {max_log_bytes}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(UTC)
-    _write_log_line(
+    append_log_line(
         log_path,
         f"# orchestrator: {started_at.isoformat()} cwd={cwd}\n# $ {shlex.join(argv)}\n",
     )
@@ -375,7 +376,7 @@ def run_process(
         note += " (timed out)" if timed_out else ""
         note += f" (signal {sig})" if sig else ""
         note += f" ({error})" if error else ""
-        _write_log_line(log_path, note + "\n")
+        append_log_line(log_path, note + "\n")
         return ProcessOutcome(
             argv=argv,
             exit_code=exit_code,

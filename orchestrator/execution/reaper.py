@@ -27,24 +27,31 @@ can find; the runner's own sweeps still run.
 
 from __future__ import annotations
 
-import contextlib
+# Only what Python has built in or loads in a millisecond: this runs once per stage, and
+# ``json``, ``subprocess``, ``signal`` or ``typing`` would triple its start-up.
+import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
 import ctypes
 import errno
 import fcntl
-import json
+import marshal
 import os
+import resource
 import select
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+SIGTERM: int = _signal.SIGTERM
+SIGINT: int = _signal.SIGINT
+SIGHUP: int = _signal.SIGHUP
+SIGKILL: int = _signal.SIGKILL
+_STOP_SIGNALS = (SIGTERM, SIGINT, SIGHUP)
 _PIPE_BYTES = 1 << 20  # as large as an unprivileged process may ask for by default
 _CHUNK = 1 << 20
 # Chunks moved per wake-up before we look at signals again: a flood must not starve a stop.
@@ -60,33 +67,27 @@ _DRAIN_S = 5.0
 # the extra disk the final assembly needs, so the cap holds at every moment.
 _SEGMENTS = 8
 
+_libc: Any = None
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # no C library to ask: the process group is all we can find
+    pass
+
 
 def _prctl(option: int, value: int) -> bool:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, value, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
+        return int(_libc.prctl(option, value, 0, 0, 0)) == 0
+    except AttributeError:
         return False
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    """For the stage's child side of fork: KILLed if we die, whatever killed us."""
-    libc: Any = None
-    with contextlib.suppress(OSError):
-        libc = ctypes.CDLL(None, use_errno=True)
-
-    def arm() -> None:
-        if libc is not None:
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # we died before the line above: nobody would reap it
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return arm
-
-
-def _report(message: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):  # the runner died: our cleanup still matters
-        os.write(1, (json.dumps(message) + "\n").encode())
+def report(message: dict[str, Any]) -> None:
+    """One message to the runner: a 4-byte length, then ``marshal`` of a plain dict."""
+    payload = marshal.dumps(message)
+    try:
+        os.write(1, len(payload).to_bytes(4, "big") + payload)
+    except OSError:  # the runner died: our cleanup still matters
+        pass
 
 
 def _read_all(fd: int) -> bytes:
@@ -94,6 +95,13 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _quietly(action: Any, *args: Any) -> None:
+    try:
+        action(*args)
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- descendants
@@ -138,11 +146,9 @@ def live_descendants(root: int) -> list[int]:
 
 
 def _signal_all(pids: list[int], pgid: int, signum: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signum)
+    _quietly(os.killpg, pgid, signum)
     for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signum)
+        _quietly(os.kill, pid, signum)
 
 
 class Children:
@@ -173,7 +179,7 @@ def kill_everything(me: int, stage_pgid: int, children: Children) -> None:
     while True:
         children.reap()
         live = live_descendants(me)
-        _signal_all(live, stage_pgid, signal.SIGKILL)
+        _signal_all(live, stage_pgid, SIGKILL)
         if not live or time.monotonic() >= deadline:
             break
         time.sleep(_KILL_POLL_S)
@@ -297,32 +303,71 @@ def drain(src: int, log: CappedLog) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str, Any]:
+    """Fork and exec the stage in a session of its own, stdin and output in place: its
+    pid, or what could not be done (``step``: cwd or exec, and the errno). The child
+    side dies with us (PDEATHSIG), so a stage never outlives its reaper."""
+    argv, env = spec["argv"], spec["env"]
+    me = os.getpid()
+    failed_read, failed_write = os.pipe()  # close-on-exec: EOF is a successful exec
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side of fork, ends in exec or _exit
+        step = "setup"
+        try:
+            os.close(failed_read)
+            os.setsid()
+            _prctl(PR_SET_PDEATHSIG, SIGKILL)
+            if os.getppid() != me:  # we died before that line: nobody would reap it
+                os.kill(os.getpid(), SIGKILL)
+            _signal.set_wakeup_fd(-1)
+            # Python ignores these; a program we start must find them as the system has them.
+            for ignored in (_signal.SIGPIPE, _signal.SIGXFSZ):
+                _signal.signal(ignored, _signal.SIG_DFL)
+            os.dup2(stdin, 0)
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            step = "cwd"
+            os.chdir(spec["cwd"])
+            step = "exec"
+            os.execvpe(argv[0], argv, env)
+        except OSError as exc:
+            os.write(failed_write, marshal.dumps({"step": step, "errno": exc.errno or 0}))
+        finally:
+            os._exit(127)
+    os.close(failed_write)
+    failure = _read_all(failed_read)
+    os.close(failed_read)
+    if failure:
+        os.waitpid(pid, 0)
+        return dict(marshal.loads(failure))
+    return pid
+
+
 def supervise(spec: dict[str, Any], wake: int) -> int:
     me = os.getpid()
     read_end, write_end = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):
+    try:
         fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    except (OSError, AttributeError):  # a smaller pipe only costs more wake-ups
+        pass
     os.set_blocking(read_end, False)
     log_fd = os.open(spec["log"], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     log = CappedLog(log_fd, spec["log"], spec["max_log_bytes"])
     try:
-        with open(spec["stdin"] or os.devnull, "rb") as stdin:
-            # preexec_fn is safe here: this process never starts a thread.
-            stage = subprocess.Popen(
-                spec["argv"], cwd=spec["cwd"], env=spec["env"],
-                stdin=stdin, stdout=write_end, stderr=write_end,
-                start_new_session=True, close_fds=True,
-                preexec_fn=_die_with_parent(me),  # noqa: PLW1509
-            )  # fmt: skip
+        stdin = os.open(spec["stdin"] or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        _report({"error": {"errno": exc.errno, "strerror": exc.strerror,
-                           "filename": exc.filename}})  # fmt: skip
+        report({"error": {"step": "stdin", "errno": exc.errno or 0}})
         return 0
-    finally:
-        os.close(write_end)
-    _report({"started": stage.pid, "start_ticks": _start_ticks(stage.pid)})
+    started = start_stage(spec, stdin, write_end)
+    os.close(write_end)
+    os.close(stdin)
+    if isinstance(started, dict):
+        report({"error": started})
+        return 0
+    stage = started
+    report({"started": stage, "start_ticks": _start_ticks(stage)})
 
-    children = Children(stage.pid)
+    children = Children(stage)
     poller = select.poll()
     poller.register(read_end, select.POLLIN)
     poller.register(wake, select.POLLIN)
@@ -336,9 +381,7 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
                 break  # the stage is over: whatever it left goes now
             timeout = _REAP_EVERY_S
         else:
-            if now >= stop_by or (
-                children.stage_status is not None and not live_descendants(me)
-            ):
+            if now >= stop_by or (children.stage_status is not None and not live_descendants(me)):
                 break
             timeout = min(_GRACE_POLL_S, stop_by - now)
         for fd, _ in poller.poll(timeout * 1000):
@@ -349,18 +392,18 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
                 received = os.read(wake, 4096)
                 if stop_by is None and any(s in received for s in _STOP_SIGNALS):
                     stop_by = time.monotonic() + float(spec["kill_after_s"])
-                    _signal_all(live_descendants(me), stage.pid, signal.SIGTERM)
-    kill_everything(me, stage.pid, children)
+                    _signal_all(live_descendants(me), stage, SIGTERM)
+    kill_everything(me, stage, children)
     if pipe_open:
         drain(read_end, log)
     log.finish()
     os.close(log_fd)
     status = children.stage_status
     if status is None:  # unkillable (uninterruptible sleep) past the bound
-        _report({"signal": int(signal.SIGKILL), "lost": True})
-        return 128 + signal.SIGKILL
+        report({"signal": SIGKILL, "lost": True})
+        return -SIGKILL
     code = os.waitstatus_to_exitcode(status)
-    _report({"signal": -code} if code < 0 else {"exit": code})
+    report({"signal": -code} if code < 0 else {"exit": code})
     return code
 
 
@@ -373,29 +416,32 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
+def _ignore(signum: int, frame: object) -> None:
+    """The wake-up fd carries the news; a handler must exist for it to be written."""
+
+
 def main() -> int:
     wake_read, wake_write = os.pipe()
     for fd in (wake_read, wake_write):
         os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
-    for signum in (*_STOP_SIGNALS, signal.SIGCHLD):
-        signal.signal(signum, lambda *_: None)  # the wake-up fd carries the news
-    spec = json.loads(_read_all(0))
+    _signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+    for signum in (*_STOP_SIGNALS, _signal.SIGCHLD):
+        _signal.signal(signum, _ignore)
+    spec = marshal.loads(_read_all(0))
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    _prctl(PR_SET_PDEATHSIG, SIGTERM)
     if os.getppid() != spec["parent"]:  # the runner died before PDEATHSIG was armed
-        _report({"error": {"errno": None, "strerror": "the runner is gone", "filename": None}})
+        report({"error": {"step": "runner gone", "errno": 0}})
         return 0
     code = supervise(spec, wake_read)
     if code < 0:
         # Die the way the stage died, so even a runner that reads only our status sees it.
-        with contextlib.suppress(OSError, ValueError):
-            signal.signal(-code, signal.SIG_DFL)  # SIGKILL and SIGSTOP have no handler to reset
-        with contextlib.suppress(OSError, ValueError):
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            _signal.signal(-code, _signal.SIG_DFL)
+        except (OSError, ValueError):  # KILL and STOP have no handler to reset
+            pass
+        _quietly(resource.setrlimit, resource.RLIMIT_CORE, (0, 0))  # no core file of ours
         os.kill(os.getpid(), -code)
         return 128 - code  # a signal that does not end a process by default
     return code

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
-import json
+import marshal
 import os
 import select
 import shlex
@@ -255,8 +255,9 @@ def _start(
 
 
 class _Reports:
-    """The reaper's JSON lines on its stdout: ``started`` once, then the final status.
-    Only the reaper holds that pipe, so EOF means it is gone: no stage can keep it open."""
+    """The reaper's messages on its stdout (a 4-byte length, then ``marshal`` of a plain
+    dict): ``started`` once, then the final status. Only the reaper holds that pipe, so EOF
+    means it is gone: no stage can keep it open."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self.stream = stream
@@ -283,18 +284,21 @@ class _Reports:
                 self.closed = True
                 break
             self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        for line in lines:
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big")
+            if len(self.buffer) < 4 + size:
+                break
+            payload, self.buffer = self.buffer[4 : 4 + size], self.buffer[4 + size :]
             try:
-                report = json.loads(line)
-            except ValueError:
+                message = marshal.loads(payload)
+            except (EOFError, ValueError, TypeError):
                 continue
-            if not isinstance(report, dict):
+            if not isinstance(message, dict):
                 continue
-            if "started" in report:
-                self.started = report
+            if "started" in message:
+                self.started = message
             else:
-                self.final = report
+                self.final = message
 
     def wait_closed(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -314,16 +318,21 @@ def _stop(reaper: subprocess.Popen[bytes], reports: _Reports, kill_after_s: floa
             os.kill(reaper.pid, signal.SIGKILL)
 
 
-def _start_failure(argv: tuple[str, ...], cwd: Path, error: Mapping[str, Any]) -> tuple[int, str]:
+def _start_failure(
+    argv: tuple[str, ...], cwd: Path, stdin_path: Path | None, error: Mapping[str, Any]
+) -> tuple[int, str]:
     """The reaper's report of a stage that could not start, as exit code and message."""
-    number, strerror, filename = error.get("errno"), error.get("strerror"), error.get("filename")
-    if number == errno.ENOENT:
-        missing = filename if filename else argv[0]
-        what = "working directory" if str(missing) == str(cwd) else "executable"
-        return EXIT_NOT_FOUND, f"{what} not found: {missing}"
-    if number in (errno.EACCES, errno.EPERM):
+    step, number = error.get("step"), int(error.get("errno") or 0)
+    strerror = os.strerror(number) if number else "unknown error"
+    if step == "cwd" and number == errno.ENOENT:
+        return EXIT_NOT_FOUND, f"working directory not found: {cwd}"
+    if step == "stdin":
+        return EXIT_NOT_FOUND, f"cannot open standard input {stdin_path}: {strerror}"
+    if step == "exec" and number == errno.ENOENT:
+        return EXIT_NOT_FOUND, f"executable not found: {argv[0]}"
+    if step == "exec" and number in (errno.EACCES, errno.EPERM):
         return EXIT_CANNOT_EXECUTE, f"cannot execute {argv[0]}: {strerror}"
-    return EXIT_CANNOT_EXECUTE, f"cannot start {argv[0]}: {strerror}"
+    return EXIT_CANNOT_EXECUTE, f"cannot start {argv[0]}: {strerror} ({step})"
 
 
 def run_process(
@@ -422,7 +431,7 @@ def run_process(
     timed_out = False
     try:
         with contextlib.suppress(BrokenPipeError):  # it died at once: its exit says why
-            reaper.stdin.write(json.dumps(spec).encode())
+            reaper.stdin.write(marshal.dumps(spec))
         with contextlib.suppress(BrokenPipeError):
             reaper.stdin.close()
         deadline = t0 + timeout_s
@@ -474,7 +483,7 @@ def run_process(
             error=f"the stage's reaper ended without a report (status {returncode})",
         )
     if "error" in final:
-        code, message = _start_failure(argv, cwd, final["error"])
+        code, message = _start_failure(argv, cwd, stdin_path, final["error"])
         return finished(code, error=message)
     if "signal" in final:
         sig = int(final["signal"])

@@ -1,0 +1,405 @@
+"""Nothing a stage started outlives it, and its log stays under the cap: real processes,
+real signals, through ``run_process`` (and so through the reaper it starts).
+
+The escaper below is what a hostile or careless stage leaves behind: a process that
+started its own session (``setsid``), was double-forked (its parent exited at once, so it
+is an orphan), cleared its environment (``env -i``: no marker of ours), and ignores TERM.
+It writes its pid to a file; the stage waits for that file before it goes on, so every
+test knows the escaper exists before the stage ends. Tests wait on events (a pidfd, a
+pipe, a process exiting), never on a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from orchestrator.domain.config import LogsConfig, parse_config
+from orchestrator.domain.errors import ConfigError, Interrupted
+from orchestrator.execution import runner
+from orchestrator.execution.runner import (
+    EXIT_TIMEOUT,
+    Cancelled,
+    ProcessIdentity,
+    ProcessOutcome,
+    live_group_members,
+    run_process,
+)
+from orchestrator.reports.telling import telling_line
+
+from conftest import ROOT, subprocess_env
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the reaper's guarantees are Linux's"
+)
+
+
+def proc_state(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()[0]
+
+
+def proc_field(pid: int, index: int) -> int:
+    """Field ``index`` (0 = state) after the command name of /proc/PID/stat."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return int(raw[raw.rfind(")") + 2 :].split()[index])
+
+
+def is_dead(pid: int) -> bool:
+    return proc_state(pid) in (None, "Z", "X")
+
+
+def escaper(pidfile: Path) -> str:
+    """Shell that leaves an escaped descendant behind and waits until it has written its pid."""
+    inner = f"trap '' TERM; echo $$ > {shlex.quote(str(pidfile))}; exec sleep 300"
+    return (
+        f"( setsid env -i /bin/sh -c {shlex.quote(inner)} & ); "
+        f"while [ ! -s {shlex.quote(str(pidfile))} ]; do sleep 0.01; done"
+    )
+
+
+def read_pid(path: Path) -> int:
+    text = path.read_text().strip()
+    assert text.isdigit(), f"{path} holds {text!r}"
+    return int(text)
+
+
+def wait_exited(pid: int, timeout_s: float) -> bool:
+    """True once ``pid`` has exited (a zombie counts), within ``timeout_s``."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(timeout_s * 1000))
+    finally:
+        os.close(fd)
+
+
+def run(
+    script: str, tmp_path: Path, *, timeout_s: float = 30.0, **kwargs: object
+) -> ProcessOutcome:
+    return run_process(
+        ("sh", "-c", script),
+        cwd=tmp_path,
+        env=dict(os.environ),
+        log_path=tmp_path / "stage.log",
+        timeout_s=timeout_s,
+        kill_after_s=kwargs.pop("kill_after_s", 0.5),  # type: ignore[arg-type]
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+# --------------------------------------------------------------------------- nothing left running
+
+
+@pytest.mark.parametrize(
+    ("ending", "exit_code"),
+    [
+        ("exit 0", 0),
+        ("exit 3", 3),
+        ("kill -9 $$", 128 + 9),
+        ("trap '' TERM; sleep 30", EXIT_TIMEOUT),
+    ],
+    ids=["success", "failure", "killed-by-signal", "timeout"],
+)
+def test_an_escaped_descendant_is_gone_when_the_stage_ends(
+    tmp_path: Path, ending: str, exit_code: int
+) -> None:
+    pidfile = tmp_path / "escaper.pid"
+    identities: list[ProcessIdentity] = []
+
+    outcome = run(f"{escaper(pidfile)}; {ending}", tmp_path, timeout_s=2.0,
+                  on_start=identities.append)  # fmt: skip
+
+    assert outcome.exit_code == exit_code
+    assert outcome.timed_out is (exit_code == EXIT_TIMEOUT)
+    escaped = read_pid(pidfile)
+    assert is_dead(escaped), f"escaper {escaped} is {proc_state(escaped)} after the stage"
+    assert live_group_members(identities[0].pgid) == []
+
+
+def escaped_stage(tmp_path: Path, on_ready: Callable[[int], None], cancel: threading.Event) -> int:
+    """Start a stage that leaves an escaper and runs on; call ``on_ready(escaper)`` from the
+    first tick that finds it (and checks it really escaped). Returns the escaper's pid."""
+    pidfile = tmp_path / "escaper.pid"
+    seen: list[int] = []
+
+    def on_tick(_: float) -> None:
+        if seen or not pidfile.exists() or not pidfile.read_text().strip():
+            return
+        escaped = read_pid(pidfile)
+        seen.append(escaped)
+        stage = stages[0]
+        # It really is out of reach of a group or a marker: own session, not a child of
+        # the stage, none of the environment it was given (no marker of ours).
+        assert os.getsid(escaped) == escaped != os.getsid(stage)
+        assert proc_field(escaped, 1) != stage  # ppid: re-parented
+        environ = Path(f"/proc/{escaped}/environ").read_bytes().split(b"\0")
+        assert not [v for v in environ if v.startswith((b"ORCH_", b"PATH="))], environ
+        on_ready(escaped)
+
+    stages: list[int] = []
+    with pytest.raises((Cancelled, Interrupted)):
+        run(
+            f"{escaper(pidfile)}; trap '' TERM; sleep 30",
+            tmp_path,
+            on_start=lambda identity: stages.append(identity.pgid),
+            on_tick=on_tick,
+            tick_s=0.02,
+            cancel=cancel,
+        )
+    assert seen, "the escaper never showed up"
+    return seen[0]
+
+
+def test_an_escaped_descendant_is_gone_after_a_cancel(tmp_path: Path) -> None:
+    cancel = threading.Event()  # what a batch sets from its main thread on SIGTERM
+    escaped = escaped_stage(tmp_path, lambda _: cancel.set(), cancel)
+    assert is_dead(escaped), proc_state(escaped)
+
+
+def test_an_escaped_descendant_is_gone_after_an_interruption(tmp_path: Path) -> None:
+    def interrupted(_: int) -> None:
+        raise Interrupted(signal.SIGTERM)  # what the CLI's SIGTERM handler raises
+
+    escaped = escaped_stage(tmp_path, interrupted, threading.Event())
+    assert is_dead(escaped), proc_state(escaped)
+
+
+_DRIVER = """
+import os, sys
+from pathlib import Path
+from orchestrator.execution.runner import run_process
+
+work = Path(sys.argv[1])
+pidfile = work / "escaper.pid"
+said = []
+
+def on_tick(_):
+    if not said and pidfile.exists() and pidfile.read_text().strip():
+        said.append(1)
+        print("ready", flush=True)
+
+run_process(
+    ("sh", "-c", sys.argv[2]), cwd=work, env=dict(os.environ), log_path=work / "stage.log",
+    timeout_s=120, kill_after_s=0.5, on_start=lambda i: print("stage", i.pgid, flush=True),
+    on_tick=on_tick, tick_s=0.02,
+)
+print("returned", flush=True)
+"""
+
+
+def test_everything_goes_when_the_orchestrator_itself_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves the orchestrator no chance to clean up: the reaper does it."""
+    script = f"{escaper(tmp_path / 'escaper.pid')}; trap '' TERM; sleep 300"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(tmp_path), script],
+        cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert driver.stdout is not None
+    try:
+        stage_line = driver.stdout.readline().split()
+        assert stage_line[0] == "stage", stage_line
+        assert driver.stdout.readline() == "ready\n"
+        stage = int(stage_line[1])
+        escaped = read_pid(tmp_path / "escaper.pid")
+        reaper = proc_field(stage, 1)
+        assert proc_field(escaped, 1) == reaper  # the orphan was handed to the reaper
+        driver.kill()
+        assert driver.wait(timeout=30) == -signal.SIGKILL
+        for pid, what in ((escaped, "escaper"), (stage, "stage"), (reaper, "reaper")):
+            assert wait_exited(pid, 30.0), f"the {what} ({pid}) outlived the orchestrator"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        driver.stdout.close()
+
+
+def test_orphans_are_reaped_while_the_stage_runs(tmp_path: Path) -> None:
+    """A double-forked child that exits is re-parented to the reaper, which reaps it at
+    once: no zombie piles up during a long stage."""
+    pidfile = tmp_path / "orphan.pid"
+    script = (
+        f"( sh -c 'echo $$ > {shlex.quote(str(pidfile))}' & ); "
+        f"while [ ! -s {shlex.quote(str(pidfile))} ]; do sleep 0.01; done; sleep 30"
+    )
+    stop = threading.Event()
+    states: list[str | None] = []
+
+    def on_tick(_: float) -> None:
+        if pidfile.exists() and pidfile.read_text().strip():
+            state = proc_state(read_pid(pidfile))
+            states.append(state)
+            if state is None:  # reaped (not a zombie of nobody's)
+                stop.set()
+
+    with pytest.raises(Cancelled):
+        run(script, tmp_path, on_tick=on_tick, tick_s=0.02, cancel=stop, timeout_s=60.0)
+    assert states and states[-1] is None, states
+
+
+def test_a_reaper_killed_from_outside_still_leaves_nothing_and_says_so(tmp_path: Path) -> None:
+    """The runner's own sweeps back the reaper: its stage dies with it (PDEATHSIG), the
+    group is swept, and the outcome says the reaper gave no report."""
+    reapers: list[int] = []
+
+    def kill_the_reaper(identity: ProcessIdentity) -> None:
+        reapers.append(proc_field(identity.pgid, 1))
+        os.kill(reapers[0], signal.SIGKILL)
+
+    outcome = run("trap '' TERM; sleep 30", tmp_path, on_start=kill_the_reaper)
+
+    assert outcome.error is not None
+    assert outcome.error.startswith("the stage's reaper ended without a report"), outcome.error
+    assert outcome.pgid is not None and live_group_members(outcome.pgid) == []
+    assert is_dead(outcome.pgid)
+
+
+# --------------------------------------------------------------------------- the log cap
+
+
+_PRODUCER = """
+import sys, time
+lines, seconds, done = 0, float(sys.argv[1]), sys.argv[2]
+out = sys.stdout.buffer
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    out.write(b"".join(b"%09d\\n" % i for i in range(lines, lines + 10000)))
+    lines += 10000
+out.flush()
+open(done, "w").write(str(lines))
+"""
+
+
+def printed(start: int, end: int) -> bytes:
+    """Bytes ``start:end`` of what the producer prints: line i is ``%09d\\n`` at 10 * i."""
+    first, last = start // 10, (end + 9) // 10
+    text = b"".join(b"%09d\n" % i for i in range(first, last))
+    return text[start - first * 10 : end - first * 10]
+
+
+_MARKER = re.compile(
+    rb"# orchestrator: (\d+) bytes of output dropped here "
+    rb"\(log capped at (\d+) bytes: head and tail kept\)\n"
+)
+
+
+def test_a_stage_printing_without_pause_keeps_running_and_its_log_keeps_head_and_tail(
+    tmp_path: Path,
+) -> None:
+    cap = 256 * 1024
+    producer = tmp_path / "producer.py"
+    producer.write_text(_PRODUCER)
+    done = tmp_path / "done"
+    log = tmp_path / "stage.log"
+    on_disk: list[int] = []
+
+    def disk_use(_: float) -> None:
+        total = 0
+        for path in (log, *tmp_path.glob(".stage.log.*")):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:  # a segment rotated away between listing and stat
+                pass
+        on_disk.append(total)
+
+    outcome = run_process(
+        (sys.executable, str(producer), "0.5", str(done)), cwd=tmp_path, env=dict(os.environ),
+        log_path=log, timeout_s=60, kill_after_s=1, on_tick=disk_use, tick_s=0.01,
+        max_log_bytes=cap,
+    )  # fmt: skip
+
+    assert (outcome.exit_code, outcome.timed_out, outcome.error) == (0, False, None)
+    total = int(done.read_text()) * 10  # the producer ran to its end and says how much it printed
+    assert total > 10 * cap
+    data = log.read_bytes()
+    lines = data.split(b"\n")
+    header = len(lines[0]) + len(lines[1]) + 2
+    assert lines[0].startswith(b"# orchestrator: ") and lines[1].startswith(b"# $ ")
+    footer = data.rindex(b"# orchestrator: exit 0 after ")
+    body = data[header:footer]
+    [marker] = list(_MARKER.finditer(body))
+    dropped, stated_cap = int(marker.group(1)), int(marker.group(2))
+    head, tail = body[: marker.start()], body[marker.end() :]
+    if not printed(0, len(head)) == head:  # the marker starts on a line of its own
+        assert head.endswith(b"\n")
+        head = head[:-1]
+    assert head == printed(0, len(head))
+    assert tail == printed(total - len(tail), total)
+    assert dropped == total - len(head) - len(tail)  # exactly what is missing
+    assert stated_cap == cap
+    assert len(head) + len(tail) <= cap
+    assert len(head) >= cap // 2 - 10 and len(tail) >= cap // 4
+    assert on_disk and max(on_disk) <= cap + header, max(on_disk)
+    assert list(tmp_path.glob(".stage.log.*")) == []  # the tail segments were assembled away
+    assert os.stat(log).st_mode & 0o777 == 0o600
+
+
+def test_output_under_the_cap_is_kept_whole_without_a_marker(tmp_path: Path) -> None:
+    outcome = run(
+        "head -c 5000 /dev/zero | tr '\\0' a", tmp_path, max_log_bytes=runner.MIN_LOG_BYTES * 2
+    )
+    assert outcome.exit_code == 0
+    data = (tmp_path / "stage.log").read_bytes()
+    assert b"a" * 5000 + b"# orchestrator: exit 0" in data
+    assert b"dropped" not in data
+
+
+def test_the_telling_line_of_a_capped_log_comes_from_its_tail(tmp_path: Path) -> None:
+    script = "yes filler | head -n 30000; echo 'fatal: the real reason'; exit 1"
+    outcome = run(script, tmp_path, max_log_bytes=runner.MIN_LOG_BYTES * 4)
+    assert outcome.exit_code == 1
+    text = (tmp_path / "stage.log").read_text()
+    assert _MARKER.search(text.encode())
+    assert telling_line(text) == "fatal: the real reason"
+
+
+def test_stage_logs_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    older = tmp_path / "stage.log"
+    older.write_text("an older attempt's log\n")
+    older.chmod(0o644)
+
+    run("echo secret-looking output", tmp_path)
+    run("echo again", tmp_path, max_log_bytes=None)
+
+    assert older.stat().st_mode & 0o777 == 0o600
+    assert older.read_text().startswith("an older attempt's log\n")
+    fresh = tmp_path / "fresh.log"
+    run_process(("true",), cwd=tmp_path, env={}, log_path=fresh, timeout_s=10, kill_after_s=1)
+    assert fresh.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_cap_too_small_to_hold_a_head_and_a_tail_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_log_bytes must be at least 4096"):
+        run("true", tmp_path, max_log_bytes=100)
+
+
+def test_the_log_cap_is_read_from_config_and_a_bad_one_names_the_key_and_the_file(
+    tmp_path: Path,
+) -> None:
+    stages = '[[stages]]\nname = "build"\ncommand = ["true"]\n'
+    assert parse_config(stages, tmp_path / "c.toml").logs.max_bytes == 64 * 1024 * 1024
+    assert LogsConfig().max_bytes == runner.DEFAULT_MAX_LOG_BYTES
+    ok = parse_config("[logs]\nmax_bytes = 1048576\n" + stages, tmp_path / "c.toml")
+    assert ok.logs.max_bytes == 1048576
+    with pytest.raises(ConfigError) as bad:
+        parse_config("[logs]\nmax_bytes = 100\n" + stages, tmp_path / "c.toml")
+    message = str(bad.value)
+    assert str(tmp_path / "c.toml") in message and "logs.max_bytes" in message, message

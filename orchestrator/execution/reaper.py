@@ -32,7 +32,6 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
 import ctypes
 import errno
-import fcntl
 import marshal
 import os
 import resource
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+F_SETPIPE_SZ = 1031  # fcntl(2); not worth importing fcntl for
 
 SIGTERM: int = _signal.SIGTERM
 SIGINT: int = _signal.SIGINT
@@ -346,9 +346,9 @@ def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str
 def supervise(spec: dict[str, Any], wake: int) -> int:
     me = os.getpid()
     read_end, write_end = os.pipe()
-    try:
-        fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-    except (OSError, AttributeError):  # a smaller pipe only costs more wake-ups
+    try:  # a larger pipe means fewer wake-ups; a smaller one only costs more
+        _libc.fcntl(read_end, F_SETPIPE_SZ, _PIPE_BYTES)
+    except AttributeError:
         pass
     os.set_blocking(read_end, False)
     log_fd = os.open(spec["log"], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

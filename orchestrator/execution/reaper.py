@@ -174,16 +174,13 @@ class Children:
 
 def kill_everything(me: int, stage_pgid: int, children: Children) -> None:
     """KILL every descendant until none is alive (new ones forked meanwhile included),
-    then reap them all; bounded."""
+    then reap them all; bounded. With no child left there is no descendant anywhere (an
+    orphan is re-parented to us the moment its parent dies), so the usual end, a stage
+    that left nothing behind, costs no look at /proc."""
     deadline = time.monotonic() + _KILL_SETTLE_S
-    while True:
-        children.reap()
-        live = live_descendants(me)
-        _signal_all(live, stage_pgid, SIGKILL)
-        if not live or time.monotonic() >= deadline:
-            break
-        time.sleep(_KILL_POLL_S)
+    _quietly(os.killpg, stage_pgid, SIGKILL)
     while children.reap() and time.monotonic() < deadline:
+        _signal_all(live_descendants(me), stage_pgid, SIGKILL)
         time.sleep(_KILL_POLL_S)
 
 
@@ -381,7 +378,11 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
                 break  # the stage is over: whatever it left goes now
             timeout = _REAP_EVERY_S
         else:
-            if now >= stop_by or (children.stage_status is not None and not live_descendants(me)):
+            if (
+                now >= stop_by
+                or not children.reap()
+                or (children.stage_status is not None and not live_descendants(me))
+            ):
                 break
             timeout = min(_GRACE_POLL_S, stop_by - now)
         for fd, _ in poller.poll(timeout * 1000):

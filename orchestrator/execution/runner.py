@@ -60,6 +60,8 @@ _CANCEL_POLL_S = 0.1
 # wait ends the moment the group is gone, so a large bound costs nothing when all is well.
 _KILL_SETTLE_S = 10.0
 _KILL_POLL_S = 0.002
+# How long a child of ours may take to finish its execve (see _environ_of).
+_EXEC_SETTLE_S = 0.5
 # How long, past the grace period, a stopped reaper may take to KILL, reap, drain the pipe
 # and assemble the log before we KILL it too (its own bounds add up to less).
 _REAPER_SLACK_S = 30.0
@@ -168,10 +170,7 @@ def kill_marked(name: str, value: str) -> list[int]:
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit() or int(entry) == me:
             continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
+        environ = _environ_of(int(entry), me)
         if needle in environ.split(b"\0"):
             try:
                 os.kill(int(entry), signal.SIGKILL)
@@ -182,6 +181,29 @@ def kill_marked(name: str, value: str) -> list[int]:
     while time.monotonic() < deadline and any(_alive(pid) for pid in killed):
         time.sleep(_KILL_POLL_S)
     return killed
+
+
+def _environ_of(pid: int, me: int) -> bytes:
+    """/proc/PID/environ. A child of ours caught inside execve shows an empty one: the
+    kernel lets ``Popen`` return once the old image is gone, a moment before the new
+    image's environment is in place. So ours are read again until it is (bounded)."""
+    deadline = time.monotonic() + _EXEC_SETTLE_S
+    while True:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return b""
+        if environ or time.monotonic() >= deadline or _parent_of(pid) != me:
+            return environ
+        time.sleep(_KILL_POLL_S)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return int(raw[raw.rfind(")") + 2 :].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _alive(pid: int) -> bool:

@@ -403,3 +403,33 @@ def test_the_log_cap_is_read_from_config_and_a_bad_one_names_the_key_and_the_fil
         parse_config("[logs]\nmax_bytes = 100\n" + stages, tmp_path / "c.toml")
     message = str(bad.value)
     assert str(tmp_path / "c.toml") in message and "logs.max_bytes" in message, message
+
+
+def test_a_stage_log_is_capped_by_the_configured_key(tmp_path: Path) -> None:
+    """From ``[logs] max_bytes`` in config.toml, through a real run, to the stage's log."""
+    from orchestrator.cli.main import main
+
+    from conftest import bash_stage, write_config, write_ticket
+
+    line = b"line of a chatty stage\n"
+    printer = "yes 'line of a chatty stage' | head -n 20000; echo last-line"
+    expected = line * 20000 + b"last-line\n"
+    config = write_config(
+        tmp_path, bash_stage("chatty", printer), header="[logs]\nmax_bytes = 65536\n"
+    )
+    ticket = write_ticket(tmp_path / "tickets")
+
+    assert main(["--config", str(config), "run", str(ticket)]) == 0
+
+    [log] = (tmp_path / "state").rglob("*-chatty.log")
+    data = log.read_bytes()
+    [marker] = list(_MARKER.finditer(data))
+    assert int(marker.group(2)) == 65536
+    head = data[data.index(b"\n", data.index(b"# $ ")) + 1 : marker.start()]
+    if not expected.startswith(head):  # the marker starts on a line of its own
+        head = head[:-1]
+    tail = data[marker.end() : data.rindex(b"# orchestrator: exit 0 after ")]
+    assert expected.startswith(head) and expected.endswith(tail)
+    assert tail.endswith(b"last-line\n")
+    assert int(marker.group(1)) == len(expected) - len(head) - len(tail)
+    assert log.stat().st_mode & 0o777 == 0o600

@@ -490,7 +490,7 @@ def run_process(
             _kill_group(stage)
         if reports.final is None:
             kill_marked(START_MARK, mark)
-        _remove_tail_segments(log_path, reaper.pid)
+            _remove_tail_segments(log_path, reaper.pid)  # a reaper that reported removed them
         reaper.stdout.close()
 
     final = reports.final

@@ -109,7 +109,8 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
         "bench/bench_logging.py",
         "--quick",
         expected=(
-            "logging (256 MiB printed without pause, 3 interleaved trials each)",
+            "logging (256 MiB printed without pause, 5 interleaved trials each)",
+            "  run_process, no cap       median ",
             "  producer | cat > file     median ",
             "  run_process, 64 MiB cap   median ",
             "  orchestrator RSS           before ",

@@ -203,10 +203,25 @@ class CappedLog:
         self.head_end = os.lseek(fd, 0, os.SEEK_END)
         self.splice = hasattr(os, "splice")
         self.serial = 0
+        self.failed: str | None = None
 
     def take(self, src: int) -> int:
         """Move up to one chunk from the (non-blocking) pipe ``src``; 0 at EOF;
-        ``BlockingIOError`` when it is empty for now."""
+        ``BlockingIOError`` when it is empty for now. A log that cannot be written (a full
+        disk, a file size limit) must not stop the stage: from then on output is read and
+        dropped, and the marker says why."""
+        if self.failed is None:
+            try:
+                return self._keep(src)
+            except BlockingIOError:
+                raise
+            except OSError as exc:
+                self.failed = exc.strerror or str(exc)
+        dropped = len(os.read(src, _CHUNK))
+        self.dropped += dropped
+        return dropped
+
+    def _keep(self, src: int) -> int:
         if self.head_left is None or self.head_left > 0:
             want = _CHUNK if self.head_left is None else min(_CHUNK, self.head_left)
             moved = self._move(src, self.fd, want)
@@ -258,19 +273,24 @@ class CappedLog:
             self.segment_fd = -1
         if self.dropped:
             last = os.pread(self.fd, 1, self.head_end - 1) if self.head_end else b"\n"
-            marker = (
-                f"# orchestrator: {self.dropped} bytes of output dropped here "
-                f"(log capped at {self.cap} bytes: head and tail kept)\n"
+            why = (
+                f"the log could not be written: {self.failed}"
+                if self.failed is not None
+                else f"log capped at {self.cap} bytes: head and tail kept"
             )
-            os.write(self.fd, (b"" if last == b"\n" else b"\n") + marker.encode())
+            marker = f"# orchestrator: {self.dropped} bytes of output dropped here ({why})\n"
+            _quietly(os.write, self.fd, (b"" if last == b"\n" else b"\n") + marker.encode())
         for path, size in self.segments:
-            with open(path, "rb") as segment:
-                copied = 0
-                while copied < size:
-                    sent = os.sendfile(self.fd, segment.fileno(), copied, size - copied)
-                    if sent == 0:
-                        break
-                    copied += sent
+            try:
+                with open(path, "rb") as segment:
+                    copied = 0
+                    while copied < size:
+                        sent = os.sendfile(self.fd, segment.fileno(), copied, size - copied)
+                        if sent == 0:
+                            break
+                        copied += sent
+            except OSError:  # a full disk: the tail is lost, the stage's status is not
+                pass
             os.unlink(path)  # before the next one is copied: the cap holds throughout
         self.segments = []
 

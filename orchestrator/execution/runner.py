@@ -407,7 +407,8 @@ def run_process(
         note += " (timed out)" if timed_out else ""
         note += f" (signal {sig})" if sig else ""
         note += f" ({error})" if error else ""
-        append_log_line(log_path, note + "\n")
+        with contextlib.suppress(OSError):  # a full disk must not cost us the outcome
+            append_log_line(log_path, note + "\n")
         return ProcessOutcome(
             argv=argv,
             exit_code=exit_code,

@@ -433,3 +433,40 @@ def test_a_stage_log_is_capped_by_the_configured_key(tmp_path: Path) -> None:
     assert tail.endswith(b"last-line\n")
     assert int(marker.group(1)) == len(expected) - len(head) - len(tail)
     assert log.stat().st_mode & 0o777 == 0o600
+
+
+_FULL_DISK_DRIVER = """
+import os, resource, sys
+from pathlib import Path
+from orchestrator.execution.runner import run_process
+
+work = Path(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # as a full disk would
+outcome = run_process(
+    ("sh", "-c", sys.argv[2]), cwd=work, env=dict(os.environ), log_path=work / "stage.log",
+    timeout_s=60, kill_after_s=1, max_log_bytes=None,
+)
+print(outcome.exit_code, outcome.error)
+"""
+
+
+def test_a_log_that_cannot_be_written_does_not_stop_the_stage(tmp_path: Path) -> None:
+    """Past the file size limit every write fails (EFBIG): the reaper keeps reading and
+    dropping, the stage runs to its end, and its status still reaches us."""
+    script = f"yes | head -c 1000000; echo finished > {shlex.quote(str(tmp_path / 'done'))}; exit 7"
+    result = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_DRIVER, str(tmp_path), script],
+        cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "7 None\n"
+    assert (tmp_path / "done").read_text() == "finished\n"
+    assert (tmp_path / "stage.log").stat().st_size == 200_000
+
+
+def test_a_missing_input_file_is_reported_not_run(tmp_path: Path) -> None:
+    missing = tmp_path / "no-prompt.txt"
+    outcome = run("echo should not run", tmp_path, stdin_path=missing)
+    assert outcome.exit_code == 127 and outcome.pgid is None
+    assert outcome.error == f"cannot open standard input {missing}: No such file or directory"
+    assert "should not run\n" not in (tmp_path / "stage.log").read_text()

@@ -283,16 +283,35 @@ class CappedLog:
         for path, size in self.segments:
             try:
                 with open(path, "rb") as segment:
-                    copied = 0
-                    while copied < size:
-                        sent = os.sendfile(self.fd, segment.fileno(), copied, size - copied)
-                        if sent == 0:
-                            break
-                        copied += sent
+                    _copy(segment.fileno(), self.fd, size)
             except OSError:  # a full disk: the tail is lost, the stage's status is not
                 pass
             os.unlink(path)  # before the next one is copied: the cap holds throughout
         self.segments = []
+
+
+def _copy(src: int, dst: int, size: int) -> None:
+    """``size`` bytes from the start of file ``src`` to ``dst``'s position: in the kernel
+    where it can (Linux sends file to file), else through a buffer."""
+    copied = 0
+    while copied < size:
+        try:
+            sent = os.sendfile(dst, src, copied, size - copied)
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP):
+                raise
+            break  # this system sends only to sockets
+        if sent == 0:
+            return
+        copied += sent
+    while copied < size:
+        chunk = os.pread(src, min(_CHUNK, size - copied), copied)
+        if not chunk:
+            return
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view) :]
+        copied += len(chunk)
 
 
 def pump(src: int, log: CappedLog) -> bool:

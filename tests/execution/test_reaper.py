@@ -470,3 +470,43 @@ def test_a_missing_input_file_is_reported_not_run(tmp_path: Path) -> None:
     assert outcome.exit_code == 127 and outcome.pgid is None
     assert outcome.error == f"cannot open standard input {missing}: No such file or directory"
     assert "should not run\n" not in (tmp_path / "stage.log").read_text()
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "read-write"])
+def test_the_capped_log_keeps_head_and_tail_with_or_without_splice(
+    tmp_path: Path, splice: bool
+) -> None:
+    """The reaper's log writer on its own: both ways of moving bytes (splice where the
+    kernel has it, read and write elsewhere) give the same log."""
+    from orchestrator.execution import reaper
+
+    total = 30_000 * 10
+    log_path = tmp_path / "unit.log"
+    log_path.write_bytes(b"# header\n")
+    fd = os.open(log_path, os.O_RDWR)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    writer = threading.Thread(
+        target=lambda: (os.write(write_end, printed(0, total)), os.close(write_end))
+    )
+    writer.start()
+    log = reaper.CappedLog(fd, str(log_path), 65536)
+    log.splice = splice
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN)
+    while poller.poll(10_000) and reaper.pump(read_end, log):
+        pass
+    writer.join()
+    log.finish()
+    os.close(fd)
+    os.close(read_end)
+
+    data = log_path.read_bytes()
+    [marker] = list(_MARKER.finditer(data))
+    head, tail = data[len(b"# header\n") : marker.start()], data[marker.end() :]
+    assert head == printed(0, 32768) + b"\n"  # a line of its own for the marker
+    assert tail == printed(total - len(tail), total)
+    assert int(marker.group(1)) == total - 32768 - len(tail)
+    # The tail half is kept in rotating segments, so it holds most of its share, never more.
+    assert 32768 * 3 // 4 <= len(tail) <= 32768
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["unit.log"]

@@ -289,13 +289,14 @@ class _Reports:
         self.closed = False
         self.started: dict[str, Any] | None = None
         self.final: dict[str, Any] | None = None
+        self.poller = select.poll()  # not select(): a busy process may hold fds past 1024
+        self.poller.register(self.fd, select.POLLIN)
 
     def wait(self, timeout_s: float) -> None:
         """Read what arrives within ``timeout_s`` (returns at the first bytes or EOF)."""
         if self.closed:
             return
-        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout_s))
-        if not ready:
+        if not self.poller.poll(max(0.0, timeout_s) * 1000):
             return
         while True:
             try:

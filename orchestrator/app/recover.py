@@ -32,6 +32,7 @@ from orchestrator.recovery.context import (
     build_bundle,
     tail_bytes,
 )
+from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.gateway import charged_factory
 from orchestrator.recovery.graph import (
@@ -126,7 +127,7 @@ def _bundle_inputs(
 def failure_signature(stage: StageConfig, attempt: Attempt) -> str:
     """Groups failures of the same kind across tickets, for the ledger's history."""
     check = attempt.failing_check
-    return f"{stage.name}/{check.name if check else 'stage'}"
+    return signature_of(stage.name, check.name if check else None, attempt.failure_class)
 
 
 def recover(
@@ -267,7 +268,7 @@ def _decide(
             infra_retries_used=budget.spent("infra-retry"),
             max_infra_retries=config.recovery.max_infra_retries_per_ticket,
         ),
-        history=link.history(signature),
+        history=link.recent_history(signature, now=services.clock()),
     )
     charges = 0
 

@@ -43,8 +43,8 @@ if str(ROOT) not in sys.path:  # `python bench/bench_ledger_history.py` puts ben
     sys.path.insert(0, str(ROOT))
 
 from orchestrator.app.ledger_link import LedgerLink  # noqa: E402
-from orchestrator.storage.ledger import ZERO_HASH, Ledger, inputs_hash  # noqa: E402
 from orchestrator.recovery.confidence import RECENT_OUTCOMES  # noqa: E402
+from orchestrator.storage.ledger import ZERO_HASH, Ledger, inputs_hash  # noqa: E402
 from orchestrator.storage.ledger_index import (  # noqa: E402
     history_by_scan,
     recent_outcomes_by_scan,

@@ -26,13 +26,13 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
+from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
     BundleInputs,
     build_bundle,
     tail_bytes,
 )
-from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.gateway import charged_factory
 from orchestrator.recovery.graph import (

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from recovery.test_graph import SQUASH, context, deps
 
 from orchestrator.recovery.confidence import (
     HALF_LIFE_DAYS,
@@ -20,11 +21,9 @@ from orchestrator.recovery.confidence import (
     route_infra,
 )
 from orchestrator.recovery.diagnose import Caps
+from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.graph import RecoveryAgent, run_graph
 from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.gateway import ScriptedGateway
-
-from recovery.test_graph import SQUASH, THRESHOLDS, context, deps
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # What a busy ledger says about retries of this stage: a hundred, none of them green.

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from storage.test_ledger_index import ACTIONS, SIGNATURES, decide
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.recovery.confidence import HALF_LIFE_DAYS
@@ -16,7 +17,6 @@ from orchestrator.storage.ledger import Ledger
 from orchestrator.storage.ledger_index import recent_outcomes_by_scan
 
 from conftest import examples
-from storage.test_ledger_index import ACTIONS, SIGNATURES, decide
 
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 

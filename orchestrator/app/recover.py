@@ -254,7 +254,7 @@ def _decide(
             output=check_output,
             ticket_title=record.ticket_title,
             infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-            infra_detail=attempt.failure_detail,
+            infra_detail=attempt.failure_detail or attempt.error,
             stage_said=telling_line_of(_failed_log(attempt)),
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),

@@ -48,6 +48,7 @@ class HaltReason(StrEnum):
     BUDGET_SPENT = "budget_spent"  # the batch's model budget is spent
     AUTH_ERROR = "auth_error"  # an engine or forge refused our credentials
     QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
+    CONFIG_ERROR = "config_error"  # a stage's program is not installed: fix, then resume
 
 
 S = RunState

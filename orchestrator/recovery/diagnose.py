@@ -135,10 +135,21 @@ NEEDS_A_PERSON = {
 }
 
 
+# Failures of the machine's configuration: the run fails at once (no retry can install a
+# program), and ``orchestrator resume`` continues it once a person has fixed it.
+FAILS_AS_CONFIGURED = {"config_error": HaltReason.CONFIG_ERROR}
+
+
 def infra_decision(failure: Failure, caps: Caps) -> Decision:
     """Infrastructure failures never go to the model: a deterministic verdict."""
     cls = failure.infra or "engine_error"
     said = f": {failure.infra_detail}" if failure.infra_detail else ""
+    if cls in FAILS_AS_CONFIGURED:
+        why = (
+            f"configuration error ({cls}{said}): install the program or fix the stage's "
+            "command or PATH, then `orchestrator resume` the run; retrying cannot help"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=FAILS_AS_CONFIGURED[cls])
     if cls in NEEDS_A_PERSON:
         why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
         return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])

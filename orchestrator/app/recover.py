@@ -15,6 +15,7 @@ diagnosis charged before the crash stays spent).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.investigation_tools import investigator_for
@@ -141,6 +142,11 @@ def recover(
     ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     if ref is None:
         decided = _decide(record, stage, attempt, services)
+        if isinstance(decided, Deferred):
+            # Nothing decided, nothing charged: the run stays ``recovering`` and the next
+            # run of it (the next batch) decides this failure afresh.
+            services.reporter.note(f"deferred: {decided.reason}; the next batch decides it")
+            return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
         ref = VerdictRef(
             number=decided.number,
             attempt=attempt.number,
@@ -196,9 +202,16 @@ def recover(
     return record, effect
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """No decision now: the model may not be asked yet (a spent batch budget)."""
+
+    reason: str
+
+
 def _decide(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
-) -> VerdictRecord:
+) -> VerdictRecord | Deferred:
     """Gather the context, run the agent, persist its decision (reply texts, verdict file,
     ledger rows) and return it: what is returned is what was persisted, and nothing
     decided has run yet."""
@@ -302,7 +315,11 @@ def _decide(
         return decided
 
     try:
-        return persist(RecoveryAgent(deps).diagnose(ctx))
+        state = RecoveryAgent(deps).diagnose(ctx)
+        deferred = state.require_decision().deferred
+        if deferred is not None and charges == 0:
+            return Deferred(deferred)
+        return persist(state)
     except Exception as exc:
         if verdict_path.exists():  # persisted before it failed: the decision stands
             raise

@@ -87,6 +87,9 @@ class Decision:
     proposal: object | None = None
     # The investigation loop hit its step cap: whatever the confidence, a person decides.
     requires_human: bool = False
+    # Not decided: the model may not be asked now (why), but may be later. Such a
+    # decision is never persisted or carried out; the run waits to be decided again.
+    deferred: str | None = None
 
 
 class Caps(Frozen):
@@ -121,6 +124,12 @@ def _halt_for(verdict: Verdict) -> HaltReason | None:
 
 def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
     """No call: no model is configured, or the factory says why not (a spent budget)."""
+    if unavailable is not None and unavailable.defer:
+        why = f"{unavailable.reason}: not decided now; the next batch decides it"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT,
+            deferred=unavailable.reason,
+        )  # fmt: skip
     if unavailable is not None:
         why = unavailable.reason
         return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT)

@@ -105,7 +105,7 @@ def test_resuming_while_dry_run_is_still_armed_is_refused_and_changes_nothing(
 def test_from_an_earlier_stage_reruns_it_and_everything_after_keeping_what_came_before(
     tmp_path: Path,
 ) -> None:
-    h, record = blocked_run(tmp_path)
+    _, record = blocked_run(tmp_path)
     proc = resume_cli(
         tmp_path, record.ticket_id, "--from-stage", "implement", "--by", "erin", DRY_RUN="false"
     )

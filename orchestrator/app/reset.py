@@ -80,5 +80,8 @@ def reset_caps(
                 decision={"action": CAPABILITY, "by": by, "reason": why, "cleared": cleared},
                 ts=at.isoformat(),
             )
+        else:  # recorded before a crash stopped it: carry out what was recorded
+            by = str(row["decision"].get("by", by))
+            why = str(row["decision"].get("reason", why))
         after = budgets.reset(ticket_id, by=by, reason=why, at=at)
     return ResetResult(ticket_id, after.resets[-1], str(row["entry_hash"]))

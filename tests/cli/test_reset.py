@@ -117,3 +117,31 @@ def test_reset_refuses_what_is_not_a_ticket_id(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text('state_dir = "state"\n')
     proc = cli(tmp_path, "../etc", "--reason", "x")
     assert proc.returncode == 2 and "is not a ticket id" in proc.stderr
+
+
+def test_a_reset_cut_short_after_its_ledger_row_is_finished_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """Killed between the ledger row and the budget file: asked again, the reset finds
+    its row, appends no second one, and clears the caps as that row recorded."""
+    from datetime import UTC, datetime
+
+    from orchestrator.app.reset import reset_caps
+
+    spent_caps(tmp_path)
+    state = tmp_path / "state"
+    ledger = ledger_for(state, {})
+    ledger.append(
+        kind="decision", decision_id="T-1:caps-reset-1", ticket="T-1", run="",
+        capability="reset-caps", inputs_hash="0" * 64, model_version=None,
+        prompt_version=None, source="human",
+        decision={"action": "reset-caps", "by": "alice", "reason": "first ask", "cleared": {}},
+    )  # fmt: skip
+    result = reset_caps(state, ledger, "T-1", by="bob", reason="second ask", at=datetime.now(UTC))
+    assert result.reset is not None and (result.reset.by, result.reset.reason) == (
+        "alice", "first ask",
+    )  # fmt: skip
+    assert [r["decision_id"] for r in ledger.rows() if r["source"] == "human"] == [
+        "T-1:caps-reset-1"
+    ]
+    assert BudgetStore(state).load("T-1").spent("diagnosis") == 0

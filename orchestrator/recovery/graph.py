@@ -269,11 +269,11 @@ def verification_checks(
     return checks
 
 
-# Under the first rules an infrastructure stop was checked as a proposal it did not have.
-_STOPS_WITHOUT_PROPOSAL = {
-    False: frozenset({Source.SYNTHETIC}),
-    True: frozenset({Source.SYNTHETIC, Source.INFRA}),
-}
+def routed_by_rule(state: GraphState) -> bool:
+    """An infrastructure verdict is a rule: verified as the verdict it is, and routed
+    without a score. Decisions made under the first confidence rules (replayed from older
+    verdict files) were not."""
+    return state.require_decision().source is Source.INFRA and state.ctx.confidence_rules >= 2
 
 
 class VerificationNode:
@@ -286,7 +286,7 @@ class VerificationNode:
         proposal = (
             decision.proposal
             if decision.proposal is not None
-            or decision.source not in _STOPS_WITHOUT_PROPOSAL[state.ctx.confidence_rules >= 2]
+            or not (decision.source is Source.SYNTHETIC or routed_by_rule(state))
             else decision.verdict.model_dump(mode="json")
         )
         checks = verification_checks(proposal, state.ctx.decision, state.guardrail)
@@ -383,7 +383,7 @@ class RoutingNode:
         decision = state.require_decision()
         assert state.verification is not None and state.confidence is not None
         verified = state.verification.verified
-        if decision.source is Source.INFRA and state.ctx.confidence_rules >= 2:
+        if routed_by_rule(state):
             # A rule, not a score: never sent to a person by what the ledger remembers.
             return replace(state, routing=route_infra(verified=verified))
         threshold = deps.thresholds.get(decision.verdict.action, 1.0)
@@ -409,7 +409,7 @@ class PrepareProposal:
             f"routing {state.routing} ("
             + (
                 "infrastructure verdicts are routed by rule"
-                if decision.source is Source.INFRA and state.ctx.confidence_rules >= 2
+                if routed_by_rule(state)
                 else f"threshold for {decision.verdict.action}: "
                 f"{deps.thresholds.get(decision.verdict.action, 1.0)}"
             )

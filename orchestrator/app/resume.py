@@ -113,6 +113,14 @@ def resume_run(
                 f"resume refused: run {run_id} is not {record.ticket_id}'s latest run "
                 f"({latest.run_id} is); resume that one"
             )
+        configured = [s.name for s in services.loaded.config.stages]
+        if configured != [s.name for s in record.stages]:
+            # Checked before anything is recorded: a resume that cannot run changes nothing.
+            raise ResumeRefused(
+                f"resume refused: run {run_id} was started with stages "
+                f"{[s.name for s in record.stages]}, but {services.loaded.path} now defines "
+                f"{configured}; restore that config to resume it"
+            )
         plan = plan_resume(record, from_stage, dry_run=dry_run_armed(services.environ))
         if plan.stage is not None:
             record = _record_resume(record, plan.stage, ledger, services, by=by)

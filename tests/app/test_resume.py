@@ -216,3 +216,16 @@ def test_which_stopped_runs_may_be_resumed(
     else:
         with pytest.raises(IllegalTransition, match=refused):
             check_resume(state, halt)
+
+
+def test_a_run_whose_config_changed_is_refused_before_anything_is_recorded(
+    tmp_path: Path,
+) -> None:
+    _, record = blocked_run(tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text(config.read_text() + counted("extra"))
+    proc = resume_cli(tmp_path, record.run_id, DRY_RUN="false")
+    assert proc.returncode == 2
+    assert "was started with stages ['clone', 'implement', 'publish']" in proc.stderr
+    assert RunStore(tmp_path / "state").load(record.run_id).state is RunState.NEEDS_HUMAN
+    assert not (tmp_path / "state" / "ledger.jsonl").exists()

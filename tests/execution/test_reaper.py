@@ -149,7 +149,7 @@ def escaped_stage(tmp_path: Path, on_ready: Callable[[int], None], cancel: threa
         # It really is out of reach of a group or a marker: own session, not a child of
         # the stage, none of the environment it was given (no marker of ours).
         assert os.getsid(escaped) == escaped != os.getsid(stage)
-        assert proc_field(escaped, 1) != stage  # ppid: re-parented
+        assert proc_field(escaped, 1) == proc_field(stage, 1)  # re-parented to the reaper
         environ = Path(f"/proc/{escaped}/environ").read_bytes().split(b"\0")
         assert not [v for v in environ if v.startswith((b"ORCH_", b"PATH="))], environ
         on_ready(escaped)
@@ -230,6 +230,40 @@ def test_everything_goes_when_the_orchestrator_itself_is_killed(tmp_path: Path) 
             driver.kill()
             driver.wait()
         driver.stdout.close()
+
+
+def live_with(name: str, value: str) -> list[int]:
+    """Live processes whose environment holds ``name=value``."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and not is_dead(int(entry)):
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry))
+    return found
+
+
+def test_a_stage_that_keeps_forking_new_sessions_leaves_nothing(tmp_path: Path) -> None:
+    """A forker in a session of its own goes on starting sessions while the stage exits
+    and while the reaper kills: the reaper kills until no descendant is left."""
+    tag = f"{os.getpid()}-{tmp_path.name}"
+    started = tmp_path / "forking"
+    forker = "while :; do setsid sleep 300 & done"
+    script = (
+        f"setsid sh -c {shlex.quote(f'echo $$ > {shlex.quote(str(started))}; {forker}')} & "
+        f"while [ ! -s {shlex.quote(str(started))} ]; do sleep 0.01; done; sleep 0.2; exit 0"
+    )
+    outcome = run_process(
+        ("sh", "-c", script), cwd=tmp_path, env={**os.environ, "ORCH_TEST_FORKER": tag},
+        log_path=tmp_path / "stage.log", timeout_s=60, kill_after_s=0.5,
+    )  # fmt: skip
+
+    assert outcome.exit_code == 0
+    assert live_with("ORCH_TEST_FORKER", tag) == []
 
 
 def test_orphans_are_reaped_while_the_stage_runs(tmp_path: Path) -> None:

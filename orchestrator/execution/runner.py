@@ -228,7 +228,8 @@ def kill_stale_group(identity: ProcessIdentity) -> bool:
 
 def _open_log(log_path: Path) -> int:
     """The log for appending, readable by its owner only: a stage prints what it sees,
-    and what it sees may be secret. An older log keeps its content and loses the rest."""
+    and what it sees may be secret. An older, wider-open log keeps its content; only its
+    mode narrows."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o600)

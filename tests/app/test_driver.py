@@ -274,11 +274,15 @@ def test_sigkill_mid_stage_leaves_a_resumable_run(tmp_path: Path) -> None:
     ]
     assert record.attempts[-1].status is AttemptStatus.RUNNING
     # (Its pgid may or may not have been saved yet: the kill can land in between.)
-    stage_fd = os.pidfd_open(stage_pid)  # becomes readable when the stage has exited
     try:
-        assert select.select([stage_fd], [], [], 30)[0], "the stage outlived the orchestrator"
-    finally:
-        os.close(stage_fd)
+        stage_fd = os.pidfd_open(stage_pid)  # becomes readable when the stage has exited
+    except ProcessLookupError:
+        pass  # already gone and reaped
+    else:
+        try:
+            assert select.select([stage_fd], [], [], 30)[0], "the stage outlived the orchestrator"
+        finally:
+            os.close(stage_fd)
 
     release.touch()
     proc = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=60)

@@ -67,7 +67,17 @@ def write_ticket(
     extra: str = "",
     body: str = "Do the thing.",
 ) -> Path:
+    """A ticket file. Its repository must exist (a ticket pointing at a missing one is
+    refused before a run starts): a local path that does not exist yet is made an empty
+    bare repository, enough for a pipeline that never clones; a test that clones builds
+    its origin first (``harness.make_origin``)."""
     directory.mkdir(parents=True, exist_ok=True)
+    if "://" not in repository:
+        origin = directory / repository
+        if not origin.exists():
+            import git  # only tickets without an origin of their own need it
+
+            git.Repo.init(origin, bare=True).close()
     path = directory / f"{ticket_id}.md"
     path.write_text(
         "+++\n"

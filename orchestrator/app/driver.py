@@ -75,7 +75,8 @@ def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
     """Raise TicketError when another existing file claims this ticket's id (the file
     its latest run started from): which of the two is meant is a person's call."""
     latest = services.store.latest_for_ticket(ticket.id)
-    if latest is not None:
+    # ``approve`` continues a run from the run's own snapshot of its ticket.
+    if latest is not None and Path(latest.ticket_snapshot).resolve() != ticket.path:
         clash = id_taken_elsewhere(ticket, latest.ticket_path)
         if clash is not None:
             raise clash

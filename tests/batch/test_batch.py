@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -35,6 +36,16 @@ def setup(tmp_path: Path, stages: str, n: int = 10, header: str = "") -> tuple[P
     for i in range(n):
         write_ticket(tickets, f"T-{i:02d}")
     return config, tickets
+
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+
+
+def untimed(stdout: str) -> list[str]:
+    """The batch's lines without the UTC time each one starts with (which must be there)."""
+    lines = stdout.splitlines()
+    assert all(STAMP.match(line) for line in lines if not line.startswith("    | ")), stdout
+    return [STAMP.sub("", line) for line in lines]
 
 
 def counts(tmp_path: Path, name: str) -> dict[str, int]:
@@ -144,7 +155,7 @@ def test_a_corrupt_state_file_is_reported_and_the_batch_goes_on(tmp_path: Path) 
         orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
-    lines = proc.stdout.splitlines()
+    lines = untimed(proc.stdout)
     [bad] = [line for line in lines if line.startswith("T-01")]
     assert "skipped" in bad and f"state error: {corrupt}: not valid JSON" in bad
     assert any(line.startswith("T-00") and "completed" in line for line in lines)
@@ -168,10 +179,10 @@ def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Pa
         orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
-    [line] = [line for line in proc.stdout.splitlines() if line.startswith("T-00")]
+    [line] = [line for line in untimed(proc.stdout) if line.startswith("T-00")]
     assert "skipped" in line and f"state error: {record}: not a valid run record" in line
     assert any(
-        line.startswith("T-01") and "already-completed" in line for line in proc.stdout.splitlines()
+        line.startswith("T-01") and "already-completed" in line for line in untimed(proc.stdout)
     )
 
 

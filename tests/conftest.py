@@ -72,7 +72,7 @@ def write_ticket(
     bare repository, enough for a pipeline that never clones; a test that clones builds
     its origin first (``harness.make_origin``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    if "://" not in repository:
+    if "://" not in repository and not repository.startswith("git@"):
         origin = directory / repository
         if not origin.exists():
             import git  # only tickets without an origin of their own need it

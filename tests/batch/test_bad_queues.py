@@ -45,7 +45,9 @@ def runs_of(tmp_path: Path, ticket_id: str) -> list[Path]:
 
 def line_of(stdout: str, first_column: str) -> str:
     [line] = [
-        line for line in stdout.splitlines() if re.match(rf"^{STAMP} {re.escape(first_column)} ", line)
+        line
+        for line in stdout.splitlines()
+        if re.match(rf"^{STAMP} {re.escape(first_column)} ", line)
     ]
     return line
 
@@ -68,7 +70,9 @@ def test_two_files_with_one_id_are_both_refused_naming_each_other_and_the_rest_r
     for this, other in ((first, second), (second, first)):
         line = line_of(proc.stdout, this.name)
         assert " refused " in line
-        assert f"ticket error: {this}: id 'T-01' is also the id of {other}; rename or remove" in line
+        assert (
+            f"ticket error: {this}: id 'T-01' is also the id of {other}; rename or remove" in line
+        )
     assert ran(tmp_path) == {"T-00": 1, "T-02": 1}  # the rest of the queue ran
     assert runs_of(tmp_path, "T-01") == []  # and neither file did
 
@@ -120,7 +124,10 @@ def test_a_repository_that_does_not_exist_is_refused_before_a_run_is_created(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = line_of(proc.stdout, "T-01")
     reason = problem.format(repo=repo)
-    assert f" refused " in line and f"ticket error: {bad}: repository: {reason}; nothing was run" in line
+    assert (
+        " refused " in line
+        and f"ticket error: {bad}: repository: {reason}; nothing was run" in line
+    )
     assert runs_of(tmp_path, "T-01") == []  # nothing written under runs/
 
     single = subprocess.run(
@@ -139,7 +146,9 @@ def test_a_missing_relative_repository_is_refused_and_the_rest_of_the_queue_runs
     tickets = tmp_path / "tickets"
     write_ticket(tickets, "T-00")
     bad = tickets / "T-01.md"
-    bad.write_text(write_ticket(tickets, "T-01").read_text().replace("../origin.git", "../gone.git"))
+    bad.write_text(
+        write_ticket(tickets, "T-01").read_text().replace("../origin.git", "../gone.git")
+    )
 
     proc = batch(config, tickets)
 
@@ -151,7 +160,7 @@ def test_a_missing_relative_repository_is_refused_and_the_rest_of_the_queue_runs
 def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(tmp_path: Path) -> None:
     script = (
         "echo step one; echo 'Traceback (most recent call last):'; "
-        "echo '  File \"build.py\", line 3'; echo \"ValueError: token=hunter2hunter2hunter2\"; "
+        'echo \'  File "build.py", line 3\'; echo "ValueError: token=hunter2hunter2hunter2"; '
         "echo cleaning up; exit 1"
     )
     config = write_config(tmp_path, bash_stage("build", script))

@@ -191,7 +191,10 @@ def test_an_unreadable_run_record_is_named_and_left_and_the_rest_is_pruned(
     broken.write_text('{"run_id": ')
     done = cli(config, "prune", "--older-than", "0s")
     assert done.returncode == 7, done.stdout
-    assert f"skipped Z-1-20260101T000000Z-dead: state error: {broken}: not a valid run record" in done.stdout
+    assert (
+        f"skipped Z-1-20260101T000000Z-dead: state error: {broken}: not a valid run record"
+        in done.stdout
+    )
     assert broken.exists() and "freed 2 run(s)" in done.stdout
 
 

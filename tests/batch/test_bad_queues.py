@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import git
 import pytest
 
 from orchestrator.cli.main import main
@@ -226,3 +228,40 @@ def test_one_line_says_dry_run_blocked_something_and_how_to_allow_it(tmp_path: P
     disarmed = batch(config, tickets, DRY_RUN="false")
     assert "DRY_RUN" not in disarmed.stdout
     assert " completed " in line_of(disarmed.stdout, "T-03")
+
+
+def test_cron_over_several_batches_refuses_then_runs_what_a_person_fixed(tmp_path: Path) -> None:
+    """What cron's monitoring sees: the first batch exits 2 (two files claim one id, one
+    ticket's repository is missing) while the good ticket still runs and is stopped by
+    DRY_RUN; after a person removes the copy and creates the repository, the next batch,
+    with DRY_RUN=false, runs exactly those two tickets and exits 0."""
+    config = write_config(tmp_path, counted() + bash_stage("push", "exit 0", side_effectful=True))
+    tickets = tmp_path / "tickets"
+    write_ticket(tickets, "A-1")
+    twin = write_ticket(tickets, "B-1")
+    copy = tickets / "B-1-copy.md"
+    copy.write_text(twin.read_text())
+    write_ticket(tickets, "C-1", repository="../c-origin.git")
+    shutil.rmtree(tmp_path / "c-origin.git")  # write_ticket made one; this one is missing
+
+    first = batch(config, tickets)
+
+    assert first.returncode == 2, first.stdout
+    assert " needs-human " in line_of(first.stdout, "A-1")
+    assert " refused " in line_of(first.stdout, "B-1.md")
+    assert " refused " in line_of(first.stdout, "B-1-copy.md")
+    assert "repository: no such directory" in line_of(first.stdout, "C-1")
+    assert "DRY_RUN blocked a side-effectful stage of 1 ticket(s) (A-1)" in first.stdout
+    assert ran(tmp_path) == {"A-1": 1}
+    assert runs_of(tmp_path, "B-1") == runs_of(tmp_path, "C-1") == []
+
+    copy.unlink()
+    git.Repo.init(tmp_path / "c-origin.git", bare=True).close()  # a person made it
+
+    second = batch(config, tickets, DRY_RUN="false")
+
+    assert second.returncode == 0, second.stdout
+    assert " completed " in line_of(second.stdout, "B-1")
+    assert " completed " in line_of(second.stdout, "C-1")
+    assert "DRY_RUN" not in second.stdout
+    assert ran(tmp_path) == {"A-1": 1, "B-1": 1, "C-1": 1}  # A-1's build was not repeated

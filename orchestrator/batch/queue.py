@@ -46,9 +46,9 @@ def duplicate_ids(ids: Mapping[Path, str]) -> dict[Path, str]:
         if len(paths) < 2:
             continue
         for path in paths:
-            others = ", ".join(str(p) for p in sorted(paths) if p != path)
+            others = ", ".join(str(p.resolve()) for p in sorted(paths) if p != path)
             refused[path] = (
-                f"ticket error: {path}: id {ticket_id!r} is also the id of {others}; "
+                f"ticket error: {path.resolve()}: id {ticket_id!r} is also the id of {others}; "
                 "rename or remove one of them (none of them is run until then)"
             )
     return refused

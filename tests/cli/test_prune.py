@@ -132,7 +132,7 @@ def test_prune_frees_clones_and_logs_of_finished_runs_and_keeps_what_was_decided
     shown = cli(config, "show", bad)
     assert shown.returncode == 0, shown.stderr
     assert "log pruned on " in shown.stdout and "(orchestrator prune)" in shown.stdout
-    assert "(pruned on " in shown.stdout and "clone, logs)" in shown.stdout
+    assert re.search(r"^pruned   clone, logs on \S+Z \(orchestrator prune\)$", shown.stdout, re.M)
     verdicts = cli(config, "verdicts")
     assert verdicts.returncode == 0 and bad in verdicts.stdout
     replayed = cli(config, "replay", bad)

@@ -181,13 +181,11 @@ def render(
         lines.append(
             f"model    {label}: {calls} call(s), {inp} input + {outp} output tokens, ~${cost}"
         )
+    lines.append(f"clone    {record.clone_dir}")
     if pruned is not None:
         lines.append(
-            f"clone    {record.clone_dir} (pruned on {pruned.pruned_at}: "
-            f"{', '.join(pruned.removed)})"
+            f"pruned   {', '.join(pruned.removed)} on {pruned.pruned_at} (orchestrator prune)"
         )
-    else:
-        lines.append(f"clone    {record.clone_dir}")
     lines.append(f"ticket   {record.ticket_snapshot}")
     if record.pull_request:
         lines.append(f"pr       {record.pull_request}")

@@ -35,7 +35,8 @@ class Pruned:
     run_id: str
     removed: tuple[Path, ...] = ()
     bytes: int = 0
-    skipped: str | None = None  # why nothing was removed (locked, unreadable)
+    skipped: str | None = None  # why it was left, or left half done (unreadable, locked)
+    locked: bool = False  # left because a process holds its ticket: the next prune takes it
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def prune_runs(
             with ticket_lock(layout.root, record.ticket_id):
                 yield _prune_one(layout, path, now, dry_run=dry_run)
         except TicketLocked as exc:
-            yield Pruned(run_id, skipped=str(exc))
+            holder = f"pid {exc.holder_pid}" if exc.holder_pid else "another process"
+            yield Pruned(run_id, skipped=f"{exc.ticket_id} is locked by {holder}", locked=True)
 
 
 def _prune_one(layout: StateLayout, path: Path, now: datetime, *, dry_run: bool) -> Pruned:
@@ -129,14 +131,31 @@ def _prune_one(layout: StateLayout, path: Path, now: datetime, *, dry_run: bool)
     freed = sum(disk_bytes(p) for p in targets)
     if dry_run:
         return Pruned(run_id, tuple(targets), freed)
+    removed: list[Path] = []
+    problem = None
     for target in targets:
-        _remove(target)
+        try:
+            _remove(target)
+        except OSError as exc:
+            problem = f"cannot remove {target}: {exc.strerror or exc}"
+            break
+        removed.append(target)
+    if removed:
+        # What went is recorded even when something else could not go.
+        freed -= sum(disk_bytes(p) for p in targets if p not in removed)
+        _write_mark(layout, run_id, [p.name for p in removed], freed, now)
+    if problem is not None:
+        return Pruned(run_id, tuple(removed), freed, skipped=problem)
+    return Pruned(run_id, tuple(removed), freed)
+
+
+def _write_mark(
+    layout: StateLayout, run_id: str, names: list[str], freed: int, now: datetime
+) -> None:
     earlier = read_mark(layout, run_id)
-    removed = sorted({*(earlier.removed if earlier else ()), *(p.name for p in targets)})
     mark = {
         "pruned_at": f"{now:%Y-%m-%dT%H:%M:%SZ}",
-        "removed": removed,
+        "removed": sorted({*(earlier.removed if earlier else ()), *names}),
         "bytes": freed + (earlier.bytes if earlier else 0),
     }
     atomic_write(layout.pruned_record_path(run_id), (json.dumps(mark, indent=2) + "\n").encode())
-    return Pruned(run_id, tuple(targets), freed)

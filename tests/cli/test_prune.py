@@ -163,7 +163,7 @@ def test_prune_leaves_young_runs_and_runs_whose_ticket_is_locked(
     with ticket_lock(state, "T-bad"):
         code = prune(state, "1d", out, dry_run=False, clock=lambda: finished + timedelta(days=2))
     assert code == 0
-    assert f"skipped {bad}: skipped: T-bad is locked by pid {os.getpid()}" in out.getvalue()
+    assert f"skipped {bad}: T-bad is locked by pid {os.getpid()}\n" in out.getvalue()
     assert (runs / bad / "clone").is_dir() and (runs / bad / "logs").is_dir()
     assert not (runs / ok / "clone").exists()
 

@@ -48,18 +48,21 @@ def prune(
     dry_run: bool,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
-    """0, or 7 when a run record could not be read (it is named; nothing of it is removed).
-    A run whose ticket is locked is skipped and named: the next prune takes it."""
+    """0, or 7 when a run record could not be read (it is named; nothing of it is
+    removed) or a clone or log could not be removed (named, with the reason). A run whose
+    ticket is locked is skipped and named, and does not change the exit code: the next
+    prune takes it."""
     age = parse_duration(older_than)
     now = clock()
     verb = "would free" if dry_run else "freed"
     runs = total = 0
-    unreadable = False
+    trouble = False
     for pruned in prune_runs(StateLayout(state_dir), now - age, now, dry_run=dry_run):
         if pruned.skipped is not None:
-            unreadable = unreadable or pruned.skipped.startswith("state error")
+            trouble = trouble or not pruned.locked
             out.write(f"skipped {pruned.run_id}: {pruned.skipped}\n")
-            continue
+            if not pruned.removed:
+                continue
         runs += 1
         total += pruned.bytes
         what = ", ".join(p.name for p in pruned.removed)
@@ -69,4 +72,4 @@ def prune(
         f"{older_than}, {total} bytes ({human_bytes(total)}); kept records, verdicts, "
         "bundles, approvals, replies, hand-offs and the ledger\n"
     )
-    return errors.EXIT_STATE if unreadable else errors.EXIT_COMPLETED
+    return errors.EXIT_STATE if trouble else errors.EXIT_COMPLETED

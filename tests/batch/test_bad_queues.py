@@ -159,7 +159,10 @@ def test_a_missing_relative_repository_is_refused_and_the_rest_of_the_queue_runs
     assert ran(tmp_path) == {"T-00": 1}
 
 
-def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(
+    tmp_path: Path, jobs: str
+) -> None:
     script = (
         "echo step one; echo 'Traceback (most recent call last):'; "
         'echo \'  File "build.py", line 3\'; echo "ValueError: token=hunter2hunter2hunter2"; '
@@ -170,7 +173,7 @@ def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(tmp_pat
     write_ticket(tickets, "T-01")
     before = datetime.now(UTC).replace(microsecond=0)
 
-    proc = batch(config, tickets)
+    proc = batch(config, tickets, "--jobs", jobs)  # in process, or from workers' reports
 
     after = datetime.now(UTC)
     assert proc.returncode == 4, proc.stdout
@@ -202,7 +205,10 @@ def test_json_lines_carry_the_time_and_the_error_lines(tmp_path: Path) -> None:
     assert summary["summary"]["dry_run_blocked"] == []
 
 
-def test_one_line_says_dry_run_blocked_something_and_how_to_allow_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_one_line_says_dry_run_blocked_something_and_how_to_allow_it(
+    tmp_path: Path, jobs: str
+) -> None:
     config = write_config(
         tmp_path, bash_stage("build", "exit 0") + bash_stage("push", "exit 0", side_effectful=True)
     )
@@ -210,7 +216,7 @@ def test_one_line_says_dry_run_blocked_something_and_how_to_allow_it(tmp_path: P
     for ticket_id in ("T-01", "T-02"):
         write_ticket(tickets, ticket_id)
 
-    armed = batch(config, tickets)
+    armed = batch(config, tickets, "--jobs", jobs)
 
     assert armed.returncode == 3, armed.stdout
     [notice] = [line for line in armed.stdout.splitlines() if "DRY_RUN" in line]

@@ -129,6 +129,9 @@ def test_prune_frees_clones_and_logs_of_finished_runs_and_keeps_what_was_decided
         [f"runs/{ok}/pruned.json", f"runs/{bad}/pruned.json"]
     )
 
+    # The cause outlives the log: the hand-off (kept) carries the failed stage's last words.
+    assert "    error: it broke" in (runs / f"{bad}.handoff.md").read_text().splitlines()
+
     shown = cli(config, "show", bad)
     assert shown.returncode == 0, shown.stderr
     assert "log pruned on " in shown.stdout and "(orchestrator prune)" in shown.stdout

@@ -31,7 +31,8 @@ _NOT_TELLING = re.compile(r"^Traceback \(most recent call last\):$")
 
 
 def _printable(line: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in line)
+    # A tab is layout (diffs, test reports), not a control sequence: keep it as spaces.
+    return "".join(c if c.isprintable() else "?" for c in line.expandtabs(4))
 
 
 def _bounded(line: str) -> str:

@@ -223,3 +223,16 @@ def test_durations() -> None:
     assert parse_duration("2w") == timedelta(weeks=2)
     assert parse_duration("0s") == timedelta(0)
     assert datetime.now(UTC) - parse_duration("1d") < datetime.now(UTC)
+
+
+def test_show_tells_a_log_lost_otherwise_from_a_pruned_one(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    config, state = finished_and_live
+    bad = record_of(state, "T-bad").stem
+    [log] = (state / "runs" / bad / "logs").glob("*-build.log")
+    log.unlink()
+    shown = cli(config, "show", bad)
+    assert shown.returncode == 0, shown.stderr
+    assert f"      log missing: {log}" in shown.stdout.splitlines()
+    assert "pruned" not in shown.stdout

@@ -135,6 +135,7 @@ def test_error_lines_end_at_the_telling_line_redacted_printable_and_bounded() ->
     assert error_lines("a\nb\nc\nd\ne\nf\ng\n") == ["c", "d", "e", "f", "g"]  # no error word
     assert error_lines("error: \x1b[2J" + "y" * 1000 + "\n") == ["error: ?[2J" + "y" * 288 + "…"]
     assert error_lines(RUNNER_HEADER + RUNNER_FOOTER) == []
+    assert error_lines("-\twant\n+\tgot\nFAILED\n") == ["-   want", "+   got", "FAILED"]
 
 
 def test_run_and_show_print_the_failed_stages_last_error_lines(

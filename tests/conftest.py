@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -67,7 +68,17 @@ def write_ticket(
     extra: str = "",
     body: str = "Do the thing.",
 ) -> Path:
+    """A ticket file. Its repository must exist (a ticket pointing at a missing one is
+    refused before a run starts): a local path that does not exist yet is made an empty
+    bare repository, enough for a pipeline that never clones; a test that clones builds
+    its origin first (``harness.make_origin``)."""
     directory.mkdir(parents=True, exist_ok=True)
+    if "://" not in repository and not repository.startswith("git@"):
+        origin = directory / repository
+        if not origin.exists():
+            import git  # only tickets without an origin of their own need it
+
+            git.Repo.init(origin, bare=True).close()
     path = directory / f"{ticket_id}.md"
     path.write_text(
         "+++\n"
@@ -121,6 +132,17 @@ def _toml_str(text: str) -> str:
 
 def _toml_list(items: list[object]) -> str:
     return "[" + ", ".join(_toml_value(i) for i in items) + "]"
+
+
+BATCH_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+
+
+def untimed(batch_stdout: str) -> list[str]:
+    """A batch's lines without the UTC time each starts with (asserted to be there), and
+    without the failed stages' error lines printed under a ticket's line (``    | ``)."""
+    lines = [line for line in batch_stdout.splitlines() if not line.startswith("    | ")]
+    assert all(BATCH_STAMP.match(line) for line in lines), batch_stdout
+    return [BATCH_STAMP.sub("", line) for line in lines]
 
 
 def orchestrator_cmd(*args: str) -> list[str]:

@@ -24,7 +24,7 @@ from orchestrator.domain.lifecycle import (
     halt_reason_for_failure,
     is_terminal,
 )
-from orchestrator.domain.tickets import Ticket
+from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
@@ -57,6 +57,7 @@ def run_ticket(
     decided under the lock, so a second batch never repeats a ticket another just ended.
     """
     with ticket_lock(services.store.state_dir, ticket.id):
+        _refuse_a_second_file(ticket, services)
         if unfinished_only:
             latest = services.store.latest_for_ticket(ticket.id)
             if latest is not None and is_terminal(latest.state):
@@ -68,6 +69,17 @@ def run_ticket(
         record = _drive(record, services)
         services.reporter.run_finished(record)
         return record
+
+
+def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
+    """Raise TicketError when another existing file claims this ticket's id (the file
+    its latest run started from): which of the two is meant is a person's call."""
+    latest = services.store.latest_for_ticket(ticket.id)
+    # ``approve`` continues a run from the run's own snapshot of its ticket.
+    if latest is not None and Path(latest.ticket_snapshot).resolve() != ticket.path:
+        clash = id_taken_elsewhere(ticket, latest.ticket_path)
+        if clash is not None:
+            raise clash
 
 
 def continue_run(record: RunRecord, services: Services) -> RunRecord:
@@ -114,6 +126,11 @@ def _snapshot_ticket(ticket: Ticket, dest: Path) -> Path:
 
 
 def _create_run(ticket: Ticket, services: Services) -> RunRecord:
+    # Refused before anything is written: a run that can only fail in its clone stage
+    # would hide the reason in a log and leave a run to clean up.
+    refusal = ticket.refused_repository()
+    if refusal is not None:
+        raise refusal
     now = services.clock()
     store = services.store
     run_id = new_run_id(ticket.id, now)

@@ -1,21 +1,31 @@
 """The ticket queue, run in this process: every ticket file not yet terminal, one at a
 time. Each ticket is claimed with its flock and its "already terminal?" check happens
 under that lock (``run_ticket(..., unfinished_only=True)``), so overlapping batches never
-run a ticket twice."""
+run a ticket twice.
+
+Two files claiming one ticket id are both refused, each naming the other, and the rest of
+the queue runs: which file is "the" ticket is a person's call, and guessing (the first by
+name) would run one file and silently never the other, while refusing the whole batch
+would stop every other ticket over one mistake. A refusal makes the batch exit non-zero,
+so cron's monitoring hears of it.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.batch.results import TicketResult
+from orchestrator.batch.results import TicketResult, timestamp
 from orchestrator.domain import errors
 from orchestrator.domain.errors import Interrupted, StateError, TicketError, TicketLocked
 from orchestrator.domain.lifecycle import RunState, is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
+from orchestrator.reports.display import failed_log, final_failure
+from orchestrator.reports.telling import error_lines_of
+from orchestrator.storage.runs import RunRecord
 from orchestrator.storage.ticket_queue import ticket_files
 
 
@@ -25,16 +35,66 @@ def queue(tickets_dir: Path) -> list[Path]:
     return ticket_files(tickets_dir)
 
 
-def run_one(path: Path, services: Services) -> TicketResult:
+def duplicate_ids(ids: Mapping[Path, str]) -> dict[Path, str]:
+    """For every file whose ticket id another file of the queue also claims: why it is
+    refused, naming the others. Pure."""
+    claimants: dict[str, list[Path]] = {}
+    for path, ticket_id in ids.items():
+        claimants.setdefault(ticket_id, []).append(path)
+    refused = {}
+    for ticket_id, paths in claimants.items():
+        if len(paths) < 2:
+            continue
+        for path in paths:
+            others = ", ".join(str(p.resolve()) for p in sorted(paths) if p != path)
+            refused[path] = (
+                f"ticket error: {path.resolve()}: id {ticket_id!r} is also the id of {others}; "
+                "rename or remove one of them (none of them is run until then)"
+            )
+    return refused
+
+
+def queue_ids(paths: list[Path]) -> dict[Path, str]:
+    """The id each readable ticket file claims (a malformed one is refused on its turn)."""
+    ids = {}
+    for path in paths:
+        try:
+            ids[path] = load_ticket(path).id
+        except TicketError:
+            continue
+    return ids
+
+
+def _error_lines(record: RunRecord) -> tuple[str, ...]:
+    """The last error lines of the stage the run ended failing in, for under its line."""
+    attempt = final_failure(record)
+    return () if attempt is None else tuple(error_lines_of(failed_log(attempt)))
+
+
+def run_one(
+    path: Path, services: Services, refused: Mapping[Path, str] | None = None
+) -> TicketResult:
+    """Run one queued ticket file unless ``refused`` names it (see ``duplicate_ids``)."""
     started = time.monotonic()
+    refused = refused or {}
 
     def result(
-        ticket: str, status: str, run_id: str | None, detail: str, ran: bool
+        ticket: str,
+        status: str,
+        run_id: str | None,
+        detail: str,
+        ran: bool,
+        record: RunRecord | None = None,
     ) -> TicketResult:
+        halt = record.halt.reason.value if record is not None and record.halt else None
         return TicketResult(
-            ticket, status, run_id, detail, round(time.monotonic() - started, 3), ran
-        )
+            ticket, status, run_id, detail, round(time.monotonic() - started, 3), ran,
+            at=timestamp(services.clock()), halt=halt,
+            error_lines=_error_lines(record) if record is not None and ran else (),
+        )  # fmt: skip
 
+    if path in refused:
+        return result(path.name, "refused", None, refused[path], False)
     try:
         ticket = load_ticket(path)
     except TicketError as exc:
@@ -42,6 +102,8 @@ def run_one(path: Path, services: Services) -> TicketResult:
     try:
         before = services.store.latest_for_ticket(ticket.id)
         record = run_ticket(ticket, services, unfinished_only=True)
+    except TicketError as exc:  # found wanting once it was to run (its repository)
+        return result(ticket.id, "refused", None, str(exc), False)
     except TicketLocked as exc:
         return result(ticket.id, "skipped", None, str(exc), False)
     except StateError as exc:  # a corrupt or hand-edited state file: report it, go on
@@ -59,7 +121,7 @@ def run_one(path: Path, services: Services) -> TicketResult:
             ticket.id, "deferred", record.run_id, "model budget spent; the next batch decides it",
             True,
         )  # fmt: skip
-    return result(ticket.id, str(record.state), record.run_id, detail, True)
+    return result(ticket.id, str(record.state), record.run_id, detail, True, record)
 
 
 def run_queue(
@@ -70,13 +132,15 @@ def run_queue(
 ) -> None:
     """Run the queue in this process, appending to ``results`` as it goes (so what was
     done is still reported when a signal stops it halfway)."""
+    refused = duplicate_ids(queue_ids(paths))
     for path in paths:
         try:
-            outcome = run_one(path, services)
+            outcome = run_one(path, services, refused)
         except Interrupted:
             outcome = TicketResult(
-                path.stem, "interrupted", None, "state saved; the next batch resumes", 0.0, True
-            )
+                path.stem, "interrupted", None, "state saved; the next batch resumes", 0.0,
+                True, at=timestamp(services.clock()),
+            )  # fmt: skip
             emit(outcome)
             results.append(outcome)
             raise

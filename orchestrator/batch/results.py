@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from orchestrator.domain import errors
 from orchestrator.storage.batch_budget import BatchBudget
@@ -18,6 +19,12 @@ EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
     ("awaiting-approval", errors.EXIT_NEEDS_HUMAN),
 )
 RESULT_PREFIX = '{"ticket"'
+DRY_RUN_BLOCK = "dry_run_block"
+
+
+def timestamp(moment: datetime) -> str:
+    """UTC, ISO-8601, to the second: what a cron log's lines are sorted and grepped by."""
+    return f"{moment.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 @dataclass(frozen=True)
@@ -28,11 +35,39 @@ class TicketResult:
     detail: str
     seconds: float
     ran: bool  # this batch drove the ticket (rather than finding it done or locked)
+    at: str = ""  # when the batch was done with the ticket (``timestamp``)
+    halt: str | None = None  # the halt reason this batch's run of the ticket ended with
+    # The failed stage's last error lines from its log, redacted (reports/telling.py).
+    error_lines: tuple[str, ...] = ()
 
     def line(self) -> str:
         run = self.run_id or "-"
         tail = f"  {self.detail}" if self.detail else ""
-        return f"{self.ticket:<16} {self.status:<20} {run:<36} {self.seconds:7.2f}s{tail}"
+        at = f"{self.at} " if self.at else ""
+        return f"{at}{self.ticket:<16} {self.status:<20} {run:<36} {self.seconds:7.2f}s{tail}"
+
+    def lines(self) -> list[str]:
+        """``line`` and under it the failed stage's own last words, indented."""
+        return [self.line(), *(f"    | {said}" for said in self.error_lines)]
+
+
+def dry_run_blocked(results: list[TicketResult]) -> list[str]:
+    """The tickets whose run DRY_RUN stopped in this batch (not those found so earlier)."""
+    return [r.ticket for r in results if r.ran and r.halt == DRY_RUN_BLOCK]
+
+
+def dry_run_notice(results: list[TicketResult], at: str) -> str | None:
+    """One line when DRY_RUN blocked a side-effectful stage in this batch: which tickets,
+    and how to let them through. None when nothing was blocked."""
+    blocked = dry_run_blocked(results)
+    if not blocked:
+        return None
+    names = ", ".join(blocked)
+    return (
+        f"{at} DRY_RUN blocked a side-effectful stage of {len(blocked)} ticket(s) ({names}): "
+        "set DRY_RUN=false in the batch's environment to allow it; "
+        "`orchestrator resume RUN_ID` continues a blocked run at the stage that stopped it"
+    )
 
 
 def merge(reports: list[TicketResult]) -> list[TicketResult]:
@@ -79,5 +114,7 @@ def worker_results(text: str) -> list[TicketResult]:
     out = []
     for line in text.splitlines():
         if line.startswith(RESULT_PREFIX):
-            out.append(TicketResult(**json.loads(line)))
+            fields = json.loads(line)
+            fields["error_lines"] = tuple(fields.get("error_lines", ()))
+            out.append(TicketResult(**fields))
     return out

@@ -123,6 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--verdict", type=int, metavar="N", help="only decision N")
     replay.add_argument("--json", action="store_true", help="one JSON object per decision")
 
+    prune = sub.add_parser(
+        "prune", help="delete clones and logs of finished runs; keep what was decided"
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="AGE",
+        required=True,
+        help="runs finished longer ago than this: a number and s, m, h, d or w (e.g. 30d)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what would be freed; remove nothing"
+    )
+
     from orchestrator.cli.commands import ledger as ledger_command  # argparse only: cheap
 
     ledger_command.add_parser(sub)
@@ -297,6 +310,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import run
 
         return run.run(config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout)
+    if args.command == "prune":
+        from orchestrator.cli.commands import prune
+
+        return prune.prune(
+            locate.state_dir(config_file, args.state_dir),
+            args.older_than,
+            sys.stdout,
+            dry_run=args.dry_run,
+        )
     if args.command == "ledger":
         from orchestrator.cli.commands import ledger
 

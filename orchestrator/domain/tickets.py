@@ -90,6 +90,27 @@ class Ticket(Frozen):
             return repo
         return str((self.path.parent / repo).resolve())
 
+    def repository_problem(self) -> str | None:
+        """Why the ticket's repository cannot be cloned, when that can be told without
+        asking anyone: a local path (or ``file://`` URL) that is missing or is not a git
+        repository. None otherwise. A remote URL is not checked: only the network can
+        tell, it needs credentials that only the clone stage is given, and an outage must
+        stay a retried infrastructure failure rather than a refused ticket; the clone
+        stage's own error reaches the console when it fails."""
+        location = self.repository_location()
+        if location.startswith("file://"):
+            location = location.removeprefix("file://")
+        elif "://" in location or location.startswith("git@"):
+            return None
+        return local_repository_problem(Path(location))
+
+    def refused_repository(self) -> TicketError | None:
+        """``repository_problem`` as the error that refuses the ticket before a run is made."""
+        problem = self.repository_problem()
+        if problem is None:
+            return None
+        return TicketError(f"ticket error: {self.path}: repository: {problem}; nothing was run")
+
     def extra_files(self) -> list[Path]:
         """Files the ticket refers to through ``extras.*.file``, resolved."""
         out = []
@@ -98,6 +119,46 @@ class Ticket(Frozen):
             if isinstance(ref, str):
                 out.append((self.path.parent / ref).resolve())
         return out
+
+
+def local_repository_problem(path: Path) -> str | None:
+    """Why ``path`` is not a git repository a clone can start from, or None. Read from
+    the file system only (no git process): a work tree has ``.git`` (a directory, or a
+    file for a linked work tree); a bare repository has ``HEAD``, ``objects/`` and
+    ``refs/``."""
+    try:
+        if not path.exists():
+            return f"no such directory: {path}"
+        if not path.is_dir():
+            return f"not a directory: {path}"
+        if (path / ".git").exists():
+            return None
+        if (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir():
+            return None
+    except OSError as exc:
+        return f"cannot look at {path}: {exc.strerror}"
+    return f"not a git repository: {path}"
+
+
+def id_taken_elsewhere(ticket: Ticket, recorded_path: str) -> TicketError | None:
+    """A ticket file whose id another file still claims: the file an earlier run of
+    that id started from (``recorded_path``) exists and holds the same id. Two files
+    with one id are a mistake a person must settle; running either would resume or
+    repeat the other's run. A file that moved (the old one is gone or now has
+    another id) is not a clash."""
+    other = Path(recorded_path)
+    if other == ticket.path:
+        return None
+    try:
+        claimed = load_ticket(other).id
+    except TicketError:
+        return None
+    if claimed != ticket.id:
+        return None
+    return TicketError(
+        f"ticket error: {ticket.path}: id {ticket.id!r} is taken by another file, {other} "
+        "(its runs are this id's runs); rename or remove one of them"
+    )
 
 
 def split_front_matter(text: str) -> tuple[str, str]:

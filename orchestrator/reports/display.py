@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from orchestrator.reports.telling import telling_line_of
+from orchestrator.reports.telling import error_lines_of, telling_line_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
@@ -46,16 +46,39 @@ def attempt_summary(attempt: Attempt) -> str:
     return f"exit {attempt.exit_code} in {took}"
 
 
+def failed_log(attempt: Attempt) -> Path | None:
+    """The log that says why ``attempt`` failed: its failing check's, else its own."""
+    check = attempt.failing_check
+    log = check.log_path if check is not None else attempt.log_path
+    return Path(log) if log else None
+
+
 def failure_summary(attempt: Attempt) -> str:
     """``attempt_summary``, and for a failure what the failed program said about it: the
     console names the first cause where it happens, not only a later symptom."""
     summary = attempt_summary(attempt)
     if attempt.ok:
         return summary
-    check = attempt.failing_check
-    log = check.log_path if check is not None else attempt.log_path
-    said = telling_line_of(Path(log) if log else None)
+    said = telling_line_of(failed_log(attempt))
     return f"{summary}: {said}" if said else summary
+
+
+def failure_detail(attempt: Attempt) -> list[str]:
+    """A failed attempt's last error lines from its log (redacted, bounded), when they
+    say more than the one telling line ``failure_summary`` already carries."""
+    if attempt.ok:
+        return []
+    said = error_lines_of(failed_log(attempt))
+    return said if len(said) > 1 else []
+
+
+def final_failure(record: RunRecord) -> Attempt | None:
+    """The failed attempt a run ended on, if it ended on one (not on a DRY_RUN block or a
+    decision after a later success)."""
+    if record.state == "completed" or not record.attempts:
+        return None
+    last = max(record.attempts, key=lambda a: a.number)
+    return None if last.ok else last
 
 
 def outcome_lines(record: RunRecord) -> list[str]:
@@ -105,6 +128,11 @@ class PlainReporter:
 
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
         self._line(f"  {attempt.stage}: {failure_summary(attempt)}")
+        self._failure_detail(attempt)
+
+    def _failure_detail(self, attempt: Attempt) -> None:
+        for said in failure_detail(attempt):
+            self._line(f"    | {said}")
 
     def note(self, text: str) -> None:
         self._line(f"  note: {text}")
@@ -150,6 +178,7 @@ class TtyReporter(PlainReporter):
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
         mark = self._paint("ok", "32") if attempt.ok else self._paint("FAILED", "31")
         self._line(f"  {attempt.stage}: {mark} {failure_summary(attempt)}")
+        self._failure_detail(attempt)
 
 
 def reporter_for(out: TextIO, environ: Mapping[str, str] = os.environ) -> PlainReporter:

@@ -1,11 +1,14 @@
-"""The hand-off: what a person needs when a ticket stops and needs them — what failed,
-what was tried, where the evidence is. Rendering only; the abandon action writes it."""
+"""The hand-off: what a person needs when a ticket stops and needs them — what failed
+(with the failed program's last error lines), what was tried, where the evidence is.
+Rendering only (it reads the failed log's tail); the abandon action writes it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.reports.display import failed_log
+from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.runs import RunRecord
 
@@ -48,6 +51,10 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
             + (" (timed out)" if failed.timed_out else "")
         )
         lines.append(f"- log: `{failed.log_path}`")
+        # Kept here as well as in the log: ``orchestrator prune`` removes logs, never this.
+        said = error_lines_of(failed_log(failed))
+        if said:
+            lines += ["", "Its last error lines (redacted):", "", *(f"    {line}" for line in said)]
     lines += ["", "## What was tried"]
     for attempt in record.attempts:
         lines.append(

@@ -14,6 +14,7 @@ the stage programs can use it too.
     runs/<run-id>/clone/               the working clone
     runs/<run-id>/logs/                one log per attempt (and per check, recipe, restore)
     runs/<run-id>/pull-request.json    what the open-pr stage opened (its program writes it)
+    runs/<run-id>/pruned.json          what ``orchestrator prune`` removed from the run, and when
     tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
     locks/<ticket-id>.lock             flock held while a process drives the ticket
     batches/<batch-id>/                one batch's shared model budget and worker logs
@@ -43,6 +44,10 @@ LEDGER_FILE = "ledger.jsonl"
 RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 # Written by the open-pr stage programs into ``$ORCH_RUN_DIR``, read back by the driver.
 PULL_REQUEST_RECORD = "pull-request.json"
+PRUNED_RECORD = "pruned.json"
+# A mechanical fix's verification checkout (``runs/<run-id>/verify-<n>/``), normally
+# removed after the check; one a crash left behind is pruned with the clone.
+_VERIFY_CHECKOUT = re.compile(r"^verify-\d+$")
 
 
 def is_run_id(name: str) -> bool:
@@ -137,6 +142,21 @@ class StateLayout(NamedTuple):
     def logs_dir(self, run_id: str) -> Path:
         """One log per attempt, check, recipe command and restore."""
         return self.run_dir(run_id) / RUN_LOGS_DIR
+
+    def pruned_record_path(self, run_id: str) -> Path:
+        """What retention removed from the run (its clone and logs), and when."""
+        return self.run_dir(run_id) / PRUNED_RECORD
+
+    def prunable_paths(self, run_id: str) -> list[Path]:
+        """What retention may remove from a finished run: its clone, its logs and any
+        verification checkout left behind. Everything a reader needs to see what was
+        decided (the record, verdicts, bundles, approvals, replies, hand-off, the ticket
+        snapshot) stays."""
+        run_dir = self.run_dir(run_id)
+        found = [self.clone_dir(run_id), self.logs_dir(run_id)]
+        if run_dir.is_dir():
+            found += sorted(p for p in run_dir.iterdir() if _VERIFY_CHECKOUT.match(p.name))
+        return [p for p in found if p.exists() or p.is_symlink()]
 
     def pull_request_path(self, run_id: str) -> Path:
         """What a side-effectful stage opened, as its program recorded it."""

@@ -16,7 +16,7 @@ from orchestrator.cli.commands.batch import batch
 from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.decisions import read_verdict
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import orchestrator_cmd, subprocess_env, untimed, write_ticket
 
 pytestmark = pytest.mark.slow
 
@@ -146,7 +146,7 @@ def test_a_corrupt_state_file_is_reported_and_the_batch_goes_on(tmp_path: Path) 
         orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
-    lines = proc.stdout.splitlines()
+    lines = untimed(proc.stdout)
     [bad] = [line for line in lines if line.startswith("T-01")]
     assert "skipped" in bad and f"state error: {corrupt}: not valid JSON" in bad
     assert any(line.startswith("T-00") and "completed" in line for line in lines)
@@ -170,10 +170,10 @@ def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Pa
         orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
-    [line] = [line for line in proc.stdout.splitlines() if line.startswith("T-00")]
+    [line] = [line for line in untimed(proc.stdout) if line.startswith("T-00")]
     assert "skipped" in line and f"state error: {record}: not a valid run record" in line
     assert any(
-        line.startswith("T-01") and "already-completed" in line for line in proc.stdout.splitlines()
+        line.startswith("T-01") and "already-completed" in line for line in untimed(proc.stdout)
     )
 
 

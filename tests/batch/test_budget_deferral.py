@@ -16,7 +16,7 @@ from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
-from conftest import write_ticket
+from conftest import untimed, write_ticket
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
 
     code, out = run_batch()
     assert gateway.calls == 1
-    [deferred] = [line for line in out.splitlines() if line.startswith("T-01")]
+    [deferred] = [line for line in untimed(out) if line.startswith("T-01")]
     assert "deferred" in deferred and "next batch" in deferred
     assert code == 0, out  # nothing failed and nobody is needed: the next batch goes on
     record = RunStore(state).latest_for_ticket("T-01")
@@ -89,4 +89,4 @@ def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
     assert lines(state / "build-T-01") == 2  # the failed attempt, then the decided retry
     budget = BudgetStore(state).load("T-01")
     assert (budget.spent("diagnosis"), budget.spent("retry")) == (1, 1)
-    assert any(line.startswith("T-00") and "already-completed" in line for line in out.splitlines())
+    assert any(line.startswith("T-00") and "already-completed" in line for line in untimed(out))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -8,9 +9,16 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain.errors import TicketError
-from orchestrator.domain.tickets import TicketFields, TicketKind, load_ticket, render_ticket
+from orchestrator.domain.tickets import (
+    TicketFields,
+    TicketKind,
+    load_ticket,
+    local_repository_problem,
+    render_ticket,
+)
 
 from conftest import ROOT, examples, orchestrator_cmd, subprocess_env, write_ticket
+from gitrepo import bare_clone, commit_files, init_repo
 
 
 def refusal(path: Path) -> str:
@@ -195,3 +203,49 @@ def test_a_title_with_a_fence_between_unusual_line_breaks_reads_back(
     path = tmp_path / "T-3.md"
     path.write_bytes(render_ticket(fields, "body").encode("utf-8"))
     assert load_ticket(path).fields.title == title
+
+
+def test_a_local_repository_is_checked_without_running_git(tmp_path: Path) -> None:
+    work = init_repo(tmp_path / "work")
+    commit_files(work, {"a.txt": "a\n"}, "initial")
+    bare = bare_clone(tmp_path / "work", tmp_path / "origin.git")
+    work.git.worktree("add", str(tmp_path / "linked"), "-b", "side")  # its .git is a file
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert local_repository_problem(tmp_path / "work") is None
+    assert local_repository_problem(bare) is None
+    assert local_repository_problem(tmp_path / "linked") is None
+    assert (
+        local_repository_problem(tmp_path / "plain")
+        == f"not a git repository: {tmp_path / 'plain'}"
+    )
+    assert local_repository_problem(tmp_path / "file") == f"not a directory: {tmp_path / 'file'}"
+    assert local_repository_problem(tmp_path / "gone") == f"no such directory: {tmp_path / 'gone'}"
+
+
+@pytest.mark.parametrize(
+    ("repository", "problem"),
+    [
+        ("https://example.invalid/nowhere.git", None),  # remote: the clone stage will tell
+        ("git@example.invalid:nowhere.git", None),
+        ("ssh://git@example.invalid/nowhere.git", None),
+        ("../gone.git", "no such directory: {root}/gone.git"),
+        ("file://{root}/gone.git", "no such directory: {root}/gone.git"),
+        ("../origin.git", None),
+    ],
+)
+def test_which_repositories_are_refused_before_a_run(
+    tmp_path: Path, repository: str, problem: str | None
+) -> None:
+    path = write_ticket(tmp_path / "t", repository=repository.format(root=tmp_path))
+    if repository.startswith("../gone"):
+        # write_ticket makes a missing local origin; this one must stay missing.
+        shutil.rmtree(tmp_path / "gone.git")
+    ticket = load_ticket(path)
+    expected = problem.format(root=tmp_path) if problem else None
+    assert ticket.repository_problem() == expected
+    refusal = ticket.refused_repository()
+    if expected is None:
+        assert refusal is None
+    else:
+        assert str(refusal) == f"ticket error: {path}: repository: {expected}; nothing was run"

@@ -24,7 +24,7 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.runs import RunStore
 
-from conftest import write_ticket
+from conftest import untimed, write_ticket
 
 pytestmark = pytest.mark.slow
 
@@ -112,8 +112,8 @@ def test_cron_batches_make_progress_and_tell_the_truth(tmp_path: Path) -> None:
             config, None, tickets, jobs=1, as_json=False, worker=False, out=out,
             environ=cron_env, gateway_factory=lambda: model,
         )  # fmt: skip
-        lines = out.getvalue().splitlines()
-        return code, {line.split()[0]: line.split()[1] for line in lines[:-1] if line.strip()}
+        lines = [line for line in untimed(out.getvalue())[:-1] if not line.startswith("DRY_RUN ")]
+        return code, {line.split()[0]: line.split()[1] for line in lines if line.strip()}
 
     # Batch 1: the 429 is retried by itself, however red the ledger's memory; the budget
     # pays for BUD-1's diagnosis and BUD-2 waits; DRY_RUN blocks what reaches publish.

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
-from orchestrator.reports.telling import MAX_CHARS, telling_line, telling_line_of
+from orchestrator.reports.telling import (
+    MAX_CHARS,
+    MAX_ERROR_LINES,
+    error_lines,
+    telling_line,
+    telling_line_of,
+)
 from orchestrator.storage.layout import run_record_paths
 
 from conftest import bash_stage, write_config, write_ticket
@@ -106,3 +112,60 @@ def test_without_recovery_the_halt_carries_the_telling_line(
     assert main(["--config", str(ok), "run", str(ticket)]) == 0
     [passed] = [line for line in capsys.readouterr().out.splitlines() if "  build: exit 0" in line]
     assert passed.startswith("  build: exit 0 in ") and passed.endswith("s")
+
+
+def test_error_lines_end_at_the_telling_line_redacted_printable_and_bounded() -> None:
+    log = (
+        "collecting\n"
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 9, in main\n'
+        "    connect(token)\n"
+        "ValueError: bad key sk-ant-api03-" + "A" * 40 + "\n"
+        "cleanup done\n"
+    )
+    said = error_lines(RUNNER_HEADER + log + RUNNER_FOOTER)
+    assert said[:4] == [
+        "collecting",
+        "Traceback (most recent call last):",
+        'File "app.py", line 9, in main',
+        "connect(token)",
+    ]
+    assert said[4].startswith("ValueError: bad key ") and "A" * 40 not in said[4]
+    assert len(said) == MAX_ERROR_LINES  # "cleanup done" came after the error: left out
+    assert error_lines("a\nb\nc\nd\ne\nf\ng\n") == ["c", "d", "e", "f", "g"]  # no error word
+    assert error_lines("error: \x1b[2J" + "y" * 1000 + "\n") == ["error: ?[2J" + "y" * 288 + "…"]
+    assert error_lines(RUNNER_HEADER + RUNNER_FOOTER) == []
+    assert error_lines("-\twant\n+\tgot\nFAILED\n") == ["-   want", "+   got", "FAILED"]
+
+
+def test_run_and_show_print_the_failed_stages_last_error_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = (
+        "echo step one; echo 'Traceback (most recent call last):' >&2; "
+        "echo '  File \"b.py\", line 2' >&2; echo 'KeyError: GITHUB_TOKEN=ghp_"
+        + "a" * 36
+        + "' >&2; exit 1"
+    )
+    config = write_config(tmp_path, bash_stage("build", script))
+    ticket = write_ticket(tmp_path / "t")
+    assert main(["--config", str(config), "run", str(ticket)]) == 4
+    out = capsys.readouterr().out.splitlines()
+    failed = next(i for i, line in enumerate(out) if line.startswith("  build: exit 1 in "))
+    block = out[failed + 1 : failed + 5]
+    assert block[:3] == [
+        "    | step one",
+        "    | Traceback (most recent call last):",
+        '    | File "b.py", line 2',
+    ]
+    assert block[3].startswith("    | KeyError: GITHUB_TOKEN=") and "a" * 36 not in block[3]
+
+    assert main(["--config", str(config), "show", "T-1"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    log = next(i for i, line in enumerate(shown) if line.startswith("      log: "))
+    assert shown[log + 1 : log + 4] == [
+        "      | step one",
+        "      | Traceback (most recent call last):",
+        '      | File "b.py", line 2',
+    ]
+    assert "a" * 36 not in "\n".join(shown)

@@ -13,6 +13,9 @@ that has not reached a terminal state, N at a time. Built for cron.
   path and the reason, and the batch goes on.
 * One model budget per batch (``[batch]``): once spent, remaining diagnoses become
   synthetic abandon-human instead of calls.
+* Every line starts with its UTC time (a cron log is read by time); a ticket that failed
+  is followed by its failed stage's last error lines; when DRY_RUN blocked something in
+  this batch, one line says so and how to let it through.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.batch.queue import queue, run_queue
-from orchestrator.batch.results import TicketResult, exit_code, summary
+from orchestrator.batch.results import (
+    TicketResult,
+    dry_run_blocked,
+    dry_run_notice,
+    exit_code,
+    summary,
+    timestamp,
+)
 from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.run import build_services
 from orchestrator.domain import errors
@@ -78,7 +88,7 @@ def batch(
         if worker or as_json:
             out.write(json.dumps(asdict(result)) + "\n")
         else:
-            out.write(result.line() + "\n")
+            out.write("".join(f"{line}\n" for line in result.lines()))
         out.flush()
 
     started = time.monotonic()
@@ -103,17 +113,25 @@ def batch(
     if worker:
         return errors.EXIT_INTERRUPTED if interrupted else exit_code(results)
     if interrupted and not any(r.status == "interrupted" for r in results):
-        results.append(
-            TicketResult("-", "interrupted", None, "state saved; the next batch resumes", 0.0, True)
-        )
+        last = TicketResult(
+            "-", "interrupted", None, "state saved; the next batch resumes", 0.0, True,
+            at=timestamp(services.clock()),
+        )  # fmt: skip
+        results.append(last)
     report = summary(batch_id, results, time.monotonic() - started, budget)
+    at = timestamp(services.clock())
+    notice = dry_run_notice(results, at)
     if as_json:
+        report["at"] = at
+        report["dry_run_blocked"] = dry_run_blocked(results)
         out.write(json.dumps({"summary": report}) + "\n")
     else:
+        if notice is not None:
+            out.write(notice + "\n")
         counts = ", ".join(f"{n} {s}" for s, n in report["counts"].items()) or "no tickets"  # type: ignore[attr-defined]
         out.write(
-            f"batch {batch_id}: {report['tickets']} ticket(s): {counts} in {report['seconds']}s; "
-            f"model calls {report['model_calls']}, tokens {report['tokens']}, "
-            f"~${report['estimated_cost_usd']}\n"
+            f"{at} batch {batch_id}: {report['tickets']} ticket(s): {counts} in "
+            f"{report['seconds']}s; model calls {report['model_calls']}, tokens "
+            f"{report['tokens']}, ~${report['estimated_cost_usd']}\n"
         )
     return exit_code(results)

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
-from orchestrator.reports.display import attempt_summary
+from orchestrator.reports.display import attempt_summary, failed_log
+from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.layout import verdict_files
+from orchestrator.storage.retention import PrunedMark, read_mark
 from orchestrator.storage.run_ids import resolve_run_id
 from orchestrator.storage.runs import Attempt, RunRecord, RunStore
 
@@ -19,7 +21,24 @@ if TYPE_CHECKING:
     from orchestrator.recovery.transcript import ModelCall, ToolCall
 
 
-def _attempt_lines(attempt: Attempt) -> list[str]:
+def _log_lines(attempt: Attempt, pruned: PrunedMark | None) -> list[str]:
+    """Where the attempt's log is and, for a failure, its last error lines; or that
+    retention removed the log (``orchestrator prune``), or that it is missing."""
+    if not attempt.log_path:
+        return []
+    lines = [f"      log: {attempt.log_path}"]
+    log = failed_log(attempt) if not attempt.ok else Path(attempt.log_path)
+    if log is not None and not log.exists():
+        if pruned is not None:
+            lines.append(f"      log pruned on {pruned.pruned_at} (orchestrator prune)")
+        else:
+            lines.append(f"      log missing: {log}")
+        return lines
+    lines.extend(f"      | {said}" for said in error_lines_of(log) if not attempt.ok)
+    return lines
+
+
+def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[str]:
     who = ""
     if attempt.engine:
         who = f" engine={attempt.engine}" + (f" model={attempt.model}" if attempt.model else "")
@@ -33,8 +52,7 @@ def _attempt_lines(attempt: Attempt) -> list[str]:
         else:
             verdict = "timed out" if check.timed_out else f"exit {check.exit_code}"
             lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s")
-    if attempt.log_path:
-        lines.append(f"      log: {attempt.log_path}")
+    lines.extend(_log_lines(attempt, pruned))
     return lines
 
 
@@ -135,8 +153,9 @@ def render(
         f"diagnoses={record.counters.diagnoses}"
     )
     lines.append("attempts")
+    pruned = read_mark(store.layout, record.run_id)
     for attempt in record.attempts:
-        lines.extend(_attempt_lines(attempt))
+        lines.extend(_attempt_lines(attempt, pruned))
     if record.verdicts:
         lines.append("verdicts")
     for ref in record.verdicts:
@@ -163,6 +182,10 @@ def render(
             f"model    {label}: {calls} call(s), {inp} input + {outp} output tokens, ~${cost}"
         )
     lines.append(f"clone    {record.clone_dir}")
+    if pruned is not None:
+        lines.append(
+            f"pruned   {', '.join(pruned.removed)} on {pruned.pruned_at} (orchestrator prune)"
+        )
     lines.append(f"ticket   {record.ticket_snapshot}")
     if record.pull_request:
         lines.append(f"pr       {record.pull_request}")

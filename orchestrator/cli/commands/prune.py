@@ -1,0 +1,75 @@
+"""``orchestrator prune --older-than 30d [--dry-run]``: delete the clones and logs of
+finished runs older than that; keep what says what was decided (records, verdicts,
+bundles, approvals, reply texts, hand-offs) and the ledger. Built for cron: one line per
+run it freed or skipped, then the total."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.domain import errors
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.retention import prune_runs
+
+_DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``2w``, ``45s``: a whole number and one unit. Pure."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise errors.UsageError(
+            f"prune: --older-than: {text!r} is not a duration; "
+            "give a whole number and a unit: s, m, h, d or w (e.g. 30d, 12h)"
+        )
+    return timedelta(seconds=int(match.group("n")) * _UNIT[match.group("unit")])
+
+
+def human_bytes(count: int) -> str:
+    """``512 B``, ``3.4 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def prune(
+    state_dir: Path,
+    older_than: str,
+    out: TextIO,
+    *,
+    dry_run: bool,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> int:
+    """0, or 7 when a run record could not be read (it is named; nothing of it is
+    removed) or a clone or log could not be removed (named, with the reason). A run whose
+    ticket is locked is skipped and named, and does not change the exit code: the next
+    prune takes it."""
+    age = parse_duration(older_than)
+    now = clock()
+    verb = "would free" if dry_run else "freed"
+    runs = total = 0
+    trouble = False
+    for pruned in prune_runs(StateLayout(state_dir), now - age, now, dry_run=dry_run):
+        if pruned.skipped is not None:
+            trouble = trouble or not pruned.locked
+            out.write(f"skipped {pruned.run_id}: {pruned.skipped}\n")
+            if not pruned.removed:
+                continue
+        runs += 1
+        total += pruned.bytes
+        what = ", ".join(p.name for p in pruned.removed)
+        out.write(f"{verb} {pruned.run_id}: {what} ({human_bytes(pruned.bytes)})\n")
+    out.write(
+        f"prune{' (dry run)' if dry_run else ''}: {verb} {runs} run(s) older than "
+        f"{older_than}, {total} bytes ({human_bytes(total)}); kept records, verdicts, "
+        "bundles, approvals, replies, hand-offs and the ledger\n"
+    )
+    return errors.EXIT_STATE if trouble else errors.EXIT_COMPLETED

@@ -1,0 +1,161 @@
+"""Retention: free the disk a finished run no longer needs (its clone and its logs) and
+keep everything that says what was decided (the run record, verdicts, bundles, approvals,
+reply texts, hand-off, ticket snapshot) and the ledger.
+
+A run is pruned only when it is terminal, last changed before the cut-off, and its
+ticket's lock can be taken: a run still going, or a ticket some process is driving right
+now, is never touched. The record is read again under that lock. What was removed is
+written to ``runs/<run-id>/pruned.json`` after the removal, so a reader (``show``) can
+say "log pruned" rather than "log missing".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.domain.errors import StateError, TicketLocked
+from orchestrator.domain.lifecycle import is_terminal
+from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.layout import StateLayout, run_record_paths
+from orchestrator.storage.runs import read_record_file, ticket_lock
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """One run retention looked at: what it removed (or would), or why it left it."""
+
+    run_id: str
+    removed: tuple[Path, ...] = ()
+    bytes: int = 0
+    skipped: str | None = None  # why it was left, or left half done (unreadable, locked)
+    locked: bool = False  # left because a process holds its ticket: the next prune takes it
+
+
+@dataclass(frozen=True)
+class PrunedMark:
+    """``runs/<run-id>/pruned.json``: when retention removed what from a run."""
+
+    pruned_at: str
+    removed: tuple[str, ...]
+    bytes: int
+
+
+def disk_bytes(path: Path) -> int:
+    """The size of the files under ``path`` (links not followed, each counted once)."""
+    try:
+        top = path.lstat()
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(top.st_mode):
+        return top.st_size
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in [*files, *dirs]:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                total += info.st_size
+    return total
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, link or tree. A stage may have left read-only directories in its
+    clone: their write bit is restored so their contents can go."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+
+    def writable_then_retry(func: Callable[..., Any], failed: str, _exc: object) -> None:
+        os.chmod(os.path.dirname(failed), stat.S_IRWXU)
+        if os.path.isdir(failed) and not os.path.islink(failed):
+            os.chmod(failed, stat.S_IRWXU)
+            shutil.rmtree(failed, onerror=writable_then_retry)
+        elif os.path.lexists(failed):
+            func(failed)
+
+    shutil.rmtree(path, onerror=writable_then_retry)
+
+
+def read_mark(layout: StateLayout, run_id: str) -> PrunedMark | None:
+    """What retention removed from the run, or None (never pruned, or unreadable)."""
+    try:
+        raw = json.loads(layout.pruned_record_path(run_id).read_bytes())
+        return PrunedMark(str(raw["pruned_at"]), tuple(raw["removed"]), int(raw["bytes"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def prune_runs(
+    layout: StateLayout, cutoff: datetime, now: datetime, *, dry_run: bool
+) -> Iterator[Pruned]:
+    """Every terminal run last changed before ``cutoff`` that still has a clone or logs:
+    removed (unless ``dry_run``), or skipped with the reason."""
+    for path in run_record_paths(layout.runs_dir):
+        run_id = path.stem
+        try:
+            record = read_record_file(path)
+        except StateError as exc:
+            yield Pruned(run_id, skipped=str(exc))
+            continue
+        if not is_terminal(record.state) or record.updated_at >= cutoff:
+            continue
+        if not layout.prunable_paths(run_id):
+            continue  # pruned before
+        try:
+            with ticket_lock(layout.root, record.ticket_id):
+                yield _prune_one(layout, path, now, dry_run=dry_run)
+        except TicketLocked as exc:
+            holder = f"pid {exc.holder_pid}" if exc.holder_pid else "another process"
+            yield Pruned(run_id, skipped=f"{exc.ticket_id} is locked by {holder}", locked=True)
+
+
+def _prune_one(layout: StateLayout, path: Path, now: datetime, *, dry_run: bool) -> Pruned:
+    run_id = path.stem
+    try:  # under the lock: what was terminal stays terminal, but be sure
+        record = read_record_file(path)
+    except StateError as exc:
+        return Pruned(run_id, skipped=str(exc))
+    if not is_terminal(record.state):
+        return Pruned(run_id, skipped=f"run {run_id} is {record.state}")
+    targets = layout.prunable_paths(run_id)
+    freed = sum(disk_bytes(p) for p in targets)
+    if dry_run:
+        return Pruned(run_id, tuple(targets), freed)
+    removed: list[Path] = []
+    problem = None
+    for target in targets:
+        try:
+            _remove(target)
+        except OSError as exc:
+            problem = f"cannot remove {target}: {exc.strerror or exc}"
+            break
+        removed.append(target)
+    if removed:
+        # What went is recorded even when something else could not go.
+        freed -= sum(disk_bytes(p) for p in targets if p not in removed)
+        _write_mark(layout, run_id, [p.name for p in removed], freed, now)
+    if problem is not None:
+        return Pruned(run_id, tuple(removed), freed, skipped=problem)
+    return Pruned(run_id, tuple(removed), freed)
+
+
+def _write_mark(
+    layout: StateLayout, run_id: str, names: list[str], freed: int, now: datetime
+) -> None:
+    earlier = read_mark(layout, run_id)
+    mark = {
+        "pruned_at": f"{now:%Y-%m-%dT%H:%M:%SZ}",
+        "removed": sorted({*(earlier.removed if earlier else ()), *names}),
+        "bytes": freed + (earlier.bytes if earlier else 0),
+    }
+    atomic_write(layout.pruned_record_path(run_id), (json.dumps(mark, indent=2) + "\n").encode())

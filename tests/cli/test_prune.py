@@ -1,0 +1,238 @@
+"""``orchestrator prune``: the clones and logs of finished runs go; what says what was
+decided stays, and ``show``, ``verdicts`` and ``replay`` still read a pruned run. Real
+runs (a real clone of a real origin, real stage processes), the real CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli.commands.prune import parse_duration, prune
+from orchestrator.domain.errors import UsageError
+from orchestrator.storage.runs import read_record_file, ticket_lock
+
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
+from harness import make_origin, write_pipeline
+
+pytestmark = pytest.mark.slow
+
+
+def cli(config: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        orchestrator_cmd("--config", str(config), *args),
+        capture_output=True, text=True, env=subprocess_env(**env), timeout=120,
+    )  # fmt: skip
+
+
+def record_of(state: Path, ticket_id: str) -> Path:
+    [path] = (state / "runs").glob(f"{ticket_id}-*Z-????.json")
+    return path
+
+
+def kept_files(state: Path) -> dict[str, str]:
+    """Every file retention must keep, by its path under the state dir, with its digest."""
+    found = {}
+    for path in sorted(state.rglob("*")):
+        rel = path.relative_to(state)
+        if not path.is_file() or rel.parts[0] == "locks":
+            continue
+        if len(rel.parts) > 2 and rel.parts[0] == "runs" and rel.parts[2] in ("clone", "logs"):
+            continue
+        found[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+@pytest.fixture
+def finished_and_live(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """Three tickets through a real clone: T-ok completes, T-bad fails and is decided
+    (synthetic abandon-human, no model: a verdict, a bundle and a hand-off), and T-live's
+    orchestrator was SIGKILLed mid-stage (its run stays ``running``)."""
+    make_origin(tmp_path)
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    script = (
+        'if [ "$ORCH_TICKET_ID" = T-live ]; then echo $$ > ' + str(fifo) + "; exec sleep 60; fi; "
+        'echo building; if [ "$ORCH_TICKET_ID" = T-bad ]; then echo "error: it broke" >&2; exit 1; fi'
+    )
+    config = write_pipeline(tmp_path, bash_stage("build", script))
+    tickets = tmp_path / "t"
+    for ticket_id in ("T-ok", "T-bad", "T-live"):
+        write_ticket(tickets, ticket_id)
+    assert cli(config, "run", str(tickets / "T-ok.md")).returncode == 0
+    assert cli(config, "run", str(tickets / "T-bad.md")).returncode == 3
+
+    live = subprocess.Popen(
+        orchestrator_cmd("--config", str(config), "run", str(tickets / "T-live.md")),
+        env=subprocess_env(), stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    started: list[str] = []
+    reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert started, "T-live's stage never started"
+    os.kill(live.pid, signal.SIGKILL)
+    live.wait(timeout=30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(os.getpgid(int(started[0])), signal.SIGKILL)
+    yield config, tmp_path / "state"
+
+
+def test_prune_frees_clones_and_logs_of_finished_runs_and_keeps_what_was_decided(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    config, state = finished_and_live
+    runs = state / "runs"
+    ok, bad, live = (record_of(state, t).stem for t in ("T-ok", "T-bad", "T-live"))
+    for run_id in (ok, bad, live):
+        assert (runs / run_id / "clone" / ".git").is_dir() and (runs / run_id / "logs").is_dir()
+    kept = kept_files(state)
+    assert f"runs/{bad}.verdict-1.json" in kept and f"runs/{bad}.bundle-1.json" in kept
+    assert f"runs/{bad}.handoff.md" in kept and "ledger.jsonl" in kept
+
+    dry = cli(config, "prune", "--older-than", "0s", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert (runs / ok / "clone").is_dir() and (runs / bad / "logs").is_dir()  # nothing removed
+    assert f"would free {ok}: clone, logs (" in dry.stdout
+
+    done = cli(config, "prune", "--older-than", "0s")
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sorted(line.split(":")[0] for line in lines[:-1]) == sorted(
+        [f"freed {ok}", f"freed {bad}"]
+    )
+    summary = re.fullmatch(
+        r"prune: freed 2 run\(s\) older than 0s, (\d+) bytes \(.*\); kept records, verdicts, "
+        r"bundles, approvals, replies, hand-offs and the ledger",
+        lines[-1],
+    )
+    assert summary is not None and int(summary.group(1)) > 10_000  # two clones' worth
+    for run_id in (ok, bad):
+        assert not (runs / run_id / "clone").exists() and not (runs / run_id / "logs").exists()
+    # The run still going is never touched, old or not.
+    assert (runs / live / "clone" / ".git").is_dir() and (runs / live / "logs").is_dir()
+    # Everything that says what was decided is byte for byte what it was.
+    after = kept_files(state)
+    assert {k: v for k, v in after.items() if not k.endswith("pruned.json")} == kept
+    assert sorted(k for k in after if k.endswith("pruned.json")) == sorted(
+        [f"runs/{ok}/pruned.json", f"runs/{bad}/pruned.json"]
+    )
+
+    # The cause outlives the log: the hand-off (kept) carries the failed stage's last words.
+    assert "    error: it broke" in (runs / f"{bad}.handoff.md").read_text().splitlines()
+
+    shown = cli(config, "show", bad)
+    assert shown.returncode == 0, shown.stderr
+    assert "log pruned on " in shown.stdout and "(orchestrator prune)" in shown.stdout
+    assert re.search(r"^pruned   clone, logs on \S+Z \(orchestrator prune\)$", shown.stdout, re.M)
+    verdicts = cli(config, "verdicts")
+    assert verdicts.returncode == 0 and bad in verdicts.stdout
+    replayed = cli(config, "replay", bad)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "verdict 1: identical" in replayed.stdout
+
+    again = cli(config, "prune", "--older-than", "0s")
+    assert again.stdout.splitlines() == [
+        "prune: freed 0 run(s) older than 0s, 0 bytes (0 B); kept records, verdicts, "
+        "bundles, approvals, replies, hand-offs and the ledger"
+    ]
+
+
+def test_prune_leaves_young_runs_and_runs_whose_ticket_is_locked(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    _, state = finished_and_live
+    runs = state / "runs"
+    ok, bad = (record_of(state, t).stem for t in ("T-ok", "T-bad"))
+    finished = read_record_file(runs / f"{bad}.json").updated_at
+
+    out = io.StringIO()
+    assert prune(state, "1d", out, dry_run=False, clock=lambda: finished + timedelta(hours=23)) == 0
+    assert out.getvalue().startswith("prune: freed 0 run(s) older than 1d")
+    assert (runs / ok / "clone").is_dir() and (runs / bad / "clone").is_dir()
+
+    out = io.StringIO()
+    with ticket_lock(state, "T-bad"):
+        code = prune(state, "1d", out, dry_run=False, clock=lambda: finished + timedelta(days=2))
+    assert code == 0
+    assert f"skipped {bad}: T-bad is locked by pid {os.getpid()}\n" in out.getvalue()
+    assert (runs / bad / "clone").is_dir() and (runs / bad / "logs").is_dir()
+    assert not (runs / ok / "clone").exists()
+
+
+def test_a_stage_that_left_read_only_directories_is_pruned_all_the_same(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    _, state = finished_and_live
+    ok = record_of(state, "T-ok").stem
+    locked_in = state / "runs" / ok / "clone" / "ro" / "deeper"
+    locked_in.mkdir(parents=True)
+    (locked_in / "f").write_text("x")
+    locked_in.chmod(0o500)
+    locked_in.parent.chmod(0o500)
+    out = io.StringIO()
+    assert prune(state, "0s", out, dry_run=False) == 0
+    assert not (state / "runs" / ok / "clone").exists()
+
+
+def test_an_unreadable_run_record_is_named_and_left_and_the_rest_is_pruned(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    config, state = finished_and_live
+    broken = state / "runs" / "Z-1-20260101T000000Z-dead.json"
+    broken.write_text('{"run_id": ')
+    done = cli(config, "prune", "--older-than", "0s")
+    assert done.returncode == 7, done.stdout
+    assert (
+        f"skipped Z-1-20260101T000000Z-dead: state error: {broken}: not a valid run record"
+        in done.stdout
+    )
+    assert broken.exists() and "freed 2 run(s)" in done.stdout
+
+
+@pytest.mark.parametrize("bad", ["30", "30x", "-1d", "d", "1.5d", ""])
+def test_a_bad_duration_is_a_usage_error(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_duration(bad)
+    assert str(info.value) == (
+        f"prune: --older-than: {bad!r} is not a duration; give a whole number and a unit: "
+        "s, m, h, d or w (e.g. 30d, 12h)"
+    )
+    config = tmp_path / "config.toml"
+    config.write_text('state_dir = "state"\n')
+    proc = cli(config, "prune", f"--older-than={bad}")
+    assert proc.returncode == 2 and proc.stderr == str(info.value) + "\n"
+    assert not (tmp_path / "state").exists()
+
+
+def test_durations() -> None:
+    assert parse_duration("30d") == timedelta(days=30)
+    assert parse_duration("12h") == timedelta(hours=12)
+    assert parse_duration("90m") == timedelta(minutes=90)
+    assert parse_duration("2w") == timedelta(weeks=2)
+    assert parse_duration("0s") == timedelta(0)
+    assert datetime.now(UTC) - parse_duration("1d") < datetime.now(UTC)
+
+
+def test_show_tells_a_log_lost_otherwise_from_a_pruned_one(
+    finished_and_live: tuple[Path, Path],
+) -> None:
+    config, state = finished_and_live
+    bad = record_of(state, "T-bad").stem
+    [log] = (state / "runs" / bad / "logs").glob("*-build.log")
+    log.unlink()
+    shown = cli(config, "show", bad)
+    assert shown.returncode == 0, shown.stderr
+    assert f"      log missing: {log}" in shown.stdout.splitlines()
+    assert "pruned" not in shown.stdout

@@ -57,12 +57,17 @@ class LedgerLink:
         decision) appended once: a redelivered decision finds its row and appends nothing.
         Returns the decision row's hash."""
         decision = entries[-1]
-        existing = self._decision_row(decision.decision_id)
+        rows = self._rows_of(decision.decision_id)
+        existing = next((r for r in rows if r.get("kind") == "decision"), None)
         if existing is not None:
             return str(existing["entry_hash"])
+        # Killed between the rows: the steps already appended are not appended again.
+        steps = {_step_of(r) for r in rows if r.get("kind") == "trace"}
         ts = services.clock().isoformat()
         row: dict[str, Any] = {}
         for entry in entries:
+            if entry.kind == "trace" and _step_of(entry.model_dump()) in steps:
+                continue
             row = self.ledger.append(**entry.model_dump(), ts=ts, outcome=None, supersedes=None)
         return str(row["entry_hash"])
 
@@ -82,3 +87,8 @@ class LedgerLink:
         )
         if not already:
             self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
+
+
+def _step_of(row: Mapping[str, Any]) -> object:
+    decision = row.get("decision")
+    return decision.get("step") if isinstance(decision, Mapping) else None

@@ -48,6 +48,7 @@ from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
@@ -136,7 +137,7 @@ def recover(
     store = services.store
     if record.state is not RunState.RECOVERING:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
-        store.save(record)
+        store.save(record, CrashPoint.RECOVERING)
     ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     if ref is None:
         decided = _decide(record, stage, attempt, services)
@@ -153,19 +154,22 @@ def recover(
                 update={"diagnoses": record.counters.diagnoses + 1}
             )
             record = record.model_copy(update={"counters": counters})
-        store.save(record)
+        store.save(record, CrashPoint.VERDICT_REF)
         services.reporter.note(
             f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
         )
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
+        # Its ledger rows may be missing (a kill mid-append, whose torn row a repair
+        # then set aside): appended now, once, before anything it decided runs.
+        _record_in_ledger(decided, services)
     proposal = decided.proposal
     approvals = FileStorage(store.state_dir).approvals
     approval = approvals.read(record.run_id, decided.number)
     if approval is None:
         if proposal.routing not in ("auto", "reject"):
             record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
-            store.save(record)
+            store.save(record, CrashPoint.AWAITING_APPROVAL)
             services.reporter.note(
                 f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
                 f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
@@ -191,7 +195,7 @@ def recover(
         record = record.transition(effect.terminal, now=now, halt=effect.halt, stage=stage.name)
     else:
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
-    store.save(record)
+    store.save(record, CrashPoint.OUTCOME)
     return record, effect
 
 
@@ -209,9 +213,7 @@ def _decide(
         # pointed at it. The decision stands; the model is not asked again.
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
-            if persisted.inputs is not None:  # the ledger rows may not have been written
-                entries = ledger_entries(persisted, persisted.inputs, NODE_ORDER)
-                LedgerLink.for_services(services).record_decision(entries, services)
+            _record_in_ledger(persisted, services)  # the rows may not have been written
             return persisted
     clone_exists = _clone_exists(record)
     code_stage = code_stage_for(config, stage)
@@ -310,6 +312,16 @@ def _decide(
         # verdict file written now is what a re-run finds.
         why = f"recovery failed while deciding ({_one_line(exc)}): a person must look"
         return persist(fail_safe(ctx, why, charges, deps.thresholds))
+
+
+def _record_in_ledger(decided: VerdictRecord, services: Services) -> None:
+    """The persisted decision's ledger rows, rebuilt from its verdict file and appended
+    unless they are there (keyed by its decision id: a second resume adds nothing). A
+    file written before decisions kept their inputs cannot be rebuilt: its row, if
+    missing, stays missing and the outcome reports it."""
+    if decided.inputs is not None:
+        entries = ledger_entries(decided, decided.inputs, NODE_ORDER)
+        LedgerLink.for_services(services).record_decision(entries, services)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 
 ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
@@ -61,4 +62,5 @@ class BudgetStore:
             update={"charges": (*budget.charges, Charge(kind=kind, key=key, run_id=run_id, at=at))}
         )
         atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        crash_point(CrashPoint.DIAGNOSIS_CHARGE if kind == "diagnosis" else CrashPoint.RETRY_CHARGE)
         return budget

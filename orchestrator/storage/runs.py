@@ -27,6 +27,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_transition
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
 from orchestrator.storage.locks import holder_lock
 
@@ -279,11 +280,13 @@ class RunStore:
         """The evidence decision ``number`` is taken on, before it is taken."""
         path = self.bundle_path(run_id, number)
         atomic_write(path, text.encode())
+        crash_point(CrashPoint.BUNDLE)
         return path
 
     def write_handoff(self, run_id: str, text: str) -> Path:
         path = self.handoff_path(run_id)
         atomic_write(path, text.encode())
+        crash_point(CrashPoint.HANDOFF)
         return path
 
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
@@ -307,10 +310,14 @@ class RunStore:
         for path, text in files.items():
             atomic_write(path, text.encode())
 
-    def save(self, record: RunRecord) -> None:
+    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
+        """Replace the run's record; ``point`` names the step this write persists (the
+        crash-point tests kill the process right after it)."""
         with interrupts_held():
             data = record.model_dump_json(indent=2).encode()
         atomic_write(self.record_path(record.run_id), data)
+        if point is not None:
+            crash_point(point)
 
     def load(self, run_id: str) -> RunRecord:
         if not is_run_id(run_id):

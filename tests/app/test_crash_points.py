@@ -1,0 +1,337 @@
+"""Kill the orchestrator right after each write a run makes, then run it again.
+
+For every named crash point (``orchestrator.storage.crash_points``) a real
+``orchestrator`` process is armed with ``$ORCHESTRATOR_CRASH_AT`` and dies by SIGKILL
+right after that write; the next ``run`` (or ``batch``) must bring the ticket to a
+terminal or waiting state, with nothing charged twice, no model call repeated (counted
+at the scripted gateway across processes), one ledger row per decision and a ledger
+that verifies. The same scenario run without a crash is the baseline each case matches.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pytest
+from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
+
+from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.crash_points import CrashPoint
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.layout import run_record_paths
+from orchestrator.storage.runs import RunRecord, read_record_file
+
+from conftest import ROOT, subprocess_env, write_ticket
+from harness import flaky, reply
+
+pytestmark = pytest.mark.slow
+
+SCRIPTED_CLI = ROOT / "tests" / "scripted_cli.py"
+KILLED = -signal.SIGKILL
+# A clone the decision can look at (an empty repository: no diff), without a network.
+CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
+AUTO = '[routing]\nretry = 0.0\n"abandon-human" = 0.0\nsplit = 0.0\n'
+EXIT = {"completed": 0, "needs-human": 3, "split": 5, "awaiting-approval": 6}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    stages: str
+    replies: tuple[str, ...]
+    header: str = AUTO
+
+
+RETRY = Scenario(flaky("build", fails=1), (reply({"action": "retry", "summary": "flaky"}),))
+ABANDON = Scenario(
+    flaky("build", fails=9), (reply({"action": "abandon-human", "summary": "needs a person"}),)
+)
+# Only the parent fails: a batch that runs its sub-tickets completes them without a call.
+PARENT_FAILS = (
+    '[[stages]]\nname = "build"\ncwd = "clone"\n'
+    'command = ["bash", "-c", "[ $ORCH_TICKET_ID != T-1 ]"]\n'
+)
+SPLIT = Scenario(
+    PARENT_FAILS,
+    (
+        reply(
+            {
+                "action": "split",
+                "summary": "two concerns",
+                "sub_tickets": [
+                    {"title": "The parser", "body": "Only the parser."},
+                    {"title": "The printer", "body": "Only the printer."},
+                ],
+            }
+        ),
+    ),
+)
+# A retry a person must approve (routed hitl: its threshold cannot be reached).
+APPROVAL = Scenario(RETRY.stages, RETRY.replies, header="[routing]\nretry = 1.0\n")
+INVESTIGATE = Scenario(
+    flaky("build", fails=9),
+    (
+        reply({"tool": "read_file", "args": {"path": "README.md"}}),
+        reply({"final": {"action": "abandon-human", "summary": "nothing to go on"}}),
+    ),
+    header=AUTO + '[diagnosis]\nmode = "investigate"\n',
+)
+# Every model call goes through a batch budget (written before and after the call).
+BUDGETED = Scenario(RETRY.stages, RETRY.replies, header=AUTO + "[batch]\nmax_model_calls = 5\n")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One orchestrator process: its arguments (after ``--config``), and the crash point
+    it is armed with (it must die there: that proves the point is reached)."""
+
+    command: tuple[str, ...]
+    crash: str | None = None
+
+
+RUN = ("run", "t/T-1.md")
+BATCH = ("batch", "--tickets", "t")
+
+
+def killed_at(point: str, then: tuple[str, ...] = RUN, first: tuple[str, ...] = RUN) -> list[Step]:
+    return [Step(first, point), Step(then)]
+
+
+@dataclass(frozen=True)
+class Case:
+    point: str
+    scenario: Scenario
+    steps: list[Step]
+    # What the kill legitimately changes against the baseline: a call (and its charge)
+    # that was in flight when the process died, a charge whose call never happened, or a
+    # stage that had run (and counted itself) when its attempt's end was lost.
+    extra_calls: int = 0
+    extra_diagnoses: int = 0
+    final: str | None = None  # the end state, when the kill changes it
+    no_recovery: bool = False  # the interrupted stage passed on its re-run: nothing to decide
+    baseline_steps: list[Step] = field(default_factory=lambda: [Step(RUN)])
+
+    @property
+    def id(self) -> str:
+        return self.point
+
+
+CASES = [
+    Case("run-created", RETRY, killed_at("run-created")),
+    Case("run-started", RETRY, killed_at("run-started")),
+    Case("attempt-started:2", RETRY, killed_at("attempt-started:2")),
+    # The stage ran (and failed) but its end was lost: its re-run is its second, which passes.
+    Case("attempt-group:2", RETRY, killed_at("attempt-group:2"), no_recovery=True),
+    Case(
+        "attempt-interrupted",
+        RETRY,
+        [Step(RUN, "attempt-group:2"), Step(RUN, "attempt-interrupted"), Step(RUN)],
+        no_recovery=True,
+    ),
+    Case("attempt-finished:2", RETRY, killed_at("attempt-finished:2")),
+    Case("recovering", RETRY, killed_at("recovering")),
+    Case("bundle", RETRY, killed_at("bundle")),
+    # Charged, never called: the charge is not refunded (a call may have happened).
+    Case("diagnosis-charge", RETRY, killed_at("diagnosis-charge"), extra_diagnoses=1),
+    # The call returned but its decision was not written yet: asked again, charged again.
+    Case("reply-texts", RETRY, killed_at("reply-texts"), extra_calls=1, extra_diagnoses=1),
+    Case("verdict", RETRY, killed_at("verdict")),
+    Case("verdict/batch", RETRY, killed_at("verdict", then=BATCH)),
+    Case("ledger-decision", RETRY, killed_at("ledger-decision")),
+    Case("verdict-ref", RETRY, killed_at("verdict-ref", then=BATCH)),
+    Case("approval", RETRY, killed_at("approval")),
+    Case("retry-charge", RETRY, killed_at("retry-charge")),
+    Case("ledger-outcome", RETRY, killed_at("ledger-outcome")),
+    Case("outcome", RETRY, killed_at("outcome", then=BATCH)),
+    Case("run-ended", RETRY, killed_at("run-ended")),
+    Case("temp-file", RETRY, killed_at("temp-file")),
+    Case("hand-off", ABANDON, killed_at("hand-off")),
+    Case("sub-ticket:1", SPLIT, killed_at("sub-ticket:1")),
+    Case("sub-ticket:2", SPLIT, killed_at("sub-ticket:2", then=BATCH)),
+    Case("awaiting-approval", APPROVAL, killed_at("awaiting-approval")),
+    Case(
+        "approval/person",
+        APPROVAL,
+        [Step(RUN), Step(("approve", "LATEST"), "approval"), Step(RUN)],
+        final="completed",
+        baseline_steps=[Step(RUN), Step(("approve", "LATEST"))],
+    ),
+    Case("ledger-trace", INVESTIGATE, killed_at("ledger-trace")),
+    Case(
+        "batch-budget:1",
+        BUDGETED,
+        killed_at("batch-budget:1", first=BATCH, then=BATCH),
+        extra_diagnoses=1,
+        baseline_steps=[Step(BATCH)],
+    ),
+    Case(
+        "batch-budget:2",
+        BUDGETED,
+        killed_at("batch-budget:2", first=BATCH, then=BATCH),
+        extra_calls=1,
+        extra_diagnoses=1,
+        baseline_steps=[Step(BATCH)],
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Result:
+    state: str
+    calls: int
+    diagnoses: int
+    retries: int
+    code: int
+
+
+def _setup(root: Path, scenario: Scenario) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.toml").write_text(
+        'state_dir = "state"\n'
+        + scenario.header
+        + "[recovery]\nmax_diag_invocations_per_ticket = 3\nmax_retries_per_ticket = 2\n"
+        + CLONE
+        + scenario.stages
+    )
+    write_ticket(root / "t")
+    # Scripted twice over: a call repeated after a kill gets the same answer, and is
+    # counted (the case says whether it may happen).
+    (root / "script.json").write_text(json.dumps(list(scenario.replies) * 2))
+    return root
+
+
+def _latest(root: Path) -> RunRecord:
+    records = [read_record_file(p) for p in run_record_paths(root / "state" / "runs", "T-1")]
+    return max(records, key=lambda r: r.created_at)
+
+
+def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
+    command = step.command
+    if command == ("approve", "LATEST"):
+        command = ("approve", _latest(root).run_id)
+    extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
+    if step.crash is not None:
+        extra["ORCHESTRATOR_CRASH_AT"] = step.crash
+    return subprocess.run(
+        [sys.executable, str(SCRIPTED_CLI), "--config", str(root / "config.toml"), *command],
+        cwd=root, env=subprocess_env(DRY_RUN="false", **extra),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _drive(root: Path, steps: list[Step]) -> Result:
+    proc = None
+    for step in steps:
+        proc = _orchestrator(root, step)
+        said = f"{step}: {proc.stdout}{proc.stderr}"
+        if step.crash is not None:
+            assert proc.returncode == KILLED, f"crash point never reached: {said}"
+        else:
+            assert proc.returncode != KILLED, said
+    assert proc is not None
+    budget = BudgetStore(root / "state").load("T-1")
+    return Result(
+        state=str(_latest(root).state),
+        calls=requests_made(root / "calls"),
+        diagnoses=budget.spent("diagnosis"),
+        retries=budget.spent("retry"),
+        code=proc.returncode,
+    )
+
+
+@cache
+def _baseline(scenario: Scenario, steps: tuple[Step, ...], root: Path) -> Result:
+    return _drive(_setup(root, scenario), list(steps))
+
+
+def _assert_consistent(root: Path) -> None:
+    """The ledger verifies, holds exactly one decision row per verdict file and at most
+    one outcome per decision; no charge key twice; no temp file left behind."""
+    storage = FileStorage(root / "state")
+    ledger = storage.ledger()
+    verified = ledger.verify()
+    assert verified.ok, verified
+    rows = list(ledger.rows())
+    decisions = Counter(r["decision_id"] for r in rows if r["kind"] == "decision")
+    outcomes = Counter(r["decision_id"] for r in rows if r["kind"] == "outcome")
+    traces = Counter(
+        (r["decision_id"], r["decision"]["step"]) for r in rows if r["kind"] == "trace"
+    )
+    verdicts = [storage.decisions.read(v.run_id, v.number) for v in storage.decisions.find()]
+    assert sorted(decisions) == sorted(v.decision_id for v in verdicts)
+    assert set(decisions.values()) <= {1} and set(outcomes.values()) <= {1}
+    assert set(traces.values()) <= {1}
+    keys = Counter((c.kind, c.key) for c in BudgetStore(root / "state").load("T-1").charges)
+    assert set(keys.values()) <= {1}
+    temps = [p for p in (root / "state").rglob(".*.tmp") if "clone" not in p.parts]
+    assert temps == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_a_run_killed_right_after_a_write_is_brought_forward_by_the_next(
+    case: Case, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    name = f"{id(case.scenario)}-{abs(hash(tuple(case.baseline_steps)))}"
+    base_root = tmp_path_factory.getbasetemp() / "baselines" / name
+    baseline = _baseline(case.scenario, tuple(case.baseline_steps), base_root)
+    root = _setup(tmp_path_factory.mktemp("crash"), case.scenario)
+    result = _drive(root, case.steps)
+
+    final = case.final or baseline.state
+    if case.no_recovery:
+        assert (result.state, result.calls, result.diagnoses) == ("completed", 0, 0)
+    else:
+        assert result.state == final
+        assert result.calls == baseline.calls + case.extra_calls
+        assert result.diagnoses == baseline.diagnoses + case.extra_diagnoses
+        assert result.retries == baseline.retries
+    expected_code = EXIT[result.state] if case.steps[-1].command == RUN else None
+    if expected_code is not None:
+        assert result.code == expected_code
+    _assert_consistent(root)
+
+    # A second resume (a batch: it starts no new run of a ticket that ended) changes
+    # nothing: no row, charge or call is added.
+    again = _drive(root, [Step(BATCH)])
+    assert (again.state, again.calls, again.diagnoses, again.retries) == (
+        result.state, result.calls, result.diagnoses, result.retries,
+    )  # fmt: skip
+    _assert_consistent(root)
+
+
+def test_every_crash_point_is_reached_by_a_case() -> None:
+    armed = {step.crash.partition(":")[0] for case in CASES for step in case.steps if step.crash}
+    assert armed == {p.value for p in CrashPoint}
+
+
+def test_a_referenced_decision_whose_ledger_row_was_lost_gets_it_on_resume(
+    tmp_path: Path,
+) -> None:
+    """Killed mid-append of the decision's row after the run record pointed at the
+    verdict: ``ledger repair`` quarantines the torn row, and the next run used to stop
+    with "no decision row" (exit 7) for good. It appends the row from the verdict file."""
+    root = _setup(tmp_path, RETRY)
+    _drive(root, [Step(RUN, "verdict-ref")])
+    ledger = root / "state" / "ledger.jsonl"
+    [row] = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(row[: len(row) // 2])  # torn: what a kill mid-write leaves
+    (root / "state" / "ledger.head").unlink()  # (the head never moved to the torn row)
+    repair = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "--config", str(root / "config.toml"),
+         "ledger", "repair"],
+        cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert repair.returncode == 0 and "quarantined line 1" in repair.stdout, repair.stderr
+
+    result = _drive(root, [Step(RUN)])
+    assert (result.state, result.code, result.calls) == ("completed", 0, 1)
+    _assert_consistent(root)
+    again = _drive(root, [Step(BATCH)])
+    assert again.calls == 1
+    _assert_consistent(root)

@@ -209,7 +209,8 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         failed = record.last_failed_attempt()
         if failed is None:
             raise StateError(
-                f"state error: run {record.run_id} is {record.state} but records no failed attempt"
+                f"state error: {store.record_path(record.run_id)}: run {record.run_id} is "
+                f"{record.state} but records no failed attempt"
             )
         record, effect = recover(record, config.stage(failed.stage), failed, services)
         if effect.terminal is not None or effect.paused:

@@ -335,3 +335,25 @@ def test_a_referenced_decision_whose_ledger_row_was_lost_gets_it_on_resume(
     again = _drive(root, [Step(BATCH)])
     assert again.calls == 1
     _assert_consistent(root)
+
+
+def test_a_ticket_whose_state_cannot_be_brought_forward_fails_the_batch(tmp_path: Path) -> None:
+    """Not "skipped" with exit 0, which cron reads as success night after night: the
+    ticket's line names the file and the reason, and the batch exits 7."""
+    root = _setup(tmp_path, RETRY)
+    _drive(root, [Step(RUN, "recovering")])
+    [path] = run_record_paths(root / "state" / "runs", "T-1")
+    edited = json.loads(path.read_text())
+    edited["attempts"] = []  # recovering from nothing: no code can bring this forward
+    path.write_text(json.dumps(edited))
+    write_ticket(root / "t", "T-2")
+    proc = _orchestrator(root, Step(BATCH))
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("T-1 ")]
+    assert "state-error" in line
+    assert (
+        f"state error: {path}: run {path.stem} is recovering but records no failed attempt" in line
+    )
+    assert any(
+        line.startswith("T-2 ") and " completed " in line for line in proc.stdout.splitlines()
+    )

@@ -357,3 +357,35 @@ def test_a_ticket_whose_state_cannot_be_brought_forward_fails_the_batch(tmp_path
     assert any(
         line.startswith("T-2 ") and " completed " in line for line in proc.stdout.splitlines()
     )
+
+
+def _ledger_command(root: Path, action: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", "--config", str(root / "config.toml"),
+         "ledger", action],
+        cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_ledger_verify_notices_a_decision_without_its_row_and_repair_appends_it(
+    tmp_path: Path,
+) -> None:
+    root = _setup(tmp_path, RETRY)
+    _drive(root, [Step(RUN, "verdict")])
+    [verdict] = (root / "state" / "runs").glob("*.verdict-1.json")
+    verify = _ledger_command(root, "verify")
+    assert verify.returncode == 7
+    assert verify.stdout == (
+        "FAILED: 1 decision(s) persisted without a ledger row (a run killed in between); "
+        "`orchestrator ledger repair` appends them, as does the ticket's next run:\n"
+        f"  {verdict}\n"
+    )
+    repair = _ledger_command(root, "repair")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert f"appended the ledger row of the decision in {verdict}\n" in repair.stdout
+    assert _ledger_command(root, "verify").stdout == "OK: 1 entries\n"
+    assert "appended" not in _ledger_command(root, "repair").stdout  # nothing left to do
+
+    result = _drive(root, [Step(RUN)])  # the run finds the row and does not add another
+    assert (result.state, result.calls) == ("completed", 1)
+    _assert_consistent(root)

@@ -15,9 +15,11 @@ diagnosis charged before the crash stays spent).
 from __future__ import annotations
 
 import json
+from collections import deque
 from pathlib import Path
 
 from orchestrator.app.investigation_tools import investigator_for
+from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
@@ -33,7 +35,6 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
-from orchestrator.recovery.gateway import charged_factory
 from orchestrator.recovery.graph import (
     NODE_ORDER,
     GraphDeps,
@@ -48,6 +49,7 @@ from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.call_journal import CallJournals, JournaledReply
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
@@ -282,8 +284,16 @@ def _decide(
         )
 
     # Every gateway the decision is handed (diagnosis, investigation, judge) is charged to
-    # the ticket's diagnosis cap, and persisted, before the graph can call it.
-    charged = charged_factory(services.gateway_factory, charge)
+    # the ticket's diagnosis cap, and persisted, before its first call; each reply is
+    # journaled as it comes, and a decision resumed after a kill is answered from the
+    # journal rather than asking (and paying) again.
+    journals = CallJournals(store.state_dir)
+    recorded = deque(journals.load(record.run_id, number, ctx.decision_id))
+
+    def journal(reply: JournaledReply) -> None:
+        journals.append(record.run_id, number, ctx.decision_id, reply)
+
+    charged = journaled_factory(services.gateway_factory, recorded, charge, journal)
     deps = GraphDeps.from_config(
         config,
         gateway_factory=charged,
@@ -300,6 +310,7 @@ def _decide(
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
         FileStorage(store.state_dir).decisions.write(decided)
         link.record_decision(state.ledger_entries, services)
+        journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided
 
     try:

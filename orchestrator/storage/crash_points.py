@@ -36,6 +36,7 @@ class CrashPoint(StrEnum):
     BUNDLE = "bundle"  # the evidence bundle a decision is taken on
     DIAGNOSIS_CHARGE = "diagnosis-charge"  # a model call charged to the ticket, before it
     BATCH_BUDGET = "batch-budget"  # the batch's shared model budget updated
+    MODEL_REPLY = "model-reply"  # a call's reply, journaled as it arrives
     REPLY_TEXTS = "reply-texts"  # the call transcript's texts
     VERDICT = "verdict"  # the verdict file: the decision
     LEDGER_TRACE = "ledger-trace"  # an investigation step's ledger row

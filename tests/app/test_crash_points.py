@@ -139,8 +139,11 @@ CASES = [
     Case("bundle", RETRY, killed_at("bundle")),
     # Charged, never called: the charge is not refunded (a call may have happened).
     Case("diagnosis-charge", RETRY, killed_at("diagnosis-charge"), extra_diagnoses=1),
-    # The call returned but its decision was not written yet: asked again, charged again.
-    Case("reply-texts", RETRY, killed_at("reply-texts"), extra_calls=1, extra_diagnoses=1),
+    # The call returned and was journaled, its decision not written yet: the resumed
+    # decision is answered from the journal, neither asked nor charged again.
+    Case("model-reply", RETRY, killed_at("model-reply")),
+    Case("model-reply/investigate", INVESTIGATE, killed_at("model-reply:1")),
+    Case("reply-texts", RETRY, killed_at("reply-texts")),
     Case("verdict", RETRY, killed_at("verdict")),
     Case("verdict/batch", RETRY, killed_at("verdict", then=BATCH)),
     Case("ledger-decision", RETRY, killed_at("ledger-decision")),
@@ -170,6 +173,8 @@ CASES = [
         extra_diagnoses=1,
         baseline_steps=[Step(BATCH)],
     ),
+    # Its tokens are counted as the call returns, before the journal has the reply: the
+    # call was in flight, so it is asked (and charged) again.
     Case(
         "batch-budget:2",
         BUDGETED,

@@ -45,6 +45,7 @@ class CrashPoint(StrEnum):
     AWAITING_APPROVAL = "awaiting-approval"  # the record waiting for a person
     APPROVAL = "approval"  # the answer (automatic or a person's)
     RETRY_CHARGE = "retry-charge"  # a re-run charged to the ticket, before it
+    FIX_REPORT = "fix-report"  # a mechanical fix's report: its plan, then its result
     HANDOFF = "hand-off"  # the hand-off a person gets
     SUB_TICKET = "sub-ticket"  # one split sub-ticket, beside its parent
     LEDGER_OUTCOME = "ledger-outcome"  # the outcome's ledger row

@@ -297,7 +297,17 @@ class RunStore:
         path = self.layout.mechanical_fix_report_path(run_id, number)
         atomic_write(path, data)
         atomic_write(self.mechanical_fix_path(run_id), data)
+        crash_point(CrashPoint.FIX_REPORT)
         return path
+
+    def read_mechanical_fix(self, run_id: str, number: int) -> dict[str, Any] | None:
+        """Verdict ``number``'s mechanical-fix report as last written, or None (none yet,
+        or not readable: the fix then runs as if it never had)."""
+        try:
+            report = json.loads(self.layout.mechanical_fix_report_path(run_id, number).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return report if isinstance(report, dict) else None
 
     def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
         """Files a stage's process reads (an engine's prompt), written into the run's

@@ -11,6 +11,7 @@ that verifies. The same scenario run without a crash is the baseline each case m
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
 
+from orchestrator.demo.run import build_demo
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.files import FileStorage
@@ -46,6 +48,7 @@ class Scenario:
     stages: str
     replies: tuple[str, ...]
     header: str = AUTO
+    demo: bool = False  # the demo's CARDS-1 through the real config.toml instead
 
 
 RETRY = Scenario(flaky("build", fails=1), (reply({"action": "retry", "summary": "flaky"}),))
@@ -82,6 +85,8 @@ INVESTIGATE = Scenario(
     ),
     header=AUTO + '[diagnosis]\nmode = "investigate"\n',
 )
+# The demo's squashed bug fix, repaired by the playbook's mechanical fix (no model).
+DEMO = Scenario("", (), demo=True)
 # Every model call goes through a batch budget (written before and after the call).
 BUDGETED = Scenario(RETRY.stages, RETRY.replies, header=AUTO + "[batch]\nmax_model_calls = 5\n")
 
@@ -155,6 +160,9 @@ CASES = [
     Case("run-ended", RETRY, killed_at("run-ended")),
     Case("temp-file", RETRY, killed_at("temp-file")),
     Case("hand-off", ABANDON, killed_at("hand-off")),
+    # The fix's plan, then its green result: carried out once, not again on resume.
+    Case("fix-report:1", DEMO, killed_at("fix-report:1")),
+    Case("fix-report:2", DEMO, killed_at("fix-report:2", then=BATCH)),
     Case("sub-ticket:1", SPLIT, killed_at("sub-ticket:1")),
     Case("sub-ticket:2", SPLIT, killed_at("sub-ticket:2", then=BATCH)),
     Case("awaiting-approval", APPROVAL, killed_at("awaiting-approval")),
@@ -197,6 +205,13 @@ class Result:
 
 def _setup(root: Path, scenario: Scenario) -> Path:
     root.mkdir(parents=True, exist_ok=True)
+    if scenario.demo:
+        build_demo(root)
+        (root / "t").mkdir()
+        for name in ("CARDS-1.md", "CARDS-1.patch"):
+            shutil.copy(root / "tickets" / name, root / "t" / name)
+        (root / "script.json").write_text("[]")
+        return root
     (root / "config.toml").write_text(
         'state_dir = "state"\n'
         + scenario.header
@@ -211,8 +226,19 @@ def _setup(root: Path, scenario: Scenario) -> Path:
     return root
 
 
+def _ticket(root: Path) -> str:
+    return "T-1" if (root / "config.toml").exists() else "CARDS-1"
+
+
+def _config(root: Path) -> list[str]:
+    if (root / "config.toml").exists():
+        return ["--config", str(root / "config.toml")]
+    return ["--config", str(ROOT / "config.toml"), "--state-dir", str(root / "state")]
+
+
 def _latest(root: Path) -> RunRecord:
-    records = [read_record_file(p) for p in run_record_paths(root / "state" / "runs", "T-1")]
+    runs = root / "state" / "runs"
+    records = [read_record_file(p) for p in run_record_paths(runs, _ticket(root))]
     return max(records, key=lambda r: r.created_at)
 
 
@@ -220,11 +246,12 @@ def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
     command = step.command
     if command == ("approve", "LATEST"):
         command = ("approve", _latest(root).run_id)
+    command = tuple(f"t/{_ticket(root)}.md" if a == "t/T-1.md" else a for a in command)
     extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
     if step.crash is not None:
         extra["ORCHESTRATOR_CRASH_AT"] = step.crash
     return subprocess.run(
-        [sys.executable, str(SCRIPTED_CLI), "--config", str(root / "config.toml"), *command],
+        [sys.executable, str(SCRIPTED_CLI), *_config(root), *command],
         cwd=root, env=subprocess_env(DRY_RUN="false", **extra),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -240,7 +267,7 @@ def _drive(root: Path, steps: list[Step]) -> Result:
         else:
             assert proc.returncode != KILLED, said
     assert proc is not None
-    budget = BudgetStore(root / "state").load("T-1")
+    budget = BudgetStore(root / "state").load(_ticket(root))
     return Result(
         state=str(_latest(root).state),
         calls=requests_made(root / "calls"),
@@ -272,7 +299,8 @@ def _assert_consistent(root: Path) -> None:
     assert sorted(decisions) == sorted(v.decision_id for v in verdicts)
     assert set(decisions.values()) <= {1} and set(outcomes.values()) <= {1}
     assert set(traces.values()) <= {1}
-    keys = Counter((c.kind, c.key) for c in BudgetStore(root / "state").load("T-1").charges)
+    charges = BudgetStore(root / "state").load(_ticket(root)).charges
+    keys = Counter((c.kind, c.key) for c in charges)
     assert set(keys.values()) <= {1}
     temps = [p for p in (root / "state").rglob(".*.tmp") if "clone" not in p.parts]
     assert temps == []

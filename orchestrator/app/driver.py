@@ -5,7 +5,9 @@ so a queue worker can call it as it is.
 Resuming: a run that is not terminal is picked up where it stopped. Completed stages are
 never re-run. An attempt that was running when the orchestrator died is marked
 ``interrupted`` and its process group (if it outlived us) is killed before the stage
-starts again.
+starts again. An attempt recorded as failed before the orchestrator died is decided on,
+as it would have been, not re-run unasked. Every write on the way is a named crash point
+(``storage.crash_points``); the kill matrix proves the next run goes on from each.
 """
 
 from __future__ import annotations

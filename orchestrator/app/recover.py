@@ -8,8 +8,11 @@
     ─► substrate.apply(proposal, approval) ─► outcome on the run record
 
 If the orchestrator dies here, resuming finds the decision persisted for that attempt and
-carries it out without asking again; if none was persisted yet, it decides again (and a
-diagnosis charged before the crash stays spent).
+carries it out without asking again (appending its ledger rows first if the kill came
+before them: keyed by decision id, never twice); if none was persisted yet, it decides
+again, answered from the journal of the replies the dead process had already had
+(``journaled_calls``), so a call that returned is neither made nor charged twice. A
+diagnosis charged before a call that never returned stays spent.
 """
 
 from __future__ import annotations

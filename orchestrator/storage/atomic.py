@@ -92,11 +92,12 @@ def sweep_stale_temps(
     removed = []
     for directory in directories:
         try:
-            entries = list(os.scandir(directory))
+            with os.scandir(directory) as listing:
+                entries = [e for e in listing if e.name.endswith(".tmp")]
         except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
-            if not entry.name.endswith(".tmp") or not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False):
                 continue
             try:
                 age = now - entry.stat(follow_symlinks=False).st_mtime

@@ -27,6 +27,7 @@ name of the run-id shape is a run record.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,7 +206,10 @@ class StateLayout(NamedTuple):
         found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
         for parent in (self.runs_dir, self.root / BATCHES_DIR):
             try:
-                found += sorted(p for p in parent.iterdir() if p.is_dir())
+                with os.scandir(parent) as entries:  # the type comes with the entry: no stat
+                    found += sorted(
+                        Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
+                    )
             except (FileNotFoundError, NotADirectoryError):
                 continue
         return found

@@ -6,8 +6,8 @@
 
 One decision asks the ledger three things, and each is timed here as the decision path
 asks it:
-    history   ``LedgerLink.history(signature)``: past outcomes for the failure signature
-              (feeds confidence);
+    history   ``LedgerLink.recent_history(signature)``: each action's latest outcomes for
+              the failure signature, weighted by age (feeds a model verdict's confidence);
     lookup    ``Ledger.rows_of(decision_id)``: is this decision already recorded (a
               redelivery)? the decision writer asks before appending;
     append    ``Ledger.append`` of the decision row (flock, tail read, two fsyncs, the
@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,12 @@ if str(ROOT) not in sys.path:  # `python bench/bench_ledger_history.py` puts ben
     sys.path.insert(0, str(ROOT))
 
 from orchestrator.app.ledger_link import LedgerLink  # noqa: E402
+from orchestrator.recovery.confidence import RECENT_OUTCOMES  # noqa: E402
 from orchestrator.storage.ledger import ZERO_HASH, Ledger, inputs_hash  # noqa: E402
-from orchestrator.storage.ledger_index import history_by_scan  # noqa: E402
+from orchestrator.storage.ledger_index import (  # noqa: E402
+    history_by_scan,
+    recent_outcomes_by_scan,
+)
 
 TARGET_MS = 20.0
 TRIALS = 31
@@ -51,6 +56,7 @@ SIGNATURES = 1000
 FULL_ROWS, QUICK_ROWS = 1_000_000, 100_000
 _INPUTS = inputs_hash({"bench": True})
 _ACTIONS = ("retry", "mechanical-fix", "escalate-model", "abandon-human")
+_NOW = datetime(2026, 1, 20, 12, 0, tzinfo=UTC)
 
 
 class BenchError(Exception):
@@ -132,7 +138,7 @@ def decide(ledger: Ledger, trial: int, signature: str) -> tuple[float, float, fl
     link = LedgerLink(ledger)
     decision_id = f"BENCH-20260115T120000Z-ab12:attempt-1:verdict-{trial}"
     t0 = time.perf_counter()
-    history = link.history(signature)
+    history = link.recent_history(signature, now=_NOW)
     t1 = time.perf_counter()
     already = ledger.rows_of(decision_id)
     t2 = time.perf_counter()
@@ -193,6 +199,10 @@ def main() -> int:
                 got = {a: (h.green, h.total) for a, h in full.history(signature).items()}
                 if got != {a: (h.green, h.total) for a, h in expected.items()}:
                     raise BenchError(f"the index answers {got}, a scan {expected}")
+                recent = full.recent_outcomes(signature, RECENT_OUTCOMES)
+                scanned = recent_outcomes_by_scan(full.rows(), signature, RECENT_OUTCOMES)
+                if recent != scanned:
+                    raise BenchError("the index's latest outcomes differ from a scan's")
 
             samples: dict[str, list[tuple[float, float, float]]] = {"empty": [], "full": []}
             for trial in range(TRIALS):  # interleaved: a busy moment slows both alike

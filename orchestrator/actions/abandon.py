@@ -22,12 +22,18 @@ ROUTING_DEFAULT = 0.0
 
 
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
-    """A spent cap ends the ticket ``failed``; anything else ``needs-human`` with the
-    halt the decision recorded (a plain abandon: ``abandoned``)."""
+    """A spent cap or a configuration error ends the ticket ``failed``; anything else
+    ``needs-human`` with the halt the decision recorded (a plain abandon: ``abandoned``)."""
     if facts.cap_exhausted:
         return Dispatch(
             verdict.action, facts.approval, terminal=RunState.FAILED.value,
             halt=HaltReason.CAP_EXHAUSTED.value,
+        )  # fmt: skip
+    if facts.halt_reason == HaltReason.CONFIG_ERROR.value:
+        # Not a judgement a person must make about the code: the machine is misconfigured.
+        return Dispatch(
+            verdict.action, facts.approval, terminal=RunState.FAILED.value,
+            halt=HaltReason.CONFIG_ERROR.value,
         )  # fmt: skip
     reason = facts.halt_reason or HaltReason.ABANDONED.value
     return Dispatch(

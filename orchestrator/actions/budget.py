@@ -82,8 +82,14 @@ def back_off_owed(
     """What is left of the back-off verdict ``key`` was charged, at ``now``: the charge's
     time and its place among the ticket's infra retries are persisted, so a wait cut
     short by a crash or a stop is resumed, not restarted and not skipped. Pure."""
-    infra = [c for c in budget.charges if c.kind == "infra-retry"]
-    index = next((i for i, c in enumerate(infra) if c.key == key), None)
+    # Its place among the infra retries since the caps were last reset (as it was charged);
+    # a charge from before a reset keeps the place it had among all of them.
+    index = None
+    for charges in (budget.current(), budget.charges):
+        infra = [c for c in charges if c.kind == "infra-retry"]
+        index = next((i for i, c in enumerate(infra) if c.key == key), None)
+        if index is not None:
+            break
     if index is None:
         return None
     waited = (now - infra[index].at).total_seconds()

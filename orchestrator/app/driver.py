@@ -46,7 +46,7 @@ from orchestrator.storage.runs import (
     ticket_lock,
 )
 
-__all__ = ["Services", "describe_failure", "run_ticket"]
+__all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
 
 
 def run_ticket(
@@ -71,6 +71,15 @@ def run_ticket(
         record = _drive(record, services)
         services.reporter.run_finished(record)
         return record
+
+
+def continue_run(record: RunRecord, services: Services) -> RunRecord:
+    """Drive an open run whose ticket's lock the caller holds (``orchestrator resume``)."""
+    _require_same_stages(record, services.loaded)
+    services.reporter.run_opened(record, resumed=True)
+    record = _drive(record, services)
+    services.reporter.run_finished(record)
+    return record
 
 
 def _open_run(ticket: Ticket, services: Services, *, rerun: bool) -> tuple[RunRecord, bool]:
@@ -225,7 +234,8 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
                 stage=stage.name,
                 detail=(
                     f"stage {stage.name!r} is side-effectful and DRY_RUN is armed; "
-                    "set DRY_RUN=false in the environment to allow it, then run the ticket again"
+                    "set DRY_RUN=false in the environment to allow it, then "
+                    f"`orchestrator resume {record.run_id}`"
                 ),
             )
             record = record.with_stage_status(stage.name, StageStatus.BLOCKED).transition(

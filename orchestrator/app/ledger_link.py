@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.errors import StateError
 from orchestrator.recovery.audit import LedgerEntry
-from orchestrator.recovery.confidence import History
+from orchestrator.recovery.confidence import (
+    RECENT_OUTCOMES,
+    History,
+    PastOutcome,
+    decayed_history,
+)
 from orchestrator.recovery.proposal import Proposal
 from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledger_path
 
@@ -28,6 +34,15 @@ if TYPE_CHECKING:
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
     return Ledger(ledger_path(state_dir), key=key_from_env(environ))
+
+
+def _when(ts: str) -> datetime | None:
+    """A row's time; a row whose time cannot be read is left out of the history."""
+    try:
+        at = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 class LedgerLink:
@@ -53,6 +68,18 @@ class LedgerLink:
         """Per action: how often a decision for this failure signature went green."""
         found = self.ledger.history(signature)  # indexed: no scan of the ledger
         return {a: History(green=h.green, total=h.total) for a, h in found.items()}
+
+    def recent_history(self, signature: str, *, now: datetime) -> dict[str, History]:
+        """Per action: the latest outcomes for this failure signature, weighted by age
+        (``confidence.decayed_history``). What a decision's confidence is given; indexed."""
+        found = self.ledger.recent_outcomes(signature, RECENT_OUTCOMES)
+        return {
+            action: decayed_history(
+                (PastOutcome(at=at, green=o.green) for o in outcomes if (at := _when(o.ts))),
+                now=now,
+            )
+            for action, outcomes in found.items()
+        }
 
     def record_decision(self, entries: Sequence[LedgerEntry], services: Services) -> str:
         """The decision's entries (``exit`` prepared them: each investigation step, then the

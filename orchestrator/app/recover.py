@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.investigation_tools import investigator_for
@@ -31,6 +32,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
+from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
     BundleInputs,
@@ -132,7 +134,7 @@ def _bundle_inputs(
 def failure_signature(stage: StageConfig, attempt: Attempt) -> str:
     """Groups failures of the same kind across tickets, for the ledger's history."""
     check = attempt.failing_check
-    return f"{stage.name}/{check.name if check else 'stage'}"
+    return signature_of(stage.name, check.name if check else None, attempt.failure_class)
 
 
 def recover(
@@ -146,6 +148,11 @@ def recover(
     ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     if ref is None:
         decided = _decide(record, stage, attempt, services)
+        if isinstance(decided, Deferred):
+            # Nothing decided, nothing charged: the run stays ``recovering`` and the next
+            # run of it (the next batch) decides this failure afresh.
+            services.reporter.note(f"deferred: {decided.reason}; the next batch decides it")
+            return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
         ref = VerdictRef(
             number=decided.number,
             attempt=attempt.number,
@@ -204,9 +211,16 @@ def recover(
     return record, effect
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """No decision now: the model may not be asked yet (a spent batch budget)."""
+
+    reason: str
+
+
 def _decide(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
-) -> VerdictRecord:
+) -> VerdictRecord | Deferred:
     """Gather the context, run the agent, persist its decision (reply texts, verdict file,
     ledger rows) and return it: what is returned is what was persisted, and nothing
     decided has run yet."""
@@ -260,7 +274,7 @@ def _decide(
             output=check_output,
             ticket_title=record.ticket_title,
             infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-            infra_detail=attempt.failure_detail,
+            infra_detail=attempt.failure_detail or attempt.error,
             stage_said=telling_line_of(_failed_log(attempt)),
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
@@ -274,7 +288,7 @@ def _decide(
             infra_retries_used=budget.spent("infra-retry"),
             max_infra_retries=config.recovery.max_infra_retries_per_ticket,
         ),
-        history=link.history(signature),
+        history=link.recent_history(signature, now=services.clock()),
     )
     charges = 0
 
@@ -317,7 +331,11 @@ def _decide(
         return decided
 
     try:
-        return persist(RecoveryAgent(deps).diagnose(ctx))
+        state = RecoveryAgent(deps).diagnose(ctx)
+        deferred = state.require_decision().deferred
+        if deferred is not None and charges == 0:
+            return Deferred(deferred)
+        return persist(state)
     except Exception as exc:
         if verdict_path.exists():  # persisted before it failed: the decision stands
             raise

@@ -61,6 +61,12 @@ def run_one(path: Path, services: Services) -> TicketResult:
         detail = f"{record.halt.reason} at {record.halt.stage}"
     elif record.state is RunState.AWAITING_APPROVAL:
         detail = f"orchestrator approve {record.run_id}"
+    elif record.state is RunState.RECOVERING:
+        # Left undecided (the batch's model budget is spent): the next batch decides it.
+        return result(
+            ticket.id, "deferred", record.run_id, "model budget spent; the next batch decides it",
+            True,
+        )  # fmt: skip
     return result(ticket.id, str(record.state), record.run_id, detail, True)
 
 

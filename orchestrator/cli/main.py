@@ -78,6 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     reject.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     reject.add_argument("--reason", help="why, for the record and the hand-off")
 
+    resume = sub.add_parser(
+        "resume", help="go on with a stopped run from the stage that stopped it (or --from-stage)"
+    )
+    resume.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
+    resume.add_argument(
+        "--from-stage", metavar="S", help="go on from stage S (it and every later stage run again)"
+    )
+    resume.add_argument("--by", metavar="WHO", help="who resumed it (default: the OS user)")
+
+    reset = sub.add_parser(
+        "reset", help="clear a ticket's per-ticket caps (recorded in the ledger with who and why)"
+    )
+    reset.add_argument("ticket_id", metavar="TICKET", help="the ticket id")
+    reset.add_argument("--reason", help="why the caps are cleared (required)")
+    reset.add_argument("--by", metavar="WHO", help="who decided (default: the OS user)")
+
     show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
     show.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     show.add_argument("--json", action="store_true", help="print the run record as stored")
@@ -254,6 +270,27 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.run_id,
             approved=args.command == "approve",
             reason=getattr(args, "reason", None),
+            out=sys.stdout,
+        )
+    if args.command == "resume":
+        from orchestrator.cli.commands import resume
+
+        return resume.resume(
+            config_file,
+            args.state_dir,
+            args.run_id,
+            from_stage=args.from_stage,
+            by=args.by,
+            out=sys.stdout,
+        )
+    if args.command == "reset":
+        from orchestrator.cli.commands import reset
+
+        return reset.reset(
+            locate.state_dir(config_file, args.state_dir),
+            args.ticket_id,
+            reason=args.reason,
+            by=args.by,
             out=sys.stdout,
         )
     if args.command == "run":

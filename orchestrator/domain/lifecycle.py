@@ -9,7 +9,14 @@ time, terminal states with no way out, and typed halt reasons. Pure: no I/O.
                   └──► needs-human | failed | split        (terminal, like completed)
 
 A move that the table does not list raises ``IllegalTransition``; nothing leaves a
-terminal state. Every halt into ``needs-human`` or ``failed`` carries a ``HaltReason``.
+terminal state by itself. Every halt into ``needs-human`` or ``failed`` carries a
+``HaltReason``.
+
+One more way out, and only a person takes it: ``orchestrator resume`` moves a stopped run
+back to ``running`` (``RESUMES``, frozen like the table above), once the cause is fixed.
+``completed`` and ``split`` never resume (the work is done, or handed to sub-tickets), nor
+a run a person ended by rejecting its proposal (``human_rejected``): that was a decision
+about the run, which a new run revisits.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class HaltReason(StrEnum):
     BUDGET_SPENT = "budget_spent"  # the batch's model budget is spent
     AUTH_ERROR = "auth_error"  # an engine or forge refused our credentials
     QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
+    CONFIG_ERROR = "config_error"  # a stage's program is not installed: fix, then resume
 
 
 S = RunState
@@ -67,6 +75,12 @@ TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
 TERMINAL: Final[frozenset[RunState]] = frozenset(s for s, out in TRANSITIONS.items() if not out)
 # Terminal states reached by a halt must say why; success and split must not.
 HALT_REQUIRED: Final[frozenset[RunState]] = frozenset({S.NEEDS_HUMAN, S.FAILED})
+# What a person's ``resume`` may do: the terminal states a stopped run may leave, and
+# where to. Every halt but the ones below may be resumed from these.
+RESUMES: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
+    {S.NEEDS_HUMAN: frozenset({S.RUNNING}), S.FAILED: frozenset({S.RUNNING})}
+)
+NOT_RESUMABLE_HALTS: Final[frozenset[HaltReason]] = frozenset({HaltReason.HUMAN_REJECTED})
 del S
 
 
@@ -84,6 +98,25 @@ def check_transition(current: RunState, target: RunState, halt: HaltReason | Non
         raise IllegalTransition(f"moving to {target} needs a halt reason")
     if target not in HALT_REQUIRED and halt is not None:
         raise IllegalTransition(f"{target} takes no halt reason (got {halt})")
+
+
+def check_resume(current: RunState, halt: HaltReason | None) -> None:
+    """Raise IllegalTransition unless a person may resume a run in ``current`` (stopped
+    for ``halt``): only the moves ``RESUMES`` lists, never after ``NOT_RESUMABLE_HALTS``."""
+    if RunState.RUNNING not in RESUMES.get(current, frozenset()):
+        why = (
+            "it completed"
+            if current is RunState.COMPLETED
+            else "its work went to sub-tickets"
+            if current is RunState.SPLIT
+            else "it has not stopped"
+        )
+        raise IllegalTransition(f"a {current} run cannot be resumed: {why}")
+    if halt in NOT_RESUMABLE_HALTS:
+        raise IllegalTransition(
+            f"a run that ended {halt} cannot be resumed: a person rejected its proposal; "
+            "start a new run of the ticket instead"
+        )
 
 
 def halt_reason_for_failure(*, timed_out: bool, check_stage: bool) -> HaltReason:

@@ -33,6 +33,9 @@ class FailureClass(StrEnum):
     OUTAGE = "outage"  # provider overloaded/down, network: retry after a back-off
     TIMEOUT = "timeout"  # our stage timeout stopped it
     ENGINE_ERROR = "engine_error"  # the engine itself crashed or could not start
+    # Its program is not installed (not on PATH): a person fixes the machine or the config;
+    # retrying cannot, and asking a model costs money for nothing.
+    CONFIG_ERROR = "config_error"
     CODE = "code"  # the engine ran but did not produce working code: the model decides
 
 

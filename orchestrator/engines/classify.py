@@ -50,6 +50,7 @@ INFRA = frozenset(
         FailureClass.OUTAGE,
         FailureClass.TIMEOUT,
         FailureClass.ENGINE_ERROR,
+        FailureClass.CONFIG_ERROR,
     }
 )
 
@@ -149,13 +150,30 @@ def one_line(text: str, limit: int = DETAIL_MAX_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def classify(exit_code: int, timed_out: bool, report: EngineReport) -> FailureClass | None:
+# The runner's own words when a program could not be started because it is not there
+# (``execution.runner``: "executable not found: NAME", exit 127).
+_NOT_FOUND = re.compile(r"^executable not found: (?P<name>.+)$")
+
+
+def missing_executable(start_error: str | None) -> str | None:
+    """The program the runner could not find, from its start error; None otherwise (a
+    missing working directory is the run's damage, not the machine's configuration)."""
+    match = _NOT_FOUND.match(start_error or "")
+    return match.group("name") if match else None
+
+
+def classify(
+    exit_code: int, timed_out: bool, report: EngineReport, *, start_error: str | None = None
+) -> FailureClass | None:
     """The attempt's final class (None: it succeeded).
 
-    Our timeout wins over anything the engine printed before it was stopped; then the
-    adapter's own reading of its output; then the exit status: 0 is success, a crash
-    status is ``engine_error``, and any other failure is ``code``.
+    A program that is not installed is a configuration error, whatever else is said:
+    nothing ran. Our timeout wins over anything the engine printed before it was
+    stopped; then the adapter's own reading of its output; then the exit status: 0 is
+    success, a crash status is ``engine_error``, and any other failure is ``code``.
     """
+    if missing_executable(start_error) is not None:
+        return FailureClass.CONFIG_ERROR
     if timed_out:
         return FailureClass.TIMEOUT
     if report.failure is not None:

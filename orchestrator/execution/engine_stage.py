@@ -20,7 +20,7 @@ from orchestrator.domain.config import EngineConfig, StageConfig
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
-from orchestrator.engines.classify import classify, marked_failure
+from orchestrator.engines.classify import classify, marked_failure, missing_executable
 from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
@@ -51,6 +51,8 @@ def failure_of_stage(outcome: runner.ProcessOutcome) -> FailureClass | None:
     """For a stage that is not an engine: a timeout, or a class it named in its output."""
     if outcome.ok:
         return None
+    if missing_executable(outcome.error) is not None:
+        return FailureClass.CONFIG_ERROR
     if outcome.timed_out:
         return FailureClass.TIMEOUT
     return marked_failure(log_tail(outcome.log_path, 64 * 1024))
@@ -104,7 +106,7 @@ def run_engine(
     write_files(invocation.files)
     outcome = step(invocation.argv, invocation.stdin_path)
     report = adapter.report(log_tail(log_path), outcome.exit_code, outcome.timed_out)
-    failure = classify(outcome.exit_code, outcome.timed_out, report)
+    failure = classify(outcome.exit_code, outcome.timed_out, report, start_error=outcome.error)
     if failure is None and engine.kind != "patch":
         committed = step((*workspace, "commit"))
         if not committed.ok:

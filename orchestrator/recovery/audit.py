@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import field_validator
+
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import ToolCall, TranscriptEntry
@@ -55,6 +57,15 @@ class AuditMemory(Frozen):
     inputs: RecoveryContext | None = None
     # Every call, in order. None in files written before there was one.
     transcript: tuple[TranscriptEntry, ...] | None = None
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _first_rules_unless_said(cls, value: Any) -> Any:
+        """Stored inputs that do not name their confidence rules were decided under the
+        first ones: replay applies those, not today's."""
+        if isinstance(value, dict) and value and "confidence_rules" not in value:
+            return {**value, "confidence_rules": 1}
+        return value
 
 
 class LedgerEntry(Frozen):

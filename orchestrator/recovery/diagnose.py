@@ -87,6 +87,9 @@ class Decision:
     proposal: object | None = None
     # The investigation loop hit its step cap: whatever the confidence, a person decides.
     requires_human: bool = False
+    # Not decided: the model may not be asked now (why), but may be later. Such a
+    # decision is never persisted or carried out; the run waits to be decided again.
+    deferred: str | None = None
 
 
 class Caps(Frozen):
@@ -121,6 +124,12 @@ def _halt_for(verdict: Verdict) -> HaltReason | None:
 
 def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
     """No call: no model is configured, or the factory says why not (a spent budget)."""
+    if unavailable is not None and unavailable.defer:
+        why = f"{unavailable.reason}: not decided now; the next batch decides it"
+        return Decision(
+            Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT,
+            deferred=unavailable.reason,
+        )  # fmt: skip
     if unavailable is not None:
         why = unavailable.reason
         return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT)
@@ -135,10 +144,21 @@ NEEDS_A_PERSON = {
 }
 
 
+# Failures of the machine's configuration: the run fails at once (no retry can install a
+# program), and ``orchestrator resume`` continues it once a person has fixed it.
+FAILS_AS_CONFIGURED = {"config_error": HaltReason.CONFIG_ERROR}
+
+
 def infra_decision(failure: Failure, caps: Caps) -> Decision:
     """Infrastructure failures never go to the model: a deterministic verdict."""
     cls = failure.infra or "engine_error"
     said = f": {failure.infra_detail}" if failure.infra_detail else ""
+    if cls in FAILS_AS_CONFIGURED:
+        why = (
+            f"configuration error ({cls}{said}): install the program or fix the stage's "
+            "command or PATH, then `orchestrator resume` the run; retrying cannot help"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=FAILS_AS_CONFIGURED[cls])
     if cls in NEEDS_A_PERSON:
         why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
         return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])

@@ -65,10 +65,13 @@ class ModelReply:
 
 @dataclass(frozen=True)
 class Unavailable:
-    """A gateway factory's way of saying "not now, and why" (a spent batch budget):
-    the diagnosis becomes a synthetic abandon-human with this reason, and no call."""
+    """A gateway factory's way of saying "not now, and why": no call is made. With
+    ``defer`` (a spent batch budget: a later batch has a fresh one) the decision is not
+    made at all and the run waits; without it the diagnosis becomes a synthetic
+    abandon-human with this reason."""
 
     reason: str
+    defer: bool = False
 
 
 class ModelGateway(Protocol):

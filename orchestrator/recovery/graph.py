@@ -34,7 +34,7 @@ from orchestrator.recovery.audit import (
     TokenUsage,
     ledger_entries,
 )
-from orchestrator.recovery.confidence import History, Routing, compose, route
+from orchestrator.recovery.confidence import History, Routing, compose, route, route_infra
 from orchestrator.recovery.diagnose import (
     Decision,
     Source,
@@ -269,15 +269,24 @@ def verification_checks(
     return checks
 
 
+def routed_by_rule(state: GraphState) -> bool:
+    """An infrastructure verdict is a rule: verified as the verdict it is, and routed
+    without a score. Decisions made under the first confidence rules (replayed from older
+    verdict files) were not."""
+    return state.require_decision().source is Source.INFRA and state.ctx.confidence_rules >= 2
+
+
 class VerificationNode:
     name = "verification"
 
     def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
         decision = state.require_decision()
-        # A synthetic decision has no proposal of its own: what is checked is the verdict.
+        # A synthetic or infrastructure stop has no proposal of its own: what is checked
+        # is the verdict.
         proposal = (
             decision.proposal
-            if decision.proposal is not None or decision.source is not Source.SYNTHETIC
+            if decision.proposal is not None
+            or not (decision.source is Source.SYNTHETIC or routed_by_rule(state))
             else decision.verdict.model_dump(mode="json")
         )
         checks = verification_checks(proposal, state.ctx.decision, state.guardrail)
@@ -362,6 +371,7 @@ class ConfidenceCompose:
             source=decision.source.value,
             history=state.ctx.history.get(decision.verdict.action, History()),
             judge_agrees=state.judge.agrees if state.judge else None,
+            rules=state.ctx.confidence_rules,
         )
         return replace(state, confidence=confidence, signals=signals)
 
@@ -372,8 +382,12 @@ class RoutingNode:
     def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
         decision = state.require_decision()
         assert state.verification is not None and state.confidence is not None
+        verified = state.verification.verified
+        if routed_by_rule(state):
+            # A rule, not a score: never sent to a person by what the ledger remembers.
+            return replace(state, routing=route_infra(verified=verified))
         threshold = deps.thresholds.get(decision.verdict.action, 1.0)
-        routing = route(state.confidence, verified=state.verification.verified, threshold=threshold)
+        routing = route(state.confidence, verified=verified, threshold=threshold)
         if decision.requires_human and routing != "reject":
             routing = "hitl_required"
         return replace(state, routing=routing)
@@ -392,8 +406,14 @@ class PrepareProposal:
             decision.reason,
             f"verification: {'all checks passed' if not failed else 'failed ' + ', '.join(failed)}",
             f"confidence {state.confidence} from {dict(state.signals)}",
-            f"routing {state.routing} (threshold for {decision.verdict.action}: "
-            f"{deps.thresholds.get(decision.verdict.action, 1.0)})",
+            f"routing {state.routing} ("
+            + (
+                "infrastructure verdicts are routed by rule"
+                if routed_by_rule(state)
+                else f"threshold for {decision.verdict.action}: "
+                f"{deps.thresholds.get(decision.verdict.action, 1.0)}"
+            )
+            + ")",
         )
         judge = state.judge or JudgeResult(sampled=False)
         usage = decision.usage.plus(

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.confidence import History, Routing
+from orchestrator.recovery.confidence import CONFIDENCE_RULES, History, Routing
 from orchestrator.recovery.diagnose import Caps, Source
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PromptFacts
@@ -54,6 +54,9 @@ class RecoveryContext(Frozen):
     caps: Caps
     history: Mapping[str, History] = Field(default_factory=dict)  # action → outcomes
     identity: Mapping[str, str] = Field(default_factory=dict)
+    # The confidence and routing rules the decision is made under (see ``confidence``);
+    # inputs read from a verdict file that does not say were made under the first.
+    confidence_rules: int = CONFIDENCE_RULES
 
 
 class SourceEvidence(Frozen):

@@ -28,12 +28,28 @@ class Charge(Frozen):
     at: datetime
 
 
+class CapsReset(Frozen):
+    """A person cleared the ticket's caps: the charges made before it no longer count
+    against them (they stay on file: a charged key is never charged again)."""
+
+    at: datetime
+    by: str
+    reason: str
+    after: int  # how many charges the budget held when it was reset
+    cleared: dict[str, int]  # what had been spent, per kind, for the record
+
+
 class TicketBudget(Frozen):
     ticket_id: str
     charges: tuple[Charge, ...] = ()
+    resets: tuple[CapsReset, ...] = ()  # absent from files written before resets existed
+
+    def current(self) -> tuple[Charge, ...]:
+        """The charges that count against the caps: those since the last reset."""
+        return self.charges[self.resets[-1].after :] if self.resets else self.charges
 
     def spent(self, kind: ChargeKind) -> int:
-        return sum(1 for c in self.charges if c.kind == kind)
+        return sum(1 for c in self.current() if c.kind == kind)
 
     def has(self, kind: ChargeKind, key: str) -> bool:
         return any(c.kind == kind and c.key == key for c in self.charges)
@@ -51,6 +67,15 @@ class BudgetStore:
     def load(self, ticket_id: str) -> TicketBudget:
         budget = read_model(self.path(ticket_id), TicketBudget, "ticket budget")
         return budget or TicketBudget(ticket_id=ticket_id)
+
+    def reset(self, ticket_id: str, *, by: str, reason: str, at: datetime) -> TicketBudget:
+        """Clear the ticket's caps (a person decided so): later charges start from zero."""
+        budget = self.load(ticket_id)
+        cleared = {kind: budget.spent(kind) for kind in ("diagnosis", "retry", "infra-retry")}
+        entry = CapsReset(at=at, by=by, reason=reason, after=len(budget.charges), cleared=cleared)
+        budget = budget.model_copy(update={"resets": (*budget.resets, entry)})
+        atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        return budget
 
     def charge(
         self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime

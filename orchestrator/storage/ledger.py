@@ -88,9 +88,11 @@ from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.ledger_index import (
     ActionHistory,
     LedgerIndex,
+    RecordedOutcome,
     UnreadableRow,
     decision_key,
     history_by_scan,
+    recent_outcomes_by_scan,
 )
 from orchestrator.storage.lines import line_start as _line_start
 from orchestrator.storage.lines import pread as _pread
@@ -763,6 +765,17 @@ class Ledger:
         if looked_up is not None:
             return looked_up
         return history_by_scan(self.rows(), signature)
+
+    def recent_outcomes(self, signature: str, last: int) -> dict[str, list[RecordedOutcome]]:
+        """Per action: the ``last`` latest outcomes of decisions about this failure
+        signature, newest first, each with its time. From the index, like ``history``;
+        from a scan when no index can be kept."""
+        if not self.path.exists():
+            return {}
+        looked_up = self._from_index(lambda: self.index.recent_outcomes(signature, last))
+        if looked_up is not None:
+            return looked_up
+        return recent_outcomes_by_scan(self.rows(), signature, last)
 
     def rows_of(self, decision_id: str) -> list[dict[str, Any]]:
         """Every row of one decision, oldest first: read by offset from the index, or by

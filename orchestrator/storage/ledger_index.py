@@ -28,6 +28,9 @@ What it keeps
     decisions entry_hash -> (signature, action) of each decision row, to credit an
               outcome row to its decision
     placed    a 64-bit key of each row's decision_id -> the row's offset and length
+    outcomes  (signature, action, seq) -> the outcome row's time and whether it was green:
+              the latest few per pair are read by primary key, newest first, so
+              confidence can weigh outcomes by age without reading the ledger
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from orchestrator.storage.lines import line_start, pread
 
 # A mechanical fix whose verification passed is recorded as "mechanical-fix green: ...".
 GREEN_OUTCOME = "mechanical-fix green"
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"  # 2: the outcomes table
 _ZERO_HASH = "0" * 64  # the prev_hash of the first row
 _READ_CHUNK = 1 << 20
 _SCHEMA = """
@@ -58,12 +61,16 @@ CREATE TABLE IF NOT EXISTS history (
     signature TEXT NOT NULL, action TEXT NOT NULL, green INTEGER NOT NULL, total INTEGER NOT NULL,
     PRIMARY KEY (signature, action)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outcomes (
+    signature TEXT NOT NULL, action TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT NULL,
+    green INTEGER NOT NULL, PRIMARY KEY (signature, action, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS placed (
     decision_key INTEGER NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL,
     PRIMARY KEY (decision_key, offset)
 ) WITHOUT ROWID;
 """
-_TABLES = ("meta", "decisions", "history", "placed")
+_TABLES = ("meta", "decisions", "history", "placed", "outcomes")
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,16 @@ class ActionHistory:
 
     green: int
     total: int
+
+
+@dataclass(frozen=True)
+class RecordedOutcome:
+    """One outcome row of a decision about a signature: its seq, time (as the row says it)
+    and whether it was green."""
+
+    seq: int
+    ts: str
+    green: bool
 
 
 class UnreadableRow(Exception):
@@ -133,6 +150,27 @@ def history_by_scan(rows: Iterable[Mapping[str, Any]], signature: str) -> dict[s
             if is_green(row):
                 green[action] = green.get(action, 0) + 1
     return {a: ActionHistory(green=green.get(a, 0), total=n) for a, n in total.items()}
+
+
+def recent_outcomes_by_scan(
+    rows: Iterable[Mapping[str, Any]], signature: str, last: int
+) -> dict[str, list[RecordedOutcome]]:
+    """Per action, the ``last`` latest outcomes recorded for this signature, newest first:
+    the index's answer, from every row."""
+    decisions: dict[str, tuple[str | None, str]] = {}
+    found: dict[str, list[RecordedOutcome]] = {}
+    for row in rows:
+        kind = row.get("kind")
+        if kind == "decision":
+            decisions[str(row.get("entry_hash"))] = decision_subject(row)
+        elif kind == "outcome" and isinstance(supersedes := row.get("supersedes"), str):
+            subject = decisions.get(supersedes)
+            if subject is None or subject[0] != signature or type(row.get("seq")) is not int:
+                continue
+            found.setdefault(subject[1], []).append(
+                RecordedOutcome(row["seq"], str(row.get("ts", "")), is_green(row))
+            )
+    return {a: sorted(o, key=lambda x: -x.seq)[:last] for a, o in found.items()}
 
 
 class LedgerIndex:
@@ -316,6 +354,7 @@ class LedgerIndex:
     def _ingest(db: sqlite3.Connection, rows: list[tuple[Mapping[str, Any], int, int]]) -> None:
         placed = []
         decisions = []
+        outcomes: list[tuple[str, str, int, str, int]] = []
         counts: dict[tuple[str, str], list[int]] = {}
         subjects: dict[str, tuple[str | None, str]] = {}
         for row, offset, length in rows:
@@ -341,8 +380,13 @@ class LedgerIndex:
                 tally = counts.setdefault((found[0], found[1]), [0, 0])
                 tally[0] += is_green(row)
                 tally[1] += 1
+                if type(seq := row.get("seq")) is int:
+                    outcomes.append(
+                        (found[0], found[1], seq, str(row.get("ts", "")), int(is_green(row)))
+                    )
         db.executemany("INSERT OR REPLACE INTO placed VALUES (?, ?, ?)", placed)
         db.executemany("INSERT OR REPLACE INTO decisions VALUES (?, ?, ?)", decisions)
+        db.executemany("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?)", outcomes)
         db.executemany(
             "INSERT INTO history VALUES (?, ?, ?, ?) ON CONFLICT (signature, action) DO UPDATE "
             "SET green = green + excluded.green, total = total + excluded.total",
@@ -359,6 +403,30 @@ class LedgerIndex:
                 "SELECT action, green, total FROM history WHERE signature = ?", (signature,)
             ).fetchall()
         return {action: ActionHistory(green=g, total=t) for action, g, t in found}
+
+    def recent_outcomes(self, signature: str, last: int) -> dict[str, list[RecordedOutcome]]:
+        """Per action, the ``last`` latest outcomes for ``signature``, newest first, after a
+        ``sync``: one primary-key range read per action, whatever the ledger's size."""
+        with self._open() as db:
+            self._sync(db)
+            actions = [
+                action
+                for (action,) in db.execute(
+                    "SELECT action FROM history WHERE signature = ?", (signature,)
+                ).fetchall()
+            ]
+            found = {
+                action: [
+                    RecordedOutcome(seq, ts, bool(green))
+                    for seq, ts, green in db.execute(
+                        "SELECT seq, ts, green FROM outcomes WHERE signature = ? AND action = ? "
+                        "ORDER BY seq DESC LIMIT ?",
+                        (signature, action, last),
+                    ).fetchall()
+                ]
+                for action in actions
+            }
+        return {action: outcomes for action, outcomes in found.items() if outcomes}
 
     def places(self, decision_id: str) -> list[tuple[int, int]]:
         """(offset, length) of every row whose decision id hashes like ``decision_id``, in

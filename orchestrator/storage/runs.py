@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from orchestrator.domain.errors import StateError
-from orchestrator.domain.lifecycle import HaltReason, RunState, check_transition
+from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
@@ -145,6 +145,17 @@ class Halt(Frozen):
     detail: str
 
 
+class ResumeRecord(Frozen):
+    """A person resumed the stopped run: who, when, from which state and halt, and the
+    stage it went on from."""
+
+    at: datetime
+    by: str
+    from_state: RunState
+    halt: Halt | None = None
+    stage: str
+
+
 class RunRecord(Frozen):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
@@ -174,6 +185,7 @@ class RunRecord(Frozen):
     verdicts: tuple[VerdictRef, ...] = ()
     handoff: str | None = None
     sub_tickets: tuple[str, ...] = ()
+    resumes: tuple[ResumeRecord, ...] = ()  # absent from records written before resume
 
     def stage_status(self, name: str) -> StageStatus:
         for stage in self.stages:
@@ -229,6 +241,23 @@ class RunRecord(Frozen):
                 "current_stage": stage if stage is not None else self.current_stage,
             }
         )
+
+
+def resumed(record: RunRecord, *, at: datetime, by: str, stage: str) -> RunRecord:
+    """``record`` resumed by a person at ``stage``: checked against ``RESUMES``; the stages
+    from ``stage`` on are pending again, those before it are kept; the halt is kept in
+    the resume's entry, not on the record."""
+    check_resume(record.state, record.halt.reason if record.halt else None)
+    entry = ResumeRecord(at=at, by=by, from_state=record.state, halt=record.halt, stage=stage)
+    return record.reset_stages_from(stage).model_copy(
+        update={
+            "state": RunState.RUNNING,
+            "halt": None,
+            "updated_at": at,
+            "current_stage": stage,
+            "resumes": (*record.resumes, entry),
+        }
+    )
 
 
 def new_run_id(ticket_id: str, now: datetime) -> str:

@@ -121,25 +121,38 @@ def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> 
     assert "approved: verdict 1" in proc.stdout
 
 
-def test_the_ledger_remembers_green_recipes_for_the_next_ticket(tmp_path: Path) -> None:
+def test_the_ledger_remembers_green_recipes_by_signature_and_age(tmp_path: Path) -> None:
+    from datetime import timedelta
+
     from orchestrator.app.ledger_link import LedgerLink
+    from orchestrator.recovery.confidence import HALF_LIFE_DAYS
 
     from harness import demo_harness
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     first = h.run(tickets["CARDS-1"])
     assert first.state is RunState.COMPLETED
-    history = LedgerLink(ledger_for(tmp_path / "state", {})).history("review/lint-bug-commit-order")
+    link = LedgerLink(ledger_for(tmp_path / "state", {}))
+    signature = "review/lint-bug-commit-order/code"
+    history = link.history(signature)
     assert (history["mechanical-fix"].green, history["mechanical-fix"].total) == (1, 1)
+    # What a decision is given: the same outcome, weighted by its age.
+    decided_at = h.services.clock()
+    fresh = link.recent_history(signature, now=decided_at)["mechanical-fix"]
+    later = link.recent_history(signature, now=decided_at + timedelta(days=HALF_LIFE_DAYS))
+    assert fresh.green == fresh.total and 0.99 < fresh.total <= 1.0
+    assert later["mechanical-fix"].total == pytest.approx(fresh.total / 2, rel=1e-3)
 
-    # A second ticket with the same failure: the recipe's green record raises confidence.
+    # A second ticket with the same failure: the playbook is a rule, and a rule's
+    # confidence is not moved by the ledger (only a model verdict's is).
     source = tickets["CARDS-1"]
     twin = source.with_name("CARDS-1b.md")
     twin.write_text(source.read_text().replace('id = "CARDS-1"', 'id = "CARDS-1b"'))
     second = h.run(twin)
     assert second.state is RunState.COMPLETED
-    confidence = [
-        json.loads(Path(r.verdicts[0].path).read_text())["proposal"]["confidence"]
-        for r in (first, second)
+    proposals = [
+        json.loads(Path(r.verdicts[0].path).read_text())["proposal"] for r in (first, second)
     ]
-    assert confidence[1] > confidence[0]
+    assert proposals[1]["confidence"] == proposals[0]["confidence"]
+    assert [p["evidence"]["failure"]["signature"] for p in proposals] == [signature, signature]
+    assert "history" not in proposals[1]["evidence"]["signals"]

@@ -174,11 +174,12 @@ CASES = [
         baseline_steps=[Step(RUN), Step(("approve", "LATEST"))],
     ),
     Case("ledger-trace", INVESTIGATE, killed_at("ledger-trace")),
+    # The call reserved against the batch's budget, before the ticket is charged for it:
+    # the next batch (a fresh budget) asks once, as if nothing had happened.
     Case(
         "batch-budget:1",
         BUDGETED,
         killed_at("batch-budget:1", first=BATCH, then=BATCH),
-        extra_diagnoses=1,
         baseline_steps=[Step(BATCH)],
     ),
     # Its tokens are counted as the call returns, before the journal has the reply: the

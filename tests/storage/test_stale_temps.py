@@ -133,3 +133,18 @@ def test_crash_points_are_a_closed_set() -> None:
     with pytest.raises(ValueError, match="'x' is not a number"):
         armed({CRASH_ENV: "verdict:x"})
     assert len({p.value for p in CrashPoint}) == len(CrashPoint)
+
+
+def test_a_stage_never_inherits_the_armed_crash_point(tmp_path: Path) -> None:
+    """Stage programs use the same atomic writes: armed too, one would die in the
+    orchestrator's place."""
+    from orchestrator.execution.stage_env import StageContext, stage_environ
+
+    ctx = StageContext(
+        ticket_file=tmp_path / "T-1.md", ticket_id="T-1", ticket_kind="feature",
+        repository="../origin.git", base_branch="main", run_id="r1", run_dir=tmp_path,
+        clone_dir=tmp_path / "clone", state_dir=tmp_path, stage="build", engine="",
+        model="", attempt=1,
+    )  # fmt: skip
+    env = stage_environ({"PATH": "/usr/bin", CRASH_ENV: "temp-file"}, ctx)
+    assert CRASH_ENV not in env and env["PATH"] == "/usr/bin"

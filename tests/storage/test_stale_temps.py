@@ -147,4 +147,4 @@ def test_a_stage_never_inherits_the_armed_crash_point(tmp_path: Path) -> None:
         model="", attempt=1,
     )  # fmt: skip
     env = stage_environ({"PATH": "/usr/bin", CRASH_ENV: "temp-file"}, ctx)
-    assert CRASH_ENV not in env and env["PATH"] == "/usr/bin"
+    assert CRASH_ENV not in env and env["PATH"].endswith("/usr/bin")

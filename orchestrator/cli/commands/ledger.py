@@ -98,7 +98,6 @@ def _table_row(row: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping[str, str]) -> int:
-    from orchestrator.app.ledger_link import unrecorded
     from orchestrator.storage.files import FileStorage
     from orchestrator.storage.ledger import canonical, key_from_env
 
@@ -111,6 +110,8 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
             where = f" at line {result.line}" if result.line is not None else ""
             out.write(f"FAILED{where}: {result.reason}\n")
             return EXIT_STATE
+        from orchestrator.app.ledger_link import unrecorded  # here: `show` stays light
+
         missing = unrecorded(ledger, storage.decisions.find())
         if missing:
             out.write(

@@ -423,3 +423,30 @@ def test_ledger_verify_notices_a_decision_without_its_row_and_repair_appends_it(
     result = _drive(root, [Step(RUN)])  # the run finds the row and does not add another
     assert (result.state, result.calls) == ("completed", 1)
     _assert_consistent(root)
+
+
+def test_a_mechanical_fix_cut_short_starts_again_from_where_it_started(tmp_path: Path) -> None:
+    """Killed after the fix's first command ran (its plan, with the commit it starts
+    from, is on disk): the resumed fix restores that commit first, so the recipe does
+    not run on top of its own half-done work."""
+    root = _setup(tmp_path, DEMO)
+    _drive(root, [Step(RUN, "fix-report:1")])
+    clone = _latest(root).clone_dir
+    # What the recipe's first command (``git reset --soft HEAD~1``) leaves behind.
+    subprocess.run(["git", "-C", clone, "reset", "-q", "--soft", "HEAD~1"], check=True)
+    result = _drive(root, [Step(RUN)])
+    assert (result.state, result.code, result.retries) == ("completed", 0, 1)
+    outcomes = [v.outcome for v in _latest(root).verdicts]
+    assert outcomes == ["mechanical-fix green: lint-bug-commit-order passes"]  # not red
+    log = subprocess.run(
+        ["git", "-C", str(root / "origin.git"), "log", "--format=%s", "orch/CARDS-1"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert log[:2] == ["test: pin Fix off-by-one in deal()", "Fix off-by-one in deal()"]
+    kept = subprocess.run(
+        ["git", "-C", clone, "rev-parse", "--verify", "-q",
+         f"refs/orchestrator/{_latest(root).run_id}/recipe-1-cut"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert kept.returncode == 0  # what the cut-short recipe left is kept for a person
+    _assert_consistent(root)

@@ -75,6 +75,7 @@ class BudgetStore:
         entry = CapsReset(at=at, by=by, reason=reason, after=len(budget.charges), cleared=cleared)
         budget = budget.model_copy(update={"resets": (*budget.resets, entry)})
         atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        crash_point(CrashPoint.CAPS_RESET)
         return budget
 
     def charge(

@@ -51,6 +51,8 @@ class CrashPoint(StrEnum):
     LEDGER_OUTCOME = "ledger-outcome"  # the outcome's ledger row
     OUTCOME = "outcome"  # the run record with the outcome and the state it led to
     RUN_ENDED = "run-ended"  # the record's last transition (completed, failed, blocked)
+    RESUMED = "resumed"  # a person's resume, on the run record (after its ledger row)
+    CAPS_RESET = "caps-reset"  # a person's reset of the ticket's caps (after its ledger row)
     TEMP_FILE = "temp-file"  # mid atomic write: the temp file is full, not yet renamed
 
 

@@ -85,6 +85,10 @@ INVESTIGATE = Scenario(
     ),
     header=AUTO + '[diagnosis]\nmode = "investigate"\n',
 )
+# A side-effectful stage that DRY_RUN blocks, for a person to resume.
+SHIPS = Scenario(
+    '[[stages]]\nname = "ship"\ncwd = "run"\nside_effectful = true\ncommand = ["true"]\n', ()
+)
 # The demo's squashed bug fix, repaired by the playbook's mechanical fix (no model).
 DEMO = Scenario("", (), demo=True)
 # Every model call goes through a batch budget (written before and after the call).
@@ -98,10 +102,15 @@ class Step:
 
     command: tuple[str, ...]
     crash: str | None = None
+    dry_run: str = "false"
 
 
 RUN = ("run", "t/T-1.md")
 BATCH = ("batch", "--tickets", "t")
+RESUME = ("resume", "LATEST")
+RESET = ("reset", "T-1", "--reason", "the cause is fixed")
+# DRY_RUN armed (as cron has it unless told): the side-effectful stage is blocked.
+BLOCKED = Step(RUN, dry_run="true")
 
 
 def killed_at(point: str, then: tuple[str, ...] = RUN, first: tuple[str, ...] = RUN) -> list[Step]:
@@ -174,6 +183,31 @@ CASES = [
         baseline_steps=[Step(RUN), Step(("approve", "LATEST"))],
     ),
     Case("ledger-trace", INVESTIGATE, killed_at("ledger-trace")),
+    # A person's resume and reset: recorded in the ledger, then carried out, once.
+    Case(
+        "resume/ledger-decision",
+        SHIPS,
+        [BLOCKED, Step(RESUME, "ledger-decision"), Step(RESUME)],
+        baseline_steps=[BLOCKED, Step(RESUME)],
+    ),
+    Case(
+        "resumed",
+        SHIPS,
+        [BLOCKED, Step(RESUME, "resumed"), Step(RUN)],
+        baseline_steps=[BLOCKED, Step(RESUME)],
+    ),
+    Case(
+        "reset/ledger-decision",
+        ABANDON,
+        [Step(RUN), Step(RESET, "ledger-decision"), Step(RESET)],
+        baseline_steps=[Step(RUN), Step(RESET)],
+    ),
+    Case(
+        "caps-reset",
+        ABANDON,
+        [Step(RUN), Step(RESET, "caps-reset"), Step(RESET)],
+        baseline_steps=[Step(RUN), Step(RESET)],
+    ),
     # The call reserved against the batch's budget, before the ticket is charged for it:
     # the next batch (a fresh budget) asks once, as if nothing had happened.
     Case(
@@ -245,15 +279,15 @@ def _latest(root: Path) -> RunRecord:
 
 def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
     command = step.command
-    if command == ("approve", "LATEST"):
-        command = ("approve", _latest(root).run_id)
+    if command[1:] == ("LATEST",):
+        command = (command[0], _latest(root).run_id)
     command = tuple(f"t/{_ticket(root)}.md" if a == "t/T-1.md" else a for a in command)
     extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
     if step.crash is not None:
         extra["ORCHESTRATOR_CRASH_AT"] = step.crash
     return subprocess.run(
         [sys.executable, str(SCRIPTED_CLI), *_config(root), *command],
-        cwd=root, env=subprocess_env(DRY_RUN="false", **extra),
+        cwd=root, env=subprocess_env(DRY_RUN=step.dry_run, **extra),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
@@ -292,12 +326,13 @@ def _assert_consistent(root: Path) -> None:
     assert verified.ok, verified
     rows = list(ledger.rows())
     decisions = Counter(r["decision_id"] for r in rows if r["kind"] == "decision")
+    recoveries = [r["decision_id"] for r in rows if r["capability"] == "stage-recovery"]
     outcomes = Counter(r["decision_id"] for r in rows if r["kind"] == "outcome")
     traces = Counter(
         (r["decision_id"], r["decision"]["step"]) for r in rows if r["kind"] == "trace"
     )
     verdicts = [storage.decisions.read(v.run_id, v.number) for v in storage.decisions.find()]
-    assert sorted(decisions) == sorted(v.decision_id for v in verdicts)
+    assert sorted(set(recoveries)) == sorted(v.decision_id for v in verdicts)
     assert set(decisions.values()) <= {1} and set(outcomes.values()) <= {1}
     assert set(traces.values()) <= {1}
     charges = BudgetStore(root / "state").load(_ticket(root)).charges

@@ -124,7 +124,9 @@ class LedgerLink:
 def unrecorded(ledger: Ledger, verdicts: Iterable[VerdictFile]) -> list[VerdictFile]:
     """The verdict files whose decision has no row in ``ledger``: persisted, and the
     process died before the row (the ticket's next run appends it, as ``mend`` does).
-    One pass over the ledger; each verdict file is read for its decision id only."""
+    One pass over the ledger; each verdict file is read for its decision id only. A file
+    written before decisions kept their inputs is left out: its row cannot be rebuilt,
+    and nothing says the version that wrote it ledgered every decision."""
     verdicts = list(verdicts)
     if not verdicts:
         return []  # no need to read the ledger
@@ -132,10 +134,11 @@ def unrecorded(ledger: Ledger, verdicts: Iterable[VerdictFile]) -> list[VerdictF
     missing = []
     for verdict in verdicts:
         try:
-            decision_id = json.loads(verdict.path.read_bytes()).get("decision_id")
+            decided = json.loads(verdict.path.read_bytes())
+            decision_id, inputs = decided.get("decision_id"), decided.get("inputs")
         except (OSError, ValueError, AttributeError):
-            decision_id = None  # unreadable: reported as missing, mend says why
-        if decision_id not in recorded:
+            decision_id, inputs = None, True  # unreadable: reported, and mend says why
+        if decision_id not in recorded and inputs:
             missing.append(verdict)
     return missing
 

@@ -507,3 +507,29 @@ def test_a_mechanical_fix_cut_short_starts_again_from_where_it_started(tmp_path:
     )  # fmt: skip
     assert kept.returncode == 0  # what the cut-short recipe left is kept for a person
     _assert_consistent(root)
+
+
+def test_an_older_state_dir_verifies_and_is_mended_the_same_way(tmp_path: Path) -> None:
+    """The kept fixture's ledger lacks CARDS-1's decision: verify names it, repair
+    appends it from the verdict file. A verdict written before decisions kept their
+    inputs cannot be rebuilt, so it is not held against the ledger."""
+    state = tmp_path / "state"
+    shutil.copytree(ROOT / "tests" / "data" / "old_state", state)
+    verdict = state / "runs" / "CARDS-1-20261130T232650Z-1a8b.verdict-1.json"
+
+    def ledger(action: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", "--state-dir", str(state), "ledger", action],
+            env=subprocess_env(), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    assert f"  {verdict}\n" in ledger("verify").stdout
+    older = json.loads(verdict.read_text())
+    del older["inputs"]
+    verdict.write_text(json.dumps(older))
+    assert (ledger("verify").returncode, ledger("verify").stdout) == (0, "OK: 4 entries\n")
+
+    shutil.copy(ROOT / "tests" / "data" / "old_state" / "runs" / verdict.name, verdict)
+    repaired = ledger("repair")
+    assert f"appended the ledger row of the decision in {verdict}\n" in repaired.stdout
+    assert ledger("verify").stdout == "OK: 5 entries\n"

@@ -2,19 +2,24 @@
 and a crash (even SIGKILL, even power loss after fsync) leaves one of the two.
 
 A crash between writing the temp file and renaming it leaves the temp file behind:
-``.<name>.<pid>.<random>.tmp`` beside its target. The writer's pid is in the name so
-``sweep_stale_temps`` can tell one a live process is writing at this moment (kept) from
-one whose writer is gone (removed). Temp files written before the pid was in the name,
-``.<name>.<random>.tmp``, are removed once they are older than any write takes.
+``.<name>.<host>-<pid>.<random>.tmp`` beside its target (``<host>``: 8 hex digits of the
+machine's name). The writer is in the name so ``sweep_stale_temps`` can tell one a live
+process is writing at this moment (kept) from one whose writer is gone (removed). A pid
+means nothing on another machine sharing the state dir: another host's temp files, and
+those written before the writer was in the name (``.<name>.<random>.tmp``), are removed
+only once they are older than any write takes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import socket
 import tempfile
 import time
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Final
 
@@ -25,7 +30,19 @@ from orchestrator.storage.crash_points import CrashPoint, crash_point
 # same ones).
 STALE_AFTER_S: Final = 3600.0
 # mkstemp's random part is 8 characters of [a-z0-9_].
-_TEMP: Final = re.compile(r"^\.(?P<name>.+?)(?:\.(?P<pid>\d+))?\.[a-z0-9_]{8}\.tmp$")
+_TEMP: Final = re.compile(
+    r"^\.(?P<name>.+?)(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+))?\.[a-z0-9_]{8}\.tmp$"
+)
+
+
+@cache
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def writer_tag() -> str:
+    """What a temp file written by this process carries: its host and pid."""
+    return f"{_host()}-{os.getpid()}"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -33,7 +50,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     ``path``, then fsync the directory so the rename itself is durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
+        dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
     )
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -78,8 +95,8 @@ def is_stale_temp(name: str, age_s: float, *, target_suffix: str = "") -> bool:
         return False
     if age_s >= STALE_AFTER_S:
         return True
-    pid = match.group("pid")
-    return pid is not None and not _alive(int(pid))
+    pid, host = match.group("pid"), match.group("host")
+    return pid is not None and host == _host() and not _alive(int(pid))
 
 
 def sweep_stale_temps(

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.storage.atomic import STALE_AFTER_S, atomic_write, sweep_stale_temps
+from orchestrator.storage.atomic import (
+    STALE_AFTER_S,
+    atomic_write,
+    sweep_stale_temps,
+    writer_tag,
+)
 from orchestrator.storage.crash_points import CRASH_ENV, CrashPoint, armed
 from orchestrator.storage.files import FileStorage
 
@@ -34,6 +39,11 @@ def dead_pid() -> int:
     return child.pid
 
 
+def tag(pid: int) -> str:
+    """The writer part of a temp file's name, for ``pid`` on this machine."""
+    return writer_tag().rsplit("-", 1)[0] + f"-{pid}"
+
+
 def test_a_temp_file_names_its_writer(tmp_path: Path) -> None:
     seen: list[str] = []
     real = os.replace
@@ -48,38 +58,40 @@ def test_a_temp_file_names_its_writer(tmp_path: Path) -> None:
     finally:
         os.replace = real
     [name] = seen
-    assert name.startswith(f".run.json.{os.getpid()}.") and name.endswith(".tmp")
+    assert name.startswith(f".run.json.{writer_tag()}.") and name.endswith(".tmp")
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
 
 def test_the_sweep_removes_a_dead_writers_temp_and_keeps_a_live_ones(
     tmp_path: Path, live_pid: int
 ) -> None:
-    dead = tmp_path / f".T-1.json.{dead_pid()}.abcd1234.tmp"
-    live = tmp_path / f".T-1.json.{live_pid}.abcd1234.tmp"
-    mine = tmp_path / f".T-1.json.{os.getpid()}.abcd1234.tmp"  # a dead process's, pid reused
+    dead = tmp_path / f".T-1.json.{tag(dead_pid())}.abcd1234.tmp"
+    live = tmp_path / f".T-1.json.{tag(live_pid)}.abcd1234.tmp"
+    mine = tmp_path / f".T-1.json.{tag(os.getpid())}.abcd1234.tmp"  # a dead process's, pid reused
     old_format = tmp_path / ".T-1.json.k2j4h6g8.tmp"  # no pid: kept until it is old
+    # Another machine sharing the state dir: its pids mean nothing here.
+    elsewhere = tmp_path / f".T-1.json.0badf00d-{dead_pid()}.abcd1234.tmp"
     others = [tmp_path / ".notes.tmp", tmp_path / "T-1.json", tmp_path / "a.json.1.abcd1234.tmp"]
-    for path in [dead, live, mine, old_format, *others]:
+    for path in [dead, live, mine, old_format, elsewhere, *others]:
         path.write_text("x")
     (tmp_path / "clone").mkdir()
-    below = tmp_path / "clone" / f".x.{dead_pid()}.abcd1234.tmp"
+    below = tmp_path / "clone" / f".x.{tag(dead_pid())}.abcd1234.tmp"
     below.write_text("not ours")
 
     removed = sweep_stale_temps([tmp_path])
     assert sorted(removed) == sorted([dead, mine])
-    assert live.exists() and old_format.exists() and below.exists()
+    assert live.exists() and old_format.exists() and elsewhere.exists() and below.exists()
     assert all(p.exists() for p in others)
 
     # An hour on, nobody is still writing anything: the old-format one goes, and so does
     # one whose pid now names some other live process.
     later = time.time() + STALE_AFTER_S + 1
-    assert sorted(sweep_stale_temps([tmp_path], now=later)) == sorted([live, old_format])
+    assert sorted(sweep_stale_temps([tmp_path], now=later)) == sorted([live, old_format, elsewhere])
 
 
 def test_in_a_persons_directory_only_temps_of_our_targets_are_swept(tmp_path: Path) -> None:
-    ours = tmp_path / f".T-1.1.md.{dead_pid()}.abcd1234.tmp"
-    theirs = tmp_path / f".draft.txt.{dead_pid()}.abcd1234.tmp"
+    ours = tmp_path / f".T-1.1.md.{tag(dead_pid())}.abcd1234.tmp"
+    theirs = tmp_path / f".draft.txt.{tag(dead_pid())}.abcd1234.tmp"
     for path in (ours, theirs):
         path.write_text("x")
     assert sweep_stale_temps([tmp_path], target_suffix=".md") == [ours]
@@ -88,7 +100,7 @@ def test_in_a_persons_directory_only_temps_of_our_targets_are_swept(tmp_path: Pa
 
 def test_opening_a_state_dir_sweeps_where_atomic_writes_go(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    pid = dead_pid()
+    pid = tag(dead_pid())
     places = [
         state / f".ledger.head.{pid}.abcd1234.tmp",
         state / "runs" / f".T-1-20261130T000000Z-abcd.json.{pid}.abcd1234.tmp",

@@ -138,7 +138,24 @@ def bench_runner(iterations: int, sleep_iterations: int, workdir: Path) -> list[
         if label == "true":
             rows.append(Row("runner: run_process median (true)", ms(r_med), "-", None))
             rows.append(Row("runner: subprocess.run median (true)", ms(b_med), "-", None))
+    # Where most of the added time goes: every command starts under its reaper, one bare
+    # interpreter start-up (see orchestrator/execution/reaper.py).
+    bare = [
+        _timed([sys.executable, "-I", "-S", "-c", "pass"]) for _ in range(max(5, iterations // 4))
+    ]
+    print(
+        f"  of which the reaper's interpreter (python -I -S -c pass) median {ms(statistics.median(bare))}"
+    )
+    rows.append(
+        Row("runner: python -I -S start-up (reaper)", ms(statistics.median(bare)), "-", None)
+    )
     return rows
+
+
+def _timed(argv: list[str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, check=True)
+    return time.perf_counter() - began
 
 
 # --------------------------------------------------------------------------- start-up

@@ -16,6 +16,7 @@ from orchestrator.execution.executor import (
     ProcessIdentity,
     ProcessOutcome,
 )
+from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
 
 
 @dataclass
@@ -43,13 +44,14 @@ class RecordingExecutor:
         tick_s: float = 1.0,
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
+        max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
     ) -> ProcessOutcome:
         self.ran.append(argv)
         self.cwds.append(cwd)
         return self.inner.run(
             argv, cwd=cwd, env=env, log_path=log_path, timeout_s=timeout_s,
             kill_after_s=kill_after_s, on_start=on_start, on_tick=on_tick, tick_s=tick_s,
-            stdin_path=stdin_path, cancel=cancel,
+            stdin_path=stdin_path, cancel=cancel, max_log_bytes=max_log_bytes,
         )  # fmt: skip
 
     def capture_head(

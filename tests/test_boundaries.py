@@ -7,6 +7,9 @@
   ``apply``: importing all of them loads no execution, app, storage or report module.
 * Only ``orchestrator/execution/runner.py`` starts processes, and only the executor
   (``orchestrator/execution/executor.py``) calls it to: everything else holds an Executor.
+  The runner's other half, ``orchestrator/execution/reaper.py``, is the program the runner
+  runs by path to supervise each stage (it forks and execs the stage): it is started by the
+  runner alone, nothing imports it, and it imports nothing of ours.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 """
 
@@ -29,6 +32,8 @@ SDK_MODULES = {"anthropic", "httpx2", "httpx"}
 # GitPython starts git itself. It is used by the demo's fixture builder (developer
 # tooling), never by the orchestrator's own run path.
 GITPYTHON_ALLOWED = {"orchestrator/demo/run.py"}
+RUNNER = "orchestrator/execution/runner.py"
+REAPER = "orchestrator/execution/reaper.py"
 # Stage scripts and checks are the programs the runner starts (``python -m
 # orchestrator.stages.X``), each in its own process: they may run git in their clone.
 # The orchestrator never imports them (test_nothing_imports_the_stage_programs).
@@ -99,7 +104,7 @@ def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
 
 @pytest.mark.parametrize("path", modules(), ids=rel)
 def test_only_the_runner_starts_processes(path: Path) -> None:
-    if rel(path) == "orchestrator/execution/runner.py":
+    if rel(path) in (RUNNER, REAPER):
         return
     tree = parsed(path)
     bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
@@ -110,6 +115,25 @@ def test_only_the_runner_starts_processes(path: Path) -> None:
     if rel(path) not in GITPYTHON_ALLOWED:
         uses_git = sorted({n for n in imported(tree, path) if matches(n, {"git"})})
         assert uses_git == [], f"{rel(path)} imports GitPython, which starts git processes"
+
+
+def test_the_reaper_is_the_runners_other_half_and_nothing_else() -> None:
+    """The reaper may start processes only because the runner starts it, by path: no
+    module imports it (it would be a second door), and it imports only what Python has
+    built in (it runs with ``-I -S``, outside our package, once per stage)."""
+    reaper = ROOT / REAPER
+    names = set(imported(parsed(reaper), reaper))
+    assert not any(matches(n, {"orchestrator"}) for n in names), sorted(names)
+    assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names), sorted(names)
+    assert not (names & PROCESS_MODULES), "it forks and execs itself, without subprocess"
+    assert sorted(set(os_process_calls(parsed(reaper)))) == ["os.execvpe", "os.fork"]
+    for path in modules():
+        bad = {
+            n for n in imported(parsed(path), path) if matches(n, {"orchestrator.execution.reaper"})
+        }
+        assert bad == set(), f"{rel(path)} imports the reaper: only the runner runs it, by path"
+    mentions = sorted(rel(p) for p in modules() if "reaper.py" in p.read_text() and p != reaper)
+    assert mentions == [RUNNER], mentions
 
 
 @pytest.mark.parametrize("path", modules(), ids=rel)

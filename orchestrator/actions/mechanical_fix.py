@@ -239,6 +239,7 @@ def apply(
             kill_after_s=stage.kill_after_s,
             note=services.reporter.note,
             between=lambda: _contained(git_files, guarded_git, clone),
+            max_log_bytes=config.logs.max_bytes,
         )
         report["commands"], red_reason = list(ran.commands), ran.red_reason
         tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))

@@ -41,9 +41,11 @@ def run_workers(
     logs = [layout.batch_worker_log(batch_id, k + 1) for k in range(jobs)]
 
     def work(log: Path) -> ProcessOutcome:
+        # Uncapped: a worker's log is how its results reach us (one line per ticket), and
+        # a worker is this program, not a stage; its stages' own logs are capped.
         return services.executor.run(
             argv, cwd=Path.cwd(), env=env, log_path=log,
-            timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel,
+            timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel, max_log_bytes=None,
         )  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

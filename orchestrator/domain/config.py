@@ -144,6 +144,14 @@ class BatchConfig(Frozen):
     max_cost_usd: Money = 0.0
 
 
+class LogsConfig(Frozen):
+    """How much of one stage command's output its log keeps on disk: the first half of
+    ``max_bytes`` and the last half, with a line between them saying how many bytes were
+    dropped. The stage itself runs on undisturbed."""
+
+    max_bytes: Annotated[StrictInt, Field(ge=64 * 1024, le=1 << 40)] = 64 * 1024 * 1024
+
+
 class ModelConfig(Frozen):
     """The one model the recovery loop may ask. The key is read from the environment
     variable named here, never from this file."""
@@ -269,6 +277,7 @@ class Config(Frozen):
     judge: JudgeConfig = JudgeConfig()
     diagnosis: DiagnosisConfig = DiagnosisConfig()
     batch: BatchConfig = BatchConfig()
+    logs: LogsConfig = LogsConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]

@@ -141,6 +141,7 @@ def run_check(
         on_start=on_start,
         on_tick=lambda elapsed: services.reporter.tick(label, elapsed),
         tick_s=services.tick_s,
+        max_log_bytes=services.loaded.config.logs.max_bytes,
     )
     return CheckResult(
         name=check.name,
@@ -213,6 +214,7 @@ def run_stage(
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
                 write_files=partial(store.write_workspace_files, record.run_id),
+                max_log_bytes=loaded.config.logs.max_bytes,
             )
             attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
         else:
@@ -229,6 +231,7 @@ def run_stage(
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
+                max_log_bytes=loaded.config.logs.max_bytes,
             )
             attempt = _finish_attempt(attempt, outcome)
             marked = failure_of_stage(outcome)

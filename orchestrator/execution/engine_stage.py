@@ -71,6 +71,7 @@ def run_engine(
     on_tick: Callable[[float], None],
     tick_s: float,
     write_files: Callable[[Mapping[Path, str]], None],
+    max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
 ) -> EngineOutcome:
     """``write_files`` writes the files the engine's invocation names (its prompt) into
     the run's workspace; the run store does, so this module writes nothing itself."""
@@ -94,7 +95,7 @@ def run_engine(
         return executor.run(
             argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
             kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
-            tick_s=tick_s, stdin_path=stdin,
+            tick_s=tick_s, stdin_path=stdin, max_log_bytes=max_log_bytes,
         )  # fmt: skip
 
     workspace = (sys.executable, "-P", "-m", "orchestrator.stages.engine_workspace")

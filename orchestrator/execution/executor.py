@@ -22,7 +22,7 @@ __all__ = ["CapturedHead", "Executor", "LocalExecutor", "ProcessIdentity", "Proc
 
 class Executor(Protocol):
     """Starts processes for the orchestrator. Both methods sweep the process group
-    before they return; a program that cannot be started is a result, not an exception."""
+    (``run``: every descendant, wherever it went) before they return; a program that cannot be started is a result, not an exception."""
 
     def run(
         self,
@@ -38,8 +38,10 @@ class Executor(Protocol):
         tick_s: float = 1.0,
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
+        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
     ) -> ProcessOutcome:
-        """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``."""
+        """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``
+        (at most ``max_log_bytes`` of it on disk, head and tail; None: all of it)."""
         ...
 
     def capture_head(
@@ -72,6 +74,7 @@ class LocalExecutor:
         tick_s: float = 1.0,
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
+        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
     ) -> ProcessOutcome:
         return runner.run_process(
             argv,
@@ -85,6 +88,7 @@ class LocalExecutor:
             tick_s=tick_s,
             stdin_path=stdin_path,
             cancel=cancel,
+            max_log_bytes=max_log_bytes,
         )
 
     def capture_head(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.execution.executor import Executor
+from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
 from orchestrator.execution.sandbox import (
     REMEDY,
     BwrapLocator,
@@ -82,6 +83,7 @@ def run_recipe(
     kill_after_s: float,
     note: Callable[[str], None],
     between: Callable[[], str | None] = lambda: None,
+    max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
 ) -> RecipeRun:
     """Run each command; ``log_path(i)`` is command i's log (1-based). ``between`` runs
     after each command that succeeded: a reason it returns stops the recipe there (what
@@ -96,6 +98,7 @@ def run_recipe(
             log_path=log_path(index),
             timeout_s=timeout_s,
             kill_after_s=kill_after_s,
+            max_log_bytes=max_log_bytes,
         )
         commands.append(
             {"argv": list(argv), "exit_code": outcome.exit_code, "timed_out": outcome.timed_out,

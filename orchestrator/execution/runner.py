@@ -1,34 +1,47 @@
 """The one place processes start.
 
-Every stage, check and recipe command runs through ``run_process``:
-  * in a new session, so it leads its own process group and we can signal all of it;
-  * stdout and stderr go straight to a log file: the orchestrator never holds output in
-    memory, so a stage printing gigabytes costs us nothing;
-  * on timeout: TERM to the whole group, up to ``kill_after_s`` grace, then KILL to the
-    whole group; reported as exit 124 with ``timed_out=True``;
-  * whatever happens (success, timeout, our own interruption) the group is swept with
-    KILL before we return, so nothing the stage left behind survives it;
+Every stage, check and recipe command runs through ``run_process``, by way of a small
+per-run supervisor, the reaper (``reaper.py`` beside this file, the runner's other half
+and the only other module that starts a process):
+  * the stage runs in a new session, so it leads its own process group;
+  * the reaper is a child subreaper (Linux): every descendant of the stage, even one that
+    started a new session, double-forked and cleared its environment, is re-parented to it
+    instead of to PID 1, and when the stage ends (success, failure, timeout, our own
+    interruption, our own death) the reaper KILLs and reaps all of them;
+  * stdout and stderr go to a pipe only the reaper reads; it writes the log capped on disk
+    (``max_log_bytes``: head and tail kept, a marker says how much was dropped), so a stage
+    printing gigabytes costs neither our memory nor the disk;
+  * on timeout: TERM to everything the stage started, up to ``kill_after_s`` grace, then
+    KILL; reported as exit 124 with ``timed_out=True``;
+  * whatever happens the stage's group is swept with KILL again before we return, and a
+    reaper that vanished without reporting is backed by the environment mark;
   * an executable that cannot be started is a result (126/127 with a message), not a
     traceback.
 
-Reading pipes is what makes runners hang on a grandchild that keeps stdout open; we never
-read one, we only wait for the leader's pid.
+Reading a stage's pipe is what makes runners hang on a grandchild that keeps stdout open;
+we never read one: we read the reaper's reports, a pipe no stage ever holds, and the
+reaper stops reading the stage's once every descendant is dead (EOF) or after a bound.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import glob
+import marshal
 import os
 import select
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 # Every process we start carries a mark of its own in its environment: if our own
 # SIGINT/SIGTERM lands while ``Popen`` is starting it (after exec, before ``Popen``
@@ -39,8 +52,6 @@ EXIT_TIMEOUT = 124  # as timeout(1) reports it
 EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
 
-# How often we look at a terminated group while it is still inside its grace period.
-_GRACE_POLL_S = 0.02
 # How quickly a cancelled wait notices (a batch stopping its workers from another thread).
 _CANCEL_POLL_S = 0.1
 # After KILL the kernel needs a moment to tear processes down; we wait (bounded) until
@@ -49,6 +60,17 @@ _CANCEL_POLL_S = 0.1
 # wait ends the moment the group is gone, so a large bound costs nothing when all is well.
 _KILL_SETTLE_S = 10.0
 _KILL_POLL_S = 0.002
+# How long a child of ours may take to finish its execve (see _environ_of).
+_EXEC_SETTLE_S = 0.5
+# How long, past the grace period, a stopped reaper may take to KILL, reap, drain the pipe
+# and assemble the log before we KILL it too (its own bounds add up to less).
+_REAPER_SLACK_S = 30.0
+# A reaper that reported its end exits at once; this only bounds a broken one.
+_REAPER_EXIT_S = 10.0
+
+REAPER = Path(__file__).with_name("reaper.py")
+DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
+MIN_LOG_BYTES = 4096
 
 
 class Cancelled(Exception):
@@ -148,10 +170,7 @@ def kill_marked(name: str, value: str) -> list[int]:
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit() or int(entry) == me:
             continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
+        environ = _environ_of(int(entry), me)
         if needle in environ.split(b"\0"):
             try:
                 os.kill(int(entry), signal.SIGKILL)
@@ -162,6 +181,29 @@ def kill_marked(name: str, value: str) -> list[int]:
     while time.monotonic() < deadline and any(_alive(pid) for pid in killed):
         time.sleep(_KILL_POLL_S)
     return killed
+
+
+def _environ_of(pid: int, me: int) -> bytes:
+    """/proc/PID/environ. A child of ours caught inside execve shows an empty one: the
+    kernel lets ``Popen`` return once the old image is gone, a moment before the new
+    image's environment is in place. So ours are read again until it is (bounded)."""
+    deadline = time.monotonic() + _EXEC_SETTLE_S
+    while True:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return b""
+        if environ or time.monotonic() >= deadline or _parent_of(pid) != me:
+            return environ
+        time.sleep(_KILL_POLL_S)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return int(raw[raw.rfind(")") + 2 :].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _alive(pid: int) -> bool:
@@ -184,52 +226,27 @@ def kill_stale_group(identity: ProcessIdentity) -> bool:
     return True
 
 
-def _terminate_group(proc: subprocess.Popen[bytes], kill_after_s: float) -> None:
-    """TERM the group; give it ``kill_after_s`` to go (leader reaped, members gone); KILL."""
-    pgid = proc.pid
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + kill_after_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not live_group_members(pgid):
-            return
-        time.sleep(_GRACE_POLL_S)
-    _kill_group(pgid)
+def _open_log(log_path: Path) -> int:
+    """The log for appending, readable by its owner only: a stage prints what it sees,
+    and what it sees may be secret. An older, wider-open log keeps its content; only its
+    mode narrows."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)
+    return fd
 
 
-class _ExitWaiter:
-    """Wait for a child's exit with a timeout, woken the moment it exits.
-
-    A pidfd becomes readable when the process exits; ``Popen.wait(timeout)`` instead
-    polls with growing sleeps (up to 50 ms late). Falls back to it without pidfds.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.pidfd: int | None = None
-        try:
-            self.pidfd = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):
-            self.pidfd = None
-
-    def __call__(self, timeout_s: float) -> bool:
-        if self.pidfd is None:
-            try:
-                self.proc.wait(timeout=timeout_s)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        ready, _, _ = select.select([self.pidfd], [], [], max(0.0, timeout_s))
-        return bool(ready)
-
-    def close(self) -> None:
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+def append_log_line(log_path: Path, text: str) -> None:
+    """Append ``text`` to a log, creating it readable by its owner only."""
+    fd = _open_log(log_path)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
 
 
-def _write_log_line(log_path: Path, text: str) -> None:
-    with open(log_path, "ab") as log:
-        log.write(text.encode("utf-8", "replace"))
+def _new_mark() -> str:
+    return f"{os.getpid()}-{time.monotonic_ns()}"
 
 
 def _start(
@@ -240,13 +257,13 @@ def _start(
     stdin: IO[bytes] | int,
     stdout: IO[bytes] | int,
     stderr: IO[bytes] | int,
+    mark: str,
 ) -> subprocess.Popen[bytes]:
     """``Popen`` in a new session (the child leads its own group), carrying a start mark.
     Our SIGINT/SIGTERM handler raises wherever the main thread is; when that is inside
     ``Popen`` after the exec, no handle ever reaches us, so the mark is how the child is
     found and killed before the interruption goes on. ``OSError`` (cannot start) is the
     caller's to report."""
-    mark = f"{os.getpid()}-{time.monotonic_ns()}"
     try:
         return subprocess.Popen(
             argv, cwd=cwd, env={**env, START_MARK: mark},
@@ -258,6 +275,88 @@ def _start(
     except BaseException:
         kill_marked(START_MARK, mark)
         raise
+
+
+class _Reports:
+    """The reaper's messages on its stdout (a 4-byte length, then ``marshal`` of a plain
+    dict): ``started`` once, then the final status. Only the reaper holds that pipe, so EOF
+    means it is gone: no stage can keep it open."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.fd = stream.fileno()
+        os.set_blocking(self.fd, False)
+        self.buffer = b""
+        self.closed = False
+        self.started: dict[str, Any] | None = None
+        self.final: dict[str, Any] | None = None
+        self.poller = select.poll()  # not select(): a busy process may hold fds past 1024
+        self.poller.register(self.fd, select.POLLIN)
+
+    def wait(self, timeout_s: float) -> None:
+        """Read what arrives within ``timeout_s`` (returns at the first bytes or EOF)."""
+        if self.closed:
+            return
+        if not self.poller.poll(max(0.0, timeout_s) * 1000):
+            return
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.closed = True
+                break
+            self.buffer += chunk
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big")
+            if len(self.buffer) < 4 + size:
+                break
+            payload, self.buffer = self.buffer[4 : 4 + size], self.buffer[4 + size :]
+            try:
+                message = marshal.loads(payload)
+            except (EOFError, ValueError, TypeError):
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "started" in message:
+                self.started = message
+            else:
+                self.final = message
+
+    def wait_closed(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.closed and (remaining := deadline - time.monotonic()) > 0:
+            self.wait(remaining)
+        return self.closed
+
+
+def _stop(reaper: subprocess.Popen[bytes], reports: _Reports, kill_after_s: float) -> None:
+    """Ask the reaper to stop the stage (TERM to all of it, ``kill_after_s`` grace, KILL
+    to what is left) and wait until it has; past a generous bound, KILL the reaper too
+    (the caller's sweeps then find what it left)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(reaper.pid, signal.SIGTERM)
+    if not reports.wait_closed(kill_after_s + _REAPER_SLACK_S):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(reaper.pid, signal.SIGKILL)
+
+
+def _start_failure(
+    argv: tuple[str, ...], cwd: Path, stdin_path: Path | None, error: Mapping[str, Any]
+) -> tuple[int, str]:
+    """The reaper's report of a stage that could not start, as exit code and message."""
+    step, number = error.get("step"), int(error.get("errno") or 0)
+    strerror = os.strerror(number) if number else "unknown error"
+    if step == "cwd" and number == errno.ENOENT:
+        return EXIT_NOT_FOUND, f"working directory not found: {cwd}"
+    if step == "stdin":
+        return EXIT_NOT_FOUND, f"cannot open standard input {stdin_path}: {strerror}"
+    if step == "exec" and number == errno.ENOENT:
+        return EXIT_NOT_FOUND, f"executable not found: {argv[0]}"
+    if step == "exec" and number in (errno.EACCES, errno.EPERM):
+        return EXIT_CANNOT_EXECUTE, f"cannot execute {argv[0]}: {strerror}"
+    return EXIT_CANNOT_EXECUTE, f"cannot start {argv[0]}: {strerror} ({step})"
 
 
 def run_process(
@@ -273,6 +372,7 @@ def run_process(
     tick_s: float = 1.0,
     stdin_path: Path | None = None,
     cancel: threading.Event | None = None,
+    max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
 ) -> ProcessOutcome:
     """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
 
@@ -281,12 +381,16 @@ def run_process(
     ``stdin_path``: a file the process reads as its standard input (else /dev/null).
     ``cancel``: set from another thread to stop the process the way a timeout does
     (raises ``Cancelled`` once the group is gone).
+    ``max_log_bytes``: what this run may add to the log on disk (head and tail kept, a
+    marker line between them says how much was dropped); None: no cap.
     An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
     same way a timeout does, then propagates.
     """
+    if max_log_bytes is not None and max_log_bytes < MIN_LOG_BYTES:
+        raise ValueError(f"max_log_bytes must be at least {MIN_LOG_BYTES}, not {max_log_bytes}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(UTC)
-    _write_log_line(
+    append_log_line(
         log_path,
         f"# orchestrator: {started_at.isoformat()} cwd={cwd}\n# $ {shlex.join(argv)}\n",
     )
@@ -305,7 +409,8 @@ def run_process(
         note += " (timed out)" if timed_out else ""
         note += f" (signal {sig})" if sig else ""
         note += f" ({error})" if error else ""
-        _write_log_line(log_path, note + "\n")
+        with contextlib.suppress(OSError):  # a full disk must not cost us the outcome
+            append_log_line(log_path, note + "\n")
         return ProcessOutcome(
             argv=argv,
             exit_code=exit_code,
@@ -319,51 +424,112 @@ def run_process(
             pgid=pgid,
         )
 
+    mark = _new_mark()
+    spec = {
+        "argv": list(argv),
+        "cwd": str(cwd),
+        "env": {**env, START_MARK: mark},
+        "stdin": str(stdin_path) if stdin_path is not None else None,
+        "log": str(log_path),
+        "max_log_bytes": max_log_bytes,
+        "kill_after_s": kill_after_s,
+        "parent": os.getpid(),
+    }
+    log_fd = _open_log(log_path)
     try:
-        with open(log_path, "ab") as log, open(stdin_path or os.devnull, "rb") as stdin:
-            proc = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
-    except FileNotFoundError as exc:
-        missing = exc.filename if exc.filename else argv[0]
-        what = "working directory" if str(missing) == str(cwd) else "executable"
-        return finished(EXIT_NOT_FOUND, error=f"{what} not found: {missing}")
-    except PermissionError as exc:
-        return finished(EXIT_CANNOT_EXECUTE, error=f"cannot execute {argv[0]}: {exc.strerror}")
+        # The reaper's own stderr is the log: if it ever fails, the reason is where the
+        # stage's output would have been. It runs from "/" so that a missing working
+        # directory is the stage's failure to report, not the reaper's.
+        reaper = _start(
+            (sys.executable, "-I", "-S", str(REAPER)), cwd=Path("/"), env={},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, mark=mark,
+        )  # fmt: skip
     except OSError as exc:
-        return finished(EXIT_CANNOT_EXECUTE, error=f"cannot start {argv[0]}: {exc.strerror}")
-
-    pgid = proc.pid
-    exited: _ExitWaiter | None = None
+        return finished(
+            EXIT_CANNOT_EXECUTE, error=f"cannot start the stage's reaper: {exc.strerror}"
+        )
+    finally:
+        os.close(log_fd)
+    assert reaper.stdin is not None and reaper.stdout is not None
+    reports = _Reports(reaper.stdout)
+    stage: int | None = None
+    timed_out = False
     try:
-        exited = _ExitWaiter(proc)
-        if on_start is not None:
-            on_start(ProcessIdentity(pgid=pgid, start_ticks=process_start_ticks(pgid)))
+        with contextlib.suppress(BrokenPipeError):  # it died at once: its exit says why
+            reaper.stdin.write(marshal.dumps(spec))
+        with contextlib.suppress(BrokenPipeError):
+            reaper.stdin.close()
         deadline = t0 + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                _terminate_group(proc, kill_after_s)
-                proc.wait()
-                return finished(EXIT_TIMEOUT, timed_out=True, pgid=pgid)
-            if exited(min(remaining, tick_s if cancel is None else min(tick_s, _CANCEL_POLL_S))):
-                returncode = proc.wait()
+        next_tick = t0 + tick_s
+        while not reports.closed:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                _stop(reaper, reports, kill_after_s)
+                break
+            wake = min(deadline, next_tick if cancel is None else now + _CANCEL_POLL_S)
+            reports.wait(min(wake, next_tick) - now)
+            if stage is None and reports.started is not None:
+                stage = int(reports.started["started"])
+                ticks = reports.started.get("start_ticks")
+                if on_start is not None:
+                    on_start(ProcessIdentity(pgid=stage, start_ticks=ticks))
+            if reports.closed:
                 break
             if cancel is not None and cancel.is_set():
                 raise Cancelled(argv)
-            if on_tick is not None:
-                on_tick(time.monotonic() - t0)
+            if time.monotonic() >= next_tick:
+                next_tick += tick_s
+                if on_tick is not None:
+                    on_tick(time.monotonic() - t0)
     except BaseException:
-        _terminate_group(proc, kill_after_s)
-        proc.wait()
+        _stop(reaper, reports, kill_after_s)
         raise
     finally:
-        # The leader is gone (or we are leaving): whatever it left in its group goes too.
-        _kill_group(pgid)
-        if exited is not None:
-            exited.close()
+        returncode = _reaped(reaper)
+        # Belts and braces behind the reaper: its stage group, then anything carrying
+        # this start's mark (only when the reaper did not say it finished).
+        if stage is not None:
+            _kill_group(stage)
+        if reports.final is None:
+            kill_marked(START_MARK, mark)
+            _remove_tail_segments(log_path, reaper.pid)  # a reaper that reported removed them
+        reaper.stdout.close()
 
-    if returncode < 0:
-        return finished(128 - returncode, sig=-returncode, pgid=pgid)
-    return finished(returncode, pgid=pgid)
+    final = reports.final
+    if timed_out:
+        return finished(EXIT_TIMEOUT, timed_out=True, pgid=stage)
+    if final is None:
+        sig = -returncode if returncode < 0 else None
+        return finished(
+            128 + sig if sig else returncode,
+            sig=sig,
+            pgid=stage,
+            error=f"the stage's reaper ended without a report (status {returncode})",
+        )
+    if "error" in final:
+        code, message = _start_failure(argv, cwd, stdin_path, final["error"])
+        return finished(code, error=message)
+    if "signal" in final:
+        sig = int(final["signal"])
+        return finished(128 + sig, sig=sig, pgid=stage)
+    return finished(int(final["exit"]), pgid=stage)
+
+
+def _reaped(reaper: subprocess.Popen[bytes]) -> int:
+    """The reaper's exit status; KILLed if it outstays the bound."""
+    try:
+        return reaper.wait(timeout=_REAPER_EXIT_S)
+    except subprocess.TimeoutExpired:
+        reaper.kill()
+        return reaper.wait()
+
+
+def _remove_tail_segments(log_path: Path, reaper_pid: int) -> None:
+    """A reaper that was KILLed leaves its tail segments behind: they go."""
+    for leftover in log_path.parent.glob(f".{glob.escape(log_path.name)}.{reaper_pid}.tail-*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
 @dataclass(frozen=True)
@@ -391,7 +557,7 @@ def capture_head(
     """
     try:
         proc = _start(
-            argv, cwd=cwd, env=env,
+            argv, cwd=cwd, env=env, mark=_new_mark(),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     except OSError as exc:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from orchestrator.execution import runner
 from orchestrator.execution.executor import (
     CapturedHead,
     Executor,
@@ -211,6 +212,7 @@ class SandboxedExecutor:
         tick_s: float = 1.0,
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
+        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
     ) -> ProcessOutcome:
         reason = self.unavailable()
         if reason is not None:
@@ -228,6 +230,7 @@ class SandboxedExecutor:
             tick_s=tick_s,
             stdin_path=stdin_path,
             cancel=cancel,
+            max_log_bytes=max_log_bytes,
         )
         # Reports show the command that was asked for; the log holds bwrap's own errors.
         return ProcessOutcome(
@@ -267,8 +270,7 @@ class SandboxedExecutor:
 
 def _refused(argv: tuple[str, ...], log_path: Path, message: str) -> ProcessOutcome:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(message + "\n")
+    runner.append_log_line(log_path, message + "\n")
     now = datetime.now(UTC)
     return ProcessOutcome(
         argv=argv,

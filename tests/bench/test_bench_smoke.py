@@ -102,3 +102,21 @@ def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
     verdict = re.search(r"^  sandbox adds <= 20 ms per recipe command .* (PASS|FAIL)$", out, re.M)
     assert verdict is not None, out
     assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+
+
+def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> None:
+    out = bench_output(
+        "bench/bench_logging.py",
+        "--quick",
+        expected=(
+            "logging (256 MiB printed without pause, 5 interleaved trials each)",
+            "  run_process, no cap       median ",
+            "  producer | cat > file     median ",
+            "  run_process, 64 MiB cap   median ",
+            "  orchestrator RSS           before ",
+            "summary",
+        ),
+    )
+    assert re.search(r"^  capped logging <= 1.5x cat \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  orchestrator peak RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  [012]/2 targets met in ", out, re.MULTILINE), out

@@ -24,7 +24,8 @@ CRASH_ENV: Final = "ORCHESTRATOR_CRASH_AT"
 
 
 class CrashPoint(StrEnum):
-    """Every persistence point of a run, in the order a run meets them."""
+    """Every persistence point of a run (and of a person's resume or reset), in the
+    order a run meets them."""
 
     RUN_CREATED = "run-created"  # the run record, first written
     RUN_STARTED = "run-started"  # the record moved to running
@@ -40,7 +41,7 @@ class CrashPoint(StrEnum):
     REPLY_TEXTS = "reply-texts"  # the call transcript's texts
     VERDICT = "verdict"  # the verdict file: the decision
     LEDGER_TRACE = "ledger-trace"  # an investigation step's ledger row
-    LEDGER_DECISION = "ledger-decision"  # the decision's ledger row
+    LEDGER_DECISION = "ledger-decision"  # a decision's ledger row (or a resume's, a reset's)
     VERDICT_REF = "verdict-ref"  # the run record pointing at the verdict
     AWAITING_APPROVAL = "awaiting-approval"  # the record waiting for a person
     APPROVAL = "approval"  # the answer (automatic or a person's)

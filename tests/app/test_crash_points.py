@@ -5,7 +5,8 @@ For every named crash point (``orchestrator.storage.crash_points``) a real
 right after that write; the next ``run`` (or ``batch``) must bring the ticket to a
 terminal or waiting state, with nothing charged twice, no model call repeated (counted
 at the scripted gateway across processes), one ledger row per decision and a ledger
-that verifies. The same scenario run without a crash is the baseline each case matches.
+that verifies. The same scenario run without a crash is the baseline each case matches;
+a case says what its kill may legitimately change (a call that was in flight).
 """
 
 from __future__ import annotations

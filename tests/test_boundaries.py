@@ -118,7 +118,7 @@ def test_only_the_runner_starts_processes(path: Path) -> None:
 
 
 def test_the_reaper_is_the_runners_other_half_and_nothing_else() -> None:
-    """The reaper may start processes only because the runner starts it, by path: no
+    """The reaper may start processes only because the runner starts it: no
     module imports it (it would be a second door), and it imports only what Python has
     built in (it runs with ``-I -S``, outside our package, once per stage)."""
     reaper = ROOT / REAPER
@@ -134,6 +134,10 @@ def test_the_reaper_is_the_runners_other_half_and_nothing_else() -> None:
         assert bad == set(), f"{rel(path)} imports the reaper: only the runner runs it, by path"
     mentions = sorted(rel(p) for p in modules() if "reaper.py" in p.read_text() and p != reaper)
     assert mentions == [RUNNER], mentions
+    # The runner imports it as a top-level module from its own directory (for the cached
+    # bytecode): no neighbour there may shadow a module the reaper imports.
+    neighbours = {p.stem for p in reaper.parent.glob("*.py")}
+    assert not neighbours & {n.split(".")[0] for n in names}, sorted(neighbours & names)
 
 
 @pytest.mark.parametrize("path", modules(), ids=rel)

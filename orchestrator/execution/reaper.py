@@ -29,8 +29,8 @@ from __future__ import annotations
 
 # Only what Python has built in or loads in a millisecond: this runs once per stage, and
 # ``json``, ``subprocess``, ``signal`` or ``typing`` would triple its start-up.
+import _ctypes  # ``ctypes`` without its module of wrappers: a third of our start-up
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
-import ctypes
 import errno
 import marshal
 import os
@@ -66,18 +66,24 @@ _DRAIN_S = 5.0
 # the extra disk the final assembly needs, so the cap holds at every moment.
 _SEGMENTS = 8
 
-_libc: Any = None
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # no C library to ask: the process group is all we can find
-    pass
+
+def _libc_function(name: str) -> int | None:
+    """The address of a C library function, None without one (then the process group
+    is all we can find)."""
+    try:
+        return int(_ctypes.dlsym(_ctypes.dlopen(None), name))  # type: ignore[arg-type]
+    except (AttributeError, OSError):
+        return None
+
+
+_PRCTL = _libc_function("prctl")
+_FCNTL = _libc_function("fcntl")
 
 
 def _prctl(option: int, value: int) -> bool:
-    try:
-        return int(_libc.prctl(option, value, 0, 0, 0)) == 0
-    except AttributeError:
+    if _PRCTL is None:
         return False
+    return int(_ctypes.call_function(_PRCTL, (option, value, 0, 0, 0))) == 0
 
 
 def report(message: dict[str, Any]) -> None:
@@ -381,10 +387,8 @@ def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str
 def supervise(spec: dict[str, Any], wake: int) -> int:
     me = os.getpid()
     read_end, write_end = os.pipe()
-    try:  # a larger pipe means fewer wake-ups; a smaller one only costs more
-        _libc.fcntl(read_end, F_SETPIPE_SZ, _PIPE_BYTES)
-    except AttributeError:
-        pass
+    if _FCNTL is not None:  # a larger pipe means fewer wake-ups; a smaller one only costs more
+        _ctypes.call_function(_FCNTL, (read_end, F_SETPIPE_SZ, _PIPE_BYTES))
     os.set_blocking(read_end, False)
     log_fd = os.open(spec["log"], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     log = CappedLog(log_fd, spec["log"], spec["max_log_bytes"])

@@ -172,6 +172,31 @@ def apply(
     stage = applying.failing_stage
     check = next(c for c in stage.checks if c.name == plan.verify_check)
     n = applying.number
+    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)
+    ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
+    env = stage_environ(services.environ, ctx)
+    # Carried out before a kill: what it did stands, and is not done twice.
+    previous = store.read_mechanical_fix(record.run_id, n) or {}
+    earlier = previous.get("head_before")
+    if previous.get("status") == "green":
+        head = git.head_commit(
+            services.executor, clone, git.clone_git_env(services.executor, clone, env)
+        )
+        if head is not None and head == previous.get("verified_commit"):
+            return record.reset_stages_from(plan.rerun), Effect(
+                outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
+            )
+    if previous.get("status") == "red" and previous.get("restored") is not None:
+        return rerun_from(
+            record, plan.fallback,
+            f"mechanical-fix red ({previous.get('red_reason')}); fell back to retry of {plan.fallback}",
+        )  # fmt: skip
+    if isinstance(earlier, str):
+        # Cut short: start again from the commit it started from (what it left is kept).
+        git.keep_and_restore(
+            services.executor, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
+            restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
+        )  # fmt: skip
     report: dict[str, Any] = {
         "run_id": record.run_id,
         "verdict": n,
@@ -184,11 +209,6 @@ def apply(
         "sandbox": config.recovery.recipe_sandbox,
         "status": "running",
     }
-    store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
-
-    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)
-    ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
-    env = stage_environ(services.environ, ctx)
     guarded = check_files(check.command, clone)
     before = file_digests(guarded)
     # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
@@ -198,6 +218,7 @@ def apply(
     git_files = integrity.snapshot(guarded_git)
     pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
+    store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
     status_before = git.status_entries(services.executor, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     recipe_runner, refused = recipe_executor(

@@ -5,7 +5,9 @@ so a queue worker can call it as it is.
 Resuming: a run that is not terminal is picked up where it stopped. Completed stages are
 never re-run. An attempt that was running when the orchestrator died is marked
 ``interrupted`` and its process group (if it outlived us) is killed before the stage
-starts again.
+starts again. An attempt recorded as failed before the orchestrator died is decided on,
+as it would have been, not re-run unasked. Every write on the way is a named crash point
+(``storage.crash_points``); the kill matrix proves the next run goes on from each.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import (
     Attempt,
@@ -155,7 +158,7 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
         updated_at=now,
         stages=tuple(StageRecord(name=s.name) for s in services.loaded.config.stages),
     )
-    store.save(record)
+    store.save(record, CrashPoint.RUN_CREATED)
     return record
 
 
@@ -183,7 +186,7 @@ def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
             )
         ).with_stage_status(attempt.stage, StageStatus.PENDING)
     if record != original:  # only a run something was settled in is written again
-        services.store.save(record)
+        services.store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
     return record
 
 
@@ -211,7 +214,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     record = _settle_interrupted(record, services)
     if record.state is RunState.PENDING:
         record = record.transition(RunState.RUNNING, now=services.clock())
-        store.save(record)
+        store.save(record, CrashPoint.RUN_STARTED)
     if record.state is RunState.AWAITING_APPROVAL and not _answered(record, services):
         services.reporter.note(
             f"awaiting approval: `orchestrator approve {record.run_id}` or "
@@ -221,13 +224,21 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     if record.state is RunState.RUNNING:
         # Stopped during an infrastructure back-off: wait out what is left of it.
         wait_before_retry(owed_back_off(record, services), services)
+        failed = undecided_failure(record)
+        if failed is not None:
+            # We died after recording a failed attempt, before deciding about it: decide
+            # now (re-running the stage instead would be a retry nobody decided or paid).
+            record, stop = _after_failure(record, config.stage(failed.stage), failed, services)
+            if stop:
+                return record
     if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
         # We died while deciding or carrying out a decision, or a person has answered
         # one: finish that first.
         failed = record.last_failed_attempt()
         if failed is None:
             raise StateError(
-                f"state error: run {record.run_id} is {record.state} but records no failed attempt"
+                f"state error: {store.record_path(record.run_id)}: run {record.run_id} is "
+                f"{record.state} but records no failed attempt"
             )
         record, effect = recover(record, config.stage(failed.stage), failed, services)
         if effect.terminal is not None or effect.paused:
@@ -247,33 +258,54 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             record = record.with_stage_status(stage.name, StageStatus.BLOCKED).transition(
                 RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
             )
-            store.save(record)
+            store.save(record, CrashPoint.RUN_ENDED)
             return record
         record, attempt = run_stage(record, stage, services)
         if attempt.ok:
             continue
-        if not config.recovery.enabled:
-            halt = Halt(
-                reason=halt_reason_for_failure(
-                    timed_out=attempt.timed_out, check_stage=stage.is_check_stage
-                ),
-                stage=stage.name,
-                detail=describe_failure(attempt),
-            )
-            record = record.transition(
-                RunState.FAILED, now=services.clock(), halt=halt, stage=stage.name
-            )
-            store.save(record)
+        record, stop = _after_failure(record, stage, attempt, services)
+        if stop:
             return record
-        # Every way out of recover() is terminal or has charged a bounded retry budget,
-        # so this loop ends.
-        record, effect = recover(record, stage, attempt, services)
-        if effect.terminal is not None or effect.paused:
-            return record
-        wait_before_retry(effect.retry_after_s, services)
     record = record.transition(RunState.COMPLETED, now=services.clock())
-    store.save(record)
+    store.save(record, CrashPoint.RUN_ENDED)
     return record
+
+
+def undecided_failure(record: RunRecord) -> Attempt | None:
+    """The run's last attempt, if it finished failed and no decision was taken about it
+    (the orchestrator died in between)."""
+    last = record.attempts[-1] if record.attempts else None
+    if last is None or last.status is not AttemptStatus.FINISHED or last.ok:
+        return None
+    if any(v.attempt == last.number for v in record.verdicts):
+        return None
+    return last
+
+
+def _after_failure(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
+) -> tuple[RunRecord, bool]:
+    """Fail the run (recovery off) or recover; True when the run stops here."""
+    if not services.loaded.config.recovery.enabled:
+        halt = Halt(
+            reason=halt_reason_for_failure(
+                timed_out=attempt.timed_out, check_stage=stage.is_check_stage
+            ),
+            stage=stage.name,
+            detail=describe_failure(attempt),
+        )
+        record = record.transition(
+            RunState.FAILED, now=services.clock(), halt=halt, stage=stage.name
+        )
+        services.store.save(record, CrashPoint.RUN_ENDED)
+        return record, True
+    # Every way out of recover() is terminal or has charged a bounded retry budget, so
+    # the driver's loop ends.
+    record, effect = recover(record, stage, attempt, services)
+    if effect.terminal is not None or effect.paused:
+        return record, True
+    wait_before_retry(effect.retry_after_s, services)
+    return record, False
 
 
 def wait_before_retry(seconds: float | None, services: Services) -> None:

@@ -9,7 +9,8 @@ decision finds its row and does not append another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledge
 
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
+    from orchestrator.storage.layout import VerdictFile
     from orchestrator.storage.runs import RunRecord
 
 
@@ -83,13 +85,21 @@ class LedgerLink:
         """The decision's entries (``exit`` prepared them: each investigation step, then the
         decision) appended once: a redelivered decision finds its row and appends nothing.
         Returns the decision row's hash."""
+        return self.append_decision(entries, ts=services.clock().isoformat())
+
+    def append_decision(self, entries: Sequence[LedgerEntry], *, ts: str) -> str:
+        """``record_decision`` at the time ``ts``."""
         decision = entries[-1]
-        existing = self._decision_row(decision.decision_id)
+        rows = self._rows_of(decision.decision_id)
+        existing = next((r for r in rows if r.get("kind") == "decision"), None)
         if existing is not None:
             return str(existing["entry_hash"])
-        ts = services.clock().isoformat()
+        # Killed between the rows: the steps already appended are not appended again.
+        steps = {_step_of(r) for r in rows if r.get("kind") == "trace"}
         row: dict[str, Any] = {}
         for entry in entries:
+            if entry.kind == "trace" and _step_of(entry.model_dump()) in steps:
+                continue
             row = self.ledger.append(**entry.model_dump(), ts=ts, outcome=None, supersedes=None)
         return str(row["entry_hash"])
 
@@ -109,3 +119,49 @@ class LedgerLink:
         )
         if not already:
             self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
+
+
+def unrecorded(ledger: Ledger, verdicts: Iterable[VerdictFile]) -> list[VerdictFile]:
+    """The verdict files whose decision has no row in ``ledger``: persisted, and the
+    process died before the row (the ticket's next run appends it, as ``mend`` does).
+    One pass over the ledger; each verdict file is read for its decision id only. A file
+    written before decisions kept their inputs is left out: its row cannot be rebuilt,
+    and nothing says the version that wrote it ledgered every decision."""
+    verdicts = list(verdicts)
+    if not verdicts:
+        return []  # no need to read the ledger
+    recorded = {r.get("decision_id") for r in ledger.rows() if r.get("kind") == "decision"}
+    missing = []
+    for verdict in verdicts:
+        try:
+            decided = json.loads(verdict.path.read_bytes())
+            decision_id, inputs = decided.get("decision_id"), decided.get("inputs")
+        except (OSError, ValueError, AttributeError):
+            decision_id, inputs = None, True  # unreadable: reported, and mend says why
+        if decision_id not in recorded and inputs:
+            missing.append(verdict)
+    return missing
+
+
+def mend(ledger: Ledger, verdict: VerdictFile, *, ts: str) -> str | None:
+    """Append the rows of the decision in ``verdict``, rebuilt from the file exactly as
+    they were prepared when it was decided (unless they are there: keyed by decision
+    id). None when done; else why it cannot be (a file written before decisions kept
+    their inputs, or one that does not read)."""
+    from orchestrator.recovery.audit import ledger_entries
+    from orchestrator.recovery.graph import NODE_ORDER
+    from orchestrator.storage.decisions import read_verdict
+
+    try:
+        decided = read_verdict(verdict.path)
+    except StateError as exc:
+        return str(exc)
+    if decided.inputs is None:
+        return f"{verdict.path}: written before decisions kept their inputs; cannot rebuild its row"
+    LedgerLink(ledger).append_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
+    return None
+
+
+def _step_of(row: Mapping[str, Any]) -> object:
+    decision = row.get("decision")
+    return decision.get("step") if isinstance(decision, Mapping) else None

@@ -8,17 +8,22 @@
     ─► substrate.apply(proposal, approval) ─► outcome on the run record
 
 If the orchestrator dies here, resuming finds the decision persisted for that attempt and
-carries it out without asking again; if none was persisted yet, it decides again (and a
-diagnosis charged before the crash stays spent).
+carries it out without asking again (appending its ledger rows first if the kill came
+before them: keyed by decision id, never twice); if none was persisted yet, it decides
+again, answered from the journal of the replies the dead process had already had
+(``journaled_calls``), so a call that returned is neither made nor charged twice. A
+diagnosis charged before a call that never returned stays spent.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.investigation_tools import investigator_for
+from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
@@ -35,7 +40,6 @@ from orchestrator.recovery.context import (
     tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
-from orchestrator.recovery.gateway import charged_factory
 from orchestrator.recovery.graph import (
     NODE_ORDER,
     GraphDeps,
@@ -50,6 +54,8 @@ from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.call_journal import CallJournals, JournaledReply
+from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
@@ -138,7 +144,7 @@ def recover(
     store = services.store
     if record.state is not RunState.RECOVERING:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
-        store.save(record)
+        store.save(record, CrashPoint.RECOVERING)
     ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     if ref is None:
         decided = _decide(record, stage, attempt, services)
@@ -160,19 +166,22 @@ def recover(
                 update={"diagnoses": record.counters.diagnoses + 1}
             )
             record = record.model_copy(update={"counters": counters})
-        store.save(record)
+        store.save(record, CrashPoint.VERDICT_REF)
         services.reporter.note(
             f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
         )
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
+        # Its ledger rows may be missing (a kill mid-append, whose torn row a repair
+        # then set aside): appended now, once, before anything it decided runs.
+        _record_in_ledger(decided, services)
     proposal = decided.proposal
     approvals = FileStorage(store.state_dir).approvals
     approval = approvals.read(record.run_id, decided.number)
     if approval is None:
         if proposal.routing not in ("auto", "reject"):
             record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
-            store.save(record)
+            store.save(record, CrashPoint.AWAITING_APPROVAL)
             services.reporter.note(
                 f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
                 f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
@@ -198,7 +207,7 @@ def recover(
         record = record.transition(effect.terminal, now=now, halt=effect.halt, stage=stage.name)
     else:
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
-    store.save(record)
+    store.save(record, CrashPoint.OUTCOME)
     return record, effect
 
 
@@ -223,9 +232,7 @@ def _decide(
         # pointed at it. The decision stands; the model is not asked again.
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
-            if persisted.inputs is not None:  # the ledger rows may not have been written
-                entries = ledger_entries(persisted, persisted.inputs, NODE_ORDER)
-                LedgerLink.for_services(services).record_decision(entries, services)
+            _record_in_ledger(persisted, services)  # the rows may not have been written
             return persisted
     clone_exists = _clone_exists(record)
     code_stage = code_stage_for(config, stage)
@@ -294,8 +301,16 @@ def _decide(
         )
 
     # Every gateway the decision is handed (diagnosis, investigation, judge) is charged to
-    # the ticket's diagnosis cap, and persisted, before the graph can call it.
-    charged = charged_factory(services.gateway_factory, charge)
+    # the ticket's diagnosis cap, and persisted, before its first call; each reply is
+    # journaled as it comes, and a decision resumed after a kill is answered from the
+    # journal rather than asking (and paying) again.
+    journals = CallJournals(store.state_dir)
+    recorded = deque(journals.load(record.run_id, number, ctx.decision_id))
+
+    def journal(reply: JournaledReply) -> None:
+        journals.append(record.run_id, number, ctx.decision_id, reply)
+
+    charged = journaled_factory(services.gateway_factory, recorded, charge, journal)
     deps = GraphDeps.from_config(
         config,
         gateway_factory=charged,
@@ -312,6 +327,7 @@ def _decide(
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
         FileStorage(store.state_dir).decisions.write(decided)
         link.record_decision(state.ledger_entries, services)
+        journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided
 
     try:
@@ -328,6 +344,16 @@ def _decide(
         # verdict file written now is what a re-run finds.
         why = f"recovery failed while deciding ({_one_line(exc)}): a person must look"
         return persist(fail_safe(ctx, why, charges, deps.thresholds))
+
+
+def _record_in_ledger(decided: VerdictRecord, services: Services) -> None:
+    """The persisted decision's ledger rows, rebuilt from its verdict file and appended
+    unless they are there (keyed by its decision id: a second resume adds nothing). A
+    file written before decisions kept their inputs cannot be rebuilt: its row, if
+    missing, stays missing and the outcome reports it."""
+    if decided.inputs is not None:
+        entries = ledger_entries(decided, decided.inputs, NODE_ORDER)
+        LedgerLink.for_services(services).record_decision(entries, services)
 
 
 def _one_line(exc: BaseException) -> str:

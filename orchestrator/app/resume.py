@@ -29,6 +29,7 @@ from orchestrator.domain.lifecycle import (
     is_terminal,
 )
 from orchestrator.execution.attempts import Services
+from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.ledger import Ledger, inputs_hash
 from orchestrator.storage.runs import RunRecord, StageStatus, resumed, ticket_lock
 
@@ -155,6 +156,6 @@ def _record_resume(
             ts=now.isoformat(),
         )
     record = resumed(record, at=now, by=by, stage=stage)
-    services.store.save(record)
+    services.store.save(record, CrashPoint.RESUMED)
     services.reporter.note(f"resumed by {by} at stage {stage!r}")
     return record

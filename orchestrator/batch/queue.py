@@ -17,9 +17,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.batch.results import TicketResult, timestamp
+from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
 from orchestrator.domain import errors
-from orchestrator.domain.errors import Interrupted, StateError, TicketError, TicketLocked
+from orchestrator.domain.errors import (
+    IllegalTransition,
+    Interrupted,
+    StateError,
+    TicketError,
+    TicketLocked,
+)
 from orchestrator.domain.lifecycle import RunState, is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
@@ -106,8 +112,10 @@ def run_one(
         return result(ticket.id, "refused", None, str(exc), False)
     except TicketLocked as exc:
         return result(ticket.id, "skipped", None, str(exc), False)
-    except StateError as exc:  # a corrupt or hand-edited state file: report it, go on
-        return result(ticket.id, "skipped", None, str(exc), False)
+    except (StateError, IllegalTransition) as exc:
+        # A state file that cannot be read or brought forward: report it (its path and
+        # the reason) and go on; the batch's exit code says a person must look.
+        return result(ticket.id, STATE_ERROR, None, str(exc), False)
     if before is not None and is_terminal(before.state) and record == before:
         return result(ticket.id, f"already-{record.state}", record.run_id, "", False)
     detail = ""

@@ -10,9 +10,11 @@ from datetime import UTC, datetime
 from orchestrator.domain import errors
 from orchestrator.storage.batch_budget import BatchBudget
 
+STATE_ERROR = "state-error"  # its state could not be read or brought forward
 # Worst first: the batch's exit code is the first of these that any ticket reached.
 EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
     ("interrupted", errors.EXIT_INTERRUPTED),
+    (STATE_ERROR, errors.EXIT_STATE),
     ("failed", errors.EXIT_FAILED),
     ("refused", errors.EXIT_USAGE),
     ("needs-human", errors.EXIT_NEEDS_HUMAN),
@@ -30,7 +32,7 @@ def timestamp(moment: datetime) -> str:
 @dataclass(frozen=True)
 class TicketResult:
     ticket: str
-    status: str  # a run state, or: already-<state>, skipped, refused, interrupted
+    status: str  # a run state, or: already-<state>, skipped, refused, state-error, interrupted
     run_id: str | None
     detail: str
     seconds: float

@@ -26,6 +26,7 @@ from orchestrator.execution.sandbox import (
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter
+from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.runs import (
     Attempt,
@@ -181,7 +182,7 @@ def run_stage(
             }
         )
     )
-    store.save(record)
+    store.save(record, CrashPoint.ATTEMPT_STARTED)
     ctx = stage_context(record, stage.name, engine, model, number, store)
     layout = StateLayout.of_run_dir(Path(record.run_dir))  # where this run's workspace is
     logs = layout.logs_dir(record.run_id)
@@ -194,7 +195,7 @@ def run_stage(
             update={"pgid": identity.pgid, "start_ticks": identity.start_ticks}
         )
         record = record.with_attempt(attempt)
-        store.save(record)
+        store.save(record, CrashPoint.ATTEMPT_GROUP)
 
     try:
         if stage.is_check_stage:
@@ -241,7 +242,7 @@ def run_stage(
             update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
         )
         record = record.with_attempt(attempt).with_stage_status(stage.name, StageStatus.PENDING)
-        store.save(record)
+        store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
         raise
     status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
     record = record.with_attempt(attempt).with_stage_status(stage.name, status)
@@ -249,7 +250,7 @@ def run_stage(
     if attempt.ok and stage.side_effectful and pr_record.is_file():
         record = record.model_copy(update={"pull_request": str(pr_record)})
     record = record.model_copy(update={"updated_at": services.clock()})
-    store.save(record)
+    store.save(record, CrashPoint.ATTEMPT_FINISHED)
     services.reporter.stage_finished(record, attempt)
     return record, attempt
 

@@ -24,6 +24,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.storage.crash_points import CRASH_ENV
+
 WORK_BRANCH_PREFIX = "orch/"
 
 
@@ -76,7 +78,9 @@ def stage_environ(
     env = {
         k: v
         for k, v in base.items()
-        if not k.startswith("ORCH_") and (not is_secret_name(k) or k in pass_env)
+        if not k.startswith("ORCH_")
+        and (not is_secret_name(k) or k in pass_env)
+        and k != CRASH_ENV  # a test arms the orchestrator, never the stages it starts
     }
     env.update(
         ORCH_TICKET_FILE=str(ctx.ticket_file),

@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 
 AUTO = "auto"
@@ -50,6 +51,7 @@ def write_approval(path: Path, approval: Approval) -> None:
     if path.exists():
         raise StateError(f"state error: {path}: decision {approval.verdict} was already answered")
     atomic_write(path, approval.model_dump_json(indent=2).encode())
+    crash_point(CrashPoint.APPROVAL)
 
 
 def read_approval(path: Path) -> Approval | None:

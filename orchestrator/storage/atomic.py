@@ -1,23 +1,63 @@
 """Atomic file replacement: a reader sees the old file or the new one, never half of one,
-and a crash (even SIGKILL, even power loss after fsync) leaves one of the two."""
+and a crash (even SIGKILL, even power loss after fsync) leaves one of the two.
+
+A crash between writing the temp file and renaming it leaves the temp file behind:
+``.<name>.<host>-<pid>.<random>.tmp`` beside its target (``<host>``: 8 hex digits of the
+machine's name). The writer is in the name so ``sweep_stale_temps`` can tell one a live
+process is writing at this moment (kept) from one whose writer is gone (removed). A pid
+means nothing on another machine sharing the state dir: another host's temp files, and
+those written before the writer was in the name (``.<name>.<random>.tmp``), are removed
+only once they are older than any write takes.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import socket
 import tempfile
+import time
+from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
+from typing import Final
+
+from orchestrator.storage.crash_points import CrashPoint, crash_point
+
+# No write holds its temp file for anything like this: one older is an orphan even if
+# its pid now names a live process (pids are reused, and a container restarts at the
+# same ones).
+STALE_AFTER_S: Final = 3600.0
+# mkstemp's random part is 8 characters of [a-z0-9_].
+_TEMP: Final = re.compile(
+    r"^\.(?P<name>.+?)(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+))?\.[a-z0-9_]{8}\.tmp$"
+)
+
+
+@cache
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def writer_tag() -> str:
+    """What a temp file written by this process carries: its host and pid."""
+    return f"{_host()}-{os.getpid()}"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to a temp file in ``path``'s directory, fsync it, rename it over
     ``path``, then fsync the directory so the rename itself is durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        crash_point(CrashPoint.TEMP_FILE)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -30,3 +70,57 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        # Sweeps run before this process writes anything: a temp file of our pid is a
+        # dead process's (a restarted container reuses pids).
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def is_stale_temp(name: str, age_s: float, *, target_suffix: str = "") -> bool:
+    """Whether ``name`` (a directory entry ``age_s`` seconds old) is a temp file an
+    atomic write left behind, of a target ending ``target_suffix``, and nobody is
+    writing it any more."""
+    match = _TEMP.match(name)
+    if match is None or not match.group("name").endswith(target_suffix):
+        return False
+    if age_s >= STALE_AFTER_S:
+        return True
+    pid, host = match.group("pid"), match.group("host")
+    return pid is not None and host == _host() and not _alive(int(pid))
+
+
+def sweep_stale_temps(
+    directories: Iterable[Path], *, target_suffix: str = "", now: float | None = None
+) -> list[Path]:
+    """Remove the stale temp files directly in each of ``directories`` (not below them:
+    a clone may hold files of its own that look alike), only those of targets ending
+    ``target_suffix`` (in a person's directory, only ours). Returns what was removed."""
+    now = time.time() if now is None else now
+    removed = []
+    for directory in directories:
+        try:
+            with os.scandir(directory) as listing:
+                entries = [e for e in listing if e.name.endswith(".tmp")]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if is_stale_temp(entry.name, age, target_suffix=target_suffix):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+            except FileNotFoundError:  # its writer renamed it meanwhile, or another sweep
+                continue
+    return removed

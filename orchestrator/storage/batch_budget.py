@@ -17,6 +17,7 @@ from pathlib import Path
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.locks import flock
 
 BATCH_ENV = "ORCH_BATCH_ID"
@@ -68,6 +69,7 @@ class BatchBudget:
 
     def _write(self, spend: Spend) -> None:
         atomic_write(self.path, json.dumps(spend.__dict__, sort_keys=True).encode())
+        crash_point(CrashPoint.BATCH_BUDGET)
 
     def reserve(self) -> str | None:
         """Count one call if the budget allows it; otherwise say why not."""

@@ -15,6 +15,7 @@ from typing import Literal
 
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 
 ChargeKind = Literal["diagnosis", "retry", "infra-retry"]
@@ -74,6 +75,7 @@ class BudgetStore:
         entry = CapsReset(at=at, by=by, reason=reason, after=len(budget.charges), cleared=cleared)
         budget = budget.model_copy(update={"resets": (*budget.resets, entry)})
         atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        crash_point(CrashPoint.CAPS_RESET)
         return budget
 
     def charge(
@@ -86,4 +88,5 @@ class BudgetStore:
             update={"charges": (*budget.charges, Charge(kind=kind, key=key, run_id=run_id, at=at))}
         )
         atomic_write(self.path(ticket_id), budget.model_dump_json(indent=2).encode())
+        crash_point(CrashPoint.DIAGNOSIS_CHARGE if kind == "diagnosis" else CrashPoint.RETRY_CHARGE)
         return budget

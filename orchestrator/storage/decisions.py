@@ -24,6 +24,7 @@ from orchestrator.domain.jsonwalk import map_strings, valid_text
 from orchestrator.domain.validation import read_model
 from orchestrator.recovery.audit import AuditMemory, TokenUsage
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 
 
 class VerdictRecord(AuditMemory):
@@ -59,6 +60,7 @@ def write_verdict(path: Path, record: VerdictRecord) -> None:
         dumped["lone_surrogates_replaced"] = count
         data = json.dumps(dumped, indent=2, ensure_ascii=False).encode()
     atomic_write(path, data)
+    crash_point(CrashPoint.VERDICT)
 
 
 def valid_json(value: dict[str, Any]) -> tuple[dict[str, Any], int]:

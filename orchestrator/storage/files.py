@@ -102,6 +102,13 @@ class FileStorage:
     def locks(self) -> FileLocks:
         return FileLocks(self.layout.ticket_lock_path)
 
+    def sweep_stale_temps(self) -> list[Path]:
+        """Remove the temp files killed atomic writes left under the state dir (never one
+        a live process is writing); called when a run or batch opens the state dir."""
+        from orchestrator.storage.atomic import sweep_stale_temps
+
+        return sweep_stale_temps(self.layout.write_dirs())
+
     def ledger(self, key: bytes | None = None) -> Ledger:
         """The decision ledger; ``key`` (from ``ledger.key_from_env``) when it is keyed."""
         from orchestrator.storage.ledger import Ledger

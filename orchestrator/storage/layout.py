@@ -20,6 +20,7 @@ the stage programs can use it too.
     batches/<batch-id>/                one batch's shared model budget and worker logs
     ledger.jsonl (+ .head, .lock)      the hash-chained decision ledger
     ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
+    .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
 name of the run-id shape is a run record.
@@ -27,6 +28,7 @@ name of the run-id shape is a run record.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,3 +218,18 @@ class StateLayout(NamedTuple):
     @property
     def ledger_path(self) -> Path:
         return self.root / LEDGER_FILE
+
+    def write_dirs(self) -> list[Path]:
+        """Every directory an atomic write puts files in (so where a killed one leaves
+        its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``
+        and each batch's directory. Not below a workspace: the clone is not ours."""
+        found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
+        for parent in (self.runs_dir, self.root / BATCHES_DIR):
+            try:
+                with os.scandir(parent) as entries:  # the type comes with the entry: no stat
+                    found += sorted(
+                        Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
+                    )
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return found

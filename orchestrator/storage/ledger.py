@@ -83,6 +83,7 @@ from typing import Any, TypeVar
 
 from orchestrator.domain.errors import EXIT_STATE, OrchestratorError
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.ledger_index import (
     ActionHistory,
@@ -127,6 +128,11 @@ _HASH_MEMBER = b',"entry_hash":"'
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _T = TypeVar("_T")
 _HEAD_MAC_DOMAIN = b"orchestrator-ledger-head\n"  # a head MAC can never pass as an entry hash
+_ROW_POINTS = {
+    "decision": CrashPoint.LEDGER_DECISION,
+    "outcome": CrashPoint.LEDGER_OUTCOME,
+    "trace": CrashPoint.LEDGER_TRACE,
+}
 
 
 class LedgerError(OrchestratorError):
@@ -474,6 +480,8 @@ class Ledger:
                     os.close(dir_fd)
             self._write_head(seq, row["entry_hash"])
             self._index_added(row, size, len(line))
+        if (point := _ROW_POINTS.get(kind)) is not None:
+            crash_point(point)
         return row
 
     def _index_added(self, row: Mapping[str, Any], offset: int, length: int) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from orchestrator.storage.approvals import Approval
     from orchestrator.storage.budget import ChargeKind, TicketBudget
+    from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
     from orchestrator.storage.ledger import RepairResult, VerifyResult
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 class Runs(Protocol):
     state_dir: Path
 
-    def save(self, record: RunRecord) -> None: ...
+    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None: ...
 
     def load(self, run_id: str) -> RunRecord: ...
 

@@ -27,6 +27,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
 from orchestrator.storage.locks import holder_lock
 
@@ -308,11 +309,13 @@ class RunStore:
         """The evidence decision ``number`` is taken on, before it is taken."""
         path = self.bundle_path(run_id, number)
         atomic_write(path, text.encode())
+        crash_point(CrashPoint.BUNDLE)
         return path
 
     def write_handoff(self, run_id: str, text: str) -> Path:
         path = self.handoff_path(run_id)
         atomic_write(path, text.encode())
+        crash_point(CrashPoint.HANDOFF)
         return path
 
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
@@ -323,7 +326,17 @@ class RunStore:
         path = self.layout.mechanical_fix_report_path(run_id, number)
         atomic_write(path, data)
         atomic_write(self.mechanical_fix_path(run_id), data)
+        crash_point(CrashPoint.FIX_REPORT)
         return path
+
+    def read_mechanical_fix(self, run_id: str, number: int) -> dict[str, Any] | None:
+        """Verdict ``number``'s mechanical-fix report as last written, or None (none yet,
+        or not readable: the fix then runs as if it never had)."""
+        try:
+            report = json.loads(self.layout.mechanical_fix_report_path(run_id, number).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return report if isinstance(report, dict) else None
 
     def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
         """Files a stage's process reads (an engine's prompt), written into the run's
@@ -336,10 +349,14 @@ class RunStore:
         for path, text in files.items():
             atomic_write(path, text.encode())
 
-    def save(self, record: RunRecord) -> None:
+    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
+        """Replace the run's record; ``point`` names the step this write persists (the
+        crash-point tests kill the process right after it)."""
         with interrupts_held():
             data = record.model_dump_json(indent=2).encode()
         atomic_write(self.record_path(record.run_id), data)
+        if point is not None:
+            crash_point(point)
 
     def load(self, run_id: str) -> RunRecord:
         if not is_run_id(run_id):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 
 TICKET_SUFFIX = ".md"
 
@@ -26,6 +27,7 @@ def write_sub_ticket(directory: Path, sub_id: str, text: str, *, run_id: str) ->
     if path.exists():
         path = directory / f"{sub_id}.{run_id}{TICKET_SUFFIX}"
     atomic_write(path, text.encode())
+    crash_point(CrashPoint.SUB_TICKET)
     return path
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
@@ -49,6 +50,7 @@ def write_texts(directory: Path, texts: Mapping[str, str]) -> list[str]:
             data = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text).encode()
             replaced.append(digest)
         atomic_write(path, data)
+        crash_point(CrashPoint.REPLY_TEXTS)
     return replaced
 
 

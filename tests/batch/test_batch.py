@@ -134,7 +134,7 @@ def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) 
     assert "model calls 2" in out.getvalue().splitlines()[-1]
 
 
-def test_a_corrupt_state_file_is_reported_and_the_batch_goes_on(tmp_path: Path) -> None:
+def test_a_corrupt_state_file_is_reported_the_batch_goes_on_and_exits_7(tmp_path: Path) -> None:
     config, tickets = setup(tmp_path, counted("a"), n=3)
     runs = tmp_path / "state" / "runs"
     runs.mkdir(parents=True)
@@ -148,7 +148,8 @@ def test_a_corrupt_state_file_is_reported_and_the_batch_goes_on(tmp_path: Path) 
     )  # fmt: skip
     lines = untimed(proc.stdout)
     [bad] = [line for line in lines if line.startswith("T-01")]
-    assert "skipped" in bad and f"state error: {corrupt}: not valid JSON" in bad
+    assert "state-error" in bad and f"state error: {corrupt}: not valid JSON" in bad
+    assert proc.returncode == 7  # cron's monitoring must see that a person has to look
     assert any(line.startswith("T-00") and "completed" in line for line in lines)
     assert any(line.startswith("T-02") and "completed" in line for line in lines)
     assert counts(tmp_path, "a") == {"T-00": 1, "T-02": 1}
@@ -171,7 +172,8 @@ def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Pa
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
     [line] = [line for line in untimed(proc.stdout) if line.startswith("T-00")]
-    assert "skipped" in line and f"state error: {record}: not a valid run record" in line
+    assert "state-error" in line and f"state error: {record}: not a valid run record" in line
+    assert proc.returncode == 7
     assert any(
         line.startswith("T-01") and "already-completed" in line for line in untimed(proc.stdout)
     )

@@ -9,8 +9,9 @@ that has not reached a terminal state, N at a time. Built for cron.
   (through the runner), each walking the queue and claiming tickets the same way.
 * SIGTERM/SIGINT: running stages are stopped through the runner's TERM→KILL path, state
   is saved, and the batch exits 130; the next batch resumes.
-* A ticket that cannot be read, or whose state file is corrupt, is reported with its
-  path and the reason, and the batch goes on.
+* A ticket that cannot be read, or whose state cannot be read or brought forward, is
+  reported with its path and the reason, and the batch goes on; a state error makes
+  the batch exit 7.
 * One model budget per batch (``[batch]``): once spent, remaining diagnoses become
   synthetic abandon-human instead of calls.
 * Every line starts with its UTC time (a cron log is read by time); a ticket that failed

@@ -1,8 +1,11 @@
 """``orchestrator ledger verify|repair|show``: check, mend and read the decision ledger.
 
-    verify            OK: N entries (exit 0), or FAILED at line L: reason (exit 7)
-    repair            move a torn last line (an interrupted write) to a quarantine file;
-                      anything else is refused (exit 7): that is damage, not a crash
+    verify            OK: N entries (exit 0), or FAILED at line L: reason (exit 7); also
+                      FAILED when a verdict file's decision has no row (a run killed
+                      between the two)
+    repair            move a torn last line (an interrupted write) to a quarantine file,
+                      and append the rows of decisions persisted without them; anything
+                      else is refused (exit 7): that is damage, not a crash
     show [-n N] [--json]
                       the last N rows (default 20), one line each, or as stored (JSON lines)
 
@@ -15,10 +18,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.domain.errors import EXIT_STATE
 from orchestrator.storage.layout import LEDGER_FILE
+
+if TYPE_CHECKING:
+    from orchestrator.storage.files import FileStorage
+    from orchestrator.storage.ledger import Ledger
 
 SHOW_DEFAULT = 20
 COLUMNS = ("SEQ", "TS", "KIND", "TICKET", "RUN", "SOURCE", "ACTION", "ROUTING", "CONF", "OUTCOME")
@@ -94,16 +101,27 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
     from orchestrator.storage.files import FileStorage
     from orchestrator.storage.ledger import canonical, key_from_env
 
-    ledger = FileStorage(state_dir).ledger(key_from_env(environ))
+    storage = FileStorage(state_dir)
+    ledger = storage.ledger(key_from_env(environ))
     command = args.ledger_command
     if command == "verify":
         result = ledger.verify()
-        if result.ok:
-            out.write(f"OK: {result.count} entries\n")
-            return 0
-        where = f" at line {result.line}" if result.line is not None else ""
-        out.write(f"FAILED{where}: {result.reason}\n")
-        return EXIT_STATE
+        if not result.ok:
+            where = f" at line {result.line}" if result.line is not None else ""
+            out.write(f"FAILED{where}: {result.reason}\n")
+            return EXIT_STATE
+        from orchestrator.app.ledger_link import unrecorded  # here: `show` stays light
+
+        missing = unrecorded(ledger, storage.decisions.find())
+        if missing:
+            out.write(
+                f"FAILED: {len(missing)} decision(s) persisted without a ledger row (a run "
+                "killed in between); `orchestrator ledger repair` appends them, as does the "
+                "ticket's next run:\n" + "".join(f"  {v.path}\n" for v in missing)
+            )
+            return EXIT_STATE
+        out.write(f"OK: {result.count} entries\n")
+        return 0
     if command == "repair":
         repaired = ledger.repair()  # refusals raise LedgerError: exit 7 from cli.main
         if repaired.quarantine is None:
@@ -116,7 +134,7 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
             )
         if repaired.head_fixed:
             out.write(f"head file {ledger.head_path} updated to entry {repaired.kept}\n")
-        return 0
+        return _mend_unrecorded(storage, ledger, out)
     if command == "show":
         rows = ledger.recent(args.n)
         if args.json:
@@ -135,3 +153,27 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
             )
         return 0
     raise AssertionError(f"unhandled ledger command {command}")
+
+
+def _mend_unrecorded(storage: FileStorage, ledger: Ledger, out: TextIO) -> int:
+    """Append the rows of decisions persisted without them, each under its ticket's lock
+    (a run resuming that ticket would append them itself)."""
+    from datetime import UTC, datetime
+
+    from orchestrator.app.ledger_link import mend, unrecorded
+    from orchestrator.domain.errors import TicketLocked
+
+    code = 0
+    for verdict in unrecorded(ledger, storage.decisions.find()):
+        try:
+            with storage.locks.ticket(verdict.ticket_id):
+                why = mend(ledger, verdict, ts=datetime.now(UTC).isoformat())
+        except TicketLocked:
+            out.write(f"{verdict.path}: its ticket is being run; that run appends its row\n")
+            continue
+        if why is None:
+            out.write(f"appended the ledger row of the decision in {verdict.path}\n")
+        else:
+            out.write(f"cannot append a row: {why}\n")
+            code = EXIT_STATE
+    return code

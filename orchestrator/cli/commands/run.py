@@ -45,9 +45,11 @@ def build_services(
 ) -> Services:
     """The real services: the runner, the configured model, this terminal."""
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
+    storage = FileStorage(state_dir)
+    storage.sweep_stale_temps()  # what killed writes left behind
     return Services(
         loaded=loaded,
-        store=FileStorage(state_dir).runs,
+        store=storage.runs,
         reporter=reporter_for(out, environ),
         environ=dict(environ),
         gateway_factory=model_gateway_factory(loaded.config.model, environ),

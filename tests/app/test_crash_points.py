@@ -34,7 +34,7 @@ from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.runs import RunRecord, read_record_file
 
-from conftest import ROOT, subprocess_env, write_ticket
+from conftest import ROOT, subprocess_env, untimed, write_ticket
 from harness import flaky, reply
 
 pytestmark = pytest.mark.slow
@@ -132,7 +132,7 @@ class Case:
     extra_calls: int = 0
     extra_diagnoses: int = 0
     final: str | None = None  # the end state, when the kill changes it
-    no_recovery: bool = False  # the interrupted stage passed on its re-run: nothing to decide
+    no_recovery: bool = False  # the interrupted stage may have counted: its re-run may pass
     baseline_steps: list[Step] = field(default_factory=lambda: [Step(RUN)])
 
     @property
@@ -358,7 +358,14 @@ def test_a_run_killed_right_after_a_write_is_brought_forward_by_the_next(
 
     final = case.final or baseline.state
     if case.no_recovery:
-        assert (result.state, result.calls, result.diagnoses) == ("completed", 0, 0)
+        # The killed orchestrator's stage dies with it (its reaper is told of the death
+        # and stops it), so whether the stage had counted itself is a race: either it had,
+        # and its re-run passes with nothing to decide, or it had not, and the run goes
+        # exactly as the baseline did. Nothing else is acceptable.
+        assert (result.state, result.calls, result.diagnoses) in {
+            ("completed", 0, 0),
+            (baseline.state, baseline.calls, baseline.diagnoses),
+        }
     else:
         assert result.state == final
         assert result.calls == baseline.calls + case.extra_calls
@@ -441,14 +448,13 @@ def test_a_ticket_whose_state_cannot_be_brought_forward_fails_the_batch(tmp_path
     write_ticket(root / "t", "T-2")
     proc = _orchestrator(root, Step(BATCH))
     assert proc.returncode == 7, proc.stdout + proc.stderr
-    [line] = [line for line in proc.stdout.splitlines() if line.startswith("T-1 ")]
+    lines = untimed(proc.stdout)
+    [line] = [line for line in lines if line.startswith("T-1 ")]
     assert "state-error" in line
     assert (
         f"state error: {path}: run {path.stem} is recovering but records no failed attempt" in line
     )
-    assert any(
-        line.startswith("T-2 ") and " completed " in line for line in proc.stdout.splitlines()
-    )
+    assert any(line.startswith("T-2 ") and " completed " in line for line in lines)
 
 
 def _ledger_command(root: Path, action: str) -> subprocess.CompletedProcess[str]:

@@ -88,6 +88,12 @@ def test_a_dry_run_block_resumed_with_dry_run_false_runs_only_what_was_blocked(
         "halt": "dry_run_block", "stage": "publish",
     }  # fmt: skip
     assert ledger.verify().ok
+    shown = subprocess.run(
+        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "show", record.run_id),
+        capture_output=True, text=True, timeout=120, env=subprocess_env(),
+    )  # fmt: skip
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("resumed ")]
+    assert line.endswith("by dana from needs-human (dry_run_block), at stage publish"), line
 
 
 def test_resuming_while_dry_run_is_still_armed_is_refused_and_changes_nothing(

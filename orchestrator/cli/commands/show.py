@@ -147,6 +147,12 @@ def render(
     ]
     if record.halt is not None:
         lines.append(f"halt     {record.halt.reason} at {record.halt.stage}: {record.halt.detail}")
+    for resumed in record.resumes:  # a person's hand in the run, in order
+        left = f" ({resumed.halt.reason})" if resumed.halt is not None else ""
+        lines.append(
+            f"resumed  {resumed.at:%Y-%m-%d %H:%M:%S}Z by {resumed.by} from {resumed.from_state}{left}, "
+            f"at stage {resumed.stage}"
+        )
     lines.append("stages   " + "  ".join(f"{s.name}={s.status}" for s in record.stages))
     lines.append(
         f"counters attempts={record.counters.attempts} retries={record.counters.retries} "

@@ -144,13 +144,20 @@ NEEDS_A_PERSON = {
 }
 
 
+# The machine ran out of disk, quota or memory: the same attempt on the same machine would
+# fail the same way, so a person frees what ran out (and resumes); no retry is spent.
+FREED_BY_A_PERSON = {"resource_exhausted": HaltReason.RESOURCE_EXHAUSTED}
+
+
 # Failures of the machine's configuration: the run fails at once (no retry can install a
 # program), and ``orchestrator resume`` continues it once a person has fixed it.
 FAILS_AS_CONFIGURED = {"config_error": HaltReason.CONFIG_ERROR}
 
 
 def infra_decision(failure: Failure, caps: Caps) -> Decision:
-    """Infrastructure failures never go to the model: a deterministic verdict."""
+    """Infrastructure failures never go to the model: a deterministic verdict. Those only
+    a person can fix stop the run with the reason; the rest (a rate limit, an outage,
+    the network, a timeout, a crashed engine) retry after a back-off under the infra cap."""
     cls = failure.infra or "engine_error"
     said = f": {failure.infra_detail}" if failure.infra_detail else ""
     if cls in FAILS_AS_CONFIGURED:
@@ -159,6 +166,12 @@ def infra_decision(failure: Failure, caps: Caps) -> Decision:
             "command or PATH, then `orchestrator resume` the run; retrying cannot help"
         )
         return Decision(Source.INFRA, abandon(why), True, why, halt=FAILS_AS_CONFIGURED[cls])
+    if cls in FREED_BY_A_PERSON:
+        why = (
+            f"infrastructure failure ({cls}{said}): a person must free disk, quota or memory "
+            "on this machine, then `orchestrator resume` the run; retrying cannot help"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=FREED_BY_A_PERSON[cls])
     if cls in NEEDS_A_PERSON:
         why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
         return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])

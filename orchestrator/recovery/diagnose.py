@@ -30,7 +30,7 @@ from orchestrator.recovery.gateway import (
     Unavailable,
 )
 from orchestrator.recovery.playbook import Failure, match_playbook
-from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
@@ -236,6 +236,7 @@ def ask_model(
     gateway_factory: GatewayFactory,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     """Layer 2: one call (+ bounded re-asks), validated."""
     # Built only now: constructing a real gateway imports the SDK (most of a second), and
@@ -243,7 +244,7 @@ def ask_model(
     gateway = gateway_factory()
     if gateway is None or isinstance(gateway, Unavailable):
         return no_model_decision(gateway)
-    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
+    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens, prompt_version)
 
 
 def decide(
@@ -257,6 +258,7 @@ def decide(
     gateway_factory: GatewayFactory,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
     early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps)
@@ -264,7 +266,7 @@ def decide(
         return early
     return ask_model(
         ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
-        max_reasks=max_reasks, max_tokens=max_tokens,
+        max_reasks=max_reasks, max_tokens=max_tokens, prompt_version=prompt_version,
     )  # fmt: skip
 
 
@@ -275,6 +277,7 @@ def _ask(
     gateway: ModelGateway,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     usage = Usage()
     last_proposal: object | None = None
@@ -282,7 +285,9 @@ def _ask(
     errors: list[str] = []
     schema = verdict_json_schema()
     for attempt in range(1 + max_reasks):
-        prompt = build_prompt(facts, bundle_text, validation_errors=errors or None)
+        prompt = build_prompt(
+            facts, bundle_text, validation_errors=errors or None, version=prompt_version
+        )
         request = ModelRequest(
             system=SYSTEM, prompt=prompt, json_schema=schema, max_tokens=max_tokens
         )

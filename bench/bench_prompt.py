@@ -1,6 +1,6 @@
 """Prompt size on the demo's failures, under each prompt version this code knows.
 
-    python bench/bench_prompt.py
+    python bench/bench_prompt.py [--quick]     (--quick changes nothing: the demo is small)
 
 Runs the demo's three tickets through the real config (CARDS-3 with a scripted model
 that retries once, then gives up, so both of its failures are diagnosed), then rebuilds
@@ -13,6 +13,7 @@ unless it crashed.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -75,7 +76,10 @@ def _run_demo(work: Path) -> RunStore:
     return store
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="accepted, like every bench")
+    parser.parse_args(argv)
     schema = json.dumps(verdict_json_schema())
     with tempfile.TemporaryDirectory() as tmp:
         store = _run_demo(Path(tmp))

@@ -16,6 +16,10 @@ exhausted quota as HTTP 429 ("You exceeded your current quota"), and aider's rat
 hint ends "check your quotas", so quota is tested before the rate limit and is matched on
 specific phrases, never on the bare word.
 
+Stages and checks that are not engines are read differently (``failure_named_in``): their
+own ``::failure-class::`` line, else the named signs of exhausted resources and network
+failures in ``signs.py``, read from the end of their output.
+
 Sources for the phrases (provider and CLI messages as they print them):
   * Anthropic API error types (platform.claude.com, "Errors"): ``authentication_error``,
     ``permission_error``, ``billing_error``, ``rate_limit_error`` (429),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
+from orchestrator.engines.base import FailureClass
+from orchestrator.engines.classify import NamedFailure, missing_executable
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import (
     EngineOutcome,
@@ -148,14 +150,15 @@ def run_check(
         tick_s=services.tick_s,
         max_log_bytes=services.loaded.config.logs.max_bytes,
     )
-    # A failed check is read like a failed stage: its ``::failure-class::`` line, else a
-    # recognised sign of exhausted resources or the network. A timeout stays the check's
-    # own failure (a hanging test is the code's), so it is not read for signs.
-    named = (
-        None
-        if outcome.ok or outcome.timed_out
-        else failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
-    )
+    # A failed check is read like a failed stage: a program that is not installed, its
+    # ``::failure-class::`` line, else a recognised sign of exhausted resources or the
+    # network. A timeout stays the check's own failure (a hanging test is the code's), so
+    # it is not read for signs.
+    named: NamedFailure | None = None
+    if missing_executable(outcome.error) is not None:
+        named = NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
+    elif not (outcome.ok or outcome.timed_out):
+        named = failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
     return CheckResult(
         name=check.name,
         command=outcome.argv,

@@ -116,3 +116,19 @@ def test_a_crashed_engine_that_ran_out_of_memory_goes_to_a_person(tmp_path: Path
     assert "[oom-kill]: bash: line 1:" in (attempt.failure_detail or "")
     assert record.halt is not None and record.halt.reason is HaltReason.RESOURCE_EXHAUSTED
     assert h.builds == 0 and h.slept == []
+
+
+def test_a_check_whose_program_is_not_installed_is_a_configuration_error(tmp_path: Path) -> None:
+    """As for a stage: nothing ran, so no model is asked; the run fails naming it."""
+    make_origin(tmp_path)
+    body = (
+        '[[stages]]\nname = "review"\ncwd = "clone"\n'
+        '[[stages.checks]]\nname = "lint"\ncommand = ["no-such-linter-xyz", "."]\n'
+    )
+    h = Harness(write_pipeline(tmp_path, body), ScriptedGateway([]))
+    record = h.run(write_ticket(tmp_path / "t", repository="../origin.git"))
+    assert record.state is RunState.FAILED
+    assert record.halt is not None and record.halt.reason is HaltReason.CONFIG_ERROR
+    assert "executable not found: no-such-linter-xyz" in record.halt.detail
+    [check] = record.attempts[-1].checks
+    assert check.failure_class == "config_error" and h.builds == 0

@@ -102,7 +102,9 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("located-error", 0, _PATH + rb"(?::\d+){1,2}: (?:fatal )?error\b"),
     Signature("tsc-error", 0, _PATH + rb"(?:\(\d+,\d+\):|:\d+:\d+ -) error TS\d+"),
     Signature("lint-code", 0, _PATH + rb":\d+:\d+: \[?[A-Z]{1,3}\d{2,4}\b"),
-    Signature("located-message", 3, _PATH + rb"\.\w{1,5}:\d+:\d+: \S"),
+    # go build/vet say what is wrong without a severity; a compiler's ``note:`` only
+    # elaborates on an error matched above.
+    Signature("located-message", 3, _PATH + rb"\.\w{1,5}:\d+:\d+: (?!note:)\S"),
     # eslint's stylish format: an indented ``line:col  error  message  rule``.
     Signature("eslint-error", 1, rb"[ \t]+\d+:\d+[ \t]+error[ \t]"),
     # jest.
@@ -172,9 +174,7 @@ def _new_line_start(f: io.BufferedReader, start: int, end: int) -> int:
     return start - 1 + newline + 1 if newline >= 0 else end
 
 
-def scan_hits(
-    path: Path, window_bytes: int, *, chunk_bytes: int = CHUNK_BYTES
-) -> Scan:
+def scan_hits(path: Path, window_bytes: int, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     """Every signature hit in the last ``window_bytes`` of ``path`` (at most
     ``MAX_HITS_PER_SIGNATURE`` each), read in chunks into one reused buffer. Raises
     OSError for a file that cannot be read."""
@@ -192,7 +192,7 @@ def scan_hits(
 def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple[Hit, ...]:
     counts = [0] * len(SIGNATURES)
     hits: list[Hit] = []
-    buf = bytearray(chunk_bytes + MAX_LINE_BYTES + 1)
+    buf = bytearray(chunk_bytes + MAX_LINE_BYTES + 2)
     view = memoryview(buf)
     # buf[0] is the newline that ends the line before the window's first line: every line
     # in the buffer is then preceded by a newline, as the joined pattern requires.
@@ -207,6 +207,11 @@ def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple
         remaining -= got
         filled += got
         at_end = remaining <= 0 or got == 0
+        if at_end and buf[filled - 1] != 0x0A:
+            # The last line ends at the end of the file as if it had its newline (a
+            # signature may look ahead for the end of the line).
+            buf[filled] = 0x0A
+            filled += 1
         last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
         counted_to, counted = 0, before
         for match in _COMBINED.finditer(buf, 0, filled):
@@ -221,24 +226,21 @@ def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple
             hits.append(Hit(counted, buf_offset + match.start() + 1, SIGNATURES[index]))
         if at_end:
             return tuple(hits)
-        if last_newline < 0:
-            # No newline in the whole buffer: a line too long to be evidence. Keep none of
-            # it; its end (and the lines after) are still seen, its start never is.
-            carry_from = filled
-        else:
+        if 0 <= last_newline and filled - last_newline <= MAX_LINE_BYTES:
+            # Carry the unfinished last line, with the newline before it.
             before += buf.count(b"\n", 0, last_newline)
-            carry_from = last_newline
-        carry = filled - carry_from
-        if carry > MAX_LINE_BYTES:
-            carry_from, carry = filled, 0
-        buf[:carry] = buf[carry_from:filled]
-        buf_offset += carry_from
-        filled = carry
-        if carry == 0:
-            # The buffer now starts mid-line: a fake newline would invent a line start.
+            carry = filled - last_newline
+            buf[:carry] = buf[last_newline:filled]
+            buf_offset += last_newline
+            filled = carry
+        else:
+            # The unfinished line is too long to be evidence: keep none of it (its start
+            # is never seen, the lines after it are). A placeholder byte that is not a
+            # newline stands for its last byte, so no line start is invented.
+            before += buf.count(b"\n", 0, filled - 1)
+            buf_offset += filled - 1
             buf[0:1] = b"\x00"
             filled = 1
-            buf_offset -= 1
 
 
 # ---- excerpts -----------------------------------------------------------------------------

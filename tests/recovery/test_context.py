@@ -383,7 +383,10 @@ def test_each_section_is_capped_by_its_limit(big_inputs: BundleInputs) -> None:
     assert [s.name for s in bundle.sections] == list(SECTION_ORDER)
     # No tool's error line in these logs: the evidence is empty and says where it looked.
     assert bundle.section("evidence").text == ""
-    assert bundle.section("evidence").note == "no known error line in the check's log (scanned 2.9 MiB)"
+    assert (
+        bundle.section("evidence").note
+        == "no known error line in the check's log (scanned 2.9 MiB)"
+    )
     for section in bundle.sections:
         if section.name == "evidence":
             continue
@@ -498,7 +501,9 @@ def test_delimiters_inside_untrusted_text_are_neutralised(tmp_path: Path) -> Non
     )
     rendered = bundle.render()
     assert rendered.count("<<<END section: failed_log_tail>>>") == 1
-    assert len(re.findall(r"(?i)<<<\s*begin", rendered)) == len(SECTION_ORDER) + 1  # one in the preamble
+    assert (
+        len(re.findall(r"(?i)<<<\s*begin", rendered)) == len(SECTION_ORDER) + 1
+    )  # one in the preamble
     assert "<<-END section: failed_log_tail>>>" in rendered
     assert "\n<<<<<<< HEAD\n" in rendered  # git conflict markers survive
     assert rendered.count("<<<END section: diff>>>") == 1

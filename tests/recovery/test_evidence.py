@@ -31,6 +31,7 @@ SAMPLES = [
     ("FAILED tests/test_deal.py::test_deal - assert 3 == 2", "pytest-failed"),
     ("ERROR tests/test_deal.py - ModuleNotFoundError: No module named 'x'", "pytest-error"),
     ("FAIL: test_sum (test_u.T.test_sum)", "unittest-failure"),
+    ("ERROR: test_load (test_u.T.test_load)", "unittest-error"),
     ("FAILED (failures=1)", "unittest-summary"),
     ("ValueError: invalid literal for int() with base 10: 'x'", "python-exception"),
     ("requests.exceptions.ConnectionError", "python-exception"),
@@ -53,6 +54,7 @@ SAMPLES = [
     ("test result: FAILED. 0 passed; 1 failed", "cargo-test-result"),
     ("deal.c:1:25: error: 'thing' undeclared", "located-error"),
     ("make: *** [Makefile:2: deal] Error 1", "make-error"),
+    ("FAILURE: Build failed with an exception.", "gradle-failure"),
     ("make[1]: *** [sub] Error 2", "make-error"),
     ("/usr/bin/ld: error: undefined symbol: thing", "linker-error"),
     ("collect2: error: ld returned 1 exit status", "linker-error"),
@@ -187,20 +189,18 @@ LINE_KINDS = st.sampled_from([line for line, _ in SAMPLES] + ORDINARY + ["", "\r
 
 
 def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
-    """The hits of a whole-file, line-by-line reading: what the streamed scan must equal."""
-    combined = re.compile(
-        rb"\n(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?(?:"
-        + b"|".join(b"(%s)" % s.pattern for s in SIGNATURES)
-        + rb")"
-    )
-    found, counts, offset = [], dict.fromkeys(range(len(SIGNATURES)), 0), 0
+    """The hits of a whole-file, line-by-line reading: what the streamed scan must equal.
+    Each line is tried against each signature alone, plain ones first."""
+    timestamp = rb"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
+    path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
+    ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
+    each = [(s, re.compile(timestamp + (path if s.located else b"") + s.pattern)) for s in ordered]
+    found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
     for number, line in enumerate(data.split(b"\n"), start=1):
-        match = combined.match(b"\n" + line + b"\n")
-        if match is not None:
-            index = next(i for i, g in enumerate(match.groups()) if g is not None)
-            if counts[index] < MAX_HITS_PER_SIGNATURE:
-                counts[index] += 1
-                found.append((number, offset, SIGNATURES[index].name))
+        signature = next((s for s, rx in each if rx.match(line + b"\n")), None)
+        if signature is not None and counts[signature.name] < MAX_HITS_PER_SIGNATURE:
+            counts[signature.name] += 1
+            found.append((number, offset, signature.name))
         offset += len(line) + 1
     return found
 

@@ -163,20 +163,41 @@ def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
     return tuple(s for s in signatures if not s.located) + tuple(s for s in signatures if s.located)
 
 
+def _by_first_byte(patterns: list[bytes]) -> list[bytes]:
+    """``E {2,}\\S`` and ``ERROR \\S`` become ``E(?: {2,}\\S|RROR \\S)``: the engine tests
+    each distinct first byte once per line instead of once per pattern. Patterns that
+    start with two different literal bytes cannot match the same line, so only the order
+    within a group matters, and it is kept."""
+    groups: dict[bytes, list[bytes]] = {}
+    rest: list[bytes] = []
+    for pattern in patterns:
+        first, after = pattern[:1], pattern[1:2]
+        if (first.isalnum() or first in (b"#", b"-")) and after not in (b"?", b"*", b"+", b"{"):
+            groups.setdefault(first, []).append(pattern[1:])
+        else:
+            rest.append(pattern)
+    joined = [first + b"(?:" + b"|".join(tails) + b")" for first, tails in groups.items()]
+    return joined + rest
+
+
 def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
-    """One expression for the whole table: ``\\n``, an optional timestamp, then the plain
-    signatures and one path group holding the located ones. No capturing groups: a group
-    would hide each alternative's first byte from the engine (measured: 5x slower); the
-    rare matching line is named afterwards by ``_classify``."""
+    """One expression for the whole table: ``\\n``, an optional timestamp (atomic: a line
+    that has one is not tried again without it), then the plain signatures and one path
+    group holding the located ones. No capturing groups: a group would hide each
+    alternative's first byte from the engine (measured: 5x slower); the rare matching line
+    is named afterwards by ``_classify``."""
     plain = [s.pattern for s in signatures if not s.located]
     located = [s.pattern for s in signatures if s.located]
-    branches = [*plain, _PATH + b"(?:" + b"|".join(located) + b")"] if located else plain
-    return re.compile(rb"\n" + _TIMESTAMP + rb"(?:" + b"|".join(branches) + rb")")
+    # Every located pattern goes on with ':', '(' or the end of the line: one look ahead
+    # turns away a line whose first word is not a path in one step.
+    group = _PATH + rb"(?=[:(\r\n])(?:" + b"|".join(located) + b")"
+    branches = [*_by_first_byte(plain), group] if located else _by_first_byte(plain)
+    return re.compile(rb"\n(?>" + _TIMESTAMP + rb")(?:" + b"|".join(branches) + rb")")
 
 
 _COMBINED: Final = _combined(SIGNATURES)
 _EACH: Final = tuple(
-    (s, re.compile(_TIMESTAMP + (_PATH if s.located else b"") + s.pattern))
+    (s, re.compile(b"(?>" + _TIMESTAMP + b")" + (_PATH if s.located else b"") + s.pattern))
     for s in _ordered(SIGNATURES)
 )
 

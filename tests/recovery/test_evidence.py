@@ -194,7 +194,10 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     timestamp = rb"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
-    each = [(s, re.compile(timestamp + (path if s.located else b"") + s.pattern)) for s in ordered]
+    each = [
+        (s, re.compile(b"(?>" + timestamp + b")" + (path if s.located else b"") + s.pattern))
+        for s in ordered
+    ]
     found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
     for number, line in enumerate(data.split(b"\n"), start=1):
         signature = next((s for s, rx in each if rx.match(line + b"\n")), None)

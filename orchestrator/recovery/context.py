@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.evidence import extract_evidence, render_evidence
+from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.recovery.redact import redact, redact_bytes
 
 __all__ = [
@@ -451,13 +451,18 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _evidence(path: Path | None, label: str, limits: ContextLimits) -> Excerpt:
-    """The root-cause excerpts of ``path``; an empty excerpt saying why when none."""
+def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bool) -> Excerpt:
+    """The root-cause excerpts of ``path``; an empty excerpt saying why when none.
+    ``whole``: the log is in the bundle uncut, so its lines around a match are there
+    already and the excerpts show the matched lines alone (with their numbers)."""
     if path is None:
         return _absent("no log to look for evidence in")
     try:
         found = extract_evidence(
-            path, window_bytes=limits.evidence_scan_bytes, max_bytes=limits.max_evidence_bytes
+            path,
+            window_bytes=limits.evidence_scan_bytes,
+            max_bytes=limits.max_evidence_bytes,
+            context_lines=0 if whole else CONTEXT_LINES,
         )
     except FileNotFoundError:
         return _unreadable(path, "no such file")
@@ -468,6 +473,7 @@ def _evidence(path: Path | None, label: str, limits: ContextLimits) -> Excerpt:
         what = (
             f"{shown} excerpt{'s' if shown != 1 else ''} of {label} "
             f"({_size(found.size)}), most telling first; '>' marks the matched lines"
+            + ("; the log is below in full, so no context lines" if whole else "")
         )
     else:
         scanned = _size(found.size - found.window_start)
@@ -532,9 +538,11 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
     tail, check = _sent_once(tail, check)
     # The check's log is the direct evidence when there is one; else the stage's own.
     if inputs.check_log is not None:
-        evidence = _evidence(inputs.check_log, "the check's log", limits)
+        whole = bool(check.text) and not check.truncated
+        evidence = _evidence(inputs.check_log, "the check's log", limits, whole=whole)
     else:
-        evidence = _evidence(inputs.failed_log, "the failed stage's log", limits)
+        whole = bool(tail.text) and not tail.truncated
+        evidence = _evidence(inputs.failed_log, "the failed stage's log", limits, whole=whole)
     diff = excerpt_of_bytes(
         inputs.diff,
         limits.max_diff_bytes,

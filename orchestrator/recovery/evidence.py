@@ -53,8 +53,8 @@ MAX_HITS_PER_SIGNATURE: Final = 16
 # being read there (its first lines are the telling ones), which bounds the time.
 MAX_MATCHES: Final = 20_000
 MAX_EXCERPTS: Final = 8
-CONTEXT_BEFORE: Final = 3
-CONTEXT_AFTER: Final = 3
+# Lines shown around a matched line (each side).
+CONTEXT_LINES: Final = 3
 # Each shown line is cut to this many bytes: one minified line must not eat the budget.
 MAX_SHOWN_LINE_BYTES: Final = 400
 # Read around a hit when building its excerpt: enough for the context lines, plus a
@@ -341,12 +341,12 @@ class _Group:
     hits: list[Hit]
 
 
-def _groups(hits: tuple[Hit, ...], max_excerpts: int) -> list[_Group]:
+def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Group]:
     """The best hits (rank, then first seen) with their context ranges, merged where they
     overlap or touch; at most ``max_excerpts`` groups."""
     groups: list[_Group] = []
     for hit in sorted(hits, key=lambda h: (h.signature.rank, h.line)):
-        lo, hi = max(1, hit.line - CONTEXT_BEFORE), hit.line + CONTEXT_AFTER
+        lo, hi = max(1, hit.line - context), hit.line + context
         joined = next((g for g in groups if lo <= g.last + 1 and hi >= g.first - 1), None)
         if joined is not None:
             joined.first, joined.last = min(joined.first, lo), max(joined.last, hi)
@@ -425,13 +425,14 @@ def extract_evidence(
     window_bytes: int,
     max_bytes: int,
     max_excerpts: int = MAX_EXCERPTS,
+    context_lines: int = CONTEXT_LINES,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Evidence:
     """The root-cause excerpts of the log at ``path``: most telling first, each with its
     line numbers, at most ``max_excerpts`` of them and ``max_bytes`` in all (rendered).
     Raises OSError for an unreadable file."""
     scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes)
-    groups = _groups(scan.hits, max_excerpts)
+    groups = _groups(scan.hits, max_excerpts, context_lines)
     excerpts: list[EvidenceExcerpt] = []
     with path.open("rb") as raw:
         f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)

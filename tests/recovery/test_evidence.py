@@ -272,8 +272,13 @@ def test_a_check_log_that_is_the_failed_log_is_sent_once(tmp_path: Path) -> None
     assert bundle.section("failed_log_tail").note == (
         "the failed log is the check's log: its end is in check_output"
     )
-    assert bundle.render().count("ordinary\n") == 10 + 3  # once in full; 3 context lines
-    assert ">11| E       assert 3 == 2" in bundle.section("evidence").text
+    # Shown once in full, so the evidence is the matched line alone, with its number.
+    assert bundle.render().count("ordinary\n") == 10
+    evidence = bundle.section("evidence")
+    assert evidence.text == "--- line 11 (pytest-assertion) ---\n>11| E       assert 3 == 2\n"
+    assert evidence.note is not None and evidence.note.endswith(
+        "the log is below in full, so no context lines"
+    )
 
 
 def test_a_stage_log_ending_with_the_check_output_sends_the_shared_part_once(

@@ -132,3 +132,21 @@ def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
     assert sorted(source for source, _ in rows) == ["model", "model", "playbook"], out
     # The schema left the text: every prompt is smaller than the one that carried it.
     assert all(float(ratio) < 1.0 for _, ratio in rows), out
+
+
+def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() -> None:
+    out = bench_output(
+        "bench/bench_evidence.py",
+        "--quick",
+        expected=(
+            "evidence extraction (8 MiB log, 3 interleaved trials each)",
+            "  extract_evidence        median ",
+            "  grep -c error           median ",
+            "  grep -cP <the table>    median ",
+            "  root-cause lines found  4/4",
+            "summary",
+        ),
+    )
+    assert re.search(r"^  extraction <= 3x grep -c \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  extraction RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  [012]/2 targets met in 8 MiB$", out, re.MULTILINE), out

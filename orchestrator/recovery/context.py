@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.redact import redact, redact_bytes
+from orchestrator.recovery.redact import drop_cut_edges, redact, redact_bytes
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",
@@ -182,11 +182,10 @@ def _excerpt(
     """The pipeline every excerpt goes through: drop the partial line at a source cut (a
     secret cut there has lost the prefix that makes it recognisable), decode, redact, cut
     to ``max_bytes`` (redaction and U+FFFD can make text longer than its bytes)."""
-    dropped_first = dropped_last = False
-    if cut_before:
-        window, dropped_first = _drop_partial_first_line(window)
-    if cut_after:
-        window, dropped_last = _drop_partial_last_line(window)
+    # Always the whole partial line, however long: a secret split by the cut is no longer
+    # recognisable, so it must not be shown at all.
+    window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
+    dropped_first, dropped_last = cut_before, cut_after
     text, cut, aligned = _fit(redact_bytes(window), max_bytes, keep)
     truncated = cut or cut_before or cut_after
     # Which edge the reader sees: the final cut's when there was one, else the window's.

@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.redact import drop_cut_edges, redact, redact_bytes
+from orchestrator.recovery.redact import drop_cut_edges, neutralise_unicode, redact
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",
@@ -186,7 +186,11 @@ def _excerpt(
     # recognisable, so it must not be shown at all.
     window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
     dropped_first, dropped_last = cut_before, cut_after
-    text, cut, aligned = _fit(redact_bytes(window), max_bytes, keep)
+    # Normalised before redaction and the cut: a look-alike of a delimiter (fullwidth
+    # forms, a no-break space, a zero-width character inside it) becomes the delimiter
+    # that ``neutralise`` defuses, and a secret split by invisible characters is whole.
+    decoded = neutralise_unicode(window.decode("utf-8", errors="replace"))
+    text, cut, aligned = _fit(redact(decoded), max_bytes, keep)
     truncated = cut or cut_before or cut_after
     # Which edge the reader sees: the final cut's when there was one, else the window's.
     if keep == "tail" and (aligned if cut else dropped_first):

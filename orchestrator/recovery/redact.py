@@ -215,9 +215,9 @@ _CANDIDATE: Final = re.compile(r"(?<![A-Za-z0-9+/_\-=.~%])[A-Za-z0-9+/_\-~%]{32,
 _NEEDLES: Final = (
     "://",
     "authorization",
-    *("sk-", "eyj", "akia", "asia", "flyv1"),
-    *("token", "secret", "key", "passw", "pwd", "pass", "credential", "auth", "bot"),
-    *("-u", "--user", "xox", "s.", "hooks", "webhook", "bundle_"),
+    *("sk-", "eyj", "flyv1"),
+    *("token", "secret", "key", "pass", "pw", "cred", "auth", "bot", "sonar"),
+    *("-u", "--user", "xox", "hooks", "webhook", "bundle_"),
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -395,7 +395,7 @@ def _random_token(found: set[str], match: re.Match[str]) -> str:
     token = match.group(0)
     if not _looks_random(token) or _is_dummy(token):
         return token
-    found.add(token)
+    # Not remembered: the same rule finds every other occurrence by itself.
     return REDACTED
 
 
@@ -409,7 +409,6 @@ def _token(found: set[str], match: re.Match[str]) -> str:
         return token
     # A sentence's full stop is not part of the key.
     bare = token.rstrip(".")
-    _remember(found, bare)
     return REDACTED + token[len(bare) :]
 
 
@@ -437,11 +436,19 @@ _LINE_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite], ...]] = (
 )
 
 
-def _redact_lines(text: str, found: set[str] | None = None) -> str:
+# Rules that need no keyword: a line without one is only checked for token shapes.
+_SHAPE_RULES: Final = (_LINE_RULES[0], _LINE_RULES[-1])
+
+
+def _redact_lines(
+    text: str,
+    found: set[str] | None = None,
+    rules: tuple[tuple[re.Pattern[str], _Rewrite], ...] = _LINE_RULES,
+) -> str:
     """The line rules, in order. Correct on any text; ``redact`` hands it only the lines
     that could match. Each value redacted is added to ``found``."""
     found = set() if found is None else found
-    for pattern, rewrite in _LINE_RULES:
+    for pattern, rewrite in rules:
         text = pattern.sub(partial(rewrite, found), text)
     return text
 
@@ -460,38 +467,45 @@ def _line_span(text: str, at: int) -> tuple[int, int]:
     return start, len(text) if end < 0 else end
 
 
-def _candidate_lines(text: str) -> list[tuple[int, int]]:
-    """Sorted, disjoint (start, end) spans of whole lines that contain a needle or a run
-    of 20+ token characters, each with the next line (a value may stand there). Linear:
-    each needle visits each line at most once, the run pattern is one pass."""
+def _candidate_lines(text: str) -> list[tuple[int, int, bool]]:
+    """Sorted, disjoint (start, end, keyword) spans of whole lines that contain a needle
+    (``keyword``: every rule may match there; the next line too, a value may stand there)
+    or a run of 14+ token characters (only the shape rules may). Linear: each needle
+    visits each line at most once, the run pattern is one pass."""
     lowered = _lower_same_length(text)
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, bool]] = []
     for needle in _NEEDLES:
         at = lowered.find(needle)
         while at >= 0:
             start, end = _line_span(lowered, at)
             # the next line too: ``<token>\n  value``
-            spans.append((start, _line_span(lowered, end + 1)[1] if end < len(text) else end))
+            after = _line_span(lowered, end + 1)[1] if end < len(text) else end
+            spans.append((start, after, True))
             at = lowered.find(needle, end)
     for run in _LONG_RUN.finditer(text):
-        spans.append(_line_span(text, run.start()))
+        start, end = _line_span(text, run.start())
+        spans.append((start, end, False))
     spans.sort()
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1] + 1:  # overlapping or next line: one span
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+    merged: list[tuple[int, int, bool]] = []
+    for start, end, keyword in spans:
+        # Overlapping, or the next line of the same kind: one span. (A keyword span is
+        # not grown over the shape-only lines around it: they need fewer rules.)
+        if merged and (start <= merged[-1][1] or start == merged[-1][1] + 1 and keyword == merged[-1][2]):
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], end), last[2] or keyword)
         else:
-            merged.append((start, end))
+            merged.append((start, end, keyword))
     return merged
 
 
 def _propagate(text: str, found: set[str]) -> str:
     """A value once known to be a secret goes wherever else it appears (longest first, so
     a value containing another is replaced whole)."""
-    for value in sorted(found, key=len, reverse=True):
-        if value != REDACTED:
-            text = text.replace(value, REDACTED)
-    return text
+    values = sorted((v for v in found if v != REDACTED), key=len, reverse=True)
+    if not values:
+        return text
+    # One pass for all of them (an alternation tries the longest first).
+    return re.sub("|".join(map(re.escape, values)), REDACTED, text)
 
 
 def _redact_unfiltered(text: str) -> str:
@@ -508,7 +522,16 @@ def redact(text: str) -> str:
     text = _redact_pem(text)
     found: set[str] = set()
     # REDACTED is no needle and no long run, so the lines to look at do not change.
-    text = _rewrite_spans(text, _candidate_lines(text), partial(_redact_lines, found=found))
+    spans = _candidate_lines(text)
+    parts: list[str] = []
+    position = 0
+    for start, end, keyword in spans:
+        parts.append(text[position:start])
+        rules = _LINE_RULES if keyword else _SHAPE_RULES
+        parts.append(_redact_lines(text[start:end], found, rules))
+        position = end
+    parts.append(text[position:])
+    text = "".join(parts)
     return _propagate(text, found)
 
 

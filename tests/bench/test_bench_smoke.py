@@ -120,3 +120,18 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
     assert re.search(r"^  capped logging <= 1.5x cat \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
     assert re.search(r"^  orchestrator peak RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
     assert re.search(r"^  [012]/2 targets met in ", out, re.MULTILINE), out
+
+
+def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> None:
+    out = bench_output(
+        "bench/bench_redaction.py",
+        "--quick",
+        expected=(
+            "redaction (4 MiB log, median of 3 runs each)",
+            "  redact                    median ",
+            "  one regex pass (baseline) median ",
+            "summary",
+        ),
+    )
+    assert re.search(r"^  redact <= 10x one regex pass \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out

@@ -55,13 +55,17 @@ def _line(i: int) -> str:
     if kind == 1:
         return f"tests/unit/test_module_{i % 40}.py::test_case_{i % 300} PASSED [{i % 100:3d}%]"
     if kind == 2:
-        return f"  File \"/srv/app/src/package/module_{i % 13}.py\", line {i % 900}, in handler_{i % 17}"
+        return (
+            f'  File "/srv/app/src/package/module_{i % 13}.py", line {i % 900}, in handler_{i % 17}'
+        )
     if kind == 3:
         return f"commit {i:08x}{(i * 2654435761) % (1 << 32):08x}{i % 65536:04x}aa55cc77ee99bb11 (HEAD -> main)"
     if kind == 4:
         return f"request-id=3f2a{i % 10000:04d}-9c1e-4b7d-8a2f-{i:012d} status=200 bytes={i % 5000}"
     if kind == 5:
-        return f"src/app/service_{i % 30}.c:{i % 400}:{i % 80}: warning: unused variable 'tmp_{i % 9}'"
+        return (
+            f"src/app/service_{i % 30}.c:{i % 400}:{i % 80}: warning: unused variable 'tmp_{i % 9}'"
+        )
     if kind == 6:
         return f"DEBUG cache hit ratio={i % 100}/100 key=user:{i % 1000}:profile ttl={i % 3600}s"
     if kind == 7:
@@ -69,7 +73,10 @@ def _line(i: int) -> str:
     if kind == 8:
         return f"E   AssertionError: assert {i % 17} == {i % 19}"
     if kind == 9:
-        return "blob: " + "".join("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * k) % 64] for k in range(1, 41))
+        return "blob: " + "".join(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * k) % 64]
+            for k in range(1, 41)
+        )
     return f"[{i % 24:02d}:00] step {i % 12} of 12: compiling {i % 300} files"
 
 

@@ -49,8 +49,8 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.recovery.redact import redact
 from orchestrator.recovery.proposal import RecoveryContext
+from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval

@@ -25,8 +25,8 @@ from orchestrator.execution.sandbox import (
 )
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
-from orchestrator.reports.display import Reporter
 from orchestrator.recovery.redact import redact
+from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.runs import (
@@ -264,9 +264,7 @@ def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
             "cost_usd": report.cost_usd if report else None,
             # The engine's own words: redacted here, where they enter the record
             # (``model_copy`` runs no validator).
-            "final_message": redact(report.final_message or "")[:2000] or None
-            if report
-            else None,
+            "final_message": redact(report.final_message or "")[:2000] or None if report else None,
             "failure_class": result.failure_class.value if result.failure_class else None,
             "failure_detail": redact(report.detail) if report and report.detail else None,
         }

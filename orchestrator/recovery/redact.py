@@ -45,7 +45,14 @@ from typing import Final
 
 REDACTED: Final = "[REDACTED]"
 
-__all__ = ["REDACTED", "drop_cut_edges", "neutralise_unicode", "redact", "redact_bytes"]
+__all__ = [
+    "REDACTED",
+    "drop_cut_edges",
+    "neutralise_unicode",
+    "redact",
+    "redact_bytes",
+    "relative_paths",
+]
 
 # ---- PEM private keys ------------------------------------------------------------------
 # Markers only; the block between them is found by a linear scan (``_redact_pem``), which
@@ -340,9 +347,12 @@ def _head_value(found: set[str], match: re.Match[str]) -> str:
     if _is_placeholder(value):
         return match.group(0)
     _remember(found, value)
-    return match.group(0)[: match.start("value") - match.start()] + REDACTED + (
-        "@" if match.group(0).endswith("@") and not value.endswith("@") else ""
-    ) + ('"' if match.re is _XML_KEY_VALUE else "")
+    return (
+        match.group(0)[: match.start("value") - match.start()]
+        + REDACTED
+        + ("@" if match.group(0).endswith("@") and not value.endswith("@") else "")
+        + ('"' if match.re is _XML_KEY_VALUE else "")
+    )
 
 
 def _auth_header(found: set[str], match: re.Match[str]) -> str:
@@ -490,7 +500,9 @@ def _candidate_lines(text: str) -> list[tuple[int, int, bool]]:
     for start, end, keyword in spans:
         # Overlapping, or the next line of the same kind: one span. (A keyword span is
         # not grown over the shape-only lines around it: they need fewer rules.)
-        if merged and (start <= merged[-1][1] or start == merged[-1][1] + 1 and keyword == merged[-1][2]):
+        if merged and (
+            start <= merged[-1][1] or (start == merged[-1][1] + 1 and keyword == merged[-1][2])
+        ):
             last = merged[-1]
             merged[-1] = (last[0], max(last[1], end), last[2] or keyword)
         else:
@@ -579,10 +591,21 @@ def neutralise_unicode(text: str) -> str:
     if text.isascii():
         return text
     return "".join(
-        " "
-        if (category := unicodedata.category(c)) == "Zs"
-        else ""
-        if category == "Cf"
-        else c
+        " " if (category := unicodedata.category(c)) == "Zs" else "" if category == "Cf" else c
         for c in text
     )
+
+
+# ---- paths of this machine --------------------------------------------------------------
+
+
+def relative_paths(text: str, roots: dict[str, str]) -> str:
+    """``text`` with each absolute root directory (the clone, the state directory) shown
+    by its label: ``/home/ci/.state/runs/X/clone/src/a.py`` becomes ``<clone>/src/a.py``.
+    The model needs where a file is in the project, not where this machine keeps it.
+    Longest root first, so a clone inside the state directory is named as the clone."""
+    for label, given in sorted(roots.items(), key=lambda item: len(item[1]), reverse=True):
+        root = given.rstrip("/")
+        if root:
+            text = re.sub(re.escape(root) + r"(?=/|\b|$)", label, text)
+    return text

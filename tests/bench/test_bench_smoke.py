@@ -133,5 +133,7 @@ def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> 
             "summary",
         ),
     )
-    assert re.search(r"^  redact <= 10x one regex pass \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  redact <= 10x one regex pass \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), (
+        out
+    )
     assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out

@@ -552,9 +552,9 @@ _FORMS = {
 @given(
     # Pairs of distinct letters: random-looking, never a placeholder (``QQQQQ`` is one,
     # and the redactor keeps placeholders).
-    body=st.lists(st.sampled_from(["QX", "ZQ", "XZ", "QZ", "ZX", "XQ"]), min_size=12, max_size=60).map(
-        "".join
-    ),
+    body=st.lists(
+        st.sampled_from(["QX", "ZQ", "XZ", "QZ", "ZX", "XQ"]), min_size=12, max_size=60
+    ).map("".join),
     form=st.sampled_from(sorted(_FORMS)),
     where=st.sampled_from(
         ["failed_log", "check_log", "ticket", "diff", "diff_cut", "run_state", "run_record"]

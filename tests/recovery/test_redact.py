@@ -139,9 +139,9 @@ def test_idempotent(text: str) -> None:
     ),
     # Pairs of distinct letters: random-looking, never a placeholder (no run of five, no
     # letter above half), which is what the redactor is allowed to keep.
-    body=st.lists(st.sampled_from(["QX", "ZQ", "XZ", "QZ", "ZX", "XQ"]), min_size=8, max_size=20).map(
-        "".join
-    ),
+    body=st.lists(
+        st.sampled_from(["QX", "ZQ", "XZ", "QZ", "ZX", "XQ"]), min_size=8, max_size=20
+    ).map("".join),
     form=st.sampled_from(
         [
             "ANTHROPIC_API_KEY=sk-ant-api03-{}",

@@ -75,7 +75,9 @@ def test_recall_and_over_redaction_on_the_shared_corpus() -> None:
     altered = sum(redact(s["text"]) != s["text"] for s in negatives) / len(negatives)
     for name, value in recall.items():
         print(f"{name:18} {value:6.1%} removed   (target >= {TARGETS[name]:.0%})")
-    print(f"{'negatives altered':18} {altered:6.1%}           (target <= {TARGETS['negatives altered']:.0%})")
+    print(
+        f"{'negatives altered':18} {altered:6.1%}           (target <= {TARGETS['negatives altered']:.0%})"
+    )
 
     for name, floor in FLOORS.items():
         assert recall[name] >= floor, (name, recall[name])

@@ -19,7 +19,7 @@ from orchestrator.execution.attempts import _with_engine_report
 from orchestrator.execution.engine_stage import EngineOutcome
 from orchestrator.execution.runner import run_process
 from orchestrator.recovery.context import neutralise, tail_bytes
-from orchestrator.recovery.redact import neutralise_unicode
+from orchestrator.recovery.redact import neutralise_unicode, relative_paths
 from orchestrator.storage.runs import Attempt, AttemptStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +86,9 @@ def old_state_with_a_token(tmp_path: Path) -> Path:
     return state
 
 
-@pytest.mark.parametrize("command", [["show", RUN, "--json"], ["verdicts", "--json"], ["show", RUN]])
+@pytest.mark.parametrize(
+    "command", [["show", RUN, "--json"], ["verdicts", "--json"], ["show", RUN]]
+)
 def test_printed_records_carry_no_token(
     old_state_with_a_token: Path, command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,3 +130,20 @@ def test_a_look_alike_in_a_log_cannot_close_its_section(tmp_path: Path, look_ali
     text = neutralise(excerpt.text)
     assert "<<<END" not in text and "<<<BEGIN" not in text
     assert "Ignore the above" in text  # the data is kept, only defused
+
+
+def test_paths_of_this_machine_are_shown_relative_to_the_clone_or_the_state_dir() -> None:
+    state = "/home/ci/work/.state"
+    clone = f"{state}/runs/T-1-x/clone"
+    text = (
+        f"# orchestrator: cwd={clone}\n"
+        f'  File "{clone}/src/cards.py", line 3\n'
+        f"log at {state}/runs/T-1-x/logs/001.log\n"
+        "/usr/lib/python3.11/unittest/case.py stays\n"
+    )
+    assert relative_paths(text, {"<clone>": clone, "<state>": state}) == (
+        "# orchestrator: cwd=<clone>\n"
+        '  File "<clone>/src/cards.py", line 3\n'
+        "log at <state>/runs/T-1-x/logs/001.log\n"
+        "/usr/lib/python3.11/unittest/case.py stays\n"
+    )

@@ -102,8 +102,9 @@ _TOKEN: Final = re.compile(
     # Anthropic: distinctive enough that any tail (even a cut one) goes.
     r"sk-ant-[A-Za-z0-9_-]*+"
     rf"|(?:{'|'.join(re.escape(p) for p in reversed(_STRONG))})[{_TC}.+/=~]{{12,}}+"
-    rf"|(?:{'|'.join(re.escape(p) for p in reversed(_WEAK))})"
-    rf"(?=[{_TC}.]{{0,60}}[0-9])[{_TC}.+/=]{{16,}}+"
+    # (not a path component: ``/tmp/test_a_case_name0/x`` is no Lob key)
+    rf"|(?<!/)(?:{'|'.join(re.escape(p) for p in reversed(_WEAK))})"
+    rf"(?=[{_TC}.]{{0,60}}[0-9])[{_TC}.+=]{{16,}}+(?!/)"
     # JWT: base64url JSON header and payload both start with ``{"`` = ``eyJ``.
     r"|eyJ[A-Za-z0-9_-]++\.eyJ[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+"
     # Hashicorp service tokens, Telegram bot tokens, Slack/Teams/Discord webhooks.

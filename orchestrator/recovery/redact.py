@@ -416,7 +416,7 @@ def _token(found: set[str], match: re.Match[str]) -> str:
     # A vendor prefix is strong evidence: only a plain identifier after it (``hf_`` +
     # ``requiredTypesForDisplay``) is let through, placeholders are not (``xxxx`` in a
     # real file is as often a half-edited real key).
-    if _IDENTIFIER.fullmatch(body):
+    if _IDENTIFIER.fullmatch(body) and len(set(body)) > 4:
         return token
     # A sentence's full stop is not part of the key.
     bare = token.rstrip(".")

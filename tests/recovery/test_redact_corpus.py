@@ -33,7 +33,7 @@ CORPUS = next(
 
 # Where the hand-written rules stand; the targets are printed beside them.
 FLOORS = {"as written": 0.93, "diff lines": 0.93, "log line": 0.55}
-CEILING_NEGATIVES_ALTERED = 0.47
+CEILING_NEGATIVES_ALTERED = 0.49
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
 
 

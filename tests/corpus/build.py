@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from corpus import shapes as s
 from corpus.shapes import BACK_OFF, CODE_FIX, DEPENDENCY, MECHANICAL, PERSON, Ran, Shape, Workshop
 
 from orchestrator.eval.corpus import CaseLabel, write_case
+from orchestrator.eval.layers import DEFAULT_TICKET, TICKET_FILE
 
 PAD_BYTES = 1024 * 1024  # before and after: a padded case carries 2 MiB of ordinary output
 PAD_SEED = 20260412
@@ -277,6 +277,7 @@ def build(dest: Path, *, workers: int = 4, pad_bytes: int = PAD_BYTES) -> list[s
     """Run every shape, write its case and its padded twin under ``dest``. Returns what was
     skipped (one line each). Raises if a root-cause line is not in the log it labels."""
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / TICKET_FILE).write_text(DEFAULT_TICKET)
     before, after = padding(size=pad_bytes)
     skipped: list[str] = []
     runnable: list[Shape] = []
@@ -315,7 +316,8 @@ def main(argv: list[str]) -> int:
         return 2
     dest = Path(argv[0])
     if dest.exists() and any(dest.iterdir()):
-        shutil.rmtree(dest)
+        print(f"{dest} is not empty: give a new or empty directory", file=sys.stderr)
+        return 2
     for line in build(dest):
         print(line)
     cases = sum(1 for _ in dest.glob("*/label.json"))

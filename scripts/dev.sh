@@ -66,8 +66,8 @@ case "$cmd" in
         exec python3 -m orchestrator.stages.checks.commit_order "$@"
         ;;
     corpus)
+        # No cd: DIR is relative to where the command is run, as `orchestrator eval --corpus`.
         setup
-        cd "$ROOT"
         exec env PYTHONPATH="$ROOT/tests" "$PY" -m corpus.build "${1:-eval-corpus}"
         ;;
     *)

@@ -87,9 +87,10 @@ SHAPES: tuple[Shape, ...] = (
     _shape("py-compile-error", "python -m py_compile: a syntax error", "py_compile", "check",
            "code", True, CODE_FIX, "SyntaxError", s.py_compile_error, check="compile"),
     _shape("ruff-unused-import", "ruff check: F401", "ruff", "check", "code", True, MECHANICAL,
-           "F401", s.ruff_unused_import, check="lint", needs=("module:ruff",)),
+           "F401 [*] `os` imported but unused", s.ruff_unused_import, check="lint", needs=("module:ruff",)),
     _shape("ruff-unused-variable", "ruff check: F841", "ruff", "check", "code", True,
-           MECHANICAL, "F841", s.ruff_unused_variable, check="lint", needs=("module:ruff",)),
+           MECHANICAL, "F841 Local variable `result` is assigned to but never used",
+           s.ruff_unused_variable, check="lint", needs=("module:ruff",)),
     _shape("ruff-undefined-name", "ruff check: F821", "ruff", "check", "code", True, CODE_FIX,
            "Undefined name `undefined_thing`", s.ruff_undefined_name, check="lint",
            needs=("module:ruff",)),
@@ -294,9 +295,11 @@ def build(dest: Path, *, workers: int = 4, pad_bytes: int = PAD_BYTES) -> list[s
     problems = []
     for shape, ran in results:
         text = ran.log.decode("utf-8", "replace")
+        # Past the runner's header: the argv line would match a cause it merely names.
+        output = text.split("\n", 2)[2] if text.count("\n") >= 2 else ""
         # aider exits 0 even when every call failed (as the real one does).
         succeeded = ran.exit_code == 0 and shape.source != "engine"
-        if shape.root_cause not in text or succeeded:
+        if shape.root_cause not in output or succeeded:
             problems.append(
                 f"{shape.id}: exit {ran.exit_code}; the root-cause line {shape.root_cause!r} "
                 f"must be in the failed tool's output:\n{text[-2000:]}"

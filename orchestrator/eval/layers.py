@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.engines import adapter_for
+from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
 from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
@@ -64,7 +65,7 @@ def observed_class(case: Case) -> str:
     return found.value if found is not None else "code"
 
 
-def check_class(case: Case) -> None:
+def check_class(case: Case) -> FailureClass | None:
     """A failing check's class as ``execution.attempts`` records it: a check's failure is
     not classified (its attempt has no ``failure_class``), so it reaches the model as
     code whatever it printed. Kept here, in one place, so that the day checks are

@@ -10,18 +10,17 @@ whose tool is not installed here is skipped with its reason printed, never faked
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from corpus import shapes as s
-from corpus.shapes import BACK_OFF, CODE_FIX, DEPENDENCY, MECHANICAL, PERSON, Ran, Shape, Workshop
-
 from orchestrator.eval.corpus import CaseLabel, write_case
 from orchestrator.eval.layers import DEFAULT_TICKET, TICKET_FILE
+
+from corpus import shapes as s
+from corpus.shapes import BACK_OFF, CODE_FIX, DEPENDENCY, MECHANICAL, PERSON, Ran, Shape, Workshop
 
 PAD_BYTES = 1024 * 1024  # before and after: a padded case carries 2 MiB of ordinary output
 PAD_SEED = 20260412
@@ -35,6 +34,8 @@ def _shape(
                  make, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
+# One row per shape; kept as a table (fmt: off) so the labels read side by side.
+# fmt: off
 SHAPES: tuple[Shape, ...] = (
     _shape("pytest-assert", "pytest: a failing assertion", "pytest", "check", "code", True,
            CODE_FIX, "assert 0 == 4", s.pytest_assert, check="tests"),
@@ -199,6 +200,7 @@ SHAPES: tuple[Shape, ...] = (
            "timeout", False, BACK_OFF, "# orchestrator: exit 124",
            s._engine("claude-code", "hang", timeout_s=1.5), engine="claude-code"),
 )
+# fmt: on
 
 
 def padding(seed: int = PAD_SEED, size: int = PAD_BYTES) -> tuple[bytes, bytes]:

@@ -489,7 +489,10 @@ def _wheel(where: Path, requires_python: str) -> Path:
             f"{info}/METADATA",
             f"Metadata-Version: 2.1\nName: oldlib\nVersion: 1.0\nRequires-Python: {requires_python}\n",
         )
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: corpus\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: corpus\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         zf.writestr(f"{info}/RECORD", "")
     return wheel
 
@@ -580,9 +583,10 @@ def oom_kill(ws: Workshop) -> Ran:
     # is a process dead of SIGKILL after running out of memory. Here the process exceeds
     # its RLIMIT_AS and the memory watchdog (the process itself, on MemoryError) sends
     # SIGKILL, under a shell that reports it as an OOM-killed job shows: "Killed", 137.
-    script = _ALLOC.replace(
-        "blocks = ", "import os, signal\ntry:\n    blocks = "
-    ) + "except MemoryError:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    script = (
+        _ALLOC.replace("blocks = ", "import os, signal\ntry:\n    blocks = ")
+        + "except MemoryError:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     where = ws.project("oom-kill", {"load.py": script})
     return ws.run(("bash", "-c", f"{PY} load.py; exit $?"), where)
 

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from corpus.build import build
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.eval.corpus import load_corpus
 from orchestrator.eval.offline import CaseResult, Summary, evaluate
 from orchestrator.eval.report import render_table
+
+from corpus.build import build
 
 _REPORTED: list[str] = []
 

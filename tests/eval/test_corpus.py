@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from corpus.build import PAD_BYTES, SHAPES, padding
 
 from orchestrator.eval.corpus import CorpusError, load_corpus
+
+from corpus.build import PAD_BYTES, SHAPES, padding
 
 
 def test_at_least_forty_shapes_each_with_a_padded_twin(corpus_dir: Path) -> None:
@@ -73,7 +74,9 @@ def test_a_bad_label_is_refused_naming_the_case_and_key(corpus_dir: Path, tmp_pa
     label = json.loads((where / "label.json").read_text())
     label["failure_class"] = "cosmic_rays"
     (where / "label.json").write_text(json.dumps(label))
-    with pytest.raises(CorpusError, match=r"pytest-assert/label.json: .*unknown class 'cosmic_rays'"):
+    with pytest.raises(
+        CorpusError, match=r"pytest-assert/label.json: .*unknown class 'cosmic_rays'"
+    ):
         load_corpus(tmp_path)
 
     label["failure_class"] = "code"
@@ -90,7 +93,7 @@ def test_a_case_without_its_log_or_an_empty_corpus_is_refused(
         load_corpus(tmp_path)
     where = _copy_case(corpus_dir, "pytest-assert", tmp_path)
     (where / "log.txt").unlink()
-    with pytest.raises(CorpusError, match="has no log.txt"):
+    with pytest.raises(CorpusError, match=r"has no log\.txt"):
         load_corpus(tmp_path)
     with pytest.raises(CorpusError, match="no corpus at"):
         load_corpus(tmp_path / "absent")

@@ -54,12 +54,14 @@ def test_every_eligible_case_is_asked_and_scored_against_its_label(small_corpus:
     gateway = ScriptedGateway([RETRY] * 3)
     _, live = _live(small_corpus, gateway, cap=5.0)
     assert (live.eligible, live.asked, gateway.calls) == (3, 3, 3)
-    assert [r.id for r in live.results] == ["git-merge-conflict", "mypy-return-type", "pytest-assert"]
+    assert [r.id for r in live.results] == [
+        "git-merge-conflict",
+        "mypy-return-type",
+        "pytest-assert",
+    ]
     assert live.agreement == 1.0 and live.stopped is None
     # Cost from the usage the gateway reported, at the configured price.
-    expected = sum(
-        (r.input_tokens * 3.0 + r.output_tokens * 15.0) / 1e6 for r in live.results
-    )
+    expected = sum((r.input_tokens * 3.0 + r.output_tokens * 15.0) / 1e6 for r in live.results)
     assert live.spent_usd == pytest.approx(expected, abs=1e-6)
     assert live.cost_per_diagnosis_usd == pytest.approx(expected / 3, abs=1e-6)
     # The fake clock ticks once per read: each diagnosis took one tick.
@@ -126,7 +128,9 @@ def test_the_cli_live_path_reports_agreement_and_cost(
 ) -> None:  # fmt: skip
     config = tmp_path / "config.toml"
     starter = (project_root / "orchestrator" / "starter" / "config.toml").read_text()
-    config.write_text(starter + '\n[prices."scripted"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n')
+    config.write_text(
+        starter + '\n[prices."scripted"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n'
+    )
     gateway = ScriptedGateway([RETRY] * 3)
     seen: list[Config] = []
 

@@ -11,9 +11,10 @@ the missing piece lands, these pass and the list is deleted).
 from __future__ import annotations
 
 import pytest
-from corpus.build import SHAPES
 
 from orchestrator.eval.offline import CaseResult, Summary
+
+from corpus.build import SHAPES
 
 CASE_IDS = tuple(i for s in SHAPES for i in (s.id, f"{s.id}-padded"))
 
@@ -80,9 +81,7 @@ def test_each_failure_is_classified_as_labelled(
     assert result.observed_class == result.label_class
 
 
-INFRA_IDS = tuple(
-    i for s in SHAPES if not s.model_call_warranted for i in (s.id, f"{s.id}-padded")
-)
+INFRA_IDS = tuple(i for s in SHAPES if not s.model_call_warranted for i in (s.id, f"{s.id}-padded"))
 
 
 @pytest.mark.parametrize(

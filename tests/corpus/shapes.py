@@ -17,7 +17,7 @@ import sys
 import textwrap
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.execution import runner
@@ -61,7 +61,6 @@ class Shape:
     # before running, so the corpus says what it could not make instead of failing.
     needs: tuple[str, ...] = ()
     notes: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 class Workshop:

@@ -1,5 +1,7 @@
-"""The labelled failure corpus, built once per test session by running the real tools
-(``tests/corpus``), and the offline evaluation over it, also computed once."""
+"""Fixtures: the labelled failure corpus, built once per test session by running the real
+tools, and the offline evaluation over it, also computed once. A plugin (``pytest_plugins``
+in tests/conftest.py), not a conftest: a second module named ``conftest`` would shadow the
+top-level one that tests import helpers from."""
 
 from __future__ import annotations
 

@@ -57,3 +57,13 @@ def test_a_missing_corpus_or_a_cap_without_live_is_a_usage_error(
     assert "--max-cost-usd applies to eval --live only" in capsys.readouterr().err
     assert main(["eval", "--corpus", str(corpus_dir), "--live"]) == 2
     assert "eval --live needs --max-cost-usd" in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_be_written_is_a_usage_error(
+    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "no-such-dir" / "eval.json"
+    assert main(["eval", "--corpus", str(corpus_dir), "--report", str(report)]) == 2
+    assert f"cannot write the report {report}: No such file or directory" in capsys.readouterr().err

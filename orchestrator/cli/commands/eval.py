@@ -22,7 +22,6 @@ from orchestrator.eval.live import LiveSettings, LiveSummary, run_live
 from orchestrator.eval.offline import evaluate
 from orchestrator.eval.report import as_json, render_table
 from orchestrator.recovery.gateway import ModelGateway
-from orchestrator.storage.atomic import atomic_write
 
 GatewayBuilder = Callable[[Config, Mapping[str, str]], ModelGateway | None]
 
@@ -81,7 +80,11 @@ def run_eval(
         )  # fmt: skip
     document = as_json(summary, results, live_summary)
     if report_path is not None:
-        atomic_write(report_path, (json.dumps(document, indent=2) + "\n").encode())
+        # A report the user named, not state: a plain write, its failure a usage error.
+        try:
+            report_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write the report {report_path}: {exc.strerror}") from exc
     if as_json_output:
         out.write(json.dumps(document) + "\n")
     else:

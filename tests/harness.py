@@ -14,7 +14,7 @@ from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
-from orchestrator.recovery.gateway import ModelGateway
+from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunRecord, RunStore
@@ -105,6 +105,28 @@ def flaky(name: str, fails: int) -> str:
 
 def reply(obj: dict[str, object]) -> str:
     return json.dumps(obj)
+
+
+class SameAnswerModel:
+    """A model that answers every request with the same verdict and counts the requests:
+    for batches where the budget, not a script, decides how often it is asked."""
+
+    model_name = "scripted"
+
+    def __init__(
+        self, verdict: dict[str, object], input_tokens: int = 10, output_tokens: int = 10
+    ) -> None:
+        self.text = reply(verdict)
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.calls = 0
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        self.calls += 1
+        return ModelReply(
+            text=self.text, model=self.model_name, stop_reason="end_turn",
+            input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+        )  # fmt: skip
 
 
 def demo_harness(

@@ -131,24 +131,31 @@ def is_green(row: Mapping[str, Any]) -> bool:
     return str(row.get("outcome", "")).startswith(GREEN_OUTCOME)
 
 
-def history_by_scan(rows: Iterable[Mapping[str, Any]], signature: str) -> dict[str, ActionHistory]:
-    """The same answer as the index, from every row: for a ledger the index cannot be kept
-    beside (a read-only copy), and the definition the index is tested against."""
+def outcomes_by_scan(
+    rows: Iterable[Mapping[str, Any]], signature: str
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each outcome row credited to a decision about ``signature``, with that decision's
+    action, in ledger order: what both scans below count, from every row."""
     decisions: dict[str, tuple[str | None, str]] = {}
-    green: dict[str, int] = {}
-    total: dict[str, int] = {}
     for row in rows:
         kind = row.get("kind")
         if kind == "decision":
             decisions[str(row.get("entry_hash"))] = decision_subject(row)
         elif kind == "outcome" and isinstance(supersedes := row.get("supersedes"), str):
             subject = decisions.get(supersedes)
-            if subject is None or subject[0] != signature:
-                continue
-            action = subject[1]
-            total[action] = total.get(action, 0) + 1
-            if is_green(row):
-                green[action] = green.get(action, 0) + 1
+            if subject is not None and subject[0] == signature:
+                yield subject[1], row
+
+
+def history_by_scan(rows: Iterable[Mapping[str, Any]], signature: str) -> dict[str, ActionHistory]:
+    """The same answer as the index, from every row: for a ledger the index cannot be kept
+    beside (a read-only copy), and the definition the index is tested against."""
+    green: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for action, row in outcomes_by_scan(rows, signature):
+        total[action] = total.get(action, 0) + 1
+        if is_green(row):
+            green[action] = green.get(action, 0) + 1
     return {a: ActionHistory(green=green.get(a, 0), total=n) for a, n in total.items()}
 
 
@@ -157,17 +164,10 @@ def recent_outcomes_by_scan(
 ) -> dict[str, list[RecordedOutcome]]:
     """Per action, the ``last`` latest outcomes recorded for this signature, newest first:
     the index's answer, from every row."""
-    decisions: dict[str, tuple[str | None, str]] = {}
     found: dict[str, list[RecordedOutcome]] = {}
-    for row in rows:
-        kind = row.get("kind")
-        if kind == "decision":
-            decisions[str(row.get("entry_hash"))] = decision_subject(row)
-        elif kind == "outcome" and isinstance(supersedes := row.get("supersedes"), str):
-            subject = decisions.get(supersedes)
-            if subject is None or subject[0] != signature or type(row.get("seq")) is not int:
-                continue
-            found.setdefault(subject[1], []).append(
+    for action, row in outcomes_by_scan(rows, signature):
+        if type(row.get("seq")) is int:
+            found.setdefault(action, []).append(
                 RecordedOutcome(row["seq"], str(row.get("ts", "")), is_green(row))
             )
     return {a: sorted(o, key=lambda x: -x.seq)[:last] for a, o in found.items()}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.commands.batch import batch
-from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.decisions import read_verdict
 
 from conftest import orchestrator_cmd, subprocess_env, untimed, write_ticket
+from harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 
@@ -96,20 +96,6 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
     assert "already-completed" in second.stdout
 
 
-class CountingGateway:
-    model_name = "scripted"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def complete(self, request: ModelRequest) -> ModelReply:
-        self.calls += 1
-        return ModelReply(
-            text='{"action": "abandon-human", "summary": "no idea"}', model="scripted",
-            stop_reason="end_turn", input_tokens=1000, output_tokens=100,
-        )  # fmt: skip
-
-
 def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) -> None:
     failing = (
         '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
@@ -117,7 +103,9 @@ def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) 
     )
     header = '[batch]\nmax_model_calls = 2\n[routing]\n"abandon-human" = 0.0\n'
     config, tickets = setup(tmp_path, failing, n=5, header=header)
-    gateway = CountingGateway()
+    gateway = SameAnswerModel(
+        {"action": "abandon-human", "summary": "no idea"}, input_tokens=1000, output_tokens=100
+    )
     out = io.StringIO()
     code = batch(
         config, None, tickets, jobs=1, as_json=False, worker=False, out=out,

@@ -12,11 +12,11 @@ import pytest
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.domain.lifecycle import RunState
-from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
 from conftest import untimed, write_ticket
+from harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 
@@ -29,20 +29,6 @@ PIPELINE = (
     'command = ["bash", "-c", "f=$ORCH_STATE_DIR/build-$ORCH_TICKET_ID; echo x >> $f; '
     '[ $(wc -l < $f) -ge 2 ]"]\n'
 )
-
-
-class RetryGateway:
-    model_name = "scripted"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def complete(self, request: ModelRequest) -> ModelReply:
-        self.calls += 1
-        return ModelReply(
-            text='{"action": "retry", "summary": "flaky build"}', model="scripted",
-            stop_reason="end_turn", input_tokens=10, output_tokens=10,
-        )  # fmt: skip
 
 
 def lines(path: Path) -> int:
@@ -58,7 +44,7 @@ def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
     for ticket_id in ("T-00", "T-01"):
         write_ticket(tickets, ticket_id)
     state = tmp_path / "state"
-    gateway = RetryGateway()
+    gateway = SameAnswerModel({"action": "retry", "summary": "flaky build"})
 
     def run_batch() -> tuple[int, str]:
         out = io.StringIO()

@@ -20,13 +20,13 @@ from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.batch import batch
 from orchestrator.cli.commands.resume import resume
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.runs import RunStore
 
 from conftest import untimed, write_ticket
+from harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 
@@ -59,20 +59,6 @@ CONFIG = (
     )
     + stage("publish", "true", "side_effectful = true\n")
 )
-
-
-class RetryModel:
-    model_name = "scripted"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def complete(self, request: ModelRequest) -> ModelReply:
-        self.calls += 1
-        return ModelReply(
-            text='{"action": "retry", "summary": "flaky build"}', model="scripted",
-            stop_reason="end_turn", input_tokens=10, output_tokens=10,
-        )  # fmt: skip
 
 
 def long_red_history(state: Path, signatures: tuple[str, ...], n: int = 60) -> None:
@@ -109,7 +95,7 @@ def test_cron_batches_make_progress_and_tell_the_truth(tmp_path: Path) -> None:
     write_ticket(tickets, "GONE-1", repository=gone.as_uri())
     state = tmp_path / "state"
     long_red_history(state, ("fetch/stage/rate_limited", "fetch/stage"))
-    model = RetryModel()
+    model = SameAnswerModel({"action": "retry", "summary": "flaky build"})
     cron_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # no DRY_RUN=false
 
     notices: list[list[str]] = []

@@ -15,6 +15,7 @@ from orchestrator.engines import EngineReport, FailureClass, classify
 from orchestrator.engines.classify import INFRA, missing_executable
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.runs import RunRecord
 
 from conftest import write_ticket
 from harness import CLAUDE, Harness, make_origin, write_pipeline
@@ -33,19 +34,24 @@ def bare_path(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-def harness(tmp_path: Path, pipeline: str, gateway: ScriptedGateway) -> Harness:
+def failed_fast(
+    tmp_path: Path, pipeline: str, executable: str
+) -> tuple[Harness, ScriptedGateway, RunRecord]:
+    """Run a ticket through ``pipeline`` with only git and bash on the PATH, and check it
+    failed as a configuration error naming ``executable``."""
     make_origin(tmp_path)
     environ = {"PATH": bare_path(tmp_path), "HOME": str(tmp_path), "DRY_RUN": "false"}
-    return Harness(write_pipeline(tmp_path, pipeline), gateway, environ=environ)
-
-
-def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) -> None:
     gateway = ScriptedGateway([])
-    h = harness(tmp_path, CLAUDE, gateway)
+    h = Harness(write_pipeline(tmp_path, pipeline), gateway, environ=environ)
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.FAILED
     assert record.halt is not None and record.halt.reason is HaltReason.CONFIG_ERROR
-    assert "executable not found: claude" in record.halt.detail
+    assert f"executable not found: {executable}" in record.halt.detail
+    return h, gateway, record
+
+
+def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) -> None:
+    h, gateway, record = failed_fast(tmp_path, CLAUDE, "claude")
     implement = [a for a in record.attempts if a.stage == "implement"]
     assert len(implement) == 1  # never retried
     assert (implement[0].exit_code, implement[0].failure_class) == (127, "config_error")
@@ -57,12 +63,7 @@ def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) ->
 
 def test_a_stage_program_that_is_not_installed_fails_fast_too(tmp_path: Path) -> None:
     stage = '[[stages]]\nname = "lint"\ncommand = ["no-such-linter-xyz", "--check"]\n'
-    gateway = ScriptedGateway([])
-    h = harness(tmp_path, stage, gateway)
-    record = h.run(write_ticket(tmp_path / "t"))
-    assert record.state is RunState.FAILED
-    assert record.halt is not None and record.halt.reason is HaltReason.CONFIG_ERROR
-    assert "executable not found: no-such-linter-xyz" in record.halt.detail
+    h, gateway, record = failed_fast(tmp_path, stage, "no-such-linter-xyz")
     assert len([a for a in record.attempts if a.stage == "lint"]) == 1
     assert gateway.calls == 0 and h.builds == 0
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from procfs import is_dead, proc_field, proc_state
 
 from orchestrator.domain.config import LogsConfig, parse_config
 from orchestrator.domain.errors import ConfigError, Interrupted
@@ -42,24 +43,6 @@ from conftest import ROOT, subprocess_env
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="the reaper's guarantees are Linux's"
 )
-
-
-def proc_state(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()[0]
-
-
-def proc_field(pid: int, index: int) -> int:
-    """Field ``index`` (0 = state) after the command name of /proc/PID/stat."""
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return int(raw[raw.rfind(")") + 2 :].split()[index])
-
-
-def is_dead(pid: int) -> bool:
-    return proc_state(pid) in (None, "Z", "X")
 
 
 def escaper(pidfile: Path) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procfs import is_dead, proc_state
 
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution import runner
@@ -47,19 +48,6 @@ GRACE_S = 1.0
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def proc_state(pid: int) -> str | None:
-    """The state letter of /proc/PID/stat, None when the pid is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()[0]
-
-
-def is_dead(pid: int) -> bool:
-    return proc_state(pid) in (None, "Z", "X")
 
 
 def assert_no_live_member(pgid: int) -> None:

@@ -17,39 +17,14 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from ledger_rows import ACTIONS, SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.recovery.confidence import History
-from orchestrator.storage.ledger import Ledger, LedgerError, inputs_hash
+from orchestrator.storage.ledger import Ledger, LedgerError
 from orchestrator.storage.ledger_index import ActionHistory
 
 from conftest import ROOT, examples, subprocess_env
-
-SIGNATURES = ("sig-a", "sig-b", "")
-ACTIONS = ("retry", "mechanical-fix", "abandon-human")
-
-
-def decide(ledger: Ledger, n: int, signature: str, action: str) -> dict[str, Any]:
-    return ledger.append(
-        kind="decision",
-        decision_id=f"T-1-20260115T120000Z-ab12:attempt-1:verdict-{n}",
-        ticket="T-1",
-        run="T-1-20260115T120000Z-ab12",
-        capability="recover-stage",
-        inputs_hash=inputs_hash({"n": n}),
-        model_version="model-a",
-        prompt_version="recovery-v1",
-        source="model",
-        decision={"verdict": {"action": action, "summary": "s"}, "signature": signature},
-        confidence=0.5,
-        routing="auto",
-        ts="2026-01-15T12:00:00.000000Z",
-    )
-
-
-def conclude(ledger: Ledger, decision_row: dict[str, Any], outcome: str) -> dict[str, Any]:
-    return ledger.append_outcome(decision_row, outcome, ts="2026-01-15T12:00:01.000000Z")
 
 
 def scanned_history(ledger: Ledger, signature: str) -> dict[str, History]:
@@ -93,34 +68,15 @@ def populated(path: Path) -> tuple[Ledger, dict[str, Any]]:
     return ledger, last
 
 
-# Each step: a decision (signature, action), or an outcome for the k-th decision so far.
-steps = st.lists(
-    st.one_of(
-        st.tuples(st.just("decide"), st.sampled_from(SIGNATURES), st.sampled_from(ACTIONS)),
-        st.tuples(
-            st.just("conclude"),
-            st.integers(0, 30),
-            st.sampled_from(("mechanical-fix green: ok", "mechanical-fix red", "needs-human: x")),
-        ),
-    ),
-    max_size=25,
-)
-
-
 @settings(
     max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(steps=steps)
+@given(steps=ledger_steps)
 def test_history_is_what_a_scan_of_every_row_computes(tmp_path_factory: Any, steps: Any) -> None:
     ledger = Ledger(tmp_path_factory.mktemp("ledger") / "ledger.jsonl")
-    decided: list[dict[str, Any]] = []
-    for step in steps:
-        if step[0] == "decide":
-            decided.append(decide(ledger, len(decided), step[1], step[2]))
-        elif decided:
-            conclude(ledger, decided[step[1] % len(decided)], step[2])
+    play(ledger, steps)
     link = LedgerLink(ledger)
     for signature in (*SIGNATURES, "never-seen"):
         assert link.history(signature) == scanned_history(ledger, signature)

@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from storage.test_ledger_index import ACTIONS, SIGNATURES, decide
+from ledger_rows import SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.recovery.confidence import HALF_LIFE_DAYS
@@ -21,21 +21,12 @@ from conftest import examples
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
+def stamp(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
 def conclude_at(ledger: Ledger, row: dict[str, Any], outcome: str, at: datetime) -> None:
-    ledger.append_outcome(row, outcome, ts=at.isoformat().replace("+00:00", "Z"))
-
-
-steps = st.lists(
-    st.one_of(
-        st.tuples(st.just("decide"), st.sampled_from(SIGNATURES), st.sampled_from(ACTIONS)),
-        st.tuples(
-            st.just("conclude"),
-            st.integers(0, 30),
-            st.sampled_from(("mechanical-fix green: ok", "mechanical-fix red", "needs-human: x")),
-        ),
-    ),
-    max_size=25,
-)
+    conclude(ledger, row, outcome, stamp(at))
 
 
 @settings(
@@ -43,17 +34,13 @@ steps = st.lists(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(steps=steps, last=st.integers(1, 4))
+@given(steps=ledger_steps, last=st.integers(1, 4))
 def test_recent_outcomes_are_what_a_scan_computes(
     tmp_path_factory: Any, steps: Any, last: int
 ) -> None:
     ledger = Ledger(tmp_path_factory.mktemp("ledger") / "ledger.jsonl")
-    decided: list[dict[str, Any]] = []
-    for i, step in enumerate(steps):
-        if step[0] == "decide":
-            decided.append(decide(ledger, len(decided), step[1], step[2]))
-        elif decided:
-            conclude_at(ledger, decided[step[1] % len(decided)], step[2], T0 + timedelta(hours=i))
+    # Outcomes an hour apart, in the order they are written, as a real ledger has them.
+    play(ledger, steps, lambda i: stamp(T0 + timedelta(hours=i)))
     for signature in (*SIGNATURES, "never-seen"):
         assert ledger.recent_outcomes(signature, last) == recent_outcomes_by_scan(
             ledger.rows(), signature, last

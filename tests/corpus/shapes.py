@@ -343,7 +343,8 @@ def ruff_format_check(ws: Workshop) -> Ran:
 
 def _mypy(ws: Workshop, name: str, source: str) -> Ran:
     where = ws.project(name, {"typed.py": source})
-    cache = ws.root / "_mypy_cache"
+    # One cache per run: the shapes run in parallel, and mypy's cache is not for sharing.
+    cache = ws.root / f"_mypy_cache-{name}"
     return ws.run(
         (PY, "-m", "mypy", "--strict", "--cache-dir", str(cache), "--no-color-output",
          "typed.py"),

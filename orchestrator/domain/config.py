@@ -38,6 +38,9 @@ ProtectedGlob = Annotated[
     StrictStr, Field(min_length=1, max_length=256), AfterValidator(_inside_clone_glob)
 ]
 ByteCap = Annotated[StrictInt, Field(ge=256, le=16 * 1024 * 1024)]
+# How far back from a log's end its root-cause lines are looked for: read in chunks, so
+# memory does not grow with it, only time (about 0.1 s per 64 MiB).
+ScanWindow = Annotated[StrictInt, Field(ge=4096, le=16 * 1024 * 1024 * 1024)]
 
 
 class ContextLimits(Frozen):
@@ -48,6 +51,9 @@ class ContextLimits(Frozen):
     max_run_record_bytes: ByteCap = 8 * 1024
     max_ticket_bytes: ByteCap = 16 * 1024
     max_log_tail_bytes: ByteCap = 16 * 1024
+    # The root-cause excerpts (with line numbers) found anywhere in the scan window.
+    max_evidence_bytes: ByteCap = 8 * 1024
+    evidence_scan_bytes: ScanWindow = 64 * 1024 * 1024
     max_check_output_bytes: ByteCap = 16 * 1024
     max_diff_bytes: ByteCap = 48 * 1024
     max_bundle_bytes: ByteCap = 96 * 1024

@@ -1,8 +1,11 @@
 """The context bundle: what the model is shown about a failure, bounded and redacted.
 
 Layer 1 of the sandwich ("Assemble the context"): the run's state, the ticket, the run
-record, the end of the failed stage's log, the failing check's output and the head of
-the diff, each capped in bytes, all redacted, then capped again as a whole. The prompt,
+record, the evidence (the root-cause lines found anywhere in the end window of the failed
+log, with their line numbers: ``evidence.py``), the end of the failed stage's log, the
+failing check's output and the head of the diff, each capped in bytes, all redacted, then
+capped again as a whole. Content the log tail and the check's output share (a check's log
+is usually the failed log itself) is sent once. The prompt,
 and so the cost of a diagnosis, is bounded whatever the size of the failure: a file is
 read by seeking to the part we keep, never in full.
 
@@ -31,6 +34,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
+from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.recovery.redact import redact, redact_bytes
 
 __all__ = [
@@ -53,7 +57,7 @@ __all__ = [
 ]
 
 SectionName = Literal[
-    "run_state", "ticket", "run_record", "failed_log_tail", "check_output", "diff"
+    "run_state", "ticket", "run_record", "evidence", "failed_log_tail", "check_output", "diff"
 ]
 Keep = Literal["head", "tail"]
 
@@ -62,6 +66,7 @@ SECTION_ORDER: Final[tuple[SectionName, ...]] = (
     "run_state",
     "ticket",
     "run_record",
+    "evidence",
     "failed_log_tail",
     "check_output",
     "diff",
@@ -69,6 +74,7 @@ SECTION_ORDER: Final[tuple[SectionName, ...]] = (
 # Who keeps its bytes first when the whole bundle is over its cap: the direct evidence of
 # the failure before the background.
 PRIORITY: Final[tuple[SectionName, ...]] = (
+    "evidence",
     "check_output",
     "failed_log_tail",
     "diff",
@@ -82,6 +88,8 @@ KEEP: Final[Mapping[SectionName, Keep]] = {
     "run_state": "head",
     "ticket": "head",
     "run_record": "tail",
+    # Excerpts come most telling first.
+    "evidence": "head",
     "failed_log_tail": "tail",
     "check_output": "tail",
     "diff": "head",
@@ -325,7 +333,10 @@ class Section(Frozen):
     def describe(self) -> str:
         """What the delimiter line says about this section, e.g.
         ``truncated: kept the last 16.0 KiB of 2.0 GiB; starts at a line boundary``."""
-        if self.truncated:
+        if self.name == "evidence" and self.text and not self.truncated:
+            # A selection by nature: "complete" would mislead; the note says from what.
+            what = f"excerpts: {_size(self.size)}"
+        elif self.truncated:
             bound = "more than " if self.original_at_least else ""
             which = "first" if KEEP[self.name] == "head" else "last"
             what = (
@@ -433,13 +444,105 @@ def _absent(note: str) -> Excerpt:
     return Excerpt("", 0, False, note)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a == b or a.samefile(b)
+    except OSError:
+        return False
+
+
+def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bool) -> Excerpt:
+    """The root-cause excerpts of ``path``; an empty excerpt saying why when none.
+    ``whole``: the log is in the bundle uncut, so its lines around a match are there
+    already and the excerpts show the matched lines alone (with their numbers)."""
+    if path is None:
+        return _absent("no log to look for evidence in")
+    try:
+        found = extract_evidence(
+            path,
+            window_bytes=limits.evidence_scan_bytes,
+            max_bytes=limits.max_evidence_bytes,
+            context_lines=0 if whole else CONTEXT_LINES,
+        )
+    except FileNotFoundError:
+        return _unreadable(path, "no such file")
+    except OSError as exc:
+        return _unreadable(path, f"cannot read ({exc.strerror or type(exc).__name__})")
+    shown = len(found.excerpts)
+    if shown:
+        what = (
+            f"{shown} excerpt{'s' if shown != 1 else ''} of {label} "
+            f"({_size(found.size)}), most telling first; '>' marks the matched lines"
+            + ("; the log is below in full, so no context lines" if whole else "")
+        )
+    else:
+        scanned = _size(found.size - found.window_start)
+        what = f"no known error line in {label} (scanned {scanned})"
+    return Excerpt(render_evidence(found), found.size, False, _join(what, found.note))
+
+
+def _common_line_suffix(a: str, b: str) -> int:
+    """Characters at the end of ``a`` that end ``b`` too, whole lines only."""
+    n = 0
+    limit = min(len(a), len(b))
+    while n < limit and a[-1 - n] == b[-1 - n]:
+        n += 1
+    if n == len(a) or n == len(b):
+        return n
+    # Back to the start of a line both share entirely.
+    newline = a.find("\n", len(a) - n)
+    return len(a) - newline - 1 if newline >= 0 else 0
+
+
+def _sent_once(tail: Excerpt, check: Excerpt) -> tuple[Excerpt, Excerpt]:
+    """The log tail and the check's output without the text they share: the check's
+    output (the direct evidence) keeps it, the tail keeps what only it has."""
+    if not tail.text or not check.text:
+        return tail, check
+    if tail.text in check.text:
+        note = "all of it is in check_output: sent once, there"
+        return Excerpt("", tail.original_bytes, True, note, tail.original_at_least), check
+    if check.text in tail.text:
+        shared = len(check.text)
+        if tail.text.endswith(check.text):
+            kept = tail.text[: len(tail.text) - shared]
+            note = "its end is check_output's text: sent once, there"
+            return Excerpt(kept, tail.original_bytes, True, note), check
+        return tail, check
+    shared = _common_line_suffix(tail.text, check.text)
+    if shared and "\n" in tail.text[len(tail.text) - shared :].rstrip("\n"):
+        kept = tail.text[: len(tail.text) - shared]
+        note = "its last lines are check_output's last lines: sent once, there"
+        return Excerpt(kept, tail.original_bytes, True, _join(tail.note, note)), check
+    return tail, check
+
+
 def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, Excerpt]:
     check_label = f"check {inputs.check_name}" if inputs.check_name else None
+    same = (
+        inputs.check_log is not None
+        and inputs.failed_log is not None
+        and _same_file(inputs.check_log, inputs.failed_log)
+    )
     if inputs.check_log is not None:
         check = tail_bytes(inputs.check_log, limits.max_check_output_bytes)
         check = _with_note(check, _join(check_label, check.note))
     else:
         check = _absent(_join(check_label, "no check output") or "")
+    if same:
+        tail = _absent("the failed log is the check's log: its end is in check_output")
+    elif inputs.failed_log is not None:
+        tail = tail_bytes(inputs.failed_log, limits.max_log_tail_bytes)
+    else:
+        tail = _absent("no log for the failed stage")
+    tail, check = _sent_once(tail, check)
+    # The check's log is the direct evidence when there is one; else the stage's own.
+    if inputs.check_log is not None:
+        whole = bool(check.text) and not check.truncated
+        evidence = _evidence(inputs.check_log, "the check's log", limits, whole=whole)
+    else:
+        whole = bool(tail.text) and not tail.truncated
+        evidence = _evidence(inputs.failed_log, "the failed stage's log", limits, whole=whole)
     diff = excerpt_of_bytes(
         inputs.diff,
         limits.max_diff_bytes,
@@ -450,11 +553,8 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         "run_state": excerpt_of_text(inputs.run_state, limits.max_run_state_bytes, keep="head"),
         "ticket": head_bytes(inputs.ticket_path, limits.max_ticket_bytes),
         "run_record": excerpt_of_text(inputs.run_record, limits.max_run_record_bytes, keep="tail"),
-        "failed_log_tail": (
-            tail_bytes(inputs.failed_log, limits.max_log_tail_bytes)
-            if inputs.failed_log is not None
-            else _absent("no log for the failed stage")
-        ),
+        "evidence": evidence,
+        "failed_log_tail": tail,
         "check_output": check,
         "diff": _with_note(diff, _join(inputs.diff_note, diff.note)),
     }

@@ -120,3 +120,21 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
     assert re.search(r"^  capped logging <= 1.5x cat \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
     assert re.search(r"^  orchestrator peak RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
     assert re.search(r"^  [012]/2 targets met in ", out, re.MULTILINE), out
+
+
+def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() -> None:
+    out = bench_output(
+        "bench/bench_evidence.py",
+        "--quick",
+        expected=(
+            "evidence extraction (8 MiB log, 3 interleaved trials each)",
+            "  extract_evidence        median ",
+            "  grep -c error           median ",
+            "  grep -cP <the table>    median ",
+            "  root-cause lines found  4/4",
+            "summary",
+        ),
+    )
+    assert re.search(r"^  extraction <= 3x grep -c \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  extraction RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
+    assert re.search(r"^  [012]/2 targets met in 8 MiB$", out, re.MULTILINE), out

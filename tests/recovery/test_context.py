@@ -310,7 +310,7 @@ def test_a_diff_cut_inside_a_bare_key_leaks_nothing() -> None:
 
 def test_allocation_under_budget_is_unchanged() -> None:
     sizes = dict.fromkeys(SECTION_ORDER, 100)
-    assert allocate_bytes(sizes, 600) == sizes
+    assert allocate_bytes(sizes, 100 * len(SECTION_ORDER)) == sizes
 
 
 def test_allocation_follows_priority_after_a_floor() -> None:
@@ -319,21 +319,22 @@ def test_allocation_follows_priority_after_a_floor() -> None:
     assert sum(grant.values()) == 96 * KiB
     # Everyone keeps the 1 KiB floor; the rest goes in priority order.
     assert grant == {
+        "evidence": 40 * KiB,
         "check_output": 40 * KiB,
-        "failed_log_tail": 40 * KiB,
-        "diff": 13 * KiB,
+        "failed_log_tail": 12 * KiB,
+        "diff": 1 * KiB,
         "ticket": 1 * KiB,
         "run_state": 1 * KiB,
         "run_record": 1 * KiB,
     }
-    assert PRIORITY[0] == "check_output"
+    assert PRIORITY[:2] == ("evidence", "check_output")
 
 
 def test_allocation_floor_shrinks_with_a_tiny_budget() -> None:
     grant = allocate_bytes(dict.fromkeys(SECTION_ORDER, 10_000), 600)
     assert sum(grant.values()) <= 600
-    assert grant["run_record"] == 50  # 600 // 12
-    assert grant["check_output"] == 50 + (600 - 300)
+    assert grant["run_record"] == 42  # 600 // 14
+    assert grant["evidence"] == 42 + (600 - 7 * 42)
 
 
 @given(
@@ -380,7 +381,15 @@ def test_each_section_is_capped_by_its_limit(big_inputs: BundleInputs) -> None:
         "diff": limits.max_diff_bytes,
     }
     assert [s.name for s in bundle.sections] == list(SECTION_ORDER)
+    # No tool's error line in these logs: the evidence is empty and says where it looked.
+    assert bundle.section("evidence").text == ""
+    assert (
+        bundle.section("evidence").note
+        == "no known error line in the check's log (scanned 2.9 MiB)"
+    )
     for section in bundle.sections:
+        if section.name == "evidence":
+            continue
         assert section.truncated, section.name
         assert caps[section.name] - 1024 <= section.size <= caps[section.name], section.name
     assert bundle.total_bytes == sum(s.size for s in bundle.sections)
@@ -413,7 +422,7 @@ def test_the_bundle_cap_cuts_low_priority_sections_first(big_inputs: BundleInput
 def test_a_small_bundle_cap_is_respected(big_inputs: BundleInputs) -> None:
     bundle = build_bundle(big_inputs, ContextLimits(max_bundle_bytes=4096))
     assert bundle.total_bytes <= 4096
-    assert all(s.truncated for s in bundle.sections)
+    assert all(s.truncated for s in bundle.sections if s.name != "evidence")
 
 
 def test_missing_inputs_give_empty_sections_with_notes(tmp_path: Path) -> None:
@@ -492,7 +501,9 @@ def test_delimiters_inside_untrusted_text_are_neutralised(tmp_path: Path) -> Non
     )
     rendered = bundle.render()
     assert rendered.count("<<<END section: failed_log_tail>>>") == 1
-    assert len(re.findall(r"(?i)<<<\s*begin", rendered)) == 6 + 1  # one in the preamble
+    assert (
+        len(re.findall(r"(?i)<<<\s*begin", rendered)) == len(SECTION_ORDER) + 1
+    )  # one in the preamble
     assert "<<-END section: failed_log_tail>>>" in rendered
     assert "\n<<<<<<< HEAD\n" in rendered  # git conflict markers survive
     assert rendered.count("<<<END section: diff>>>") == 1

@@ -1,0 +1,223 @@
+"""Benchmark: finding the root-cause lines of a 64 MiB log, against `grep -c`.
+
+    python bench/bench_evidence.py           # a 64 MiB log
+    python bench/bench_evidence.py --quick   # an 8 MiB log (a smoke run)
+
+The log is ordinary CI output (test progress, timestamped INFO lines, downloads, compiler
+command lines) with a real failure 5 % of the way in — a pytest assertion, a ruff F401, a
+mypy error, a pip `No matching distribution` line — so the scan must read through the
+whole window and the failure is far from the tail.
+
+Timed, interleaved, median of the trials (the file is read once first, so both sides
+read it from the page cache):
+
+  extract   `extract_evidence(log, window_bytes=64 MiB, max_bytes=8 KiB)` in this process
+  grep      `grep -c error LOG`: one literal pattern, GNU grep's fastest case
+  grep -P   `grep -cP` with the whole signature table as one PCRE (the same work in C)
+
+Targets:
+  time      median(extract) / median(grep) <= 3
+  memory    peak RSS growth of a fresh interpreter running the extraction <= 16 MB
+            (the window is read in 1 MiB chunks into one buffer)
+
+The root-cause lines must all be found (else the benchmark failed: exit 1). Targets print
+PASS/FAIL; the exit code is 0 unless the benchmark itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python bench/bench_evidence.py` puts bench/ on sys.path
+    sys.path.insert(0, str(ROOT))
+
+from orchestrator.recovery.evidence import (  # noqa: E402
+    SIGNATURES,
+    extract_evidence,
+    render_evidence,
+)
+
+MiB = 1 << 20
+TIME_RATIO_TARGET = 3.0
+RSS_GROWTH_TARGET_MB = 16.0
+ROOT_CAUSES = (
+    "E       assert total(cart) == 30",
+    "src/shop/cart.py:3:8: F401 [*] `os` imported but unused",
+    'src/shop/cart.py:12: error: Incompatible return value type (got "str", expected "int")',
+    "ERROR: No matching distribution found for shop-utils==9.9",
+)
+
+
+class BenchError(Exception):
+    """The fixture or the extraction was wrong: the timings would mean nothing."""
+
+
+def ordinary(i: int) -> bytes:
+    kind = i % 5
+    if kind == 0:
+        return b"tests/test_mod_%d.py::test_case_%d PASSED                  [ %d%%]\n" % (
+            i % 97,
+            i,
+            i % 100,
+        )
+    if kind == 1:
+        return b"2026-12-01 02:53:%02d INFO worker-%d processed batch %d in 0.03s\n" % (
+            i % 60,
+            i % 8,
+            i,
+        )
+    if kind == 2:
+        return b"  Downloading package_%d-1.%d.0-py3-none-any.whl (%d kB)\n" % (
+            i % 300,
+            i % 9,
+            i % 999,
+        )
+    if kind == 3:
+        return b"gcc -O2 -Wall -c -o build/obj_%d.o src/file_%d.c -Iinclude\n" % (i, i)
+    return b"[%d/%d] Compiling module_%d with 0 warnings\n" % (i, i + 1000, i % 50)
+
+
+def make_log(path: Path, size: int) -> None:
+    failure_at = size // 20
+    written, i, placed = 0, 0, False
+    with path.open("wb") as f:
+        block = bytearray()
+        while written + len(block) < size:
+            if not placed and written + len(block) >= failure_at:
+                block += b"\n".join(r.encode() for r in ROOT_CAUSES) + b"\n"
+                placed = True
+            block += ordinary(i)
+            i += 1
+            if len(block) >= MiB:
+                f.write(block)
+                written += len(block)
+                block = bytearray()
+        f.write(block)
+
+
+def pcre_of_table() -> str:
+    """The signature table as one PCRE for `grep -P`: the same alternation, at line start."""
+    plain = [s.pattern.decode("latin-1") for s in SIGNATURES if not s.located]
+    located = [s.pattern.decode("latin-1") for s in SIGNATURES if s.located]
+    path = r"[\w./\\+@~-][\w./\\+@~-]*+"
+    timestamp = r"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
+    group = path + r"(?=[:(\r\n])(?:" + "|".join(located) + ")"
+    return "^(?>" + timestamp + ")(?:" + "|".join([*plain, group]) + ")"
+
+
+def time_command(argv: list[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise BenchError(f"{argv[:2]} failed: {done.stderr.decode(errors='replace')[:300]}")
+    return elapsed
+
+
+def time_extract(log: Path) -> float:
+    started = time.perf_counter()
+    evidence = extract_evidence(log, window_bytes=64 * MiB, max_bytes=8 * 1024)
+    elapsed = time.perf_counter() - started
+    text = render_evidence(evidence)
+    missing = [r for r in ROOT_CAUSES if r not in text]
+    if missing:
+        raise BenchError(f"root-cause lines not found: {missing}")
+    return elapsed
+
+
+# VmHWM (the peak RSS of this process image, reset by exec) rather than ru_maxrss, which
+# can carry the peak of the process that forked us.
+CHILD = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from orchestrator.recovery.evidence import extract_evidence
+
+def peak_kb():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise SystemExit("no VmHWM in /proc/self/status")
+
+before = peak_kb()
+extract_evidence(Path(sys.argv[1]), window_bytes=64 << 20, max_bytes=8192)
+print(json.dumps({"before_kb": before, "after_kb": peak_kb()}))
+"""
+
+
+def rss_growth_mb(log: Path) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(log), str(ROOT)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise BenchError(f"the RSS child failed: {done.stderr[-500:]}")
+    measured = json.loads(done.stdout)
+    return measured["before_kb"] / 1024, (measured["after_kb"] - measured["before_kb"]) / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="an 8 MiB log, fewer trials")
+    args = parser.parse_args(argv)
+    size = 8 * MiB if args.quick else 64 * MiB
+    trials = 3 if args.quick else 7
+    grep = shutil.which("grep")
+    if grep is None:
+        print("grep is not installed: nothing to compare with", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="bench-evidence-") as tmp:
+        log = Path(tmp) / "ci.log"
+        make_log(log, size)
+        with log.open("rb") as f:  # into the page cache, for both sides
+            while f.read(MiB):
+                pass
+        pcre = pcre_of_table()
+        try:
+            time_extract(log)  # warm-up, and the correctness check
+            extract, literal, table = [], [], []
+            for _ in range(trials):
+                extract.append(time_extract(log))
+                literal.append(time_command([grep, "-c", "error", str(log)]))
+                table.append(time_command([grep, "-cP", pcre, str(log)]))
+            base_mb, growth_mb = rss_growth_mb(log)
+        except BenchError as exc:
+            print(f"benchmark failed: {exc}", file=sys.stderr)
+            return 1
+    m_extract, m_literal, m_table = (statistics.median(t) for t in (extract, literal, table))
+    ratio = m_extract / m_literal
+    print(f"evidence extraction ({size // MiB} MiB log, {trials} interleaved trials each)")
+    print(f"  extract_evidence        median {m_extract * 1000:8.1f} ms")
+    print(f"  grep -c error           median {m_literal * 1000:8.1f} ms")
+    print(f"  grep -cP <the table>    median {m_table * 1000:8.1f} ms")
+    print(f"  extract / grep -c       {ratio:.2f}x")
+    print(f"  extract / grep -cP      {m_extract / m_table:.2f}x")
+    print(f"  extraction RSS          before {base_mb:.1f} MB, growth {growth_mb:.1f} MB")
+    print(f"  root-cause lines found  {len(ROOT_CAUSES)}/{len(ROOT_CAUSES)}")
+    checks = [
+        (
+            f"extraction <= {TIME_RATIO_TARGET:g}x grep -c ({ratio:.2f}x)",
+            ratio <= TIME_RATIO_TARGET,
+        ),
+        (
+            f"extraction RSS growth <= {RSS_GROWTH_TARGET_MB:g} MB ({growth_mb:.1f} MB)",
+            growth_mb <= RSS_GROWTH_TARGET_MB,
+        ),
+    ]
+    print("summary")
+    for label, ok in checks:
+        print(f"  {label}   {'PASS' if ok else 'FAIL'}")
+    print(f"  {sum(ok for _, ok in checks)}/{len(checks)} targets met in {size // MiB} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

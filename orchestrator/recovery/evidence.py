@@ -1,0 +1,486 @@
+"""Evidence: the root-cause lines of a long log, found by tool-aware signatures.
+
+The end of a log is often ordinary output (the rest of a test run, a summary, a cleanup)
+and the line that says what went wrong — the assertion, the F401, the first mypy error,
+``No matching distribution`` — lies far above it. This module scans a bounded window at
+the end of the log for lines that tools print when something fails and returns them as
+excerpts with their line numbers and a few lines of context.
+
+Signatures are data (``SIGNATURES``): a name, a rank (0 = the most telling) and a pattern
+that must match at the start of a line (after an optional CI timestamp). They are joined
+into one regular expression that begins with ``\\n``: the regex engine jumps from newline
+to newline with a fast literal search and tries the alternatives only there, so the scan
+costs about one pass over the bytes whatever the number of signatures.
+
+The window is read in fixed-size chunks into one reused buffer: memory stays flat however
+big the window. The hits (bounded per signature) are then read back by seeking, with
+their context, redacted, and cut to the byte budget.
+
+Pure apart from reading the file it is given: same file, same excerpts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from orchestrator.recovery.redact import redact_bytes
+
+__all__ = [
+    "CHUNK_BYTES",
+    "SIGNATURES",
+    "Evidence",
+    "EvidenceExcerpt",
+    "Hit",
+    "Signature",
+    "extract_evidence",
+    "render_evidence",
+    "scan_hits",
+]
+
+CHUNK_BYTES: Final = 1 << 20
+# A line longer than this is not a tool's error line; its start is not carried over a
+# chunk boundary (so memory stays flat on a log without newlines).
+MAX_LINE_BYTES: Final = 64 * 1024
+# The first hits of each signature are kept: the first error is usually the cause, the
+# rest are its consequences (and a noisy log must not grow the hit list without bound).
+MAX_HITS_PER_SIGNATURE: Final = 16
+# Matching lines named in one scan: a log that is one long storm of error lines stops
+# being read there (its first lines are the telling ones), which bounds the time.
+MAX_MATCHES: Final = 20_000
+MAX_EXCERPTS: Final = 8
+# Lines shown around a matched line (each side).
+CONTEXT_LINES: Final = 3
+# Each shown line is cut to this many bytes: one minified line must not eat the budget.
+MAX_SHOWN_LINE_BYTES: Final = 400
+# Read around a hit when building its excerpt: enough for the context lines, plus a
+# margin so a secret near the excerpt is redacted whole.
+_READ_AROUND_BYTES: Final = 8 * 1024
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A line a tool prints when something failed. ``pattern`` matches at the start of
+    the line (bytes, no anchor) or, when ``located``, right after a leading file path
+    (``src/deal.c``); ``rank`` orders the excerpts (0 first)."""
+
+    name: str
+    rank: int
+    pattern: bytes
+    located: bool = False
+
+
+# A leading file path. Its first byte is a class (so the regex engine can skip the whole
+# group on a line that cannot start one) and the rest is possessive: a path never holds
+# ':' or '(' and is never given back, so a line starting with a long word costs one pass.
+_PATH: Final = rb"[\w./\\+@~-][\w./\\+@~-]*+"
+
+# Every pattern starts with a literal byte or a byte class (a located one: after the
+# path), which lets the engine try only the alternatives that can start the line at hand.
+# Within each kind, order matters: the first that matches names the line, so the specific
+# shapes come before the generic ones; all plain ones are tried before the located ones.
+SIGNATURES: Final[tuple[Signature, ...]] = (
+    # pytest: the assertion / exception lines under a failed test, then its summary lines.
+    Signature("pytest-assertion", 0, rb"E {2,}\S"),
+    Signature("unittest-summary", 5, rb"FAILED \((?:failures|errors)="),
+    Signature("pytest-failed", 2, rb"FAILED \S"),
+    Signature("unittest-failure", 2, rb"FAIL: \w+ \("),
+    Signature("unittest-error", 2, rb"ERROR: \w+ \("),
+    Signature("pytest-error", 2, rb"ERROR \S"),
+    # pip (and docker buildkit, which also says ``ERROR:``).
+    Signature(
+        "pip-no-distribution",
+        0,
+        rb"ERROR: (?:No matching distribution|Could not find a version that satisfies)",
+    ),
+    Signature("docker-step-error", 1, rb"#\d+ (?:\d+\.\d+ )?ERROR"),
+    Signature("error-colon", 2, rb"ERROR: \S"),
+    # npm / yarn.
+    Signature("npm-error", 1, rb"npm (?:ERR!|error) "),
+    # cargo / rustc, and any line starting ``error:`` (yarn, clang driver, git).
+    Signature("rustc-error", 0, rb"error\[E\d+\]"),
+    Signature("error-line", 2, rb"error(?::| ) ?\S"),
+    Signature("rust-panic", 1, rb"thread '[^'\n]*' panicked at"),
+    Signature("cargo-test-failed", 2, rb"test \S+ \.\.\. FAILED"),
+    Signature("cargo-test-result", 4, rb"test result: FAILED"),
+    Signature("fatal", 2, rb"fatal: "),
+    # eslint's stylish format: an indented ``line:col  error  message  rule``.
+    Signature("eslint-error", 1, rb"[ \t][ \t]*+\d+:\d+[ \t]+error[ \t]"),
+    # jest.
+    Signature("jest-test", 1, rb"[ \t][ \t]*+\xe2\x97\x8f "),
+    Signature("jest-fail", 2, rb"FAIL \S"),
+    # go test.
+    Signature("go-panic", 1, rb"panic: "),
+    Signature("go-test-fail", 1, rb"--- FAIL: "),
+    Signature("go-package-fail", 4, rb"FAIL\t"),
+    # make.
+    Signature("make-error", 3, rb"make(?:\[\d+\])?: \*\*\*"),
+    # maven / gradle / the JVM.
+    Signature("maven-error", 2, rb"\[ERROR\] \S"),
+    Signature("gradle-what-went-wrong", 1, rb"\* What went wrong:"),
+    Signature("gradle-failure", 4, rb"FAILURE: "),
+    Signature("build-failure", 4, rb"BUILD FAIL(?:URE|ED)"),
+    Signature("java-exception", 1, rb"Exception in thread "),
+    Signature("java-caused-by", 2, rb"Caused by: "),
+    # git.
+    Signature("git-conflict", 0, rb"CONFLICT \("),
+    Signature("git-merge-failed", 3, rb"Automatic merge failed"),
+    # docker (classic builder).
+    Signature("docker-returned", 2, rb"The command '[^\n]*' returned a non-zero code"),
+    # Located: after a leading path. mypy, gcc/clang, javac, tsc (both formats),
+    # ruff/flake8/pylint, go build/vet, the linker, Python's exception lines.
+    Signature("located-error", 0, rb"(?::\d+){1,2}: (?:fatal )?error\b", located=True),
+    Signature("tsc-error", 0, rb"(?:\(\d+,\d+\):|:\d+:\d+ -) error TS\d+", located=True),
+    Signature("lint-code", 0, rb":\d+:\d+: \[?[A-Z]{1,3}\d{2,4}\b", located=True),
+    # go build/vet say what is wrong without a severity; a compiler's ``note:`` only
+    # elaborates on an error matched above.
+    Signature(
+        "located-message",
+        3,
+        rb"(?<=\.(?:go|rs|py|js|ts|cc|cs|kt|rb))(?::\d+){2}: (?!note:)\S",
+        located=True,
+    ),
+    Signature("linker-error", 1, rb"(?:(?<=ld)|(?<=collect2)): (?:error|fatal)", located=True),
+    # The last line of a Python traceback (also unittest's): ``pkg.SomeError: message``.
+    Signature(
+        "python-exception",
+        1,
+        rb"(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt))(?=:|\r?\n)",
+        located=True,
+    ),
+)
+
+# GitHub Actions and similar CI runners put a timestamp before every line.
+_TIMESTAMP: Final = rb"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
+
+
+def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
+    """The order the joined expression tries them in: plain, then located."""
+    return tuple(s for s in signatures if not s.located) + tuple(s for s in signatures if s.located)
+
+
+def _by_first_byte(patterns: list[bytes]) -> list[bytes]:
+    """``E {2,}\\S`` and ``ERROR \\S`` become ``E(?: {2,}\\S|RROR \\S)``: the engine tests
+    each distinct first byte once per line instead of once per pattern. Patterns that
+    start with two different literal bytes cannot match the same line, so only the order
+    within a group matters, and it is kept."""
+    groups: dict[bytes, list[bytes]] = {}
+    rest: list[bytes] = []
+    for pattern in patterns:
+        first, after = pattern[:1], pattern[1:2]
+        if (first.isalnum() or first in (b"#", b"-")) and after not in (b"?", b"*", b"+", b"{"):
+            groups.setdefault(first, []).append(pattern[1:])
+        else:
+            rest.append(pattern)
+    joined = [first + b"(?:" + b"|".join(tails) + b")" for first, tails in groups.items()]
+    return joined + rest
+
+
+def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
+    """One expression for the whole table: ``\\n``, an optional timestamp (atomic: a line
+    that has one is not tried again without it), then the plain signatures and one path
+    group holding the located ones. No capturing groups: a group would hide each
+    alternative's first byte from the engine (measured: 5x slower); the rare matching line
+    is named afterwards by ``_classify``."""
+    plain = [s.pattern for s in signatures if not s.located]
+    located = [s.pattern for s in signatures if s.located]
+    # Every located pattern goes on with ':', '(' or the end of the line: one look ahead
+    # turns away a line whose first word is not a path in one step.
+    group = _PATH + rb"(?=[:(\r\n])(?:" + b"|".join(located) + b")"
+    branches = [*_by_first_byte(plain), group] if located else _by_first_byte(plain)
+    return re.compile(rb"\n(?>" + _TIMESTAMP + rb")(?:" + b"|".join(branches) + rb")")
+
+
+_COMBINED: Final = _combined(SIGNATURES)
+_EACH: Final = tuple(
+    (s, re.compile(b"(?>" + _TIMESTAMP + b")" + (_PATH if s.located else b"") + s.pattern))
+    for s in _ordered(SIGNATURES)
+)
+
+
+def _classify(buf: bytearray, line_start: int, end: int) -> Signature:
+    """Which signature the joined expression matched at ``line_start``."""
+    for signature, pattern in _EACH:
+        if pattern.match(buf, line_start, end):
+            return signature
+    raise AssertionError("the joined expression matched no signature")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A line a signature matched: its number (1 = the first line of the scanned window),
+    the file offset of its first byte, and the signature."""
+
+    line: int
+    offset: int
+    signature: Signature
+
+
+@dataclass(frozen=True)
+class Scan:
+    hits: tuple[Hit, ...]
+    size: int
+    window_start: int
+
+
+def _new_line_start(f: io.BufferedReader, start: int, end: int) -> int:
+    """The offset of the first full line at or after ``start`` (a cut first line is not
+    evidence), or ``end`` when there is none within reach."""
+    f.seek(start - 1)
+    reach = min(end, start - 1 + MAX_LINE_BYTES)
+    data = f.read(reach - (start - 1))
+    newline = data.find(b"\n")
+    return start - 1 + newline + 1 if newline >= 0 else end
+
+
+def scan_hits(path: Path, window_bytes: int, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """Every signature hit in the last ``window_bytes`` of ``path`` (at most
+    ``MAX_HITS_PER_SIGNATURE`` each), read in chunks into one reused buffer. Raises
+    OSError for a file that cannot be read."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise IsADirectoryError(f"not a regular file: {path.name}")
+    with path.open("rb") as raw:
+        f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
+        size = f.seek(0, io.SEEK_END)
+        window_start = max(0, size - window_bytes)
+        first = _new_line_start(f, window_start, size) if window_start > 0 else 0
+        f.seek(first)
+        return Scan(_scan(f, first, size, chunk_bytes), size, window_start)
+
+
+def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple[Hit, ...]:
+    counts = dict.fromkeys((s.name for s in SIGNATURES), 0)
+    classified = 0
+    hits: list[Hit] = []
+    buf = bytearray(chunk_bytes + MAX_LINE_BYTES + 2)
+    view = memoryview(buf)
+    # buf[0] is the newline that ends the line before the window's first line: every line
+    # in the buffer is then preceded by a newline, as the joined pattern requires.
+    buf[0] = 0x0A
+    filled = 1
+    buf_offset = first - 1  # file offset of buf[0]
+    before = 0  # number of the line containing buf[0]
+    remaining = end - first
+    while True:
+        want = min(chunk_bytes, remaining)
+        got = f.readinto(view[filled : filled + want]) if want else 0
+        remaining -= got
+        filled += got
+        at_end = remaining <= 0 or got == 0
+        if at_end and buf[filled - 1] != 0x0A:
+            # The last line ends at the end of the file as if it had its newline (a
+            # signature may look ahead for the end of the line).
+            buf[filled] = 0x0A
+            filled += 1
+        last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
+        counted_to, counted = 0, before
+        for match in _COMBINED.finditer(buf, 0, filled):
+            if match.start() >= last_newline:
+                break  # its line continues in the next chunk: seen again there
+            classified += 1
+            if classified > MAX_MATCHES:
+                return tuple(hits)  # a storm: what we have is the start of it
+            signature = _classify(buf, match.start() + 1, filled)
+            if counts[signature.name] >= MAX_HITS_PER_SIGNATURE:
+                continue
+            counts[signature.name] += 1
+            counted += buf.count(b"\n", counted_to, match.start() + 1)
+            counted_to = match.start() + 1
+            hits.append(Hit(counted, buf_offset + match.start() + 1, signature))
+        if at_end:
+            return tuple(hits)
+        if 0 <= last_newline and filled - last_newline <= MAX_LINE_BYTES:
+            # Carry the unfinished last line, with the newline before it.
+            before += buf.count(b"\n", 0, last_newline)
+            carry = filled - last_newline
+            buf[:carry] = buf[last_newline:filled]
+            buf_offset += last_newline
+            filled = carry
+        else:
+            # The unfinished line is too long to be evidence: keep none of it (its start
+            # is never seen, the lines after it are). A placeholder byte that is not a
+            # newline stands for its last byte, so no line start is invented.
+            before += buf.count(b"\n", 0, filled - 1)
+            buf_offset += filled - 1
+            buf[0:1] = b"\x00"
+            filled = 1
+
+
+# ---- excerpts -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvidenceExcerpt:
+    """Lines ``first_line``..``last_line`` of the scanned window, redacted, each shown with
+    its number; ``signatures`` names what matched in it, most telling first."""
+
+    first_line: int
+    last_line: int
+    signatures: tuple[str, ...]
+    rank: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    excerpts: tuple[EvidenceExcerpt, ...]
+    size: int
+    window_start: int
+    hits: int
+    note: str | None = None
+
+
+@dataclass
+class _Group:
+    first: int
+    last: int
+    hits: list[Hit]
+
+
+def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Group]:
+    """The best hits (rank, then first seen) with their context ranges, merged where they
+    overlap or touch; at most ``max_excerpts`` groups."""
+    groups: list[_Group] = []
+    for hit in sorted(hits, key=lambda h: (h.signature.rank, h.line)):
+        lo, hi = max(1, hit.line - context), hit.line + context
+        joined = next((g for g in groups if lo <= g.last + 1 and hi >= g.first - 1), None)
+        if joined is not None:
+            joined.first, joined.last = min(joined.first, lo), max(joined.last, hi)
+            joined.hits.append(hit)
+            continue
+        if len(groups) >= max_excerpts:
+            continue
+        groups.append(_Group(lo, hi, [hit]))
+    # A group that grew may now touch another: merge until stable (few groups).
+    merged = True
+    while merged:
+        merged = False
+        for a in groups:
+            for b in groups:
+                if a is not b and a.first <= b.last + 1 and b.first <= a.last + 1:
+                    a.first, a.last = min(a.first, b.first), max(a.last, b.last)
+                    a.hits.extend(b.hits)
+                    groups.remove(b)
+                    merged = True
+                    break
+            if merged:
+                break
+    return groups
+
+
+def _clip(line: bytes) -> bytes:
+    if len(line) <= MAX_SHOWN_LINE_BYTES:
+        return line
+    return line[:MAX_SHOWN_LINE_BYTES] + "…".encode()
+
+
+def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, list[bytes]]:
+    """(number of the first line returned, the lines) around ``group``'s hits."""
+    anchor = min(group.hits, key=lambda h: h.line)
+    lowest = max(group.hits, key=lambda h: h.line)
+    start = max(0, anchor.offset - _READ_AROUND_BYTES)
+    stop = min(end, lowest.offset + _READ_AROUND_BYTES)
+    f.seek(start)
+    data = f.read(stop - start)
+    # Lines before the anchor, counted backwards from its line start.
+    head = data[: anchor.offset - start]
+    before_lines = head.split(b"\n")[:-1] if head.endswith(b"\n") else []
+    if start > 0 and before_lines:
+        before_lines = before_lines[1:]  # the first may be cut
+    want_before = anchor.line - group.first
+    shown_before = before_lines[-want_before:] if want_before else []
+    after = data[anchor.offset - start :].split(b"\n")
+    if stop < end and len(after) > 1:
+        after = after[:-1]  # the last may be cut
+    elif stop == end and after and not after[-1]:
+        after = after[:-1]  # the file's final newline ends a line, it starts none
+    want_after = group.last - anchor.line + 1
+    lines = [line.removesuffix(b"\r") for line in shown_before + after[:want_after]]
+    return anchor.line - len(shown_before), lines
+
+
+def _render_group(first_line: int, lines: list[bytes], marked: set[int]) -> str:
+    raw = b"\n".join(lines)
+    redacted = redact_bytes(raw).split("\n")
+    if len(redacted) != len(lines):
+        # A secret spanning lines was redacted: the numbering no longer lines up per line.
+        return "\n".join(f"     | {text}" for text in redacted)
+    width = len(str(first_line + len(lines)))
+    out = []
+    for i, text in enumerate(redacted):
+        number = first_line + i
+        mark = ">" if number in marked else " "
+        clipped = _clip(text.encode("utf-8", errors="replace")).decode("utf-8", "ignore")
+        out.append(f"{mark}{number:>{width}}| {clipped}")
+    return "\n".join(out)
+
+
+def extract_evidence(
+    path: Path,
+    *,
+    window_bytes: int,
+    max_bytes: int,
+    max_excerpts: int = MAX_EXCERPTS,
+    context_lines: int = CONTEXT_LINES,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Evidence:
+    """The root-cause excerpts of the log at ``path``: most telling first, each with its
+    line numbers, at most ``max_excerpts`` of them and ``max_bytes`` in all (rendered).
+    Raises OSError for an unreadable file."""
+    scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes)
+    groups = _groups(scan.hits, max_excerpts, context_lines)
+    excerpts: list[EvidenceExcerpt] = []
+    with path.open("rb") as raw:
+        f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
+        for group in groups:
+            first_line, lines = _read_group(f, group, scan.size)
+            marked = {h.line for h in group.hits}
+            ranked = sorted(group.hits, key=lambda h: (h.signature.rank, h.line))
+            names = tuple(dict.fromkeys(h.signature.name for h in ranked))
+            excerpts.append(
+                EvidenceExcerpt(
+                    first_line=first_line,
+                    last_line=first_line + len(lines) - 1,
+                    signatures=names,
+                    rank=ranked[0].signature.rank,
+                    text=_render_group(first_line, lines, marked),
+                )
+            )
+    excerpts.sort(key=lambda e: (e.rank, e.first_line))
+    kept, used = [], 0
+    for excerpt in excerpts:
+        cost = len(_excerpt_block(excerpt).encode())
+        if used + cost > max_bytes:
+            continue
+        kept.append(excerpt)
+        used += cost
+    note = None
+    if scan.window_start > 0:
+        note = (
+            f"scanned the last {_mib(scan.size - scan.window_start)} of {_mib(scan.size)}; "
+            "line numbers count from the first full line of that window"
+        )
+    return Evidence(tuple(kept), scan.size, scan.window_start, len(scan.hits), note)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _excerpt_block(excerpt: EvidenceExcerpt) -> str:
+    span = (
+        f"line {excerpt.first_line}"
+        if excerpt.first_line == excerpt.last_line
+        else f"lines {excerpt.first_line}-{excerpt.last_line}"
+    )
+    return f"--- {span} ({', '.join(excerpt.signatures)}) ---\n{excerpt.text}\n"
+
+
+def render_evidence(evidence: Evidence) -> str:
+    """The excerpts as the bundle shows them: a header per excerpt naming its lines and
+    what matched, matched lines marked with ``>``."""
+    return "".join(_excerpt_block(e) for e in evidence.excerpts)

@@ -1,0 +1,331 @@
+"""The evidence extractor: the signature table, the streamed scan (the same hits whatever
+the chunk size), excerpts (context, merging, order, byte budget, redaction), the bundle's
+use of it (sent once, old bundles still load and render the same) and its config key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.domain.config import ContextLimits, load_config
+from orchestrator.domain.errors import ConfigError
+from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
+from orchestrator.recovery.evidence import (
+    MAX_HITS_PER_SIGNATURE,
+    MAX_LINE_BYTES,
+    SIGNATURES,
+    extract_evidence,
+    render_evidence,
+    scan_hits,
+)
+
+DATA = Path(__file__).parent / "data"
+
+# One line per tool family, as the tool prints it, and the signature that must name it.
+SAMPLES = [
+    ("E       assert 3 == 2", "pytest-assertion"),
+    ("FAILED tests/test_deal.py::test_deal - assert 3 == 2", "pytest-failed"),
+    ("ERROR tests/test_deal.py - ModuleNotFoundError: No module named 'x'", "pytest-error"),
+    ("FAIL: test_sum (test_u.T.test_sum)", "unittest-failure"),
+    ("ERROR: test_load (test_u.T.test_load)", "unittest-error"),
+    ("FAILED (failures=1)", "unittest-summary"),
+    ("ValueError: invalid literal for int() with base 10: 'x'", "python-exception"),
+    ("requests.exceptions.ConnectionError", "python-exception"),
+    ("deal.py:1:8: F401 [*] `os` imported but unused", "lint-code"),
+    ("./deal.py:3:1: E302 expected 2 blank lines, found 1", "lint-code"),
+    ("deal.py:1: error: Incompatible types in assignment", "located-error"),
+    ("src/deal.ts(3,5): error TS2322: Type 'string' is not assignable", "tsc-error"),
+    ("src/deal.ts:3:5 - error TS2322: Type 'string' is not assignable", "tsc-error"),
+    ("  3:5  error  'x' is not defined  no-undef", "eslint-error"),
+    ("FAIL src/deal.test.js", "jest-fail"),
+    ("  \u25cf deal \u203a adds one", "jest-test"),
+    ("--- FAIL: TestDeal (0.00s)", "go-test-fail"),
+    ("FAIL\texample.com/deal\t0.003s", "go-package-fail"),
+    ("./deal.go:5:2: undefined: thing", "located-message"),
+    ("panic: runtime error: index out of range [3] with length 3", "go-panic"),
+    ("error[E0308]: mismatched types", "rustc-error"),
+    ('error: could not compile `deal` (bin "deal") due to 1 previous error', "error-line"),
+    ("thread 'tests::deal' panicked at src/lib.rs:9:5:", "rust-panic"),
+    ("test tests::deal ... FAILED", "cargo-test-failed"),
+    ("test result: FAILED. 0 passed; 1 failed", "cargo-test-result"),
+    ("deal.c:1:25: error: 'thing' undeclared", "located-error"),
+    ("make: *** [Makefile:2: deal] Error 1", "make-error"),
+    ("FAILURE: Build failed with an exception.", "gradle-failure"),
+    ("make[1]: *** [sub] Error 2", "make-error"),
+    ("/usr/bin/ld: error: undefined symbol: thing", "linker-error"),
+    ("collect2: error: ld returned 1 exit status", "linker-error"),
+    ("[ERROR] Failed to execute goal org.apache.maven.plugins", "maven-error"),
+    ("* What went wrong:", "gradle-what-went-wrong"),
+    ("BUILD FAILURE", "build-failure"),
+    ('Exception in thread "main" java.lang.NullPointerException', "java-exception"),
+    ("Caused by: java.io.IOException: boom", "java-caused-by"),
+    ("Deal.java:1: error: incompatible types", "located-error"),
+    ("ERROR: No matching distribution found for nope", "pip-no-distribution"),
+    ("ERROR: Could not find a version that satisfies the requirement nope", "pip-no-distribution"),
+    ("npm ERR! code E404", "npm-error"),
+    ("npm error code E404", "npm-error"),
+    ('error Couldn\'t find package "nope" on the "npm" registry.', "error-line"),
+    ("CONFLICT (content): Merge conflict in deal.py", "git-conflict"),
+    ("Automatic merge failed; fix conflicts and then commit the result.", "git-merge-failed"),
+    ("fatal: not a git repository (or any of the parent directories): .git", "fatal"),
+    ('#8 0.412 ERROR: process "/bin/sh -c make" did not complete', "docker-step-error"),
+    ("ERROR: failed to solve: process did not complete successfully", "error-colon"),
+    ("The command '/bin/sh -c make' returned a non-zero code: 2", "docker-returned"),
+    # A CI runner's timestamp before the line does not hide it.
+    ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
+]
+ORDINARY = [
+    "collected 12 items",
+    "tests/test_deal.py::test_deal PASSED                     [ 50%]",
+    "  Downloading deal-1.0-py3-none-any.whl (12 kB)",
+    "gcc -O2 -c -o deal.o deal.c",
+    "ok  \texample.com/deal\t0.003s",
+    "test result: ok. 3 passed; 0 failed",
+    "Compiling deal v0.1.0",
+    "2026-12-01 02:53:12 INFO errors: 0",
+    "no errors found; ERRORS=0",
+]
+
+
+def write_log(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode())
+    return path
+
+
+@pytest.mark.parametrize(("line", "name"), SAMPLES, ids=[name for _, name in SAMPLES])
+def test_each_tool_line_is_named_by_its_signature(tmp_path: Path, line: str, name: str) -> None:
+    log = write_log(tmp_path / "log", "start\n" + line + "\nend\n")
+    hits = scan_hits(log, 1 << 20).hits
+    assert [(h.line, h.signature.name) for h in hits] == [(2, name)]
+
+
+def test_ordinary_output_is_not_evidence(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log", "\n".join(ORDINARY * 100) + "\n")
+    assert scan_hits(log, 1 << 20).hits == ()
+
+
+def test_signature_names_are_unique() -> None:
+    assert len({s.name for s in SIGNATURES}) == len(SIGNATURES)
+
+
+def test_excerpts_have_context_line_numbers_and_merge(tmp_path: Path) -> None:
+    lines = [f"ordinary {i}" for i in range(1, 101)]
+    lines[49] = "E       assert 3 == 2"  # line 50
+    lines[51] = "FAILED t.py::t - assert 3 == 2"  # line 52: overlaps line 50's context
+    lines[89] = "CONFLICT (content): Merge conflict in deal.py"  # line 90
+    log = write_log(tmp_path / "log", "\n".join(lines) + "\n")
+    evidence = extract_evidence(log, window_bytes=1 << 20, max_bytes=8192)
+    assert [(e.first_line, e.last_line) for e in evidence.excerpts] == [(47, 55), (87, 93)]
+    first = evidence.excerpts[0]
+    assert first.signatures == ("pytest-assertion", "pytest-failed")
+    assert first.text.splitlines()[3] == ">50| E       assert 3 == 2"
+    assert first.text.splitlines()[0] == " 47| ordinary 47"
+    assert render_evidence(evidence).startswith(
+        "--- lines 47-55 (pytest-assertion, pytest-failed) ---\n 47| ordinary 47\n"
+    )
+
+
+def test_the_most_telling_excerpt_comes_first(tmp_path: Path) -> None:
+    lines = [f"ordinary {i}" for i in range(1, 201)]
+    lines[9] = "make: *** [all] Error 1"  # rank 3, but first in the log
+    lines[149] = "deal.py:1:8: F401 [*] `os` imported but unused"  # rank 0
+    log = write_log(tmp_path / "log", "\n".join(lines) + "\n")
+    evidence = extract_evidence(log, window_bytes=1 << 20, max_bytes=8192)
+    assert [e.signatures for e in evidence.excerpts] == [("lint-code",), ("make-error",)]
+
+
+def test_excerpts_stay_within_the_byte_budget_and_count(tmp_path: Path) -> None:
+    lines = [f"ordinary {i}" for i in range(5000)]
+    for i in range(10, 5000, 100):
+        lines[i] = f"E       assert {i} == 0 " + "x" * 2000
+    log = write_log(tmp_path / "log", "\n".join(lines) + "\n")
+    evidence = extract_evidence(log, window_bytes=1 << 20, max_bytes=3000, max_excerpts=4)
+    assert 1 <= len(evidence.excerpts) <= 4
+    assert len(render_evidence(evidence).encode()) <= 3000
+    # Long lines are shown cut.
+    assert "…" in evidence.excerpts[0].text
+    # Only the first hits of each signature are kept: a storm does not grow the list.
+    assert evidence.hits == MAX_HITS_PER_SIGNATURE
+
+
+def test_secrets_in_excerpts_are_redacted(tmp_path: Path) -> None:
+    token = "ghp_" + "A1b2C3d4" * 5
+    log = write_log(
+        tmp_path / "log",
+        f"ordinary\nexport GITHUB_TOKEN={token}\nE       assert fetch() == 200\nmore\n",
+    )
+    text = render_evidence(extract_evidence(log, window_bytes=1 << 20, max_bytes=8192))
+    assert ">3| E       assert fetch() == 200" in text
+    assert token not in text and "[REDACTED]" in text
+
+
+def test_only_the_window_is_scanned_and_the_note_says_so(tmp_path: Path) -> None:
+    head = "E       assert early\n" + "ordinary line here\n" * 1000
+    tail = "partial line that the window cuts\n" + "E       assert late\n" + "tail\n" * 10
+    log = write_log(tmp_path / "log", head + tail)
+    window = len(tail.encode()) - 10  # cuts into the first tail line
+    evidence = extract_evidence(log, window_bytes=window, max_bytes=8192)
+    text = render_evidence(evidence)
+    assert "assert late" in text and "assert early" not in text
+    # Numbered from the first full line of the window.
+    assert ">1| E       assert late" in text
+    assert evidence.note is not None and "line numbers count from" in evidence.note
+
+
+def test_an_unreadable_log_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        extract_evidence(tmp_path / "absent", window_bytes=1 << 20, max_bytes=1024)
+    with pytest.raises(OSError):
+        extract_evidence(tmp_path, window_bytes=1 << 20, max_bytes=1024)
+
+
+# ---- streaming ------------------------------------------------------------------------
+
+LINE_KINDS = st.sampled_from([line for line, _ in SAMPLES] + ORDINARY + ["", "\r", "x" * 300])
+
+
+def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
+    """The hits of a whole-file, line-by-line reading: what the streamed scan must equal.
+    Each line is tried against each signature alone, plain ones first."""
+    timestamp = rb"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
+    path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
+    ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
+    each = [
+        (s, re.compile(b"(?>" + timestamp + b")" + (path if s.located else b"") + s.pattern))
+        for s in ordered
+    ]
+    found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        signature = next((s for s, rx in each if rx.match(line + b"\n")), None)
+        if signature is not None and counts[signature.name] < MAX_HITS_PER_SIGNATURE:
+            counts[signature.name] += 1
+            found.append((number, offset, signature.name))
+        offset += len(line) + 1
+    return found
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(LINE_KINDS, max_size=60), chunk=st.integers(1, 700), final_newline=st.booleans()
+)
+def test_the_scan_does_not_depend_on_the_chunk_size(
+    tmp_path: Path, lines: list[str], chunk: int, final_newline: bool
+) -> None:
+    data = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
+def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(tmp_path: Path) -> None:
+    data = b"a\n" + b"E   " + b"y" * (MAX_LINE_BYTES * 3) + b"\nb\nE       assert 1\n"
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    hits = scan_hits(log, 1 << 30, chunk_bytes=4096).hits
+    assert [(h.line, h.signature.name) for h in hits][-1] == (4, "pytest-assertion")
+    assert hits[-1].offset == data.index(b"E       assert 1")
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=4000), budget=st.integers(0, 2000), chunk=st.integers(1, 300))
+def test_arbitrary_bytes_never_crash_nor_exceed_the_budget(
+    tmp_path: Path, data: bytes, budget: int, chunk: int
+) -> None:
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    evidence = extract_evidence(log, window_bytes=1 << 20, max_bytes=budget, chunk_bytes=chunk)
+    assert len(render_evidence(evidence).encode()) <= budget
+
+
+# ---- in the bundle -----------------------------------------------------------------------
+
+
+def inputs(tmp_path: Path, failed_log: Path | None, check_log: Path | None) -> BundleInputs:
+    ticket = tmp_path / "T-1.md"
+    ticket.write_text('+++\nid = "T-1"\n+++\nFix it.\n')
+    return BundleInputs(
+        run_state="{}",
+        run_record="[]",
+        ticket_path=ticket,
+        failed_log=failed_log,
+        check_name="tests" if check_log else None,
+        check_log=check_log,
+        diff=b"",
+        diff_truncated=False,
+    )
+
+
+def test_a_check_log_that_is_the_failed_log_is_sent_once(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log", "ordinary\n" * 10 + "E       assert 3 == 2\n")
+    bundle = build_bundle(inputs(tmp_path, log, log), ContextLimits())
+    assert bundle.section("check_output").text == "ordinary\n" * 10 + "E       assert 3 == 2\n"
+    assert bundle.section("failed_log_tail").text == ""
+    assert bundle.section("failed_log_tail").note == (
+        "the failed log is the check's log: its end is in check_output"
+    )
+    # Shown once in full, so the evidence is the matched line alone, with its number.
+    assert bundle.render().count("ordinary\n") == 10
+    evidence = bundle.section("evidence")
+    assert evidence.text == "--- line 11 (pytest-assertion) ---\n>11| E       assert 3 == 2\n"
+    assert evidence.note is not None and evidence.note.endswith(
+        "the log is below in full, so no context lines"
+    )
+
+
+def test_a_stage_log_ending_with_the_check_output_sends_the_shared_part_once(
+    tmp_path: Path,
+) -> None:
+    check_text = "".join(f"check line {i}\n" for i in range(20)) + "E       assert 3 == 2\n"
+    stage = write_log(tmp_path / "stage.log", "stage preamble\n" + check_text)
+    check = write_log(tmp_path / "check.log", check_text)
+    bundle = build_bundle(inputs(tmp_path, stage, check), ContextLimits())
+    assert bundle.section("check_output").text == check_text
+    tail = bundle.section("failed_log_tail")
+    assert tail.text == "stage preamble\n"
+    assert tail.note == "its end is check_output's text: sent once, there"
+    assert bundle.render().count("check line 5\n") == 1
+
+
+def test_an_engine_stage_without_a_check_gets_evidence_from_its_own_log(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log", "npm ERR! code E404\n" + "ordinary\n" * 5000)
+    bundle = build_bundle(inputs(tmp_path, log, None), ContextLimits())
+    evidence = bundle.section("evidence")
+    assert evidence.text.startswith("--- lines 1-4 (npm-error) ---\n>1| npm ERR! code E404\n")
+    assert evidence.note is not None and "of the failed stage's log" in evidence.note
+    assert "npm ERR!" not in bundle.section("failed_log_tail").text
+
+
+def test_a_bundle_written_before_evidence_existed_loads_and_renders_the_same() -> None:
+    # Written by the bundle code as it was before the evidence section and its config keys.
+    raw = (DATA / "bundle-before-evidence.json").read_text()
+    bundle = ContextBundle.model_validate_json(raw)
+    assert [s.name for s in bundle.sections] == [
+        "run_state", "ticket", "run_record", "failed_log_tail", "check_output", "diff"
+    ]  # fmt: skip
+    assert bundle.render() == (DATA / "bundle-before-evidence.rendered.txt").read_text()
+
+
+def test_a_bad_scan_window_names_the_key_and_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[stages]]\nname = "a"\ncommand = ["true"]\n[recovery.context]\nevidence_scan_bytes = 12\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    message = str(caught.value)
+    assert "evidence_scan_bytes" in message and str(config) in message
+    config.write_text(
+        '[[stages]]\nname = "a"\ncommand = ["true"]\n'
+        "[recovery.context]\nevidence_scan_bytes = 1048576\nmax_evidence_bytes = 4096\n"
+    )
+    limits = load_config(config).config.recovery.context
+    assert (limits.evidence_scan_bytes, limits.max_evidence_bytes) == (1 << 20, 4096)

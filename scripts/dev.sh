@@ -6,6 +6,8 @@
 #   demo                    build the demo project and run its tickets through the pipeline
 #   bench                   run the benchmarks in bench/
 #   lint-bug-commit-order   review check, run inside a clone (see README)
+#   corpus [DIR]            build the labelled failure corpus (default ./eval-corpus) by
+#                           running real tools on tiny projects, for `orchestrator eval`
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,8 +65,13 @@ case "$cmd" in
         export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
         exec python3 -m orchestrator.stages.checks.commit_order "$@"
         ;;
+    corpus)
+        # No cd: DIR is relative to where the command is run, as `orchestrator eval --corpus`.
+        setup
+        exec env PYTHONPATH="$ROOT/tests" "$PY" -m corpus.build "${1:-eval-corpus}"
+        ;;
     *)
-        echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order}" >&2
+        echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order|corpus}" >&2
         exit 2
         ;;
 esac

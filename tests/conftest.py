@@ -18,6 +18,9 @@ from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The failure corpus and the offline eval over it (built once per session, on first use).
+pytest_plugins = ["corpus.fixtures"]
+
 # Property tests: a quick profile while iterating, the full one in CI (which sets CI=true).
 # HYPOTHESIS_PROFILE=ci runs the full one locally.
 settings.register_profile("ci", print_blob=True)

@@ -50,6 +50,7 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import RecoveryContext
+from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval
@@ -274,7 +275,9 @@ def _decide(
             output=check_output,
             ticket_title=record.ticket_title,
             infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-            infra_detail=attempt.failure_detail or attempt.error,
+            # Redacted when the attempt was recorded and again when read; redact here too,
+            # this text goes into the verdict file and the prompt.
+            infra_detail=redact(attempt.failure_detail or attempt.error or "") or None,
             stage_said=telling_line_of(_failed_log(attempt)),
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),

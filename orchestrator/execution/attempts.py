@@ -32,6 +32,7 @@ from orchestrator.execution.sandbox import (
 )
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
+from orchestrator.recovery.redact import redact
 from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.layout import StateLayout
@@ -281,9 +282,13 @@ def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
         update={
             "turns": report.turns if report else None,
             "cost_usd": report.cost_usd if report else None,
-            "final_message": (report.final_message or "")[:2000] or None if report else None,
+            # The engine's own words: redacted here, where they enter the record
+            # (``model_copy`` runs no validator).
+            "final_message": redact(report.final_message or "")[:2000] or None if report else None,
             "failure_class": result.failure_class.value if result.failure_class else None,
-            "failure_detail": result.detail or (report.detail if report else None),
+            # Redacted where it enters the record; a recognised sign's detail already was.
+            "failure_detail": result.detail
+            or (redact(report.detail) if report and report.detail else None),
         }
     )
 
@@ -298,7 +303,7 @@ def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt
             "exit_code": outcome.exit_code,
             "timed_out": outcome.timed_out,
             "signal": outcome.signal,
-            "error": outcome.error,
+            "error": redact(outcome.error) if outcome.error else None,
             "log_path": str(outcome.log_path),
             "pgid": outcome.pgid,
         }

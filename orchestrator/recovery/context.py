@@ -35,7 +35,7 @@ from pydantic import Field, model_validator
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
-from orchestrator.recovery.redact import redact, redact_bytes
+from orchestrator.recovery.redact import drop_cut_edges, neutralise_unicode, redact
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",
@@ -190,12 +190,15 @@ def _excerpt(
     """The pipeline every excerpt goes through: drop the partial line at a source cut (a
     secret cut there has lost the prefix that makes it recognisable), decode, redact, cut
     to ``max_bytes`` (redaction and U+FFFD can make text longer than its bytes)."""
-    dropped_first = dropped_last = False
-    if cut_before:
-        window, dropped_first = _drop_partial_first_line(window)
-    if cut_after:
-        window, dropped_last = _drop_partial_last_line(window)
-    text, cut, aligned = _fit(redact_bytes(window), max_bytes, keep)
+    # Always the whole partial line, however long: a secret split by the cut is no longer
+    # recognisable, so it must not be shown at all.
+    window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
+    dropped_first, dropped_last = cut_before, cut_after
+    # Normalised before redaction and the cut: a look-alike of a delimiter (fullwidth
+    # forms, a no-break space, a zero-width character inside it) becomes the delimiter
+    # that ``neutralise`` defuses, and a secret split by invisible characters is whole.
+    decoded = neutralise_unicode(window.decode("utf-8", errors="replace"))
+    text, cut, aligned = _fit(redact(decoded), max_bytes, keep)
     truncated = cut or cut_before or cut_after
     # Which edge the reader sees: the final cut's when there was one, else the window's.
     if keep == "tail" and (aligned if cut else dropped_first):
@@ -478,7 +481,9 @@ def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bo
     else:
         scanned = _size(found.size - found.window_start)
         what = f"no known error line in {label} (scanned {scanned})"
-    return Excerpt(render_evidence(found), found.size, False, _join(what, found.note))
+    # Look-alikes of a delimiter are made plain here too (see ``_excerpt``).
+    text = neutralise_unicode(render_evidence(found))
+    return Excerpt(text, found.size, False, _join(what, found.note))
 
 
 def _common_line_suffix(a: str, b: str) -> int:

@@ -23,6 +23,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.jsonwalk import map_strings, valid_text
 from orchestrator.domain.validation import read_model
 from orchestrator.recovery.audit import AuditMemory, TokenUsage
+from orchestrator.recovery.redact import redact
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 
@@ -42,7 +43,14 @@ class VerdictRecord(AuditMemory):
     @classmethod
     def _no_inputs(cls, value: Any) -> Any:
         # Older files wrote an empty object where there were no inputs.
-        return None if value == {} else value
+        if value == {}:
+            return None
+        # What the failure said came from the stage: files written before it was redacted
+        # at the source are redacted as they are read (``verdicts --json`` prints this).
+        if isinstance(value, dict) and isinstance(value.get("failure"), dict):
+            failure, _ = map_strings(value["failure"], lambda text: (redact(text), 0))
+            value = {**value, "failure": failure}
+        return value
 
 
 def write_verdict(path: Path, record: VerdictRecord) -> None:

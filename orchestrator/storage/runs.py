@@ -21,17 +21,28 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen, read_model
+from orchestrator.recovery.redact import redact
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
 from orchestrator.storage.locks import holder_lock
 
 SCHEMA_VERSION: Literal[1] = 1
+
+
+def _redacted(text: str | None) -> str | None:
+    return None if text is None else redact(text)
+
+
+# Text that came from a stage or an engine: redacted whenever a record is read, so a file
+# written before redaction happened at the source prints no secret either (``show
+# --json``, the verdict file). Redaction is idempotent: reading twice changes nothing.
+StageText = Annotated[str | None, AfterValidator(_redacted)]
 
 
 class AttemptStatus(StrEnum):
@@ -57,12 +68,12 @@ class CheckResult(Frozen):
     skipped: bool = False
     duration_s: float = 0.0
     log_path: str | None = None
-    error: str | None = None
+    error: StageText = None
     # A failed check's infrastructure class (its ``::failure-class::`` line or a
     # recognised sign: network, resource_exhausted, ...) and what was recognised,
     # redacted. Absent from records written before checks were classified.
     failure_class: str | None = None
-    failure_detail: str | None = None
+    failure_detail: StageText = None
 
     @property
     def passed(self) -> bool:
@@ -90,7 +101,7 @@ class Attempt(Frozen):
     exit_code: int | None = None
     timed_out: bool = False
     signal: int | None = None
-    error: str | None = None
+    error: StageText = None
     log_path: str | None = None
     pgid: int | None = None
     start_ticks: int | None = None
@@ -101,9 +112,9 @@ class Attempt(Frozen):
     # exit 0 and still have failed (aider does, when every API call failed).
     turns: int | None = None
     cost_usd: float | None = None
-    final_message: str | None = None
+    final_message: StageText = None
     failure_class: str | None = None
-    failure_detail: str | None = None
+    failure_detail: StageText = None
 
     @property
     def ok(self) -> bool:

@@ -134,6 +134,23 @@ def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
     assert all(float(ratio) < 1.0 for _, ratio in rows), out
 
 
+def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> None:
+    out = bench_output(
+        "bench/bench_redaction.py",
+        "--quick",
+        expected=(
+            "redaction (4 MiB log, median of 3 runs each)",
+            "  redact                    median ",
+            "  one regex pass (baseline) median ",
+            "summary",
+        ),
+    )
+    assert re.search(r"^  redact <= 10x one regex pass \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), (
+        out
+    )
+    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+
+
 def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() -> None:
     out = bench_output(
         "bench/bench_evidence.py",

@@ -92,11 +92,23 @@ def test_tail_of_a_short_file_is_all_of_it(tmp_path: Path) -> None:
     )
 
 
-def test_tail_without_a_nearby_newline_cuts_mid_line(tmp_path: Path) -> None:
-    data = b"x" * (20 * KiB) + b"END"
+def test_tail_without_a_newline_drops_the_partial_word(tmp_path: Path) -> None:
+    # One 20 KiB line: the cut falls inside a run of characters, which is dropped whole.
+    data = b"x" * (20 * KiB) + b" END"
     excerpt = tail_bytes(write(tmp_path / "log", data), 2 * KiB)
-    assert excerpt.text == "x" * (2 * KiB - 3) + "END"
-    assert excerpt.truncated and excerpt.note is None
+    assert excerpt.text == " END"
+    assert excerpt.truncated
+
+
+def test_a_token_straddling_the_window_start_leaves_no_fragment(tmp_path: Path) -> None:
+    # Lower-case hex after the prefix: without ``ghp_`` nothing tells the rest is a key.
+    body = b"abcdef0123456789" * 5
+    tail = b"w " * ((2 * KiB + REDACTION_MARGIN_BYTES - 40) // 2)  # no newline anywhere
+    data = b"pushing with ghp_" + body + b" " + tail
+    excerpt = tail_bytes(write(tmp_path / "log", data), 2 * KiB)
+    assert excerpt.truncated
+    for start in range(0, len(body) - 8):
+        assert body[start : start + 8].decode() not in excerpt.text
 
 
 def test_head_keeps_the_start_and_ends_at_a_line_boundary(tmp_path: Path) -> None:
@@ -391,7 +403,11 @@ def test_each_section_is_capped_by_its_limit(big_inputs: BundleInputs) -> None:
         if section.name == "evidence":
             continue
         assert section.truncated, section.name
-        assert caps[section.name] - 1024 <= section.size <= caps[section.name], section.name
+        assert section.size <= caps[section.name], section.name
+        # The run state is one JSON line whose padding is one run of characters: the cut
+        # falls inside it and the partial run goes whole (it could be a secret's half).
+        if section.name != "run_state":
+            assert caps[section.name] - 1024 <= section.size, section.name
     assert bundle.total_bytes == sum(s.size for s in bundle.sections)
     log = bundle.section("failed_log_tail")
     assert log.text.endswith("Traceback: boom\n")
@@ -545,7 +561,11 @@ _FORMS = {
 
 
 @given(
-    body=st.text(alphabet="QXZ", min_size=24, max_size=120),
+    # Pairs of distinct letters: random-looking, never a placeholder (``QQQQQ`` is one,
+    # and the redactor keeps placeholders).
+    body=st.lists(
+        st.sampled_from(["QX", "ZQ", "XZ", "QZ", "ZX", "XQ"]), min_size=12, max_size=60
+    ).map("".join),
     form=st.sampled_from(sorted(_FORMS)),
     where=st.sampled_from(
         ["failed_log", "check_log", "ticket", "diff", "diff_cut", "run_state", "run_record"]

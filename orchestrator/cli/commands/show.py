@@ -210,7 +210,9 @@ def show(
     run_id = resolve_run_id(store, run_id)
     record = store.load(run_id)
     if as_json:
-        out.write(store.record_path(run_id).read_text())
+        # The validated record, not the file's bytes: what a stage said is redacted as it
+        # is read, so a record written before redaction at the source prints no secret.
+        out.write(record.model_dump_json(indent=2) + "\n")
         return 0
     out.write("\n".join(render(record, store, prices)) + "\n")
     return 0

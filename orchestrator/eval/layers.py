@@ -1,0 +1,156 @@
+"""The deterministic layers as one corpus case meets them, wired the way a real failure
+meets them (``execution.attempts``, ``execution.engine_stage``, ``app.recover``):
+
+    observed_class   the failure class the attempt would be recorded with
+    failure_of       the ``Failure`` the recovery precheck and the playbook look at
+    decision_context the facts a verdict is checked against (a fixed, typical setup)
+    bundle_inputs    what the bundle would be built from: the case's log as the failed
+                     log and (for a check) as the check's output, a typical ticket and run
+
+Reads only the case's files; writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from orchestrator.engines import adapter_for
+from orchestrator.engines.base import FailureClass
+from orchestrator.engines.classify import classify
+from orchestrator.eval.corpus import Case, CaseLabel
+from orchestrator.execution import runner
+from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES, failure_of_stage, log_tail
+from orchestrator.recovery.context import BundleInputs, tail_bytes
+from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.verdict import DecisionContext
+from orchestrator.reports.telling import telling_line_of
+
+# A typical setup for checking verdicts: one engine with a two-model ladder, a second
+# engine to switch to, the recipe allow-list of the starter config.
+CODE_STAGE: Final = "implement"
+REVIEW_STAGE: Final = "review"
+LADDERS: Final = {"claude-code": ("claude-haiku-4-5", "claude-sonnet-4-6"), "codex": ("gpt-5",)}
+RECIPE_ALLOWLIST: Final = (
+    "git",
+    "ruff",
+    "python -m ruff",
+    "bash scripts/dev.sh lint-bug-commit-order",
+)
+CLONE_DIR: Final = Path("/corpus/clone")
+TICKET_FILE: Final = "ticket.md"
+# The ticket every case is bundled with (a corpus may carry its own ``ticket.md``).
+DEFAULT_TICKET: Final = (
+    "---\nid: CORPUS-1\ntitle: Fix the failing check\nkind: bug-fix\nrepo: corpus\n---\n"
+    "The check named in the run fails. Find the cause and fix it.\n"
+)
+
+
+def observed_class(case: Case) -> str:
+    """The class the attempt would be recorded with ("code" when none: the recovery
+    loop treats an unclassified failure as code)."""
+    label = case.label
+    if label.source == "engine":
+        assert label.engine is not None  # the label validator requires it
+        report = adapter_for(label.engine).report(
+            log_tail(case.log_path, REPORT_TAIL_BYTES), label.exit_code, label.timed_out
+        )
+        found = classify(label.exit_code, label.timed_out, report, start_error=label.start_error)
+    elif label.source == "stage":
+        found = failure_of_stage(_outcome(case))
+    else:
+        found = check_class(case)
+    return found.value if found is not None else "code"
+
+
+def check_class(case: Case) -> FailureClass | None:
+    """A failing check's class as ``execution.attempts`` records it: a check's failure is
+    not classified (its attempt has no ``failure_class``), so it reaches the model as
+    code whatever it printed. Kept here, in one place, so that the day checks are
+    classified this is the one line to change."""
+    del case
+    return None
+
+
+def _outcome(case: Case) -> runner.ProcessOutcome:
+    label = case.label
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return runner.ProcessOutcome(
+        argv=(label.tool,), exit_code=label.exit_code, timed_out=label.timed_out,
+        signal=None, started_at=at, ended_at=at, duration_s=0.0, log_path=case.log_path,
+        error=label.start_error,
+    )  # fmt: skip
+
+
+def decision_context(label: CaseLabel) -> DecisionContext:
+    engine = label.engine if label.engine in LADDERS else "claude-code"
+    assert engine is not None
+    return DecisionContext(
+        failing_stage=CODE_STAGE if label.source == "engine" else REVIEW_STAGE,
+        failing_check=label.check,
+        code_stage=CODE_STAGE,
+        current_engine=engine,
+        current_model=LADDERS[engine][0],
+        ladders=LADDERS,
+        clone_dir=CLONE_DIR,
+        recipe_allowlist=RECIPE_ALLOWLIST,
+    )
+
+
+def failure_of(case: Case, failure_class: str, max_check_output_bytes: int) -> Failure:
+    """The ``Failure`` ``app.recover`` would hand to the precheck for this case."""
+    label = case.label
+    check_output = ""
+    if label.check is not None and label.source == "check":
+        check_output = tail_bytes(case.log_path, max_check_output_bytes).text
+    return Failure(
+        check=label.check if label.source == "check" else None,
+        output=check_output,
+        ticket_title="Fix the failing check",
+        infra=failure_class if failure_class != "code" else None,
+        infra_detail=label.start_error,
+        stage_said=telling_line_of(case.log_path),
+    )
+
+
+def bundle_inputs(case: Case, corpus_dir: Path) -> BundleInputs:
+    """What ``app.recover`` would build the bundle from. The run state and record are a
+    typical run's; there is no diff (the corpus keeps logs, not clones)."""
+    label = case.label
+    stage = CODE_STAGE if label.source == "engine" else REVIEW_STAGE
+    state = {
+        "run_id": "corpus-run",
+        "state": "running",
+        "current_stage": stage,
+        "counters": {"attempts": 1, "diagnoses": 0},
+        "overrides": {},
+        "verdicts": [],
+    }
+    attempt = {
+        "number": 1,
+        "stage": stage,
+        "status": "finished",
+        "exit_code": label.exit_code,
+        "timed_out": label.timed_out,
+        "error": label.start_error,
+        "log_path": f"logs/001-{stage}.log",
+        "failing_check": (
+            {"name": label.check, "exit_code": label.exit_code, "timed_out": label.timed_out}
+            if label.source == "check"
+            else None
+        ),
+    }
+    is_check = label.source == "check"
+    return BundleInputs(
+        run_state=json.dumps(state, indent=1),
+        run_record=json.dumps([attempt], indent=1),
+        ticket_path=corpus_dir / TICKET_FILE,
+        failed_log=case.log_path,
+        check_name=label.check if is_check else None,
+        check_log=case.log_path if is_check else None,
+        diff=b"",
+        diff_truncated=False,
+        diff_note="corpus case: no clone, no diff",
+    )

@@ -1,0 +1,169 @@
+"""The offline evaluation: every case through the deterministic layers, no model.
+
+Per case: the class the attempt would get, the precheck's decision (infra verdict,
+playbook entry, or "ask the model"), whether the labelled root-cause line reaches the
+bundle the model would be shown, and that bundle's size. The summary turns those into the
+numbers ``orchestrator eval`` reports. Pure apart from reading the corpus files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.validation import Frozen
+from orchestrator.eval import layers
+from orchestrator.eval.corpus import Case
+from orchestrator.recovery.context import build_bundle
+from orchestrator.recovery.diagnose import Caps, precheck
+
+# A fresh ticket: nothing spent yet, the starter config's caps.
+FRESH_CAPS = Caps(diagnoses_used=0, max_diagnoses=2, infra_retries_used=0, max_infra_retries=3)
+BYTES_PER_TOKEN = 4
+
+
+class CaseResult(Frozen):
+    id: str
+    padded: bool
+    label_class: str
+    observed_class: str
+    model_call_warranted: bool
+    model_call_made: bool
+    # Who decided without the model ("infra", "playbook", "synthetic"), or "model".
+    decided_by: str
+    action: str | None  # the deterministic verdict's action; None when the model is asked
+    action_acceptable: bool | None
+    expected_playbook_entry: str | None
+    playbook_entry: str | None
+    root_cause_in_bundle: bool
+    bundle_bytes: Annotated[int, Field(ge=0)]
+    # The rendered bundle, kept for the live evaluation (never persisted in a report).
+    bundle_text: str = Field(default="", exclude=True, repr=False)
+
+    @property
+    def class_correct(self) -> bool:
+        return self.observed_class == self.label_class
+
+    @property
+    def bundle_tokens(self) -> int:
+        return self.bundle_bytes // BYTES_PER_TOKEN
+
+
+def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseResult:
+    label = case.label
+    observed = layers.observed_class(case)
+    ctx = layers.decision_context(label)
+    failure = layers.failure_of(case, observed, limits.max_check_output_bytes)
+    decision = precheck(ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS)
+    bundle = build_bundle(layers.bundle_inputs(case, corpus_dir), limits)
+    rendered = bundle.render()
+    action = decision.verdict.action if decision is not None else None
+    return CaseResult(
+        id=label.id,
+        padded=label.padded,
+        label_class=label.failure_class,
+        observed_class=observed,
+        model_call_warranted=label.model_call_warranted,
+        model_call_made=decision is None,
+        decided_by=decision.source.value if decision is not None else "model",
+        action=action,
+        action_acceptable=None if action is None else action in label.acceptable_actions,
+        expected_playbook_entry=label.playbook_entry,
+        playbook_entry=decision.playbook_entry if decision is not None else None,
+        root_cause_in_bundle=label.root_cause in rendered,
+        bundle_bytes=len(rendered.encode("utf-8")),
+        bundle_text=rendered,
+    )
+
+
+def percentile(values: Sequence[int], q: float) -> int:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil without floats drifting
+    return ordered[int(rank) - 1]
+
+
+def _ratio(hits: int, total: int) -> float | None:
+    return round(hits / total, 4) if total else None
+
+
+class Summary(Frozen):
+    cases: int
+    padded_cases: int
+    classifier_accuracy: float | None
+    classifier_misses: tuple[str, ...]
+    playbook_cases: int
+    playbook_accuracy: float | None
+    playbook_misses: tuple[str, ...]
+    deterministic_decisions: int
+    deterministic_action_accuracy: float | None
+    deterministic_action_misses: tuple[str, ...]
+    model_calls_warranted: int
+    model_calls_made: int
+    model_calls_avoided: int
+    # Calls made although the label says none was warranted (infra, resources, playbook).
+    unwarranted_model_calls: tuple[str, ...]
+    root_cause_recall: float | None
+    root_cause_recall_padded: float | None
+    root_cause_misses: tuple[str, ...]
+    bundle_tokens_p50: int
+    bundle_tokens_p95: int
+    bundle_tokens_max: int
+
+
+def summarise(results: Sequence[CaseResult]) -> Summary:
+    if not results:
+        raise ValueError("nothing to summarise: no cases")
+    playbook = [r for r in results if r.expected_playbook_entry or r.playbook_entry]
+    decided = [r for r in results if not r.model_call_made]
+    padded = [r for r in results if r.padded]
+    tokens = [r.bundle_tokens for r in results]
+    return Summary(
+        cases=len(results),
+        padded_cases=len(padded),
+        classifier_accuracy=_ratio(sum(r.class_correct for r in results), len(results)),
+        classifier_misses=tuple(
+            f"{r.id}: {r.observed_class} (label {r.label_class})"
+            for r in results
+            if not r.class_correct
+        ),
+        playbook_cases=len(playbook),
+        playbook_accuracy=_ratio(
+            sum(r.playbook_entry == r.expected_playbook_entry for r in playbook), len(playbook)
+        ),
+        playbook_misses=tuple(
+            f"{r.id}: {r.playbook_entry} (label {r.expected_playbook_entry})"
+            for r in playbook
+            if r.playbook_entry != r.expected_playbook_entry
+        ),
+        deterministic_decisions=len(decided),
+        deterministic_action_accuracy=_ratio(
+            sum(bool(r.action_acceptable) for r in decided), len(decided)
+        ),
+        deterministic_action_misses=tuple(
+            f"{r.id}: {r.action}" for r in decided if not r.action_acceptable
+        ),
+        model_calls_warranted=sum(r.model_call_warranted for r in results),
+        model_calls_made=sum(r.model_call_made for r in results),
+        model_calls_avoided=len(decided),
+        unwarranted_model_calls=tuple(
+            r.id for r in results if r.model_call_made and not r.model_call_warranted
+        ),
+        root_cause_recall=_ratio(sum(r.root_cause_in_bundle for r in results), len(results)),
+        root_cause_recall_padded=_ratio(sum(r.root_cause_in_bundle for r in padded), len(padded)),
+        root_cause_misses=tuple(r.id for r in results if not r.root_cause_in_bundle),
+        bundle_tokens_p50=percentile(tokens, 50),
+        bundle_tokens_p95=percentile(tokens, 95),
+        bundle_tokens_max=max(tokens),
+    )
+
+
+def evaluate(
+    cases: Sequence[Case], corpus_dir: Path, limits: ContextLimits
+) -> tuple[tuple[CaseResult, ...], Summary]:
+    results = tuple(evaluate_case(case, corpus_dir, limits) for case in cases)
+    return results, summarise(results)

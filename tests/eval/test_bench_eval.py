@@ -1,0 +1,27 @@
+"""`bench/bench_eval.py` runs to the end over the session's corpus and prints every
+measurement and a verdict per target (no number is asserted: the bench reports it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, subprocess_env
+
+
+def test_bench_eval_reports_prompt_size_and_recall(corpus_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/bench_eval.py", "--corpus", str(corpus_dir)], cwd=ROOT,
+        env=subprocess_env(), capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for part in (
+        "prompt tokens median (all)", "prompt tokens median (unpadded)  ",
+        "prompt tokens median (padded)", "root-cause recall", "summary",
+    ):  # fmt: skip
+        assert part in out, out
+    assert re.search(r"^  2/2 targets met$|^  [01]/2 targets met$", out, re.MULTILINE), out
+    assert len(re.findall(r" (PASS|FAIL)$", out, re.MULTILINE)) == 2

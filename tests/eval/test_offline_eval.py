@@ -1,0 +1,137 @@
+"""The offline evaluation over the corpus: what the deterministic layers decide about real
+tools' failures, case by case.
+
+Three requirements hold for every case: its class is told correctly; an infrastructure or
+resource failure never costs a model call; the labelled root-cause line reaches the bundle
+the model would see (padded cases included). Where today's code does not meet one yet, the
+case is listed below, by name, with the reason — an expected failure (not strict: the day
+the missing piece lands, these pass and the list is deleted).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.eval.offline import CaseResult, Summary
+
+from corpus.build import SHAPES
+
+CASE_IDS = tuple(i for s in SHAPES for i in (s.id, f"{s.id}-padded"))
+
+# A failing check's output is not classified at all yet (``execution.attempts``), and there
+# are no resource_exhausted / network classes: infrastructure told apart in checks is in
+# progress in parallel.
+UNCLASSIFIED_CHECK_OR_CLASS = (
+    "check-command-not-found", "enospc-dd", "enospc-python", "git-clone-dns",
+    "git-clone-refused", "marker-check-rate-limited", "memory-error", "oom-kill",
+    "pip-network-refused", "pytest-timeout", "urllib-refused",
+)  # fmt: skip
+PENDING_CLASSIFICATION = frozenset(
+    {i for base in UNCLASSIFIED_CHECK_OR_CLASS for i in (base, f"{base}-padded")}
+    # A stage's ::failure-class:: line is looked for in the last 64 KiB of its log only.
+    | {"marker-stage-outage-padded"}
+)
+# The playbook reads the check's output through the same 16 KiB tail: a megabyte printed
+# after the violation hides it, and the squash costs a model call.
+PENDING_PLAYBOOK = frozenset({"commit-order-squash-padded"})
+# Root-cause lines a megabyte of ordinary output hides from the evidence extraction still:
+# ruff's current (full) output format, a doctest or warning traceback, pytest's "no tests
+# ran", the commit-order check's lines, dd's message, a shell's "Killed" or "command not
+# found", a ::failure-class:: line.
+PENDING_EVIDENCE = frozenset({
+    "check-command-not-found-padded", "commit-order-squash-padded", "commit-order-two-padded",
+    "doctest-failure-padded", "enospc-dd-padded", "marker-check-rate-limited-padded",
+    "marker-stage-outage-padded", "oom-kill-padded", "pytest-no-tests-padded",
+    "python-warning-error-padded", "ruff-format-check-padded", "ruff-undefined-name-padded",
+    "ruff-unused-import-padded", "ruff-unused-variable-padded",
+})  # fmt: skip
+
+
+def _result(offline: tuple[dict[str, CaseResult], Summary], case_id: str) -> CaseResult:
+    results, _ = offline
+    if case_id not in results:
+        pytest.skip(f"{case_id} was not built on this machine (see the corpus lines above)")
+    return results[case_id]
+
+
+def _pending(case_id: str, pending: frozenset[str], reason: str) -> object:
+    marks = [pytest.mark.xfail(strict=False, reason=reason)] if case_id in pending else []
+    return pytest.param(case_id, marks=marks, id=case_id)
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    [_pending(i, PENDING_CLASSIFICATION, "checks are not classified yet; no "
+              "resource_exhausted/network classes yet") for i in CASE_IDS],
+)  # fmt: skip
+def test_each_failure_is_classified_as_labelled(
+    offline: tuple[dict[str, CaseResult], Summary], case_id: str
+) -> None:
+    result = _result(offline, case_id)
+    assert result.observed_class == result.label_class
+
+
+INFRA_IDS = tuple(i for s in SHAPES if not s.model_call_warranted for i in (s.id, f"{s.id}-padded"))
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    [_pending(i, PENDING_CLASSIFICATION | PENDING_PLAYBOOK,
+              "infrastructure in checks, resources and network are not told apart yet")
+     for i in INFRA_IDS],
+)  # fmt: skip
+def test_no_model_call_where_none_is_warranted(
+    offline: tuple[dict[str, CaseResult], Summary], case_id: str
+) -> None:
+    result = _result(offline, case_id)
+    assert not result.model_call_made, (
+        f"{case_id} ({result.label_class}) would be sent to the model (observed class "
+        f"{result.observed_class})"
+    )
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    [_pending(i, PENDING_EVIDENCE, "the evidence extraction has no signature for "
+              "this root-cause line yet") for i in CASE_IDS],
+)  # fmt: skip
+def test_root_cause_reaches_the_bundle(
+    offline: tuple[dict[str, CaseResult], Summary], case_id: str
+) -> None:
+    result = _result(offline, case_id)
+    assert result.root_cause_in_bundle
+
+
+def test_every_verdict_decided_without_the_model_is_acceptable(
+    offline: tuple[dict[str, CaseResult], Summary],
+) -> None:
+    results, summary = offline
+    decided = [r for r in results.values() if not r.model_call_made]
+    # Engines' rate limits and bad keys, a missing program, the squash: decided here.
+    assert len(decided) >= 15
+    assert summary.deterministic_action_misses == ()
+    squash = results["commit-order-squash"]
+    assert (squash.decided_by, squash.playbook_entry, squash.action) == (
+        "playbook", "commit-order-squash", "mechanical-fix",
+    )  # fmt: skip
+    # Two violations are not the squash the playbook knows: the model is asked.
+    assert results["commit-order-two"].model_call_made
+
+
+def test_the_summary_reports_recall_and_bundle_size(
+    offline: tuple[dict[str, CaseResult], Summary],
+) -> None:
+    results, summary = offline
+    print(
+        f"root-cause recall: {summary.root_cause_recall} "
+        f"(padded cases: {summary.root_cause_recall_padded}); "
+        f"bundle tokens p50 {summary.bundle_tokens_p50}, p95 {summary.bundle_tokens_p95}"
+    )
+    assert summary.cases == len(results) >= 80
+    assert summary.padded_cases == summary.cases // 2
+    misses = {r.id for r in results.values() if not r.root_cause_in_bundle}
+    assert set(summary.root_cause_misses) == misses
+    # Every unpadded case's root cause is already in today's bundle.
+    assert all(case_id.endswith("-padded") for case_id in misses)
+    # The bundle is capped (96 KiB by default), whatever the log's size.
+    assert 0 < summary.bundle_tokens_p50 <= summary.bundle_tokens_p95 <= 96 * 1024 // 4 + 1024

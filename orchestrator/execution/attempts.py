@@ -14,12 +14,10 @@ from pathlib import Path
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
-from orchestrator.engines.base import FailureClass
-from orchestrator.engines.classify import NamedFailure, missing_executable
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import (
     EngineOutcome,
-    failure_of_output,
+    failure_of_check,
     failure_of_stage,
     run_engine,
 )
@@ -151,15 +149,7 @@ def run_check(
         tick_s=services.tick_s,
         max_log_bytes=services.loaded.config.logs.max_bytes,
     )
-    # A failed check is read like a failed stage: a program that is not installed, its
-    # ``::failure-class::`` line, else a recognised sign of exhausted resources or the
-    # network. A timeout stays the check's own failure (a hanging test is the code's), so
-    # it is not read for signs.
-    named: NamedFailure | None = None
-    if missing_executable(outcome.error) is not None:
-        named = NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
-    elif not (outcome.ok or outcome.timed_out):
-        named = failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+    named = failure_of_check(outcome)
     return CheckResult(
         name=check.name,
         command=outcome.argv,

@@ -69,6 +69,17 @@ def failure_of_stage(outcome: runner.ProcessOutcome) -> NamedFailure | None:
     return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
 
 
+def failure_of_check(outcome: runner.ProcessOutcome) -> NamedFailure | None:
+    """For a review check, read like a stage: a program that is not there, else the class
+    its output names. A timeout stays the check's own failure (a hanging test is the
+    code's), so it is not read for signs."""
+    if missing_executable(outcome.error) is not None:
+        return NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
+    if outcome.ok or outcome.timed_out:
+        return None
+    return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+
+
 def failure_of_output(
     log_path: Path, *, exit_code: int | None, timed_out: bool
 ) -> NamedFailure | None:

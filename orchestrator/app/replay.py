@@ -27,7 +27,7 @@ note saying why.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,7 +43,7 @@ from orchestrator.recovery.diagnose import Decision, Source
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
 from orchestrator.recovery.investigate import Tool, investigator
-from orchestrator.recovery.prompt import PROMPT_VERSION
+from orchestrator.recovery.prompt import PROMPT_VERSION, PROMPTS
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, TranscriptPlayer
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
@@ -245,7 +245,8 @@ def _bundle_text(verdict: VerdictRecord, limitations: list[str]) -> tuple[str, s
 def _limitations(verdict: VerdictRecord, calls: tuple[ModelCall | ToolCall, ...]) -> list[str]:
     notes = []
     model_calls = [c for c in calls if isinstance(c, ModelCall)]
-    if model_calls and verdict.prompt_version != PROMPT_VERSION:
+    if model_calls and verdict.prompt_version not in PROMPTS:
+        # Known versions are rebuilt word for word (``prompt_version_of``); this one is not.
         notes.append(
             f"the prompt changed since ({verdict.prompt_version} → {PROMPT_VERSION}): the "
             "recorded replies answered the old prompt"
@@ -265,6 +266,12 @@ def _transcript(verdict: VerdictRecord) -> tuple[ModelCall | ToolCall, ...] | No
         return verdict.transcript
     # Older files made no call when they say so: there is nothing to re-feed.
     return () if verdict.usage.calls == 0 else None
+
+
+def prompt_version_of(verdict: VerdictRecord) -> str:
+    """The prompt a replay rebuilds: the one the decision was made with when this code
+    still knows its words, else today's (and the replay says so)."""
+    return verdict.prompt_version if verdict.prompt_version in PROMPTS else PROMPT_VERSION
 
 
 def replay_verdict(
@@ -302,13 +309,18 @@ def replay_verdict(
     def judge_factory() -> ModelGateway | Unavailable | None:
         return judge
 
-    deps = GraphDeps.from_config(
-        config,
-        gateway_factory=gateway_factory,
-        judge_factory=judge_factory,
-        investigate=(
-            _replay_investigator(config, player) if config.diagnosis.mode == "investigate" else None
+    deps = replace(
+        GraphDeps.from_config(
+            config,
+            gateway_factory=gateway_factory,
+            judge_factory=judge_factory,
+            investigate=(
+                _replay_investigator(config, player)
+                if config.diagnosis.mode == "investigate"
+                else None
+            ),
         ),
+        prompt_version=prompt_version_of(verdict),
     )
     state = run_graph(ctx, deps)
     now = state.require_proposal()

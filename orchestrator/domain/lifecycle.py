@@ -56,6 +56,7 @@ class HaltReason(StrEnum):
     AUTH_ERROR = "auth_error"  # an engine or forge refused our credentials
     QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
     CONFIG_ERROR = "config_error"  # a stage's program is not installed: fix, then resume
+    RESOURCE_EXHAUSTED = "resource_exhausted"  # disk, quota or memory ran out: free, resume
 
 
 S = RunState

@@ -36,6 +36,12 @@ class FailureClass(StrEnum):
     # Its program is not installed (not on PATH): a person fixes the machine or the config;
     # retrying cannot, and asking a model costs money for nothing.
     CONFIG_ERROR = "config_error"
+    # The machine ran out of something (disk, disk quota, memory): a person frees it;
+    # a retry on the same machine would fail the same way.
+    RESOURCE_EXHAUSTED = "resource_exhausted"
+    # The network between us and a host (DNS, a refused or reset connection, TLS, a
+    # package registry's 5xx or 429): retry after a back-off, like an outage.
+    NETWORK = "network"
     CODE = "code"  # the engine ran but did not produce working code: the model decides
 
 

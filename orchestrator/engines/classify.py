@@ -16,6 +16,10 @@ exhausted quota as HTTP 429 ("You exceeded your current quota"), and aider's rat
 hint ends "check your quotas", so quota is tested before the rate limit and is matched on
 specific phrases, never on the bare word.
 
+Stages and checks that are not engines are read differently (``failure_named_in``): their
+own ``::failure-class::`` line, else the named signs of exhausted resources and network
+failures in ``signs.py``, read from the end of their output.
+
 Sources for the phrases (provider and CLI messages as they print them):
   * Anthropic API error types (platform.claude.com, "Errors"): ``authentication_error``,
     ``permission_error``, ``billing_error``, ``rate_limit_error`` (429),
@@ -38,9 +42,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.engines.base import EngineReport, FailureClass
+from orchestrator.engines.signs import recognise
 
 INFRA = frozenset(
     {
@@ -51,6 +57,8 @@ INFRA = frozenset(
         FailureClass.TIMEOUT,
         FailureClass.ENGINE_ERROR,
         FailureClass.CONFIG_ERROR,
+        FailureClass.RESOURCE_EXHAUSTED,
+        FailureClass.NETWORK,
     }
 )
 
@@ -247,3 +255,25 @@ def marked_failure(text: str) -> FailureClass | None:
             except ValueError:
                 continue
     return found
+
+
+@dataclass(frozen=True)
+class NamedFailure:
+    """An infrastructure class a failed stage or check's output names, and what named it
+    (None for a ``::failure-class::`` line: the program chose the class itself)."""
+
+    failure: FailureClass
+    detail: str | None
+
+
+def failure_named_in(output: str, *, exit_code: int | None, timed_out: bool) -> NamedFailure | None:
+    """For a failed stage or check that is not an engine: the class its own
+    ``::failure-class::`` line names (that program knows best), else the infrastructure
+    sign its output ends with (``signs.recognise``), else None: a failure of the code."""
+    marked = marked_failure(output)
+    if marked is not None:
+        return NamedFailure(marked, None)
+    # The runner's header and footer are ours, not the program's (the argv may name a host).
+    own = "\n".join(output_lines(output))
+    found = recognise(own, exit_code=exit_code, timed_out=timed_out)
+    return NamedFailure(found.failure, found.detail()) if found is not None else None

@@ -22,7 +22,12 @@ from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
 from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
-from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES, failure_of_stage, log_tail
+from orchestrator.execution.engine_stage import (
+    REPORT_TAIL_BYTES,
+    failure_of_check,
+    failure_of_stage,
+    log_tail,
+)
 from orchestrator.recovery.context import BundleInputs, tail_bytes
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.verdict import DecisionContext
@@ -59,19 +64,17 @@ def observed_class(case: Case) -> str:
         )
         found = classify(label.exit_code, label.timed_out, report, start_error=label.start_error)
     elif label.source == "stage":
-        found = failure_of_stage(_outcome(case))
+        named = failure_of_stage(_outcome(case))
+        found = named.failure if named is not None else None
     else:
         found = check_class(case)
     return found.value if found is not None else "code"
 
 
 def check_class(case: Case) -> FailureClass | None:
-    """A failing check's class as ``execution.attempts`` records it: a check's failure is
-    not classified (its attempt has no ``failure_class``), so it reaches the model as
-    code whatever it printed. Kept here, in one place, so that the day checks are
-    classified this is the one line to change."""
-    del case
-    return None
+    """A failing check's class exactly as ``execution.attempts`` records it."""
+    named = failure_of_check(_outcome(case))
+    return named.failure if named is not None else None
 
 
 def _outcome(case: Case) -> runner.ProcessOutcome:

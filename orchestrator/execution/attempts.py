@@ -15,7 +15,12 @@ from pathlib import Path
 from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
 from orchestrator.execution import runner
-from orchestrator.execution.engine_stage import EngineOutcome, failure_of_stage, run_engine
+from orchestrator.execution.engine_stage import (
+    EngineOutcome,
+    failure_of_check,
+    failure_of_stage,
+    run_engine,
+)
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import (
     BwrapLocator,
@@ -144,6 +149,7 @@ def run_check(
         tick_s=services.tick_s,
         max_log_bytes=services.loaded.config.logs.max_bytes,
     )
+    named = failure_of_check(outcome)
     return CheckResult(
         name=check.name,
         command=outcome.argv,
@@ -152,6 +158,8 @@ def run_check(
         duration_s=round(outcome.duration_s, 6),
         log_path=str(outcome.log_path),
         error=outcome.error,
+        failure_class=named.failure.value if named else None,
+        failure_detail=named.detail if named else None,
     )
 
 
@@ -235,9 +243,11 @@ def run_stage(
                 max_log_bytes=loaded.config.logs.max_bytes,
             )
             attempt = _finish_attempt(attempt, outcome)
-            marked = failure_of_stage(outcome)
-            if marked is not None:
-                attempt = attempt.model_copy(update={"failure_class": marked.value})
+            named = failure_of_stage(outcome)
+            if named is not None:
+                attempt = attempt.model_copy(
+                    update={"failure_class": named.failure.value, "failure_detail": named.detail}
+                )
     except BaseException:
         attempt = attempt.model_copy(
             update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
@@ -266,7 +276,9 @@ def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
             # (``model_copy`` runs no validator).
             "final_message": redact(report.final_message or "")[:2000] or None if report else None,
             "failure_class": result.failure_class.value if result.failure_class else None,
-            "failure_detail": redact(report.detail) if report and report.detail else None,
+            # Redacted where it enters the record; a recognised sign's detail already was.
+            "failure_detail": result.detail
+            or (redact(report.detail) if report and report.detail else None),
         }
     )
 
@@ -301,6 +313,7 @@ def _run_checks(
     the ``failing_check`` the recovery loop will have to turn green again."""
     results: list[CheckResult] = []
     failing: FailingCheck | None = None
+    named: CheckResult | None = None
     for check in stage.checks:
         if check.kinds and ctx.ticket_kind not in check.kinds:
             results.append(
@@ -321,6 +334,7 @@ def _run_checks(
                 timed_out=result.timed_out,
                 log_path=result.log_path,
             )
+            named = result
             break
     ended = services.clock()
     last_log = next((r.log_path for r in reversed(results) if r.log_path), None)
@@ -335,5 +349,9 @@ def _run_checks(
             "checks": tuple(results),
             "failing_check": failing,
             "command": failing.command if failing else (),
+            # The failing check's class is the attempt's: infrastructure never reaches
+            # the model, whether a stage or one of its checks met it.
+            "failure_class": named.failure_class if named else None,
+            "failure_detail": named.failure_detail if named else None,
         }
     )

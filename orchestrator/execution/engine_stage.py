@@ -20,12 +20,20 @@ from orchestrator.domain.config import EngineConfig, StageConfig
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
-from orchestrator.engines.classify import classify, marked_failure, missing_executable
+from orchestrator.engines.classify import (
+    NamedFailure,
+    classify,
+    failure_named_in,
+    missing_executable,
+)
 from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
+from orchestrator.recovery.redact import redact
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
+# What a failed stage or check's own output is read for: its last words.
+NAMED_TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,8 @@ class EngineOutcome:
     process: runner.ProcessOutcome
     report: EngineReport | None
     failure_class: FailureClass | None
+    # What named the class when it was not the engine's report (an exhausted resource).
+    detail: str | None = None
 
 
 def log_tail(path: Path, max_bytes: int = REPORT_TAIL_BYTES) -> str:
@@ -47,15 +57,41 @@ def log_tail(path: Path, max_bytes: int = REPORT_TAIL_BYTES) -> str:
         return ""
 
 
-def failure_of_stage(outcome: runner.ProcessOutcome) -> FailureClass | None:
-    """For a stage that is not an engine: a timeout, or a class it named in its output."""
+def failure_of_stage(outcome: runner.ProcessOutcome) -> NamedFailure | None:
+    """For a stage that is not an engine: a program that is not there, a timeout, or the
+    infrastructure class its output names (``failure_of_output``)."""
     if outcome.ok:
         return None
     if missing_executable(outcome.error) is not None:
-        return FailureClass.CONFIG_ERROR
+        return NamedFailure(FailureClass.CONFIG_ERROR, None)
     if outcome.timed_out:
-        return FailureClass.TIMEOUT
-    return marked_failure(log_tail(outcome.log_path, 64 * 1024))
+        return NamedFailure(FailureClass.TIMEOUT, None)
+    return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+
+
+def failure_of_check(outcome: runner.ProcessOutcome) -> NamedFailure | None:
+    """For a review check, read like a stage: a program that is not there, else the class
+    its output names. A timeout stays the check's own failure (a hanging test is the
+    code's), so it is not read for signs."""
+    if missing_executable(outcome.error) is not None:
+        return NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
+    if outcome.ok or outcome.timed_out:
+        return None
+    return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+
+
+def failure_of_output(
+    log_path: Path, *, exit_code: int | None, timed_out: bool
+) -> NamedFailure | None:
+    """The class a failed stage or check names in its log (``::failure-class::``, or a
+    recognised sign of exhausted resources or the network), with its detail redacted:
+    the detail quotes the program's output, which may hold a secret."""
+    named = failure_named_in(
+        log_tail(log_path, NAMED_TAIL_BYTES), exit_code=exit_code, timed_out=timed_out
+    )
+    if named is None or named.detail is None:
+        return named
+    return NamedFailure(named.failure, redact(named.detail))
 
 
 def run_engine(
@@ -108,6 +144,13 @@ def run_engine(
     outcome = step(invocation.argv, invocation.stdin_path)
     report = adapter.report(log_tail(log_path), outcome.exit_code, outcome.timed_out)
     failure = classify(outcome.exit_code, outcome.timed_out, report, start_error=outcome.error)
+    if failure is FailureClass.ENGINE_ERROR and outcome.error is None:
+        # A crashed engine's last words may say the machine ran out of disk or memory:
+        # that needs a person, where a crash is retried. Only after a crash — a running
+        # engine's transcript quotes code, which may say anything.
+        named = failure_of_output(log_path, exit_code=outcome.exit_code, timed_out=False)
+        if named is not None and named.failure is FailureClass.RESOURCE_EXHAUSTED:
+            return EngineOutcome(outcome, report, named.failure, named.detail)
     if failure is None and engine.kind != "patch":
         committed = step((*workspace, "commit"))
         if not committed.ok:

@@ -30,7 +30,7 @@ from orchestrator.recovery.gateway import (
     Unavailable,
 )
 from orchestrator.recovery.playbook import Failure, match_playbook
-from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
@@ -144,13 +144,20 @@ NEEDS_A_PERSON = {
 }
 
 
+# The machine ran out of disk, quota or memory: the same attempt on the same machine would
+# fail the same way, so a person frees what ran out (and resumes); no retry is spent.
+FREED_BY_A_PERSON = {"resource_exhausted": HaltReason.RESOURCE_EXHAUSTED}
+
+
 # Failures of the machine's configuration: the run fails at once (no retry can install a
 # program), and ``orchestrator resume`` continues it once a person has fixed it.
 FAILS_AS_CONFIGURED = {"config_error": HaltReason.CONFIG_ERROR}
 
 
 def infra_decision(failure: Failure, caps: Caps) -> Decision:
-    """Infrastructure failures never go to the model: a deterministic verdict."""
+    """Infrastructure failures never go to the model: a deterministic verdict. Those only
+    a person can fix stop the run with the reason; the rest (a rate limit, an outage,
+    the network, a timeout, a crashed engine) retry after a back-off under the infra cap."""
     cls = failure.infra or "engine_error"
     said = f": {failure.infra_detail}" if failure.infra_detail else ""
     if cls in FAILS_AS_CONFIGURED:
@@ -159,6 +166,12 @@ def infra_decision(failure: Failure, caps: Caps) -> Decision:
             "command or PATH, then `orchestrator resume` the run; retrying cannot help"
         )
         return Decision(Source.INFRA, abandon(why), True, why, halt=FAILS_AS_CONFIGURED[cls])
+    if cls in FREED_BY_A_PERSON:
+        why = (
+            f"infrastructure failure ({cls}{said}): a person must free disk, quota or memory "
+            "on this machine, then `orchestrator resume` the run; retrying cannot help"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=FREED_BY_A_PERSON[cls])
     if cls in NEEDS_A_PERSON:
         why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
         return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])
@@ -223,6 +236,7 @@ def ask_model(
     gateway_factory: GatewayFactory,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     """Layer 2: one call (+ bounded re-asks), validated."""
     # Built only now: constructing a real gateway imports the SDK (most of a second), and
@@ -230,7 +244,7 @@ def ask_model(
     gateway = gateway_factory()
     if gateway is None or isinstance(gateway, Unavailable):
         return no_model_decision(gateway)
-    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens)
+    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens, prompt_version)
 
 
 def decide(
@@ -244,6 +258,7 @@ def decide(
     gateway_factory: GatewayFactory,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
     early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps)
@@ -251,7 +266,7 @@ def decide(
         return early
     return ask_model(
         ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
-        max_reasks=max_reasks, max_tokens=max_tokens,
+        max_reasks=max_reasks, max_tokens=max_tokens, prompt_version=prompt_version,
     )  # fmt: skip
 
 
@@ -262,6 +277,7 @@ def _ask(
     gateway: ModelGateway,
     max_reasks: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     usage = Usage()
     last_proposal: object | None = None
@@ -269,7 +285,9 @@ def _ask(
     errors: list[str] = []
     schema = verdict_json_schema()
     for attempt in range(1 + max_reasks):
-        prompt = build_prompt(facts, bundle_text, validation_errors=errors or None)
+        prompt = build_prompt(
+            facts, bundle_text, validation_errors=errors or None, version=prompt_version
+        )
         request = ModelRequest(
             system=SYSTEM, prompt=prompt, json_schema=schema, max_tokens=max_tokens
         )

@@ -147,6 +147,8 @@ class GraphDeps:
     judge_factory: GatewayFactory = _no_judge
     # The bounded investigation loop replaces the single call when configured.
     investigate: Callable[[GraphState, GraphDeps], Decision] | None = None
+    # The prompt's words: today's, or (replay) the version an older decision was made with.
+    prompt_version: str = PROMPT_VERSION
 
     @classmethod
     def from_config(
@@ -221,6 +223,7 @@ class LlmDecision:
             gateway_factory=deps.gateway_factory,
             max_reasks=deps.max_reasks,
             max_tokens=deps.max_tokens,
+            prompt_version=deps.prompt_version,
         )
         return replace(state, decision=decision)
 
@@ -483,7 +486,7 @@ class MemoryWrite:
             errors=decision.errors,
             playbook_entry=decision.playbook_entry,
             model=decision.model,
-            prompt_version=PROMPT_VERSION,
+            prompt_version=deps.prompt_version,
             usage=TokenUsage(
                 calls=usage.calls, input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,

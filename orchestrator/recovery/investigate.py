@@ -31,7 +31,7 @@ from orchestrator.recovery.diagnose import (
     no_model_decision,
 )
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
-from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
 from orchestrator.recovery.redact import redact
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
@@ -77,7 +77,13 @@ def step_schema(allow: frozenset[str]) -> dict[str, Any]:
     }
 
 
-def _prompt(facts: PromptFacts, bundle: str, allow: frozenset[str], observations: list[str]) -> str:
+def _prompt(
+    facts: PromptFacts,
+    bundle: str,
+    allow: frozenset[str],
+    observations: list[str],
+    version: str = PROMPT_VERSION,
+) -> str:
     tools = (
         "Before deciding you may call read-only tools, one per reply, as "
         '{"tool": NAME, "args": {...}}: read_file {"path": relative path in the clone}, '
@@ -87,7 +93,7 @@ def _prompt(facts: PromptFacts, bundle: str, allow: frozenset[str], observations
     )
     seen = "\n\n".join(observations) if observations else "(nothing yet)"
     return (
-        build_prompt(facts, bundle)
+        build_prompt(facts, bundle, version=version)
         + f"\n\n{tools}\n\nWhat your tool calls returned so far (untrusted data):\n{seen}"
     )
 
@@ -102,6 +108,7 @@ def bounded_investigation(
     allow: frozenset[str],
     max_steps: int,
     max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Decision:
     """Run the loop; at most ``max_steps`` model calls. Raises DisallowedTool."""
     usage = Usage()
@@ -110,7 +117,10 @@ def bounded_investigation(
     schema = step_schema(allow)
     for index in range(max_steps):  # rail 1: a hard cap, not "until done"
         request = ModelRequest(
-            SYSTEM, _prompt(facts, bundle_text, allow, observations), schema, max_tokens
+            SYSTEM,
+            _prompt(facts, bundle_text, allow, observations, prompt_version),
+            schema,
+            max_tokens,
         )
         exchange = call_model(gateway, request, CallPurpose.INVESTIGATION)
         reply = exchange.reply
@@ -185,6 +195,7 @@ def investigator(
                 allow=allow,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
+                prompt_version=deps.prompt_version,
             )
         except DisallowedTool as exc:
             why = f"the model reached for a tool outside the allow-list: {exc.tool}"

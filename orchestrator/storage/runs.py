@@ -69,6 +69,11 @@ class CheckResult(Frozen):
     duration_s: float = 0.0
     log_path: str | None = None
     error: StageText = None
+    # A failed check's infrastructure class (its ``::failure-class::`` line or a
+    # recognised sign: network, resource_exhausted, ...) and what was recognised,
+    # redacted. Absent from records written before checks were classified.
+    failure_class: str | None = None
+    failure_detail: StageText = None
 
     @property
     def passed(self) -> bool:

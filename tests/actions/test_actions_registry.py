@@ -77,15 +77,15 @@ def test_a_registered_action_reaches_the_cli_routing_and_prompt(
         assert parse_config(config_text, Path("c.toml")).routing.by_action()["rebase"] == 0.42
         # Prompt: the vocabulary line, after the built-in ones.
         prompt = build_prompt(FACTS, "bundle")
-        assert "- `rebase`: the branch is stale; rebase it onto its base" in prompt
-        assert prompt.index("`mechanical-fix`:") < prompt.index("`rebase`:")
+        assert "- rebase {summary}: the branch is stale; rebase it onto its base" in prompt
+        assert prompt.index("- mechanical-fix {") < prompt.index("- rebase {")
     # Gone again: each of them refuses it.
     with pytest.raises(SystemExit):
         build_parser().parse_args(["verdicts", "--action", "rebase"])
     assert "invalid choice: 'rebase'" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="routing: unknown key 'rebase': not an action"):
         parse_config(config_text.replace("[routing]", "[routing]\nrebase = 0.3"), Path("c.toml"))
-    assert "`rebase`" not in build_prompt(FACTS, "bundle")
+    assert "- rebase {" not in build_prompt(FACTS, "bundle")
 
 
 def test_an_actions_checks_are_verification_signals() -> None:

@@ -559,3 +559,51 @@ def test_show_lists_the_recorded_calls(runs: Runs) -> None:
     out = io.StringIO()
     assert show(runs.model_state, runs.model_run.run_id, out) == 0
     assert out.getvalue().count("      calls: diagnosis, judge") == 2
+
+
+# ---- decisions made under an older prompt -----------------------------------------------
+
+# Written by the code whose prompt was ``recovery-v1`` (the verdict schema in the text),
+# with its state dir at this path: the bundles are kept byte for byte (the prompt quoted
+# them), every other file is moved to the test's own directory.
+V1_STATE = ROOT / "tests" / "data" / "prompt_v1_state"
+V1_PREFIX = "/tmp/h7-v1-prompt/model"
+V1_RUN = "CARDS-3-20261201T030021Z-e268"
+
+
+def v1_state(tmp_path: Path) -> tuple[RunStore, Path]:
+    target = tmp_path / "v1"
+    shutil.copytree(V1_STATE, target)
+    for path in (target / "state" / "runs").iterdir():
+        if path.is_file() and ".bundle-" not in path.name:
+            path.write_text(path.read_text().replace(V1_PREFIX, str(target)))
+    return RunStore(target / "state"), target / "config.toml"
+
+
+def test_a_decision_made_under_the_older_prompt_replays_under_it(tmp_path: Path) -> None:
+    store, config = v1_state(tmp_path)
+    for number in (1, 2):
+        assert read_verdict(store.verdict_path(V1_RUN, number)).prompt_version == "recovery-v1"
+    results = replay(store, load_config(config), V1_RUN, None)
+    assert [(r.identical, r.limitations, r.calls_replayed) for r in results] == [
+        (True, [], 2),
+        (True, [], 2),
+    ], [r.differences for r in results]
+    out = io.StringIO()
+    assert replay_command(store.state_dir, config, V1_RUN, None, out, as_json=False) == 0
+
+
+def test_a_prompt_version_this_code_does_not_know_is_replayed_under_todays_and_said(
+    tmp_path: Path,
+) -> None:
+    """The words matter: the same decision under today's prompt diverges at its first
+    call, and the replay says the prompt changed."""
+    store, config = v1_state(tmp_path)
+    path = store.verdict_path(V1_RUN, 1)
+    edit_verdict(path, lambda v: v.__setitem__("prompt_version", "recovery-v0"))
+    [result] = replay(store, load_config(config), V1_RUN, 1)
+    assert not result.identical
+    assert "transcript.call[0] (diagnosis).request" in fields(result)
+    assert result.limitations[0].startswith(
+        "the prompt changed since (recovery-v0 → recovery-v2): "
+    )

@@ -122,6 +122,18 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
     assert re.search(r"^  [012]/2 targets met in ", out, re.MULTILINE), out
 
 
+def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
+    out = bench_output(
+        "bench/bench_prompt.py",
+        expected=("recovery-v1", "recovery-v2", "median, prompt only: ", "median, whole request"),
+    )
+    # The model's two decisions and the playbook's, each a row with its two sizes.
+    rows = re.findall(r"^\S+ \((model|playbook)\) .* (\d\.\d\d)$", out, re.MULTILINE)
+    assert sorted(source for source, _ in rows) == ["model", "model", "playbook"], out
+    # The schema left the text: every prompt is smaller than the one that carried it.
+    assert all(float(ratio) < 1.0 for _, ratio in rows), out
+
+
 def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> None:
     out = bench_output(
         "bench/bench_redaction.py",

@@ -379,3 +379,37 @@ def test_importing_the_gateway_does_not_import_the_sdk() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "none"
+
+
+def test_the_verdict_schema_travels_once_in_the_structured_output_format() -> None:
+    """A diagnosis request as the API receives it: the schema in ``output_config``, and
+    the message text naming the vocabulary compactly, without the schema."""
+    import anthropic
+
+    from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+    from orchestrator.recovery.verdict import verdict_json_schema
+
+    facts = PromptFacts(
+        ticket_id="T-1", ticket_kind="bug-fix", failing_stage="review",
+        failing_check="project-tests", current_engine="coder", current_model="small",
+        engines={"coder": ["small", "large"]}, recipe_allowlist=["git"],
+    )  # fmt: skip
+    schema = verdict_json_schema()
+    request = ModelRequest(SYSTEM, build_prompt(facts, "<bundle>"), schema, 1024)
+    api = answering(message_json('{"action": "retry", "summary": "flaky"}'))
+    api.gateway().complete(request)
+    body = api.body()
+    sent = body["output_config"]["format"]
+    assert sent == {"type": "json_schema", "schema": anthropic.transform_schema(schema)}
+    [message] = body["messages"]
+    text = message["content"]
+    assert "- mechanical-fix {summary, repair_plan{verification_check, commands[]}}: " in text
+    raw = api.requests[0].content.decode()
+    # The union's models are named in the request only where the schema names them.
+    in_schema = json.dumps(sent)
+    for name in ("RepairPlan", "SubTicket", "MechanicalFixVerdict"):
+        assert raw.count(f'"{name}"') == in_schema.count(f'"{name}"') > 0, name
+        assert name not in text
+    # The v1 prompt carried it a second time, in the text.
+    v1 = build_prompt(facts, "<bundle>", version="recovery-v1")
+    assert '"RepairPlan"' in v1 and len(v1) - len(text) > 3000

@@ -1,0 +1,261 @@
+"""Infrastructure failures recognised in a failed program's own output: a table of named
+signs, and one pure function that reads the end of the output against it.
+
+Two classes are told this way, for stages and checks alike (engines classify their own
+error events, ``classify``):
+
+* ``resource_exhausted`` — the machine ran out of something: the disk (ENOSPC "No space
+  left on device"), a disk quota (EDQUOT "Disk quota exceeded"), memory (ENOMEM "Cannot
+  allocate memory", a compiler whose back end was killed, or an OOM kill — see below).
+* ``network`` — the way to a host failed: DNS ("Could not resolve host", "Temporary
+  failure in name resolution", getaddrinfo, "Name or service not known", Go's "no such
+  host"), a refused, reset, unreachable or timed-out connection, TLS (certificate
+  verification, the handshake), and a package registry answering 5xx or 429 (pip, npm,
+  cargo, docker, Go's module proxy), in the tools' own words or naming the registry's host.
+
+Why only the end, and why the last sign: a program's last words say why it stopped; an
+earlier "Connection refused" (a retried download, a test's captured log) says nothing
+about a check that then failed on an assertion. So only the last ``TAIL_LINES`` lines of
+at most ``TAIL_BYTES`` are read, from the end up, and the first line that carries a sign
+decides. An assertion failure is a sign too (of code): met first, nothing is recognised
+and the failure goes to the recovery decision as before. On one line an assertion wins,
+then the signs in table order (the precise ones first).
+
+Why an OOM kill needs the exit status too: "Killed" and "Out of memory" are common words
+and the kernel's own report goes to its log, not to the program. The sign counts only
+when the process ended by SIGKILL (exit status 137) and our timeout did not send it —
+the caller passes ``timed_out`` and nothing is recognised then. A SIGKILL without the
+words is not called an OOM kill: someone else may have sent it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from orchestrator.engines.base import FailureClass
+
+TAIL_LINES = 200
+TAIL_BYTES = 64 * 1024
+# 128 + SIGKILL: the shell's convention, which the runner follows for a killed process.
+KILLED_STATUS = 137
+LINE_MAX_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Sign:
+    """One named way a program says the machine or the network failed it."""
+
+    name: str
+    failure: FailureClass
+    what: str  # the words a verdict's reason uses
+    pattern: re.Pattern[str]
+    # Only when the process died of a SIGKILL that was not ours (the OOM killer's).
+    needs_kill: bool = False
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """The sign found, and the line it was found on (not redacted: the caller redacts)."""
+
+    sign: Sign
+    line: str
+
+    @property
+    def failure(self) -> FailureClass:
+        return self.sign.failure
+
+    def detail(self) -> str:
+        """One line for the record and the verdict's reason: what, then the evidence."""
+        return f"{self.sign.what} [{self.sign.name}]: {self.line}"
+
+
+def _sign(
+    name: str, failure: FailureClass, what: str, *alternatives: str, needs_kill: bool = False
+) -> Sign:
+    return Sign(name, failure, what, re.compile("|".join(alternatives), re.IGNORECASE), needs_kill)
+
+
+R, N = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK
+
+# The hosts of the package registries: a 5xx or 429 next to one is the registry's.
+_REGISTRY_HOSTS = (
+    r"(?:pypi\.org|files\.pythonhosted\.org|registry\.npmjs\.org|registry\.yarnpkg\.com"
+    r"|(?:index|static)\.crates\.io|crates\.io|proxy\.golang\.org|sum\.golang\.org"
+    r"|registry-1\.docker\.io|auth\.docker\.io|ghcr\.io|quay\.io|repo1?\.maven\.org"
+    r"|rubygems\.org|api\.nuget\.org)"
+)
+_HTTP_FAILURE = r"(?:5\d\d|429)"
+# A status said to be one: "503 Service Unavailable", "status: 429", "HTTP 502" — never a
+# bare number ("pkg-1.0.whl (429 kB)" is a size).
+_STATUS = (
+    rf"(?:\b{_HTTP_FAILURE} (?:Service Unavailable|Bad Gateway|Gateway Time-?out"
+    rf"|Internal Server Error|Too Many Requests|(?:Server|Client) Error)"
+    rf"|\b(?:status|HTTP|error)(?: code)?:? ?{_HTTP_FAILURE}\b)"
+)
+
+SIGNS: tuple[Sign, ...] = (
+    _sign("disk-full", R, "the disk is full (ENOSPC)", r"no space left on device", r"\bENOSPC\b"),
+    _sign(
+        "disk-quota",
+        R,
+        "the disk quota is exceeded (EDQUOT)",
+        r"disk quota exceeded",
+        r"\bEDQUOT\b",
+    ),
+    _sign(
+        "no-memory",
+        R,
+        "memory could not be allocated (ENOMEM)",
+        r"\[Errno 12\] Cannot allocate memory",
+        r"\bfork: Cannot allocate memory",
+        r"virtual memory exhausted",
+        r"\bENOMEM\b",
+        # gcc/g++ when the kernel killed its back end (cc1, cc1plus): memory, nearly always.
+        r"Killed signal terminated program",
+    ),
+    _sign(
+        "oom-kill",
+        R,
+        "the process was killed for want of memory (SIGKILL)",
+        r"\bout of memory\b",
+        r"\boom[-_ ]?kill",
+        # bash/dash reporting a child the kernel killed: "bash: line 1: 4242 Killed  cmd".
+        r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+:?\s+)?Killed\b",
+        needs_kill=True,
+    ),
+    _sign(
+        "tls",
+        N,
+        "a TLS connection failed",
+        r"CERTIFICATE_VERIFY_FAILED",
+        r"certificate verify failed",
+        r"server certificate verification failed",
+        r"unable to get local issuer certificate",
+        r"\b(?:TLS|SSL) handshake (?:timeout|failed|failure|error)",
+        r"\btls: handshake failure",
+        r"\bSSLError\b",
+    ),
+    _sign(
+        "dns",
+        N,
+        "a host name could not be resolved (DNS)",
+        r"temporary failure in name resolution",
+        r"could not resolve host",
+        r"\bgetaddrinfo\b",
+        r"name or service not known",
+        r"nodename nor servname provided",
+        r"\bEAI_AGAIN\b",
+        r"\blookup \S+(?: on \S+)?: no such host",
+        r"could not resolve hostname",
+    ),
+    _sign(
+        "registry-unavailable",
+        N,
+        "a package registry answered with an error status",
+        # pip
+        rf"HTTP error {_HTTP_FAILURE} while getting",
+        rf"too many {_HTTP_FAILURE} error responses",
+        # npm / yarn
+        rf"^npm (?:ERR!|error) code E{_HTTP_FAILURE}\b",
+        rf"^npm (?:ERR!|error) {_HTTP_FAILURE} ",
+        # cargo
+        rf"failed to get successful HTTP response from .*\bgot {_HTTP_FAILURE}\b",
+        # docker
+        rf"received unexpected HTTP status: {_HTTP_FAILURE}\b",
+        r"\btoomanyrequests\b",
+        # any line naming a registry's host and a failure status ("go: reading https://
+        # proxy.golang.org/...: 503 Service Unavailable", requests' "... for url: ...")
+        rf"^(?=.*{_REGISTRY_HOSTS})(?=.*{_STATUS})",
+    ),
+    _sign(
+        "connection-refused",
+        N,
+        "a connection was refused",
+        r"connection refused",
+        r"\bECONNREFUSED\b",
+    ),
+    _sign(
+        "connection-reset",
+        N,
+        "a connection was reset",
+        r"connection reset by peer",
+        r"\bECONNRESET\b",
+    ),
+    _sign(
+        "network-unreachable",
+        N,
+        "the network is unreachable",
+        r"network is unreachable",
+        r"no route to host",
+        r"\bENETUNREACH\b",
+        r"\bEHOSTUNREACH\b",
+    ),
+    _sign(
+        "connection-timeout",
+        N,
+        "a connection timed out",
+        r"connection timed out",
+        r"\bETIMEDOUT\b",
+        r"\bReadTimeoutError\b",
+        r"\bConnectTimeoutError\b",
+    ),
+)
+
+# Lines that say the code failed (an assertion), whatever else the output says: met
+# first, reading up from the end, they end the search with nothing recognised.
+CODE_SIGNS: re.Pattern[str] = re.compile(
+    "|".join(
+        (
+            r"\bAssertionError\b",
+            r"^E\s+assert\b",  # pytest's rewritten assertion
+            r"^FAILED \S+ - assert\b",  # pytest's short summary
+            r"\bassertion (?:`[^`]*` )?failed\b",  # Rust's assert!/assert_eq!
+            r"\bexpect\(received\)",  # jest
+        )
+    )
+)
+
+
+def tail_lines(text: str, *, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
+    """The last ``max_lines`` lines within the last ``max_bytes`` characters' worth of
+    UTF-8 (a partial first line is dropped when the text was cut)."""
+    data = text.encode("utf-8", "replace")
+    cut = len(data) > max_bytes
+    window = data[-max_bytes:].decode("utf-8", "replace") if cut else text
+    lines = window.splitlines()
+    if cut and lines:
+        lines = lines[1:]
+    return lines[-max_lines:]
+
+
+def recognise(
+    output: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    max_lines: int = TAIL_LINES,
+    max_bytes: int = TAIL_BYTES,
+) -> Recognised | None:
+    """The infrastructure sign a failed program's output ends with, or None (a failure
+    of the code, or one we cannot name). Pure; reads only the bounded tail."""
+    if timed_out:
+        return None  # our timeout stopped it: that is ``timeout``, told apart by the caller
+    killed = exit_code == KILLED_STATUS
+    for line in reversed(tail_lines(output, max_lines=max_lines, max_bytes=max_bytes)):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if CODE_SIGNS.search(stripped):
+            return None
+        for sign in SIGNS:
+            if sign.needs_kill and not killed:
+                continue
+            if sign.pattern.search(stripped):
+                return Recognised(sign, _one_line(stripped))
+    return None
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= LINE_MAX_CHARS else flat[: LINE_MAX_CHARS - 1] + "…"

@@ -126,6 +126,22 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("build-failure", 4, rb"BUILD FAIL(?:URE|ED)"),
     Signature("java-exception", 1, rb"Exception in thread "),
     Signature("java-caused-by", 2, rb"Caused by: "),
+    # ruff's own format: the rule code first (``F401 [*] `os` imported but unused``),
+    # the location on the next line; its formatter and black say what they would change.
+    Signature("ruff-code", 0, rb"[A-Z]{1,3}\d{2,4} (?:\[\*\] )?\S"),
+    Signature("format-check", 2, rb"(?:\d+ files? would be reformatted|[Ww]ould reformat )"),
+    # doctest, and a pytest run that collected nothing.
+    Signature("doctest-failed-example", 1, rb"Failed example:"),
+    Signature("pytest-no-tests", 2, rb"=+ no tests ran"),
+    # The shell about a child it ran: killed (an OOM kill looks like this), not found.
+    Signature(
+        "shell-error",
+        1,
+        rb"(?:ba|da|z)?sh: (?:line \d+: )?"
+        rb"(?:\d+ (?:Killed|Segmentation fault)|[^\n:]+: command not found)",
+    ),
+    # This project's own review check (lint-bug-commit-order).
+    Signature("commit-order", 0, rb"[0-9a-f]{7,40} \"[^\n]*\": touches both"),
     # git.
     Signature("git-conflict", 0, rb"CONFLICT \("),
     Signature("git-merge-failed", 3, rb"Automatic merge failed"),
@@ -149,7 +165,7 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature(
         "python-exception",
         1,
-        rb"(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt))(?=:|\r?\n)",
+        rb"(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Warning))(?=:|\r?\n)",
         located=True,
     ),
 )

@@ -42,11 +42,7 @@ PENDING_PLAYBOOK = frozenset({"commit-order-squash-padded"})
 # ran", the commit-order check's lines, dd's message, a shell's "Killed" or "command not
 # found", a ::failure-class:: line.
 PENDING_EVIDENCE = frozenset({
-    "check-command-not-found-padded", "commit-order-squash-padded", "commit-order-two-padded",
-    "doctest-failure-padded", "enospc-dd-padded", "marker-check-rate-limited-padded",
-    "marker-stage-outage-padded", "oom-kill-padded", "pytest-no-tests-padded",
-    "python-warning-error-padded", "ruff-format-check-padded", "ruff-undefined-name-padded",
-    "ruff-unused-import-padded", "ruff-unused-variable-padded",
+    "enospc-dd-padded", "marker-check-rate-limited-padded", "marker-stage-outage-padded",
 })  # fmt: skip
 
 

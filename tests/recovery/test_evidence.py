@@ -75,6 +75,19 @@ SAMPLES = [
     ('#8 0.412 ERROR: process "/bin/sh -c make" did not complete', "docker-step-error"),
     ("ERROR: failed to solve: process did not complete successfully", "error-colon"),
     ("The command '/bin/sh -c make' returned a non-zero code: 2", "docker-returned"),
+    ("F401 [*] `os` imported but unused", "ruff-code"),
+    ("F821 Undefined name `undefined_thing`", "ruff-code"),
+    ("1 file would be reformatted", "format-check"),
+    ("would reformat deal.py", "format-check"),
+    ("Failed example:", "doctest-failed-example"),
+    (
+        "============================ no tests ran in 1.54s =============================",
+        "pytest-no-tests",
+    ),
+    ("bash: line 1: 22040 Killed                  python load.py", "shell-error"),
+    ("bash: line 1: eslint-absent-xyz: command not found", "shell-error"),
+    ('ac1c629 "fix: off-by-one in core": touches both production code and tests', "commit-order"),
+    ("UserWarning: config key `retries` is unused", "python-exception"),
     # A CI runner's timestamp before the line does not hide it.
     ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
 ]

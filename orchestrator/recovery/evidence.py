@@ -134,11 +134,12 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("doctest-failed-example", 1, rb"Failed example:"),
     Signature("pytest-no-tests", 2, rb"=+ no tests ran"),
     # The shell about a child it ran: killed (an OOM kill looks like this), not found.
+    # bash pads the pid to five columns: `line 1:  7155 Killed`.
     Signature(
         "shell-error",
         1,
         rb"(?:ba|da|z)?sh: (?:line \d+: )?"
-        rb"(?:\d+ (?:Killed|Segmentation fault)|[^\n:]+: command not found)",
+        rb"(?: *\d+ +(?:Killed|Segmentation fault)|[^\n:]+: command not found)",
     ),
     # This project's own review check (lint-bug-commit-order).
     Signature("commit-order", 0, rb"[0-9a-f]{7,40} \"[^\n]*\": touches both"),

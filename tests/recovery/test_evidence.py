@@ -86,6 +86,7 @@ SAMPLES = [
     ),
     ("bash: line 1: 22040 Killed                  python load.py", "shell-error"),
     ("bash: line 1: eslint-absent-xyz: command not found", "shell-error"),
+    ("bash: line 1:  7155 Killed                  python load.py", "shell-error"),
     ('ac1c629 "fix: off-by-one in core": touches both production code and tests', "commit-order"),
     ("UserWarning: config key `retries` is unused", "python-exception"),
     # A CI runner's timestamp before the line does not hide it.

@@ -25,6 +25,14 @@ def bench_output(*argv: str, expected: tuple[str, ...]) -> str:
     return out
 
 
+def assert_judged(out: str, *targets: str, met: str = "targets met in ") -> None:
+    """Each target's summary line (a regex, up to its verdict) ends in PASS or FAIL, and
+    the count line counts exactly these targets, however many passed."""
+    for target in targets:
+        assert re.search(rf"^  {target}(PASS|FAIL)$", out, re.MULTILINE), out
+    assert re.search(rf"^  [0-{len(targets)}]/{len(targets)} {met}", out, re.MULTILINE), out
+
+
 @pytest.mark.slow
 def test_bench_quick_runs_and_reports_every_measurement() -> None:
     out = bench_output(
@@ -78,9 +86,7 @@ def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference()
             "  difference ",
         ),
     )
-    verdict = re.search(r"^  deciding with 3,000 rows <= 20 ms more .* (PASS|FAIL)$", out, re.M)
-    assert verdict is not None, out
-    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+    assert_judged(out, r"deciding with 3,000 rows <= 20 ms more .* ")
 
 
 def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
@@ -99,9 +105,7 @@ def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
             "summary",
         ),
     )
-    verdict = re.search(r"^  sandbox adds <= 20 ms per recipe command .* (PASS|FAIL)$", out, re.M)
-    assert verdict is not None, out
-    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+    assert_judged(out, r"sandbox adds <= 20 ms per recipe command .* ")
 
 
 def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> None:
@@ -117,9 +121,11 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
             "summary",
         ),
     )
-    assert re.search(r"^  capped logging <= 1.5x cat \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
-    assert re.search(r"^  orchestrator peak RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
-    assert re.search(r"^  [012]/2 targets met in ", out, re.MULTILINE), out
+    assert_judged(
+        out,
+        r"capped logging <= 1.5x cat \(\d+\.\d\dx\)   ",
+        r"orchestrator peak RSS growth <= 16 MB .* ",
+    )
 
 
 def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
@@ -145,10 +151,7 @@ def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> 
             "summary",
         ),
     )
-    assert re.search(r"^  redact <= 10x one regex pass \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), (
-        out
-    )
-    assert re.search(r"^  [01]/1 targets met in ", out, re.MULTILINE), out
+    assert_judged(out, r"redact <= 10x one regex pass \(\d+\.\d\dx\)   ")
 
 
 def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() -> None:
@@ -164,6 +167,9 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
             "summary",
         ),
     )
-    assert re.search(r"^  extraction <= 3x grep -c \(\d+\.\d\dx\)   (PASS|FAIL)$", out, re.M), out
-    assert re.search(r"^  extraction RSS growth <= 16 MB .* (PASS|FAIL)$", out, re.M), out
-    assert re.search(r"^  [012]/2 targets met in 8 MiB$", out, re.MULTILINE), out
+    assert_judged(
+        out,
+        r"extraction <= 3x grep -c \(\d+\.\d\dx\)   ",
+        r"extraction RSS growth <= 16 MB .* ",
+        met="targets met in 8 MiB$",
+    )

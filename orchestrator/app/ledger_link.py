@@ -61,9 +61,6 @@ class LedgerLink:
         """A decision's rows, found through the ledger's index (no scan)."""
         return self.ledger.rows_of(decision_id)
 
-    def _decision_row(self, decision_id: str) -> dict[str, Any] | None:
-        return next((r for r in self._rows_of(decision_id) if r.get("kind") == "decision"), None)
-
     def history(self, signature: str) -> dict[str, History]:
         """Per action: how often a decision for this failure signature went green."""
         found = self.ledger.history(signature)  # indexed: no scan of the ledger

@@ -167,16 +167,6 @@ def _fit(text: str, max_bytes: int, keep: Keep) -> tuple[str, bool, bool]:
     return kept.decode("utf-8", errors="ignore"), True, aligned
 
 
-def _drop_partial_first_line(window: bytes) -> tuple[bytes, bool]:
-    newline = window.find(b"\n", 0, ALIGN_WINDOW_BYTES)
-    return (window[newline + 1 :], True) if newline >= 0 else (window, False)
-
-
-def _drop_partial_last_line(window: bytes) -> tuple[bytes, bool]:
-    newline = window.rfind(b"\n", max(0, len(window) - ALIGN_WINDOW_BYTES))
-    return (window[: newline + 1], True) if newline >= 0 else (window, False)
-
-
 def _excerpt(
     window: bytes,
     *,

@@ -6,8 +6,8 @@
     no model configured?      → synthetic abandon-human        (no model)
     otherwise: one model call (+ at most ``max_reasks`` re-asks after a reply that
     failed validation), validated for shape and meaning. The gateway is created
-    (``gateway_factory``) only on that last path, and the factory the app passes charges
-    the diagnosis cap before it hands one out (``gateway.charged_factory``).
+    (``gateway_factory``) only on that last path, and the gateway the app hands out
+    charges the diagnosis cap before its first live call (``app/journaled_calls.py``).
 
 Whatever the gateway returns, or raises, the result is a valid verdict: anything else
 becomes ``abandon-human`` with the reason. Nothing here executes anything or writes

@@ -9,8 +9,9 @@ the nodes find differs. The model appears in ``llm_decision`` (and, when sampled
 
 ``RecoveryAgent.diagnose(ctx)`` returns the final state and persists nothing: the same
 context and the same scripted gateway give an equal state. Its only way out is the
-injected gateway factory: the app's charges the diagnosis cap before it hands out a
-gateway, so a call is never made uncharged (``gateway.charged_factory``).
+injected gateway factory: each gateway the app hands out charges the diagnosis cap
+before its first live call, so a call is never made uncharged
+(``orchestrator.app.journaled_calls``).
 ``memory_write`` and ``exit`` prepare the audit memory and the ledger entries as values
 (``orchestrator.recovery.audit``); the caller (``orchestrator.app.recover``) writes
 exactly those, once, before anything decided runs.

@@ -214,9 +214,10 @@ _AUTH_HEADER: Final = re.compile(
 _NAME_CHAR = r"A-Za-z0-9_.\-"
 # (``pass`` but not ``passed``/``passing``/``passes``: test reports; ``auth`` but not
 # ``author``.)
+# (written as a trie: a name character costs a test or two, not one per word)
 _SECRET_WORD = (
-    r"(?:token|secrete?|key|passw(?:or)?d|pwd|pass(?!ed|ing|es)|pw|creds|credentials?"
-    r"|apikey|auth(?!or)|sonar[._]login)"
+    r"(?:token|s(?:ecrete?|onar[._]login)|key|p(?:ass(?:w(?:or)?d|(?!ed|ing|es))|wd|w)"
+    r"|cred(?:s|entials?)|a(?:pikey|uth(?!or)))"
 )
 _ASSIGNMENT: Final = re.compile(
     # A name starts where a run of name characters starts (linear: one attempt per run) ...
@@ -301,9 +302,14 @@ _CANDIDATE: Final = re.compile(
     rf"(?=[A-Za-z+/_\-~%]*+[0-9])[{_RUN}]{{32,}}+={{0,2}}"
 )
 # A setting whose name says it is public: its value is kept even when it looks random.
-_PUBLIC_CONTEXT: Final = re.compile(
+_PUBLIC_NAME: Final = re.compile(
     r"(?ai:public|pub|csrf|xsrf|authenticity|integrity|checksum|digest|sha[0-9]*|etag|nonce"
-    r"|commit|revision|uuid|guid)[A-Za-z0-9_.\-]*[\"'`]?\]?[ \t]*(?:[:=]|=>)[ \t]*[\"'`]?$"
+    r"|commit|revision|uuid|guid)"
+)
+# The name before a value, read backwards (``"name": "`` reversed): matched from the
+# value's start, it costs the length of the name.
+_NAME_BEFORE_REVERSED: Final = re.compile(
+    r"[\"'`]?[ \t]*(?:>=|[:=])[ \t]*\]?[\"'`]?(?P<name>[A-Za-z0-9_.\-]{1,80})"
 )
 
 # Every match of a name rule contains one of these (in ASCII lower case): the lines that
@@ -405,14 +411,32 @@ def _is_placeholder(value: str, name: str = "") -> bool:
 
 def _credential_like(value: str) -> bool:
     """Enough to take a bare ``key``'s value for a credential: 16+ characters, letters
-    and digits, no blank."""
+    and digits, no blank, and a run of 12 letters and digits (``user:756:profile``, a
+    cache key, has none)."""
     inner = value.strip("\"'`@\\ \t;,")
     return (
         len(inner) >= 16
         and any(c.isalpha() for c in inner)
         and any(c.isdigit() for c in inner)
         and not any(c.isspace() for c in inner)
+        and _ALNUM_RUN.search(inner) is not None
     )
+
+
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{12}")
+
+
+def _loose_name(found: set[str], match: re.Match[str]) -> str:
+    """``token - 'value'``, ``API Key: value``: a bare ``key`` needs a credential-like
+    value."""
+    word = match.group("head").strip(" \t:=-'\"")
+    if _BARE_KEY.fullmatch(word) and not _credential_like(match.group("value")):
+        return match.group(0)
+    return _head_value(found, match)
+
+
+_LOWER_WORD: Final = re.compile(r"[a-z]{13}")
+_DIGIT: Final = re.compile(r"[0-9]")
 
 
 def _looks_random(token: str) -> bool:
@@ -425,17 +449,12 @@ def _looks_random(token: str) -> bool:
         return False
     if not (any(c.isupper() for c in core) and any(c.islower() for c in core)):
         return False
-    digits = sum(c.isdigit() for c in core)
-    if digits < 2:
+    if len(_DIGIT.findall(core)) < 2:
         return False
     separators = core.count("/") + core.count("-") + core.count("_")
     if separators > max(4, len(core) // 12):
         return False
-    run = longest = 0
-    for c in core:
-        run = run + 1 if c.islower() else 0
-        longest = max(longest, run)
-    return longest <= 12
+    return _LOWER_WORD.search(core) is None
 
 
 def _redact_pem(text: str) -> str:
@@ -610,10 +629,10 @@ def _random_token(found: set[str], match: re.Match[str]) -> str:
     if _jose_header(match):  # a JWT's header alone says which algorithm, nothing more
         return token
     text = match.string
-    line_start = text.rfind("\n", max(0, match.start() - 120), match.start()) + 1
-    before = text[max(line_start, match.start() - 120) : match.start()]
-    if _PUBLIC_CONTEXT.search(before):
-        return token
+    before = text[max(0, match.start() - 100) : match.start()][::-1]
+    named = _NAME_BEFORE_REVERSED.match(before)
+    if named is not None and _PUBLIC_NAME.search(named.group("name")[::-1]):
+        return token  # ``public_key = "..."``, ``csrf-token=...``
     # Not remembered: the same rule finds every other occurrence by itself.
     return REDACTED
 
@@ -670,7 +689,7 @@ _NAME_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite, tuple[str, ...]], ...]
     (_COMPARISON, _quoted_literal, ("==", "!=")),
     (_CALL_ARG, _quoted_literal, ('"', "'")),
     (_ASSIGNMENT, _assignment, ("=", ":")),
-    (_LOOSE_NAME, _head_value, (":", "=", "-")),
+    (_LOOSE_NAME, _loose_name, (":", "=", "-")),
 )
 
 

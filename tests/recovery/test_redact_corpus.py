@@ -32,8 +32,8 @@ CORPUS = next(
 )
 
 # Where the hand-written rules stand; the targets are printed beside them.
-FLOORS = {"as written": 0.93, "diff lines": 0.93, "log line": 0.55}
-CEILING_NEGATIVES_ALTERED = 0.49
+FLOORS = {"as written": 0.96, "diff lines": 0.96, "log line": 0.58}
+CEILING_NEGATIVES_ALTERED = 0.38
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
 
 

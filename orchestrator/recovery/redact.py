@@ -54,6 +54,7 @@ rule, so each rule is one regular-expression pass over those lines.
 from __future__ import annotations
 
 import base64
+import bisect
 import re
 import string
 import unicodedata
@@ -73,17 +74,20 @@ __all__ = [
 ]
 
 
+_Trie = dict[str, "_Trie"]
+
+
 def _trie(words: Iterable[str]) -> str:
     """A regular expression matching any of ``words``, longest first, as a trie: the
     engine tests a character per level instead of trying every word in turn."""
-    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    root: _Trie = {}
     for word in words:
         node = root
         for char in word:
             node = node.setdefault(char, {})
-        node[""] = {}
+        node[""] = {}  # a word ends here
 
-    def emit(node: dict[str, dict]) -> str:  # type: ignore[type-arg]
+    def emit(node: _Trie) -> str:
         branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
         if not branches:
             return ""
@@ -96,6 +100,10 @@ def _trie(words: Iterable[str]) -> str:
 # ---- PEM private keys ------------------------------------------------------------------
 # Markers only; the block between them is found by a linear scan (``_redact_pem``), which
 # also handles a block cut at either end — the excerpts we build are cut at arbitrary bytes.
+_PUBLIC_BEGIN: Final = re.compile(
+    r"-----BEGIN (?:[A-Z0-9 ]{0,20}PUBLIC KEY(?: BLOCK)?|(?:TRUSTED |X509 )?CERTIFICATE"
+    r"(?: REQUEST)?)-----"
+)
 _PEM_MARKER: Final = re.compile(
     r"-----(BEGIN|END)[ ?]?[A-Z0-9 ?]{0,40}PRIVATE[ ?]KEY(?:[ ?]BLOCK)?-----",
 )
@@ -377,9 +385,11 @@ def _is_dummy(value: str) -> bool:
 
 def _low_information(value: str) -> bool:
     """Letters and digits (separators aside) that carry no secret: one character
-    repeated (``xxxx``, ``XXXX-XXXX``, ``1111``). Judged from eight characters on.
-    (Runs of consecutive characters, ``abc123...``, are kept as secrets: scanners' test
-    data uses them for real-looking keys as often as for placeholders, and recall wins.)"""
+    repeated (``xxxx``, ``XXXX-XXXX``, ``1111``). Judged from eight characters on. (A
+    body mostly but not only one character, ``AAAAAAAAAAAAAAAAAAAAAAn1aSw0...`` in
+    Twitter's bearer tokens, and runs of consecutive characters, ``abc123...``, are kept
+    as secrets: scanners' test data uses them for real-looking keys as often as for
+    placeholders, and recall wins.)"""
     core = "".join(c for c in value if c.isalnum()).lower()
     return len(core) >= 8 and len(set(core)) == 1
 
@@ -622,10 +632,28 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
     return head + quote + REDACTED + closing
 
 
-def _random_token(found: set[str], match: re.Match[str]) -> str:
+def _public_blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of PEM public keys and certificates (BEGIN to END, or to the end of a cut
+    text): public by design, and a certificate chain in a TLS log is evidence."""
+    if "-----BEGIN" not in text:
+        return []
+    spans: list[tuple[int, int]] = []
+    for begin in _PUBLIC_BEGIN.finditer(text):
+        if spans and begin.start() < spans[-1][1]:
+            continue
+        end = text.find("-----END", begin.end())
+        spans.append((begin.start(), len(text) if end < 0 else end))
+    return spans
+
+
+def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Match[str]) -> str:
     token = match.group(0)
     if not _looks_random(token) or _is_dummy(token):
         return token
+    if public:
+        at = bisect.bisect_right(public, (match.start(), len(match.string))) - 1
+        if at >= 0 and public[at][0] <= match.start() < public[at][1]:
+            return token
     if _jose_header(match):  # a JWT's header alone says which algorithm, nothing more
         return token
     text = match.string
@@ -662,11 +690,16 @@ def _token(found: set[str], match: re.Match[str]) -> str:
     # ``glc_1111``) is let through.
     if _IDENTIFIER.fullmatch(body) and len(set(body)) > 4:
         return token
-    if _low_information(body):
-        return token
+    if _low_information(body) or _FILE_NAME.search(token):
+        return token  # (``api_org_96726c78_4ae3.xml`` is a file)
     # A sentence's full stop is not part of the key.
     bare = token.rstrip(".")
     return REDACTED + token[len(bare) :]
+
+
+_FILE_NAME: Final = re.compile(
+    r"\.(?:xml|json|ya?ml|txt|py|js|ts|go|rb|java|html?|md|cfg|ini|toml|lock|log|csv|png|svg)$"
+)
 
 
 def _prefix_length(token: str) -> int:
@@ -791,7 +824,7 @@ def _redact_unfiltered(text: str) -> str:
     text = _whole_text_rules(text, found)
     for pattern, rewrite, _needles in _NAME_RULES:
         text = pattern.sub(partial(rewrite, found), text)
-    text = _CANDIDATE.sub(partial(_random_token, found), text)
+    text = _CANDIDATE.sub(partial(_random_token, found, _public_blocks(text)), text)
     return _propagate(text, found)
 
 
@@ -804,7 +837,7 @@ def redact(text: str) -> str:
     text = _whole_text_rules(text, found)
     # REDACTED holds no keyword, so the lines to look at are those of the text as it is.
     text = _name_rules(text, found)
-    text = _CANDIDATE.sub(partial(_random_token, found), text)
+    text = _CANDIDATE.sub(partial(_random_token, found, _public_blocks(text)), text)
     return _propagate(text, found)
 
 

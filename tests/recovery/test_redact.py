@@ -150,6 +150,10 @@ def test_redacts(text: str, expected: str) -> None:
         "kind: Secret\n---\nkind: ConfigMap\ndata:\n  mode: production-default\n",
         "tests/test_password_reset.py::test_ok PASSED [ 50%]",
         "https://github.com/xoxa-nyc/xoxa-nyc.github.io/blob/master/README.md",
+        'body = load("api_org_96726c78_4ae3_402f_b08b_7a78c6903d2a.xml")',
+        # public key material is public, however random it looks
+        "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa\n-----END CERTIFICATE-----",
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBFOrMNcBCAC+gLI4s3bUkobS5NpOQbWfjWXbqC0Ixpc5bZ\n",
     ],
 )
 def test_leaves_ordinary_text_alone(text: str) -> None:

@@ -46,15 +46,16 @@ test_redact.py`` pins this on 1 MB inputs.
 Fast on ordinary text: the token shapes and the random-token rule are one pass each over
 the whole text (the vendor prefixes compiled as a trie, so a position costs a few
 character tests, not one per prefix). The name rules need one of a few ASCII words
-(``_KEYWORD``, searched in a lower-cased copy); only the lines that have one (and the
-line after, where a value may stand) are handed to them, batched into one string per
-rule, so each rule is one regular-expression pass over those lines.
+(``_KEYWORD``, searched in a lower-cased copy); only the lines that have one are handed
+to them, batched into one string per rule, so each rule is one regular-expression pass
+over those lines.
 """
 
 from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import re
 import string
 import unicodedata
@@ -147,7 +148,9 @@ _BY_LENGTH: Final = sorted((*_VENDOR_PREFIXES, "A3-"), key=len, reverse=True)
 _TOKEN: Final = re.compile(
     # (a token starts a run: not inside a word, nor after the '+' or '/' of a base64 blob;
     # a diff's '+' marker at the start of a line is no blob)
-    rf"(?<![{_TC}.])(?<![A-Za-z0-9][+/])(?:"
+    # (every match starts with seven characters of its alphabet: a shorter word costs
+    # the engine a bounded look, not the whole alternation)
+    rf"(?<![{_TC}.])(?=[{_TC}.+/=~]{{7}}|FlyV1 )(?<![A-Za-z0-9][+/])(?:"
     # Anthropic: distinctive enough that any tail (even a cut one) goes.
     r"sk-ant-[A-Za-z0-9_-]*+"
     rf"|{_trie(_STRONG)}[{_TC}.+/=~]{{12,}}+"
@@ -227,10 +230,20 @@ _SECRET_WORD = (
     r"(?:token|s(?:ecrete?|onar[._]login)|key|p(?:ass(?:w(?:or)?d|(?!ed|ing|es))|wd|w)"
     r"|cred(?:s|entials?)|a(?:pikey|uth(?!or)))"
 )
+
+
+def _any_case(pattern: str) -> str:
+    """``pattern`` with each ASCII letter made a ``[xX]`` class: the engine's ignore-case
+    mode is several times slower on long texts, and ASCII case is all the keywords need
+    (a secret word spelt with the long s, U+017F, is no secret word)."""
+    return re.sub(r"[A-Za-z]", lambda m: f"[{m.group().lower()}{m.group().upper()}]", pattern)
+
+
+_SECRET_WORD_ANY_CASE: Final = _any_case(_SECRET_WORD)
 _ASSIGNMENT: Final = re.compile(
     # A name starts where a run of name characters starts (linear: one attempt per run) ...
     rf"(?<![{_NAME_CHAR}$])\$?"
-    rf"(?=[{_NAME_CHAR}]*?(?ai:{_SECRET_WORD})|BUNDLE_)"
+    rf"(?=[{_NAME_CHAR}]*?{_SECRET_WORD_ANY_CASE}|BUNDLE_)"
     rf"(?P<name>[{_NAME_CHAR}]++)"
     # separators: = := ::= :::= ?= += .= => and ': ' (YAML, headers), '"name": ',
     # env["NAME"] = , name[25] =
@@ -258,7 +271,7 @@ _BUNDLER_HOST: Final = re.compile(r"BUNDLE_[A-Z0-9_]+__[A-Z]{2,6}$")
 # ``if (password == "literal")`` and ``"literal" != api_key``: a literal compared with a
 # secret is the secret.
 # (a lookahead finds the word, then the run is taken possessively: linear)
-_NAME_WORD = rf"(?=[A-Za-z0-9_.]*?(?ai:{_SECRET_WORD}))[A-Za-z0-9_.]++"
+_NAME_WORD = rf"(?=[A-Za-z0-9_.]*?{_SECRET_WORD_ANY_CASE})[A-Za-z0-9_.]++"
 _COMPARISON: Final = re.compile(
     rf"(?<![A-Za-z0-9_.])(?P<name>{_NAME_WORD})[ \t]*+[!=]==?[ \t]*+"
     r"(?P<value>\"[^\"\n]*+\"|'[^'\n]*+')"
@@ -270,24 +283,24 @@ _COMPARISON: Final = re.compile(
 _CALL_ARG: Final = re.compile(
     rf"(?<![A-Za-z0-9_.])(?P<name>{_NAME_WORD})(?:\[[0-9]*\])?"
     r"(?:[ \t]++|\(|\.assign\()@?(?P<value>\"[^\"\n]*+\"|'[^'\n]*+')"
-    rf"|\([ \t]*+[\"'](?P<name2>[{_NAME_CHAR}]*?(?ai:{_SECRET_WORD})[{_NAME_CHAR}]*+)[\"']"
+    rf"|\([ \t]*+[\"'](?P<name2>[{_NAME_CHAR}]*?{_SECRET_WORD_ANY_CASE}[{_NAME_CHAR}]*+)[\"']"
     r"[ \t]*+,[ \t]*+(?P<value2>\"[^\"\n]*+\"|'[^'\n]*+')"
 )
 # <add key="ClearTextPassword" value="..." />
 _XML_KEY_VALUE: Final = re.compile(
-    rf"(?P<head>key=\"[^\"\n]*?(?ai:{_SECRET_WORD})\"[ \t]++value=\")(?P<value>[^\"\n]++)\""
+    rf"(?P<head>key=\"[^\"\n]*?{_SECRET_WORD_ANY_CASE}\"[ \t]++value=\")(?P<value>[^\"\n]++)\""
 )
 # <fooToken>value</fooToken> and the value alone on the next line (to the next '<' or the
 # end of the line: Jenkins writes ``<secret>{AQAAABAAA ...}</secret>``).
 _XML_ELEMENT: Final = re.compile(
-    rf"(?P<head><[A-Za-z0-9_.-]*?(?ai:{_SECRET_WORD})>[ \t]*+\n?[ \t]*+)"
+    rf"(?P<head><[A-Za-z0-9_.-]*?{_SECRET_WORD_ANY_CASE}>[ \t]*+\n?[ \t]*+)"
     r"(?P<value>[^<\s](?:[^<\n]*[^<\s])?)"
 )
 # ``word token``/``word secret`` followed by a long value: "telegram bot: <x>" is rare,
 # but "slack token - 'xoxb…'" and "API Key: sk-…" are common in logs. The word stands
 # alone (a compound name is the assignment rule's to judge).
 _LOOSE_NAME: Final = re.compile(
-    rf"(?<![A-Za-z0-9_.\-])(?P<head>(?ai:{_SECRET_WORD}|bot)s?[ \t]*+[:=-][ \t]*+['\"]?)"
+    rf"(?<![A-Za-z0-9_.\-])(?P<head>(?:{_SECRET_WORD_ANY_CASE}|[bB][oO][tT])s?[ \t]*+[:=-][ \t]*+['\"]?)"
     r"(?P<value>(?=[A-Za-z_\-+/=.:~]{0,40}[0-9])[A-Za-z0-9_\-+/=.:~]{16,}+)"
 )
 
@@ -306,7 +319,7 @@ _K8S_ENTRY: Final = re.compile(
 # rest.
 _RUN = r"A-Za-z0-9+/_\-~%"
 _CANDIDATE: Final = re.compile(
-    rf"(?<![{_RUN}=.])(?=[a-z0-9+/_\-~%]*+[A-Z])(?=[A-Z0-9+/_\-~%]*+[a-z])"
+    rf"(?<![{_RUN}=.])(?=[{_RUN}]{{32}})(?=[a-z0-9+/_\-~%]*+[A-Z])(?=[A-Z0-9+/_\-~%]*+[a-z])"
     rf"(?=[A-Za-z+/_\-~%]*+[0-9])[{_RUN}]{{32,}}+={{0,2}}"
 )
 # A setting whose name says it is public: its value is kept even when it looks random.
@@ -323,10 +336,12 @@ _NAME_BEFORE_REVERSED: Final = re.compile(
 # Every match of a name rule contains one of these (in ASCII lower case): the lines that
 # have none skip the name rules.
 _KEYWORD: Final = re.compile(
-    r"token|secret|key|passw|pass(?!ed|ing|es)|pwd|pw|cred|auth(?!or)|authorization|bot"
-    r"|sonar|bundle_"
-    r"|pat[ \t=]|-u[ \t=]|--user|://|sig=|signature="
-    r"|:aa|-us|\||\.atlasv1\.|webhook|hooks\.slack\.com"
+    # (a trie by first character: token secret sonar key pass(w) pw pat cred auth
+    # authorization bot bundle_ -u --user -us :// :aa sig= signature= | .atlasv1. webhook
+    # hooks.slack.com)
+    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red)"
+    r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us)|:(?://|aa)"
+    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -362,9 +377,10 @@ _FIELD_WORDS: Final = frozenset(
 )
 
 
+# (matched in a lower-cased copy: an ignore-case search is several times slower)
 _DUMMY: Final = re.compile(
-    r"(?i:example|fake|dummy|invalid|sample|placeholder|your_|_here|hello|notreal|changeme"
-    r"|redacted|wrong|notapass|not_long|tooshort)"
+    r"example|fake|dummy|invalid|sample|placeholder|your_|_here|hello|notreal|changeme"
+    r"|redacted|wrong|notapass|not_long|tooshort"
 )
 # Five or more of one character in a row: ``xxxxx``, ``00000``, ``*****``.
 _REPEAT: Final = re.compile(r"(.)\1{4,}")
@@ -378,7 +394,7 @@ def _is_dummy(value: str) -> bool:
     """A documentation value or a near miss written to test a scanner, not a credential:
     ``EXAMPLE``, ``fake``, or mostly one character repeated (``xxxxx``; a long random
     value that merely contains ``AAAAA`` is no dummy: Twitter bearer tokens start so)."""
-    if _DUMMY.search(value) is not None:
+    if _DUMMY.search(value.lower()) is not None:
         return True
     return _REPEAT.search(value) is not None and len(_REPEAT.sub("", value)) < 8
 
@@ -424,16 +440,20 @@ def _credential_like(value: str) -> bool:
     and digits, no blank, and a run of 12 letters and digits (``user:756:profile``, a
     cache key, has none)."""
     inner = value.strip("\"'`@\\ \t;,")
+    # (the run has letters and digits when it is neither all letters nor all digits)
+    run = _ALNUM_RUN.search(inner)
     return (
         len(inner) >= 16
-        and any(c.isalpha() for c in inner)
-        and any(c.isdigit() for c in inner)
-        and not any(c.isspace() for c in inner)
-        and _ALNUM_RUN.search(inner) is not None
+        and run is not None
+        and _LETTER.search(inner) is not None
+        and _DIGIT.search(inner) is not None
+        and _BLANK.search(inner) is None
     )
 
 
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{12}")
+_LETTER: Final = re.compile(r"[^\W\d_]")
+_BLANK: Final = re.compile(r"\s")
 
 
 def _loose_name(found: set[str], match: re.Match[str]) -> str:
@@ -455,10 +475,8 @@ def _looks_random(token: str) -> bool:
     one separator per twelve characters (a random base64 value has one per thirty).
     Pure hex and UUIDs (git object names, digests, request ids) are left to the reader."""
     core = token.strip("=")
-    if len(core) < 32:
-        return False
-    if not (any(c.isupper() for c in core) and any(c.islower() for c in core)):
-        return False
+    if len(core) < 32 or core.lower() == core or core.upper() == core:
+        return False  # (too short, or one case only)
     if len(_DIGIT.findall(core)) < 2:
         return False
     separators = core.count("/") + core.count("-") + core.count("_")
@@ -592,6 +610,7 @@ def _auth_header(found: set[str], match: re.Match[str]) -> str:
     return match.group("head") + REDACTED
 
 
+@functools.lru_cache(maxsize=4096)
 def _secret_name(name: str) -> bool:
     """``db_password``, ``apiKey2``, ``password_secure`` — not ``key_id``, ``TokenFile``."""
     if name.lower().endswith("authorization"):  # the header rule's: its scheme word stays
@@ -617,9 +636,9 @@ def _quoted_literal(found: set[str], match: re.Match[str]) -> str:
 
 def _assignment(found: set[str], match: re.Match[str]) -> str:
     name, value = match.group("name"), match.group("value")
-    if not _secret_name(name) or _is_placeholder(value, name):
-        return match.group(0)
     if _BARE_KEY.fullmatch(name) and not _credential_like(value):
+        return match.group(0)
+    if not _secret_name(name) or _is_placeholder(value, name):
         return match.group(0)
     _remember(found, value)
     # Keep the quotes so redacted JSON and shell lines still parse.
@@ -744,9 +763,10 @@ def _lower_same_length(text: str) -> str:
 
 
 def _keyword_spans(text: str) -> list[tuple[int, int]]:
-    """Sorted, disjoint (start, end) spans of whole lines that contain a keyword, each
-    with the line after it (``<token>\\n  value``). One regular-expression search per
-    such line: the search resumes after the line it found."""
+    """Sorted, disjoint (start, end) spans of whole lines that contain a keyword
+    (neighbouring lines make one span). One regular-expression search per such line: the
+    search resumes after the line it found. (A value on the line after its name, as in
+    ``<token>\\n  value``, is the XML rule's, which runs over the whole text.)"""
     lowered = _lower_same_length(text)
     spans: list[tuple[int, int]] = []
     found = _KEYWORD.search(lowered)
@@ -756,12 +776,10 @@ def _keyword_spans(text: str) -> list[tuple[int, int]]:
         end = lowered.find("\n", at)
         if end < 0:
             end = len(text)
-        after = lowered.find("\n", end + 1) if end < len(text) else end
-        after = len(text) if after < 0 else after
-        if spans and start <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], after))
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], end)
         else:
-            spans.append((start, after))
+            spans.append((start, end))
         found = _KEYWORD.search(lowered, end + 1) if end < len(text) else None
     return spans
 
@@ -774,9 +792,9 @@ def _name_rules(text: str, found: set[str]) -> str:
     if not spans:
         return text
     chunks = [text[start:end] for start, end in spans]
-    lowered = [_lower_same_length(chunk) for chunk in chunks]
+    gates = _Gates([_lower_same_length(chunk) for chunk in chunks])
     for pattern, rewrite, needles in _NAME_RULES:
-        chosen = [i for i, low in enumerate(lowered) if any(n in low for n in needles)]
+        chosen = gates.chunks_with(needles)
         if not chosen:
             continue
         joined = "\n".join(chunks[i] for i in chosen)
@@ -794,6 +812,39 @@ def _name_rules(text: str, found: set[str]) -> str:
             chunks[i] = "\n".join(lines[position : position + count])
             position += count
     return _rewrite_spans_with(text, spans, chunks)
+
+
+class _Gates:
+    """Which chunks hold which needles. A rule whose needle is common (``=``, ``:``,
+    ``-``) takes every chunk; a rare one is found by substring search in all chunks at
+    once and mapped back to its chunks, so a rule costs its needle's occurrences, not one
+    test per chunk."""
+
+    _COMMON: Final = frozenset({"=", ":", "-"})
+
+    def __init__(self, lowered: list[str]) -> None:
+        self._joined = "\n".join(lowered)
+        self._starts: list[int] = []
+        position = 0
+        for chunk in lowered:
+            self._starts.append(position)
+            position += len(chunk) + 1
+
+    def chunks_with(self, needles: tuple[str, ...]) -> list[int]:
+        if self._COMMON.intersection(needles):
+            return list(range(len(self._starts)))
+        chosen: set[int] = set()
+        for needle in needles:
+            at = self._joined.find(needle)
+            while at >= 0:
+                index = bisect.bisect_right(self._starts, at) - 1
+                chosen.add(index)
+                # resume at the next chunk: one hit per chunk is enough
+                nxt = (
+                    self._starts[index + 1] if index + 1 < len(self._starts) else len(self._joined)
+                )
+                at = self._joined.find(needle, nxt)
+        return sorted(chosen)
 
 
 def _rewrite_spans_with(text: str, spans: list[tuple[int, int]], chunks: list[str]) -> str:

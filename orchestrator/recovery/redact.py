@@ -31,12 +31,19 @@ named public (``public_key``, ``csrf-token``, ``integrity``) is kept even when r
 A value that carries no information is kept, whatever its name or prefix says: a
 placeholder (``${VAR}``, ``<token>``, ``%VAR%``, ``{Name}``, ``[PASSWORD]``, ``%s``), a
 reference to code (``var.db_password``, ``new Foo(...)``), a value that names its own
-field (``password: PASSWORD``, ``-u user:pass``), an empty string, one character repeated
-after a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``, ``glc_1111``): a
-real key is none of these, and a key with its secret part overwritten leaks nothing. Names that hold a key's *name* rather than the key
-(``primaryKey``, ``key_id``, ``TokenFile``, ``keyword``) are not secret names; a bare
-``key``/``key1`` (a map's key as often as a credential) counts only with a
-credential-like value (16+ characters, letters and digits).
+field (``password: PASSWORD``, ``-u user:pass``), an empty string, one character
+repeated after a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``, ``glc_1111``): a key
+with its secret part overwritten leaks nothing. Names that hold a key's *name* rather
+than the key (``primaryKey``, ``key_id``, ``TokenFile``, ``keyword``) are not secret
+names; a bare ``key``/``key1`` (a map's key as often as a credential) counts only with a
+credential-like value (16+ characters, letters and digits, a run of 12 of them).
+
+Recall before over-redaction. Other scanners' test data counts as "not a secret" many
+values that are real keys in form: a vendor's key with the wrong length or checksum for
+*that* scanner, a known public key, a half-edited key (``npm_hK0F...?Kp6b...``), a
+password under a ``password`` name that a scanner skips for the file type. They are
+redacted here: a key one character off its format in a log is as likely a real key
+mangled as a test string, and the cost of redacting one is a word the model does not see.
 
 Linear time on any input: Python's ``re`` backtracks, so every pattern either starts only
 at the beginning of a run of its characters (a negative lookbehind) and consumes that run
@@ -793,6 +800,7 @@ def _name_rules(text: str, found: set[str]) -> str:
         return text
     chunks = [text[start:end] for start, end in spans]
     gates = _Gates([_lower_same_length(chunk) for chunk in chunks])
+    changed = False
     for pattern, rewrite, needles in _NAME_RULES:
         chosen = gates.chunks_with(needles)
         if not chosen:
@@ -801,6 +809,7 @@ def _name_rules(text: str, found: set[str]) -> str:
         out = pattern.sub(partial(rewrite, found), joined)
         if out == joined:
             continue
+        changed = True
         lines = out.split("\n")
         counts = [chunks[i].count("\n") + 1 for i in chosen]
         if len(lines) != sum(counts):  # never expected: fall back to one chunk at a time
@@ -811,7 +820,7 @@ def _name_rules(text: str, found: set[str]) -> str:
         for i, count in zip(chosen, counts, strict=True):
             chunks[i] = "\n".join(lines[position : position + count])
             position += count
-    return _rewrite_spans_with(text, spans, chunks)
+    return _rewrite_spans_with(text, spans, chunks) if changed else text
 
 
 class _Gates:

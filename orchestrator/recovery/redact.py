@@ -304,10 +304,10 @@ _XML_ELEMENT: Final = re.compile(
     r"(?P<value>[^<\s](?:[^<\n]*[^<\s])?)"
 )
 # ``word token``/``word secret`` followed by a long value: "telegram bot: <x>" is rare,
-# but "slack token - 'xoxb…'" and "API Key: sk-…" are common in logs. The word stands
-# alone (a compound name is the assignment rule's to judge).
+# but "slack token - 'xoxb…'" and "API Key: sk-…" are common in logs. (The compound
+# name the word ends, ``csrf-token``, is judged in ``_loose_name``.)
 _LOOSE_NAME: Final = re.compile(
-    rf"(?<![A-Za-z0-9_.\-])(?P<head>(?:{_SECRET_WORD_ANY_CASE}|[bB][oO][tT])s?[ \t]*+[:=-][ \t]*+['\"]?)"
+    rf"(?<![A-Za-z0-9])(?P<head>(?:{_SECRET_WORD_ANY_CASE}|[bB][oO][tT])s?[ \t]*+[:=-][ \t]*+['\"]?)"
     r"(?P<value>(?=[A-Za-z_\-+/=.:~]{0,40}[0-9])[A-Za-z0-9_\-+/=.:~]{16,}+)"
 )
 
@@ -353,12 +353,18 @@ _KEYWORD: Final = re.compile(
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 # Names that hold a key's name, a file or an id, not a secret.
+# (a word of the name: at its start, after a separator, or where camelCase starts one —
+# ``bitbucket_api_token`` holds no bucket)
 _NOT_SECRET_NAME: Final = re.compile(
-    r"(?ai)(?:^|[_.\-])?(?:primary|foreign|public|pub|sort|partition|schema|sequence|bucket"
-    r"|cache|hash|index|lookup|csrf|xsrf|idempotency|unique|shortcut|keyboard|hot|api_key_"
-    r"|monkey|turkey|hockey|donkey|jockey|bypass|compass|surpass|keypass|keyword|keystroke"
-    r"|authenticity|keyframe)[A-Za-z0-9_.-]*$"
-    r"|^(?:key|bucket_key|sort_key)$"
+    r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))"
+    + _any_case(
+        "(?:primary|foreign|public|pub|sort|partition|schema|sequence|bucket"
+        "|cache|hash|index|lookup|csrf|xsrf|idempotency|unique|shortcut|keyboard|hot|api_key_"
+        "|monkey|turkey|hockey|donkey|jockey|bypass|compass|surpass|keypass|keyword|keystroke"
+        "|authenticity|keyframe)"
+    )
+    + r"[A-Za-z0-9_.-]*$"
+    + _any_case("|^(?:key|bucket_key|sort_key)$")
 )
 # A map's key as often as a credential: ``key``, ``keys``, ``key1``, ``_key``.
 _BARE_KEY: Final = re.compile(r"(?i)[_.\-]*keys?[0-9]*")
@@ -464,12 +470,22 @@ _BLANK: Final = re.compile(r"\s")
 
 
 def _loose_name(found: set[str], match: re.Match[str]) -> str:
-    """``token - 'value'``, ``API Key: value``: a bare ``key`` needs a credential-like
-    value."""
-    word = match.group("head").strip(" \t:=-'\"")
-    if _BARE_KEY.fullmatch(word) and not _credential_like(match.group("value")):
-        return match.group(0)
+    """``token - 'value'``, ``API Key: value``, ``sl_api_key:value``: judged by the whole
+    name the word ends; a bare ``key`` needs a credential-like value."""
+    text, start = match.string, match.start()
+    before = _NAME_TAIL.search(text, max(0, start - 80), start)
+    name = (before.group(0) if before else "") + match.group("head").strip(" \t:=-'\"")
+    if _BARE_KEY.fullmatch(name):
+        if not _credential_like(match.group("value")):
+            return match.group(0)
+    elif not _secret_name(name):
+        return match.group(0)  # ``csrf-token: ...``, ``public_key = ...``
     return _head_value(found, match)
+
+
+# The name characters just before a position (searched in a bounded window that ends
+# there).
+_NAME_TAIL: Final = re.compile(r"[A-Za-z0-9_.\-]+$")
 
 
 _LOWER_WORD: Final = re.compile(r"[a-z]{13}")
@@ -546,6 +562,8 @@ def _redact_k8s_secret(text: str) -> str:
             continue
         if block_indent is None:
             continue
+        if line.lstrip(" \t+-").startswith("#"):
+            continue  # a comment inside the block
         entry = _K8S_ENTRY.fullmatch(line)
         if entry is None or len(entry.group("indent")) <= block_indent:
             block_indent = None if line.strip() else block_indent

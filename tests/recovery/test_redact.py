@@ -89,6 +89,13 @@ PEM = (
             f"twitter_api_token = {R}",
         ),
         ("key A3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB", f"key {R}"),
+        # a name is judged by its words, not its letters: bitbucket holds no bucket
+        (
+            'bitbucket_api_token = "lleeej8k4pcc2gdft332ks08axvp318x"',
+            f'bitbucket_api_token = "{R}"',
+        ),
+        ("sl_api_key:abcd1234abcd1234abcd1234abcd1234", f"sl_api_key:{R}"),
+        ("[DEBUG] Using Key=aB1cD2eF3gH4iJ5kL6mN7oP8", f"[DEBUG] Using Key={R}"),
         # a Kubernetes Secret: every data value, whatever its key, also on a diff's lines
         (
             "kind: Secret\ndata:\n  extra: YWRtaW46cGFzc3dvcmQ=\n",

@@ -473,8 +473,8 @@ def _loose_name(found: set[str], match: re.Match[str]) -> str:
     """``token - 'value'``, ``API Key: value``, ``sl_api_key:value``: judged by the whole
     name the word ends; a bare ``key`` needs a credential-like value."""
     text, start = match.string, match.start()
-    before = _NAME_TAIL.search(text, max(0, start - 80), start)
-    name = (before.group(0) if before else "") + match.group("head").strip(" \t:=-'\"")
+    window = text[max(0, start - 80) : start]
+    name = window[len(window.rstrip(_NAME_CHARS)) :] + match.group("head").strip(" \t:=-'\"")
     if _BARE_KEY.fullmatch(name):
         if not _credential_like(match.group("value")):
             return match.group(0)
@@ -483,9 +483,7 @@ def _loose_name(found: set[str], match: re.Match[str]) -> str:
     return _head_value(found, match)
 
 
-# The name characters just before a position (searched in a bounded window that ends
-# there).
-_NAME_TAIL: Final = re.compile(r"[A-Za-z0-9_.\-]+$")
+_NAME_CHARS: Final = string.ascii_letters + string.digits + "_.-"
 
 
 _LOWER_WORD: Final = re.compile(r"[a-z]{13}")

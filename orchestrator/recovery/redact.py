@@ -698,6 +698,8 @@ def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Matc
             return token
     if _jose_header(match):  # a JWT's header alone says which algorithm, nothing more
         return token
+    if token.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
+        return token  # a subresource-integrity digest (lock files, npm)
     text = match.string
     before = text[max(0, match.start() - 100) : match.start()][::-1]
     named = _NAME_BEFORE_REVERSED.match(before)

@@ -153,6 +153,7 @@ def test_redacts(text: str, expected: str) -> None:
         'public_key = "9Cnzj4p4WGeKLs1Pt8QuKUpRKfFLfRYC9AIKjbJTWit"',
         "csrf-token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7+V4eUrLfpuyOuxmiW9rhROG",
         "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+        "  integrity sha512-Zx1kQkJ8yR3h9Vn0mP2sT5uW7xY9zA1bC3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z==",
         # a Secret's neighbour document is no Secret; pytest's PASSED is no password
         "kind: Secret\n---\nkind: ConfigMap\ndata:\n  mode: production-default\n",
         "tests/test_password_reset.py::test_ok PASSED [ 50%]",

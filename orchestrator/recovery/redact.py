@@ -153,11 +153,12 @@ _STRONG: Final = sorted(p for p in _VENDOR_PREFIXES if p not in _WEAK_PREFIXES)
 _WEAK: Final = sorted(_WEAK_PREFIXES)
 _BY_LENGTH: Final = sorted((*_VENDOR_PREFIXES, "A3-"), key=len, reverse=True)
 _TOKEN: Final = re.compile(
-    # (a token starts a run: not inside a word, nor after the '+' or '/' of a base64 blob;
-    # a diff's '+' marker at the start of a line is no blob)
-    # (every match starts with seven characters of its alphabet: a shorter word costs
-    # the engine a bounded look, not the whole alternation)
-    rf"(?<![{_TC}.])(?=[{_TC}.+/=~]{{7}}|FlyV1 )(?<![A-Za-z0-9][+/])(?:"
+    # (A token starts a run: not inside a word. It may follow a '/' or a '+', even inside
+    # a base64 blob: ``host/v1/sk-ant-...`` and ``q=a+ghp_...`` are keys, and a blob's
+    # chance vendor prefix costs a few characters of it. Every match starts with seven
+    # characters of its alphabet: a shorter word costs the engine a bounded look, not the
+    # whole alternation.)
+    rf"(?<![{_TC}.])(?=[{_TC}.+/=~]{{7}}|FlyV1 )(?:"
     # Anthropic: distinctive enough that any tail (even a cut one) goes.
     r"sk-ant-[A-Za-z0-9_-]*+"
     rf"|{_trie(_STRONG)}[{_TC}.+/=~]{{12,}}+"

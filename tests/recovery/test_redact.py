@@ -89,6 +89,10 @@ PEM = (
             f"twitter_api_token = {R}",
         ),
         ("key A3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB", f"key {R}"),
+        (
+            "GET https://api.example.com/v1/sk-ant-api03-Qw8Er7Ty6Ui5 404",
+            f"GET https://api.example.com/v1/{R} 404",
+        ),
         # a name is judged by its words, not its letters: bitbucket holds no bucket
         (
             'bitbucket_api_token = "lleeej8k4pcc2gdft332ks08axvp318x"',

@@ -306,6 +306,13 @@ ADVERSARIAL = {
     "one-line": "x" * MB,
     "needle-lines": "key\n" * (MB // 4),
     "all-needles-one-line": "sk-ghp_akiaxoxeyj://authorization token secret" * (MB // 48),
+    "k8s-secret-documents": ("kind: Secret\ndata:\n  a: YWRtaW46cGFzc3dvcmQ=\n---\n") * (MB // 48),
+    "xml-value-spaces": "<token>a" + " " * MB + "b",
+    "xml-heads": "<token>" * (MB // 7),
+    "call-pairs": '("api_token", ' * (MB // 14),
+    "signatures": "?sig=" * (MB // 5),
+    "public-blocks": "-----BEGIN CERTIFICATE-----" * (MB // 27),
+    "random-runs": ("Ab1" * 20 + " ") * (MB // 61),
 }
 
 

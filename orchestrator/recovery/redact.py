@@ -436,7 +436,16 @@ def _names_itself(value: str, name: str = "") -> bool:
     """``PASSWORD``, ``[token]``, ``ACCESS_TOKEN`` for ``access_token``: the value is the
     field's name, not its content."""
     folded = _fold(value)
-    return folded in _FIELD_WORDS or (bool(folded) and _fold(name).endswith(folded))
+    if folded in _FIELD_WORDS:
+        return True
+    # the name's last words, whole: ``ACCESS_TOKEN`` and ``TOKEN`` name ``access_token``,
+    # ``word`` does not name ``db_password``
+    words = _NAME_WORDS.findall(name)
+    return any(folded == "".join(words[i:]).lower() for i in range(len(words)))
+
+
+# The words of a name: snake_case, kebab-case, dotted, camelCase, SCREAMING_CASE.
+_NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def _is_placeholder(value: str, name: str = "") -> bool:

@@ -99,6 +99,7 @@ PEM = (
             f'bitbucket_api_token = "{R}"',
         ),
         ("sl_api_key:abcd1234abcd1234abcd1234abcd1234", f"sl_api_key:{R}"),
+        ("db_password=word", f"db_password={R}"),  # a suffix of the name is no self-name
         ("[DEBUG] Using Key=aB1cD2eF3gH4iJ5kL6mN7oP8", f"[DEBUG] Using Key={R}"),
         # a Kubernetes Secret: every data value, whatever its key, also on a diff's lines
         (
@@ -150,6 +151,7 @@ def test_redacts(text: str, expected: str) -> None:
         "curl -u username:token",
         'curl --user "$1:$2"',
         "access_token=ACCESS_TOKEN",
+        "usernamePassword(passwordVariable: 'PASSWORD')",
         '<add key="ClearTextPassword" value="%TestSourcePassword%" />',
         "SUMO_ACCESS_KEY={SumoAccessKey}",
         # a bare key with a map key's value; a public value; a JWT header alone

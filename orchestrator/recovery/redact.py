@@ -31,9 +31,9 @@ named public (``public_key``, ``csrf-token``, ``integrity``) is kept even when r
 A value that carries no information is kept, whatever its name or prefix says: a
 placeholder (``${VAR}``, ``<token>``, ``%VAR%``, ``{Name}``, ``[PASSWORD]``, ``%s``), a
 reference to code (``var.db_password``, ``new Foo(...)``), a value that names its own
-field (``password: PASSWORD``, ``-u user:pass``), an empty string, one character
-repeated after a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``, ``glc_1111``): a key
-with its secret part overwritten leaks nothing. Names that hold a key's *name* rather
+field (``password: PASSWORD``, ``-u user:pass``), an empty string, only ``x`` after
+a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``): a key with its secret part
+overwritten leaks nothing. Names that hold a key's *name* rather
 than the key (``primaryKey``, ``key_id``, ``TokenFile``, ``keyword``) are not secret
 names; a bare ``key``/``key1`` (a map's key as often as a credential) counts only with a
 credential-like value (16+ characters, letters and digits, a run of 12 of them).
@@ -414,14 +414,14 @@ def _is_dummy(value: str) -> bool:
 
 
 def _low_information(value: str) -> bool:
-    """Letters and digits (separators aside) that carry no secret: one character
-    repeated (``xxxx``, ``XXXX-XXXX``, ``1111``). Judged from eight characters on. (A
-    body mostly but not only one character, ``AAAAAAAAAAAAAAAAAAAAAAn1aSw0...`` in
-    Twitter's bearer tokens, and runs of consecutive characters, ``abc123...``, are kept
-    as secrets: scanners' test data uses them for real-looking keys as often as for
-    placeholders, and recall wins.)"""
+    """Letters and digits (separators aside) that are all ``x``: the placeholder letter of
+    documentation and templates (``ghp_xxxx``, ``glpat-XXXX-XXXX``). Judged from eight
+    characters on. Other repeated characters (``ghp_aaaa...``, ``AAAAAAAAAAAAAAAAAAAAAAn1
+    aSw0...`` in Twitter's bearer tokens) and runs of consecutive characters
+    (``abc123...``) are kept as secrets: test data, scanners' and ours, uses them for
+    keys as often as for placeholders, and recall wins."""
     core = _fold(value)
-    return len(core) >= 8 and len(set(core)) == 1
+    return len(core) >= 8 and set(core) == {"x"}
 
 
 _NOT_ALNUM: Final = re.compile(r"[\W_]+")
@@ -744,8 +744,7 @@ def _token(found: set[str], match: re.Match[str]) -> str:
         return token  # a path component: ``github.com/xoxa-nyc/repo/blob/...``
     body = token[_prefix_length(token) :]
     # A vendor prefix is strong evidence: only a plain identifier after it (``hf_`` +
-    # ``requiredTypesForDisplay``) or a body with no information in it (``ghp_xxxx``,
-    # ``glc_1111``) is let through.
+    # ``requiredTypesForDisplay``) or a placeholder (``ghp_xxxx``) is let through.
     if _IDENTIFIER.fullmatch(body) and len(set(body)) > 4:
         return token
     if _low_information(body) or _FILE_NAME.search(token):

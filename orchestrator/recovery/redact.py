@@ -108,12 +108,13 @@ def _trie(words: Iterable[str]) -> str:
 # ---- PEM private keys ------------------------------------------------------------------
 # Markers only; the block between them is found by a linear scan (``_redact_pem``), which
 # also handles a block cut at either end — the excerpts we build are cut at arbitrary bytes.
+_PEM_MARKER: Final = re.compile(
+    r"-----(BEGIN|END)[ ?]?[A-Z0-9 ?]{0,40}PRIVATE[ ?]KEY(?:[ ?]BLOCK)?-----",
+)
+# Public keys and certificates: their random-looking lines are kept (``_public_blocks``).
 _PUBLIC_BEGIN: Final = re.compile(
     r"-----BEGIN (?:[A-Z0-9 ]{0,20}PUBLIC KEY(?: BLOCK)?|(?:TRUSTED |X509 )?CERTIFICATE"
     r"(?: REQUEST)?)-----"
-)
-_PEM_MARKER: Final = re.compile(
-    r"-----(BEGIN|END)[ ?]?[A-Z0-9 ?]{0,40}PRIVATE[ ?]KEY(?:[ ?]BLOCK)?-----",
 )
 
 # ---- token shapes (each is a secret on its own, whatever surrounds it) ------------------

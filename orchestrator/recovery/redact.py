@@ -315,9 +315,9 @@ _LOOSE_NAME: Final = re.compile(
 
 # ---- Kubernetes Secret manifests ---------------------------------------------------------
 # (each line may carry a diff's marker)
-_K8S_SECRET_KIND: Final = re.compile(r"(?mi)^[+\-]?[ \t]*kind:[ \t]*[\"']?secret[\"']?[ \t]*$")
+_K8S_SECRET_KIND: Final = re.compile(r"[+\-]?[ \t]*kind:[ \t]*[\"']?[sS]ecret[\"']?[ \t\r]*")
 _K8S_DOCUMENT: Final = re.compile(r"[+\-]?---[ \t]*")
-_K8S_DATA: Final = re.compile(r"[+\-]?(?P<indent>[ \t]*)(?:data|stringData):[ \t]*")
+_K8S_DATA: Final = re.compile(r"[+\-]?(?P<indent>[ \t]*)(?:data|stringData):[ \t\r]*")
 _K8S_ENTRY: Final = re.compile(
     r"(?P<head>[+\-]?(?P<indent>[ \t]*)[A-Za-z0-9_.\-]+:[ \t]+)(?P<value>\S.*)"
 )
@@ -543,10 +543,24 @@ def _redact_pem(text: str) -> str:
     return _rewrite_spans(text, spans, lambda block: REDACTED)
 
 
+def _secret_kind(text: str) -> bool:
+    """A line ``kind: Secret`` somewhere: each ``kind:`` (rare in logs) is found by a
+    substring search, and only its line is matched."""
+    at = text.find("kind:")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        if _K8S_SECRET_KIND.fullmatch(text, start, end):
+            return True
+        at = text.find("kind:", end)
+    return False
+
+
 def _redact_k8s_secret(text: str) -> str:
     """In a Kubernetes ``Secret`` manifest every value under ``data:``/``stringData:`` is
     a secret (base64 is an encoding, not a protection), whatever its key is called."""
-    if "ecret" not in text or not _K8S_SECRET_KIND.search(text):
+    if "ecret" not in text or not _secret_kind(text):
         return text
     lines = text.split("\n")
     block_indent: int | None = None
@@ -559,7 +573,7 @@ def _redact_k8s_secret(text: str) -> str:
                 (n for n in range(number + 1, len(lines)) if _K8S_DOCUMENT.fullmatch(lines[n])),
                 len(lines),
             )
-            in_secret = _K8S_SECRET_KIND.search("\n".join(lines[number:end])) is not None
+            in_secret = any(_K8S_SECRET_KIND.fullmatch(line) for line in lines[number:end])
             block_indent = None
         if not in_secret:
             continue

@@ -319,7 +319,7 @@ _K8S_SECRET_KIND: Final = re.compile(r"[+\-]?[ \t]*kind:[ \t]*[\"']?[sS]ecret[\"
 _K8S_DOCUMENT: Final = re.compile(r"[+\-]?---[ \t]*")
 _K8S_DATA: Final = re.compile(r"[+\-]?(?P<indent>[ \t]*)(?:data|stringData):[ \t\r]*")
 _K8S_ENTRY: Final = re.compile(
-    r"(?P<head>[+\-]?(?P<indent>[ \t]*)[A-Za-z0-9_.\-]+:[ \t]+)(?P<value>\S.*)"
+    r"(?P<head>[+\-]?(?P<indent>[ \t]*)[A-Za-z0-9_.\-]+:[ \t]+)(?P<value>\S[^\r]*)\r?"
 )
 
 # ---- long random-looking tokens ---------------------------------------------------------
@@ -580,7 +580,7 @@ def _redact_k8s_secret(text: str) -> str:
         if scalar_indent is not None:
             indent = len(line) - len(line.lstrip(" \t+-"))
             if line.strip() and indent > scalar_indent:
-                lines[number] = line[:indent] + REDACTED
+                lines[number] = line[:indent] + REDACTED + line[len(line.rstrip("\r")) :]
                 continue
             scalar_indent = None
         data = _K8S_DATA.fullmatch(line)
@@ -601,7 +601,7 @@ def _redact_k8s_secret(text: str) -> str:
             continue
         # (eight base64 characters hold four bytes: no credential)
         if len(value.strip("\"' ")) > 8 and not _is_placeholder(value):
-            lines[number] = entry.group("head") + REDACTED
+            lines[number] = entry.group("head") + REDACTED + line[entry.end("value") :]
     return "\n".join(lines)
 
 

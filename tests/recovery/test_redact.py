@@ -110,6 +110,10 @@ PEM = (
             "+kind: Secret\n+data:\n+  .cfg: |\n+    eyJhdXRocyI6e30K\n",
             f"+kind: Secret\n+data:\n+  .cfg: |\n+    {R}\n",
         ),
+        (  # CRLF line ends survive
+            "kind: Secret\r\ndata:\r\n  a: YWRtaW46cGFzc3dvcmQ=\r\n",
+            f"kind: Secret\r\ndata:\r\n  a: {R}\r\n",
+        ),
         # PEM blocks: whole, cut at the end (head excerpt), cut at the start (tail excerpt)
         (f"before\n{PEM}\nafter", f"before\n{R}\nafter"),
         ("a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt", f"a\n{R}"),

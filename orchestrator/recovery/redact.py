@@ -468,11 +468,9 @@ def _credential_like(value: str) -> bool:
     and digits, no blank, and a run of 12 letters and digits (``user:756:profile``, a
     cache key, has none)."""
     inner = value.strip("\"'`@\\ \t;,")
-    # (the run has letters and digits when it is neither all letters nor all digits)
-    run = _ALNUM_RUN.search(inner)
     return (
         len(inner) >= 16
-        and run is not None
+        and _ALNUM_RUN.search(inner) is not None
         and _LETTER.search(inner) is not None
         and _DIGIT.search(inner) is not None
         and _BLANK.search(inner) is None

@@ -368,8 +368,8 @@ _NOT_SECRET_NAME: Final = re.compile(
     + r"[A-Za-z0-9_.-]*$"
     + _any_case("|^(?:key|bucket_key|sort_key)$")
 )
-# A map's key as often as a credential: ``key``, ``keys``, ``key1``, ``_key``.
-_BARE_KEY: Final = re.compile(r"(?i)[_.\-]*keys?[0-9]*")
+# A map's key as often as a credential: ``key``, ``keys``, ``key1``, ``keyN``, ``_key``.
+_BARE_KEY: Final = re.compile(r"[_.\-]*[kK][eE][yY][sS]?(?:[0-9]*|[A-Z])")
 _PLACEHOLDER: Final = re.compile(
     r"""(?x)^(?:
         \$[{(A-Za-z_0-9]           # $VAR, ${VAR}, $(cmd), $1
@@ -380,6 +380,7 @@ _PLACEHOLDER: Final = re.compile(
       | \[REDACTED\]
       | (?i:none|null|nil|true|false|undefined|changeme|redacted|example|your[_-].*|insert.*)$
       | (?:new|this|self|await|function|lambda)$  # code: the value is computed
+      | ENC\[ | vault:v[0-9]+:    # ciphertext (SOPS, Vault transit): the key is elsewhere
       | [A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\)?)?[;,)]*$  # a.b.c
       | [A-Za-z_][A-Za-z0-9_]*\(   # a call
       | os\.environ | process\.env | getenv

@@ -155,6 +155,7 @@ def test_redacts(text: str, expected: str) -> None:
         "curl -u username:token",
         'curl --user "$1:$2"',
         "access_token=ACCESS_TOKEN",
+        "db-password: ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98ZkchgfWF4tZo8fok6zY0ZLN]",
         "usernamePassword(passwordVariable: 'PASSWORD')",
         '<add key="ClearTextPassword" value="%TestSourcePassword%" />',
         "SUMO_ACCESS_KEY={SumoAccessKey}",

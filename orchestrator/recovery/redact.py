@@ -729,8 +729,10 @@ def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Matc
     if token.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
         return token  # a subresource-integrity digest (lock files, npm)
     text = match.string
-    before = text[max(0, match.start() - 100) : match.start()][::-1]
-    named = _NAME_BEFORE_REVERSED.match(before)
+    window = text[max(0, match.start() - 100) : match.start()]
+    if window.rfind("ENC[") > window.rfind("]"):
+        return token  # inside SOPS ciphertext: ``ENC[AES256_GCM,data:...,iv:...]``
+    named = _NAME_BEFORE_REVERSED.match(window[::-1])
     if named is not None and _PUBLIC_NAME.search(named.group("name")[::-1]):
         return token  # ``public_key = "..."``, ``csrf-token=...``
     # Not remembered: the same rule finds every other occurrence by itself.

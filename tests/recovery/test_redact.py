@@ -156,6 +156,7 @@ def test_redacts(text: str, expected: str) -> None:
         'curl --user "$1:$2"',
         "access_token=ACCESS_TOKEN",
         "db-password: ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98ZkchgfWF4tZo8fok6zY0ZLN]",
+        "  - name: ENC[AES256_GCM,data:Zx1kQkJ8yR3h9Vn0mP2sT5uW7xY9zA1bC3dE5fG7,type:str]",
         "usernamePassword(passwordVariable: 'PASSWORD')",
         '<add key="ClearTextPassword" value="%TestSourcePassword%" />',
         "SUMO_ACCESS_KEY={SumoAccessKey}",

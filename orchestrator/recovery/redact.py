@@ -25,8 +25,10 @@ separator per 12 characters, is taken for a secret. That trades a little over-re
 (base64 blobs, some build ids) for recall in logs; where a secret and a diagnosis
 conflict, the secret wins. Pure hex (git object names, digests) and UUIDs have no upper
 case and are kept: a diagnosis needs them, and a hex key without a telling name is the
-price. Shorter values are judged only by their name or prefix. The value of a setting
-named public (``public_key``, ``csrf-token``, ``integrity``) is kept even when random.
+price. Shorter values are judged only by their name or prefix. Public material is kept
+even when random: the value of a setting named public (``public_key``, ``csrf-token``,
+``integrity``), PEM public keys and certificates, a JWT header alone, ``sha512-``
+integrity digests, and ciphertext (SOPS ``ENC[...]``, Vault ``vault:v1:``).
 
 A value that carries no information is kept, whatever its name or prefix says: a
 placeholder (``${VAR}``, ``<token>``, ``%VAR%``, ``{Name}``, ``[PASSWORD]``, ``%s``), a

@@ -209,7 +209,12 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
     each = [
-        (s, re.compile(b"(?>" + timestamp + b")" + (path if s.located else b"") + s.pattern))
+        (
+            s,
+            re.compile(
+                b"(?>" + timestamp + b")" + (path if s.located else b"") + b"(?:" + s.pattern + b")"
+            ),
+        )
         for s in ordered
     ]
     found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0

@@ -9,8 +9,10 @@ excerpts with their line numbers and a few lines of context.
 Signatures are data (``SIGNATURES``): a name, a rank (0 = the most telling) and a pattern
 that must match at the start of a line (after an optional CI timestamp). They are joined
 into one regular expression that begins with ``\\n``: the regex engine jumps from newline
-to newline with a fast literal search and tries the alternatives only there, so the scan
-costs about one pass over the bytes whatever the number of signatures.
+to newline with a fast literal search and tries the alternatives only there. What a line
+costs is the number of alternatives the engine tests before giving up on it, so the
+joined expression is built to turn an ordinary line away in a few byte tests (see
+``_dispatch``): the scan of 64 MiB costs about four times ``grep -c`` with one pattern.
 
 The window is read in fixed-size chunks into one reused buffer: memory stays flat however
 big the window. The hits (bounded per signature) are then read back by seeking, with
@@ -67,8 +69,8 @@ _READ_AROUND_BYTES: Final = 8 * 1024
 @dataclass(frozen=True)
 class Signature:
     """A line a tool prints when something failed. ``pattern`` matches at the start of
-    the line (bytes, no anchor) or, when ``located``, right after a leading file path
-    (``src/deal.c``); ``rank`` orders the excerpts (0 first)."""
+    the line (bytes, no anchor, forms joined by ``|``) or, when ``located``, right after
+    a leading file path (``src/deal.c``); ``rank`` orders the excerpts (0 first)."""
 
     name: str
     rank: int
@@ -83,10 +85,12 @@ class Signature:
 _PATH_BYTES: Final = rb"0-9A-Za-z_./\\+@~-"
 _PATH: Final = b"[" + _PATH_BYTES + b"][" + _PATH_BYTES + b"]*+"
 
-# Every pattern starts with a literal byte or a byte class (a located one: after the
-# path), which lets the engine try only the alternatives that can start the line at hand.
-# Within each kind, order matters: the first that matches names the line, so the specific
-# shapes come before the generic ones; all plain ones are tried before the located ones.
+# A pattern may list several forms (``A|B``). Every form starts with a literal byte or a
+# byte class that is not repeated (a located one: right after the path), which lets the
+# engine skip, in one test, the forms that cannot start the line at hand; a look-behind
+# comes only after some literal bytes matched. Within each kind, order matters: the first
+# that matches names the line, so the specific shapes come before the generic ones; all
+# plain ones are tried before the located ones.
 SIGNATURES: Final[tuple[Signature, ...]] = (
     # pytest: the assertion / exception lines under a failed test, then its summary lines.
     Signature("pytest-assertion", 0, rb"E  +\S"),
@@ -349,54 +353,58 @@ def _dispatch(forms: list[bytes]) -> bytes:
     return b"|".join(parts + rest)
 
 
-# The timestamp, spelled out so that every step is one byte test.
-_TIMESTAMP_FAST: Final = (
-    rb"[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+# The timestamp after its first digit, spelled out so that every step is one byte test.
+_TIMESTAMP_TAIL_FAST: Final = (
+    rb"[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
     rb"(?: |Z |[.,][0-9][0-9]*+Z? )"
 )
-# After a digit-first path and its ':': refuses a line whose first word is the date and
-# hour of a `2026-12-01T02:53:12Z ` timestamp (such a line is read after its timestamp).
-_NOT_A_TIMESTAMP: Final = (
-    rb"(?!(?<=\n[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:)"
-    rb"[0-9][0-9]:[0-9][0-9](?:[.,][0-9]+)?Z? )"
-)
+_DIGITS: Final = frozenset(b"0123456789")
 
 
 def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
-    """One expression for the whole table: ``\\n``, then either a timestamp and the
-    signatures, or the signatures at the line's first byte. No capturing groups; the rare
-    matching line is named afterwards by ``_classify``.
+    """One expression for the whole table: ``\\n``, then the signatures at the line's
+    first byte, or after a timestamp. No capturing groups; the rare matching line is
+    named afterwards by ``_classify``.
 
     The engine tries an expression's alternatives one after the other, so the cost of the
     scan is the number of tests a line that matches nothing goes through (measured
-    against ``grep -c`` in bench/bench_evidence.py): ``_dispatch`` keeps it small. The
-    timestamp is an alternative of its own rather than an optional prefix (an optional
-    group costs a sub-match on every line). A line whose timestamp is followed by no
-    signature must not match from its first byte either, as the table reads a timestamp
-    as one whatever follows: of all the forms only a path can take in a timestamp's
-    first word, and then only the date and hour before a ':', which the digit-first
-    path refuses."""
+    against ``grep -c`` in bench/bench_evidence.py): ``_dispatch`` keeps it small.
+
+    The table reads a timestamp as one whatever follows it (a line that has one is not
+    tried again without it), and an optional timestamp before everything would cost a
+    sub-match on every line. So only a line starting with a digit tries one: after the
+    first digit the rest of a timestamp is taken possessively, and the byte before
+    tells which case holds — a space (a timestamp was taken: the signatures follow) or
+    the digit (none was: the forms that can start with a digit go on)."""
     plain = [f for s in signatures if not s.located for f in _forms(s.pattern)]
-    located_forms = [f for s in signatures if s.located for f in _forms(s.pattern)]
-    located = _trie(located_forms)
-    after_colon = [f[1:] for f in located_forms if f.startswith(b":")]
-    guarded = b"|".join(
-        [
-            b":" + _NOT_A_TIMESTAMP + b"(?:" + _trie(after_colon) + b")",
-            _trie([f for f in located_forms if not f.startswith(b":")]),
-        ]
+    located = (
+        _PATH
+        + b"(?:"
+        + _trie([f for s in signatures if s.located for f in _forms(s.pattern)])
+        + b")"
     )
-    path_rest = b"[" + _PATH_BYTES + b"]*+"
-    after_timestamp = _dispatch([*plain, _PATH + b"(?:" + located + b")"])
-    at_line_start = _dispatch(
-        [
-            *plain,
-            b"[" + _PATH_BYTES.replace(b"0-9", b"") + b"]" + path_rest + b"(?:" + located + b")",
-            b"[0-9]" + path_rest + b"(?:" + guarded + b")",
-            _TIMESTAMP_FAST + b"(?:" + after_timestamp + b")",
-        ]
+    after_timestamp = _dispatch([*plain, located])
+    # Each form that can start with a digit is cut in two: its digit-first part goes on
+    # after the first digit, the rest stays in the dispatch.
+    not_digit: list[bytes] = []
+    after_digit: list[bytes] = []
+    for form in [*plain, located]:
+        unit = _first_unit(form)
+        members = _bytes_of(unit[0]) if unit is not None and not unit[1] else frozenset()
+        if unit is None or not members & _DIGITS:
+            not_digit.append(form)
+            continue
+        tail = form[len(unit[0]) :]
+        if not _DIGITS <= members:
+            tail = b"(?<=" + unit[0] + b")" + tail
+        after_digit.append(tail)
+        if members - _DIGITS:
+            not_digit.append(_class_of(members - _DIGITS) + form[len(unit[0]) :])
+    digit_first = (
+        b"[0-9](?:" + _TIMESTAMP_TAIL_FAST + b")?+"
+        b"(?:(?<= )(?:" + after_timestamp + b")|(?<=[0-9])(?:" + _trie(after_digit) + b"))"
     )
-    return re.compile(rb"\n(?:" + at_line_start + b")")
+    return re.compile(rb"\n(?:" + _dispatch([*not_digit, digit_first]) + b")")
 
 
 _COMBINED: Final = _combined(SIGNATURES)

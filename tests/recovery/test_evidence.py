@@ -243,6 +243,38 @@ def test_the_scan_does_not_depend_on_the_chunk_size(
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
 
 
+# Lines at the seams of the joined expression: a timestamp whose own digits look like a
+# located line, digit-first paths that are not timestamps, a digit before a plain
+# signature, a commit hash that is all digits, forms that take in the line's newline.
+SEAM_LINES = [
+    "2026-12-01T02:53:07 - error TS2322: nope",
+    "2026-12-01T02:53:07.5Z src/deal.ts:3:5 - error TS2322: Type",
+    "2024-11-report.log:3: error: bad",
+    "2026-12-01 report.py:3:1: F401 unused",
+    "2026-12-01T02:53:07Z KeyError",
+    "2026-12-01T02:53:07Z  files would be reformatted",
+    "7E       assert 3 == 2",
+    '1234567 "fix: x": touches both production code and tests',
+    "12 files would be reformatted",
+    "3rd.py:4:1: E302 expected 2 blank lines",
+    "KeyError\r",
+    "pkg.KeyboardInterrupt",
+    "ValueError\nE       assert 1",
+    "/usr/bin/ld: fatal: cannot find -lthing",
+    "thing.go:5:2: note: see above",
+    "ERROR: test_x (t.T.test_x)",
+]
+
+
+@pytest.mark.parametrize("line", SEAM_LINES)
+def test_the_joined_expression_agrees_with_each_signature_alone(tmp_path: Path, line: str) -> None:
+    data = ("ordinary\n" + line + "\nordinary\n").encode()
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    scanned = scan_hits(log, 1 << 20).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
 def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(tmp_path: Path) -> None:
     data = b"a\n" + b"E   " + b"y" * (MAX_LINE_BYTES * 3) + b"\nb\nE       assert 1\n"
     log = tmp_path / "log"

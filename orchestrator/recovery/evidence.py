@@ -85,6 +85,39 @@ class Signature:
 _PATH_BYTES: Final = rb"0-9A-Za-z_./\\+@~-"
 _PATH: Final = b"[" + _PATH_BYTES + b"][" + _PATH_BYTES + b"]*+"
 
+# What the C library says for the errors a build step meets (strerror, and the resolver's
+# own two): the end of a `prog: ...: <message>` line.
+_ERRNO_TEXTS: Final = (
+    b"No space left on device",
+    b"Disk quota exceeded",
+    b"Read-only file system",
+    b"Cannot allocate memory",
+    b"Too many open files(?: in system)?",
+    b"File too large",
+    b"Permission denied",
+    b"Operation not permitted",
+    b"No such file or directory",
+    b"Not a directory",
+    b"Is a directory",
+    b"Directory not empty",
+    b"File exists",
+    b"Input/output error",
+    b"Broken pipe",
+    b"Text file busy",
+    b"Device or resource busy",
+    b"Argument list too long",
+    b"Exec format error",
+    b"Invalid cross-device link",
+    b"Resource temporarily unavailable",
+    b"Connection refused",
+    b"Connection reset by peer",
+    b"Connection timed out",
+    b"No route to host",
+    b"Network is unreachable",
+    b"Name or service not known",
+    b"Temporary failure in name resolution",
+)
+
 # A pattern may list several forms (``A|B``). Every form starts with a literal byte or a
 # byte class that is not repeated (a located one: right after the path), which lets the
 # engine skip, in one test, the forms that cannot start the line at hand; a look-behind
@@ -161,6 +194,9 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("git-merge-failed", 3, rb"Automatic merge failed"),
     # docker (classic builder).
     Signature("docker-returned", 2, rb"The command '[^\n]*' returned a non-zero code"),
+    # A step that names its own failure class (``::failure-class::rate_limited``); the
+    # line above it usually says what happened, and is in the excerpt's context.
+    Signature("failure-class", 0, rb"::failure-class::[a-z_]"),
     # Located: after a leading path. mypy, gcc/clang, javac, tsc (both formats),
     # ruff/flake8/pylint, go build/vet, the linker, Python's exception lines.
     # After the path, each form starts with one literal byte (':', '(', the newline) and
@@ -183,6 +219,15 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
         1,
         rb": error(?<=ld: error)|: fatal(?<=ld: fatal)"
         rb"|: error(?<=collect2: error)|: fatal(?<=collect2: fatal)",
+        located=True,
+    ),
+    # A program's own complaint: `dd: error writing '/dev/full': No space left on device`,
+    # `cp: cannot create regular file 'x': Permission denied`. The system's message for
+    # a failed call ends the line (the name before it is a path: `/bin/cp`, `tar`).
+    Signature(
+        "program-error",
+        1,
+        rb": (?:fatal )?error\b|: [^\n]*?(?:" + b"|".join(_ERRNO_TEXTS) + rb")\r?\n",
         located=True,
     ),
     # The last line of a Python traceback (also unittest's): ``pkg.SomeError: message``.

@@ -89,6 +89,11 @@ SAMPLES = [
     ("bash: line 1:  7155 Killed                  python load.py", "shell-error"),
     ('ac1c629 "fix: off-by-one in core": touches both production code and tests', "commit-order"),
     ("UserWarning: config key `retries` is unused", "python-exception"),
+    ("dd: error writing '/dev/full': No space left on device", "program-error"),
+    ("cp: cannot create regular file 'out/deal.bin': Disk quota exceeded", "program-error"),
+    ("/usr/bin/tar: deal.tar: Cannot open: Permission denied", "program-error"),
+    ("mypy: error: Cannot find implementation or library stub", "program-error"),
+    ("::failure-class::rate_limited", "failure-class"),
     # A CI runner's timestamp before the line does not hide it.
     ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "PRIORITY",
     "REDACTION_MARGIN_BYTES",
     "SECTION_ORDER",
+    "TAIL_BYTES_WITH_EVIDENCE",
     "BundleInputs",
     "ContextBundle",
     "Excerpt",
@@ -103,6 +104,10 @@ ALIGN_WINDOW_BYTES: Final = 1024
 # When the bundle is over its cap, every section first keeps up to this much, so the
 # lowest-priority ones (the run state: which stage, why it halted) never vanish entirely.
 SECTION_FLOOR_BYTES: Final = 1024
+# What a log's tail keeps when the evidence section holds its error lines (with their
+# context): the last lines say how the run ended; the megabytes above them were read by
+# the evidence scan already.
+TAIL_BYTES_WITH_EVIDENCE: Final = 2 * 1024
 # Notes go into a delimiter line: short and single-line.
 _MAX_NOTE_CHARS: Final = 300
 
@@ -465,7 +470,8 @@ def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bo
     if shown:
         what = (
             f"{shown} excerpt{'s' if shown != 1 else ''} of {label} "
-            f"({_size(found.size)}), most telling first; '>' marks the matched lines"
+            # Not '>' itself: a note cannot hold a delimiter's characters.
+            f"({_size(found.size)}), most telling first; the matched lines are marked"
             + ("; the log is below in full, so no context lines" if whole else "")
         )
     else:
@@ -521,7 +527,6 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
     )
     if inputs.check_log is not None:
         check = tail_bytes(inputs.check_log, limits.max_check_output_bytes)
-        check = _with_note(check, _join(check_label, check.note))
     else:
         check = _absent(_join(check_label, "no check output") or "")
     if same:
@@ -530,7 +535,6 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         tail = tail_bytes(inputs.failed_log, limits.max_log_tail_bytes)
     else:
         tail = _absent("no log for the failed stage")
-    tail, check = _sent_once(tail, check)
     # The check's log is the direct evidence when there is one; else the stage's own.
     if inputs.check_log is not None:
         whole = bool(check.text) and not check.truncated
@@ -538,6 +542,16 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
     else:
         whole = bool(tail.text) and not tail.truncated
         evidence = _evidence(inputs.failed_log, "the failed stage's log", limits, whole=whole)
+    if evidence.text:
+        # The error lines are in the evidence, with their context: of a log too long to
+        # send whole, the end is only its last word (a summary, a cleanup).
+        if inputs.check_log is not None and check.truncated:
+            check = _shorter_tail(inputs.check_log, limits.max_check_output_bytes)
+        if inputs.failed_log is not None and not same and tail.truncated:
+            tail = _shorter_tail(inputs.failed_log, limits.max_log_tail_bytes)
+    if inputs.check_log is not None:
+        check = _with_note(check, _join(check_label, check.note))
+    tail, check = _sent_once(tail, check)
     diff = excerpt_of_bytes(
         inputs.diff,
         limits.max_diff_bytes,
@@ -553,6 +567,12 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         "check_output": check,
         "diff": _with_note(diff, _join(inputs.diff_note, diff.note)),
     }
+
+
+def _shorter_tail(path: Path, cap: int) -> Excerpt:
+    """The end of a log whose error lines are in the evidence section."""
+    shorter = tail_bytes(path, min(cap, TAIL_BYTES_WITH_EVIDENCE))
+    return _with_note(shorter, _join(shorter.note, "its error lines are in evidence"))
 
 
 def _with_note(excerpt: Excerpt, note: str | None) -> Excerpt:

@@ -194,6 +194,17 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("git-merge-failed", 3, rb"Automatic merge failed"),
     # docker (classic builder).
     Signature("docker-returned", 2, rb"The command '[^\n]*' returned a non-zero code"),
+    # The coding engines' JSON event streams: codex's error events, Claude Code's result
+    # when it is an error (compact or spaced JSON).
+    Signature(
+        "engine-error-event",
+        1,
+        rb'\{"type": ?"(?:error|turn\.failed)"'
+        rb'|\{"type": ?"result", ?"subtype": ?"[a-z_]+", ?"is_error": ?true',
+    ),
+    # The runner's own last line when it says why the process ended: timed out, killed
+    # by a signal, could not start.
+    Signature("runner-ended", 2, rb"# orchestrator: exit -?\d+ after [0-9.]+s \("),
     # A step that names its own failure class (``::failure-class::rate_limited``); the
     # line above it usually says what happened, and is in the excerpt's context.
     Signature("failure-class", 0, rb"::failure-class::[a-z_]"),

@@ -19,6 +19,7 @@ from orchestrator.recovery.context import (
     PRIORITY,
     REDACTION_MARGIN_BYTES,
     SECTION_ORDER,
+    TAIL_BYTES_WITH_EVIDENCE,
     BundleInputs,
     ContextBundle,
     allocate_bytes,
@@ -432,6 +433,46 @@ def test_the_bundle_cap_cuts_low_priority_sections_first(big_inputs: BundleInput
     assert (
         bundle.section("check_output").note
         == "check lint-bug-commit-order; starts at a line boundary"
+    )
+
+
+def test_with_the_error_lines_in_evidence_the_log_ends_are_short(tmp_path: Path) -> None:
+    # The failure far from the end of both logs; megabytes of ordinary output after it.
+    error = b"src/deal.py:3: error: Incompatible return value type\n"
+    check = write(tmp_path / "check.log", lines(20_000) + error + lines(30_000, tag="after"))
+    stage = write(tmp_path / "stage.log", lines(40_000, tag="stage") + b"stage done\n")
+    bundle = build_bundle(
+        inputs(tmp_path, failed_log=stage, check_name="mypy", check_log=check), ContextLimits()
+    )
+    assert "src/deal.py:3: error: Incompatible return value type" in bundle.section("evidence").text
+    for name in ("check_output", "failed_log_tail"):
+        section = bundle.section(name)
+        assert 0 < section.size <= TAIL_BYTES_WITH_EVIDENCE, name
+        assert section.truncated and section.note is not None
+        assert "its error lines are in evidence" in section.note
+    assert bundle.section("check_output").text.endswith(lines(30_000, tag="after")[-60:].decode())
+    assert bundle.section("failed_log_tail").text.endswith("stage done\n")
+    # The same logs without an error line keep their full caps: the end is all there is.
+    plain = write(tmp_path / "plain.log", lines(20_000) + lines(30_000, tag="after"))
+    without = build_bundle(
+        inputs(tmp_path, failed_log=stage, check_name="mypy", check_log=plain), ContextLimits()
+    )
+    assert without.section("evidence").text == ""
+    assert without.section("check_output").size > 15 * KiB
+    assert without.section("failed_log_tail").size > 15 * KiB
+
+
+def test_a_log_sent_whole_is_not_shortened_by_evidence(tmp_path: Path) -> None:
+    text = lines(100) + b"E       assert 3 == 2\n" + lines(100, tag="after")
+    check = write(tmp_path / "check.log", text)
+    bundle = build_bundle(
+        inputs(tmp_path, failed_log=check, check_name="tests", check_log=check), ContextLimits()
+    )
+    assert bundle.section("check_output").text == text.decode()
+    assert not bundle.section("check_output").truncated
+    assert (
+        bundle.section("evidence").text
+        == "--- line 101 (pytest-assertion) ---\n>101| E       assert 3 == 2\n"
     )
 
 

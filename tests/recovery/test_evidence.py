@@ -94,6 +94,14 @@ SAMPLES = [
     ("/usr/bin/tar: deal.tar: Cannot open: Permission denied", "program-error"),
     ("mypy: error: Cannot find implementation or library stub", "program-error"),
     ("::failure-class::rate_limited", "failure-class"),
+    ('{"type": "error", "message": "unexpected status 401 Unauthorized"}', "engine-error-event"),
+    ('{"type":"turn.failed","error":{"message":"429 Too Many Requests"}}', "engine-error-event"),
+    (
+        '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":2}',
+        "engine-error-event",
+    ),
+    ("# orchestrator: exit 124 after 1.513s (timed out)", "runner-ended"),
+    ("# orchestrator: exit 127 after 0.028s (executable not found: nope)", "runner-ended"),
     # A CI runner's timestamp before the line does not hide it.
     ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
 ]
@@ -107,6 +115,9 @@ ORDINARY = [
     "Compiling deal v0.1.0",
     "2026-12-01 02:53:12 INFO errors: 0",
     "no errors found; ERRORS=0",
+    "# orchestrator: exit 0 after 0.210s",
+    '{"type":"result","subtype":"success","is_error":false,"num_turns":3}',
+    '{"type": "turn.completed"}',
 ]
 
 

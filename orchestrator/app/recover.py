@@ -129,6 +129,8 @@ def _bundle_inputs(
         diff=diff,
         diff_truncated=truncated,
         diff_note=note,
+        clone_dir=Path(record.clone_dir),
+        state_dir=services.store.state_dir,
     )
 
 

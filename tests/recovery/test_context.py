@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -665,3 +667,57 @@ def test_no_secret_survives_into_the_bundle(
     rendered = bundle.render()
     assert bundle.total_bytes <= bundle_cap
     assert not _windows(body) & _windows(rendered)
+
+
+# ---- paths --------------------------------------------------------------------------------
+
+
+def test_the_bundle_shows_the_clone_and_state_dir_by_label_not_by_path(tmp_path: Path) -> None:
+    # A state dir reached through a symlink: tools print the real path, the run the given.
+    real_state = tmp_path / "real-state"
+    clone = real_state / "runs" / "R-1" / "clone"
+    (clone / "src").mkdir(parents=True)
+    (tmp_path / "state").symlink_to(real_state)
+    state = tmp_path / "state"
+    (clone / "src" / "deal.py").write_text("def deal():\n    raise ValueError('off by one')\n")
+    (clone / "run.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nimport deal\ndeal.deal()\n"
+    )
+    # A real traceback: Python prints the absolute paths of the files in the clone.
+    done = subprocess.run(
+        [sys.executable, str(clone / "run.py")],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert str(clone) in done.stderr
+    log = state / "runs" / "R-1" / "logs" / "001-tests.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(f"# orchestrator: 2026-12-01T02:53:12 cwd={clone}\n" + done.stderr)
+    bundle = build_bundle(
+        inputs(
+            tmp_path,
+            run_record=json.dumps([{"number": 1, "log_path": str(log)}]),
+            failed_log=log,
+            check_name="tests",
+            check_log=log,
+            diff=f"+++ b/src/deal.py\n+# see {clone}/src/deal.py\n".encode(),
+            clone_dir=state / "runs" / "R-1" / "clone",
+            state_dir=state,
+        ),
+        ContextLimits(),
+    )
+    rendered = bundle.render()
+    assert str(tmp_path) not in rendered
+    assert 'File "<clone>/src/deal.py", line 2' in bundle.section("check_output").text
+    assert "cwd=<clone>\n" in bundle.section("check_output").text
+    assert "ValueError: off by one" in bundle.section("evidence").text
+    assert '"<state>/runs/R-1/logs/001-tests.log"' in bundle.section("run_record").text
+    assert "# see <clone>/src/deal.py" in bundle.section("diff").text
+    # Without the roots (an older caller), the bundle is as it was.
+    plain = build_bundle(
+        inputs(tmp_path, failed_log=log, check_name="tests", check_log=log), ContextLimits()
+    )
+    assert str(clone) in plain.section("check_output").text

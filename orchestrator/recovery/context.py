@@ -23,6 +23,7 @@ JSON for replay.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import stat
@@ -115,6 +116,8 @@ SECTION_FLOOR_BYTES: Final = 1024
 # context): the last lines say how the run ended; the megabytes above them were read by
 # the evidence scan already.
 TAIL_BYTES_WITH_EVIDENCE: Final = 2 * 1024
+# Run state and record JSON up to this size lose their empty fields before the cut.
+_MAX_JSON_TO_TIDY: Final = 1024 * 1024
 # Notes go into a delimiter line: short and single-line.
 _MAX_NOTE_CHARS: Final = 300
 
@@ -447,17 +450,27 @@ class BundleInputs:
     diff: bytes
     diff_truncated: bool
     diff_note: str | None = None
-    # Where this machine keeps the run: shown to the model as ``<clone>`` and ``<state>``
-    # (it needs where a file is in the project, not where the runner put the project).
+    # Where this machine keeps the run, the config and the interpreter the config's
+    # ``{python}`` names: shown to the model as ``<clone>``, ``<state>``, ``<config>`` and
+    # ``<python>`` (it needs where a file is in the project, not where this machine put
+    # the project, the runs or the tools).
     clone_dir: Path | None = None
     state_dir: Path | None = None
+    config_dir: Path | None = None
+    python: Path | None = None
 
     def roots(self) -> Roots:
         """(label, absolute directory) pairs, longest directory first: each directory as
         given made absolute, and with its symlinks resolved when that differs (a tool
         may print either)."""
         pairs = set()
-        for label, path in (("<clone>", self.clone_dir), ("<state>", self.state_dir)):
+        named = (
+            ("<clone>", self.clone_dir),
+            ("<state>", self.state_dir),
+            ("<config>", self.config_dir),
+            ("<python>", self.python),
+        )
+        for label, path in named:
             if path is not None:
                 pairs.add((label, os.path.abspath(path)))
                 pairs.add((label, os.path.realpath(path)))
@@ -623,11 +636,17 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
     )
     return {
         "run_state": excerpt_of_text(
-            inputs.run_state, limits.max_run_state_bytes, keep="head", roots=roots
+            _without_empty_fields(inputs.run_state),
+            limits.max_run_state_bytes,
+            keep="head",
+            roots=roots,
         ),
         "ticket": head_bytes(inputs.ticket_path, limits.max_ticket_bytes, roots=roots),
         "run_record": excerpt_of_text(
-            inputs.run_record, limits.max_run_record_bytes, keep="tail", roots=roots
+            _without_empty_fields(inputs.run_record),
+            limits.max_run_record_bytes,
+            keep="tail",
+            roots=roots,
         ),
         "evidence": evidence,
         "failed_log_tail": tail,
@@ -640,6 +659,30 @@ def _shorter_tail(path: Path, cap: int, roots: Roots) -> Excerpt:
     """The end of a log whose error lines are in the evidence section."""
     shorter = tail_bytes(path, min(cap, TAIL_BYTES_WITH_EVIDENCE), roots=roots)
     return _with_note(shorter, _join(shorter.note, "its error lines are in evidence"))
+
+
+def _without_empty_fields(text: str) -> str:
+    """JSON text without the fields that hold nothing (null, ``{}``, ``[]``): an attempt
+    lists a dozen of them when nothing happened, and the model learns the same from
+    their absence. The layout is kept (one line stays one line); text that is not JSON
+    is returned as it is."""
+    if len(text) > _MAX_JSON_TO_TIDY:
+        return text  # only its kept end is read (``excerpt_of_text``)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(_drop_empty(value), indent=1 if "\n" in text else None)
+
+
+def _drop_empty(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            k: _drop_empty(v) for k, v in value.items() if v is not None and v != {} and v != []
+        }
+    if isinstance(value, list):
+        return [_drop_empty(v) for v in value]
+    return value
 
 
 def _with_note(excerpt: Excerpt, note: str | None) -> Excerpt:

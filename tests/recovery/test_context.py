@@ -721,3 +721,50 @@ def test_the_bundle_shows_the_clone_and_state_dir_by_label_not_by_path(tmp_path:
         inputs(tmp_path, failed_log=log, check_name="tests", check_log=log), ContextLimits()
     )
     assert str(clone) in plain.section("check_output").text
+
+
+def test_the_run_json_is_sent_without_its_empty_fields(tmp_path: Path) -> None:
+    record = [
+        {"number": 1, "stage": "review", "error": None, "checks": [], "exit_code": 0},
+        {"number": 2, "stage": "review", "failing_check": {"name": "tests", "signal": None}},
+    ]
+    state = {"state": "recovering", "overrides": {}, "verdicts": [], "counters": {"attempts": 2}}
+    bundle = build_bundle(
+        inputs(tmp_path, run_record=json.dumps(record, indent=1), run_state=json.dumps(state)),
+        ContextLimits(),
+    )
+    assert json.loads(bundle.section("run_record").text) == [
+        {"number": 1, "stage": "review", "exit_code": 0},
+        {"number": 2, "stage": "review", "failing_check": {"name": "tests"}},
+    ]
+    # The layout is kept: an indented record stays indented, a one-line state one line.
+    assert bundle.section("run_record").text.startswith('[\n {\n  "number": 1,')
+    assert (
+        bundle.section("run_state").text == '{"state": "recovering", "counters": {"attempts": 2}}'
+    )
+    # Text that is not JSON is sent as it is.
+    odd = build_bundle(
+        inputs(tmp_path, run_state="state: recovering, error: null"), ContextLimits()
+    )
+    assert odd.section("run_state").text == "state: recovering, error: null"
+
+
+def test_the_config_dir_and_the_interpreter_are_shown_by_label(tmp_path: Path) -> None:
+    config_dir = tmp_path / "project"
+    python = tmp_path / "venv" / "bin" / "python"
+    command = [str(python), "-m", "orchestrator.stages.checks.commit_order", str(config_dir / "x")]
+    bundle = build_bundle(
+        inputs(
+            tmp_path,
+            run_record=json.dumps([{"number": 1, "command": command}]),
+            config_dir=config_dir,
+            python=python,
+        ),
+        ContextLimits(),
+    )
+    assert json.loads(bundle.section("run_record").text) == [
+        {
+            "number": 1,
+            "command": ["<python>", "-m", "orchestrator.stages.checks.commit_order", "<config>/x"],
+        }
+    ]

@@ -266,6 +266,16 @@ def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
     return tuple(s for s in signatures if not s.located) + tuple(s for s in signatures if s.located)
 
 
+def _class_end(pattern: bytes, start: int) -> int:
+    """The offset just past the byte class opening at ``start``: its first unescaped
+    ']' after its first member."""
+    i = start + (2 if pattern[start + 1 : start + 2] == b"^" else 1)
+    i += 2 if pattern[i : i + 1] == b"\\" else 1  # the first member (may be ']')
+    while pattern[i : i + 1] != b"]":
+        i += 2 if pattern[i : i + 1] == b"\\" else 1
+    return i + 1
+
+
 def _forms(pattern: bytes) -> list[bytes]:
     """A pattern's top-level alternatives (``A|B`` gives ``A`` and ``B``)."""
     forms, depth, start, i = [], 0, 0, 0
@@ -275,11 +285,7 @@ def _forms(pattern: bytes) -> list[bytes]:
             i += 2
             continue
         if c == b"[":
-            # A class ends at the first unescaped ']' after its first member.
-            i += 2 if pattern[i + 1 : i + 2] == b"^" else 1
-            i += 1
-            while pattern[i : i + 1] != b"]":
-                i += 2 if pattern[i : i + 1] == b"\\" else 1
+            i = _class_end(pattern, i) - 1
         elif c == b"(":
             depth += 1
         elif c == b")":
@@ -304,7 +310,7 @@ def _first_unit(form: bytes) -> tuple[bytes, bytes] | None:
     elif form.startswith(b"\\"):
         atom = form[:2]
     elif form.startswith(b"["):
-        atom = form[: _forms(form + b"|")[0].index(b"]", 1 + form.startswith(b"[^")) + 1]
+        atom = form[: _class_end(form, 0)]
     elif form[:1] and form[:1] not in b"()|^$.?*+{}":
         atom = form[:1]
     else:
@@ -446,7 +452,10 @@ def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
     after_digit: list[bytes] = []
     for form in [*plain, located]:
         unit = _first_unit(form)
-        members = _bytes_of(unit[0]) if unit is not None and not unit[1] else frozenset()
+        if unit is not None and unit[1] and _bytes_of(unit[0]) & _DIGITS:
+            # It would be tried again on a timestamped line from its first byte.
+            raise ValueError(f"a form may not start with a repeated digit class: {form!r}")
+        members = _bytes_of(unit[0]) if unit is not None else frozenset()
         if unit is None or not members & _DIGITS:
             not_digit.append(form)
             continue

@@ -396,3 +396,13 @@ def test_a_bad_scan_window_names_the_key_and_the_file(tmp_path: Path) -> None:
     )
     limits = load_config(config).config.recovery.context
     assert (limits.evidence_scan_bytes, limits.max_evidence_bytes) == (1 << 20, 4096)
+
+
+def test_a_form_the_joined_expression_cannot_keep_exact_is_refused() -> None:
+    # A repeated digit class first could match a timestamped line from its first byte,
+    # which the table never does: the table is refused at import rather than misread.
+    from orchestrator.recovery.evidence import Signature, _combined
+
+    with pytest.raises(ValueError, match="repeated digit class"):
+        _combined((Signature("digits", 0, rb"\d+ files"),))
+    assert _combined((Signature("digits", 0, rb"\d\d* files"),)).search(b"\n12 files\n")

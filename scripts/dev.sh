@@ -21,7 +21,7 @@ setup() {
     fi
     # Reinstall only when pyproject.toml changed since the last install: keeps `setup` quick.
     if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-        "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test]"
+        "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,distributed]"
         touch "$STAMP"
     fi
 }

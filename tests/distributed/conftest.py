@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +21,10 @@ import pytest
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
 
+from conftest import subprocess_env
 from redis_server import RedisServer, redis_server_binary
+
+HERE = Path(__file__).resolve().parent
 
 _skipped: list[str] = []
 MISSING = (
@@ -86,3 +92,57 @@ def store(redis_server: RedisServer, namespace: str) -> Iterator[CoordinationSto
     coordination = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
     yield coordination
     coordination.close()
+
+
+class Workers:
+    """Worker processes running one of this directory's scripts, each in its own process
+    group; all of them are killed after the test if still running."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, script: str, *args: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / script), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            start_new_session=True,
+        )
+        self.started.append(process)
+        return process
+
+    def start_together(self, script: str, args: list[list[str]]) -> list[subprocess.Popen[str]]:
+        """Start one process per argument list; once all are connected (each prints
+        ``ready``), release them at once (a line on each one's stdin)."""
+        processes = [self.start(script, *each) for each in args]
+        for process in processes:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "ready\n", f"{script} exited {process.wait()}"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        return processes
+
+    @staticmethod
+    def finish(process: subprocess.Popen[str], timeout_s: float = 60.0) -> list[str]:
+        """The rest of a worker's output, once it exited 0."""
+        stdout, _ = process.communicate(timeout=timeout_s)
+        assert process.returncode == 0, stdout
+        return stdout.splitlines()
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGCONT)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    started = Workers()
+    yield started
+    started.stop_all()

@@ -149,7 +149,8 @@ class Heartbeat:
     """Renews a lease every third of its time to live, on a daemon thread, until stopped
     or lost. ``lost`` is set when another worker took the ticket; a store that cannot be
     reached is retried on the next beat (the lease may still be valid) and remembered in
-    ``last_error``. Use as a context manager around the run."""
+    ``last_error``. Use as a context manager around the run. (``_on_beat`` hears each
+    beat: True renewed, False lost, None unreachable.)"""
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class Heartbeat:
         lease: Lease,
         *,
         interval_s: float | None = None,
-        _on_beat: Callable[[bool], None] | None = None,
+        _on_beat: Callable[[bool | None], None] | None = None,
     ) -> None:
         self.leases = leases
         self.lease = lease
@@ -176,6 +177,8 @@ class Heartbeat:
                 held = self.leases.renew(self.lease)
             except CoordinationUnavailable as exc:
                 self.last_error = str(exc)
+                if self._on_beat is not None:
+                    self._on_beat(None)
                 continue
             self.last_error = None
             if self._on_beat is not None:

@@ -140,9 +140,9 @@ def test_the_heartbeat_keeps_a_lease_past_its_time_to_live(store: CoordinationSt
     leases = TicketLeases(store, ttl_s=0.3)
     lease = lease_of(leases.acquire("T-1"))
     beats = threading.Semaphore(0)
-    outcomes: list[bool] = []
+    outcomes: list[bool | None] = []
 
-    def beat(held: bool) -> None:
+    def beat(held: bool | None) -> None:
         outcomes.append(held)
         beats.release()
 

@@ -18,9 +18,19 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import Heartbeat, HeldElsewhere, Lease, TicketLeases
 from orchestrator.distributed.errors import FencedOut
 from orchestrator.distributed.fence import NO_FENCE, Fence
-from orchestrator.distributed.fenced_runs import FencedRuns
+from orchestrator.distributed.fenced_stores import (
+    FencedApprovals,
+    FencedBudgets,
+    FencedDecisions,
+    FencedRuns,
+)
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.storage.approvals import Approval
+from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.decisions import VerdictRecord
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.layout import VerdictFile
 from orchestrator.storage.protocols import Runs
 from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id
 
@@ -311,3 +321,69 @@ def test_the_local_fence_lets_every_write_through(tmp_path: Path) -> None:
     saved = record(tmp_path / "state", "local")
     runs.save(saved)
     assert runs.load(saved.run_id) == saved
+
+
+class VerdictFilesSeen:
+    """Decisions that only note what reached them (a verdict record takes a whole
+    decision to build; the wrapper's gate is what is tested here)."""
+
+    def __init__(self) -> None:
+        self.written: list[VerdictRecord] = []
+
+    def path(self, run_id: str, number: int) -> Path:
+        return Path(f"/nowhere/{run_id}.verdict-{number}.json")
+
+    def write(self, record: VerdictRecord) -> Path:
+        self.written.append(record)
+        return self.path(record.run_id, record.number)
+
+    def read(self, run_id: str, number: int) -> VerdictRecord:
+        raise AssertionError("not read here")
+
+    def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
+        return []
+
+
+def test_verdicts_approvals_and_charges_of_a_taken_over_worker_are_refused(
+    store: CoordinationStore, tmp_path: Path
+) -> None:
+    leases = TicketLeases(store, ttl_s=30)
+    old = lease_of(leases.acquire("T-1"))
+    lease_runs_out(store, "T-1")
+    lease_of(leases.acquire("T-1"))
+    fence = leases.fence(old)
+    files = FileStorage(tmp_path / "state")
+    budgets = FencedBudgets(BudgetStore(tmp_path / "state"), fence)
+    approvals = FencedApprovals(files.approvals, fence)
+    seen = VerdictFilesSeen()
+    decisions = FencedDecisions(seen, fence)
+    run_id = new_run_id("T-1", NOW)
+    approval = Approval(
+        decision_id=f"{run_id}:verdict-1", run_id=run_id, verdict=1, approved=True,
+        by="auto", at=NOW, routing="auto",
+    )  # fmt: skip
+    with pytest.raises(FencedOut):
+        budgets.charge("T-1", "diagnosis", f"{run_id}:verdict-1", run_id=run_id, at=NOW)
+    with pytest.raises(FencedOut):
+        approvals.write(approval)
+    with pytest.raises(FencedOut):
+        decisions.write(VerdictRecord.model_construct(run_id=run_id, number=1))
+    assert budgets.load("T-1").charges == ()
+    assert not approvals.answered(run_id, 1)
+    assert seen.written == []
+    assert list((tmp_path / "state").rglob("*.json")) == []
+
+
+def test_the_same_stores_write_for_the_current_holder(
+    store: CoordinationStore, tmp_path: Path
+) -> None:
+    leases = TicketLeases(store, ttl_s=30)
+    fence = leases.fence(lease_of(leases.acquire("T-1")))
+    budgets = FencedBudgets(BudgetStore(tmp_path / "state"), fence)
+    run_id = new_run_id("T-1", NOW)
+    charged = budgets.charge("T-1", "diagnosis", f"{run_id}:verdict-1", run_id=run_id, at=NOW)
+    assert [c.key for c in charged.charges] == [f"{run_id}:verdict-1"]
+    seen = VerdictFilesSeen()
+    record = VerdictRecord.model_construct(run_id=run_id, number=1)
+    FencedDecisions(seen, fence).write(record)
+    assert seen.written == [record]

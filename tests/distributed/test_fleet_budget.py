@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
+from pathlib import Path
 
 from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.fleet_budget import Charged, FleetBudget, Refused
+from orchestrator.distributed.fleet_budget import Charged, FleetBatchBudget, FleetBudget, Refused
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.domain.config import BatchConfig, PriceConfig
+from orchestrator.recovery.gateway import ModelReply, ModelRequest
+from orchestrator.storage.batch_budget import BatchBudget, BudgetedGateway, Spend
 
 from .conftest import Workers
 from redis_server import RedisServer
@@ -113,3 +118,84 @@ def test_batches_and_meters_have_budgets_of_their_own(store: CoordinationStore) 
     assert FleetBudget(store, "B-2", "calls", 1).charge("k") == Charged(1, False)
     assert FleetBudget(store, "B-1", "tokens", 5).charge("k", 5) == Charged(5, False)
     assert isinstance(FleetBudget(store, "B-1", "calls", 1).charge("other"), Refused)
+
+
+# ------------------------------------------------------------------ the [batch] budget
+
+
+class CountingGateway:
+    """A scripted model: every call answers the same, and is counted."""
+
+    model_name = "model-a"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        with self._lock:
+            self.calls += 1
+        return ModelReply(text="{}", model=self.model_name, input_tokens=100, output_tokens=10)
+
+
+REQUEST = ModelRequest(system="s", prompt="p", json_schema={}, max_tokens=256)
+
+
+def test_workers_sharing_the_batch_budget_make_exactly_the_capped_number_of_model_calls(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    caps = BatchConfig(max_model_calls=37)
+    model = CountingGateway()
+    threads, calls_each = 8, 10
+    refusals: list[str | None] = []
+    barrier = threading.Barrier(threads)
+
+    def worker() -> None:
+        store = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
+        gateway = BudgetedGateway(model, FleetBatchBudget(store, "B-1", caps, {}))  # type: ignore[arg-type]
+        store.ping()
+        barrier.wait()
+        for _ in range(calls_each):
+            refusals.append(gateway.complete(REQUEST).error)
+        store.close()
+
+    running = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    assert model.calls == 37
+    assert Counter(refusals) == {None: 37, "batch budget spent: 37/37 model calls": 43}
+    store = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
+    assert FleetBatchBudget(store, "B-1", caps, {}).read() == Spend(37, 3700, 370, 0.0)
+
+
+def test_the_fleet_batch_budget_decides_as_the_local_one_does(
+    store: CoordinationStore, tmp_path: Path
+) -> None:
+    caps = BatchConfig(max_tokens=1000, max_cost_usd=0.05)
+    prices = {"model-a": PriceConfig(input_per_mtok=10.0, output_per_mtok=50.0)}
+    fleet = FleetBatchBudget(store, "B-1", caps, prices)
+    local = BatchBudget(tmp_path / "budget.json", caps, prices)
+    steps: list[tuple[str | None, str | None]] = []
+    for _ in range(6):
+        steps.append((fleet.reserve(), local.reserve()))
+        if steps[-1] == (None, None):  # the call was made: its usage comes back
+            fleet.record("model-a", 250, 60)
+            local.record("model-a", 250, 60)
+    assert [fleet_says for fleet_says, _ in steps] == [local_says for _, local_says in steps]
+    assert [s for s, _ in steps] == [None] * 4 + ["batch budget spent: 1240/1000 tokens"] * 2
+    assert fleet.read() == local.read() == Spend(4, 1000, 240, 0.022)
+
+
+def test_a_redelivered_reservation_or_record_with_its_key_counts_once(
+    store: CoordinationStore,
+) -> None:
+    budget = FleetBatchBudget(store, "B-1", BatchConfig(max_model_calls=2), {})
+    assert budget.reserve("T-1-run:verdict-1:call-1") is None
+    assert budget.reserve("T-1-run:verdict-1:call-1") is None  # redelivered: no second call
+    budget.record("model-a", 100, 10, key="T-1-run:verdict-1:call-1")
+    budget.record("model-a", 100, 10, key="T-1-run:verdict-1:call-1")
+    assert budget.read() == Spend(1, 100, 10, 0.0)
+    assert budget.reserve("T-2-run:verdict-1:call-1") is None
+    assert budget.reserve("T-3-run:verdict-1:call-1") == "batch budget spent: 2/2 model calls"

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pydantic import GetCoreSchemaHandler
-from pydantic_core import core_schema
+from pydantic import GetCoreSchemaHandler, PlainSerializer, PlainValidator
 
 from orchestrator.domain.errors import ConfigError
 
@@ -153,15 +152,23 @@ class BrokerUrl:
         return cls(value)
 
     @classmethod
-    def __get_pydantic_core_schema__(
-        cls, _source: type[Any], _handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls.parse,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda url: url.masked, when_used="always"
-            ),
-        )
+    def __get_pydantic_core_schema__(cls, _source: type[Any], handler: GetCoreSchemaHandler) -> Any:
+        """As text, for the schema; ``ConfiguredBrokerUrl`` says how it is validated and
+        written (masked)."""
+        return handler(str)
+
+
+def _masked(url: BrokerUrl) -> str:
+    return url.masked
+
+
+# The config field: validated from a string (an error quotes only the masked URL), and
+# serialised masked, so a dumped config carries no password.
+ConfiguredBrokerUrl = Annotated[
+    BrokerUrl,
+    PlainValidator(BrokerUrl.parse),
+    PlainSerializer(_masked, return_type=str, when_used="always"),
+]
 
 
 def broker_url_from(

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, RootModel, ValidationError, model_validator
 
-from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.domain.broker_url import ConfiguredBrokerUrl
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.validation import (
     Argv,
@@ -166,7 +166,7 @@ class DistributedConfig(Frozen):
     (every rendering of it is masked). ``namespace`` prefixes every key, so several
     projects can share one Redis."""
 
-    broker_url: BrokerUrl | None = None
+    broker_url: ConfiguredBrokerUrl | None = None
     namespace: Name = "orchestrator"
 
 

@@ -21,12 +21,13 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 
 from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut
+from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 
 # Both keys are written in one script, so a lease never exists without its fencing token.
 _ACQUIRE = """
@@ -199,3 +200,30 @@ class Heartbeat:
     ) -> None:
         self._stop.set()
         self._thread.join()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A ticket held by this worker: its lease, the fence its stores check, and the
+    heartbeat keeping it (``heartbeat.lost`` says when another worker took it)."""
+
+    lease: Lease
+    fence: RedisFence
+    heartbeat: Heartbeat
+
+
+@contextmanager
+def claim(leases: TicketLeases, ticket_id: str) -> Iterator[Claim]:
+    """Hold ``ticket_id`` for the block: win its lease (or raise ``TicketClaimed`` naming
+    the holder, without waiting), renew it on a heartbeat, release it at the end."""
+    won = leases.acquire(ticket_id)
+    if isinstance(won, HeldElsewhere):
+        raise TicketClaimed(ticket_id, won.holder)
+    try:
+        with Heartbeat(leases, won) as heartbeat:
+            yield Claim(won, leases.fence(won), heartbeat)
+    finally:
+        # A lease already taken over is not ours to delete (release checks), and a store
+        # that is down lets the lease run out by itself.
+        with suppress(CoordinationUnavailable):
+            leases.release(won)

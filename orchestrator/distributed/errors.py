@@ -2,6 +2,7 @@
 
     OrchestratorError
     ├── CoordinationUnavailable  the coordination store cannot be reached (URL masked)
+    ├── TicketClaimed            another worker holds the ticket's lease
     ├── FencedOut                another worker took the ticket over: nothing is written
     ├── LockTimeout              a lock stayed held past the bounded wait
     └── LockLost                 a lock expired while held: what it guarded may have raced
@@ -20,6 +21,15 @@ class CoordinationError(OrchestratorError):
 
 class CoordinationUnavailable(CoordinationError):
     """The store did not answer; the message names it by its masked URL."""
+
+
+class TicketClaimed(CoordinationError):
+    """The ticket's lease is another worker's: this one skips it, never waits for it."""
+
+    def __init__(self, ticket_id: str, holder: str) -> None:
+        self.ticket_id = ticket_id
+        self.holder = holder
+        super().__init__(f"ticket {ticket_id} is claimed by another worker ({holder})")
 
 
 class FencedOut(CoordinationError):

@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Heartbeat, HeldElsewhere, Lease, TicketLeases
-from orchestrator.distributed.errors import FencedOut
+from orchestrator.distributed.coordination import (
+    Heartbeat,
+    HeldElsewhere,
+    Lease,
+    TicketLeases,
+    claim,
+)
+from orchestrator.distributed.errors import FencedOut, TicketClaimed
 from orchestrator.distributed.fence import NO_FENCE, Fence
 from orchestrator.distributed.fenced_stores import (
     FencedApprovals,
@@ -387,3 +393,38 @@ def test_the_same_stores_write_for_the_current_holder(
     record = VerdictRecord.model_construct(run_id=run_id, number=1)
     FencedDecisions(seen, fence).write(record)
     assert seen.written == [record]
+
+
+# ------------------------------------------------------------------ a worker's claim
+
+
+def test_a_claim_holds_the_ticket_for_its_block_and_gives_it_back(
+    store: CoordinationStore, tmp_path: Path
+) -> None:
+    leases = TicketLeases(store, ttl_s=30)
+    with claim(leases, "T-1") as held:
+        assert store.client.get(lease_key(store, "T-1")) == held.lease.holder
+        with pytest.raises(TicketClaimed) as refused:
+            with claim(leases, "T-1"):
+                pass
+        assert str(refused.value) == (
+            f"ticket T-1 is claimed by another worker ({held.lease.holder})"
+        )
+        runs = FencedRuns(RunStore(tmp_path / "state"), held.fence)
+        runs.save(record(tmp_path / "state", "written under the claim"))
+        assert not held.heartbeat.lost.is_set()
+    assert store.client.get(lease_key(store, "T-1")) is None
+    with claim(leases, "T-1") as again:
+        assert again.lease.fence == 2
+
+
+def test_a_claim_taken_over_midway_leaves_the_new_holders_lease_alone(
+    store: CoordinationStore,
+) -> None:
+    leases = TicketLeases(store, ttl_s=30)
+    with claim(leases, "T-1") as held:
+        lease_runs_out(store, "T-1")
+        taken = lease_of(leases.acquire("T-1"))
+        with pytest.raises(FencedOut):
+            held.fence.check()
+    assert store.client.get(lease_key(store, "T-1")) == taken.holder

@@ -34,13 +34,14 @@ def queue_name(namespace: str) -> str:
 
 
 def celery_settings(
-    url: BrokerUrl,
     *,
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
 ) -> dict[str, Any]:
-    """The app's configuration (pure: what a test can read without starting anything)."""
+    """The app's configuration (pure: what a test can read without starting anything).
+    The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
+    the URL to Celery directly."""
     if visibility_timeout_s <= 0 or restore_interval_s <= 0:
         raise ValueError("the visibility timeout and the restore interval must be positive")
     transport = {
@@ -49,8 +50,6 @@ def celery_settings(
         "global_keyprefix": f"{namespace}:celery:",
     }
     return {
-        "broker_url": url.reveal(),
-        "result_backend": url.reveal(),
         "broker_transport_options": transport,
         "result_backend_transport_options": {"global_keyprefix": f"{namespace}:celery:"},
         "task_acks_late": True,
@@ -76,10 +75,9 @@ def celery_app(
     """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
     from celery import Celery  # type: ignore[import-untyped]
 
-    app = Celery(namespace)
+    app = Celery(namespace, broker=url.reveal(), backend=url.reveal())
     app.conf.update(
         celery_settings(
-            url,
             namespace=namespace,
             visibility_timeout_s=visibility_timeout_s,
             restore_interval_s=restore_interval_s,

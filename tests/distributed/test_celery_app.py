@@ -27,8 +27,7 @@ RESULT_DEADLINE_S = 60.0
 
 
 def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
-    url = BrokerUrl(f"redis://:{PASSWORD}@127.0.0.1:6379/0")
-    settings = celery_settings(url, namespace="fleet", visibility_timeout_s=7200)
+    settings = celery_settings(namespace="fleet", visibility_timeout_s=7200)
     assert settings["task_acks_late"] is True
     assert settings["task_reject_on_worker_lost"] is True
     assert settings["worker_prefetch_multiplier"] == 1
@@ -37,7 +36,12 @@ def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
     assert settings["broker_transport_options"]["global_keyprefix"] == "fleet:celery:"
     assert settings["task_default_queue"] == queue_name("fleet") == "fleet.tickets"
     with pytest.raises(ValueError, match="must be positive"):
-        celery_settings(url, namespace="fleet", visibility_timeout_s=0)
+        celery_settings(namespace="fleet", visibility_timeout_s=0)
+    app = celery_app(BrokerUrl(f"redis://:{PASSWORD}@127.0.0.1:6379/0"), namespace="fleet")
+    assert app.conf.broker_url == f"redis://:{PASSWORD}@127.0.0.1:6379/0"
+    assert app.conf.task_acks_late is True
+    assert PASSWORD not in repr(settings)
+    assert PASSWORD not in str(app.conf.humanize(with_defaults=False, censored=True))
 
 
 class Fleet:

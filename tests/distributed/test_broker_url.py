@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.domain.broker_url import (
     BROKER_URL_ENV,
@@ -18,7 +20,14 @@ from orchestrator.domain.broker_url import (
 from orchestrator.domain.config import load_config, parse_config
 from orchestrator.domain.errors import ConfigError
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from conftest import (
+    bash_stage,
+    examples,
+    orchestrator_cmd,
+    subprocess_env,
+    write_config,
+    write_ticket,
+)
 
 MINIMAL = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
 PASSWORD = "hunter2-Secret-pw"
@@ -41,6 +50,19 @@ PASSWORD = "hunter2-Secret-pw"
 )
 def test_mask_url(url: str, masked: str) -> None:
     assert mask_url(url) == masked
+
+
+@settings(max_examples=examples(500))
+@given(
+    secret=st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF), min_size=1, max_size=40),
+    user=st.sampled_from(["", "fleet", "user.name"]),
+    tail=st.sampled_from(["host", "host:6379", "10.0.0.1:6380/2", "[::1]:6379/0", "h/0?db=1"]),
+)
+def test_no_password_survives_masking(secret: str, user: str, tail: str) -> None:
+    password = "Zx9" + secret  # marked, so it cannot be mistaken for the rest of the URL
+    url = f"redis://{user}:{password}@{tail}"
+    assert password not in mask_url(url)
+    assert password not in scrub(f"failed: {url} ({password})", url)
 
 
 def test_scrub_removes_the_password_from_a_foreign_message_quoting_it() -> None:

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 READY = "Ready to accept connections"
 START_DEADLINE_S = 15.0
@@ -131,9 +132,8 @@ class RedisServer:
         self._confirm_ping(port)
         return True
 
-    def _keep_draining(self, stdout: object) -> None:
-        fileno = stdout.fileno()  # type: ignore[attr-defined]
-        while chunk := os.read(fileno, 65536):
+    def _keep_draining(self, stdout: IO[bytes]) -> None:
+        while chunk := os.read(stdout.fileno(), 65536):
             self.output.append(chunk.decode(errors="replace"))
 
     def _confirm_ping(self, port: int) -> None:

@@ -1,5 +1,7 @@
-"""Fixtures for the distributed tests: a real ``redis-server`` per test, and a
-coordination store on it under a namespace of the test's own.
+"""Fixtures for the distributed tests: a real ``redis-server`` per test (``redis_server``;
+``redis_servers`` starts more, with persistence or a password, and each can be restarted
+on its port), a coordination store on it under a namespace of the test's own, and
+``workers``: real worker processes, each in its own process group.
 
 Where ``redis-server`` is not installed the tests skip, and the session's summary says
 so in one line whatever ``-r`` asks for; under ``CI=true`` they fail instead, so CI

@@ -8,6 +8,8 @@ machines lives in Redis, the rest stays files in the state dir.
     ledger_lock.RedisLock      serialises ledger appends (flock is unreliable on NFS)
     fleet_ledger.FleetLedger   the ledger with its appends under that lock, fenced
     fleet_budget.FleetBudget   one atomic check-and-charge for the whole fleet
+    fleet_stores.fleet_stores  every store of a claimed ticket's run, fenced, for the driver
+    celery_app.celery_app      the Celery app the fleet shares (late acks, requeue on loss)
 
 The redis client is imported inside ``client`` only, and only when a store is opened:
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import

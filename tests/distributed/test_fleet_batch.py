@@ -5,13 +5,21 @@ state dir, each ticket exactly once, through crashes and redelivery."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
+from orchestrator.distributed.celery_app import queue_name
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN
+from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import orchestrator_cmd, subprocess_env
 from fleet_machines import (
@@ -74,3 +82,159 @@ def test_twelve_tickets_over_two_workers_run_once_each_and_end_as_expected(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     # Both machines took tickets.
     assert "run_ticket" in fleet.log("one") and "run_ticket" in fleet.log("two")
+
+
+def stall_first(name: str, ticket_id: str, port: int) -> str:
+    """A counted stage that, the first time it runs for ``ticket_id``, tells the test it is
+    running (a line to a loopback port) and then waits to be killed."""
+    signal_test = f"echo started $$ > /dev/tcp/127.0.0.1/{port}; sleep 300"
+    tail = (
+        f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
+        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {signal_test}; fi"
+    )
+    return counted(name, tail)
+
+
+def wait_started(listener: socket.socket) -> int:
+    """The stage's pid, once it says it is running (no sleeping)."""
+    connection, _ = listener.accept()
+    with connection:
+        words = connection.makefile().readline().split()
+    assert words[0] == "started", words
+    return int(words[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_ticket_has_it_redelivered_and_finished_once(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(BATCH_DEADLINE_S)
+        stages = counted("a") + stall_first("b", "T-01", listener.getsockname()[1]) + counted("c")
+        # A short visibility timeout and lease: the lost worker's ticket comes back soon.
+        config = write_fleet_config(
+            tmp_path, redis_server.url, namespace, stages, visibility_s=3.0, lease_s=3.0
+        )
+        tickets = tmp_path / "tickets"
+        ids = write_tickets(tickets, 3)
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        first = fleet.start("one")
+        batch = subprocess.Popen(
+            batch_cmd(config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
+            env=subprocess_env(), cwd=tmp_path,
+        )  # fmt: skip
+        stage_pid = wait_started(listener)
+    os.killpg(first.pid, signal.SIGKILL)  # the machine is lost: worker and pool, no goodbye
+    first.wait()
+    fleet.start("two")
+    stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
+    rows = {row["ticket"]: row for row in json_lines(stdout) if "ticket" in row}
+    assert {t: r["status"] for t, r in rows.items()} == {t: "completed" for t in ids}, stdout
+    assert batch.returncode == 0
+    state = tmp_path / "state"
+    assert counts(state, "a") == {t: 1 for t in ids}  # finished before the kill: not again
+    assert counts(state, "b") == {"T-00": 1, "T-01": 2, "T-02": 1}  # the killed one, again
+    assert counts(state, "c") == {t: 1 for t in ids}
+    assert not alive(stage_pid)  # what the lost worker left running was killed
+    record = RunStore(state).latest_for_ticket("T-01")
+    assert record is not None
+    statuses = [(a.stage, a.status.value) for a in record.attempts]
+    assert statuses == [
+        ("a", "finished"), ("b", "interrupted"), ("b", "finished"), ("c", "finished"),
+    ]  # fmt: skip
+    charges = BudgetStore(state).load("T-01").charges
+    assert len({(c.kind, c.key) for c in charges}) == len(charges) == 0  # nothing charged
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(BATCH_DEADLINE_S)
+        stages = counted("a") + stall_first("b", "T-00", listener.getsockname()[1])
+        config = write_fleet_config(tmp_path, redis_server.url, namespace, stages, lease_s=3.0)
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        first = fleet.start("one")
+        queued = subprocess.run(
+            batch_cmd(config, tickets, "--no-wait"), capture_output=True, text=True,
+            env=subprocess_env(), cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+        assert queued.returncode == 0, queued.stderr
+        stage_pid = wait_started(listener)
+    os.killpg(first.pid, signal.SIGTERM)  # as systemd or a container stop does
+    assert first.wait(timeout=60) == 0, fleet.log("one")
+    assert not alive(stage_pid)  # stopped through the runner, not left behind
+    state = tmp_path / "state"
+    record = RunStore(state).latest_for_ticket("T-00")
+    assert record is not None and record.state.value == "running"
+    assert [a.status.value for a in record.attempts] == ["finished", "interrupted"]
+    assert "requeued" in fleet.log("one")
+    fleet.start("two")  # takes the requeued ticket and resumes the run
+    done = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
+    )  # fmt: skip
+    rows = [row for row in json_lines(done.stdout) if "ticket" in row]
+    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], done.stdout
+    assert counts(state, "a") == {"T-00": 1}
+    assert counts(state, "b") == {"T-00": 2}
+
+
+def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_nothing(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]  # nothing listens here once the probe is closed
+    down = f"redis://:Hunter2-secret@127.0.0.1:{closed}/0"
+    config = write_fleet_config(tmp_path, down, namespace, counted("a"))
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 2)
+    failed = subprocess.run(
+        batch_cmd(config, tickets), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert failed.returncode == EXIT_LOCKED
+    assert failed.stdout == ""
+    lines = failed.stderr.splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{closed}" in lines[0], failed.stderr
+    assert "Hunter2" not in failed.stderr
+    # The same batch on a broker that answers queues each ticket once, however often
+    # cron starts it while no worker runs.
+    url = {"ORCHESTRATOR_BROKER_URL": redis_server.url}
+    command = batch_cmd(config, tickets, "--no-wait", "--json")
+    outputs = [
+        subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=subprocess_env(**url),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        for _ in range(2)
+    ]
+    assert [o.returncode for o in outputs] == [0, 0], [o.stderr for o in outputs]
+    first, second = ([r["status"] for r in json_lines(o.stdout) if "ticket" in r] for o in outputs)
+    assert first == ["queued", "queued"] and second == ["already queued", "already queued"]
+    store = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
+    try:
+        pending = store.call(
+            lambda client: client.llen(f"{namespace}:celery:{queue_name(namespace)}")
+        )
+    finally:
+        store.close()
+    assert pending == 2

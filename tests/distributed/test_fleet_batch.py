@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.distributed.celery_app import queue_name
 from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.coordination import HeldElsewhere, TicketLeases
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN
 from orchestrator.storage.budget import BudgetStore
@@ -238,3 +239,80 @@ def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_noth
     finally:
         store.close()
     assert pending == 2
+
+
+def flaky_check(name: str, fails: int) -> str:
+    """A stage whose check cannot reach a host its first ``fails`` runs (the network's
+    fault, not the code's), counted in ``count-<name>-<ticket>``."""
+    count = f"$ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID"
+    unreachable = (
+        "echo \"fatal: unable to access 'https://registry.invalid/x.git/': "
+        'Could not resolve host: registry.invalid" >&2; exit 128'
+    )
+    script = f"echo x >> {count}; if [ $(wc -l < {count}) -le {fails} ]; then {unreachable}; fi"
+    return (
+        f'[[stages]]\nname = "{name}"\ncwd = "run"\n'
+        f"[[stages.checks]]\nname = \"fetch\"\ncommand = ['bash', '-c', '''{script}''']\n\n"
+    )
+
+
+@pytest.mark.slow
+def test_an_infra_back_off_is_a_celery_retry_not_a_sleeping_worker(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    header = (
+        "[recovery]\ninfra_backoff_s = 1.0\nmax_infra_retries_per_ticket = 2\n"
+        '[routing]\nretry = 0.0\n"abandon-human" = 0.0\n'
+    )
+    config = write_fleet_config(
+        tmp_path, redis_server.url, namespace, header + counted("a") + flaky_check("b", 1),
+        recovery=True,
+    )  # fmt: skip
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 1)
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    done = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
+    )  # fmt: skip
+    rows = [row for row in json_lines(done.stdout) if "ticket" in row]
+    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], (
+        done.stdout + done.stderr + fleet.log("one")
+    )
+    state = tmp_path / "state"
+    assert counts(state, "a") == {"T-00": 1}
+    assert counts(state, "b") == {"T-00": 2}
+    # The back-off was a retry of the task (its log says so), and charged once.
+    assert "Retry in 1" in fleet.log("one"), fleet.log("one")
+    charges = BudgetStore(state).load("T-00").charges
+    assert [c.kind for c in charges] == ["infra-retry"]
+
+
+@pytest.mark.slow
+def test_a_ticket_claimed_by_another_live_worker_is_retried_later_never_run_twice(
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    config = write_fleet_config(tmp_path, redis_server.url, namespace, counted("a"), lease_s=1.0)
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 1)
+    # Another worker (this test) holds the ticket for a while, without renewing.
+    held = TicketLeases(store, ttl_s=8.0).acquire("T-00")
+    assert not isinstance(held, HeldElsewhere)
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    done = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
+    )  # fmt: skip
+    rows = [row for row in json_lines(done.stdout) if "ticket" in row]
+    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], done.stdout
+    assert counts(tmp_path / "state", "a") == {"T-00": 1}
+    log = fleet.log("one")
+    assert f"ticket T-00 is claimed by another worker ({held.holder}); retrying in 1s" in log

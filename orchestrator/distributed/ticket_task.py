@@ -128,6 +128,9 @@ def run_claimed(
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    # Once: a second TERM (the group's and the worker's forwarded one) must not cut
+    # short the runner stopping the stage.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Interrupted(signum)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.celery_app import queue_name
+from orchestrator.distributed.celery_app import celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import HeldElsewhere, TicketLeases
 from orchestrator.domain.broker_url import BrokerUrl
@@ -157,8 +157,13 @@ def test_a_worker_killed_mid_ticket_has_it_redelivered_and_finished_once(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("whole_group", [True, False], ids=["group", "worker-only"])
 def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
-    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+    redis_server: RedisServer,
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+    whole_group: bool,
 ) -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listener.settimeout(BATCH_DEADLINE_S)
@@ -170,12 +175,17 @@ def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
         machines.append(fleet)
         first = fleet.start("one")
         queued = subprocess.run(
-            batch_cmd(config, tickets, "--no-wait"), capture_output=True, text=True,
+            batch_cmd(config, tickets, "--no-wait", "--json"), capture_output=True, text=True,
             env=subprocess_env(), cwd=tmp_path, timeout=60,
         )  # fmt: skip
         assert queued.returncode == 0, queued.stderr
+        [row] = [row for row in json_lines(queued.stdout) if "ticket" in row]
+        task_id = str(row["detail"]).removeprefix("task ")
         stage_pid = wait_started(listener)
-    os.killpg(first.pid, signal.SIGTERM)  # as systemd or a container stop does
+    if whole_group:
+        os.killpg(first.pid, signal.SIGTERM)  # as systemd or a container stop does
+    else:
+        os.kill(first.pid, signal.SIGTERM)  # `kill PID`: the worker forwards it
     assert first.wait(timeout=60) == 0, fleet.log("one")
     assert not alive(stage_pid)  # stopped through the runner, not left behind
     state = tmp_path / "state"
@@ -184,12 +194,10 @@ def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
     assert [a.status.value for a in record.attempts] == ["finished", "interrupted"]
     assert "requeued" in fleet.log("one")
     fleet.start("two")  # takes the requeued ticket and resumes the run
-    done = subprocess.run(
-        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
-        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
-    )  # fmt: skip
-    rows = [row for row in json_lines(done.stdout) if "ticket" in row]
-    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], done.stdout
+    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace)
+    answer = app.AsyncResult(task_id).get(timeout=BATCH_DEADLINE_S)
+    assert (answer["ticket"], answer["status"], answer["ran"]) == ("T-00", "completed", True)
+    assert answer["run_id"] == record.run_id  # the same run, resumed
     assert counts(state, "a") == {"T-00": 1}
     assert counts(state, "b") == {"T-00": 2}
 

@@ -18,8 +18,10 @@ visibility timeout, and its run resumed where it stopped.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import TextIO
 
@@ -44,6 +46,23 @@ def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str
     return argv
 
 
+def pool_processes(pid: int) -> list[int]:
+    """The worker's direct children: its pool processes (the stages are theirs)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def forward_shutdown(**_: object) -> None:
+    """The worker itself was told to stop (``kill PID``, not its whole group): tell its
+    pool processes too, so their tickets stop through the runner and are requeued now,
+    rather than the worker waiting for them to end."""
+    for child in pool_processes(os.getpid()):
+        with suppress(ProcessLookupError):
+            os.kill(child, signal.SIGTERM)
+
+
 def worker(
     config_file: Path,
     state_dir_override: str | None,
@@ -65,6 +84,9 @@ def worker(
     )
     context = WorkerContext(config_file, state_dir_override, dict(environ), out)
     register(app, context, store)
+    from celery.signals import worker_shutting_down  # type: ignore[import-untyped]
+
+    worker_shutting_down.connect(forward_shutdown, weak=False)
     hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
     out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")
     out.flush()

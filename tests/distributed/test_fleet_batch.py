@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -324,3 +325,41 @@ def test_a_ticket_claimed_by_another_live_worker_is_retried_later_never_run_twic
     assert counts(tmp_path / "state", "a") == {"T-00": 1}
     log = fleet.log("one")
     assert f"ticket T-00 is claimed by another worker ({held.holder}); retrying in 1s" in log
+
+
+@pytest.mark.slow
+def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_it(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(BATCH_DEADLINE_S)
+        stages = counted("a") + stall_first("b", "T-00", listener.getsockname()[1])
+        config = write_fleet_config(
+            tmp_path, redis_server.url, namespace, stages, visibility_s=3.0, lease_s=2.0
+        )
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        first = fleet.start("one")
+        batch = subprocess.Popen(
+            batch_cmd(config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
+            env=subprocess_env(), cwd=tmp_path,
+        )  # fmt: skip
+        wait_started(listener)
+    os.killpg(first.pid, signal.SIGSTOP)  # a long pause: its lease runs out
+    fleet.start("two")
+    stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
+    rows = [row for row in json_lines(stdout) if "ticket" in row]
+    assert [(r["ticket"], r["status"], r["ran"]) for r in rows] == [("T-00", "completed", True)]
+    state = tmp_path / "state"
+    taken_over = RunStore(state).latest_for_ticket("T-00")
+    os.killpg(first.pid, signal.SIGCONT)  # it wakes up, and finds its stage gone
+    deadline = time.monotonic() + BATCH_DEADLINE_S
+    while "fenced out" not in fleet.log("one"):
+        assert first.poll() is None and time.monotonic() < deadline, fleet.log("one")
+        time.sleep(0.1)  # the log is another process's: nothing to wait on but it
+    assert "fenced out: ticket T-00" in fleet.log("one")
+    assert RunStore(state).latest_for_ticket("T-00") == taken_over  # not written over
+    assert counts(state, "a") == {"T-00": 1}
+    assert counts(state, "b") == {"T-00": 2}

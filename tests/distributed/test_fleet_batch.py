@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -363,3 +363,50 @@ def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_i
     assert RunStore(state).latest_for_ticket("T-00") == taken_over  # not written over
     assert counts(state, "a") == {"T-00": 1}
     assert counts(state, "b") == {"T-00": 2}
+
+
+def hold_first(name: str, ticket_id: str, port: int) -> str:
+    """A counted stage that, the first time it runs for ``ticket_id``, says so on a
+    loopback port and then waits for the test's go-ahead on the same connection."""
+    talk = f'exec 3<>/dev/tcp/127.0.0.1/{port}; echo started $$ >&3; read -r go <&3; [ "$go" = go ]'
+    tail = (
+        f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
+        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {talk}; fi"
+    )
+    return counted(name, tail)
+
+
+@pytest.mark.slow
+def test_redis_restarted_in_the_middle_of_a_batch_the_workers_reconnect_and_it_completes(
+    redis_servers: Callable[..., RedisServer],
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    server = redis_servers(persist=True)  # appendonly: the queue and the leases survive
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(BATCH_DEADLINE_S)
+        stages = counted("a") + hold_first("b", "T-01", listener.getsockname()[1])
+        config = write_fleet_config(tmp_path, server.url, namespace, stages)
+        tickets = tmp_path / "tickets"
+        ids = write_tickets(tickets, 4)
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        fleet.start("one")
+        fleet.start("two")
+        batch = subprocess.Popen(
+            batch_cmd(config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
+            env=subprocess_env(), cwd=tmp_path,
+        )  # fmt: skip
+        connection, _ = listener.accept()
+        with connection:
+            assert connection.makefile().readline().startswith("started ")
+            server.restart()  # in the middle of T-01's stage b
+            connection.sendall(b"go\n")
+    stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
+    rows = {row["ticket"]: row for row in json_lines(stdout) if "ticket" in row}
+    assert {t: r["status"] for t, r in rows.items()} == {t: "completed" for t in ids}, stdout
+    assert batch.returncode == 0
+    state = tmp_path / "state"
+    assert counts(state, "a") == {t: 1 for t in ids}
+    assert counts(state, "b") == {t: 1 for t in ids}

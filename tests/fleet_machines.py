@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
@@ -75,6 +76,20 @@ class FleetWorkers:
         )  # fmt: skip
         self.started[name] = process
         return process
+
+    def wait_ready(self, name: str, deadline_s: float = 60.0) -> None:
+        """Until the worker says it takes tasks (its log is another process's: there is
+        nothing to wait on but the text)."""
+        deadline = time.monotonic() + deadline_s
+        while " ready." not in self.log(name):
+            process = self.started[name]
+            assert process.poll() is None, self.log(name)
+            assert time.monotonic() < deadline, self.log(name)
+            time.sleep(0.05)
+
+    def ran(self, name: str) -> int:
+        """How many tickets the worker's tasks ran to an answer."""
+        return self.log(name).count("succeeded in")
 
     def log(self, name: str) -> str:
         return (self.root / "machines" / name / "worker.log").read_text(errors="replace")

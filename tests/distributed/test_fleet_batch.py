@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.main import main
 from orchestrator.distributed.celery_app import celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import HeldElsewhere, TicketLeases
 from orchestrator.domain.broker_url import BrokerUrl
-from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN
+from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN, EXIT_USAGE
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
@@ -413,3 +414,21 @@ def test_redis_restarted_in_the_middle_of_a_batch_the_workers_reconnect_and_it_c
     state = tmp_path / "state"
     assert counts(state, "a") == {t: 1 for t in ids}
     assert counts(state, "b") == {t: 1 for t in ids}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--no-wait"], "batch: --no-wait needs --backend celery"),
+        (["--backend", "celery", "--jobs", "2"], "--jobs is the workers' --concurrency"),
+    ],
+)
+def test_options_of_the_other_backend_are_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    config = write_fleet_config(tmp_path, "redis://127.0.0.1:1/0", "ns", counted("a"))
+    write_tickets(tmp_path / "tickets", 1)
+    code = main(["--config", str(config), "batch", "--tickets", str(tmp_path / "tickets"), *args])
+    assert code == EXIT_USAGE
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "state" / "runs").exists()

@@ -62,13 +62,17 @@ class FleetWorkers:
         self.config = config
         self.started: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, concurrency: int = 1) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, concurrency: int = 1, *, argv: list[str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``orchestrator worker`` (or ``argv``) on a machine of its own."""
         home = self.root / "machines" / name
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         env = subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"))
         log = (home / "worker.log").open("ab")
         process = subprocess.Popen(
-            orchestrator_cmd(
+            argv
+            or orchestrator_cmd(
                 "--config", str(self.config), "worker", "--concurrency", str(concurrency)
             ),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN, EXIT_USAGE
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
-from conftest import orchestrator_cmd, subprocess_env
+from conftest import bash_stage, orchestrator_cmd, subprocess_env
 from fleet_machines import (
     FleetWorkers,
     batch_cmd,
@@ -432,3 +433,43 @@ def test_options_of_the_other_backend_are_refused_by_name(
     assert code == EXIT_USAGE
     assert said in capsys.readouterr().err
     assert not (tmp_path / "state" / "runs").exists()
+
+
+BUDGETED = (
+    "[batch]\nmax_model_calls = 2\n[routing]\nretry = 0.0\n"
+    + counted("clone", "git init -q clone")
+    # Fails the first time it runs for each ticket, passes after.
+    + bash_stage(
+        "build",
+        "f=$ORCH_STATE_DIR/count-build-$ORCH_TICKET_ID; echo x >> $f; [ $(wc -l < $f) -ge 2 ]",
+    )
+)
+
+
+@pytest.mark.slow
+def test_a_batch_budget_of_model_calls_is_never_exceeded_across_workers(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    config = write_fleet_config(tmp_path, redis_server.url, namespace, BUDGETED, recovery=True)
+    tickets = tmp_path / "tickets"
+    ids = write_tickets(tickets, 4)
+    calls = tmp_path / "model-calls.txt"
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    script = [sys.executable, str(Path(__file__).parent / "scripted_worker.py")]
+    for name in ("one", "two"):
+        fleet.start(name, argv=[*script, str(config), str(calls)])
+    done = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
+    )  # fmt: skip
+    rows = json_lines(done.stdout)
+    statuses = sorted(str(r["status"]) for r in rows if "ticket" in r)
+    assert statuses == ["completed", "completed", "deferred", "deferred"], done.stdout
+    assert len(calls.read_text().splitlines()) == 2  # the whole fleet: two calls, no more
+    assert rows[-1]["summary"]["model_calls"] == 2  # type: ignore[index]
+    state = tmp_path / "state"
+    assert counts(state, "clone") == {t: 1 for t in ids}
+    for ticket_id in ids:  # a deferred ticket was charged nothing
+        budget = BudgetStore(state).load(ticket_id)
+        assert budget.spent("diagnosis") == budget.spent("retry") <= 1

@@ -31,6 +31,7 @@ from orchestrator.distributed.ticket_task import WorkerContext, register
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
+from orchestrator.recovery.gateway import GatewayFactory
 
 
 def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str]:
@@ -71,7 +72,9 @@ def worker(
     queues: str | None,
     out: TextIO,
     environ: Mapping[str, str] = os.environ,
+    gateway_factory: GatewayFactory | None = None,
 ) -> int:
+    """``gateway_factory`` replaces the configured model (tests script it)."""
     if concurrency < 1:
         raise errors.UsageError("worker: --concurrency must be at least 1")
     loaded = load_config(config_file)
@@ -82,7 +85,7 @@ def worker(
     app = celery_app(
         url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s
     )
-    context = WorkerContext(config_file, state_dir_override, dict(environ), out)
+    context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
     register(app, context, store)
     from celery.signals import worker_shutting_down  # type: ignore[import-untyped]
 

@@ -29,8 +29,7 @@ class CountedModel:
 if __name__ == "__main__":
     config, calls = Path(sys.argv[1]), Path(sys.argv[2])
     model = CountedModel(calls)
-    sys.exit(
-        worker(
-            config, None, concurrency=1, queues=None, out=sys.stdout, gateway_factory=lambda: model
-        )  # fmt: skip
+    code = worker(
+        config, None, concurrency=1, queues=None, out=sys.stdout, gateway_factory=lambda: model
     )
+    sys.exit(code)

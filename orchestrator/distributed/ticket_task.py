@@ -12,6 +12,8 @@ cannot finish now into Celery's own answers:
   and the driver waits out only what is still owed;
 * SIGTERM: the stage is stopped through the runner and the run saved (the CLI's own
   path), then the message is rejected back to the queue for the next worker to resume;
+* Redis does not answer (restarting): ``retry`` a few seconds later; a write the run
+  could not fence was not made, and the retried task resumes before it;
 * fenced out (another worker took the ticket over while this one was paused): nothing
   is written, and the task ends without a result, since the ticket is the other's.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -35,7 +37,7 @@ from orchestrator.batch.results import TicketResult
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import TicketLeases, claim
 from orchestrator.distributed.enqueued import Enqueued
-from orchestrator.distributed.errors import FencedOut, TicketClaimed
+from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 from orchestrator.distributed.fleet_budget import FleetBatchBudget
 from orchestrator.distributed.fleet_stores import fleet_stores
 from orchestrator.domain.config import load_config
@@ -47,6 +49,8 @@ from orchestrator.storage.files import FileStorage
 from orchestrator.storage.ledger import key_from_env
 
 TASK_NAME = "orchestrator.run_ticket"
+# How soon a ticket whose coordination store did not answer is tried again.
+UNAVAILABLE_RETRY_S = 5.0
 
 
 class BackOff(Exception):
@@ -149,6 +153,12 @@ def stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _forget(enqueued: Enqueued, ticket_id: str, task_id: str) -> None:
+    """The ticket is no longer queued; if Redis cannot hear it now, the entry expires."""
+    with suppress(CoordinationUnavailable):
+        enqueued.done(ticket_id, task_id)
+
+
 def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
     """Bind ``orchestrator.run_ticket`` to ``app`` for this worker."""
     from celery.exceptions import Ignore, Reject  # type: ignore[import-untyped]
@@ -170,6 +180,12 @@ def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
             raise self.retry(countdown=lease_s) from None
         except BackOff as owed:
             raise self.retry(countdown=max(owed.seconds, 0.0)) from None
+        except CoordinationUnavailable as exc:
+            # Redis is down (restarting?): whatever the run had not written waits with it.
+            context.out.write(
+                f"ticket {ticket_id}: {exc}; retrying in {UNAVAILABLE_RETRY_S:.0f}s\n"
+            )
+            raise self.retry(countdown=UNAVAILABLE_RETRY_S) from None
         except FencedOut as exc:
             context.out.write(f"{exc}\n")
             raise Ignore() from None
@@ -177,9 +193,9 @@ def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
             context.out.write(f"ticket {ticket_id}: stopped; state saved, requeued\n")
             raise Reject(requeue=True) from None
         except Exception:
-            enqueued.done(ticket_id, self.request.id)
+            _forget(enqueued, ticket_id, self.request.id)
             raise
-        enqueued.done(ticket_id, self.request.id)
+        _forget(enqueued, ticket_id, self.request.id)
         return asdict(result)
 
     return run_ticket

@@ -13,6 +13,7 @@ machines lives in Redis, the rest stays files in the state dir.
     enqueued.Enqueued          one queued task per unfinished ticket, however many batches
     ticket_task.run_claimed    one ticket on a worker: claim, drive with fleet stores, release
     ticket_task.register       ``orchestrator.run_ticket``: back-off and claims as retries
+    worker_process.serve       the Celery worker, passing a stop on to its pool
 
 The redis client is imported inside ``client`` only, and only when a store is opened:
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import

@@ -18,16 +18,15 @@ visibility timeout, and its run resumed where it stopped.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 from collections.abc import Mapping
-from contextlib import suppress
 from pathlib import Path
 from typing import TextIO
 
 from orchestrator.distributed.celery_app import celery_app
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.ticket_task import WorkerContext, register
+from orchestrator.distributed.worker_process import serve
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
@@ -45,23 +44,6 @@ def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str
     if queues:
         argv += ["--queues", queues]
     return argv
-
-
-def pool_processes(pid: int) -> list[int]:
-    """The worker's direct children: its pool processes (the stages are theirs)."""
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def forward_shutdown(**_: object) -> None:
-    """The worker itself was told to stop (``kill PID``, not its whole group): tell its
-    pool processes too, so their tickets stop through the runner and are requeued now,
-    rather than the worker waiting for them to end."""
-    for child in pool_processes(os.getpid()):
-        with suppress(ProcessLookupError):
-            os.kill(child, signal.SIGTERM)
 
 
 def worker(
@@ -87,11 +69,8 @@ def worker(
     )
     context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
     register(app, context, store)
-    from celery.signals import worker_shutting_down  # type: ignore[import-untyped]
-
-    worker_shutting_down.connect(forward_shutdown, weak=False)
     hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
     out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")
     out.flush()
-    app.worker_main(worker_argv(concurrency, queues, hostname))
+    serve(app, worker_argv(concurrency, queues, hostname))
     return errors.EXIT_COMPLETED

@@ -191,7 +191,7 @@ def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
             raise Ignore() from None
         except Interrupted:
             context.out.write(f"ticket {ticket_id}: stopped; state saved, requeued\n")
-            raise Reject(requeue=True) from None
+            raise Reject("stopped by SIGTERM; the run is saved", requeue=True) from None
         except Exception:
             _forget(enqueued, ticket_id, self.request.id)
             raise

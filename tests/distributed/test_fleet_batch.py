@@ -473,3 +473,19 @@ def test_a_batch_budget_of_model_calls_is_never_exceeded_across_workers(
     for ticket_id in ids:  # a deferred ticket was charged nothing
         budget = BudgetStore(state).load(ticket_id)
         assert budget.spent("diagnosis") == budget.spent("retry") <= 1
+
+
+def test_a_worker_without_a_reachable_broker_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    down = f"redis://:Hunter2-secret@127.0.0.1:{closed}/0"
+    config = write_fleet_config(tmp_path, down, "ns", counted("a"))
+    failed = subprocess.run(
+        orchestrator_cmd("--config", str(config), "worker"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert failed.returncode == EXIT_LOCKED
+    [line] = failed.stderr.splitlines()
+    assert line.startswith(f"coordination store unavailable: redis://:***@127.0.0.1:{closed}/0")
+    assert "Hunter2" not in failed.stdout + failed.stderr

@@ -241,12 +241,18 @@ def prepare_ours() -> Prepared:
 
 def _detect_secrets() -> Any:
     try:
-        import detect_secrets  # noqa: F401
         from detect_secrets.core import scan
         from detect_secrets.settings import default_settings
     except ImportError as exc:
         raise Skip(f"not installed ({exc.name}): .venv/bin/pip install bc-detect-secrets") from None
     return scan, default_settings
+
+
+def _ds_setting(mode: str) -> str:
+    from detect_secrets.settings import get_plugins, get_settings
+
+    plugins, filters = len(get_plugins()), len(get_settings().filters)
+    return f"{_ds_version()}, {plugins} default plugins, {filters} default filters, {mode}"
 
 
 def _ds_version() -> str:
@@ -276,7 +282,7 @@ def prepare_detect_secrets_files() -> Prepared:
 
     return Prepared(
         run=run,
-        setting=f"{_ds_version()}, default plugins and filters, scan_file",
+        setting=_ds_setting("scan_file"),
         close=stack.close,
     )
 
@@ -295,7 +301,7 @@ def prepare_detect_secrets_lines() -> Prepared:
 
     return Prepared(
         run=run,
-        setting=f"{_ds_version()}, default plugins and filters, scan_line (eager)",
+        setting=_ds_setting("scan_line (eager)"),
         close=stack.close,
     )
 
@@ -477,6 +483,7 @@ class Row:
     name: str
     setting: str = ""
     skipped: str = ""
+    failed: str = ""
     scores: Scores | None = None
     prepare_s: float = 0.0
     corpus_s: float = 0.0
@@ -492,31 +499,49 @@ def _stopwatch() -> Iterator[list[float]]:
     box.append(time.perf_counter() - start)
 
 
+# What a library that is installed but broken raises; reported in its row (exit code 1).
+_LIBRARY_FAILURES = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
+
+
 def measure(name: str, corpus: Corpus, texts: list[str], log: str) -> Row:
     try:
         with _stopwatch() as prep:
             prepared = REDACTORS[name]()
     except Skip as why:
         return Row(name=name, skipped=str(why))
+    except _LIBRARY_FAILURES as exc:
+        if name == "ours":
+            raise
+        return Row(name=name, failed=f"{type(exc).__name__}: {exc}"[:300])
     try:
-        with _stopwatch() as took:
-            outputs = prepared.run(texts)
-        scores = score(corpus, dict(zip(texts, outputs, strict=True)))
-        log_times = []
-        # Ours is fast enough for a median of three; a library's single run is plenty.
-        for _ in range(3 if name == "ours" else 1):
-            with _stopwatch() as t_log:
-                (cleaned,) = prepared.run([log])
-            log_times.append(t_log[0])
-        altered = sum(a != b for a, b in zip(log.split("\n"), cleaned.split("\n"), strict=False))
-        altered += abs(log.count("\n") - cleaned.count("\n"))
+        return _measured(name, prepared, corpus, texts, log, prep[0])
+    except _LIBRARY_FAILURES as exc:
+        if name == "ours":
+            raise
+        return Row(name=name, failed=f"{type(exc).__name__}: {exc}"[:300])
     finally:
         prepared.close()
+
+
+def _measured(
+    name: str, prepared: Prepared, corpus: Corpus, texts: list[str], log: str, prep_s: float
+) -> Row:
+    with _stopwatch() as took:
+        outputs = prepared.run(texts)
+    scores = score(corpus, dict(zip(texts, outputs, strict=True)))
+    log_times = []
+    # Ours is fast enough for a median of three; a library's single run is plenty.
+    for _ in range(3 if name == "ours" else 1):
+        with _stopwatch() as t_log:
+            (cleaned,) = prepared.run([log])
+        log_times.append(t_log[0])
+    altered = sum(a != b for a, b in zip(log.split("\n"), cleaned.split("\n"), strict=False))
+    altered += abs(log.count("\n") - cleaned.count("\n"))
     return Row(
         name=name,
         setting=prepared.setting,
         scores=scores,
-        prepare_s=prep[0],
+        prepare_s=prep_s,
         corpus_s=took[0],
         log_mib_s=len(log.encode()) / MiB / statistics.median(log_times),
         log_lines_altered=altered,
@@ -537,6 +562,8 @@ def _pct(x: float) -> str:
 
 
 def format_row(row: Row, ours: Row | None) -> str:
+    if row.failed:
+        return f"{row.name:22} failed: {row.failed}"
     if row.scores is None:
         return f"{row.name:22} skipped: {row.skipped}"
     s = row.scores
@@ -553,7 +580,7 @@ def conclusion(rows: list[Row]) -> str:
     assert ours.scores is not None
     measured = [r for r in rows if r.scores is not None and r.name != "ours"]
     if not measured:
-        return "conclusion: no library measured (none installed); nothing to compare"
+        return "conclusion: no library measured (none installed or selected); nothing to compare"
     beaters = []
     verdicts = []
     for r in measured:
@@ -633,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         row = measure(name, corpus, texts, log)
         rows.append(row)
-        print(f"  {name}: {row.setting or row.skipped}", flush=True)
+        print(f"  {name}: {row.setting or row.skipped or row.failed}", flush=True)
     print()
     print(HEADER)
     ours = rows[0]
@@ -652,7 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
     print(conclusion(rows))
     print(f"done in {time.perf_counter() - started:.1f} s")
-    return 0
+    # A library that is installed but could not be measured is a broken benchmark run.
+    return 1 if any(r.failed for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
     BundleInputs,
     build_bundle,
-    tail_bytes,
 )
 from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.graph import (
@@ -47,6 +46,7 @@ from orchestrator.recovery.graph import (
     RecoveryAgent,
     fail_safe,
 )
+from orchestrator.recovery.last_words import check_output_of
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import RecoveryContext
@@ -255,10 +255,9 @@ def _decide(
     bundle_json = bundle.model_dump_json(indent=1)
     bundle_path = store.write_bundle(record.run_id, number, bundle_json)
 
-    check_output = ""
+    check_output, further_up = "", None
     if check is not None and check.log_path:
-        limit = config.recovery.context.max_check_output_bytes
-        check_output = tail_bytes(Path(check.log_path), limit).text
+        check_output, further_up = check_output_of(Path(check.log_path), config.recovery.context)
     budgets = BudgetStore(store.state_dir)
     budget = budgets.load(record.ticket_id)
     signature = failure_signature(stage, attempt)
@@ -279,6 +278,7 @@ def _decide(
             # this text goes into the verdict file and the prompt.
             infra_detail=redact(attempt.failure_detail or attempt.error or "") or None,
             stage_said=telling_line_of(_failed_log(attempt)),
+            output_further_up=further_up,
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
         bundle_text=bundle.render(),

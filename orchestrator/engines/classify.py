@@ -17,8 +17,8 @@ hint ends "check your quotas", so quota is tested before the rate limit and is m
 specific phrases, never on the bare word.
 
 Stages and checks that are not engines are read differently (``failure_named_in``): their
-own ``::failure-class::`` line, else the named signs of exhausted resources and network
-failures in ``signs.py``, read from the end of their output.
+own ``::failure-class::`` line, else the named signs of exhausted resources, network
+failures and missing programs in ``signs.py``, read from the end of their output.
 
 Sources for the phrases (provider and CLI messages as they print them):
   * Anthropic API error types (platform.claude.com, "Errors"): ``authentication_error``,
@@ -43,10 +43,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.engines.base import EngineReport, FailureClass
-from orchestrator.engines.signs import recognise
+from orchestrator.engines.signs import Recognised, read_up, tail_lines
 
 INFRA = frozenset(
     {
@@ -270,10 +270,21 @@ def failure_named_in(output: str, *, exit_code: int | None, timed_out: bool) -> 
     """For a failed stage or check that is not an engine: the class its own
     ``::failure-class::`` line names (that program knows best), else the infrastructure
     sign its output ends with (``signs.recognise``), else None: a failure of the code."""
+    found = read_named(output, exit_code=exit_code, timed_out=timed_out)
+    return found if isinstance(found, NamedFailure) else None
+
+
+def read_named(
+    output: str, *, exit_code: int | None, timed_out: bool
+) -> NamedFailure | Literal["code"] | None:
+    """``failure_named_in``, saying also whether the lines read ended on the code's own
+    failure (``CODE``) or decided nothing (None: the caller may read further up)."""
     marked = marked_failure(output)
     if marked is not None:
         return NamedFailure(marked, None)
     # The runner's header and footer are ours, not the program's (the argv may name a host).
     own = "\n".join(output_lines(output))
-    found = recognise(own, exit_code=exit_code, timed_out=timed_out)
-    return NamedFailure(found.failure, found.detail()) if found is not None else None
+    found = read_up(reversed(tail_lines(own)), exit_code=exit_code, timed_out=timed_out)
+    if isinstance(found, Recognised):
+        return NamedFailure(found.failure, found.detail())
+    return found

@@ -1,25 +1,32 @@
 """Infrastructure failures recognised in a failed program's own output: a table of named
 signs, and one pure function that reads the end of the output against it.
 
-Two classes are told this way, for stages and checks alike (engines classify their own
+Three classes are told this way, for stages and checks alike (engines classify their own
 error events, ``classify``):
 
 * ``resource_exhausted`` — the machine ran out of something: the disk (ENOSPC "No space
   left on device"), a disk quota (EDQUOT "Disk quota exceeded"), memory (ENOMEM "Cannot
-  allocate memory", a compiler whose back end was killed, or an OOM kill — see below).
+  allocate memory", Python's ``MemoryError``, a compiler whose back end was killed, or an
+  OOM kill — see below).
 * ``network`` — the way to a host failed: DNS ("Could not resolve host", "Temporary
   failure in name resolution", getaddrinfo, "Name or service not known", Go's "no such
-  host"), a refused, reset, unreachable or timed-out connection, TLS (certificate
+  host"), a refused, reset, unreachable, failed or timed-out connection, TLS (certificate
   verification, the handshake), and a package registry answering 5xx or 429 (pip, npm,
   cargo, docker, Go's module proxy), in the tools' own words or naming the registry's host.
+* ``config_error`` — the shell could not find a program the command names ("bash: line 1:
+  eslint: command not found", status 127): the machine lacks it, as when the runner itself
+  cannot start the program.
 
-Why only the end, and why the last sign: a program's last words say why it stopped; an
+Why the end, and why the last sign: a program's last words say why it stopped; an
 earlier "Connection refused" (a retried download, a test's captured log) says nothing
-about a check that then failed on an assertion. So only the last ``TAIL_LINES`` lines of
-at most ``TAIL_BYTES`` are read, from the end up, and the first line that carries a sign
-decides. An assertion failure is a sign too (of code): met first, nothing is recognised
-and the failure goes to the recovery decision as before. On one line an assertion wins,
-then the signs in table order (the precise ones first).
+about a check that then failed on an assertion. So lines are read from the end up, and
+the first line that decides, decides (``read_up``): a sign; an assertion (met first:
+nothing is recognised and the failure goes to the recovery decision as before); or a
+compiler's, type checker's or linter's report about the code (``CODE_REPORTS``), unless
+the same line carries a sign. On one line an assertion wins, then the signs in table order
+(the precise ones first), then a report about the code. ``recognise`` reads the last
+``TAIL_LINES`` lines of at most ``TAIL_BYTES``; when they decide nothing, the caller may
+read further up a long log (``execution.engine_stage``: around its root-cause lines).
 
 Why an OOM kill needs the exit status too: "Killed" and "Out of memory" are common words
 and the kernel's own report goes to its log, not to the program. The sign counts only
@@ -31,7 +38,9 @@ words is not called an OOM kill: someone else may have sent it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from orchestrator.engines.base import FailureClass
 
@@ -52,6 +61,8 @@ class Sign:
     pattern: re.Pattern[str]
     # Only when the process died of a SIGKILL that was not ours (the OOM killer's).
     needs_kill: bool = False
+    # Only when the program ended with this status (the shell's 127: not found).
+    needs_status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,12 +82,20 @@ class Recognised:
 
 
 def _sign(
-    name: str, failure: FailureClass, what: str, *alternatives: str, needs_kill: bool = False
+    name: str,
+    failure: FailureClass,
+    what: str,
+    *alternatives: str,
+    needs_kill: bool = False,
+    needs_status: int | None = None,
 ) -> Sign:
-    return Sign(name, failure, what, re.compile("|".join(alternatives), re.IGNORECASE), needs_kill)
+    pattern = re.compile("|".join(alternatives), re.IGNORECASE)
+    return Sign(name, failure, what, pattern, needs_kill, needs_status)
 
 
-R, N = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK
+R, N, C = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK, FailureClass.CONFIG_ERROR
+# The shell's status for a command it could not find.
+NOT_FOUND_STATUS = 127
 
 # The hosts of the package registries: a 5xx or 429 next to one is the registry's.
 _REGISTRY_HOSTS = (
@@ -113,6 +132,9 @@ SIGNS: tuple[Sign, ...] = (
         r"\bENOMEM\b",
         # gcc/g++ when the kernel killed its back end (cc1, cc1plus): memory, nearly always.
         r"Killed signal terminated program",
+        # Python's own: the last line of its traceback (or pytest's ``E`` line). Case
+        # matters here: "memoryerror" in prose is not the exception.
+        r"(?-i:^(?:E\s+)?MemoryError\b)",
     ),
     _sign(
         "oom-kill",
@@ -200,6 +222,26 @@ SIGNS: tuple[Sign, ...] = (
         r"\bReadTimeoutError\b",
         r"\bConnectTimeoutError\b",
     ),
+    _sign(
+        "connection-failed",
+        N,
+        "a connection could not be made",
+        # The vaguest: after the precise connection signs. curl (and git over http, which uses it): "Failed to connect to h port 443 after
+        # 0 ms: Couldn't connect to server" (the refusal's errno is not printed).
+        r"couldn't connect to server",
+        r"failed to connect to \S+ port \d+",
+    ),
+    # A check or stage whose shell could not find the program it names: the machine or the
+    # config lacks it, as when the runner cannot start the program at all. The status must
+    # say so too: a test that prints the words is not missing anything.
+    _sign(
+        "command-not-found",
+        C,
+        "a program the command runs is not installed",
+        r"^(?:\S*sh: )?(?:line \d+: |\d+: )?[^\s:]+: (?:command )?not found$",
+        r"^\S*sh: command not found: \S+$",  # zsh
+        needs_status=NOT_FOUND_STATUS,
+    ),
 )
 
 # Lines that say the code failed (an assertion), whatever else the output says: met
@@ -215,6 +257,24 @@ CODE_SIGNS: re.Pattern[str] = re.compile(
         )
     )
 )
+# Lines a compiler, type checker or linter prints about the code: they end the search too,
+# but only when the same line carries no sign (``foo.c: fatal error: error writing
+# /tmp/cc.s: No space left on device`` is the disk's). Without them, a retried download's
+# "Connection refused" above a type error would make the type error the network's.
+CODE_REPORTS: re.Pattern[str] = re.compile(
+    "|".join(
+        (
+            r"^\S+?:\d+(?::\d+)?: (?:fatal )?error\b",  # mypy, gcc/clang, go
+            r"^\S+?:\d+:\d+: \[?[A-Z]{1,3}\d{2,4}\b",  # flake8/ruff/pylint, located
+            r"^[A-Z]{1,3}\d{2,4} (?:\[\*\] )?\S",  # ruff's own format
+            r"^error\[E\d+\]",  # rustc
+            r"\berror TS\d+\b",  # tsc
+            r"^CONFLICT \(",  # git
+        )
+    )
+)
+# What reading a failed program's lines ended on: a sign, the code, or nothing either way.
+CODE: Final = "code"
 
 
 def tail_lines(text: str, *, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
@@ -239,20 +299,38 @@ def recognise(
 ) -> Recognised | None:
     """The infrastructure sign a failed program's output ends with, or None (a failure
     of the code, or one we cannot name). Pure; reads only the bounded tail."""
+    found = read_up(
+        reversed(tail_lines(output, max_lines=max_lines, max_bytes=max_bytes)),
+        exit_code=exit_code,
+        timed_out=timed_out,
+    )
+    return found if isinstance(found, Recognised) else None
+
+
+def read_up(
+    lines: Iterable[str], *, exit_code: int | None, timed_out: bool
+) -> Recognised | Literal["code"] | None:
+    """Read ``lines`` (last first) until one decides: an infrastructure sign, ``CODE``
+    (an assertion, or a report about the code with no sign beside it), or None when no
+    line said either — the caller may then look further up the log. Pure."""
     if timed_out:
-        return None  # our timeout stopped it: that is ``timeout``, told apart by the caller
+        return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
     killed = exit_code == KILLED_STATUS
-    for line in reversed(tail_lines(output, max_lines=max_lines, max_bytes=max_bytes)):
+    for line in lines:
         stripped = line.strip()
         if not stripped:
             continue
         if CODE_SIGNS.search(stripped):
-            return None
+            return CODE
         for sign in SIGNS:
+            if sign.needs_status is not None and exit_code != sign.needs_status:
+                continue
             if sign.needs_kill and not killed:
                 continue
             if sign.pattern.search(stripped):
                 return Recognised(sign, _one_line(stripped))
+        if CODE_REPORTS.search(stripped):
+            return CODE
     return None
 
 

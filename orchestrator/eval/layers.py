@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain.config import ContextLimits
 from orchestrator.engines import adapter_for
 from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
@@ -28,7 +29,8 @@ from orchestrator.execution.engine_stage import (
     failure_of_stage,
     log_tail,
 )
-from orchestrator.recovery.context import BundleInputs, tail_bytes
+from orchestrator.recovery.context import BundleInputs
+from orchestrator.recovery.last_words import check_output_of
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
@@ -102,12 +104,12 @@ def decision_context(label: CaseLabel) -> DecisionContext:
     )
 
 
-def failure_of(case: Case, failure_class: str, max_check_output_bytes: int) -> Failure:
+def failure_of(case: Case, failure_class: str, limits: ContextLimits) -> Failure:
     """The ``Failure`` ``app.recover`` would hand to the precheck for this case."""
     label = case.label
-    check_output = ""
+    check_output, further_up = "", None
     if label.check is not None and label.source == "check":
-        check_output = tail_bytes(case.log_path, max_check_output_bytes).text
+        check_output, further_up = check_output_of(case.log_path, limits)
     return Failure(
         check=label.check if label.source == "check" else None,
         output=check_output,
@@ -115,6 +117,7 @@ def failure_of(case: Case, failure_class: str, max_check_output_bytes: int) -> F
         infra=failure_class if failure_class != "code" else None,
         infra_detail=label.start_error,
         stage_said=telling_line_of(case.log_path),
+        output_further_up=further_up,
     )
 
 

@@ -57,7 +57,7 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
     label = case.label
     observed = layers.observed_class(case)
     ctx = layers.decision_context(label)
-    failure = layers.failure_of(case, observed, limits.max_check_output_bytes)
+    failure = layers.failure_of(case, observed, limits)
     decision = precheck(ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS)
     bundle = build_bundle(layers.bundle_inputs(case, corpus_dir), limits)
     rendered = bundle.render()

@@ -149,7 +149,9 @@ def run_check(
         tick_s=services.tick_s,
         max_log_bytes=services.loaded.config.logs.max_bytes,
     )
-    named = failure_of_check(outcome)
+    named = failure_of_check(
+        outcome, scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes
+    )
     return CheckResult(
         name=check.name,
         command=outcome.argv,
@@ -243,7 +245,9 @@ def run_stage(
                 max_log_bytes=loaded.config.logs.max_bytes,
             )
             attempt = _finish_attempt(attempt, outcome)
-            named = failure_of_stage(outcome)
+            named = failure_of_stage(
+                outcome, scan_bytes=loaded.config.recovery.context.evidence_scan_bytes
+            )
             if named is not None:
                 attempt = attempt.model_copy(
                     update={"failure_class": named.failure.value, "failure_detail": named.detail}

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.domain.config import EngineConfig, StageConfig
 from orchestrator.domain.tickets import load_ticket
@@ -23,17 +24,20 @@ from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import (
     NamedFailure,
     classify,
-    failure_named_in,
     missing_executable,
+    read_named,
 )
 from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
+from orchestrator.recovery.last_words import last_marker, regions_up
 from orchestrator.recovery.redact import redact
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
 # What a failed stage or check's own output is read for: its last words.
 NAMED_TAIL_BYTES = 64 * 1024
+# When those decide nothing, how far up a long log is read (``recovery.last_words``).
+DEFAULT_SCAN_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ def log_tail(path: Path, max_bytes: int = REPORT_TAIL_BYTES) -> str:
         return ""
 
 
-def failure_of_stage(outcome: runner.ProcessOutcome) -> NamedFailure | None:
+def failure_of_stage(
+    outcome: runner.ProcessOutcome, *, scan_bytes: int = DEFAULT_SCAN_BYTES
+) -> NamedFailure | None:
     """For a stage that is not an engine: a program that is not there, a timeout, or the
     infrastructure class its output names (``failure_of_output``)."""
     if outcome.ok:
@@ -66,10 +72,14 @@ def failure_of_stage(outcome: runner.ProcessOutcome) -> NamedFailure | None:
         return NamedFailure(FailureClass.CONFIG_ERROR, None)
     if outcome.timed_out:
         return NamedFailure(FailureClass.TIMEOUT, None)
-    return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+    return failure_of_output(
+        outcome.log_path, exit_code=outcome.exit_code, timed_out=False, scan_bytes=scan_bytes
+    )
 
 
-def failure_of_check(outcome: runner.ProcessOutcome) -> NamedFailure | None:
+def failure_of_check(
+    outcome: runner.ProcessOutcome, *, scan_bytes: int = DEFAULT_SCAN_BYTES
+) -> NamedFailure | None:
     """For a review check, read like a stage: a program that is not there, else the class
     its output names. A timeout stays the check's own failure (a hanging test is the
     code's), so it is not read for signs."""
@@ -77,21 +87,52 @@ def failure_of_check(outcome: runner.ProcessOutcome) -> NamedFailure | None:
         return NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
     if outcome.ok or outcome.timed_out:
         return None
-    return failure_of_output(outcome.log_path, exit_code=outcome.exit_code, timed_out=False)
+    return failure_of_output(
+        outcome.log_path, exit_code=outcome.exit_code, timed_out=False, scan_bytes=scan_bytes
+    )
 
 
 def failure_of_output(
-    log_path: Path, *, exit_code: int | None, timed_out: bool
+    log_path: Path,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    scan_bytes: int = DEFAULT_SCAN_BYTES,
 ) -> NamedFailure | None:
     """The class a failed stage or check names in its log (``::failure-class::``, or a
-    recognised sign of exhausted resources or the network), with its detail redacted:
-    the detail quotes the program's output, which may hold a secret."""
-    named = failure_named_in(
+    recognised sign of exhausted resources, the network or a missing program), with its
+    detail redacted: the detail quotes the program's output, which may hold a secret.
+
+    The last words are read first. When they decide nothing (a megabyte of ordinary output
+    after the failure: the rest of a test run, a coverage table), the program's last
+    ``::failure-class::`` line in the scan window counts, then the lines around its
+    root-cause lines (the evidence signatures), read from the lowest one up."""
+    named = read_named(
         log_tail(log_path, NAMED_TAIL_BYTES), exit_code=exit_code, timed_out=timed_out
     )
-    if named is None or named.detail is None:
-        return named
+    if named is None and not timed_out:
+        named = _named_further_up(log_path, exit_code=exit_code, scan_bytes=scan_bytes)
+    if not isinstance(named, NamedFailure) or named.detail is None:
+        return named if isinstance(named, NamedFailure) else None
     return NamedFailure(named.failure, redact(named.detail))
+
+
+def _named_further_up(
+    log_path: Path, *, exit_code: int | None, scan_bytes: int
+) -> NamedFailure | Literal["code"] | None:
+    try:
+        marked = last_marker(log_path, scan_bytes)
+        if marked is not None:
+            found = read_named(marked, exit_code=None, timed_out=False)
+            if isinstance(found, NamedFailure):
+                return found
+        for region in regions_up(log_path, scan_bytes):
+            found = read_named(region, exit_code=exit_code, timed_out=False)
+            if found is not None:
+                return found
+    except OSError:
+        return None  # an unreadable log names nothing; the tail's reading stands
+    return None
 
 
 def run_engine(

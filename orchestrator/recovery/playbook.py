@@ -28,6 +28,9 @@ class Failure(Frozen):
     # The failed program's own telling line (redacted), so that a decision taken without
     # looking further names the first cause rather than a later symptom.
     stage_said: str | None = None
+    # The lines around the check's lowest root-cause line (redacted), when its log is longer
+    # than ``output``: a megabyte printed after the failure must not hide a known one.
+    output_further_up: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def match_playbook(failure: Failure) -> tuple[str, dict[str, Any]] | None:
     for entry in PLAYBOOK:
         if entry.check != failure.check:
             continue
-        found = entry.pattern.search(failure.output)
-        if found:
-            return entry.name, entry.build(found, failure)
+        for text in (failure.output, failure.output_further_up):
+            found = entry.pattern.search(text) if text else None
+            if found:
+                return entry.name, entry.build(found, failure)
     return None

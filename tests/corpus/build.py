@@ -68,9 +68,11 @@ SHAPES: tuple[Shape, ...] = (
            "DeprecationWarning: old_api() is deprecated", s.pytest_warning_error, check="tests"),
     _shape("pytest-many-failures", "pytest: forty tests, six fail", "pytest", "check", "code",
            True, CODE_FIX, "case 3 is off by one", s.pytest_many_failures, check="tests"),
-    _shape("pytest-timeout", "pytest hangs; our runner's timeout stops it", "pytest", "check",
-           "timeout", False, BACK_OFF, "# orchestrator: exit 124", s.pytest_timeout,
-           check="tests"),
+    # A check that hangs is the code's failure until shown otherwise (the change under test
+    # may loop forever): not infrastructure, so the model is asked; retrying is acceptable.
+    _shape("pytest-timeout", "pytest hangs; our runner's timeout stops the check", "pytest",
+           "check", "code", True, ("retry", "escalate-model", "switch-engine", "split"),
+           "# orchestrator: exit 124", s.pytest_timeout, check="tests"),
     _shape("python-warning-error", "python -W error: a UserWarning as an error", "python",
            "check", "code", True, CODE_FIX, "UserWarning: config key `retries` is unused",
            s.python_warning_error, check="smoke"),

@@ -16,6 +16,7 @@ from orchestrator.engines.classify import INFRA, failure_named_in
 from orchestrator.engines.signs import SIGNS, recognise
 
 R, N = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK
+C = FailureClass.CONFIG_ERROR
 
 RECOGNISED = [
     # exhausted resources
@@ -33,6 +34,8 @@ RECOGNISED = [
     ("Killed", 137, R, "oom-kill"),
     ("/bin/sh: 1: Killed", 137, R, "oom-kill"),
     ("Memory cgroup out of memory: Killed process 4242 (python)", 137, R, "oom-kill"),
+    ("MemoryError", 1, R, "no-memory"),
+    ("E       MemoryError", 1, R, "no-memory"),
     # DNS
     (
         "fatal: unable to access 'https://git.example.invalid/x.git/': Could not resolve "
@@ -57,6 +60,8 @@ RECOGNISED = [
     ("error: RPC failed; curl 56 Recv failure: Connection reset by peer", 128, N, "connection-reset"),
     ("curl: (7) Failed to connect to 10.0.0.1 port 443: Network is unreachable", 7, N, "network-unreachable"),
     ("ssh: connect to host 10.1.1.1 port 22: No route to host", 255, N, "network-unreachable"),
+    ("fatal: unable to access 'http://127.0.0.1:9/x.git/': Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to server", 128, N, "connection-failed"),
+    ("curl: (7) Failed to connect to pypi.org port 443 after 2 ms: Couldn't connect to server", 7, N, "connection-failed"),
     ("pip._vendor.urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='pypi.org', port=443): Read timed out.", 2, N, "connection-timeout"),
     # TLS
     (
@@ -81,6 +86,10 @@ RECOGNISED = [
     ("Error response from daemon: received unexpected HTTP status: 500 Internal Server Error", 1, N, "registry-unavailable"),
     ("toomanyrequests: You have reached your pull rate limit.", 1, N, "registry-unavailable"),
     ("go: example.com/m@v1.0.0: reading https://proxy.golang.org/example.com/m/@v/v1.0.0.info: 429 Too Many Requests", 1, N, "registry-unavailable"),
+    # a program the shell could not find (status 127)
+    ("bash: line 1: eslint: command not found", 127, C, "command-not-found"),
+    ("/bin/sh: 1: golangci-lint: not found", 127, C, "command-not-found"),
+    ("zsh: command not found: tsc", 127, C, "command-not-found"),
 ]  # fmt: skip
 
 
@@ -107,6 +116,12 @@ NOT_RECOGNISED = [
     ("tests/test_x.py:12: error: Incompatible types in assignment", 1),
     ("ERROR: No matching distribution found for nosuchpackage", 1),
     ("error[E0308]: mismatched types", 101),
+    # the words without the shell's status: a test's message, not a missing program
+    ("bash: line 1: eslint: command not found", 1),
+    ("E   AssertionError: 'tsc: command not found' not in output", 127),
+    # MemoryError in prose, or a class named after it
+    ("the loader raised a memoryerror once", 1),
+    ("FAILED tests/test_load.py::test_big - pytest.raises(MemoryError) did not raise", 1),
 ]
 
 
@@ -139,6 +154,30 @@ def test_an_assertion_after_an_earlier_network_line_is_the_codes_failure() -> No
     assert recognise(pytest_output, exit_code=1, timed_out=False) is None
 
 
+def test_a_report_about_the_code_below_an_earlier_network_line_is_the_codes_failure() -> None:
+    # A retried download that then succeeded, and the type checker that failed after it.
+    log = (
+        "WARNING: Retrying (Retry(total=4)) after connection broken by "
+        "'NewConnectionError(... [Errno 111] Connection refused)': /simple/attrs/\n"
+        "Successfully installed attrs-23.2.0\n"
+        'src/app.py:12: error: Incompatible return value type (got "str", expected "int")\n'
+        "Found 1 error in 1 file (checked 3 source files)\n"
+    )
+    assert recognise(log, exit_code=1, timed_out=False) is None
+    for report in (
+        "src/app.py:3:8: F401 [*] `os` imported but unused",
+        "F401 [*] `os` imported but unused",
+        "error[E0425]: cannot find value `x` in this scope",
+        "src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.",
+        "CONFLICT (content): Merge conflict in app.py",
+    ):
+        assert recognise(f"Connection refused\n{report}\n", exit_code=1, timed_out=False) is None
+    # On one line a sign still wins over the report it is part of.
+    gcc = "main.c:1: fatal error: error writing to /tmp/cc.s: No space left on device"
+    found = recognise(f"{gcc}\n", exit_code=1, timed_out=False)
+    assert found is not None and found.sign.name == "disk-full"
+
+
 def test_the_last_sign_wins_and_only_the_tail_is_read() -> None:
     disk_then_dns = "No space left on device\nCould not resolve host: pypi.org\nexit 1\n"
     found = recognise(disk_then_dns, exit_code=1, timed_out=False)
@@ -162,7 +201,7 @@ def test_on_one_line_the_precise_sign_comes_first() -> None:
 def test_every_sign_is_named_once_and_its_class_is_infrastructure() -> None:
     names = [s.name for s in SIGNS]
     assert len(names) == len(set(names))
-    assert {s.failure for s in SIGNS} == {R, N}
+    assert {s.failure for s in SIGNS} == {R, N, C}
     assert R in INFRA and N in INFRA and FailureClass.CODE not in INFRA
 
 

@@ -228,6 +228,24 @@ def test_known_failure_comes_from_the_playbook_at_no_cost(tmp_path: Path) -> Non
     assert events == [] and gateway.calls == 0
 
 
+def test_known_failure_above_a_long_tail_comes_from_the_playbook_too(tmp_path: Path) -> None:
+    # The check's log went on for a megabyte after its verdict: the tail shows coverage
+    # lines only, the lines around its root-cause line show the one violation.
+    ctx = DecisionContext(
+        **{**CTX.__dict__, "failing_check": "lint-bug-commit-order", "clone_dir": tmp_path}
+    )
+    tail = "src/pkg/module_001.py      120     4    96%\n" * 300
+    failure = Failure(
+        check="lint-bug-commit-order", output=tail, ticket_title="t",
+        output_further_up=SQUASH_OUTPUT,
+    )  # fmt: skip
+    decision, _ = run(ScriptedGateway([]), ctx=ctx, failure=failure)
+    assert decision.source is Source.PLAYBOOK and decision.playbook_entry == "commit-order-squash"
+    # Without what was found further up, the tail alone matches nothing.
+    alone, _ = run(None, ctx=ctx, failure=failure.model_copy(update={"output_further_up": None}))
+    assert alone.source is Source.SYNTHETIC
+
+
 def test_playbook_does_not_match_two_violations() -> None:
     output = SQUASH_OUTPUT.replace("(1 violation(s))", "(2 violation(s))")
     decision, _ = run(

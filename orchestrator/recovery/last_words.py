@@ -1,0 +1,100 @@
+"""Where a long log says why the program stopped, when its last lines do not: the last
+``::failure-class::`` line in the scan window, and the regions around its lowest
+root-cause lines (the evidence signatures), from the bottom up.
+
+A CI log often ends with megabytes of ordinary output after the failure (the rest of a
+test run, a coverage table, a cleanup step). Its tail then says nothing, and the line that
+named the failure — ``No space left on device``, ``Could not resolve host``, the
+commit-order check's one violation — lies above it. The evidence scan finds the tools'
+root-cause lines anywhere in the window; a region is the lines just above such a line (a
+tool says why just before it gives up: pip's retries above its "Could not find a
+version") through the line and ``REGION_LINES_AFTER`` more.
+
+Used to classify a failure (``execution.engine_stage``) and to give the playbook the
+lines it matches (``check_output_of``, for ``app.recover`` and the eval). Reads the log;
+writes nothing; pure otherwise.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, Final
+
+from orchestrator.domain.config import ContextLimits
+from orchestrator.engines.classify import FAILURE_MARKER
+from orchestrator.recovery.context import tail_bytes
+from orchestrator.recovery.evidence import scan_hits
+from orchestrator.recovery.redact import redact
+
+REGION_BYTES: Final = 16 * 1024
+REGION_LINES_AFTER: Final = 3
+# Only the lowest few: the first failure's consequences come after it, and the cost of
+# reading stays bounded however noisy the log.
+MAX_REGIONS: Final = 8
+# A line longer than this after the root-cause line is cut there.
+_AFTER_BYTES: Final = (REGION_LINES_AFTER + 1) * 1024
+
+
+def regions_up(log_path: Path, scan_bytes: int) -> Iterator[str]:
+    """The text around each root-cause line in the last ``scan_bytes`` of the log, the
+    lowest first, at most ``MAX_REGIONS``; a region never re-reads the lines of the one
+    below it. Raises OSError for an unreadable log."""
+    scan = scan_hits(log_path, scan_bytes)
+    covered_from = scan.size
+    read = 0
+    with log_path.open("rb") as fh:
+        for hit in sorted(scan.hits, key=lambda h: h.offset, reverse=True):
+            if hit.offset >= covered_from:
+                continue  # read already, in the region below it
+            if read == MAX_REGIONS:
+                return
+            read += 1
+            start = max(scan.window_start, hit.offset - REGION_BYTES)
+            text = _region(fh, start, hit.offset, cut_first=start > 0)
+            covered_from = start
+            yield text
+
+
+def _region(fh: BinaryIO, start: int, line_at: int, *, cut_first: bool) -> str:
+    """The lines from ``start`` (a cut first line dropped) through the line at
+    ``line_at`` and ``REGION_LINES_AFTER`` more."""
+    fh.seek(start)
+    data = fh.read(line_at - start + _AFTER_BYTES)
+    before = data[: line_at - start]
+    if cut_first:
+        newline = before.find(b"\n")
+        before = before[newline + 1 :] if newline >= 0 else b""
+    after = data[line_at - start :].split(b"\n")[: 1 + REGION_LINES_AFTER]
+    return (before + b"\n".join(after)).decode("utf-8", "replace")
+
+
+def last_marker(log_path: Path, scan_bytes: int) -> str | None:
+    """The last ``::failure-class::`` line in the last ``scan_bytes`` of the log (one
+    search from the end, however big the window). Raises OSError."""
+    with log_path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            return None
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            needle = b"\n" + FAILURE_MARKER.encode()
+            at = view.rfind(needle, max(0, size - scan_bytes))
+            if at < 0:
+                return None
+            end = view.find(b"\n", at + 1)
+            return view[at + 1 : end if end >= 0 else size].decode("utf-8", "replace")
+
+
+def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | None]:
+    """What the playbook reads of a failed check's log, redacted: its tail, and when the log
+    is longer than that, the region around its lowest root-cause line (None otherwise, or
+    when the log has none or cannot be read)."""
+    tail = tail_bytes(log_path, limits.max_check_output_bytes)
+    if not tail.truncated:
+        return tail.text, None
+    try:
+        region = next(regions_up(log_path, limits.evidence_scan_bytes), None)
+    except OSError:
+        region = None
+    return tail.text, redact(region) if region is not None else None

@@ -422,7 +422,7 @@ def prepare_kingfisher_cli() -> Prepared:
         *("--rule-cache-dir", str(cache), "--jobs", "2"),
     ]
 
-    def scan(directory: Path) -> dict[str, Any]:
+    def scan(directory: Path, files: int) -> dict[str, Any]:
         report = home / "report.json"
         done = subprocess.run(
             [*base, str(directory), *options, "--output", str(report)],
@@ -436,11 +436,15 @@ def prepare_kingfisher_cli() -> Prepared:
             raise RuntimeError(f"kingfisher failed ({done.returncode}): {done.stderr[-2000:]}")
         result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
         report.unlink()
+        # A file it passed over (by size, type or path) would count as a miss it never had.
+        scanned = result.get("metadata", {}).get("summary", {}).get("blobs_scanned")
+        if scanned != files:
+            raise RuntimeError(f"kingfisher scanned {scanned} of {files} files")
         return result
 
     empty = home / "empty"
     empty.mkdir()
-    scan(empty)  # compiles the rules into the private cache (the timed preparation)
+    scan(empty, 0)  # compiles the rules into the private cache (the timed preparation)
     version = subprocess.run(
         [binary, "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout.strip()
@@ -451,7 +455,7 @@ def prepare_kingfisher_cli() -> Prepared:
         for n, text in enumerate(texts):
             (batch / f"t{n}.txt").write_text(text, encoding="utf-8")
         found: dict[int, set[str]] = {}
-        for item in scan(batch).get("findings", []):
+        for item in scan(batch, len(texts)).get("findings", []):
             finding = item["finding"]
             n = int(Path(finding["path"]).stem[1:])
             found.setdefault(n, set()).add(finding["snippet"])

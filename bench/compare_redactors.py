@@ -43,6 +43,8 @@ it; none is a dependency of the project):
                           regular expression compiled with Python's ``re`` (those Python
                           cannot compile are counted and left out) and applied alone, with
                           none of kingfisher's filters; the rule's secret group is replaced.
+  ours after kingfisher   layering instead of replacing: kingfisher (SDK) first, then ours
+                          over its output.
 
 A conclusion line says whether a library beats ours on recall (all three ways), over-
 redaction and speed at once. The exit code is 0 unless the benchmark could not run.
@@ -356,6 +358,16 @@ def prepare_kingfisher_sdk() -> Prepared:
     )
 
 
+def prepare_ours_after_kingfisher() -> Prepared:
+    # Layering instead of replacing: the library's findings first, then our rules over what
+    # is left (a dependency on the native wheel for whatever it adds).
+    kingfisher = prepare_kingfisher_sdk()
+    return Prepared(
+        run=lambda texts: [redact(t) for t in kingfisher.run(texts)],
+        setting="kingfisher (SDK) as above, then redact()",
+    )
+
+
 def prepare_kingfisher_rules_re() -> Prepared:
     # What adopting the catalog's patterns would give us: each rule's regular expression
     # compiled with Python's ``re`` and applied alone, without kingfisher's filters
@@ -476,6 +488,7 @@ REDACTORS: dict[str, Callable[[], Prepared]] = {
     "kingfisher (SDK)": prepare_kingfisher_sdk,
     "kingfisher (CLI)": prepare_kingfisher_cli,
     "kingfisher rules (re)": prepare_kingfisher_rules_re,
+    "ours after kingfisher": prepare_ours_after_kingfisher,
 }
 
 

@@ -2,7 +2,8 @@
 
     python bench/compare_redactors.py            # the whole corpus, a 4 MiB ordinary log
     python bench/compare_redactors.py --quick    # every 4th sample, a 256 KiB log
-    python bench/compare_redactors.py --gaps     # also: providers a library gets and we miss
+    python bench/compare_redactors.py --gaps     # also: providers a library gets and we miss,
+                                                 # with the library's rules that fired
 
 The corpus is ``shared/data/secret-samples.json`` beside the project (true positives and
 negatives from the test suites of gitleaks, detect-secrets and trufflehog); it is read where
@@ -67,7 +68,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,8 @@ class Prepared:
     run: Redact
     setting: str
     close: Callable[[], None] = lambda: None
+    # The library's names for the rules that fire on a text (for --gaps), where it has them.
+    rules: Callable[[str], set[str]] | None = None
 
 
 def _replace_values(text: str, values: set[str]) -> str:
@@ -272,20 +275,26 @@ def prepare_detect_secrets_files() -> Prepared:
     stack.enter_context(default_settings())
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ds-")))
 
+    def found(text: str) -> list[Any]:
+        path = workdir / "t.txt"
+        path.write_text(text, encoding="utf-8")
+        try:
+            return list(scan.scan_file(str(path)))
+        finally:
+            path.unlink()
+
     def run(texts: list[str]) -> list[str]:
         out = []
-        for n, text in enumerate(texts):
-            path = workdir / f"t{n}.txt"
-            path.write_text(text, encoding="utf-8")
-            values = {s.secret_value for s in scan.scan_file(str(path))}
+        for text in texts:
+            values = {s.secret_value for s in found(text)}
             out.append(_replace_values(text, {v for v in values if v is not None}))
-            path.unlink()
         return out
 
     return Prepared(
         run=run,
         setting=_ds_setting("scan_file"),
         close=stack.close,
+        rules=lambda text: {s.type for s in found(text)},
     )
 
 
@@ -355,6 +364,7 @@ def prepare_kingfisher_sdk() -> Prepared:
     return Prepared(
         run=run,
         setting=f"kingfisher-secret-scanner {__version__}, {len(rules)} rules, confidence medium",
+        rules=lambda text: {f.rule_id for f in scanner.scan(text.encode("utf-8"))},
     )
 
 
@@ -377,7 +387,7 @@ def prepare_kingfisher_rules_re() -> Prepared:
     except ImportError:
         raise Skip("not installed: .venv/bin/pip install kingfisher-secret-scanner") from None
     rules = Rules(confidence="medium", cache=False)
-    compiled: list[tuple[re.Pattern[str], int]] = []
+    compiled: list[tuple[str, re.Pattern[str], int]] = []
     unusable = 0
     for meta in rules.metadata():
         detail = rules.detail(meta["id"])
@@ -394,10 +404,10 @@ def prepare_kingfisher_rules_re() -> Prepared:
         group = detail.get("betterleaks_secret_group")
         if not isinstance(group, int) or group > rx.groups:
             group = 1 if rx.groups else 0
-        compiled.append((rx, group))
+        compiled.append((meta["id"], rx, group))
 
     def spans(text: str) -> Iterator[tuple[int, int]]:
-        for rx, group in compiled:
+        for _, rx, group in compiled:
             for match in rx.finditer(text):
                 start, end = match.span(group)
                 yield (start, end) if start >= 0 else match.span()
@@ -411,6 +421,7 @@ def prepare_kingfisher_rules_re() -> Prepared:
             f"kingfisher-secret-scanner {__version__} catalog: {len(compiled)} of "
             f"{len(compiled) + unusable} patterns compile in Python re, no filters"
         ),
+        rules=lambda text: {rule for rule, rx, _ in compiled if rx.search(text)},
     )
 
 
@@ -506,6 +517,8 @@ class Row:
     corpus_s: float = 0.0
     log_mib_s: float = 0.0
     log_lines_altered: int = 0
+    # For --gaps: the positives it removes and ours does not, and its rules that fired.
+    gap_rules: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -520,7 +533,11 @@ def _stopwatch() -> Iterator[list[float]]:
 _LIBRARY_FAILURES = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
 
 
-def measure(name: str, corpus: Corpus, texts: list[str], log: str) -> Row:
+def measure(
+    name: str, corpus: Corpus, texts: list[str], log: str, ours: Scores | None = None
+) -> Row:
+    """Measure one redactor; with ``ours`` (our scores), also name the library's rules
+    behind every positive it removes and ours does not."""
     try:
         with _stopwatch() as prep:
             prepared = REDACTORS[name]()
@@ -531,13 +548,31 @@ def measure(name: str, corpus: Corpus, texts: list[str], log: str) -> Row:
             raise
         return Row(name=name, failed=f"{type(exc).__name__}: {exc}"[:300])
     try:
-        return _measured(name, prepared, corpus, texts, log, prep[0])
+        row = _measured(name, prepared, corpus, texts, log, prep[0])
+        if ours is None or row.scores is None or prepared.rules is None:
+            return row
+        return replace(row, gap_rules=_gap_rules(corpus, row.scores, ours, prepared.rules))
     except _LIBRARY_FAILURES as exc:
         if name == "ours":
             raise
         return Row(name=name, failed=f"{type(exc).__name__}: {exc}"[:300])
     finally:
         prepared.close()
+
+
+def _gap_rules(
+    corpus: Corpus, scores: Scores, ours: Scores, rules: Callable[[str], set[str]]
+) -> dict[tuple[str, str], frozenset[str]]:
+    by_id = {s["id"]: s for s in corpus.positives}
+    named = {}
+    for sample_id, way in scores.caught - ours.caught:
+        sample = by_id[sample_id]
+        if way == "as written":
+            texts = [sample["text"]]
+        else:
+            texts = [in_log_line(x) for x in sample["secrets"]]
+        named[(sample_id, way)] = frozenset(set().union(*(rules(t) for t in texts)))
+    return named
 
 
 def _measured(
@@ -625,8 +660,9 @@ def conclusion(rows: list[Row]) -> str:
     )
 
 
-def gaps(corpus: Corpus, rows: list[Row]) -> list[str]:
-    """Providers whose positives a library removes and ours does not (counts only)."""
+def gaps(corpus: Corpus, rows: list[Row], log_lines: int) -> list[str]:
+    """Providers whose positives a library removes and ours does not: counts, and the
+    library's rules that fired on them (no corpus text)."""
     ours = next(r for r in rows if r.name == "ours")
     assert ours.scores is not None
     provider = {s["id"]: s["provider"] for s in corpus.positives}
@@ -635,9 +671,26 @@ def gaps(corpus: Corpus, rows: list[Row]) -> list[str]:
         if r.scores is None or r.name == "ours":
             continue
         extra = r.scores.caught - ours.scores.caught
+        if r.log_lines_altered > log_lines // 10:
+            # What it "catches" it catches by changing nearly everything: no lesson there.
+            lines.append(
+                f"  {r.name}: {len(extra)} more, not listed: it changes "
+                f"{r.log_lines_altered:,} of {log_lines:,} ordinary log lines"
+            )
+            continue
+        lines.append(f"  {r.name}: {len(extra)} more")
         by = Counter((provider[i], way) for i, way in extra)
-        listed = ", ".join(f"{p} ({way}) {n}" for (p, way), n in sorted(by.items()))
-        lines.append(f"  {r.name}: {len(extra)} more: {listed or 'none'}")
+        for (name, way), n in sorted(by.items()):
+            fired = sorted(
+                set().union(
+                    *(
+                        r.gap_rules.get((i, w), frozenset())
+                        for i, w in extra
+                        if (provider[i], w) == (name, way)
+                    )
+                )
+            )
+            lines.append(f"    {name} ({way}) {n}" + (f": {', '.join(fired)}" if fired else ""))
     return lines
 
 
@@ -675,7 +728,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     for name in names:
-        row = measure(name, corpus, texts, log)
+        explain = rows[0].scores if args.gaps and rows else None
+        row = measure(name, corpus, texts, log, explain)
         rows.append(row)
         print(f"  {name}: {row.setting or row.skipped or row.failed}", flush=True)
     print()
@@ -691,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if args.gaps:
         print("positives a library removes and ours does not, by provider (way: count)")
-        for line in gaps(corpus, rows):
+        for line in gaps(corpus, rows, log.count("\n")):
             print(line)
         print()
     print(conclusion(rows))

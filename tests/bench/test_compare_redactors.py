@@ -105,7 +105,7 @@ def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_
             pytest.fail(f"the shared corpus is missing under CI: {bench.CORPUS}")
         pytest.skip(f"the shared corpus is not here ({bench.CORPUS}); it lives beside the project")
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"], cwd=ROOT, env=subprocess_env(),
+        [sys.executable, str(SCRIPT), "--quick", "--gaps"], cwd=ROOT, env=subprocess_env(),
         capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -151,6 +151,23 @@ def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_
     assert f"{len(positives)} positives, {len(negatives)} negatives" in out
     log_lines = int(re.search(r"ordinary log [\d.]+ MiB, ([\d,]+) lines", out)[1].replace(",", ""))  # type: ignore[index]
     assert int(ours["altered"].replace(",", "")) <= log_lines, out
+
+    # --gaps: one entry per measured library, counting exactly the positives listed under it.
+    gap_at = lines.index("positives a library removes and ours does not, by provider (way: count)")
+    entries = {}
+    for line in lines[gap_at + 1 :]:
+        head = re.match(r"^  (\S.*?): (\d+) more(, not listed: .*)?$", line)
+        if head:
+            entries[head[1]] = [int(head[2]), 0, bool(head[3])]
+        elif line.startswith("    "):
+            per = re.match(r"^    \S.* \((as written|log line)\) (\d+)(: .+)?$", line)
+            assert per, line
+            entries[list(entries)[-1]][1] += int(per[2])
+        else:
+            break
+    assert sorted(entries) == sorted(name for name in measured if name != "ours"), out
+    for name, (total, listed, unlisted) in entries.items():
+        assert listed == (0 if unlisted else total), (name, out)
 
     conclusion = next(line for line in lines if line.startswith("conclusion: "))
     others = [name for name in measured if name != "ours"]

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import random
 import re
@@ -274,9 +275,11 @@ def prepare_detect_secrets_files() -> Prepared:
     stack = contextlib.ExitStack()
     stack.enter_context(default_settings())
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ds-")))
+    # A fresh name for every file: detect-secrets caches a file's raw lines by its name.
+    names = itertools.count()
 
     def found(text: str) -> list[Any]:
-        path = workdir / "t.txt"
+        path = workdir / f"t{next(names)}.txt"
         path.write_text(text, encoding="utf-8")
         try:
             return list(scan.scan_file(str(path)))

@@ -176,3 +176,35 @@ def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_
             assert name in conclusion, conclusion
     else:
         assert "no library measured" in conclusion, conclusion
+
+
+def test_a_library_that_is_not_installed_is_skipped_with_its_install_command(
+    tmp_path: Path,
+) -> None:
+    if not bench.CORPUS.is_file():
+        pytest.skip(f"the shared corpus is not here ({bench.CORPUS})")
+    # Packages that fail to import as a missing one does, ahead of any installed copy.
+    for package in ("detect_secrets", "kingfisher_sdk"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            f"raise ImportError('not here', name={package!r})\n", encoding="utf-8"
+        )
+    only = ["detect-secrets (file)", "kingfisher (SDK)", "ours after kingfisher"]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", *(f"--only={name}" for name in only)],
+        cwd=ROOT, env=subprocess_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}"),
+        capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    header = lines.index(bench.HEADER)
+    assert ROW.match(lines[header + 1]) and lines[header + 1].startswith("ours "), result.stdout
+    assert lines[header + 2 : header + 5] == [
+        f"{'detect-secrets (file)':22} skipped: not installed (detect_secrets): "
+        ".venv/bin/pip install bc-detect-secrets",
+        f"{'kingfisher (SDK)':22} skipped: not installed: "
+        ".venv/bin/pip install kingfisher-secret-scanner",
+        f"{'ours after kingfisher':22} skipped: not installed: "
+        ".venv/bin/pip install kingfisher-secret-scanner",
+    ]
+    assert "conclusion: no library measured (none installed or selected)" in result.stdout

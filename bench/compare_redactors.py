@@ -33,7 +33,8 @@ it; none is a dependency of the project):
                           in process, ``Scanner(Rules(confidence="medium"))`` (the built-in
                           catalog, default Base64 decoding, no validation); every finding's
                           byte span is replaced, helper (invisible) findings included.
-  kingfisher (CLI)        ``pip install kingfisher-bin``: the ``kingfisher`` binary, one batch
+  kingfisher (CLI)        ``pip install kingfisher-bin`` (``kingfisher-secret-scanner`` is the
+                          SDK alone, with no binary): the ``kingfisher`` binary, one batch
                           ``kingfisher scan DIR --format json --no-validate --no-dedup
                           --git-history none --no-update-check`` over one temporary file per
                           distinct text (default rules, confidence medium). Each finding's
@@ -48,8 +49,10 @@ it; none is a dependency of the project):
                           over its output.
 
 A conclusion line says whether a library beats ours on recall (all three ways), over-
-redaction and speed at once. The exit code is 0 unless the benchmark could not run.
-Nothing here prints a secret: ``--gaps`` names providers and counts only.
+redaction (negatives altered) and speed (faster on the corpus and on the ordinary log) at
+once. The exit code is 0 unless the benchmark could not run: 2 without the corpus, 1 when an
+installed library fails (its row says how). Nothing here prints a secret: ``--gaps`` names
+providers, counts and the library's own rule names.
 """
 
 from __future__ import annotations

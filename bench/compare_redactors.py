@@ -58,6 +58,7 @@ providers, counts and the library's own rule names.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import itertools
 import json
@@ -174,7 +175,8 @@ def score(corpus: Corpus, redacted: dict[str, str]) -> Scores:
 
 def ordinary_log(size: int, seed: int = 20261201) -> str:
     """Realistic CI output without a secret: timestamps, pytest and compiler lines, paths,
-    git object names, UUIDs, sha256 digests, pip and docker lines, URLs without passwords."""
+    git object names, UUIDs, sha256 digests, pip and docker lines, URLs without passwords,
+    and npm's sha512 integrity strings (base64: random-looking, yet not a secret)."""
     rng = random.Random(seed)
     hexd = "0123456789abcdef"
 
@@ -183,6 +185,9 @@ def ordinary_log(size: int, seed: int = 20261201) -> str:
 
     def uuid() -> str:
         return f"{hx(8)}-{hx(4)}-4{hx(3)}-a{hx(3)}-{hx(12)}"
+
+    def integrity() -> str:
+        return "sha512-" + base64.b64encode(rng.randbytes(64)).decode()
 
     makers: list[Callable[[int], str]] = [
         lambda i: (
@@ -209,6 +214,9 @@ def ordinary_log(size: int, seed: int = 20261201) -> str:
             f"[{i % 24:02d}:00] step {i % 12} of 12: compiling {i % 300} files into build/obj_{hx(7)}"
         ),
         lambda i: f"{i:>6} | ok   github.com/example/project/pkg/module{i % 23}\t0.{i % 100:03d}s",
+        lambda i: (
+            f"npm http fetch GET 200 https://registry.npmjs.org/pkg-{i % 70} integrity {integrity()}"
+        ),
     ]
     lines: list[str] = []
     total = i = 0

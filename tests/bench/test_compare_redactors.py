@@ -44,6 +44,8 @@ def test_the_three_ways_are_the_corpus_tests_own() -> None:
     for text in ("token = abc", "a\nb\n", "", "x\r\ny"):
         assert bench.as_diff(text) == corpus_test.as_diff(text)
         assert bench.in_log_line(text) == corpus_test.in_log_line(text)
+    for output, secrets in (("a [REDACTED] b", ["s1"]), ("a s1 b", ["s1"]), ("s1", ["s1", "s2"])):
+        assert bench.gone(output, secrets) == corpus_test._gone(output, secrets)
 
 
 def test_a_positive_counts_only_when_every_secret_is_gone_and_any_change_alters_a_negative() -> (
@@ -137,7 +139,7 @@ def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_
     samples = bench.load_corpus(bench.CORPUS, bench.QUICK_STRIDE)
     positives, negatives = samples.positives, samples.negatives
     redact = bench.redact
-    gone = corpus_test._gone
+    gone = bench.gone
     expected = {
         "written": sum(gone(redact(s["text"]), s["secrets"]) for s in positives),
         "diff": sum(gone(redact(corpus_test.as_diff(s["text"])), s["secrets"]) for s in positives),

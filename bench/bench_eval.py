@@ -58,11 +58,16 @@ def main() -> int:
     plain = statistics.median(tokens[False])
     padded = statistics.median(tokens[True]) if tokens[True] else plain
     median_all = statistics.median(tokens[False] + tokens[True])
+    p95 = {k: _p95(v) for k, v in tokens.items() if v}
     recall = summary.root_cause_recall or 0.0
     print(f"offline eval of {summary.cases} cases in {elapsed:.2f} s")
     print(f"  prompt tokens median (all)       {median_all:.0f}")
     print(f"  prompt tokens median (unpadded)  {plain:.0f}   (baseline)")
     print(f"  prompt tokens median (padded)    {padded:.0f}   ratio {padded / plain:.2f}")
+    print(
+        f"  prompt tokens p95 (unpadded / padded / all)  {p95.get(False, 0)} / "
+        f"{p95.get(True, 0)} / {_p95(tokens[False] + tokens[True])}"
+    )
     print(f"  root-cause recall                {recall * 100:.1f} %"
           f" (padded {100 * (summary.root_cause_recall_padded or 0):.1f} %)")  # fmt: skip
     print("summary")
@@ -74,6 +79,12 @@ def main() -> int:
         print(f"  {name:<36} {'PASS' if ok else 'FAIL'}")
     print(f"  {sum(ok for _, ok in checks)}/{len(checks)} targets met")
     return 0
+
+
+def _p95(values: list[int]) -> int:
+    """The nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
 
 
 if __name__ == "__main__":

@@ -138,6 +138,14 @@ def code_stage_for(config: Config, failing: StageConfig) -> StageConfig:
     return failing
 
 
+def rerun_stage_for(config: Config, failing: StageConfig, *, infra: str | None) -> StageConfig:
+    """The stage a re-run redoes: ``code_stage_for``, except after an infrastructure
+    failure (the network, a rate limit, an outage named by a check): then the failing
+    stage itself. The code was never judged, and re-running the engine would spend money
+    and may change code that was right."""
+    return failing if infra is not None else code_stage_for(config, failing)
+
+
 def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> tuple[str, str]:
     """The engine and model the next attempt of ``stage`` uses: a verdict's override if
     there is one, else the stage's configuration (model default: the ladder's first)."""

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions import abandon, mechanical_fix, rerun, split
-from orchestrator.actions.plan import Dispatch, PlanFacts, code_stage_for
+from orchestrator.actions.plan import Dispatch, PlanFacts, rerun_stage_for
 from orchestrator.actions.proposal import failure_of, halt_of, verdict_of
 from orchestrator.actions.spec import ActionSpec
 from orchestrator.recovery.verdict import (
@@ -126,7 +126,7 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
         record=record,
         approval=approval,
         failing=failing,
-        code=code_stage_for(config, failing),
+        code=rerun_stage_for(config, failing, infra=failure.infra),
         failing_check=failure.check,
         halt_reason=halt.reason.value if halt.reason is not None else None,
         cap_exhausted=halt.cap_exhausted,

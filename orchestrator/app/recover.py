@@ -18,6 +18,7 @@ diagnosis charged before a call that never returned stays spent.
 from __future__ import annotations
 
 import json
+import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,10 @@ def _bundle_inputs(
         diff=diff,
         diff_truncated=truncated,
         diff_note=note,
+        clone_dir=Path(record.clone_dir),
+        state_dir=services.store.state_dir,
+        config_dir=services.loaded.root,
+        python=Path(sys.executable),
     )
 
 

@@ -23,6 +23,8 @@ JSON for replay.
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import stat
 from collections.abc import Mapping
@@ -35,16 +37,23 @@ from pydantic import Field, model_validator
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
-from orchestrator.recovery.redact import drop_cut_edges, neutralise_unicode, redact
+from orchestrator.recovery.redact import (
+    drop_cut_edges,
+    neutralise_unicode,
+    redact,
+    relative_paths,
+)
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",
     "PRIORITY",
     "REDACTION_MARGIN_BYTES",
     "SECTION_ORDER",
+    "TAIL_BYTES_WITH_EVIDENCE",
     "BundleInputs",
     "ContextBundle",
     "Excerpt",
+    "Roots",
     "Section",
     "SectionName",
     "allocate_bytes",
@@ -103,8 +112,26 @@ ALIGN_WINDOW_BYTES: Final = 1024
 # When the bundle is over its cap, every section first keeps up to this much, so the
 # lowest-priority ones (the run state: which stage, why it halted) never vanish entirely.
 SECTION_FLOOR_BYTES: Final = 1024
+# What a log's tail keeps when the evidence section holds its error lines (with their
+# context): the last lines say how the run ended; the megabytes above them were read by
+# the evidence scan already.
+TAIL_BYTES_WITH_EVIDENCE: Final = 2 * 1024
+# Run state and record JSON up to this size lose their empty fields before the cut.
+_MAX_JSON_TO_TIDY: Final = 1024 * 1024
 # Notes go into a delimiter line: short and single-line.
 _MAX_NOTE_CHARS: Final = 300
+
+
+# (label, absolute directory) pairs, longest directory first (see ``BundleInputs.roots``).
+Roots = tuple[tuple[str, str], ...]
+
+
+def _relative(text: str, roots: Roots) -> str:
+    """``text`` with each root directory shown by its label, the longest first (a clone
+    inside the state directory is named as the clone)."""
+    for label, root in roots:
+        text = relative_paths(text, {label: root})
+    return text
 
 
 def _utf8(text: str) -> bytes:
@@ -176,10 +203,12 @@ def _excerpt(
     cut_before: bool,
     cut_after: bool,
     original_at_least: bool = False,
+    roots: Roots = (),
 ) -> Excerpt:
     """The pipeline every excerpt goes through: drop the partial line at a source cut (a
-    secret cut there has lost the prefix that makes it recognisable), decode, redact, cut
-    to ``max_bytes`` (redaction and U+FFFD can make text longer than its bytes)."""
+    secret cut there has lost the prefix that makes it recognisable), decode, show the
+    ``roots`` ((label, directory) pairs) by their labels, redact, cut to ``max_bytes``
+    (redaction, labels and U+FFFD can make text longer than its bytes)."""
     # Always the whole partial line, however long: a secret split by the cut is no longer
     # recognisable, so it must not be shown at all.
     window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
@@ -188,6 +217,9 @@ def _excerpt(
     # forms, a no-break space, a zero-width character inside it) becomes the delimiter
     # that ``neutralise`` defuses, and a secret split by invisible characters is whole.
     decoded = neutralise_unicode(window.decode("utf-8", errors="replace"))
+    if roots:
+        # Before redaction: a root is a known string, whatever redaction makes of it.
+        decoded = _relative(decoded, roots)
     text, cut, aligned = _fit(redact(decoded), max_bytes, keep)
     truncated = cut or cut_before or cut_after
     # Which edge the reader sees: the final cut's when there was one, else the window's.
@@ -222,7 +254,7 @@ def _read_window(path: Path, want: int, keep: Keep) -> tuple[bytes, int, int]:
         return f.read(min(want, size - start)), size, start
 
 
-def _file_excerpt(path: Path, max_bytes: int, keep: Keep) -> Excerpt:
+def _file_excerpt(path: Path, max_bytes: int, keep: Keep, roots: Roots) -> Excerpt:
     try:
         window, size, start = _read_window(path, max_bytes + REDACTION_MARGIN_BYTES, keep)
     except FileNotFoundError:
@@ -238,23 +270,30 @@ def _file_excerpt(path: Path, max_bytes: int, keep: Keep) -> Excerpt:
         original_bytes=size,
         cut_before=start > 0,
         cut_after=start + len(window) < size,
+        roots=roots,
     )
 
 
-def tail_bytes(path: Path, max_bytes: int) -> Excerpt:
-    """The end of a file: at most ``max_bytes`` of redacted UTF-8 text. Reads at most
-    ``max_bytes + REDACTION_MARGIN_BYTES`` bytes, by seeking; never raises for a missing
-    or unreadable file (an empty excerpt with a note)."""
-    return _file_excerpt(path, max_bytes, "tail")
+def tail_bytes(path: Path, max_bytes: int, *, roots: Roots = ()) -> Excerpt:
+    """The end of a file: at most ``max_bytes`` of redacted UTF-8 text, each directory of
+    ``roots`` shown by its label. Reads at most ``max_bytes + REDACTION_MARGIN_BYTES``
+    bytes, by seeking; never raises for a missing or unreadable file (an empty excerpt
+    with a note)."""
+    return _file_excerpt(path, max_bytes, "tail", roots)
 
 
-def head_bytes(path: Path, max_bytes: int) -> Excerpt:
+def head_bytes(path: Path, max_bytes: int, *, roots: Roots = ()) -> Excerpt:
     """The start of a file, bounded and redacted as ``tail_bytes``."""
-    return _file_excerpt(path, max_bytes, "head")
+    return _file_excerpt(path, max_bytes, "head", roots)
 
 
 def excerpt_of_bytes(
-    data: bytes, max_bytes: int, *, keep: Keep, source_truncated: bool = False
+    data: bytes,
+    max_bytes: int,
+    *,
+    keep: Keep,
+    source_truncated: bool = False,
+    roots: Roots = (),
 ) -> Excerpt:
     """An excerpt of bytes already in memory (the diff). ``source_truncated``: ``data`` is
     itself only the head of something longer (``capture_head`` stopped)."""
@@ -269,17 +308,18 @@ def excerpt_of_bytes(
         cut_before=start > 0,
         cut_after=source_truncated or start + len(window) < len(data),
         original_at_least=source_truncated,
+        roots=roots,
     )
 
 
-def excerpt_of_text(text: str, max_bytes: int, *, keep: Keep) -> Excerpt:
+def excerpt_of_text(text: str, max_bytes: int, *, keep: Keep, roots: Roots = ()) -> Excerpt:
     """An excerpt of a str (the run JSON). Only the end we keep is encoded (each character
     is at least one byte, so ``want`` characters hold at least ``want`` bytes); for ASCII
     text — ``json.dumps`` output — nothing else is touched, so the cost is the cap's."""
     want = max_bytes + REDACTION_MARGIN_BYTES
     size = len(text) if text.isascii() else len(_utf8(text))
     if size <= want:
-        return excerpt_of_bytes(_utf8(text), max_bytes, keep=keep)
+        return excerpt_of_bytes(_utf8(text), max_bytes, keep=keep, roots=roots)
     piece = text[-want:] if keep == "tail" else text[:want]
     return _excerpt(
         _utf8(piece),
@@ -288,6 +328,7 @@ def excerpt_of_text(text: str, max_bytes: int, *, keep: Keep) -> Excerpt:
         original_bytes=size,
         cut_before=keep == "tail" and len(piece) < len(text),
         cut_after=keep == "head" and len(piece) < len(text),
+        roots=roots,
     )
 
 
@@ -409,6 +450,31 @@ class BundleInputs:
     diff: bytes
     diff_truncated: bool
     diff_note: str | None = None
+    # Where this machine keeps the run, the config and the interpreter the config's
+    # ``{python}`` names: shown to the model as ``<clone>``, ``<state>``, ``<config>`` and
+    # ``<python>`` (it needs where a file is in the project, not where this machine put
+    # the project, the runs or the tools).
+    clone_dir: Path | None = None
+    state_dir: Path | None = None
+    config_dir: Path | None = None
+    python: Path | None = None
+
+    def roots(self) -> Roots:
+        """(label, absolute directory) pairs, longest directory first: each directory as
+        given made absolute, and with its symlinks resolved when that differs (a tool
+        may print either)."""
+        pairs = set()
+        named = (
+            ("<clone>", self.clone_dir),
+            ("<state>", self.state_dir),
+            ("<config>", self.config_dir),
+            ("<python>", self.python),
+        )
+        for label, path in named:
+            if path is not None:
+                pairs.add((label, os.path.abspath(path)))
+                pairs.add((label, os.path.realpath(path)))
+        return tuple(sorted(pairs, key=lambda pair: (-len(pair[1]), pair)))
 
 
 def allocate_bytes(sizes: Mapping[SectionName, int], budget: int) -> dict[SectionName, int]:
@@ -444,7 +510,14 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bool) -> Excerpt:
+def _evidence(
+    path: Path | None,
+    label: str,
+    limits: ContextLimits,
+    *,
+    whole: bool,
+    roots: Roots,
+) -> Excerpt:
     """The root-cause excerpts of ``path``; an empty excerpt saying why when none.
     ``whole``: the log is in the bundle uncut, so its lines around a match are there
     already and the excerpts show the matched lines alone (with their numbers)."""
@@ -465,7 +538,8 @@ def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bo
     if shown:
         what = (
             f"{shown} excerpt{'s' if shown != 1 else ''} of {label} "
-            f"({_size(found.size)}), most telling first; '>' marks the matched lines"
+            # Not '>' itself: a note cannot hold a delimiter's characters.
+            f"({_size(found.size)}), most telling first; the matched lines are marked"
             + ("; the log is below in full, so no context lines" if whole else "")
         )
     else:
@@ -473,6 +547,10 @@ def _evidence(path: Path | None, label: str, limits: ContextLimits, *, whole: bo
         what = f"no known error line in {label} (scanned {scanned})"
     # Look-alikes of a delimiter are made plain here too (see ``_excerpt``).
     text = neutralise_unicode(render_evidence(found))
+    if roots:
+        # A label can be longer than the directory it names: cut back to the cap whole
+        # excerpt lines at a time.
+        text, _, _ = _fit(_relative(text, roots), limits.max_evidence_bytes, "head")
     return Excerpt(text, found.size, False, _join(what, found.note))
 
 
@@ -513,6 +591,7 @@ def _sent_once(tail: Excerpt, check: Excerpt) -> tuple[Excerpt, Excerpt]:
 
 
 def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, Excerpt]:
+    roots = inputs.roots()
     check_label = f"check {inputs.check_name}" if inputs.check_name else None
     same = (
         inputs.check_log is not None
@@ -520,39 +599,90 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         and _same_file(inputs.check_log, inputs.failed_log)
     )
     if inputs.check_log is not None:
-        check = tail_bytes(inputs.check_log, limits.max_check_output_bytes)
-        check = _with_note(check, _join(check_label, check.note))
+        check = tail_bytes(inputs.check_log, limits.max_check_output_bytes, roots=roots)
     else:
         check = _absent(_join(check_label, "no check output") or "")
     if same:
         tail = _absent("the failed log is the check's log: its end is in check_output")
     elif inputs.failed_log is not None:
-        tail = tail_bytes(inputs.failed_log, limits.max_log_tail_bytes)
+        tail = tail_bytes(inputs.failed_log, limits.max_log_tail_bytes, roots=roots)
     else:
         tail = _absent("no log for the failed stage")
-    tail, check = _sent_once(tail, check)
     # The check's log is the direct evidence when there is one; else the stage's own.
     if inputs.check_log is not None:
         whole = bool(check.text) and not check.truncated
-        evidence = _evidence(inputs.check_log, "the check's log", limits, whole=whole)
+        evidence = _evidence(inputs.check_log, "the check's log", limits, whole=whole, roots=roots)
     else:
         whole = bool(tail.text) and not tail.truncated
-        evidence = _evidence(inputs.failed_log, "the failed stage's log", limits, whole=whole)
+        evidence = _evidence(
+            inputs.failed_log, "the failed stage's log", limits, whole=whole, roots=roots
+        )
+    if evidence.text:
+        # The error lines are in the evidence, with their context: of a log too long to
+        # send whole, the end is only its last word (a summary, a cleanup).
+        if inputs.check_log is not None and check.truncated:
+            check = _shorter_tail(inputs.check_log, limits.max_check_output_bytes, roots)
+        if inputs.failed_log is not None and not same and tail.truncated:
+            tail = _shorter_tail(inputs.failed_log, limits.max_log_tail_bytes, roots)
+    if inputs.check_log is not None:
+        check = _with_note(check, _join(check_label, check.note))
+    tail, check = _sent_once(tail, check)
     diff = excerpt_of_bytes(
         inputs.diff,
         limits.max_diff_bytes,
         keep="head",
         source_truncated=inputs.diff_truncated,
+        roots=roots,
     )
     return {
-        "run_state": excerpt_of_text(inputs.run_state, limits.max_run_state_bytes, keep="head"),
-        "ticket": head_bytes(inputs.ticket_path, limits.max_ticket_bytes),
-        "run_record": excerpt_of_text(inputs.run_record, limits.max_run_record_bytes, keep="tail"),
+        "run_state": excerpt_of_text(
+            _without_empty_fields(inputs.run_state),
+            limits.max_run_state_bytes,
+            keep="head",
+            roots=roots,
+        ),
+        "ticket": head_bytes(inputs.ticket_path, limits.max_ticket_bytes, roots=roots),
+        "run_record": excerpt_of_text(
+            _without_empty_fields(inputs.run_record),
+            limits.max_run_record_bytes,
+            keep="tail",
+            roots=roots,
+        ),
         "evidence": evidence,
         "failed_log_tail": tail,
         "check_output": check,
         "diff": _with_note(diff, _join(inputs.diff_note, diff.note)),
     }
+
+
+def _shorter_tail(path: Path, cap: int, roots: Roots) -> Excerpt:
+    """The end of a log whose error lines are in the evidence section."""
+    shorter = tail_bytes(path, min(cap, TAIL_BYTES_WITH_EVIDENCE), roots=roots)
+    return _with_note(shorter, _join(shorter.note, "its error lines are in evidence"))
+
+
+def _without_empty_fields(text: str) -> str:
+    """JSON text without the fields that hold nothing (null, ``{}``, ``[]``): an attempt
+    lists a dozen of them when nothing happened, and the model learns the same from
+    their absence. The layout is kept (one line stays one line); text that is not JSON
+    is returned as it is."""
+    if len(text) > _MAX_JSON_TO_TIDY:
+        return text  # only its kept end is read (``excerpt_of_text``)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(_drop_empty(value), indent=1 if "\n" in text else None)
+
+
+def _drop_empty(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            k: _drop_empty(v) for k, v in value.items() if v is not None and v != {} and v != []
+        }
+    if isinstance(value, list):
+        return [_drop_empty(v) for v in value]
+    return value
 
 
 def _with_note(excerpt: Excerpt, note: str | None) -> Excerpt:
@@ -565,6 +695,7 @@ def build_bundle(inputs: BundleInputs, limits: ContextLimits) -> ContextBundle:
     """Read, cap, redact and allocate: the bundle for one diagnosis. Never raises for
     missing files or undecodable bytes; same inputs, byte-identical bundle."""
     excerpts = _excerpts(inputs, limits)
+    roots = inputs.roots()
     texts = {name: neutralise(excerpts[name].text) for name in SECTION_ORDER}
     grants = allocate_bytes(
         {name: len(_utf8(text)) for name, text in texts.items()}, limits.max_bundle_bytes
@@ -573,7 +704,7 @@ def build_bundle(inputs: BundleInputs, limits: ContextLimits) -> ContextBundle:
     for name in SECTION_ORDER:
         excerpt = excerpts[name]
         text, cut, _ = _fit(texts[name], grants[name], KEEP[name])
-        note = excerpt.note
+        note = _relative(excerpt.note, roots) if excerpt.note else None
         if cut:
             cap = _size(limits.max_bundle_bytes)
             note = _join(note, f"cut further to fit the bundle cap ({cap})")

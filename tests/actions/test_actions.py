@@ -465,7 +465,8 @@ def test_an_infra_retry_returns_its_back_off_and_is_charged_once(tmp_path: Path)
     retry = RetryVerdict(action="retry", summary="rate limited")
     infra = proposal(retry, infra="rate_limited")
     _, effect = substrate.apply(rec, infra, approval(1), svc)
-    assert (effect.resume_at, effect.retry_after_s) == ("implement", 30.0)
+    # The check named the rate limit: the check's stage is re-run, not the engine's.
+    assert (effect.resume_at, effect.retry_after_s) == ("review", 30.0)
     # Carried out again 10 s later (a crash before the run was saved): no second charge,
     # and only what is left of the wait.
     now[0] = NOW + timedelta(seconds=10)
@@ -475,6 +476,28 @@ def test_an_infra_retry_returns_its_back_off_and_is_charged_once(tmp_path: Path)
     # The next infra retry waits twice as long.
     _, second = substrate.apply(rec, infra, approval(2), svc)
     assert second.retry_after_s == 60.0
+
+
+def test_an_infra_retry_re_runs_the_failing_stage_a_code_retry_the_engines(
+    tmp_path: Path,
+) -> None:
+    rec = record(tmp_path)
+    svc = services(tmp_path)
+    retry = RetryVerdict(action="retry", summary="again")
+    # A check that hit the network: the review stage again, the code untouched.
+    network = proposal(retry, stage="review", check="lint", infra="network")
+    after, effect = substrate.apply(rec, network, approval(1), svc)
+    assert effect.resume_at == "review"
+    assert after.stage_status("implement") is StageStatus.COMPLETED
+    # The engine stage itself rate limited: it is the one re-run.
+    engine = proposal(retry, stage="implement", check=None, infra="rate_limited")
+    _, effect = substrate.apply(rec, engine, approval(2), svc)
+    assert effect.resume_at == "implement"
+    # The code failed a check: the engine stage that wrote it is re-run.
+    code = proposal(retry, stage="review", check="lint")
+    after, effect = substrate.apply(rec, code, approval(3), svc)
+    assert effect.resume_at == "implement"
+    assert after.stage_status("implement") is StageStatus.PENDING
 
 
 def test_a_spent_retry_budget_hands_the_ticket_to_a_person(tmp_path: Path) -> None:

@@ -3,9 +3,8 @@ tools' failures, case by case.
 
 Three requirements hold for every case: its class is told correctly; an infrastructure or
 resource failure never costs a model call; the labelled root-cause line reaches the bundle
-the model would see (padded cases included). Where today's code does not meet one yet, the
-case is listed below, by name, with the reason — an expected failure (not strict: the day
-the missing piece lands, these pass and the list is deleted).
+the model would see (padded cases included: a megabyte of ordinary output before and after
+the failure). No case is exempt.
 """
 
 from __future__ import annotations
@@ -18,17 +17,6 @@ from corpus.build import SHAPES
 
 CASE_IDS = tuple(i for s in SHAPES for i in (s.id, f"{s.id}-padded"))
 
-# dd's "error writing ... No space left on device" line is no root-cause line the evidence
-# finds yet, so a megabyte after it hides it from the classifier as from the bundle.
-PENDING_CLASSIFICATION = frozenset({"enospc-dd-padded"})
-# Root-cause lines a megabyte of ordinary output hides from the evidence extraction still:
-# ruff's current (full) output format, a doctest or warning traceback, pytest's "no tests
-# ran", the commit-order check's lines, dd's message, a shell's "Killed" or "command not
-# found", a ::failure-class:: line.
-PENDING_EVIDENCE = frozenset({
-    "enospc-dd-padded", "marker-check-rate-limited-padded", "marker-stage-outage-padded",
-})  # fmt: skip
-
 
 def _result(offline: tuple[dict[str, CaseResult], Summary], case_id: str) -> CaseResult:
     results, _ = offline
@@ -37,15 +25,7 @@ def _result(offline: tuple[dict[str, CaseResult], Summary], case_id: str) -> Cas
     return results[case_id]
 
 
-def _pending(case_id: str, pending: frozenset[str], reason: str) -> object:
-    marks = [pytest.mark.xfail(strict=False, reason=reason)] if case_id in pending else []
-    return pytest.param(case_id, marks=marks, id=case_id)
-
-
-@pytest.mark.parametrize(
-    "case_id",
-    [_pending(i, PENDING_CLASSIFICATION, "the sign is not found yet") for i in CASE_IDS],
-)  # fmt: skip
+@pytest.mark.parametrize("case_id", CASE_IDS)
 def test_each_failure_is_classified_as_labelled(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
 ) -> None:
@@ -56,12 +36,7 @@ def test_each_failure_is_classified_as_labelled(
 INFRA_IDS = tuple(i for s in SHAPES if not s.model_call_warranted for i in (s.id, f"{s.id}-padded"))
 
 
-@pytest.mark.parametrize(
-    "case_id",
-    [_pending(i, PENDING_CLASSIFICATION,
-              "the sign is not found yet")
-     for i in INFRA_IDS],
-)  # fmt: skip
+@pytest.mark.parametrize("case_id", INFRA_IDS)
 def test_no_model_call_where_none_is_warranted(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
 ) -> None:
@@ -72,11 +47,7 @@ def test_no_model_call_where_none_is_warranted(
     )
 
 
-@pytest.mark.parametrize(
-    "case_id",
-    [_pending(i, PENDING_EVIDENCE, "the evidence extraction has no signature for "
-              "this root-cause line yet") for i in CASE_IDS],
-)  # fmt: skip
+@pytest.mark.parametrize("case_id", CASE_IDS)
 def test_root_cause_reaches_the_bundle(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
 ) -> None:
@@ -112,8 +83,9 @@ def test_the_summary_reports_recall_and_bundle_size(
     assert summary.cases == len(results) >= 80
     assert summary.padded_cases == summary.cases // 2
     misses = {r.id for r in results.values() if not r.root_cause_in_bundle}
-    assert set(summary.root_cause_misses) == misses
-    # Every unpadded case's root cause is already in today's bundle.
-    assert all(case_id.endswith("-padded") for case_id in misses)
+    assert set(summary.root_cause_misses) == misses == set()
+    assert summary.root_cause_recall == summary.root_cause_recall_padded == 1.0
+    assert summary.classifier_misses == summary.playbook_misses == ()
+    assert summary.unwarranted_model_calls == ()
     # The bundle is capped (96 KiB by default), whatever the log's size.
     assert 0 < summary.bundle_tokens_p50 <= summary.bundle_tokens_p95 <= 96 * 1024 // 4 + 1024

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from orchestrator.recovery.context import (
     PRIORITY,
     REDACTION_MARGIN_BYTES,
     SECTION_ORDER,
+    TAIL_BYTES_WITH_EVIDENCE,
     BundleInputs,
     ContextBundle,
     allocate_bytes,
@@ -435,6 +438,46 @@ def test_the_bundle_cap_cuts_low_priority_sections_first(big_inputs: BundleInput
     )
 
 
+def test_with_the_error_lines_in_evidence_the_log_ends_are_short(tmp_path: Path) -> None:
+    # The failure far from the end of both logs; megabytes of ordinary output after it.
+    error = b"src/deal.py:3: error: Incompatible return value type\n"
+    check = write(tmp_path / "check.log", lines(20_000) + error + lines(30_000, tag="after"))
+    stage = write(tmp_path / "stage.log", lines(40_000, tag="stage") + b"stage done\n")
+    bundle = build_bundle(
+        inputs(tmp_path, failed_log=stage, check_name="mypy", check_log=check), ContextLimits()
+    )
+    assert "src/deal.py:3: error: Incompatible return value type" in bundle.section("evidence").text
+    for name in ("check_output", "failed_log_tail"):
+        section = bundle.section(name)
+        assert 0 < section.size <= TAIL_BYTES_WITH_EVIDENCE, name
+        assert section.truncated and section.note is not None
+        assert "its error lines are in evidence" in section.note
+    assert bundle.section("check_output").text.endswith(lines(30_000, tag="after")[-60:].decode())
+    assert bundle.section("failed_log_tail").text.endswith("stage done\n")
+    # The same logs without an error line keep their full caps: the end is all there is.
+    plain = write(tmp_path / "plain.log", lines(20_000) + lines(30_000, tag="after"))
+    without = build_bundle(
+        inputs(tmp_path, failed_log=stage, check_name="mypy", check_log=plain), ContextLimits()
+    )
+    assert without.section("evidence").text == ""
+    assert without.section("check_output").size > 15 * KiB
+    assert without.section("failed_log_tail").size > 15 * KiB
+
+
+def test_a_log_sent_whole_is_not_shortened_by_evidence(tmp_path: Path) -> None:
+    text = lines(100) + b"E       assert 3 == 2\n" + lines(100, tag="after")
+    check = write(tmp_path / "check.log", text)
+    bundle = build_bundle(
+        inputs(tmp_path, failed_log=check, check_name="tests", check_log=check), ContextLimits()
+    )
+    assert bundle.section("check_output").text == text.decode()
+    assert not bundle.section("check_output").truncated
+    assert (
+        bundle.section("evidence").text
+        == "--- line 101 (pytest-assertion) ---\n>101| E       assert 3 == 2\n"
+    )
+
+
 def test_a_small_bundle_cap_is_respected(big_inputs: BundleInputs) -> None:
     bundle = build_bundle(big_inputs, ContextLimits(max_bundle_bytes=4096))
     assert bundle.total_bytes <= 4096
@@ -624,3 +667,104 @@ def test_no_secret_survives_into_the_bundle(
     rendered = bundle.render()
     assert bundle.total_bytes <= bundle_cap
     assert not _windows(body) & _windows(rendered)
+
+
+# ---- paths --------------------------------------------------------------------------------
+
+
+def test_the_bundle_shows_the_clone_and_state_dir_by_label_not_by_path(tmp_path: Path) -> None:
+    # A state dir reached through a symlink: tools print the real path, the run the given.
+    real_state = tmp_path / "real-state"
+    clone = real_state / "runs" / "R-1" / "clone"
+    (clone / "src").mkdir(parents=True)
+    (tmp_path / "state").symlink_to(real_state)
+    state = tmp_path / "state"
+    (clone / "src" / "deal.py").write_text("def deal():\n    raise ValueError('off by one')\n")
+    (clone / "run.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nimport deal\ndeal.deal()\n"
+    )
+    # A real traceback: Python prints the absolute paths of the files in the clone.
+    done = subprocess.run(
+        [sys.executable, str(clone / "run.py")],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert str(clone) in done.stderr
+    log = state / "runs" / "R-1" / "logs" / "001-tests.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(f"# orchestrator: 2026-12-01T02:53:12 cwd={clone}\n" + done.stderr)
+    bundle = build_bundle(
+        inputs(
+            tmp_path,
+            run_record=json.dumps([{"number": 1, "log_path": str(log)}]),
+            failed_log=log,
+            check_name="tests",
+            check_log=log,
+            diff=f"+++ b/src/deal.py\n+# see {clone}/src/deal.py\n".encode(),
+            clone_dir=state / "runs" / "R-1" / "clone",
+            state_dir=state,
+        ),
+        ContextLimits(),
+    )
+    rendered = bundle.render()
+    assert str(tmp_path) not in rendered
+    assert 'File "<clone>/src/deal.py", line 2' in bundle.section("check_output").text
+    assert "cwd=<clone>\n" in bundle.section("check_output").text
+    assert "ValueError: off by one" in bundle.section("evidence").text
+    assert '"<state>/runs/R-1/logs/001-tests.log"' in bundle.section("run_record").text
+    assert "# see <clone>/src/deal.py" in bundle.section("diff").text
+    # Without the roots (an older caller), the bundle is as it was.
+    plain = build_bundle(
+        inputs(tmp_path, failed_log=log, check_name="tests", check_log=log), ContextLimits()
+    )
+    assert str(clone) in plain.section("check_output").text
+
+
+def test_the_run_json_is_sent_without_its_empty_fields(tmp_path: Path) -> None:
+    record = [
+        {"number": 1, "stage": "review", "error": None, "checks": [], "exit_code": 0},
+        {"number": 2, "stage": "review", "failing_check": {"name": "tests", "signal": None}},
+    ]
+    state = {"state": "recovering", "overrides": {}, "verdicts": [], "counters": {"attempts": 2}}
+    bundle = build_bundle(
+        inputs(tmp_path, run_record=json.dumps(record, indent=1), run_state=json.dumps(state)),
+        ContextLimits(),
+    )
+    assert json.loads(bundle.section("run_record").text) == [
+        {"number": 1, "stage": "review", "exit_code": 0},
+        {"number": 2, "stage": "review", "failing_check": {"name": "tests"}},
+    ]
+    # The layout is kept: an indented record stays indented, a one-line state one line.
+    assert bundle.section("run_record").text.startswith('[\n {\n  "number": 1,')
+    assert (
+        bundle.section("run_state").text == '{"state": "recovering", "counters": {"attempts": 2}}'
+    )
+    # Text that is not JSON is sent as it is.
+    odd = build_bundle(
+        inputs(tmp_path, run_state="state: recovering, error: null"), ContextLimits()
+    )
+    assert odd.section("run_state").text == "state: recovering, error: null"
+
+
+def test_the_config_dir_and_the_interpreter_are_shown_by_label(tmp_path: Path) -> None:
+    config_dir = tmp_path / "project"
+    python = tmp_path / "venv" / "bin" / "python"
+    command = [str(python), "-m", "orchestrator.stages.checks.commit_order", str(config_dir / "x")]
+    bundle = build_bundle(
+        inputs(
+            tmp_path,
+            run_record=json.dumps([{"number": 1, "command": command}]),
+            config_dir=config_dir,
+            python=python,
+        ),
+        ContextLimits(),
+    )
+    assert json.loads(bundle.section("run_record").text) == [
+        {
+            "number": 1,
+            "command": ["<python>", "-m", "orchestrator.stages.checks.commit_order", "<config>/x"],
+        }
+    ]

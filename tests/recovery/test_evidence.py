@@ -89,6 +89,19 @@ SAMPLES = [
     ("bash: line 1:  7155 Killed                  python load.py", "shell-error"),
     ('ac1c629 "fix: off-by-one in core": touches both production code and tests', "commit-order"),
     ("UserWarning: config key `retries` is unused", "python-exception"),
+    ("dd: error writing '/dev/full': No space left on device", "program-error"),
+    ("cp: cannot create regular file 'out/deal.bin': Disk quota exceeded", "program-error"),
+    ("/usr/bin/tar: deal.tar: Cannot open: Permission denied", "program-error"),
+    ("mypy: error: Cannot find implementation or library stub", "program-error"),
+    ("::failure-class::rate_limited", "failure-class"),
+    ('{"type": "error", "message": "unexpected status 401 Unauthorized"}', "engine-error-event"),
+    ('{"type":"turn.failed","error":{"message":"429 Too Many Requests"}}', "engine-error-event"),
+    (
+        '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":2}',
+        "engine-error-event",
+    ),
+    ("# orchestrator: exit 124 after 1.513s (timed out)", "runner-ended"),
+    ("# orchestrator: exit 127 after 0.028s (executable not found: nope)", "runner-ended"),
     # A CI runner's timestamp before the line does not hide it.
     ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
 ]
@@ -102,6 +115,9 @@ ORDINARY = [
     "Compiling deal v0.1.0",
     "2026-12-01 02:53:12 INFO errors: 0",
     "no errors found; ERRORS=0",
+    "# orchestrator: exit 0 after 0.210s",
+    '{"type":"result","subtype":"success","is_error":false,"num_turns":3}',
+    '{"type": "turn.completed"}',
 ]
 
 
@@ -209,7 +225,12 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
     each = [
-        (s, re.compile(b"(?>" + timestamp + b")" + (path if s.located else b"") + s.pattern))
+        (
+            s,
+            re.compile(
+                b"(?>" + timestamp + b")" + (path if s.located else b"") + b"(?:" + s.pattern + b")"
+            ),
+        )
         for s in ordered
     ]
     found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
@@ -235,6 +256,38 @@ def test_the_scan_does_not_depend_on_the_chunk_size(
     log = tmp_path / "log"
     log.write_bytes(data)
     scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
+# Lines at the seams of the joined expression: a timestamp whose own digits look like a
+# located line, digit-first paths that are not timestamps, a digit before a plain
+# signature, a commit hash that is all digits, forms that take in the line's newline.
+SEAM_LINES = [
+    "2026-12-01T02:53:07 - error TS2322: nope",
+    "2026-12-01T02:53:07.5Z src/deal.ts:3:5 - error TS2322: Type",
+    "2024-11-report.log:3: error: bad",
+    "2026-12-01 report.py:3:1: F401 unused",
+    "2026-12-01T02:53:07Z KeyError",
+    "2026-12-01T02:53:07Z  files would be reformatted",
+    "7E       assert 3 == 2",
+    '1234567 "fix: x": touches both production code and tests',
+    "12 files would be reformatted",
+    "3rd.py:4:1: E302 expected 2 blank lines",
+    "KeyError\r",
+    "pkg.KeyboardInterrupt",
+    "ValueError\nE       assert 1",
+    "/usr/bin/ld: fatal: cannot find -lthing",
+    "thing.go:5:2: note: see above",
+    "ERROR: test_x (t.T.test_x)",
+]
+
+
+@pytest.mark.parametrize("line", SEAM_LINES)
+def test_the_joined_expression_agrees_with_each_signature_alone(tmp_path: Path, line: str) -> None:
+    data = ("ordinary\n" + line + "\nordinary\n").encode()
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    scanned = scan_hits(log, 1 << 20).hits
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
 
 
@@ -343,3 +396,13 @@ def test_a_bad_scan_window_names_the_key_and_the_file(tmp_path: Path) -> None:
     )
     limits = load_config(config).config.recovery.context
     assert (limits.evidence_scan_bytes, limits.max_evidence_bytes) == (1 << 20, 4096)
+
+
+def test_a_form_the_joined_expression_cannot_keep_exact_is_refused() -> None:
+    # A repeated digit class first could match a timestamped line from its first byte,
+    # which the table never does: the table is refused at import rather than misread.
+    from orchestrator.recovery.evidence import Signature, _combined
+
+    with pytest.raises(ValueError, match="repeated digit class"):
+        _combined((Signature("digits", 0, rb"\d+ files"),))
+    assert _combined((Signature("digits", 0, rb"\d\d* files"),)).search(b"\n12 files\n")

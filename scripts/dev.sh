@@ -8,6 +8,9 @@
 #   lint-bug-commit-order   review check, run inside a clone (see README)
 #   corpus [DIR]            build the labelled failure corpus (default ./eval-corpus) by
 #                           running real tools on tiny projects, for `orchestrator eval`
+#   redis [stop|status]     start (or stop) a local redis-server for trying the distributed
+#                           mode: loopback only, port $REDIS_PORT (default 6379), data and
+#                           log in $ORCHESTRATOR_REDIS_DIR (default ~/.cache/orchestrator/redis)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +24,90 @@ setup() {
     fi
     # Reinstall only when pyproject.toml changed since the last install: keeps `setup` quick.
     if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-        "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test]"
+        "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,distributed]"
         touch "$STAMP"
     fi
+}
+
+# A local redis-server for a person trying the distributed mode (the tests start their own).
+redis_local() {
+    local action="${1:-start}"
+    local port="${REDIS_PORT:-6379}"
+    local dir="${ORCHESTRATOR_REDIS_DIR:-$HOME/.cache/orchestrator/redis}"
+    local pidfile="$dir/redis-$port.pid"
+    local running=""
+    if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+        running="$(cat "$pidfile")"
+    fi
+    case "$action" in
+        stop)
+            if [ -z "$running" ]; then
+                echo "no redis-server of ours is running on port $port"
+                return 0
+            fi
+            kill "$running"
+            # Redis writes its append-only file and exits; wait for that, boundedly.
+            for _ in $(seq 100); do
+                kill -0 "$running" 2>/dev/null || break
+                sleep 0.1
+            done
+            if kill -0 "$running" 2>/dev/null; then
+                echo "redis-server (pid $running) is still shutting down; see $dir/redis-$port.log" >&2
+                return 1
+            fi
+            echo "stopped redis-server (pid $running) on 127.0.0.1:$port; its data stays in $dir"
+            return 0
+            ;;
+        status)
+            if [ -n "$running" ]; then
+                echo "redis-server (pid $running) is running on 127.0.0.1:$port, data in $dir"
+            else
+                echo "no redis-server of ours is running on port $port"
+                return 1
+            fi
+            return 0
+            ;;
+        start) ;;
+        *)
+            echo "usage: bash scripts/dev.sh redis [start|stop|status]" >&2
+            return 2
+            ;;
+    esac
+    if [ -n "$running" ]; then
+        echo "redis-server (pid $running) is already running on 127.0.0.1:$port, data in $dir"
+    else
+        if ! command -v redis-server >/dev/null 2>&1; then
+            echo "redis-server is not installed: install it first (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis)" >&2
+            return 1
+        fi
+        mkdir -p "$dir"
+        chmod 700 "$dir"
+        # Loopback only; appendonly keeps leases and budgets across a restart of Redis.
+        redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --appendonly yes \
+            --daemonize yes --pidfile "$pidfile" --logfile "$dir/redis-$port.log" >/dev/null
+        "$PY" - "$port" <<'PING'
+import sys, time
+import redis
+client = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), socket_connect_timeout=1)
+deadline = time.monotonic() + 10
+while True:
+    try:
+        client.ping()
+        break
+    except redis.exceptions.ConnectionError as exc:
+        if time.monotonic() > deadline:
+            sys.exit(f"redis-server did not answer on 127.0.0.1:{sys.argv[1]}: {exc}")
+        time.sleep(0.05)
+PING
+        if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
+            echo "redis-server did not stay up on 127.0.0.1:$port (is the port taken?); its log:" >&2
+            tail -n 5 "$dir/redis-$port.log" >&2
+            return 1
+        fi
+        echo "redis-server (pid $(cat "$pidfile")) is running on 127.0.0.1:$port, data and log in $dir"
+    fi
+    echo "use it:  export ORCHESTRATOR_BROKER_URL=redis://127.0.0.1:$port/0"
+    echo "stop it: bash scripts/dev.sh redis stop   (or: kill \$(cat $pidfile))"
 }
 
 cmd="${1:-}"
@@ -70,8 +154,12 @@ case "$cmd" in
         setup
         exec env PYTHONPATH="$ROOT/tests" "$PY" -m corpus.build "${1:-eval-corpus}"
         ;;
+    redis)
+        setup
+        redis_local "$@"
+        ;;
     *)
-        echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order|corpus}" >&2
+        echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order|corpus|redis}" >&2
         exit 2
         ;;
 esac

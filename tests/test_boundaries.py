@@ -11,6 +11,9 @@
   runs by path to supervise each stage (it forks and execs the stage): it is started by the
   runner alone, nothing imports it, and it imports nothing of ours.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
+* Only ``orchestrator/distributed/`` imports the queue and its store's client (Celery,
+  kombu, redis), and only inside functions: ``--help``, ``run`` and the local ``batch``
+  never load them, and work where they are not installed.
 """
 
 from __future__ import annotations
@@ -308,3 +311,91 @@ def test_the_runner_call_scanner_sees_what_it_must_refuse() -> None:
         "orchestrator.execution.runner.capture_head",
         "runner.run_process",
     ]
+
+
+DISTRIBUTED = PACKAGE / "distributed"
+QUEUE_MODULES = {"redis", "celery", "kombu", "billiard"}
+
+
+def _top_level_imports(tree: ast.Module, path: Path) -> set[str]:
+    """What a module imports when it is loaded: its module-level imports, outside
+    ``if TYPE_CHECKING:`` (which only the type checker reads)."""
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            body.append(node)
+        elif isinstance(node, ast.If) and not (
+            isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        ):
+            body.extend(
+                n for n in node.body + node.orelse if isinstance(n, ast.Import | ast.ImportFrom)
+            )
+        elif isinstance(node, ast.Try):
+            body.extend(n for n in node.body if isinstance(n, ast.Import | ast.ImportFrom))
+    return set(imported(ast.Module(body=body, type_ignores=[]), path))
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_distributed_package_imports_the_queue_and_only_lazily(path: Path) -> None:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    anywhere = {n for n in imported(tree, path) if matches(n, QUEUE_MODULES)}
+    if DISTRIBUTED not in path.parents:
+        assert anywhere == set(), (
+            f"{rel(path)} imports {sorted(anywhere)}: only orchestrator/distributed/ may"
+        )
+    loaded = {n for n in _top_level_imports(tree, path) if matches(n, QUEUE_MODULES)}
+    assert loaded == set(), (
+        f"{rel(path)} imports {sorted(loaded)} when loaded: import it inside the function"
+    )
+
+
+def test_the_queue_import_scanner_sees_what_it_must_refuse(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\nimport redis\nif TYPE_CHECKING:\n    import celery\n"
+        "try:\n    import kombu\nexcept ImportError:\n    pass\n"
+        "def f():\n    import billiard\n"
+    )
+    tree = ast.parse(sample.read_text())
+    as_if = DISTRIBUTED / "evil.py"  # resolved as if it sat in the package
+    assert {n for n in _top_level_imports(tree, as_if) if matches(n, QUEUE_MODULES)} == {
+        "redis",
+        "kombu",
+    }
+    assert {n for n in imported(tree, as_if) if matches(n, QUEUE_MODULES)} == QUEUE_MODULES
+
+
+def test_help_run_and_the_local_batch_load_no_queue_module(tmp_path: Path) -> None:
+    """At run time, in a fresh interpreter: the CLI's help, then a local batch of one
+    ticket (with a broker configured, which the local mode ignores)."""
+    config = write_config(
+        tmp_path,
+        bash_stage("a", "exit 0"),
+        header='[distributed]\nbroker_url = "redis://:pw-xyz@127.0.0.1:1/0"\n',
+    )
+    tickets = tmp_path / "tickets"
+    write_ticket(tickets)
+    probe = (
+        "import contextlib, io, sys\n"
+        "from orchestrator.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"    code = main(['--config', {str(config)!r}, 'batch', '--tickets', {str(tickets)!r}])\n"
+        "assert 'usage: orchestrator' in out.getvalue(), out.getvalue()\n"
+        "queue = sorted(m for m in sys.modules if m.split('.')[0] in "
+        + repr(sorted(QUEUE_MODULES))
+        + ")\n"
+        "print(code, queue, 'T-1' in out.getvalue())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "0 [] True"

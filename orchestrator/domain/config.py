@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, RootModel, ValidationError, model_validator
 
+from orchestrator.domain.broker_url import ConfiguredBrokerUrl
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.validation import (
     Argv,
@@ -158,6 +159,17 @@ class LogsConfig(Frozen):
     max_bytes: Annotated[StrictInt, Field(ge=64 * 1024, le=1 << 40)] = 64 * 1024 * 1024
 
 
+class DistributedConfig(Frozen):
+    """Where a fleet of workers coordinates: a Redis server that is Celery's broker and
+    holds the ticket leases, the ledger lock and the fleet's budget. ``broker_url`` may be
+    overridden by ``$ORCHESTRATOR_BROKER_URL``; its password is never printed or written
+    (every rendering of it is masked). ``namespace`` prefixes every key, so several
+    projects can share one Redis."""
+
+    broker_url: ConfiguredBrokerUrl | None = None
+    namespace: Name = "orchestrator"
+
+
 class ModelConfig(Frozen):
     """The one model the recovery loop may ask. The key is read from the environment
     variable named here, never from this file."""
@@ -284,6 +296,7 @@ class Config(Frozen):
     diagnosis: DiagnosisConfig = DiagnosisConfig()
     batch: BatchConfig = BatchConfig()
     logs: LogsConfig = LogsConfig()
+    distributed: DistributedConfig = DistributedConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]

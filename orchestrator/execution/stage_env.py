@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.domain.broker_url import BROKER_URL_ENV
 from orchestrator.storage.crash_points import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
@@ -72,14 +73,15 @@ def stage_environ(
 ) -> dict[str, str]:
     """The inherited environment plus the ORCH_* contract. ORCH_* from ``base`` is
     dropped (a stage never sees a stale value from an orchestrator that started this one),
-    and so is every variable whose name looks like a secret (…TOKEN, …KEY, …PASSWORD…)
-    unless the stage or its engine names it in ``pass_env``: the project's own test suite
-    has no business with our API key."""
+    and so is every variable whose name looks like a secret (…TOKEN, …KEY, …PASSWORD…) or
+    that holds one (the broker URL, with the fleet's Redis password) unless the stage or
+    its engine names it in ``pass_env``: the project's own test suite has no business
+    with our API key."""
     env = {
         k: v
         for k, v in base.items()
         if not k.startswith("ORCH_")
-        and (not is_secret_name(k) or k in pass_env)
+        and (not (is_secret_name(k) or k == BROKER_URL_ENV) or k in pass_env)
         and k != CRASH_ENV  # a test arms the orchestrator, never the stages it starts
     }
     env.update(

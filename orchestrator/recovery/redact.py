@@ -4,42 +4,71 @@
 
 * token shapes that are secrets on their own, wherever they stand: vendor-prefixed keys
   (Anthropic, OpenAI, GitHub, GitLab, Slack, Stripe, AWS, Google ``AIza``, Hugging Face,
-  npm, PyPI, SendGrid, and some eighty more), JWTs, PEM private-key blocks;
-* passwords in URLs (``scheme://user:password@host``) and in ``-u user:password``;
+  npm, PyPI, SendGrid, 1Password, and some eighty more), JWTs, PEM private-key blocks,
+  the ``data:`` values of a Kubernetes ``Secret`` manifest;
+* passwords in URLs (``scheme://user:password@host``), signed-URL signatures (``sig=``),
+  and ``-u user:password``;
 * ``Authorization`` header values (any scheme word: ``Bearer``, ``Api-Token`` ...);
 * the value of a setting whose name says it is a secret: ``NAME=value`` and every other
   assignment spelling (``:=``, ``::=``, ``?=``, ``+=``, ``.=``, ``=>``, ``: ``, JSON,
-  ``--token value``), an XML element or ``key="..Password" value="..."`` pair, and a
-  value alone on the next line of ``<nameToken>``. The name is kept, so the model still
-  learns *which* setting was involved;
-* long random-looking tokens (``_looks_random``): at least 32 characters of base64/url
-  alphabet mixing upper case, lower case and digits. A random value without a prefix
-  cannot be told from noise by its shape alone, so this rule trades a little
-  over-redaction (hashes in base64, some build ids) for recall in logs; pure hex (git
-  object names, digests) and UUIDs are kept, a diagnosis needs them.
+  ``env["NAME"] = value``, ``set("NAME", "value")``, ``--token value``), an XML element
+  or ``key="..Password" value="..."`` pair, and a value alone on the next line of
+  ``<nameToken>``. The name is kept, so the model still learns *which* setting was
+  involved;
+* long random-looking tokens (``_looks_random``).
 
-A value that is plainly not a secret is kept: a placeholder (``${VAR}``, ``<token>``,
-``xxxx``, ``****``, ``%s``), a reference to code (``var.db_password``), an empty string.
-Names that hold a key's *name* rather than the key (``primaryKey``, ``key_id``,
-``TokenFile``, ``secret_length``) are not secret names.
+Entropy. A random value without a prefix or a telling name cannot be told from noise by
+its shape alone, so the last rule is a bet, stated here: a run of at least 32 characters
+of the base64/url alphabet that mixes upper case, lower case and digits, has no
+lower-case run longer than 12 (a word of a path or an identifier) and at most one
+separator per 12 characters, is taken for a secret. That trades a little over-redaction
+(base64 blobs, some build ids) for recall in logs; where a secret and a diagnosis
+conflict, the secret wins. Pure hex (git object names, digests) and UUIDs have no upper
+case and are kept: a diagnosis needs them, and a hex key without a telling name is the
+price. Shorter values are judged only by their name or prefix. Public material is kept
+even when random: the value of a setting named public (``public_key``, ``csrf-token``,
+``integrity``), PEM public keys and certificates, a JWT header alone, ``sha512-``
+integrity digests, and ciphertext (SOPS ``ENC[...]``, Vault ``vault:v1:``).
+
+A value that carries no information is kept, whatever its name or prefix says: a
+placeholder (``${VAR}``, ``<token>``, ``%VAR%``, ``{Name}``, ``[PASSWORD]``, ``%s``), a
+reference to code (``var.db_password``, ``new Foo(...)``), a value that names its own
+field (``password: PASSWORD``, ``-u user:pass``), an empty string, only ``x`` after
+a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``): a key with its secret part
+overwritten leaks nothing. Names that hold a key's *name* rather
+than the key (``primaryKey``, ``key_id``, ``TokenFile``, ``keyword``) are not secret
+names; a bare ``key``/``key1`` (a map's key as often as a credential) counts only with a
+credential-like value (16+ characters, letters and digits, a run of 12 of them).
+
+Recall before over-redaction. Other scanners' test data counts as "not a secret" many
+values that are real keys in form: a vendor's key with the wrong length or checksum for
+*that* scanner, a known public key, a half-edited key (``npm_hK0F...?Kp6b...``), a
+password under a ``password`` name that a scanner skips for the file type. They are
+redacted here: a key one character off its format in a log is as likely a real key
+mangled as a test string, and the cost of redacting one is a word the model does not see.
 
 Linear time on any input: Python's ``re`` backtracks, so every pattern either starts only
 at the beginning of a run of its characters (a negative lookbehind) and consumes that run
 possessively (``++``, ``*+``: Python 3.11), or has a bounded length. ``tests/recovery/
 test_redact.py`` pins this on 1 MB inputs.
 
-Fast on ordinary text: apart from PEM blocks every pattern matches within one line (or
-two, for a next-line value) and needs either one of a few ASCII words (``_NEEDLES``,
-found with ``str.find`` on a lower-cased copy) or a run of 20+ token characters (one
-regular-expression pass), so only those lines go through the other expressions.
+Fast on ordinary text: the token shapes and the random-token rule are one pass each over
+the whole text (the vendor prefixes compiled as a trie, so a position costs a few
+character tests, not one per prefix). The name rules need one of a few ASCII words
+(``_KEYWORD``, searched in a lower-cased copy); only the lines that have one are handed
+to them, batched into one string per rule, so each rule is one regular-expression pass
+over those lines.
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
+import functools
 import re
 import string
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Final
 
@@ -54,11 +83,40 @@ __all__ = [
     "relative_paths",
 ]
 
+
+_Trie = dict[str, "_Trie"]
+
+
+def _trie(words: Iterable[str]) -> str:
+    """A regular expression matching any of ``words``, longest first, as a trie: the
+    engine tests a character per level instead of trying every word in turn."""
+    root: _Trie = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def emit(node: _Trie) -> str:
+        branches = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = "(?:" + "|".join(branches) + ")"
+        return body + "?" if "" in node else body
+
+    return emit(root)
+
+
 # ---- PEM private keys ------------------------------------------------------------------
 # Markers only; the block between them is found by a linear scan (``_redact_pem``), which
 # also handles a block cut at either end — the excerpts we build are cut at arbitrary bytes.
 _PEM_MARKER: Final = re.compile(
     r"-----(BEGIN|END)[ ?]?[A-Z0-9 ?]{0,40}PRIVATE[ ?]KEY(?:[ ?]BLOCK)?-----",
+)
+# Public keys and certificates: their random-looking lines are kept (``_public_blocks``).
+_PUBLIC_BEGIN: Final = re.compile(
+    r"-----BEGIN (?:[A-Z0-9 ]{0,20}PUBLIC KEY(?: BLOCK)?|(?:TRUSTED |X509 )?CERTIFICATE"
+    r"(?: REQUEST)?)-----"
 )
 
 # ---- token shapes (each is a secret on its own, whatever surrounds it) ------------------
@@ -86,7 +144,7 @@ _VENDOR_PREFIXES: Final = (
     *("sk-", "xai-", "gsk_", "pplx-", "r8_", "hf_", "api_org_", "lsv2_pt_", "lsv2_sk_"),
     # payments, messaging, mail
     *("sk_live_", "rk_live_", "sk_test_", "rk_test_", "pk_live_", "sq0atp-", "sq0csp-"),
-    *("EAAA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxe-", "xapp-", "key-"),
+    *("EAAA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe-", "xapp-", "key-"),
     *("pubkey-", "duffel_test_", "duffel_live_", "live_", "test_pub_", "test_", "AKCp"),
     *("cmVmd", "fio-u-", "s-s4t2ud-", "s-s4t2af-", "SK", "AC", "sc_"),
 )
@@ -94,37 +152,52 @@ _VENDOR_PREFIXES: Final = (
 _WEAK_PREFIXES: Final = frozenset(
     {"pat", "secret_", "live_", "test_", "key-", "API-", "SK", "AC", "master-", "EAA", "sc_"}
 )
-_STRONG: Final = sorted((p for p in _VENDOR_PREFIXES if p not in _WEAK_PREFIXES), key=len)
-_WEAK: Final = sorted(_WEAK_PREFIXES, key=len)
-_BY_LENGTH: Final = sorted(_VENDOR_PREFIXES, key=len, reverse=True)
+_STRONG: Final = sorted(p for p in _VENDOR_PREFIXES if p not in _WEAK_PREFIXES)
+_WEAK: Final = sorted(_WEAK_PREFIXES)
+_BY_LENGTH: Final = sorted((*_VENDOR_PREFIXES, "A3-"), key=len, reverse=True)
 _TOKEN: Final = re.compile(
-    rf"(?<![{_TC}.])(?:"
+    # (A token starts a run: not inside a word. It may follow a '/' or a '+', even inside
+    # a base64 blob: ``host/v1/sk-ant-...`` and ``q=a+ghp_...`` are keys, and a blob's
+    # chance vendor prefix costs a few characters of it. Every match starts with seven
+    # characters of its alphabet: a shorter word costs the engine a bounded look, not the
+    # whole alternation.)
+    rf"(?<![{_TC}.])(?=[{_TC}.+/=~]{{7}}|FlyV1 )(?:"
     # Anthropic: distinctive enough that any tail (even a cut one) goes.
     r"sk-ant-[A-Za-z0-9_-]*+"
-    rf"|(?:{'|'.join(re.escape(p) for p in reversed(_STRONG))})[{_TC}.+/=~]{{12,}}+"
+    rf"|{_trie(_STRONG)}[{_TC}.+/=~]{{12,}}+"
     # (not a path component: ``/tmp/test_a_case_name0/x`` is no Lob key)
-    rf"|(?<!/)(?:{'|'.join(re.escape(p) for p in reversed(_WEAK))})"
-    rf"(?=[{_TC}.]{{0,60}}[0-9])[{_TC}.+=]{{16,}}+(?!/)"
+    rf"|(?<!/){_trie(_WEAK)}(?=[{_TC}.]{{0,60}}[0-9])[{_TC}.+=]{{16,}}+(?!/)"
     # JWT: base64url JSON header and payload both start with ``{"`` = ``eyJ``.
-    r"|eyJ[A-Za-z0-9_-]++\.eyJ[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+"
-    # Hashicorp service tokens, Telegram bot tokens, Slack/Teams/Discord webhooks.
+    # (Real headers and payloads run to 20+ characters: ``eyJa.eyJb.c`` is a pattern's
+    # test string.)
+    r"|eyJ[A-Za-z0-9_-]{7}[A-Za-z0-9_-]*+\.eyJ[A-Za-z0-9_-]{7}[A-Za-z0-9_-]*+\.[A-Za-z0-9_-]*+"
+    # Hashicorp service tokens; 1Password secret keys (A3-XXXXXX-XXXXXXXXXXX-XXXXX-...).
     r"|s\.(?=[a-zA-Z]{0,23}[0-9])(?=[a-z0-9]{0,23}[A-Z])[A-Za-z0-9]{24}(?![A-Za-z0-9])"
-    r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"
-    r"|(?:https?://)?(?:hooks\.slack\.com/(?:services|workflows|triggers)"
-    r"|discord(?:app)?\.com/api/webhooks|[a-z0-9-]+\.webhook\.office\.com/webhookb2)/\S++"
+    r"|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}"
     # JFrog (AKC…, AP[0-9A-F]…), Discord bot tokens, Azure AD client secrets (…8Q~…),
-    # Mailchimp (…-us12), Facebook app tokens (id|secret), Terraform Cloud, Twilio.
+    # Twilio.
     r"|(?:AKC|AP[0-9A-F])[A-Za-z0-9]{10,}+"
     r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}+"
     r"|[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}+"
-    r"|[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"
-    r"|[0-9]{15,16}\|[A-Za-z0-9_-]{27}(?![A-Za-z0-9_-])"
-    r"|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+"
     r"|(?:SK|AC)[0-9a-fx]{32}(?![A-Za-z0-9])"
     r")"
 )
+# Token shapes recognised by a character that is rare in ordinary text (':AA', '-us',
+# '|', '.atlasv1.', a webhook host): they run with the name rules, on the lines that
+# have it. Telegram bot tokens, Slack/Teams/Discord webhooks, Mailchimp (…-us12),
+# Facebook app tokens (id|secret), Terraform Cloud.
+_RARE_TOKEN: Final = re.compile(
+    rf"(?<![{_TC}.])(?:"
+    r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"
+    r"|(?:https?://)?(?:hooks\.slack\.com/(?:services|workflows|triggers)"
+    r"|discord(?:app)?\.com/api/webhooks|[a-z0-9-]+\.webhook\.office\.com/webhookb2)/\S++"
+    r"|[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"
+    r"|[0-9]{15,16}\|[A-Za-z0-9_-]{27}(?![A-Za-z0-9_-])"
+    r"|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+"
+    r")"
+)
 
-# ---- scheme://user:password@host, -u user:password --------------------------------------
+# ---- scheme://user:password@host, -u user:password, ?sig=... ---------------------------
 # The lookbehind keeps starts to the beginning of a scheme (a diff's '+' marker may stand
 # before it: '+' is not in the lookbehind); the user part cannot contain '/', so no two
 # candidate matches scan the same text.
@@ -132,11 +205,17 @@ _URL_PASSWORD: Final = re.compile(
     r"(?<![A-Za-z0-9.-])(?P<head>[A-Za-z][A-Za-z0-9+.-]*+://[^\s/:@'\"]*+:)"
     r"(?P<value>[^\s/@'\"]++)@"
 )
+# The signature of a signed URL (Azure SAS, S3/GCS presigned) grants what it signs.
+_URL_SIGNATURE: Final = re.compile(
+    r"(?P<head>[?&;](?ai:sig|signature|x-amz-signature|x-goog-signature)=)"
+    r"(?P<value>[^&#\s\"'<>]++)"
+)
 # curl -u user:password, --user "user:password" (the whole pair goes: either half may be
 # the secret, ``-u ":password"`` and ``-u "apikey:"`` are both common).
 _USER_FLAG: Final = re.compile(
     r"(?<![\w-])(?P<head>(?:-u|--user)[ \t=]++)"
-    r"(?P<value>\"[^\"\n]*:[^\"\n]*+\"(?::\"[^\"\n]*+\")?|'[^'\n]*:[^'\n]*+'"
+    r"(?P<value>\"[^\"\n:]*+\":\"[^\"\n]*+\""
+    r"|\"[^\"\n]*:[^\"\n]*+\"(?::\"[^\"\n]*+\")?|'[^'\n]*:[^'\n]*+'"
     r"|[^\s'\":]*+:(?:'[^'\n]*+'|\"[^\"\n]*+\"|[^\s]*+))"
 )
 # --token value, --password=value, --api-key value
@@ -155,22 +234,38 @@ _AUTH_HEADER: Final = re.compile(
 
 # ---- NAME=value and its relatives -------------------------------------------------------
 _NAME_CHAR = r"A-Za-z0-9_.\-"
+# (``pass`` but not ``passed``/``passing``/``passes``: test reports; ``auth`` but not
+# ``author``.)
+# (written as a trie: a name character costs a test or two, not one per word)
 _SECRET_WORD = (
-    r"(?:token|secrete?|key|passw(?:or)?d|pwd|pass|pw|creds|credentials?|apikey|auth"
-    r"|sonar[._]login)"
+    r"(?:token|s(?:ecrete?|onar[._]login)|key|p(?:ass(?:w(?:or)?d|(?!ed|ing|es))|wd|w)"
+    r"|cred(?:s|entials?)|a(?:pikey|uth(?!or)))"
 )
+
+
+def _any_case(pattern: str) -> str:
+    """``pattern`` with each ASCII letter made a ``[xX]`` class: the engine's ignore-case
+    mode is several times slower on long texts, and ASCII case is all the keywords need
+    (a secret word spelt with the long s, U+017F, is no secret word)."""
+    return re.sub(r"[A-Za-z]", lambda m: f"[{m.group().lower()}{m.group().upper()}]", pattern)
+
+
+_SECRET_WORD_ANY_CASE: Final = _any_case(_SECRET_WORD)
 _ASSIGNMENT: Final = re.compile(
     # A name starts where a run of name characters starts (linear: one attempt per run) ...
     rf"(?<![{_NAME_CHAR}$])\$?"
-    rf"(?=[{_NAME_CHAR}]*?(?ai:{_SECRET_WORD})|BUNDLE_)"
+    rf"(?=[{_NAME_CHAR}]*?{_SECRET_WORD_ANY_CASE}|BUNDLE_)"
     rf"(?P<name>[{_NAME_CHAR}]++)"
-    # separators: = := ::= :::= ?= += .= => and ': ' (YAML, headers), '"name": '
-    r"(?P<sep>(?:\\?[\"'`])?[ \t]*+(?:\[\])?[ \t]*+"
+    # separators: = := ::= :::= ?= += .= => and ': ' (YAML, headers), '"name": ',
+    # env["NAME"] = , name[25] =
+    r"(?P<sep>(?:\\?[\"'`])?\]?[ \t]*+(?:\[[0-9]*\])?[ \t]*+"
     r"(?:[:?+.]{0,3}=(?![=~])>?|=>|:(?=[ \t\"'`])|:(?=\\?\"))[ \t]*+@?)"
     # A quoted value to its closing quote (escapes honoured), else everything up to
-    # whitespace — generous on purpose: a password may contain ',' or ')'.
-    r"(?P<value>\\\"(?:[^\"\\\n]|\\[^\"])*+(?:\\\")?"
-    r"|\"(?:[^\"\\\n]|\\.)*+\"?|'(?:[^'\\\n]|\\.)*+'?|`[^`\n]*+`?|[^\s,;]++)"
+    # whitespace, ',' or ';' — or up to whitespace alone when that leaves fewer than three
+    # characters (``A,.:-@*?!`` is one password).
+    r"(?P<value>\\\"(?:[^\"\\\n]|\\[^\"\n])*+(?:\\\")?"
+    r"|\"(?:[^\"\\\n]|\\.)*+\"?|'(?:[^'\\\n]|\\.)*+'?|`[^`\n]*+`?"
+    r"|[^\s,;]{3}[^\s,;]*+|[^\s]++)"
 )
 # The last word of a name that holds a key's name, a file or an id rather than a secret.
 _QUALIFIER: Final = re.compile(
@@ -179,123 +274,252 @@ _QUALIFIER: Final = re.compile(
     r"|version|field|header|prefix|suffix|env|var|ref|arn|alias|label|index|mode|algorithm"
     r"|meshing|signatures?|enabled|expiry|expires|ttl|timeout|location|spec|policy|provider"
     r"|manager|service|endpoint|host|port|region|table|column|class|method|handler|factory"
-    r"|generator|error|exception|warning|util|utils|helper|validator|template|secrets)[0-9]*$"
+    r"|generator|error|exception|warning|util|utils|helper|validator|template|secrets"
+    r"|variable|results?|status)[0-9]*$"
 )
 # Bundler keeps a host's credentials in BUNDLE_<HOST>__<TLD>.
 _BUNDLER_HOST: Final = re.compile(r"BUNDLE_[A-Z0-9_]+__[A-Z]{2,6}$")
 # ``if (password == "literal")`` and ``"literal" != api_key``: a literal compared with a
 # secret is the secret.
 # (a lookahead finds the word, then the run is taken possessively: linear)
-_NAME_WORD = rf"(?=[A-Za-z0-9_.]*?(?ai:{_SECRET_WORD}))[A-Za-z0-9_.]++"
+_NAME_WORD = rf"(?=[A-Za-z0-9_.]*?{_SECRET_WORD_ANY_CASE})[A-Za-z0-9_.]++"
 _COMPARISON: Final = re.compile(
     rf"(?<![A-Za-z0-9_.])(?P<name>{_NAME_WORD})[ \t]*+[!=]==?[ \t]*+"
     r"(?P<value>\"[^\"\n]*+\"|'[^'\n]*+')"
     r"|(?P<value2>\"[^\"\n]*+\"|'[^'\n]*+')[ \t]*+[!=]==?[ \t]*+"
     rf"(?P<name2>{_NAME_WORD})"
 )
-# ``secret("literal")``, ``password "literal"``, ``secret.assign("literal", 17)``
+# ``secret("literal")``, ``password "literal"``, ``secret.assign("literal", 17)``, and a
+# name passed beside its value: ``setProperty("API_TOKEN", "literal")``.
 _CALL_ARG: Final = re.compile(
     rf"(?<![A-Za-z0-9_.])(?P<name>{_NAME_WORD})(?:\[[0-9]*\])?"
     r"(?:[ \t]++|\(|\.assign\()@?(?P<value>\"[^\"\n]*+\"|'[^'\n]*+')"
+    rf"|\([ \t]*+[\"'](?P<name2>[{_NAME_CHAR}]*?{_SECRET_WORD_ANY_CASE}[{_NAME_CHAR}]*+)[\"']"
+    r"[ \t]*+,[ \t]*+(?P<value2>\"[^\"\n]*+\"|'[^'\n]*+')"
 )
 # <add key="ClearTextPassword" value="..." />
 _XML_KEY_VALUE: Final = re.compile(
-    rf"(?P<head>key=\"[^\"\n]*?(?ai:{_SECRET_WORD})\"[ \t]++value=\")(?P<value>[^\"\n]++)\""
+    rf"(?P<head>key=\"[^\"\n]*?{_SECRET_WORD_ANY_CASE}\"[ \t]++value=\")(?P<value>[^\"\n]++)\""
 )
-# <fooToken>value</fooToken> and the value alone on the next line.
+# <fooToken>value</fooToken> and the value alone on the next line (to the next '<' or the
+# end of the line: Jenkins writes ``<secret>{AQAAABAAA ...}</secret>``).
 _XML_ELEMENT: Final = re.compile(
-    rf"(?P<head><[A-Za-z0-9_.-]*?(?ai:{_SECRET_WORD})>[ \t]*+\n?[ \t]*+)"
-    r"(?P<value>[^<\s]++)"
+    rf"(?P<head><[A-Za-z0-9_.-]*?{_SECRET_WORD_ANY_CASE}>[ \t]*+\n?[ \t]*+)"
+    r"(?P<value>[^<\s](?:[^<\n]*[^<\s])?)"
 )
 # ``word token``/``word secret`` followed by a long value: "telegram bot: <x>" is rare,
-# but "slack token - 'xoxb…'" and "API Key: sk-…" are common in logs.
+# but "slack token - 'xoxb…'" and "API Key: sk-…" are common in logs. (The compound
+# name the word ends, ``csrf-token``, is judged in ``_loose_name``.)
 _LOOSE_NAME: Final = re.compile(
-    rf"(?<![A-Za-z0-9])(?P<head>(?ai:{_SECRET_WORD}|bot)s?[ \t]*+[:=-][ \t]*+['\"]?)"
+    rf"(?<![A-Za-z0-9])(?P<head>(?:{_SECRET_WORD_ANY_CASE}|[bB][oO][tT])s?[ \t]*+[:=-][ \t]*+['\"]?)"
     r"(?P<value>(?=[A-Za-z_\-+/=.:~]{0,40}[0-9])[A-Za-z0-9_\-+/=.:~]{16,}+)"
 )
 
-# ---- long random-looking tokens ---------------------------------------------------------
-# (The shortest vendor token is a 3-character prefix and 12 more: 15.)
-_LONG_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-=.~%]{14,}+")
-_CANDIDATE: Final = re.compile(r"(?<![A-Za-z0-9+/_\-=.~%])[A-Za-z0-9+/_\-~%]{32,}+={0,2}")
+# ---- Kubernetes Secret manifests ---------------------------------------------------------
+# (each line may carry a diff's marker)
+_K8S_SECRET_KIND: Final = re.compile(r"[+\-]?[ \t]*kind:[ \t]*[\"']?[sS]ecret[\"']?[ \t\r]*")
+_K8S_DOCUMENT: Final = re.compile(r"[+\-]?---[ \t]*")
+_K8S_DATA: Final = re.compile(r"[+\-]?(?P<indent>[ \t]*)(?:data|stringData):[ \t\r]*")
+_K8S_ENTRY: Final = re.compile(
+    r"(?P<head>[+\-]?(?P<indent>[ \t]*)[A-Za-z0-9_.\-]+:[ \t]+)(?P<value>\S[^\r]*)\r?"
+)
 
-# Every match of a needle-gated pattern contains one of these (in ASCII lower case).
-_NEEDLES: Final = (
-    "://",
-    "authorization",
-    *("sk-", "eyj", "flyv1"),
-    *("token", "secret", "key", "pass", "pw", "cred", "auth", "bot", "sonar"),
-    *("-u", "--user", "xox", "hooks", "webhook", "bundle_"),
+# ---- long random-looking tokens ---------------------------------------------------------
+# A run of 32+ base64/url characters with an upper-case letter, a lower-case letter and a
+# digit in it (each lookahead stays inside the run: linear). ``_looks_random`` judges the
+# rest.
+_RUN = r"A-Za-z0-9+/_\-~%"
+_CANDIDATE: Final = re.compile(
+    rf"(?<![{_RUN}=.])(?=[{_RUN}]{{32}})(?=[a-z0-9+/_\-~%]*+[A-Z])(?=[A-Z0-9+/_\-~%]*+[a-z])"
+    rf"(?=[A-Za-z+/_\-~%]*+[0-9])[{_RUN}]{{32,}}+={{0,2}}"
+)
+# A setting whose name says it is public: its value is kept even when it looks random.
+_PUBLIC_NAME: Final = re.compile(
+    r"(?ai:public|pub|csrf|xsrf|authenticity|integrity|checksum|digest|sha[0-9]*|etag|nonce"
+    r"|commit|revision|uuid|guid)"
+)
+# The name before a value, read backwards (``"name": "`` reversed): matched from the
+# value's start, it costs the length of the name.
+_NAME_BEFORE_REVERSED: Final = re.compile(
+    r"[\"'`]?[ \t]*(?:>=|[:=])[ \t]*\]?[\"'`]?(?P<name>[A-Za-z0-9_.\-]{1,80})"
+)
+
+# Every match of a name rule contains one of these (in ASCII lower case): the lines that
+# have none skip the name rules.
+_KEYWORD: Final = re.compile(
+    # (a trie by first character: token secret sonar key pass(w) pw pat cred auth
+    # authorization bot bundle_ -u --user -us :// :aa sig= signature= | .atlasv1. webhook
+    # hooks.slack.com)
+    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red)"
+    r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us)|:(?://|aa)"
+    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 # Names that hold a key's name, a file or an id, not a secret.
+# (a word of the name: at its start, after a separator, or where camelCase starts one —
+# ``bitbucket_api_token`` holds no bucket)
 _NOT_SECRET_NAME: Final = re.compile(
-    r"(?ai)(?:^|[_.\-])?(?:primary|foreign|public|pub|sort|partition|schema|sequence|bucket"
-    r"|cache|hash|index|lookup|csrf|xsrf|idempotency|unique|shortcut|keyboard|hot|api_key_"
-    r"|monkey|turkey|hockey|donkey|jockey|bypass|compass|surpass|keypass)[A-Za-z0-9_.-]*$"
-    r"|^(?:key|bucket_key|sort_key)$"
+    r"(?:^|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))"
+    + _any_case(
+        "(?:primary|foreign|public|pub|sort|partition|schema|sequence|bucket"
+        "|cache|hash|index|lookup|csrf|xsrf|idempotency|unique|shortcut|keyboard|hot|api_key_"
+        "|monkey|turkey|hockey|donkey|jockey|bypass|compass|surpass|keypass|keyword|keystroke"
+        "|authenticity|keyframe)"
+    )
+    + r"[A-Za-z0-9_.-]*$"
+    + _any_case("|^(?:key|bucket_key|sort_key)$")
 )
+# A map's key as often as a credential: ``key``, ``keys``, ``key1``, ``keyN``, ``_key``.
+_BARE_KEY: Final = re.compile(r"[_.\-]*[kK][eE][yY][sS]?(?:[0-9]*|[A-Z])")
 _PLACEHOLDER: Final = re.compile(
     r"""(?x)^(?:
-        \$[{(A-Za-z_]              # $VAR, ${VAR}, $(cmd)
+        \$[{(A-Za-z_0-9]           # $VAR, ${VAR}, $(cmd), $1
       | \{\{ | <[^>]*>?$ | %[sd(]  # templates, <placeholder>, printf
+      | %[A-Za-z_][A-Za-z0-9_]*%$  # %VAR% (Windows, NuGet)
+      | \{[A-Za-z_][A-Za-z_.]*\}$  # {Name}
+      | \[[A-Za-z_ ]*\]$           # [PASSWORD]
       | \[REDACTED\]
       | (?i:none|null|nil|true|false|undefined|changeme|redacted|example|your[_-].*|insert.*)$
+      | (?:new|this|self|await|function|lambda)$  # code: the value is computed
+      | ENC\[ | vault:v[0-9]+:    # ciphertext (SOPS, Vault transit): the key is elsewhere
       | [A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\)?)?[;,)]*$  # a.b.c
       | [A-Za-z_][A-Za-z0-9_]*\(   # a call
       | os\.environ | process\.env | getenv
     )"""
 )
-
-
-_DUMMY: Final = re.compile(
-    r"(?i:example|fake|dummy|invalid|sample|placeholder|your_|_here|hello|notreal|changeme"
-    r"|redacted|wrong|notapass|not_long|tooshort)"
-    # five of one character in a row: ``xxxxx``, ``00000``, ``*****``
-    r"|(.)\1{4}"
+# A value that only names its field: ``-u username:password``, ``token: TOKEN``.
+_FIELD_WORDS: Final = frozenset(
+    {"password", "passwd", "pass", "pwd", "secret", "token", "apikey", "key", "username"}
+    | {"user", "accesstoken", "secretkey", "accesskey", "apitoken", "authtoken", "credentials"}
 )
-_IDENTIFIER: Final = re.compile(r"[a-z]+(?:[A-Z][a-z]+)*+|[a-z]+(?:_[a-z]+)++")
+
+
+# (matched in a lower-cased copy: an ignore-case search is several times slower)
+_DUMMY: Final = re.compile(
+    r"example|fake|dummy|invalid|sample|placeholder|your_|_here|hello|notreal|changeme"
+    r"|redacted|wrong|notapass|not_long|tooshort"
+)
+# Five or more of one character in a row: ``xxxxx``, ``00000``, ``*****``.
+_REPEAT: Final = re.compile(r"(.)\1{4,}")
+# camelCase, snake_case, kebab-case, SCREAMING_CASE: words, no digit.
+_IDENTIFIER: Final = re.compile(
+    r"[a-z]+(?:[A-Z][a-z]+)*+|[a-z]+(?:_[a-z]+)++|[A-Za-z]{2,12}(?:[-_][A-Za-z]{2,12})++"
+)
 
 
 def _is_dummy(value: str) -> bool:
     """A documentation value or a near miss written to test a scanner, not a credential:
-    ``EXAMPLE``, ``xxxxx``, ``fake``, or a plain identifier (``requiredTypesForDisplay``)."""
-    return _DUMMY.search(value) is not None
+    ``EXAMPLE``, ``fake``, or mostly one character repeated (``xxxxx``; a long random
+    value that merely contains ``AAAAA`` is no dummy: Twitter bearer tokens start so)."""
+    if _DUMMY.search(value.lower()) is not None:
+        return True
+    return _REPEAT.search(value) is not None and len(_REPEAT.sub("", value)) < 8
 
 
-def _is_placeholder(value: str) -> bool:
-    """A value that is plainly not a secret: empty, a template, a reference to code, or
-    one character repeated (``xxxx``, ``****``, ``....``)."""
+def _low_information(value: str) -> bool:
+    """Letters and digits (separators aside) that are all ``x``: the placeholder letter of
+    documentation and templates (``ghp_xxxx``, ``glpat-XXXX-XXXX``). Judged from eight
+    characters on. Other repeated characters (``ghp_aaaa...``, ``AAAAAAAAAAAAAAAAAAAAAAn1
+    aSw0...`` in Twitter's bearer tokens) and runs of consecutive characters
+    (``abc123...``) are kept as secrets: test data, scanners' and ours, uses them for
+    keys as often as for placeholders, and recall wins."""
+    core = _fold(value)
+    return len(core) >= 8 and set(core) == {"x"}
+
+
+_NOT_ALNUM: Final = re.compile(r"[\W_]+")
+
+
+def _fold(text: str) -> str:
+    """Letters and digits only, lower case."""
+    return _NOT_ALNUM.sub("", text.lower())
+
+
+def _names_itself(value: str, name: str = "") -> bool:
+    """``PASSWORD``, ``[token]``, ``ACCESS_TOKEN`` for ``access_token``: the value is the
+    field's name, not its content."""
+    folded = _fold(value)
+    if folded in _FIELD_WORDS:
+        return True
+    # the name's last words, whole: ``ACCESS_TOKEN`` and ``TOKEN`` name ``access_token``,
+    # ``word`` does not name ``db_password``
+    words = _NAME_WORDS.findall(name)
+    return any(folded == "".join(words[i:]).lower() for i in range(len(words)))
+
+
+# The words of a name: snake_case, kebab-case, dotted, camelCase, SCREAMING_CASE.
+_NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _is_placeholder(value: str, name: str = "") -> bool:
+    """A value that is plainly not a secret: empty, a template, a reference to code, the
+    name of its own field, or mostly one character (``xxxx``, ``****``)."""
+    if value.startswith("`") and any(c.isspace() for c in value):
+        return True  # a shell command substitution: the value is computed
     inner = value.strip("\"'`@\\ \t;,")
     if len(inner) < 3:
         return True
-    if _PLACEHOLDER.match(inner) or _is_dummy(inner):
+    if _PLACEHOLDER.match(inner) or _is_dummy(inner) or _names_itself(inner, name):
         return True
     most = max(inner.count(c) for c in set(inner))
     return most >= 0.6 * len(inner)
 
 
+def _credential_like(value: str) -> bool:
+    """Enough to take a bare ``key``'s value for a credential: 16+ characters, letters
+    and digits, no blank, and a run of 12 letters and digits (``user:756:profile``, a
+    cache key, has none)."""
+    inner = value.strip("\"'`@\\ \t;,")
+    return (
+        len(inner) >= 16
+        and _ALNUM_RUN.search(inner) is not None
+        and _LETTER.search(inner) is not None
+        and _DIGIT.search(inner) is not None
+        and _BLANK.search(inner) is None
+    )
+
+
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{12}")
+_LETTER: Final = re.compile(r"[^\W\d_]")
+_BLANK: Final = re.compile(r"\s")
+
+
+def _loose_name(found: set[str], match: re.Match[str]) -> str:
+    """``token - 'value'``, ``API Key: value``, ``sl_api_key:value``: judged by the whole
+    name the word ends; a bare ``key`` needs a credential-like value."""
+    text, start = match.string, match.start()
+    window = text[max(0, start - 80) : start]
+    name = window[len(window.rstrip(_NAME_CHARS)) :] + match.group("head").strip(" \t:=-'\"")
+    if _BARE_KEY.fullmatch(name):
+        if not _credential_like(match.group("value")):
+            return match.group(0)
+    elif not _secret_name(name):
+        return match.group(0)  # ``csrf-token: ...``, ``public_key = ...``
+    return _head_value(found, match)
+
+
+_NAME_CHARS: Final = string.ascii_letters + string.digits + "_.-"
+
+
+_LOWER_WORD: Final = re.compile(r"[a-z]{13}")
+_DIGIT: Final = re.compile(r"[0-9]")
+
+
 def _looks_random(token: str) -> bool:
     """At least 32 characters mixing upper case, lower case and digits, with no run of
-    lower-case letters long enough to be a word of a path or an identifier. Pure hex and
-    UUIDs (git object names, digests, request ids) are left to the reader."""
+    lower-case letters long enough to be a word of a path or an identifier, and at most
+    one separator per twelve characters (a random base64 value has one per thirty).
+    Pure hex and UUIDs (git object names, digests, request ids) are left to the reader."""
     core = token.strip("=")
-    if len(core) < 32:
+    if len(core) < 32 or core.lower() == core or core.upper() == core:
+        return False  # (too short, or one case only)
+    if len(_DIGIT.findall(core)) < 2:
         return False
-    if not (any(c.isupper() for c in core) and any(c.islower() for c in core)):
+    separators = core.count("/") + core.count("-") + core.count("_")
+    if separators > max(4, len(core) // 12):
         return False
-    digits = sum(c.isdigit() for c in core)
-    if digits < 2:
-        return False
-    # identifiers and paths: long lower-case words or many separators
-    if core.count("/") > 3 or core.count("-") > 4 or core.count("_") > 4:
-        return False
-    run = longest = 0
-    for c in core:
-        run = run + 1 if c.islower() else 0
-        longest = max(longest, run)
-    return longest <= 12
+    return _LOWER_WORD.search(core) is None
 
 
 def _redact_pem(text: str) -> str:
@@ -318,6 +542,68 @@ def _redact_pem(text: str) -> str:
     if open_at is not None:
         spans.append((open_at, len(text)))
     return _rewrite_spans(text, spans, lambda block: REDACTED)
+
+
+def _secret_kind(text: str) -> bool:
+    """A line ``kind: Secret`` somewhere: each ``kind:`` (rare in logs) is found by a
+    substring search, and only its line is matched."""
+    at = text.find("kind:")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        if _K8S_SECRET_KIND.fullmatch(text, start, end):
+            return True
+        at = text.find("kind:", end)
+    return False
+
+
+def _redact_k8s_secret(text: str) -> str:
+    """In a Kubernetes ``Secret`` manifest every value under ``data:``/``stringData:`` is
+    a secret (base64 is an encoding, not a protection), whatever its key is called."""
+    if "ecret" not in text or not _secret_kind(text):
+        return text
+    lines = text.split("\n")
+    block_indent: int | None = None
+    scalar_indent: int | None = None  # inside a ``key: |`` block scalar deeper than this
+    in_secret = False
+    for number, line in enumerate(lines):
+        if number == 0 or _K8S_DOCUMENT.fullmatch(line):
+            # each YAML document is judged by its own kind
+            end = next(
+                (n for n in range(number + 1, len(lines)) if _K8S_DOCUMENT.fullmatch(lines[n])),
+                len(lines),
+            )
+            in_secret = any(_K8S_SECRET_KIND.fullmatch(line) for line in lines[number:end])
+            block_indent = None
+        if not in_secret:
+            continue
+        if scalar_indent is not None:
+            indent = len(line) - len(line.lstrip(" \t+-"))
+            if line.strip() and indent > scalar_indent:
+                lines[number] = line[:indent] + REDACTED + line[len(line.rstrip("\r")) :]
+                continue
+            scalar_indent = None
+        data = _K8S_DATA.fullmatch(line)
+        if data is not None:
+            block_indent = len(data.group("indent"))
+            continue
+        if block_indent is None:
+            continue
+        if line.lstrip(" \t+-").startswith("#"):
+            continue  # a comment inside the block
+        entry = _K8S_ENTRY.fullmatch(line)
+        if entry is None or len(entry.group("indent")) <= block_indent:
+            block_indent = None if line.strip() else block_indent
+            continue
+        value = entry.group("value")
+        if value.strip() in {"|", ">", "|-", ">-", "|+", ">+"}:
+            scalar_indent = len(entry.group("indent"))
+            continue
+        # (eight base64 characters hold four bytes: no credential)
+        if len(value.strip("\"' ")) > 8 and not _is_placeholder(value):
+            lines[number] = entry.group("head") + REDACTED + line[entry.end("value") :]
+    return "\n".join(lines)
 
 
 def _rewrite_spans(text: str, spans: list[tuple[int, int]], rewrite: Callable[[str], str]) -> str:
@@ -356,6 +642,19 @@ def _head_value(found: set[str], match: re.Match[str]) -> str:
     )
 
 
+def _user_pair(found: set[str], match: re.Match[str]) -> str:
+    """``-u user:password``: judged by its password half (``$2``, ``[PASSWORD]``,
+    ``pass`` are no passwords); the whole pair goes."""
+    value = match.group("value")
+    secret = value.split(":", 1)[1] if ":" in value else value
+    if secret.strip("\"' ") and _is_placeholder(secret.strip("\"'{}")):
+        return match.group(0)
+    if not secret.strip("\"' ") and _is_placeholder(value.split(":", 1)[0].strip("\"'{}")):
+        return match.group(0)  # ``-u "$USER:"``
+    _remember(found, value)
+    return match.group("head") + REDACTED
+
+
 def _auth_header(found: set[str], match: re.Match[str]) -> str:
     value = match.group("value")
     if _is_placeholder(value) or value.startswith(("$", "<", "{", "*", "...")):
@@ -364,6 +663,7 @@ def _auth_header(found: set[str], match: re.Match[str]) -> str:
     return match.group("head") + REDACTED
 
 
+@functools.lru_cache(maxsize=4096)
 def _secret_name(name: str) -> bool:
     """``db_password``, ``apiKey2``, ``password_secure`` — not ``key_id``, ``TokenFile``."""
     if name.lower().endswith("authorization"):  # the header rule's: its scheme word stays
@@ -379,7 +679,7 @@ def _quoted_literal(found: set[str], match: re.Match[str]) -> str:
     name = match.group("name") or match.group("name2")
     key = "value" if match.group("value") is not None else "value2"
     value = match.group(key)
-    if not _secret_name(name) or _is_placeholder(value):
+    if not _secret_name(name) or _is_placeholder(value, name):
         return match.group(0)
     _remember(found, value)
     start, end = match.start(key) - match.start(), match.end(key) - match.start()
@@ -389,7 +689,9 @@ def _quoted_literal(found: set[str], match: re.Match[str]) -> str:
 
 def _assignment(found: set[str], match: re.Match[str]) -> str:
     name, value = match.group("name"), match.group("value")
-    if not _secret_name(name) or _is_placeholder(value):
+    if _BARE_KEY.fullmatch(name) and not _credential_like(value):
+        return match.group(0)
+    if not _secret_name(name) or _is_placeholder(value, name):
         return match.group(0)
     _remember(found, value)
     # Keep the quotes so redacted JSON and shell lines still parse.
@@ -402,25 +704,77 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
     return head + quote + REDACTED + closing
 
 
-def _random_token(found: set[str], match: re.Match[str]) -> str:
+def _public_blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of PEM public keys and certificates (BEGIN to END, or to the end of a cut
+    text): public by design, and a certificate chain in a TLS log is evidence."""
+    if "-----BEGIN" not in text:
+        return []
+    spans: list[tuple[int, int]] = []
+    for begin in _PUBLIC_BEGIN.finditer(text):
+        if spans and begin.start() < spans[-1][1]:
+            continue
+        end = text.find("-----END", begin.end())
+        spans.append((begin.start(), len(text) if end < 0 else end))
+    return spans
+
+
+def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Match[str]) -> str:
     token = match.group(0)
     if not _looks_random(token) or _is_dummy(token):
         return token
+    if public:
+        at = bisect.bisect_right(public, (match.start(), len(match.string))) - 1
+        if at >= 0 and public[at][0] <= match.start() < public[at][1]:
+            return token
+    if _jose_header(match):  # a JWT's header alone says which algorithm, nothing more
+        return token
+    if token.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
+        return token  # a subresource-integrity digest (lock files, npm)
+    text = match.string
+    window = text[max(0, match.start() - 100) : match.start()]
+    if window.rfind("ENC[") > window.rfind("]"):
+        return token  # inside SOPS ciphertext: ``ENC[AES256_GCM,data:...,iv:...]``
+    named = _NAME_BEFORE_REVERSED.match(window[::-1])
+    if named is not None and _PUBLIC_NAME.search(named.group("name")[::-1]):
+        return token  # ``public_key = "..."``, ``csrf-token=...``
     # Not remembered: the same rule finds every other occurrence by itself.
     return REDACTED
 
 
+def _jose_header(match: re.Match[str]) -> bool:
+    """``eyJhbGciOi...`` standing alone (no '.' beside it) that decodes to a JSON object
+    with an ``"alg"``: a JWT's header, public by design."""
+    token, text = match.group(0), match.string
+    if not token.startswith("eyJ") or "." in (
+        text[match.start() - 1 : match.start()] + text[match.end() : match.end() + 1]
+    ):
+        return False
+    try:
+        decoded = base64.urlsafe_b64decode(token.rstrip("=") + "=" * (-len(token.rstrip("=")) % 4))
+    except ValueError:
+        return False
+    return b'"alg"' in decoded
+
+
 def _token(found: set[str], match: re.Match[str]) -> str:
     token = match.group(0)
+    if "/" in token and match.string[match.start() - 1 : match.start()] == "/":
+        return token  # a path component: ``github.com/xoxa-nyc/repo/blob/...``
     body = token[_prefix_length(token) :]
     # A vendor prefix is strong evidence: only a plain identifier after it (``hf_`` +
-    # ``requiredTypesForDisplay``) is let through, placeholders are not (``xxxx`` in a
-    # real file is as often a half-edited real key).
+    # ``requiredTypesForDisplay``) or a placeholder (``ghp_xxxx``) is let through.
     if _IDENTIFIER.fullmatch(body) and len(set(body)) > 4:
         return token
+    if _low_information(body) or _FILE_NAME.search(token):
+        return token  # (``api_org_96726c78_4ae3.xml`` is a file)
     # A sentence's full stop is not part of the key.
     bare = token.rstrip(".")
     return REDACTED + token[len(bare) :]
+
+
+_FILE_NAME: Final = re.compile(
+    r"\.(?:xml|json|ya?ml|txt|py|js|ts|go|rb|java|html?|md|cfg|ini|toml|lock|log|csv|png|svg)$"
+)
 
 
 def _prefix_length(token: str) -> int:
@@ -431,37 +785,29 @@ def _prefix_length(token: str) -> int:
 
 
 _Rewrite = Callable[[set[str], re.Match[str]], str]
-_LINE_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite], ...]] = (
-    (_TOKEN, _token),
-    (_URL_PASSWORD, _head_value),
-    (_USER_FLAG, _head_value),
-    (_SECRET_FLAG, _head_value),
-    (_AUTH_HEADER, _auth_header),
-    (_XML_KEY_VALUE, _head_value),
-    (_XML_ELEMENT, _head_value),
-    (_COMPARISON, _quoted_literal),
-    (_CALL_ARG, _quoted_literal),
-    (_ASSIGNMENT, _assignment),
-    (_LOOSE_NAME, _head_value),
-    (_CANDIDATE, _random_token),
+# The name rules, in order, each with the substrings (ASCII lower case) a line must have
+# for the rule to match there.
+_NAME_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite, tuple[str, ...]], ...]] = (
+    (_RARE_TOKEN, _token, (":aa", "-us", "|", ".atlasv1.", "webhook", "hooks.slack.com")),
+    (_URL_PASSWORD, _head_value, ("://",)),
+    (_URL_SIGNATURE, _head_value, ("sig=", "signature=")),
+    (_USER_FLAG, _user_pair, ("-u",)),
+    (_SECRET_FLAG, _head_value, ("-",)),
+    (_AUTH_HEADER, _auth_header, ("authorization",)),
+    (_COMPARISON, _quoted_literal, ("==", "!=")),
+    (_CALL_ARG, _quoted_literal, ('"', "'")),
+    (_ASSIGNMENT, _assignment, ("=", ":")),
+    (_LOOSE_NAME, _loose_name, (":", "=", "-")),
 )
 
 
-# Rules that need no keyword: a line without one is only checked for token shapes.
-_SHAPE_RULES: Final = (_LINE_RULES[0], _LINE_RULES[-1])
-
-
-def _redact_lines(
-    text: str,
-    found: set[str] | None = None,
-    rules: tuple[tuple[re.Pattern[str], _Rewrite], ...] = _LINE_RULES,
-) -> str:
-    """The line rules, in order. Correct on any text; ``redact`` hands it only the lines
-    that could match. Each value redacted is added to ``found``."""
-    found = set() if found is None else found
-    for pattern, rewrite in rules:
-        text = pattern.sub(partial(rewrite, found), text)
-    return text
+def _whole_text_rules(text: str, found: set[str]) -> str:
+    """The rules that are one cheap pass over any text: PEM blocks, Kubernetes secrets,
+    token shapes, XML (starts with a literal)."""
+    text = _redact_k8s_secret(_redact_pem(text))
+    text = _TOKEN.sub(partial(_token, found), text)
+    text = _XML_KEY_VALUE.sub(partial(_head_value, found), text)
+    return _XML_ELEMENT.sub(partial(_head_value, found), text)
 
 
 def _lower_same_length(text: str) -> str:
@@ -472,43 +818,102 @@ def _lower_same_length(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
 
 
-def _line_span(text: str, at: int) -> tuple[int, int]:
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    return start, len(text) if end < 0 else end
-
-
-def _candidate_lines(text: str) -> list[tuple[int, int, bool]]:
-    """Sorted, disjoint (start, end, keyword) spans of whole lines that contain a needle
-    (``keyword``: every rule may match there; the next line too, a value may stand there)
-    or a run of 14+ token characters (only the shape rules may). Linear: each needle
-    visits each line at most once, the run pattern is one pass."""
+def _keyword_spans(text: str) -> list[tuple[int, int]]:
+    """Sorted, disjoint (start, end) spans of whole lines that contain a keyword
+    (neighbouring lines make one span). One regular-expression search per such line: the
+    search resumes after the line it found. (A value on the line after its name, as in
+    ``<token>\\n  value``, is the XML rule's, which runs over the whole text.)"""
     lowered = _lower_same_length(text)
-    spans: list[tuple[int, int, bool]] = []
-    for needle in _NEEDLES:
-        at = lowered.find(needle)
-        while at >= 0:
-            start, end = _line_span(lowered, at)
-            # the next line too: ``<token>\n  value``
-            after = _line_span(lowered, end + 1)[1] if end < len(text) else end
-            spans.append((start, after, True))
-            at = lowered.find(needle, end)
-    for run in _LONG_RUN.finditer(text):
-        start, end = _line_span(text, run.start())
-        spans.append((start, end, False))
-    spans.sort()
-    merged: list[tuple[int, int, bool]] = []
-    for start, end, keyword in spans:
-        # Overlapping, or the next line of the same kind: one span. (A keyword span is
-        # not grown over the shape-only lines around it: they need fewer rules.)
-        if merged and (
-            start <= merged[-1][1] or (start == merged[-1][1] + 1 and keyword == merged[-1][2])
-        ):
-            last = merged[-1]
-            merged[-1] = (last[0], max(last[1], end), last[2] or keyword)
+    spans: list[tuple[int, int]] = []
+    found = _KEYWORD.search(lowered)
+    while found is not None:
+        at = found.start()
+        start = lowered.rfind("\n", 0, at) + 1
+        end = lowered.find("\n", at)
+        if end < 0:
+            end = len(text)
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], end)
         else:
-            merged.append((start, end, keyword))
-    return merged
+            spans.append((start, end))
+        found = _KEYWORD.search(lowered, end + 1) if end < len(text) else None
+    return spans
+
+
+def _name_rules(text: str, found: set[str]) -> str:
+    """The name rules over the lines that may hold a name. Each rule runs once, over its
+    gated lines joined into one string (rules never match across a line break, and never
+    add or remove one, so the result splits back line by line)."""
+    spans = _keyword_spans(text)
+    if not spans:
+        return text
+    chunks = [text[start:end] for start, end in spans]
+    gates = _Gates([_lower_same_length(chunk) for chunk in chunks])
+    changed = False
+    for pattern, rewrite, needles in _NAME_RULES:
+        chosen = gates.chunks_with(needles)
+        if not chosen:
+            continue
+        joined = "\n".join(chunks[i] for i in chosen)
+        out = pattern.sub(partial(rewrite, found), joined)
+        if out == joined:
+            continue
+        changed = True
+        lines = out.split("\n")
+        counts = [chunks[i].count("\n") + 1 for i in chosen]
+        if len(lines) != sum(counts):  # never expected: fall back to one chunk at a time
+            for i in chosen:
+                chunks[i] = pattern.sub(partial(rewrite, found), chunks[i])
+            continue
+        position = 0
+        for i, count in zip(chosen, counts, strict=True):
+            chunks[i] = "\n".join(lines[position : position + count])
+            position += count
+    return _rewrite_spans_with(text, spans, chunks) if changed else text
+
+
+class _Gates:
+    """Which chunks hold which needles. A rule whose needle is common (``=``, ``:``,
+    ``-``) takes every chunk; a rare one is found by substring search in all chunks at
+    once and mapped back to its chunks, so a rule costs its needle's occurrences, not one
+    test per chunk."""
+
+    _COMMON: Final = frozenset({"=", ":", "-"})
+
+    def __init__(self, lowered: list[str]) -> None:
+        self._joined = "\n".join(lowered)
+        self._starts: list[int] = []
+        position = 0
+        for chunk in lowered:
+            self._starts.append(position)
+            position += len(chunk) + 1
+
+    def chunks_with(self, needles: tuple[str, ...]) -> list[int]:
+        if self._COMMON.intersection(needles):
+            return list(range(len(self._starts)))
+        chosen: set[int] = set()
+        for needle in needles:
+            at = self._joined.find(needle)
+            while at >= 0:
+                index = bisect.bisect_right(self._starts, at) - 1
+                chosen.add(index)
+                # resume at the next chunk: one hit per chunk is enough
+                nxt = (
+                    self._starts[index + 1] if index + 1 < len(self._starts) else len(self._joined)
+                )
+                at = self._joined.find(needle, nxt)
+        return sorted(chosen)
+
+
+def _rewrite_spans_with(text: str, spans: list[tuple[int, int]], chunks: list[str]) -> str:
+    parts: list[str] = []
+    position = 0
+    for (start, end), chunk in zip(spans, chunks, strict=True):
+        parts.append(text[position:start])
+        parts.append(chunk)
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def _propagate(text: str, found: set[str]) -> str:
@@ -517,14 +922,25 @@ def _propagate(text: str, found: set[str]) -> str:
     values = sorted((v for v in found if v != REDACTED), key=len, reverse=True)
     if not values:
         return text
-    # One pass for all of them (an alternation tries the longest first).
+    if len(values) <= 32:
+        # A few: a substring replacement each (C speed; compiling a value of a megabyte
+        # into a regular expression takes seconds).
+        for value in values:
+            text = text.replace(value, REDACTED)
+        return text
+    # Many: one pass for all of them (an alternation tries the longest first).
     return re.sub("|".join(map(re.escape, values)), REDACTED, text)
 
 
 def _redact_unfiltered(text: str) -> str:
-    """What ``redact`` computes, without the line prefilter (tests compare the two)."""
+    """What ``redact`` computes, with every name rule run over the whole text (tests
+    compare the two)."""
     found: set[str] = set()
-    return _propagate(_redact_lines(_redact_pem(text), found), found)
+    text = _whole_text_rules(text, found)
+    for pattern, rewrite, _needles in _NAME_RULES:
+        text = pattern.sub(partial(rewrite, found), text)
+    text = _CANDIDATE.sub(partial(_random_token, found, _public_blocks(text)), text)
+    return _propagate(text, found)
 
 
 def redact(text: str) -> str:
@@ -532,19 +948,11 @@ def redact(text: str) -> str:
 
     Pure, linear in ``len(text)``, and idempotent (``redact(redact(t)) == redact(t)``).
     """
-    text = _redact_pem(text)
     found: set[str] = set()
-    # REDACTED is no needle and no long run, so the lines to look at do not change.
-    spans = _candidate_lines(text)
-    parts: list[str] = []
-    position = 0
-    for start, end, keyword in spans:
-        parts.append(text[position:start])
-        rules = _LINE_RULES if keyword else _SHAPE_RULES
-        parts.append(_redact_lines(text[start:end], found, rules))
-        position = end
-    parts.append(text[position:])
-    text = "".join(parts)
+    text = _whole_text_rules(text, found)
+    # REDACTED holds no keyword, so the lines to look at are those of the text as it is.
+    text = _name_rules(text, found)
+    text = _CANDIDATE.sub(partial(_random_token, found, _public_blocks(text)), text)
     return _propagate(text, found)
 
 

@@ -71,6 +71,49 @@ PEM = (
         ("user=bob,password=pw9z;x", f"user=bob,password={R};x"),
         ('"token":"abc"', f'"token":"{R}"'),
         ("password:hunter2", "password:hunter2"),  # neither YAML nor JSON: left alone
+        # names beside values in code, signed URLs, Jenkins' encrypted values
+        (
+            "os.environ[\"OPENAI_API_KEY\"] = '1bb7dde73fe4'",
+            f"os.environ[\"OPENAI_API_KEY\"] = '{R}'",
+        ),
+        ('setProperty("API_TOKEN", "dafa7817e246")', f'setProperty("API_TOKEN", "{R}")'),
+        (
+            "https://a.blob.core.windows.net/c?sv=2023&sig=ow2a1XbXmD4%2BEv9L",
+            "https://a.blob.core.windows.net/c?sv=2023&sig=" + R,
+        ),
+        ("<secret>{AQAAABAAA r6RkiQao3PgqY9MO}</secret>", f"<secret>{R}</secret>"),
+        ('curl --user "{acd3c08b}":"{ZqL5kVrX1n8tA2}" url', f"curl --user {R} url"),
+        ("secrete = A,.:-@*?!", f"secrete = {R}"),
+        (
+            "twitter_api_token = AAAAAAAAAAAAAAAAAAAAAAn1aSw0LV0lVrfVwN9F7bjW2X0",
+            f"twitter_api_token = {R}",
+        ),
+        ("key A3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB", f"key {R}"),
+        (
+            "GET https://api.example.com/v1/sk-ant-api03-Qw8Er7Ty6Ui5 404",
+            f"GET https://api.example.com/v1/{R} 404",
+        ),
+        # a name is judged by its words, not its letters: bitbucket holds no bucket
+        (
+            'bitbucket_api_token = "lleeej8k4pcc2gdft332ks08axvp318x"',
+            f'bitbucket_api_token = "{R}"',
+        ),
+        ("sl_api_key:abcd1234abcd1234abcd1234abcd1234", f"sl_api_key:{R}"),
+        ("db_password=word", f"db_password={R}"),  # a suffix of the name is no self-name
+        ("[DEBUG] Using Key=aB1cD2eF3gH4iJ5kL6mN7oP8", f"[DEBUG] Using Key={R}"),
+        # a Kubernetes Secret: every data value, whatever its key, also on a diff's lines
+        (
+            "kind: Secret\ndata:\n  extra: YWRtaW46cGFzc3dvcmQ=\n",
+            f"kind: Secret\ndata:\n  extra: {R}\n",
+        ),
+        (
+            "+kind: Secret\n+data:\n+  .cfg: |\n+    eyJhdXRocyI6e30K\n",
+            f"+kind: Secret\n+data:\n+  .cfg: |\n+    {R}\n",
+        ),
+        (  # CRLF line ends survive
+            "kind: Secret\r\ndata:\r\n  a: YWRtaW46cGFzc3dvcmQ=\r\n",
+            f"kind: Secret\r\ndata:\r\n  a: {R}\r\n",
+        ),
         # PEM blocks: whole, cut at the end (head excerpt), cut at the start (tail excerpt)
         (f"before\n{PEM}\nafter", f"before\n{R}\nafter"),
         ("a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt", f"a\n{R}"),
@@ -106,6 +149,31 @@ def test_redacts(text: str, expected: str) -> None:
         "ghp_short",
         "AKIA1234",
         "eyJhbGciOiJIUzI1NiJ9 alone",
+        # placeholders: one repeated character after a prefix, a value naming its field
+        "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "glpat-XXXXXXXXXXX-XXXXXXXX",
+        "curl -u username:token",
+        'curl --user "$1:$2"',
+        "access_token=ACCESS_TOKEN",
+        "db-password: ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98ZkchgfWF4tZo8fok6zY0ZLN]",
+        "  - name: ENC[AES256_GCM,data:Zx1kQkJ8yR3h9Vn0mP2sT5uW7xY9zA1bC3dE5fG7,type:str]",
+        "usernamePassword(passwordVariable: 'PASSWORD')",
+        '<add key="ClearTextPassword" value="%TestSourcePassword%" />',
+        "SUMO_ACCESS_KEY={SumoAccessKey}",
+        # a bare key with a map key's value; a public value; a JWT header alone
+        "DEBUG cache key=user:756:profile ttl=5s",
+        'public_key = "9Cnzj4p4WGeKLs1Pt8QuKUpRKfFLfRYC9AIKjbJTWit"',
+        "csrf-token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7+V4eUrLfpuyOuxmiW9rhROG",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+        "  integrity sha512-Zx1kQkJ8yR3h9Vn0mP2sT5uW7xY9zA1bC3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z==",
+        # a Secret's neighbour document is no Secret; pytest's PASSED is no password
+        "kind: Secret\n---\nkind: ConfigMap\ndata:\n  mode: production-default\n",
+        "tests/test_password_reset.py::test_ok PASSED [ 50%]",
+        "https://github.com/xoxa-nyc/xoxa-nyc.github.io/blob/master/README.md",
+        'body = load("api_org_96726c78_4ae3_402f_b08b_7a78c6903d2a.xml")',
+        # public key material is public, however random it looks
+        "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa\n-----END CERTIFICATE-----",
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBFOrMNcBCAC+gLI4s3bUkobS5NpOQbWfjWXbqC0Ixpc5bZ\n",
     ],
 )
 def test_leaves_ordinary_text_alone(text: str) -> None:
@@ -246,6 +314,13 @@ ADVERSARIAL = {
     "one-line": "x" * MB,
     "needle-lines": "key\n" * (MB // 4),
     "all-needles-one-line": "sk-ghp_akiaxoxeyj://authorization token secret" * (MB // 48),
+    "k8s-secret-documents": ("kind: Secret\ndata:\n  a: YWRtaW46cGFzc3dvcmQ=\n---\n") * (MB // 48),
+    "xml-value-spaces": "<token>a" + " " * MB + "b",
+    "xml-heads": "<token>" * (MB // 7),
+    "call-pairs": '("api_token", ' * (MB // 14),
+    "signatures": "?sig=" * (MB // 5),
+    "public-blocks": "-----BEGIN CERTIFICATE-----" * (MB // 27),
+    "random-runs": ("Ab1" * 20 + " ") * (MB // 61),
 }
 
 

@@ -31,9 +31,14 @@ CORPUS = next(
     _PLACES[0] / "data" / "secret-samples.json",
 )
 
-# Where the hand-written rules stand; the issue's targets are printed beside them.
-FLOORS = {"as written": 0.93, "diff lines": 0.93, "log line": 0.55}
-CEILING_NEGATIVES_ALTERED = 0.49
+# Where the hand-written rules stand (just under what they reach, so a regression fails);
+# the targets are printed beside them. The negatives' ceiling sits far above its target:
+# most negatives still altered are keys in real form (a vendor's format one character
+# off, a known public key, a half-edited key, a password a scanner skips for its file
+# type), which redaction removes on purpose — see "Recall before over-redaction" in
+# orchestrator/recovery/redact.py.
+FLOORS = {"as written": 0.965, "diff lines": 0.965, "log line": 0.59}
+CEILING_NEGATIVES_ALTERED = 0.39
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
 
 

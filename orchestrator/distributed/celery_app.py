@@ -1,0 +1,86 @@
+"""The Celery application a fleet's workers and its batch share: Redis as broker and
+result store, configured for "each ticket exactly once" under crashes and redelivery.
+
+* ``task_acks_late``: a task is acknowledged when it ends, not when it starts, so a
+  worker that dies mid-ticket leaves the message unacknowledged;
+* ``task_reject_on_worker_lost``: a pool process killed mid-task requeues it rather
+  than failing it;
+* ``visibility_timeout``: how long an unacknowledged message stays with its worker before
+  Redis gives it to another. It must outlast the longest ticket, or a ticket still
+  running is handed out twice (the ticket's lease then refuses the second, but its time is
+  lost);
+* ``worker_prefetch_multiplier = 1``: a worker holds one ticket per slot, never a queue of
+  them that a crash would strand until the visibility timeout;
+* JSON only: a message is data, never a pickle to execute;
+* every key is under the namespace, so several projects can share one Redis.
+
+Celery is imported only when an app is built: the local mode never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.domain.broker_url import BrokerUrl
+
+# A 30-minute coding-agent run, its checks and a retry fit well inside six hours.
+DEFAULT_VISIBILITY_TIMEOUT_S = 6 * 3600.0
+# How often a worker looks for messages whose worker was lost past the visibility timeout.
+DEFAULT_RESTORE_INTERVAL_S = 10.0
+
+
+def queue_name(namespace: str) -> str:
+    return f"{namespace}.tickets"
+
+
+def celery_settings(
+    *,
+    namespace: str,
+    visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+    restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
+) -> dict[str, Any]:
+    """The app's configuration (pure: what a test can read without starting anything).
+    The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
+    the URL to Celery directly."""
+    if visibility_timeout_s <= 0 or restore_interval_s <= 0:
+        raise ValueError("the visibility timeout and the restore interval must be positive")
+    transport = {
+        "visibility_timeout": visibility_timeout_s,
+        "unacked_restore_interval": restore_interval_s,
+        "global_keyprefix": f"{namespace}:celery:",
+    }
+    return {
+        "broker_transport_options": transport,
+        "result_backend_transport_options": {"global_keyprefix": f"{namespace}:celery:"},
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_default_queue": queue_name(namespace),
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_track_started": True,
+        "broker_connection_retry_on_startup": True,
+        "worker_hijack_root_logger": False,
+    }
+
+
+def celery_app(
+    url: BrokerUrl,
+    *,
+    namespace: str,
+    visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+    restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
+) -> Any:
+    """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
+    from celery import Celery  # type: ignore[import-untyped]
+
+    app = Celery(namespace, broker=url.reveal(), backend=url.reveal())
+    app.conf.update(
+        celery_settings(
+            namespace=namespace,
+            visibility_timeout_s=visibility_timeout_s,
+            restore_interval_s=restore_interval_s,
+        )
+    )
+    return app

@@ -1,0 +1,125 @@
+"""The stores of one ticket's run, each write asking the ticket's fence first.
+
+Each wraps a store of the shared state dir (the files backend): reads pass through,
+every write (the run record, workspace files, a bundle, the hand-off, a fix report, a
+verdict file, an approval, a charge to the ticket) calls ``fence.check()`` first, so a
+worker that was taken over raises ``FencedOut`` instead of writing over the new holder's
+state. The local mode does not wrap its stores at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.distributed.fence import Fence
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from orchestrator.storage.approvals import Approval
+    from orchestrator.storage.budget import ChargeKind, TicketBudget
+    from orchestrator.storage.crash_points import CrashPoint
+    from orchestrator.storage.decisions import VerdictRecord
+    from orchestrator.storage.layout import VerdictFile
+    from orchestrator.storage.protocols import Approvals, Budgets, Decisions, Runs
+    from orchestrator.storage.runs import RunRecord
+
+
+class FencedRuns:
+    def __init__(self, inner: Runs, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+        self.state_dir: Path = inner.state_dir
+
+    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
+        self.fence.check()
+        self.inner.save(record, point)
+
+    def load(self, run_id: str) -> RunRecord:
+        return self.inner.load(run_id)
+
+    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
+        return self.inner.latest_for_ticket(ticket_id)
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.inner.run_dir(run_id)
+
+    def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
+        self.fence.check()
+        self.inner.write_workspace_files(run_id, files)
+
+    def write_bundle(self, run_id: str, number: int, text: str) -> Path:
+        self.fence.check()
+        return self.inner.write_bundle(run_id, number, text)
+
+    def write_handoff(self, run_id: str, text: str) -> Path:
+        self.fence.check()
+        return self.inner.write_handoff(run_id, text)
+
+    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
+        self.fence.check()
+        return self.inner.write_mechanical_fix(run_id, number, report)
+
+
+class FencedDecisions:
+    def __init__(self, inner: Decisions, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+
+    def path(self, run_id: str, number: int) -> Path:
+        return self.inner.path(run_id, number)
+
+    def write(self, record: VerdictRecord) -> Path:
+        self.fence.check()
+        return self.inner.write(record)
+
+    def read(self, run_id: str, number: int) -> VerdictRecord:
+        return self.inner.read(run_id, number)
+
+    def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
+        return self.inner.find(run_id=run_id, ticket_id=ticket_id)
+
+
+class FencedApprovals:
+    def __init__(self, inner: Approvals, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+
+    def write(self, approval: Approval) -> None:
+        self.fence.check()
+        self.inner.write(approval)
+
+    def read(self, run_id: str, number: int) -> Approval | None:
+        return self.inner.read(run_id, number)
+
+    def answered(self, run_id: str, number: int) -> bool:
+        return self.inner.answered(run_id, number)
+
+
+class FencedBudgets:
+    def __init__(self, inner: Budgets, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+
+    def load(self, ticket_id: str) -> TicketBudget:
+        return self.inner.load(ticket_id)
+
+    def charge(
+        self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime
+    ) -> TicketBudget:
+        self.fence.check()
+        return self.inner.charge(ticket_id, kind, key, run_id=run_id, at=at)
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_protocols(
+        runs: FencedRuns,
+        decisions: FencedDecisions,
+        approvals: FencedApprovals,
+        budgets: FencedBudgets,
+    ) -> tuple[Runs, Decisions, Approvals, Budgets]:
+        """Never called: mypy checks here that every wrapper fits its store's protocol."""
+        return runs, decisions, approvals, budgets

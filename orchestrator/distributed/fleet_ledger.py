@@ -1,0 +1,101 @@
+"""The decision ledger as a fleet writes it: the ledger file on the shared state dir, each
+append (and a repair) under the fleet's Redis lock as well as the file's own flock.
+
+The flock keeps the processes of one machine apart; across machines, where a network
+filesystem's flock may do nothing, the Redis lock does. A fenced-out worker appends no
+decision about the ticket it lost: the fence is checked under the lock, just before the
+row is written. Reads take no lock (the file only grows; the ledger's own readers cope
+with a row being appended meanwhile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.distributed.fence import NO_FENCE, Fence
+from orchestrator.distributed.ledger_lock import RedisLock
+
+if TYPE_CHECKING:
+    from orchestrator.storage.ledger import RepairResult, VerifyResult
+    from orchestrator.storage.ledger_index import ActionHistory
+    from orchestrator.storage.protocols import DecisionLedger
+
+
+class FleetLedger:
+    def __init__(self, inner: DecisionLedger, lock: RedisLock, fence: Fence = NO_FENCE) -> None:
+        self.inner = inner
+        self.lock = lock
+        self.fence = fence
+
+    def append(
+        self,
+        *,
+        kind: str,
+        decision_id: str,
+        ticket: str,
+        run: str,
+        capability: str,
+        inputs_hash: str,
+        model_version: str | None,
+        prompt_version: str | None,
+        source: str,
+        decision: Mapping[str, Any],
+        confidence: float | None = None,
+        routing: str | None = None,
+        outcome: str | None = None,
+        supersedes: str | None = None,
+        ts: str | None = None,
+    ) -> dict[str, Any]:
+        with self.lock.held():
+            self.fence.check()
+            return self.inner.append(
+                kind=kind,
+                decision_id=decision_id,
+                ticket=ticket,
+                run=run,
+                capability=capability,
+                inputs_hash=inputs_hash,
+                model_version=model_version,
+                prompt_version=prompt_version,
+                source=source,
+                decision=decision,
+                confidence=confidence,
+                routing=routing,
+                outcome=outcome,
+                supersedes=supersedes,
+                ts=ts,
+            )
+
+    def append_outcome(
+        self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
+    ) -> dict[str, Any]:
+        with self.lock.held():
+            self.fence.check()
+            return self.inner.append_outcome(decision_row, outcome, ts=ts)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return self.inner.rows()
+
+    def recent(self, n: int) -> list[dict[str, Any]]:
+        return self.inner.recent(n)
+
+    def rows_of(self, decision_id: str) -> list[dict[str, Any]]:
+        return self.inner.rows_of(decision_id)
+
+    def history(self, signature: str) -> dict[str, ActionHistory]:
+        return self.inner.history(signature)
+
+    def verify(self) -> VerifyResult:
+        return self.inner.verify()
+
+    def repair(self) -> RepairResult:
+        with self.lock.held():
+            return self.inner.repair()
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_protocol(ledger: FleetLedger) -> DecisionLedger:
+        """Never called: mypy checks here that the wrapper fits the ledger's protocol."""
+        return ledger

@@ -1,0 +1,150 @@
+"""Fixtures for the distributed tests: a real ``redis-server`` per test (``redis_server``;
+``redis_servers`` starts more, with persistence or a password, and each can be restarted
+on its port), a coordination store on it under a namespace of the test's own, and
+``workers``: real worker processes, each in its own process group.
+
+Where ``redis-server`` is not installed the tests skip, and the session's summary says
+so in one line whatever ``-r`` asks for; under ``CI=true`` they fail instead, so CI
+always exercises the real server (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
+
+from conftest import subprocess_env
+from redis_server import RedisServer, redis_server_binary
+
+HERE = Path(__file__).resolve().parent
+
+_skipped: list[str] = []
+MISSING = (
+    "redis-server is not installed: the distributed tests need a real one "
+    "(Debian/Ubuntu: apt-get install redis-server; .ci/run installs it in CI)"
+)
+
+
+def require_redis_server() -> str:
+    binary = redis_server_binary()
+    if binary is not None:
+        return binary
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must exercise the distributed mode, but {MISSING}")
+    _skipped.append(MISSING)
+    pytest.skip(MISSING)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _skipped:
+        terminalreporter.write_line(
+            f"distributed tests skipped ({len(_skipped)}): {_skipped[0]}", yellow=True
+        )
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BROKER_URL_ENV, raising=False)
+
+
+ServerFactory = Callable[..., RedisServer]
+
+
+@pytest.fixture
+def redis_servers(tmp_path: Path) -> Iterator[ServerFactory]:
+    """Start servers (``persist=``, ``password=``); all are stopped after the test."""
+    binary = require_redis_server()
+    started: list[RedisServer] = []
+
+    def start(*, persist: bool = False, password: str | None = None) -> RedisServer:
+        server = RedisServer(
+            binary, tmp_path / f"redis-{len(started)}", persist=persist, password=password
+        )
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server(redis_servers: ServerFactory) -> RedisServer:
+    return redis_servers()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"test-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def store(redis_server: RedisServer, namespace: str) -> Iterator[CoordinationStore]:
+    coordination = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
+    yield coordination
+    coordination.close()
+
+
+class Workers:
+    """Worker processes running one of this directory's scripts, each in its own process
+    group; all of them are killed after the test if still running."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, script: str, *args: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / script), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            start_new_session=True,
+        )
+        self.started.append(process)
+        return process
+
+    def start_together(self, script: str, args: list[list[str]]) -> list[subprocess.Popen[str]]:
+        """Start one process per argument list; once all are connected (each prints
+        ``ready``), release them at once (a line on each one's stdin)."""
+        processes = [self.start(script, *each) for each in args]
+        for process in processes:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "ready\n", f"{script} exited {process.wait()}"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        return processes
+
+    @staticmethod
+    def finish(process: subprocess.Popen[str], timeout_s: float = 60.0) -> list[str]:
+        """The rest of a worker's output, once it exited 0."""
+        stdout, _ = process.communicate(timeout=timeout_s)
+        assert process.returncode == 0, stdout
+        return stdout.splitlines()
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGCONT)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    started = Workers()
+    yield started
+    started.stop_all()

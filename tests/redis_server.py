@@ -1,0 +1,175 @@
+"""A real ``redis-server`` for the distributed tests: its own process group, a free
+loopback port, a data dir in the test's temp dir, no persistence unless asked for.
+
+Readiness is waited for, not slept on: the server's own "Ready to accept connections"
+line (read from its output with a deadline), then a PING. ``restart()`` stops it and
+starts it again on the same port, as an operator restarting Redis would.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+READY = "Ready to accept connections"
+START_DEADLINE_S = 15.0
+STOP_DEADLINE_S = 10.0
+
+
+def redis_server_binary() -> str | None:
+    return shutil.which("redis-server")
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServerError(RuntimeError):
+    pass
+
+
+class RedisServer:
+    def __init__(
+        self,
+        binary: str,
+        directory: Path,
+        *,
+        persist: bool = False,
+        password: str | None = None,
+    ) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.persist = persist
+        self.password = password
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.output: list[str] = []
+        self._drain: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The server's URL, with its password when it has one."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _argv(self, port: int) -> list[str]:
+        argv = [
+            self.binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--save", "",
+            "--appendonly", "yes" if self.persist else "no",
+            "--daemonize", "no",
+            "--logfile", "",
+            "--loglevel", "notice",
+        ]  # fmt: skip
+        if self.password:
+            argv += ["--requirepass", self.password]
+        return argv
+
+    def start(self) -> None:
+        """Start on the port chosen at the first start (a free one), and wait until ready."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        attempts = 3 if self.port is None else 1
+        for _ in range(attempts):
+            port = self.port if self.port is not None else free_loopback_port()
+            if self._start_on(port):
+                self.port = port
+                return
+        raise RedisServerError(
+            "redis-server did not start:\n" + "".join(self.output[-30:]).rstrip()
+        )
+
+    def _start_on(self, port: int) -> bool:
+        self.output = []
+        self.process = subprocess.Popen(
+            self._argv(port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        stdout = self.process.stdout
+        deadline = time.monotonic() + START_DEADLINE_S
+        pending = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._kill()
+                    raise RedisServerError(
+                        f"redis-server on port {port} was not ready after {START_DEADLINE_S} s:\n"
+                        + "".join(self.output[-30:])
+                    )
+                if not selector.select(timeout=left):
+                    continue
+                chunk = os.read(stdout.fileno(), 65536)
+                if not chunk:  # it exited (a port taken by someone else, a bad option)
+                    self.process.wait()
+                    return False
+                pending += chunk
+                *lines, pending_tail = pending.split(b"\n")
+                pending = pending_tail
+                self.output += [line.decode(errors="replace") + "\n" for line in lines]
+                if any(READY in line for line in self.output):
+                    break
+        # Keep reading its output so the server never blocks on a full pipe.
+        self._drain = threading.Thread(target=self._keep_draining, args=(stdout,), daemon=True)
+        self._drain.start()
+        self._confirm_ping(port)
+        return True
+
+    def _keep_draining(self, stdout: IO[bytes]) -> None:
+        while chunk := os.read(stdout.fileno(), 65536):
+            self.output.append(chunk.decode(errors="replace"))
+
+    def _confirm_ping(self, port: int) -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=START_DEADLINE_S) as sock:
+            command = b"PING\r\n"
+            if self.password:
+                pw = self.password.encode()
+                command = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(pw), pw) + command
+            sock.sendall(command)
+            reply = b""
+            while b"PONG" not in reply:
+                data = sock.recv(1024)
+                if not data:
+                    raise RedisServerError(f"redis-server closed the PING: {reply!r}")
+                reply += data
+
+    def _kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM (redis saves what persistence asks for, then exits), bounded wait."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        if self._drain is not None:
+            self._drain.join(timeout=STOP_DEADLINE_S)
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

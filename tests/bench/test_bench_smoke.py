@@ -173,3 +173,28 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
         r"extraction RSS growth <= 16 MB .* ",
         met="targets met in 8 MiB$",
     )
+
+
+@pytest.mark.slow
+def test_fleet_bench_runs_both_batches_and_judges_both_targets() -> None:
+    import os
+
+    from redis_server import redis_server_binary
+
+    if redis_server_binary() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is missing under CI (.ci/run installs it)")
+        pytest.skip("redis-server is not installed: the fleet benchmark needs one")
+    out = bench_output(
+        "bench/bench_fleet.py",
+        "--quick",
+        expected=("16 tickets x 0.5 s, 8 slots", "local batch --jobs 8:", "fleet 2 workers x 4"),
+    )
+    # Both batches ran to the end (the script fails unless every ticket completed), and
+    # each target has its verdict.
+    assert re.search(
+        r"^throughput ratio local/fleet: \d+\.\d\d  target >= 0\.8  (PASS|FAIL)$", out, re.M
+    ), out
+    assert re.search(
+        r"^added scheduling per ticket: -?\d+\.\d ms  target <= 50 ms  (PASS|FAIL)$", out, re.M
+    ), out

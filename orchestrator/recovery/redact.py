@@ -128,7 +128,20 @@ _VENDOR_PREFIXES: Final = (
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glrt-"),
     *("glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glcbt-", "glffct-", "glsoat-"),
     *("GR1348941", "_gitlab_session=", "npm_", "pypi-", "rubygems_", "CLOJARS_"),
-    *("CCIPAT_", "dckr_pat_", "ATATT", "ATCTT", "ATBB", "rdme_", "sqp_", "sqa_", "squ_"),
+    # (dckr_oat_: shape after kingfisher's dockerhub-organization-access-token rule,
+    # Apache-2.0)
+    *(
+        "CCIPAT_",
+        "dckr_pat_",
+        "dckr_oat_",
+        "ATATT",
+        "ATCTT",
+        "ATBB",
+        "rdme_",
+        "sqp_",
+        "sqa_",
+        "squ_",
+    ),
     *("sqco_", "oy2", "pul-", "nfp_", "sbp_", "sntrys_", "sntryu_", "figr_", "figp_"),
     # cloud and infrastructure
     *("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "ABSK", "bedrock-api-key-", "AIza", "ya29."),
@@ -143,7 +156,9 @@ _VENDOR_PREFIXES: Final = (
     # model providers
     *("sk-", "xai-", "gsk_", "pplx-", "r8_", "hf_", "api_org_", "lsv2_pt_", "lsv2_sk_"),
     # payments, messaging, mail
-    *("sk_live_", "rk_live_", "sk_test_", "rk_test_", "pk_live_", "sq0atp-", "sq0csp-"),
+    # (sk_prod_/rk_prod_: shape after kingfisher's stripe rules, Apache-2.0)
+    *("sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_", "pk_live_"),
+    *("sq0atp-", "sq0csp-"),
     *("EAAA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe-", "xapp-", "key-"),
     *("pubkey-", "duffel_test_", "duffel_live_", "live_", "test_pub_", "test_", "AKCp"),
     *("cmVmd", "fio-u-", "s-s4t2ud-", "s-s4t2af-", "SK", "AC", "sc_"),
@@ -177,6 +192,9 @@ _TOKEN: Final = re.compile(
     # JFrog (AKC…, AP[0-9A-F]…), Discord bot tokens, Azure AD client secrets (…8Q~…),
     # Twilio.
     r"|(?:AKC|AP[0-9A-F])[A-Za-z0-9]{10,}+"
+    # Slack configuration tokens (shape after kingfisher's slack-config-access-token and
+    # slack-config-refresh-token rules, Apache-2.0).
+    r"|[xX][oO][xX][eE]\.[xX][oO][xX][bBpP]-[0-9]-[A-Za-z0-9]{163,166}(?![A-Za-z0-9])"
     r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}+"
     r"|[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}+"
     r"|(?:SK|AC)[0-9a-fx]{32}(?![A-Za-z0-9])"
@@ -203,7 +221,9 @@ _RARE_TOKEN: Final = re.compile(
 # candidate matches scan the same text.
 _URL_PASSWORD: Final = re.compile(
     r"(?<![A-Za-z0-9.-])(?P<head>[A-Za-z][A-Za-z0-9+.-]*+://[^\s/:@'\"]*+:)"
-    r"(?P<value>[^\s/@'\"]++)@"
+    # (a password may hold '@': the last one of the run ends it; the run has no '/', so
+    # the backtracking stays within it)
+    r"(?P<value>[^\s/'\"]+)@"
 )
 # The signature of a signed URL (Azure SAS, S3/GCS presigned) grants what it signs.
 _URL_SIGNATURE: Final = re.compile(
@@ -266,6 +286,26 @@ _ASSIGNMENT: Final = re.compile(
     r"(?P<value>\\\"(?:[^\"\\\n]|\\[^\"\n])*+(?:\\\")?"
     r"|\"(?:[^\"\\\n]|\\.)*+\"?|'(?:[^'\\\n]|\\.)*+'?|`[^`\n]*+`?"
     r"|[^\s,;]{3}[^\s,;]*+|[^\s]++)"
+)
+# Keys known by a vendor's name before them, whatever the setting is called
+# (``cloudflare: "<37 hex>"``, ``MessageBirdClientID = "<uuid>"``), and an AWS secret
+# access key (40 characters of base64) after a name with secret/access/key/token in it,
+# after any separator, including ``,`` (a call's argument), ``||`` (a default) and ``>``.
+# (Shapes after kingfisher's cloudflare-global-api-key, messagebird and aws-secret-access-key
+# rules, Apache-2.0.)
+_VENDOR_NAMED: Final = re.compile(
+    rf"(?<![{_NAME_CHAR}])(?P<head>(?P<name>(?=[{_NAME_CHAR}]*?"
+    + _any_case("(?:cloudflare|message[ _.-]?bird|secret|access|key|token)")
+    + rf")[{_NAME_CHAR}]++)"
+    r"[\"'\]]?[ \t]*+(?:=>|\?=|:=|\|\||[=:,>])[ \t]*+[\"']?)"
+    r"(?P<value>[A-Za-z0-9/+=-]++)(?![^\s\"',;)\]}])"
+)
+_HEX37: Final = re.compile(r"[0-9a-f]{37}")
+_MESSAGEBIRD_KEY: Final = re.compile(
+    r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[A-Za-z0-9]{25}"
+)
+_AWS_SECRET: Final = re.compile(
+    r"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9/+]*[0-9/+])[A-Za-z0-9/+=]{40}"
 )
 # The last word of a name that holds a key's name, a file or an id rather than a secret.
 _QUALIFIER: Final = re.compile(
@@ -350,9 +390,9 @@ _KEYWORD: Final = re.compile(
     # (a trie by first character: token secret sonar key pass(w) pw pat cred auth
     # authorization bot bundle_ -u --user -us :// :aa sig= signature= | .atlasv1. webhook
     # hooks.slack.com)
-    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red)"
+    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red|loudflare)"
     r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us)|:(?://|aa)"
-    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com)"
+    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -642,6 +682,31 @@ def _head_value(found: set[str], match: re.Match[str]) -> str:
     )
 
 
+def _vendor_named(found: set[str], match: re.Match[str]) -> str:
+    """A value whose shape and the vendor or kind its name gives say it is a key: 37 hex
+    after a Cloudflare name (the global API key), a UUID or 25 letters and digits after a
+    MessageBird name, 40 characters of base64 mixing cases after a secret/key/token name
+    (an AWS secret access key; AWS's documented example key goes too: a key in form is a
+    key). Only an all-``x`` value is let through."""
+    name, value = match.group("name").lower(), match.group("value")
+    if "cloudflare" in name and _HEX37.fullmatch(value):
+        pass
+    elif "bird" in name and _MESSAGEBIRD_KEY.fullmatch(value):
+        pass
+    elif not (_AWS_SECRET.fullmatch(value) and _secret_or_aws_name(match.group("name"))):
+        return match.group(0)
+    if _low_information(value) or len(set(value)) < 5:
+        return match.group(0)
+    _remember(found, value)
+    return match.group("head") + REDACTED
+
+
+def _secret_or_aws_name(name: str) -> bool:
+    """A name an AWS secret key goes by: a secret name, or one of the access-key names
+    (``aws_access``, ``SecretAccessKey`` are judged the same)."""
+    return _secret_name(name) or "access" in name.lower()
+
+
 def _user_pair(found: set[str], match: re.Match[str]) -> str:
     """``-u user:password``: judged by its password half (``$2``, ``[PASSWORD]``,
     ``pass`` are no passwords); the whole pair goes."""
@@ -789,6 +854,7 @@ _Rewrite = Callable[[set[str], re.Match[str]], str]
 # for the rule to match there.
 _NAME_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite, tuple[str, ...]], ...]] = (
     (_RARE_TOKEN, _token, (":aa", "-us", "|", ".atlasv1.", "webhook", "hooks.slack.com")),
+    (_VENDOR_NAMED, _vendor_named, ("cloudflare", "bird", "key", "token", "secret")),
     (_URL_PASSWORD, _head_value, ("://",)),
     (_URL_SIGNATURE, _head_value, ("sig=", "signature=")),
     (_USER_FLAG, _user_pair, ("-u",)),

@@ -414,9 +414,10 @@ _NOT_SECRET_NAME: Final = re.compile(
 _BARE_KEY: Final = re.compile(r"[_.\-]*[kK][eE][yY][sS]?(?:[0-9]*|[A-Z])")
 _PLACEHOLDER: Final = re.compile(
     r"""(?x)^(?:
-        \$[{(A-Za-z_0-9]           # $VAR, ${VAR}, $(cmd), $1
+        \$\.?[{(A-Za-z_0-9]        # $VAR, ${VAR}, ${{ secrets.X }}, $(cmd), $1, $.Values.x
       | \{\{ | <[^>]*>?$ | %[sd(]  # templates, <placeholder>, printf
       | %[A-Za-z_][A-Za-z0-9_]*%$  # %VAR% (Windows, NuGet)
+      | \{[0-9]*\}$ | %[0-9]*\$?[sd]$  # {0}, {}, %1$s: format arguments
       | \{[A-Za-z_][A-Za-z_.]*\}$  # {Name}
       | \[[A-Za-z_ ]*\]$           # [PASSWORD]
       | \[REDACTED\]
@@ -492,16 +493,27 @@ def _names_itself(value: str, name: str = "") -> bool:
 _NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+_SNAKE_WORDS: Final = re.compile(r"[a-z]+(?:_[a-z]+)+|[a-z]+(?:[A-Z][a-z]+)+")
+_ALNUM: Final = re.compile(r"[^\W_]")
+_AT_VARIABLE: Final = re.compile(r"@?[A-Za-z_][A-Za-z0-9_.]*@")
+
+
 def _is_placeholder(value: str, name: str = "") -> bool:
     """A value that is plainly not a secret: empty, a template, a reference to code, the
     name of its own field, or mostly one character (``xxxx``, ``****``)."""
     if value.startswith("`") and any(c.isspace() for c in value):
         return True  # a shell command substitution: the value is computed
+    if _AT_VARIABLE.fullmatch(value.strip("\"'` \t;,")):
+        return True  # @VAR@ (autoconf, Maven filtering; a separator may have taken the first @)
     inner = value.strip("\"'`@\\ \t;,")
     if len(inner) < 3:
         return True
     if _PLACEHOLDER.match(inner) or _is_dummy(inner) or _names_itself(inner, name):
         return True
+    if _ALNUM.search(inner) is None:
+        return True  # punctuation only
+    if _SNAKE_WORDS.fullmatch(inner):
+        return True  # an identifier: ``real_secret``
     most = max(inner.count(c) for c in set(inner))
     return most >= 0.6 * len(inner)
 
@@ -712,6 +724,8 @@ def _user_pair(found: set[str], match: re.Match[str]) -> str:
     ``pass`` are no passwords); the whole pair goes."""
     value = match.group("value")
     secret = value.split(":", 1)[1] if ":" in value else value
+    if secret.strip("\"' ").startswith("{{"):
+        return match.group(0)  # a template fills it in: ``--user "{{ .user }}:{{ .pass }}"``
     if secret.strip("\"' ") and _is_placeholder(secret.strip("\"'{}")):
         return match.group(0)
     if not secret.strip("\"' ") and _is_placeholder(value.split(":", 1)[0].strip("\"'{}")):

@@ -218,6 +218,40 @@ def test_keeps_provider_near_misses(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        # references a template or the build fills in, format arguments
+        "token: ${{ secrets.GH_TOKEN }}",
+        "password=@DB_PASSWORD@",
+        'curl --user "{{ .Values.user }}:{{ .Values.password }}"',
+        'curl --user "{{ $.Values.username }}:{{ $.Values.password }}"',
+        "password = {0}",
+        'log("password=%1$s", pw)',
+        # a variable's name, not its content; punctuation alone
+        "password = db_password_from_vault",
+        "secret: currentSecretValue",
+        'password = ",.:-*?!"',
+    ],
+)
+def test_keeps_references_and_format_arguments(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # one letter or digit beside the punctuation, a digit in the words: a password
+        ('password = "A,.:-@*?!"', f'password = "{R}"'),
+        ("password = db_pa55word", f"password = {R}"),
+        ('curl --user "{{ .user }}:s3cr3tPw9"', f"curl --user {R}"),
+        ("password=@s3cr3tPw9", f"password=@{R}"),
+    ],
+)
+def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "",
         "plain log line: all 42 tests passed\n",
         "KeyError: 'missing'",  # a traceback is what the diagnosis is about

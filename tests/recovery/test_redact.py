@@ -229,6 +229,9 @@ def test_keeps_provider_near_misses(text: str) -> None:
         "password = db_password_from_vault",
         "secret: currentSecretValue",
         'password = ",.:-*?!"',
+        # a key mostly overwritten with the placeholder letter
+        "glsa_" + "X" * 32 + "_AAAAAAAA",
+        "glrt-tx_" + "x" * 27 + ".xxxxxxxxx",
     ],
 )
 def test_keeps_references_and_format_arguments(text: str) -> None:
@@ -243,6 +246,8 @@ def test_keeps_references_and_format_arguments(text: str) -> None:
         ("password = db_pa55word", f"password = {R}"),
         ('curl --user "{{ .user }}:s3cr3tPw9"', f"curl --user {R}"),
         ("password=@s3cr3tPw9", f"password=@{R}"),
+        # x in three of five characters: a real key with x in it
+        ("ghp_" + "x" * 20 + "Ab3dE5gH7jK9Lm2N", R),
     ],
 )
 def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None:

@@ -294,10 +294,12 @@ _ASSIGNMENT: Final = re.compile(
 # (Shapes after kingfisher's cloudflare-global-api-key, messagebird and aws-secret-access-key
 # rules, Apache-2.0.)
 _VENDOR_NAMED: Final = re.compile(
-    rf"(?<![{_NAME_CHAR}])(?P<head>(?P<name>(?=[{_NAME_CHAR}]*?"
-    + _any_case("(?:cloudflare|message[ _.-]?bird|secret|access|key|token)")
-    + rf")[{_NAME_CHAR}]++)"
+    # (the name's words are judged in ``_vendor_named``: a lookahead for them at every
+    # name would cost every line with a keyword; the value's shape is rarer)
+    rf"(?<![{_NAME_CHAR}])(?P<head>(?P<name>[{_NAME_CHAR}]++)"
     r"[\"'\]]?[ \t]*+(?:=>|\?=|:=|\|\||[=:,>])[ \t]*+[\"']?)"
+    r"(?=[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=-])|[0-9a-f]{37}(?![0-9A-Za-z])"
+    r"|[0-9A-Fa-f]{8}-|[A-Za-z0-9]{25}(?![0-9A-Za-z]))"
     r"(?P<value>[A-Za-z0-9/+=-]++)(?![^\s\"',;)\]}])"
 )
 _HEX37: Final = re.compile(r"[0-9a-f]{37}")
@@ -714,9 +716,12 @@ def _vendor_named(found: set[str], match: re.Match[str]) -> str:
 
 
 def _secret_or_aws_name(name: str) -> bool:
-    """A name an AWS secret key goes by: a secret name, or one of the access-key names
-    (``aws_access``, ``SecretAccessKey`` are judged the same)."""
-    return _secret_name(name) or "access" in name.lower()
+    """A name an AWS secret key goes by: a secret name (``aws_secret``, ``SECRET_KEY``, not
+    ``key_id``), or any name with ``access`` in it (``aws_access``, ``SecretAccessKey``)."""
+    lowered = name.lower()
+    if not any(word in lowered for word in ("secret", "access", "key", "token")):
+        return False
+    return "access" in lowered or _secret_name(name)
 
 
 def _user_pair(found: set[str], match: re.Match[str]) -> str:

@@ -288,20 +288,22 @@ _ASSIGNMENT: Final = re.compile(
     r"|[^\s,;]{3}[^\s,;]*+|[^\s]++)"
 )
 # Keys known by a vendor's name before them, whatever the setting is called
-# (``cloudflare: "<37 hex>"``, ``MessageBirdClientID = "<uuid>"``), and an AWS secret
+# (``cloudflare: "<37 hex>"``, ``MessageBirdClientID = "<uuid>"``, ``SUMO_ACCESS_ID =
+# su<12>``), and an AWS secret
 # access key (40 characters of base64) after a name with secret/access/key/token in it,
 # after any separator, including ``,`` (a call's argument), ``||`` (a default) and ``>``.
-# (Shapes after kingfisher's cloudflare-global-api-key, messagebird and aws-secret-access-key
-# rules, Apache-2.0.)
+# (Shapes after kingfisher's cloudflare-global-api-key, messagebird, sumologic-access-id
+# and aws-secret-access-key rules, Apache-2.0.)
 _VENDOR_NAMED: Final = re.compile(
     # (the name's words are judged in ``_vendor_named``: a lookahead for them at every
     # name would cost every line with a keyword; the value's shape is rarer)
     rf"(?<![{_NAME_CHAR}])(?P<head>(?P<name>[{_NAME_CHAR}]++)"
     r"[\"'\]]?[ \t]*+(?:=>|\?=|:=|\|\||[=:,>])[ \t]*+[\"']?)"
     r"(?=[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=-])|[0-9a-f]{37}(?![0-9A-Za-z])"
-    r"|[0-9A-Fa-f]{8}-|[A-Za-z0-9]{25}(?![0-9A-Za-z]))"
+    r"|[0-9A-Fa-f]{8}-|[A-Za-z0-9]{25}(?![0-9A-Za-z])|su[A-Za-z0-9]{12}(?![0-9A-Za-z]))"
     r"(?P<value>[A-Za-z0-9/+=-]++)(?![^\s\"',;)\]}])"
 )
+_SUMO_ACCESS_ID: Final = re.compile(r"su[A-Za-z0-9]{12}")
 _HEX37: Final = re.compile(r"[0-9a-f]{37}")
 _MESSAGEBIRD_KEY: Final = re.compile(
     r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[A-Za-z0-9]{25}"
@@ -394,7 +396,7 @@ _KEYWORD: Final = re.compile(
     # hooks.slack.com)
     r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red|loudflare)"
     r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us)|:(?://|aa)"
-    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird)"
+    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird|sumo)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -699,13 +701,18 @@ def _head_value(found: set[str], match: re.Match[str]) -> str:
 def _vendor_named(found: set[str], match: re.Match[str]) -> str:
     """A value whose shape and the vendor or kind its name gives say it is a key: 37 hex
     after a Cloudflare name (the global API key), a UUID or 25 letters and digits after a
-    MessageBird name, 40 characters of base64 mixing cases after a secret/key/token name
+    MessageBird name, ``su`` + 12 after a Sumo Logic name (the access id), 40 characters
+    of base64 mixing cases after a secret/key/token name
     (an AWS secret access key; AWS's documented example key goes too: a key in form is a
     key). Only an all-``x`` value is let through."""
     name, value = match.group("name").lower(), match.group("value")
     if "cloudflare" in name and _HEX37.fullmatch(value):
         pass
     elif "bird" in name and _MESSAGEBIRD_KEY.fullmatch(value):
+        pass
+    elif _SUMO_ACCESS_ID.fullmatch(value) and any(
+        word.lower() in ("sumo", "sumologic") for word in _NAME_WORDS.findall(match.group("name"))
+    ):
         pass
     elif not (_AWS_SECRET.fullmatch(value) and _secret_or_aws_name(match.group("name"))):
         return match.group(0)
@@ -873,7 +880,7 @@ _Rewrite = Callable[[set[str], re.Match[str]], str]
 # for the rule to match there.
 _NAME_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite, tuple[str, ...]], ...]] = (
     (_RARE_TOKEN, _token, (":aa", "-us", "|", ".atlasv1.", "webhook", "hooks.slack.com")),
-    (_VENDOR_NAMED, _vendor_named, ("cloudflare", "bird", "key", "token", "secret")),
+    (_VENDOR_NAMED, _vendor_named, ("cloudflare", "bird", "sumo", "key", "token", "secret")),
     (_URL_PASSWORD, _head_value, ("://",)),
     (_URL_SIGNATURE, _head_value, ("sig=", "signature=")),
     (_USER_FLAG, _user_pair, ("-u",)),

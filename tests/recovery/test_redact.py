@@ -161,6 +161,9 @@ _SLACK_CONFIG_BODY = "Q7ZK" + "A1B2C3D4E5F6G7H8" * 10  # 164 of [A-Z0-9]
             f'const MessageBirdClientID = "{R}"',
         ),
         ("messagebird_id: Zq8Wm2Xn4Kp6Lr0Ts3Vb7Yc1D", f"messagebird_id: {R}"),
+        # a Sumo Logic access id after a Sumo name
+        ('SUMO_ACCESS_ID = "suZq8Wm2Xn4Kp6"', f'SUMO_ACCESS_ID = "{R}"'),
+        ("sumologic.accessId: suZq8Wm2Xn4Kp6", f"sumologic.accessId: {R}"),
         # an AWS secret access key after a key name, with every separator a config uses
         (f'aws_access_key = "{_AWS_LIKE}"', f'aws_access_key = "{R}"'),
         (f"AWS_SECRET_ACCESS_KEY := {_AWS_LIKE}", f"AWS_SECRET_ACCESS_KEY := {R}"),
@@ -206,6 +209,8 @@ def test_redacts_provider_shapes(text: str, expected: str) -> None:
         'request_id = "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"',  # a UUID is an id
         f"commit > {_AWS_LIKE.lower()}",  # no key name, one case
         "aws_secret || 'tooShort1'",
+        "sumOfSquares = sumOfSquares12;",  # su + 12, but no Sumo name
+        "summary = suZq8Wm2Xn4Kp6",
         "https://example.com:8080/docs?user=a@b",  # no credentials in the authority
         "mailto:ops@example.com",
         "NzI0MzE5MDg3NjU0MzIxMDk4NzY1.X1y2Z3",  # two parts only

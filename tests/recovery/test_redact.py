@@ -26,6 +26,7 @@ PEM = (
         # token shapes
         ("key sk-ant-api03-AbC_9-xyz end", f"key {R} end"),
         ("sk-ant-", R),  # a cut key: the prefix alone is enough
+        ("sk-ant-api03-" + "x" * 40, R),  # Anthropic's prefix: no tail is a placeholder
         ("use sk-proj-abcdefghijklmnopqrstuvwxyz now", f"use {R} now"),
         ("sk-abcdefghijklmnopqrstu1wx", R),
         ("ghp_" + "a1" * 18, R),

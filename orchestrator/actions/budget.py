@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import RecoveryConfig
-    from orchestrator.storage.budget import BudgetStore, ChargeKind, TicketBudget
+    from orchestrator.storage.budget import ChargeKind, TicketBudget
+    from orchestrator.storage.protocols import Budgets
 
 MAX_BACKOFF_S = 600.0
 
@@ -59,7 +60,7 @@ def decide_charge(
 
 
 def charge_retry(
-    budgets: BudgetStore,
+    budgets: Budgets,
     *,
     ticket_id: str,
     run_id: str,

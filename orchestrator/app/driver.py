@@ -17,6 +17,7 @@ from pathlib import Path
 
 from orchestrator.actions.budget import back_off_owed, charge_key
 from orchestrator.app.recover import recover
+from orchestrator.app.stores import approvals_of, budgets_of, ticket_held
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import (
@@ -31,9 +32,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reports.telling import telling_line_of
-from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -43,7 +42,6 @@ from orchestrator.storage.runs import (
     StageStatus,
     VerdictRef,
     new_run_id,
-    ticket_lock,
 )
 
 __all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
@@ -59,7 +57,7 @@ def run_ticket(
     ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
     decided under the lock, so a second batch never repeats a ticket another just ended.
     """
-    with ticket_lock(services.store.state_dir, ticket.id):
+    with ticket_held(services, ticket.id):
         _refuse_a_second_file(ticket, services)
         if unfinished_only:
             latest = services.store.latest_for_ticket(ticket.id)
@@ -199,7 +197,7 @@ def _answered(record: RunRecord, services: Services) -> bool:
     ref = pending_verdict(record)
     if ref is None:
         return False
-    return FileStorage(services.store.state_dir).approvals.answered(record.run_id, ref.number)
+    return approvals_of(services).answered(record.run_id, ref.number)
 
 
 def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:
@@ -326,7 +324,7 @@ def owed_back_off(record: RunRecord, services: Services) -> float | None:
     if any(attempt.number > last.attempt for attempt in record.attempts):
         return None  # the retry has begun: whatever was owed was waited
     return back_off_owed(
-        BudgetStore(services.store.state_dir).load(record.ticket_id),
+        budgets_of(services).load(record.ticket_id),
         key=charge_key(record.run_id, last.number),
         recovery=services.loaded.config.recovery,
         now=services.clock(),

@@ -29,6 +29,7 @@ from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledge
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
     from orchestrator.storage.layout import VerdictFile
+    from orchestrator.storage.protocols import DecisionLedger
     from orchestrator.storage.runs import RunRecord
 
 
@@ -46,11 +47,14 @@ def _when(ts: str) -> datetime | None:
 
 
 class LedgerLink:
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: DecisionLedger) -> None:
         self.ledger = ledger
 
     @classmethod
     def for_services(cls, services: Services) -> LedgerLink:
+        handed = services.ledger
+        if handed is not None:
+            return cls(handed)
         return cls(ledger_for(services.store.state_dir, services.environ))
 
     @staticmethod
@@ -108,7 +112,7 @@ class LedgerLink:
         decision_row = next((r for r in rows if r.get("kind") == "decision"), None)
         if decision_row is None:
             raise StateError(
-                f"state error: {self.ledger.path}: no decision row for {proposal.decision_id}"
+                f"state error: {getattr(self.ledger, 'path', 'the ledger')}: no decision row for {proposal.decision_id}"
             )
         already = any(
             r.get("kind") == "outcome" and r.get("supersedes") == decision_row["entry_hash"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
+from orchestrator.app.stores import approvals_of, budgets_of, decisions_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.lifecycle import RunState
@@ -55,11 +56,9 @@ from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval
-from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.storage.transcripts import write_texts
 
@@ -182,7 +181,7 @@ def recover(
         # then set aside): appended now, once, before anything it decided runs.
         _record_in_ledger(decided, services)
     proposal = decided.proposal
-    approvals = FileStorage(store.state_dir).approvals
+    approvals = approvals_of(services)
     approval = approvals.read(record.run_id, decided.number)
     if approval is None:
         if proposal.routing not in ("auto", "reject"):
@@ -263,7 +262,7 @@ def _decide(
     check_output, further_up = "", None
     if check is not None and check.log_path:
         check_output, further_up = check_output_of(Path(check.log_path), config.recovery.context)
-    budgets = BudgetStore(store.state_dir)
+    budgets = budgets_of(services)
     budget = budgets.load(record.ticket_id)
     signature = failure_signature(stage, attempt)
     link = LedgerLink.for_services(services)
@@ -333,7 +332,7 @@ def _decide(
         # The agent's audit memory, then its ledger entries, before anything decided runs;
         # the texts first, so a verdict file never references a text that is not there.
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
-        FileStorage(store.state_dir).decisions.write(decided)
+        decisions_of(services).write(decided)
         link.record_decision(state.ledger_entries, services)
         journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided

@@ -25,6 +25,7 @@ from orchestrator.actions.proposal import (
     verdict_of,
 )
 from orchestrator.actions.registry import REGISTRY, plan_dispatch
+from orchestrator.app.stores import budgets_of
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
@@ -33,7 +34,6 @@ from orchestrator.recovery.proposal import Proposal
 from orchestrator.recovery.verdict import AbandonHumanVerdict
 from orchestrator.recovery.verdict import abandon as abandon_verdict
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunRecord
 
 # The plan, its parts and the code-stage rule are the actions'; replay and recover use
@@ -81,7 +81,7 @@ def apply(
     if not spec.retry_like:
         return spec.apply(record, applying, plan, services)
     charge = charge_retry(
-        BudgetStore(services.store.state_dir),
+        budgets_of(services),
         ticket_id=record.ticket_id,
         run_id=record.run_id,
         verdict_number=applying.number,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from orchestrator.domain import errors
-from orchestrator.storage.batch_budget import BatchBudget
+from orchestrator.storage.batch_budget import SharedBudget
 
 STATE_ERROR = "state-error"  # its state could not be read or brought forward
 # Worst first: the batch's exit code is the first of these that any ticket reached.
@@ -94,7 +94,7 @@ def exit_code(results: list[TicketResult]) -> int:
 
 
 def summary(
-    batch_id: str, results: list[TicketResult], seconds: float, budget: BatchBudget
+    batch_id: str, results: list[TicketResult], seconds: float, budget: SharedBudget
 ) -> dict[str, object]:
     counts: dict[str, int] = {}
     for r in results:

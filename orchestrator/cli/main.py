@@ -28,6 +28,7 @@ from orchestrator.domain.errors import (
     EXIT_MEANINGS,
     Interrupted,
     OrchestratorError,
+    UsageError,
 )
 
 RUN_ID_HELP = "a run id, or a ticket id for that ticket's latest run"
@@ -67,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--jobs", metavar="N", type=int, default=1, help="tickets at a time")
     batch.add_argument("--json", action="store_true", help="one JSON object per ticket")
     batch.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    batch.add_argument(
+        "--backend",
+        choices=("local", "celery"),
+        default="local",
+        help="local (default): run here; celery: queue for `orchestrator worker`s",
+    )
+    batch.add_argument(
+        "--no-wait", action="store_true", help="celery: queue the tickets and exit (for cron)"
+    )
+
+    worker = sub.add_parser("worker", help="run tickets a `batch --backend celery` queued")
+    worker.add_argument("--concurrency", metavar="N", type=int, default=1, help="tickets at a time")
+    worker.add_argument("--queues", metavar="Q,...", help="Celery queues to take tickets from")
 
     approve = sub.add_parser(
         "approve", help="approve the decision a run is waiting on, and resume it"
@@ -256,7 +270,32 @@ def _dispatch(args: argparse.Namespace) -> int:
             state=args.state,
             ticket=args.ticket,
         )
+    if args.command == "batch" and args.backend == "celery":
+        from orchestrator.cli.commands import batch_celery
+
+        if args.jobs != 1 or args.worker:
+            raise UsageError("batch --backend celery: --jobs is the workers' --concurrency")
+        return batch_celery.celery_batch(
+            config_file,
+            args.state_dir,
+            Path(args.tickets),
+            wait=not args.no_wait,
+            as_json=args.json,
+            out=sys.stdout,
+        )
+    if args.command == "worker":
+        from orchestrator.cli.commands import worker
+
+        return worker.worker(
+            config_file,
+            args.state_dir,
+            concurrency=args.concurrency,
+            queues=args.queues,
+            out=sys.stdout,
+        )
     if args.command == "batch":
+        if args.no_wait:
+            raise UsageError("batch: --no-wait needs --backend celery")
         from orchestrator.cli.commands import batch
 
         return batch.batch(

@@ -10,6 +10,10 @@ machines lives in Redis, the rest stays files in the state dir.
     fleet_budget.FleetBudget   one atomic check-and-charge for the whole fleet
     fleet_stores.fleet_stores  every store of a claimed ticket's run, fenced, for the driver
     celery_app.celery_app      the Celery app the fleet shares (late acks, requeue on loss)
+    enqueued.Enqueued          one queued task per unfinished ticket, however many batches
+    ticket_task.run_claimed    one ticket on a worker: claim, drive with fleet stores, release
+    ticket_task.register       ``orchestrator.run_ticket``: back-off and claims as retries
+    worker_process.serve       the Celery worker, passing a stop on to its pool
 
 The redis client is imported inside ``client`` only, and only when a store is opened:
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import

@@ -47,6 +47,9 @@ def celery_settings(
     transport = {
         "visibility_timeout": visibility_timeout_s,
         "unacked_restore_interval": restore_interval_s,
+        # Kombu scans only every tenth sweep by default: a lost worker's ticket would wait
+        # ten intervals past its visibility timeout. One scan of an index per interval.
+        "unacked_restore_throttle": 1,
         "global_keyprefix": f"{namespace}:celery:",
     }
     return {

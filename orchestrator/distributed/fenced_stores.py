@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.distributed.fence import Fence
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -61,6 +62,36 @@ class FencedRuns:
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
         self.fence.check()
         return self.inner.write_mechanical_fix(run_id, number, report)
+
+
+class FencedRunStore(RunStore):
+    """The state dir's ``RunStore`` (what ``Services.store`` is) with every write fenced:
+    the run record, workspace files, bundles, the hand-off and fix reports. Reads and
+    path helpers are the files store's own."""
+
+    def __init__(self, state_dir: Path, fence: Fence) -> None:
+        super().__init__(state_dir)
+        self.fence = fence
+
+    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
+        self.fence.check()
+        super().save(record, point)
+
+    def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
+        self.fence.check()
+        super().write_workspace_files(run_id, files)
+
+    def write_bundle(self, run_id: str, number: int, text: str) -> Path:
+        self.fence.check()
+        return super().write_bundle(run_id, number, text)
+
+    def write_handoff(self, run_id: str, text: str) -> Path:
+        self.fence.check()
+        return super().write_handoff(run_id, text)
+
+    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
+        self.fence.check()
+        return super().write_mechanical_fix(run_id, number, report)
 
 
 class FencedDecisions:

@@ -18,7 +18,7 @@ from orchestrator.distributed.ledger_lock import RedisLock
 
 if TYPE_CHECKING:
     from orchestrator.storage.ledger import RepairResult, VerifyResult
-    from orchestrator.storage.ledger_index import ActionHistory
+    from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
     from orchestrator.storage.protocols import DecisionLedger
 
 
@@ -85,6 +85,9 @@ class FleetLedger:
 
     def history(self, signature: str) -> dict[str, ActionHistory]:
         return self.inner.history(signature)
+
+    def recent_outcomes(self, signature: str, last: int) -> dict[str, list[RecordedOutcome]]:
+        return self.inner.recent_outcomes(signature, last)
 
     def verify(self) -> VerifyResult:
         return self.inner.verify()

@@ -16,6 +16,7 @@ from orchestrator.distributed.fenced_stores import (
     FencedBudgets,
     FencedDecisions,
     FencedRuns,
+    FencedRunStore,
 )
 from orchestrator.distributed.fleet_ledger import FleetLedger
 from orchestrator.distributed.ledger_lock import ledger_lock
@@ -23,6 +24,7 @@ from orchestrator.distributed.ledger_lock import ledger_lock
 if TYPE_CHECKING:
     from orchestrator.storage.files import FileStorage
     from orchestrator.storage.protocols import Approvals, Budgets, DecisionLedger, Decisions, Runs
+    from orchestrator.storage.runs import RunStore
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class FleetStores:
     approvals: Approvals
     budgets: Budgets
     ledger: DecisionLedger
+    # The same runs as ``runs``, as the driver's ``Services.store`` is typed.
+    run_store: RunStore
 
 
 def fleet_stores(
@@ -45,4 +49,5 @@ def fleet_stores(
         approvals=FencedApprovals(storage.approvals, fence),
         budgets=FencedBudgets(storage.budgets, fence),
         ledger=FleetLedger(storage.ledger(ledger_key), ledger_lock(store), fence),
+        run_store=FencedRunStore(storage.root, fence),
     )

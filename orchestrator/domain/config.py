@@ -168,6 +168,12 @@ class DistributedConfig(Frozen):
 
     broker_url: ConfiguredBrokerUrl | None = None
     namespace: Name = "orchestrator"
+    # How long an unacknowledged ticket stays with its worker before Redis hands it to
+    # another: longer than the longest ticket (six hours by default).
+    visibility_timeout_s: PositiveSeconds = 6 * 3600.0
+    # A worker's claim on a ticket, renewed by its heartbeat: how soon a lost worker's
+    # ticket can be taken over.
+    lease_s: PositiveSeconds = 60.0
 
 
 class ModelConfig(Frozen):

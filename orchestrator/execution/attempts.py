@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
@@ -45,6 +46,15 @@ from orchestrator.storage.runs import (
     utcnow,
 )
 
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import (
+        Approvals,
+        Budgets,
+        DecisionLedger,
+        Decisions,
+        Locks,
+    )
+
 
 def _no_gateway() -> ModelGateway | Unavailable | None:
     return None
@@ -68,6 +78,13 @@ class Services:
     sleep: Callable[[float], None] = time.sleep
     # Where the sandbox's bwrap is (a test points it at a missing file to see it refused).
     locate_bwrap: BwrapLocator = bundled_bwrap
+    # The run's other stores and the ticket's lock. None: the state dir's own files and
+    # flock (``app/stores.py``); a fleet worker hands in its fenced stores and its claim.
+    decisions: Decisions | None = None
+    approvals: Approvals | None = None
+    budgets: Budgets | None = None
+    ledger: DecisionLedger | None = None
+    locks: Locks | None = None
 
 
 def sandboxed(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
@@ -48,6 +49,19 @@ def over_cap(spend: Spend, caps: BatchConfig) -> str | None:
     if caps.max_cost_usd and spend.cost_usd >= caps.max_cost_usd:
         return f"batch budget spent: ${spend.cost_usd:.4f} of ${caps.max_cost_usd:.2f}"
     return None
+
+
+class SharedBudget(Protocol):
+    """What a batch's gateway asks of its budget: the local batch's file under a flock
+    (``BatchBudget``), or a fleet's in Redis (``distributed.fleet_budget``)."""
+
+    caps: BatchConfig
+
+    def read(self) -> Spend: ...
+
+    def reserve(self) -> str | None: ...
+
+    def record(self, model: str, input_tokens: int, output_tokens: int) -> None: ...
 
 
 class BatchBudget:
@@ -100,7 +114,9 @@ class BudgetedGateway:
     """Wraps a gateway: every call is reserved against the batch budget first. The
     first call's reservation may have been made already (``reserved``), by the factory."""
 
-    def __init__(self, inner: ModelGateway, budget: BatchBudget, *, reserved: bool = False) -> None:
+    def __init__(
+        self, inner: ModelGateway, budget: SharedBudget, *, reserved: bool = False
+    ) -> None:
         self.inner = inner
         self.budget = budget
         self.model_name = inner.model_name
@@ -117,7 +133,7 @@ class BudgetedGateway:
 
 
 def budgeted_factory(
-    inner: Callable[[], ModelGateway | Unavailable | None], budget: BatchBudget
+    inner: Callable[[], ModelGateway | Unavailable | None], budget: SharedBudget
 ) -> Callable[[], ModelGateway | Unavailable | None]:
     """A diagnosis that starts after the budget is spent asks nobody, and is not made:
     it waits for the next batch (``Unavailable.defer``), whose budget is fresh.

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
     from orchestrator.storage.ledger import RepairResult, VerifyResult
-    from orchestrator.storage.ledger_index import ActionHistory
+    from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
     from orchestrator.storage.runs import RunRecord
 
 
@@ -131,6 +131,10 @@ class DecisionLedger(Protocol):
 
     def history(self, signature: str) -> dict[str, ActionHistory]:
         """Per action: the outcomes recorded for decisions about this failure signature."""
+        ...
+
+    def recent_outcomes(self, signature: str, last: int) -> dict[str, list[RecordedOutcome]]:
+        """Per action: the latest ``last`` outcomes for this failure signature."""
         ...
 
     def verify(self) -> VerifyResult: ...

@@ -92,6 +92,8 @@ def test_every_rendering_of_a_configured_url_is_masked(tmp_path: Path) -> None:
     assert config.distributed.model_dump() == {
         "broker_url": "redis://:***@redis.internal:6379/0",
         "namespace": "orchestrator",
+        "visibility_timeout_s": 6 * 3600.0,
+        "lease_s": 60.0,
     }
 
 

@@ -48,7 +48,7 @@ from orchestrator.domain.errors import Interrupted
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.batch_budget import BATCH_ENV, budgeted_factory
+from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget, budgeted_factory
 from orchestrator.storage.files import FileStorage
 
 
@@ -119,7 +119,21 @@ def batch(
             at=timestamp(services.clock()),
         )  # fmt: skip
         results.append(last)
-    report = summary(batch_id, results, time.monotonic() - started, budget)
+    write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
+    return exit_code(results)
+
+
+def write_summary(
+    out: TextIO,
+    batch_id: str,
+    results: list[TicketResult],
+    seconds: float,
+    budget: SharedBudget,
+    services: Services,
+    as_json: bool,
+) -> None:
+    """The batch's closing lines: the DRY_RUN notice, then the counts and the spend."""
+    report = summary(batch_id, results, seconds, budget)
     at = timestamp(services.clock())
     notice = dry_run_notice(results, at)
     if as_json:
@@ -135,4 +149,3 @@ def batch(
             f"{report['seconds']}s; model calls {report['model_calls']}, tokens "
             f"{report['tokens']}, ~${report['estimated_cost_usd']}\n"
         )
-    return exit_code(results)

@@ -1,0 +1,157 @@
+"""``orchestrator batch --backend celery [--tickets DIR] [--no-wait] [--json]``: the queue's
+pending tickets handed to a fleet of workers (``orchestrator worker``) through Redis.
+
+The same selection as the local batch: a ticket file that cannot be read, or whose id
+another file also claims, is refused here with its reason; a ticket whose latest run is
+terminal is reported as already so; every other ticket is queued as one task
+``orchestrator.run_ticket``, at most once while it is queued and not finished (a second
+batch waits for the first one's task instead of queueing another). The worker decides
+again under its claim, so a ticket finished in between is not run twice either.
+
+By default the batch waits and prints the local batch's per-ticket lines, summary and
+exit code; ``--no-wait`` (cron) prints what it queued and exits 0: a later ``batch`` or
+``runs`` shows the results. No reachable broker: one line naming it (password masked),
+exit 75, nothing queued.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
+from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
+from orchestrator.cli.commands.batch import write_summary
+from orchestrator.cli.commands.run import build_services
+from orchestrator.distributed.celery_app import celery_app, queue_name
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.enqueued import Enqueued
+from orchestrator.distributed.fleet_budget import FleetBatchBudget
+from orchestrator.distributed.ticket_task import TASK_NAME
+from orchestrator.domain import errors
+from orchestrator.domain.broker_url import broker_url_from
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import TicketError
+from orchestrator.domain.lifecycle import is_terminal
+from orchestrator.domain.tickets import load_ticket
+from orchestrator.execution.attempts import Services
+from orchestrator.reports.display import QuietReporter
+from orchestrator.storage.batch_budget import BATCH_ENV
+
+
+def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
+    if as_json:
+        out.write(json.dumps(asdict(result)) + "\n")
+    else:
+        out.write("".join(f"{line}\n" for line in result.lines()))
+    out.flush()
+
+
+def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> TicketResult | str:
+    """What the batch can say about ``path`` without a worker (refused, or terminal
+    already), else the ticket's id: it is to be queued."""
+    at = timestamp(services.clock())
+    if path in refused:
+        return TicketResult(path.name, "refused", None, refused[path], 0.0, False, at=at)
+    try:
+        ticket = load_ticket(path)
+    except TicketError as exc:
+        return TicketResult(path.name, "refused", None, str(exc), 0.0, False, at=at)
+    latest = services.store.latest_for_ticket(ticket.id)
+    if latest is not None and is_terminal(latest.state):
+        return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
+    return ticket.id
+
+
+def _result_of(ticket_id: str, value: Any, services: Services) -> TicketResult:
+    """A task's answer as the batch's result; a task that failed is a state error."""
+    if isinstance(value, dict):
+        fields = dict(value)
+        fields["error_lines"] = tuple(fields.get("error_lines", ()))
+        return TicketResult(**fields)
+    return TicketResult(
+        ticket_id, STATE_ERROR, None, f"worker error: {value}", 0.0, False,
+        at=timestamp(services.clock()),
+    )  # fmt: skip
+
+
+def celery_batch(
+    config_file: Path,
+    state_dir_override: str | None,
+    tickets_dir: Path,
+    *,
+    wait: bool,
+    as_json: bool,
+    out: TextIO,
+    environ: Mapping[str, str] = os.environ,
+    wait_timeout_s: float | None = None,
+) -> int:
+    loaded = load_config(config_file)
+    paths = queue(tickets_dir)
+    distributed = loaded.config.distributed
+    url = broker_url_from(distributed.broker_url, environ, loaded.path)
+    store = CoordinationStore(url, namespace=distributed.namespace)
+    store.ping()  # unreachable: CoordinationUnavailable names it, masked; nothing queued
+    services = build_services(loaded, state_dir_override, out, environ)
+    services = Services(**{**services.__dict__, "reporter": QuietReporter(out)})
+    batch_id = (
+        environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+    )
+    app = celery_app(
+        url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s
+    )
+    enqueued = Enqueued(store)
+    queue_dir = tickets_dir.resolve()
+    started = time.monotonic()
+    results: list[TicketResult] = []
+    waiting: list[tuple[str, str]] = []
+    refused = duplicate_ids(queue_ids(paths))
+    for path in paths:
+        settled = _settled(path, services, refused)
+        if isinstance(settled, TicketResult):
+            _emit(out, settled, as_json)
+            results.append(settled)
+            continue
+        task_id = str(uuid.uuid4())
+        earlier = enqueued.mark(settled, task_id, keep_s=distributed.visibility_timeout_s)
+        if earlier is None:
+            try:
+                app.send_task(
+                    TASK_NAME,
+                    args=[settled, os.path.relpath(path, tickets_dir), str(queue_dir), batch_id],
+                    task_id=task_id,
+                    queue=queue_name(distributed.namespace),
+                )
+            except Exception:
+                enqueued.done(settled, task_id)  # not queued: the next batch queues it
+                raise
+        waiting.append((settled, earlier or task_id))
+        if not wait:
+            how = "queued" if earlier is None else "already queued"
+            line = TicketResult(settled, how, None, f"task {earlier or task_id}", 0.0, False,
+                                at=timestamp(services.clock()))  # fmt: skip
+            _emit(out, line, as_json)
+    if not wait:
+        out.write(
+            f"{timestamp(services.clock())} batch {batch_id}: {len(waiting)} ticket(s) queued "
+            f"on {url.masked}\n"
+            if not as_json
+            else json.dumps({"queued": [t for t, _ in waiting], "batch": batch_id}) + "\n"
+        )
+        return errors.EXIT_COMPLETED
+    for ticket_id, task_id in waiting:
+        answer = app.AsyncResult(task_id).get(timeout=wait_timeout_s, propagate=False)
+        result = _result_of(ticket_id, answer, services)
+        _emit(out, result, as_json)
+        results.append(result)
+    budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+    write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
+    return exit_code(results)

@@ -1,0 +1,76 @@
+"""``orchestrator worker [--concurrency N] [--queues Q,...]``: a Celery worker running the
+fleet's tickets (``orchestrator.run_ticket``) from the shared state dir.
+
+The pool is Celery's prefork: N pool processes, each running one ticket at a time in its
+main thread. They are copies of this program forked by Celery, as the local batch's
+workers are copies of it; every stage, check, git and agent process is still started by
+``execution/runner.py`` alone, which is what the runner rule guards (the runner owns
+what runs untrusted commands, and stops them). A pool process's main thread is also the
+one that can take SIGTERM: the ticket it runs then stops its stage through the runner,
+saves the run and goes back to the queue (threads could not be interrupted so).
+
+SIGTERM to the worker's process group (systemd, a container stop): every running ticket
+is stopped that way and requeued, and the worker exits once they have been; a ticket of
+a worker lost without a word (SIGKILL, a dead machine) is redelivered by Redis after the
+visibility timeout, and its run resumed where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.distributed.celery_app import celery_app
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.ticket_task import WorkerContext, register
+from orchestrator.distributed.worker_process import serve
+from orchestrator.domain import errors
+from orchestrator.domain.broker_url import broker_url_from
+from orchestrator.domain.config import load_config
+from orchestrator.recovery.gateway import GatewayFactory
+
+
+def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str]:
+    """Celery's own worker arguments (pure)."""
+    argv = [
+        "worker", "--pool", "prefork", "--concurrency", str(concurrency),
+        "--hostname", hostname, "--loglevel", "INFO",
+        # No chatter between workers: they share nothing but Redis and the state dir.
+        "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    if queues:
+        argv += ["--queues", queues]
+    return argv
+
+
+def worker(
+    config_file: Path,
+    state_dir_override: str | None,
+    *,
+    concurrency: int,
+    queues: str | None,
+    out: TextIO,
+    environ: Mapping[str, str] = os.environ,
+    gateway_factory: GatewayFactory | None = None,
+) -> int:
+    """``gateway_factory`` replaces the configured model (tests script it)."""
+    if concurrency < 1:
+        raise errors.UsageError("worker: --concurrency must be at least 1")
+    loaded = load_config(config_file)
+    distributed = loaded.config.distributed
+    url = broker_url_from(distributed.broker_url, environ, loaded.path)
+    store = CoordinationStore(url, namespace=distributed.namespace)
+    store.ping()  # unreachable: one line naming it (masked), exit 75
+    app = celery_app(
+        url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s
+    )
+    context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
+    register(app, context, store)
+    hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
+    out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")
+    out.flush()
+    serve(app, worker_argv(concurrency, queues, hostname))
+    return errors.EXIT_COMPLETED

@@ -1,0 +1,201 @@
+"""One ticket on a fleet worker: claim it, run it through the local batch's own driver
+with the shared state dir's stores fenced by the claim, release it, report its outcome.
+
+``run_claimed`` is the plain function (what a test can call without Celery);
+``register`` binds it to the Celery task ``orchestrator.run_ticket``, which turns what it
+cannot finish now into Celery's own answers:
+
+* the ticket is claimed by another live worker: ``retry`` once its lease could have run
+  out (never run twice, never waited for in a pool slot);
+* an infrastructure back-off: the decision and its charge are persisted, then
+  ``retry(countdown=…)`` instead of a sleeping worker; the retried task resumes the run,
+  and the driver waits out only what is still owed;
+* SIGTERM: the stage is stopped through the runner and the run saved (the CLI's own
+  path), then the message is rejected back to the queue for the next worker to resume;
+* Redis does not answer (restarting): ``retry`` a few seconds later; a write the run
+  could not fence was not made, and the retried task resumes before it;
+* fenced out (another worker took the ticket over while this one was paused): nothing
+  is written, and the task ends without a result, since the ticket is the other's.
+
+A redelivered task (its worker was lost) finds the run and resumes it, as the local
+batch resumes an unfinished run: completed stages are not re-run.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from orchestrator.batch.queue import run_one
+from orchestrator.batch.results import TicketResult
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.coordination import TicketLeases, claim
+from orchestrator.distributed.enqueued import Enqueued
+from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
+from orchestrator.distributed.fleet_budget import FleetBatchBudget
+from orchestrator.distributed.fleet_stores import fleet_stores
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import Interrupted, StateError
+from orchestrator.recovery.gateway import GatewayFactory
+from orchestrator.reports.display import QuietReporter
+from orchestrator.storage.batch_budget import budgeted_factory
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.ledger import key_from_env
+
+TASK_NAME = "orchestrator.run_ticket"
+# How soon a ticket whose coordination store did not answer is tried again.
+UNAVAILABLE_RETRY_S = 5.0
+
+
+class BackOff(Exception):
+    """The run owes an infrastructure back-off: retry the task after ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"back-off of {seconds:.1f}s")
+        self.seconds = seconds
+
+
+def _back_off(seconds: float) -> None:
+    """``Services.sleep`` on a worker: the wait becomes a retry, not a blocked slot."""
+    raise BackOff(seconds)
+
+
+class HeldClaim:
+    """The ticket lock a fleet worker hands the driver: its claim, won before the run
+    (the flock would not exclude another machine on a network filesystem)."""
+
+    def __init__(self, ticket_id: str) -> None:
+        self.ticket_id = ticket_id
+
+    @contextmanager
+    def ticket(self, ticket_id: str) -> Iterator[None]:
+        if ticket_id != self.ticket_id:
+            raise StateError(
+                f"state error: this worker holds ticket {self.ticket_id}, but its file now "
+                f"says {ticket_id}; the ticket file changed after it was queued"
+            )
+        yield
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """What every task of one worker shares: its config, state dir and environment."""
+
+    config_file: Path
+    state_dir_override: str | None
+    environ: Mapping[str, str]
+    out: TextIO
+    gateway_factory: GatewayFactory | None = None  # tests script the model
+
+
+def run_claimed(
+    context: WorkerContext,
+    store: CoordinationStore,
+    ticket_id: str,
+    ticket_file: Path,
+    batch_id: str,
+) -> TicketResult:
+    """Claim ``ticket_id`` and run its file to the end (or until it must stop): raises
+    ``TicketClaimed``, ``BackOff``, ``FencedOut`` or ``Interrupted`` for the task to
+    answer; any other outcome is the ticket's result, as the local batch reports it."""
+    from orchestrator.cli.commands.run import build_services
+
+    loaded = load_config(context.config_file)
+    base = build_services(loaded, context.state_dir_override, context.out, context.environ)
+    distributed = loaded.config.distributed
+    leases = TicketLeases(store, ttl_s=distributed.lease_s)
+    storage = FileStorage(base.store.state_dir)
+    with claim(leases, ticket_id) as held:
+        stores = fleet_stores(storage, held, store, ledger_key=key_from_env(base.environ))
+        budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+        services = replace(
+            base,
+            store=stores.run_store,
+            reporter=QuietReporter(context.out),
+            decisions=stores.decisions,
+            approvals=stores.approvals,
+            budgets=stores.budgets,
+            ledger=stores.ledger,
+            locks=HeldClaim(ticket_id),
+            gateway_factory=budgeted_factory(
+                context.gateway_factory or base.gateway_factory, budget
+            ),
+            sleep=_back_off,
+        )
+        return run_one(ticket_file, services)
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    # Once: a second TERM (the group's and the worker's forwarded one) must not cut
+    # short the runner stopping the stage.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM unwinds the ticket as it does the CLI's: the runner stops the stage
+    (TERM, grace, KILL) and the driver saves the run. Only the main thread of a process
+    can take a signal: in a prefork pool process, that is the one running the task."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _forget(enqueued: Enqueued, ticket_id: str, task_id: str) -> None:
+    """The ticket is no longer queued; if Redis cannot hear it now, the entry expires."""
+    with suppress(CoordinationUnavailable):
+        enqueued.done(ticket_id, task_id)
+
+
+def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
+    """Bind ``orchestrator.run_ticket`` to ``app`` for this worker."""
+    from celery.exceptions import Ignore, Reject  # type: ignore[import-untyped]
+
+    enqueued = Enqueued(store)
+    lease_s = load_config(context.config_file).config.distributed.lease_s
+
+    @app.task(name=TASK_NAME, bind=True, max_retries=None, acks_late=True)  # type: ignore[untyped-decorator]
+    def run_ticket(
+        self: Any, ticket_id: str, ticket_file: str, queue_dir: str, batch_id: str
+    ) -> dict[str, Any]:
+        try:
+            with stopped_by_sigterm():
+                result = run_claimed(
+                    context, store, ticket_id, Path(queue_dir) / ticket_file, batch_id
+                )
+        except TicketClaimed as exc:
+            context.out.write(f"{exc}; retrying in {lease_s:.0f}s\n")
+            raise self.retry(countdown=lease_s) from None
+        except BackOff as owed:
+            raise self.retry(countdown=max(owed.seconds, 0.0)) from None
+        except CoordinationUnavailable as exc:
+            # Redis is down (restarting?): whatever the run had not written waits with it.
+            context.out.write(
+                f"ticket {ticket_id}: {exc}; retrying in {UNAVAILABLE_RETRY_S:.0f}s\n"
+            )
+            raise self.retry(countdown=UNAVAILABLE_RETRY_S) from None
+        except FencedOut as exc:
+            context.out.write(f"{exc}\n")
+            raise Ignore() from None
+        except Interrupted:
+            context.out.write(f"ticket {ticket_id}: stopped; state saved, requeued\n")
+            raise Reject("stopped by SIGTERM; the run is saved", requeue=True) from None
+        except Exception:
+            _forget(enqueued, ticket_id, self.request.id)
+            raise
+        _forget(enqueued, ticket_id, self.request.id)
+        return asdict(result)
+
+    return run_ticket

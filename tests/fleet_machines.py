@@ -1,0 +1,116 @@
+"""A fleet for the end-to-end tests: a config on a real Redis, a queue of tickets, and
+``orchestrator worker`` processes, each in its own process group with its own HOME and
+TMPDIR, sharing only the state dir (and the config beside it), as machines would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
+
+
+def counted(name: str, tail: str = "") -> str:
+    """A stage that appends a line to ``count-<stage>-<ticket>`` in the state dir each time
+    it runs, then runs ``tail`` (its exit status is the stage's)."""
+    return bash_stage(
+        name, f"echo x >> $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID; {tail or 'true'}"
+    )
+
+
+def write_fleet_config(
+    root: Path,
+    url: str,
+    namespace: str,
+    stages: str,
+    *,
+    visibility_s: float = 3600.0,
+    lease_s: float = 60.0,
+    recovery: bool = False,
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "config.toml"
+    switch = "" if recovery else "[recovery]\nenabled = false\n"
+    config.write_text(
+        'state_dir = "state"\n'
+        f'[distributed]\nbroker_url = "{url}"\nnamespace = "{namespace}"\n'
+        f"visibility_timeout_s = {visibility_s}\nlease_s = {lease_s}\n" + switch + "\n" + stages
+    )
+    return config
+
+
+def write_tickets(directory: Path, n: int) -> list[str]:
+    ids = [f"T-{i:02d}" for i in range(n)]
+    for ticket_id in ids:
+        write_ticket(directory, ticket_id)
+    return ids
+
+
+def counts(state: Path, name: str) -> dict[str, int]:
+    return {
+        p.name.removeprefix(f"count-{name}-"): len(p.read_text().splitlines())
+        for p in state.glob(f"count-{name}-*")
+    }
+
+
+class FleetWorkers:
+    def __init__(self, root: Path, config: Path) -> None:
+        self.root = root
+        self.config = config
+        self.started: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(
+        self, name: str, concurrency: int = 1, *, argv: list[str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``orchestrator worker`` (or ``argv``) on a machine of its own."""
+        home = self.root / "machines" / name
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        env = subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"))
+        log = (home / "worker.log").open("ab")
+        process = subprocess.Popen(
+            argv
+            or orchestrator_cmd(
+                "--config", str(self.config), "worker", "--concurrency", str(concurrency)
+            ),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=home, start_new_session=True,
+        )  # fmt: skip
+        self.started[name] = process
+        return process
+
+    def wait_ready(self, name: str, deadline_s: float = 60.0) -> None:
+        """Until the worker says it takes tasks (its log is another process's: there is
+        nothing to wait on but the text)."""
+        deadline = time.monotonic() + deadline_s
+        while " ready." not in self.log(name):
+            process = self.started[name]
+            assert process.poll() is None, self.log(name)
+            assert time.monotonic() < deadline, self.log(name)
+            time.sleep(0.05)
+
+    def ran(self, name: str) -> int:
+        """How many tickets the worker's tasks ran to an answer."""
+        return self.log(name).count("succeeded in")
+
+    def log(self, name: str) -> str:
+        return (self.root / "machines" / name / "worker.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for process in self.started.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.started.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def batch_cmd(config: Path, tickets: Path, *extra: str) -> list[str]:
+    return orchestrator_cmd(
+        "--config", str(config), "batch", "--backend", "celery", "--tickets", str(tickets), *extra
+    )

@@ -4,10 +4,14 @@
 
 * token shapes that are secrets on their own, wherever they stand: vendor-prefixed keys
   (Anthropic, OpenAI, GitHub, GitLab, Slack, Stripe, AWS, Google ``AIza``, Hugging Face,
-  npm, PyPI, SendGrid, 1Password, and some eighty more), JWTs, PEM private-key blocks,
-  the ``data:`` values of a Kubernetes ``Secret`` manifest;
-* passwords in URLs (``scheme://user:password@host``), signed-URL signatures (``sig=``),
-  and ``-u user:password``;
+  npm, PyPI, SendGrid, 1Password, Docker Hub, Cloudflare, and some eighty more), Slack
+  configuration tokens, Discord bot tokens, JWTs, PEM private-key blocks, the ``data:``
+  values of a Kubernetes ``Secret`` manifest;
+* keys told by their vendor's name, whatever the setting is called: Cloudflare's global
+  key, MessageBird keys, Sumo Logic access ids, and an AWS secret access key after any
+  name with secret/access/key/token in it and any separator (``,``, ``||``, ``>`` too);
+* passwords in URLs (``scheme://user:password@host``, a password holding ``@`` whole),
+  signed-URL signatures (``sig=``), and ``-u user:password``;
 * ``Authorization`` header values (any scheme word: ``Bearer``, ``Api-Token`` ...);
 * the value of a setting whose name says it is a secret: ``NAME=value`` and every other
   assignment spelling (``:=``, ``::=``, ``?=``, ``+=``, ``.=``, ``=>``, ``: ``, JSON,
@@ -31,11 +35,14 @@ even when random: the value of a setting named public (``public_key``, ``csrf-to
 integrity digests, and ciphertext (SOPS ``ENC[...]``, Vault ``vault:v1:``).
 
 A value that carries no information is kept, whatever its name or prefix says: a
-placeholder (``${VAR}``, ``<token>``, ``%VAR%``, ``{Name}``, ``[PASSWORD]``, ``%s``), a
-reference to code (``var.db_password``, ``new Foo(...)``), a value that names its own
-field (``password: PASSWORD``, ``-u user:pass``), an empty string, only ``x`` after
-a vendor prefix (``ghp_xxxx``, ``glpat-XXXX-XXXX``): a key with its secret part
-overwritten leaks nothing. Names that hold a key's *name* rather
+placeholder or a reference a tool fills in (``${VAR}``, ``${{ secrets.X }}``,
+``$.Values.x``, ``{{ .x }}``, ``<token>``, ``%VAR%``, ``@VAR@``, ``{Name}``,
+``[PASSWORD]``), a format argument (``%s``, ``%1$s``, ``{0}``), a reference to code
+(``var.db_password``, ``db_password_from_vault``, ``currentSecret``, ``new Foo(...)``),
+a value that names its own field (``password: PASSWORD``, ``-u user:pass``), an empty
+string or punctuation alone, ``x`` in four characters of five after a vendor prefix
+(``ghp_xxxx``, ``glpat-XXXX-XXXX``): a key with its secret part overwritten leaks
+nothing. Names that hold a key's *name* rather
 than the key (``primaryKey``, ``key_id``, ``TokenFile``, ``keyword``) are not secret
 names; a bare ``key``/``key1`` (a map's key as often as a credential) counts only with a
 credential-like value (16+ characters, letters and digits, a run of 12 of them).
@@ -46,6 +53,10 @@ values that are real keys in form: a vendor's key with the wrong length or check
 password under a ``password`` name that a scanner skips for the file type. They are
 redacted here: a key one character off its format in a log is as likely a real key
 mangled as a test string, and the cost of redacting one is a word the model does not see.
+Two filters other scanners use were measured on that data and left out, because each
+let true positives through: obvious sequences (``123456789``, ``abcdefghij``,
+``abcd1234abcd1234``: test suites write keys so) and a minimum entropy per value
+(``abc``, ``test`` under a password name are passwords here).
 
 Linear time on any input: Python's ``re`` backtracks, so every pattern either starts only
 at the beginning of a run of its characters (a negative lookbehind) and consumes that run
@@ -128,7 +139,20 @@ _VENDOR_PREFIXES: Final = (
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glrt-"),
     *("glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glcbt-", "glffct-", "glsoat-"),
     *("GR1348941", "_gitlab_session=", "npm_", "pypi-", "rubygems_", "CLOJARS_"),
-    *("CCIPAT_", "dckr_pat_", "ATATT", "ATCTT", "ATBB", "rdme_", "sqp_", "sqa_", "squ_"),
+    # (dckr_oat_: shape after kingfisher's dockerhub-organization-access-token rule,
+    # Apache-2.0)
+    *(
+        "CCIPAT_",
+        "dckr_pat_",
+        "dckr_oat_",
+        "ATATT",
+        "ATCTT",
+        "ATBB",
+        "rdme_",
+        "sqp_",
+        "sqa_",
+        "squ_",
+    ),
     *("sqco_", "oy2", "pul-", "nfp_", "sbp_", "sntrys_", "sntryu_", "figr_", "figp_"),
     # cloud and infrastructure
     *("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "ABSK", "bedrock-api-key-", "AIza", "ya29."),
@@ -143,7 +167,9 @@ _VENDOR_PREFIXES: Final = (
     # model providers
     *("sk-", "xai-", "gsk_", "pplx-", "r8_", "hf_", "api_org_", "lsv2_pt_", "lsv2_sk_"),
     # payments, messaging, mail
-    *("sk_live_", "rk_live_", "sk_test_", "rk_test_", "pk_live_", "sq0atp-", "sq0csp-"),
+    # (sk_prod_/rk_prod_: shape after kingfisher's stripe rules, Apache-2.0)
+    *("sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_", "pk_live_"),
+    *("sq0atp-", "sq0csp-"),
     *("EAAA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe-", "xapp-", "key-"),
     *("pubkey-", "duffel_test_", "duffel_live_", "live_", "test_pub_", "test_", "AKCp"),
     *("cmVmd", "fio-u-", "s-s4t2ud-", "s-s4t2af-", "SK", "AC", "sc_"),
@@ -177,6 +203,9 @@ _TOKEN: Final = re.compile(
     # JFrog (AKC…, AP[0-9A-F]…), Discord bot tokens, Azure AD client secrets (…8Q~…),
     # Twilio.
     r"|(?:AKC|AP[0-9A-F])[A-Za-z0-9]{10,}+"
+    # Slack configuration tokens (shape after kingfisher's slack-config-access-token and
+    # slack-config-refresh-token rules, Apache-2.0).
+    r"|[xX][oO][xX][eE]\.[xX][oO][xX][bBpP]-[0-9]-[A-Za-z0-9]{163,166}(?![A-Za-z0-9])"
     r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}+"
     r"|[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}+"
     r"|(?:SK|AC)[0-9a-fx]{32}(?![A-Za-z0-9])"
@@ -203,7 +232,9 @@ _RARE_TOKEN: Final = re.compile(
 # candidate matches scan the same text.
 _URL_PASSWORD: Final = re.compile(
     r"(?<![A-Za-z0-9.-])(?P<head>[A-Za-z][A-Za-z0-9+.-]*+://[^\s/:@'\"]*+:)"
-    r"(?P<value>[^\s/@'\"]++)@"
+    # (a password may hold '@': the last one of the run ends it; the run has no '/', so
+    # the backtracking stays within it)
+    r"(?P<value>[^\s/'\"]+)@"
 )
 # The signature of a signed URL (Azure SAS, S3/GCS presigned) grants what it signs.
 _URL_SIGNATURE: Final = re.compile(
@@ -266,6 +297,30 @@ _ASSIGNMENT: Final = re.compile(
     r"(?P<value>\\\"(?:[^\"\\\n]|\\[^\"\n])*+(?:\\\")?"
     r"|\"(?:[^\"\\\n]|\\.)*+\"?|'(?:[^'\\\n]|\\.)*+'?|`[^`\n]*+`?"
     r"|[^\s,;]{3}[^\s,;]*+|[^\s]++)"
+)
+# Keys known by a vendor's name before them, whatever the setting is called
+# (``cloudflare: "<37 hex>"``, ``MessageBirdClientID = "<uuid>"``, ``SUMO_ACCESS_ID =
+# su<12>``), and an AWS secret
+# access key (40 characters of base64) after a name with secret/access/key/token in it,
+# after any separator, including ``,`` (a call's argument), ``||`` (a default) and ``>``.
+# (Shapes after kingfisher's cloudflare-global-api-key, messagebird, sumologic-access-id
+# and aws-secret-access-key rules, Apache-2.0.)
+_VENDOR_NAMED: Final = re.compile(
+    # (the name's words are judged in ``_vendor_named``: a lookahead for them at every
+    # name would cost every line with a keyword; the value's shape is rarer)
+    rf"(?<![{_NAME_CHAR}])(?P<head>(?P<name>[{_NAME_CHAR}]++)"
+    r"[\"'\]]?[ \t]*+(?:=>|\?=|:=|\|\||[=:,>])[ \t]*+[\"']?)"
+    r"(?=[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=-])|[0-9a-f]{37}(?![0-9A-Za-z])"
+    r"|[0-9A-Fa-f]{8}-|[A-Za-z0-9]{25}(?![0-9A-Za-z])|su[A-Za-z0-9]{12}(?![0-9A-Za-z]))"
+    r"(?P<value>[A-Za-z0-9/+=-]++)(?![^\s\"',;)\]}])"
+)
+_SUMO_ACCESS_ID: Final = re.compile(r"su[A-Za-z0-9]{12}")
+_HEX37: Final = re.compile(r"[0-9a-f]{37}")
+_MESSAGEBIRD_KEY: Final = re.compile(
+    r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}|[A-Za-z0-9]{25}"
+)
+_AWS_SECRET: Final = re.compile(
+    r"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9/+]*[0-9/+])[A-Za-z0-9/+=]{40}"
 )
 # The last word of a name that holds a key's name, a file or an id rather than a secret.
 _QUALIFIER: Final = re.compile(
@@ -350,9 +405,9 @@ _KEYWORD: Final = re.compile(
     # (a trie by first character: token secret sonar key pass(w) pw pat cred auth
     # authorization bot bundle_ -u --user -us :// :aa sig= signature= | .atlasv1. webhook
     # hooks.slack.com)
-    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red)"
+    r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red|loudflare)"
     r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us)|:(?://|aa)"
-    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com)"
+    r"|sig=|signature=|\||\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird|sumo)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -374,9 +429,10 @@ _NOT_SECRET_NAME: Final = re.compile(
 _BARE_KEY: Final = re.compile(r"[_.\-]*[kK][eE][yY][sS]?(?:[0-9]*|[A-Z])")
 _PLACEHOLDER: Final = re.compile(
     r"""(?x)^(?:
-        \$[{(A-Za-z_0-9]           # $VAR, ${VAR}, $(cmd), $1
+        \$\.?[{(A-Za-z_0-9]        # $VAR, ${VAR}, ${{ secrets.X }}, $(cmd), $1, $.Values.x
       | \{\{ | <[^>]*>?$ | %[sd(]  # templates, <placeholder>, printf
       | %[A-Za-z_][A-Za-z0-9_]*%$  # %VAR% (Windows, NuGet)
+      | \{[0-9]*\}$ | %[0-9]*\$?[sd]$  # {0}, {}, %1$s: format arguments
       | \{[A-Za-z_][A-Za-z_.]*\}$  # {Name}
       | \[[A-Za-z_ ]*\]$           # [PASSWORD]
       | \[REDACTED\]
@@ -418,14 +474,14 @@ def _is_dummy(value: str) -> bool:
 
 
 def _low_information(value: str) -> bool:
-    """Letters and digits (separators aside) that are all ``x``: the placeholder letter of
-    documentation and templates (``ghp_xxxx``, ``glpat-XXXX-XXXX``). Judged from eight
-    characters on. Other repeated characters (``ghp_aaaa...``, ``AAAAAAAAAAAAAAAAAAAAAAn1
+    """Letters and digits (separators aside) that are ``x`` four times in five: the
+    placeholder letter of documentation and templates (``ghp_xxxx``, ``glpat-XXXX-XXXX``,
+    ``glsa_XXXX..._AAAAAAAA``, ``tx_xxxx...``). Judged from eight characters on. Other repeated characters (``ghp_aaaa...``, ``AAAAAAAAAAAAAAAAAAAAAAn1
     aSw0...`` in Twitter's bearer tokens) and runs of consecutive characters
     (``abc123...``) are kept as secrets: test data, scanners' and ours, uses them for
     keys as often as for placeholders, and recall wins."""
     core = _fold(value)
-    return len(core) >= 8 and set(core) == {"x"}
+    return len(core) >= 8 and core.count("x") >= 0.8 * len(core)
 
 
 _NOT_ALNUM: Final = re.compile(r"[\W_]+")
@@ -452,16 +508,27 @@ def _names_itself(value: str, name: str = "") -> bool:
 _NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+_SNAKE_WORDS: Final = re.compile(r"[a-z]+(?:_[a-z]+)+|[a-z]+(?:[A-Z][a-z]+)+")
+_ALNUM: Final = re.compile(r"[^\W_]")
+_AT_VARIABLE: Final = re.compile(r"@?[A-Za-z_][A-Za-z0-9_.]*@")
+
+
 def _is_placeholder(value: str, name: str = "") -> bool:
     """A value that is plainly not a secret: empty, a template, a reference to code, the
     name of its own field, or mostly one character (``xxxx``, ``****``)."""
     if value.startswith("`") and any(c.isspace() for c in value):
         return True  # a shell command substitution: the value is computed
+    if _AT_VARIABLE.fullmatch(value.strip("\"'` \t;,")):
+        return True  # @VAR@ (autoconf, Maven filtering; a separator may have taken the first @)
     inner = value.strip("\"'`@\\ \t;,")
     if len(inner) < 3:
         return True
     if _PLACEHOLDER.match(inner) or _is_dummy(inner) or _names_itself(inner, name):
         return True
+    if _ALNUM.search(inner) is None:
+        return True  # punctuation only
+    if _SNAKE_WORDS.fullmatch(inner):
+        return True  # an identifier: ``real_secret``
     most = max(inner.count(c) for c in set(inner))
     return most >= 0.6 * len(inner)
 
@@ -642,11 +709,46 @@ def _head_value(found: set[str], match: re.Match[str]) -> str:
     )
 
 
+def _vendor_named(found: set[str], match: re.Match[str]) -> str:
+    """A value whose shape and the vendor or kind its name gives say it is a key: 37 hex
+    after a Cloudflare name (the global API key), a UUID or 25 letters and digits after a
+    MessageBird name, ``su`` + 12 after a Sumo Logic name (the access id), 40 characters
+    of base64 mixing cases after a secret/key/token name
+    (an AWS secret access key; AWS's documented example key goes too: a key in form is a
+    key). Only an all-``x`` value is let through."""
+    name, value = match.group("name").lower(), match.group("value")
+    if "cloudflare" in name and _HEX37.fullmatch(value):
+        pass
+    elif "bird" in name and _MESSAGEBIRD_KEY.fullmatch(value):
+        pass
+    elif _SUMO_ACCESS_ID.fullmatch(value) and any(
+        word.lower() in ("sumo", "sumologic") for word in _NAME_WORDS.findall(match.group("name"))
+    ):
+        pass
+    elif not (_AWS_SECRET.fullmatch(value) and _secret_or_aws_name(match.group("name"))):
+        return match.group(0)
+    if _low_information(value) or len(set(value)) < 5:
+        return match.group(0)
+    _remember(found, value)
+    return match.group("head") + REDACTED
+
+
+def _secret_or_aws_name(name: str) -> bool:
+    """A name an AWS secret key goes by: a secret name (``aws_secret``, ``SECRET_KEY``, not
+    ``key_id``), or any name with ``access`` in it (``aws_access``, ``SecretAccessKey``)."""
+    lowered = name.lower()
+    if not any(word in lowered for word in ("secret", "access", "key", "token")):
+        return False
+    return "access" in lowered or _secret_name(name)
+
+
 def _user_pair(found: set[str], match: re.Match[str]) -> str:
     """``-u user:password``: judged by its password half (``$2``, ``[PASSWORD]``,
     ``pass`` are no passwords); the whole pair goes."""
     value = match.group("value")
     secret = value.split(":", 1)[1] if ":" in value else value
+    if secret.strip("\"' ").startswith("{{"):
+        return match.group(0)  # a template fills it in: ``--user "{{ .user }}:{{ .pass }}"``
     if secret.strip("\"' ") and _is_placeholder(secret.strip("\"'{}")):
         return match.group(0)
     if not secret.strip("\"' ") and _is_placeholder(value.split(":", 1)[0].strip("\"'{}")):
@@ -760,6 +862,8 @@ def _token(found: set[str], match: re.Match[str]) -> str:
     token = match.group(0)
     if "/" in token and match.string[match.start() - 1 : match.start()] == "/":
         return token  # a path component: ``github.com/xoxa-nyc/repo/blob/...``
+    if token.startswith("sk-ant-"):
+        return REDACTED  # distinctive enough that any tail goes, placeholder-looking or cut
     body = token[_prefix_length(token) :]
     # A vendor prefix is strong evidence: only a plain identifier after it (``hf_`` +
     # ``requiredTypesForDisplay``) or a placeholder (``ghp_xxxx``) is let through.
@@ -789,6 +893,7 @@ _Rewrite = Callable[[set[str], re.Match[str]], str]
 # for the rule to match there.
 _NAME_RULES: Final[tuple[tuple[re.Pattern[str], _Rewrite, tuple[str, ...]], ...]] = (
     (_RARE_TOKEN, _token, (":aa", "-us", "|", ".atlasv1.", "webhook", "hooks.slack.com")),
+    (_VENDOR_NAMED, _vendor_named, ("cloudflare", "bird", "sumo", "key", "token", "secret")),
     (_URL_PASSWORD, _head_value, ("://",)),
     (_URL_SIGNATURE, _head_value, ("sig=", "signature=")),
     (_USER_FLAG, _user_pair, ("-u",)),

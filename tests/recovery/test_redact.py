@@ -26,6 +26,7 @@ PEM = (
         # token shapes
         ("key sk-ant-api03-AbC_9-xyz end", f"key {R} end"),
         ("sk-ant-", R),  # a cut key: the prefix alone is enough
+        ("sk-ant-api03-" + "x" * 40, R),  # Anthropic's prefix: no tail is a placeholder
         ("use sk-proj-abcdefghijklmnopqrstuvwxyz now", f"use {R} now"),
         ("sk-abcdefghijklmnopqrstu1wx", R),
         ("ghp_" + "a1" * 18, R),
@@ -128,6 +129,134 @@ PEM = (
     ],
 )
 def test_redacts(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+# Made-up values in each vendor's shape (never a sample from a scanner's test data).
+_AWS_LIKE = "Qm9vdHN0cmFw/K3yZ7pL+Wq2Xn8Rt5Vb0Jc4Hd6Ms"  # 40 of [A-Za-z0-9/+]
+_SLACK_CONFIG_BODY = "Q7ZK" + "A1B2C3D4E5F6G7H8" * 10  # 164 of [A-Z0-9]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Slack configuration tokens: any case, a digit, 163-166 characters
+        (f"got xoxe.xoxp-1-{_SLACK_CONFIG_BODY} ok", f"got {R} ok"),
+        (f"got xoxe.xoxb-2-{_SLACK_CONFIG_BODY.lower()} ok", f"got {R} ok"),
+        (f"XOXE.XOXB-3-{_SLACK_CONFIG_BODY}", R),
+        # Cloudflare: prefixed API tokens anywhere, the 37-hex global key after its name
+        ("use cfut_" + "Ab3dE5gH7j" * 4 + "0a1b2c3d here", f"use {R} here"),
+        ("cfat_" + "Zy8xW6vU4t" * 4 + "deadbeef", R),
+        ('cloudflare: "0f1e2d3c4b5a69788796a5b4c3d2e1f001234"', f'cloudflare: "{R}"'),
+        (
+            "CF_CLOUDFLARE_GLOBAL, 0f1e2d3c4b5a69788796a5b4c3d2e1f001234",
+            f"CF_CLOUDFLARE_GLOBAL, {R}",
+        ),
+        # Docker Hub organisation tokens; Stripe's prod keys
+        ("login dckr_oat_Zx9-Ab8_Cd7Ef6Gh5Ij4Kl3Mn2Op1Qr0St", f"login {R}"),
+        ("sk_prod_4eC39HqLyjWDarjtT1zdp7dc then", f"{R} then"),
+        ("rk_prod_Zq8Wm2Xn4Kp6Lr0Ts3Vb", R),
+        # MessageBird: a UUID or a 25-character key after its name, whatever the setting
+        (
+            'const MessageBirdClientID = "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"',
+            f'const MessageBirdClientID = "{R}"',
+        ),
+        ("messagebird_id: Zq8Wm2Xn4Kp6Lr0Ts3Vb7Yc1D", f"messagebird_id: {R}"),
+        # a Sumo Logic access id after a Sumo name
+        ('SUMO_ACCESS_ID = "suZq8Wm2Xn4Kp6"', f'SUMO_ACCESS_ID = "{R}"'),
+        ("sumologic.accessId: suZq8Wm2Xn4Kp6", f"sumologic.accessId: {R}"),
+        # an AWS secret access key after a key name, with every separator a config uses
+        (f'aws_access_key = "{_AWS_LIKE}"', f'aws_access_key = "{R}"'),
+        (f"AWS_SECRET_ACCESS_KEY := {_AWS_LIKE}", f"AWS_SECRET_ACCESS_KEY := {R}"),
+        (f'"aws_secret" => "{_AWS_LIKE}"', f'"aws_secret" => "{R}"'),
+        (f"SECRET_KEY ?= {_AWS_LIKE}", f"SECRET_KEY ?= {R}"),
+        (f'client(secret_key, "{_AWS_LIKE}")', f'client(secret_key, "{R}")'),
+        (f"env.AWS_SECRET || '{_AWS_LIKE}'", f"env.AWS_SECRET || '{R}'"),
+        (f"aws_access > {_AWS_LIKE}", f"aws_access > {R}"),
+        # credential URIs of every common scheme; a password holding '@'
+        ("postgresql://app:Zq8Wm2Xn@db:5432/x", f"postgresql://app:{R}@db:5432/x"),
+        ("mongodb+srv://u:Zq8Wm2Xn@c0.mongodb.net", f"mongodb+srv://u:{R}@c0.mongodb.net"),
+        ("rediss://:Zq8Wm2Xn@cache:6380", f"rediss://:{R}@cache:6380"),
+        ("amqps://guest:Zq8Wm2Xn@mq/vhost", f"amqps://guest:{R}@mq/vhost"),
+        ("ldaps://cn=admin:Zq8Wm2Xn@ldap", f"ldaps://cn=admin:{R}@ldap"),
+        (
+            "smtps://me:Zq8Wm2Xn@mail:465 ftps://me:Zq8Wm2Xn@f",
+            f"smtps://me:{R}@mail:465 ftps://me:{R}@f",
+        ),
+        ("ssh://git:Zq8Wm2Xn@host mariadb://r:Zq8Wm2Xn@h", f"ssh://git:{R}@host mariadb://r:{R}@h"),
+        (
+            "https://elastic:P@ss-W0rd$7@es.local:9200/_cat",
+            f"https://elastic:{R}@es.local:9200/_cat",
+        ),
+        # Discord bot tokens: [MNO] + 23-25 . 6 . 27
+        ("bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs x", f"bot {R} x"),
+        ("NzI0MzE5MDg3NjU0MzIxMDk4NzY1.X1y2Z3.abcdefghijklmnopqrstuvwxyz0", R),
+    ],
+)
+def test_redacts_provider_shapes(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one character short of the shape, or the shape without its name
+        "xoxe.xoxp-1-" + "A1B2" * 10,
+        "dckr_oat_short",
+        "sk_prod_short",
+        'cloudflare: "0f1e2d3c4b5a69788796a5b4c3d2e1f00123"',  # 36 hex
+        "zone_hash: 0f1e2d3c4b5a69788796a5b4c3d2e1f001234",  # 37 hex, no vendor
+        'messagebird_url: "https://rest.messagebird.com/messages"',
+        'request_id = "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"',  # a UUID is an id
+        f"commit > {_AWS_LIKE.lower()}",  # no key name, one case
+        "aws_secret || 'tooShort1'",
+        "sumOfSquares = sumOfSquares12;",  # su + 12, but no Sumo name
+        "summary = suZq8Wm2Xn4Kp6",
+        "https://example.com:8080/docs?user=a@b",  # no credentials in the authority
+        "mailto:ops@example.com",
+        "NzI0MzE5MDg3NjU0MzIxMDk4NzY1.X1y2Z3",  # two parts only
+    ],
+)
+def test_keeps_provider_near_misses(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # references a template or the build fills in, format arguments
+        "token: ${{ secrets.GH_TOKEN }}",
+        "password=@DB_PASSWORD@",
+        'curl --user "{{ .Values.user }}:{{ .Values.password }}"',
+        'curl --user "{{ $.Values.username }}:{{ $.Values.password }}"',
+        "password = {0}",
+        'log("password=%1$s", pw)',
+        # a variable's name, not its content; punctuation alone
+        "password = db_password_from_vault",
+        "secret: currentSecretValue",
+        'password = ",.:-*?!"',
+        # a key mostly overwritten with the placeholder letter
+        "glsa_" + "X" * 32 + "_AAAAAAAA",
+        "glrt-tx_" + "x" * 27 + ".xxxxxxxxx",
+    ],
+)
+def test_keeps_references_and_format_arguments(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # one letter or digit beside the punctuation, a digit in the words: a password
+        ('password = "A,.:-@*?!"', f'password = "{R}"'),
+        ("password = db_pa55word", f"password = {R}"),
+        ('curl --user "{{ .user }}:s3cr3tPw9"', f"curl --user {R}"),
+        ("password=@s3cr3tPw9", f"password=@{R}"),
+        # x in three of five characters: a real key with x in it
+        ("ghp_" + "x" * 20 + "Ab3dE5gH7jK9Lm2N", R),
+    ],
+)
+def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None:
     assert redact(text) == expected
 
 
@@ -303,6 +432,11 @@ ADVERSARIAL = {
     "scheme-dots": "a." * (MB // 2),
     "url-colons": "x://a:" + "b:" * (MB // 2),
     "url-schemes": "x://" * (MB // 4),
+    "url-ats": "x://a:" + "b@" * (MB // 2),
+    "url-ats-hosts": "x://a:b@c" * (MB // 9),
+    "vendor-names": "aws_secret, " * (MB // 12),
+    "vendor-name-runs": "-_" * (MB // 2) + "key=" + "A" * 40,
+    "cloudflare": "cloudflare:" * (MB // 11),
     "pem-begins": "-----BEGIN " * (MB // 11),
     "pem-near-miss": ("-----BEGIN " + "A" * 40) * (MB // 51),
     "pem-ends": "-----END PRIVATE KEY-----" * (MB // 25),

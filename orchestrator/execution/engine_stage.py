@@ -24,6 +24,7 @@ from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import (
     NamedFailure,
     classify,
+    marked_failure,
     missing_executable,
     read_named,
 )
@@ -112,8 +113,10 @@ def failure_of_output(
     )
     if named is None and not timed_out:
         named = _named_further_up(log_path, exit_code=exit_code, scan_bytes=scan_bytes)
-    if not isinstance(named, NamedFailure) or named.detail is None:
-        return named if isinstance(named, NamedFailure) else None
+    if not isinstance(named, NamedFailure):
+        return None  # the code's failure, or nothing named
+    if named.detail is None:
+        return named
     return NamedFailure(named.failure, redact(named.detail))
 
 
@@ -121,11 +124,10 @@ def _named_further_up(
     log_path: Path, *, exit_code: int | None, scan_bytes: int
 ) -> NamedFailure | Literal["code"] | None:
     try:
-        marked = last_marker(log_path, scan_bytes)
+        line = last_marker(log_path, scan_bytes)
+        marked = marked_failure(line) if line is not None else None
         if marked is not None:
-            found = read_named(marked, exit_code=None, timed_out=False)
-            if isinstance(found, NamedFailure):
-                return found
+            return NamedFailure(marked, None)
         for region in regions_up(log_path, scan_bytes):
             found = read_named(region, exit_code=exit_code, timed_out=False)
             if found is not None:

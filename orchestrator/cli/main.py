@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--no-wait", action="store_true", help="celery: queue the tickets and exit (for cron)"
     )
+    batch.add_argument(
+        "--report", metavar="PATH", help="at the end, write the batch's HTML report here"
+    )
+    batch.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="at the end, write the batch's figures here in the Prometheus text format",
+    )
 
     worker = sub.add_parser("worker", help="run tickets a `batch --backend celery` queued")
     worker.add_argument("--concurrency", metavar="N", type=int, default=1, help="tickets at a time")
@@ -111,6 +119,22 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show one run: stages, attempts, halt, paths")
     show.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     show.add_argument("--json", action="store_true", help="print the run record as stored")
+
+    report = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page about a batch's runs (or runs since a date, "
+        "or named runs): outcomes, timelines, decisions, spend, what waits for a person",
+    )
+    report.add_argument("run_ids", nargs="*", metavar="RUN_ID", help=RUN_ID_HELP)
+    report.add_argument("--batch", metavar="ID", help="the runs of this batch")
+    report.add_argument(
+        "--since",
+        metavar="DATE",
+        help="runs active at or after DATE (ISO date or datetime; UTC if no zone)",
+    )
+    report.add_argument(
+        "--out", metavar="PATH", default="report.html", help="where (default: ./report.html)"
+    )
 
     verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
     from orchestrator.actions import choices  # the registry's names, read lazily: cheap
@@ -248,6 +272,14 @@ def _prices(config_file: Path) -> dict[str, Any]:
         return {}
 
 
+def _published(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``batch --report PATH`` and ``--metrics PATH``: what to write when it ends."""
+    return (
+        Path(args.report) if args.report else None,
+        Path(args.metrics) if args.metrics else None,
+    )
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator.storage import locate
 
@@ -282,6 +314,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             wait=not args.no_wait,
             as_json=args.json,
             out=sys.stdout,
+            published=_published(args),
         )
     if args.command == "worker":
         from orchestrator.cli.commands import worker
@@ -306,6 +339,17 @@ def _dispatch(args: argparse.Namespace) -> int:
             as_json=args.json,
             worker=args.worker,
             out=sys.stdout,
+            published=_published(args),
+        )
+    if args.command == "report":
+        from orchestrator.cli.commands import report
+
+        return report.report(
+            locate.state_dir(config_file, args.state_dir),
+            config_file,
+            report.selection_of(args.batch, args.since, args.run_ids),
+            Path(args.out),
+            sys.stdout,
         )
     if args.command == "verdicts":
         from orchestrator.cli.commands import verdicts

@@ -45,15 +45,18 @@ def writer_tag() -> str:
     return f"{_host()}-{os.getpid()}"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to a temp file in ``path``'s directory, fsync it, rename it over
-    ``path``, then fsync the directory so the rename itself is durable."""
+    ``path``, then fsync the directory so the rename itself is durable. The file is the
+    owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
     )
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

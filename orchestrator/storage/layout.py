@@ -18,6 +18,7 @@ the stage programs can use it too.
     tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
     locks/<ticket-id>.lock             flock held while a process drives the ticket
     batches/<batch-id>/                one batch's shared model budget and worker logs
+    batches/<batch-id>/batch.json      what the batch ran: its tickets, their runs, its spend
     ledger.jsonl (+ .head, .lock)      the hash-chained decision ledger
     ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
     .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
@@ -214,6 +215,24 @@ class StateLayout(NamedTuple):
     def batch_worker_log(self, batch_id: str, worker: int) -> Path:
         """The output of a ``--jobs N`` batch's worker ``worker`` (1..N)."""
         return self.batch_dir(batch_id) / f"worker-{worker}.log"
+
+    def batch_worker_logs(self, batch_id: str) -> list[Path]:
+        """Every worker log a ``--jobs N`` batch left, in worker order."""
+        found = self.batch_dir(batch_id).glob("worker-*.log")
+        return sorted(found, key=lambda p: (len(p.name), p.name))
+
+    def batch_record_path(self, batch_id: str) -> Path:
+        """What the batch ran: its tickets, the run each ended in, its model spend."""
+        return self.batch_dir(batch_id) / "batch.json"
+
+    def batch_ids(self) -> list[str]:
+        """The batches that left a directory, oldest first (their ids start with the
+        UTC time they began)."""
+        try:
+            with os.scandir(self.root / BATCHES_DIR) as entries:
+                return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     @property
     def ledger_path(self) -> Path:

@@ -14,6 +14,9 @@ that has not reached a terminal state, N at a time. Built for cron.
   the batch exit 7.
 * One model budget per batch (``[batch]``): once spent, remaining diagnoses become
   synthetic abandon-human instead of calls.
+* Its record (``batches/<id>/batch.json``: each ticket's result and run, its spend) is
+  written when it starts and when it ends; ``--report PATH`` and ``--metrics PATH`` then
+  write its HTML page and its Prometheus figures (cron leaves both behind every batch).
 * Every line starts with its UTC time (a cron log is read by time); a ticket that failed
   is followed by its failed stage's last error lines; when DRY_RUN blocked something in
   this batch, one line says so and how to let it through.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.batch.queue import queue, run_queue
+from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import (
     TicketResult,
     dry_run_blocked,
@@ -41,6 +46,7 @@ from orchestrator.batch.results import (
     timestamp,
 )
 from orchestrator.batch.workers import Stopped, run_workers
+from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.cli.commands.run import build_services
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
@@ -49,6 +55,7 @@ from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget, budgeted_factory
+from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.files import FileStorage
 
 
@@ -63,10 +70,15 @@ def batch(
     out: TextIO,
     environ: Mapping[str, str] = os.environ,
     gateway_factory: GatewayFactory | None = None,
+    published: tuple[Path | None, Path | None] = (None, None),
+    stderr: TextIO = sys.stderr,
 ) -> int:
-    """``gateway_factory`` replaces the configured model (tests script it)."""
+    """``gateway_factory`` replaces the configured model (tests script it); ``published``
+    is where the batch's HTML report and metrics go when it ends (``--report``,
+    ``--metrics``)."""
     if jobs < 1:
         raise errors.UsageError("batch: --jobs must be at least 1")
+    check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
     paths = queue(tickets_dir)
     services = build_services(loaded, state_dir_override, out, environ)
@@ -93,6 +105,11 @@ def batch(
         out.flush()
 
     started = time.monotonic()
+    started_at = services.clock()
+    if not worker:  # a --jobs N worker is part of its parent's batch, which records it
+        write_batch_record(
+            storage.layout, batch_record(batch_id, backend="local", started_at=started_at)
+        )
     results: list[TicketResult] = []
     interrupted = False
     try:
@@ -120,7 +137,17 @@ def batch(
         )  # fmt: skip
         results.append(last)
     write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
-    return exit_code(results)
+    write_batch_record(
+        storage.layout,
+        batch_record(
+            batch_id, backend="local", started_at=started_at, results=results,
+            spend=budget.read(), ended_at=services.clock(), interrupted=interrupted,
+        ),
+    )  # fmt: skip
+    code = exit_code(results)
+    if not publish_batch(storage.root, config_file, batch_id, *published, stderr):
+        return code or errors.EXIT_USAGE
+    return code
 
 
 def write_summary(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -28,8 +29,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
+from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
 from orchestrator.cli.commands.batch import write_summary
+from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.cli.commands.run import build_services
 from orchestrator.distributed.celery_app import celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
@@ -45,6 +48,8 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV
+from orchestrator.storage.batch_record import write_batch_record
+from orchestrator.storage.layout import StateLayout
 
 
 def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
@@ -93,7 +98,12 @@ def celery_batch(
     out: TextIO,
     environ: Mapping[str, str] = os.environ,
     wait_timeout_s: float | None = None,
+    published: tuple[Path | None, Path | None] = (None, None),
+    stderr: TextIO = sys.stderr,
 ) -> int:
+    """``published``: where the batch's HTML report and metrics go when it ends (with
+    ``--no-wait``, once its tickets are queued: the page then shows what was queued)."""
+    check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
     paths = queue(tickets_dir)
     distributed = loaded.config.distributed
@@ -111,6 +121,9 @@ def celery_batch(
     enqueued = Enqueued(store)
     queue_dir = tickets_dir.resolve()
     started = time.monotonic()
+    started_at = services.clock()
+    layout = StateLayout(services.store.state_dir)
+    write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
     results: list[TicketResult] = []
     waiting: list[tuple[str, str]] = []
     refused = duplicate_ids(queue_ids(paths))
@@ -146,6 +159,16 @@ def celery_batch(
             if not as_json
             else json.dumps({"queued": [t for t, _ in waiting], "batch": batch_id}) + "\n"
         )
+        queued = [
+            TicketResult(t, "queued", None, f"task {task}", 0.0, False) for t, task in waiting
+        ]
+        write_batch_record(
+            layout,
+            batch_record(batch_id, backend="celery", started_at=started_at,
+                         results=results + queued),
+        )  # fmt: skip
+        if not publish_batch(services.store.state_dir, config_file, batch_id, *published, stderr):
+            return errors.EXIT_USAGE
         return errors.EXIT_COMPLETED
     for ticket_id, task_id in waiting:
         answer = app.AsyncResult(task_id).get(timeout=wait_timeout_s, propagate=False)
@@ -154,4 +177,14 @@ def celery_batch(
         results.append(result)
     budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
     write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
-    return exit_code(results)
+    write_batch_record(
+        layout,
+        batch_record(
+            batch_id, backend="celery", started_at=started_at, results=results,
+            spend=budget.read(), ended_at=services.clock(),
+        ),
+    )  # fmt: skip
+    code = exit_code(results)
+    if not publish_batch(services.store.state_dir, config_file, batch_id, *published, stderr):
+        return code or errors.EXIT_USAGE
+    return code

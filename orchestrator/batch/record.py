@@ -1,0 +1,53 @@
+"""What a batch keeps of itself for later readers (``orchestrator report --batch ID``):
+its id, when it began and ended, each ticket's result and run, and its model spend as its
+budget recorded it. Pure: builds the record; the storage layer writes it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.batch.results import TicketResult
+from orchestrator.storage.batch_budget import Spend
+from orchestrator.storage.batch_record import BatchRecord, BatchSpend, BatchTicket
+
+
+def batch_record(
+    batch_id: str,
+    *,
+    backend: str,
+    started_at: datetime,
+    results: list[TicketResult] | None = None,
+    spend: Spend | None = None,
+    ended_at: datetime | None = None,
+    interrupted: bool = False,
+) -> BatchRecord:
+    """The record as it stands: at the start (no results yet), or at the end."""
+    return BatchRecord(
+        batch_id=batch_id,
+        backend=backend,
+        started_at=started_at,
+        ended_at=ended_at,
+        tickets=tuple(
+            BatchTicket(
+                ticket=r.ticket,
+                status=r.status,
+                run_id=r.run_id,
+                detail=r.detail,
+                seconds=r.seconds,
+                ran=r.ran,
+                halt=r.halt,
+            )
+            for r in results or ()
+        ),
+        spend=(
+            BatchSpend(
+                calls=spend.calls,
+                input_tokens=spend.input_tokens,
+                output_tokens=spend.output_tokens,
+                cost_usd=spend.cost_usd,
+            )
+            if spend is not None
+            else None
+        ),
+        interrupted=interrupted,
+    )

@@ -1,0 +1,33 @@
+"""Files the orchestrator publishes for others to read, wherever a person points them
+(``report --out``, ``batch --report``, ``batch --metrics``): usually outside the state
+dir, read by a web server or node_exporter's textfile collector while a batch rewrites
+them. Written atomically, so a reader sees the last page or the new one, never half of
+one; the temp file ends ``.tmp``, which the textfile collector (``*.prom``) never reads.
+Unlike the state dir's files (the owner's alone), a published file gets the mode any new
+file would (0666 less the umask): it is written to be read by a web server or a collector.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchestrator.domain.errors import UsageError
+from orchestrator.storage.atomic import atomic_write
+
+
+def publish(path: Path, text: str, *, what: str) -> Path:
+    """Write ``text`` to ``path`` atomically; a place that cannot be written is a usage
+    error naming it (``what``: the option that named it)."""
+    try:
+        atomic_write(path, text.encode("utf-8"), mode=0o666 & ~_umask())
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _umask() -> int:
+    # Reading the umask means setting it: put it straight back.
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

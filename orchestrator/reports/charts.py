@@ -18,7 +18,7 @@ from typing import Final
 WIDTH: Final = 320
 TIMELINE_WIDTH: Final = 640
 ROW: Final = 22
-LABEL_GUTTER: Final = 112
+LABEL_GUTTER: Final = 124
 VALUE_GUTTER: Final = 48
 MAX_LABEL_CHARS: Final = 16
 

@@ -40,7 +40,7 @@ svg .tick{fill:var(--muted)}svg .axis{stroke:var(--line)}
 svg .bar{fill:var(--bar)}svg .ok,svg .completed{fill:var(--ok)}
 svg .fail,svg .failed,svg .needs-human{fill:var(--fail)}
 svg .timeout,svg .awaiting-approval{fill:var(--timeout)}svg .pending{fill:var(--pending)}
-.state{display:inline-block;padding:0 .4rem;border-radius:.6rem;border:1px solid currentColor;
+.state{display:inline-block;white-space:nowrap;padding:0 .4rem;border-radius:.6rem;border:1px solid currentColor;
 font-size:.85rem}
 .state.completed{color:var(--ok)}.state.failed,.state.needs-human,.state.refused,
 .state.state-error{color:var(--fail)}.state.awaiting-approval{color:var(--timeout)}

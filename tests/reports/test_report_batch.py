@@ -215,7 +215,7 @@ def test_an_unknown_batch_or_run_changes_nothing_and_says_why(
 def test_a_batch_that_cannot_publish_is_refused_before_it_runs(
     fixture: FixtureBatch, tmp_path: Path
 ) -> None:
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         "batch", "--tickets", str(fixture.tickets), "--config", str(fixture.config),
         "--state-dir", str(tmp_path / "state"), "--metrics", str(tmp_path / "no" / "m.prom"),
     )  # fmt: skip

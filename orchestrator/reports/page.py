@@ -38,6 +38,7 @@ from orchestrator.reports.report_data import (
 # Spend per ticket: the chart shows the biggest; the table under it says how many more.
 TOP_SPENDERS: Final = 20
 NEEDS_A_PERSON: Final = ("needs-human", "awaiting-approval")
+CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
 def _e(value: object) -> str:
@@ -471,6 +472,9 @@ def render_page(data: ReportData, page_path: Path) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light dark">'
+        # Belt and braces behind the escaping: this page may run no script and fetch
+        # nothing, whatever a ticket or a model managed to put into it.
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{_e(data.title)}</title><style>{STYLE}</style></head><body>"
         + "".join(body)
         + "</body></html>\n"

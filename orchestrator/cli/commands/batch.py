@@ -97,19 +97,28 @@ def batch(
         }
     )
 
+    started = time.monotonic()
+    started_at = services.clock()
+    reported: list[TicketResult] = []
+
+    def record_progress() -> None:
+        # After each ticket too: a batch killed halfway still says which runs it touched.
+        if not worker:  # a --jobs N worker is part of its parent's batch, which records it
+            write_batch_record(
+                storage.layout,
+                batch_record(batch_id, backend="local", started_at=started_at, results=reported),
+            )
+
     def emit(result: TicketResult) -> None:
         if worker or as_json:
             out.write(json.dumps(asdict(result)) + "\n")
         else:
             out.write("".join(f"{line}\n" for line in result.lines()))
         out.flush()
+        reported.append(result)
+        record_progress()
 
-    started = time.monotonic()
-    started_at = services.clock()
-    if not worker:  # a --jobs N worker is part of its parent's batch, which records it
-        write_batch_record(
-            storage.layout, batch_record(batch_id, backend="local", started_at=started_at)
-        )
+    record_progress()
     results: list[TicketResult] = []
     interrupted = False
     try:

@@ -294,6 +294,11 @@ def bench_startup(repeats: int, workdir: Path) -> list[Row]:
         console_note = None
     else:
         console_note = f"console script {script} not installed: skipped"
+    # A subcommand's help is built from argparse alone: adding a command (`report`, whose
+    # work reads validated records) must not make asking about it load pydantic.
+    commands.append(
+        Command("orchestrator report --help", [py, "-m", "orchestrator", "report", "--help"])
+    )
     commands.append(
         Command(
             f"orchestrator runs ({FAKE_RUNS} runs)",

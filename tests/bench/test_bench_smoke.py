@@ -47,6 +47,7 @@ def test_bench_quick_runs_and_reports_every_measurement() -> None:
             "start-up (median of 7 runs each",
             "  python -c pass ",
             "  orchestrator --help (python -m) ",
+            "  orchestrator report --help ",
             "  orchestrator runs (50 runs) ",
             "summary",
             "targets met",
@@ -198,3 +199,26 @@ def test_fleet_bench_runs_both_batches_and_judges_both_targets() -> None:
     assert re.search(
         r"^added scheduling per ticket: -?\d+\.\d ms  target <= 50 ms  (PASS|FAIL)$", out, re.M
     ), out
+
+
+def test_report_bench_runs_and_judges_both_targets() -> None:
+    # A handful of runs: the point is that it runs end to end (the real seed batch, the
+    # runs written through the storage writers, the report read back with all of them).
+    out = bench_output(
+        "bench/bench_report.py",
+        "--runs",
+        "6",
+        expected=(
+            "setup (6 runs from 2 real seed runs, through the storage writers)",
+            "report over 6 runs (3 decisions), median of 5",
+            "  read model only (baseline) ",
+            "  report (read, render, write)",
+            "  page size ",
+        ),
+    )
+    assert_judged(
+        out,
+        r"report time \S+s \(target <= 2s\)  ",
+        r"page size \S+ MB \(target <= 5 MB\)  ",
+        met="targets met$",
+    )

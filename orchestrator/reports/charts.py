@@ -77,16 +77,17 @@ def _seconds(span: float) -> str:
 def timeline(
     chart_id: str,
     title: str,
-    bars: Sequence[tuple[str, datetime, datetime | None, str]],
+    bars: Sequence[tuple[str, datetime, datetime | None, str, str]],
     *,
     now: datetime,
 ) -> str:
-    """Each (label, start, end, css class) a bar on one time axis from the first start
-    to the last end; an unfinished bar runs to ``now``."""
+    """Each (label, start, end, css class, what happened) a bar on one time axis from the
+    first start to the last end; an unfinished bar runs to ``now``. What happened is the
+    bar's tooltip (its own ``title``: no script needed)."""
     if not bars:
         return ""
-    origin = min(start for _, start, _, _ in bars)
-    ends = [(end or now) for _, _, end, _ in bars]
+    origin = min(start for _, start, _, _, _ in bars)
+    ends = [(end or now) for _, _, end, _, _ in bars]
     span = max((max(ends) - origin).total_seconds(), 0.001)
     plot = TIMELINE_WIDTH - LABEL_GUTTER - 10
     height = ROW * len(bars) + 24
@@ -95,7 +96,7 @@ def timeline(
         f'viewBox="0 0 {TIMELINE_WIDTH} {height}" preserveAspectRatio="xMinYMin meet">'
         f'<title id="{escape(chart_id)}-t">{escape(title)}</title>'
     ]
-    for index, (label, start, end, kind) in enumerate(bars):
+    for index, (label, start, end, kind, said) in enumerate(bars):
         y = index * ROW
         x = LABEL_GUTTER + (start - origin).total_seconds() / span * plot
         width = max(((end or now) - start).total_seconds() / span * plot, 2.0)
@@ -103,7 +104,7 @@ def timeline(
             f'<text x="{LABEL_GUTTER - 6}" y="{y + ROW - 8}" class="label" '
             f'text-anchor="end">{escape(_short(label))}</text>'
             f'<rect x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{ROW - 6}" '
-            f'class="{escape(kind)}"/>'
+            f'class="{escape(kind)}"><title>{escape(said)}</title></rect>'
         )
     axis = ROW * len(bars) + 4
     parts.append(

@@ -408,7 +408,13 @@ def _run(run: RunView, links: Links, now: datetime) -> str:
     parts.extend(f"<p>Resumed {_e(line)}</p>" for line in run.resumes)
     if run.attempts:
         bars = [
-            (f"#{a.number} {a.stage}", a.started_at, a.ended_at, _attempt_kind(a))
+            (
+                f"#{a.number} {a.stage}",
+                a.started_at,
+                a.ended_at,
+                _attempt_kind(a),
+                f"#{a.number} {a.stage}: {a.summary}",
+            )
             for a in run.attempts
         ]
         chart = timeline(

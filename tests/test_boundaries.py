@@ -11,6 +11,7 @@
   runs by path to supervise each stage (it forks and execs the stage): it is started by the
   runner alone, nothing imports it, and it imports nothing of ours.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
+* Only ``orchestrator/recovery/prefilter.py`` imports RE2 (an optional speed-up).
 * Only ``orchestrator/distributed/`` imports the queue and its store's client (Celery,
   kombu, redis), and only inside functions: ``--help``, ``run`` and the local ``batch``
   never load them, and work where they are not installed.
@@ -148,6 +149,17 @@ def test_only_the_gateway_imports_the_model_sdk(path: Path) -> None:
     names = {n for n in imported(parsed(path), path) if matches(n, SDK_MODULES)}
     if rel(path) == "orchestrator/recovery/anthropic_gateway.py":
         assert "anthropic" in names
+    else:
+        assert names == set(), f"{rel(path)} imports {sorted(names)}"
+
+
+@pytest.mark.parametrize("path", modules(), ids=rel)
+def test_only_the_prefilter_imports_re2(path: Path) -> None:
+    # The scan's speed-up is optional (no wheel on some platforms): one module decides
+    # whether it is there, and everything else works through it.
+    names = {n for n in imported(parsed(path), path) if matches(n, {"re2"})}
+    if rel(path) == "orchestrator/recovery/prefilter.py":
+        assert "re2" in names
     else:
         assert names == set(), f"{rel(path)} imports {sorted(names)}"
 

@@ -28,10 +28,12 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from orchestrator.recovery.prefilter import Prefilter, prefilter_for, widened
 from orchestrator.recovery.redact import redact_bytes
 
 __all__ = [
@@ -76,6 +78,10 @@ class Signature:
     rank: int
     pattern: bytes
     located: bool = False
+    # For the RE2 pre-pass (see prefilter.py): a form of the whole line (after a
+    # timestamp) with no look-around that accepts every line ``pattern`` accepts. None:
+    # ``pattern`` with its look-arounds dropped is narrow enough.
+    prefilter: bytes | None = None
 
 
 # A leading file path: its bytes are spelled out (``\\w`` is ``[0-9A-Za-z_]`` for bytes,
@@ -224,6 +230,7 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
         3,
         rb":\d(?<=\.(?:go|rs|py|js|ts|cc|cs|kt|rb):\d)\d*:\d+: (?!note:)\S",
         located=True,
+        prefilter=b"[" + _PATH_BYTES + rb"]*\.(?:go|rs|py|js|ts|cc|cs|kt|rb):\d+:\d+: \S",
     ),
     Signature(
         "linker-error",
@@ -253,6 +260,9 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
         rb"|\r\n(?<=[rntg]\r\n)(?:(?<=Error\r\n)|(?<=Exit\r\n)|(?<=Warning\r\n)"
         rb"|(?<=Exception\r\n|Interrupt\r\n))",
         located=True,
+        # Without its look-behinds the pattern is any `<path>:` line (every pytest
+        # progress line): the name's ending is spelled out instead.
+        prefilter=b"[" + _PATH_BYTES + rb"]*(?:Error|Exit|Warning|Exception|Interrupt)(?::|\r?\n)",
     ),
 )
 
@@ -484,6 +494,51 @@ _EACH: Final = tuple(
 )
 
 
+def _line_forms(signatures: tuple[Signature, ...]) -> list[bytes]:
+    """Each signature as a wide form of the whole line after the timestamp, for RE2."""
+    path = widened(_PATH)
+    return [
+        s.prefilter
+        if s.prefilter is not None
+        else (path if s.located else b"") + b"(?:" + widened(s.pattern) + b")"
+        for s in signatures
+    ]
+
+
+# The timestamp is optional before every form: RE2 tries both readings at no cost.
+_PREFILTER: Final = prefilter_for(
+    [widened(_TIMESTAMP) + b"(?:" + b"|".join(_line_forms(SIGNATURES)) + b")"]
+)
+# A line the pre-pass lets through and the exact expression turns away costs a round
+# trip through Python. Past this many in one chunk (a log made of near misses), the rest
+# of the chunk is left to ``re`` alone: never much slower than without the pre-pass.
+MAX_NEAR_MISSES_PER_CHUNK: Final = 256
+
+
+def _line_starts(buf: bytearray, pos: int, end: int, prefilter: Prefilter | None) -> Iterator[int]:
+    """The starts of the lines in ``buf[pos:end]`` the joined expression matches, in
+    order (each line must follow a newline). The pre-pass, when given, only says where to
+    look: every line it finds is checked with the exact expression."""
+    if prefilter is not None:
+        near_misses = 0
+        exact = _COMBINED.match
+        while (found := prefilter.search(buf, pos, end)) is not None:
+            newline = found.start()
+            pos = newline + 1
+            if exact(buf, newline, end):
+                yield pos
+                continue
+            near_misses += 1
+            if near_misses > MAX_NEAR_MISSES_PER_CHUNK:
+                break
+        else:
+            return
+    search = _COMBINED.search
+    while (match := search(buf, pos, end)) is not None:
+        pos = match.start() + 1
+        yield pos
+
+
 def _classify(buf: bytearray, line_start: int, end: int) -> Signature:
     """Which signature the joined expression matched at ``line_start``."""
     for signature, pattern in _EACH:
@@ -519,10 +574,17 @@ def _new_line_start(f: io.BufferedReader, start: int, end: int) -> int:
     return start - 1 + newline + 1 if newline >= 0 else end
 
 
-def scan_hits(path: Path, window_bytes: int, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+def scan_hits(
+    path: Path,
+    window_bytes: int,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    prefilter: Prefilter | None = _PREFILTER,
+) -> Scan:
     """Every signature hit in the last ``window_bytes`` of ``path`` (at most
     ``MAX_HITS_PER_SIGNATURE`` each), read in chunks into one reused buffer. Raises
-    OSError for a file that cannot be read."""
+    OSError for a file that cannot be read. ``prefilter`` (RE2, where installed) only
+    makes it faster: None gives the same hits with ``re`` alone."""
     if not stat.S_ISREG(path.stat().st_mode):
         raise IsADirectoryError(f"not a regular file: {path.name}")
     with path.open("rb") as raw:
@@ -531,7 +593,7 @@ def scan_hits(path: Path, window_bytes: int, *, chunk_bytes: int = CHUNK_BYTES) 
         window_start = max(0, size - window_bytes)
         first = _new_line_start(f, window_start, size) if window_start > 0 else 0
         f.seek(first)
-        return Scan(_scan(f, first, size, chunk_bytes), size, window_start)
+        return Scan(_scan(f, first, size, chunk_bytes, prefilter), size, window_start)
 
 
 class _LineCounter:
@@ -559,7 +621,9 @@ class _LineCounter:
         return self._line
 
 
-def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple[Hit, ...]:
+def _scan(
+    f: io.BufferedReader, first: int, end: int, chunk_bytes: int, prefilter: Prefilter | None
+) -> tuple[Hit, ...]:
     counts = dict.fromkeys((s.name for s in SIGNATURES), 0)
     classified = 0
     hits: list[Hit] = []
@@ -572,7 +636,6 @@ def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple
     filled = 1
     buf_offset = first - 1  # file offset of buf[0]
     remaining = end - first
-    search = _COMBINED.search
     while True:
         want = min(chunk_bytes, remaining)
         got = f.readinto(view[filled : filled + want]) if want else 0
@@ -587,9 +650,7 @@ def _scan(f: io.BufferedReader, first: int, end: int, chunk_bytes: int) -> tuple
         last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
         # A match may take in the newline that starts the next line: each search starts
         # right after the last match's own newline.
-        pos = 0
-        while (match := search(buf, pos, filled)) is not None:
-            pos = match.start() + 1
+        for pos in _line_starts(buf, 0, filled, prefilter):
             if pos > last_newline:
                 break  # its line continues in the next chunk: seen again there
             classified += 1

@@ -124,10 +124,12 @@ def _trie(words: Iterable[str]) -> str:
 _PEM_MARKER: Final = re.compile(
     r"-----(BEGIN|END)[ ?]?[A-Z0-9 ?]{0,40}PRIVATE[ ?]KEY(?:[ ?]BLOCK)?-----",
 )
-# Public keys and certificates: their random-looking lines are kept (``_public_blocks``).
+# Public keys, certificates, and PGP messages and signatures (a message is ciphertext:
+# the key that opens it is elsewhere, as with SOPS values): their random-looking lines
+# are kept (``_public_blocks``).
 _PUBLIC_BEGIN: Final = re.compile(
     r"-----BEGIN (?:[A-Z0-9 ]{0,20}PUBLIC KEY(?: BLOCK)?|(?:TRUSTED |X509 )?CERTIFICATE"
-    r"(?: REQUEST)?)-----"
+    r"(?: REQUEST)?|PGP (?:MESSAGE|SIGNATURE|SIGNED MESSAGE))-----"
 )
 
 # ---- token shapes (each is a secret on its own, whatever surrounds it) ------------------
@@ -807,8 +809,9 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
 
 
 def _public_blocks(text: str) -> list[tuple[int, int]]:
-    """Spans of PEM public keys and certificates (BEGIN to END, or to the end of a cut
-    text): public by design, and a certificate chain in a TLS log is evidence."""
+    """Spans of PEM public keys, certificates and PGP messages (BEGIN to END, or to the
+    end of a cut text): public by design or ciphertext, and a certificate chain in a TLS
+    log is evidence."""
     if "-----BEGIN" not in text:
         return []
     spans: list[tuple[int, int]] = []
@@ -833,9 +836,12 @@ def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Matc
     if token.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
         return token  # a subresource-integrity digest (lock files, npm)
     text = match.string
-    window = text[max(0, match.start() - 100) : match.start()]
-    if window.rfind("ENC[") > window.rfind("]"):
+    # (one line back, at most 4 KiB: a SOPS value fits; a huge line costs no more)
+    reach = max(0, match.start() - 4096)
+    line = text[text.rfind("\n", reach, match.start()) + 1 : match.start()]
+    if line.rfind("ENC[") > line.rfind("]"):
         return token  # inside SOPS ciphertext: ``ENC[AES256_GCM,data:...,iv:...]``
+    window = text[max(0, match.start() - 100) : match.start()]
     named = _NAME_BEFORE_REVERSED.match(window[::-1])
     if named is not None and _PUBLIC_NAME.search(named.group("name")[::-1]):
         return token  # ``public_key = "..."``, ``csrf-token=...``

@@ -4,7 +4,9 @@ use of it (sent once, old bundles still load and render the same) and its config
 
 from __future__ import annotations
 
+import platform
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,36 @@ from orchestrator.domain.config import ContextLimits, load_config
 from orchestrator.domain.errors import ConfigError
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 from orchestrator.recovery.evidence import (
+    _PREFILTER,
     MAX_HITS_PER_SIGNATURE,
     MAX_LINE_BYTES,
+    MAX_NEAR_MISSES_PER_CHUNK,
     SIGNATURES,
     extract_evidence,
     render_evidence,
     scan_hits,
 )
+from orchestrator.recovery.prefilter import Prefilter
+
+# Every scan test runs twice: with the RE2 pre-pass (installed with the project) and with
+# ``re`` alone (a platform without the wheel). The hits must be the same.
+PASSES = [pytest.param(_PREFILTER, id="re2-prepass"), pytest.param(None, id="re-alone")]
+
+
+needs_re2 = pytest.mark.skipif(
+    _PREFILTER is None, reason="google-re2 is not installed on this platform: no pre-pass"
+)
+
+# Where pyproject.toml installs google-re2 (the platforms it ships wheels for).
+RE2_PLATFORMS = {("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64"), ("win32", "AMD64")}
+
+
+def test_the_re2_prepass_is_installed_where_declared() -> None:
+    # Without it every scan would silently be 4x slower.
+    if (sys.platform, platform.machine()) not in RE2_PLATFORMS:
+        pytest.skip(f"google-re2 is not declared for {sys.platform}/{platform.machine()}")
+    assert _PREFILTER is not None
+
 
 DATA = Path(__file__).parent / "data"
 
@@ -126,16 +151,20 @@ def write_log(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("prefilter", PASSES)
 @pytest.mark.parametrize(("line", "name"), SAMPLES, ids=[name for _, name in SAMPLES])
-def test_each_tool_line_is_named_by_its_signature(tmp_path: Path, line: str, name: str) -> None:
+def test_each_tool_line_is_named_by_its_signature(
+    tmp_path: Path, line: str, name: str, prefilter: Prefilter | None
+) -> None:
     log = write_log(tmp_path / "log", "start\n" + line + "\nend\n")
-    hits = scan_hits(log, 1 << 20).hits
+    hits = scan_hits(log, 1 << 20, prefilter=prefilter).hits
     assert [(h.line, h.signature.name) for h in hits] == [(2, name)]
 
 
-def test_ordinary_output_is_not_evidence(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefilter", PASSES)
+def test_ordinary_output_is_not_evidence(tmp_path: Path, prefilter: Prefilter | None) -> None:
     log = write_log(tmp_path / "log", "\n".join(ORDINARY * 100) + "\n")
-    assert scan_hits(log, 1 << 20).hits == ()
+    assert scan_hits(log, 1 << 20, prefilter=prefilter).hits == ()
 
 
 def test_signature_names_are_unique() -> None:
@@ -247,16 +276,84 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    lines=st.lists(LINE_KINDS, max_size=60), chunk=st.integers(1, 700), final_newline=st.booleans()
+    lines=st.lists(LINE_KINDS, max_size=60),
+    chunk=st.integers(1, 700),
+    final_newline=st.booleans(),
+    prefilter=st.sampled_from([_PREFILTER, None]),
 )
 def test_the_scan_does_not_depend_on_the_chunk_size(
-    tmp_path: Path, lines: list[str], chunk: int, final_newline: bool
+    tmp_path: Path, lines: list[str], chunk: int, final_newline: bool, prefilter: Prefilter | None
 ) -> None:
     data = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
     log = tmp_path / "log"
     log.write_bytes(data)
-    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk).hits
+    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
+# Lines the pre-pass lets through (the forms without their look-arounds) that the exact
+# expression turns away, and the lines that must still be found among them.
+NEAR_MISSES = [
+    "deal.go:5:2: note: see above",
+    "deal.txt:3:1: errorless wording",
+    "notes.txt:1:2: E3021234567 is a part number",
+    "/usr/lib/libthing: fatal flaw, says the changelog",
+]
+
+
+@pytest.mark.parametrize("prefilter", PASSES)
+def test_near_misses_are_turned_away_and_a_storm_of_them_hides_nothing(
+    tmp_path: Path, prefilter: Prefilter | None
+) -> None:
+    # More near misses in one chunk than the pre-pass puts up with: the rest of the chunk
+    # is read by ``re`` alone, and the real lines among and after them are still found.
+    storm = NEAR_MISSES * (MAX_NEAR_MISSES_PER_CHUNK // 2)
+    lines = ["ordinary", *storm, "E       assert 3 == 2", *storm, "deal.go:5:2: undefined: x"]
+    data = ("\n".join(lines) + "\n").encode()
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    for chunk in (1 << 20, 4096):
+        scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
+        assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+        assert [h.signature.name for h in scanned] == ["pytest-assertion", "located-message"]
+
+
+@needs_re2
+def test_each_near_miss_reaches_the_exact_check() -> None:
+    # The pre-pass is wide on purpose: these lines pass it, so the exact expression is
+    # what turns them away (else the storm test above would test nothing).
+    assert _PREFILTER is not None
+    for line in NEAR_MISSES:
+        assert _PREFILTER.search(bytearray(b"\n" + line.encode() + b"\n"), 0, len(line) + 2)
+
+
+@needs_re2
+@pytest.mark.parametrize(("line", "name"), SAMPLES, ids=[name for _, name in SAMPLES])
+def test_the_prepass_lets_every_signature_line_through(line: str, name: str) -> None:
+    # Checked on the pre-pass alone: a line it missed would be missed by the scan.
+    assert _PREFILTER is not None
+    data = bytearray(b"ordinary\n" + line.encode() + b"\n")
+    found = _PREFILTER.search(data, 0, len(data))
+    assert found is not None and found.start() == data.index(b"\n"), (line, name)
+
+
+# A signature line with a few bytes changed: often still a signature line, often not.
+EDITED_LINES = st.tuples(
+    st.sampled_from([line for line, _ in SAMPLES]),
+    st.integers(0, 80),
+    st.integers(0, 3),
+    st.text(alphabet="Er :09.-_/()'*\t\r\nxé", max_size=3),
+).map(lambda t: t[0][: t[1]] + t[3] + t[0][t[1] + t[2] :])
+
+
+@needs_re2
+@settings(max_examples=300, deadline=None)
+@given(line=EDITED_LINES)
+def test_the_prepass_lets_through_every_line_a_signature_matches(line: str) -> None:
+    assert _PREFILTER is not None
+    data = bytearray(b"\n" + line.encode() + b"\n")
+    if reference_hits(bytes(data)):
+        assert _PREFILTER.search(data, 0, len(data)) is not None, line
 
 
 # Lines at the seams of the joined expression: a timestamp whose own digits look like a
@@ -282,20 +379,26 @@ SEAM_LINES = [
 ]
 
 
+@pytest.mark.parametrize("prefilter", PASSES)
 @pytest.mark.parametrize("line", SEAM_LINES)
-def test_the_joined_expression_agrees_with_each_signature_alone(tmp_path: Path, line: str) -> None:
+def test_the_joined_expression_agrees_with_each_signature_alone(
+    tmp_path: Path, line: str, prefilter: Prefilter | None
+) -> None:
     data = ("ordinary\n" + line + "\nordinary\n").encode()
     log = tmp_path / "log"
     log.write_bytes(data)
-    scanned = scan_hits(log, 1 << 20).hits
+    scanned = scan_hits(log, 1 << 20, prefilter=prefilter).hits
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
 
 
-def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefilter", PASSES)
+def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(
+    tmp_path: Path, prefilter: Prefilter | None
+) -> None:
     data = b"a\n" + b"E   " + b"y" * (MAX_LINE_BYTES * 3) + b"\nb\nE       assert 1\n"
     log = tmp_path / "log"
     log.write_bytes(data)
-    hits = scan_hits(log, 1 << 30, chunk_bytes=4096).hits
+    hits = scan_hits(log, 1 << 30, chunk_bytes=4096, prefilter=prefilter).hits
     assert [(h.line, h.signature.name) for h in hits][-1] == (4, "pytest-assertion")
     assert hits[-1].offset == data.index(b"E       assert 1")
 

@@ -303,6 +303,12 @@ def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None
         # public key material is public, however random it looks
         "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa\n-----END CERTIFICATE-----",
         "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBFOrMNcBCAC+gLI4s3bUkobS5NpOQbWfjWXbqC0Ixpc5bZ\n",
+        # ciphertext: a PGP message (SOPS's pgp section), and a SOPS value's iv however
+        # far along its line it sits
+        "enc: |\n  -----BEGIN PGP MESSAGE-----\n\n  hQGMA3muqimBu2IIAQwAkhR19/6roLq06oaD12vqDMes3/8FweAH\n"
+        "  =V4l4\n  -----END PGP MESSAGE-----",
+        "mac: ENC[AES256_GCM,data:" + "Tl1V1PuI5tZ0Hu3qxxzpDNeKQkuW0g/x" * 4 + "=,iv:"
+        "n7HVI13okfbW3FS/ZsJ2GNmibudxc/TlkLa3umQQ+vc=,tag:R4ikep1wlxlDWlODJqFHHw==,type:str]",
     ],
 )
 def test_leaves_ordinary_text_alone(text: str) -> None:

@@ -38,7 +38,7 @@ CORPUS = next(
 # type), which redaction removes on purpose — see "Recall before over-redaction" in
 # orchestrator/recovery/redact.py.
 FLOORS = {"as written": 0.975, "diff lines": 0.975, "log line": 0.60}
-CEILING_NEGATIVES_ALTERED = 0.365
+CEILING_NEGATIVES_ALTERED = 0.36
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
 
 

@@ -8,11 +8,13 @@ becomes a warning on the page (and a line on stderr from the command), never a c
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.domain.errors import StateError, UsageError
@@ -35,7 +37,7 @@ from orchestrator.reports.report_data import (
 from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.batch_budget import estimate_cost
 from orchestrator.storage.batch_record import BatchRecord, is_batch_id, read_batch_record
-from orchestrator.storage.decisions import VerdictRecord
+from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.retention import PrunedMark, read_mark
@@ -72,7 +74,26 @@ def _exists(path: str | Path | None) -> Path | None:
     return found.resolve() if found.is_file() else None
 
 
-def _checks(attempt: Attempt) -> tuple[CheckView, ...]:
+class _Workspace:
+    """A run's files where they are now. A record names them by absolute path as they
+    were when written; a state dir copied or moved since (another machine, a restored
+    backup) has them under its own run directory instead, and the old place may hold
+    someone else's files by now, so only the run's own directory is looked in."""
+
+    def __init__(self, recorded_run_dir: str, run_dir: Path) -> None:
+        self.recorded = Path(recorded_run_dir)
+        self.run_dir = run_dir
+
+    def file(self, recorded: str | Path | None) -> Path | None:
+        if not recorded:
+            return None
+        path = Path(recorded)
+        if path.is_relative_to(self.recorded):
+            return _exists(self.run_dir / path.relative_to(self.recorded))
+        return _exists(path)
+
+
+def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
     return tuple(
         CheckView(
             name=c.name,
@@ -81,17 +102,17 @@ def _checks(attempt: Attempt) -> tuple[CheckView, ...]:
             skipped=c.skipped,
             duration_s=c.duration_s,
             failure_class=c.failure_class,
-            log=_exists(c.log_path),
+            log=workspace.file(c.log_path),
         )
         for c in attempt.checks
     )
 
 
-def _attempt(attempt: Attempt, pruned: PrunedMark | None) -> AttemptView:
+def _attempt(attempt: Attempt, pruned: PrunedMark | None, workspace: _Workspace) -> AttemptView:
     log_path = failed_log(attempt) if not attempt.ok else (
         Path(attempt.log_path) if attempt.log_path else None
     )  # fmt: skip
-    log = _exists(log_path)
+    log = workspace.file(log_path)
     note = None
     if log_path is not None and log is None:
         note = (
@@ -118,7 +139,7 @@ def _attempt(attempt: Attempt, pruned: PrunedMark | None) -> AttemptView:
         failing_check=attempt.failing_check.name if attempt.failing_check else None,
         failure_class=attempt.failure_class,
         failure_detail=attempt.failure_detail,
-        checks=_checks(attempt),
+        checks=_checks(attempt, workspace),
         log=log,
         log_note=note,
         error_lines=error_lines,
@@ -126,12 +147,14 @@ def _attempt(attempt: Attempt, pruned: PrunedMark | None) -> AttemptView:
     )
 
 
-def _recipe(report: Mapping[str, object] | None, number: int) -> RecipeView | None:
-    """The mechanical fix decision ``number`` ran, from its report (a dict as written)."""
+def _recipe(report: Mapping[str, Any] | None, number: int) -> RecipeView | None:
+    """The mechanical fix decision ``number`` ran, from its report (JSON as written: each
+    field is checked for its type, since the file is read as it is, not validated)."""
     if not report or report.get("verdict") != number:
         return None
     commands = []
-    for command in report.get("commands") or ():  # type: ignore[attr-defined]
+    listed = report.get("commands")
+    for command in listed if isinstance(listed, list) else ():
         if isinstance(command, dict) and isinstance(command.get("argv"), list):
             exit_code = command.get("exit_code")
             commands.append(
@@ -156,6 +179,19 @@ def _recipe(report: Mapping[str, object] | None, number: int) -> RecipeView | No
     )
 
 
+def _fix_report(storage: FileStorage, run_id: str, number: int) -> dict[str, Any] | None:
+    """Decision ``number``'s mechanical-fix report; older state dirs kept only the run's
+    latest (``_recipe`` checks it is this decision's)."""
+    found = storage.runs.read_mechanical_fix(run_id, number)
+    if found is not None:
+        return found
+    try:
+        latest = json.loads(storage.runs.mechanical_fix_path(run_id).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return latest if isinstance(latest, dict) else None
+
+
 def _cost(record: VerdictRecord, prices: Mapping[str, PriceConfig]) -> float | None:
     usage = record.usage
     if usage.calls == 0 and usage.input_tokens == 0 and usage.output_tokens == 0:
@@ -171,59 +207,54 @@ def _decision(
     storage: FileStorage, record: RunRecord, ref: VerdictRef, context: Context
 ) -> DecisionView:
     layout = storage.layout
-    verdict_file = _exists(ref.path) or _exists(layout.verdict_path(record.run_id, ref.number))
+    # Beside the run record, whatever path the record kept (a state dir may have moved).
+    verdict_file = _exists(layout.verdict_path(record.run_id, ref.number))
     bundle_file = _exists(layout.bundle_path(record.run_id, ref.number))
-    base = DecisionView(
+    decided: VerdictRecord | None = None
+    unreadable = None
+    if verdict_file is None:
+        unreadable = f"verdict file missing: {ref.path}"
+    else:
+        try:
+            decided = read_verdict(verdict_file)
+        except StateError as exc:
+            unreadable = str(exc)
+    try:
+        approval = storage.approvals.read(record.run_id, ref.number)
+    except StateError as exc:
+        approval, unreadable = None, unreadable or str(exc)
+    recipe = None
+    if ref.action == "mechanical-fix":
+        recipe = _recipe(_fix_report(storage, record.run_id, ref.number), ref.number)
+    return DecisionView(
         number=ref.number,
         attempt=ref.attempt,
         source=ref.source,
         action=ref.action,
         outcome=ref.outcome,
-        verdict_file=verdict_file,
-        bundle_file=bundle_file,
-    )
-    if verdict_file is None:
-        return _replace(base, unreadable=f"verdict file missing: {ref.path}")
-    from orchestrator.storage.decisions import read_verdict
-
-    try:
-        decided = read_verdict(verdict_file)
-    except StateError as exc:
-        return _replace(base, unreadable=str(exc))
-    try:
-        approval = storage.approvals.read(record.run_id, ref.number)
-    except StateError:
-        approval = None
-    recipe = None
-    if ref.action == "mechanical-fix":
-        recipe = _recipe(storage.runs.read_mechanical_fix(record.run_id, ref.number), ref.number)
-    return _replace(
-        base,
-        summary=decided.verdict.summary,
-        reason=decided.reason,
-        confidence=decided.proposal.confidence,
-        routing=str(decided.proposal.routing),
-        valid=decided.valid,
-        failing_stage=decided.failing_stage,
-        failing_check=decided.failing_check,
-        model=decided.model,
-        calls=decided.usage.calls,
-        input_tokens=decided.usage.input_tokens,
-        output_tokens=decided.usage.output_tokens,
-        cost_usd=_cost(decided, context.prices),
+        summary=decided.verdict.summary if decided else "",
+        reason=decided.reason if decided else "",
+        confidence=decided.proposal.confidence if decided else None,
+        routing=str(decided.proposal.routing) if decided else None,
+        valid=decided.valid if decided else True,
+        failing_stage=decided.failing_stage if decided else None,
+        failing_check=decided.failing_check if decided else None,
+        model=decided.model if decided else None,
+        calls=decided.usage.calls if decided else 0,
+        input_tokens=decided.usage.input_tokens if decided else 0,
+        output_tokens=decided.usage.output_tokens if decided else 0,
+        # A decision whose file is gone spent what it spent: not recorded, not zero.
+        cost_usd=_cost(decided, context.prices) if decided else None,
         recipe=recipe,
         approval=(
             ApprovalView(approval.approved, approval.by, approval.at, approval.reason)
             if approval is not None
             else None
         ),
+        verdict_file=verdict_file,
+        bundle_file=bundle_file,
+        unreadable=unreadable,
     )
-
-
-def _replace(view: DecisionView, **changes: object) -> DecisionView:
-    from dataclasses import replace
-
-    return replace(view, **changes)  # type: ignore[arg-type]
 
 
 def answer_commands(run_id: str, state_dir: Path, config_file: Path | None) -> tuple[str, str]:
@@ -268,7 +299,8 @@ def run_view(storage: FileStorage, record: RunRecord, context: Context) -> RunVi
     layout = storage.layout
     pruned = read_mark(layout, record.run_id)
     decisions = tuple(_decision(storage, record, ref, context) for ref in record.verdicts)
-    handoff_file = _exists(record.handoff) or _exists(layout.handoff_path(record.run_id))
+    handoff_file = _exists(layout.handoff_path(record.run_id))
+    workspace = _Workspace(record.run_dir, layout.run_dir(record.run_id))
     handoff_text = None
     if handoff_file is not None:
         try:
@@ -290,7 +322,7 @@ def run_view(storage: FileStorage, record: RunRecord, context: Context) -> RunVi
             if record.halt is not None
             else None
         ),
-        attempts=tuple(_attempt(a, pruned) for a in record.attempts),
+        attempts=tuple(_attempt(a, pruned, workspace) for a in record.attempts),
         decisions=decisions,
         awaiting=_awaiting(record, decisions, state_dir, context),
         handoff_text=handoff_text,

@@ -235,3 +235,27 @@ def test_the_batch_record_names_every_ticket_and_its_run(fixture: FixtureBatch) 
         "calls": 2, "input_tokens": 2400, "output_tokens": 160, "cost_usd": 0.0096,
     }  # fmt: skip
     assert record["ended_at"] is not None and record["backend"] == "local"
+
+
+def test_a_page_that_cannot_be_written_at_the_end_is_said_and_fails_the_batch(
+    tmp_path: Path,
+) -> None:
+    from conftest import bash_stage, write_config, write_ticket
+
+    config = write_config(tmp_path, bash_stage("build", "true"))
+    write_ticket(tmp_path / "tickets", "T-1")
+    taken = tmp_path / "site" / "index.html"
+    taken.mkdir(parents=True)  # a directory where the page should go: the rename fails
+    code, out, err = run_cli(
+        "batch", "--tickets", str(tmp_path / "tickets"), "--config", str(config),
+        "--report", str(taken), "--metrics", str(tmp_path / "site" / "m.prom"),
+    )  # fmt: skip
+    assert code == 2, out + err
+    assert "T-1" in out and "completed" in out  # the batch itself ran
+    assert f"batch --report: cannot write {taken}" in err
+    assert taken.is_dir() and list(taken.iterdir()) == []
+    # The metrics did not depend on the page: the monitoring still hears of the batch.
+    assert (
+        'orchestrator_batch_tickets{outcome="completed"} 1'
+        in (tmp_path / "site" / "m.prom").read_text()
+    )

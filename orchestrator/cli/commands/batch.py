@@ -71,7 +71,7 @@ def batch(
     environ: Mapping[str, str] = os.environ,
     gateway_factory: GatewayFactory | None = None,
     published: tuple[Path | None, Path | None] = (None, None),
-    stderr: TextIO = sys.stderr,
+    stderr: TextIO | None = None,
 ) -> int:
     """``gateway_factory`` replaces the configured model (tests script it); ``published``
     is where the batch's HTML report and metrics go when it ends (``--report``,
@@ -154,7 +154,7 @@ def batch(
         ),
     )  # fmt: skip
     code = exit_code(results)
-    if not publish_batch(storage.root, config_file, batch_id, *published, stderr):
+    if not publish_batch(storage.root, config_file, batch_id, *published, stderr or sys.stderr):
         return code or errors.EXIT_USAGE
     return code
 

@@ -99,7 +99,7 @@ def celery_batch(
     environ: Mapping[str, str] = os.environ,
     wait_timeout_s: float | None = None,
     published: tuple[Path | None, Path | None] = (None, None),
-    stderr: TextIO = sys.stderr,
+    stderr: TextIO | None = None,
 ) -> int:
     """``published``: where the batch's HTML report and metrics go when it ends (with
     ``--no-wait``, once its tickets are queued: the page then shows what was queued)."""
@@ -167,7 +167,9 @@ def celery_batch(
             batch_record(batch_id, backend="celery", started_at=started_at,
                          results=results + queued),
         )  # fmt: skip
-        if not publish_batch(services.store.state_dir, config_file, batch_id, *published, stderr):
+        if not publish_batch(
+            services.store.state_dir, config_file, batch_id, *published, stderr or sys.stderr
+        ):
             return errors.EXIT_USAGE
         return errors.EXIT_COMPLETED
     for ticket_id, task_id in waiting:
@@ -185,6 +187,8 @@ def celery_batch(
         ),
     )  # fmt: skip
     code = exit_code(results)
-    if not publish_batch(services.store.state_dir, config_file, batch_id, *published, stderr):
+    if not publish_batch(
+        services.store.state_dir, config_file, batch_id, *published, stderr or sys.stderr
+    ):
         return code or errors.EXIT_USAGE
     return code

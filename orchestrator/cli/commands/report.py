@@ -68,12 +68,12 @@ def report(
     out_path: Path,
     out: TextIO,
     *,
-    errors: TextIO = sys.stderr,
+    errors: TextIO | None = None,
     now: datetime | None = None,
 ) -> int:
     data = read_report(state_dir, selection, context_of(config_file), now=now)
     for warning in data.warnings:
-        print(f"warning: {warning}", file=errors)
+        print(f"warning: {warning}", file=errors or sys.stderr)
     written = write_page(data, out_path, what="report --out")
     out.write(f"report: {len(data.runs)} run(s) ({data.scope}) written to {written}\n")
     return 0
@@ -95,17 +95,26 @@ def publish_batch(
     metrics_path: Path | None,
     errors: TextIO,
 ) -> bool:
-    """A finished batch's page and metrics (whichever were asked for). False, with the
+    """A finished batch's page and metrics (whichever were asked for), each on its own: a
+    page that cannot be written does not cost the monitoring its figures. False, with the
     reason on ``errors``, when one could not be written: the batch itself is done."""
     if page_path is None and metrics_path is None:
         return True
     try:
         data = read_report(state_dir, Selection(batch_id=batch_id), context_of(config_file))
-        if page_path is not None:
-            write_page(data, page_path, what="batch --report")
-        if metrics_path is not None:
-            write_metrics(data, metrics_path, what="batch --metrics")
     except OrchestratorError as exc:
         print(f"batch {batch_id}: {exc}", file=errors)
         return False
-    return True
+    written = True
+    for path, write, what in (
+        (page_path, write_page, "batch --report"),
+        (metrics_path, write_metrics, "batch --metrics"),
+    ):
+        if path is None:
+            continue
+        try:
+            write(data, path, what=what)
+        except OrchestratorError as exc:
+            print(f"batch {batch_id}: {exc}", file=errors)
+            written = False
+    return written

@@ -67,6 +67,8 @@ def bar_chart(
 
 
 def _seconds(span: float) -> str:
+    if span < 1:
+        return f"{span * 1000:.0f}ms"
     if span < 120:
         return f"{span:.1f}s" if span < 10 else f"{span:.0f}s"
     if span < 7200:

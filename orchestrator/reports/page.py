@@ -259,7 +259,7 @@ def _charts(data: ReportData) -> str:
                 ("action", "decisions")),
         _figure("c-sources", "Decisions by source", [(k, float(v)) for k, v in sources],
                 ("source", "decisions")),
-        f'<figure class="panel">'
+        f'<figure class="panel wide">'
         f"{bar_chart('c-spend', 'Model tokens per ticket' + note, [(r.ticket_id, float(s.tokens)) for r, s in shown])}"
         f"<figcaption>Model tokens per ticket{_e(note)}</figcaption>"
         + _table("Model spend per ticket", ("ticket", "run", "calls", "tokens", "estimated cost"),

@@ -30,6 +30,7 @@ th,td{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;v
 overflow-wrap:anywhere}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(20rem,1fr));gap:1rem}
 .panel{margin:0;padding:.5rem;border:1px solid var(--line);background:var(--panel)}
+.panel.wide{grid-column:1/-1}
 figure{margin:.5rem 0}figcaption{font-size:.9rem;color:var(--muted)}
 .panel table{font-size:.85rem}
 svg.chart{width:100%;height:auto;display:block;max-width:28rem}

@@ -8,43 +8,28 @@ becomes a warning on the page (and a line on stderr from the command), never a c
 
 from __future__ import annotations
 
-import json
-import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from orchestrator.domain.config import BatchConfig, PriceConfig
+from orchestrator.domain.config import BatchConfig
 from orchestrator.domain.errors import StateError, UsageError
-from orchestrator.reports.display import attempt_summary, failed_log
 from orchestrator.reports.report_data import (
-    ApprovalView,
-    AttemptView,
-    Awaiting,
     BatchTicketView,
     BatchView,
     BudgetView,
-    CheckView,
-    DecisionView,
-    HaltView,
-    RecipeView,
     ReportData,
-    RunView,
     Spend,
 )
-from orchestrator.reports.telling import error_lines_of
-from orchestrator.storage.batch_budget import estimate_cost
+from orchestrator.reports.run_reader import Context, run_view
 from orchestrator.storage.batch_record import BatchRecord, is_batch_id, read_batch_record
-from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
-from orchestrator.storage.retention import PrunedMark, read_mark
 from orchestrator.storage.run_ids import resolve_run_id
-from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef, read_record_file
+from orchestrator.storage.runs import RunRecord, read_record_file
 
-AWAITING_APPROVAL = "awaiting-approval"
+__all__ = ["Context", "Selection", "read_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,288 +40,6 @@ class Selection:
     batch_id: str | None = None
     since: datetime | None = None
     run_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What the report is told besides the state dir: prices for the cost estimates, the
-    batch caps, and the config a person's ``approve`` should be given."""
-
-    prices: Mapping[str, PriceConfig]
-    caps: BatchConfig | None = None
-    config_file: Path | None = None
-
-
-def _exists(path: str | Path | None) -> Path | None:
-    if not path:
-        return None
-    found = Path(path)
-    return found.resolve() if found.is_file() else None
-
-
-class _Workspace:
-    """A run's files where they are now. A record names them by absolute path as they
-    were when written; a state dir copied or moved since (another machine, a restored
-    backup) has them under its own run directory instead, and the old place may hold
-    someone else's files by now, so only the run's own directory is looked in."""
-
-    def __init__(self, recorded_run_dir: str, run_dir: Path) -> None:
-        self.recorded = Path(recorded_run_dir)
-        self.run_dir = run_dir
-
-    def file(self, recorded: str | Path | None) -> Path | None:
-        if not recorded:
-            return None
-        path = Path(recorded)
-        if path.is_relative_to(self.recorded):
-            return _exists(self.run_dir / path.relative_to(self.recorded))
-        return _exists(path)
-
-
-def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
-    return tuple(
-        CheckView(
-            name=c.name,
-            exit_code=c.exit_code,
-            timed_out=c.timed_out,
-            skipped=c.skipped,
-            duration_s=c.duration_s,
-            failure_class=c.failure_class,
-            log=workspace.file(c.log_path),
-        )
-        for c in attempt.checks
-    )
-
-
-def _attempt(attempt: Attempt, pruned: PrunedMark | None, workspace: _Workspace) -> AttemptView:
-    log_path = failed_log(attempt) if not attempt.ok else (
-        Path(attempt.log_path) if attempt.log_path else None
-    )  # fmt: skip
-    log = workspace.file(log_path)
-    note = None
-    if log_path is not None and log is None:
-        note = (
-            f"log pruned on {pruned.pruned_at} (orchestrator prune)"
-            if pruned is not None
-            else f"log missing: {log_path}"
-        )
-    error_lines: tuple[str, ...] = ()
-    if not attempt.ok and attempt.status == "finished" and log is not None:
-        error_lines = tuple(error_lines_of(log))
-    return AttemptView(
-        number=attempt.number,
-        stage=attempt.stage,
-        status=str(attempt.status),
-        ok=attempt.ok,
-        summary=attempt_summary(attempt),
-        started_at=attempt.started_at,
-        ended_at=attempt.ended_at,
-        duration_s=attempt.duration_s,
-        exit_code=attempt.exit_code,
-        timed_out=attempt.timed_out,
-        engine=attempt.engine,
-        model=attempt.model,
-        failing_check=attempt.failing_check.name if attempt.failing_check else None,
-        failure_class=attempt.failure_class,
-        failure_detail=attempt.failure_detail,
-        checks=_checks(attempt, workspace),
-        log=log,
-        log_note=note,
-        error_lines=error_lines,
-        engine_cost_usd=attempt.cost_usd,
-    )
-
-
-def _recipe(report: Mapping[str, Any] | None, number: int) -> RecipeView | None:
-    """The mechanical fix decision ``number`` ran, from its report (JSON as written: each
-    field is checked for its type, since the file is read as it is, not validated)."""
-    if not report or report.get("verdict") != number:
-        return None
-    commands = []
-    listed = report.get("commands")
-    for command in listed if isinstance(listed, list) else ():
-        if isinstance(command, dict) and isinstance(command.get("argv"), list):
-            exit_code = command.get("exit_code")
-            commands.append(
-                (
-                    shlex.join(str(a) for a in command["argv"]),
-                    exit_code if isinstance(exit_code, int) else None,
-                )
-            )
-    verifier = report.get("verifier")
-    verification = report.get("verification")
-    verifier_exit = verification.get("exit_code") if isinstance(verification, dict) else None
-    red_reason = report.get("red_reason")
-    status = report.get("status")
-    sandbox = report.get("sandbox")
-    return RecipeView(
-        commands=tuple(commands),
-        verifier=str(verifier.get("check")) if isinstance(verifier, dict) else None,
-        verifier_exit=verifier_exit if isinstance(verifier_exit, int) else None,
-        status=str(status) if status is not None else None,
-        red_reason=str(red_reason) if red_reason else None,
-        sandbox=str(sandbox) if sandbox else None,
-    )
-
-
-def _fix_report(storage: FileStorage, run_id: str, number: int) -> dict[str, Any] | None:
-    """Decision ``number``'s mechanical-fix report; older state dirs kept only the run's
-    latest (``_recipe`` checks it is this decision's)."""
-    found = storage.runs.read_mechanical_fix(run_id, number)
-    if found is not None:
-        return found
-    try:
-        latest = json.loads(storage.runs.mechanical_fix_path(run_id).read_bytes())
-    except (OSError, ValueError):
-        return None
-    return latest if isinstance(latest, dict) else None
-
-
-def _cost(record: VerdictRecord, prices: Mapping[str, PriceConfig]) -> float | None:
-    usage = record.usage
-    if usage.calls == 0 and usage.input_tokens == 0 and usage.output_tokens == 0:
-        return 0.0
-    if record.model is None or record.model not in prices:
-        return None  # calls were made, at a price the config does not know
-    return round(
-        estimate_cost(dict(prices), record.model, usage.input_tokens, usage.output_tokens), 6
-    )
-
-
-def _decision(
-    storage: FileStorage, record: RunRecord, ref: VerdictRef, context: Context
-) -> DecisionView:
-    layout = storage.layout
-    # Beside the run record, whatever path the record kept (a state dir may have moved).
-    verdict_file = _exists(layout.verdict_path(record.run_id, ref.number))
-    bundle_file = _exists(layout.bundle_path(record.run_id, ref.number))
-    decided: VerdictRecord | None = None
-    unreadable = None
-    if verdict_file is None:
-        unreadable = f"verdict file missing: {ref.path}"
-    else:
-        try:
-            decided = read_verdict(verdict_file)
-        except StateError as exc:
-            unreadable = str(exc)
-    try:
-        approval = storage.approvals.read(record.run_id, ref.number)
-    except StateError as exc:
-        approval, unreadable = None, unreadable or str(exc)
-    recipe = None
-    if ref.action == "mechanical-fix":
-        recipe = _recipe(_fix_report(storage, record.run_id, ref.number), ref.number)
-    return DecisionView(
-        number=ref.number,
-        attempt=ref.attempt,
-        source=ref.source,
-        action=ref.action,
-        outcome=ref.outcome,
-        summary=decided.verdict.summary if decided else "",
-        reason=decided.reason if decided else "",
-        confidence=decided.proposal.confidence if decided else None,
-        routing=str(decided.proposal.routing) if decided else None,
-        valid=decided.valid if decided else True,
-        failing_stage=decided.failing_stage if decided else None,
-        failing_check=decided.failing_check if decided else None,
-        model=decided.model if decided else None,
-        calls=decided.usage.calls if decided else 0,
-        input_tokens=decided.usage.input_tokens if decided else 0,
-        output_tokens=decided.usage.output_tokens if decided else 0,
-        # A decision whose file is gone spent what it spent: not recorded, not zero.
-        cost_usd=_cost(decided, context.prices) if decided else None,
-        recipe=recipe,
-        approval=(
-            ApprovalView(approval.approved, approval.by, approval.at, approval.reason)
-            if approval is not None
-            else None
-        ),
-        verdict_file=verdict_file,
-        bundle_file=bundle_file,
-        unreadable=unreadable,
-    )
-
-
-def answer_commands(run_id: str, state_dir: Path, config_file: Path | None) -> tuple[str, str]:
-    """The exact ``approve`` and ``reject`` commands, with the config and state dir
-    spelled out so they work from any directory."""
-    options = []
-    if config_file is not None:
-        options += ["--config", str(config_file)]
-    options += ["--state-dir", str(state_dir)]
-    prefix = shlex.join(["orchestrator", *options])
-    return (
-        f"{prefix} approve {shlex.quote(run_id)}",
-        f"{prefix} reject {shlex.quote(run_id)} --reason 'why it was rejected'",
-    )
-
-
-def _awaiting(
-    record: RunRecord, decisions: tuple[DecisionView, ...], state_dir: Path, context: Context
-) -> Awaiting | None:
-    if record.state != AWAITING_APPROVAL:
-        return None
-    pending = next((d for d in reversed(decisions) if d.outcome is None), None)
-    if pending is None:
-        return None
-    config_file = context.config_file or (Path(record.config_path) if record.config_path else None)
-    approve, reject = answer_commands(record.run_id, state_dir, config_file)
-    return Awaiting(
-        run_id=record.run_id,
-        ticket_id=record.ticket_id,
-        number=pending.number,
-        action=pending.action,
-        summary=pending.summary,
-        routing=pending.routing,
-        confidence=pending.confidence,
-        approve_command=approve,
-        reject_command=reject,
-    )
-
-
-def run_view(storage: FileStorage, record: RunRecord, context: Context) -> RunView:
-    """One run, with everything the page shows about it."""
-    layout = storage.layout
-    pruned = read_mark(layout, record.run_id)
-    decisions = tuple(_decision(storage, record, ref, context) for ref in record.verdicts)
-    handoff_file = _exists(layout.handoff_path(record.run_id))
-    workspace = _Workspace(record.run_dir, layout.run_dir(record.run_id))
-    handoff_text = None
-    if handoff_file is not None:
-        try:
-            handoff_text = handoff_file.read_text(errors="replace")
-        except OSError:
-            handoff_text = None
-    state_dir = storage.root.resolve()
-    return RunView(
-        run_id=record.run_id,
-        ticket_id=record.ticket_id,
-        title=record.ticket_title,
-        kind=record.ticket_kind,
-        state=str(record.state),
-        current_stage=record.current_stage,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        halt=(
-            HaltView(str(record.halt.reason), record.halt.stage, record.halt.detail)
-            if record.halt is not None
-            else None
-        ),
-        attempts=tuple(_attempt(a, pruned, workspace) for a in record.attempts),
-        decisions=decisions,
-        awaiting=_awaiting(record, decisions, state_dir, context),
-        handoff_text=handoff_text,
-        handoff_file=handoff_file,
-        pull_request=record.pull_request,
-        sub_tickets=record.sub_tickets,
-        resumes=tuple(
-            f"{r.at:%Y-%m-%d %H:%M:%S}Z by {r.by} from {r.from_state}"
-            + (f" ({r.halt.reason})" if r.halt is not None else "")
-            + f", at stage {r.stage}"
-            for r in record.resumes
-        ),
-        record_file=_exists(layout.record_path(record.run_id)),
-    )
 
 
 def _aware(moment: datetime) -> datetime:

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from orchestrator.reports.metrics import render_metrics
-from orchestrator.reports.page import Links, render_page
+from orchestrator.reports.page import render_page
+from orchestrator.reports.page_parts import Links
 from orchestrator.reports.report_data import (
     ApprovalView,
     AttemptView,
@@ -26,7 +27,7 @@ from orchestrator.reports.report_data import (
     RunView,
     Spend,
 )
-from orchestrator.reports.report_reader import answer_commands
+from orchestrator.reports.run_reader import answer_commands
 
 from page_checks import parse
 from prometheus_text import parse as parse_metrics

@@ -259,3 +259,43 @@ def test_a_page_that_cannot_be_written_at_the_end_is_said_and_fails_the_batch(
         'orchestrator_batch_tickets{outcome="completed"} 1'
         in (tmp_path / "site" / "m.prom").read_text()
     )
+
+
+def test_a_batch_that_only_queued_its_tickets_covers_the_runs_they_had_since(
+    fixture: FixtureBatch, tmp_path: Path
+) -> None:
+    """``batch --backend celery --no-wait`` knows no run ids: a queued ticket's run is its
+    latest, if it was active after the batch began (an older run is another batch's)."""
+    import shutil
+    from datetime import timedelta
+
+    from orchestrator.reports.report_reader import Context, Selection, read_report
+    from orchestrator.storage.batch_record import BatchRecord, BatchTicket, write_batch_record
+
+    state = tmp_path / "state"
+    shutil.copytree(fixture.state_dir, state)
+    storage = FileStorage(state)
+    ok = storage.runs.latest_for_ticket("T-OK")
+    assert ok is not None
+    write_batch_record(
+        storage.layout,
+        BatchRecord(
+            batch_id="20261201T000000Z-q000", backend="celery",
+            started_at=ok.updated_at - timedelta(seconds=1),
+            tickets=(
+                BatchTicket(ticket="T-OK", status="queued"),
+                BatchTicket(ticket="NEVER-RUN", status="queued"),
+            ),
+        ),
+    )  # fmt: skip
+    data = read_report(state, Selection(batch_id="20261201T000000Z-q000"), Context(prices={}))
+    assert [r.run_id for r in data.runs] == [ok.run_id]
+    later = BatchRecord(
+        batch_id="20261201T000000Z-q001", backend="celery",
+        started_at=ok.updated_at + timedelta(hours=1),
+        tickets=(BatchTicket(ticket="T-OK", status="queued"),),
+    )  # fmt: skip
+    write_batch_record(storage.layout, later)
+    data = read_report(state, Selection(batch_id=later.batch_id), Context(prices={}))
+    assert data.runs == ()
+    assert data.batch is not None and [t.status for t in data.batch.tickets] == ["queued"]

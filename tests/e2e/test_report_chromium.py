@@ -107,3 +107,21 @@ def test_the_demo_report_renders_with_no_console_errors(
         assert brightness < 64, corner  # the dark scheme's background
     else:
         assert brightness > 192, corner
+
+
+def test_the_demo_report_prints(demo_page: Path, tmp_path: Path) -> None:
+    """Printed (to PDF, as a person's browser would), it is pages with text on them."""
+    binary = chromium()
+    pdf = tmp_path / "report.pdf"
+    argv = [
+        binary, "--headless", "--disable-gpu", "--no-sandbox", "--no-pdf-header-footer",
+        f"--user-data-dir={tmp_path / 'profile'}", f"--print-to-pdf={pdf}", demo_page.as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=90, env={**os.environ, "HOME": str(tmp_path)}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", data))
+    assert pages >= 2, pages  # three tickets' timelines, decisions and hand-off do not fit one

@@ -226,3 +226,22 @@ def test_metrics_escape_label_values_and_leave_out_what_was_not_recorded(tmp_pat
     # The cost of a call at an unknown price is not written as zero: it is left out.
     assert "orchestrator_batch_estimated_cost_usd" not in families
     assert samples[("orchestrator_batch_budget_cap", (("meter", "calls"),))] == 3
+
+
+def test_a_screen_reader_finds_landmarks_headings_and_a_text_for_every_chart(
+    tmp_path: Path,
+) -> None:
+    html_text = render_page(data_with(hostile_run(tmp_path)), tmp_path / "r.html")
+    page = parse(html_text)
+    assert page.tags("html")[0].attrs["lang"] == "en"
+    assert len(page.tags("main")) == 1 and len(page.tags("nav")) == 1
+    assert len(page.tags("h1")) == 1 and len(page.tags("h2")) >= 4
+    charts = page.tags("svg")
+    assert len(charts) >= 5  # four at a glance, and the run's timeline
+    for chart in charts:
+        assert chart.attrs["role"] == "img"
+        assert chart.attrs["aria-labelledby"] in page.ids  # its <title>
+    # Every table says what it is; the charts' numbers are in tables too.
+    assert len(page.tags("table")) == len(page.tags("caption")) >= 6
+    assert "(the chart as a table)" in page.all_text
+    assert "Attempts (the timeline as a table)" in page.all_text

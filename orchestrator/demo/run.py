@@ -241,6 +241,9 @@ def run_demo(workdir: Path, *, with_model: bool) -> int:
         verdict = "as expected" if code == EXPECTED[ticket_id] else "NOT as expected"
         print(f"  {ticket_id}: {outcome(code)} — {verdict}: {WHY_EXPECTED[ticket_id]}")
     print_what_to_read(state_dir)
+    # The page a person would look at after a night of cron, for these three runs.
+    page = layout.workdir / "report.html"
+    cli.main([*base, "report", "--out", str(page)])
     differing = mismatches(results, EXPECTED)
     for ticket_id, code in differing.items():
         print(

@@ -107,6 +107,11 @@ def test_orchestrator_demo_runs_anywhere_with_its_packaged_config(
         assert line in out
     assert (tmp_path / ".state" / "demo" / "config.toml").read_text() == starter.config_text()
     assert not (tmp_path / "config.toml").exists()
+    # ... and leaves the page a person would open, about its three runs.
+    page = tmp_path / ".state" / "demo" / "report.html"
+    assert f"report: 3 run(s) (every run) written to {page}" in out
+    text = page.read_text()
+    assert all(f"CARDS-{n}" in text for n in (1, 2, 3)) and "abandon-human" in text
 
 
 def test_the_demo_piped_into_head_ends_quietly_with_the_pipe_status(tmp_path: Path) -> None:

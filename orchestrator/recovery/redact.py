@@ -175,6 +175,8 @@ _VENDOR_PREFIXES: Final = (
     *("EAAA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe-", "xapp-", "key-"),
     *("pubkey-", "duffel_test_", "duffel_live_", "live_", "test_pub_", "test_", "AKCp"),
     *("cmVmd", "fio-u-", "s-s4t2ud-", "s-s4t2af-", "SK", "AC", "sc_"),
+    # AWS AppSync API keys
+    "da2-",
 )
 # Prefixes that are common word starts: they need a longer body with digits in it.
 _WEAK_PREFIXES: Final = frozenset(
@@ -783,7 +785,7 @@ def _quoted_literal(found: set[str], match: re.Match[str]) -> str:
     name = match.group("name") or match.group("name2")
     key = "value" if match.group("value") is not None else "value2"
     value = match.group(key)
-    if not _secret_name(name) or _is_placeholder(value, name):
+    if not (_secret_name(name) or _vault_secret_id(name, value)) or _is_placeholder(value, name):
         return match.group(0)
     _remember(found, value)
     start, end = match.start(key) - match.start(), match.end(key) - match.start()
@@ -795,7 +797,7 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
     name, value = match.group("name"), match.group("value")
     if _BARE_KEY.fullmatch(name) and not _credential_like(value):
         return match.group(0)
-    if not _secret_name(name) or _is_placeholder(value, name):
+    if not (_secret_name(name) or _vault_secret_id(name, value)) or _is_placeholder(value, name):
         return match.group(0)
     _remember(found, value)
     # Keep the quotes so redacted JSON and shell lines still parse.
@@ -806,6 +808,18 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
     closing = quote if quote and len(value) > len(quote) and value.endswith(quote) else ""
     head = match.group(0)[: match.start("value") - match.start()]
     return head + quote + REDACTED + closing
+
+
+# A Vault AppRole ``secret_id`` is the role's password, a UUID. (Any other ``*_id`` names
+# what it identifies; AWS's ``SecretId`` names a secret by its path or ARN, no UUID.)
+_SECRET_ID_NAME: Final = re.compile(r"(?i)(?:.*[_.\-])?secret[_.\-]?id[0-9]*")
+_UUID_VALUE: Final = re.compile(
+    r"[\"'`]?[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}[\"'`]?[;,]?"
+)
+
+
+def _vault_secret_id(name: str, value: str) -> bool:
+    return _SECRET_ID_NAME.fullmatch(name) is not None and _UUID_VALUE.fullmatch(value) is not None
 
 
 def _public_blocks(text: str) -> list[tuple[int, int]]:

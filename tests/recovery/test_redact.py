@@ -35,6 +35,14 @@ PEM = (
         ("github_pat_11AAAAAAA0_abcdefghijklmnop", R),
         ("id AKIAIOSFODNN7EXAMPLE.", f"id {R}."),
         ("temp ASIAIOSFODNN7EXAMPLE", f"temp {R}"),
+        ("x-api-key: da2-5ptmu3fzcrbjfiskpo4gt3ljhq", f"x-api-key: {R}"),  # AWS AppSync
+        # a Vault AppRole's secret_id is its password (a role_id, or AWS's SecretId path, is no secret)
+        ("secret_id = '87654321-4321-4321-4321-CBA987654321'", f"secret_id = '{R}'"),
+        (
+            "role_id = '12345678-1234-1234-1234-123456789abc'\nVAULT_SECRET_ID=87654321-4321-4321-4321-cba987654321",
+            f"role_id = '12345678-1234-1234-1234-123456789abc'\nVAULT_SECRET_ID={R}",
+        ),
+        ('SecretId="prod/db/password"', 'SecretId="prod/db/password"'),
         ("xoxb-1234567890-abcdefgh and xoxp-1111-2222-3333", f"{R} and {R}"),
         (
             "jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl-_x;",

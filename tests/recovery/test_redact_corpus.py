@@ -37,8 +37,8 @@ CORPUS = next(
 # off, a known public key, a half-edited key, a password a scanner skips for its file
 # type), which redaction removes on purpose — see "Recall before over-redaction" in
 # orchestrator/recovery/redact.py.
-FLOORS = {"as written": 0.975, "diff lines": 0.975, "log line": 0.60}
-CEILING_NEGATIVES_ALTERED = 0.36
+FLOORS = {"as written": 0.98, "diff lines": 0.98, "log line": 0.60}
+CEILING_NEGATIVES_ALTERED = 0.365
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
 
 

@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from orchestrator.recovery.prefilter import Prefilter, prefilter_for, widened
+from orchestrator.recovery.prefilter import (
+    Prefilter,
+    class_end,
+    prefilter_for,
+    units,
+    widened,
+)
 from orchestrator.recovery.redact import redact_bytes
 
 __all__ = [
@@ -276,34 +282,13 @@ def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
     return tuple(s for s in signatures if not s.located) + tuple(s for s in signatures if s.located)
 
 
-def _class_end(pattern: bytes, start: int) -> int:
-    """The offset just past the byte class opening at ``start``: its first unescaped
-    ']' after its first member."""
-    i = start + (2 if pattern[start + 1 : start + 2] == b"^" else 1)
-    i += 2 if pattern[i : i + 1] == b"\\" else 1  # the first member (may be ']')
-    while pattern[i : i + 1] != b"]":
-        i += 2 if pattern[i : i + 1] == b"\\" else 1
-    return i + 1
-
-
 def _forms(pattern: bytes) -> list[bytes]:
     """A pattern's top-level alternatives (``A|B`` gives ``A`` and ``B``)."""
-    forms, depth, start, i = [], 0, 0, 0
-    while i < len(pattern):
-        c = pattern[i : i + 1]
-        if c == b"\\":
-            i += 2
-            continue
-        if c == b"[":
-            i = _class_end(pattern, i) - 1
-        elif c == b"(":
-            depth += 1
-        elif c == b")":
-            depth -= 1
-        elif c == b"|" and depth == 0:
-            forms.append(pattern[start:i])
-            start = i + 1
-        i += 1
+    forms, start = [], 0
+    for unit, end, depth in units(pattern):
+        if unit == b"|" and depth == 0:
+            forms.append(pattern[start : end - 1])
+            start = end
     forms.append(pattern[start:])
     return forms
 
@@ -320,7 +305,7 @@ def _first_unit(form: bytes) -> tuple[bytes, bytes] | None:
     elif form.startswith(b"\\"):
         atom = form[:2]
     elif form.startswith(b"["):
-        atom = form[: _class_end(form, 0)]
+        atom = form[: class_end(form, 0)]
     elif form[:1] and form[:1] not in b"()|^$.?*+{}":
         atom = form[:1]
     else:

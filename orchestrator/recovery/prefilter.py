@@ -21,10 +21,10 @@ wheel), ``prefilter_for`` returns None and the scan runs ``re`` alone, slower, s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
-__all__ = ["Prefilter", "prefilter_for", "widened"]
+__all__ = ["Prefilter", "atom_end", "class_end", "prefilter_for", "units", "widened"]
 
 
 class _Match(Protocol):
@@ -43,26 +43,45 @@ _LOOKAROUND: Final = re.compile(rb"\(\?(?:<=|<!|=|!)")
 _BOUND: Final = re.compile(rb"\{\d*(?:,\d*)?\}")
 
 
-def _group_end(pattern: bytes, start: int) -> int:
-    """The offset just past the group opening at ``start`` (escapes and classes skipped)."""
+def class_end(pattern: bytes, start: int) -> int:
+    """The offset just past the byte class opening at ``start``: its first unescaped
+    ']' after its first member."""
+    i = start + (2 if pattern[start + 1 : start + 2] == b"^" else 1)
+    i += 2 if pattern[i : i + 1] == b"\\" else 1  # the first member (may be ']')
+    while pattern[i : i + 1] != b"]":
+        i += 2 if pattern[i : i + 1] == b"\\" else 1
+    return i + 1
+
+
+def atom_end(pattern: bytes, i: int) -> int:
+    """The offset just past the unit of syntax at ``i``: an escape, a byte class, or one
+    byte (what a walk over a pattern steps by, so no ``(``, ``)`` or ``|`` inside an
+    escape or a class is taken for syntax)."""
+    c = pattern[i : i + 1]
+    if c == b"\\":
+        return i + 2
+    if c == b"[":
+        return class_end(pattern, i)
+    return i + 1
+
+
+def units(pattern: bytes, start: int = 0) -> Iterator[tuple[bytes, int, int]]:
+    """Each unit of syntax from ``start`` (see ``atom_end``), its end, and how many groups
+    are open after it."""
     depth, i = 0, start
     while i < len(pattern):
-        c = pattern[i : i + 1]
-        if c == b"\\":
-            i += 2
-            continue
-        if c == b"[":
-            i += 2 if pattern[i + 1 : i + 2] == b"^" else 1
-            i += 2 if pattern[i : i + 1] == b"\\" else 1  # the first member may be ']'
-            while pattern[i : i + 1] != b"]":
-                i += 2 if pattern[i : i + 1] == b"\\" else 1
-        elif c == b"(":
-            depth += 1
-        elif c == b")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+        end = atom_end(pattern, i)
+        unit = pattern[i:end]
+        depth += (unit == b"(") - (unit == b")")
+        yield unit, end, depth
+        i = end
+
+
+def _group_end(pattern: bytes, start: int) -> int:
+    """The offset just past the group opening at ``start``."""
+    for unit, end, depth in units(pattern, start):
+        if unit == b")" and depth == 0:
+            return end
     raise ValueError(f"unbalanced group at {start} in {pattern!r}")
 
 
@@ -77,17 +96,11 @@ def widened(pattern: bytes) -> bytes:
     while i < len(pattern):
         c = pattern[i : i + 1]
         after_repeat, repeat = repeat, False
-        if c == b"\\":
-            if pattern[i + 1 : i + 2] != b"b":
-                out += pattern[i : i + 2]
-            i += 2
-        elif c == b"[":
-            j = i + (2 if pattern[i + 1 : i + 2] == b"^" else 1)
-            j += 2 if pattern[j : j + 1] == b"\\" else 1
-            while pattern[j : j + 1] != b"]":
-                j += 2 if pattern[j : j + 1] == b"\\" else 1
-            out += pattern[i : j + 1]
-            i = j + 1
+        if c in b"\\[":
+            end = atom_end(pattern, i)
+            if pattern[i:end] != b"\\b":
+                out += pattern[i:end]
+            i = end
         elif _LOOKAROUND.match(pattern, i):
             i = _group_end(pattern, i)
         elif pattern.startswith(b"(?>", i):

@@ -1,6 +1,7 @@
 """Retention: free the disk a finished run no longer needs (its clone and its logs) and
 keep everything that says what was decided (the run record, verdicts, bundles, approvals,
-reply texts, hand-off, ticket snapshot) and the ledger.
+reply texts, hand-off, ticket snapshot) and the ledger. A finished ``--jobs N`` batch's
+worker logs go the same way; its record (which runs it touched) and budget stay.
 
 A run is pruned only when it is terminal, last changed before the cut-off, and its
 ticket's lock can be taken: a run still going, or a ticket some process is driving right
@@ -37,6 +38,16 @@ class Pruned:
     bytes: int = 0
     skipped: str | None = None  # why it was left, or left half done (unreadable, locked)
     locked: bool = False  # left because a process holds its ticket: the next prune takes it
+
+
+@dataclass(frozen=True)
+class PrunedBatch:
+    """One batch whose worker logs retention removed (or would), or why it left them."""
+
+    batch_id: str
+    removed: tuple[Path, ...] = ()
+    bytes: int = 0
+    skipped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,3 +170,42 @@ def _write_mark(
         "bytes": freed + (earlier.bytes if earlier else 0),
     }
     atomic_write(layout.pruned_record_path(run_id), (json.dumps(mark, indent=2) + "\n").encode())
+
+
+def prune_batch_logs(
+    layout: StateLayout, cutoff: datetime, *, dry_run: bool
+) -> Iterator[PrunedBatch]:
+    """The worker logs of every batch none of whose files was written after ``cutoff``:
+    removed (unless ``dry_run``). A batch still going rewrites its record after each
+    ticket and its workers write their logs as they go, so it is never that old. A batch
+    with no record (one from before records) keeps its logs: they are its only trace of
+    which runs it touched."""
+    for batch_id in layout.batch_ids():
+        logs = layout.batch_worker_logs(batch_id)
+        record = layout.batch_record_path(batch_id)
+        if not logs or not record.is_file():
+            continue
+        try:
+            newest = max(p.stat().st_mtime for p in (record, *logs))
+        except OSError as exc:
+            yield PrunedBatch(batch_id, skipped=f"cannot read {exc.filename}: {exc.strerror}")
+            continue
+        if newest >= cutoff.timestamp():
+            continue
+        freed = sum(disk_bytes(p) for p in logs)
+        if dry_run:
+            yield PrunedBatch(batch_id, tuple(logs), freed)
+            continue
+        removed: list[Path] = []
+        for log in logs:
+            try:
+                log.unlink()
+            except OSError as exc:
+                freed -= sum(disk_bytes(p) for p in logs if p not in removed)
+                yield PrunedBatch(
+                    batch_id, tuple(removed), freed, skipped=f"cannot remove {log}: {exc.strerror}"
+                )
+                break
+            removed.append(log)
+        else:
+            yield PrunedBatch(batch_id, tuple(removed), freed)

@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -236,3 +237,49 @@ def test_show_tells_a_log_lost_otherwise_from_a_pruned_one(
     assert shown.returncode == 0, shown.stderr
     assert f"      log missing: {log}" in shown.stdout.splitlines()
     assert "pruned" not in shown.stdout
+
+
+def test_prune_frees_an_old_batchs_worker_logs_and_the_report_still_reads_it(
+    tmp_path: Path,
+) -> None:
+    make_origin(tmp_path)
+    config = write_pipeline(tmp_path, bash_stage("build", "echo building"))
+    tickets = tmp_path / "t"
+    for ticket_id in ("T-1", "T-2"):
+        write_ticket(tickets, ticket_id)
+    done = cli(config, "batch", "--tickets", str(tickets), "--jobs", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    batches = tmp_path / "state" / "batches"
+    [batch] = [p for p in batches.iterdir()]
+    logs = sorted(p.name for p in batch.glob("worker-*.log"))
+    assert logs == ["worker-1.log", "worker-2.log"]
+    rest = sorted(p.name for p in batch.iterdir() if p.name not in logs)
+    assert "batch.json" in rest
+    # A batch from before batch records: its worker logs are the only trace of its runs.
+    older = batches / "20200101T000000Z-0000"
+    shutil.copytree(batch, older)
+    (older / "batch.json").unlink()
+    ended = max(p.stat().st_mtime for p in batch.iterdir())
+    now = datetime.fromtimestamp(ended, UTC)
+
+    out = io.StringIO()
+    assert prune(tmp_path / "state", "1h", out, dry_run=False, clock=lambda: now) == 0
+    assert "batch" not in out.getvalue()  # young: untouched
+    out = io.StringIO()
+    later = now + timedelta(hours=2)
+    assert prune(tmp_path / "state", "1h", out, dry_run=True, clock=lambda: later) == 0
+    assert f"would free batch {batch.name}: worker-1.log, worker-2.log (" in out.getvalue()
+    assert sorted(p.name for p in batch.glob("worker-*.log")) == logs
+
+    out = io.StringIO()
+    assert prune(tmp_path / "state", "1h", out, dry_run=False, clock=lambda: later) == 0
+    lines = out.getvalue().splitlines()
+    assert f"freed batch {batch.name}: worker-1.log, worker-2.log (" in out.getvalue()
+    assert lines[-1].startswith("prune: freed 2 run(s) and the worker logs of 1 batch(es)")
+    assert sorted(p.name for p in batch.iterdir()) == rest
+    assert sorted(p.name for p in older.glob("worker-*.log")) == logs  # no record: kept
+
+    page = tmp_path / "page.html"
+    shown = cli(config, "report", "--batch", batch.name, "--out", str(page))
+    assert shown.returncode == 0, shown.stderr
+    assert "report: 2 run(s)" in shown.stdout and "T-1" in page.read_text()

@@ -1,5 +1,5 @@
 """``orchestrator prune --older-than 30d [--dry-run]``: delete the clones and logs of
-finished runs older than that; keep what says what was decided (records, verdicts,
+finished runs older than that, and the worker logs of batches that old; keep what says what was decided (records, verdicts,
 bundles, approvals, reply texts, hand-offs) and the ledger. Built for cron: one line per
 run it freed or skipped, then the total."""
 
@@ -13,7 +13,7 @@ from typing import TextIO
 
 from orchestrator.domain import errors
 from orchestrator.storage.layout import StateLayout
-from orchestrator.storage.retention import prune_runs
+from orchestrator.storage.retention import prune_batch_logs, prune_runs
 
 _DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -67,8 +67,20 @@ def prune(
         total += pruned.bytes
         what = ", ".join(p.name for p in pruned.removed)
         out.write(f"{verb} {pruned.run_id}: {what} ({human_bytes(pruned.bytes)})\n")
+    batches = 0
+    for batch in prune_batch_logs(StateLayout(state_dir), now - age, dry_run=dry_run):
+        if batch.skipped is not None:
+            trouble = True
+            out.write(f"skipped batch {batch.batch_id}: {batch.skipped}\n")
+            if not batch.removed:
+                continue
+        batches += 1
+        total += batch.bytes
+        what = ", ".join(p.name for p in batch.removed)
+        out.write(f"{verb} batch {batch.batch_id}: {what} ({human_bytes(batch.bytes)})\n")
+    of_batches = f" and the worker logs of {batches} batch(es)" if batches else ""
     out.write(
-        f"prune{' (dry run)' if dry_run else ''}: {verb} {runs} run(s) older than "
+        f"prune{' (dry run)' if dry_run else ''}: {verb} {runs} run(s){of_batches} older than "
         f"{older_than}, {total} bytes ({human_bytes(total)}); kept records, verdicts, "
         "bundles, approvals, replies, hand-offs and the ledger\n"
     )

@@ -37,8 +37,8 @@ class Prefilter(Protocol):
     def search(self, text: bytearray, pos: int, endpos: int) -> _Match | None: ...
 
 
-# A look-around's opening, a possessive mark after a repeat, an atomic group's opening, a
-# word boundary: what RE2 lacks (or, for the boundary, what is dropped to stay wide).
+# A look-around's opening (RE2 has none), and a counted repeat (a possessive mark may
+# follow it).
 _LOOKAROUND: Final = re.compile(rb"\(\?(?:<=|<!|=|!)")
 _BOUND: Final = re.compile(rb"\{\d*(?:,\d*)?\}")
 

@@ -93,6 +93,21 @@ def matches(name: str, roots: set[str]) -> bool:
     return any(name == r or name.startswith(r + ".") for r in roots)
 
 
+def fresh_interpreter(code: str, *, cwd: Path | None = None) -> str:
+    """What ``code`` prints when run by a new Python (so only what it imports is loaded);
+    it must exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+        cwd=cwd,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 @pytest.mark.parametrize("path", [p for p in modules() if "recovery" in p.parts], ids=rel)
 def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
     tree = parsed(path)
@@ -238,15 +253,7 @@ def test_running_a_ticket_never_loads_the_demo(tmp_path: Path) -> None:
         "main(['--config', " + repr(str(config)) + ", 'runs'])\n"
         "print(code, sorted(m for m in sys.modules if m.startswith('orchestrator.demo')))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "4 []"
+    assert fresh_interpreter(probe).splitlines()[-1] == "4 []"
 
 
 def test_the_recovery_modules_load_no_code_that_acts() -> None:
@@ -262,12 +269,7 @@ def test_the_recovery_modules_load_no_code_that_acts() -> None:
         f"for name in {recovery!r}: importlib.import_module(name)\n"
         "print('\\n'.join(sorted(sys.modules)))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True,
-        timeout=60, cwd=ROOT,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    loaded = set(result.stdout.split())
+    loaded = set(fresh_interpreter(code, cwd=ROOT).split())
     assert "orchestrator.actions.registry" in loaded  # the check looks where it should
     acting = ("orchestrator.execution", "orchestrator.app", "orchestrator.storage",
               "orchestrator.reports", "subprocess")  # fmt: skip
@@ -402,12 +404,4 @@ def test_help_run_and_the_local_batch_load_no_queue_module(tmp_path: Path) -> No
         + ")\n"
         "print(code, queue, 'T-1' in out.getvalue())\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "0 [] True"
+    assert fresh_interpreter(probe).splitlines()[-1] == "0 [] True"

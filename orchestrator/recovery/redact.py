@@ -512,6 +512,7 @@ def _names_itself(value: str, name: str = "") -> bool:
 _NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+_KEY_REST: Final = re.compile(r"[A-Za-z0-9]{8}")
 _SNAKE_WORDS: Final = re.compile(r"[a-z]+(?:_[a-z]+)+|[a-z]+(?:[A-Z][a-z]+)+")
 _ALNUM: Final = re.compile(r"[^\W_]")
 _AT_VARIABLE: Final = re.compile(r"@?[A-Za-z_][A-Za-z0-9_.]*@")
@@ -520,6 +521,10 @@ _AT_VARIABLE: Final = re.compile(r"@?[A-Za-z_][A-Za-z0-9_.]*@")
 def _is_placeholder(value: str, name: str = "") -> bool:
     """A value that is plainly not a secret: empty, a template, a reference to code, the
     name of its own field, or mostly one character (``xxxx``, ``****``)."""
+    if REDACTED in value:
+        # Part of it was found to be a key already (a token shape): what follows the
+        # mark is the key's rest (``[REDACTED]?Kp6bOOZn1Dl``), unless it is punctuation.
+        return _KEY_REST.search(value.replace(REDACTED, "")) is None
     if value.startswith("`") and any(c.isspace() for c in value):
         return True  # a shell command substitution: the value is computed
     if _AT_VARIABLE.fullmatch(value.strip("\"'` \t;,")):

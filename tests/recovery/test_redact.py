@@ -38,6 +38,9 @@ PEM = (
         ("x-api-key: da2-5ptmu3fzcrbjfiskpo4gt3ljhq", f"x-api-key: {R}"),  # AWS AppSync
         # a Vault AppRole's secret_id is its password (a role_id, or AWS's SecretId path, is no secret)
         ("secret_id = '87654321-4321-4321-4321-CBA987654321'", f"secret_id = '{R}'"),
+        # a key the token shape ends early (a character no key holds): the name takes the rest
+        ("notion_token = 'secret_oPp4m4V04lEWqgLGyh?N7b8H9JLANmyE1AYl2'", f"notion_token = '{R}'"),
+        ('"token4": "xoxp-572370529330-573807301142-####"', f'"token4": "{R}####"'),
         (
             "role_id = '12345678-1234-1234-1234-123456789abc'\nVAULT_SECRET_ID=87654321-4321-4321-4321-cba987654321",
             f"role_id = '12345678-1234-1234-1234-123456789abc'\nVAULT_SECRET_ID={R}",

@@ -515,20 +515,29 @@ def _evidence(
     label: str,
     limits: ContextLimits,
     *,
-    whole: bool,
+    sent: Excerpt,
+    cap: int,
     roots: Roots,
 ) -> Excerpt:
     """The root-cause excerpts of ``path``; an empty excerpt saying why when none.
-    ``whole``: the log is in the bundle uncut, so its lines around a match are there
-    already and the excerpts show the matched lines alone (with their numbers)."""
+    ``sent`` is what the bundle sends of the log's end (capped at ``cap``). Lines the
+    bundle sends anyway are not sent twice: when the log goes uncut, the excerpts show
+    the matched lines alone (with their numbers); when it is cut, the bundle keeps only
+    its last ``TAIL_BYTES_WITH_EVIDENCE`` once there is evidence (``_excerpts``), and an
+    excerpt inside those shows its matched lines alone."""
     if path is None:
         return _absent("no log to look for evidence in")
+    whole = bool(sent.text) and not sent.truncated
+    # (a line that starts past the shorter tail's first byte is kept whole by it: the tail
+    # drops its cut first line only)
+    tail_from = sent.original_bytes - min(cap, TAIL_BYTES_WITH_EVIDENCE) + 1
     try:
         found = extract_evidence(
             path,
             window_bytes=limits.evidence_scan_bytes,
             max_bytes=limits.max_evidence_bytes,
             context_lines=0 if whole else CONTEXT_LINES,
+            tail_from=None if whole or not sent.text else tail_from,
         )
     except FileNotFoundError:
         return _unreadable(path, "no such file")
@@ -610,12 +619,22 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         tail = _absent("no log for the failed stage")
     # The check's log is the direct evidence when there is one; else the stage's own.
     if inputs.check_log is not None:
-        whole = bool(check.text) and not check.truncated
-        evidence = _evidence(inputs.check_log, "the check's log", limits, whole=whole, roots=roots)
-    else:
-        whole = bool(tail.text) and not tail.truncated
         evidence = _evidence(
-            inputs.failed_log, "the failed stage's log", limits, whole=whole, roots=roots
+            inputs.check_log,
+            "the check's log",
+            limits,
+            sent=check,
+            cap=limits.max_check_output_bytes,
+            roots=roots,
+        )
+    else:
+        evidence = _evidence(
+            inputs.failed_log,
+            "the failed stage's log",
+            limits,
+            sent=tail,
+            cap=limits.max_log_tail_bytes,
+            roots=roots,
         )
     if evidence.text:
         # The error lines are in the evidence, with their context: of a log too long to

@@ -677,6 +677,8 @@ class EvidenceExcerpt:
     signatures: tuple[str, ...]
     rank: int
     text: str
+    # Its matched lines alone: the lines around them are in the log's tail, sent too.
+    bare: bool = False
 
 
 @dataclass(frozen=True)
@@ -732,8 +734,9 @@ def _clip(line: bytes) -> bytes:
     return line[:MAX_SHOWN_LINE_BYTES] + "…".encode()
 
 
-def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, list[bytes]]:
-    """(number of the first line returned, the lines) around ``group``'s hits."""
+def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, list[bytes], int]:
+    """(number of the first line returned, the lines, the first line's byte offset)
+    around ``group``'s hits."""
     anchor = min(group.hits, key=lambda h: h.line)
     lowest = max(group.hits, key=lambda h: h.line)
     start = max(0, anchor.offset - _READ_AROUND_BYTES)
@@ -754,19 +757,19 @@ def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, lis
         after = after[:-1]  # the file's final newline ends a line, it starts none
     want_after = group.last - anchor.line + 1
     lines = [line.removesuffix(b"\r") for line in shown_before + after[:want_after]]
-    return anchor.line - len(shown_before), lines
+    first_offset = anchor.offset - sum(len(line) + 1 for line in shown_before)
+    return anchor.line - len(shown_before), lines, first_offset
 
 
-def _render_group(first_line: int, lines: list[bytes], marked: set[int]) -> str:
-    raw = b"\n".join(lines)
+def _render_group(numbered: list[tuple[int, bytes]], marked: set[int]) -> str:
+    raw = b"\n".join(line for _, line in numbered)
     redacted = redact_bytes(raw).split("\n")
-    if len(redacted) != len(lines):
+    if len(redacted) != len(numbered):
         # A secret spanning lines was redacted: the numbering no longer lines up per line.
         return "\n".join(f"     | {text}" for text in redacted)
-    width = len(str(first_line + len(lines)))
+    width = len(str(numbered[-1][0] + 1))
     out = []
-    for i, text in enumerate(redacted):
-        number = first_line + i
+    for (number, _), text in zip(numbered, redacted, strict=True):
         mark = ">" if number in marked else " "
         clipped = _clip(text.encode("utf-8", errors="replace")).decode("utf-8", "ignore")
         out.append(f"{mark}{number:>{width}}| {clipped}")
@@ -781,27 +784,35 @@ def extract_evidence(
     max_excerpts: int = MAX_EXCERPTS,
     context_lines: int = CONTEXT_LINES,
     chunk_bytes: int = CHUNK_BYTES,
+    tail_from: int | None = None,
 ) -> Evidence:
     """The root-cause excerpts of the log at ``path``: most telling first, each with its
     line numbers, at most ``max_excerpts`` of them and ``max_bytes`` in all (rendered).
-    Raises OSError for an unreadable file."""
+    ``tail_from``: the byte offset from which the log is sent whole beside the evidence
+    (its tail); an excerpt that lies there shows its matched lines alone, as pointers,
+    rather than send its context twice. Raises OSError for an unreadable file."""
     scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes)
     groups = _groups(scan.hits, max_excerpts, context_lines)
     excerpts: list[EvidenceExcerpt] = []
     with path.open("rb") as raw:
         f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
         for group in groups:
-            first_line, lines = _read_group(f, group, scan.size)
+            first_line, lines, first_offset = _read_group(f, group, scan.size)
             marked = {h.line for h in group.hits}
+            numbered = list(enumerate(lines, start=first_line))
+            bare = tail_from is not None and first_offset >= tail_from
+            if bare:
+                numbered = [(n, line) for n, line in numbered if n in marked]
             ranked = sorted(group.hits, key=lambda h: (h.signature.rank, h.line))
             names = tuple(dict.fromkeys(h.signature.name for h in ranked))
             excerpts.append(
                 EvidenceExcerpt(
-                    first_line=first_line,
-                    last_line=first_line + len(lines) - 1,
+                    first_line=numbered[0][0],
+                    last_line=numbered[-1][0],
                     signatures=names,
                     rank=ranked[0].signature.rank,
-                    text=_render_group(first_line, lines, marked),
+                    text=_render_group(numbered, marked),
+                    bare=bare,
                 )
             )
     excerpts.sort(key=lambda e: (e.rank, e.first_line))
@@ -831,7 +842,8 @@ def _excerpt_block(excerpt: EvidenceExcerpt) -> str:
         if excerpt.first_line == excerpt.last_line
         else f"lines {excerpt.first_line}-{excerpt.last_line}"
     )
-    return f"--- {span} ({', '.join(excerpt.signatures)}) ---\n{excerpt.text}\n"
+    where = "; around it: the log's tail" if excerpt.bare else ""
+    return f"--- {span} ({', '.join(excerpt.signatures)}{where}) ---\n{excerpt.text}\n"
 
 
 def render_evidence(evidence: Evidence) -> str:

@@ -464,6 +464,44 @@ def test_with_the_error_lines_in_evidence_the_log_ends_are_short(tmp_path: Path)
     assert without.section("failed_log_tail").size > 15 * KiB
 
 
+@pytest.mark.parametrize("source", ["check", "stage"])
+def test_an_error_inside_the_short_tail_is_not_sent_twice(tmp_path: Path, source: str) -> None:
+    # A long log whose error is among its last lines: the 2 KiB tail holds the error and
+    # the lines around it, so the evidence shows the matched line alone, as a pointer.
+    error = b"src/deal.py:3: error: Incompatible return value type\n"
+    log = write(tmp_path / "x.log", lines(5_000) + lines(4, tag="near") + error + lines(10))
+    logs = (
+        {"check_name": "mypy", "check_log": log, "failed_log": log}
+        if source == "check"
+        else {"failed_log": log}
+    )
+    bundle = build_bundle(inputs(tmp_path, **logs), ContextLimits())
+    evidence = bundle.section("evidence").text
+    sent = bundle.section("check_output" if source == "check" else "failed_log_tail").text
+    assert evidence == (
+        "--- line 5005 (located-error; around it: the log's tail) ---\n"
+        ">5005| src/deal.py:3: error: Incompatible return value type\n"
+    )
+    assert error.decode() in sent and lines(4, tag="near").decode() in sent
+    # Every line of the log reaches the model once at most.
+    rendered = bundle.render()
+    for line in (lines(4, tag="near") + lines(10)).decode().splitlines():
+        assert rendered.count(line) == 1, line
+
+
+def test_an_error_before_the_short_tail_keeps_its_context(tmp_path: Path) -> None:
+    # 40 lines of 60 bytes after the error: 2.4 KiB, past the 2 KiB the tail keeps.
+    error = b"src/deal.py:3: error: Incompatible return value type\n"
+    log = write(tmp_path / "x.log", lines(5_000) + lines(4, tag="near") + error + lines(40))
+    bundle = build_bundle(
+        inputs(tmp_path, check_name="mypy", check_log=log, failed_log=log), ContextLimits()
+    )
+    evidence = bundle.section("evidence").text
+    assert evidence.startswith("--- lines 5002-5008 (located-error) ---\n")
+    assert ">5005| src/deal.py:3" in evidence and "near 00000003" in evidence
+    assert "src/deal.py:3" not in bundle.section("check_output").text
+
+
 def test_a_log_sent_whole_is_not_shortened_by_evidence(tmp_path: Path) -> None:
     text = lines(100) + b"E       assert 3 == 2\n" + lines(100, tag="after")
     check = write(tmp_path / "check.log", text)

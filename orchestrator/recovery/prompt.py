@@ -9,6 +9,9 @@ action's own line, in the registry's order.
                   (``ModelRequest.json_schema``); the text carries one line per action
                   with its required fields, e.g. ``split {summary, sub_tickets[{title,
                   body}]}``, about 1,000 tokens fewer per call
+    recovery-v3   v2 without its own paragraph on the untrusted sections when the bundle
+                  opens with its preamble (``RENDER_PREAMBLE``), which says the same just
+                  below it: the warning is read once, where the markers are explained
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from typing import Any
 
 from orchestrator.actions.registry import REGISTRY
 from orchestrator.domain.validation import Frozen
+from orchestrator.recovery.context import RENDER_PREAMBLE
 from orchestrator.recovery.verdict import DecisionContext, verdict_json_schema
 
-PROMPT_VERSION = "recovery-v2"
+PROMPT_VERSION = "recovery-v3"
 
 SYSTEM = """\
 You diagnose one failed stage of an automated coding pipeline and decide what happens \
@@ -153,9 +157,29 @@ def _prompt_v2(facts: PromptFacts, bundle_text: str, validation_errors: list[str
     return "\n".join(parts + _rejected(validation_errors))
 
 
+def _prompt_v3(facts: PromptFacts, bundle_text: str, validation_errors: list[str] | None) -> str:
+    parts = [
+        *_header(facts),
+        'Choose exactly one action from this closed vocabulary; reply {"action": NAME, '
+        "...its fields}:",
+        *vocabulary_lines(),
+        "",
+        # (a bundle without its preamble, as some callers pass, still gets the warning)
+        *([] if bundle_text.startswith(RENDER_PREAMBLE) else [_UNTRUSTED, ""]),
+        bundle_text,
+        "",
+        "Reply with exactly one JSON object.",
+    ]
+    return "\n".join(parts + _rejected(validation_errors))
+
+
 PromptBuilder = Callable[[PromptFacts, str, "list[str] | None"], str]
 # Every version this code has sent, so an older decision replays under its own words.
-PROMPTS: Mapping[str, PromptBuilder] = {"recovery-v1": _prompt_v1, "recovery-v2": _prompt_v2}
+PROMPTS: Mapping[str, PromptBuilder] = {
+    "recovery-v1": _prompt_v1,
+    "recovery-v2": _prompt_v2,
+    "recovery-v3": _prompt_v3,
+}
 
 
 def build_prompt(

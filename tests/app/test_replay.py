@@ -605,5 +605,5 @@ def test_a_prompt_version_this_code_does_not_know_is_replayed_under_todays_and_s
     assert not result.identical
     assert "transcript.call[0] (diagnosis).request" in fields(result)
     assert result.limitations[0].startswith(
-        "the prompt changed since (recovery-v0 → recovery-v2): "
+        "the prompt changed since (recovery-v0 → recovery-v3): "
     )

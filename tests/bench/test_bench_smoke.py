@@ -132,7 +132,7 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
 def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
     out = bench_output(
         "bench/bench_prompt.py",
-        expected=("recovery-v1", "recovery-v2", "median, prompt only: ", "median, whole request"),
+        expected=("recovery-v1", "recovery-v3", "median, prompt only: ", "median, whole request"),
     )
     # The model's two decisions and the playbook's, each a row with its two sizes.
     rows = re.findall(r"^\S+ \((model|playbook)\) .* (\d\.\d\d)$", out, re.MULTILINE)

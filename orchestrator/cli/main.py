@@ -126,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
         "or named runs): outcomes, timelines, decisions, spend, what waits for a person",
     )
     report.add_argument("run_ids", nargs="*", metavar="RUN_ID", help=RUN_ID_HELP)
-    report.add_argument("--batch", metavar="ID", help="the runs of this batch")
+    report.add_argument(
+        "--batch", metavar="ID", help="the runs of this batch (latest: the one that started last)"
+    )
     report.add_argument(
         "--since",
         metavar="DATE",
@@ -134,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--out", metavar="PATH", default="report.html", help="where (default: ./report.html)"
+    )
+    report.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="also write the figures in Prometheus text format (for node_exporter's textfile "
+        "collector)",
     )
 
     verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
@@ -350,6 +358,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             report.selection_of(args.batch, args.since, args.run_ids),
             Path(args.out),
             sys.stdout,
+            metrics_path=Path(args.metrics) if args.metrics else None,
         )
     if args.command == "verdicts":
         from orchestrator.cli.commands import verdicts

@@ -23,7 +23,13 @@ from orchestrator.reports.report_data import (
     Spend,
 )
 from orchestrator.reports.run_reader import Context, run_view
-from orchestrator.storage.batch_record import BatchRecord, is_batch_id, read_batch_record
+from orchestrator.storage.batch_record import (
+    LATEST,
+    BatchRecord,
+    is_batch_id,
+    latest_batch_id,
+    read_batch_record,
+)
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.run_ids import resolve_run_id
@@ -100,15 +106,25 @@ def read_report(
     warnings: list[str] = []
     batch: BatchRecord | None = None
     if selection.batch_id is not None:
-        if not is_batch_id(selection.batch_id):
-            raise UsageError(f"report: --batch {selection.batch_id!r} is not a batch id")
-        batch = read_batch_record(storage.layout, selection.batch_id)
+        batch_id = selection.batch_id
+        if batch_id == LATEST and not storage.layout.batch_dir(LATEST).is_dir():
+            # (a batch its user named "latest" is that batch)
+            found = latest_batch_id(storage.layout)
+            if found is None:
+                raise UsageError(
+                    f"report: --batch latest: no batch has run under "
+                    f"{storage.layout.batch_dir(LATEST).parent}"
+                )
+            batch_id = found
+        if not is_batch_id(batch_id):
+            raise UsageError(f"report: --batch {batch_id!r} is not a batch id")
+        batch = read_batch_record(storage.layout, batch_id)
         if batch is None:
             known = storage.layout.batch_ids()
             hint = f"; batches here: {', '.join(known[-5:])}" if known else ""
             raise UsageError(
-                f"report: no record of batch {selection.batch_id!r} under "
-                f"{storage.layout.batch_dir(selection.batch_id).parent} (batches record their "
+                f"report: no record of batch {batch_id!r} under "
+                f"{storage.layout.batch_dir(batch_id).parent} (batches record their "
                 f"runs since this version; use --since DATE or RUN_ID… for older ones){hint}"
             )
         paths = [storage.layout.record_path(r) for r in _batch_run_ids(storage, batch)]

@@ -114,6 +114,31 @@ def _result_line(line: str) -> dict[str, Any] | None:
     return fields if isinstance(fields, dict) and "ticket" in fields else None
 
 
+LATEST: Final = "latest"
+
+
+def latest_batch_id(layout: StateLayout) -> str | None:
+    """The batch that started last: by its record's start time, or, for a batch from
+    before records, its directory's time. None when no batch has run here. (A batch id
+    the user chose need not sort by time, so the ids alone cannot say.)"""
+    newest: tuple[float, str] | None = None
+    for batch_id in layout.batch_ids():
+        if not is_batch_id(batch_id):
+            continue
+        try:
+            record = read_model(layout.batch_record_path(batch_id), BatchRecord, "batch record")
+            started = (
+                record.started_at.timestamp()
+                if record is not None
+                else layout.batch_dir(batch_id).stat().st_mtime
+            )
+        except (StateError, OSError):
+            continue  # a damaged batch is not the one to report on; report --batch ID says why
+        if newest is None or (started, batch_id) > newest:
+            newest = (started, batch_id)
+    return None if newest is None else newest[1]
+
+
 def read_batch_record(layout: StateLayout, batch_id: str) -> BatchRecord | None:
     """The batch's record; for an older batch, what its workers' logs say; None when the
     batch left neither (or never existed)."""

@@ -191,6 +191,33 @@ def test_the_report_command_selects_a_batch_runs_or_a_date(
     assert code == 0 and "3 run(s)" in out
 
 
+def test_the_latest_batch_with_its_metrics_for_a_cron_line(
+    fixture: FixtureBatch, tmp_path: Path
+) -> None:
+    # What a cron line after a batch runs: no id to know, the page and the metrics.
+    common = ("--config", str(fixture.config), "--state-dir", str(fixture.state_dir))
+    page, metrics = tmp_path / "latest.html", tmp_path / "latest.prom"
+    code, out, err = run_cli(
+        "report", "--batch", "latest", "--out", str(page), "--metrics", str(metrics), *common
+    )
+    assert (code, err) == (0, "")
+    assert f"report: 3 run(s) (batch {fixture.batch_id}) written to {page}" in out
+    assert f"report: metrics (batch {fixture.batch_id}) written to {metrics}" in out
+    families = parse_metrics(metrics.read_text())
+    assert families["orchestrator_batch_info"]
+    assert metrics.read_text() == fixture.metrics.read_text()  # what batch --metrics wrote
+    # No batch here yet: said, nothing written; a metrics path into nowhere: refused first.
+    empty = ("--config", str(fixture.config), "--state-dir", str(tmp_path / "fresh"))
+    code, _, err = run_cli("report", "--batch", "latest", "--out", str(tmp_path / "n.html"), *empty)
+    assert code == 2 and "report: --batch latest: no batch has run under" in err
+    code, _, err = run_cli(
+        "report", "--out", str(tmp_path / "n.html"), "--metrics", str(tmp_path / "no" / "m.prom"),
+        *common,
+    )  # fmt: skip
+    assert code == 2 and "report --metrics:" in err and "no such directory" in err
+    assert not (tmp_path / "n.html").exists()
+
+
 def test_an_unknown_batch_or_run_changes_nothing_and_says_why(
     fixture: FixtureBatch, tmp_path: Path
 ) -> None:

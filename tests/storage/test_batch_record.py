@@ -5,6 +5,7 @@ record existed is read from its workers' logs, or reported as having no record."
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,11 @@ from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import TicketResult
 from orchestrator.domain.errors import StateError
 from orchestrator.storage.batch_budget import Spend
-from orchestrator.storage.batch_record import read_batch_record, write_batch_record
+from orchestrator.storage.batch_record import (
+    latest_batch_id,
+    read_batch_record,
+    write_batch_record,
+)
 from orchestrator.storage.layout import StateLayout
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -83,3 +88,24 @@ def test_a_damaged_record_is_a_state_error_naming_it(tmp_path: Path) -> None:
     path.write_text('{"batch_id": 3}')
     with pytest.raises(StateError, match=f"{path}: not a valid batch record"):
         read_batch_record(layout, "20261201T030000Z-abcd")
+
+
+def test_the_latest_batch_is_the_one_that_started_last_not_the_last_id(tmp_path: Path) -> None:
+    layout = StateLayout(tmp_path)
+    assert latest_batch_id(layout) is None  # no batch has run here
+    # A user-chosen id sorts after the automatic ones but started first.
+    write_batch_record(layout, batch_record("zz-nightly", backend="local", started_at=T0))
+    later = T0.replace(hour=5)
+    write_batch_record(
+        layout, batch_record("20261201T050000Z-a1b2", backend="local", started_at=later)
+    )
+    assert latest_batch_id(layout) == "20261201T050000Z-a1b2"
+    # A batch from before records is dated by its directory; a damaged record is passed over.
+    old = layout.batch_dir("20261130T030000Z-0ld0")
+    old.mkdir()
+    os.utime(old, (later.timestamp() + 60, later.timestamp() + 60))
+    assert latest_batch_id(layout) == "20261130T030000Z-0ld0"
+    damaged = layout.batch_dir("zzz-damaged")
+    damaged.mkdir()
+    layout.batch_record_path("zzz-damaged").write_text("{not json")
+    assert latest_batch_id(layout) == "20261130T030000Z-0ld0"

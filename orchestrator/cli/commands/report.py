@@ -1,6 +1,8 @@
-"""``orchestrator report [--batch ID | --since DATE | RUN_ID…] [--out PATH]``: one
-self-contained HTML page about a batch's runs, the runs active since a date, the named
-runs, or every run: outcomes, timelines, decisions, spend, and what waits for a person.
+"""``orchestrator report [--batch ID|latest | --since DATE | RUN_ID…] [--out PATH]
+[--metrics PATH]``: one self-contained HTML page about a batch's runs (``latest``: the
+batch that started last), the runs active since a date, the named runs, or every run:
+outcomes, timelines, decisions, spend, and what waits for a person; with ``--metrics``,
+the same figures in Prometheus text format too.
 
 The page is written atomically (a web server never serves half of it), its links relative
 to where it is written. A run or verdict file that cannot be read is named on stderr and
@@ -68,14 +70,19 @@ def report(
     out_path: Path,
     out: TextIO,
     *,
+    metrics_path: Path | None = None,
     errors: TextIO | None = None,
     now: datetime | None = None,
 ) -> int:
+    check_destinations([("report --out", out_path), ("report --metrics", metrics_path)])
     data = read_report(state_dir, selection, context_of(config_file), now=now)
     for warning in data.warnings:
         print(f"warning: {warning}", file=errors or sys.stderr)
     written = write_page(data, out_path, what="report --out")
     out.write(f"report: {len(data.runs)} run(s) ({data.scope}) written to {written}\n")
+    if metrics_path is not None:
+        metrics = write_metrics(data, metrics_path, what="report --metrics")
+        out.write(f"report: metrics ({data.scope}) written to {metrics}\n")
     return 0
 
 

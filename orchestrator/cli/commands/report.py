@@ -74,7 +74,8 @@ def report(
     errors: TextIO | None = None,
     now: datetime | None = None,
 ) -> int:
-    check_destinations([("report --out", out_path), ("report --metrics", metrics_path)])
+    # (the page's directory is made; the metrics go where a collector already reads)
+    check_destinations([("report --metrics", metrics_path)])
     data = read_report(state_dir, selection, context_of(config_file), now=now)
     for warning in data.warnings:
         print(f"warning: {warning}", file=errors or sys.stderr)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from orchestrator.actions.registry import REGISTRY
@@ -141,23 +142,16 @@ def vocabulary_lines() -> list[str]:
     ]
 
 
-def _prompt_v2(facts: PromptFacts, bundle_text: str, validation_errors: list[str] | None) -> str:
-    parts = [
-        *_header(facts),
-        'Choose exactly one action from this closed vocabulary; reply {"action": NAME, '
-        "...its fields}:",
-        *vocabulary_lines(),
-        "",
-        _UNTRUSTED,
-        "",
-        bundle_text,
-        "",
-        "Reply with exactly one JSON object.",
-    ]
-    return "\n".join(parts + _rejected(validation_errors))
-
-
-def _prompt_v3(facts: PromptFacts, bundle_text: str, validation_errors: list[str] | None) -> str:
+def _lean_prompt(
+    facts: PromptFacts,
+    bundle_text: str,
+    validation_errors: list[str] | None,
+    *,
+    warn_twice: bool,
+) -> str:
+    """recovery-v2 (``warn_twice``) and v3: v3 leaves the untrusted-sections paragraph to
+    the bundle's preamble when the bundle opens with it."""
+    warn = warn_twice or not bundle_text.startswith(RENDER_PREAMBLE)
     parts = [
         *_header(facts),
         'Choose exactly one action from this closed vocabulary; reply {"action": NAME, '
@@ -165,7 +159,7 @@ def _prompt_v3(facts: PromptFacts, bundle_text: str, validation_errors: list[str
         *vocabulary_lines(),
         "",
         # (a bundle without its preamble, as some callers pass, still gets the warning)
-        *([] if bundle_text.startswith(RENDER_PREAMBLE) else [_UNTRUSTED, ""]),
+        *([_UNTRUSTED, ""] if warn else []),
         bundle_text,
         "",
         "Reply with exactly one JSON object.",
@@ -177,8 +171,8 @@ PromptBuilder = Callable[[PromptFacts, str, "list[str] | None"], str]
 # Every version this code has sent, so an older decision replays under its own words.
 PROMPTS: Mapping[str, PromptBuilder] = {
     "recovery-v1": _prompt_v1,
-    "recovery-v2": _prompt_v2,
-    "recovery-v3": _prompt_v3,
+    "recovery-v2": partial(_lean_prompt, warn_twice=True),
+    "recovery-v3": partial(_lean_prompt, warn_twice=False),
 }
 
 

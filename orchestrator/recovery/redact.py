@@ -39,7 +39,9 @@ placeholder or a reference a tool fills in (``${VAR}``, ``${{ secrets.X }}``,
 ``$.Values.x``, ``{{ .x }}``, ``<token>``, ``%VAR%``, ``@VAR@``, ``{Name}``,
 ``[PASSWORD]``), a format argument (``%s``, ``%1$s``, ``{0}``), a reference to code
 (``var.db_password``, ``db_password_from_vault``, ``currentSecret``, ``new Foo(...)``),
-a value that names its own field (``password: PASSWORD``, ``-u user:pass``), an empty
+a value that names its own field (``password: PASSWORD``, ``-u user:pass``), an
+environment variable's name (``"apiKeySource": "ANTHROPIC_API_KEY"``: where the key is),
+a count under a plural name (``"output_tokens": 312``, in every engine's usage), an empty
 string or punctuation alone, ``x`` in four characters of five after a vendor prefix
 (``ghp_xxxx``, ``glpat-XXXX-XXXX``): a key with its secret part overwritten leaks
 nothing. Names that hold a key's *name* rather
@@ -513,6 +515,8 @@ _NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 _KEY_REST: Final = re.compile(r"[A-Za-z0-9]{8}")
+# An environment variable's name: words in capitals joined by ``_``, no digit.
+_ENV_NAME: Final = re.compile(r"[A-Z]+(?:_[A-Z]+)+")
 _SNAKE_WORDS: Final = re.compile(r"[a-z]+(?:_[a-z]+)+|[a-z]+(?:[A-Z][a-z]+)+")
 _ALNUM: Final = re.compile(r"[^\W_]")
 _AT_VARIABLE: Final = re.compile(r"@?[A-Za-z_][A-Za-z0-9_.]*@")
@@ -536,8 +540,8 @@ def _is_placeholder(value: str, name: str = "") -> bool:
         return True
     if _ALNUM.search(inner) is None:
         return True  # punctuation only
-    if _SNAKE_WORDS.fullmatch(inner):
-        return True  # an identifier: ``real_secret``
+    if _SNAKE_WORDS.fullmatch(inner) or _ENV_NAME.fullmatch(inner):
+        return True  # an identifier: ``real_secret``, ``ANTHROPIC_API_KEY`` (where a key is)
     most = max(inner.count(c) for c in set(inner))
     return most >= 0.6 * len(inner)
 
@@ -800,6 +804,8 @@ def _quoted_literal(found: set[str], match: re.Match[str]) -> str:
 
 def _assignment(found: set[str], match: re.Match[str]) -> str:
     name, value = match.group("name"), match.group("value")
+    if _COUNT.fullmatch(value.strip("\"'`,;)]}")) and name.lower().endswith("tokens"):
+        return match.group(0)  # ``"output_tokens": 345``: a count of tokens, not one
     if _BARE_KEY.fullmatch(name) and not _credential_like(value):
         return match.group(0)
     if not (_secret_name(name) or _vault_secret_id(name, value)) or _is_placeholder(value, name):
@@ -813,6 +819,9 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
     closing = quote if quote and len(value) > len(quote) and value.endswith(quote) else ""
     head = match.group(0)[: match.start("value") - match.start()]
     return head + quote + REDACTED + closing
+
+
+_COUNT: Final = re.compile(r"[0-9]{1,12}")
 
 
 # A Vault AppRole ``secret_id`` is the role's password, a UUID. (Any other ``*_id`` names

@@ -40,6 +40,8 @@ PEM = (
         ("secret_id = '87654321-4321-4321-4321-CBA987654321'", f"secret_id = '{R}'"),
         # a key the token shape ends early (a character no key holds): the name takes the rest
         ("notion_token = 'secret_oPp4m4V04lEWqgLGyh?N7b8H9JLANmyE1AYl2'", f"notion_token = '{R}'"),
+        # a number under a token name is a count only when the name is plural
+        ("refresh_token = 7731029846", f"refresh_token = {R}"),
         ('"token4": "xoxp-572370529330-573807301142-####"', f'"token4": "{R}####"'),
         (
             "role_id = '12345678-1234-1234-1234-123456789abc'\nVAULT_SECRET_ID=87654321-4321-4321-4321-cba987654321",
@@ -320,6 +322,11 @@ def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None
         "  =V4l4\n  -----END PGP MESSAGE-----",
         "mac: ENC[AES256_GCM,data:" + "Tl1V1PuI5tZ0Hu3qxxzpDNeKQkuW0g/x" * 4 + "=,iv:"
         "n7HVI13okfbW3FS/ZsJ2GNmibudxc/TlkLa3umQQ+vc=,tag:R4ikep1wlxlDWlODJqFHHw==,type:str]",
+        # the coding engines' own events: token counts, and the name of where a key is
+        '{"type": "turn.completed", "usage": {"input_tokens": 24763, "cached_input_tokens": '
+        '24448, "output_tokens": 122}}',
+        '"usage": {"input_tokens": 2100, "output_tokens": 312}, "max_tokens=4096"',
+        '{"type": "system", "subtype": "init", "apiKeySource": "ANTHROPIC_API_KEY"}',
     ],
 )
 def test_leaves_ordinary_text_alone(text: str) -> None:

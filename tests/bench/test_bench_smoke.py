@@ -40,7 +40,7 @@ def test_bench_quick_runs_and_reports_every_measurement() -> None:
         "--quick",
         expected=(
             "runner overhead (30 iterations of `true`",
-            "runner overhead (5 iterations of `sleep 0.1`",
+            "iterations of `sleep 0.1`, output to a log file)",
             "  run_process      median ",
             "  subprocess.run   median ",
             "  added per stage  ",

@@ -67,7 +67,6 @@ FIXED_FLAGS = (
     "--no-analytics",
 )
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _USAGE = re.compile(
     r"^Tokens: .* sent\b.*?Cost: \$(?P<message>[\d.,]+) message, \$(?P<session>[\d.,]+) session"
 )
@@ -98,7 +97,7 @@ _HINTS = (
 
 
 def _plain_lines(output: str) -> list[str]:
-    return [_ANSI.sub("", line).rstrip() for line in output_lines(output)]
+    return [line.rstrip() for line in output_lines(output)]
 
 
 class AiderAdapter:

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import EngineReport, FailureClass
 from orchestrator.engines.signs import Recognised, read_up, tail_lines
 
@@ -194,10 +195,13 @@ def classify(
 
 
 def output_lines(output: str) -> list[str]:
-    """The engine's own lines: the runner's ``# orchestrator:`` header/footer and the
-    ``# $ argv`` line are left out (the argv may quote a prompt)."""
+    """The engine's own lines as a reader sees them (``terminal.plain``: no colours): the
+    runner's ``# orchestrator:`` header/footer and the ``# $ argv`` line are left out
+    (the argv may quote a prompt)."""
     return [
-        line for line in output.splitlines() if not line.startswith(("# orchestrator: ", "# $ "))
+        line
+        for line in plain(output).splitlines()
+        if not line.startswith(("# orchestrator: ", "# $ "))
     ]
 
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import FailureClass
 
 TAIL_LINES = 200
@@ -317,7 +318,7 @@ def read_up(
         return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
     killed = exit_code == KILLED_STATUS
     for line in lines:
-        stripped = line.strip()
+        stripped = plain(line).strip()  # as a reader sees it: no colours
         if not stripped:
             continue
         if CODE_SIGNS.search(stripped):

@@ -64,7 +64,8 @@ class CaseLabel(Frozen):
     model_call_warranted: bool
     acceptable_actions: Annotated[tuple[str, ...], Field(min_length=1)]
     playbook_entry: str | None = None
-    # A substring of the log that names the root cause: it must reach the bundle.
+    # A substring of the log that names the root cause, as a reader sees it (a coloured
+    # log without its escape sequences): it must reach the bundle.
     root_cause: Annotated[str, Field(min_length=1)]
     padded: bool = False
     notes: str = ""

@@ -35,6 +35,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.terminal import plain_bytes
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.recovery.redact import (
@@ -213,6 +214,8 @@ def _excerpt(
     # recognisable, so it must not be shown at all.
     window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
     dropped_first, dropped_last = cut_before, cut_after
+    # What a reader of the log sees: colours and cursor moves say nothing to the model.
+    window = plain_bytes(window)
     # Normalised before redaction and the cut: a look-alike of a delimiter (fullwidth
     # forms, a no-break space, a zero-width character inside it) becomes the delimiter
     # that ``neutralise`` defuses, and a secret split by invisible characters is whole.

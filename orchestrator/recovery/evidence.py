@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.prefilter import (
     Prefilter,
     class_end,
@@ -500,7 +501,9 @@ _PREFILTER: Final = prefilter_for(
 MAX_NEAR_MISSES_PER_CHUNK: Final = 256
 
 
-def _line_starts(buf: bytearray, pos: int, end: int, prefilter: Prefilter | None) -> Iterator[int]:
+def _line_starts(
+    buf: bytes | bytearray, pos: int, end: int, prefilter: Prefilter | None
+) -> Iterator[int]:
     """The starts of the lines in ``buf[pos:end]`` the joined expression matches, in
     order (each line must follow a newline). The pre-pass, when given, only says where to
     look: every line it finds is checked with the exact expression."""
@@ -524,7 +527,7 @@ def _line_starts(buf: bytearray, pos: int, end: int, prefilter: Prefilter | None
         yield pos
 
 
-def _classify(buf: bytearray, line_start: int, end: int) -> Signature:
+def _classify(buf: bytes | bytearray, line_start: int, end: int) -> Signature:
     """Which signature the joined expression matched at ``line_start``."""
     for signature, pattern in _EACH:
         if pattern.match(buf, line_start, end):
@@ -606,6 +609,27 @@ class _LineCounter:
         return self._line
 
 
+class _Plain:
+    """A chunk as a reader sees it (``terminal.plain_bytes``), and the way back from a
+    line's start there to the same line's start in the chunk: the sequences removed hold
+    no newline, so the n-th line of one is the n-th line of the other. Asked in
+    ascending order (as the matches come), each newline is stepped over once."""
+
+    def __init__(self, buf: bytearray, filled: int) -> None:
+        self.text = plain_bytes(bytes(buf[:filled]))
+        self._buf = buf
+        self._at_text = 0
+        self._at_chunk = 0
+
+    def line_start_in_chunk(self, pos: int) -> int:
+        newlines = self.text.count(b"\n", self._at_text, pos)
+        at = self._at_chunk
+        for _ in range(newlines):
+            at = self._buf.find(b"\n", at) + 1
+        self._at_text, self._at_chunk = pos, at
+        return at
+
+
 def _scan(
     f: io.BufferedReader, first: int, end: int, chunk_bytes: int, prefilter: Prefilter | None
 ) -> tuple[Hit, ...]:
@@ -633,19 +657,26 @@ def _scan(
             buf[filled] = 0x0A
             filled += 1
         last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
+        # Matched as a reader sees it: a coloured chunk is matched without its escapes,
+        # each line found there is then placed in the chunk itself.
+        seen = _Plain(buf, filled) if buf.find(b"\x1b", 0, filled) >= 0 else None
+        text, text_end = (seen.text, len(seen.text)) if seen is not None else (buf, filled)
+        text_last_newline = last_newline
+        if seen is not None and not at_end:
+            text_last_newline = seen.text.rfind(b"\n")
         # A match may take in the newline that starts the next line: each search starts
         # right after the last match's own newline.
-        for pos in _line_starts(buf, 0, filled, prefilter):
-            if pos > last_newline:
+        for pos in _line_starts(text, 0, text_end, prefilter):
+            if pos > text_last_newline:
                 break  # its line continues in the next chunk: seen again there
             classified += 1
             if classified > MAX_MATCHES:
                 return tuple(hits)  # a storm: what we have is the start of it
-            signature = _classify(buf, pos, filled)
+            signature = _classify(text, pos, text_end)
             if counts[signature.name] >= MAX_HITS_PER_SIGNATURE:
                 continue
             counts[signature.name] += 1
-            offset = buf_offset + pos
+            offset = buf_offset + (seen.line_start_in_chunk(pos) if seen is not None else pos)
             hits.append(Hit(lines.line_at(offset, buf, buf_offset), offset, signature))
         if at_end:
             return tuple(hits)
@@ -762,7 +793,7 @@ def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, lis
 
 
 def _render_group(numbered: list[tuple[int, bytes]], marked: set[int]) -> str:
-    raw = b"\n".join(line for _, line in numbered)
+    raw = plain_bytes(b"\n".join(line for _, line in numbered))
     redacted = redact_bytes(raw).split("\n")
     if len(redacted) != len(numbered):
         # A secret spanning lines was redacted: the numbering no longer lines up per line.

@@ -34,7 +34,7 @@ class _Match(Protocol):
 class Prefilter(Protocol):
     """A compiled pre-pass: ``search(buf, pos, endpos)`` like ``re.Pattern.search``."""
 
-    def search(self, text: bytearray, pos: int, endpos: int) -> _Match | None: ...
+    def search(self, text: bytes | bytearray, pos: int, endpos: int) -> _Match | None: ...
 
 
 # A look-around's opening (RE2 has none), and a counted repeat (a possessive mark may

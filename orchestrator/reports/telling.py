@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain.terminal import plain
 from orchestrator.recovery.redact import redact
 
 TAIL_BYTES: Final = 16 * 1024
@@ -45,7 +46,7 @@ def _program_lines(log_text: str) -> list[str]:
     # Redacted whole, before choosing: a secret (a PEM block) may span lines.
     return [
         stripped
-        for raw in redact(log_text).splitlines()
+        for raw in redact(plain(log_text)).splitlines()
         if (stripped := raw.strip()) and not _RUNNER_LINE.match(stripped)
     ]
 

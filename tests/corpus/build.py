@@ -16,6 +16,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from orchestrator.domain.terminal import plain
 from orchestrator.eval.corpus import CaseLabel, write_case
 from orchestrator.eval.layers import DEFAULT_TICKET, TICKET_FILE
 
@@ -39,6 +40,9 @@ def _shape(
 SHAPES: tuple[Shape, ...] = (
     _shape("pytest-assert", "pytest: a failing assertion", "pytest", "check", "code", True,
            CODE_FIX, "assert 0 == 4", s.pytest_assert, check="tests"),
+    _shape("pytest-assert-colour", "pytest --color=yes: a failing assertion, in colour",
+           "pytest", "check", "code", True, CODE_FIX, "E       assert 0 == 4",
+           s.pytest_assert_colour, check="tests"),
     _shape("pytest-fixture-error", "pytest: an error in a fixture", "pytest", "check", "code",
            True, CODE_FIX, "RuntimeError: fixture could not open the database",
            s.pytest_fixture_error, check="tests"),
@@ -91,6 +95,9 @@ SHAPES: tuple[Shape, ...] = (
            "code", True, CODE_FIX, "SyntaxError", s.py_compile_error, check="compile"),
     _shape("ruff-unused-import", "ruff check: F401", "ruff", "check", "code", True, MECHANICAL,
            "F401 [*] `os` imported but unused", s.ruff_unused_import, check="lint", needs=("module:ruff",)),
+    _shape("ruff-unused-import-colour", "ruff check: F401, in colour", "ruff", "check", "code",
+           True, MECHANICAL, "F401 [*] `os` imported but unused", s.ruff_unused_import_colour,
+           check="lint", needs=("module:ruff",)),
     _shape("ruff-unused-variable", "ruff check: F841", "ruff", "check", "code", True,
            MECHANICAL, "F841 Local variable `result` is assigned to but never used",
            s.ruff_unused_variable, check="lint", needs=("module:ruff",)),
@@ -103,6 +110,10 @@ SHAPES: tuple[Shape, ...] = (
     _shape("mypy-return-type", "mypy: an incompatible return value", "mypy", "check", "code",
            True, CODE_FIX, 'Incompatible return value type (got "str", expected "int")',
            s.mypy_return_type, check="types", needs=("module:mypy",)),
+    _shape("mypy-return-type-colour", "mypy --color-output: an incompatible return value",
+           "mypy", "check", "code", True, CODE_FIX,
+           'typed.py:2: error: Incompatible return value type (got "str", expected "int")',
+           s.mypy_return_type_colour, check="types", needs=("module:mypy",)),
     _shape("mypy-missing-import", "mypy: a module with no stubs or implementation", "mypy",
            "check", "code", True, DEPENDENCY,
            'Cannot find implementation or library stub for module named "yaml_loader_absent"',
@@ -148,6 +159,10 @@ SHAPES: tuple[Shape, ...] = (
     _shape("gcc-compile-error", "gcc: an undeclared identifier", "gcc", "check", "code", True,
            CODE_FIX, "undeclared (first use in this function)", s.gcc_compile_error, check="build",
            needs=("program:gcc",)),
+    _shape("gcc-compile-error-colour", "gcc -fdiagnostics-color=always: an undeclared identifier",
+           "gcc", "check", "code", True, CODE_FIX,
+           "main.c:2:12: error: ‘undeclared_total’ undeclared (first use in this function)",
+           s.gcc_compile_error_colour, check="build", needs=("program:gcc",)),
     _shape("gcc-link-error", "gcc: an undefined reference at link time", "gcc", "check",
            "code", True, CODE_FIX, "undefined reference to `checksum'", s.gcc_link_error,
            check="build", needs=("program:gcc",)),
@@ -303,7 +318,8 @@ def build(dest: Path, *, workers: int = 4, pad_bytes: int = PAD_BYTES) -> list[s
         output = text.split("\n", 2)[2] if text.count("\n") >= 2 else ""
         # aider exits 0 even when every call failed (as the real one does).
         succeeded = ran.exit_code == 0 and shape.source != "engine"
-        if shape.root_cause not in output or succeeded:
+        # The root-cause line as a reader sees it: a coloured log's escapes do not count.
+        if shape.root_cause not in plain(output) or succeeded:
             problems.append(
                 f"{shape.id}: exit {ran.exit_code}; the root-cause line {shape.root_cause!r} "
                 f"must be in the failed tool's output:\n{text[-2000:]}"

@@ -129,6 +129,8 @@ class Workshop:
 
 
 PY = sys.executable
+# What a CI system that wants colour sets (NO_COLOR empty is NO_COLOR unset).
+COLOUR = {"NO_COLOR": "", "FORCE_COLOR": "1", "CLICOLOR_FORCE": "1"}
 
 
 def _pytest(ws: Workshop, name: str, files: dict[str, str], *args: str, **kw: float) -> Ran:
@@ -145,6 +147,17 @@ def pytest_assert(ws: Workshop) -> Ran:
         "calc.py": "def add(a, b):\n    return a - b\n",
         "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
     })  # fmt: skip
+
+
+def pytest_assert_colour(ws: Workshop) -> Ran:
+    # As a CI system that asks for colour leaves it: the lines carry escape sequences.
+    where = ws.project("pytest-assert-colour", {
+        "pytest.ini": "[pytest]\n",
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+    })  # fmt: skip
+    argv = (PY, "-m", "pytest", "-p", "no:cacheprovider", "--color=yes")
+    return ws.run(argv, where, env=COLOUR)
 
 
 def pytest_fixture_error(ws: Workshop) -> Ran:
@@ -317,13 +330,21 @@ def py_compile_error(ws: Workshop) -> Ran:
 # ---- lint, types, formatting ----------------------------------------------------------------
 
 
-def _ruff(ws: Workshop, name: str, source: str, *args: str) -> Ran:
+def _ruff(
+    ws: Workshop, name: str, source: str, *args: str, env: dict[str, str] | None = None
+) -> Ran:
     where = ws.project(name, {"pkg/mod.py": source})
-    return ws.run((PY, "-m", "ruff", *args, "--no-cache", "pkg"), where)
+    return ws.run((PY, "-m", "ruff", *args, "--no-cache", "pkg"), where, env=env)
 
 
 def ruff_unused_import(ws: Workshop) -> Ran:
     return _ruff(ws, "ruff-f401", "import os\n\n\ndef f():\n    return 1\n", "check")
+
+
+def ruff_unused_import_colour(ws: Workshop) -> Ran:
+    return _ruff(
+        ws, "ruff-f401-colour", "import os\n\n\ndef f():\n    return 1\n", "check", env=COLOUR
+    )
 
 
 def ruff_unused_variable(ws: Workshop) -> Ran:
@@ -341,19 +362,25 @@ def ruff_format_check(ws: Workshop) -> Ran:
     return _ruff(ws, "ruff-format", "def f( a,b ):\n  return {'a':a,'b':b}\n", "format", "--check")
 
 
-def _mypy(ws: Workshop, name: str, source: str) -> Ran:
+def _mypy(ws: Workshop, name: str, source: str, *, colour: bool = False) -> Ran:
     where = ws.project(name, {"typed.py": source})
     # One cache per run: the shapes run in parallel, and mypy's cache is not for sharing.
     cache = ws.root / f"_mypy_cache-{name}"
     return ws.run(
-        (PY, "-m", "mypy", "--strict", "--cache-dir", str(cache), "--no-color-output",
-         "typed.py"),
+        (PY, "-m", "mypy", "--strict", "--cache-dir", str(cache),
+         "--color-output" if colour else "--no-color-output", "typed.py"),
         where,
+        env={**COLOUR, "MYPY_FORCE_COLOR": "1"} if colour else None,
     )  # fmt: skip
 
 
 def mypy_return_type(ws: Workshop) -> Ran:
     return _mypy(ws, "mypy-return", "def count(s: str) -> int:\n    return s.strip()\n")
+
+
+def mypy_return_type_colour(ws: Workshop) -> Ran:
+    source = "def count(s: str) -> int:\n    return s.strip()\n"
+    return _mypy(ws, "mypy-return-colour", source, colour=True)
 
 
 def mypy_missing_import(ws: Workshop) -> Ran:
@@ -529,6 +556,13 @@ def gcc_compile_error(ws: Workshop) -> Ran:
         "main.c": "int main(void) {\n    return undeclared_total + 1;\n}\n",
     })  # fmt: skip
     return ws.run(("gcc", "-fdiagnostics-color=never", "-c", "main.c"), where)
+
+
+def gcc_compile_error_colour(ws: Workshop) -> Ran:
+    where = ws.project("gcc-compile-colour", {
+        "main.c": "int main(void) {\n    return undeclared_total + 1;\n}\n",
+    })  # fmt: skip
+    return ws.run(("gcc", "-fdiagnostics-color=always", "-c", "main.c"), where)
 
 
 def gcc_link_error(ws: Workshop) -> Ran:

@@ -130,6 +130,20 @@ def test_code_failures_and_look_alikes_are_not_recognised(line: str, exit_code: 
     assert recognise(f"{line}\n", exit_code=exit_code, timed_out=False) is None
 
 
+def test_coloured_lines_are_read_as_a_reader_sees_them() -> None:
+    # A sign or a report about the code in colour decides as it does without.
+    disk = "\x1b[1m\x1b[31mOSError: [Errno 28] No space left on device\x1b[0m\n"
+    found = recognise(f"ordinary\n{disk}", exit_code=1, timed_out=False)
+    assert found is not None and found.sign.name == "disk-full"
+    assert found.line == "OSError: [Errno 28] No space left on device"
+    assertion = "\x1b[1m\x1b[31mE       assert 3 == 4\x1b[0m"
+    # Below a network line the assertion is the code's failure, coloured or not.
+    named = failure_named_in(f"Connection refused\n{assertion}\n", exit_code=1, timed_out=False)
+    assert named is None
+    mypy = "app.py:3: \x1b[1m\x1b[31merror:\x1b(B\x1b[m Incompatible return value type"
+    assert recognise(f"Connection refused\n{mypy}\n", exit_code=1, timed_out=False) is None
+
+
 def test_a_sigkill_with_the_words_is_not_an_oom_kill_when_our_timeout_sent_it() -> None:
     killed = "bash: line 1:  4242 Killed   python train.py\n"
     assert recognise(killed, exit_code=137, timed_out=False) is not None

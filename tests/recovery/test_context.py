@@ -95,6 +95,23 @@ def test_tail_of_a_short_file_is_all_of_it(tmp_path: Path) -> None:
     )
 
 
+def test_a_coloured_log_is_shown_without_its_escape_sequences(tmp_path: Path) -> None:
+    # What the model is shown of a log is what a reader of it sees: the colours of
+    # ``pytest --color=yes`` say nothing and cost tokens (JSON sends ESC as six bytes).
+    coloured = (
+        b"\x1b[1m\x1b[31mE       assert 0 == 4\x1b[0m\n"
+        b"\x1b[31mFAILED\x1b[0m test_calc.py::\x1b[1mtest_add\x1b[0m - assert 0 == 4\n"
+        b"\x1b]8;;file:///tmp/calc.py\x1b\\calc.py\x1b]8;;\x1b\\:2\n"
+    )
+    excerpt = tail_bytes(write(tmp_path / "log", coloured), 4 * KiB)
+    assert excerpt.text == (
+        "E       assert 0 == 4\nFAILED test_calc.py::test_add - assert 0 == 4\ncalc.py:2\n"
+    )
+    assert excerpt.original_bytes == len(coloured)
+    bundle = build_bundle(inputs(tmp_path, failed_log=tmp_path / "log"), ContextLimits())
+    assert "\x1b" not in bundle.render() and "\\u001b" not in bundle.render()
+
+
 def test_tail_without_a_newline_drops_the_partial_word(tmp_path: Path) -> None:
     # One 20 KiB line: the cut falls inside a run of characters, which is dropped whole.
     data = b"x" * (20 * KiB) + b" END"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from orchestrator.domain.config import ContextLimits, load_config
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 from orchestrator.recovery.evidence import (
     _PREFILTER,
@@ -264,7 +265,8 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     ]
     found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
     for number, line in enumerate(data.split(b"\n"), start=1):
-        signature = next((s for s, rx in each if rx.match(line + b"\n")), None)
+        seen = plain_bytes(line)  # as a reader sees it; the offset is the line's own
+        signature = next((s for s, rx in each if rx.match(seen + b"\n")), None)
         if signature is not None and counts[signature.name] < MAX_HITS_PER_SIGNATURE:
             counts[signature.name] += 1
             found.append((number, offset, signature.name))
@@ -289,6 +291,74 @@ def test_the_scan_does_not_depend_on_the_chunk_size(
     log.write_bytes(data)
     scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
+# Escape sequences as tools print them, to be put anywhere in a line.
+COLOURS = ["\x1b[31m", "\x1b[0m", "\x1b[1;38;5;9m", "\x1b[K", "\x1b(B", "\x1b]8;;f://x\x1b\\"]
+
+
+@st.composite
+def coloured_line(draw: st.DrawFn) -> str:
+    line = draw(LINE_KINDS)
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(line)))
+        line = line[:at] + draw(st.sampled_from(COLOURS)) + line[at:]
+    return line
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(coloured_line(), max_size=50),
+    chunk=st.integers(1, 700),
+    prefilter=st.sampled_from([_PREFILTER, None]),
+)
+def test_a_coloured_log_is_scanned_as_a_reader_sees_it_whatever_the_chunk_size(
+    tmp_path: Path, lines: list[str], chunk: int, prefilter: Prefilter | None
+) -> None:
+    # Each line is matched without its escape sequences; its number and offset are those
+    # of the line in the file.
+    data = ("\n".join(lines) + "\n").encode()
+    log = tmp_path / "log"
+    log.write_bytes(data)
+    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+
+
+# pytest --color=yes and gcc -fdiagnostics-color=always, as they print.
+COLOURED_PYTEST = (
+    "\x1b[1m============================= test session starts ==============================\x1b[0m\n"
+    "collected 1 item\n\n"
+    "test_calc.py \x1b[31mF\x1b[0m\x1b[31m                                   [100%]\x1b[0m\n\n"
+    "\x1b[31m\x1b[1m____________________________ test_add ____________________________\x1b[0m\n"
+    ">       \x1b[94massert\x1b[39;49;00m add(\x1b[94m2\x1b[39;49;00m) == \x1b[94m4\x1b[39;49;00m\n"
+    "\x1b[1m\x1b[31mE       assert 0 == 4\x1b[0m\n\n"
+    "\x1b[1m\x1b[31mtest_calc.py\x1b[0m:4: AssertionError\n"
+    "\x1b[31mFAILED\x1b[0m test_calc.py::\x1b[1mtest_add\x1b[0m - assert 0 == 4\n"
+    "\x1b[01m\x1b[Kmain.c:2:12:\x1b[m\x1b[K \x1b[01;31m\x1b[Kerror: \x1b[m\x1b[K"
+    "‘\x1b[01m\x1b[Kundeclared_total\x1b[m\x1b[K’ undeclared\n"
+)
+
+
+@pytest.mark.parametrize("prefilter", PASSES)
+@pytest.mark.parametrize("chunk", [1 << 20, 64, 7])
+def test_a_coloured_log_gives_the_evidence_of_its_plain_twin(
+    tmp_path: Path, prefilter: Prefilter | None, chunk: int
+) -> None:
+    coloured = write_log(tmp_path / "coloured", COLOURED_PYTEST)
+    twin = write_log(tmp_path / "plain", plain_bytes(COLOURED_PYTEST.encode()).decode())
+    hits = scan_hits(coloured, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
+    twin_hits = scan_hits(twin, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
+    assert [h.signature.name for h in hits] == [
+        "pytest-assertion",
+        "pytest-failed",
+        "located-error",
+    ]
+    assert [(h.line, h.signature) for h in hits] == [(h.line, h.signature) for h in twin_hits]
+    text = render_evidence(extract_evidence(coloured, window_bytes=1 << 20, max_bytes=8192))
+    assert "\x1b" not in text and "> 8| E       assert 0 == 4" in text
+    assert text == render_evidence(extract_evidence(twin, window_bytes=1 << 20, max_bytes=8192))
 
 
 # Lines the pre-pass lets through (the forms without their look-arounds) that the exact

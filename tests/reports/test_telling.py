@@ -51,7 +51,9 @@ def test_telling_line(log: str, expected: str | None) -> None:
 def test_telling_line_is_redacted_printable_and_bounded() -> None:
     said = telling_line("fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n")
     assert said is not None and "hunter2" not in said and said.startswith("fatal: could not read")
-    assert telling_line("error: \x1b[31mred\x1b[0m\n") == "error: ?[31mred?[0m"
+    # Colours go (the line as a terminal shows it); any other control character shows as ?.
+    assert telling_line("error: \x1b[31mred\x1b[0m\n") == "error: red"
+    assert telling_line("error: bell\x07 and a lone \x1b\n") == "error: bell? and a lone ?"
     long = telling_line("error: " + "x" * 5000)
     assert long is not None and len(long) == MAX_CHARS and long.endswith("…")
 
@@ -133,7 +135,8 @@ def test_error_lines_end_at_the_telling_line_redacted_printable_and_bounded() ->
     assert said[4].startswith("ValueError: bad key ") and "A" * 40 not in said[4]
     assert len(said) == MAX_ERROR_LINES  # "cleanup done" came after the error: left out
     assert error_lines("a\nb\nc\nd\ne\nf\ng\n") == ["c", "d", "e", "f", "g"]  # no error word
-    assert error_lines("error: \x1b[2J" + "y" * 1000 + "\n") == ["error: ?[2J" + "y" * 288 + "…"]
+    # A terminal sequence (clear the screen) goes; the line is then cut to MAX_CHARS.
+    assert error_lines("error: \x1b[2J" + "y" * 1000 + "\n") == ["error: " + "y" * 292 + "…"]
     assert error_lines(RUNNER_HEADER + RUNNER_FOOTER) == []
     assert error_lines("-\twant\n+\tgot\nFAILED\n") == ["-   want", "+   got", "FAILED"]
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import FailureClass
 
@@ -318,7 +319,8 @@ def read_up(
         return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
     killed = exit_code == KILLED_STATUS
     for line in lines:
-        stripped = plain(line).strip()  # as a reader sees it: no colours
+        # As a reader sees it: no colours, and after a CI runner's or build tool's prefix.
+        stripped = without_prefix(plain(line).strip()).strip()
         if not stripped:
             continue
         if CODE_SIGNS.search(stripped):

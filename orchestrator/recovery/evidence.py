@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain import log_line
 from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.prefilter import (
     Prefilter,
@@ -151,7 +152,8 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
         0,
         rb"ERROR: (?:No matching distribution|Could not find a version that satisfies)",
     ),
-    Signature("docker-step-error", 1, rb"#\d+ (?:\d+\.\d+ )?ERROR"),
+    # BuildKit's own line for a failed step (the step's output carries its seconds).
+    Signature("docker-step-error", 1, rb"#\d+ ERROR"),
     Signature("error-colon", 2, rb"ERROR: \S"),
     # npm / yarn.
     Signature("npm-error", 1, rb"npm (?:ERR!|error) "),
@@ -273,9 +275,10 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     ),
 )
 
-# GitHub Actions and similar CI runners put a timestamp before every line.
-_TIMESTAMP_TAIL: Final = rb"\d{3}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? "
-_TIMESTAMP: Final = rb"(?:\d" + _TIMESTAMP_TAIL + rb")?"
+# What may come before a tool's line (``domain/log_line.py``: a CI timestamp, docker
+# BuildKit's step and seconds, a Jenkins timestamp), taken whole when present: a line that
+# has one is not tried again without it.
+_TIMESTAMP: Final = rb"(?:" + log_line.PREFIX + rb")?"
 
 
 def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
@@ -417,6 +420,12 @@ _TIMESTAMP_TAIL_FAST: Final = (
     rb"(?: |Z |[.,][0-9][0-9]*+Z? )"
 )
 _DIGITS: Final = frozenset(b"0123456789")
+# BuildKit's and Jenkins' prefixes, spelled out the same way.
+_BUILDKIT_FAST: Final = rb"#[0-9][0-9]*+ [0-9][0-9]*+\.[0-9][0-9]*+ "
+_JENKINS_FAST: Final = (
+    rb"\[[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+    rb"(?:[.,][0-9][0-9]*+)?+Z?\] "
+)
 
 
 def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
@@ -442,9 +451,12 @@ def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
         + b")"
     )
     after_timestamp = _dispatch([*plain, located])
+    # BuildKit's and Jenkins' prefixes start with '#' or '[' and a digit, which no
+    # signature does: a line that has one can match only after it, as the table reads.
+    prefixed = [p + b"(?:" + after_timestamp + b")" for p in (_BUILDKIT_FAST, _JENKINS_FAST)]
     # Each form that can start with a digit is cut in two: its digit-first part goes on
     # after the first digit, the rest stays in the dispatch.
-    not_digit: list[bytes] = []
+    not_digit: list[bytes] = [*prefixed]
     after_digit: list[bytes] = []
     for form in [*plain, located]:
         unit = _first_unit(form)

@@ -144,6 +144,19 @@ def test_coloured_lines_are_read_as_a_reader_sees_them() -> None:
     assert recognise(f"Connection refused\n{mypy}\n", exit_code=1, timed_out=False) is None
 
 
+@pytest.mark.parametrize(
+    "prefix", ["2026-12-01T02:53:12.1234567Z ", "#8 1.234 ", "[2026-12-01T02:53:12.123Z] "]
+)
+def test_lines_behind_a_ci_or_build_tool_prefix_are_read_after_it(prefix: str) -> None:
+    # A test run inside ``docker build`` that hit a retried download, then an assertion:
+    # the assertion decides for the code, as it does without the prefix.
+    log = f"{prefix}WARNING: Connection refused (retrying)\n{prefix}E       assert 3 == 4\n"
+    assert recognise(log, exit_code=1, timed_out=False) is None
+    disk = recognise(f"{prefix}OSError: [Errno 28] No space left on device\n", exit_code=1,
+                     timed_out=False)  # fmt: skip
+    assert disk is not None and disk.sign.name == "disk-full"
+
+
 def test_a_sigkill_with_the_words_is_not_an_oom_kill_when_our_timeout_sent_it() -> None:
     killed = "bash: line 1:  4242 Killed   python train.py\n"
     assert recognise(killed, exit_code=137, timed_out=False) is not None

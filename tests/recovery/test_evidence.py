@@ -98,7 +98,8 @@ SAMPLES = [
     ("CONFLICT (content): Merge conflict in deal.py", "git-conflict"),
     ("Automatic merge failed; fix conflicts and then commit the result.", "git-merge-failed"),
     ("fatal: not a git repository (or any of the parent directories): .git", "fatal"),
-    ('#8 0.412 ERROR: process "/bin/sh -c make" did not complete', "docker-step-error"),
+    # BuildKit's own line for a failed step (moby/buildkit#2221 quotes one).
+    ("#63 ERROR: executor failed running [/bin/sh -c make]: exit code: 2", "docker-step-error"),
     ("ERROR: failed to solve: process did not complete successfully", "error-colon"),
     ("The command '/bin/sh -c make' returned a non-zero code: 2", "docker-returned"),
     ("F401 [*] `os` imported but unused", "ruff-code"),
@@ -128,8 +129,14 @@ SAMPLES = [
     ),
     ("# orchestrator: exit 124 after 1.513s (timed out)", "runner-ended"),
     ("# orchestrator: exit 127 after 0.028s (executable not found: nope)", "runner-ended"),
-    # A CI runner's timestamp before the line does not hide it.
+    # A CI runner's timestamp before the line does not hide it, nor docker BuildKit's
+    # step and seconds (a test run inside ``docker build``), nor Jenkins' timestamp.
     ("2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
+    ("#8 1.234 E       assert 3 == 2", "pytest-assertion"),
+    ("#12 0.512 ERROR: No matching distribution found for dael", "pip-no-distribution"),
+    ("#8 1.234 ERROR: process failed", "error-colon"),  # the step's own output
+    ("[2026-12-01T02:53:12.123Z] FAILED tests/test_deal.py::test_deal - x", "pytest-failed"),
+    ("[2026-12-01T02:53:12Z] src/deal.py:3: error: Incompatible types", "located-error"),
 ]
 ORDINARY = [
     "collected 12 items",
@@ -251,7 +258,9 @@ LINE_KINDS = st.sampled_from([line for line, _ in SAMPLES] + ORDINARY + ["", "\r
 def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     """The hits of a whole-file, line-by-line reading: what the streamed scan must equal.
     Each line is tried against each signature alone, plain ones first."""
-    timestamp = rb"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? )?"
+    clock = rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?"
+    # A CI timestamp, docker BuildKit's step and seconds, a Jenkins timestamp: one at most.
+    timestamp = rb"(?:" + clock + rb" |#\d+ \d+\.\d+ |\[" + clock + rb"\] )?"
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
     each = [
@@ -446,6 +455,15 @@ SEAM_LINES = [
     "/usr/bin/ld: fatal: cannot find -lthing",
     "thing.go:5:2: note: see above",
     "ERROR: test_x (t.T.test_x)",
+    "#8 0.5 ERROR x",
+    "#8 ERROR x",
+    "#8 1.5 #9 ERROR x",
+    "#8 1.5 2026-12-01T02:53:07Z E       assert 1",
+    "2026-12-01T02:53:07Z #8 1.5 E       assert 1",
+    "[2026-12-01T02:53:07Z] [ERROR] Failed to execute goal",
+    "[2026-12-01] E       assert 1",
+    "[ERROR] Failed to execute goal",
+    "#8 1.5 src/deal.py:3: error: x",
 ]
 
 

@@ -1,17 +1,24 @@
-"""What a terminal shows of a program's output: the text without its control sequences.
+"""What a terminal shows of a program's output: the text without its control sequences,
+and each line as its last redraw left it.
 
 Tools colour their output when told to (``pytest --color=yes``, ``FORCE_COLOR``,
 ``CARGO_TERM_COLOR=always``, a CI system that asks for colour), and a log then holds
-``\\x1b[31mFAILED\\x1b[0m`` where a reader sees ``FAILED``. Everything that reads a log
-for meaning (the evidence signatures, the infrastructure signs, the telling line) matches
-what the reader sees, and what the model is shown carries no escape bytes (they cost
+``\\x1b[31mFAILED\\x1b[0m`` where a reader sees ``FAILED``. Progress meters (Maven's
+transfer progress, curl's meter, spinners) redraw one line with carriage returns, and a
+log then holds every frame. Everything that reads a log for meaning (the evidence
+signatures, the infrastructure signs, the telling line) matches what the reader sees,
+and what the model is shown carries no escape bytes and no stale frames (they cost
 tokens and say nothing).
 
 The sequences (ECMA-48): CSI (``ESC [`` parameters, intermediates, a final byte: colours,
 cursor moves, erasing), OSC (``ESC ]`` up to BEL or ``ESC \\``: titles, hyperlinks), and
-the two- and three-byte escapes (``ESC ( B``, ``ESC 7``). None of them holds a line
-break (an OSC that would is not taken as one), so removing them never joins or splits a
-line: the n-th line of the plain text is the n-th line of the original. Pure.
+the two- and three-byte escapes (``ESC ( B``, ``ESC 7``). A redrawn line keeps what
+follows its last carriage return (a CR before the line break, as in CRLF, is not a
+redraw); a terminal would show the tail of a longer earlier frame past it, which a
+meter clears or overwrites anyway.
+
+Neither step holds or removes a line break (an OSC that would hold one is not taken as
+one), so the n-th line of the plain text is the n-th line of the original. Pure.
 """
 
 from __future__ import annotations
@@ -26,16 +33,33 @@ _SEQUENCE: Final = (
     rb"|[ -/]*[0-Z\\-~]"  # the rest: nF (ESC ( B), Fp (ESC 7), Fe, Fs; not '[' alone
     rb")"
 )
+# The frames of a redrawn line: from the line's start through its last carriage return
+# that something other than the line break follows. Anchored at line starts, so a long
+# line without one costs a single attempt.
+_FRAMES: Final = rb"(?m)^(?:[^\n\r]*\r)+(?=[^\n])"
+
 SEQUENCE_BYTES: Final = re.compile(_SEQUENCE)
 SEQUENCE: Final = re.compile(_SEQUENCE.decode("ascii"))
+_FRAMES_BYTES: Final = re.compile(_FRAMES)
+_FRAMES_TEXT: Final = re.compile(_FRAMES.decode("ascii"))
+# A carriage return that is not the end of a CRLF line break (nor the end of the data).
+BARE_CR_BYTES: Final = re.compile(rb"\r[^\n]")
 
 
 def plain_bytes(data: bytes) -> bytes:
-    """``data`` without its terminal control sequences (the same object when it has no
-    ESC byte: the common case costs one ``memchr``)."""
-    return SEQUENCE_BYTES.sub(b"", data) if b"\x1b" in data else data
+    """``data`` as a reader sees it (the same object when it holds no ESC and no CR: the
+    common case costs two ``memchr``)."""
+    if b"\x1b" in data:
+        data = SEQUENCE_BYTES.sub(b"", data)
+    if b"\r" in data:
+        data = _FRAMES_BYTES.sub(b"", data)
+    return data
 
 
 def plain(text: str) -> str:
-    """``text`` without its terminal control sequences."""
-    return SEQUENCE.sub("", text) if "\x1b" in text else text
+    """``text`` as a reader sees it."""
+    if "\x1b" in text:
+        text = SEQUENCE.sub("", text)
+    if "\r" in text:
+        text = _FRAMES_TEXT.sub("", text)
+    return text

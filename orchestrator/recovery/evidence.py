@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.domain import log_line
-from orchestrator.domain.terminal import plain_bytes
+from orchestrator.domain.terminal import BARE_CR_BYTES, plain_bytes
 from orchestrator.recovery.prefilter import (
     Prefilter,
     class_end,
@@ -621,6 +621,14 @@ class _LineCounter:
         return self._line
 
 
+def _drawn(buf: bytearray, filled: int) -> bool:
+    """Whether ``buf[:filled]`` holds an escape sequence or a redrawn line (a carriage
+    return that does not end a CRLF line break): two ``memchr`` on a plain chunk."""
+    if buf.find(b"\x1b", 0, filled) >= 0:
+        return True
+    return buf.find(b"\r", 0, filled) >= 0 and BARE_CR_BYTES.search(buf, 0, filled) is not None
+
+
 class _Plain:
     """A chunk as a reader sees it (``terminal.plain_bytes``), and the way back from a
     line's start there to the same line's start in the chunk: the sequences removed hold
@@ -669,9 +677,9 @@ def _scan(
             buf[filled] = 0x0A
             filled += 1
         last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
-        # Matched as a reader sees it: a coloured chunk is matched without its escapes,
-        # each line found there is then placed in the chunk itself.
-        seen = _Plain(buf, filled) if buf.find(b"\x1b", 0, filled) >= 0 else None
+        # Matched as a reader sees it: a chunk with colours or redrawn lines is matched
+        # in its plain form, each line found there is then placed in the chunk itself.
+        seen = _Plain(buf, filled) if _drawn(buf, filled) else None
         text, text_end = (seen.text, len(seen.text)) if seen is not None else (buf, filled)
         text_last_newline = last_newline
         if seen is not None and not at_end:

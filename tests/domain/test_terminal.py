@@ -1,5 +1,6 @@
-"""What a terminal shows: control sequences go, nothing else does, and no line is joined
-or split (the evidence scan relies on it to place a line found in the plain text)."""
+"""What a terminal shows: control sequences and the stale frames of a redrawn line go,
+nothing else does, and no line is joined or split (the evidence scan relies on it to
+place a line found in the plain text)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ def test_what_is_not_a_sequence_stays() -> None:
     st.lists(
         st.one_of(
             st.sampled_from(SEQUENCES),
-            st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x1b"), max_size=12),
+            st.text(
+                alphabet=st.characters(codec="utf-8", exclude_characters="\x1b\r"), max_size=12
+            ),
         ),
         max_size=30,
     )
@@ -76,4 +79,28 @@ def test_every_sequence_goes_whatever_surrounds_it_and_no_line_is_joined(parts: 
     assert "\x1b" not in seen
     assert seen == "".join(p for p in parts if p not in SEQUENCES)
     assert seen.count("\n") == text.count("\n")
+    assert plain_bytes(text.encode()) == seen.encode()
+
+
+def test_a_redrawn_line_keeps_its_last_frame() -> None:
+    # Maven's transfer progress, a spinner before npm's error, curl's meter.
+    maven = "Progress (1): 4/12 kB\rProgress (1): 8/12 kB\rProgress (1): 12/12 kB\n[ERROR] x\n"
+    assert plain(maven) == "Progress (1): 12/12 kB\n[ERROR] x\n"
+    assert plain("\x1b[K⠙\r\x1b[Knpm ERR! code E404\n") == "npm ERR! code E404\n"
+    assert plain_bytes(b"a\rb\rc\r\nd") == b"c\r\nd"
+
+
+def test_crlf_line_breaks_are_not_redraws() -> None:
+    text = "one\r\ntwo\r\n"
+    assert plain(text) is text
+    assert plain("ends in a return\r") == "ends in a return\r"
+    assert plain("\r\r\n") == "\r\r\n"[1:]  # a CR another CR follows is a redraw
+
+
+@given(st.lists(st.sampled_from(["a", "b", "\r", "\n", "\x1b[0m"]), max_size=60).map("".join))
+def test_no_line_is_joined_and_every_carriage_return_left_ends_its_line(text: str) -> None:
+    seen = plain(text)
+    assert seen.count("\n") == text.count("\n")
+    for line in seen.split("\n")[:-1]:
+        assert "\r" not in line[:-1]  # at most one, just before the line break
     assert plain_bytes(text.encode()) == seen.encode()

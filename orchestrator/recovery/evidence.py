@@ -631,8 +631,9 @@ def _drawn(buf: bytearray, filled: int) -> bool:
 
 class _Plain:
     """A chunk as a reader sees it (``terminal.plain_bytes``), and the way back from a
-    line's start there to the same line's start in the chunk: the sequences removed hold
-    no newline, so the n-th line of one is the n-th line of the other. Asked in
+    line's start there to the same line's start in the chunk: what is removed (escape
+    sequences, stale frames) holds no newline, so the n-th line of one is the n-th line
+    of the other. Asked in
     ascending order (as the matches come), each newline is stepped over once."""
 
     def __init__(self, buf: bytearray, filled: int) -> None:

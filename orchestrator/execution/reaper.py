@@ -33,7 +33,7 @@ import _ctypes  # ``ctypes`` without its module of wrappers: a third of our star
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
 import errno
 import marshal
-import os
+import posix  # ``os`` without its Python layer, which costs a tenth of our start-up
 import resource
 import select
 import time
@@ -42,6 +42,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+_SEEK_END = 2
+_DEVNULL = "/dev/null"
+_DEFAULT_PATH = "/bin:/usr/bin"  # os.defpath, for an environment without PATH
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 F_SETPIPE_SZ = 1031  # fcntl(2); not worth importing fcntl for
@@ -90,14 +93,14 @@ def report(message: dict[str, Any]) -> None:
     """One message to the runner: a 4-byte length, then ``marshal`` of a plain dict."""
     payload = marshal.dumps(message)
     try:
-        os.write(1, len(payload).to_bytes(4, "big") + payload)
+        posix.write(1, len(payload).to_bytes(4, "big") + payload)
     except OSError:  # the runner died: our cleanup still matters
         pass
 
 
 def _read_all(fd: int) -> bytes:
     chunks = []
-    while chunk := os.read(fd, 65536):
+    while chunk := posix.read(fd, 65536):
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -116,7 +119,7 @@ def _proc_table() -> dict[int, tuple[int, str]]:
     """pid → (parent pid, state letter) for every process /proc shows."""
     table: dict[int, tuple[int, str]] = {}
     try:
-        entries = os.listdir("/proc")
+        entries = posix.listdir("/proc")
     except OSError:
         return table
     for entry in entries:
@@ -151,9 +154,9 @@ def live_descendants(root: int) -> list[int]:
 
 
 def _signal_all(pids: list[int], pgid: int, signum: int) -> None:
-    _quietly(os.killpg, pgid, signum)
+    _quietly(posix.killpg, pgid, signum)
     for pid in pids:
-        _quietly(os.kill, pid, signum)
+        _quietly(posix.kill, pid, signum)
 
 
 class Children:
@@ -168,7 +171,7 @@ class Children:
         """Reap whatever has exited; False once we have no child left."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = posix.waitpid(-1, posix.WNOHANG)
             except ChildProcessError:
                 return False
             if pid == 0:
@@ -183,7 +186,7 @@ def kill_everything(me: int, stage_pgid: int, children: Children) -> None:
     orphan is re-parented to us the moment its parent dies), so the usual end, a stage
     that left nothing behind, costs no look at /proc."""
     deadline = time.monotonic() + _KILL_SETTLE_S
-    _quietly(os.killpg, stage_pgid, SIGKILL)
+    _quietly(posix.killpg, stage_pgid, SIGKILL)
     while children.reap() and time.monotonic() < deadline:
         _signal_all(live_descendants(me), stage_pgid, SIGKILL)
         time.sleep(_KILL_POLL_S)
@@ -206,8 +209,8 @@ class CappedLog:
         self.segments: list[tuple[str, int]] = []  # (path, size), oldest first
         self.segment_fd = -1
         self.dropped = 0
-        self.head_end = os.lseek(fd, 0, os.SEEK_END)
-        self.splice = hasattr(os, "splice")
+        self.head_end = posix.lseek(fd, 0, _SEEK_END)
+        self.splice = hasattr(posix, "splice")
         self.serial = 0
         self.failed: str | None = None
 
@@ -223,7 +226,7 @@ class CappedLog:
                 raise
             except OSError as exc:
                 self.failed = exc.strerror or str(exc)
-        dropped = len(os.read(src, _CHUNK))
+        dropped = len(posix.read(src, _CHUNK))
         self.dropped += dropped
         return dropped
 
@@ -246,53 +249,53 @@ class CappedLog:
     def _move(self, src: int, dst: int, count: int) -> int:
         if self.splice:
             try:
-                return os.splice(src, dst, count, flags=os.SPLICE_F_NONBLOCK)
+                return posix.splice(src, dst, count, flags=posix.SPLICE_F_NONBLOCK)
             except BlockingIOError:
                 raise
             except OSError as exc:
                 if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                     raise
                 self.splice = False  # a file system that cannot splice: copy instead
-        data = os.read(src, count)
+        data = posix.read(src, count)
         view = memoryview(data)
         while view:
-            view = view[os.write(dst, view) :]
+            view = view[posix.write(dst, view) :]
         return len(data)
 
     def _next_segment(self) -> None:
         if self.segment_fd >= 0:
-            os.close(self.segment_fd)
+            posix.close(self.segment_fd)
         if len(self.segments) >= _SEGMENTS:
             oldest, size = self.segments.pop(0)
-            os.unlink(oldest)
+            posix.unlink(oldest)
             self.dropped += size
         self.serial += 1
-        directory, name = os.path.split(self.path)
-        path = os.path.join(directory, f".{name}.{os.getpid()}.tail-{self.serial}")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        self.segment_fd = os.open(path, flags, 0o600)
+        directory, slash, name = self.path.rpartition("/")
+        path = f"{directory}{slash}.{name}.{posix.getpid()}.tail-{self.serial}"
+        flags = posix.O_WRONLY | posix.O_CREAT | posix.O_TRUNC | posix.O_CLOEXEC
+        self.segment_fd = posix.open(path, flags, 0o600)
         self.segments.append((path, 0))
 
     def finish(self) -> None:
         if self.segment_fd >= 0:
-            os.close(self.segment_fd)
+            posix.close(self.segment_fd)
             self.segment_fd = -1
         if self.dropped:
-            last = os.pread(self.fd, 1, self.head_end - 1) if self.head_end else b"\n"
+            last = posix.pread(self.fd, 1, self.head_end - 1) if self.head_end else b"\n"
             why = (
                 f"the log could not be written: {self.failed}"
                 if self.failed is not None
                 else f"log capped at {self.cap} bytes: head and tail kept"
             )
             marker = f"# orchestrator: {self.dropped} bytes of output dropped here ({why})\n"
-            _quietly(os.write, self.fd, (b"" if last == b"\n" else b"\n") + marker.encode())
+            _quietly(posix.write, self.fd, (b"" if last == b"\n" else b"\n") + marker.encode())
         for path, size in self.segments:
             try:
                 with open(path, "rb") as segment:
                     _copy(segment.fileno(), self.fd, size)
             except OSError:  # a full disk: the tail is lost, the stage's status is not
                 pass
-            os.unlink(path)  # before the next one is copied: the cap holds throughout
+            posix.unlink(path)  # before the next one is copied: the cap holds throughout
         self.segments = []
 
 
@@ -302,7 +305,7 @@ def _copy(src: int, dst: int, size: int) -> None:
     copied = 0
     while copied < size:
         try:
-            sent = os.sendfile(dst, src, copied, size - copied)
+            sent = posix.sendfile(dst, src, copied, size - copied)
         except OSError as exc:
             if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP):
                 raise
@@ -311,12 +314,12 @@ def _copy(src: int, dst: int, size: int) -> None:
             return
         copied += sent
     while copied < size:
-        chunk = os.pread(src, min(_CHUNK, size - copied), copied)
+        chunk = posix.pread(src, min(_CHUNK, size - copied), copied)
         if not chunk:
             return
         view = memoryview(chunk)
         while view:
-            view = view[os.write(dst, view) :]
+            view = view[posix.write(dst, view) :]
         copied += len(chunk)
 
 
@@ -344,62 +347,83 @@ def drain(src: int, log: CappedLog) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def _exec_on_path(argv: list[str], env: dict[str, str]) -> None:
+    """``os.execvpe(argv[0], argv, env)``: a name holding a slash is run as it is, any
+    other is looked for along ``env``'s PATH (an empty entry is the working directory).
+    Raises what the search met: the first error that is not "no such file" (a program
+    found but not executable says more), else the last."""
+    name = argv[0]
+    if "/" in name:
+        posix.execve(name, argv, env)
+    saved: OSError | None = None
+    last: OSError | None = None
+    for directory in env.get("PATH", _DEFAULT_PATH).split(":"):
+        try:
+            posix.execve(f"{directory}/{name}" if directory else name, argv, env)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            last = exc
+        except OSError as exc:
+            last = exc
+            saved = saved or exc
+    raise saved or last or FileNotFoundError(2, "No such file or directory", name)
+
+
 def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str, Any]:
     """Fork and exec the stage in a session of its own, stdin and output in place: its
     pid, or what could not be done (``step``: cwd or exec, and the errno). The child
     side dies with us (PDEATHSIG), so a stage never outlives its reaper."""
     argv, env = spec["argv"], spec["env"]
-    me = os.getpid()
-    failed_read, failed_write = os.pipe()  # close-on-exec: EOF is a successful exec
-    pid = os.fork()
+    me = posix.getpid()
+    failed_read, failed_write = posix.pipe()  # close-on-exec: EOF is a successful exec
+    pid = posix.fork()
     if pid == 0:  # pragma: no cover - the child's side of fork, ends in exec or _exit
         step = "setup"
         try:
-            os.close(failed_read)
-            os.setsid()
+            posix.close(failed_read)
+            posix.setsid()
             _prctl(PR_SET_PDEATHSIG, SIGKILL)
-            if os.getppid() != me:  # we died before that line: nobody would reap it
-                os.kill(os.getpid(), SIGKILL)
+            if posix.getppid() != me:  # we died before that line: nobody would reap it
+                posix.kill(posix.getpid(), SIGKILL)
             _signal.set_wakeup_fd(-1)
             # Python ignores these; a program we start must find them as the system has them.
             for ignored in (_signal.SIGPIPE, _signal.SIGXFSZ):
                 _signal.signal(ignored, _signal.SIG_DFL)
-            os.dup2(stdin, 0)
-            os.dup2(output, 1)
-            os.dup2(output, 2)
+            posix.dup2(stdin, 0)
+            posix.dup2(output, 1)
+            posix.dup2(output, 2)
             step = "cwd"
-            os.chdir(spec["cwd"])
+            posix.chdir(spec["cwd"])
             step = "exec"
-            os.execvpe(argv[0], argv, env)
+            _exec_on_path(argv, env)
         except OSError as exc:
-            os.write(failed_write, marshal.dumps({"step": step, "errno": exc.errno or 0}))
+            posix.write(failed_write, marshal.dumps({"step": step, "errno": exc.errno or 0}))
         finally:
-            os._exit(127)
-    os.close(failed_write)
+            posix._exit(127)
+    posix.close(failed_write)
     failure = _read_all(failed_read)
-    os.close(failed_read)
+    posix.close(failed_read)
     if failure:
-        os.waitpid(pid, 0)
+        posix.waitpid(pid, 0)
         return dict(marshal.loads(failure))
     return pid
 
 
 def supervise(spec: dict[str, Any], wake: int) -> int:
-    me = os.getpid()
-    read_end, write_end = os.pipe()
+    me = posix.getpid()
+    read_end, write_end = posix.pipe()
     if _FCNTL is not None:  # a larger pipe means fewer wake-ups; a smaller one only costs more
         _ctypes.call_function(_FCNTL, (read_end, F_SETPIPE_SZ, _PIPE_BYTES))
-    os.set_blocking(read_end, False)
-    log_fd = os.open(spec["log"], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    posix.set_blocking(read_end, False)
+    log_fd = posix.open(spec["log"], posix.O_RDWR | posix.O_CREAT | posix.O_CLOEXEC, 0o600)
     log = CappedLog(log_fd, spec["log"], spec["max_log_bytes"])
     try:
-        stdin = os.open(spec["stdin"] or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        stdin = posix.open(spec["stdin"] or _DEVNULL, posix.O_RDONLY | posix.O_CLOEXEC)
     except OSError as exc:
         report({"error": {"step": "stdin", "errno": exc.errno or 0}})
         return 0
     started = start_stage(spec, stdin, write_end)
-    os.close(write_end)
-    os.close(stdin)
+    posix.close(write_end)
+    posix.close(stdin)
     if isinstance(started, dict):
         report({"error": started})
         return 0
@@ -432,7 +456,7 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
                 pipe_open = False
                 poller.unregister(read_end)
             elif fd == wake:
-                received = os.read(wake, 4096)
+                received = posix.read(wake, 4096)
                 if stop_by is None and any(s in received for s in _STOP_SIGNALS):
                     stop_by = time.monotonic() + float(spec["kill_after_s"])
                     _signal_all(live_descendants(me), stage, SIGTERM)
@@ -440,12 +464,12 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
     if pipe_open:
         drain(read_end, log)
     log.finish()
-    os.close(log_fd)
+    posix.close(log_fd)
     status = children.stage_status
     if status is None:  # unkillable (uninterruptible sleep) past the bound
         report({"signal": SIGKILL, "lost": True})
         return -SIGKILL
-    code = os.waitstatus_to_exitcode(status)
+    code = posix.waitstatus_to_exitcode(status)
     report({"signal": -code} if code < 0 else {"exit": code})
     return code
 
@@ -464,17 +488,17 @@ def _ignore(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    wake_read, wake_write = os.pipe()
+    wake_read, wake_write = posix.pipe()
     for fd in (wake_read, wake_write):
-        os.set_blocking(fd, False)
+        posix.set_blocking(fd, False)
     _signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     for signum in (*_STOP_SIGNALS, _signal.SIGCHLD):
         _signal.signal(signum, _ignore)
     spec = marshal.loads(_read_all(0))
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    posix.dup2(posix.open(_DEVNULL, posix.O_RDONLY), 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, SIGTERM)
-    if os.getppid() != spec["parent"]:  # the runner died before PDEATHSIG was armed
+    if posix.getppid() != spec["parent"]:  # the runner died before PDEATHSIG was armed
         report({"error": {"step": "runner gone", "errno": 0}})
         return 0
     code = supervise(spec, wake_read)
@@ -485,11 +509,11 @@ def main() -> int:
         except (OSError, ValueError):  # KILL and STOP have no handler to reset
             pass
         _quietly(resource.setrlimit, resource.RLIMIT_CORE, (0, 0))  # no core file of ours
-        os.kill(os.getpid(), -code)
+        posix.kill(posix.getpid(), -code)
         return 128 - code  # a signal that does not end a process by default
     return code
 
 
 if __name__ == "__main__":
-    # Nothing is left to flush or finalise (we write with os.write): skip the teardown.
-    os._exit(main())
+    # Nothing is left to flush or finalise (we write with posix.write): skip the teardown.
+    posix._exit(main())

@@ -75,7 +75,7 @@ REAPER = Path(__file__).with_name("reaper.py")
 # reaper imports: tests/test_boundaries.py checks it), and the entry is dropped at once.
 _REAPER_BOOT = (
     f"import sys; sys.path.insert(0, {str(REAPER.parent)!r}); import reaper; "
-    "del sys.path[0]; reaper.os._exit(reaper.main())"
+    "del sys.path[0]; reaper.posix._exit(reaper.main())"
 )
 DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
 MIN_LOG_BYTES = 4096

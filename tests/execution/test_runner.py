@@ -212,6 +212,35 @@ def test_non_executable_file_is_126_with_a_clear_error(tmp_path: Path) -> None:
     assert outcome.error in log
 
 
+def test_a_bare_name_is_looked_for_along_the_stages_path_as_execvpe_does(tmp_path: Path) -> None:
+    # The reaper searches PATH itself (it does without ``os``): a directory that is not
+    # there, one whose match is not executable, then the program; a name not found at
+    # all, and one found only unexecutable, fail as ``os.execvpe`` fails.
+    locked, good = tmp_path / "locked", tmp_path / "good"
+    for where, mode in ((locked, 0o644), (good, 0o755)):
+        where.mkdir()
+        tool = where / "tool-x"
+        tool.write_text(f"#!/bin/sh\necho ran from {where.name}\n")
+        tool.chmod(mode)
+    path = f"{tmp_path / 'absent'}:{locked}:{good}:/usr/bin:/bin"
+    outcome, _ = run(("tool-x",), tmp_path, env={"PATH": path})
+    assert outcome.exit_code == 0
+    assert "ran from good" in (tmp_path / "stage.log").read_text()
+
+    only_locked, _ = run(("tool-x",), tmp_path, env={"PATH": str(locked)}, log_name="a.log")
+    assert only_locked.exit_code == EXIT_CANNOT_EXECUTE == 126
+    assert only_locked.error is not None and "Permission denied" in only_locked.error
+
+    nowhere, _ = run(("tool-x",), tmp_path, env={"PATH": str(tmp_path / "absent")},
+                     log_name="b.log")  # fmt: skip
+    assert nowhere.exit_code == EXIT_NOT_FOUND == 127
+    assert nowhere.error == "executable not found: tool-x"
+
+    # No PATH at all: the default path (/bin:/usr/bin), as execvpe.
+    default, _ = run(("true",), tmp_path, env={}, log_name="c.log")
+    assert default.exit_code == 0
+
+
 # --------------------------------------------------------------------------- log and environment
 
 

@@ -165,6 +165,7 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
             "  grep -c error           median ",
             "  grep -cP <the table>    median ",
             "  root-cause lines found  4/4",
+            "  the same log in colour  median ",
             "summary",
         ),
     )

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import EngineReport, FailureClass
 from orchestrator.engines.signs import Recognised, read_up, tail_lines
@@ -245,9 +246,10 @@ FAILURE_MARKER = "::failure-class::"
 
 
 def marked_failure(text: str) -> FailureClass | None:
-    """The last ``::failure-class::<class>`` a stage printed, if it names one we know."""
+    """The last ``::failure-class::<class>`` a stage printed, if it names one we know (a
+    line as a reader sees it: after colours and a CI runner's or build tool's prefix)."""
     found: FailureClass | None = None
-    for line in text.splitlines():
+    for line in map(without_prefix, plain(text).splitlines()):
         if line.startswith(FAILURE_MARKER):
             name = (
                 line[len(FAILURE_MARKER) :].strip().split()[0]

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.log_line import without_prefix
+from orchestrator.domain.terminal import plain
 from orchestrator.engines.classify import FAILURE_MARKER
 from orchestrator.recovery.context import tail_bytes
 from orchestrator.recovery.evidence import scan_hits
@@ -71,19 +73,28 @@ def _region(fh: BinaryIO, start: int, line_at: int, *, cut_first: bool) -> str:
 
 
 def last_marker(log_path: Path, scan_bytes: int) -> str | None:
-    """The last ``::failure-class::`` line in the last ``scan_bytes`` of the log (one
-    search from the end, however big the window). Raises OSError."""
+    """The last ``::failure-class::`` line in the last ``scan_bytes`` of the log, as a
+    reader sees it (after colours and a CI runner's or build tool's prefix), searched
+    from the end: each line holding the marker is looked at once, however big the
+    window. Raises OSError."""
     with log_path.open("rb") as fh:
         size = fh.seek(0, 2)
         if size == 0:
             return None
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            needle = b"\n" + FAILURE_MARKER.encode()
-            at = view.rfind(needle, max(0, size - scan_bytes))
-            if at < 0:
-                return None
-            end = view.find(b"\n", at + 1)
-            return view[at + 1 : end if end >= 0 else size].decode("utf-8", "replace")
+            needle = FAILURE_MARKER.encode()
+            floor = max(0, size - scan_bytes)
+            end = size
+            while (at := view.rfind(needle, floor, end)) >= 0:
+                start = view.rfind(b"\n", floor, at) + 1
+                if start == 0 and floor > 0:
+                    return None  # its line starts before the window: cut, not read
+                stop = view.find(b"\n", at)
+                line = view[start : stop if stop >= 0 else size].decode("utf-8", "replace")
+                if without_prefix(plain(line)).startswith(FAILURE_MARKER):
+                    return line
+                end = start  # the marker inside a line: the lines above it
+            return None
 
 
 def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | None]:

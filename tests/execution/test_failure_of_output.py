@@ -109,6 +109,32 @@ def test_far_up_the_programs_own_failure_class_line_counts(tmp_path: Path) -> No
     assert failure_of_output(_long_log(tmp_path, unknown), exit_code=1, timed_out=False) is None
 
 
+def test_a_failure_class_line_counts_behind_a_prefix_or_in_colour_and_only_at_a_line_start(
+    tmp_path: Path,
+) -> None:
+    # Printed by a step inside ``docker build``, under a CI timestamp, or in colour: the
+    # same line to a reader, near the end or a megabyte up.
+    for line in (
+        "#8 1.234 ::failure-class::outage",
+        "2026-12-01T02:53:12.1234567Z ::failure-class::outage",
+        "\x1b[33m::failure-class::outage\x1b[0m",
+    ):
+        far = _long_log(tmp_path, f"forge answered 503\n{line}\n")
+        named = failure_of_output(far, exit_code=1, timed_out=False)
+        assert named is not None and named.failure is FailureClass.OUTAGE, line
+        near = tmp_path / "005-review-ci.log"
+        near.write_text(HEADER + f"forge answered 503\n{line}\n" + FOOTER.format(code=1))
+        named = failure_of_output(near, exit_code=1, timed_out=False)
+        assert named is not None and named.failure is FailureClass.OUTAGE, line
+    # The marker quoted inside a line (a script that prints its own source) is not one,
+    # however many times, and the real line above it still counts.
+    quoted = "+ echo 'on error print ::failure-class::network' ::failure-class::network\n" * 3
+    log = _long_log(tmp_path, "::failure-class::outage\n" + quoted)
+    named = failure_of_output(log, exit_code=1, timed_out=False)
+    assert named is not None and named.failure is FailureClass.OUTAGE
+    assert failure_of_output(_long_log(tmp_path, quoted), exit_code=1, timed_out=False) is None
+
+
 def test_nothing_is_read_beyond_the_scan_window(tmp_path: Path) -> None:
     failure = "OSError: [Errno 28] No space left on device\n"
     log = _long_log(tmp_path, failure)

@@ -205,17 +205,22 @@ def _excerpt(
     cut_after: bool,
     original_at_least: bool = False,
     roots: Roots = (),
+    log: bool = False,
 ) -> Excerpt:
     """The pipeline every excerpt goes through: drop the partial line at a source cut (a
     secret cut there has lost the prefix that makes it recognisable), decode, show the
     ``roots`` ((label, directory) pairs) by their labels, redact, cut to ``max_bytes``
-    (redaction, labels and U+FFFD can make text longer than its bytes)."""
+    (redaction, labels and U+FFFD can make text longer than its bytes). A ``log`` is
+    shown as a reader of it sees it; a file or a diff byte for byte."""
     # Always the whole partial line, however long: a secret split by the cut is no longer
     # recognisable, so it must not be shown at all.
     window = drop_cut_edges(window, cut_before=cut_before, cut_after=cut_after)
     dropped_first, dropped_last = cut_before, cut_after
-    # What a reader of the log sees: colours and cursor moves say nothing to the model.
-    window = plain_bytes(window)
+    if log:
+        # What a reader of the log sees: colours, cursor moves and the stale frames of a
+        # progress meter say nothing to the model. (A file's or a diff's bytes are its
+        # content: a carriage return there is not a redraw.)
+        window = plain_bytes(window)
     # Normalised before redaction and the cut: a look-alike of a delimiter (fullwidth
     # forms, a no-break space, a zero-width character inside it) becomes the delimiter
     # that ``neutralise`` defuses, and a secret split by invisible characters is whole.
@@ -257,7 +262,9 @@ def _read_window(path: Path, want: int, keep: Keep) -> tuple[bytes, int, int]:
         return f.read(min(want, size - start)), size, start
 
 
-def _file_excerpt(path: Path, max_bytes: int, keep: Keep, roots: Roots) -> Excerpt:
+def _file_excerpt(
+    path: Path, max_bytes: int, keep: Keep, roots: Roots, *, log: bool = False
+) -> Excerpt:
     try:
         window, size, start = _read_window(path, max_bytes + REDACTION_MARGIN_BYTES, keep)
     except FileNotFoundError:
@@ -274,19 +281,21 @@ def _file_excerpt(path: Path, max_bytes: int, keep: Keep, roots: Roots) -> Excer
         cut_before=start > 0,
         cut_after=start + len(window) < size,
         roots=roots,
+        log=log,
     )
 
 
 def tail_bytes(path: Path, max_bytes: int, *, roots: Roots = ()) -> Excerpt:
-    """The end of a file: at most ``max_bytes`` of redacted UTF-8 text, each directory of
-    ``roots`` shown by its label. Reads at most ``max_bytes + REDACTION_MARGIN_BYTES``
-    bytes, by seeking; never raises for a missing or unreadable file (an empty excerpt
-    with a note)."""
-    return _file_excerpt(path, max_bytes, "tail", roots)
+    """The end of a log: at most ``max_bytes`` of redacted UTF-8 text as a reader of it
+    sees it (``terminal.plain_bytes``), each directory of ``roots`` shown by its label.
+    Reads at most ``max_bytes + REDACTION_MARGIN_BYTES`` bytes, by seeking; never raises
+    for a missing or unreadable file (an empty excerpt with a note)."""
+    return _file_excerpt(path, max_bytes, "tail", roots, log=True)
 
 
 def head_bytes(path: Path, max_bytes: int, *, roots: Roots = ()) -> Excerpt:
-    """The start of a file, bounded and redacted as ``tail_bytes``."""
+    """The start of a file, bounded and redacted as ``tail_bytes``, its bytes as they are
+    (a source file's carriage returns and escapes are its content)."""
     return _file_excerpt(path, max_bytes, "head", roots)
 
 

@@ -112,6 +112,17 @@ def test_a_coloured_log_is_shown_without_its_escape_sequences(tmp_path: Path) ->
     assert "\x1b" not in bundle.render() and "\\u001b" not in bundle.render()
 
 
+def test_a_file_or_a_diff_is_shown_as_it_is_not_as_a_terminal_would(tmp_path: Path) -> None:
+    # A carriage return or an escape in a source file is its content: the model must see
+    # the diff line, marker and all, not what a terminal would redraw of it.
+    content = b"+old mac line\rsecond\r\n+colour = '\x1b[31m'\n"
+    diff = excerpt_of_bytes(content, 4 * KiB, keep="head")
+    assert diff.text == content.decode()
+    source = write(tmp_path / "legacy.txt", b"one\rtwo\n")
+    assert head_bytes(source, 4 * KiB).text == "one\rtwo\n"
+    assert tail_bytes(source, 4 * KiB).text == "two\n"  # a log: read as a reader sees it
+
+
 def test_tail_without_a_newline_drops_the_partial_word(tmp_path: Path) -> None:
     # One 20 KiB line: the cut falls inside a run of characters, which is dropped whole.
     data = b"x" * (20 * KiB) + b" END"

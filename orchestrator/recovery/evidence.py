@@ -223,6 +223,10 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     # A step that names its own failure class (``::failure-class::rate_limited``); the
     # line above it usually says what happened, and is in the excerpt's context.
     Signature("failure-class", 0, rb"::failure-class::[a-z_]"),
+    # A GitHub Actions error annotation, as tools print their findings for a workflow
+    # (``ruff --output-format=github``, eslint's and pytest's annotation formatters):
+    # ``::error file=x.py,line=1,title=...::x.py:1:8: F401 ...`` or ``::error::message``.
+    Signature("gha-error-annotation", 1, rb"::error(?:| [^\n]*)::\S"),
     # Located: after a leading path. mypy, gcc/clang, javac, tsc (both formats),
     # ruff/flake8/pylint, go build/vet, the linker, Python's exception lines.
     # After the path, each form starts with one literal byte (':', '(', the newline) and

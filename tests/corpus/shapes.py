@@ -347,6 +347,14 @@ def ruff_unused_import_colour(ws: Workshop) -> Ran:
     )
 
 
+def ruff_unused_import_github(ws: Workshop) -> Ran:
+    # As a workflow asks for it: one GitHub Actions annotation per finding.
+    return _ruff(
+        ws, "ruff-f401-github", "import os\n\n\ndef f():\n    return 1\n", "check",
+        "--output-format=github",
+    )  # fmt: skip
+
+
 def ruff_unused_variable(ws: Workshop) -> Ran:
     return _ruff(
         ws, "ruff-f841", "def f():\n    result = compute()\n    return 1\n",

@@ -121,6 +121,11 @@ SAMPLES = [
     ("/usr/bin/tar: deal.tar: Cannot open: Permission denied", "program-error"),
     ("mypy: error: Cannot find implementation or library stub", "program-error"),
     ("::failure-class::rate_limited", "failure-class"),
+    (
+        "::error title=ruff (F401),file=/w/pkg/mod.py,line=1,col=8::pkg/mod.py:1:8: F401 x",
+        "gha-error-annotation",
+    ),
+    ("::error::Process completed with exit code 1.", "gha-error-annotation"),
     ('{"type": "error", "message": "unexpected status 401 Unauthorized"}', "engine-error-event"),
     ('{"type":"turn.failed","error":{"message":"429 Too Many Requests"}}', "engine-error-event"),
     (
@@ -469,6 +474,10 @@ SEAM_LINES = [
     "[2026-12-01] E       assert 1",
     "[ERROR] Failed to execute goal",
     "#8 1.5 src/deal.py:3: error: x",
+    "::error",
+    "::error file=x::",
+    "::errors::x",
+    "::warning file=x.py::F401",
 ]
 
 

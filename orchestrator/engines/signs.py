@@ -309,6 +309,11 @@ def recognise(
     return found if isinstance(found, Recognised) else None
 
 
+# A GitHub Actions annotation, as a tool prints its finding for a workflow:
+# ``::error file=app.py,line=3::app.py:3:8: F401 ...``; its message is the tool's line.
+_ANNOTATION: Final = re.compile(r"::(?:error|warning|notice)(?: [^\n]*?)?::")
+
+
 def read_up(
     lines: Iterable[str], *, exit_code: int | None, timed_out: bool
 ) -> Recognised | Literal["code"] | None:
@@ -319,8 +324,11 @@ def read_up(
         return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
     killed = exit_code == KILLED_STATUS
     for line in lines:
-        # As a reader sees it: no colours, and after a CI runner's or build tool's prefix.
+        # As a reader sees it: no colours, after a CI runner's or build tool's prefix,
+        # and a workflow annotation's message as the tool's own line.
         stripped = without_prefix(plain(line).strip()).strip()
+        if stripped.startswith("::") and (note := _ANNOTATION.match(stripped)) is not None:
+            stripped = stripped[note.end() :].strip()
         if not stripped:
             continue
         if CODE_SIGNS.search(stripped):

@@ -157,6 +157,17 @@ def test_lines_behind_a_ci_or_build_tool_prefix_are_read_after_it(prefix: str) -
     assert disk is not None and disk.sign.name == "disk-full"
 
 
+def test_a_workflow_annotation_is_read_as_the_tools_own_line() -> None:
+    # ruff --output-format=github below a retried download: the lint report decides for
+    # the code, as the same report printed plainly does.
+    lint = "::error title=ruff (F401),file=app.py,line=3,col=8::app.py:3:8: F401 `os` unused"
+    log = f"WARNING: Connection refused (retrying)\n{lint}\n"
+    assert recognise(log, exit_code=1, timed_out=False) is None
+    disk = recognise("::error::OSError: [Errno 28] No space left on device\n", exit_code=1,
+                     timed_out=False)  # fmt: skip
+    assert disk is not None and disk.line == "OSError: [Errno 28] No space left on device"
+
+
 def test_a_sigkill_with_the_words_is_not_an_oom_kill_when_our_timeout_sent_it() -> None:
     killed = "bash: line 1:  4242 Killed   python train.py\n"
     assert recognise(killed, exit_code=137, timed_out=False) is not None

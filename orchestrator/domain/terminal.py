@@ -38,8 +38,8 @@ _SEQUENCE: Final = (
 # line without one costs a single attempt.
 _FRAMES: Final = rb"(?m)^(?:[^\n\r]*\r)+(?=[^\n])"
 
-SEQUENCE_BYTES: Final = re.compile(_SEQUENCE)
-SEQUENCE: Final = re.compile(_SEQUENCE.decode("ascii"))
+_SEQUENCE_BYTES: Final = re.compile(_SEQUENCE)
+_SEQUENCE_TEXT: Final = re.compile(_SEQUENCE.decode("ascii"))
 _FRAMES_BYTES: Final = re.compile(_FRAMES)
 _FRAMES_TEXT: Final = re.compile(_FRAMES.decode("ascii"))
 # A carriage return that is not the end of a CRLF line break (nor the end of the data).
@@ -50,7 +50,7 @@ def plain_bytes(data: bytes) -> bytes:
     """``data`` as a reader sees it (the same object when it holds no ESC and no CR: the
     common case costs two ``memchr``)."""
     if b"\x1b" in data:
-        data = SEQUENCE_BYTES.sub(b"", data)
+        data = _SEQUENCE_BYTES.sub(b"", data)
     if b"\r" in data:
         data = _FRAMES_BYTES.sub(b"", data)
     return data
@@ -59,7 +59,7 @@ def plain_bytes(data: bytes) -> bytes:
 def plain(text: str) -> str:
     """``text`` as a reader sees it."""
     if "\x1b" in text:
-        text = SEQUENCE.sub("", text)
+        text = _SEQUENCE_TEXT.sub("", text)
     if "\r" in text:
         text = _FRAMES_TEXT.sub("", text)
     return text

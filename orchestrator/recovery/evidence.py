@@ -282,7 +282,7 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
 # What may come before a tool's line (``domain/log_line.py``: a CI timestamp, docker
 # BuildKit's step and seconds, a Jenkins timestamp), taken whole when present: a line that
 # has one is not tried again without it.
-_TIMESTAMP: Final = rb"(?:" + log_line.PREFIX + rb")?"
+_PREFIX: Final = rb"(?:" + log_line.PREFIX + rb")?"
 
 
 def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
@@ -418,18 +418,16 @@ def _dispatch(forms: list[bytes]) -> bytes:
     return b"|".join(parts + rest)
 
 
-# The timestamp after its first digit, spelled out so that every step is one byte test.
-_TIMESTAMP_TAIL_FAST: Final = (
+# The prefixes of ``log_line.PREFIX``, spelled out so that every step is one byte test:
+# the clock after its first digit, the timestamp after its first digit, BuildKit's step
+# and seconds, Jenkins' bracketed clock.
+_CLOCK_TAIL_FAST: Final = (
     rb"[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
-    rb"(?: |Z |[.,][0-9][0-9]*+Z? )"
 )
-_DIGITS: Final = frozenset(b"0123456789")
-# BuildKit's and Jenkins' prefixes, spelled out the same way.
+_TIMESTAMP_TAIL_FAST: Final = _CLOCK_TAIL_FAST + rb"(?: |Z |[.,][0-9][0-9]*+Z? )"
 _BUILDKIT_FAST: Final = rb"#[0-9][0-9]*+ [0-9][0-9]*+\.[0-9][0-9]*+ "
-_JENKINS_FAST: Final = (
-    rb"\[[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
-    rb"(?:[.,][0-9][0-9]*+)?+Z?\] "
-)
+_JENKINS_FAST: Final = rb"\[[0-9]" + _CLOCK_TAIL_FAST + rb"(?:[.,][0-9][0-9]*+)?+Z?\] "
+_DIGITS: Final = frozenset(b"0123456789")
 
 
 def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
@@ -489,7 +487,7 @@ _EACH: Final = tuple(
     (
         s,
         re.compile(
-            b"(?>" + _TIMESTAMP + b")" + (_PATH if s.located else b"") + b"(?:" + s.pattern + b")"
+            b"(?>" + _PREFIX + b")" + (_PATH if s.located else b"") + b"(?:" + s.pattern + b")"
         ),
     )
     for s in _ordered(SIGNATURES)
@@ -509,7 +507,7 @@ def _line_forms(signatures: tuple[Signature, ...]) -> list[bytes]:
 
 # The timestamp is optional before every form: RE2 tries both readings at no cost.
 _PREFILTER: Final = prefilter_for(
-    [widened(_TIMESTAMP) + b"(?:" + b"|".join(_line_forms(SIGNATURES)) + b")"]
+    [widened(_PREFIX) + b"(?:" + b"|".join(_line_forms(SIGNATURES)) + b")"]
 )
 # A line the pre-pass lets through and the exact expression turns away costs a round
 # trip through Python. Past this many in one chunk (a log made of near misses), the rest
@@ -637,8 +635,8 @@ class _Plain:
     """A chunk as a reader sees it (``terminal.plain_bytes``), and the way back from a
     line's start there to the same line's start in the chunk: what is removed (escape
     sequences, stale frames) holds no newline, so the n-th line of one is the n-th line
-    of the other. Asked in
-    ascending order (as the matches come), each newline is stepped over once."""
+    of the other. Asked in ascending order (as the matches come), each newline is
+    stepped over once."""
 
     def __init__(self, buf: bytearray, filled: int) -> None:
         self.text = plain_bytes(bytes(buf[:filled]))

@@ -419,12 +419,14 @@ def _dispatch(forms: list[bytes]) -> bytes:
 
 
 # The prefixes of ``log_line.PREFIX``, spelled out so that every step is one byte test:
-# the clock after its first digit, the timestamp after its first digit, BuildKit's step
-# and seconds, Jenkins' bracketed clock.
+# the clock after its first digit, the timestamp (and GitLab's stream after it) after its
+# first digit, BuildKit's step and seconds, Jenkins' bracketed clock.
 _CLOCK_TAIL_FAST: Final = (
     rb"[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
 )
-_TIMESTAMP_TAIL_FAST: Final = _CLOCK_TAIL_FAST + rb"(?: |Z |[.,][0-9][0-9]*+Z? )"
+_TIMESTAMP_TAIL_FAST: Final = (
+    _CLOCK_TAIL_FAST + rb"(?: |Z |[.,][0-9][0-9]*+Z? )(?:[0-9a-f][0-9a-f][EO] )?+"
+)
 _BUILDKIT_FAST: Final = rb"#[0-9][0-9]*+ [0-9][0-9]*+\.[0-9][0-9]*+ "
 _JENKINS_FAST: Final = rb"\[[0-9]" + _CLOCK_TAIL_FAST + rb"(?:[.,][0-9][0-9]*+)?+Z?\] "
 _DIGITS: Final = frozenset(b"0123456789")

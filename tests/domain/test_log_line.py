@@ -15,6 +15,10 @@ from orchestrator.domain.log_line import without_prefix
         ("#8 1.234 E   assert 1", "E   assert 1"),  # docker BuildKit, a step's output
         ("#63 1753.0 chmod -R ug+rwx x", "chmod -R ug+rwx x"),
         ("[2026-12-01T02:53:12.123Z] FAILED t.py::t", "FAILED t.py::t"),  # Jenkins
+        ("2026-12-01T02:53:12.123456Z 00O E   assert 1", "E   assert 1"),  # GitLab, stdout
+        ("2026-12-01T02:53:12.123456Z 0aE ERROR: x", "ERROR: x"),  # GitLab, stderr
+        # GitLab's continuation of the line before is not a line start: it keeps its mark.
+        ("2026-12-01T02:53:12.123456Z 00O+E   assert 1", "00O+E   assert 1"),
         # Not prefixes: BuildKit's own status line, a bare date, a second prefix.
         ("#8 ERROR: process failed", "#8 ERROR: process failed"),
         ("[2026-12-01] x", "[2026-12-01] x"),

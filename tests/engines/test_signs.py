@@ -145,7 +145,13 @@ def test_coloured_lines_are_read_as_a_reader_sees_them() -> None:
 
 
 @pytest.mark.parametrize(
-    "prefix", ["2026-12-01T02:53:12.1234567Z ", "#8 1.234 ", "[2026-12-01T02:53:12.123Z] "]
+    "prefix",
+    [
+        "2026-12-01T02:53:12.1234567Z ",
+        "#8 1.234 ",
+        "[2026-12-01T02:53:12.123Z] ",
+        "2026-12-01T02:53:12.123456Z 00E ",
+    ],
 )
 def test_lines_behind_a_ci_or_build_tool_prefix_are_read_after_it(prefix: str) -> None:
     # A test run inside ``docker build`` that hit a retried download, then an assertion:

@@ -117,6 +117,7 @@ def test_a_failure_class_line_counts_behind_a_prefix_or_in_colour_and_only_at_a_
     for line in (
         "#8 1.234 ::failure-class::outage",
         "2026-12-01T02:53:12.1234567Z ::failure-class::outage",
+        "2026-12-01T02:53:12.123456Z 00O ::failure-class::outage",  # GitLab's runner
         "\x1b[33m::failure-class::outage\x1b[0m",
     ):
         far = _long_log(tmp_path, f"forge answered 503\n{line}\n")

@@ -142,6 +142,9 @@ SAMPLES = [
     ("#8 1.234 ERROR: process failed", "error-colon"),  # the step's own output
     ("[2026-12-01T02:53:12.123Z] FAILED tests/test_deal.py::test_deal - x", "pytest-failed"),
     ("[2026-12-01T02:53:12Z] src/deal.py:3: error: Incompatible types", "located-error"),
+    # GitLab's runner: its timestamp, then the stream's number and O (stdout) or E.
+    ("2026-12-01T02:53:12.123456Z 00O E       assert 3 == 2", "pytest-assertion"),
+    ("2026-12-01T02:53:12.123456Z 01E src/deal.py:3: error: Incompatible", "located-error"),
 ]
 ORDINARY = [
     "collected 12 items",
@@ -264,8 +267,10 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     """The hits of a whole-file, line-by-line reading: what the streamed scan must equal.
     Each line is tried against each signature alone, plain ones first."""
     clock = rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?"
-    # A CI timestamp, docker BuildKit's step and seconds, a Jenkins timestamp: one at most.
-    timestamp = rb"(?:" + clock + rb" |#\d+ \d+\.\d+ |\[" + clock + rb"\] )?"
+    # A CI timestamp (GitLab's with its stream after it), docker BuildKit's step and
+    # seconds, a Jenkins timestamp: one at most.
+    gitlab = rb"(?:[0-9a-f]{2}[EO] )?"
+    timestamp = rb"(?:" + clock + rb" " + gitlab + rb"|#\d+ \d+\.\d+ |\[" + clock + rb"\] )?"
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
     each = [
@@ -478,6 +483,12 @@ SEAM_LINES = [
     "::error file=x::",
     "::errors::x",
     "::warning file=x.py::F401",
+    "2026-12-01T02:53:07.123456Z 00O+E       assert 1",  # a continuation: not a line start
+    "2026-12-01T02:53:07.123456Z 00X E       assert 1",
+    "2026-12-01T02:53:07.123456Z 0O E       assert 1",
+    "2026-12-01T02:53:07.123456Z 00O 00E E       assert 1",
+    "2026-12-01T02:53:07Z 00E KeyError: 'x'",
+    "2026-12-01 00E ERROR: x",
 ]
 
 

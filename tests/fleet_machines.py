@@ -21,6 +21,17 @@ def counted(name: str, tail: str = "") -> str:
     )
 
 
+def hold_first(name: str, ticket_id: str, port: int) -> str:
+    """A counted stage that, the first time it runs for ``ticket_id``, says so on a
+    loopback port and then waits for the test's go-ahead on the same connection."""
+    talk = f'exec 3<>/dev/tcp/127.0.0.1/{port}; echo started $$ >&3; read -r go <&3; [ "$go" = go ]'
+    tail = (
+        f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
+        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {talk}; fi"
+    )
+    return counted(name, tail)
+
+
 def write_fleet_config(
     root: Path,
     url: str,
@@ -30,14 +41,19 @@ def write_fleet_config(
     visibility_s: float = 3600.0,
     lease_s: float = 60.0,
     recovery: bool = False,
+    distributed: str = "",
 ) -> Path:
+    """``distributed``: more ``[distributed]`` lines."""
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.toml"
     switch = "" if recovery else "[recovery]\nenabled = false\n"
     config.write_text(
         'state_dir = "state"\n'
         f'[distributed]\nbroker_url = "{url}"\nnamespace = "{namespace}"\n'
-        f"visibility_timeout_s = {visibility_s}\nlease_s = {lease_s}\n" + switch + "\n" + stages
+        f"visibility_timeout_s = {visibility_s}\nlease_s = {lease_s}\n{distributed}"
+        + switch
+        + "\n"
+        + stages
     )
     return config
 

@@ -19,6 +19,7 @@ Celery is imported only when an app is built: the local mode never loads it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain.broker_url import BrokerUrl
@@ -33,15 +34,50 @@ def queue_name(namespace: str) -> str:
     return f"{namespace}.tickets"
 
 
+def key_prefix(namespace: str) -> str:
+    """What kombu and the result backend put before each of their keys."""
+    return f"{namespace}:celery:"
+
+
+# kombu's Redis transport keeps a queue as one list per priority step (the name alone for
+# priority 0, then the name, "\x06\x16" and the step) and every delivered message not
+# yet acknowledged in one hash. Pinned by a test against a live worker.
+_PRIORITY_STEPS = (0, 3, 6, 9)
+_PRIORITY_SEPARATOR = "\x06\x16"
+
+
+@dataclass(frozen=True)
+class BrokerKeys:
+    """Where the broker keeps the fleet's messages: the queue's lists, and the hash of
+    messages delivered to a worker and not acknowledged."""
+
+    queues: tuple[str, ...]
+    unacked: str
+
+
+def broker_keys(namespace: str) -> BrokerKeys:
+    prefix, queue = key_prefix(namespace), queue_name(namespace)
+    return BrokerKeys(
+        queues=tuple(
+            f"{prefix}{queue}{_PRIORITY_SEPARATOR}{step}" if step else f"{prefix}{queue}"
+            for step in _PRIORITY_STEPS
+        ),
+        unacked=f"{prefix}unacked",
+    )
+
+
 def celery_settings(
     *,
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
+    result_retries: int | None = None,
 ) -> dict[str, Any]:
     """The app's configuration (pure: what a test can read without starting anything).
     The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
-    the URL to Celery directly."""
+    the URL to Celery directly. ``result_retries``: how often the result store retries a
+    Redis that does not answer, a few tenths of a second apart (Celery's default when
+    None: 20, about a second apart)."""
     if visibility_timeout_s <= 0 or restore_interval_s <= 0:
         raise ValueError("the visibility timeout and the restore interval must be positive")
     transport = {
@@ -50,11 +86,19 @@ def celery_settings(
         # Kombu scans only every tenth sweep by default: a lost worker's ticket would wait
         # ten intervals past its visibility timeout. One scan of an index per interval.
         "unacked_restore_throttle": 1,
-        "global_keyprefix": f"{namespace}:celery:",
+        "global_keyprefix": key_prefix(namespace),
     }
+    results: dict[str, Any] = {"global_keyprefix": key_prefix(namespace)}
+    if result_retries is not None:
+        results["retry_policy"] = {
+            "max_retries": result_retries,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        }
     return {
         "broker_transport_options": transport,
-        "result_backend_transport_options": {"global_keyprefix": f"{namespace}:celery:"},
+        "result_backend_transport_options": results,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
@@ -74,6 +118,7 @@ def celery_app(
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
+    result_retries: int | None = None,
 ) -> Any:
     """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
     from celery import Celery  # type: ignore[import-untyped]
@@ -84,6 +129,7 @@ def celery_app(
             namespace=namespace,
             visibility_timeout_s=visibility_timeout_s,
             restore_interval_s=restore_interval_s,
+            result_retries=result_retries,
         )
     )
     return app

@@ -30,13 +30,21 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 
 # Both keys are written in one script, so a lease never exists without its fencing token.
+# A lease already holding this call's token was won by this very call: the client sends a
+# command again when its answer was lost (a dropped connection, a restart between running
+# it and answering), and the token is new for each call. That win is this worker's, with
+# the fencing token it took, not "claimed by another worker" for a whole lease.
 _ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
   redis.call('HSET', KEYS[2], 'holder', ARGV[1])
   return {1, n, ARGV[1]}
 end
-return {0, 0, redis.call('GET', KEYS[1]) or ''}
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  return {1, tonumber(redis.call('HGET', KEYS[2], 'n')), ARGV[1]}
+end
+return {0, 0, current or ''}
 """
 
 # 1: still ours, extended. 2: it had expired but nobody took the ticket since (the fence
@@ -54,9 +62,16 @@ end
 return 0
 """
 
+# 1: given back. Also 1 when the lease is gone and the fence still names this holder: its
+# own earlier release, sent again after the answer was lost (or it ran out and nobody took
+# the ticket since). 0: another holder's lease, left alone.
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
   return redis.call('DEL', KEYS[1])
+end
+if not current and redis.call('HGET', KEYS[2], 'holder') == ARGV[1] then
+  return 1
 end
 return 0
 """
@@ -119,7 +134,7 @@ class TicketLeases:
 
     def release(self, lease: Lease) -> bool:
         """Give the lease up; False when it was no longer ours (nothing is deleted then)."""
-        return int(self._release(self._keys(lease.ticket_id)[:1], [lease.holder])) == 1
+        return int(self._release(self._keys(lease.ticket_id), [lease.holder])) == 1
 
     def fence(self, lease: Lease) -> RedisFence:
         return RedisFence(self.store, self._keys(lease.ticket_id)[1], lease)

@@ -18,12 +18,19 @@ return 0
 """
 
 
-# Set-if-absent, or the current holder's task id: one step, so no batch sees a gap.
+# Set-if-absent, or the current holder's task id: one step, so no batch sees a gap. The
+# key already holding this call's task id (new for each call) was set by this very call,
+# sent again after its answer was lost: the task is still this batch's to send, or it
+# would wait for a task nobody queued.
 _MARK = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return ''
 end
-return redis.call('GET', KEYS[1]) or ''
+local current = redis.call('GET', KEYS[1]) or ''
+if current == ARGV[1] then
+  return ''
+end
+return current
 """
 
 

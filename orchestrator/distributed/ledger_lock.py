@@ -20,9 +20,29 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import holder_token
 from orchestrator.distributed.errors import CoordinationError, LockLost, LockTimeout
 
+# The client sends a command again when its answer was lost (a dropped connection, a
+# restart between running it and answering); each holder's token is new. So a lock
+# already holding this holder's token was taken by its own earlier send, and a release
+# finds the note its own earlier send left (kept as long as a lock would be): neither is
+# a wait until the lock expires, nor "expired while held" after an append that went well.
+_TAKE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return 1
+end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  return 1
 end
 return 0
 """
@@ -49,15 +69,19 @@ class RedisLock:
         self.store = store
         self.name = name
         self.key = store.key("lock", name)
+        self._released_key = store.key("lock", name, "released")
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self._clock = _clock
         self._pause = _pause
+        self._take = store.script(_TAKE)
         self._release = store.script(_RELEASE)
 
+    def _ttl_ms(self) -> int:
+        return max(1, round(self.ttl_s * 1000))
+
     def _try(self, token: str) -> bool:
-        ttl_ms = max(1, round(self.ttl_s * 1000))
-        return bool(self.store.call(lambda c: c.set(self.key, token, nx=True, px=ttl_ms)))
+        return int(self._take([self.key], [token, self._ttl_ms()])) == 1
 
     def acquire(self) -> str:
         """Wait (at most ``wait_s``) for the lock; return the token that releases it."""
@@ -83,7 +107,8 @@ class RedisLock:
         return bool(self.store.call(lambda c: c.get(self.key)) == token)
 
     def release(self, token: str) -> None:
-        if int(self._release([self.key], [token])) != 1:
+        released = self._release([self.key, self._released_key], [token, self._ttl_ms()])
+        if int(released) != 1:
             raise LockLost(
                 f"lock {self.name!r} expired while held (its holder was paused or slow past "
                 f"{self.ttl_s:g} s): another process may have taken it meanwhile"

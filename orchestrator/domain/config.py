@@ -174,6 +174,13 @@ class DistributedConfig(Frozen):
     # A worker's claim on a ticket, renewed by its heartbeat: how soon a lost worker's
     # ticket can be taken over.
     lease_s: PositiveSeconds = 60.0
+    # While a batch waits for its tickets: how long Redis may stay unreachable before the
+    # batch gives up (exit 75; the workers go on, and the same batch run again collects
+    # the answers), and how often a task no worker has started is looked for in the queue
+    # and among the workers' messages (missing at two looks in a row, the broker lost its
+    # message: it is queued again).
+    outage_wait_s: PositiveSeconds = 300.0
+    lost_task_check_s: PositiveSeconds = 30.0
 
 
 class ModelConfig(Frozen):

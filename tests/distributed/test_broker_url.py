@@ -94,6 +94,8 @@ def test_every_rendering_of_a_configured_url_is_masked(tmp_path: Path) -> None:
         "namespace": "orchestrator",
         "visibility_timeout_s": 6 * 3600.0,
         "lease_s": 60.0,
+        "outage_wait_s": 300.0,
+        "lost_task_check_s": 30.0,
     }
 
 

@@ -111,10 +111,13 @@ def test_only_the_holder_releases_and_each_win_takes_a_new_fencing_token(
     assert leases.release(impostor) is False
     assert leases.acquire("T-1") == HeldElsewhere("T-1", first.holder)
     assert leases.release(first) is True
-    assert leases.release(first) is False  # released once only
+    # Again (its answer lost, say): still given back, and nobody's lease is touched.
+    assert leases.release(first) is True
     second = lease_of(leases.acquire("T-1"))
     assert second.fence == 2
     assert second.holder != first.holder
+    assert leases.release(first) is False  # now another holder's: left alone
+    assert store.client.get(lease_key(store, "T-1")) == second.holder
     # Another ticket's counter is its own.
     assert lease_of(leases.acquire("T-2")).fence == 1
 

@@ -31,6 +31,7 @@ from fleet_machines import (
     batch_cmd,
     counted,
     counts,
+    hold_first,
     write_fleet_config,
     write_tickets,
 )
@@ -368,17 +369,6 @@ def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_i
     assert RunStore(state).latest_for_ticket("T-00") == taken_over  # not written over
     assert counts(state, "a") == {"T-00": 1}
     assert counts(state, "b") == {"T-00": 2}
-
-
-def hold_first(name: str, ticket_id: str, port: int) -> str:
-    """A counted stage that, the first time it runs for ``ticket_id``, says so on a
-    loopback port and then waits for the test's go-ahead on the same connection."""
-    talk = f'exec 3<>/dev/tcp/127.0.0.1/{port}; echo started $$ >&3; read -r go <&3; [ "$go" = go ]'
-    tail = (
-        f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
-        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {talk}; fi"
-    )
-    return counted(name, tail)
 
 
 @pytest.mark.slow

@@ -22,9 +22,10 @@ import secrets
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,7 +35,8 @@ from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, tim
 from orchestrator.cli.commands.batch import write_summary
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.cli.commands.run import build_services
-from orchestrator.distributed.celery_app import celery_app, queue_name
+from orchestrator.distributed.answers import Answers, Patience
+from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.enqueued import Enqueued
 from orchestrator.distributed.fleet_budget import FleetBatchBudget
@@ -50,6 +52,12 @@ from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.layout import StateLayout
+
+# Celery's own retries of the result store when Redis does not answer (20, about a second
+# apart, by default): the batch's wait retries with its own back-off, bounded by
+# ``outage_wait_s``, so Celery's are kept short. Workers keep the default: a worker
+# storing a ticket's answer through a restart should wait for Redis, not give up.
+BATCH_RESULT_RETRIES = 2
 
 
 def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
@@ -74,6 +82,11 @@ def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> Tic
     if latest is not None and is_terminal(latest.state):
         return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
     return ticket.id
+
+
+def _note(to: TextIO, batch_id: str, ticket_id: str, line: str) -> None:
+    """A line about one ticket's wait, on stderr: stdout stays the batch's own lines."""
+    print(f"batch {batch_id}: ticket {ticket_id}: {line}", file=to, flush=True)
 
 
 def _result_of(ticket_id: str, value: Any, services: Services) -> TicketResult:
@@ -115,9 +128,16 @@ def celery_batch(
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
-    app = celery_app(
-        url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s
-    )
+    answers = Answers(
+        partial(
+            celery_app, url, namespace=distributed.namespace,
+            visibility_timeout_s=distributed.visibility_timeout_s,
+            result_retries=BATCH_RESULT_RETRIES,
+        ),
+        store,
+        broker_keys(distributed.namespace),
+        Patience(distributed.outage_wait_s, distributed.lost_task_check_s),
+    )  # fmt: skip
     enqueued = Enqueued(store)
     queue_dir = tickets_dir.resolve()
     started = time.monotonic()
@@ -125,7 +145,7 @@ def celery_batch(
     layout = StateLayout(services.store.state_dir)
     write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
     results: list[TicketResult] = []
-    waiting: list[tuple[str, str]] = []
+    waiting: list[tuple[str, str, Callable[[], object]]] = []
     refused = duplicate_ids(queue_ids(paths))
     for path in paths:
         settled = _settled(path, services, refused)
@@ -135,18 +155,20 @@ def celery_batch(
             continue
         task_id = str(uuid.uuid4())
         earlier = enqueued.mark(settled, task_id, keep_s=distributed.visibility_timeout_s)
+        send = partial(
+            answers.send,
+            TASK_NAME,
+            [settled, os.path.relpath(path, tickets_dir), str(queue_dir), batch_id],
+            earlier or task_id,
+            queue_name(distributed.namespace),
+        )
         if earlier is None:
             try:
-                app.send_task(
-                    TASK_NAME,
-                    args=[settled, os.path.relpath(path, tickets_dir), str(queue_dir), batch_id],
-                    task_id=task_id,
-                    queue=queue_name(distributed.namespace),
-                )
+                send()
             except Exception:
                 enqueued.done(settled, task_id)  # not queued: the next batch queues it
                 raise
-        waiting.append((settled, earlier or task_id))
+        waiting.append((settled, earlier or task_id, send))
         if not wait:
             how = "queued" if earlier is None else "already queued"
             line = TicketResult(settled, how, None, f"task {earlier or task_id}", 0.0, False,
@@ -157,10 +179,10 @@ def celery_batch(
             f"{timestamp(services.clock())} batch {batch_id}: {len(waiting)} ticket(s) queued "
             f"on {url.masked}\n"
             if not as_json
-            else json.dumps({"queued": [t for t, _ in waiting], "batch": batch_id}) + "\n"
+            else json.dumps({"queued": [t for t, _, _ in waiting], "batch": batch_id}) + "\n"
         )
         queued = [
-            TicketResult(t, "queued", None, f"task {task}", 0.0, False) for t, task in waiting
+            TicketResult(t, "queued", None, f"task {task}", 0.0, False) for t, task, _ in waiting
         ]
         write_batch_record(
             layout,
@@ -172,8 +194,11 @@ def celery_batch(
         ):
             return errors.EXIT_USAGE
         return errors.EXIT_COMPLETED
-    for ticket_id, task_id in waiting:
-        answer = app.AsyncResult(task_id).get(timeout=wait_timeout_s, propagate=False)
+    for ticket_id, task_id, resend in waiting:
+        answer = answers.wait(
+            task_id, resend=resend, timeout_s=wait_timeout_s,
+            said=partial(_note, stderr or sys.stderr, batch_id, ticket_id),
+        )  # fmt: skip
         result = _result_of(ticket_id, answer, services)
         _emit(out, result, as_json)
         results.append(result)

@@ -1,0 +1,173 @@
+"""A batch waiting for its tickets' answers through a Redis that may restart, and a
+queued ticket whose message the broker lost. Neither may wedge the batch:
+
+* **Redis unreachable** (restarting, the network dropped): the wait goes on, retrying
+  with back-off, for at most ``outage_s`` of continuous outage. Past it,
+  ``CoordinationUnavailable`` (exit 75) says so and that the same batch, run again,
+  collects the answers: the workers go on meanwhile, and a finished ticket's answer and
+  run stay where that batch reads them.
+* **A lost message.** kombu's Redis transport takes a message off the queue (BRPOP)
+  before it records it as unacknowledged, in a second command from the worker; when the
+  worker's connection drops in between (Redis restarting), the message is nowhere and no
+  worker will ever run it (celery/kombu#305 and later reports). So every ``check_s`` a
+  task with no state yet (``PENDING``: no worker started it) is looked for in the queue's
+  lists and among the unacknowledged messages; missing from both at ``LOOKS`` looks in a
+  row, it is sent again under the same task id. The looks are ``check_s`` apart because
+  the gap between a worker's two commands is milliseconds: one look could fall in it.
+  A ticket still runs at most once: the worker claims it under its lease, and a ticket
+  whose run is terminal is not run again.
+
+Celery is not imported here: the app is passed in (``celery_app.py`` builds it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.distributed.celery_app import BrokerKeys
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.errors import CoordinationUnavailable
+
+# A task no worker has started: Celery's state for an id it knows nothing about.
+PENDING = "PENDING"
+# Looks in a row that must miss a pending task's message before it is sent again.
+LOOKS = 2
+FIRST_PAUSE_S = 0.1
+MAX_PAUSE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How a wait bears what can go wrong (``[distributed]`` in the config)."""
+
+    outage_s: float  # continuous time Redis may stay unreachable
+    check_s: float  # how often a task still pending is looked for
+
+
+def pause_after(failures: int) -> float:
+    """The pause before the next try, after ``failures`` failed ones in a row. Pure."""
+    return min(FIRST_PAUSE_S * (1 << min(failures, 16)), MAX_PAUSE_S)
+
+
+def message_in_sight(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> bool:
+    """Whether the task's message is in a queue list or held by a worker (unacknowledged:
+    running, waiting for its countdown, or reserved). Its id is a UUID, found as a
+    substring of the message's JSON headers."""
+
+    def look(client: Any) -> bool:
+        for queue in keys.queues:
+            if any(task_id in raw for raw in client.lrange(queue, 0, -1)):
+                return True
+        return any(task_id in raw for raw in client.hvals(keys.unacked))
+
+    return bool(store.call(look))
+
+
+def _unreachable(exc: BaseException, connection_errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether ``exc`` says Redis could not be reached. Celery's result consumer, once its
+    own retries are spent, raises ``RuntimeError`` from the connection error ("the Celery
+    application must be restarted")."""
+    errors = (*connection_errors, CoordinationUnavailable)
+    return isinstance(exc, errors) or (
+        isinstance(exc, RuntimeError) and isinstance(exc.__cause__, errors)
+    )
+
+
+class Answers:
+    """The batch's side of the fleet: one Celery app to send tasks and read their
+    answers, built again (``connect``) after Redis was unreachable, since Celery's result
+    consumer does not come back by itself once its retries are spent."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        store: CoordinationStore,
+        keys: BrokerKeys,
+        patience: Patience,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._connect = connect
+        self.app = connect()
+        self.store = store
+        self.keys = keys
+        self.patience = patience
+        self._clock = clock
+        self._sleep = sleep
+
+    def send(self, name: str, args: list[str], task_id: str, queue: str) -> None:
+        self.app.send_task(name, args=args, task_id=task_id, queue=queue)
+
+    def _reconnect(self) -> None:
+        stale, self.app = self.app, self._connect()
+        with suppress(Exception):  # its connections are to a server that went away
+            stale.close()
+
+    def wait(
+        self,
+        task_id: str,
+        *,
+        resend: Callable[[], object],
+        timeout_s: float | None = None,
+        said: Callable[[str], None] = lambda _line: None,
+    ) -> Any:
+        """The task's return value (or its exception, not raised), waiting through outages
+        and sending a lost message again. ``timeout_s`` bounds the whole wait (Celery's
+        ``TimeoutError`` past it); ``said`` hears one line per message sent again."""
+        from celery.exceptions import TimeoutError as NoAnswerYet  # type: ignore[import-untyped]
+
+        clock, patience = self._clock, self.patience
+        deadline = None if timeout_s is None else clock() + timeout_s
+        down_since: float | None = None
+        failures = missing = 0
+        while True:
+            wait = (
+                patience.check_s if deadline is None else min(patience.check_s, deadline - clock())
+            )
+            result = self.app.AsyncResult(task_id)
+            try:
+                try:
+                    return result.get(timeout=max(wait, 0.0), propagate=False)
+                except NoAnswerYet:
+                    if deadline is not None and clock() >= deadline:
+                        raise
+                lost = result.state == PENDING and not message_in_sight(
+                    self.store, self.keys, task_id
+                )
+                missing = missing + 1 if lost else 0
+                down_since, failures = None, 0
+            except Exception as exc:
+                if not _unreachable(exc, tuple(self.app.backend.connection_errors)):
+                    raise
+                now = clock()
+                down_since = now if down_since is None else down_since
+                if now - down_since >= patience.outage_s:
+                    raise self._gave_up(exc, now - down_since, task_id) from None
+                self._sleep(pause_after(failures))
+                failures += 1
+                self._reconnect()
+                continue
+            if missing >= LOOKS:
+                resend()
+                said(
+                    f"task {task_id} was neither queued nor with a worker at {LOOKS} looks "
+                    f"{patience.check_s:g} s apart (the broker lost its message): queued again"
+                )
+                missing = 0
+
+    def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:
+        url = self.store.url
+        cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
+        reason = url.scrub(str(cause)).removeprefix(
+            f"coordination store unavailable: {url.masked}: "
+        )
+        return CoordinationUnavailable(
+            f"coordination store unavailable: {url.masked}: {reason or type(cause).__name__} "
+            f"(for {down_s:.0f} s while the batch waited for task {task_id}); the workers "
+            "go on: run the same batch again to collect the answers"
+        )

@@ -1,0 +1,210 @@
+"""A waiting batch through what Redis does to it: restarted while the batch waits, gone
+longer than the batch will wait, and a message the broker lost on its way to a worker
+(kombu's Redis transport takes it off the queue before it records it as unacknowledged,
+so a worker whose connection drops in between loses it). None of them may wedge the
+batch or run a ticket twice."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.distributed.answers import message_in_sight, pause_after
+from orchestrator.distributed.celery_app import broker_keys, celery_app
+from orchestrator.distributed.client import CoordinationStore
+from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.domain.errors import EXIT_LOCKED
+
+from conftest import subprocess_env
+from fleet_machines import (
+    FleetWorkers,
+    batch_cmd,
+    counted,
+    counts,
+    hold_first,
+    write_fleet_config,
+    write_tickets,
+)
+from redis_server import RedisServer
+
+DEADLINE_S = 90.0
+QUICK = "lost_task_check_s = 0.3\n"
+
+
+@pytest.fixture
+def machines() -> Iterator[list[FleetWorkers]]:
+    fleets: list[FleetWorkers] = []
+    yield fleets
+    for fleet in fleets:
+        fleet.stop_all()
+
+
+def statuses(stdout: str) -> dict[str, str]:
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return {str(row["ticket"]): str(row["status"]) for row in rows if "ticket" in row}
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll Redis for what another process did (there is nothing else to wait on)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def start_batch(config: Path, tickets: Path, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        batch_cmd(config, tickets, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=subprocess_env(), cwd=cwd,
+    )  # fmt: skip
+
+
+def test_the_pause_between_tries_doubles_up_to_its_cap() -> None:
+    assert [pause_after(n) for n in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert pause_after(10_000) == 5.0
+
+
+@pytest.mark.slow
+def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    # Pins where kombu keeps messages (the queue's list, the unacknowledged hash): a kombu
+    # that moved them would make every pending task look lost.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(DEADLINE_S)
+        stages = hold_first("a", "T-00", listener.getsockname()[1])
+        config = write_fleet_config(tmp_path, redis_server.url, namespace, stages)
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        queued = subprocess.run(
+            batch_cmd(config, tickets, "--json", "--no-wait"), capture_output=True, text=True,
+            env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
+        )  # fmt: skip
+        row = json.loads(queued.stdout.splitlines()[0])
+        assert (row["ticket"], row["status"]) == ("T-00", "queued"), queued.stdout
+        task_id = str(row["detail"]).removeprefix("task ")
+        keys = broker_keys(namespace)
+        assert store.client.llen(keys.queues[0]) == 1
+        assert message_in_sight(store, keys, task_id)
+        assert not message_in_sight(store, keys, "0b7c6f3e-0000-4000-8000-000000000000")
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        fleet.start("one")
+        connection, _ = listener.accept()  # the stage runs: the worker holds the message
+        with connection:
+            assert connection.makefile().readline().startswith("started ")
+            assert store.client.llen(keys.queues[0]) == 0
+            assert store.client.hlen(keys.unacked) == 1
+            assert message_in_sight(store, keys, task_id)
+            connection.sendall(b"go\n")
+    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace)
+    assert app.AsyncResult(task_id).get(timeout=DEADLINE_S)["status"] == "completed"
+    until(lambda: store.client.hlen(keys.unacked) == 0, "the message to be acknowledged")
+    assert not message_in_sight(store, keys, task_id)
+
+
+@pytest.mark.slow
+def test_a_message_the_broker_lost_is_queued_again_and_its_ticket_runs_once(
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    config = write_fleet_config(
+        tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+    )
+    tickets = tmp_path / "tickets"
+    ids = write_tickets(tickets, 3)
+    keys = broker_keys(namespace)
+    batch = start_batch(config, tickets, tmp_path)
+    until(lambda: store.client.llen(keys.queues[0]) == 3, "the batch to queue its tickets")
+    # The next message a worker would take, taken off the queue and never recorded: what a
+    # worker's BRPOP does when its connection drops before it writes the message down.
+    lost = json.loads(store.client.rpop(keys.queues[0]))
+    lost_id, lost_ticket = lost["headers"]["id"], lost["headers"]["argsrepr"].split("'")[1]
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    stdout, stderr = batch.communicate(timeout=DEADLINE_S)
+    assert statuses(stdout) == {t: "completed" for t in ids}, stdout + stderr
+    assert batch.returncode == 0, stderr
+    assert counts(tmp_path / "state", "a") == {t: 1 for t in ids}
+    note = f"ticket {lost_ticket}: task {lost_id} was neither queued nor with a worker"
+    assert note in stderr, stderr
+    assert stderr.count("queued again") == 1, stderr  # only the lost one
+
+
+@pytest.mark.slow
+def test_redis_restarted_while_the_batch_waits_it_completes(
+    redis_servers: Callable[..., RedisServer],
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    server = redis_servers(persist=True)
+    config = write_fleet_config(tmp_path, server.url, namespace, counted("a"), distributed=QUICK)
+    tickets = tmp_path / "tickets"
+    ids = write_tickets(tickets, 2)
+    store = CoordinationStore(BrokerUrl(server.url), namespace=namespace)
+    keys = broker_keys(namespace)
+    batch = start_batch(config, tickets, tmp_path)
+    until(lambda: store.client.llen(keys.queues[0]) == 2, "the batch to queue its tickets")
+    server.restart()  # the batch's connections are cut while it waits
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    stdout, stderr = batch.communicate(timeout=DEADLINE_S)
+    assert statuses(stdout) == {t: "completed" for t in ids}, stdout + stderr
+    assert batch.returncode == 0 and "internal error" not in stderr, stderr
+    assert counts(tmp_path / "state", "a") == {t: 1 for t in ids}
+    store.close()
+
+
+@pytest.mark.slow
+def test_redis_gone_longer_than_the_batch_waits_is_exit_75_and_the_same_batch_collects(
+    redis_servers: Callable[..., RedisServer],
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    server = redis_servers(persist=True, password="s3cret-Redis-pw")
+    config = write_fleet_config(
+        tmp_path, server.url, namespace, counted("a"), distributed=QUICK + "outage_wait_s = 1\n"
+    )
+    tickets = tmp_path / "tickets"
+    ids = write_tickets(tickets, 2)
+    store = CoordinationStore(BrokerUrl(server.url), namespace=namespace)
+    keys = broker_keys(namespace)
+    batch = start_batch(config, tickets, tmp_path)
+    until(lambda: store.client.llen(keys.queues[0]) == 2, "the batch to queue its tickets")
+    server.stop()
+    stdout, stderr = batch.communicate(timeout=DEADLINE_S)
+    assert batch.returncode == EXIT_LOCKED, stdout + stderr
+    assert f"coordination store unavailable: redis://:***@127.0.0.1:{server.port}/0: " in stderr
+    assert "run the same batch again to collect the answers" in stderr, stderr
+    assert "internal error" not in stderr and "s3cret-Redis-pw" not in stderr + stdout
+    # Redis back, a worker up: the same batch again waits for the tasks the first queued
+    # (they are still marked queued) and prints their answers; each ticket ran once.
+    server.start()
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    again = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert statuses(again.stdout) == {t: "completed" for t in ids}, again.stdout + again.stderr
+    assert again.returncode == 0
+    assert counts(tmp_path / "state", "a") == {t: 1 for t in ids}
+    store.close()

@@ -53,6 +53,13 @@ def pause_after(failures: int) -> float:
     return min(FIRST_PAUSE_S * (1 << min(failures, 16)), MAX_PAUSE_S)
 
 
+def lost_note(task_id: str, patience: Patience) -> str:
+    return (
+        f"task {task_id} was neither queued nor with a worker at {LOOKS} looks "
+        f"{patience.check_s:g} s apart (the broker lost its message): queued again"
+    )
+
+
 def message_in_sight(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> bool:
     """Whether the task's message is in a queue list or held by a worker (unacknowledged:
     running, waiting for its countdown, or reserved). Its id is a UUID, found as a
@@ -103,6 +110,25 @@ class Answers:
     def send(self, name: str, args: list[str], task_id: str, queue: str) -> None:
         self.app.send_task(name, args=args, task_id=task_id, queue=queue)
 
+    def out_of_sight(self, task_id: str) -> bool:
+        """No worker started the task and its message is nowhere: lost, if still so at
+        the next look ``check_s`` later (one look can fall between a worker's two
+        commands)."""
+        return self.app.AsyncResult(task_id).state == PENDING and not message_in_sight(
+            self.store, self.keys, task_id
+        )
+
+    def confirm_lost(self, task_ids: list[str]) -> list[str]:
+        """Those of ``task_ids`` out of sight at ``LOOKS`` looks ``check_s`` apart: for a
+        batch that does not wait (``--no-wait``), which otherwise would find a lost task
+        "already queued" until its mark expires. Waits only when one looks lost."""
+        suspects = list(task_ids)
+        for look in range(LOOKS):
+            if look and suspects:
+                self._sleep(self.patience.check_s)
+            suspects = [task_id for task_id in suspects if self.out_of_sight(task_id)]
+        return suspects
+
     def _reconnect(self) -> None:
         stale, self.app = self.app, self._connect()
         with suppress(Exception):  # its connections are to a server that went away
@@ -136,10 +162,7 @@ class Answers:
                 except NoAnswerYet:
                     if deadline is not None and clock() >= deadline:
                         raise
-                lost = result.state == PENDING and not message_in_sight(
-                    self.store, self.keys, task_id
-                )
-                missing = missing + 1 if lost else 0
+                missing = missing + 1 if self.out_of_sight(task_id) else 0
                 down_since, failures = None, 0
             except Exception as exc:
                 if not _unreachable(exc, tuple(self.app.backend.connection_errors)):
@@ -154,10 +177,7 @@ class Answers:
                 continue
             if missing >= LOOKS:
                 resend()
-                said(
-                    f"task {task_id} was neither queued nor with a worker at {LOOKS} looks "
-                    f"{patience.check_s:g} s apart (the broker lost its message): queued again"
-                )
+                said(lost_note(task_id, patience))
                 missing = 0
 
     def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:

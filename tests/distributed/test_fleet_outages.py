@@ -208,3 +208,43 @@ def test_redis_gone_longer_than_the_batch_waits_is_exit_75_and_the_same_batch_co
     assert again.returncode == 0
     assert counts(tmp_path / "state", "a") == {t: 1 for t in ids}
     store.close()
+
+
+@pytest.mark.slow
+def test_cron_batches_that_do_not_wait_send_a_lost_task_again_and_it_runs_once(
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    config = write_fleet_config(
+        tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+    )
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 2)
+    keys = broker_keys(namespace)
+
+    def cron() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            batch_cmd(config, tickets, "--json", "--no-wait"), capture_output=True, text=True,
+            env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
+        )  # fmt: skip
+
+    first = cron()
+    assert statuses(first.stdout) == {"T-00": "queued", "T-01": "queued"}, first.stderr
+    lost = json.loads(store.client.rpop(keys.queues[0]))  # no worker will ever see it
+    lost_id, lost_ticket = lost["headers"]["id"], lost["headers"]["argsrepr"].split("'")[1]
+    second = cron()  # both still marked queued; one of them is nowhere
+    assert statuses(second.stdout) == {"T-00": "already queued", "T-01": "already queued"}
+    assert f"ticket {lost_ticket}: task {lost_id} was neither queued" in second.stderr
+    assert second.stderr.count("queued again") == 1, second.stderr
+    assert store.client.llen(keys.queues[0]) == 2  # sent again, once
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    until(lambda: fleet.ran("one") == 2, "the worker to run both tickets")
+    assert counts(tmp_path / "state", "a") == {"T-00": 1, "T-01": 1}
+    third = cron()
+    assert statuses(third.stdout) == {"T-00": "already-completed", "T-01": "already-completed"}
+    assert "queued again" not in third.stderr

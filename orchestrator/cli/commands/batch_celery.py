@@ -35,7 +35,7 @@ from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, tim
 from orchestrator.cli.commands.batch import write_summary
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.cli.commands.run import build_services
-from orchestrator.distributed.answers import Answers, Patience
+from orchestrator.distributed.answers import Answers, Patience, lost_note
 from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.enqueued import Enqueued
@@ -146,6 +146,7 @@ def celery_batch(
     write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
     results: list[TicketResult] = []
     waiting: list[tuple[str, str, Callable[[], object]]] = []
+    sent: set[str] = set()
     refused = duplicate_ids(queue_ids(paths))
     for path in paths:
         settled = _settled(path, services, refused)
@@ -168,6 +169,7 @@ def celery_batch(
             except Exception:
                 enqueued.done(settled, task_id)  # not queued: the next batch queues it
                 raise
+            sent.add(task_id)
         waiting.append((settled, earlier or task_id, send))
         if not wait:
             how = "queued" if earlier is None else "already queued"
@@ -175,6 +177,13 @@ def celery_batch(
                                 at=timestamp(services.clock()))  # fmt: skip
             _emit(out, line, as_json)
     if not wait:
+        # Nobody waits for these: a task another batch queued whose message the broker
+        # lost would be "already queued" until its mark expires (the visibility timeout).
+        others = {task: (ticket, resend) for ticket, task, resend in waiting if task not in sent}
+        for task_id in answers.confirm_lost(list(others)):
+            ticket_id, resend = others[task_id]
+            resend()
+            _note(stderr or sys.stderr, batch_id, ticket_id, lost_note(task_id, answers.patience))
         out.write(
             f"{timestamp(services.clock())} batch {batch_id}: {len(waiting)} ticket(s) queued "
             f"on {url.masked}\n"

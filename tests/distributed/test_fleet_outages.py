@@ -197,14 +197,18 @@ def test_redis_gone_longer_than_the_batch_waits_is_exit_75_and_the_same_batch_co
     # Redis back, a worker up: the same batch again waits for the tasks the first queued
     # (they are still marked queued) and prints their answers; each ticket ran once.
     server.start()
+    store.close()
+    store = CoordinationStore(BrokerUrl(server.url), namespace=namespace)
+    again = start_batch(config, tickets, tmp_path)
+    # The worker starts once the batch waits (subscribed to a task's answer): before, it
+    # could finish both tickets first, and the batch would rightly call them
+    # already-completed.
+    until(lambda: bool(store.client.pubsub_channels("*celery-task-meta-*")), "the batch to wait")
     fleet = FleetWorkers(tmp_path, config)
     machines.append(fleet)
     fleet.start("one")
-    again = subprocess.run(
-        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
-        env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
-    )  # fmt: skip
-    assert statuses(again.stdout) == {t: "completed" for t in ids}, again.stdout + again.stderr
+    stdout, stderr = again.communicate(timeout=DEADLINE_S)
+    assert statuses(stdout) == {t: "completed" for t in ids}, stdout + stderr
     assert again.returncode == 0
     assert counts(tmp_path / "state", "a") == {t: 1 for t in ids}
     store.close()

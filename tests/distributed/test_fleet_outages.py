@@ -18,6 +18,7 @@ import pytest
 from orchestrator.distributed.answers import message_in_sight, pause_after
 from orchestrator.distributed.celery_app import broker_keys, celery_app
 from orchestrator.distributed.client import CoordinationStore
+from orchestrator.distributed.enqueued import Enqueued
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED
 
@@ -252,3 +253,32 @@ def test_cron_batches_that_do_not_wait_send_a_lost_task_again_and_it_runs_once(
     third = cron()
     assert statuses(third.stdout) == {"T-00": "already-completed", "T-01": "already-completed"}
     assert "queued again" not in third.stderr
+
+
+@pytest.mark.slow
+def test_a_batch_killed_between_marking_a_ticket_and_queueing_it_wedges_nothing(
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    # What a batch killed -9 right after marking T-00 queued leaves: the mark, no message.
+    config = write_fleet_config(
+        tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+    )
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 1)
+    orphan = "5f0c2b9e-1d1e-4c57-9a51-000000000001"
+    assert Enqueued(store).mark("T-00", orphan, keep_s=3600) is None
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    done = subprocess.run(
+        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + done.stderr
+    assert f"ticket T-00: task {orphan} was neither queued nor with a worker" in done.stderr
+    assert counts(tmp_path / "state", "a") == {"T-00": 1}
+    assert Enqueued(store).current("T-00") is None  # the task ended its own mark

@@ -130,3 +130,13 @@ def batch_cmd(config: Path, tickets: Path, *extra: str) -> list[str]:
     return orchestrator_cmd(
         "--config", str(config), "batch", "--backend", "celery", "--tickets", str(tickets), *extra
     )
+
+
+def run_batch(
+    config: Path, tickets: Path, *extra: str, timeout_s: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``orchestrator batch --backend celery`` to its end, from the config's directory."""
+    return subprocess.run(
+        batch_cmd(config, tickets, *extra), capture_output=True, text=True,
+        env=subprocess_env(), cwd=config.parent, timeout=timeout_s,
+    )  # fmt: skip

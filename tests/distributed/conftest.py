@@ -24,6 +24,7 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
 
 from conftest import subprocess_env
+from fleet_machines import FleetWorkers
 from redis_server import RedisServer, redis_server_binary
 
 HERE = Path(__file__).resolve().parent
@@ -94,6 +95,15 @@ def store(redis_server: RedisServer, namespace: str) -> Iterator[CoordinationSto
     coordination = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
     yield coordination
     coordination.close()
+
+
+@pytest.fixture
+def machines() -> Iterator[list[FleetWorkers]]:
+    """Fleets of ``orchestrator worker`` processes a test starts; all stopped after it."""
+    fleets: list[FleetWorkers] = []
+    yield fleets
+    for fleet in fleets:
+        fleet.stop_all()
 
 
 class Workers:

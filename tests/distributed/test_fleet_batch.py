@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,14 +38,6 @@ from fleet_machines import (
 from redis_server import RedisServer
 
 BATCH_DEADLINE_S = 120.0
-
-
-@pytest.fixture
-def machines(tmp_path: Path) -> Iterator[list[FleetWorkers]]:
-    fleets: list[FleetWorkers] = []
-    yield fleets
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def json_lines(stdout: str) -> list[dict[str, object]]:

@@ -10,7 +10,7 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from fleet_machines import (
     counted,
     counts,
     hold_first,
+    run_batch,
     write_fleet_config,
     write_tickets,
 )
@@ -36,14 +37,6 @@ from redis_server import RedisServer
 
 DEADLINE_S = 90.0
 QUICK = "lost_task_check_s = 0.3\n"
-
-
-@pytest.fixture
-def machines() -> Iterator[list[FleetWorkers]]:
-    fleets: list[FleetWorkers] = []
-    yield fleets
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def statuses(stdout: str) -> dict[str, str]:
@@ -87,10 +80,7 @@ def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
         config = write_fleet_config(tmp_path, redis_server.url, namespace, stages)
         tickets = tmp_path / "tickets"
         write_tickets(tickets, 1)
-        queued = subprocess.run(
-            batch_cmd(config, tickets, "--json", "--no-wait"), capture_output=True, text=True,
-            env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
-        )  # fmt: skip
+        queued = run_batch(config, tickets, "--json", "--no-wait", timeout_s=DEADLINE_S)
         row = json.loads(queued.stdout.splitlines()[0])
         assert (row["ticket"], row["status"]) == ("T-00", "queued"), queued.stdout
         task_id = str(row["detail"]).removeprefix("task ")
@@ -132,7 +122,7 @@ def test_a_message_the_broker_lost_is_queued_again_and_its_ticket_runs_once(
     until(lambda: store.client.llen(keys.queues[0]) == 3, "the batch to queue its tickets")
     # The next message a worker would take, taken off the queue and never recorded: what a
     # worker's BRPOP does when its connection drops before it writes the message down.
-    lost = json.loads(store.client.rpop(keys.queues[0]))
+    lost = json.loads(str(store.client.rpop(keys.queues[0])))
     lost_id, lost_ticket = lost["headers"]["id"], lost["headers"]["argsrepr"].split("'")[1]
     fleet = FleetWorkers(tmp_path, config)
     machines.append(fleet)
@@ -231,14 +221,11 @@ def test_cron_batches_that_do_not_wait_send_a_lost_task_again_and_it_runs_once(
     keys = broker_keys(namespace)
 
     def cron() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            batch_cmd(config, tickets, "--json", "--no-wait"), capture_output=True, text=True,
-            env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
-        )  # fmt: skip
+        return run_batch(config, tickets, "--json", "--no-wait", timeout_s=DEADLINE_S)
 
     first = cron()
     assert statuses(first.stdout) == {"T-00": "queued", "T-01": "queued"}, first.stderr
-    lost = json.loads(store.client.rpop(keys.queues[0]))  # no worker will ever see it
+    lost = json.loads(str(store.client.rpop(keys.queues[0])))  # no worker will ever see it
     lost_id, lost_ticket = lost["headers"]["id"], lost["headers"]["argsrepr"].split("'")[1]
     second = cron()  # both still marked queued; one of them is nowhere
     assert statuses(second.stdout) == {"T-00": "already queued", "T-01": "already queued"}
@@ -274,10 +261,7 @@ def test_a_batch_killed_between_marking_a_ticket_and_queueing_it_wedges_nothing(
     fleet = FleetWorkers(tmp_path, config)
     machines.append(fleet)
     fleet.start("one")
-    done = subprocess.run(
-        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
-        env=subprocess_env(), cwd=tmp_path, timeout=DEADLINE_S,
-    )  # fmt: skip
+    done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
     assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + done.stderr
     assert f"ticket T-00: task {orphan} was neither queued nor with a worker" in done.stderr
     assert counts(tmp_path / "state", "a") == {"T-00": 1}

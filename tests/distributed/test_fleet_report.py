@@ -5,7 +5,6 @@ their runs, and writes the page and the Prometheus figures with the fleet's mode
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from fleet_machines import FleetWorkers, batch_cmd, counted, write_fleet_config,
 from page_checks import check_links, parse
 from prometheus_text import parse as parse_metrics
 from redis_server import RedisServer
-
-
-@pytest.fixture
-def machines() -> Iterator[list[FleetWorkers]]:
-    fleets: list[FleetWorkers] = []
-    yield fleets
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 @pytest.mark.slow

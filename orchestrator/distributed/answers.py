@@ -108,7 +108,30 @@ class Answers:
         self._sleep = sleep
 
     def send(self, name: str, args: list[str], task_id: str, queue: str) -> None:
-        self.app.send_task(name, args=args, task_id=task_id, queue=queue)
+        """Queue the task; a broker that cannot be reached (past kombu's own few retries)
+        is ``CoordinationUnavailable`` naming it, masked, as every other Redis call."""
+        from kombu.exceptions import OperationalError
+
+        try:
+            self.app.send_task(name, args=args, task_id=task_id, queue=queue)
+        except Exception as exc:
+            if not isinstance(exc, OperationalError) and not self._unreachable(exc):
+                raise
+            raise CoordinationUnavailable(
+                f"coordination store unavailable: {self.store.url.masked}: {self._reason(exc)}"
+            ) from None
+
+    def _unreachable(self, exc: BaseException) -> bool:
+        return _unreachable(exc, tuple(self.app.backend.connection_errors))
+
+    def _reason(self, exc: BaseException) -> str:
+        """What went wrong, in the words of the error under Celery's, URL scrubbed."""
+        url = self.store.url
+        cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
+        reason = url.scrub(str(cause)).removeprefix(
+            f"coordination store unavailable: {url.masked}: "
+        )
+        return reason or type(cause).__name__
 
     def out_of_sight(self, task_id: str) -> bool:
         """No worker started the task and its message is nowhere: lost, if still so at
@@ -165,7 +188,7 @@ class Answers:
                 missing = missing + 1 if self.out_of_sight(task_id) else 0
                 down_since, failures = None, 0
             except Exception as exc:
-                if not _unreachable(exc, tuple(self.app.backend.connection_errors)):
+                if not self._unreachable(exc):
                     raise
                 now = clock()
                 down_since = now if down_since is None else down_since
@@ -181,13 +204,8 @@ class Answers:
                 missing = 0
 
     def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:
-        url = self.store.url
-        cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
-        reason = url.scrub(str(cause)).removeprefix(
-            f"coordination store unavailable: {url.masked}: "
-        )
         return CoordinationUnavailable(
-            f"coordination store unavailable: {url.masked}: {reason or type(cause).__name__} "
+            f"coordination store unavailable: {self.store.url.masked}: {self._reason(exc)} "
             f"(for {down_s:.0f} s while the batch waited for task {task_id}); the workers "
             "go on: run the same batch again to collect the answers"
         )

@@ -11,14 +11,17 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.answers import message_in_sight, pause_after
+from orchestrator.cli.commands.batch_celery import BATCH_RESULT_RETRIES
+from orchestrator.distributed.answers import Answers, Patience, message_in_sight, pause_after
 from orchestrator.distributed.celery_app import broker_keys, celery_app
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.enqueued import Enqueued
+from orchestrator.distributed.errors import CoordinationUnavailable
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED
 
@@ -266,3 +269,25 @@ def test_a_batch_killed_between_marking_a_ticket_and_queueing_it_wedges_nothing(
     assert f"ticket T-00: task {orphan} was neither queued nor with a worker" in done.stderr
     assert counts(tmp_path / "state", "a") == {"T-00": 1}
     assert Enqueued(store).current("T-00") is None  # the task ended its own mark
+
+
+def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
+    redis_servers: Callable[..., RedisServer], namespace: str
+) -> None:
+    server = redis_servers(password="s3cret-Redis-pw")
+    url = BrokerUrl(server.url)
+    store = CoordinationStore(url, namespace=namespace)
+    answers = Answers(
+        partial(celery_app, url, namespace=namespace, result_retries=BATCH_RESULT_RETRIES),
+        store, broker_keys(namespace),
+        Patience(outage_s=1.0, check_s=0.3),
+    )  # fmt: skip
+    server.stop()
+    with pytest.raises(CoordinationUnavailable) as gone:
+        answers.send("orchestrator.run_ticket", ["T-00"], "task-0", "q")
+    message = str(gone.value)
+    assert message.startswith(
+        f"coordination store unavailable: redis://:***@127.0.0.1:{server.port}/0: "
+    )
+    assert "s3cret-Redis-pw" not in message
+    store.close()

@@ -17,7 +17,8 @@ queued ticket whose message the broker lost. Neither may wedge the batch:
   A ticket still runs at most once: the worker claims it under its lease, and a ticket
   whose run is terminal is not run again.
 
-Celery is not imported here: the app is passed in (``celery_app.py`` builds it).
+The app is built by ``connect`` (``celery_app.py``); Celery's and kombu's exception types
+are imported inside the calls that need them, so the local mode never loads them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ Celery is imported only when an app is built: the local mode never loads it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +72,13 @@ def celery_settings(
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
-    result_retries: int | None = None,
+    result_patience_s: float | None = None,
 ) -> dict[str, Any]:
     """The app's configuration (pure: what a test can read without starting anything).
     The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
-    the URL to Celery directly. ``result_retries``: how often the result store retries a
-    Redis that does not answer, a few tenths of a second apart (Celery's default when
-    None: 20, about a second apart)."""
+    the URL to Celery directly. ``result_patience_s``: about how long the result store
+    retries a Redis that does not answer, about once a second, before it gives up
+    (None: Celery's default, 20 tries over about 19 s)."""
     if visibility_timeout_s <= 0 or restore_interval_s <= 0:
         raise ValueError("the visibility timeout and the restore interval must be positive")
     transport = {
@@ -89,12 +90,13 @@ def celery_settings(
         "global_keyprefix": key_prefix(namespace),
     }
     results: dict[str, Any] = {"global_keyprefix": key_prefix(namespace)}
-    if result_retries is not None:
+    if result_patience_s is not None:
+        # Pauses of 0, 0.5, then 1 s: n tries take about n - 1.5 s.
         results["retry_policy"] = {
-            "max_retries": result_retries,
+            "max_retries": max(1, math.ceil(result_patience_s + 1.5)),
             "interval_start": 0,
-            "interval_step": 0.2,
-            "interval_max": 0.5,
+            "interval_step": 0.5,
+            "interval_max": 1.0,
         }
     return {
         "broker_transport_options": transport,
@@ -118,7 +120,7 @@ def celery_app(
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
-    result_retries: int | None = None,
+    result_patience_s: float | None = None,
 ) -> Any:
     """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
     from celery import Celery  # type: ignore[import-untyped]
@@ -129,7 +131,7 @@ def celery_app(
             namespace=namespace,
             visibility_timeout_s=visibility_timeout_s,
             restore_interval_s=restore_interval_s,
-            result_retries=result_retries,
+            result_patience_s=result_patience_s,
         )
     )
     return app

@@ -44,6 +44,19 @@ def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
     assert PASSWORD not in str(app.conf.humanize(with_defaults=False, censored=True))
 
 
+def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does() -> None:
+    assert "retry_policy" not in celery_settings(namespace="f")["result_backend_transport_options"]
+    for patience_s in (1.0, 30.0, 300.0):
+        settings = celery_settings(namespace="f", result_patience_s=patience_s)
+        policy = settings["result_backend_transport_options"]["retry_policy"]
+        # Pauses of 0, 0.5, then 1 s each: the tries span about the patience asked for.
+        pauses = [
+            min(policy["interval_start"] + policy["interval_step"] * n, policy["interval_max"])
+            for n in range(policy["max_retries"])
+        ]
+        assert patience_s <= sum(pauses) <= patience_s + 1.5
+
+
 class Fleet:
     def __init__(self, server: RedisServer, namespace: str, root: Path, visibility_s: float):
         self.server = server

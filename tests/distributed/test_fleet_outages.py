@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.commands.batch_celery import BATCH_RESULT_RETRIES
+from orchestrator.cli.commands.batch_celery import BATCH_RESULT_PATIENCE_S
 from orchestrator.distributed.answers import Answers, Patience, message_in_sight, pause_after
 from orchestrator.distributed.celery_app import broker_keys, celery_app
 from orchestrator.distributed.client import CoordinationStore
@@ -278,7 +278,7 @@ def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     url = BrokerUrl(server.url)
     store = CoordinationStore(url, namespace=namespace)
     answers = Answers(
-        partial(celery_app, url, namespace=namespace, result_retries=BATCH_RESULT_RETRIES),
+        partial(celery_app, url, namespace=namespace, result_patience_s=BATCH_RESULT_PATIENCE_S),
         store, broker_keys(namespace),
         Patience(outage_s=1.0, check_s=0.3),
     )  # fmt: skip

@@ -53,11 +53,10 @@ from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.layout import StateLayout
 
-# Celery's own retries of the result store when Redis does not answer (20, about a second
-# apart, by default): the batch's wait retries with its own back-off, bounded by
-# ``outage_wait_s``, so Celery's are kept short. Workers keep the default: a worker
-# storing a ticket's answer through a restart should wait for Redis, not give up.
-BATCH_RESULT_RETRIES = 2
+# How long Celery's result store retries a Redis that does not answer, inside one call:
+# the batch's wait retries with its own back-off, bounded by ``outage_wait_s``, so
+# Celery's own retries (20 over about 19 s by default) are kept short here.
+BATCH_RESULT_PATIENCE_S = 1.0
 
 
 def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
@@ -132,7 +131,7 @@ def celery_batch(
         partial(
             celery_app, url, namespace=distributed.namespace,
             visibility_timeout_s=distributed.visibility_timeout_s,
-            result_retries=BATCH_RESULT_RETRIES,
+            result_patience_s=BATCH_RESULT_PATIENCE_S,
         ),
         store,
         broker_keys(distributed.namespace),

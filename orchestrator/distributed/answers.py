@@ -17,8 +17,8 @@ queued ticket whose message the broker lost. Neither may wedge the batch:
   A ticket still runs at most once: the worker claims it under its lease, and a ticket
   whose run is terminal is not run again.
 
-The app is built by ``connect`` (``celery_app.py``); Celery's and kombu's exception types
-are imported inside the calls that need them, so the local mode never loads them.
+The app is built by ``connect`` (``celery_app.py``); Celery's exception types are imported
+inside the calls that need them, so the local mode never loads them.
 """
 
 from __future__ import annotations
@@ -110,8 +110,9 @@ class Answers:
 
     def send(self, name: str, args: list[str], task_id: str, queue: str) -> None:
         """Queue the task; a broker that cannot be reached (past kombu's own few retries)
-        is ``CoordinationUnavailable`` naming it, masked, as every other Redis call."""
-        from kombu.exceptions import OperationalError
+        is ``CoordinationUnavailable`` naming it, masked, as every other Redis call. (Celery
+        re-exports kombu's ``OperationalError``.)"""
+        from celery.exceptions import OperationalError  # type: ignore[import-untyped]
 
         try:
             self.app.send_task(name, args=args, task_id=task_id, queue=queue)
@@ -169,7 +170,7 @@ class Answers:
         """The task's return value (or its exception, not raised), waiting through outages
         and sending a lost message again. ``timeout_s`` bounds the whole wait (Celery's
         ``TimeoutError`` past it); ``said`` hears one line per message sent again."""
-        from celery.exceptions import TimeoutError as NoAnswerYet  # type: ignore[import-untyped]
+        from celery.exceptions import TimeoutError as NoAnswerYet
 
         clock, patience = self._clock, self.patience
         deadline = None if timeout_s is None else clock() + timeout_s

@@ -77,8 +77,11 @@ def celery_settings(
     """The app's configuration (pure: what a test can read without starting anything).
     The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
     the URL to Celery directly. ``result_patience_s``: about how long the result store
-    retries a Redis that does not answer, about once a second, before it gives up
-    (None: Celery's default, 20 tries over about 19 s)."""
+    retries a Redis that does not answer before it gives up: its reconnections (about
+    once a second) and its reads and writes of a task's state (a random pause of up to a
+    second between tries). None: Celery's defaults, which give a worker's writes no retry
+    at all: a task that starts or ends as Redis restarts fails with the connection error,
+    and its batch reports a worker error for a ticket that never went wrong."""
     if visibility_timeout_s <= 0 or restore_interval_s <= 0:
         raise ValueError("the visibility timeout and the restore interval must be positive")
     transport = {
@@ -98,7 +101,17 @@ def celery_settings(
             "interval_step": 0.5,
             "interval_max": 1.0,
         }
+    retries: dict[str, Any] = {}
+    if result_patience_s is not None:
+        # Full jitter up to a second: half a second a try on average.
+        retries = {
+            "result_backend_always_retry": True,
+            "result_backend_max_retries": math.ceil(2 * result_patience_s) + 4,
+            "result_backend_base_sleep_between_retries_ms": 100,
+            "result_backend_max_sleep_between_retries_ms": 1000,
+        }
     return {
+        **retries,
         "broker_transport_options": transport,
         "result_backend_transport_options": results,
         "task_acks_late": True,

@@ -45,7 +45,9 @@ def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
 
 
 def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does() -> None:
-    assert "retry_policy" not in celery_settings(namespace="f")["result_backend_transport_options"]
+    default = celery_settings(namespace="f")
+    assert "retry_policy" not in default["result_backend_transport_options"]
+    assert "result_backend_always_retry" not in default
     for patience_s in (1.0, 30.0, 300.0):
         settings = celery_settings(namespace="f", result_patience_s=patience_s)
         policy = settings["result_backend_transport_options"]["retry_policy"]
@@ -55,6 +57,11 @@ def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does
             for n in range(policy["max_retries"])
         ]
         assert patience_s <= sum(pauses) <= patience_s + 1.5
+        # A task's state is read and written again after a random pause of up to a
+        # second (half a second on average): twice the patience in tries, and a few more.
+        assert settings["result_backend_always_retry"] is True
+        assert settings["result_backend_max_sleep_between_retries_ms"] == 1000
+        assert settings["result_backend_max_retries"] >= 2 * patience_s
 
 
 class Fleet:

@@ -36,6 +36,7 @@ from fleet_machines import (
     write_fleet_config,
     write_tickets,
 )
+from lossy_proxy import LossyProxy
 from redis_server import RedisServer
 
 DEADLINE_S = 90.0
@@ -291,3 +292,34 @@ def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     )
     assert "s3cret-Redis-pw" not in message
     store.close()
+
+
+@pytest.mark.slow
+def test_a_task_starting_as_redis_goes_away_runs_once_it_is_back(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    assert redis_server.port is not None
+    proxy = LossyProxy(redis_server.port)
+    try:
+        config = write_fleet_config(
+            tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+        )
+        # The workers reach Redis through the proxy; the batch directly. Same state dir.
+        on_proxy = tmp_path / "workers.toml"
+        on_proxy.write_text(config.read_text().replace(redis_server.url, proxy.url()))
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        fleet = FleetWorkers(tmp_path, on_proxy)
+        machines.append(fleet)
+        fleet.start("one")
+        fleet.wait_ready("one")
+        # A worker's first write for a task is its STARTED state (a read of the task's
+        # state, then a write): Redis goes away right as it runs, and comes back after
+        # turning away the client's reconnection.
+        proxy.lose_answer_to(b"celery-task-meta-", refused=1)
+        done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
+        assert proxy.lost.is_set()
+        assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
+        assert counts(tmp_path / "state", "a") == {"T-00": 1}
+    finally:
+        proxy.close()

@@ -5,8 +5,10 @@ write the ticket's state after another worker took it over. Locally one process 
 the ticket's flock for the whole run, so the fence is a no-op; a distributed worker
 holds a Redis fence (``coordination.RedisFence``), which raises ``FencedOut``.
 
-The check narrows the window to the time between the check and the write (an atomic
-rename); it does not close it, since a shared filesystem cannot compare a token on write.
+The fenced stores check before a write begins and again right before each of its files
+is renamed into place (``storage.atomic.checked_before_replace``), which narrows the
+window to the time between that check's answer and the rename; it does not close it,
+since a shared filesystem cannot compare a token on write.
 """
 
 from __future__ import annotations

@@ -2,18 +2,23 @@
 
 Each wraps a store of the shared state dir (the files backend): reads pass through,
 every write (the run record, workspace files, a bundle, the hand-off, a fix report, a
-verdict file, an approval, a charge to the ticket) calls ``fence.check()`` first, so a
+verdict file, an approval, a charge to the ticket) calls ``fence.check()`` before it
+begins and again right before each of its files lands (``checked_before_replace``), so a
 worker that was taken over raises ``FencedOut`` instead of writing over the new holder's
-state. The local mode does not wrap its stores at all.
+state. The second check is what counts: a worker paused between the first and the rename
+(the fsync is the slow part) would otherwise land a stale record after the takeover. The
+local mode does not wrap its stores at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.distributed.fence import Fence
+from orchestrator.storage.atomic import checked_before_replace
 from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
@@ -28,6 +33,15 @@ if TYPE_CHECKING:
     from orchestrator.storage.runs import RunRecord
 
 
+@contextmanager
+def _fenced(fence: Fence) -> Iterator[None]:
+    """Check now (no work for a worker already taken over) and right before each file
+    of the block lands."""
+    fence.check()
+    with checked_before_replace(fence.check):
+        yield
+
+
 class FencedRuns:
     def __init__(self, inner: Runs, fence: Fence) -> None:
         self.inner = inner
@@ -35,8 +49,8 @@ class FencedRuns:
         self.state_dir: Path = inner.state_dir
 
     def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
-        self.fence.check()
-        self.inner.save(record, point)
+        with _fenced(self.fence):
+            self.inner.save(record, point)
 
     def load(self, run_id: str) -> RunRecord:
         return self.inner.load(run_id)
@@ -48,20 +62,20 @@ class FencedRuns:
         return self.inner.run_dir(run_id)
 
     def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
-        self.fence.check()
-        self.inner.write_workspace_files(run_id, files)
+        with _fenced(self.fence):
+            self.inner.write_workspace_files(run_id, files)
 
     def write_bundle(self, run_id: str, number: int, text: str) -> Path:
-        self.fence.check()
-        return self.inner.write_bundle(run_id, number, text)
+        with _fenced(self.fence):
+            return self.inner.write_bundle(run_id, number, text)
 
     def write_handoff(self, run_id: str, text: str) -> Path:
-        self.fence.check()
-        return self.inner.write_handoff(run_id, text)
+        with _fenced(self.fence):
+            return self.inner.write_handoff(run_id, text)
 
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
-        self.fence.check()
-        return self.inner.write_mechanical_fix(run_id, number, report)
+        with _fenced(self.fence):
+            return self.inner.write_mechanical_fix(run_id, number, report)
 
 
 class FencedRunStore(RunStore):
@@ -74,24 +88,24 @@ class FencedRunStore(RunStore):
         self.fence = fence
 
     def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
-        self.fence.check()
-        super().save(record, point)
+        with _fenced(self.fence):
+            super().save(record, point)
 
     def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
-        self.fence.check()
-        super().write_workspace_files(run_id, files)
+        with _fenced(self.fence):
+            super().write_workspace_files(run_id, files)
 
     def write_bundle(self, run_id: str, number: int, text: str) -> Path:
-        self.fence.check()
-        return super().write_bundle(run_id, number, text)
+        with _fenced(self.fence):
+            return super().write_bundle(run_id, number, text)
 
     def write_handoff(self, run_id: str, text: str) -> Path:
-        self.fence.check()
-        return super().write_handoff(run_id, text)
+        with _fenced(self.fence):
+            return super().write_handoff(run_id, text)
 
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
-        self.fence.check()
-        return super().write_mechanical_fix(run_id, number, report)
+        with _fenced(self.fence):
+            return super().write_mechanical_fix(run_id, number, report)
 
 
 class FencedDecisions:
@@ -103,8 +117,8 @@ class FencedDecisions:
         return self.inner.path(run_id, number)
 
     def write(self, record: VerdictRecord) -> Path:
-        self.fence.check()
-        return self.inner.write(record)
+        with _fenced(self.fence):
+            return self.inner.write(record)
 
     def read(self, run_id: str, number: int) -> VerdictRecord:
         return self.inner.read(run_id, number)
@@ -119,8 +133,8 @@ class FencedApprovals:
         self.fence = fence
 
     def write(self, approval: Approval) -> None:
-        self.fence.check()
-        self.inner.write(approval)
+        with _fenced(self.fence):
+            self.inner.write(approval)
 
     def read(self, run_id: str, number: int) -> Approval | None:
         return self.inner.read(run_id, number)
@@ -140,8 +154,8 @@ class FencedBudgets:
     def charge(
         self, ticket_id: str, kind: ChargeKind, key: str, *, run_id: str, at: datetime
     ) -> TicketBudget:
-        self.fence.check()
-        return self.inner.charge(ticket_id, kind, key, run_id=run_id, at=at)
+        with _fenced(self.fence):
+            return self.inner.charge(ticket_id, kind, key, run_id=run_id, at=at)
 
 
 if TYPE_CHECKING:

@@ -18,7 +18,9 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 from typing import Final
@@ -45,10 +47,28 @@ def writer_tag() -> str:
     return f"{_host()}-{os.getpid()}"
 
 
+# A check run right before each rename inside ``checked_before_replace``: what may write
+# must still be so when the file lands, not only when the write began (the fsync before
+# the rename is the slow part, and a process can be paused anywhere in it).
+_BEFORE_REPLACE: ContextVar[Callable[[], None] | None] = ContextVar("before_replace", default=None)
+
+
+@contextmanager
+def checked_before_replace(check: Callable[[], None]) -> Iterator[None]:
+    """Run ``check`` right before each file written in the block replaces its target; if
+    it raises, the file is not replaced (its temp file is removed) and the error goes on."""
+    token = _BEFORE_REPLACE.set(check)
+    try:
+        yield
+    finally:
+        _BEFORE_REPLACE.reset(token)
+
+
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to a temp file in ``path``'s directory, fsync it, rename it over
     ``path``, then fsync the directory so the rename itself is durable. The file is the
-    owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed."""
+    owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed. Inside
+    ``checked_before_replace``, its check runs just before the rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
@@ -61,6 +81,9 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         crash_point(CrashPoint.TEMP_FILE)
+        check = _BEFORE_REPLACE.get()
+        if check is not None:
+            check()
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from orchestrator.distributed.fenced_stores import (
     FencedBudgets,
     FencedDecisions,
     FencedRuns,
+    FencedRunStore,
 )
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.lifecycle import RunState
@@ -319,6 +320,52 @@ def test_a_fenced_run_store_refuses_every_write_of_a_taken_over_worker(
         with pytest.raises(FencedOut, match=r"ticket T-1: this worker's fencing token is 1"):
             write()
         assert old_runs.load(first.run_id).ticket_title == "saved by the second worker", what
+    assert sorted(p.name for p in (tmp_path / "state" / "runs").iterdir()) == [
+        f"{first.run_id}.json"
+    ]
+
+
+class TakenOverMidWrite:
+    """The old holder's fence, whose first check passes and then (as if the worker were
+    paused right after it, in the write's fsync) lets the lease run out and another
+    worker take the ticket and save its own record."""
+
+    def __init__(self, fence: Fence, takeover: Callable[[], None]) -> None:
+        self.fence = fence
+        self.takeover: Callable[[], None] | None = takeover
+
+    def check(self) -> None:
+        self.fence.check()
+        if self.takeover is not None:
+            takeover, self.takeover = self.takeover, None
+            takeover()
+
+
+@pytest.mark.parametrize("kind", ["wrapper", "subclass"])
+def test_a_takeover_between_the_check_and_the_rename_still_refuses_the_stale_write(
+    store: CoordinationStore, tmp_path: Path, kind: str
+) -> None:
+    leases = TicketLeases(store, ttl_s=30)
+    old = lease_of(leases.acquire("T-1"))
+    first = record(tmp_path / "state", "saved by the first worker")
+    FencedRuns(RunStore(tmp_path / "state"), leases.fence(old)).save(first)
+
+    def another_worker_takes_it() -> None:
+        lease_runs_out(store, "T-1")
+        new = lease_of(leases.acquire("T-1"))
+        new_runs = FencedRuns(RunStore(tmp_path / "state"), leases.fence(new))
+        new_runs.save(first.model_copy(update={"ticket_title": "saved by the second worker"}))
+
+    fence = TakenOverMidWrite(leases.fence(old), another_worker_takes_it)
+    old_runs: Runs = (
+        FencedRuns(RunStore(tmp_path / "state"), fence)
+        if kind == "wrapper"
+        else FencedRunStore(tmp_path / "state", fence)
+    )
+    with pytest.raises(FencedOut, match=r"ticket T-1: this worker's fencing token is 1"):
+        old_runs.save(first.model_copy(update={"ticket_title": "stale"}))
+    assert old_runs.load(first.run_id).ticket_title == "saved by the second worker"
+    # The refused write leaves no temp file behind.
     assert sorted(p.name for p in (tmp_path / "state" / "runs").iterdir()) == [
         f"{first.run_id}.json"
     ]

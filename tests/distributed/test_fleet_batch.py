@@ -40,6 +40,16 @@ from redis_server import RedisServer
 BATCH_DEADLINE_S = 120.0
 
 
+def attempt_saved(state: Path, ticket_id: str, stage: str) -> bool:
+    """Whether the ticket's run record holds a running attempt of ``stage`` with its
+    process group (what the runner saves right after it starts the stage)."""
+    record = RunStore(state).latest_for_ticket(ticket_id)
+    if record is None or not record.attempts:
+        return False
+    last = record.attempts[-1]
+    return last.stage == stage and last.status == "running" and last.pgid is not None
+
+
 def json_lines(stdout: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
@@ -345,12 +355,18 @@ def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_i
             env=subprocess_env(), cwd=tmp_path,
         )  # fmt: skip
         wait_started(listener)
+    # Paused once it has saved the running attempt (a pause inside that write is the
+    # fence's narrower case: test_coordination's takeover between the check and rename).
+    state = tmp_path / "state"
+    deadline = time.monotonic() + BATCH_DEADLINE_S
+    while not attempt_saved(state, "T-00", "b"):
+        assert time.monotonic() < deadline, "the worker to save the running attempt"
+        time.sleep(0.02)  # the record is another process's: nothing to wait on but it
     os.killpg(first.pid, signal.SIGSTOP)  # a long pause: its lease runs out
     fleet.start("two")
     stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
     rows = [row for row in json_lines(stdout) if "ticket" in row]
     assert [(r["ticket"], r["status"], r["ran"]) for r in rows] == [("T-00", "completed", True)]
-    state = tmp_path / "state"
     taken_over = RunStore(state).latest_for_ticket("T-00")
     os.killpg(first.pid, signal.SIGCONT)  # it wakes up, and finds its stage gone
     deadline = time.monotonic() + BATCH_DEADLINE_S

@@ -6,6 +6,8 @@ Each store is imported when first asked for, so a command that reads only the le
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +23,16 @@ if TYPE_CHECKING:
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.ledger import Ledger
     from orchestrator.storage.runs import RunStore
+
+
+def writes_checked_by(check: Callable[[], None]) -> AbstractContextManager[None]:
+    """Inside the block, each file a store writes runs ``check`` right before it lands
+    (is renamed over its target); if ``check`` raises, that file is not written. For a
+    writer that must still be allowed to write when the file lands, not only when the
+    write began (the fleet's fence)."""
+    from orchestrator.storage.atomic import checked_before_replace
+
+    return checked_before_replace(check)
 
 
 class VerdictFiles:

@@ -16,6 +16,9 @@ queued ticket whose message the broker lost. Neither may wedge the batch:
   the gap between a worker's two commands is milliseconds: one look could fall in it.
   A ticket still runs at most once: the worker claims it under its lease, and a ticket
   whose run is terminal is not run again.
+* **No worker running.** A task still in the queue at ``STILL_QUEUED_LOOKS`` looks in a
+  row gets one line saying no worker has taken it: the batch goes on waiting (a worker
+  may be starting), but not in silence.
 
 The app is built by ``connect`` (``celery_app.py``); Celery's exception types are imported
 inside the calls that need them, so the local mode never loads them.
@@ -37,6 +40,10 @@ from orchestrator.distributed.errors import CoordinationUnavailable
 PENDING = "PENDING"
 # Looks in a row that must miss a pending task's message before it is sent again.
 LOOKS = 2
+# Looks in a row that find a task still in the queue before the batch says no worker has
+# taken it (5 minutes at the default 30 s): a fleet with no worker running waits, but
+# not in silence.
+STILL_QUEUED_LOOKS = 10
 FIRST_PAUSE_S = 0.1
 MAX_PAUSE_S = 5.0
 
@@ -61,18 +68,31 @@ def lost_note(task_id: str, patience: Patience) -> str:
     )
 
 
-def message_in_sight(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> bool:
-    """Whether the task's message is in a queue list or held by a worker (unacknowledged:
-    running, waiting for its countdown, or reserved). Its id is a UUID, found as a
-    substring of the message's JSON headers."""
+def message_place(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> str | None:
+    """Where the task's message is: ``"queued"`` (in a queue list: no worker took it),
+    ``"held"`` (delivered to a worker, not acknowledged: running, waiting for its
+    countdown, or reserved), or None (nowhere). Its id is a UUID, found as a substring of
+    the message's JSON headers."""
 
-    def look(client: Any) -> bool:
+    def look(client: Any) -> str | None:
         for queue in keys.queues:
             if any(task_id in raw for raw in client.lrange(queue, 0, -1)):
-                return True
-        return any(task_id in raw for raw in client.hvals(keys.unacked))
+                return "queued"
+        return "held" if any(task_id in raw for raw in client.hvals(keys.unacked)) else None
 
-    return bool(store.call(look))
+    place: str | None = store.call(look)
+    return place
+
+
+def message_in_sight(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> bool:
+    return message_place(store, keys, task_id) is not None
+
+
+def still_queued_note(task_id: str, waited_s: float) -> str:
+    return (
+        f"task {task_id} still waits in the queue after {waited_s:g} s: no worker has taken "
+        "it (is an `orchestrator worker` running on this Redis and namespace?)"
+    )
 
 
 def _unreachable(exc: BaseException, connection_errors: tuple[type[BaseException], ...]) -> bool:
@@ -135,13 +155,18 @@ class Answers:
         )
         return reason or type(cause).__name__
 
+    def sighting(self, task_id: str) -> str:
+        """``"started"`` (a worker started it: it has a state), else where its message
+        is: ``"queued"``, ``"held"`` or ``"nowhere"``."""
+        if self.app.AsyncResult(task_id).state != PENDING:
+            return "started"
+        return message_place(self.store, self.keys, task_id) or "nowhere"
+
     def out_of_sight(self, task_id: str) -> bool:
         """No worker started the task and its message is nowhere: lost, if still so at
         the next look ``check_s`` later (one look can fall between a worker's two
         commands)."""
-        return self.app.AsyncResult(task_id).state == PENDING and not message_in_sight(
-            self.store, self.keys, task_id
-        )
+        return self.sighting(task_id) == "nowhere"
 
     def confirm_lost(self, task_ids: list[str]) -> list[str]:
         """Those of ``task_ids`` out of sight at ``LOOKS`` looks ``check_s`` apart: for a
@@ -175,7 +200,7 @@ class Answers:
         clock, patience = self._clock, self.patience
         deadline = None if timeout_s is None else clock() + timeout_s
         down_since: float | None = None
-        failures = missing = 0
+        failures = missing = queued = 0
         while True:
             wait = (
                 patience.check_s if deadline is None else min(patience.check_s, deadline - clock())
@@ -187,7 +212,9 @@ class Answers:
                 except NoAnswerYet:
                     if deadline is not None and clock() >= deadline:
                         raise
-                missing = missing + 1 if self.out_of_sight(task_id) else 0
+                seen = self.sighting(task_id)
+                missing = missing + 1 if seen == "nowhere" else 0
+                queued = queued + 1 if seen == "queued" else 0
                 down_since, failures = None, 0
             except Exception as exc:
                 if not self._unreachable(exc):
@@ -204,6 +231,8 @@ class Answers:
                 resend()
                 said(lost_note(task_id, patience))
                 missing = 0
+            if queued == STILL_QUEUED_LOOKS:  # said once, until a worker takes it
+                said(still_queued_note(task_id, queued * patience.check_s))
 
     def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:
         return CoordinationUnavailable(

@@ -323,3 +323,28 @@ def test_a_task_starting_as_redis_goes_away_runs_once_it_is_back(
         assert counts(tmp_path / "state", "a") == {"T-00": 1}
     finally:
         proxy.close()
+
+
+@pytest.mark.slow
+def test_a_batch_with_no_worker_running_says_so_once_and_completes_when_one_starts(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    config = write_fleet_config(
+        tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+    )
+    tickets = tmp_path / "tickets"
+    write_tickets(tickets, 1)
+    batch = start_batch(config, tickets, tmp_path)
+    assert batch.stderr is not None
+    said = ""
+    while "still waits in the queue" not in said:  # 10 looks 0.3 s apart, then one line
+        said = batch.stderr.readline()
+        assert said, "the batch ended without saying no worker took its task"
+    assert "after 3 s: no worker has taken it (is an `orchestrator worker` running" in said
+    assert "ticket T-00: task " in said
+    fleet = FleetWorkers(tmp_path, config)
+    machines.append(fleet)
+    fleet.start("one")
+    stdout, stderr = batch.communicate(timeout=DEADLINE_S)
+    assert statuses(stdout) == {"T-00": "completed"}, stdout + stderr
+    assert "still waits" not in stderr  # said once

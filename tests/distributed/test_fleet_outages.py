@@ -348,3 +348,38 @@ def test_a_batch_with_no_worker_running_says_so_once_and_completes_when_one_star
     stdout, stderr = batch.communicate(timeout=DEADLINE_S)
     assert statuses(stdout) == {"T-00": "completed"}, stdout + stderr
     assert "still waits" not in stderr  # said once
+
+
+@pytest.mark.slow
+def test_redis_restarted_without_persistence_mid_ticket_the_batch_queues_it_again(
+    redis_servers: Callable[..., RedisServer],
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
+) -> None:
+    # Everything in Redis is gone: the queue, the task's state, the lease and its fence.
+    # The worker's next write finds no record of its lease and stops (the safe side); the
+    # waiting batch finds its task nowhere, sends it again, and the ticket resumes.
+    server = redis_servers()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(DEADLINE_S)
+        stages = counted("a") + hold_first("b", "T-00", listener.getsockname()[1])
+        config = write_fleet_config(tmp_path, server.url, namespace, stages, distributed=QUICK)
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        fleet = FleetWorkers(tmp_path, config)
+        machines.append(fleet)
+        fleet.start("one")
+        batch = start_batch(config, tickets, tmp_path)
+        connection, _ = listener.accept()
+        with connection:
+            assert connection.makefile().readline().startswith("started ")
+            server.restart()  # no appendonly: it comes back empty
+            connection.sendall(b"go\n")
+    stdout, stderr = batch.communicate(timeout=DEADLINE_S)
+    assert statuses(stdout) == {"T-00": "completed"}, stdout + stderr + fleet.log("one")
+    assert "was neither queued nor with a worker" in stderr, stderr
+    assert "fenced out: ticket T-00" in fleet.log("one")
+    state = tmp_path / "state"
+    assert counts(state, "a") == {"T-00": 1}  # finished stages are not run again
+    assert counts(state, "b") == {"T-00": 2}  # the one the restart cut short is

@@ -84,10 +84,6 @@ def message_place(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> s
     return place
 
 
-def message_in_sight(store: CoordinationStore, keys: BrokerKeys, task_id: str) -> bool:
-    return message_place(store, keys, task_id) is not None
-
-
 def still_queued_note(task_id: str, waited_s: float) -> str:
     return (
         f"task {task_id} still waits in the queue after {waited_s:g} s: no worker has taken "

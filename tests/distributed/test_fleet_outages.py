@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.commands.batch_celery import BATCH_RESULT_PATIENCE_S
-from orchestrator.distributed.answers import Answers, Patience, message_in_sight, pause_after
+from orchestrator.distributed.answers import Answers, Patience, message_place, pause_after
 from orchestrator.distributed.celery_app import broker_keys, celery_app
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.enqueued import Enqueued
@@ -90,8 +90,8 @@ def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
         task_id = str(row["detail"]).removeprefix("task ")
         keys = broker_keys(namespace)
         assert store.client.llen(keys.queues[0]) == 1
-        assert message_in_sight(store, keys, task_id)
-        assert not message_in_sight(store, keys, "0b7c6f3e-0000-4000-8000-000000000000")
+        assert message_place(store, keys, task_id) == "queued"
+        assert message_place(store, keys, "0b7c6f3e-0000-4000-8000-000000000000") is None
         fleet = FleetWorkers(tmp_path, config)
         machines.append(fleet)
         fleet.start("one")
@@ -100,12 +100,12 @@ def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
             assert connection.makefile().readline().startswith("started ")
             assert store.client.llen(keys.queues[0]) == 0
             assert store.client.hlen(keys.unacked) == 1
-            assert message_in_sight(store, keys, task_id)
+            assert message_place(store, keys, task_id) == "held"
             connection.sendall(b"go\n")
     app = celery_app(BrokerUrl(redis_server.url), namespace=namespace)
     assert app.AsyncResult(task_id).get(timeout=DEADLINE_S)["status"] == "completed"
     until(lambda: store.client.hlen(keys.unacked) == 0, "the message to be acknowledged")
-    assert not message_in_sight(store, keys, task_id)
+    assert message_place(store, keys, task_id) is None
 
 
 @pytest.mark.slow

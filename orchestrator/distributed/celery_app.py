@@ -72,16 +72,20 @@ def celery_settings(
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
-    result_patience_s: float | None = None,
+    patience_s: float | None = None,
 ) -> dict[str, Any]:
     """The app's configuration (pure: what a test can read without starting anything).
     The URL itself is not in it, so printing it shows no password: ``celery_app`` hands
-    the URL to Celery directly. ``result_patience_s``: about how long the result store
-    retries a Redis that does not answer before it gives up: its reconnections (about
-    once a second) and its reads and writes of a task's state (a random pause of up to a
-    second between tries). None: Celery's defaults, which give a worker's writes no retry
-    at all: a task that starts or ends as Redis restarts fails with the connection error,
-    and its batch reports a worker error for a ticket that never went wrong."""
+    the URL to Celery directly.
+
+    ``patience_s``: about how long Celery retries a Redis that does not answer before it
+    gives up: publishing a task (a worker's retry of a ticket that could not reach Redis
+    is one), the result store's reconnections (both about once a second), and its reads
+    and writes of a task's state (a random pause of up to a second between tries). None:
+    Celery's defaults, which give a worker's state writes no retry at all and a publish
+    about a second: a task that starts, retries or ends as Redis restarts fails with the
+    connection error, and its batch reports a worker error for a ticket that never went
+    wrong."""
     if visibility_timeout_s <= 0 or restore_interval_s <= 0:
         raise ValueError("the visibility timeout and the restore interval must be positive")
     transport = {
@@ -93,20 +97,22 @@ def celery_settings(
         "global_keyprefix": key_prefix(namespace),
     }
     results: dict[str, Any] = {"global_keyprefix": key_prefix(namespace)}
-    if result_patience_s is not None:
+    retries: dict[str, Any] = {}
+    if patience_s is not None:
         # Pauses of 0, 0.5, then 1 s: n tries take about n - 1.5 s.
-        results["retry_policy"] = {
-            "max_retries": max(1, math.ceil(result_patience_s + 1.5)),
+        steady = {
+            "max_retries": max(1, math.ceil(patience_s + 1.5)),
             "interval_start": 0,
             "interval_step": 0.5,
             "interval_max": 1.0,
         }
-    retries: dict[str, Any] = {}
-    if result_patience_s is not None:
-        # Full jitter up to a second: half a second a try on average.
+        results["retry_policy"] = steady
         retries = {
+            "task_publish_retry": True,
+            "task_publish_retry_policy": steady,
+            # Full jitter up to a second: half a second a try on average.
             "result_backend_always_retry": True,
-            "result_backend_max_retries": math.ceil(2 * result_patience_s) + 4,
+            "result_backend_max_retries": math.ceil(2 * patience_s) + 4,
             "result_backend_base_sleep_between_retries_ms": 100,
             "result_backend_max_sleep_between_retries_ms": 1000,
         }
@@ -133,7 +139,7 @@ def celery_app(
     namespace: str,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
-    result_patience_s: float | None = None,
+    patience_s: float | None = None,
 ) -> Any:
     """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
     from celery import Celery  # type: ignore[import-untyped]
@@ -144,7 +150,7 @@ def celery_app(
             namespace=namespace,
             visibility_timeout_s=visibility_timeout_s,
             restore_interval_s=restore_interval_s,
-            result_patience_s=result_patience_s,
+            patience_s=patience_s,
         )
     )
     return app

@@ -48,8 +48,9 @@ def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does
     default = celery_settings(namespace="f")
     assert "retry_policy" not in default["result_backend_transport_options"]
     assert "result_backend_always_retry" not in default
+    assert "task_publish_retry_policy" not in default
     for patience_s in (1.0, 30.0, 300.0):
-        settings = celery_settings(namespace="f", result_patience_s=patience_s)
+        settings = celery_settings(namespace="f", patience_s=patience_s)
         policy = settings["result_backend_transport_options"]["retry_policy"]
         # Pauses of 0, 0.5, then 1 s each: the tries span about the patience asked for.
         pauses = [
@@ -62,6 +63,9 @@ def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does
         assert settings["result_backend_always_retry"] is True
         assert settings["result_backend_max_sleep_between_retries_ms"] == 1000
         assert settings["result_backend_max_retries"] >= 2 * patience_s
+        # Publishing (a worker's retry of a ticket) follows the reconnections' pauses.
+        assert settings["task_publish_retry"] is True
+        assert settings["task_publish_retry_policy"] == policy
 
 
 class Fleet:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.commands.batch_celery import BATCH_RESULT_PATIENCE_S
+from orchestrator.cli.commands.batch_celery import BATCH_REDIS_PATIENCE_S
 from orchestrator.distributed.answers import Answers, Patience, message_place, pause_after
 from orchestrator.distributed.celery_app import broker_keys, celery_app
 from orchestrator.distributed.client import CoordinationStore
@@ -279,7 +279,7 @@ def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     url = BrokerUrl(server.url)
     store = CoordinationStore(url, namespace=namespace)
     answers = Answers(
-        partial(celery_app, url, namespace=namespace, result_patience_s=BATCH_RESULT_PATIENCE_S),
+        partial(celery_app, url, namespace=namespace, patience_s=BATCH_REDIS_PATIENCE_S),
         store, broker_keys(namespace),
         Patience(outage_s=1.0, check_s=0.3),
     )  # fmt: skip
@@ -383,3 +383,33 @@ def test_redis_restarted_without_persistence_mid_ticket_the_batch_queues_it_agai
     state = tmp_path / "state"
     assert counts(state, "a") == {"T-00": 1}  # finished stages are not run again
     assert counts(state, "b") == {"T-00": 2}  # the one the restart cut short is
+
+
+@pytest.mark.slow
+def test_a_task_that_cannot_reach_redis_is_retried_even_when_its_retry_must_wait_for_it(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+) -> None:
+    assert redis_server.port is not None
+    proxy = LossyProxy(redis_server.port)
+    try:
+        config = write_fleet_config(
+            tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
+        )
+        on_proxy = tmp_path / "workers.toml"
+        on_proxy.write_text(config.read_text().replace(redis_server.url, proxy.url()))
+        tickets = tmp_path / "tickets"
+        write_tickets(tickets, 1)
+        fleet = FleetWorkers(tmp_path, on_proxy)
+        machines.append(fleet)
+        fleet.start("one")
+        fleet.wait_ready("one")
+        # Redis goes away for 3 s as the worker claims the ticket: the task cannot reach
+        # it ("retrying in 5s"), and the retry's own message must wait for Redis too.
+        proxy.lose_answer_to(b"ticket:T-00:lease", down_s=3.0)
+        done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
+        assert proxy.lost.is_set()
+        assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
+        assert "T-00: coordination store unavailable" in fleet.log("one")
+        assert counts(tmp_path / "state", "a") == {"T-00": 1}
+    finally:
+        proxy.close()

@@ -53,10 +53,10 @@ from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.layout import StateLayout
 
-# How long Celery's result store retries a Redis that does not answer, inside one call:
-# the batch's wait retries with its own back-off, bounded by ``outage_wait_s``, so
-# Celery's own retries (20 over about 19 s by default) are kept short here.
-BATCH_RESULT_PATIENCE_S = 1.0
+# How long Celery retries a Redis that does not answer, inside one call: the batch's wait
+# retries with its own back-off, bounded by ``outage_wait_s``, so Celery's own retries
+# (20 reconnections over about 19 s, by default) are kept short here.
+BATCH_REDIS_PATIENCE_S = 1.0
 
 
 def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
@@ -131,7 +131,7 @@ def celery_batch(
         partial(
             celery_app, url, namespace=distributed.namespace,
             visibility_timeout_s=distributed.visibility_timeout_s,
-            result_patience_s=BATCH_RESULT_PATIENCE_S,
+            patience_s=BATCH_REDIS_PATIENCE_S,
         ),
         store,
         broker_keys(distributed.namespace),

@@ -64,12 +64,13 @@ def worker(
     url = broker_url_from(distributed.broker_url, environ, loaded.path)
     store = CoordinationStore(url, namespace=distributed.namespace)
     store.ping()  # unreachable: one line naming it (masked), exit 75
-    # A task that starts or ends as Redis restarts keeps retrying its state's write for as
-    # long as a waiting batch bears an outage: without it, the task fails with the
-    # connection error and its batch reports a worker error for a ticket that never ran.
+    # A task that starts, retries or ends as Redis restarts keeps retrying its state's
+    # write and its retry's message for as long as a waiting batch bears an outage:
+    # without it, the task fails with the connection error and its batch reports a worker
+    # error for a ticket that never went wrong.
     app = celery_app(
         url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s,
-        result_patience_s=distributed.outage_wait_s,
+        patience_s=distributed.outage_wait_s,
     )  # fmt: skip
     context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
     register(app, context, store)

@@ -10,8 +10,9 @@ queued ticket whose message the broker lost. Neither may wedge the batch:
   before it records it as unacknowledged, in a second command from the worker; when the
   worker's connection drops in between (Redis restarting), the message is nowhere and no
   worker will ever run it (celery/kombu#305 and later reports). So every ``check_s`` a
-  task with no state yet (``PENDING``: no worker started it) is looked for in the queue's
-  lists and among the unacknowledged messages; missing from both at ``LOOKS`` looks in a
+  task no worker runs now (``PENDING``: none started it; ``RETRY``: its retry's message,
+  published before that state is stored, waits for a worker or for its countdown) is
+  looked for in the queue's lists and among the unacknowledged messages; missing from both at ``LOOKS`` looks in a
   row, it is sent again under the same task id. The looks are ``check_s`` apart because
   the gap between a worker's two commands is milliseconds: one look could fall in it.
   A ticket still runs at most once: the worker claims it under its lease, and a ticket
@@ -36,8 +37,10 @@ from orchestrator.distributed.celery_app import BrokerKeys
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.errors import CoordinationUnavailable
 
-# A task no worker has started: Celery's state for an id it knows nothing about.
-PENDING = "PENDING"
+# The states of a task no worker runs now, whose message must be somewhere: PENDING (an
+# id Celery knows nothing about yet) and RETRY (a retry's message is published before the
+# state is stored, then waits in the queue or with a worker for its countdown).
+WAITING_STATES = frozenset({"PENDING", "RETRY"})
 # Looks in a row that must miss a pending task's message before it is sent again.
 LOOKS = 2
 # Looks in a row that find a task still in the queue before the batch says no worker has
@@ -152,14 +155,14 @@ class Answers:
         return reason or type(cause).__name__
 
     def sighting(self, task_id: str) -> str:
-        """``"started"`` (a worker started it: it has a state), else where its message
-        is: ``"queued"``, ``"held"`` or ``"nowhere"``."""
-        if self.app.AsyncResult(task_id).state != PENDING:
+        """``"started"`` (a worker runs it, or it ended), else where its message is:
+        ``"queued"``, ``"held"`` or ``"nowhere"``."""
+        if self.app.AsyncResult(task_id).state not in WAITING_STATES:
             return "started"
         return message_place(self.store, self.keys, task_id) or "nowhere"
 
     def out_of_sight(self, task_id: str) -> bool:
-        """No worker started the task and its message is nowhere: lost, if still so at
+        """No worker runs the task and its message is nowhere: lost, if still so at
         the next look ``check_s`` later (one look can fall between a worker's two
         commands)."""
         return self.sighting(task_id) == "nowhere"

@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.cli.commands.batch_celery import BATCH_REDIS_PATIENCE_S
 from orchestrator.distributed.answers import Answers, Patience, message_place, pause_after
-from orchestrator.distributed.celery_app import broker_keys, celery_app
+from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.enqueued import Enqueued
 from orchestrator.distributed.errors import CoordinationUnavailable
@@ -413,3 +413,29 @@ def test_a_task_that_cannot_reach_redis_is_retried_even_when_its_retry_must_wait
         assert counts(tmp_path / "state", "a") == {"T-00": 1}
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("state", ["PENDING", "RETRY"])
+def test_a_task_no_worker_runs_whose_message_is_nowhere_is_lost_and_only_then(
+    redis_server: RedisServer, namespace: str, store: CoordinationStore, state: str
+) -> None:
+    # A real Celery app on a real Redis, no worker: the task's state and its message are
+    # set by hand to each case a batch can find.
+    url = BrokerUrl(redis_server.url)
+    answers = Answers(
+        partial(celery_app, url, namespace=namespace, patience_s=BATCH_REDIS_PATIENCE_S),
+        store, broker_keys(namespace), Patience(outage_s=1.0, check_s=0.01),
+    )  # fmt: skip
+    keys = broker_keys(namespace)
+    task_id = "9d1f5c7e-2b4a-4e0c-8f3d-000000000002"
+    answers.send("orchestrator.run_ticket", ["T-00"], task_id, queue_name(namespace))
+    if state != "PENDING":
+        answers.app.backend.store_result(task_id, None, state)
+    assert answers.sighting(task_id) == "queued"
+    assert answers.confirm_lost([task_id]) == []
+    store.client.delete(keys.queues[0])  # the message is gone: nobody will run it
+    assert answers.sighting(task_id) == "nowhere"
+    assert answers.confirm_lost([task_id]) == [task_id]
+    answers.app.backend.store_result(task_id, None, "STARTED")  # a worker runs it
+    assert answers.sighting(task_id) == "started"
+    assert answers.confirm_lost([task_id]) == []

@@ -138,21 +138,17 @@ class Answers:
         except Exception as exc:
             if not isinstance(exc, OperationalError) and not self._unreachable(exc):
                 raise
-            raise CoordinationUnavailable(
-                f"coordination store unavailable: {self.store.url.masked}: {self._reason(exc)}"
-            ) from None
+            raise self.store.unavailable(self._reason(exc)) from None
 
     def _unreachable(self, exc: BaseException) -> bool:
         return _unreachable(exc, tuple(self.app.backend.connection_errors))
 
     def _reason(self, exc: BaseException) -> str:
         """What went wrong, in the words of the error under Celery's, URL scrubbed."""
-        url = self.store.url
         cause = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc
-        reason = url.scrub(str(cause)).removeprefix(
-            f"coordination store unavailable: {url.masked}: "
-        )
-        return reason or type(cause).__name__
+        if isinstance(cause, CoordinationUnavailable):
+            return cause.reason
+        return self.store.url.scrub(str(cause)) or type(cause).__name__
 
     def sighting(self, task_id: str) -> str:
         """``"started"`` (a worker runs it, or it ended), else where its message is:
@@ -234,8 +230,8 @@ class Answers:
                 said(still_queued_note(task_id, queued * patience.check_s))
 
     def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:
-        return CoordinationUnavailable(
-            f"coordination store unavailable: {self.store.url.masked}: {self._reason(exc)} "
-            f"(for {down_s:.0f} s while the batch waited for task {task_id}); the workers "
-            "go on: run the same batch again to collect the answers"
+        return self.store.unavailable(
+            self._reason(exc),
+            f" (for {down_s:.0f} s while the batch waited for task {task_id}); the workers go "
+            "on: run the same batch again to collect the answers",
         )

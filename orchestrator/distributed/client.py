@@ -79,10 +79,14 @@ class CoordinationStore:
         try:
             return operation(self.client)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            reason = self.url.scrub(str(exc)) or type(exc).__name__
-            raise CoordinationUnavailable(
-                f"coordination store unavailable: {self.url.masked}: {reason}"
-            ) from None
+            raise self.unavailable(self.url.scrub(str(exc)) or type(exc).__name__) from None
+
+    def unavailable(self, reason: str, after: str = "") -> CoordinationUnavailable:
+        """The error that names this store (masked) and ``reason`` (already scrubbed),
+        with ``after`` said after it."""
+        return CoordinationUnavailable(
+            f"coordination store unavailable: {self.url.masked}: {reason}{after}", reason
+        )
 
     def ping(self) -> None:
         self.call(lambda client: client.ping())

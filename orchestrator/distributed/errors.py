@@ -20,7 +20,12 @@ class CoordinationError(OrchestratorError):
 
 
 class CoordinationUnavailable(CoordinationError):
-    """The store did not answer; the message names it by its masked URL."""
+    """The store did not answer; the message names it by its masked URL. ``reason`` is
+    what went wrong alone (scrubbed), for a caller that says more around it."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class TicketClaimed(CoordinationError):

@@ -25,6 +25,7 @@ from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
 
 from conftest import subprocess_env
 from fleet_machines import FleetWorkers
+from lossy_proxy import LossyProxy
 from redis_server import RedisServer, redis_server_binary
 
 HERE = Path(__file__).resolve().parent
@@ -95,6 +96,15 @@ def store(redis_server: RedisServer, namespace: str) -> Iterator[CoordinationSto
     coordination = CoordinationStore(BrokerUrl(redis_server.url), namespace=namespace)
     yield coordination
     coordination.close()
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[LossyProxy]:
+    """``tests/lossy_proxy.py`` in front of ``redis_server``: it can lose an answer."""
+    assert redis_server.port is not None
+    lossy = LossyProxy(redis_server.port)
+    yield lossy
+    lossy.close()
 
 
 @pytest.fixture

@@ -294,35 +294,41 @@ def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     store.close()
 
 
+def worker_behind(
+    proxy: LossyProxy, redis_server: RedisServer, namespace: str, root: Path,
+    machines: list[FleetWorkers],
+) -> tuple[Path, Path, FleetWorkers]:  # fmt: skip
+    """One ticket and one ready worker that reaches Redis through ``proxy``; the batch
+    (its config, returned with the tickets) reaches it directly. Same state dir."""
+    config = write_fleet_config(root, redis_server.url, namespace, counted("a"), distributed=QUICK)
+    on_proxy = root / "workers.toml"
+    on_proxy.write_text(config.read_text().replace(redis_server.url, proxy.url()))
+    tickets = root / "tickets"
+    write_tickets(tickets, 1)
+    fleet = FleetWorkers(root, on_proxy)
+    machines.append(fleet)
+    fleet.start("one")
+    fleet.wait_ready("one")
+    return config, tickets, fleet
+
+
 @pytest.mark.slow
 def test_a_task_starting_as_redis_goes_away_runs_once_it_is_back(
-    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+    redis_server: RedisServer,
+    proxy: LossyProxy,
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
 ) -> None:
-    assert redis_server.port is not None
-    proxy = LossyProxy(redis_server.port)
-    try:
-        config = write_fleet_config(
-            tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
-        )
-        # The workers reach Redis through the proxy; the batch directly. Same state dir.
-        on_proxy = tmp_path / "workers.toml"
-        on_proxy.write_text(config.read_text().replace(redis_server.url, proxy.url()))
-        tickets = tmp_path / "tickets"
-        write_tickets(tickets, 1)
-        fleet = FleetWorkers(tmp_path, on_proxy)
-        machines.append(fleet)
-        fleet.start("one")
-        fleet.wait_ready("one")
-        # A worker's first write for a task is its STARTED state (a read of the task's
-        # state, then a write): Redis goes away right as it runs, and comes back after
-        # turning away the client's reconnection.
-        proxy.lose_answer_to(b"celery-task-meta-", refused=1)
-        done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
-        assert proxy.lost.is_set()
-        assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
-        assert counts(tmp_path / "state", "a") == {"T-00": 1}
-    finally:
-        proxy.close()
+    config, tickets, fleet = worker_behind(proxy, redis_server, namespace, tmp_path, machines)
+    # A worker's first write for a task is its STARTED state (a read of the task's state,
+    # then a write): Redis goes away right as it runs, and comes back after turning away
+    # the client's reconnection.
+    proxy.lose_answer_to(b"celery-task-meta-", refused=1)
+    done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
+    assert proxy.lost.is_set()
+    assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
+    assert counts(tmp_path / "state", "a") == {"T-00": 1}
 
 
 @pytest.mark.slow
@@ -387,32 +393,21 @@ def test_redis_restarted_without_persistence_mid_ticket_the_batch_queues_it_agai
 
 @pytest.mark.slow
 def test_a_task_that_cannot_reach_redis_is_retried_even_when_its_retry_must_wait_for_it(
-    redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]
+    redis_server: RedisServer,
+    proxy: LossyProxy,
+    namespace: str,
+    tmp_path: Path,
+    machines: list[FleetWorkers],
 ) -> None:
-    assert redis_server.port is not None
-    proxy = LossyProxy(redis_server.port)
-    try:
-        config = write_fleet_config(
-            tmp_path, redis_server.url, namespace, counted("a"), distributed=QUICK
-        )
-        on_proxy = tmp_path / "workers.toml"
-        on_proxy.write_text(config.read_text().replace(redis_server.url, proxy.url()))
-        tickets = tmp_path / "tickets"
-        write_tickets(tickets, 1)
-        fleet = FleetWorkers(tmp_path, on_proxy)
-        machines.append(fleet)
-        fleet.start("one")
-        fleet.wait_ready("one")
-        # Redis goes away for 3 s as the worker claims the ticket: the task cannot reach
-        # it ("retrying in 5s"), and the retry's own message must wait for Redis too.
-        proxy.lose_answer_to(b"ticket:T-00:lease", down_s=3.0)
-        done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
-        assert proxy.lost.is_set()
-        assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
-        assert "T-00: coordination store unavailable" in fleet.log("one")
-        assert counts(tmp_path / "state", "a") == {"T-00": 1}
-    finally:
-        proxy.close()
+    config, tickets, fleet = worker_behind(proxy, redis_server, namespace, tmp_path, machines)
+    # Redis goes away for 3 s as the worker claims the ticket: the task cannot reach it
+    # ("retrying in 5s"), and the retry's own message must wait for Redis too.
+    proxy.lose_answer_to(b"ticket:T-00:lease", down_s=3.0)
+    done = run_batch(config, tickets, "--json", timeout_s=DEADLINE_S)
+    assert proxy.lost.is_set()
+    assert statuses(done.stdout) == {"T-00": "completed"}, done.stdout + fleet.log("one")
+    assert "T-00: coordination store unavailable" in fleet.log("one")
+    assert counts(tmp_path / "state", "a") == {"T-00": 1}
 
 
 @pytest.mark.parametrize("state", ["PENDING", "RETRY"])

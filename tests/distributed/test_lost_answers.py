@@ -27,15 +27,6 @@ from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.broker_url import BrokerUrl
 
 from lossy_proxy import LossyProxy
-from redis_server import RedisServer
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[LossyProxy]:
-    assert redis_server.port is not None
-    lossy = LossyProxy(redis_server.port)
-    yield lossy
-    lossy.close()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ Issue 12 asks for at most 15 % of the negatives in ``shared/data/secret-samples.
 altered, beside recall targets (>= 95 % as written and on diff lines, >= 55 % in a log
 line with no telling name). The corpus's negatives come from three scanners' test suites,
 where a negative means "this rule must not fire here", not "there is no secret here". This
-prints three figures that say what that means for us:
+prints the figures that say what that means for us:
 
   by rule      each altered negative under the first of our rules that altered it (token
                shapes, values under a secret name, random-looking runs, the rest);
@@ -20,7 +20,15 @@ prints three figures that say what that means for us:
                printed with that configuration's recall;
   twins        negatives whose text is, byte for byte, a true positive's text (one
                scanner's negative is another's positive). A pure function alters both or
-               neither.
+               neither;
+  carriers     negatives that hold, verbatim, a true positive's secret (10+ characters,
+               not a bare word) that ``redact`` removes even alone in a log line with no
+               telling name: nothing there but the value's shape tells it is a secret,
+               and the negative holds the same shape;
+  floor        the negatives that are any of the three: what a redactor that keeps the
+               rule on secrets and the recall it has must alter. Printed against the
+               target's count; when the floor is over it, no redactor of that kind meets
+               the target.
 
 Nothing here prints a secret: samples are named by id, provider and rule. The exit code
 is 0, or 2 without the corpus. Not run by ``dev.sh bench`` (it has no speed target).
@@ -29,11 +37,13 @@ is 0, or 2 without the corpus. Not run by ``dev.sh bench`` (it has no speed targ
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -41,7 +51,7 @@ for _place in (ROOT, HERE):  # the project, and the comparison script beside thi
     if str(_place) not in sys.path:
         sys.path.insert(0, str(_place))
 
-from compare_redactors import CORPUS, TARGETS, load_corpus, score  # noqa: E402
+from compare_redactors import CORPUS, TARGETS, in_log_line, load_corpus, score  # noqa: E402
 
 from orchestrator.recovery import redact as rules  # noqa: E402
 
@@ -106,6 +116,22 @@ def names_alone(text: str) -> str:
     return text
 
 
+_BARE_WORD = re.compile(r"[A-Za-z]+")
+
+
+def plain_line_secrets(positives: list[dict[str, Any]]) -> set[str]:
+    """The positives' secrets (10+ characters, not a bare word such as ``password``) that
+    ``redact`` removes even alone in a log line with no telling name."""
+    return {
+        secret
+        for sample in positives
+        for secret in sample["secrets"]
+        if len(secret) >= 10
+        and not _BARE_WORD.fullmatch(secret)
+        and secret not in rules.redact(in_log_line(secret))
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="name each altered negative")
@@ -137,13 +163,27 @@ def main(argv: list[str] | None = None) -> int:
     positive_texts = {s["text"] for s in corpus.positives}
     twins = [s for s in negatives if s["text"] in positive_texts]
     print(f"twins of a true positive:    {pct(len(twins))}")
+    carried = plain_line_secrets(corpus.positives)
+    carriers = [s for s in negatives if any(secret in s["text"] for secret in carried)]
+    print(f"carriers of a positive's secret: {pct(len(carriers))}")
+    floor = {s["id"] for s in (*named, *twins, *carriers)}
+    allowed = int(TARGETS["negatives altered"] * total)
+    verdict = (
+        "over the target: no redactor that keeps them meets it"
+        if len(floor) > allowed
+        else ("within the target")
+    )
+    print(
+        f"floor (any of the three):    {pct(len(floor))}   (target: at most {allowed}; {verdict})"
+    )
     if args.list:
         print()
         for sample in altered:
             mark = "twin " if sample in twins else "     "
             name = "name " if sample in named else "     "
+            carrier = "carrier " if sample in carriers else "        "
             print(
-                f"{sample['id']} {mark}{name}{by_rule[sample['id']]:34} "
+                f"{sample['id']} {mark}{name}{carrier}{by_rule[sample['id']]:34} "
                 f"{sample['provider'][:28]:28} {sample['rule'][:60]}"
             )
     return 0

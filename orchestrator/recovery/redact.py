@@ -224,8 +224,9 @@ _TOKEN: Final = re.compile(
 _RARE_TOKEN: Final = re.compile(
     rf"(?<![{_TC}.])(?:"
     r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"
-    r"|(?:https?://)?(?:hooks\.slack\.com/(?:services|workflows|triggers)"
-    r"|discord(?:app)?\.com/api/webhooks|[a-z0-9-]+\.webhook\.office\.com/webhookb2)/\S++"
+    # (a host name is any case: ``Contoso.webhook.office.com`` posts to the same channel)
+    r"|(?:https?://)?(?:(?i:hooks\.slack\.com)/(?:services|workflows|triggers)"
+    r"|(?i:discord(?:app)?\.com)/api/webhooks|(?i:[a-z0-9-]+\.webhook\.office\.com)/webhookb2)/\S++"
     r"|[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"
     r"|[0-9]{15,16}\|[A-Za-z0-9_-]{27}(?![A-Za-z0-9_-])"
     r"|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+"

@@ -1,6 +1,7 @@
 """`bench/redaction_negatives.py`: its steps are ``redact``'s steps (so "the first rule
 that altered it" names a rule ``redact`` runs), the name rules alone leave token shapes and
-random runs alone, and a run over the shared corpus prints its three figures."""
+random runs alone, a carrier is told by a positive's secret that goes even alone in a plain
+log line, and a run over the shared corpus prints its figures, the floor the union of three."""
 
 from __future__ import annotations
 
@@ -67,7 +68,19 @@ def test_first_rule_and_names_alone() -> None:
     assert bench.names_alone(TEXTS[1]) == "export OPENAI_API_KEY=[REDACTED]"
 
 
-def test_a_run_over_the_corpus_prints_the_three_figures() -> None:
+def test_plain_line_secrets_are_the_ones_redact_removes_with_no_name_beside_them() -> None:
+    positives = [
+        # a vendor prefix: removed in a plain log line
+        {"secrets": ["ghp_abcdefghijklmnopqrstuvwxyz0123456789"]},
+        # only its name told it: kept in a plain log line, so no carrier is told by it
+        {"secrets": ["hunter2hunter2"]},
+        # a bare word, however long, and a short value are never taken
+        {"secrets": ["passwordpassword", "sk-abc"]},
+    ]
+    assert bench.plain_line_secrets(positives) == {"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}
+
+
+def test_a_run_over_the_corpus_prints_the_figures() -> None:
     if not bench.CORPUS.is_file():
         if os.environ.get("CI") == "true":
             pytest.fail(f"the shared corpus is missing under CI: {bench.CORPUS}")
@@ -85,8 +98,15 @@ def test_a_run_over_the_corpus_prints_the_three_figures() -> None:
     altered = re.search(r"altered by redact: +(\d+) ", out)
     alone = re.search(r"altered by the names alone: +(\d+) ", out)
     twins = re.search(r"twins of a true positive: +(\d+) ", out)
-    assert altered and alone and twins, out
+    carriers = re.search(r"carriers of a positive's secret: +(\d+) ", out)
+    floor = re.search(r"floor \(any of the three\): +(\d+) .*target: at most (\d+);", out)
+    assert altered and alone and twins and carriers and floor, out
     assert 0 < int(twins.group(1)) <= int(altered.group(1))
     assert 0 < int(alone.group(1)) <= int(altered.group(1))
+    # the floor is a union: at least its largest part, at most their sum, never more than
+    # what redact alters (each part is something redact alters)
+    parts = [int(m.group(1)) for m in (alone, twins, carriers)]
+    assert max(parts) <= int(floor.group(1)) <= min(sum(parts), int(altered.group(1)))
+    assert int(floor.group(2)) == int(0.15 * len(bench.load_corpus(bench.CORPUS, 1).negatives))
     # one listed line per altered negative, by id
     assert len(re.findall(r"^s\d{4} ", out, flags=re.MULTILINE)) == int(altered.group(1))

@@ -201,6 +201,14 @@ _SLACK_CONFIG_BODY = "Q7ZK" + "A1B2C3D4E5F6G7H8" * 10  # 164 of [A-Z0-9]
             "https://elastic:P@ss-W0rd$7@es.local:9200/_cat",
             f"https://elastic:{R}@es.local:9200/_cat",
         ),
+        # webhook URLs, whatever the case of their host (hosts are case-insensitive)
+        (
+            "post https://uQu9muaokn.webhook.office.com/webhookb2/8IoQDUDl-eqlp@b4inf/"
+            "IncomingWebhook/SnuHwf1vaX7oNK32hSnCcLSN/uiqxkMLH done",
+            f"post {R} done",
+        ),
+        ("curl https://Hooks.Slack.com/services/T0/B0/Zq8Wm2Xn4Kp6 -d x", f"curl {R} -d x"),
+        ("to https://Discord.com/api/webhooks/123/Zq8Wm2Xn4Kp6 ok", f"to {R} ok"),
         # Discord bot tokens: [MNO] + 23-25 . 6 . 27
         ("bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs x", f"bot {R} x"),
         ("NzI0MzE5MDg3NjU0MzIxMDk4NzY1.X1y2Z3.abcdefghijklmnopqrstuvwxyz0", R),

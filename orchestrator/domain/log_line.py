@@ -14,6 +14,12 @@ At most one prefix, taken whole when present:
     (``#8 1.234 E   assert 0 == 4``: a test run inside ``docker build``); its own status
     lines (``#8 ERROR: ...``, ``#8 DONE 0.3s``) have no seconds and no prefix;
   * a Jenkins pipeline's bracketed timestamp (``[2026-12-01T02:53:12.123Z] ``).
+
+Before the timestamp, ``gh run view --log`` (and ``--log-failed``) writes the job's and
+the step's names, tab-separated (``build<TAB>Run tests<TAB>2026-12-01T02:53:12.1234567Z
+...``, cli/cli#9210; a step's first line may hold a byte-order mark before its clock).
+Those two columns are read only where a timestamp follows them, so a tab-separated line
+of a program's own (``ok  <TAB>example.com/deal<TAB>0.003s``) keeps its words.
 """
 
 from __future__ import annotations
@@ -31,8 +37,35 @@ PREFIX: Final = (
 
 _PREFIX: Final = re.compile(PREFIX.decode("ascii"))
 
+# gh's job and step columns (no tab in either name), and the byte-order mark a step's first
+# line may carry, when a timestamp follows.
+_COLUMNS: Final = rb"[^\t\n]*+\t[^\t\n]*+\t(?:\xef\xbb\xbf)?(?=" + CLOCK + rb" )"
+_COLUMNS_BYTES: Final = re.compile(rb"(?m)^" + _COLUMNS)
+_COLUMNS_TEXT: Final = re.compile(
+    r"[^\t\n]*+\t[^\t\n]*+\t\ufeff?(?=" + CLOCK.decode("ascii") + " )"
+)
+# Where a chunk may hold them: a tab, then (a mark and) a clock.
+_COLUMNS_SIGN: Final = re.compile(rb"\t(?:\xef\xbb\xbf)?" + CLOCK + rb" ")
+
+
+def has_columns(data: bytes | bytearray, start: int, end: int) -> bool:
+    """Whether ``data[start:end]`` may hold lines with gh's job and step columns: a
+    ``memchr`` when it has no tab."""
+    return data.find(b"\t", start, end) >= 0 and _COLUMNS_SIGN.search(data, start, end) is not None
+
+
+def without_columns(data: bytes) -> bytes:
+    """``data`` with gh's job and step columns taken off each line that has them (no line
+    break is removed: the n-th line stays the n-th). Pure."""
+    return _COLUMNS_BYTES.sub(b"", data) if b"\t" in data else data
+
 
 def without_prefix(line: str) -> str:
-    """``line`` after its CI runner's or build tool's prefix, if it has one. Pure."""
+    """``line`` after its CI runner's or build tool's prefix (and gh's columns before it),
+    if it has one. Pure."""
+    if "\t" in line:
+        columns = _COLUMNS_TEXT.match(line)
+        if columns is not None:
+            line = line[columns.end() :]
     found = _PREFIX.match(line)
     return line[found.end() :] if found else line

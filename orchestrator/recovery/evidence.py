@@ -626,22 +626,26 @@ class _LineCounter:
 
 
 def _drawn(buf: bytearray, filled: int) -> bool:
-    """Whether ``buf[:filled]`` holds an escape sequence or a redrawn line (a carriage
-    return that does not end a CRLF line break): two ``memchr`` on a plain chunk."""
+    """Whether ``buf[:filled]`` holds an escape sequence, a redrawn line (a carriage
+    return that does not end a CRLF line break) or gh's job and step columns: three
+    ``memchr`` on a plain chunk."""
     if buf.find(b"\x1b", 0, filled) >= 0:
         return True
-    return buf.find(b"\r", 0, filled) >= 0 and BARE_CR_BYTES.search(buf, 0, filled) is not None
+    if buf.find(b"\r", 0, filled) >= 0 and BARE_CR_BYTES.search(buf, 0, filled) is not None:
+        return True
+    return log_line.has_columns(buf, 0, filled)
 
 
 class _Plain:
-    """A chunk as a reader sees it (``terminal.plain_bytes``), and the way back from a
-    line's start there to the same line's start in the chunk: what is removed (escape
-    sequences, stale frames) holds no newline, so the n-th line of one is the n-th line
-    of the other. Asked in ascending order (as the matches come), each newline is
-    stepped over once."""
+    """A chunk as a reader sees it (``terminal.plain_bytes``, and without gh's job and
+    step columns: the tool's line starts after them), and the way back from a line's start
+    there to the same line's start in the chunk: what is removed (escape sequences, stale
+    frames, columns) holds no newline, so the n-th line of one is the n-th line of the
+    other. Asked in ascending order (as the matches come), each newline is stepped over
+    once."""
 
     def __init__(self, buf: bytearray, filled: int) -> None:
-        self.text = plain_bytes(bytes(buf[:filled]))
+        self.text = log_line.without_columns(plain_bytes(bytes(buf[:filled])))
         self._buf = buf
         self._at_text = 0
         self._at_chunk = 0
@@ -682,8 +686,8 @@ def _scan(
             buf[filled] = 0x0A
             filled += 1
         last_newline = filled if at_end else buf.rfind(b"\n", 0, filled)
-        # Matched as a reader sees it: a chunk with colours or redrawn lines is matched
-        # in its plain form, each line found there is then placed in the chunk itself.
+        # Matched as a reader sees it: a chunk with colours, redrawn lines or gh columns is
+        # matched in its plain form, each line found there is then placed in the chunk itself.
         seen = _Plain(buf, filled) if _drawn(buf, filled) else None
         text, text_end = (seen.text, len(seen.text)) if seen is not None else (buf, filled)
         text_last_newline = last_newline

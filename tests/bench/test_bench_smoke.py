@@ -166,6 +166,7 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
             "  grep -cP <the table>    median ",
             "  root-cause lines found  4/4",
             "  the same log in colour  median ",
+            "  the same log from gh    median ",
             "summary",
         ),
     )

@@ -151,6 +151,7 @@ def test_coloured_lines_are_read_as_a_reader_sees_them() -> None:
         "#8 1.234 ",
         "[2026-12-01T02:53:12.123Z] ",
         "2026-12-01T02:53:12.123456Z 00E ",
+        "test\tRun pytest\t2026-12-01T02:53:12.1234567Z ",  # gh run view --log
     ],
 )
 def test_lines_behind_a_ci_or_build_tool_prefix_are_read_after_it(prefix: str) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from orchestrator.domain.config import ContextLimits, load_config
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.log_line import without_columns
 from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 from orchestrator.recovery.evidence import (
@@ -145,6 +146,9 @@ SAMPLES = [
     # GitLab's runner: its timestamp, then the stream's number and O (stdout) or E.
     ("2026-12-01T02:53:12.123456Z 00O E       assert 3 == 2", "pytest-assertion"),
     ("2026-12-01T02:53:12.123456Z 01E src/deal.py:3: error: Incompatible", "located-error"),
+    # gh run view --log: the job's and the step's names before the timestamp.
+    ("test\tRun pytest\t2026-12-01T02:53:12.1234567Z E       assert 3 == 2", "pytest-assertion"),
+    ("lint / ruff\tRun ruff\t\ufeff2026-12-01T02:53:12Z app.py:1:8: F401 [*] `os` x", "lint-code"),
 ]
 ORDINARY = [
     "collected 12 items",
@@ -271,6 +275,8 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
     # seconds, a Jenkins timestamp: one at most.
     gitlab = rb"(?:[0-9a-f]{2}[EO] )?"
     timestamp = rb"(?:" + clock + rb" " + gitlab + rb"|#\d+ \d+\.\d+ |\[" + clock + rb"\] )?"
+    # gh run view --log: two tab-ended columns (and a byte-order mark) before a clock.
+    timestamp = rb"(?:[^\t\n]*\t[^\t\n]*\t(?:\xef\xbb\xbf)?(?=" + clock + rb" ))?" + timestamp
     path = rb"[\w./\\+@~-][\w./\\+@~-]*+"
     ordered = [s for s in SIGNATURES if not s.located] + [s for s in SIGNATURES if s.located]
     each = [
@@ -423,9 +429,10 @@ def test_each_near_miss_reaches_the_exact_check() -> None:
 @needs_re2
 @pytest.mark.parametrize(("line", "name"), SAMPLES, ids=[name for _, name in SAMPLES])
 def test_the_prepass_lets_every_signature_line_through(line: str, name: str) -> None:
-    # Checked on the pre-pass alone: a line it missed would be missed by the scan.
+    # Checked on the pre-pass alone: a line it missed would be missed by the scan. The
+    # pre-pass reads a chunk as the scan does: gh's job and step columns taken off.
     assert _PREFILTER is not None
-    data = bytearray(b"ordinary\n" + line.encode() + b"\n")
+    data = bytearray(b"ordinary\n" + without_columns(line.encode()) + b"\n")
     found = _PREFILTER.search(data, 0, len(data))
     assert found is not None and found.start() == data.index(b"\n"), (line, name)
 
@@ -444,8 +451,9 @@ EDITED_LINES = st.tuples(
 @given(line=EDITED_LINES)
 def test_the_prepass_lets_through_every_line_a_signature_matches(line: str) -> None:
     assert _PREFILTER is not None
-    # The pre-pass reads a line as the scan hands it over: as a reader sees it.
-    data = bytearray(b"\n" + plain_bytes(line.encode()) + b"\n")
+    # The pre-pass reads a line as the scan hands it over: as a reader sees it, without
+    # gh's columns.
+    data = bytearray(b"\n" + without_columns(plain_bytes(line.encode())) + b"\n")
     if reference_hits(bytes(data)):
         assert _PREFILTER.search(data, 0, len(data)) is not None, line
 

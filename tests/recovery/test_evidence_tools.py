@@ -98,6 +98,43 @@ def test_pytest_assertion_and_summary(tmp_path: Path) -> None:
     assert "pytest-assertion" in bundle.section("evidence").text.splitlines()[0]
 
 
+def as_gh_prints_it(output: bytes, job: str, step: str) -> bytes:
+    """``output`` as ``gh run view --log`` prints a step's log: the job's and the step's
+    names, tab-separated, before each line's timestamp; a byte-order mark before the
+    step's first clock (cli/cli#9210)."""
+    lines = output.decode().splitlines()
+    marks = ["\ufeff"] + [""] * len(lines)
+    stamped = [
+        f"{job}\t{step}\t{marks[n]}2026-12-01T02:53:{n % 60:02d}.1234567Z {line}"
+        for n, line in enumerate(lines)
+    ]
+    return ("\n".join(stamped) + "\n").encode()
+
+
+def test_pytest_and_ruff_as_gh_run_view_prints_them(tmp_path: Path) -> None:
+    # The same root-cause lines, found behind gh's columns, with their true line numbers.
+    module("ruff")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "test_deal.py").write_text(
+        "import os\n\n\ndef deal(n):\n    return n + 1\n\n\ndef test_deal():\n"
+        "    assert deal(2) == 2\n"
+    )
+    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project)
+    lint = run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+        project,
+    )
+    assert b"assert 3 == 2" in tests and b"F401" in lint
+    output = as_gh_prints_it(lint, "lint", "Run ruff") + as_gh_prints_it(
+        tests, "test / py3.11", "Run pytest"
+    )
+    bundle, log = bundle_for(tmp_path, output)
+    assert_found(bundle, log, "E       assert 3 == 2")
+    assert_found(bundle, log, "FAILED test_deal.py::test_deal")
+    assert_found(bundle, log, "test_deal.py:1:8: F401")
+
+
 def test_unittest_failure_and_exception(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()

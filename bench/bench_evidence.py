@@ -206,22 +206,22 @@ def main(argv: list[str] | None = None) -> int:
                 literal.append(time_command([grep, "-c", "error", str(log)]))
                 table.append(time_command([grep, "-cP", pcre, str(log)]))
             base_mb, growth_mb = rss_growth_mb(log)
-            # Informational: the same log in colour is read as a terminal shows it.
-            tinted = Path(tmp) / "ci-colour.log"
-            make_log(tinted, size, colour=True)
-            time_extract(tinted)
-            tinted_extract = statistics.median(time_extract(tinted) for _ in range(trials))
-            tinted_grep = statistics.median(
-                time_command([grep, "-c", "error", str(tinted)]) for _ in range(trials)
-            )
-            # Informational: the same log as `gh run view --log` prints it.
-            columned = Path(tmp) / "ci-gh.log"
-            make_log(columned, size, gh=True)
-            time_extract(columned)
-            gh_extract = statistics.median(time_extract(columned) for _ in range(trials))
-            gh_grep = statistics.median(
-                time_command([grep, "-c", "error", str(columned)]) for _ in range(trials)
-            )
+
+            def dressed(name: str, **form: bool) -> tuple[float, float]:
+                """The extraction's and ``grep -c``'s medians on the same log in another
+                form (informational)."""
+                other = Path(tmp) / name
+                make_log(other, size, **form)
+                time_extract(other)
+                return statistics.median(
+                    time_extract(other) for _ in range(trials)
+                ), statistics.median(
+                    time_command([grep, "-c", "error", str(other)]) for _ in range(trials)
+                )
+
+            # in colour, read as a terminal shows it; as `gh run view --log` prints it
+            tinted_extract, tinted_grep = dressed("ci-colour.log", colour=True)
+            gh_extract, gh_grep = dressed("ci-gh.log", gh=True)
         except BenchError as exc:
             print(f"benchmark failed: {exc}", file=sys.stderr)
             return 1

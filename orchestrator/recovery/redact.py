@@ -516,6 +516,14 @@ _NAME_WORDS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 _KEY_REST: Final = re.compile(r"[A-Za-z0-9]{8}")
+# A part of a value that no code would name: 12+ letters and digits (``_`` and ``-`` too)
+# mixing upper case, lower case and digits. ``config.api.key``, ``self._token`` and
+# ``$.Values.dbPassword`` have none; a Discord token's three parts (``oHILWmk3qak….Vhu0LY.
+# FK1U_2L2Of8…``) read as ``a.b.c`` would otherwise pass for a reference to code.
+_KEY_LIKE_PART: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]{12})(?=[a-z0-9_-]*+[A-Z])(?=[A-Z0-9_-]*+[a-z])"
+    r"(?=[A-Za-z_-]*+[0-9])[A-Za-z0-9_-]++"
+)
 # An environment variable's name: words in capitals joined by ``_``, no digit.
 _ENV_NAME: Final = re.compile(r"[A-Z]+(?:_[A-Z]+)+")
 _SNAKE_WORDS: Final = re.compile(r"[a-z]+(?:_[a-z]+)+|[a-z]+(?:[A-Z][a-z]+)+")
@@ -537,7 +545,9 @@ def _is_placeholder(value: str, name: str = "") -> bool:
     inner = value.strip("\"'`@\\ \t;,")
     if len(inner) < 3:
         return True
-    if _PLACEHOLDER.match(inner) or _is_dummy(inner) or _names_itself(inner, name):
+    if _PLACEHOLDER.match(inner) and not _KEY_LIKE_PART.search(inner):
+        return True
+    if _is_dummy(inner) or _names_itself(inner, name):
         return True
     if _ALNUM.search(inner) is None:
         return True  # punctuation only

@@ -255,6 +255,11 @@ def test_keeps_provider_near_misses(text: str) -> None:
         # a variable's name, not its content; punctuation alone
         "password = db_password_from_vault",
         "secret: currentSecretValue",
+        # a reference to code, dotted (its parts are words, not keys)
+        "password = var.db_password",
+        "token: self._token",
+        "api_key = settings.API_KEY2",
+        "password: $.Values.dbPassword",
         'password = ",.:-*?!"',
         # a key mostly overwritten with the placeholder letter
         "glsa_" + "X" * 32 + "_AAAAAAAA",
@@ -275,6 +280,12 @@ def test_keeps_references_and_format_arguments(text: str) -> None:
         ("password=@s3cr3tPw9", f"password=@{R}"),
         # x in three of five characters: a real key with x in it
         ("ghp_" + "x" * 20 + "Ab3dE5gH7jK9Lm2N", R),
+        # dotted like a.b.c, but a key's parts: a Discord token under a secret name
+        (
+            'discord_secret: "oHILWmk3qakMYbqAikD9R0nJ.Vhu0LY.FK1U_2L2Of8Bm5ESbD6Cy4VKu2K"',
+            f'discord_secret: "{R}"',
+        ),
+        ("token = cfg.Zq8Wm2Xn4Kp6Lr0T", f"token = {R}"),
     ],
 )
 def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None:

@@ -236,6 +236,13 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     Signature("located-error", 0, rb":\d\d*(?::\d+)?: (?:fatal )?error\b", located=True),
     Signature("tsc-error", 0, rb"\(\d+,\d+\): error TS\d+|:\d\d*:\d+ - error TS\d+", located=True),
     Signature("lint-code", 0, rb":\d\d*:\d+: \[?[A-Z]{1,3}\d{2,4}\b", located=True),
+    # mypy's JSON output (``mypy -O json``): one object a line, its file and line first,
+    # its severity near the end.
+    Signature(
+        "json-diagnostic",
+        0,
+        rb'\{"file": ?"[^"\n]*+", ?"line": ?\d++,[^\n]*?"severity": ?"error"',
+    ),
     # go build/vet say what is wrong without a severity; a compiler's ``note:`` only
     # elaborates on an error matched above.
     Signature(

@@ -117,6 +117,10 @@ SHAPES: tuple[Shape, ...] = (
            "mypy", "check", "code", True, CODE_FIX,
            'typed.py:2: error: Incompatible return value type (got "str", expected "int")',
            s.mypy_return_type_colour, check="types", needs=("module:mypy",)),
+    _shape("mypy-return-type-json", "mypy -O json: an incompatible return value, one JSON "
+           "object a line", "mypy", "check", "code", True, CODE_FIX,
+           '"message": "Incompatible return value type (got \\"str\\", expected \\"int\\")"',
+           s.mypy_return_type_json, check="types", needs=("module:mypy",)),
     _shape("mypy-missing-import", "mypy: a module with no stubs or implementation", "mypy",
            "check", "code", True, DEPENDENCY,
            'Cannot find implementation or library stub for module named "yaml_loader_absent"',

@@ -370,13 +370,14 @@ def ruff_format_check(ws: Workshop) -> Ran:
     return _ruff(ws, "ruff-format", "def f( a,b ):\n  return {'a':a,'b':b}\n", "format", "--check")
 
 
-def _mypy(ws: Workshop, name: str, source: str, *, colour: bool = False) -> Ran:
+def _mypy(ws: Workshop, name: str, source: str, *, colour: bool = False, json: bool = False) -> Ran:
     where = ws.project(name, {"typed.py": source})
     # One cache per run: the shapes run in parallel, and mypy's cache is not for sharing.
     cache = ws.root / f"_mypy_cache-{name}"
     return ws.run(
         (PY, "-m", "mypy", "--strict", "--cache-dir", str(cache),
-         "--color-output" if colour else "--no-color-output", "typed.py"),
+         "--color-output" if colour else "--no-color-output",
+         *(("-O", "json") if json else ()), "typed.py"),
         where,
         env={**COLOUR, "MYPY_FORCE_COLOR": "1"} if colour else None,
     )  # fmt: skip
@@ -389,6 +390,11 @@ def mypy_return_type(ws: Workshop) -> Ran:
 def mypy_return_type_colour(ws: Workshop) -> Ran:
     source = "def count(s: str) -> int:\n    return s.strip()\n"
     return _mypy(ws, "mypy-return-colour", source, colour=True)
+
+
+def mypy_return_type_json(ws: Workshop) -> Ran:
+    source = "def count(s: str) -> int:\n    return s.strip()\n"
+    return _mypy(ws, "mypy-return-json", source, json=True)
 
 
 def mypy_missing_import(ws: Workshop) -> Ran:

@@ -63,6 +63,11 @@ SAMPLES = [
     ("ValueError: invalid literal for int() with base 10: 'x'", "python-exception"),
     ("requests.exceptions.ConnectionError", "python-exception"),
     ("deal.py:1:8: F401 [*] `os` imported but unused", "lint-code"),
+    (
+        '{"file": "typed.py", "line": 2, "column": 11, "message": "Incompatible return", '
+        '"hint": null, "code": "return-value", "severity": "error"}',
+        "json-diagnostic",
+    ),
     ("./deal.py:3:1: E302 expected 2 blank lines, found 1", "lint-code"),
     ("deal.py:1: error: Incompatible types in assignment", "located-error"),
     ("src/deal.ts(3,5): error TS2322: Type 'string' is not assignable", "tsc-error"),
@@ -156,6 +161,7 @@ ORDINARY = [
     "  Downloading deal-1.0-py3-none-any.whl (12 kB)",
     "gcc -O2 -c -o deal.o deal.c",
     "ok  \texample.com/deal\t0.003s",
+    '{"file": "typed.py", "line": 2, "message": "unused ignore", "severity": "note"}',
     "test result: ok. 3 passed; 0 failed",
     "Compiling deal v0.1.0",
     "2026-12-01 02:53:12 INFO errors: 0",

@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = (
         "over the target: no redactor that keeps them meets it"
         if len(floor) > allowed
-        else ("within the target")
+        else "within the target"
     )
     print(
         f"floor (any of the three):    {pct(len(floor))}   (target: at most {allowed}; {verdict})"

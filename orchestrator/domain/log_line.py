@@ -38,14 +38,14 @@ PREFIX: Final = (
 _PREFIX: Final = re.compile(PREFIX.decode("ascii"))
 
 # gh's job and step columns (no tab in either name), and the byte-order mark a step's first
-# line may carry, when a timestamp follows.
-_COLUMNS: Final = rb"[^\t\n]*+\t[^\t\n]*+\t(?:\xef\xbb\xbf)?(?=" + CLOCK + rb" )"
-_COLUMNS_BYTES: Final = re.compile(rb"(?m)^" + _COLUMNS)
-_COLUMNS_TEXT: Final = re.compile(
-    r"[^\t\n]*+\t[^\t\n]*+\t\ufeff?(?=" + CLOCK.decode("ascii") + " )"
-)
+# line may carry, when a timestamp follows. Spelt once, as text; the bytes form is its UTF-8
+# (the mark becomes its three bytes, still optional as a group).
+_MARK: Final = "(?:\ufeff)?"
+_COLUMNS: Final = r"[^\t\n]*+\t[^\t\n]*+\t" + _MARK + "(?=" + CLOCK.decode("ascii") + " )"
+_COLUMNS_TEXT: Final = re.compile(_COLUMNS)
+_COLUMNS_BYTES: Final = re.compile(b"(?m)^" + _COLUMNS.encode("utf-8"))
 # Where a chunk may hold them: a tab, then (a mark and) a clock.
-_COLUMNS_SIGN: Final = re.compile(rb"\t(?:\xef\xbb\xbf)?" + CLOCK + rb" ")
+_COLUMNS_SIGN: Final = re.compile(("\t" + _MARK).encode("utf-8") + CLOCK + b" ")
 
 
 def has_columns(data: bytes | bytearray, start: int, end: int) -> bool:

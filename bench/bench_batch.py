@@ -30,11 +30,21 @@ STAGES = "".join(
 def make_queue(work: Path, count: int) -> tuple[Path, Path]:
     config = work / "config.toml"
     config.write_text('state_dir = "state"\n[recovery]\nenabled = false\n' + STAGES)
+    # A ticket's repository must be a git repository a clone can start from (the batch
+    # refuses the ticket otherwise): one empty commit, never cloned by these stages.
+    repo = work / "repo"
+    repo.mkdir()
+    for args in (("init", "-q"), ("commit", "-q", "--allow-empty", "-m", "base")):
+        subprocess.run(
+            ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", *args],
+            cwd=repo, check=True, capture_output=True,
+        )  # fmt: skip
     tickets = work / "tickets"
     tickets.mkdir()
     for i in range(count):
         (tickets / f"B-{i:03d}.md").write_text(
-            f'+++\nid = "B-{i:03d}"\ntitle = "bench"\nkind = "chore"\nrepository = "none"\n+++\nNothing.\n'
+            f'+++\nid = "B-{i:03d}"\ntitle = "bench"\nkind = "chore"\n'
+            f'repository = "{repo}"\n+++\nNothing.\n'
         )
     return config, tickets
 

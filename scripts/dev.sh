@@ -2,7 +2,14 @@
 # Developer entry point. Every subcommand that needs the environment runs `setup` first,
 # so a fresh machine with only python3 and git needs nothing but these commands.
 #   setup                   create .venv (if absent) and install the project with its test deps
-#   test [pytest args]      run the test suite
+#   test [--quick] [pytest args]
+#                           run the test suite: all of it (what CI runs), or with --quick
+#                           the edit loop's tier (no test marked slow, fewer Hypothesis
+#                           examples); in $TEST_WORKERS pytest-xdist workers (default 4)
+#   test-under-load [RUNS] [pytest args]
+#                           the full suite RUNS times in a row (default 3) with two CPU-bound
+#                           busy processes alongside, started and stopped here; stops at the
+#                           first failing run
 #   demo                    build the demo project and run its tickets through the pipeline
 #   bench                   run the benchmarks in bench/
 #   lint-bug-commit-order   review check, run inside a clone (see README)
@@ -27,6 +34,59 @@ setup() {
         "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,distributed]"
         touch "$STAMP"
     fi
+}
+
+# The tiers. Most tests wait on the processes they start, so on two cores four workers
+# keep both busy (measured: 552 s in one process, 406 s with two workers, 215 s with four).
+# Worksteal: the few long end-to-end tests would otherwise leave a worker idle at the end.
+run_tests() {
+    local tier=full
+    local args=()
+    for arg in "$@"; do
+        case "$arg" in
+            --quick) tier=quick ;;
+            *) args+=("$arg") ;;
+        esac
+    done
+    local selection=()
+    if [ "$tier" = quick ]; then
+        selection=(-m "not slow")
+    fi
+    # The suite must never reach a real model: no key is passed down, whatever the shell has.
+    # The user's own arguments come last: a -n or -m of theirs wins.
+    env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN ORCHESTRATOR_TEST_TIER="$tier" \
+        "$PY" -m pytest -q -n "${TEST_WORKERS:-4}" --dist worksteal "${selection[@]}" "${args[@]}"
+}
+
+# Flakiness is found under load, not on an idle machine: two busy loops take both cores'
+# spare time while the full suite runs, RUNS times in a row. They are stopped however
+# this ends (a failing run, Ctrl-C).
+test_under_load() {
+    local runs=3
+    if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
+        runs="$1"
+        shift
+    fi
+    local busy=()
+    for _ in 1 2; do
+        "$PY" -c "while True: pass" &
+        busy+=("$!")
+    done
+    # shellcheck disable=SC2064  # the pids are known now
+    trap "kill ${busy[*]} 2>/dev/null || true" EXIT
+    echo "two busy processes running alongside: pids ${busy[*]}"
+    local run started status
+    for run in $(seq "$runs"); do
+        started=$SECONDS
+        echo "=== loaded run $run of $runs"
+        status=0
+        run_tests "$@" || status=$?
+        echo "=== loaded run $run of $runs: exit $status after $((SECONDS - started)) s"
+        if [ "$status" -ne 0 ]; then
+            return "$status"
+        fi
+    done
+    echo "=== $runs loaded runs in a row passed"
 }
 
 # A local redis-server for a person trying the distributed mode (the tests start their own).
@@ -119,8 +179,12 @@ case "$cmd" in
     test)
         setup
         cd "$ROOT"
-        # The suite must never reach a real model: no key is passed down, whatever the shell has.
-        exec env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN "$PY" -m pytest -q "$@"
+        run_tests "$@"
+        ;;
+    test-under-load)
+        setup
+        cd "$ROOT"
+        test_under_load "$@"
         ;;
     demo)
         setup
@@ -159,7 +223,7 @@ case "$cmd" in
         redis_local "$@"
         ;;
     *)
-        echo "usage: bash scripts/dev.sh {setup|test|demo|bench|lint-bug-commit-order|corpus|redis}" >&2
+        echo "usage: bash scripts/dev.sh {setup|test|test-under-load|demo|bench|lint-bug-commit-order|corpus|redis}" >&2
         exit 2
         ;;
 esac

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -412,13 +413,29 @@ def interrupts_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends, then arrive as usual. Serialising a
     record runs inside pydantic's serializer, which turns the Interrupted that the CLI's
     handler raises into a serialization error: an internal error (exit 1) instead of a
-    clean stop (exit 130). Held back, the signal lands just after, before the write."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    clean stop (exit 130). Held back, the signal lands just after, before the write.
+
+    Python runs a handler in the main thread whichever thread the OS gave the signal to,
+    so a mask on this thread alone does not hold it once another thread lives (a worker's
+    lease renewer): the OS hands the signal to that thread and the handler still runs
+    here, mid-serialisation. So the handlers are swapped for one that notes the signal,
+    and what was noted is raised again once the old handlers are back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run only in the main thread: none can interrupt this one
+        return
+    arrived: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        arrived.append(signum)
+
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for noted in dict.fromkeys(arrived):
+            signal.raise_signal(noted)
 
 
 def utcnow() -> datetime:

@@ -30,7 +30,6 @@ from redis_server import RedisServer, redis_server_binary
 
 HERE = Path(__file__).resolve().parent
 
-_skipped: list[str] = []
 MISSING = (
     "redis-server is not installed: the distributed tests need a real one "
     "(Debian/Ubuntu: apt-get install redis-server; .ci/run installs it in CI)"
@@ -43,14 +42,15 @@ def require_redis_server() -> str:
         return binary
     if os.environ.get("CI"):
         pytest.fail(f"CI must exercise the distributed mode, but {MISSING}")
-    _skipped.append(MISSING)
     pytest.skip(MISSING)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _skipped:
+    # Counted from the skip reports, which reach the controller under pytest-xdist too.
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if MISSING in str(r.longrepr)]
+    if skipped:
         terminalreporter.write_line(
-            f"distributed tests skipped ({len(_skipped)}): {_skipped[0]}", yellow=True
+            f"distributed tests skipped ({len(skipped)}): {MISSING}", yellow=True
         )
 
 

@@ -129,6 +129,7 @@ def _append_many(path: str, writer: int, count: int, start: Any) -> None:
         ledger.append(**fields(j, decision_id=f"w{writer}-{j}", ticket=f"W-{writer}"))
 
 
+@pytest.mark.slow  # 2,000 fsynced appends under one lock: 14 s, most of it waiting on disk
 def test_four_processes_appending_500_each_make_one_unbroken_chain(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     ctx = multiprocessing.get_context("fork")

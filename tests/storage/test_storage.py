@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -291,6 +292,41 @@ def test_a_signal_during_a_record_save_lands_after_serialising_not_inside_it(
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert store.load(OLD_RUN) == record
+
+
+def test_a_signal_the_os_gives_another_thread_is_held_all_the_same() -> None:
+    # A worker has a lease renewer thread; the OS may hand SIGTERM to it, and Python then
+    # runs the handler in the main thread, in the middle of the block. The wakeup fd is
+    # written by the C-level handler, in whichever thread took the signal: reading it
+    # waits until the signal has been taken, with no sleep.
+    delivered: list[str] = []
+
+    def stop(signum: int, frame: object) -> None:
+        delivered.append("handler")
+        raise _Stop
+
+    other_may_end = threading.Event()
+    other = threading.Thread(target=other_may_end.wait)
+    other.start()
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.signal(signal.SIGTERM, stop)
+    previous_fd = signal.set_wakeup_fd(write_end)
+    try:
+        with pytest.raises(_Stop):
+            with interrupts_held():
+                assert other.ident is not None
+                signal.pthread_kill(other.ident, signal.SIGTERM)
+                assert os.read(read_end, 1) == bytes([signal.SIGTERM])
+                delivered.append("body finished")  # a call: where a handler would run
+        assert delivered == ["body finished", "handler"]
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGTERM, previous)
+        other_may_end.set()
+        other.join()
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_an_older_run_records_workspace_is_where_the_layout_names_it() -> None:

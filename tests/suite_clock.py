@@ -1,0 +1,171 @@
+"""Where the suite's time goes, printed with every run, and the slow tier's one rule.
+
+A plugin (``pytest_plugins`` in tests/conftest.py). At the end of a run it prints:
+
+* the run's wall time, its tier and its worker count;
+* the 20 slowest tests (setup + call + teardown), each with its *own* time: the same less
+  what it spent setting up or tearing down a fixture shared beyond it (session, package,
+  module or class scope), which the first and last users of that fixture would otherwise
+  carry for everyone;
+* the time by folder, and the time by fixture (its setup and teardown over all its uses).
+
+The rule: a test whose own time is over ``LIMIT_S`` and that is not marked ``slow`` fails
+the run, by name. The quick tier (``-m "not slow"``) stays quick only if nothing slow
+creeps into it unmarked; a fixture shared by many tests is judged on its own line instead.
+
+Under pytest-xdist the fixtures are timed in the workers and ride to the controller on
+each phase's report (``user_properties``), which is where the tables are made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import pytest
+
+LIMIT_S = 10.0
+SLOWEST = 20
+FOLDERS = 15
+FIXTURES = 15
+# The key under which a phase's fixture times travel on its report.
+_PROPERTY = "suite-clock-fixtures"
+
+
+@dataclass
+class _TestTime:
+    total: float = 0.0
+    shared: float = 0.0  # setup and teardown of fixtures shared beyond this test
+    slow: bool = False
+
+    @property
+    def own(self) -> float:
+        return max(0.0, self.total - self.shared)
+
+
+@dataclass
+class _Clock:
+    started: float = field(default_factory=time.monotonic)
+    tests: dict[str, _TestTime] = field(default_factory=lambda: defaultdict(_TestTime))
+    fixture_s: Counter[str] = field(default_factory=Counter)
+    fixture_uses: Counter[str] = field(default_factory=Counter)
+    # In a worker (or a run without workers): fixture times of the phase under way.
+    phase: list[tuple[str, str, float]] = field(default_factory=list)
+    teardown_started: dict[int, float] = field(default_factory=dict)
+    over_limit: list[tuple[str, float]] = field(default_factory=list)
+
+
+_clock = _Clock()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+) -> Generator[None, None, None]:
+    started = time.perf_counter()
+    yield
+    _clock.phase.append((fixturedef.argname, fixturedef.scope, time.perf_counter() - started))
+    # Finalizers run last-added first: this one runs just before the fixture's own
+    # teardown, and pytest_fixture_post_finalizer just after it.
+    fixturedef.addfinalizer(
+        lambda: _clock.teardown_started.__setitem__(id(fixturedef), time.perf_counter())
+    )
+
+
+def pytest_fixture_post_finalizer(
+    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+) -> None:
+    started = _clock.teardown_started.pop(id(fixturedef), None)
+    if started is not None:
+        _clock.phase.append((fixturedef.argname, fixturedef.scope, time.perf_counter() - started))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    outcome = yield
+    report = outcome.get_result()
+    # A list of its own: the item's list is shared by all three phases' reports.
+    report.user_properties = [*report.user_properties, (_PROPERTY, list(_clock.phase))]
+    _clock.phase.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    test = _clock.tests[report.nodeid]
+    test.total += report.duration
+    test.slow = test.slow or "slow" in report.keywords
+    for name, value in report.user_properties:
+        if name != _PROPERTY:
+            continue
+        for argname, scope, seconds in value:  # type: ignore[attr-defined]
+            _clock.fixture_s[f"{argname} ({scope})"] += seconds
+            if report.when == "setup":
+                _clock.fixture_uses[f"{argname} ({scope})"] += 1
+            if scope != "function":
+                test.shared += seconds
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _is_worker(session.config):
+        return
+    _clock.over_limit = sorted(
+        ((nodeid, t.own) for nodeid, t in _clock.tests.items() if t.own > LIMIT_S and not t.slow),
+        key=lambda pair: -pair[1],
+    )
+    if _clock.over_limit and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _folder(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else path
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    if _is_worker(config) or not _clock.tests:
+        return
+    write = terminalreporter.write_line
+    wall = time.monotonic() - _clock.started
+    workers = getattr(config.option, "numprocesses", None) or 0
+    marks = config.option.markexpr or "all"
+    terminalreporter.section("suite time")
+    write(
+        f"wall {wall:.1f} s for {len(_clock.tests)} tests; "
+        f"{f'{workers} workers' if workers else 'one process'}; tests selected: {marks}"
+    )
+    write(f"slowest {SLOWEST} tests (setup + call + teardown; own: less shared fixtures):")
+    slowest = sorted(_clock.tests.items(), key=lambda pair: -pair[1].total)[:SLOWEST]
+    for nodeid, t in slowest:
+        write(f"  {t.total:6.2f} s  own {t.own:6.2f} s  {'slow ' if t.slow else '     '}{nodeid}")
+    by_folder: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for nodeid, t in _clock.tests.items():
+        by_folder[_folder(nodeid)] += t.total
+        count[_folder(nodeid)] += 1
+    write(f"by folder (top {FOLDERS}):")
+    for folder, seconds in by_folder.most_common(FOLDERS):
+        write(f"  {seconds:7.1f} s  {count[folder]:5d} tests  {folder}")
+    write(f"by fixture, setup and teardown over all uses (top {FIXTURES}):")
+    for fixture, seconds in _clock.fixture_s.most_common(FIXTURES):
+        write(f"  {seconds:7.1f} s  {_clock.fixture_uses[fixture]:5d} uses  {fixture}")
+    if _clock.over_limit:
+        terminalreporter.write_line(
+            f"FAILED: {len(_clock.over_limit)} test(s) took over {LIMIT_S:.0f} s of their own "
+            "outside the slow tier: make them faster, or mark them slow "
+            "(@pytest.mark.slow) if what they prove needs the time:",
+            red=True,
+            bold=True,
+        )
+        for nodeid, seconds in _clock.over_limit:
+            terminalreporter.write_line(f"  {seconds:6.2f} s  {nodeid}", red=True)

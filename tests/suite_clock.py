@@ -9,9 +9,16 @@ A plugin (``pytest_plugins`` in tests/conftest.py). At the end of a run it print
   carry for everyone;
 * the time by folder, and the time by fixture (its setup and teardown over all its uses).
 
-The rule: a test whose own time is over ``LIMIT_S`` and that is not marked ``slow`` fails
-the run, by name. The quick tier (``-m "not slow"``) stays quick only if nothing slow
-creeps into it unmarked; a fixture shared by many tests is judged on its own line instead.
+The tiers: the full suite, and the quick one (``-m "not slow or quick"``): every test not
+marked ``slow``, plus those marked ``quick`` as well: the one test a file of slow tests
+keeps there, so the quick tier still runs every test file, and property tests whose quick
+profile draws a fifth of the examples. ``files_without_a_quick_test`` is what
+collection found missing (``tests/test_tiers.py`` asserts it is empty).
+
+The rule: a test of the tier being run whose own time is over ``LIMIT_S`` fails the run,
+by name, unless it is marked ``slow`` and this is the full tier. The quick tier stays quick
+only if nothing slow creeps into it unmarked; a fixture shared by many tests is judged on
+its own line instead.
 
 Under pytest-xdist the fixtures are timed in the workers and ride to the controller on
 each phase's report (``user_properties``), which is where the tables are made.
@@ -19,6 +26,7 @@ each phase's report (``user_properties``), which is where the tables are made.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Generator
@@ -27,6 +35,11 @@ from dataclasses import dataclass, field
 import pytest
 
 LIMIT_S = 10.0
+# `scripts/dev.sh test-under-load` runs busy processes beside the suite to find waits that
+# break under load; it says how many here, and the limit grows by the share of the cores
+# they take: the limit is a budget for a test on CI's machine, not a clock to trip on load.
+BUSY_ENV = "SUITE_CLOCK_BUSY_PROCESSES"
+QUICK_TIER = "not slow or quick"  # scripts/dev.sh test --quick selects this
 SLOWEST = 20
 FOLDERS = 15
 FIXTURES = 15
@@ -39,6 +52,7 @@ class _TestTime:
     total: float = 0.0
     shared: float = 0.0  # setup and teardown of fixtures shared beyond this test
     slow: bool = False
+    quick: bool = False
 
     @property
     def own(self) -> float:
@@ -101,6 +115,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     test = _clock.tests[report.nodeid]
     test.total += report.duration
     test.slow = test.slow or "slow" in report.keywords
+    test.quick = test.quick or "quick" in report.keywords
     for name, value in report.user_properties:
         if name != _PROPERTY:
             continue
@@ -112,16 +127,52 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 test.shared += seconds
 
 
+def limit_s(environ: dict[str, str] | None = None) -> float:
+    """The slow-tier limit for this run: ``LIMIT_S``, grown by the busy processes beside it."""
+    busy = int((os.environ if environ is None else environ).get(BUSY_ENV, "0") or 0)
+    return LIMIT_S * (1 + busy / (os.cpu_count() or 1))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _is_worker(session.config):
         return
+    quick_run = session.config.option.markexpr == QUICK_TIER
     _clock.over_limit = sorted(
-        ((nodeid, t.own) for nodeid, t in _clock.tests.items() if t.own > LIMIT_S and not t.slow),
+        (
+            (nodeid, t.own)
+            for nodeid, t in _clock.tests.items()
+            if t.own > limit_s() and (not t.slow or (quick_run and t.quick))
+        ),
         key=lambda pair: -pair[1],
     )
     if _clock.over_limit and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_FILES_WITHOUT_QUICK = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects anything: every collected test is seen
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    files: dict[str, bool] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        in_quick = item.get_closest_marker("slow") is None or item.get_closest_marker("quick")
+        files[path] = files.get(path, False) or bool(in_quick)
+    config.stash[_FILES_WITHOUT_QUICK] = sorted(path for path, has in files.items() if not has)
+
+
+def files_without_a_quick_test(config: pytest.Config) -> list[str]:
+    """The test files this run collected that have no test in the quick tier."""
+    return config.stash.get(_FILES_WITHOUT_QUICK, [])
+
+
+def _busy_note() -> str:
+    busy = os.environ.get(BUSY_ENV)
+    if not busy or busy == "0":
+        return ""
+    return f" ({LIMIT_S:.0f} s grown for {busy} busy processes on {os.cpu_count()} cores)"
 
 
 def _folder(nodeid: str) -> str:
@@ -161,8 +212,8 @@ def pytest_terminal_summary(
         write(f"  {seconds:7.1f} s  {_clock.fixture_uses[fixture]:5d} uses  {fixture}")
     if _clock.over_limit:
         terminalreporter.write_line(
-            f"FAILED: {len(_clock.over_limit)} test(s) took over {LIMIT_S:.0f} s of their own "
-            "outside the slow tier: make them faster, or mark them slow "
+            f"FAILED: {len(_clock.over_limit)} test(s) took over {limit_s():.0f} s of their own "
+            f"outside the slow tier{_busy_note()}: make them faster, or mark them slow "
             "(@pytest.mark.slow) if what they prove needs the time:",
             red=True,
             bold=True,

@@ -244,6 +244,7 @@ def test_the_demo_command_imports_the_demo_only_when_chosen() -> None:
     assert any(matches(n, {"orchestrator.demo"}) for n in imported(tree, DEMO_COMMAND))
 
 
+@pytest.mark.slow
 def test_running_a_ticket_never_loads_the_demo(tmp_path: Path) -> None:
     """The same, at run time: a real run through the CLI in a fresh interpreter."""
     config = write_config(tmp_path, bash_stage("a", "exit 0") + bash_stage("b", "exit 3"))
@@ -258,6 +259,7 @@ def test_running_a_ticket_never_loads_the_demo(tmp_path: Path) -> None:
     assert fresh_interpreter(probe).splitlines()[-1] == "4 []"
 
 
+@pytest.mark.slow
 def test_the_recovery_modules_load_no_code_that_acts() -> None:
     """The registry's pure parts (names, verdict types, rules, plans) reach recovery/; the
     code an action's ``apply`` runs with is imported only when it is called."""

@@ -136,6 +136,7 @@ def test_registering_twice_or_out_of_range_is_refused() -> None:
     assert "rebase" not in REGISTRY
 
 
+@pytest.mark.slow
 def test_every_decision_source_is_a_cli_choice(tmp_path: Path) -> None:
     """``verdicts --source infra`` lists infrastructure decisions (the table prints that
     source, so the filter accepts it)."""

@@ -346,7 +346,15 @@ def _assert_consistent(root: Path) -> None:
     assert temps == []
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+# The quick tier kills one run, mid-decision: right after the model's reply is persisted.
+QUICK_CASE = "model-reply"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.quick) if c.id == QUICK_CASE else c for c in CASES],
+    ids=lambda c: c.id,
+)
 def test_a_run_killed_right_after_a_write_is_brought_forward_by_the_next(
     case: Case, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -151,6 +151,7 @@ def edit_verdict(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
 # ---- identical --------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_every_run_replays_identical_without_a_call_a_process_or_a_write(runs: Runs) -> None:
     before = snapshot(runs.root)
     calls_before = runs.gateway.calls

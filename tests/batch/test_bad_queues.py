@@ -193,6 +193,7 @@ def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(
     assert re.match(rf"^{STAMP} batch ", lines[-1])
 
 
+@pytest.mark.quick
 def test_json_lines_carry_the_time_and_the_error_lines(tmp_path: Path) -> None:
     config = write_config(tmp_path, bash_stage("build", "echo 'fatal: no way' >&2; exit 1"))
     tickets = tmp_path / "tickets"

@@ -35,6 +35,7 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@pytest.mark.quick
 def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
     tmp_path: Path,
 ) -> None:

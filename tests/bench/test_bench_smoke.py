@@ -109,6 +109,7 @@ def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
     assert_judged(out, r"sandbox adds <= 20 ms per recipe command .* ")
 
 
+@pytest.mark.slow
 def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> None:
     out = bench_output(
         "bench/bench_logging.py",
@@ -129,6 +130,7 @@ def test_logging_bench_runs_and_reports_the_ratio_against_cat_and_the_rss() -> N
     )
 
 
+@pytest.mark.slow
 def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
     out = bench_output(
         "bench/bench_prompt.py",
@@ -203,6 +205,7 @@ def test_fleet_bench_runs_both_batches_and_judges_both_targets() -> None:
     ), out
 
 
+@pytest.mark.slow
 def test_report_bench_runs_and_judges_both_targets() -> None:
     # A handful of runs: the point is that it runs end to end (the real seed batch, the
     # runs written through the storage writers, the report read back with all of them).

@@ -226,6 +226,7 @@ def test_durations() -> None:
     assert datetime.now(UTC) - parse_duration("1d") < datetime.now(UTC)
 
 
+@pytest.mark.quick
 def test_show_tells_a_log_lost_otherwise_from_a_pruned_one(
     finished_and_live: tuple[Path, Path],
 ) -> None:

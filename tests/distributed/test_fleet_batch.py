@@ -211,6 +211,7 @@ def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
     assert counts(state, "b") == {"T-00": 2}
 
 
+@pytest.mark.slow
 def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_nothing(
     redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:

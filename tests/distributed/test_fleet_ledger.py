@@ -27,6 +27,7 @@ from redis_server import RedisServer
 NOW = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)
 
 
+@pytest.mark.slow
 def test_appends_from_several_workers_keep_one_verified_chain(
     redis_server: RedisServer, namespace: str, workers: Workers, tmp_path: Path
 ) -> None:

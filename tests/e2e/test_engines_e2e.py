@@ -30,6 +30,7 @@ def harness(tmp_path: Path, mode: str, gateway: ScriptedGateway) -> Harness:
     return Harness(write_pipeline(tmp_path, CLAUDE), gateway, environ=environ)
 
 
+@pytest.mark.quick
 def test_a_successful_engine_run_is_recorded_and_its_work_committed(tmp_path: Path) -> None:
     h = harness(tmp_path, "success", ScriptedGateway([]))
     record = h.run(write_ticket(tmp_path / "t", kind="feature", body="Add a greeting."))

@@ -309,6 +309,7 @@ def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -
     assert kinds == ["decision", "outcome"]
 
 
+@pytest.mark.quick
 def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(
     tmp_path: Path,
 ) -> None:

@@ -118,6 +118,7 @@ replies = st.one_of(
 )
 @given(st.lists(replies, min_size=4, max_size=4))
 # Found by hypothesis: an invalid reply, then a valid one routed to a person.
+@pytest.mark.quick
 @example(["", '{"action": "retry", "summary": "w"}', "", ""])
 def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -109,6 +109,7 @@ def test_the_demo_report_renders_with_no_console_errors(
         assert brightness > 192, corner
 
 
+@pytest.mark.quick
 def test_the_demo_report_prints(demo_page: Path, tmp_path: Path) -> None:
     """Printed (to PDF, as a person's browser would), it is pages with text on them."""
     binary = chromium()

@@ -30,6 +30,7 @@ def sandboxed_config(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.quick
 @pytest.mark.slow
 def test_the_demo_tickets_complete_with_their_stages_sandboxed(tmp_path: Path) -> None:
     require_sandbox()

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, subprocess_env
 
 
+@pytest.mark.slow
+@pytest.mark.quick
 def test_bench_eval_reports_prompt_size_and_recall(corpus_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "bench/bench_eval.py", "--corpus", str(corpus_dir)], cwd=ROOT,

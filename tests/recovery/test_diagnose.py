@@ -325,6 +325,8 @@ replies = st.one_of(
 )
 
 
+@pytest.mark.slow
+@pytest.mark.quick
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(replies, min_size=2, max_size=2))
 def test_whatever_the_model_says_the_result_is_a_valid_executable_verdict(texts: list[str]) -> None:

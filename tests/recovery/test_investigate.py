@@ -162,6 +162,8 @@ def test_a_tool_name_that_is_not_a_string_is_refused_not_a_crash(name: object) -
     assert refused.value.tool == repr(name)
 
 
+@pytest.mark.slow
+@pytest.mark.quick
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(

@@ -64,6 +64,7 @@ def test_the_fixture_batch_ran_as_designed(fixture: FixtureBatch) -> None:
     assert fixture.exit_code == 3  # needs a human
 
 
+@pytest.mark.quick
 def test_every_run_and_decision_of_the_batch_is_on_the_page(fixture: FixtureBatch) -> None:
     page = parse(fixture.page.read_text())
     text = page.all_text

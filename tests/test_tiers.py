@@ -1,0 +1,25 @@
+"""The quick tier runs every test file: a file whose tests are all marked ``slow`` keeps
+one, marked ``quick`` (see tests/suite_clock.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suite_clock import QUICK_TIER, files_without_a_quick_test
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_every_test_file_has_a_test_in_the_quick_tier(request: pytest.FixtureRequest) -> None:
+    collected = {item.nodeid.split("::", 1)[0] for item in request.session.items}
+    every_file = {str(p.relative_to(HERE.parent)) for p in HERE.rglob("test_*.py")}
+    if not every_file <= collected and request.config.option.markexpr != QUICK_TIER:
+        pytest.skip("only a run that collects the whole suite can tell")
+    assert files_without_a_quick_test(request.config) == []
+
+
+def test_the_quick_tier_is_what_dev_sh_selects() -> None:
+    script = (HERE.parent / "scripts" / "dev.sh").read_text()
+    assert f'-m "{QUICK_TIER}"' in script

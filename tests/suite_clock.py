@@ -151,6 +151,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _FILES_WITHOUT_QUICK = pytest.StashKey[list[str]]()
+_FILES_COLLECTED = pytest.StashKey[set[str]]()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects anything: every collected test is seen
@@ -161,11 +162,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_quick = item.get_closest_marker("slow") is None or item.get_closest_marker("quick")
         files[path] = files.get(path, False) or bool(in_quick)
     config.stash[_FILES_WITHOUT_QUICK] = sorted(path for path, has in files.items() if not has)
+    config.stash[_FILES_COLLECTED] = set(files)
 
 
 def files_without_a_quick_test(config: pytest.Config) -> list[str]:
     """The test files this run collected that have no test in the quick tier."""
     return config.stash.get(_FILES_WITHOUT_QUICK, [])
+
+
+def files_collected(config: pytest.Config) -> set[str]:
+    """The test files this run collected, before ``-m`` or ``-k`` deselected any test."""
+    return config.stash.get(_FILES_COLLECTED, set())
 
 
 def _busy_note() -> str:

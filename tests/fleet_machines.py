@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
+from file_watch import wait_for
 
 
 def counted(name: str, tail: str = "") -> str:
@@ -98,21 +98,38 @@ class FleetWorkers:
         return process
 
     def wait_ready(self, name: str, deadline_s: float = 60.0) -> None:
-        """Until the worker says it takes tasks (its log is another process's: there is
-        nothing to wait on but the text)."""
-        deadline = time.monotonic() + deadline_s
-        while " ready." not in self.log(name):
-            process = self.started[name]
-            assert process.poll() is None, self.log(name)
-            assert time.monotonic() < deadline, self.log(name)
-            time.sleep(0.05)
+        """Until the worker says in its log that it takes tasks (woken by its writes)."""
+        process = self.started[name]
+        wait_for(
+            lambda: " ready." in self.log(name),
+            self.folder(name),
+            f"worker {name} to say it is ready",
+            deadline_s=deadline_s,
+            still_possible=lambda: process.poll() is None,
+            explain=lambda: self.log(name),
+        )
+
+    def wait_in_log(self, name: str, text: str, deadline_s: float) -> None:
+        """Until ``text`` is in the worker's log, while the worker lives."""
+        process = self.started[name]
+        wait_for(
+            lambda: text in self.log(name),
+            self.folder(name),
+            f"{text!r} in worker {name}'s log",
+            deadline_s=deadline_s,
+            still_possible=lambda: process.poll() is None,
+            explain=lambda: self.log(name),
+        )
+
+    def folder(self, name: str) -> Path:
+        return self.root / "machines" / name
 
     def ran(self, name: str) -> int:
         """How many tickets the worker's tasks ran to an answer."""
         return self.log(name).count("succeeded in")
 
     def log(self, name: str) -> str:
-        return (self.root / "machines" / name / "worker.log").read_text(errors="replace")
+        return (self.folder(name) / "worker.log").read_text(errors="replace")
 
     def stop_all(self) -> None:
         for process in self.started.values():

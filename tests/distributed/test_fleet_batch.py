@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env
+from file_watch import wait_for
 from fleet_machines import (
     FleetWorkers,
     batch_cmd,
@@ -359,10 +359,12 @@ def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_i
     # Paused once it has saved the running attempt (a pause inside that write is the
     # fence's narrower case: test_coordination's takeover between the check and rename).
     state = tmp_path / "state"
-    deadline = time.monotonic() + BATCH_DEADLINE_S
-    while not attempt_saved(state, "T-00", "b"):
-        assert time.monotonic() < deadline, "the worker to save the running attempt"
-        time.sleep(0.02)  # the record is another process's: nothing to wait on but it
+    wait_for(
+        lambda: attempt_saved(state, "T-00", "b"),
+        state / "runs",
+        "the worker to save the running attempt",
+        deadline_s=BATCH_DEADLINE_S,
+    )
     os.killpg(first.pid, signal.SIGSTOP)  # a long pause: its lease runs out
     fleet.start("two")
     stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
@@ -370,10 +372,7 @@ def test_a_worker_paused_past_its_lease_cannot_write_the_run_once_another_took_i
     assert [(r["ticket"], r["status"], r["ran"]) for r in rows] == [("T-00", "completed", True)]
     taken_over = RunStore(state).latest_for_ticket("T-00")
     os.killpg(first.pid, signal.SIGCONT)  # it wakes up, and finds its stage gone
-    deadline = time.monotonic() + BATCH_DEADLINE_S
-    while "fenced out" not in fleet.log("one"):
-        assert first.poll() is None and time.monotonic() < deadline, fleet.log("one")
-        time.sleep(0.1)  # the log is another process's: nothing to wait on but it
+    fleet.wait_in_log("one", "fenced out", BATCH_DEADLINE_S)
     assert "fenced out: ticket T-00" in fleet.log("one")
     assert RunStore(state).latest_for_ticket("T-00") == taken_over  # not written over
     assert counts(state, "a") == {"T-00": 1}

@@ -5,7 +5,8 @@
 #   test [--quick] [pytest args]
 #                           run the test suite: all of it (what CI runs), or with --quick
 #                           the edit loop's tier (no test marked slow, fewer Hypothesis
-#                           examples); in $TEST_WORKERS pytest-xdist workers (default 4)
+#                           examples); in $TEST_WORKERS pytest-xdist workers (default:
+#                           twice the cores, 4 on CI's two)
 #   test-under-load [RUNS] [pytest args]
 #                           the full suite RUNS times in a row (default 3) with two CPU-bound
 #                           busy processes alongside, started and stopped here; stops at the
@@ -36,8 +37,9 @@ setup() {
     fi
 }
 
-# The tiers. Most tests wait on the processes they start, so on two cores four workers
-# keep both busy (measured: 552 s in one process, 406 s with two workers, 215 s with four).
+# The tiers. Most tests wait on the processes they start, so twice as many workers as cores
+# keep them busy (measured on two: 552 s in one process, 406 s with two workers, 215 s with
+# four).
 # Worksteal: the few long end-to-end tests would otherwise leave a worker idle at the end.
 run_tests() {
     local tier=full
@@ -55,7 +57,7 @@ run_tests() {
     # The suite must never reach a real model: no key is passed down, whatever the shell has.
     # The user's own arguments come last: a -n or -m of theirs wins.
     env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN ORCHESTRATOR_TEST_TIER="$tier" \
-        "$PY" -m pytest -q -n "${TEST_WORKERS:-4}" --dist worksteal "${selection[@]}" "${args[@]}"
+        "$PY" -m pytest -q -n "${TEST_WORKERS:-$("$PY" -c 'import os; print(2 * (os.cpu_count() or 1))')}" --dist worksteal "${selection[@]}" "${args[@]}"
 }
 
 # Flakiness is found under load, not on an idle machine: two busy loops take both cores'

@@ -200,7 +200,7 @@ def pytest_terminal_summary(
     terminalreporter.section("suite time")
     write(
         f"wall {wall:.1f} s for {len(_clock.tests)} tests; "
-        f"{f'{workers} xdist workers' if workers else 'one process'}; tests selected: {marks}"
+        f"{f'{workers} xdist worker(s)' if workers else 'one process'}; tests selected: {marks}"
     )
     write(f"slowest {SLOWEST} tests (setup + call + teardown; own: less shared fixtures):")
     slowest = sorted(_clock.tests.items(), key=lambda pair: -pair[1].total)[:SLOWEST]

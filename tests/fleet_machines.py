@@ -98,19 +98,12 @@ class FleetWorkers:
         return process
 
     def wait_ready(self, name: str, deadline_s: float = 60.0) -> None:
-        """Until the worker says in its log that it takes tasks (woken by its writes)."""
-        process = self.started[name]
-        wait_for(
-            lambda: " ready." in self.log(name),
-            self.folder(name),
-            f"worker {name} to say it is ready",
-            deadline_s=deadline_s,
-            still_possible=lambda: process.poll() is None,
-            explain=lambda: self.log(name),
-        )
+        """Until the worker says in its log that it takes tasks."""
+        self.wait_in_log(name, " ready.", deadline_s)
 
     def wait_in_log(self, name: str, text: str, deadline_s: float) -> None:
-        """Until ``text`` is in the worker's log, while the worker lives."""
+        """Until ``text`` is in the worker's log, while the worker lives (woken by its
+        writes)."""
         process = self.started[name]
         wait_for(
             lambda: text in self.log(name),

@@ -127,10 +127,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 test.shared += seconds
 
 
-def limit_s(environ: dict[str, str] | None = None) -> float:
+def _busy() -> int:
+    return int(os.environ.get(BUSY_ENV) or 0)
+
+
+def limit_s() -> float:
     """The slow-tier limit for this run: ``LIMIT_S``, grown by the busy processes beside it."""
-    busy = int((os.environ if environ is None else environ).get(BUSY_ENV, "0") or 0)
-    return LIMIT_S * (1 + busy / (os.cpu_count() or 1))
+    return LIMIT_S * (1 + _busy() / (os.cpu_count() or 1))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -176,10 +179,9 @@ def files_collected(config: pytest.Config) -> set[str]:
 
 
 def _busy_note() -> str:
-    busy = os.environ.get(BUSY_ENV)
-    if not busy or busy == "0":
+    if not _busy():
         return ""
-    return f" ({LIMIT_S:.0f} s grown for {busy} busy processes on {os.cpu_count()} cores)"
+    return f" ({LIMIT_S:.0f} s grown for {_busy()} busy processes on {os.cpu_count()} cores)"
 
 
 def _folder(nodeid: str) -> str:

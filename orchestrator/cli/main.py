@@ -512,4 +512,10 @@ def _silence_stdout() -> None:
 
 
 def entry() -> None:
+    """The program's entry (``orchestrator`` and ``python -m orchestrator``). Before
+    anything runs: the stages we start run as our user, so our keys must not be readable
+    from our /proc (``main`` alone, as tests call it, leaves the calling process as it is)."""
+    from orchestrator.execution.key_shield import shield
+
+    shield()
     raise SystemExit(main())

@@ -15,6 +15,10 @@ and the only other module that starts a process):
     KILL; reported as exit 124 with ``timed_out=True``;
   * whatever happens the stage's group is swept with KILL again before we return, and a
     reaper that vanished without reporting is backed by the environment mark;
+  * a stage can kill its own reaper (same user; its parent's pid is no secret): this
+    process is a child subreaper too, so what the dead reaper held is re-parented to us,
+    not to PID 1, and ``end_orphans`` KILLs and reaps it before we return (a descendant
+    that left its session and cleared its environment included);
   * an executable that cannot be started is a result (126/127 with a message), not a
     traceback.
 
@@ -79,6 +83,40 @@ _REAPER_BOOT = (
 )
 DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
 MIN_LOG_BYTES = 4096
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Started:
+    """The children this process started here and has not waited for yet: every other
+    child of ours in a session of its own is an orphan handed to us (see ``end_orphans``).
+    ``lock`` is held while a child is being started and registered, and while orphans
+    are picked out, so a child caught between ``fork`` and registration is never taken
+    for one. A forked copy of this process (a pool worker) starts with none, an unheld
+    lock, and is not yet a subreaper: the kernel does not carry that flag over a fork."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.lock = threading.Lock()
+        self.pids: set[int] = set()
+        self.subreaper = False
+
+
+_STARTED = _Started()
+os.register_at_fork(after_in_child=_STARTED.reset)
+
+
+def _become_subreaper() -> None:
+    """Orphans below us come to us rather than to PID 1 (Linux), once per process: the
+    reaper is the stage's subreaper, but a stage may kill it."""
+    if _STARTED.subreaper or sys.platform != "linux":
+        return
+    _STARTED.subreaper = True
+    import ctypes  # only here: a few ms, and only a process that starts stages needs it
+
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 class Cancelled(Exception):
@@ -272,17 +310,116 @@ def _start(
     ``Popen`` after the exec, no handle ever reaches us, so the mark is how the child is
     found and killed before the interruption goes on. ``OSError`` (cannot start) is the
     caller's to report."""
+    _become_subreaper()
     try:
-        return subprocess.Popen(
-            argv, cwd=cwd, env={**env, START_MARK: mark},
-            stdin=stdin, stdout=stdout, stderr=stderr,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
+        with _STARTED.lock:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env={**env, START_MARK: mark},
+                stdin=stdin, stdout=stdout, stderr=stderr,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+            _STARTED.pids.add(proc.pid)
+        return proc
     except OSError:
         raise
     except BaseException:
         kill_marked(START_MARK, mark)
         raise
+
+
+def _waited(proc: subprocess.Popen[bytes]) -> None:
+    """``proc`` is reaped: its pid is no longer ours to keep from the orphan sweep."""
+    _STARTED.pids.discard(proc.pid)
+
+
+@dataclass(frozen=True)
+class _Stat:
+    ppid: int
+    session: int
+    start_ticks: int
+
+
+def _proc_stats() -> dict[int, _Stat]:
+    """pid → (parent, session, start time) for every process /proc shows."""
+    table: dict[int, _Stat] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_bytes()
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            table[int(entry)] = _Stat(int(fields[1]), int(fields[3]), int(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def pick_orphans(
+    table: Mapping[int, _Stat], *, me: int, my_session: int, since: int, started: set[int]
+) -> list[int]:
+    """Our children that came from what we started, not from us: children of ``me`` that
+    the runner did not start (``started``), in a session other than ours, started at or
+    after ``since`` (the start time, in clock ticks, of the process whose end we sweep
+    after). Everything the runner starts runs in a session of its own, and no process can
+    move back into an older session, so whatever descends from it is in another one; a
+    child forked here by other code (a multiprocessing or Celery pool) stays in ours, and
+    a helper started in a session of its own before ``since`` is left alone."""
+    return sorted(
+        pid
+        for pid, stat in table.items()
+        if stat.ppid == me
+        and stat.session != my_session
+        and stat.start_ticks >= since
+        and pid not in started
+    )
+
+
+def _subtrees(roots: list[int], table: Mapping[int, _Stat]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, stat in table.items():
+        children.setdefault(stat.ppid, []).append(pid)
+    found: list[int] = []
+    stack = list(roots)
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+def end_orphans(since: int | None) -> list[int]:
+    """KILL every orphan handed to us (``pick_orphans``) with everything below it, and
+    reap them, until none is left (bounded); the pids reaped. Their descendants are
+    re-parented to us as they die, and are taken in the next round. Only ever a given
+    pid is waited for, never "any child": a child started by other code (the fleet
+    worker's threads, a pool) keeps its status for whoever waits for it."""
+    if since is None or not os.path.isdir("/proc"):
+        return []
+    me, my_session = os.getpid(), os.getsid(0)
+    deadline = time.monotonic() + _KILL_SETTLE_S
+    ended: list[int] = []
+    while True:
+        with _STARTED.lock:
+            table = _proc_stats()
+            orphans = pick_orphans(table, me=me, my_session=my_session, since=since,
+                                   started=_STARTED.pids)  # fmt: skip
+        if not orphans or time.monotonic() >= deadline:
+            return ended
+        for pid in _subtrees(orphans, table):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        reaped = False
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    ended.append(pid)
+                    reaped = True
+        if not reaped:  # KILLed, not dead yet: the kernel needs a moment
+            time.sleep(_KILL_POLL_S)
 
 
 class _Reports:
@@ -459,6 +596,7 @@ def run_process(
     finally:
         os.close(log_fd)
     assert reaper.stdin is not None and reaper.stdout is not None
+    since = process_start_ticks(reaper.pid)  # what descends from it started no earlier
     reports = _Reports(reaper.stdout)
     stage: int | None = None
     timed_out = False
@@ -502,6 +640,8 @@ def run_process(
         if reports.final is None:
             kill_marked(START_MARK, mark)
             _remove_tail_segments(log_path, reaper.pid)  # a reaper that reported removed them
+        # A reaper killed by its stage handed us what it held; marks can be cleared.
+        end_orphans(since)
         reaper.stdout.close()
 
     final = reports.final
@@ -525,12 +665,15 @@ def run_process(
 
 
 def _reaped(reaper: subprocess.Popen[bytes]) -> int:
-    """The reaper's exit status; KILLed if it outstays the bound."""
+    """The reaper's exit status; KILLed if it outstays the bound. Once it has returned,
+    whatever the reaper held is re-parented (the kernel does it before the exit is seen)."""
     try:
-        return reaper.wait(timeout=_REAPER_EXIT_S)
+        returncode = reaper.wait(timeout=_REAPER_EXIT_S)
     except subprocess.TimeoutExpired:
         reaper.kill()
-        return reaper.wait()
+        returncode = reaper.wait()
+    _waited(reaper)
+    return returncode
 
 
 def _remove_tail_segments(log_path: Path, reaper_pid: int) -> None:
@@ -571,6 +714,7 @@ def capture_head(
     except OSError as exc:
         return CapturedHead(b"", False, None, error=f"cannot start {argv[0]}: {exc.strerror}")
     assert proc.stdout is not None
+    since = process_start_ticks(proc.pid)
     chunks: list[bytes] = []
     size = 0
     deadline = time.monotonic() + timeout_s
@@ -597,6 +741,8 @@ def capture_head(
         _kill_group(proc.pid)
         proc.stdout.close()
         returncode = proc.wait()
+        _waited(proc)
+        end_orphans(since)  # a descendant that left the group (a detached helper)
     data = b"".join(chunks)[:max_bytes]
     if timed_out:
         return CapturedHead(data, True, None, error=f"timed out after {timeout_s}s")

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -287,6 +288,86 @@ def test_a_reaper_killed_from_outside_still_leaves_nothing_and_says_so(tmp_path:
     assert outcome.error.startswith("the stage's reaper ended without a report"), outcome.error
     assert outcome.pgid is not None and live_group_members(outcome.pgid) == []
     assert is_dead(outcome.pgid)
+
+
+def kill_its_reaper(pidfile: Path) -> str:
+    """Shell of a stage that leaves an escaper behind, then SIGKILLs its reaper (its
+    parent): what the reaper held is re-parented, and nobody is left to end it but us."""
+    return f"{escaper(pidfile)}; kill -9 $PPID; sleep 30"
+
+
+def test_a_stage_that_kills_its_reaper_leaves_no_escaped_descendant(tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaper.pid"
+    try:
+        outcome = run(kill_its_reaper(pidfile), tmp_path)
+
+        assert outcome.error is not None
+        assert outcome.error.startswith("the stage's reaper ended without a report")
+        escaped = read_pid(pidfile)
+        # Gone the moment the runner returns: not even a zombie (it was reaped here).
+        assert proc_state(escaped) is None, f"escaper {escaped} is {proc_state(escaped)}"
+        assert outcome.pgid is not None and live_group_members(outcome.pgid) == []
+    finally:
+        if pidfile.exists() and not is_dead(read_pid(pidfile)):
+            os.kill(read_pid(pidfile), signal.SIGKILL)
+
+
+def after_the_tick_of(pid: int) -> None:
+    """Return once the clock is past the tick ``pid`` started in (/proc gives start times
+    in clock ticks): whatever starts from now on started later, to /proc as well."""
+    per_second = os.sysconf("SC_CLK_TCK")
+    started = proc_field(pid, 19)
+    while time.clock_gettime(time.CLOCK_BOOTTIME) * per_second < started + 2:
+        time.sleep(1 / per_second)
+
+
+def test_orphans_of_a_killed_reaper_are_ended_in_a_process_with_other_threads(
+    tmp_path: Path,
+) -> None:
+    """The fleet worker's case: the stage runs in a thread while another thread runs a
+    stage of its own, and this process has a child of its own in a session of its own.
+    The sweep ends the orphans and nothing else: the other stage runs to its end, the
+    helper lives on."""
+    helper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    after_the_tick_of(helper.pid)
+    gate = tmp_path / "go"
+    (tmp_path / "bystander").mkdir()
+    (tmp_path / "attacker").mkdir()
+    pidfile = tmp_path / "attacker" / "escaper.pid"
+    outcomes: dict[str, ProcessOutcome] = {}
+    bystander_started = threading.Event()
+
+    def bystander() -> None:
+        outcomes["bystander"] = run(
+            f"while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.01; done; exit 7",
+            tmp_path / "bystander", timeout_s=60.0, on_start=lambda _: bystander_started.set(),
+        )  # fmt: skip
+
+    def attacker() -> None:
+        outcomes["attacker"] = run(kill_its_reaper(pidfile), tmp_path / "attacker")
+
+    threads = [threading.Thread(target=bystander), threading.Thread(target=attacker)]
+    try:
+        threads[0].start()
+        assert bystander_started.wait(30)
+        threads[1].start()
+        threads[1].join(60)
+        assert "attacker" in outcomes and outcomes["attacker"].error is not None
+        escaped = read_pid(pidfile)
+        assert proc_state(escaped) is None, f"escaper {escaped} is {proc_state(escaped)}"
+        assert helper.poll() is None, "the sweep ended a child that was not an orphan"
+        gate.touch()
+        threads[0].join(60)
+        assert outcomes["bystander"].exit_code == 7, outcomes["bystander"]
+    finally:
+        gate.touch()
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join(60)
+        if pidfile.exists() and not is_dead(read_pid(pidfile)):
+            os.kill(read_pid(pidfile), signal.SIGKILL)
+        helper.kill()
+        helper.wait()
 
 
 # --------------------------------------------------------------------------- the log cap

@@ -653,3 +653,21 @@ def test_an_interrupt_landing_inside_popen_leaves_no_process_behind(
     assert not runner._alive(pid), f"pid {pid} survived the interruption"
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)  # reap it, unless the abandoned Popen already did
+
+
+def test_the_orphan_sweep_picks_only_what_came_from_a_started_process() -> None:
+    """Children of ours, in a session not ours, started no earlier than the process whose
+    end is swept after, and not started by the runner: nothing else is ended."""
+    me, session, since = 100, 100, 5000
+    stat = runner._Stat
+    table = {
+        200: stat(me, 200, 5000),  # an orphan handed to us: in a session of its own
+        201: stat(me, 777, 6000),  # one still in the dead stage's session
+        300: stat(me, 300, 6000),  # a reaper the runner started and has not reaped
+        400: stat(me, session, 6000),  # forked here by a pool: our session
+        500: stat(me, 500, 4999),  # a helper in a session of its own, started earlier
+        600: stat(201, 600, 6000),  # an orphan's child: taken with it, not picked itself
+    }
+    picked = runner.pick_orphans(table, me=me, my_session=session, since=since, started={300})
+    assert picked == [200, 201]
+    assert sorted(runner._subtrees(picked, table)) == [200, 201, 600]

@@ -10,7 +10,9 @@ A recipe command is refused when it
     ``bundle create <file>``…) anywhere but inside the clone's work tree — symbolic links
     followed, and never under a ``.git``;
   * for git: uses a subcommand outside a small local-history set, or an option that runs
-    programs or changes git's configuration (``-c``, ``--exec-path``, ``--upload-pack``…).
+    programs or changes git's configuration (``-c``, ``--exec-path``, ``--upload-pack``…);
+  * would be rewritten by the output guardrail, or already was (``[REDACTED]``…): see
+    ``guardrail.rewrite_refusal``.
 ``<clone>`` in a command stands for the run's clone directory.
 """
 
@@ -156,10 +158,18 @@ def plan_recipe(
     """Turn recipe strings into argv tuples. Returns (argvs, errors); errors are
     ``[i]: reason`` so they read as ``repair_plan.commands[i]: reason``. Any error means
     nothing of the recipe runs."""
+    # Here, not at the top: the scrubber's patterns take 40 ms to load, and the registry
+    # (which the CLI's parser reads) imports this module.
+    from orchestrator.recovery.guardrail import rewrite_refusal
+
     clone = clone_dir.resolve()
     argvs: list[tuple[str, ...]] = []
     errors: list[str] = []
     for index, command in enumerate(commands):
+        refusal = rewrite_refusal(command)
+        if refusal is not None:
+            errors.append(f"[{index}]: {refusal}")
+            continue
         argv, error = _split(command, clone)
         if argv is None:
             errors.append(f"[{index}]: {error}")

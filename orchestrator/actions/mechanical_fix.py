@@ -113,18 +113,19 @@ def _verify_on_checkout(
     git_env: dict[str, str],
     log_prefix: Path,
     number: int,
-) -> CheckResult | None:
-    """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards); None
-    when the checkout could not be made."""
+) -> CheckResult | str:
+    """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards), or say
+    why the checkout could not be made (a config refused as read from there, too)."""
     from orchestrator.execution import git
     from orchestrator.execution.attempts import run_check
 
     clone = Path(record.clone_dir)
     checkout = Path(record.run_dir) / f"verify-{number}"
     checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
-    if not git.add_checkout(services.executor, clone, checkout, git_env, checkout_log):
+    unmade = git.add_checkout(services.executor, clone, checkout, git_env, checkout_log)
+    if unmade is not None:
         git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
-        return None
+        return unmade
     try:
         cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
         log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
@@ -146,6 +147,23 @@ def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str
     if escaping:
         return f"the recipe left symbolic links that lead outside the clone: {escaping}"
     return None
+
+
+def _refuse(
+    record: RunRecord, report: dict[str, Any], why: str, fallback: str, services: Services
+) -> tuple[RunRecord, Effect]:
+    """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
+    own, or its config says what only an attacker would). Nothing ran, so nothing is put
+    back: a git call to restore it is exactly what may not happen."""
+    report.update(status="red", red_reason=f"recipe refused: {why}; nothing was run")
+    report.update(refused=why, restored=False)
+    services.store.write_mechanical_fix(record.run_id, report["verdict"], report)
+    services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
+    return rerun_from(
+        record,
+        fallback,
+        f"mechanical-fix red ({report['red_reason']}); fell back to retry of {fallback}",
+    )
 
 
 def _relative(paths: list[str], clone: Path) -> list[str]:
@@ -191,12 +209,6 @@ def apply(
             record, plan.fallback,
             f"mechanical-fix red ({previous.get('red_reason')}); fell back to retry of {plan.fallback}",
         )  # fmt: skip
-    if isinstance(earlier, str):
-        # Cut short: start again from the commit it started from (what it left is kept).
-        git.keep_and_restore(
-            services.executor, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
-            restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
-        )  # fmt: skip
     report: dict[str, Any] = {
         "run_id": record.run_id,
         "verdict": n,
@@ -209,6 +221,19 @@ def apply(
         "sandbox": config.recovery.recipe_sandbox,
         "status": "running",
     }
+    # Before any git call in the clone (the driver checks the same before it decides;
+    # this holds for a decision carried out later, after an approval or a kill).
+    untrusted = git.clone_git_dir_problem(clone) or git.config_problem(
+        services.executor, clone, env
+    )
+    if untrusted is not None:
+        return _refuse(record, report, untrusted, plan.fallback, services)
+    if isinstance(earlier, str):
+        # Cut short: start again from the commit it started from (what it left is kept).
+        git.keep_and_restore(
+            services.executor, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
+            restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
+        )  # fmt: skip
     guarded = check_files(check.command, clone)
     before = file_digests(guarded)
     # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
@@ -238,7 +263,12 @@ def apply(
             timeout_s=config.recovery.recipe_command_timeout_s,
             kill_after_s=stage.kill_after_s,
             note=services.reporter.note,
-            between=lambda: _contained(git_files, guarded_git, clone),
+            # What one command left must not be used by the next: git's own files, links
+            # out, and the config git now reads (recomputed: a new include, a new driver).
+            between=lambda: (
+                _contained(git_files, guarded_git, clone)
+                or git.config_drift(services.executor, clone, env, git_env)
+            ),
             max_log_bytes=config.logs.max_bytes,
         )
         report["commands"], red_reason = list(ran.commands), ran.red_reason
@@ -273,8 +303,8 @@ def apply(
         result = _verify_on_checkout(
             record, check, stage, ctx, services, git_env, logs / f"verdict-{n}-verify", n
         )
-        if result is None:
-            red_reason = "could not check out the recipe's result for verification"
+        if isinstance(result, str):
+            red_reason = f"could not check out the recipe's result for verification: {result}"
         else:
             report["verification"] = result.model_dump(mode="json")
             changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
@@ -297,11 +327,20 @@ def apply(
     services.reporter.note(f"mechanical fix red ({red_reason}); falling back to a retry")
     # The fallback retry must not build on the red result (nor on a weakened check).
     ref = f"refs/orchestrator/{record.run_id}/recipe-{n}"
-    report["kept_as"] = ref
     if tampered:
         # First: the rollback's own git calls read this config.
         integrity.restore(git_files, integrity.snapshot(guarded_git))
         report["restored_git_files"] = _relative(tampered, clone)
+    elsewhere = git.clone_git_dir_problem(clone)
+    if elsewhere is not None:
+        # A rollback would reset another repository: the clone stays as it is, for a
+        # person (the driver stops the run before anything works in it again).
+        report.update(restored=False, not_restored=elsewhere)
+        store.write_mechanical_fix(record.run_id, n, report)
+        return rerun_from(
+            record, plan.fallback, f"mechanical-fix red ({red_reason}); the clone was not restored"
+        )
+    report["kept_as"] = ref
     report["restored"] = git.keep_and_restore(
         services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",

@@ -8,20 +8,35 @@ and every recipe command, runs with ``hardened_git_env``: settings passed throug
 ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` are command-line scope,
 which beats repository config and which a recipe (it cannot set the environment) cannot
 override. Drivers are per name, so ``driver_overrides`` switches off the ones a clone's
-config names."""
+config names.
+
+Some settings cannot be switched off from outside, because they say where git reads more
+config or where it fetches and pushes: a clone whose own config holds one is refused
+(``tampered_config``), as is a clone whose ``.git`` is not its own directory
+(``clone_git_dir_problem``). No transport is allowed, except the one our own code names
+for one command (``allow_protocol_for``)."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.execution.executor import Executor
+if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
+    from orchestrator.execution.executor import Executor
 
 GIT_TIMEOUT_S = 60.0
 GIT_KILL_AFTER_S = 5.0
 MAX_CONFIG_LISTING_BYTES = 1_000_000
 
+# Every transport git knows. ``protocol.allow=never`` alone is not enough: a clone's own
+# ``protocol.<name>.allow=always`` is more specific, and git prefers it whatever its scope.
+PROTOCOLS = ("ext", "fd", "file", "git", "http", "https", "ssh")
 # Each one names a program git would run, or lets git reach outside the machine.
 HARDENED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
@@ -33,6 +48,7 @@ HARDENED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.gitProxy", ""),
     ("sequence.editor", "true"),
     ("protocol.allow", "never"),
+    *((f"protocol.{name}.allow", "never") for name in PROTOCOLS),
     ("credential.helper", ""),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
@@ -56,6 +72,12 @@ HARDENED_VARIABLES: dict[str, str] = {
     "GIT_SEQUENCE_EDITOR": "true",
     "GIT_NO_REPLACE_OBJECTS": "1",
     "GIT_PROTOCOL_FROM_USER": "0",
+    # Set, even empty, it replaces every protocol.* setting of every scope: an empty
+    # list allows no transport at all (``allow_protocol_for`` names one for one command).
+    "GIT_ALLOW_PROTOCOL": "",
+    # git 2.44 and later: a missing object is an error, never a fetch from a promisor
+    # remote the clone names (older versions ignore it; the protocols above stop them).
+    "GIT_NO_LAZY_FETCH": "1",
 }
 _IDENTITY = ("GIT_AUTHOR_", "GIT_COMMITTER_")
 # Per-driver keys whose value is a program: an empty value means git runs nothing (a
@@ -145,21 +167,191 @@ def identity_env(
     return env
 
 
+# The config git sees in a clone, includes followed (what the hardened calls will apply),
+# and the config the clone itself holds, includes not followed: an include names a file
+# whoever wrote the clone controls, may not exist yet or match only elsewhere, and its
+# being there is the whole answer. Listing config runs nothing.
+CONFIG_LISTING = ("git", "config", "-z", "--list", "--includes", "--show-scope")
+OWN_CONFIG_LISTING = ("git", "config", "-z", "--list", "--no-includes", "--show-scope")
+_OWN_SCOPES = ("local", "worktree")
+
+
+def listing_env(base_env: Mapping[str, str]) -> dict[str, str]:
+    """The hardened environment, with the user's global config readable: listed for
+    their identity only (``identity_env``), never applied to a git call in a clone."""
+    probe = hardened_git_env(base_env)
+    del probe["GIT_CONFIG_GLOBAL"]
+    return probe
+
+
 def read_clone_config(
     executor: Executor, clone: Path, base_env: Mapping[str, str]
 ) -> list[tuple[str, str, str]]:
     """The clone's config (includes followed) and the user's global config, as
     (scope, name, value) entries. Reading config runs nothing."""
-    probe = hardened_git_env(base_env)
-    del probe["GIT_CONFIG_GLOBAL"]  # read here for the identity only
     listing = executor.capture_head(
-        ("git", "config", "-z", "--list", "--includes", "--show-scope"),
+        CONFIG_LISTING,
         cwd=clone,
-        env=probe,
+        env=listing_env(base_env),
         max_bytes=MAX_CONFIG_LISTING_BYTES,
         timeout_s=30,
     )
     return parse_config_listing(listing.data)
+
+
+def read_own_config(
+    executor: Executor, clone: Path, base_env: Mapping[str, str]
+) -> list[tuple[str, str, str]] | None:
+    """What the clone's own config files say (``OWN_CONFIG_LISTING``), or None when git
+    could not list them all."""
+    listing = executor.capture_head(
+        OWN_CONFIG_LISTING,
+        cwd=clone,
+        env=hardened_git_env(base_env),
+        max_bytes=MAX_CONFIG_LISTING_BYTES,
+        timeout_s=30,
+    )
+    if listing.exit_code != 0 or listing.truncated:
+        return None
+    return parse_config_listing(listing.data)
+
+
+# What a clone's own config may not say, and why. The hardening switches off, in every
+# call, what names a program to run; these cannot be switched off from outside, because
+# they say where git reads more config, where it fetches or pushes, or what runs when it
+# does. None of them has a place in a clone the clone stage made.
+REFUSED_CONFIG: tuple[tuple[str, str], ...] = (
+    ("include.*", "reads config from a file no listing of ours saw"),
+    ("includeif.*", "reads config from a file only where a condition holds: the "
+                    "verifier's checkout, a branch"),
+    ("extensions.partialclone", "makes a missing object a fetch from a remote the clone names"),
+    ("remote.*.promisor", "makes a missing object a fetch from this remote"),
+    ("remote.*.partialclonefilter", "makes this remote a partial clone's lazy source"),
+    ("extensions.worktreeconfig", "gives each work tree a config file of its own"),
+    ("core.worktree", "moves the work tree: a checkout writes outside the clone"),
+    ("remote.*.pushurl", "sends a push somewhere other than the remote's URL"),
+    ("url.*.insteadof", "rewrites the URL of every fetch and push"),
+    ("url.*.pushinsteadof", "rewrites the URL of every push"),
+    ("remote.*.uploadpack", "names the program a fetch from a path runs"),
+    ("remote.*.receivepack", "names the program a push to a path runs"),
+    ("remote.*.vcs", "names the remote helper program a fetch or push runs"),
+    ("remote.*.proxy", "sends a fetch or push through a proxy of its choosing"),
+    ("http.*", "proxy, TLS checks, headers: where a push with our token goes, whom it trusts"),
+    ("credential.*", "a helper program given, or giving out, a push's credentials"),
+    ("protocol.*", "widens the transports git may use"),
+)  # fmt: skip
+
+
+def tampered_config(entries: Iterable[tuple[str, str, str]]) -> str | None:
+    """Why the clone's own config (``local`` and ``worktree`` entries) cannot be worked
+    in, naming each refused key once; None when it holds nothing ``REFUSED_CONFIG`` lists."""
+    found: dict[str, str] = {}
+    for scope, name, _value in entries:
+        if scope not in _OWN_SCOPES:
+            continue
+        for pattern, why in REFUSED_CONFIG:
+            if fnmatchcase(name.lower(), pattern):
+                found.setdefault(name, why)
+                break
+    if not found:
+        return None
+    named = "; ".join(f"{name} ({why})" for name, why in found.items())
+    return f"the clone's own git config sets what only an attacker would: {named}"
+
+
+def config_problem(executor: Executor, clone: Path, base_env: Mapping[str, str]) -> str | None:
+    """``tampered_config`` over the clone's own config as it is now (closed: a listing
+    git could not make is a problem too)."""
+    entries = read_own_config(executor, clone, base_env)
+    if entries is None:
+        return f"git could not list the config of {clone}"
+    return tampered_config(entries)
+
+
+# What makes a directory a repository to git: without them it searches the parents.
+_GIT_DIR_PARTS = (("HEAD", stat.S_ISREG), ("objects", stat.S_ISDIR), ("refs", stat.S_ISDIR))
+
+
+def clone_git_dir_problem(clone: Path) -> str | None:
+    """Why ``clone/.git`` is not the clone's own repository, or None. A symbolic link or a
+    ``gitdir:`` file sends every git call to a repository someone else chose; a ``.git``
+    git does not recognise (no HEAD, objects or refs) makes git look for one in the
+    directories above; a ``commondir`` file inside it borrows another's refs and config.
+    Reads the file system only."""
+    dot_git = clone / ".git"
+    try:
+        mode = dot_git.lstat().st_mode
+    except FileNotFoundError:
+        return f"{clone} has no .git"
+    except OSError as exc:
+        return f"cannot look at {dot_git}: {exc.strerror}"
+    if stat.S_ISLNK(mode):
+        return f"{dot_git} is a symbolic link (to {os.readlink(dot_git)}), not the clone's own"
+    if stat.S_ISREG(mode):
+        return f"{dot_git} is a file (a gitdir: link to another repository), not a directory"
+    if not stat.S_ISDIR(mode):
+        return f"{dot_git} is not a directory"
+    for name, is_kind in _GIT_DIR_PARTS:
+        try:
+            kind_ok = is_kind((dot_git / name).lstat().st_mode)
+        except OSError:
+            kind_ok = False
+        if not kind_ok:
+            return f"{dot_git} is not a repository git recognises (its {name} is missing or odd)"
+    if os.path.lexists(dot_git / "commondir"):
+        return f"{dot_git}/commondir points git at another repository's refs and config"
+    return None
+
+
+# ``<transport>::<address>``: a remote helper, ``ext::`` and ``fd::`` among them.
+_HELPER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*::")
+_URL_PROTOCOLS = {"file": "file", "git": "git", "http": "http", "https": "https",
+                  "ssh": "ssh", "git+ssh": "ssh", "ssh+git": "ssh"}  # fmt: skip
+
+
+def protocol_of(url: str) -> str | None:
+    """The transport git would use for ``url`` (an absolute path is ``file``, ``host:path``
+    is ``ssh``), or None for one our own code never uses: a remote helper (``ext::``,
+    ``fd::``…), an unknown scheme, a relative path."""
+    if _HELPER_URL.match(url):
+        return None
+    if url.startswith("/"):
+        return "file"
+    scheme, sep, _ = url.partition("://")
+    if sep:
+        return _URL_PROTOCOLS.get(scheme.lower())
+    if ":" in url.partition("/")[0]:
+        return "ssh"  # scp-like: user@host:path
+    return None
+
+
+def overriding(env: Mapping[str, str], settings: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """``env`` with ``settings`` after every setting it carries, so they win over the
+    hardening too: for one command our own code runs, with values our own code chose
+    (never anything a clone, a ticket or a model wrote)."""
+    out = dict(env)
+    count = int(out.get("GIT_CONFIG_COUNT", "0"))
+    for key, value in settings:
+        out[f"GIT_CONFIG_KEY_{count}"] = key
+        out[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    out["GIT_CONFIG_COUNT"] = str(count)
+    return out
+
+
+def allow_protocol_for(env: Mapping[str, str], url: str) -> dict[str, str]:
+    """``env`` (hardened) for the one command that fetches from or pushes to ``url``: its
+    transport allowed, every other still refused. Over ssh, git may run ssh itself.
+    Raises ValueError for a transport ``protocol_of`` does not name."""
+    protocol = protocol_of(url)
+    if protocol is None:
+        raise ValueError(
+            f"git may not reach {url!r}: not an absolute path, nor a file, git, http(s) or ssh URL"
+        )
+    settings = [(f"protocol.{protocol}.allow", "always")]
+    if protocol == "ssh":
+        settings.append(("core.sshCommand", "ssh"))
+    return overriding({**env, "GIT_ALLOW_PROTOCOL": protocol}, settings)
 
 
 def git_env_for(
@@ -188,6 +380,41 @@ def clone_git_env(executor: Executor, clone: Path, base_env: Mapping[str, str]) 
     return git_env_for(read_clone_config(executor, clone, base_env), base_env)
 
 
+def config_drift(
+    executor: Executor, clone: Path, base_env: Mapping[str, str], git_env: Mapping[str, str]
+) -> str | None:
+    """Why ``git_env``, made for the clone's config as it was, no longer fits it: the
+    clone's ``.git`` or own config became one we refuse, or, recomputed from the config
+    as it is now, the environment would switch off or carry something ``git_env`` does
+    not (a new driver, a new identity). None when it still fits."""
+    problem = clone_git_dir_problem(clone) or config_problem(executor, clone, base_env)
+    if problem is not None:
+        return problem
+    fresh = git_env_for(read_clone_config(executor, clone, base_env), base_env)
+    before, now = _settings(git_env), _settings(fresh)
+    changed = sorted(
+        {k for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
+        | {k for k in fresh.keys() | git_env.keys() if k.startswith(_IDENTITY)
+           and fresh.get(k) != git_env.get(k)}
+    )  # fmt: skip
+    if not changed:
+        return None
+    return f"git's config in the clone changed: it now needs {changed} set"
+
+
+def _settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The GIT_CONFIG_KEY_n/VALUE_n settings ``env`` carries (the last of a key wins)."""
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        return {}
+    return {
+        env[f"GIT_CONFIG_KEY_{i}"]: env.get(f"GIT_CONFIG_VALUE_{i}", "")
+        for i in range(count)
+        if f"GIT_CONFIG_KEY_{i}" in env
+    }
+
+
 def head_commit(executor: Executor, clone: Path, env: Mapping[str, str]) -> str | None:
     """The commit HEAD names, or None when there is none (no repository, no commit)."""
     head = executor.capture_head(
@@ -205,17 +432,8 @@ def head_commit(executor: Executor, clone: Path, env: Mapping[str, str]) -> str 
 def _extra_of(env: Mapping[str, str]) -> list[tuple[str, str]]:
     """The settings an already hardened ``env`` carries, so hardening it again keeps
     the driver overrides ``clone_git_env`` found."""
-    try:
-        count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        return []
-    carried = [
-        (env[f"GIT_CONFIG_KEY_{i}"], env.get(f"GIT_CONFIG_VALUE_{i}", ""))
-        for i in range(count)
-        if f"GIT_CONFIG_KEY_{i}" in env
-    ]
     # Only driver overrides are kept: an inherited GIT_CONFIG_* may name anything.
-    return [(k, v) for k, v in carried if (k, v) in driver_overrides([k])]
+    return [(k, v) for k, v in _settings(env).items() if (k, v) in driver_overrides([k])]
 
 
 def keep_and_restore(
@@ -295,19 +513,35 @@ def changed_paths(
 
 def add_checkout(
     executor: Executor, clone: Path, checkout: Path, env: Mapping[str, str], log_path: Path
-) -> bool:
+) -> str | None:
     """A clean checkout of the clone's HEAD at ``checkout`` (a detached work tree that
-    shares the clone's objects and refs): what a push of HEAD would ship."""
+    shares the clone's objects and refs): what a push of HEAD would ship. None when it
+    was made, else why not. It is filled only once the config as git sees it from there
+    (where an ``includeIf "gitdir:…/worktrees/…"`` would match) passes
+    ``config_problem``, with the drivers that config names switched off."""
     remove_checkout(executor, clone, checkout, env, log_path)  # a crashed run's leftover
-    outcome = executor.run(
-        ("git", "worktree", "add", "--detach", str(checkout), "HEAD"),
+    added = executor.run(
+        ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD"),
         cwd=clone,
         env=hardened_git_env(env, _extra_of(env)),
         log_path=log_path,
         timeout_s=GIT_TIMEOUT_S,
         kill_after_s=GIT_KILL_AFTER_S,
     )
-    return outcome.ok
+    if not added.ok:
+        return "git could not add the checkout"
+    problem = config_problem(executor, checkout, env)
+    if problem is not None:
+        return f"{problem} (read in the verification checkout)"
+    filled = executor.run(
+        ("git", "reset", "--hard", "--quiet", "HEAD"),
+        cwd=checkout,
+        env=clone_git_env(executor, checkout, env),
+        log_path=log_path,
+        timeout_s=GIT_TIMEOUT_S,
+        kill_after_s=GIT_KILL_AFTER_S,
+    )
+    return None if filled.ok else "git could not fill the checkout"
 
 
 def remove_checkout(

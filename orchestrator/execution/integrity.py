@@ -1,7 +1,8 @@
 """Repository integrity around a recipe: what git reads as instructions — ``.git/config``,
-``.git/hooks/``, ``.git/info/`` and wherever the config points ``core.hooksPath`` — is
-snapshotted (bytes, modes, symbolic links) before a recipe runs. Any change the recipe
-made is a red result and is put back byte for byte; ``git reset`` restores none of it.
+``.git/hooks/``, ``.git/info/``, ``.git/commondir``, ``.git/config.worktree`` and wherever
+the config points ``core.hooksPath`` — is snapshotted (bytes, modes, symbolic links)
+before a recipe runs. Any change the recipe made is a red result and is put back byte for
+byte; ``git reset`` restores none of it.
 
 A symbolic link in the working tree that leads outside the clone (or into ``.git``) is
 a way for a later write — a check's, a stage's — to land where nothing may be written."""
@@ -33,7 +34,9 @@ def guarded_paths(clone: Path, hooks_path: str | None) -> list[Path]:
     """The paths a recipe must leave alone: git's own instructions for this clone."""
     clone = clone.resolve()
     dot_git = clone / ".git"
+    # ``commondir`` and ``config.worktree``: git reads config (and refs) through them too.
     paths = [dot_git / "config", dot_git / "hooks", dot_git / "info"]
+    paths += [dot_git / "commondir", dot_git / "config.worktree"]
     if hooks_path:
         configured = Path(os.path.expanduser(hooks_path))
         # A relative hooks path is relative to where hooks run: the top of the work tree.

@@ -381,14 +381,20 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
     assert report["status"] == "green" and report["verification"]["exit_code"] == 0
     # Every process went through the executor, the orchestrator's own git included.
     status = ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    # The clone's own config (refused if tampered), then as git applies it (its drivers
+    # switched off): before the recipe, after each of its commands, in the checkout.
+    own = ("git", "config", "-z", "--list", "--no-includes", "--show-scope")
+    applied = ("git", "config", "-z", "--list", "--includes", "--show-scope")
     assert executor.captured == [
-        ("git", "config", "-z", "--list", "--includes", "--show-scope"),
+        own, applied,
         ("git", "rev-parse", "HEAD"),
         status,
+        own, applied, own, applied,
         status,
         ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
          report["head_before"], "HEAD"),
         ("git", "rev-parse", "HEAD"),
+        own, applied,
     ]  # fmt: skip
     checkout = str(Path(rec.run_dir) / "verify-1")
     # The recipe's commands ran inside bwrap (after the sandbox's once-per-process probe,
@@ -401,12 +407,14 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
     ]
     assert ran[2:] == [
         ("git", "worktree", "prune"),
-        ("git", "worktree", "add", "--detach", checkout, "HEAD"),
+        ("git", "worktree", "add", "--detach", "--no-checkout", checkout, "HEAD"),
+        ("git", "reset", "--hard", "--quiet", "HEAD"),  # filled once its config is read
         ("bash", "-c", "test -f fixed"),  # in the checkout of what ships
         ("git", "worktree", "remove", "--force", "--force", checkout),
         ("git", "worktree", "prune"),
     ]
-    assert executor.cwds.count(Path(checkout)) == 1  # the check's: git's ran in the clone
+    # The check's, and git's reading and filling the checkout; the rest ran in the clone.
+    assert executor.cwds.count(Path(checkout)) == 4
     assert not Path(checkout).exists()
     assert report["verified_commit"] == git.Repo(rec.clone_dir).head.commit.hexsha
 

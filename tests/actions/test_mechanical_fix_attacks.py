@@ -472,8 +472,93 @@ def test_only_a_hooks_path_of_the_clones_own_is_snapshotted(tmp_path: Path) -> N
     from orchestrator.execution.integrity import guarded_paths
 
     clone = tmp_path.resolve() / "clone"
-    own = [clone / ".git" / "config", clone / ".git" / "hooks", clone / ".git" / "info"]
+    dot_git = clone / ".git"
+    own = [dot_git / "config", dot_git / "hooks", dot_git / "info", dot_git / "commondir",
+           dot_git / "config.worktree"]  # fmt: skip
     assert guarded_paths(clone, ".husky") == [*own, clone / ".husky"]
     assert guarded_paths(clone, ".git/my-hooks") == [*own, clone / ".git" / "my-hooks"]
     for elsewhere in ("/", str(tmp_path), ".", ".git", "../x", None):
         assert guarded_paths(clone, elsewhere) == own
+
+
+# ---- config git reads from elsewhere -----------------------------------------------------
+
+
+def _filter_config(canary: Path) -> str:
+    # `touch` prints nothing: the filtered content is empty, and the canary says it ran.
+    return f'[filter "evil"]\n\tclean = touch {canary}\n\tsmudge = touch {canary}\n'
+
+
+def test_an_include_a_recipe_would_write_refuses_the_recipe_before_it_runs(
+    scene: Scene,
+) -> None:
+    # The include names a file that does not exist when the drivers are listed; the
+    # recipe writes it (ignored, so the fix looks clean), and the verifier's checkout of
+    # the fix would then run the filter it defines, outside the sandbox.
+    scene.repo.git.checkout("-q", "-b", "evil")
+    commit_files(scene.repo, {"later.cfg": _filter_config(scene.canary)}, "the include")
+    scene.repo.git.checkout("-q", "main")
+    commit_files(
+        scene.repo,
+        {".gitattributes": "*.txt filter=evil\n", ".gitignore": "local-override\nlater.cfg\n"},
+        "attrs",
+    )  # fmt: skip
+    scene.repo.git.config("include.path", "../later.cfg")
+    head = scene.repo.head.commit.hexsha
+    _, effect, report = scene.fix(
+        "git restore --source=evil --worktree later.cfg", "git rm -q bug", "git commit -m fix"
+    )
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert report["red_reason"] == (
+        "recipe refused: the clone's own git config sets what only an attacker would: "
+        "include.path (reads config from a file no listing of ours saw); nothing was run"
+    )
+    assert report["commands"] == [] and report["restored"] is False
+    assert not (scene.clone / "later.cfg").exists()
+    assert scene.repo.head.commit.hexsha == head
+    scene.assert_contained()
+
+
+def test_a_work_tree_include_never_reaches_the_verifiers_checkout(scene: Scene) -> None:
+    # Matches only in a linked work tree: the clone's own listing never sees its filter,
+    # and the verifier's checkout of what ships would run it.
+    evil = scene.root / "outside" / "evil.cfg"
+    evil.write_text(_filter_config(scene.canary))
+    scene.outside_before = scene.outside()
+    commit_files(scene.repo, {".gitattributes": "*.txt filter=evil\n"}, "attrs")
+    scene.repo.git.config("includeIf.gitdir:**/worktrees/**.path", str(evil))
+    _, _, report = scene.fix("git rm -q bug", "git commit -m fix")
+    assert report["status"] == "red" and report["commands"] == []
+    assert report["refused"].startswith(
+        "the clone's own git config sets what only an attacker would: "
+        "includeif.gitdir:**/worktrees/**.path"
+    )
+    assert (scene.clone / "bug").exists()
+    scene.assert_contained()
+
+
+def test_a_recipe_that_points_git_at_another_common_dir_is_stopped_there(
+    tmp_path: Path,
+) -> None:
+    """``.git/commondir`` makes git read its config (and refs) from another directory: a
+    copy of ``.git`` whose config names a filter the recipe's environment never switched
+    off. The command that plants it is the last to run, and it is taken out again."""
+    scene = Scene(tmp_path, CONFIG.replace('recipe_allowlist = ["git"]',
+                                           'recipe_allowlist = ["git", "cp"]'))  # fmt: skip
+    config = (scene.clone / ".git" / "config").read_text() + _filter_config(scene.canary)
+    commit_files(
+        scene.repo,
+        {".gitattributes": "*.txt filter=evil\n", "shadow.cfg": config, "commondir.txt": "../shadow\n"},
+        "attrs",
+    )  # fmt: skip
+    _, effect, report = scene.fix(
+        "cp -r .git shadow", "cp shadow.cfg shadow/config", "cp commondir.txt .git/commondir",
+        "git add --renormalize .",
+    )  # fmt: skip
+    assert report["status"] == "red" and effect.resume_at == "implement"
+    assert [c["argv"][1] for c in report["commands"]] == ["-r", "shadow.cfg", "commondir.txt"]
+    assert report["red_reason"] == "the recipe changed git's own files: ['.git/commondir']"
+    assert report["restored_git_files"] == [".git/commondir"] and report["restored"] is True
+    assert not (scene.clone / ".git" / "commondir").exists()
+    assert not (scene.clone / "shadow").exists()
+    scene.assert_contained()

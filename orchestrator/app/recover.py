@@ -4,7 +4,11 @@
     persists nothing) ─► the decision persisted once: reply texts, verdict file (with
     its call transcript), ledger rows
     ─► approval: automatic when routed ``auto`` (or ``reject``: the safe fallback runs);
-       otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``
+       otherwise the run waits in ``awaiting-approval`` for ``orchestrator approve|reject``.
+       Every approval is signed and bound to the verdict file's bytes; one that does not
+       verify, or that was there before it could have been given (before the run asked a
+       person, or beside a decision only just taken), is refused: nothing it approved
+       runs and the run stops ``needs-human`` (``approval_forged``)
     ─► substrate.apply(proposal, approval) ─► outcome on the run record
 
 If the orchestrator dies here, resuming finds the decision persisted for that attempt and
@@ -29,7 +33,8 @@ from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.stores import approvals_of, budgets_of, decisions_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
-from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.errors import StateError
+from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model
 from orchestrator.execution.git import hardened_git_env
@@ -51,15 +56,15 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.last_words import check_output_of
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.recovery.proposal import RecoveryContext
+from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
-from orchestrator.storage.approvals import AUTO, Approval
+from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.call_journal import CallJournals, JournaledReply
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
+from orchestrator.storage.runs import Attempt, Halt, RunRecord, VerdictRef
 from orchestrator.storage.transcripts import write_texts
 
 DIFF_TIMEOUT_S = 60.0
@@ -147,10 +152,15 @@ def recover(
 ) -> tuple[RunRecord, Effect]:
     """Decide what to do about ``attempt``'s failure and, once approved, do it."""
     store = services.store
-    if record.state is not RunState.RECOVERING:
+    ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
+    fresh = ref is None  # decided in this call: nothing of ours has answered it yet
+    # A person was asked about this decision: the run waits for their answer. It stays
+    # ``awaiting-approval`` on disk until what the answer decided is carried out (the
+    # outcome's save), so a crash in between still shows the question was put.
+    asked = record.state is RunState.AWAITING_APPROVAL and ref is not None
+    if record.state is not RunState.RECOVERING and not asked:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
         store.save(record, CrashPoint.RECOVERING)
-    ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     if ref is None:
         decided = _decide(record, stage, attempt, services)
         if isinstance(decided, Deferred):
@@ -182,27 +192,49 @@ def recover(
         _record_in_ledger(decided, services)
     proposal = decided.proposal
     approvals = approvals_of(services)
-    approval = approvals.read(record.run_id, decided.number)
-    if approval is None:
-        if proposal.routing not in ("auto", "reject"):
-            record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
-            store.save(record, CrashPoint.AWAITING_APPROVAL)
+    person = needs_person(proposal.routing)
+    if not approvals.answered(record.run_id, decided.number):
+        if person:
+            if not asked:
+                record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
+                store.save(record, CrashPoint.AWAITING_APPROVAL)
             services.reporter.note(
                 f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
                 f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
                 f"`orchestrator reject {record.run_id} --reason ...`"
             )
             return record, Effect(outcome="awaiting approval", paused=True)
-        approval = Approval(
-            decision_id=proposal.decision_id,
-            run_id=record.run_id,
-            verdict=decided.number,
-            approved=True,
-            by=AUTO,
-            at=services.clock(),
-            routing=proposal.routing,
+        # Carried out as persisted: the automatic approval is bound to the file's bytes.
+        decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
+        proposal = decided.proposal
+        approval = approvals.write(
+            Approval(
+                decision_id=proposal.decision_id,
+                run_id=record.run_id,
+                verdict=decided.number,
+                approved=True,
+                by=AUTO,
+                at=services.clock(),
+                routing=proposal.routing,
+            ),
+            verdict_sha256=digest,
         )
-        approvals.write(approval)
+    else:
+        decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
+        proposal = decided.proposal
+        found = _answer(approvals, record.run_id, ref.number, digest)
+        why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
+        if why is not None and isinstance(found, Approval):
+            # Signed with the key, yet there before it could have been given.
+            why += "; it verifies, so the approval key may have leaked: replace it"
+        elif why is None:
+            why = found if isinstance(found, str) else mismatch(found, proposal)
+        if why is not None or not isinstance(found, Approval):
+            where = approvals.path(record.run_id, ref.number)
+            return _refused(record, stage, ref, decided, f"{where}: {why}", services)
+        approval = found
+    if record.state is RunState.AWAITING_APPROVAL:
+        record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
     record, effect = apply(record, proposal, approval, services)
     LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
     ref = next(v for v in record.verdicts if v.number == decided.number)
@@ -214,6 +246,84 @@ def recover(
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
     store.save(record, CrashPoint.OUTCOME)
     return record, effect
+
+
+def _answer(approvals: SignedApprovals, run_id: str, number: int, digest: str) -> Approval | str:
+    """The verified answer to decision ``number`` (whose file hashes to ``digest``), or
+    why there is none."""
+    try:
+        approval = approvals.read(run_id, number, verdict_sha256=digest)
+    except ApprovalRefused as refused:
+        return refused.why
+    return approval if approval is not None else "it disappeared while it was being read"
+
+
+def needs_person(routing: str) -> bool:
+    """Routed to a person (``hitl_*``): carried out only once a person approves."""
+    return routing not in ("auto", "reject")
+
+
+def out_of_turn(*, person: bool, asked: bool, fresh: bool) -> str | None:
+    """Why an approval found for a decision cannot be its answer whatever it says, from
+    when it was found; None when it may be (then it must still verify). A person's answer
+    exists only once the run asked (``approve`` writes nothing otherwise); an automatic
+    one only once the decision was referenced (a crash after writing it), never beside a
+    decision this call has only just taken."""
+    if person and not asked:
+        return (
+            "it was there before the decision was put to a person: no one was asked, "
+            "so no one answered"
+        )
+    if fresh:
+        return "it was there before the decision it answers was taken"
+    return None
+
+
+def mismatch(approval: Approval, proposal: Proposal) -> str | None:
+    """Why a verified approval still does not answer ``proposal`` as it was routed."""
+    if approval.decision_id != proposal.decision_id:
+        return f"it answers decision {approval.decision_id}, not {proposal.decision_id}"
+    if approval.routing != proposal.routing:
+        return f"it was given for routing {approval.routing}, the decision was routed {proposal.routing}"
+    if (approval.by == AUTO) == needs_person(proposal.routing):
+        who = "a person must answer it" if approval.by == AUTO else "no one was asked"
+        return f"an approval by {approval.by} for a decision routed {proposal.routing}: {who}"
+    return None
+
+
+def _refused(
+    record: RunRecord,
+    stage: StageConfig,
+    ref: VerdictRef,
+    decided: VerdictRecord,
+    why: str,
+    services: Services,
+) -> tuple[RunRecord, Effect]:
+    """The approval found is not the decision's answer: nothing it approved runs, and the
+    run stops for a person, saying why."""
+    halt = Halt(
+        reason=HaltReason.APPROVAL_FORGED,
+        stage=stage.name,
+        detail=(
+            f"the approval of verdict {ref.number} was refused and nothing it approved was "
+            f"carried out: {why}; see {ref.path}"
+        ),
+    )
+    services.reporter.note(f"approval refused: {why}")
+    outcome = f"{RunState.NEEDS_HUMAN}: {HaltReason.APPROVAL_FORGED}"
+    # A changed verdict file may name another decision: only this one's row is closed.
+    own_id = f"{record.run_id}:attempt-{ref.attempt}:verdict-{ref.number}"
+    if decided.proposal.decision_id == own_id:
+        try:
+            LedgerLink.for_services(services).outcome(record, decided.proposal, outcome, services)
+        except StateError as exc:  # the halt stands without the row; say why it is missing
+            services.reporter.note(f"the refusal's ledger row was not written: {exc}")
+    record = record.with_verdict(ref.model_copy(update={"outcome": outcome}))
+    record = record.transition(
+        RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
+    )
+    services.store.save(record, CrashPoint.OUTCOME)
+    return record, Effect(outcome=outcome, terminal=RunState.NEEDS_HUMAN, halt=halt)
 
 
 @dataclass(frozen=True)

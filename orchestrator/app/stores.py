@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 from orchestrator.execution.attempts import Services
+from orchestrator.storage.approvals import ApprovalKeys, SignedApprovals
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.protocols import Approvals, Budgets, DecisionLedger, Decisions
@@ -20,10 +21,20 @@ def decisions_of(services: Services) -> Decisions:
     return FileStorage(services.store.state_dir).decisions
 
 
-def approvals_of(services: Services) -> Approvals:
-    if services.approvals is not None:
-        return services.approvals
-    return FileStorage(services.store.state_dir).approvals
+def approval_keys_of(services: Services) -> ApprovalKeys:
+    """The approval key as the run's own environment gives it, else the state dir's key
+    file (in a fleet, the shared state dir's: one key for every machine)."""
+    return ApprovalKeys.of(services.store.layout.approval_key_path, services.environ)
+
+
+def approvals_of(services: Services) -> SignedApprovals:
+    """The run's approvals, signed when written and verified when read."""
+    store: Approvals = (
+        services.approvals
+        if services.approvals is not None
+        else FileStorage(services.store.state_dir).approvals
+    )
+    return SignedApprovals(store, approval_keys_of(services))
 
 
 def budgets_of(services: Services) -> Budgets:

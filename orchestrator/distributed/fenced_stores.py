@@ -123,14 +123,26 @@ class FencedDecisions:
     def read(self, run_id: str, number: int) -> VerdictRecord:
         return self.inner.read(run_id, number)
 
+    def read_with_sha256(self, run_id: str, number: int) -> tuple[VerdictRecord, str]:
+        return self.inner.read_with_sha256(run_id, number)
+
     def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
         return self.inner.find(run_id=run_id, ticket_id=ticket_id)
 
 
 class FencedApprovals:
+    """Kept as given, like the files they wrap: the run signs and verifies them
+    (``approvals.SignedApprovals``, composed in ``app/stores.py``) with the key of the
+    shared state dir (``keys/approval.key`` there, or ``$ORCHESTRATOR_APPROVAL_KEY`` set
+    alike on every machine), so an approval a worker or ``approve`` signed verifies on
+    any other machine."""
+
     def __init__(self, inner: Approvals, fence: Fence) -> None:
         self.inner = inner
         self.fence = fence
+
+    def path(self, run_id: str, number: int) -> Path:
+        return self.inner.path(run_id, number)
 
     def write(self, approval: Approval) -> None:
         with _fenced(self.fence):

@@ -1,7 +1,9 @@
 """Every store a fleet worker's ticket run writes, assembled from one claim: the shared
 state dir's file stores, each write fenced by the claim, and the ledger under the fleet's
 Redis lock. This is what the ticket driver is handed in the distributed mode, in place
-of the stores it opens from the state dir locally.
+of the stores it opens from the state dir locally. Approvals are kept as given here and
+signed and verified by the run (``app/stores.approvals_of``) with the shared state dir's
+approval key, the same key on every machine and for ``orchestrator approve``.
 """
 
 from __future__ import annotations

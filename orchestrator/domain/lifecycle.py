@@ -57,6 +57,9 @@ class HaltReason(StrEnum):
     QUOTA_EXHAUSTED = "quota_exhausted"  # an engine's provider quota or credit is used up
     CONFIG_ERROR = "config_error"  # a stage's program is not installed: fix, then resume
     RESOURCE_EXHAUSTED = "resource_exhausted"  # disk, quota or memory ran out: free, resume
+    # An approval that does not verify (HMAC, verdict digest, or there before a person was
+    # asked): refused, and nothing it approved is carried out.
+    APPROVAL_FORGED = "approval_forged"
 
 
 S = RunState

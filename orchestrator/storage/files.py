@@ -6,13 +6,15 @@ Each store is imported when first asked for, so a command that reads only the le
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.storage.layout import StateLayout, VerdictFile, verdict_files
+from orchestrator.domain.errors import StateError
+from orchestrator.storage.layout import StateLayout, VerdictFile, ticket_of, verdict_files
 from orchestrator.storage.locks import FileLocks
 
 if TYPE_CHECKING:
@@ -56,12 +58,50 @@ class VerdictFiles:
 
         return read_verdict(self.path(run_id, number))
 
+    def sha256(self, run_id: str, number: int) -> str | None:
+        """The sha256 of the verdict file's bytes as persisted (what an approval is bound
+        to), or None when there is no such file."""
+        from orchestrator.storage.approvals import verdict_sha256
+
+        try:
+            return verdict_sha256(self.path(run_id, number).read_bytes())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            path = self.path(run_id, number)
+            raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+
+    def read_with_sha256(self, run_id: str, number: int) -> tuple[VerdictRecord, str]:
+        """The decision and the sha256 of the bytes it was read from: hashed before and
+        after the read, so the two are of the same file (a change in between is refused)."""
+        path = self.path(run_id, number)
+        before = self.sha256(run_id, number)
+        if before is None:
+            raise StateError(f"state error: {path}: no such verdict file")
+        record = self.read(run_id, number)
+        if self.sha256(run_id, number) != before:
+            raise StateError(f"state error: {path}: changed while it was being read")
+        return record, before
+
     def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
         return verdict_files(self._layout.runs_dir, run_id=run_id, ticket_id=ticket_id)
 
 
+# ``layout.approval_path``'s names, for finding every approval file.
+_APPROVAL_NAME = re.compile(r"^(?P<run>.+)\.approval-(?P<n>\d+)\.json$")
+
+
+class ApprovalFile(NamedTuple):
+    """One ``runs/<run-id>.approval-<n>.json`` found on disk."""
+
+    run_id: str
+    number: int
+    path: Path
+
+
 class ApprovalFiles:
-    """``runs/<run-id>.approval-<n>.json``: the answer to decision n, written once."""
+    """``runs/<run-id>.approval-<n>.json``: the answer to decision n, written once, kept
+    as given. Signing and verifying them is ``approvals.SignedApprovals``'s."""
 
     def __init__(self, layout: StateLayout) -> None:
         self._layout = layout
@@ -81,6 +121,20 @@ class ApprovalFiles:
 
     def answered(self, run_id: str, number: int) -> bool:
         return self.path(run_id, number).exists()
+
+    def find(self) -> list[ApprovalFile]:
+        """Every approval file of every run, by run id then decision number; only names
+        whose run part is a run id (and whose name is the one the layout gives it)."""
+        found = []
+        for path in self._layout.runs_dir.glob("*.approval-*.json"):
+            match = _APPROVAL_NAME.match(path.name)
+            if match is None or ticket_of(match.group("run")) is None or not path.is_file():
+                continue
+            run_id, number = match.group("run"), int(match.group("n"))
+            if self._layout.approval_path(run_id, number) == path:
+                found.append(ApprovalFile(run_id, number, path))
+        found.sort(key=lambda a: (a.run_id, a.number))
+        return found
 
 
 class FileStorage:

@@ -21,6 +21,8 @@ the stage programs can use it too.
     batches/<batch-id>/batch.json      what the batch ran: its tickets, their runs, its spend
     ledger.jsonl (+ .head, .lock)      the hash-chained decision ledger
     ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
+    keys/approval.key                  the key approvals are signed with (mode 0600), unless
+                                       $ORCHESTRATOR_APPROVAL_KEY gives one
     .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
@@ -44,6 +46,7 @@ TICKETS_DIR = "tickets"
 LOCKS_DIR = "locks"
 BATCHES_DIR = "batches"
 LEDGER_FILE = "ledger.jsonl"
+KEYS_DIR, APPROVAL_KEY_FILE = "keys", "approval.key"
 RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 # Written by the open-pr stage programs into ``$ORCH_RUN_DIR``, read back by the driver.
 PULL_REQUEST_RECORD = "pull-request.json"
@@ -237,6 +240,14 @@ class StateLayout(NamedTuple):
     @property
     def ledger_path(self) -> Path:
         return self.root / LEDGER_FILE
+
+    @property
+    def approval_key_path(self) -> Path:
+        """The approval key's file, made on first need (``storage/approvals.py``). Outside
+        every clone and run workspace, so no stage is handed it; that no stage can read it
+        at all rests on the sandbox hiding the state dir from the stages it runs (a stage
+        run unsandboxed, as this user, can read any file this user can)."""
+        return self.root / KEYS_DIR / APPROVAL_KEY_FILE
 
     def write_dirs(self) -> list[Path]:
         """Every directory an atomic write puts files in (so where a killed one leaves

@@ -6,7 +6,7 @@ cases in ``app/`` depend on them, not on paths.
 
     Runs           run records: save after every transition, load, latest of a ticket
     Decisions      verdict files: one per decision, written once, found by run or ticket
-    Approvals      the answer to a decision, written once
+    Approvals      the answer to a decision, written once (signed: approvals.py)
     Budgets        per-ticket charges, keyed so a re-executed decision never pays twice
     Locks          one driver per ticket at a time; the holder's death releases it
     DecisionLedger the append-only, hash-chained ledger and its indexed history
@@ -67,17 +67,29 @@ class Decisions(Protocol):
 
     def read(self, run_id: str, number: int) -> VerdictRecord: ...
 
+    def read_with_sha256(self, run_id: str, number: int) -> tuple[VerdictRecord, str]:
+        """The decision and the sha256 of the very bytes it was read from: what an
+        approval is bound to."""
+        ...
+
     def find(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[VerdictFile]:
         """By run id, then decision number."""
         ...
 
 
 class Approvals(Protocol):
+    """Kept as given: ``approvals.SignedApprovals`` signs what is written and verifies
+    what is read before anything is carried out."""
+
+    def path(self, run_id: str, number: int) -> Path: ...
+
     def write(self, approval: Approval) -> None:
         """Write once: an answer, once given, is a record."""
         ...
 
-    def read(self, run_id: str, number: int) -> Approval | None: ...
+    def read(self, run_id: str, number: int) -> Approval | None:
+        """As stored, unverified."""
+        ...
 
     def answered(self, run_id: str, number: int) -> bool: ...
 

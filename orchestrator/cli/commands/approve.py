@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.app.driver import pending_verdict, run_ticket
+from orchestrator.app.stores import approvals_of, decisions_of
 from orchestrator.cli.commands.run import build_services, exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
@@ -44,19 +45,23 @@ def answer(
         ref = pending_verdict(record)
         if record.state is not RunState.AWAITING_APPROVAL or ref is None:
             raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
-        decided = storage.decisions.read(run_id, ref.number)
+        # The answer is bound to the verdict file as it is now, byte for byte, and signed:
+        # a file changed after this no longer has an answer.
+        decided, digest = decisions_of(services).read_with_sha256(run_id, ref.number)
         proposal = decided.proposal
-        approval = Approval(
-            decision_id=proposal.decision_id,
-            run_id=run_id,
-            verdict=decided.number,
-            approved=approved,
-            by=os_user(),
-            at=services.clock(),
-            routing=proposal.routing,
-            reason=reason,
+        approval = approvals_of(services).write(
+            Approval(
+                decision_id=proposal.decision_id,
+                run_id=run_id,
+                verdict=decided.number,
+                approved=approved,
+                by=os_user(),
+                at=services.clock(),
+                routing=proposal.routing,
+                reason=reason,
+            ),
+            verdict_sha256=digest,
         )
-        storage.approvals.write(approval)
     word = "approved" if approved else "rejected"
     out.write(
         f"{word}: verdict {decided.number} of {run_id} ({decided.action}, "

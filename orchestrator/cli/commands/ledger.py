@@ -1,21 +1,36 @@
 """``orchestrator ledger verify|repair|show``: check, mend and read the decision ledger.
 
-    verify            OK: N entries (exit 0), or FAILED at line L: reason (exit 7); also
+    verify [--require-signed]
+                      OK: N entries (exit 0), or FAILED at line L: reason (exit 7); also
                       FAILED when a verdict file's decision has no row (a run killed
-                      between the two)
+                      between the two), and when an approval file does not verify: its
+                      HMAC (by the approval key), its names, or the digest of the verdict
+                      file it answers (each such file named, with why)
     repair            move a torn last line (an interrupted write) to a quarantine file,
                       and append the rows of decisions persisted without them; anything
                       else is refused (exit 7): that is damage, not a crash
     show [-n N] [--json]
                       the last N rows (default 20), one line each, or as stored (JSON lines)
 
-The HMAC key, if the ledger is keyed, comes from ``$ORCHESTRATOR_LEDGER_KEY``.
+The HMAC key, if the ledger is keyed, comes from ``$ORCHESTRATOR_LEDGER_KEY``; the
+approval key from ``$ORCHESTRATOR_APPROVAL_KEY``, else the state dir's key file (verify
+never makes one).
+
+Approval files written before approvals were signed carry neither a digest nor an HMAC.
+``verify`` names them on stderr as "unsigned (written before approvals were signed)" and
+still says OK: every state dir from before the upgrade has them, and they cannot have
+done harm since, because no run carries out an unsigned approval (one written after the
+upgrade only stops its run ``needs-human``). ``--require-signed`` fails on them, for a
+state dir that began signed. An unsigned file that names a verdict digest is not of that
+old shape and always fails.
+
 ``orchestrator.storage.ledger`` is imported only when the command runs, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -49,7 +64,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "$ORCHESTRATOR_LEDGER_KEY.",
     )
     actions = parser.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
-    actions.add_parser("verify", help="check every line, the hash chain and the head file")
+    verify = actions.add_parser(
+        "verify",
+        help="check every line, the hash chain and the head file, and every approval file",
+    )
+    verify.add_argument(
+        "--require-signed",
+        action="store_true",
+        help="also fail on approval files written before approvals were signed",
+    )
     actions.add_parser(
         "repair", help="quarantine a torn last line (an interrupted write); nothing else"
     )
@@ -97,7 +120,13 @@ def _table_row(row: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping[str, str]) -> int:
+def run(
+    args: argparse.Namespace,
+    state_dir: Path,
+    out: TextIO,
+    environ: Mapping[str, str],
+    err: TextIO | None = None,
+) -> int:
     from orchestrator.storage.files import FileStorage
     from orchestrator.storage.ledger import canonical, key_from_env
 
@@ -111,6 +140,7 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
             out.write(f"FAILED{where}: {result.reason}\n")
             return EXIT_STATE
         from orchestrator.app.ledger_link import unrecorded  # here: `show` stays light
+        from orchestrator.storage.approvals import UNSIGNED_BEFORE
 
         missing = unrecorded(ledger, storage.decisions.find())
         if missing:
@@ -119,6 +149,21 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
                 "killed in between); `orchestrator ledger repair` appends them, as does the "
                 "ticket's next run:\n" + "".join(f"  {v.path}\n" for v in missing)
             )
+        failed, unsigned = _approval_problems(storage, environ)
+        if unsigned and args.require_signed:
+            failed += [(path, UNSIGNED_BEFORE) for path in unsigned]
+        elif unsigned:
+            (err or sys.stderr).write(
+                f"note: {len(unsigned)} approval file(s) {UNSIGNED_BEFORE}; no run carries "
+                "one out (`ledger verify --require-signed` fails on them):\n"
+                + "".join(f"  {path}\n" for path in unsigned)
+            )
+        if failed:
+            out.write(
+                f"FAILED: {len(failed)} approval file(s) do not verify; no run carries one "
+                "out:\n" + "".join(f"  {path}: {why}\n" for path, why in failed)
+            )
+        if missing or failed:
             return EXIT_STATE
         out.write(f"OK: {result.count} entries\n")
         return 0
@@ -153,6 +198,45 @@ def run(args: argparse.Namespace, state_dir: Path, out: TextIO, environ: Mapping
             )
         return 0
     raise AssertionError(f"unhandled ledger command {command}")
+
+
+def _approval_problems(
+    storage: FileStorage, environ: Mapping[str, str]
+) -> tuple[list[tuple[Path, str]], list[Path]]:
+    """Every approval file checked against the approval key and the verdict file it
+    answers: those that do not verify (with why), and those of the unsigned old shape."""
+    from orchestrator.domain.errors import StateError
+    from orchestrator.storage.approvals import (
+        UNSIGNED_BEFORE,
+        ApprovalKeys,
+        problem,
+        read_approval,
+    )
+
+    found = storage.approvals.find()
+    if not found:
+        return [], []  # no key to look for
+    keys = ApprovalKeys.of(storage.layout.approval_key_path, environ)
+    key = keys.for_checking()
+    failed: list[tuple[Path, str]] = []
+    unsigned: list[Path] = []
+    for run_id, number, path in found:
+        try:
+            approval = read_approval(path)
+        except StateError as exc:
+            failed.append((path, str(exc).removeprefix(f"state error: {path}: ")))
+            continue
+        if approval is None:  # removed since it was listed
+            continue
+        digest = storage.decisions.sha256(run_id, number)
+        why = problem(approval, key=key, run_id=run_id, number=number, verdict_sha256=digest)
+        if why == UNSIGNED_BEFORE:
+            unsigned.append(path)
+        elif why is not None:
+            if key is None and approval.hmac is not None:
+                why += f" ({keys.where()} does not exist)"
+            failed.append((path, why))
+    return failed, unsigned
 
 
 def _mend_unrecorded(storage: FileStorage, ledger: Ledger, out: TextIO) -> int:

@@ -1,11 +1,14 @@
-"""Benchmark: what the recipe sandbox adds to one recipe command.
+"""Benchmark: what the sandbox adds to one recipe command, and to one check's start.
 
     python bench/bench_sandbox.py           # 61 trials of each (~2 s)
     python bench/bench_sandbox.py --quick   # 11 trials (a smoke run)
 
 The command is ``git status`` in a small real repository (a typical recipe command), run
 through the ``LocalExecutor`` as it is today and through the ``SandboxedExecutor`` with
-the recipe's own sandbox spec (clone writable, no network, the recipe environment).
+the recipe's own sandbox spec (clone writable, no network, the recipe environment). A
+check's start is ``true`` run plain and inside the full stage profile (homes and the
+state dir hidden, the clone writable with its ``.git`` read-only, the limits and the
+seccomp filter): what every stage and check now pays to start.
 Trials are interleaved so a busy moment slows both alike; the target is the difference of
 the medians: at most ``TARGET_MS`` added per sandboxed command. The one-time probe that
 checks the sandbox can start is timed apart (it is paid once per process).
@@ -31,7 +34,9 @@ if str(ROOT) not in sys.path:  # `python bench/bench_sandbox.py` puts bench/ on 
 
 from orchestrator.execution.executor import Executor, LocalExecutor  # noqa: E402
 from orchestrator.execution.recipes import recipe_spec  # noqa: E402
+from orchestrator.domain.config import SandboxConfig, SandboxOptions  # noqa: E402
 from orchestrator.execution.sandbox import SandboxedExecutor, sandbox_available  # noqa: E402
+from orchestrator.execution.stage_sandbox import RunPlaces, profile  # noqa: E402
 
 TARGET_MS = 20.0
 TRIALS = 61
@@ -58,13 +63,27 @@ def make_repo(path: Path) -> None:
     (path / "file3.txt").write_text("changed\n")
 
 
-def timed_run(executor: Executor, clone: Path, log: Path, env: dict[str, str]) -> float:
+def timed_run(
+    executor: Executor, clone: Path, log: Path, env: dict[str, str],
+    command: tuple[str, ...] = COMMAND,
+) -> float:  # fmt: skip
     began = time.perf_counter()
-    outcome = executor.run(COMMAND, cwd=clone, env=env, log_path=log, timeout_s=30, kill_after_s=1)
+    outcome = executor.run(command, cwd=clone, env=env, log_path=log, timeout_s=30, kill_after_s=1)
     elapsed = time.perf_counter() - began
     if not outcome.ok:
-        raise BenchError(f"{' '.join(COMMAND)} failed (exit {outcome.exit_code}): see {log}")
+        raise BenchError(f"{' '.join(command)} failed (exit {outcome.exit_code}): see {log}")
     return elapsed
+
+
+def check_profile(state: Path, clone: Path) -> SandboxedExecutor:
+    run_dir = clone.parent
+    places = RunPlaces(
+        state_dir=state, run_dir=run_dir, clone=clone, ticket_dir=run_dir / "ticket",
+        repository="https://example.invalid/r.git", config_root=state.parent,
+        home=Path(os.environ["HOME"]) if os.environ.get("HOME") else None,
+    )  # fmt: skip
+    spec = profile(SandboxOptions(), "check", cwd=clone, places=places, limits=SandboxConfig())
+    return SandboxedExecutor(LocalExecutor(), spec)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,17 +100,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark failed: the sandbox cannot start here: {reason}", file=sys.stderr)
         return 1
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    samples: dict[str, list[float]] = {"plain": [], "sandboxed": []}
+    samples: dict[str, list[float]] = {"plain": [], "sandboxed": [], "start": [], "check": []}
     try:
         with tempfile.TemporaryDirectory(prefix="orch-bench-sandbox-") as scratch:
-            clone = Path(scratch) / "clone"
+            clone = Path(scratch) / "state" / "runs" / "B-1-r" / "clone"
+            clone.parent.mkdir(parents=True)
             make_repo(clone)
             sandboxed = SandboxedExecutor(local, recipe_spec(clone))
+            checked = check_profile(Path(scratch) / "state", clone)
             logs = Path(scratch) / "logs"
             for trial in range(trials):  # interleaved
                 samples["plain"].append(timed_run(local, clone, logs / f"p{trial}.log", env))
                 samples["sandboxed"].append(
                     timed_run(sandboxed, clone, logs / f"s{trial}.log", env)
+                )
+                samples["start"].append(
+                    timed_run(local, clone, logs / f"t{trial}.log", env, ("true",))
+                )
+                samples["check"].append(
+                    timed_run(checked, clone, logs / f"c{trial}.log", env, ("true",))
                 )
             inside = (logs / "s0.log").read_text()
             if "file3.txt" not in inside:
@@ -100,20 +127,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
 
-    plain = statistics.median(samples["plain"]) * 1000
-    boxed = statistics.median(samples["sandboxed"]) * 1000
-    added = boxed - plain
-    ok = added <= TARGET_MS
+    plain, boxed, start, check = (
+        statistics.median(samples[k]) * 1000 for k in ("plain", "sandboxed", "start", "check")
+    )
+    added, check_added = boxed - plain, check - start
+    ok, check_ok = added <= TARGET_MS, check_added <= TARGET_MS
     name = " ".join(COMMAND)
     print(f"recipe sandbox ({trials} interleaved runs of `{name}` in a 20-file repo)")
     print(f"  probe (once per process)   {probe_s * 1000:8.2f} ms")
     print(f"  unsandboxed      median    {plain:8.2f} ms")
     print(f"  sandboxed        median    {boxed:8.2f} ms")
     print(f"  added per command          {added:8.2f} ms  (target <= {TARGET_MS:g} ms)")
+    print(f"a check's start ({trials} interleaved runs of `true`, the full stage profile)")
+    print(f"  unsandboxed      median    {start:8.2f} ms")
+    print(f"  sandboxed        median    {check:8.2f} ms")
+    print(f"  added per start            {check_added:8.2f} ms  (target <= {TARGET_MS:g} ms)")
     print("summary")
     label = f"sandbox adds <= {TARGET_MS:g} ms per recipe command"
     print(f"  {label} ({added:+.2f} ms)   {'PASS' if ok else 'FAIL'}")
-    print(f"  {int(ok)}/1 targets met in {time.perf_counter() - began:.1f}s")
+    label = f"sandbox adds <= {TARGET_MS:g} ms per stage or check start"
+    print(f"  {label} ({check_added:+.2f} ms)   {'PASS' if check_ok else 'FAIL'}")
+    print(f"  {int(ok) + int(check_ok)}/2 targets met in {time.perf_counter() - began:.1f}s")
     return 0
 
 

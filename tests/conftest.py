@@ -114,10 +114,18 @@ def write_config(
     return path
 
 
+# Where test stages count their runs: beside the state dir (which the sandbox hides from
+# every stage), in the config's directory; ``{root}`` is expanded in commands and paths.
+COUNTS = "{root}/counts"
+
+
 def bash_stage(name: str, script: str, **options: object) -> str:
-    """TOML for a stage running ``bash -c script`` in the run dir."""
+    """TOML for a stage running ``bash -c script`` in the run dir. A script that counts
+    into ``COUNTS`` may write there (and nowhere else outside its run)."""
     lines = ["[[stages]]", f'name = "{name}"', f"command = {_toml_list(['bash', '-c', script])}"]
     lines.append('cwd = "run"')
+    if COUNTS in script and "writable" not in options and options.get("sandbox") != "none":
+        options = {**options, "writable": [COUNTS]}
     for key, value in options.items():
         lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n\n"

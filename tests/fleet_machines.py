@@ -9,15 +9,15 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
+from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_ticket
 from file_watch import wait_for
 
 
-def counted(name: str, tail: str = "") -> str:
-    """A stage that appends a line to ``count-<stage>-<ticket>`` in the state dir each time
-    it runs, then runs ``tail`` (its exit status is the stage's)."""
+def counted(name: str, tail: str = "", **options: object) -> str:
+    """A stage that appends a line to ``count-<stage>-<ticket>`` in ``counts/`` beside the
+    state dir each time it runs, then runs ``tail`` (its exit status is the stage's)."""
     return bash_stage(
-        name, f"echo x >> $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID; {tail or 'true'}"
+        name, f"echo x >> {COUNTS}/count-{name}-$ORCH_TICKET_ID; {tail or 'true'}", **options
     )
 
 
@@ -27,9 +27,9 @@ def hold_first(name: str, ticket_id: str, port: int) -> str:
     talk = f'exec 3<>/dev/tcp/127.0.0.1/{port}; echo started $$ >&3; read -r go <&3; [ "$go" = go ]'
     tail = (
         f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
-        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {talk}; fi"
+        f"[ $(wc -l < {COUNTS}/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {talk}; fi"
     )
-    return counted(name, tail)
+    return counted(name, tail, network=True)  # it talks to the test on a loopback port
 
 
 def write_fleet_config(
@@ -68,7 +68,7 @@ def write_tickets(directory: Path, n: int) -> list[str]:
 def counts(state: Path, name: str) -> dict[str, int]:
     return {
         p.name.removeprefix(f"count-{name}-"): len(p.read_text().splitlines())
-        for p in state.glob(f"count-{name}-*")
+        for p in (state.parent / "counts").glob(f"count-{name}-*")
     }
 
 

@@ -19,7 +19,7 @@ from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunRecord, RunStore
 
-from conftest import ROOT
+from conftest import COUNTS, ROOT
 from gitrepo import bare_clone, commit_files, init_repo
 
 CLONE_STAGE = """
@@ -95,11 +95,12 @@ class Harness:
 
 
 def flaky(name: str, fails: int) -> str:
-    """A stage that fails its first ``fails`` runs (counted in the state dir)."""
+    """A stage that fails its first ``fails`` runs (counted in ``counts/`` beside the
+    state dir, which the sandbox hides from stages)."""
     return (
-        f'[[stages]]\nname = "{name}"\ncwd = "clone"\n'
-        f'command = ["bash", "-c", "n=$(cat $ORCH_STATE_DIR/{name}.n 2>/dev/null || echo 0); '
-        f'echo $((n+1)) > $ORCH_STATE_DIR/{name}.n; echo attempt $((n+1)); [ $n -ge {fails} ]"]\n'
+        f'[[stages]]\nname = "{name}"\ncwd = "clone"\nwritable = ["{COUNTS}"]\n'
+        f'command = ["bash", "-c", "n=$(cat {COUNTS}/{name}.n 2>/dev/null || echo 0); '
+        f'echo $((n+1)) > {COUNTS}/{name}.n; echo attempt $((n+1)); [ $n -ge {fails} ]"]\n'
     )
 
 

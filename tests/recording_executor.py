@@ -1,6 +1,7 @@
 """An Executor that runs everything for real (through the local executor) and records
 what it was asked to start: tests see every process the orchestrator started, in
-order, without monkeypatching the runner."""
+order, without monkeypatching the runner. A command started inside the sandbox is
+recorded as the command itself (``ran``), and also whole (``raw``)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,23 @@ from orchestrator.execution.executor import (
 from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
 
 
+def unwrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The command a sandbox launch runs (after bwrap's own ``--chdir DIR --``), or
+    ``argv`` itself when it is not one."""
+    launched = len(argv) > 3 and argv[3].endswith("sandbox_launch.py")
+    if not launched and Path(argv[0]).name != "bwrap":  # bwrap alone: the sandbox's probe
+        return argv
+    chdir = argv.index("--chdir")
+    return argv[chdir + 3 :]
+
+
 @dataclass
 class RecordingExecutor:
     inner: Executor = field(default_factory=LocalExecutor)
     ran: list[tuple[str, ...]] = field(default_factory=list)  # run() argv, in order
     captured: list[tuple[str, ...]] = field(default_factory=list)  # capture_head() argv
     cwds: list[Path] = field(default_factory=list)  # for every start, run or capture
+    raw: list[tuple[str, ...]] = field(default_factory=list)  # every start as given
 
     @property
     def started(self) -> list[tuple[str, ...]]:
@@ -45,13 +57,15 @@ class RecordingExecutor:
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
+        shown: str | None = None,
     ) -> ProcessOutcome:
-        self.ran.append(argv)
+        self.ran.append(unwrapped(argv))
+        self.raw.append(argv)
         self.cwds.append(cwd)
         return self.inner.run(
             argv, cwd=cwd, env=env, log_path=log_path, timeout_s=timeout_s,
             kill_after_s=kill_after_s, on_start=on_start, on_tick=on_tick, tick_s=tick_s,
-            stdin_path=stdin_path, cancel=cancel, max_log_bytes=max_log_bytes,
+            stdin_path=stdin_path, cancel=cancel, max_log_bytes=max_log_bytes, shown=shown,
         )  # fmt: skip
 
     def capture_head(
@@ -63,7 +77,8 @@ class RecordingExecutor:
         max_bytes: int,
         timeout_s: float,
     ) -> CapturedHead:
-        self.captured.append(argv)
+        self.captured.append(unwrapped(argv))
+        self.raw.append(argv)
         self.cwds.append(cwd)
         return self.inner.capture_head(
             argv, cwd=cwd, env=env, max_bytes=max_bytes, timeout_s=timeout_s

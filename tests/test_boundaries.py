@@ -9,7 +9,9 @@
   (``orchestrator/execution/executor.py``) calls it to: everything else holds an Executor.
   The runner's other half, ``orchestrator/execution/reaper.py``, is the program the runner
   runs by path to supervise each stage (it forks and execs the stage): it is started by the
-  runner alone, nothing imports it, and it imports nothing of ours.
+  runner alone, nothing imports it, and it imports nothing of ours. The sandbox's launcher,
+  ``orchestrator/execution/sandbox_launch.py``, is the same kind of program: run by path as
+  the first step of a sandboxed command, it sets limits and execs bwrap, nothing else.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 * Only ``orchestrator/recovery/prefilter.py`` imports RE2 (an optional speed-up).
 * Only ``orchestrator/distributed/`` imports the queue and its store's client (Celery,
@@ -39,6 +41,7 @@ SDK_MODULES = {"anthropic", "httpx2", "httpx"}
 GITPYTHON_ALLOWED = {"orchestrator/demo/run.py"}
 RUNNER = "orchestrator/execution/runner.py"
 REAPER = "orchestrator/execution/reaper.py"
+LAUNCHER = "orchestrator/execution/sandbox_launch.py"
 # Stage scripts and checks are the programs the runner starts (``python -m
 # orchestrator.stages.X``), each in its own process: they may run git in their clone.
 # The orchestrator never imports them (test_nothing_imports_the_stage_programs).
@@ -125,7 +128,7 @@ def test_nothing_in_recovery_can_execute_anything(path: Path) -> None:
 
 @pytest.mark.parametrize("path", modules(), ids=rel)
 def test_only_the_runner_starts_processes(path: Path) -> None:
-    if rel(path) in (RUNNER, REAPER):
+    if rel(path) in (RUNNER, REAPER, LAUNCHER):
         return
     tree = parsed(path)
     bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
@@ -159,6 +162,21 @@ def test_the_reaper_is_the_runners_other_half_and_nothing_else() -> None:
     # bytecode): no neighbour there may shadow a module the reaper imports.
     neighbours = {p.stem for p in reaper.parent.glob("*.py")}
     assert not neighbours & {n.split(".")[0] for n in names}, sorted(neighbours & names)
+
+
+def test_the_sandbox_launcher_only_execs_what_it_is_given_and_imports_nothing_of_ours() -> None:
+    """It is a command's first step inside a sandboxed start (the runner starts it, by
+    path, as the command): it execs bwrap and starts nothing else; it imports only what
+    Python has built in; only the sandbox module names it."""
+    launcher = ROOT / LAUNCHER
+    names = set(imported(parsed(launcher), launcher))
+    assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names), sorted(names)
+    assert not (names & PROCESS_MODULES)
+    assert sorted(set(os_process_calls(parsed(launcher)))) == ["posix.execv"]
+    mentions = sorted(
+        rel(p) for p in modules() if "sandbox_launch" in p.read_text() and p != launcher
+    )
+    assert mentions == ["orchestrator/execution/sandbox.py"], mentions
 
 
 @pytest.mark.parametrize("path", modules(), ids=rel)

@@ -4,6 +4,7 @@ failing check as the verifier), so both run a check the same way."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -14,7 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
-from orchestrator.domain.config import CheckConfig, LoadedConfig, SandboxOptions, StageConfig
+from orchestrator.domain.config import (
+    CheckConfig,
+    LoadedConfig,
+    SandboxOptions,
+    StageConfig,
+    effective_sandbox,
+)
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import (
     EngineOutcome,
@@ -23,13 +30,15 @@ from orchestrator.execution.engine_stage import (
     run_engine,
 )
 from orchestrator.execution.executor import Executor, LocalExecutor
-from orchestrator.execution.sandbox import (
-    BwrapLocator,
-    SandboxedExecutor,
-    SandboxSpec,
-    bundled_bwrap,
-)
+from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, bundled_bwrap
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
+from orchestrator.execution.stage_sandbox import (
+    RunPlaces,
+    Role,
+    git_profile,
+    global_identity,
+    profile,
+)
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.redact import redact
 from orchestrator.reports.display import Reporter
@@ -92,28 +101,82 @@ def sandboxed(
     options: SandboxOptions,
     *,
     cwd: Path,
-    ctx: StageContext | None = None,
-    network_default: bool = False,
+    ctx: StageContext,
+    role: Role = "stage",
+    side_effectful: bool = False,
 ) -> Executor:
-    """The executor for a stage or check: ``services.executor`` itself unless its config
-    asks for the sandbox; then that executor inside one where ``cwd`` and the configured
-    ``writable`` paths (relative ones against ``cwd``) are the only writable places. What
-    the stage contract points at (the run dir with the ticket, the config's root, a local
-    repository) stays readable even when it lives under /tmp."""
-    if not options.sandbox:
+    """The executor a stage, an engine or a check (``role``) runs through: inside the one
+    sandbox profile (``stage_sandbox.profile``), unless its config says ``sandbox =
+    "none"``. When the sandbox cannot start here, nothing runs (exit 126, with why)."""
+    if options.sandbox == "none":
         return services.executor
-    readable: tuple[Path, ...] = (services.loaded.root,)
-    if ctx is not None:
-        readable += (ctx.run_dir,)
-        if Path(ctx.repository).is_absolute():
-            readable += (Path(ctx.repository),)
-    # An absolute path stays itself; "../cache" means beside the clone, not a literal "..".
-    writable = (cwd, *(Path(os.path.normpath(cwd / extra)) for extra in options.writable))
-    network = network_default if options.network is None else options.network
-    # HOME stays the real one, read-only: an engine reads its credentials there, git its
-    # identity; a write there fails unless the config lists it under ``writable``.
-    spec = SandboxSpec(writable=writable, network=network, readable=readable, env_set={})
+    # The paths a config declares may use the command placeholders ({root}, {clone},
+    # {run_dir}); a writable one that does not exist yet is made, as a build would.
+    root = services.loaded.root
+    writable = expand_command(options.writable, root=root, ctx=ctx)
+    for path in writable:
+        with contextlib.suppress(OSError):  # then bwrap says which one it cannot bind
+            (cwd / path).mkdir(parents=True, exist_ok=True)
+    options = options.model_copy(
+        update={
+            "writable": writable,
+            "readable": expand_command(options.readable, root=root, ctx=ctx),
+        }
+    )
+    layout = StateLayout.of_run_dir(ctx.run_dir)
+    home = services.environ.get("HOME")
+    places = RunPlaces(
+        state_dir=services.store.state_dir,
+        run_dir=ctx.run_dir,
+        clone=layout.clone_dir(ctx.run_id),
+        ticket_dir=ctx.ticket_file.parent,
+        repository=ctx.repository,
+        config_root=services.loaded.root,
+        home=Path(home) if home else None,
+    )
+    spec = profile(
+        options,
+        role,
+        cwd=cwd,
+        places=places,
+        limits=services.loaded.config.sandbox,
+        identity=global_identity(services.executor, services.environ),
+        side_effectful=side_effectful,
+    )
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
+
+
+def git_sandbox(services: Services, clone: Path, *, writes: bool = False) -> Executor:
+    """The executor for the orchestrator's own git calls in ``clone`` (status, diff, log,
+    worktree, reset, clean): git reads a config the clone's owner wrote, so whatever it
+    might be made to run runs here, with no network, nothing of the state dir but this
+    clone, and the clone itself writable only for a call that ``writes`` (its verification
+    checkout beside it too). ``[sandbox] git = "none"`` opts out."""
+    if services.loaded.config.sandbox.git == "none":
+        return services.executor
+    home = services.environ.get("HOME")
+    spec = git_profile(
+        clone,
+        writes=writes,
+        state_dir=services.store.state_dir,
+        home=Path(home) if home else None,
+        limits=services.loaded.config.sandbox,
+    )
+    return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
+
+
+def sandbox_mode(options: SandboxOptions) -> str:
+    return "none" if options.sandbox == "none" else "bwrap"
+
+
+def warn_if_unsandboxed(services: Services, options: SandboxOptions, label: str) -> None:
+    """A stage or check opted out of the sandbox is said every time it starts: what it
+    runs can reach everything the orchestrator can (see README "The sandbox")."""
+    if options.sandbox == "none":
+        services.reporter.note(
+            f'warning: {label} runs outside the sandbox (sandbox = "none" in its config): '
+            "it can read and write whatever this user can"
+        )
 
 
 def stage_context(
@@ -153,8 +216,9 @@ def run_check(
     check_ctx = replace(ctx, check=check.name)
     argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
     label = f"{stage.name}:{check.name}"
-    options: SandboxOptions = check if check.sandbox else stage
-    outcome = sandboxed(services, options, cwd=cwd, ctx=ctx).run(
+    options = effective_sandbox(check, stage)
+    warn_if_unsandboxed(services, options, f"check {label}")
+    outcome = sandboxed(services, options, cwd=cwd, ctx=ctx, role="check").run(
         argv,
         cwd=cwd,
         env=stage_environ(services.environ, check_ctx, stage.pass_env),
@@ -179,6 +243,7 @@ def run_check(
         error=outcome.error,
         failure_class=named.failure.value if named else None,
         failure_detail=named.detail if named else None,
+        sandbox=sandbox_mode(options),
     )
 
 
@@ -198,6 +263,7 @@ def run_stage(
         engine=engine or None,
         model=model or None,
         started_at=services.clock(),
+        sandbox=None if stage.is_check_stage else sandbox_mode(stage),
     )
     record = (
         record.with_attempt(attempt)
@@ -225,6 +291,8 @@ def run_stage(
         record = record.with_attempt(attempt)
         store.save(record, CrashPoint.ATTEMPT_GROUP)
 
+    if not stage.is_check_stage:
+        warn_if_unsandboxed(services, stage, f"stage {stage.name}")
     try:
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
@@ -237,7 +305,7 @@ def run_stage(
                 ctx=ctx,
                 environ=dict(services.environ),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
-                executor=sandboxed(services, stage, cwd=cwd, ctx=ctx, network_default=True),
+                executor=sandboxed(services, stage, cwd=cwd, ctx=ctx, role="engine"),
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
@@ -249,7 +317,9 @@ def run_stage(
             assert stage.command is not None  # the config validates: exactly one kind of work
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
-            outcome = sandboxed(services, stage, cwd=cwd, ctx=ctx).run(
+            outcome = sandboxed(
+                services, stage, cwd=cwd, ctx=ctx, side_effectful=stage.side_effectful
+            ).run(
                 argv,
                 cwd=cwd,
                 env=stage_environ(services.environ, ctx, stage.pass_env),

@@ -39,9 +39,12 @@ class Executor(Protocol):
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
+        shown: str | None = None,
     ) -> ProcessOutcome:
         """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``
-        (at most ``max_log_bytes`` of it on disk, head and tail; None: all of it)."""
+        (at most ``max_log_bytes`` of it on disk, head and tail; None: all of it).
+        ``shown``: what the log's header says was run, when ``argv`` only wraps it (a
+        sandbox's launcher)."""
         ...
 
     def capture_head(
@@ -75,6 +78,7 @@ class LocalExecutor:
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
+        shown: str | None = None,
     ) -> ProcessOutcome:
         return runner.run_process(
             argv,
@@ -89,6 +93,7 @@ class LocalExecutor:
             stdin_path=stdin_path,
             cancel=cancel,
             max_log_bytes=max_log_bytes,
+            shown=shown,
         )
 
     def capture_head(

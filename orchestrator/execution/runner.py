@@ -518,6 +518,7 @@ def run_process(
     stdin_path: Path | None = None,
     cancel: threading.Event | None = None,
     max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
+    shown: str | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
 
@@ -528,6 +529,7 @@ def run_process(
     (raises ``Cancelled`` once the group is gone).
     ``max_log_bytes``: what this run may add to the log on disk (head and tail kept, a
     marker line between them says how much was dropped); None: no cap.
+    ``shown``: the header's command instead of ``argv`` (a sandbox shows what it runs).
     An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
     same way a timeout does, then propagates.
     """
@@ -537,7 +539,7 @@ def run_process(
     started_at = datetime.now(UTC)
     append_log_line(
         log_path,
-        f"# orchestrator: {started_at.isoformat()} cwd={cwd}\n# $ {shlex.join(argv)}\n",
+        f"# orchestrator: {started_at.isoformat()} cwd={cwd}\n# $ {shown or shlex.join(argv)}\n",
     )
     t0 = time.monotonic()
 

@@ -13,6 +13,9 @@ once: ``sandbox_available`` says why not, and callers fail closed on that reason
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -59,23 +62,54 @@ def bundled_bwrap() -> Path:
 
 
 @dataclass(frozen=True)
+class SandboxLimits:
+    """What one sandboxed command (with everything it starts) may use. 0: no limit.
+    ``max_processes`` is RLIMIT_NPROC, ``max_memory_bytes`` RLIMIT_AS (per process),
+    ``max_file_bytes`` RLIMIT_FSIZE (the largest file it may write), ``scratch_bytes`` the
+    size of its private /tmp (and the HOME inside it)."""
+
+    max_processes: int = 0
+    max_memory_bytes: int = 0
+    max_file_bytes: int = 0
+    scratch_bytes: int = 0
+
+
+NO_LIMITS = SandboxLimits()
+# HOME and TMPDIR inside: the private /tmp, whatever the caller's pointed at.
+SANDBOX_ENV: Mapping[str, str] = {"HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+# Hidden from every sandboxed command (an empty, read-only directory in their place):
+# homes hold keys, tokens and agents' sockets; a caller adds the real $HOME and the
+# state dir. A path the spec binds (this installation, a readable or writable one)
+# shows through where it lies inside one.
+HIDDEN_ALWAYS: tuple[Path, ...] = (Path("/root"), Path("/home"))
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What a sandboxed command may touch. ``writable``: absolute paths bound read-write
-    (everything else is read-only; ``readable`` re-exposes paths under the private /tmp). ``env_names`` and ``env_prefixes``: the variables
-    passed in from the environment the caller gives (``env_names`` None: all of them);
-    ``env_set``: fixed values set after. ``home_git_config``: HOME moves into the private
-    /tmp, so git is pointed back at the caller's own (read-only) global config, which is
-    where its commit identity usually lives."""
+    (everything else is read-only; ``readable`` re-exposes paths that a hidden place or
+    the private /tmp would cover). ``hidden``: directories replaced by an empty read-only
+    one. ``read_only``: paths inside a writable one bound read-only again (a clone's
+    ``.git`` under a check). ``env_names`` and ``env_prefixes``: the variables passed in
+    from the environment the caller gives (``env_names`` None: all of them); ``env_set``:
+    fixed values set after. ``home_git_config``: HOME moves into the private /tmp, so git
+    is pointed back at the caller's own (read-only) global config, which is where its
+    commit identity usually lives. ``seccomp``: refuse unix-socket creation (see
+    ``sandbox_launch``)."""
 
     writable: tuple[Path, ...]
     network: bool = False
     # Paths to keep readable although they are under /tmp, which the private /tmp hides
     # (a run dir or a config kept there); skipped when missing.
     readable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = HIDDEN_ALWAYS
+    read_only: tuple[Path, ...] = ()
     env_names: tuple[str, ...] | None = None
     env_prefixes: tuple[str, ...] = ()
-    env_set: Mapping[str, str] = field(default_factory=lambda: {"HOME": SANDBOX_HOME})
+    env_set: Mapping[str, str] = field(default_factory=lambda: dict(SANDBOX_ENV))
     home_git_config: bool = False
+    limits: SandboxLimits = NO_LIMITS
+    seccomp: bool = True
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The sandboxed command's whole environment, given the caller's."""
@@ -90,6 +124,7 @@ class SandboxSpec:
         if self.home_git_config and "HOME" in env and "GIT_CONFIG_GLOBAL" not in env:
             kept["GIT_CONFIG_GLOBAL"] = str(Path(env["HOME"]) / ".gitconfig")
         return {**kept, **self.env_set}
+
 
 
 def _installation() -> tuple[Path, ...]:
@@ -107,6 +142,45 @@ def _installation() -> tuple[Path, ...]:
 
 
 INSTALLATION: tuple[Path, ...] = _installation()
+# Run by path with -I -S: it imports nothing of ours (see its docstring).
+LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
+
+# How a path is mounted; at one path the later kind wins (sorted by this order).
+_HIDE, _READ, _WRITE, _READ_AGAIN = range(4)
+
+
+def _mounts(
+    spec: SandboxSpec, installation: tuple[Path, ...]
+) -> list[tuple[str, ...]]:
+    """The binds, in an order where a deeper path always comes after the one it lies
+    in: a state dir hidden inside a readable config root, a clone writable inside the
+    hidden state dir, its ``.git`` read-only inside the writable clone."""
+    planned: dict[tuple[str, int], None] = {}
+    for kind, paths in (
+        (_HIDE, spec.hidden), (_READ, (*installation, *spec.readable)),
+        (_WRITE, spec.writable), (_READ_AGAIN, spec.read_only),
+    ):  # fmt: skip
+        for path in paths:
+            planned[(os.path.normpath(path), kind)] = None
+    out: list[tuple[str, ...]] = []
+    hidden: list[str] = []
+    bound = {path for path, kind in planned if kind != _HIDE}
+    for path, kind in sorted(planned, key=lambda pk: (len(Path(pk[0]).parts), pk[1], pk[0])):
+        if kind == _HIDE:
+            # Only an existing directory: the root is read-only, so bwrap cannot make a
+            # mount point for one that is missing (and a missing one hides nothing).
+            # Never "/" (a HOME of "/" is a service account's, not a place to hide).
+            if os.path.isdir(path) and path not in bound and path != "/":
+                out.append(("--perms", "0555", "--tmpfs", path))
+                hidden.append(path)
+        elif kind == _WRITE:
+            out.append(("--bind", path, path))
+        else:
+            out.append(("--ro-bind-try", path, path))
+    # Read-only once what shows through is bound (a remount does not reach the binds
+    # inside it): a sandboxed root would otherwise write there, whatever its mode.
+    out += [("--remount-ro", path) for path in hidden]
+    return out
 
 
 def bwrap_argv(
@@ -125,17 +199,37 @@ def bwrap_argv(
     hands that on unchanged."""
     out: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     # The private /tmp first: a writable path under /tmp is bound on top of it afterwards.
+    if spec.limits.scratch_bytes:
+        out += ["--size", str(spec.limits.scratch_bytes)]
     out += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
-    # Read-only again, before the writable ones, which may sit inside them.
-    for path in (*installation, *spec.readable):
-        out += ["--ro-bind-try", str(path), str(path)]
-    for path in spec.writable:
-        out += ["--bind", str(path), str(path)]
+    for mount in _mounts(spec, installation):
+        out += mount
+    # Its own PID namespace (nothing of the host in /proc), IPC, UTS, user and network.
     out += ["--unshare-all"]
     if spec.network:
         out += ["--share-net"]
     out += ["--new-session", "--die-with-parent", "--chdir", str(cwd), "--", *argv]
     return tuple(out)
+
+
+def describe(spec: SandboxSpec) -> str:
+    """One line for a log: the sandbox a command ran in (its full argv is long, and
+    ``bwrap_argv`` is what to read for the detail)."""
+    network = "network" if spec.network else "no network"
+    writable = ", ".join(str(p) for p in spec.writable) or "nothing"
+    read_only = f"; read-only inside: {', '.join(map(str, spec.read_only))}" if spec.read_only else ""
+    return f"bwrap, {network}, writable: {writable}{read_only}"
+
+
+def launch_argv(spec: SandboxSpec, wrapped: tuple[str, ...]) -> tuple[str, ...]:
+    """``wrapped`` (a ``bwrap_argv``) behind the launcher that sets the spec's limits and
+    seccomp filter, which bwrap has no option for."""
+    limits = spec.limits
+    return (
+        sys.executable, "-I", "-S", str(LAUNCHER),
+        str(limits.max_processes), str(limits.max_memory_bytes), str(limits.max_file_bytes),
+        "1" if spec.seccomp else "0", "--", *wrapped,
+    )  # fmt: skip
 
 
 _probed: dict[str, str | None] = {}
@@ -213,11 +307,17 @@ class SandboxedExecutor:
         stdin_path: Path | None = None,
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
+        shown: str | None = None,
     ) -> ProcessOutcome:
         reason = self.unavailable()
         if reason is not None:
             return _refused(argv, log_path, cannot_sandbox(reason))
-        wrapped = bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd)
+        missing = unreachable_executable(self.spec, argv, env)
+        if missing is not None:
+            # As the runner says it (bwrap's own "execvp: No such file" would read as a
+            # failed command, not one that was never there).
+            return _refused(argv, log_path, missing, exit_code=runner.EXIT_NOT_FOUND)
+        wrapped = launch_argv(self.spec, bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd))
         outcome = self.inner.run(
             wrapped,
             cwd=cwd,
@@ -231,6 +331,8 @@ class SandboxedExecutor:
             stdin_path=stdin_path,
             cancel=cancel,
             max_log_bytes=max_log_bytes,
+            # One header line (log readers skip it as they skip the command's own).
+            shown=f"{shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
         )
         # Reports show the command that was asked for; the log holds bwrap's own errors.
         return ProcessOutcome(
@@ -258,7 +360,7 @@ class SandboxedExecutor:
         reason = self.unavailable()
         if reason is not None:
             return CapturedHead(b"", False, None, error=cannot_sandbox(reason))
-        wrapped = bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd)
+        wrapped = launch_argv(self.spec, bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd))
         return self.inner.capture_head(
             wrapped,
             cwd=cwd,
@@ -268,13 +370,46 @@ class SandboxedExecutor:
         )
 
 
-def _refused(argv: tuple[str, ...], log_path: Path, message: str) -> ProcessOutcome:
+def unreachable_executable(
+    spec: SandboxSpec,
+    argv: tuple[str, ...],
+    env: Mapping[str, str],
+    installation: tuple[Path, ...] = INSTALLATION,
+) -> str | None:
+    """Why ``argv[0]`` cannot be run inside ``spec``'s sandbox, or None: not found on the
+    PATH it will have, or found where the sandbox hides it (a tool under the home)."""
+    name = argv[0] if argv else ""
+    if "/" in name:
+        found = name if os.access(name, os.X_OK) else None
+    else:
+        found = shutil.which(name, path=spec.environment(env).get("PATH", os.defpath))
+    if found is None:
+        return f"executable not found: {name}"
+    if not _visible(spec, Path(os.path.abspath(found)), installation):
+        return (
+            f"executable not found: {name} is {found}, which the sandbox hides; add its "
+            'directory to the stage\'s readable = [...] (or run it with sandbox = "none")'
+        )
+    return None
+
+
+def _visible(spec: SandboxSpec, path: Path, installation: tuple[Path, ...]) -> bool:
+    shown = [*installation, *spec.readable, *spec.writable, *spec.read_only]
+    hidden = [*spec.hidden, Path("/tmp")]
+    deepest_hidden = max((len(h.parts) for h in hidden if path.is_relative_to(h)), default=0)
+    deepest_shown = max((len(s.parts) for s in shown if path.is_relative_to(s)), default=0)
+    return deepest_shown >= deepest_hidden
+
+
+def _refused(
+    argv: tuple[str, ...], log_path: Path, message: str, exit_code: int = 126
+) -> ProcessOutcome:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     runner.append_log_line(log_path, message + "\n")
     now = datetime.now(UTC)
     return ProcessOutcome(
         argv=argv,
-        exit_code=126,
+        exit_code=exit_code,
         timed_out=False,
         signal=None,
         started_at=now,

@@ -75,6 +75,8 @@ class CheckResult(Frozen):
     # redacted. Absent from records written before checks were classified.
     failure_class: str | None = None
     failure_detail: StageText = None
+    # "bwrap", or "none" when its config opted it out. Absent from older records.
+    sandbox: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -116,6 +118,9 @@ class Attempt(Frozen):
     final_message: StageText = None
     failure_class: str | None = None
     failure_detail: StageText = None
+    # "bwrap", or "none" when its config opted it out (a check stage: per check, on
+    # each CheckResult). Absent from records written before every stage was sandboxed.
+    sandbox: str | None = None
 
     @property
     def ok(self) -> bool:

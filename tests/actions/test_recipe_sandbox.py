@@ -216,7 +216,7 @@ def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read
     assert "MY_API_TOKEN" not in seen["env"] and "SOME_SETTING" not in seen["env"]
     assert seen["env"]["HOME"] == SANDBOX_HOME
     allowed = {
-        "PATH", "HOME", "LANG", "PAGER", "PWD", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID",
+        "PATH", "HOME", "TMPDIR", "LANG", "PAGER", "PWD", "ORCH_CLONE_DIR", "ORCH_ATTEMPT_ID",
         "ORCH_PROCESS_MARK",
         "LC_CTYPE",  # set by Python itself at start-up in a C locale (PEP 538)
     }  # fmt: skip
@@ -253,14 +253,17 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
     assert after.stage_status("review") is StageStatus.PENDING
     assert repo.head.commit.message.strip() == "restore-fixed"
     assert isinstance(svc.executor, RecordingExecutor)
-    recipe_starts = [a for a in svc.executor.ran if "checkout" in a or "commit" in a]
-    assert len(recipe_starts) == 2 and all(a[0].endswith("/bwrap") for a in recipe_starts)
+    recipe_starts = [a for a in svc.executor.raw if "checkout" in a or "commit" in a]
+    assert len(recipe_starts) == 2
+    assert all(a[3].endswith("/sandbox_launch.py") and "--unshare-all" in a for a in recipe_starts)
 
 
 def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
     rec = record(tmp_path)
     make_clone(rec)
-    cfg = parse_config(config_text("none"), tmp_path / "config.toml")
+    # A machine without the sandbox: the verifier's check must opt out too, or it would
+    # refuse to run (and the fix go red) rather than run unsandboxed.
+    cfg = parse_config(config_text("none", 'sandbox = "none"'), tmp_path / "config.toml")
     svc = services(tmp_path, cfg, locate=lambda: tmp_path / "no-bwrap")
     _, resume_at, report = apply(
         rec, cfg, svc, "git checkout fix-branch -- fixed", "git commit -m restore-fixed"
@@ -300,7 +303,7 @@ def test_without_a_usable_bwrap_the_recipe_is_refused_and_the_fallback_follows(
     assert after.stage_status("implement") is StageStatus.PENDING
 
 
-# ---- a check that opts into the sandbox --------------------------------------------------
+# ---- a check in the sandbox (the default) --------------------------------------------------
 
 CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2)"
 
@@ -330,9 +333,9 @@ def test_a_sandboxed_check_without_network_cannot_connect(
 ) -> None:
     require_sandbox()
     port = listener.getsockname()[1]
-    assert run_connect_check(tmp_path / "open", port, "") == (0, None)
+    assert run_connect_check(tmp_path / "open", port, 'sandbox = "none"') == (0, None)
     listener.accept()[0].close()  # the unsandboxed check did connect
-    exit_code, _ = run_connect_check(tmp_path / "closed", port, "sandbox = true")
+    exit_code, _ = run_connect_check(tmp_path / "closed", port, "")  # the default
     assert exit_code == 1
     with pytest.raises(BlockingIOError):
         listener.accept()

@@ -32,7 +32,7 @@ from orchestrator.storage.runs import (
     ticket_lock,
 )
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 from recording_executor import RecordingExecutor
 
 
@@ -53,12 +53,12 @@ def services_for(
 
 
 def counting(name: str) -> str:
-    """A stage body that appends one line per execution to <run_dir>/../../count-<name>."""
-    return f'echo run >> "$ORCH_STATE_DIR/count-{name}"'
+    """A stage body that appends one line per execution to <config dir>/counts/count-<name>."""
+    return f'echo run >> "{COUNTS}/count-{name}"'
 
 
 def count(state: Path, name: str) -> int:
-    path = state / f"count-{name}"
+    path = state.parent / "counts" / f"count-{name}"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
@@ -247,7 +247,9 @@ def test_sigkill_mid_stage_leaves_a_resumable_run(tmp_path: Path) -> None:
     config = write_config(
         tmp_path,
         bash_stage("one", counting("one"))
-        + bash_stage("two", blocking)
+        # Outside the sandbox: the test watches the stage by the pid it writes, which
+        # must be the host's (the reaper's containment is the same either way).
+        + bash_stage("two", blocking, sandbox="none")
         + bash_stage("three", counting("three")),
     )
     ticket = write_ticket(tmp_path / "t")
@@ -309,7 +311,10 @@ def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> No
     os.mkfifo(fifo)
     config = write_config(
         tmp_path,
-        bash_stage("wait", f'echo $$ > "{fifo}"; trap "" TERM; sleep 60 & wait', kill_after_s=0.5),
+        bash_stage(
+            "wait", f'echo $$ > "{fifo}"; trap "" TERM; sleep 60 & wait', kill_after_s=0.5,
+            sandbox="none",  # its pid must be the host's: the test watches its group by it
+        ),
     )
     ticket = write_ticket(tmp_path / "t")
     orchestrator = subprocess.Popen(
@@ -333,7 +338,7 @@ def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> No
 
 
 def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
-    dump = 'env | grep -E "^(ANTHROPIC_API_KEY|GITHUB_TOKEN|SSH_AUTH_SOCK)=" | sort > "$ORCH_STATE_DIR/env-$ORCH_STAGE"'
+    dump = f'env | grep -E "^(ANTHROPIC_API_KEY|GITHUB_TOKEN|SSH_AUTH_SOCK)=" | sort > "{COUNTS}/env-$ORCH_STAGE"'
     config = write_config(
         tmp_path,
         bash_stage("tests", dump) + bash_stage("push", dump, pass_env=["GITHUB_TOKEN"]),
@@ -348,10 +353,10 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
     assert (
         run_ticket(load_ticket(write_ticket(tmp_path / "t")), services).state is RunState.COMPLETED
     )
-    state = tmp_path / "state"
-    assert (state / "env-tests").read_text() == "SSH_AUTH_SOCK=/tmp/agent.sock\n"
+    counts = tmp_path / "counts"
+    assert (counts / "env-tests").read_text() == "SSH_AUTH_SOCK=/tmp/agent.sock\n"
     assert (
-        state / "env-push"
+        counts / "env-push"
     ).read_text() == "GITHUB_TOKEN=ghp_secret\nSSH_AUTH_SOCK=/tmp/agent.sock\n"
 
 
@@ -425,19 +430,21 @@ class _RefusingExecutor:
 
 
 def test_every_stage_and_check_starts_through_the_services_executor(tmp_path: Path) -> None:
-    """Swapping the executor swaps every process start: nothing runs behind its back."""
+    """Swapping the executor swaps every process start: nothing runs behind its back.
+    Outside the sandbox, so that the executor sees the commands themselves (a sandboxed
+    stage's executor wraps this same one: tests/domain/test_sandbox_config.py)."""
     config = write_config(
         tmp_path,
-        bash_stage("one", counting("one"))
-        + '[[stages]]\nname = "review"\ncwd = "run"\n'
+        bash_stage("one", "echo run >> $ORCH_STATE_DIR/count-one", sandbox="none")
+        + '[[stages]]\nname = "review"\ncwd = "run"\nsandbox = "none"\n'
         + '[[stages.checks]]\nname = "c"\ncommand = ["bash", "-c", "touch $ORCH_STATE_DIR/checked"]\n',
     )
     ticket = load_ticket(write_ticket(tmp_path / "tickets"))
     services, _ = services_for(config)
     refusing = _RefusingExecutor()
     record = run_ticket(ticket, dataclasses.replace(services, executor=refusing))
-    assert refusing.asked == [("bash", "-c", counting("one"))]
-    assert count(tmp_path / "state", "one") == 0
+    assert refusing.asked == [("bash", "-c", "echo run >> $ORCH_STATE_DIR/count-one")]
+    assert not (tmp_path / "state" / "count-one").exists()
     assert record.state is RunState.FAILED and record.attempts[0].exit_code == 126
     assert record.attempts[0].error == "refused by this executor"
     # The same pipeline with a recording executor runs everything, and shows it all.
@@ -446,7 +453,8 @@ def test_every_stage_and_check_starts_through_the_services_executor(tmp_path: Pa
     record = run_ticket(ticket, dataclasses.replace(services, executor=recording), rerun=True)
     assert record.state is RunState.COMPLETED
     assert recording.ran == [
-        ("bash", "-c", counting("one")),
+        ("bash", "-c", "echo run >> $ORCH_STATE_DIR/count-one"),
         ("bash", "-c", "touch $ORCH_STATE_DIR/checked"),
     ]
-    assert (tmp_path / "state" / "checked").exists() and count(tmp_path / "state", "one") == 1
+    assert (tmp_path / "state" / "checked").exists()
+    assert (tmp_path / "state" / "count-one").read_text() == "run\n"

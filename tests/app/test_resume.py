@@ -22,14 +22,14 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import RunRecord, RunStore
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import COUNTS, orchestrator_cmd, subprocess_env, write_ticket
 from harness import Harness, make_origin, write_pipeline
 
 
 def counted(name: str, extra: str = "") -> str:
     return (
-        f'[[stages]]\nname = "{name}"\n{extra}'
-        f'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/count-{name}"]\n'
+        f'[[stages]]\nname = "{name}"\n{extra}writable = ["{COUNTS}"]\n'
+        f'command = ["bash", "-c", "echo x >> {COUNTS}/count-{name}"]\n'
     )
 
 
@@ -37,7 +37,7 @@ PIPELINE = counted("implement") + counted("publish", "side_effectful = true\n")
 
 
 def count(tmp_path: Path, name: str) -> int:
-    path = tmp_path / "state" / f"count-{name}"
+    path = tmp_path / "counts" / f"count-{name}"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 

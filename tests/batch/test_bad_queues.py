@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.cli.main import main
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 
 def counted() -> str:
-    return bash_stage("a", "echo x >> $ORCH_STATE_DIR/count-$ORCH_TICKET_ID")
+    return bash_stage("a", f"echo x >> {COUNTS}/count-$ORCH_TICKET_ID")
 
 
 def batch(config: Path, tickets: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +37,7 @@ def batch(config: Path, tickets: Path, *args: str, **env: str) -> subprocess.Com
 def ran(tmp_path: Path) -> dict[str, int]:
     return {
         p.name.removeprefix("count-"): len(p.read_text().splitlines())
-        for p in (tmp_path / "state").glob("count-*")
+        for p in (tmp_path / "counts").glob("count-*")
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 from orchestrator.cli.commands.batch import batch
 from orchestrator.storage.decisions import read_verdict
 
-from conftest import orchestrator_cmd, subprocess_env, untimed, write_ticket
+from conftest import COUNTS, orchestrator_cmd, subprocess_env, untimed, write_ticket
 from harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 
 def counted(name: str, extra: str = "") -> str:
     return (
-        f'[[stages]]\nname = "{name}"\ncwd = "run"\n'
-        f'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID{extra}"]\n'
+        f'[[stages]]\nname = "{name}"\ncwd = "run"\nwritable = ["{COUNTS}"]\n'
+        f'command = ["bash", "-c", "echo x >> {COUNTS}/count-{name}-$ORCH_TICKET_ID{extra}"]\n'
     )
 
 
@@ -40,7 +40,7 @@ def setup(tmp_path: Path, stages: str, n: int = 10, header: str = "") -> tuple[P
 def counts(tmp_path: Path, name: str) -> dict[str, int]:
     return {
         p.name.removeprefix(f"count-{name}-"): len(p.read_text().splitlines())
-        for p in (tmp_path / "state").glob(f"count-{name}-*")
+        for p in (tmp_path / "counts").glob(f"count-{name}-*")
     }
 
 
@@ -70,8 +70,8 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
     os.mkfifo(fifo)
     release = tmp_path / "release"
     blocking = (
-        '[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\n'
-        f'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/count-b-$ORCH_TICKET_ID; '
+        f'[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\nwritable = ["{COUNTS}"]\n'
+        f'command = ["bash", "-c", "echo x >> {COUNTS}/count-b-$ORCH_TICKET_ID; '
         f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 60; fi"]\n'
     )
     config, tickets = setup(tmp_path, counted("a") + blocking)

@@ -22,11 +22,11 @@ pytestmark = pytest.mark.slow
 
 PIPELINE = (
     "[batch]\nmax_model_calls = 1\n[routing]\nretry = 0.0\n"
-    '[[stages]]\nname = "clone"\ncwd = "run"\n'
-    'command = ["bash", "-c", "echo x >> $ORCH_STATE_DIR/clone-$ORCH_TICKET_ID; git init -q clone"]\n'
+    '[[stages]]\nname = "clone"\ncwd = "run"\nwritable = ["{root}/counts"]\n'
+    'command = ["bash", "-c", "echo x >> {root}/counts/clone-$ORCH_TICKET_ID; git init -q clone"]\n'
     # Fails the first time it runs for each ticket, passes after.
-    '[[stages]]\nname = "build"\n'
-    'command = ["bash", "-c", "f=$ORCH_STATE_DIR/build-$ORCH_TICKET_ID; echo x >> $f; '
+    '[[stages]]\nname = "build"\nwritable = ["{root}/counts"]\n'
+    'command = ["bash", "-c", "f={root}/counts/build-$ORCH_TICKET_ID; echo x >> $f; '
     '[ $(wc -l < $f) -ge 2 ]"]\n'
 )
 
@@ -72,8 +72,8 @@ def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
     assert again is not None and again.run_id == record.run_id
     assert again.state is RunState.COMPLETED
     assert [v.source for v in again.verdicts] == ["model"]
-    assert lines(state / "clone-T-01") == 1  # the finished stage was not run again
-    assert lines(state / "build-T-01") == 2  # the failed attempt, then the decided retry
+    assert lines(state.parent / "counts" / "clone-T-01") == 1  # the finished stage was not run again
+    assert lines(state.parent / "counts" / "build-T-01") == 2  # the failed attempt, then the decided retry
     budget = BudgetStore(state).load("T-01")
     assert (budget.spent("diagnosis"), budget.spent("retry")) == (1, 1)
     assert any(line.startswith("T-00") and "already-completed" in line for line in untimed(out))

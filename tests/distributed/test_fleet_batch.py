@@ -24,7 +24,7 @@ from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN, EXIT_USAGE
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
-from conftest import bash_stage, orchestrator_cmd, subprocess_env
+from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env
 from file_watch import wait_for
 from fleet_machines import (
     FleetWorkers,
@@ -100,9 +100,11 @@ def stall_first(name: str, ticket_id: str, port: int) -> str:
     signal_test = f"echo started $$ > /dev/tcp/127.0.0.1/{port}; sleep 300"
     tail = (
         f'if [ "$ORCH_TICKET_ID" = {ticket_id} ] && '
-        f"[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {signal_test}; fi"
+        f"[ $(wc -l < {COUNTS}/count-{name}-$ORCH_TICKET_ID) = 1 ]; then {signal_test}; fi"
     )
-    return counted(name, tail)
+    # Outside the sandbox: it talks to the test, and the pid it sends must be the host's
+    # (the test checks that process is ended; the runner's containment is the same).
+    return counted(name, tail, sandbox="none")
 
 
 def wait_started(listener: socket.socket) -> int:
@@ -262,14 +264,14 @@ def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_noth
 def flaky_check(name: str, fails: int) -> str:
     """A stage whose check cannot reach a host its first ``fails`` runs (the network's
     fault, not the code's), counted in ``count-<name>-<ticket>``."""
-    count = f"$ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID"
+    count = f"{COUNTS}/count-{name}-$ORCH_TICKET_ID"
     unreachable = (
         "echo \"fatal: unable to access 'https://registry.invalid/x.git/': "
         'Could not resolve host: registry.invalid" >&2; exit 128'
     )
     script = f"echo x >> {count}; if [ $(wc -l < {count}) -le {fails} ]; then {unreachable}; fi"
     return (
-        f'[[stages]]\nname = "{name}"\ncwd = "run"\n'
+        f'[[stages]]\nname = "{name}"\ncwd = "run"\nwritable = ["{COUNTS}"]\n'
         f"[[stages.checks]]\nname = \"fetch\"\ncommand = ['bash', '-c', '''{script}''']\n\n"
     )
 
@@ -443,7 +445,7 @@ BUDGETED = (
     # Fails the first time it runs for each ticket, passes after.
     + bash_stage(
         "build",
-        "f=$ORCH_STATE_DIR/count-build-$ORCH_TICKET_ID; echo x >> $f; [ $(wc -l < $f) -ge 2 ]",
+        f"f={COUNTS}/count-build-$ORCH_TICKET_ID; echo x >> $f; [ $(wc -l < $f) -ge 2 ]",
     )
 )
 

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain.config import Config, LoadedConfig, parse_config
+from dataclasses import replace
+
+from orchestrator.domain.config import Config, LoadedConfig, effective_sandbox, parse_config
 from orchestrator.domain.errors import ConfigError
 from orchestrator.execution.attempts import Services, sandboxed
 from orchestrator.execution.executor import LocalExecutor
-from orchestrator.execution.sandbox import SandboxedExecutor
+from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
+from orchestrator.execution.stage_env import StageContext
+from orchestrator.execution.stage_sandbox import parse_identity
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import RunStore
 
@@ -55,49 +59,121 @@ def test_recipes_are_sandboxed_by_default_and_none_is_an_explicit_opt_out() -> N
         parse('[recovery]\nrecipe_sandbox = "docker"\n')
 
 
-def test_network_and_writable_need_sandbox_true() -> None:
-    with pytest.raises(ConfigError, match="'network' and 'writable' are only meaningful"):
-        parse(check_extra="network = true")
-    with pytest.raises(ConfigError, match="'network' and 'writable' are only meaningful"):
-        parse(build_extra='writable = ["out"]')
+def test_every_stage_is_sandboxed_unless_it_says_none_and_false_is_not_an_opt_out() -> None:
+    config = parse()
+    assert [s.sandbox for s in config.stages] == [None, None, None]  # None: the sandbox
+    assert parse(build_extra="sandbox = true").stage("build").sandbox == "bwrap"
+    assert parse(build_extra='sandbox = "none"').stage("build").sandbox == "none"
+    # ``false`` was "the default" before every stage was sandboxed: an opt-out is a word.
+    with pytest.raises(ConfigError, match=r'stages\[1\]\.sandbox.*write sandbox = "none"'):
+        parse(build_extra="sandbox = false")
     with pytest.raises(ConfigError, match=r"stages\[2\]\.checks\[0\]\.sandbox"):
         parse(check_extra='sandbox = "yes"')
+    with pytest.raises(ConfigError, match="sandbox settings: not with sandbox = \"none\""):
+        parse(build_extra='sandbox = "none"\nwritable = ["out"]')
+    with pytest.raises(ConfigError, match=r"sandbox\.max_processes"):
+        parse('[sandbox]\nmax_processes = -1\n')
 
 
-def services(config: Config) -> Services:
+def services(config: Config, environ: dict[str, str] | None = None) -> Services:
     return Services(
         loaded=LoadedConfig(config=config, path=Path("/p/config.toml"), root=Path("/p"), sha256=""),
         store=RunStore(Path("/p/state")),
         reporter=PlainReporter(io.StringIO()),
+        environ=environ if environ is not None else {"HOME": "/home/me", "PATH": "/usr/bin:/bin"},
         executor=LocalExecutor(),
     )
 
 
-def test_a_stage_gets_the_sandbox_its_config_asks_for() -> None:
+def context(repository: str = "https://example.com/r.git") -> StageContext:
+    run_dir = Path("/p/state/runs/T-1-r1")
+    return StageContext(
+        ticket_file=run_dir / "ticket" / "T-1.md", ticket_id="T-1", ticket_kind="bug-fix",
+        repository=repository, base_branch="main", run_id="T-1-r1", run_dir=run_dir,
+        clone_dir=run_dir / "clone", state_dir=Path("/p/state"), stage="build", engine="",
+        model="", attempt=1,
+    )  # fmt: skip
+
+
+def test_a_stage_gets_the_one_profile_and_its_config_adds_to_it() -> None:
     config = parse(
-        engine_extra="sandbox = true",
-        build_extra='sandbox = true\nwritable = ["../cache", "/srv/out"]',
-        check_extra="sandbox = true\nnetwork = true",
+        build_extra='writable = ["../cache", "/srv/out"]\nreadable = ["~/.cache/pip"]',
+        check_extra="network = true",
     )
     svc = services(config)
-    clone = Path("/runs/r1/clone")
-    build = sandboxed(svc, config.stage("build"), cwd=clone)
+    ctx = context()
+    clone = ctx.clone_dir
+    build = sandboxed(svc, config.stage("build"), cwd=clone, ctx=ctx)
     assert isinstance(build, SandboxedExecutor) and build.inner is svc.executor
-    assert build.spec.writable == (clone, Path("/runs/r1/cache"), Path("/srv/out"))
+    assert build.spec.writable == (clone, ctx.run_dir / "cache", Path("/srv/out"))
     assert build.spec.network is False  # a command's default
-    assert build.spec.readable == (Path("/p"),)  # the config's root, for {root} scripts
-    assert build.spec.environment({"HOME": "/home/me", "X": "1"}) == {"HOME": "/home/me", "X": "1"}
-    # An engine calls its model: it keeps the network unless its config says otherwise.
-    engine = sandboxed(svc, config.stage("implement"), cwd=clone, network_default=True)
+    # The config's root (for {root} scripts), the ticket, and what the stage declared.
+    assert build.spec.readable == (Path("/p"), ctx.run_dir / "ticket", Path("/home/me/.cache/pip"))
+    # Hidden: every home and the whole state dir (this clone is bound back on top).
+    assert build.spec.hidden == (Path("/root"), Path("/home"), Path("/p/state"), Path("/home/me"))
+    assert build.spec.read_only == ()
+    env = build.spec.environment({"HOME": "/home/me", "TMPDIR": "/home/me/tmp", "X": "1"})
+    assert env["HOME"] == SANDBOX_HOME and env["TMPDIR"] == "/tmp" and env["X"] == "1"
+    assert build.spec.limits.max_processes == 2048 and build.spec.limits.scratch_bytes > 0
+    # An engine calls its model: it keeps the network, and no address-space limit.
+    engine = sandboxed(svc, config.stage("implement"), cwd=clone, ctx=ctx, role="engine")
     assert isinstance(engine, SandboxedExecutor) and engine.spec.network is True
-    check = sandboxed(svc, config.stage("review").checks[0], cwd=clone)
+    assert engine.spec.limits.max_memory_bytes == 0
+    # A check: its own network setting over its stage's; the clone's .git read-only.
+    check_options = effective_sandbox(config.stage("review").checks[0], config.stage("review"))
+    check = sandboxed(svc, check_options, cwd=clone, ctx=ctx, role="check")
     assert isinstance(check, SandboxedExecutor) and check.spec.network is True
-    # Not asked for: the plain executor, untouched.
-    assert sandboxed(svc, parse().stage("build"), cwd=clone) is svc.executor
+    assert check.spec.read_only == (clone / ".git",)
+    assert check.spec.limits.max_memory_bytes == 16 * 1024 * 1024 * 1024
+    # Opted out: the plain executor, untouched.
+    none = parse(build_extra='sandbox = "none"').stage("build")
+    assert sandboxed(svc, none, cwd=clone, ctx=ctx) is svc.executor
+
+
+def test_the_verifier_sees_its_checkout_and_the_clone_s_git_read_only_nothing_else() -> None:
+    config = parse()
+    ctx = context()
+    checkout = ctx.run_dir / "verify-1"
+    verifier = sandboxed(
+        services(config), config.stage("review"), cwd=checkout,
+        ctx=replace(ctx, clone_dir=checkout), role="check",
+    )  # fmt: skip
+    assert isinstance(verifier, SandboxedExecutor)
+    assert verifier.spec.writable == (checkout,)
+    assert verifier.spec.read_only == (ctx.run_dir / "clone" / ".git",)
+
+
+def test_a_stage_that_records_a_result_gets_the_run_dir_and_a_local_repository() -> None:
+    config = parse()
+    ctx = context(repository="/srv/repos/app.git")
+    svc = services(config)
+    pushing = sandboxed(
+        svc, config.stage("build"), cwd=ctx.clone_dir, ctx=ctx, side_effectful=True
+    )
+    assert isinstance(pushing, SandboxedExecutor)
+    assert pushing.spec.writable == (ctx.clone_dir, ctx.run_dir, Path("/srv/repos/app.git"))
+    cloning = sandboxed(svc, config.stage("build"), cwd=ctx.run_dir, ctx=ctx)
+    assert isinstance(cloning, SandboxedExecutor)
+    assert cloning.spec.writable == (ctx.run_dir,)
+    assert Path("/srv/repos/app.git") in cloning.spec.readable
+
+
+def test_the_global_git_identity_is_carried_in_unless_the_environment_sets_one() -> None:
+    listing = b"user.name\nAda Lovelace\0user.email\nada@example.com\0"
+    assert parse_identity(listing, {}) == {
+        "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_COMMITTER_NAME": "Ada Lovelace",
+        "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_EMAIL": "ada@example.com",
+    }  # fmt: skip
+    assert parse_identity(listing, {"GIT_AUTHOR_NAME": "Me"})["GIT_COMMITTER_NAME"] == "Ada Lovelace"
+    assert "GIT_AUTHOR_NAME" not in parse_identity(listing, {"GIT_AUTHOR_NAME": "Me"})
+    assert parse_identity(b"", {}) == {}
 
 
 def test_the_shipped_config_documents_the_sandbox_keys_and_parses() -> None:
     root = Path(__file__).resolve().parents[2]
     text = (root / "config.toml").read_text()
-    assert 'recipe_sandbox = "bwrap"' in text and "# sandbox = true" in text
-    assert parse_config(text, root / "config.toml").recovery.recipe_sandbox == "bwrap"
+    assert 'recipe_sandbox = "bwrap"' in text and '# sandbox = "none"' in text
+    config = parse_config(text, root / "config.toml")
+    assert config.recovery.recipe_sandbox == "bwrap"
+    # The stages that reach the network say so; the others have none.
+    assert {s.name for s in config.stages if s.network} == {"clone", "open-pr"}

@@ -31,14 +31,20 @@ from harness import SameAnswerModel
 pytestmark = pytest.mark.slow
 
 
+# Where the stages count their runs, across the runs of a ticket: beside the state dir,
+# which the sandbox hides from them (the run dir is state/runs/<run-id>).
+COUNTS = "$ORCH_RUN_DIR/../../../counts"
+
+
 def stage(name: str, script: str, extra: str = "") -> str:
-    counted = f"echo x >> $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID; {script}"
+    counted = f"echo x >> {COUNTS}/count-{name}-$ORCH_TICKET_ID; {script}"
     return (
-        f'[[stages]]\nname = "{name}"\ncwd = "run"\n{extra}command = ["bash", "-c", "{counted}"]\n'
+        f'[[stages]]\nname = "{name}"\ncwd = "run"\nwritable = ["../../../counts"]\n'
+        f'{extra}command = ["bash", "-c", "{counted}"]\n'
     )
 
 
-FIRST_TIME = "[ $(wc -l < $ORCH_STATE_DIR/count-{name}-$ORCH_TICKET_ID) -ge 2 ]"
+FIRST_TIME = "[ $(wc -l < " + COUNTS + "/count-{name}-$ORCH_TICKET_ID) -ge 2 ]"
 CONFIG = (
     'state_dir = "state"\n'
     "[recovery]\ninfra_backoff_s = 0.0\n"
@@ -79,7 +85,7 @@ def long_red_history(state: Path, signatures: tuple[str, ...], n: int = 60) -> N
 
 
 def count(state: Path, name: str, ticket: str) -> int:
-    path = state / f"count-{name}-{ticket}"
+    path = state.parent / "counts" / f"count-{name}-{ticket}"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
@@ -87,6 +93,7 @@ def count(state: Path, name: str, ticket: str) -> int:
 def test_cron_batches_make_progress_and_tell_the_truth(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(CONFIG)
+    (tmp_path / "counts").mkdir()
     tickets = tmp_path / "tickets"
     for ticket_id in ("RL-1", "BUD-1", "BUD-2", "DUP-1"):
         write_ticket(tickets, ticket_id)

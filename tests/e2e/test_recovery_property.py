@@ -166,9 +166,12 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
             if argv in configured or (
                 argv[:1] == ("git",)
                 and argv[1:2]
-                in (("update-ref",), ("reset",), ("clean",), ("rev-parse",), ("diff",))
+                in (("update-ref",), ("reset",), ("clean",), ("rev-parse",), ("diff",),
+                    ("config",))
             ):
                 continue
+            if argv == ("true",):
+                continue  # the sandbox's probe: can bwrap start here at all
             if argv[1:4] == ("-P", "-m", "orchestrator.stages.engine_workspace"):
                 continue  # the orchestrator's own workspace step around the engine
             # Anything else must be a recipe command of a valid verdict.

@@ -31,20 +31,20 @@ BWRAP = Path("/opt/bwrap")
 
 
 def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() -> None:
-    spec = SandboxSpec(writable=(Path("/tmp/x/clone"), Path("/srv/cache")))
+    spec = SandboxSpec(writable=(Path("/tmp/x/clone"), Path("/srv/cache")), hidden=())
     argv = bwrap_argv(
         spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"), installation=()
     )
     assert argv == (
         "/opt/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
         "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
-        "--bind", "/tmp/x/clone", "/tmp/x/clone", "--bind", "/srv/cache", "/srv/cache",
+        "--bind", "/srv/cache", "/srv/cache", "--bind", "/tmp/x/clone", "/tmp/x/clone",
         "--unshare-all", "--new-session", "--die-with-parent",
         "--chdir", "/tmp/x/clone", "--", "git", "status",
     )  # fmt: skip
     # A path under /tmp that must stay readable is bound read-only before the writable ones.
     seen = bwrap_argv(
-        SandboxSpec(writable=(Path("/tmp/r/clone"),), readable=(Path("/tmp/r"),)),
+        SandboxSpec(writable=(Path("/tmp/r/clone"),), readable=(Path("/tmp/r"),), hidden=()),
         ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"), installation=(),
     )  # fmt: skip
     assert seen[12:18] == (
@@ -56,15 +56,39 @@ def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() 
     assert shared[shared.index("--unshare-all") + 1] == "--share-net"
 
 
+def test_a_deeper_path_is_mounted_after_the_one_it_lies_in_whatever_its_kind(
+    tmp_path: Path,
+) -> None:
+    """A state dir hidden inside a readable config root, a clone writable inside the
+    hidden state dir, its .git read-only inside the writable clone: each shows as its own
+    kind only if it is mounted after the path that contains it."""
+    root, state = tmp_path / "project", tmp_path / "project" / ".state"
+    clone = state / "runs" / "r" / "clone"
+    (clone / ".git").mkdir(parents=True)
+    spec = SandboxSpec(
+        writable=(clone,), readable=(root,), hidden=(state, tmp_path / "absent"),
+        read_only=(clone / ".git",),
+    )  # fmt: skip
+    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=clone, installation=())
+    mounts = argv[argv.index(SANDBOX_HOME) + 1 : argv.index("--unshare-all")]
+    assert mounts == (
+        "--ro-bind-try", str(root), str(root),
+        "--perms", "0555", "--tmpfs", str(state),
+        "--bind", str(clone), str(clone),
+        "--ro-bind-try", str(clone / ".git"), str(clone / ".git"),
+        "--remount-ro", str(state),  # what shows through is bound first; a missing one hides nothing
+    )  # fmt: skip
+
+
 def test_this_installation_stays_readable_even_under_the_private_tmp() -> None:
     """A checkout or venv under /tmp (a CI clone, a throwaway venv) must not vanish behind
     the private /tmp: a sandboxed ``{python}`` needs its interpreter and this package."""
     argv = bwrap_argv(
-        SandboxSpec(writable=(Path("/tmp/c/clone"),)), ("true",), bwrap=BWRAP,
+        SandboxSpec(writable=(Path("/tmp/c/clone"),), hidden=()), ("true",), bwrap=BWRAP,
         cwd=Path("/tmp/c/clone"), installation=(Path("/tmp/ci/.venv"), Path("/tmp/ci")),
     )  # fmt: skip
     assert argv[12:21] == (
-        "--ro-bind-try", "/tmp/ci/.venv", "/tmp/ci/.venv", "--ro-bind-try", "/tmp/ci", "/tmp/ci",
+        "--ro-bind-try", "/tmp/ci", "/tmp/ci", "--ro-bind-try", "/tmp/ci/.venv", "/tmp/ci/.venv",
         "--bind", "/tmp/c/clone", "/tmp/c/clone",
     )  # fmt: skip
     assert Path(sys.prefix) in INSTALLATION and Path(sys.executable).parent in INSTALLATION
@@ -78,12 +102,14 @@ def test_the_environment_is_an_explicit_list_and_never_on_the_command_line() -> 
     spec = recipe_spec(Path("/c"))
     assert spec.environment(caller) == {
         "PATH": "/usr/bin", "ORCH_CLONE_DIR": "/c", "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_GLOBAL": "/home/me/.gitconfig", "HOME": SANDBOX_HOME,
+        "GIT_CONFIG_GLOBAL": "/home/me/.gitconfig", "HOME": SANDBOX_HOME, "TMPDIR": "/tmp",
     }  # fmt: skip
     # A value on bwrap's command line would be in the log and in /proc/*/cmdline.
     argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=Path("/c"))
     assert not any("s3cret" in a or "/home/me" in a for a in argv)
-    assert SandboxSpec(writable=()).environment(caller) == {**caller, "HOME": SANDBOX_HOME}
+    assert SandboxSpec(writable=()).environment(caller) == {
+        **caller, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"
+    }
 
 
 def test_a_missing_bwrap_is_a_reason_not_an_exception(tmp_path: Path) -> None:
@@ -190,7 +216,7 @@ def test_a_recipe_command_writes_only_the_clone_reaches_no_network_and_sees_only
         listener.accept()  # no connection ever arrived
     assert seen["env"] == {
         "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ORCH_CLONE_DIR": str(clone),
-        "GIT_CONFIG_GLOBAL": f"{tmp_path}/.gitconfig", "HOME": SANDBOX_HOME,
+        "GIT_CONFIG_GLOBAL": f"{tmp_path}/.gitconfig", "HOME": SANDBOX_HOME, "TMPDIR": "/tmp",
         "ORCH_PROCESS_MARK": seen["env"]["ORCH_PROCESS_MARK"],  # type: ignore[index]
         "PWD": str(clone),  # bwrap's --chdir sets it
     }  # fmt: skip

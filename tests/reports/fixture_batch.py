@@ -49,12 +49,13 @@ command = ["bash", "-c", "git init -q clone"]
 
 [[stages]]
 name = "build"
-command = ["bash", "{{root}}/build.sh"]
+command = ["bash", "{{root}}/build.sh", "{{root}}/counts"]
+writable = ["{{root}}/counts"]
 """
 # In a file, so a log's command line does not quote the other tickets' branches.
 BUILD = f"""
 case "$ORCH_TICKET_ID" in
-  T-FLAKY) f="$ORCH_STATE_DIR/flaky-builds"; echo x >> "$f"
+  T-FLAKY) f="$1/flaky-builds"; echo x >> "$f"
            [ "$(wc -l < "$f")" -ge 2 ] || {{ echo "error: flaky build"; exit 1; }} ;;
   HOSTILE-1) echo '{HOSTILE_LOG}'; exit 1 ;;
 esac

@@ -1,0 +1,165 @@
+"""The one sandbox profile for everything the orchestrator runs for a ticket: its stages
+(engines included), its checks and the verifier. README "The sandbox" states it:
+
+  * the root read-only; a private /tmp and HOME (nothing of the real home, /root or
+    /home), sized by ``[sandbox] scratch_mb``;
+  * the state dir hidden, but for what this attempt works on: the run's clone (the
+    verification checkout, for the verifier) and the ticket it was given; a stage that
+    works in the run dir (clone) or records a result there (open-pr) gets the run dir;
+  * under a check or the verifier the clone's ``.git`` is read-only: a check cannot plant
+    a hook, a config or a ref for the stages and the push that follow;
+  * its own PID namespace; no network unless the stage declares it (an engine keeps it);
+    no unix socket can be created; limits on processes, memory and file size.
+
+``profile`` is pure, so the profile is pinned by tests without starting anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.domain.config import SandboxConfig, SandboxOptions
+from orchestrator.execution.executor import Executor
+from orchestrator.execution.sandbox import (
+    HIDDEN_ALWAYS,
+    SANDBOX_ENV,
+    SandboxLimits,
+    SandboxSpec,
+)
+
+Role = Literal["stage", "engine", "check"]
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunPlaces:
+    """Where a run's things are, as the sandbox needs to know them."""
+
+    state_dir: Path
+    run_dir: Path
+    clone: Path  # the run's own clone: the verifier's checkout shares its .git
+    ticket_dir: Path
+    repository: str  # a URL, or the path of a local repository
+    config_root: Path
+    home: Path | None  # the real home of whoever runs the orchestrator
+
+
+def profile(
+    options: SandboxOptions,
+    role: Role,
+    *,
+    cwd: Path,
+    places: RunPlaces,
+    limits: SandboxConfig,
+    identity: Mapping[str, str] = {},
+    side_effectful: bool = False,
+) -> SandboxSpec:
+    """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
+    in, in ``cwd``."""
+    writable = [cwd]
+    writable += [Path(os.path.normpath(cwd / extra)) for extra in options.writable]
+    if role != "check" and (side_effectful or cwd == places.run_dir):
+        writable.append(places.run_dir)
+    local_repository = Path(places.repository) if Path(places.repository).is_absolute() else None
+    if side_effectful and local_repository is not None:
+        writable.append(local_repository)  # a push to a repository on this machine
+    readable = [places.config_root, places.ticket_dir]
+    if local_repository is not None:
+        readable.append(local_repository)
+    readable += [_expand(path, places.home) for path in options.readable]
+    hidden = [*HIDDEN_ALWAYS, places.state_dir]
+    if places.home is not None:
+        hidden.append(places.home)
+    read_only = [places.clone / ".git"] if role == "check" else []
+    network = options.network if options.network is not None else role == "engine"
+    return SandboxSpec(
+        writable=tuple(dict.fromkeys(writable)),
+        network=network,
+        readable=tuple(readable),
+        hidden=tuple(hidden),
+        read_only=tuple(read_only),
+        env_set={**SANDBOX_ENV, **identity},
+        # A JavaScript or Java engine reserves far more address space than it uses.
+        limits=sandbox_limits(limits, memory=role != "engine"),
+    )
+
+
+def git_profile(
+    clone: Path,
+    *,
+    writes: bool,
+    state_dir: Path,
+    home: Path | None,
+    limits: SandboxConfig,
+) -> SandboxSpec:
+    """The sandbox of the orchestrator's own git calls in ``clone``: the clone readable,
+    and writable (with the run dir around it, where ``git worktree add`` makes the
+    verification checkout) only for a call that ``writes``; no network; nothing else of
+    the state dir or any home."""
+    return SandboxSpec(
+        writable=(clone, clone.parent) if writes else (),
+        readable=(clone,),
+        hidden=(*HIDDEN_ALWAYS, state_dir, *((home,) if home is not None else ())),
+        env_set={**SANDBOX_ENV},
+        limits=sandbox_limits(limits),
+    )
+
+
+def sandbox_limits(limits: SandboxConfig, *, memory: bool = True) -> SandboxLimits:
+    return SandboxLimits(
+        max_processes=limits.max_processes,
+        max_memory_bytes=limits.max_memory_mb * _MB if memory else 0,
+        max_file_bytes=limits.max_file_mb * _MB,
+        scratch_bytes=limits.scratch_mb * _MB,
+    )
+
+
+def _expand(path: str, home: Path | None) -> Path:
+    if path == "~" or path.startswith("~/"):
+        if home is None:
+            raise ValueError(f"readable path {path!r} names the home, but HOME is not set")
+        return home / path[2:]
+    return Path(path)
+
+
+_IDENTITY_KEYS = {"user.name": "NAME", "user.email": "EMAIL"}
+# Per executor (a test's recording executor sees the read), then per home.
+_identities: dict[tuple[int, str, str], dict[str, str]] = {}
+
+
+def parse_identity(listing: bytes, environ: Mapping[str, str]) -> dict[str, str]:
+    """``git config -z --get-regexp`` output for user.name/user.email as the
+    GIT_AUTHOR_*/GIT_COMMITTER_* variables ``environ`` does not already set."""
+    found: dict[str, str] = {}
+    for item in listing.decode("utf-8", "replace").split("\0"):
+        name, _, value = item.partition("\n")
+        field = _IDENTITY_KEYS.get(name.lower())
+        if field is not None and value:
+            for role in ("AUTHOR", "COMMITTER"):
+                found[f"GIT_{role}_{field}"] = value
+    return {k: v for k, v in found.items() if k not in environ}
+
+
+def global_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str, str]:
+    """Who commits, from the global git config of whoever runs the orchestrator: the
+    sandbox hides their home, and a commit made inside must still be theirs. Read once
+    per executor and home (reading config runs nothing)."""
+    home = environ.get("HOME", "")
+    key = (id(executor), home, environ.get("GIT_CONFIG_GLOBAL", ""))
+    if key not in _identities:
+        env = {"PATH": environ.get("PATH", os.defpath), "HOME": home}
+        if environ.get("GIT_CONFIG_GLOBAL"):
+            env["GIT_CONFIG_GLOBAL"] = environ["GIT_CONFIG_GLOBAL"]
+        listing = executor.capture_head(
+            ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$"),
+            cwd=Path("/"),
+            env=env,
+            max_bytes=64 * 1024,
+            timeout_s=30,
+        )
+        _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
+    return {k: v for k, v in _identities[key].items() if k not in environ}

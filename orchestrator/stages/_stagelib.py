@@ -2,6 +2,11 @@
 
 A stage runs as ``python -m orchestrator.stages.<name>`` with the orchestrator's own
 interpreter, so the installed package is importable wherever the project was installed.
+
+Everything in a clone was written by someone we do not trust, its ``.git/config`` included:
+every repository a stage opens comes from ``open_clone`` (or ``harden``), so each git call
+GitPython makes in it runs with the orchestrator's hardening (``orchestrator.execution.git``):
+no hooks, fsmonitor, pager, transport or driver the clone names.
 """
 
 from __future__ import annotations
@@ -14,6 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import git
+
+from orchestrator.execution.git import (
+    CONFIG_LISTING,
+    OWN_CONFIG_LISTING,
+    allow_protocol_for,
+    clone_git_dir_problem,
+    git_env_for,
+    hardened_git_env,
+    listing_env,
+    parse_config_listing,
+    tampered_config,
+)
 
 if TYPE_CHECKING:
     from orchestrator.domain.tickets import Ticket
@@ -79,3 +96,82 @@ def stage_ticket(environ: Mapping[str, str]) -> Ticket:
         return load_ticket(Path(require_env(environ, "ORCH_TICKET_FILE")))
     except TicketError as exc:
         raise StageError(str(exc)) from None
+
+
+def open_clone(path: Path, environ: Mapping[str, str]) -> git.Repo:
+    """The clone at ``path``, hardened (``harden``). Refused when its ``.git`` is not its
+    own directory: a ``gitdir:`` file or a link would point every call elsewhere."""
+    problem = clone_git_dir_problem(path)
+    if problem is not None:
+        raise StageError(f"refusing to work in {path}: {problem}")
+    try:
+        repo = git.Repo(path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise StageError(f"not a git repository: {path}") from None
+    return harden(repo, environ)
+
+
+def harden(repo: git.Repo, environ: Mapping[str, str]) -> git.Repo:
+    """``repo``, every git call it makes from now on hardened: the orchestrator's
+    settings, the drivers its config names switched off, the user's identity carried
+    over from their global config (which the hardening ignores). Refused, and closed,
+    when its own config says what only an attacker would (``tampered_config``)."""
+    try:
+        problem = tampered_config(_listing(repo, OWN_CONFIG_LISTING, hardened_git_env(environ)))
+        if problem is not None:
+            raise StageError(f"refusing to work in {repo.working_dir}: {problem}")
+        entries = _listing(repo, CONFIG_LISTING, listing_env(environ))
+    except BaseException:
+        repo.close()
+        raise
+    repo.git.update_environment(**git_env_for(entries, environ))
+    return repo
+
+
+def _listing(
+    repo: git.Repo, argv: tuple[str, ...], env: Mapping[str, str]
+) -> list[tuple[str, str, str]]:
+    try:
+        data = repo.git.execute(
+            list(argv), env=dict(env), stdout_as_string=False, strip_newline_in_stdout=False
+        )
+    except git.GitCommandError as exc:
+        raise StageError(
+            f"cannot list the git config of {repo.working_dir}: {git_reason(exc)}"
+        ) from None
+    assert isinstance(data, bytes)  # stdout_as_string=False, no extended output
+    return parse_config_listing(data)
+
+
+def transport_env(repo: git.Repo, url: str) -> dict[str, str]:
+    """``repo``'s hardened environment for the one command that pushes to (or asks)
+    ``url``: its transport allowed, no other."""
+    try:
+        return allow_protocol_for(repo.git.environment(), url)
+    except ValueError as exc:
+        raise StageError(str(exc)) from None
+
+
+def remote_head(repo: git.Repo, url: str, branch: str, env: Mapping[str, str]) -> str | None:
+    """The commit ``url`` says its ``refs/heads/<branch>`` is, or None when it has none."""
+    ref = f"refs/heads/{branch}"
+    listed = str(repo.git.ls_remote(url, ref, env=dict(env)))
+    for line in listed.splitlines():
+        sha, _, name = line.partition("\t")
+        if name == ref:
+            return sha
+    return None
+
+
+def confirm_pushed(
+    repo: git.Repo, url: str, branch: str, head_sha: str, env: Mapping[str, str], shown: str
+) -> None:
+    """Raise StageError unless ``url`` (``shown`` in messages) now has ``branch`` at
+    ``head_sha``: a push that went somewhere else must not be recorded as a success."""
+    found = remote_head(repo, url, branch, env)
+    if found != head_sha:
+        what = f"it is at {found[:7]}" if found else "it has no such branch"
+        raise StageError(
+            f"pushed {branch} ({head_sha[:7]}), but {shown} does not have it: {what}; "
+            "the push went somewhere else"
+        )

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import git
 
-from orchestrator.stages._stagelib import StageError, git_reason, require_env, run_stage
+from orchestrator.execution.git import protocol_of
+from orchestrator.stages._stagelib import StageError, git_reason, open_clone, require_env, run_stage
 
 # Used only where no identity is configured at any level, so that `git am` and
 # `git commit` in later stages work on a machine that has never been set up for git.
@@ -40,19 +41,35 @@ def missing_identity(repo: git.Repo) -> dict[str, str]:
     }
 
 
+def clone_environment(environ: Mapping[str, str], repository: str) -> dict[str, str]:
+    """The environment of the one ``git clone``: the user's own git config applies (no
+    clone exists yet, so all git reads is theirs: credential helpers, ssh, LFS), but git
+    may use the transport of the ticket's repository and no other. The ticket was written
+    by someone we do not trust, and ``ext::`` runs a command. GIT_ALLOW_PROTOCOL replaces
+    every protocol.* setting, whatever config says."""
+    protocol = protocol_of(repository)
+    if protocol is None:
+        raise StageError(
+            f"cannot clone {repository}: not an absolute path, nor a file, git, http(s) or ssh URL"
+        )
+    return {**environ, "GIT_ALLOW_PROTOCOL": protocol, "GIT_NO_LAZY_FETCH": "1"}
+
+
 def main(environ: Mapping[str, str]) -> None:
     repository = require_env(environ, "ORCH_REPOSITORY")
     clone_dir = Path(require_env(environ, "ORCH_CLONE_DIR"))
     base = require_env(environ, "ORCH_BASE_BRANCH")
     work = require_env(environ, "ORCH_WORK_BRANCH")
 
+    env = clone_environment(environ, repository)
     if remove_leftover(clone_dir):
         print(f"removed the clone left by an earlier attempt: {clone_dir}")
     try:
-        repo = git.Repo.clone_from(repository, clone_dir)
+        # Closed at once: GitPython would keep the clone's environment for later calls.
+        git.Repo.clone_from(repository, clone_dir, env=env).close()
     except git.GitCommandError as exc:
         raise StageError(f"cannot clone {repository}: {git_reason(exc)}") from None
-    with repo:
+    with open_clone(clone_dir, environ) as repo:
         print(f"cloned {repository} into {clone_dir}")
         if base not in {ref.remote_head for ref in repo.remotes.origin.refs}:
             raise StageError(f"base branch {base!r} does not exist in {repository}")

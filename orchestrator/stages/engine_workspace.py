@@ -17,7 +17,13 @@ from pathlib import Path
 
 import git
 
-from orchestrator.stages._stagelib import StageError, require_env, run_stage, stage_ticket
+from orchestrator.stages._stagelib import (
+    StageError,
+    open_clone,
+    require_env,
+    run_stage,
+    stage_ticket,
+)
 from orchestrator.stages.checks.commit_order import classify_path
 from orchestrator.stages.implement_patch import reset_to_base
 
@@ -57,7 +63,7 @@ def main(environ: Mapping[str, str]) -> None:
 
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     ticket = stage_ticket(environ)
-    with git.Repo(Path.cwd()) as repo:
+    with open_clone(Path.cwd(), environ) as repo:
         if mode == "prepare":
             reset_to_base(
                 repo,

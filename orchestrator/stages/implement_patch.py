@@ -19,6 +19,7 @@ from orchestrator.stages._stagelib import (
     StageError,
     git_output_lines,
     git_reason,
+    open_clone,
     require_env,
     run_stage,
     stage_ticket,
@@ -80,7 +81,7 @@ def main(environ: Mapping[str, str]) -> None:
     except OSError as exc:
         raise StageError(f"cannot read patch {patch}: {exc.strerror}") from None
 
-    with git.Repo(Path.cwd()) as repo:
+    with open_clone(Path.cwd(), environ) as repo:
         reset_to_base(repo, work, base_ref)
         print(f"reset {work} to {base_ref} ({repo.head.commit.hexsha[:7]})")
         if is_mbox(head):

@@ -39,9 +39,18 @@ import git
 import httpx2
 
 from orchestrator.engines.classify import FAILURE_MARKER
+from orchestrator.execution.git import overriding
 from orchestrator.forges.base import Forge, ForgeError, PullRequest
 from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, pr_body, repo_from_url
-from orchestrator.stages._stagelib import StageError, git_reason, require_env, stage_ticket
+from orchestrator.stages._stagelib import (
+    StageError,
+    confirm_pushed,
+    git_reason,
+    open_clone,
+    require_env,
+    stage_ticket,
+    transport_env,
+)
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.layout import StateLayout, verdict_files
 
@@ -57,6 +66,9 @@ CREDENTIAL_HELPER = (
     'echo "password=$GITHUB_TOKEN"; }; f'
 )
 
+# Any helper configured before is dropped (the empty value), then ours answers.
+CREDENTIAL_SETTINGS = (("credential.helper", ""), ("credential.helper", CREDENTIAL_HELPER))
+
 ClientFactory = Callable[[str], httpx2.Client]
 
 
@@ -64,19 +76,13 @@ def default_client(api_url: str) -> httpx2.Client:
     return httpx2.Client(base_url=api_url, timeout=HTTP_TIMEOUT_S)
 
 
-def push_environment(token: str) -> dict[str, str]:
-    """Extra environment for ``git push``: our helper replaces any configured one (a
-    user's credential store must neither answer nor keep this token), and git may not
-    stop to ask a terminal for a password."""
-    return {
-        "GITHUB_TOKEN": token,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_CONFIG_COUNT": "2",
-        "GIT_CONFIG_KEY_0": "credential.helper",
-        "GIT_CONFIG_VALUE_0": "",
-        "GIT_CONFIG_KEY_1": "credential.helper",
-        "GIT_CONFIG_VALUE_1": CREDENTIAL_HELPER,
-    }
+def push_environment(token: str, git_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``git push``: ``git_env`` (the clone's hardened one, its push
+    transport allowed) with our helper after every setting in it, replacing any configured
+    one (a user's credential store must neither answer nor keep this token), and git may
+    not stop to ask a terminal for a password."""
+    base = {**(git_env or {}), "GITHUB_TOKEN": token, "GIT_TERMINAL_PROMPT": "0"}
+    return overriding(base, CREDENTIAL_SETTINGS)
 
 
 # What git says when GitHub refuses the push or cannot be reached (git's own wording; the
@@ -129,21 +135,24 @@ def github_repo(environ: Mapping[str, str], repository: str) -> str:
         raise StageError(f"{exc}; set ORCHESTRATOR_GITHUB_REPO=owner/name") from None
 
 
-def push_branch(work: str, base_ref: str, push_url: str, token: str) -> str:
-    """Push ``work`` (its commits over ``base_ref``) to ``push_url``; return its head sha."""
-    with git.Repo(Path.cwd()) as repo:
+def push_branch(
+    environ: Mapping[str, str], work: str, base_ref: str, push_url: str, token: str
+) -> str:
+    """Push ``work`` (its commits over ``base_ref``) to ``push_url``, named by its URL and
+    with git hardened, and confirm it is there at our head; return its head sha."""
+    with open_clone(Path.cwd(), environ) as repo:
         if work not in repo.heads:
             raise StageError(f"branch {work} does not exist in {repo.working_dir}")
         head_sha = repo.heads[work].commit.hexsha
         commits = list(repo.iter_commits(f"{base_ref}..{work}"))
         if not commits:
             raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
+        env = push_environment(token, transport_env(repo, push_url))
         try:
             # '+': the branch is the orchestrator's own, so a retry that rebuilt it from the
             # base replaces what an earlier attempt pushed.
-            repo.git.push(
-                push_url, f"+refs/heads/{work}:refs/heads/{work}", env=push_environment(token)
-            )
+            repo.git.push(push_url, f"+refs/heads/{work}:refs/heads/{work}", env=env)
+            confirm_pushed(repo, push_url, work, head_sha, env, push_url)
         except git.GitCommandError as exc:
             reason = git_reason(exc).replace(token, "***")
             kind = push_failure_kind(reason)
@@ -188,7 +197,7 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
     push_url = environ.get("ORCHESTRATOR_GITHUB_PUSH_URL", "") or f"https://github.com/{repo}.git"
     api_url = environ.get("ORCHESTRATOR_GITHUB_API_URL", "") or DEFAULT_API_URL
 
-    head_sha = push_branch(work, base_ref, push_url, token)
+    head_sha = push_branch(environ, work, base_ref, push_url, token)
     body = pr_body(ticket.body, verdict_summaries(state_dir, run_id), run_id)
     with client_factory(api_url) as client:
         forge: Forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))

@@ -1,8 +1,10 @@
 """Stage ``open-pr`` with the local, offline forge: push the branch, record the PR.
 
-Runs in the clone. Pushes ORCH_WORK_BRANCH to the clone's ``origin`` (the ticket's
-repository), then writes ``$ORCH_RUN_DIR/pull-request.json`` atomically. Running it again
-for the same head rewrites the same record, keeping the first ``created_at``.
+Runs in the clone. Pushes ORCH_WORK_BRANCH to the ticket's repository, named by its URL
+(ORCH_REPOSITORY), never by a remote name the clone's config could point elsewhere, and
+confirms the branch is there at our head; then writes ``$ORCH_RUN_DIR/pull-request.json``
+atomically. Running it again for the same head rewrites the same record, keeping the
+first ``created_at``.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from orchestrator.forges.base import Forge
 from orchestrator.forges.local import LocalForge
 from orchestrator.stages._stagelib import (
     StageError,
+    confirm_pushed,
     git_reason,
+    open_clone,
     require_env,
     run_stage,
     stage_ticket,
+    transport_env,
 )
 from orchestrator.storage.atomic import atomic_write
 
@@ -45,7 +50,7 @@ def main(environ: Mapping[str, str]) -> None:
     work = require_env(environ, "ORCH_WORK_BRANCH")
     record_path = Path(require_env(environ, "ORCH_RUN_DIR")) / RECORD_NAME
 
-    with git.Repo(Path.cwd()) as repo:
+    with open_clone(Path.cwd(), environ) as repo:
         if work not in repo.heads:
             raise StageError(f"branch {work} does not exist in {repo.working_dir}")
         head_sha = repo.heads[work].commit.hexsha
@@ -55,12 +60,14 @@ def main(environ: Mapping[str, str]) -> None:
         ]
         if not commits:
             raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
+        env = transport_env(repo, repository)
         try:
             # '+': the branch is the orchestrator's own (orch/<ticket>), so a retry that
             # rebuilt it from the base replaces what an earlier attempt pushed.
-            repo.git.push("origin", f"+refs/heads/{work}:refs/heads/{work}")
+            repo.git.push(repository, f"+refs/heads/{work}:refs/heads/{work}", env=env)
+            confirm_pushed(repo, repository, work, head_sha, env, repository)
         except git.GitCommandError as exc:
-            raise StageError(f"cannot push {work} to origin: {git_reason(exc)}") from None
+            raise StageError(f"cannot push {work} to {repository}: {git_reason(exc)}") from None
         print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s)) to {repository}")
 
     def save(record: dict[str, Any]) -> None:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import git
+
+from orchestrator.stages._stagelib import StageError, harden
 
 CHECK_NAME = "lint-bug-commit-order"
 APPLIES_TO_KIND = "bug-fix"
@@ -115,12 +117,20 @@ def _changed_paths(commit: git.Commit) -> tuple[str, ...]:
     return tuple(sorted(paths))
 
 
-def read_branch_commits(repo_dir: Path, base_ref: str) -> list[CommitFiles]:
-    """The commits in ``base_ref..HEAD`` of the repository at ``repo_dir``, oldest first."""
+def read_branch_commits(
+    repo_dir: Path, base_ref: str, environ: Mapping[str, str] = os.environ
+) -> list[CommitFiles]:
+    """The commits in ``base_ref..HEAD`` of the repository at ``repo_dir``, oldest first,
+    read with git hardened (a clone whose config says what only an attacker would is
+    refused). ``repo_dir`` may be a linked checkout: the verifier runs this check in one."""
     try:
         repo = git.Repo(repo_dir, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise SetupError(f"not inside a git repository: {repo_dir}") from None
+    try:
+        harden(repo, environ)
+    except StageError as exc:
+        raise SetupError(str(exc)) from None
     with repo:
         for ref, what in ((base_ref, "base ref"), ("HEAD", "HEAD")):
             try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.config import Config
+from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.context import head_bytes
 from orchestrator.recovery.diagnose import Decision
@@ -152,7 +153,7 @@ def investigator_for(
     if config.diagnosis.mode != "investigate":
         return None
     return investigator(
-        tools=clone_tools(clone, services.environ, services.executor),
+        tools=clone_tools(clone, services.environ, git_sandbox(services, clone)),
         allow=frozenset(config.diagnosis.tools),
         max_steps=config.diagnosis.max_steps,
         max_tokens=config.model.max_tokens,

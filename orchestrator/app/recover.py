@@ -36,7 +36,7 @@ from orchestrator.domain.config import StageConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution import runner
-from orchestrator.execution.attempts import Services, engine_and_model
+from orchestrator.execution.attempts import Services, engine_and_model, git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import signature_of
@@ -84,7 +84,8 @@ def _clone_exists(record: RunRecord) -> bool:
 def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
     # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
-    return services.executor.capture_head(
+    # In the sandbox: git reads the clone's config, written by whoever wrote the clone.
+    return git_sandbox(services, Path(record.clone_dir)).capture_head(
         (
             "git",
             "diff",

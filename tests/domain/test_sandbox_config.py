@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from orchestrator.domain.config import Config, LoadedConfig, effective_sandbox, parse_config
 from orchestrator.domain.errors import ConfigError
-from orchestrator.execution.attempts import Services, sandboxed
+from orchestrator.execution.attempts import Services, git_sandbox, sandboxed
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext
@@ -156,6 +156,25 @@ def test_a_stage_that_records_a_result_gets_the_run_dir_and_a_local_repository()
     assert isinstance(cloning, SandboxedExecutor)
     assert cloning.spec.writable == (ctx.run_dir,)
     assert Path("/srv/repos/app.git") in cloning.spec.readable
+
+
+def test_the_orchestrator_s_own_git_calls_run_sandboxed_writing_only_when_they_must() -> None:
+    config = parse()
+    svc = services(config)
+    clone = Path("/p/state/runs/T-1-r1/clone")
+    read = git_sandbox(svc, clone)
+    assert isinstance(read, SandboxedExecutor) and read.inner is svc.executor
+    assert read.spec.writable == () and read.spec.readable == (clone,)
+    assert read.spec.network is False
+    assert Path("/p/state") in read.spec.hidden and Path("/home/me") in read.spec.hidden
+    write = git_sandbox(svc, clone, writes=True)
+    assert isinstance(write, SandboxedExecutor)
+    # The run dir too: ``git worktree add`` makes the verification checkout beside it.
+    assert write.spec.writable == (clone, clone.parent)
+    opted_out = parse('[sandbox]\ngit = "none"\n')
+    assert git_sandbox(services(opted_out), clone) is svc.executor or isinstance(
+        git_sandbox(services(opted_out), clone), LocalExecutor
+    )
 
 
 def test_the_global_git_identity_is_carried_in_unless_the_environment_sets_one() -> None:

@@ -18,6 +18,7 @@ from pydantic import (
 
 from orchestrator.domain.broker_url import ConfiguredBrokerUrl
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.domain.validation import (
     Argv,
     Frozen,
@@ -35,6 +36,22 @@ DEFAULT_STATE_DIR = ".state"
 Cap = Annotated[StrictInt, Field(ge=0, le=100)]
 EnvName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 TicketKindName = Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+def _not_the_orchestrators_keys(names: tuple[str, ...]) -> tuple[str, ...]:
+    kept = sorted(ORCHESTRATOR_ONLY.intersection(names))
+    if kept:
+        raise ValueError(
+            f"names {', '.join(kept)}: the orchestrator's own keys are never handed to a "
+            "stage (with them it could rewrite the ledger or sign its own approval)"
+        )
+    return names
+
+
+# Secret-looking variables a stage or engine may see; the orchestrator's keys never.
+PassEnv = Annotated[
+    tuple[EnvName, ...], Field(max_length=32), AfterValidator(_not_the_orchestrators_keys)
+]
 
 
 def _inside_clone_glob(glob: str) -> str:
@@ -218,7 +235,7 @@ class EngineConfig(Frozen):
     models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
     settings: dict[str, Any] = Field(default_factory=dict)
     # Secret-looking variables (…KEY, …TOKEN…) the engine may see; all others are withheld.
-    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
+    pass_env: PassEnv = ()
 
     def adapter_settings(self) -> dict[str, Any]:
         if self.command is not None:
@@ -337,7 +354,7 @@ class StageConfig(SandboxOptions):
     kill_after_s: PositiveSeconds = 5.0
     side_effectful: StrictBool = False
     # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
-    pass_env: Annotated[tuple[EnvName, ...], Field(max_length=32)] = ()
+    pass_env: PassEnv = ()
 
     @model_validator(mode="after")
     def _one_kind_of_work(self) -> StageConfig:
@@ -349,6 +366,7 @@ class StageConfig(SandboxOptions):
             )
         if self.model is not None and self.engine is None:
             raise ValueError("'model' is only meaningful with 'engine'")
+
         names = [c.name for c in self.checks]
         if len(names) != len(set(names)):
             raise ValueError("check names must be unique within a stage")

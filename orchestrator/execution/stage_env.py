@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.domain.broker_url import BROKER_URL_ENV
+from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.storage.crash_points import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
@@ -82,6 +83,7 @@ def stage_environ(
         for k, v in base.items()
         if not k.startswith("ORCH_")
         and (not (is_secret_name(k) or k == BROKER_URL_ENV) or k in pass_env)
+        and k not in ORCHESTRATOR_ONLY  # never, whatever pass_env says
         and k != CRASH_ENV  # a test arms the orchestrator, never the stages it starts
     }
     env.update(

@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
 
+from orchestrator.domain import keys
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.protocols import Approvals
 
 AUTO = "auto"
-APPROVAL_KEY_ENV: Final = "ORCHESTRATOR_APPROVAL_KEY"
+APPROVAL_KEY_ENV: Final = keys.APPROVAL_KEY_ENV
 KEY_BYTES: Final = 32  # a made key's size; one given in the environment needs half that
 # What ``ledger verify`` says of a file of the shape earlier versions wrote.
 UNSIGNED_BEFORE: Final = "unsigned (written before approvals were signed)"

@@ -81,6 +81,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.domain import keys
 from orchestrator.domain.errors import EXIT_STATE, OrchestratorError
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
@@ -99,7 +100,7 @@ from orchestrator.storage.lines import pread as _pread
 from orchestrator.storage.lines import reverse_lines as _reverse_lines
 from orchestrator.storage.locks import flock
 
-LEDGER_KEY_ENV = "ORCHESTRATOR_LEDGER_KEY"
+LEDGER_KEY_ENV = keys.LEDGER_KEY_ENV
 ZERO_HASH = "0" * 64
 KINDS = ("decision", "outcome", "trace")
 # In the order canonical() writes them (sorted).

@@ -117,26 +117,29 @@ exit 1
 
 
 @pytest.mark.quick
+@pytest.mark.parametrize("sandbox", ["", 'sandbox = "none"\n'], ids=["sandboxed", "unsandboxed"])
 def test_an_approval_a_check_wrote_before_the_decision_was_put_to_a_person_is_refused(
-    tmp_path: Path,
+    tmp_path: Path, sandbox: str
 ) -> None:
     """The attack as seen: the project's own check pre-writes the approval of the
     decision its failure will get, and the retry a person was to approve ran with no
-    person. Now the run stops: no one was asked, so no one answered."""
+    person. In the sandbox (the default) the state dir is out of the check's reach: the
+    write fails and the decision waits for a person. Opted out, the write lands, and the
+    run stops on it: no one was asked, so no one answered."""
     (tmp_path / "forge.sh").write_text(FORGE)
     review = (
         '[[stages]]\nname = "review"\n'
-        f'[[stages.checks]]\nname = "lint"\ncommand = ["bash", "{tmp_path / "forge.sh"}"]\n'
+        f'[[stages.checks]]\nname = "lint"\n{sandbox}command = ["bash", "{tmp_path / "forge.sh"}"]\n'
     )
     h = harness(tmp_path, review)
     record = h.run(write_ticket(tmp_path / "t"))
     routing = storage_of(h).decisions.read(record.run_id, 1).proposal.routing
     assert routing.startswith("hitl_")
-    if not storage_of(h).approvals.answered(record.run_id, 1):
-        # The state dir is out of the check's reach (sandboxed stages): the attack stops
-        # there, and the decision waits for a person as it should.
+    if not sandbox:
+        assert not storage_of(h).approvals.answered(record.run_id, 1)
         assert record.state is RunState.AWAITING_APPROVAL
         return
+    assert storage_of(h).approvals.answered(record.run_id, 1)  # the forged file is there
     assert_refused(h, record, "it was there before the decision was put to a person")
     assert [a.stage for a in record.attempts] == ["clone", "review"]
 

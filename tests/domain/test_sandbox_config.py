@@ -15,7 +15,7 @@ from orchestrator.domain.errors import ConfigError
 from orchestrator.execution.attempts import Services, git_sandbox, sandboxed
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
-from orchestrator.execution.stage_env import StageContext
+from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import RunStore
@@ -196,3 +196,19 @@ def test_the_shipped_config_documents_the_sandbox_keys_and_parses() -> None:
     assert config.recovery.recipe_sandbox == "bwrap"
     # The stages that reach the network say so; the others have none.
     assert {s.name for s in config.stages if s.network} == {"clone", "open-pr"}
+
+
+def test_the_orchestrator_s_keys_reach_no_stage_even_one_that_names_them() -> None:
+    for key in ("ORCHESTRATOR_LEDGER_KEY", "ORCHESTRATOR_APPROVAL_KEY"):
+        with pytest.raises(ConfigError, match=rf"stages\[1\]\.pass_env: names {key}: "):
+            parse(build_extra=f'pass_env = ["{key}", "GITHUB_TOKEN"]')
+    # And the stage environment drops them whatever it is given.
+    environ = {
+        "ORCHESTRATOR_LEDGER_KEY": "l", "ORCHESTRATOR_APPROVAL_KEY": "a",
+        "GITHUB_TOKEN": "g", "PATH": "/usr/bin",
+    }  # fmt: skip
+    env = stage_environ(
+        environ, context(), ("ORCHESTRATOR_LEDGER_KEY", "ORCHESTRATOR_APPROVAL_KEY", "GITHUB_TOKEN")
+    )
+    assert env["GITHUB_TOKEN"] == "g"
+    assert "ORCHESTRATOR_LEDGER_KEY" not in env and "ORCHESTRATOR_APPROVAL_KEY" not in env

@@ -17,7 +17,7 @@ from orchestrator.execution.executor import (
     ProcessIdentity,
     ProcessOutcome,
 )
-from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
+from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES, Confinement
 
 
 def unwrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -58,6 +58,7 @@ class RecordingExecutor:
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
         shown: str | None = None,
+        confine: Confinement | None = None,
     ) -> ProcessOutcome:
         self.ran.append(unwrapped(argv))
         self.raw.append(argv)
@@ -66,6 +67,7 @@ class RecordingExecutor:
             argv, cwd=cwd, env=env, log_path=log_path, timeout_s=timeout_s,
             kill_after_s=kill_after_s, on_start=on_start, on_tick=on_tick, tick_s=tick_s,
             stdin_path=stdin_path, cancel=cancel, max_log_bytes=max_log_bytes, shown=shown,
+            confine=confine,
         )  # fmt: skip
 
     def capture_head(

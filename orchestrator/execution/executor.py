@@ -40,11 +40,12 @@ class Executor(Protocol):
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
         shown: str | None = None,
+        confine: runner.Confinement | None = None,
     ) -> ProcessOutcome:
         """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``
         (at most ``max_log_bytes`` of it on disk, head and tail; None: all of it).
         ``shown``: what the log's header says was run, when ``argv`` only wraps it (a
-        sandbox's launcher)."""
+        sandbox); ``confine``: limits and a descriptor its process gets before its exec."""
         ...
 
     def capture_head(
@@ -79,6 +80,7 @@ class LocalExecutor:
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
         shown: str | None = None,
+        confine: runner.Confinement | None = None,
     ) -> ProcessOutcome:
         return runner.run_process(
             argv,
@@ -94,6 +96,7 @@ class LocalExecutor:
             cancel=cancel,
             max_log_bytes=max_log_bytes,
             shown=shown,
+            confine=confine,
         )
 
     def capture_head(

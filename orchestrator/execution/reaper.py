@@ -368,6 +368,24 @@ def _exec_on_path(argv: list[str], env: dict[str, str]) -> None:
     raise saved or last or FileNotFoundError(2, "No such file or directory", name)
 
 
+def _confine(confine: dict[str, Any] | None) -> None:  # pragma: no cover - in the child
+    """The runner's ``Confinement``: limits, then its data on its descriptor (a pipe
+    written in full before the exec: a seccomp program is a few hundred bytes)."""
+    if not confine:
+        return
+    for which, value in confine["rlimits"]:
+        _soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+    if confine["data"]:
+        read_end, write_end = posix.pipe()
+        posix.write(write_end, confine["data"])
+        posix.close(write_end)
+        posix.dup2(read_end, confine["fd"])  # inheritable: the program reads it
+        posix.close(read_end)
+
+
 def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str, Any]:
     """Fork and exec the stage in a session of its own, stdin and output in place: its
     pid, or what could not be done (``step``: cwd or exec, and the errno). The child
@@ -391,6 +409,8 @@ def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str
             posix.dup2(stdin, 0)
             posix.dup2(output, 1)
             posix.dup2(output, 2)
+            step = "confine"
+            _confine(spec.get("confine"))
             step = "cwd"
             posix.chdir(spec["cwd"])
             step = "exec"

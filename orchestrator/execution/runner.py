@@ -52,6 +52,18 @@ from typing import IO, Any
 # returns), we have no handle on the child, and only the mark finds it.
 START_MARK = "ORCH_PROCESS_MARK"
 
+@dataclass(frozen=True)
+class Confinement:
+    """What the reaper sets in a stage's process just before it execs it: resource
+    limits (``(RLIMIT_*, value)``: soft and hard, never above the hard limit given), and
+    ``data`` handed over on file descriptor ``fd`` (a sandbox's seccomp program, which
+    bwrap reads from a descriptor). Set there, they cost no extra process start."""
+
+    rlimits: tuple[tuple[int, int], ...] = ()
+    fd: int = 100
+    data: bytes = b""
+
+
 EXIT_TIMEOUT = 124  # as timeout(1) reports it
 EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
@@ -519,6 +531,7 @@ def run_process(
     cancel: threading.Event | None = None,
     max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
     shown: str | None = None,
+    confine: Confinement | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``.
 
@@ -530,6 +543,7 @@ def run_process(
     ``max_log_bytes``: what this run may add to the log on disk (head and tail kept, a
     marker line between them says how much was dropped); None: no cap.
     ``shown``: the header's command instead of ``argv`` (a sandbox shows what it runs).
+    ``confine``: limits and a descriptor the stage's process gets before its exec.
     An exception raised while waiting (our own SIGINT/SIGTERM) terminates the group the
     same way a timeout does, then propagates.
     """
@@ -581,6 +595,9 @@ def run_process(
         "max_log_bytes": max_log_bytes,
         "kill_after_s": kill_after_s,
         "parent": os.getpid(),
+        "confine": None
+        if confine is None
+        else {"rlimits": [list(r) for r in confine.rlimits], "fd": confine.fd, "data": confine.data},
     }
     log_fd = _open_log(log_path)
     try:

@@ -14,6 +14,7 @@ once: ``sandbox_available`` says why not, and callers fail closed on that reason
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import shutil
 import sys
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.execution import runner
+from orchestrator.execution.sandbox_launch import seccomp_filter
 from orchestrator.execution.executor import (
     CapturedHead,
     Executor,
@@ -144,6 +146,8 @@ def _installation() -> tuple[Path, ...]:
 INSTALLATION: tuple[Path, ...] = _installation()
 # Run by path with -I -S: it imports nothing of ours (see its docstring).
 LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
+# Where bwrap finds its seccomp program in a start through the reaper.
+SECCOMP_FD = 100
 
 # How a path is mounted; at one path the later kind wins (sorted by this order).
 _HIDE, _READ, _WRITE, _READ_AGAIN = range(4)
@@ -190,6 +194,7 @@ def bwrap_argv(
     bwrap: Path,
     cwd: Path,
     installation: tuple[Path, ...] = INSTALLATION,
+    seccomp_fd: int | None = None,
 ) -> tuple[str, ...]:
     """The argv that runs ``argv`` in ``cwd`` inside the sandbox ``spec`` describes.
 
@@ -208,8 +213,28 @@ def bwrap_argv(
     out += ["--unshare-all"]
     if spec.network:
         out += ["--share-net"]
+    if seccomp_fd is not None:  # the program is on that descriptor (``confinement``)
+        out += ["--seccomp", str(seccomp_fd)]
     out += ["--new-session", "--die-with-parent", "--chdir", str(cwd), "--", *argv]
     return tuple(out)
+
+
+def confinement(spec: SandboxSpec, machine: str | None = None) -> runner.Confinement:
+    """The spec's limits and seccomp program, for the reaper to set in the sandbox's
+    first process (bwrap) before its exec: everything bwrap starts inherits them, and no
+    launcher process is paid for (``launch_argv`` is for a start without a reaper)."""
+    limits = spec.limits
+    rlimits = tuple(
+        (which, value)
+        for which, value in (
+            (resource.RLIMIT_NPROC, limits.max_processes),
+            (resource.RLIMIT_AS, limits.max_memory_bytes),
+            (resource.RLIMIT_FSIZE, limits.max_file_bytes),
+        )
+        if value > 0
+    )
+    program = seccomp_filter(machine or os.uname().machine) if spec.seccomp else None
+    return runner.Confinement(rlimits=rlimits, fd=SECCOMP_FD, data=program or b"")
 
 
 def describe(spec: SandboxSpec) -> str:
@@ -308,6 +333,7 @@ class SandboxedExecutor:
         cancel: threading.Event | None = None,
         max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
         shown: str | None = None,
+        confine: runner.Confinement | None = None,  # the sandbox sets its own
     ) -> ProcessOutcome:
         reason = self.unavailable()
         if reason is not None:
@@ -317,7 +343,11 @@ class SandboxedExecutor:
             # As the runner says it (bwrap's own "execvp: No such file" would read as a
             # failed command, not one that was never there).
             return _refused(argv, log_path, missing, exit_code=runner.EXIT_NOT_FOUND)
-        wrapped = launch_argv(self.spec, bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd))
+        confine = confinement(self.spec)
+        wrapped = bwrap_argv(
+            self.spec, argv, bwrap=self.locate(), cwd=cwd,
+            seccomp_fd=confine.fd if confine.data else None,
+        )  # fmt: skip
         outcome = self.inner.run(
             wrapped,
             cwd=cwd,
@@ -333,6 +363,7 @@ class SandboxedExecutor:
             max_log_bytes=max_log_bytes,
             # One header line (log readers skip it as they skip the command's own).
             shown=f"{shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
+            confine=confine,
         )
         # Reports show the command that was asked for; the log holds bwrap's own errors.
         return ProcessOutcome(

@@ -1,7 +1,10 @@
-"""The sandbox's first step, run by path as ``python -I -S sandbox_launch.py`` so it
-imports nothing of ours and starts in about ten milliseconds: it sets the resource limits
-that bubblewrap has no option for, hands bwrap a seccomp filter over a pipe, and execs
-bwrap. Everything bwrap starts inherits both.
+"""The sandbox's first step where no reaper starts it (``capture_head``: the
+orchestrator's own bounded git reads), run by path as ``python -I -S sandbox_launch.py``
+so it imports nothing of ours: it sets the resource limits that bubblewrap has no option
+for, hands bwrap a seccomp filter over a pipe, and execs bwrap. Everything bwrap starts
+inherits both. A stage or check is started by the reaper, which does the same in its
+child before the exec (``sandbox.confinement``), so it pays for no extra interpreter.
+``seccomp_filter`` is the one definition of the filter for both.
 
     sandbox_launch.py MAX_PROCESSES MAX_MEMORY_BYTES MAX_FILE_BYTES SECCOMP -- BWRAP ARGS...
 

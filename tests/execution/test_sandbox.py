@@ -5,6 +5,7 @@ network, see the caller's environment, share /tmp."""
 from __future__ import annotations
 
 import json
+import resource
 import os
 import socket
 import sys
@@ -291,3 +292,53 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_limits_and_the_seccomp_program_ride_to_the_reaper_not_on_the_command_line() -> None:
+    from orchestrator.execution.sandbox import SECCOMP_FD, SandboxLimits, confinement
+
+    spec = SandboxSpec(
+        writable=(), limits=SandboxLimits(max_processes=64, max_file_bytes=1 << 20)
+    )
+    confine = confinement(spec, machine="x86_64")
+    assert dict(confine.rlimits) == {
+        resource.RLIMIT_NPROC: 64, resource.RLIMIT_FSIZE: 1 << 20,  # 0: left as it is
+    }  # fmt: skip
+    assert confine.fd == SECCOMP_FD and len(confine.data) % 8 == 0 and confine.data
+    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=Path("/"), seccomp_fd=confine.fd)
+    assert argv[argv.index("--seccomp") + 1] == str(SECCOMP_FD)
+    assert confinement(SandboxSpec(writable=(), seccomp=False)).data == b""
+    # An arch whose syscall numbers are not known here gets no filter (the mounts hold).
+    assert confinement(spec, machine="riscv64").data == b""
+
+
+UNIX_PROBE = (
+    "import socket, resource\n"
+    "try:\n    socket.socket(socket.AF_UNIX); print('unix allowed')\n"
+    "except OSError as exc:\n    print('unix refused', exc.errno)\n"
+    "print('nproc', resource.getrlimit(resource.RLIMIT_NPROC)[0])\n"
+)
+
+
+@pytest.mark.parametrize("how", ["run", "capture_head"])
+def test_both_ways_in_refuse_unix_sockets_and_set_the_limits(tmp_path: Path, how: str) -> None:
+    """A stage starts through the reaper (which confines it), a git read through the
+    launcher: both must end in the same sandbox."""
+    require_sandbox()
+    from orchestrator.execution.sandbox import SandboxLimits
+
+    spec = SandboxSpec(writable=(tmp_path,), limits=SandboxLimits(max_processes=77))
+    executor = SandboxedExecutor(LocalExecutor(), spec)
+    argv = (sys.executable, "-c", UNIX_PROBE)
+    env = {"PATH": "/usr/bin:/bin"}
+    if how == "run":
+        outcome = executor.run(
+            argv, cwd=tmp_path, env=env, log_path=tmp_path / "log", timeout_s=30, kill_after_s=1
+        )
+        assert outcome.ok
+        said = (tmp_path / "log").read_text()
+    else:
+        captured = executor.capture_head(argv, cwd=tmp_path, env=env, max_bytes=4096, timeout_s=30)
+        assert captured.exit_code == 0
+        said = captured.data.decode()
+    assert "unix refused 13" in said and "nproc 77" in said

@@ -1,8 +1,9 @@
-"""The demo pipeline with every stage but the pull request sandboxed (clone, the coding
-engine, both review checks), under the real bwrap: the tickets end as they do without
-the sandbox — CARDS-1 through its playbook recipe (itself sandboxed), CARDS-2 first
-time. The demo lives under /tmp here, so this also proves what a stage must read (the
-run's ticket, the origin) stays visible through the sandbox's private /tmp."""
+"""The demo pipeline as shipped, every stage and check in the sandbox (the default), under
+the real bwrap: the tickets end as they always have — CARDS-1 through its playbook
+recipe (itself sandboxed, its verifier too), CARDS-2 first time — and every attempt and
+check records that it ran sandboxed. The demo lives under /tmp here, so this also proves
+what a stage must read (the run's ticket, the origin) stays visible through the
+sandbox's private /tmp."""
 
 from __future__ import annotations
 
@@ -21,11 +22,9 @@ from harness import Harness
 from sandbox_required import require_sandbox
 
 
-def sandboxed_config(dest: Path) -> Path:
+def shipped_config(dest: Path) -> Path:
     text = (ROOT / "config.toml").read_text()
-    for name in ('name = "clone"\n', 'name = "implement"\n', 'name = "review"\n'):
-        assert text.count(name) == 1, name
-        text = text.replace(name, name + "sandbox = true\n")
+    assert 'sandbox = "none"\n' not in text.replace('# sandbox = "none"', "")
     dest.write_text(text)
     return dest
 
@@ -35,7 +34,7 @@ def sandboxed_config(dest: Path) -> Path:
 def test_the_demo_tickets_complete_with_their_stages_sandboxed(tmp_path: Path) -> None:
     require_sandbox()
     layout = build_demo(tmp_path / "demo")
-    h = Harness(sandboxed_config(tmp_path / "config.toml"), ScriptedGateway([]))
+    h = Harness(shipped_config(tmp_path / "config.toml"), ScriptedGateway([]))
     h.services = Services(**{**h.services.__dict__, "store": RunStore(tmp_path / "state")})
     for ticket in ("CARDS-1", "CARDS-2"):
         record = h.run(layout.tickets[ticket])
@@ -44,3 +43,8 @@ def test_the_demo_tickets_complete_with_their_stages_sandboxed(tmp_path: Path) -
         assert review.log_path is not None
         # The check ran inside bwrap: the log's header says so beside the command.
         assert "    # sandbox: bwrap, no network, writable: " in Path(review.log_path).read_text()
+        for attempt in record.attempts:
+            if attempt.checks:
+                assert {c.sandbox for c in attempt.checks if not c.skipped} == {"bwrap"}
+            else:
+                assert attempt.sandbox == "bwrap", attempt.stage

@@ -8,10 +8,16 @@ never re-run. An attempt that was running when the orchestrator died is marked
 starts again. An attempt recorded as failed before the orchestrator died is decided on,
 as it would have been, not re-run unasked. Every write on the way is a named crash point
 (``storage.crash_points``); the kill matrix proves the next run goes on from each.
+
+A clone is checked before anything of ours works in it again — each stage that runs in
+it, each decision about a failure (``untrusted_clone``): a ``.git`` that is not the
+clone's own directory, or a config that says what only an attacker would, stops the run
+``needs-human`` (``precondition_failed``) before any git call, model or recipe.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -30,6 +36,7 @@ from orchestrator.domain.lifecycle import (
 from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
+from orchestrator.execution.git import clone_git_dir_problem, config_problem
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.crash_points import CrashPoint
@@ -44,7 +51,7 @@ from orchestrator.storage.runs import (
     new_run_id,
 )
 
-__all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
+__all__ = ["Services", "continue_run", "describe_failure", "run_ticket", "untrusted_clone"]
 
 
 def run_ticket(
@@ -238,6 +245,9 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
                 f"state error: {store.record_path(record.run_id)}: run {record.run_id} is "
                 f"{record.state} but records no failed attempt"
             )
+        halted = _halt_if_untrusted(record, failed.stage, services, clone_made=False)
+        if halted is not None:
+            return halted
         record, effect = recover(record, config.stage(failed.stage), failed, services)
         if effect.terminal is not None or effect.paused:
             return record
@@ -258,6 +268,9 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             )
             store.save(record, CrashPoint.RUN_ENDED)
             return record
+        halted = _halt_if_untrusted(record, stage.name, services, clone_made=stage.cwd == "clone")
+        if halted is not None:
+            return halted
         record, attempt = run_stage(record, stage, services)
         if attempt.ok:
             continue
@@ -297,6 +310,9 @@ def _after_failure(
         )
         services.store.save(record, CrashPoint.RUN_ENDED)
         return record, True
+    halted = _halt_if_untrusted(record, stage.name, services, clone_made=False)
+    if halted is not None:
+        return halted, True
     # Every way out of recover() is terminal or has charged a bounded retry budget, so
     # the driver's loop ends.
     record, effect = recover(record, stage, attempt, services)
@@ -304,6 +320,41 @@ def _after_failure(
         return record, True
     wait_before_retry(effect.retry_after_s, services)
     return record, False
+
+
+def untrusted_clone(clone: Path, services: Services) -> str | None:
+    """Why nothing of ours may work in ``clone`` any more: its ``.git`` is not its own
+    directory (a ``gitdir:`` file or a link sends git to another repository), or its own
+    config says what only an attacker would (``tampered_config``). None when it is sound."""
+    return clone_git_dir_problem(clone) or config_problem(
+        services.executor, clone, services.environ
+    )
+
+
+def _halt_if_untrusted(
+    record: RunRecord, stage: str, services: Services, *, clone_made: bool
+) -> RunRecord | None:
+    """Stop the run ``needs-human`` (``precondition_failed``) when its clone is there and
+    ``untrusted_clone`` says why it may not be used; None when the run goes on. A stage
+    that runs in the clone (``clone_made``) needs all of it, ``.git`` included; a decision
+    about a failure is checked only once git has a ``.git`` to go by (a clone that is
+    missing, or never made, is the recovery precheck's own case)."""
+    clone = Path(record.clone_dir)
+    there = clone.exists() if clone_made else os.path.lexists(clone / ".git")
+    problem = untrusted_clone(clone, services) if there else None
+    if problem is None:
+        return None
+    halt = Halt(
+        reason=HaltReason.PRECONDITION_FAILED,
+        stage=stage,
+        detail=(
+            f"the clone {clone} cannot be trusted: {problem}; nothing more ran in it. A "
+            f"person must look at it, then `orchestrator resume {record.run_id}`"
+        ),
+    )
+    record = record.transition(RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage)
+    services.store.save(record, CrashPoint.RUN_ENDED)
+    return record
 
 
 def wait_before_retry(seconds: float | None, services: Services) -> None:

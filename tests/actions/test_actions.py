@@ -48,7 +48,7 @@ from orchestrator.storage.runs import (
 )
 
 from gitrepo import commit_files, init_repo
-from recording_executor import RecordingExecutor
+from recording_executor import RecordingExecutor, unwrapped
 
 CONFIG = """
 state_dir = "state"
@@ -395,17 +395,17 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
          report["head_before"], "HEAD"),
         ("git", "rev-parse", "HEAD"),
         own, applied,
+        # The verifier's sandbox: the user's identity, for its commits (stage_sandbox).
+        ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$"),
     ]  # fmt: skip
     checkout = str(Path(rec.run_dir) / "verify-1")
-    # The recipe's commands ran inside bwrap (after the sandbox's once-per-process probe,
-    # which this test sees only when it is the first to start a sandbox); nothing else did.
-    ran = [argv for argv in executor.ran if argv[-2:] != ("--", "true")]
-    assert all(argv[0].endswith("/bwrap") for argv in ran[:2])
-    assert [argv[argv.index("--") + 1 :] for argv in ran[:2]] == [
+    # The recipe's commands and the check ran in the sandbox (after its once-per-process
+    # probe, which this test sees only when it is the first to start one); the
+    # orchestrator's own git calls did not.
+    ran = [argv for argv in executor.ran if argv != ("true",)]
+    assert ran == [
         ("git", "checkout", "fix-branch", "--", "fixed"),
         ("git", "commit", "-m", "bring fixed back"),
-    ]
-    assert ran[2:] == [
         ("git", "worktree", "prune"),
         ("git", "worktree", "add", "--detach", "--no-checkout", checkout, "HEAD"),
         ("git", "reset", "--hard", "--quiet", "HEAD"),  # filled once its config is read
@@ -413,6 +413,8 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
         ("git", "worktree", "remove", "--force", "--force", checkout),
         ("git", "worktree", "prune"),
     ]
+    sandboxed = {unwrapped(argv) for argv in executor.raw if unwrapped(argv) != argv}
+    assert sandboxed - {("true",)} == {ran[0], ran[1], ran[5]}
     # The check's, and git's reading and filling the checkout; the rest ran in the clone.
     assert executor.cwds.count(Path(checkout)) == 4
     assert not Path(checkout).exists()

@@ -10,7 +10,7 @@ as it would have been, not re-run unasked. Every write on the way is a named cra
 (``storage.crash_points``); the kill matrix proves the next run goes on from each.
 
 A clone is checked before anything of ours works in it again — each stage that runs in
-it, each decision about a failure (``untrusted_clone``): a ``.git`` that is not the
+it, each decision about a failure (``_untrusted_clone``): a ``.git`` that is not the
 clone's own directory, or a config that says what only an attacker would, stops the run
 ``needs-human`` (``precondition_failed``) before any git call, model or recipe.
 """
@@ -51,7 +51,7 @@ from orchestrator.storage.runs import (
     new_run_id,
 )
 
-__all__ = ["Services", "continue_run", "describe_failure", "run_ticket", "untrusted_clone"]
+__all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
 
 
 def run_ticket(
@@ -322,7 +322,7 @@ def _after_failure(
     return record, False
 
 
-def untrusted_clone(clone: Path, services: Services) -> str | None:
+def _untrusted_clone(clone: Path, services: Services) -> str | None:
     """Why nothing of ours may work in ``clone`` any more: its ``.git`` is not its own
     directory (a ``gitdir:`` file or a link sends git to another repository), or its own
     config says what only an attacker would (``tampered_config``). None when it is sound."""
@@ -335,13 +335,13 @@ def _halt_if_untrusted(
     record: RunRecord, stage: str, services: Services, *, clone_made: bool
 ) -> RunRecord | None:
     """Stop the run ``needs-human`` (``precondition_failed``) when its clone is there and
-    ``untrusted_clone`` says why it may not be used; None when the run goes on. A stage
+    ``_untrusted_clone`` says why it may not be used; None when the run goes on. A stage
     that runs in the clone (``clone_made``) needs all of it, ``.git`` included; a decision
     about a failure is checked only once git has a ``.git`` to go by (a clone that is
     missing, or never made, is the recovery precheck's own case)."""
     clone = Path(record.clone_dir)
     there = clone.exists() if clone_made else os.path.lexists(clone / ".git")
-    problem = untrusted_clone(clone, services) if there else None
+    problem = _untrusted_clone(clone, services) if there else None
     if problem is None:
         return None
     halt = Halt(

@@ -255,7 +255,7 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
     assert isinstance(svc.executor, RecordingExecutor)
     recipe_starts = [a for a in svc.executor.raw if "checkout" in a or "commit" in a]
     assert len(recipe_starts) == 2
-    assert all(a[3].endswith("/sandbox_launch.py") and "--unshare-all" in a for a in recipe_starts)
+    assert all(a[0].endswith("/bwrap") and "--unshare-all" in a for a in recipe_starts)
 
 
 def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:

@@ -198,7 +198,12 @@ def lingering(marker: str) -> list[int]:
     return pids
 
 
-def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path) -> None:
+@pytest.mark.parametrize("where", ["check", "stage"])
+def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, where: str) -> None:
+    """``check``: the attack is the project's own test. ``stage``: it is what a coding
+    stage runs (an engine's output, say), which may write the clone's ``.git`` (it
+    commits): what it plants there must run nowhere, and the push still goes where the
+    ticket says or nowhere."""
     require_sandbox()
     home = outside / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -245,6 +250,12 @@ def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path)
         "redis_socket": str(outside / "redis.sock") if redis else "",
         "linger_s": linger_s,
     }
+    attack = f'command = ["{{python}}", "attack.py", {json.dumps(json.dumps(args))}]\n'
+    implement = (
+        attack if where == "stage"
+        else 'command = ["bash", "-c", "echo change >> README.md && git commit -qam change"]\n'
+    )  # fmt: skip
+    check = attack if where == "check" else 'command = ["true"]\n'
     config = outside / "config.toml"
     config.write_text(
         'state_dir = "state"\n[recovery]\nenabled = false\n'
@@ -252,11 +263,11 @@ def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path)
         '[[stages]]\nname = "clone"\ncommand = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
         'cwd = "run"\nnetwork = true\n'
         '[[stages]]\nname = "implement"\n'
-        'command = ["bash", "-c", "echo change >> README.md && git commit -qam change"]\n'
-        '[[stages]]\nname = "review"\n'
+        + implement
+        + '[[stages]]\nname = "review"\n'
         '[[stages.checks]]\nname = "project-tests"\n'
-        f'command = ["{{python}}", "attack.py", {json.dumps(json.dumps(args))}]\n'
-        '[[stages]]\nname = "open-pr"\n'
+        + check
+        + '[[stages]]\nname = "open-pr"\n'
         'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_local"]\n'
         "side_effectful = true\nnetwork = true\n"
     )
@@ -277,7 +288,9 @@ def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path)
         if redis is not None:
             redis.stop()
     output = done.stdout + done.stderr
-    logs = sorted((state / "runs").glob("T-1-*/logs/*project-tests.log"))
+    logs = sorted(
+        (state / "runs").glob(f"T-1-*/logs/*{'project-tests' if where == 'check' else 'implement'}.log")
+    )
     assert logs, output
     probe_line = next(
         (line for line in logs[-1].read_text().splitlines() if line.startswith("PROBE ")), None
@@ -287,8 +300,11 @@ def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path)
 
     # Its own PID namespace: only the sandbox's processes are there to read.
     assert max(seen["proc"]["pids"]) < 100, seen["proc"]
-    for name in ("home_key", "other_clone", "approval", "ledger", "hook", "git_config",
-                 "outside", "tcp", "unix", "big_file", "commit"):  # fmt: skip
+    refused = ["home_key", "other_clone", "approval", "ledger", "outside", "tcp", "unix",
+               "big_file"]  # fmt: skip
+    # A check finds the clone's .git read-only; a coding stage may write it (it commits).
+    refused += ["hook", "git_config", "commit"] if where == "check" else []
+    for name in refused:
         assert str(seen[name]).startswith("refused"), (name, seen[name])
     assert seen["state_listing"] in (["runs"], []) or str(seen["state_listing"]).startswith("refused")
     assert seen["nproc"] == 512
@@ -310,9 +326,16 @@ def test_a_hostile_project_test_reaches_nothing_outside_its_clone(outside: Path)
     assert needles[0] not in output
     pushed = git_text(origin, "log", "-p", "--all")
     assert not any(n in pushed for n in needles)
-    assert done.returncode == 0, output  # the run itself went on: the check passed
-    # The branch went where the ticket says, not where the planted pushurl pointed.
-    assert "change" in git_text(origin, "log", "--format=%s", "orch/T-1")
+    if where == "check":
+        assert done.returncode == 0, output  # the run itself went on: the check passed
+        # The branch went where the ticket says, not where the planted pushurl pointed.
+        assert "change" in git_text(origin, "log", "--format=%s", "orch/T-1")
+    else:
+        # The stage planted a pushurl and a fsmonitor in .git/config: the clone is
+        # refused as tampered before anything else runs in it, and nothing is pushed.
+        assert "halted: precondition_failed at stage review" in output, output
+        assert "remote.origin.pushurl" in output
+        assert git_text(origin, "for-each-ref", "refs/heads/orch/T-1") == ""
 
 
 def _accepted(server: socket.socket) -> bool:

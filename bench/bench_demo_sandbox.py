@@ -45,7 +45,9 @@ def unsandboxed(config_text: str) -> str:
     text = text.replace('recipe_sandbox = "bwrap"', 'recipe_sandbox = "none"')
     text = re.sub(r"(?m)^(scratch_mb = .*\n)", r'\1git = "none"\n', text)
     if text.count('sandbox = "none"') < 5 or 'git = "none"' not in text:
-        raise SystemExit("bench_demo_sandbox: the default config changed shape; update unsandboxed()")
+        raise SystemExit(
+            "bench_demo_sandbox: the default config changed shape; update unsandboxed()"
+        )
     return text
 
 

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_sandbox.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
+from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions  # noqa: E402
 from orchestrator.execution.executor import Executor, LocalExecutor  # noqa: E402
 from orchestrator.execution.recipes import recipe_spec  # noqa: E402
-from orchestrator.domain.config import SandboxConfig, SandboxOptions  # noqa: E402
 from orchestrator.execution.sandbox import SandboxedExecutor, sandbox_available  # noqa: E402
 from orchestrator.execution.stage_sandbox import RunPlaces, profile  # noqa: E402
 

@@ -15,13 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
-from orchestrator.domain.config import (
-    CheckConfig,
-    LoadedConfig,
-    SandboxOptions,
-    StageConfig,
-    effective_sandbox,
-)
+from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
+from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import (
     EngineOutcome,
@@ -33,8 +28,8 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, bundled_bwrap
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import (
-    RunPlaces,
     Role,
+    RunPlaces,
     git_profile,
     global_identity,
     profile,

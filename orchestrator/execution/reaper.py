@@ -373,10 +373,9 @@ def _confine(confine: dict[str, Any] | None) -> None:  # pragma: no cover - in t
     written in full before the exec: a seccomp program is a few hundred bytes)."""
     if not confine:
         return
-    for which, value in confine["rlimits"]:
+    for which, wanted in confine["rlimits"]:
         _soft, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
+        value = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
         resource.setrlimit(which, (value, value))
     if confine["data"]:
         read_end, write_end = posix.pipe()

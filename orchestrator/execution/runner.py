@@ -52,6 +52,7 @@ from typing import IO, Any
 # returns), we have no handle on the child, and only the mark finds it.
 START_MARK = "ORCH_PROCESS_MARK"
 
+
 @dataclass(frozen=True)
 class Confinement:
     """What the reaper sets in a stage's process just before it execs it: resource
@@ -597,7 +598,11 @@ def run_process(
         "parent": os.getpid(),
         "confine": None
         if confine is None
-        else {"rlimits": [list(r) for r in confine.rlimits], "fd": confine.fd, "data": confine.data},
+        else {
+            "rlimits": [list(r) for r in confine.rlimits],
+            "fd": confine.fd,
+            "data": confine.data,
+        },
     }
     log_fd = _open_log(log_path)
     try:

@@ -26,13 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.execution import runner
-from orchestrator.execution.sandbox_launch import seccomp_filter
 from orchestrator.execution.executor import (
     CapturedHead,
     Executor,
     ProcessIdentity,
     ProcessOutcome,
 )
+from orchestrator.execution.sandbox_launch import seccomp_filter
 
 # Where HOME points inside the sandbox: a directory of its private /tmp, so nothing a
 # command writes "at home" outlives it or lands in the real home.
@@ -128,7 +128,6 @@ class SandboxSpec:
         return {**kept, **self.env_set}
 
 
-
 def _installation() -> tuple[Path, ...]:
     """Where this interpreter and this package live. A sandboxed ``{python}`` (a check, a
     stage program) needs them, and an install under /tmp (a CI checkout, a throwaway venv)
@@ -153,9 +152,7 @@ SECCOMP_FD = 100
 _HIDE, _READ, _WRITE, _READ_AGAIN = range(4)
 
 
-def _mounts(
-    spec: SandboxSpec, installation: tuple[Path, ...]
-) -> list[tuple[str, ...]]:
+def _mounts(spec: SandboxSpec, installation: tuple[Path, ...]) -> list[tuple[str, ...]]:
     """The binds, in an order where a deeper path always comes after the one it lies
     in: a state dir hidden inside a readable config root, a clone writable inside the
     hidden state dir, its ``.git`` read-only inside the writable clone."""
@@ -242,7 +239,9 @@ def describe(spec: SandboxSpec) -> str:
     ``bwrap_argv`` is what to read for the detail)."""
     network = "network" if spec.network else "no network"
     writable = ", ".join(str(p) for p in spec.writable) or "nothing"
-    read_only = f"; read-only inside: {', '.join(map(str, spec.read_only))}" if spec.read_only else ""
+    read_only = (
+        f"; read-only inside: {', '.join(map(str, spec.read_only))}" if spec.read_only else ""
+    )
     return f"bwrap, {network}, writable: {writable}{read_only}"
 
 

@@ -50,9 +50,7 @@ _MACHINE_ARCHES = {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64", "arm")}
 
 
 def _insn(code, jt, jf, k):
-    return (
-        code.to_bytes(2, "little") + bytes((jt, jf)) + (k & 0xFFFFFFFF).to_bytes(4, "little")
-    )
+    return code.to_bytes(2, "little") + bytes((jt, jf)) + (k & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def seccomp_filter(machine):
@@ -82,7 +80,7 @@ def seccomp_filter(machine):
         body.append((_RET_K, 0, 0, _ALLOW))
         blocks.append((audit, body))
     program = []
-    for index, (audit, body) in enumerate(blocks):
+    for audit, body in blocks:
         program.append((_LD_W_ABS, 0, 0, 4))  # A = arch
         # Not this arch: skip this block (to the next block, or to the final allow).
         program.append((_JEQ_K, 0, len(body), audit))
@@ -94,7 +92,7 @@ def seccomp_filter(machine):
 def _limit(which, value):
     if value <= 0:
         return
-    soft, hard = resource.getrlimit(which)
+    _soft, hard = resource.getrlimit(which)
     # Never above what we were given: a limit can be lowered, not raised.
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.domain.config import SandboxConfig, SandboxOptions
+from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.sandbox import (
     HIDDEN_ALWAYS,

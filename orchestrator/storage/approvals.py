@@ -36,7 +36,7 @@ import stat
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import Final, NoReturn, Protocol
 
 from orchestrator.domain import keys
 from orchestrator.domain.errors import StateError
@@ -44,9 +44,6 @@ from orchestrator.domain.validation import Frozen, read_model
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
-
-if TYPE_CHECKING:
-    from orchestrator.storage.protocols import Approvals
 
 AUTO = "auto"
 APPROVAL_KEY_ENV: Final = keys.APPROVAL_KEY_ENV
@@ -301,12 +298,26 @@ class ApprovalRefused(StateError):
         self.why = why
 
 
+class ApprovalStore(Protocol):
+    """Where approvals are kept, as given (``protocols.Approvals`` is the same shape: it
+    is spelled here so that this module needs nothing of the protocols, which reach the
+    decision types)."""
+
+    def path(self, run_id: str, number: int) -> Path: ...
+
+    def write(self, approval: Approval) -> None: ...
+
+    def read(self, run_id: str, number: int) -> Approval | None: ...
+
+    def answered(self, run_id: str, number: int) -> bool: ...
+
+
 class SignedApprovals:
     """The approvals a run writes and acts on: each written signed with the key, each
     read verified against it and against the verdict file's digest. ``store`` is where
     they are kept (the state dir's files, or a fleet worker's fenced ones)."""
 
-    def __init__(self, store: Approvals, keys: ApprovalKeys) -> None:
+    def __init__(self, store: ApprovalStore, keys: ApprovalKeys) -> None:
         self.store = store
         self.keys = keys
 

@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.storage.approvals import ApprovalStore
+
 if TYPE_CHECKING:
-    from orchestrator.storage.approvals import Approval
     from orchestrator.storage.budget import ChargeKind, TicketBudget
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
@@ -77,21 +78,9 @@ class Decisions(Protocol):
         ...
 
 
-class Approvals(Protocol):
-    """Kept as given: ``approvals.SignedApprovals`` signs what is written and verifies
-    what is read before anything is carried out."""
-
-    def path(self, run_id: str, number: int) -> Path: ...
-
-    def write(self, approval: Approval) -> None:
-        """Write once: an answer, once given, is a record."""
-        ...
-
-    def read(self, run_id: str, number: int) -> Approval | None:
-        """As stored, unverified."""
-        ...
-
-    def answered(self, run_id: str, number: int) -> bool: ...
+# Kept as given (written once; read as stored, unverified): ``approvals.SignedApprovals``
+# signs what is written and verifies what is read before anything is carried out.
+Approvals = ApprovalStore
 
 
 class Budgets(Protocol):

@@ -32,7 +32,14 @@ from orchestrator.storage.runs import (
     ticket_lock,
 )
 
-from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from conftest import (
+    COUNTS,
+    bash_stage,
+    orchestrator_cmd,
+    subprocess_env,
+    write_config,
+    write_ticket,
+)
 from recording_executor import RecordingExecutor
 
 
@@ -312,7 +319,9 @@ def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> No
     config = write_config(
         tmp_path,
         bash_stage(
-            "wait", f'echo $$ > "{fifo}"; trap "" TERM; sleep 60 & wait', kill_after_s=0.5,
+            "wait",
+            f'echo $$ > "{fifo}"; trap "" TERM; sleep 60 & wait',
+            kill_after_s=0.5,
             sandbox="none",  # its pid must be the host's: the test watches its group by it
         ),
     )

@@ -16,7 +16,14 @@ import pytest
 
 from orchestrator.cli.main import main
 
-from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_config, write_ticket
+from conftest import (
+    COUNTS,
+    bash_stage,
+    orchestrator_cmd,
+    subprocess_env,
+    write_config,
+    write_ticket,
+)
 
 pytestmark = pytest.mark.slow
 

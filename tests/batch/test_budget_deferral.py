@@ -72,8 +72,12 @@ def test_a_ticket_the_budget_could_not_pay_for_is_decided_by_the_next_batch(
     assert again is not None and again.run_id == record.run_id
     assert again.state is RunState.COMPLETED
     assert [v.source for v in again.verdicts] == ["model"]
-    assert lines(state.parent / "counts" / "clone-T-01") == 1  # the finished stage was not run again
-    assert lines(state.parent / "counts" / "build-T-01") == 2  # the failed attempt, then the decided retry
+    assert (
+        lines(state.parent / "counts" / "clone-T-01") == 1
+    )  # the finished stage was not run again
+    assert (
+        lines(state.parent / "counts" / "build-T-01") == 2
+    )  # the failed attempt, then the decided retry
     budget = BudgetStore(state).load("T-01")
     assert (budget.spent("diagnosis"), budget.spent("retry")) == (1, 1)
     assert any(line.startswith("T-00") and "already-completed" in line for line in untimed(out))

@@ -13,7 +13,9 @@ from conftest import ROOT
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_demo_sandbox", ROOT / "bench" / "bench_demo_sandbox.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_demo_sandbox", ROOT / "bench" / "bench_demo_sandbox.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

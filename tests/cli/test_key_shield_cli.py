@@ -94,7 +94,7 @@ def outside_the_sandbox() -> str:
     "none" was not a value."""
     from pydantic import ValidationError
 
-    from orchestrator.domain.config import SandboxOptions
+    from orchestrator.domain.sandbox import SandboxOptions
 
     try:
         SandboxOptions.model_validate({"sandbox": "none"})

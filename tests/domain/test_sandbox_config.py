@@ -4,14 +4,14 @@ and the executor a stage or check gets from them."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from dataclasses import replace
-
-from orchestrator.domain.config import Config, LoadedConfig, effective_sandbox, parse_config
+from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.sandbox import effective_sandbox
 from orchestrator.execution.attempts import Services, git_sandbox, sandboxed
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
@@ -69,10 +69,10 @@ def test_every_stage_is_sandboxed_unless_it_says_none_and_false_is_not_an_opt_ou
         parse(build_extra="sandbox = false")
     with pytest.raises(ConfigError, match=r"stages\[2\]\.checks\[0\]\.sandbox"):
         parse(check_extra='sandbox = "yes"')
-    with pytest.raises(ConfigError, match="sandbox settings: not with sandbox = \"none\""):
+    with pytest.raises(ConfigError, match='sandbox settings: not with sandbox = "none"'):
         parse(build_extra='sandbox = "none"\nwritable = ["out"]')
     with pytest.raises(ConfigError, match=r"sandbox\.max_processes"):
-        parse('[sandbox]\nmax_processes = -1\n')
+        parse("[sandbox]\nmax_processes = -1\n")
 
 
 def services(config: Config, environ: dict[str, str] | None = None) -> Services:
@@ -147,9 +147,7 @@ def test_a_stage_that_records_a_result_gets_the_run_dir_and_a_local_repository()
     config = parse()
     ctx = context(repository="/srv/repos/app.git")
     svc = services(config)
-    pushing = sandboxed(
-        svc, config.stage("build"), cwd=ctx.clone_dir, ctx=ctx, side_effectful=True
-    )
+    pushing = sandboxed(svc, config.stage("build"), cwd=ctx.clone_dir, ctx=ctx, side_effectful=True)
     assert isinstance(pushing, SandboxedExecutor)
     assert pushing.spec.writable == (ctx.clone_dir, ctx.run_dir, Path("/srv/repos/app.git"))
     cloning = sandboxed(svc, config.stage("build"), cwd=ctx.run_dir, ctx=ctx)
@@ -183,7 +181,9 @@ def test_the_global_git_identity_is_carried_in_unless_the_environment_sets_one()
         "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_COMMITTER_NAME": "Ada Lovelace",
         "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_EMAIL": "ada@example.com",
     }  # fmt: skip
-    assert parse_identity(listing, {"GIT_AUTHOR_NAME": "Me"})["GIT_COMMITTER_NAME"] == "Ada Lovelace"
+    assert (
+        parse_identity(listing, {"GIT_AUTHOR_NAME": "Me"})["GIT_COMMITTER_NAME"] == "Ada Lovelace"
+    )
     assert "GIT_AUTHOR_NAME" not in parse_identity(listing, {"GIT_AUTHOR_NAME": "Me"})
     assert parse_identity(b"", {}) == {}
 

@@ -166,8 +166,7 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
             if argv in configured or (
                 argv[:1] == ("git",)
                 and argv[1:2]
-                in (("update-ref",), ("reset",), ("clean",), ("rev-parse",), ("diff",),
-                    ("config",))
+                in (("update-ref",), ("reset",), ("clean",), ("rev-parse",), ("diff",), ("config",))
             ):
                 continue
             if argv == ("true",):

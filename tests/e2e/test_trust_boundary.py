@@ -46,7 +46,7 @@ OTHER_SECRET = "canary-other-ticket-0000000000"
 # The hostile test. It reports what it managed as one JSON line on stdout (the check's
 # log) and tries to keep what it read where it might leave: its own log, a file in the
 # clone, a commit.
-ATTACK = r'''
+ATTACK = r"""
 import json, os, resource, socket, subprocess, sys, time
 args = json.loads(sys.argv[1])
 seen = {}
@@ -137,7 +137,7 @@ attempt("keep_in_clone", lambda: open("harvest.txt", "w").write(harvested) and "
 attempt("commit", lambda: subprocess.run(["git", "add", "-A"], check=True) and subprocess.run(["git", "commit", "-qm", "harvest"], check=True) and "committed")
 print("PROBE " + json.dumps(seen), flush=True)
 print(harvested[-20000:])
-'''
+"""
 
 
 @pytest.fixture
@@ -159,7 +159,13 @@ class UnixRedis(RedisServer):
         self.socket_path = socket_path
 
     def _argv(self, port: int) -> list[str]:
-        return [*super()._argv(port), "--unixsocket", str(self.socket_path), "--unixsocketperm", "777"]
+        return [
+            *super()._argv(port),
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "777",
+        ]
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -262,12 +268,8 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
         "[sandbox]\nmax_file_mb = 1\nmax_processes = 512\n"
         '[[stages]]\nname = "clone"\ncommand = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
         'cwd = "run"\nnetwork = true\n'
-        '[[stages]]\nname = "implement"\n'
-        + implement
-        + '[[stages]]\nname = "review"\n'
-        '[[stages.checks]]\nname = "project-tests"\n'
-        + check
-        + '[[stages]]\nname = "open-pr"\n'
+        '[[stages]]\nname = "implement"\n' + implement + '[[stages]]\nname = "review"\n'
+        '[[stages.checks]]\nname = "project-tests"\n' + check + '[[stages]]\nname = "open-pr"\n'
         'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_local"]\n'
         "side_effectful = true\nnetwork = true\n"
     )
@@ -289,7 +291,9 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
             redis.stop()
     output = done.stdout + done.stderr
     logs = sorted(
-        (state / "runs").glob(f"T-1-*/logs/*{'project-tests' if where == 'check' else 'implement'}.log")
+        (state / "runs").glob(
+            f"T-1-*/logs/*{'project-tests' if where == 'check' else 'implement'}.log"
+        )
     )
     assert logs, output
     probe_line = next(
@@ -306,7 +310,9 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
     refused += ["hook", "git_config", "commit"] if where == "check" else []
     for name in refused:
         assert str(seen[name]).startswith("refused"), (name, seen[name])
-    assert seen["state_listing"] in (["runs"], []) or str(seen["state_listing"]).startswith("refused")
+    assert seen["state_listing"] in (["runs"], []) or str(seen["state_listing"]).startswith(
+        "refused"
+    )
     assert seen["nproc"] == 512
     if redis is not None:
         assert str(seen["redis"]).startswith("refused"), seen["redis"]

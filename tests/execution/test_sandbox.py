@@ -5,8 +5,8 @@ network, see the caller's environment, share /tmp."""
 from __future__ import annotations
 
 import json
-import resource
 import os
+import resource
 import socket
 import sys
 from collections.abc import Iterator
@@ -109,7 +109,9 @@ def test_the_environment_is_an_explicit_list_and_never_on_the_command_line() -> 
     argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=Path("/c"))
     assert not any("s3cret" in a or "/home/me" in a for a in argv)
     assert SandboxSpec(writable=()).environment(caller) == {
-        **caller, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp"
+        **caller,
+        "HOME": SANDBOX_HOME,
+        "TMPDIR": "/tmp",
     }
 
 
@@ -297,9 +299,7 @@ def _cmdline(pid: str) -> bytes:
 def test_limits_and_the_seccomp_program_ride_to_the_reaper_not_on_the_command_line() -> None:
     from orchestrator.execution.sandbox import SECCOMP_FD, SandboxLimits, confinement
 
-    spec = SandboxSpec(
-        writable=(), limits=SandboxLimits(max_processes=64, max_file_bytes=1 << 20)
-    )
+    spec = SandboxSpec(writable=(), limits=SandboxLimits(max_processes=64, max_file_bytes=1 << 20))
     confine = confinement(spec, machine="x86_64")
     assert dict(confine.rlimits) == {
         resource.RLIMIT_NPROC: 64, resource.RLIMIT_FSIZE: 1 << 20,  # 0: left as it is

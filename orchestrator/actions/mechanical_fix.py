@@ -117,21 +117,22 @@ def _verify_on_checkout(
     """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards), or say
     why the checkout could not be made (a config refused as read from there, too)."""
     from orchestrator.execution import git
-    from orchestrator.execution.attempts import run_check
+    from orchestrator.execution.attempts import git_sandbox, run_check
 
     clone = Path(record.clone_dir)
     checkout = Path(record.run_dir) / f"verify-{number}"
     checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
-    unmade = git.add_checkout(services.executor, clone, checkout, git_env, checkout_log)
+    in_box = git_sandbox(services, clone, writes=True)  # a checkout runs the clone's config
+    unmade = git.add_checkout(in_box, clone, checkout, git_env, checkout_log)
     if unmade is not None:
-        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+        git.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
         return unmade
     try:
         cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
         log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
         return run_check(check, stage, replace(ctx, clone_dir=checkout), cwd, log, services)
     finally:
-        git.remove_checkout(services.executor, clone, checkout, git_env, checkout_log)
+        git.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
 
 
 def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str | None:
@@ -177,6 +178,7 @@ def apply(
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
     from orchestrator.execution import git, integrity
+    from orchestrator.execution.attempts import git_sandbox
     from orchestrator.execution.attempts import stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
@@ -228,10 +230,14 @@ def apply(
     )
     if untrusted is not None:
         return _refuse(record, report, untrusted, plan.fallback, services)
+    # Our git calls that check files out or read the work tree (status, diff, reset,
+    # clean) run in the sandbox: what the clone's config names would run there. Config
+    # reads and rev-parse run nothing, and read the user's own identity: not boxed.
+    in_box = git_sandbox(services, clone, writes=True)
     if isinstance(earlier, str):
         # Cut short: start again from the commit it started from (what it left is kept).
         git.keep_and_restore(
-            services.executor, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
+            in_box, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
             restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
         )  # fmt: skip
     guarded = check_files(check.command, clone)
@@ -244,7 +250,7 @@ def apply(
     pre_recipe = git.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
     store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
-    status_before = git.status_entries(services.executor, clone, git_env)
+    status_before = git.status_entries(in_box, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
@@ -275,7 +281,7 @@ def apply(
         tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
         red_reason = _contained(git_files, guarded_git, clone) or red_reason
     if red_reason is None:
-        status_after = git.status_entries(services.executor, clone, git_env)
+        status_after = git.status_entries(in_box, clone, git_env)
         left = uncommitted(status_before, status_after)
         report["uncommitted"] = left
         protected = (
@@ -285,7 +291,7 @@ def apply(
         )
         report["protected"] = protected
         committed = (
-            git.changed_paths(services.executor, clone, git_env, pre_recipe, "HEAD")
+            git.changed_paths(in_box, clone, git_env, pre_recipe, "HEAD")
             if pre_recipe is not None
             else []
         )
@@ -342,7 +348,7 @@ def apply(
         )
     report["kept_as"] = ref
     report["restored"] = git.keep_and_restore(
-        services.executor, clone, keep_as=ref, restore_to=pre_recipe, env=env,
+        in_box, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",
     )  # fmt: skip
     store.write_mechanical_fix(record.run_id, n, report)

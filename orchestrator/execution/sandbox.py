@@ -298,7 +298,11 @@ def _probe(executor: Executor, bwrap: Path) -> str | None:
 
 def cannot_sandbox(reason: str) -> str:
     """The message for a command that was not run because the sandbox cannot start."""
-    return f"sandbox unavailable: {reason}; nothing was run. To fix: {REMEDY}"
+    return (
+        f"sandbox unavailable: {reason}; nothing was run. To fix: {REMEDY}; or, knowing that "
+        'what it runs can then reach all this user can, set sandbox = "none" on the stage '
+        '(and [sandbox] git = "none")'
+    )
 
 
 class SandboxedExecutor:

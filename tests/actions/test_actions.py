@@ -399,9 +399,10 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
         ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$"),
     ]  # fmt: skip
     checkout = str(Path(rec.run_dir) / "verify-1")
-    # The recipe's commands and the check ran in the sandbox (after its once-per-process
-    # probe, which this test sees only when it is the first to start one); the
-    # orchestrator's own git calls did not.
+    # The recipe's commands, the check and every git call of ours that checks files out
+    # or reads the work tree ran in the sandbox (after its once-per-process probe, which
+    # this test sees only when it is the first to start one); outside it only what runs
+    # nothing: config listings and rev-parse.
     ran = [argv for argv in executor.ran if argv != ("true",)]
     assert ran == [
         ("git", "checkout", "fix-branch", "--", "fixed"),
@@ -414,11 +415,20 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
         ("git", "worktree", "prune"),
     ]
     sandboxed = {unwrapped(argv) for argv in executor.raw if unwrapped(argv) != argv}
-    assert sandboxed - {("true",)} == {ran[0], ran[1], ran[5]}
+    assert set(ran) | {status, report_diff(report)} <= sandboxed
+    outside = {argv for argv in executor.raw if unwrapped(argv) == argv} - {("true",)}
+    assert {argv[:2] for argv in outside} <= {("git", "config"), ("git", "rev-parse")}, outside
     # The check's, and git's reading and filling the checkout; the rest ran in the clone.
     assert executor.cwds.count(Path(checkout)) == 4
     assert not Path(checkout).exists()
     assert report["verified_commit"] == git.Repo(rec.clone_dir).head.commit.hexsha
+
+
+def report_diff(report: dict[str, object]) -> tuple[str, ...]:
+    return (
+        "git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+        str(report["head_before"]), "HEAD",
+    )  # fmt: skip
 
 
 def test_a_red_mechanical_fix_keeps_its_result_restores_and_falls_back(tmp_path: Path) -> None:

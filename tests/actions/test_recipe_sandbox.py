@@ -261,9 +261,10 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
 def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
     rec = record(tmp_path)
     make_clone(rec)
-    # A machine without the sandbox: the verifier's check must opt out too, or it would
-    # refuse to run (and the fix go red) rather than run unsandboxed.
-    cfg = parse_config(config_text("none", 'sandbox = "none"'), tmp_path / "config.toml")
+    # A machine without the sandbox: the verifier's check and our own git calls must opt
+    # out too, or they would refuse to run (and the fix go red) rather than run unboxed.
+    text = config_text("none", 'sandbox = "none"') + '\n[sandbox]\ngit = "none"\n'
+    cfg = parse_config(text, tmp_path / "config.toml")
     svc = services(tmp_path, cfg, locate=lambda: tmp_path / "no-bwrap")
     _, resume_at, report = apply(
         rec, cfg, svc, "git checkout fix-branch -- fixed", "git commit -m restore-fixed"
@@ -351,4 +352,9 @@ def test_a_sandboxed_check_that_cannot_start_its_sandbox_fails_saying_why(
     assert exit_code == 126
     assert error is not None and error.startswith(
         f"sandbox unavailable: no bwrap binary at {missing}; nothing was run. To fix: "
+    )
+    # The way out is named, with what it costs.
+    assert (
+        error.endswith('set sandbox = "none" on the stage (and [sandbox] git = "none")')
+        and "can then reach all this user can" in error
     )

@@ -178,8 +178,7 @@ def apply(
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
     from orchestrator.execution import git, integrity
-    from orchestrator.execution.attempts import git_sandbox
-    from orchestrator.execution.attempts import stage_context
+    from orchestrator.execution.attempts import git_sandbox, stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.storage.layout import StateLayout

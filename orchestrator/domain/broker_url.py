@@ -15,9 +15,10 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pydantic import GetCoreSchemaHandler, PlainSerializer, PlainValidator
 
+from orchestrator.domain import keys
 from orchestrator.domain.errors import ConfigError
 
-BROKER_URL_ENV = "ORCHESTRATOR_BROKER_URL"
+BROKER_URL_ENV = keys.BROKER_URL_ENV
 SCHEMES = ("redis", "rediss")
 MAX_URL_LENGTH = 2048
 MASK = "***"

@@ -1,11 +1,24 @@
-"""The orchestrator's own keys, by the variables that hold them. No stage is ever handed
-one, whatever its ``pass_env`` says: with the ledger key a stage could rewrite a past
-decision so that ``ledger verify`` still says OK; with the approval key it could sign
-its own approval."""
+"""The orchestrator's secrets, by the variables that hold them: which names look like a
+secret (withheld from stages unless ``pass_env`` names them, blanked from our own
+/proc/PID/environ), and the orchestrator's own keys, which no stage is ever handed,
+whatever its ``pass_env`` says: with the ledger key a stage could rewrite a past decision
+so that ``ledger verify`` still says OK; with the approval key it could sign its own
+approval. Standard library only: the key shield reads this before ``--help`` prints."""
 
 from __future__ import annotations
 
+import re
 from typing import Final
+
+# Not "AUTH": SSH_AUTH_SOCK is how git reaches an ssh agent, and it holds no secret.
+SECRET_NAME: Final = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# The fleet's broker URL carries its Redis password.
+BROKER_URL_ENV: Final = "ORCHESTRATOR_BROKER_URL"
+
+
+def is_secret_name(name: str) -> bool:
+    return SECRET_NAME.search(name) is not None
+
 
 LEDGER_KEY_ENV: Final = "ORCHESTRATOR_LEDGER_KEY"
 APPROVAL_KEY_ENV: Final = "ORCHESTRATOR_APPROVAL_KEY"

@@ -30,14 +30,9 @@ only; elsewhere ``shield`` does nothing.
 from __future__ import annotations
 
 import os
-import re
 import sys
 
-# The rule ``stage_env.is_secret_name`` withholds from stages, and the broker's variable
-# (its URL carries the fleet's Redis password). Spelled out here because importing
-# stage_env loads pydantic (45 ms); tests/execution/test_key_shield.py pins the two equal.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-BROKER_URL_ENV = "ORCHESTRATOR_BROKER_URL"
+from orchestrator.domain.keys import BROKER_URL_ENV, SECRET_NAME
 
 PR_SET_DUMPABLE = 4
 # /proc/PID/stat, counted from the state letter (field 3): env_start and env_end are

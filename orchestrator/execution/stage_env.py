@@ -18,14 +18,13 @@ Placeholders in configured commands: {python} {root} {clone} {run_dir}.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.domain.broker_url import BROKER_URL_ENV
-from orchestrator.domain.keys import ORCHESTRATOR_ONLY
+from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
 from orchestrator.storage.crash_points import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
@@ -59,14 +58,6 @@ def work_branch(ticket_id: str) -> str:
 
 def attempt_marker(run_id: str, attempt: int) -> str:
     return f"{run_id}#{attempt}"
-
-
-# Not "AUTH": SSH_AUTH_SOCK is how git reaches an ssh agent, and it holds no secret.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-
-def is_secret_name(name: str) -> bool:
-    return SECRET_NAME.search(name) is not None
 
 
 def stage_environ(

@@ -23,7 +23,9 @@ class SandboxOptions(Frozen):
     it, since it calls its model), no unix sockets, limits from ``[sandbox]``.
     ``writable``: more read-write paths (relative to the clone, or absolute);
     ``readable``: paths the sandbox hides (under the home, /root, /home, /tmp) that this
-    one may read (``~/`` is the home of whoever runs the orchestrator)."""
+    one may read. In both, ``~/`` is the home of whoever runs the orchestrator, and
+    ``{root}``, ``{clone}``, ``{run_dir}`` are the command placeholders; a writable path
+    that does not exist is made."""
 
     sandbox: SandboxMode | None = None
     network: StrictBool | None = None

@@ -106,15 +106,11 @@ def sandboxed(
     if options.sandbox == "none":
         return services.executor
     # The paths a config declares may use the command placeholders ({root}, {clone},
-    # {run_dir}); a writable one that does not exist yet is made, as a build would.
+    # {run_dir}) and ``~/``.
     root = services.loaded.root
-    writable = expand_command(options.writable, root=root, ctx=ctx)
-    for path in writable:
-        with contextlib.suppress(OSError):  # then bwrap says which one it cannot bind
-            (cwd / path).mkdir(parents=True, exist_ok=True)
     options = options.model_copy(
         update={
-            "writable": writable,
+            "writable": expand_command(options.writable, root=root, ctx=ctx),
             "readable": expand_command(options.readable, root=root, ctx=ctx),
         }
     )
@@ -138,6 +134,9 @@ def sandboxed(
         identity=global_identity(services.executor, services.environ),
         side_effectful=side_effectful,
     )
+    for path in spec.writable:  # one that does not exist yet is made, as a build would
+        with contextlib.suppress(OSError):  # else bwrap says which one it cannot bind
+            path.mkdir(parents=True, exist_ok=True)
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.sandbox import (
@@ -61,7 +62,9 @@ def profile(
     """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
     in, in ``cwd``."""
     writable = [cwd]
-    writable += [Path(os.path.normpath(cwd / extra)) for extra in options.writable]
+    writable += [
+        Path(os.path.normpath(cwd / _expand(extra, places.home))) for extra in options.writable
+    ]
     if role != "check" and (side_effectful or cwd == places.run_dir):
         writable.append(places.run_dir)
     local_repository = Path(places.repository) if Path(places.repository).is_absolute() else None
@@ -121,7 +124,7 @@ def sandbox_limits(limits: SandboxConfig, *, memory: bool = True) -> SandboxLimi
 def _expand(path: str, home: Path | None) -> Path:
     if path == "~" or path.startswith("~/"):
         if home is None:
-            raise ValueError(f"readable path {path!r} names the home, but HOME is not set")
+            raise ConfigError(f"config error: sandbox path {path!r} names ~, but $HOME is not set")
         return home / path[2:]
     return Path(path)
 

@@ -116,6 +116,23 @@ exit 1
 """
 
 
+def forge_on_the_decision(h: Harness, *, by: str) -> None:
+    """A validly signed approval (``by`` a person, or ``auto``) written the moment the
+    run reports its decision: after the run record points at the verdict, before it is
+    routed."""
+    storage = storage_of(h)
+
+    class ForgesOnTheDecision(PlainReporter):
+        def note(self, text: str) -> None:
+            super().note(text)
+            if text.startswith("verdict 1 "):
+                [found] = storage.decisions.find()
+                approval, digest = an_answer(h, found.run_id, by=by)
+                signed_approvals(h).write(approval, verdict_sha256=digest)
+
+    h.services = replace(h.services, reporter=ForgesOnTheDecision(h.out))
+
+
 @pytest.mark.quick
 @pytest.mark.parametrize("sandbox", ["", 'sandbox = "none"\n'], ids=["sandboxed", "unsandboxed"])
 def test_an_approval_a_check_wrote_before_the_decision_was_put_to_a_person_is_refused(
@@ -150,18 +167,7 @@ def test_an_approval_signed_with_the_real_key_before_the_question_is_refused(
     """Even one that verifies: a person's answer can exist only once the run asked. (Its
     HMAC could only be made with the key, so the refusal says the key may have leaked.)"""
     h = harness(tmp_path, fails_once("build"))
-    storage = storage_of(h)
-
-    class ForgesOnTheDecision(PlainReporter):
-        def note(self, text: str) -> None:
-            super().note(text)
-            # Said right after the run record points at the verdict, before it is routed.
-            if text.startswith("verdict 1 "):
-                [found] = storage.decisions.find()
-                approval, digest = an_answer(h, found.run_id)
-                signed_approvals(h).write(approval, verdict_sha256=digest)
-
-    h.services = replace(h.services, reporter=ForgesOnTheDecision(h.out))
+    forge_on_the_decision(h, by="alice")
     record = h.run(write_ticket(tmp_path / "t"))
     assert_refused(h, record, "it was there before the decision was put to a person")
     assert record.halt is not None
@@ -174,17 +180,7 @@ def test_an_automatic_approval_there_before_its_decision_was_taken_is_refused(
     from harness import ALL_AUTO
 
     h = harness(tmp_path, fails_once("build"), routing=ALL_AUTO)
-    storage = storage_of(h)
-
-    class ForgesOnTheDecision(PlainReporter):
-        def note(self, text: str) -> None:
-            super().note(text)
-            if text.startswith("verdict 1 "):
-                [found] = storage.decisions.find()
-                approval, digest = an_answer(h, found.run_id, by="auto")
-                signed_approvals(h).write(approval, verdict_sha256=digest)
-
-    h.services = replace(h.services, reporter=ForgesOnTheDecision(h.out))
+    forge_on_the_decision(h, by="auto")
     record = h.run(write_ticket(tmp_path / "t"))
     assert_refused(h, record, "it was there before the decision it answers was taken")
 

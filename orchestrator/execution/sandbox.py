@@ -129,15 +129,22 @@ class SandboxSpec:
 
 
 def _installation() -> tuple[Path, ...]:
-    """Where this interpreter and this package live. A sandboxed ``{python}`` (a check, a
-    stage program) needs them, and an install under /tmp (a CI checkout, a throwaway venv)
-    would otherwise vanish behind the private /tmp."""
+    """Where this interpreter, this package and everything it imports live. A sandboxed
+    ``{python}`` (a check, a stage program) needs them, and an install under /tmp (a CI
+    checkout, a throwaway venv) or under the home (``pip install --user``, a ``.pth`` or
+    ``PYTHONPATH`` entry there) would otherwise vanish behind the private /tmp or the
+    hidden home. A path entry that is a whole home (or ``/``) is not re-exposed."""
     import orchestrator
 
     places = {
         Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
         Path(sys.executable).parent, Path(sys.executable).resolve().parent,
         Path(orchestrator.__file__).resolve().parent.parent,
+    }  # fmt: skip
+    too_wide = {Path("/"), Path.home(), *HIDDEN_ALWAYS}
+    places |= {
+        Path(entry) for entry in sys.path
+        if entry and os.path.isabs(entry) and os.path.exists(entry) and Path(entry) not in too_wide
     }  # fmt: skip
     return tuple(sorted(p for p in places if p.is_absolute()))
 

@@ -342,3 +342,18 @@ def test_both_ways_in_refuse_unix_sockets_and_set_the_limits(tmp_path: Path, how
         assert captured.exit_code == 0
         said = captured.data.decode()
     assert "unix refused 13" in said and "nproc 77" in said
+
+
+def test_what_this_interpreter_imports_from_stays_visible_but_never_a_whole_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip install --user`` puts GitPython under the home, a ``.pth`` or PYTHONPATH can
+    put anything under /tmp: a sandboxed stage program must still import it."""
+    from orchestrator.execution.sandbox import _installation
+
+    user_site = tmp_path / "home" / ".local" / "lib" / "site-packages"
+    user_site.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(user_site), str(Path.home()), "/", ""])
+    found = _installation()
+    assert user_site in found
+    assert Path.home() not in found and Path("/") not in found

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.reports.charts import timeline
 from orchestrator.reports.page_parts import Links, anchor, esc, spend_line, when
 from orchestrator.reports.report_data import AttemptView, DecisionView, RunView, Spend, spend_of
@@ -110,7 +111,15 @@ def _decision(decision: DecisionView, links: Links) -> str:
             )
         elif recipe.red_reason:
             lines.append(f"<p>Recipe refused or failed: {esc(recipe.red_reason)}</p>")
-    if decision.approval is not None:
+    refused = (decision.outcome or "").endswith(HaltReason.APPROVAL_FORGED.value)
+    if decision.approval is not None and refused:
+        # The file is shown as found, never as an answer: the run refused it.
+        approval = decision.approval
+        lines.append(
+            f"<p><strong>Approval refused, not carried out:</strong> a file claiming "
+            f"{esc(approval.by)} at {when(approval.at)} did not verify (see the halt)</p>"
+        )
+    elif decision.approval is not None:
         approval = decision.approval
         word = "Approved" if approval.approved else "Rejected"
         lines.append(

@@ -245,3 +245,24 @@ def test_a_screen_reader_finds_landmarks_headings_and_a_text_for_every_chart(
     assert len(page.tags("table")) == len(page.tags("caption")) >= 6
     assert "(the chart as a table)" in page.all_text
     assert "Attempts (the timeline as a table)" in page.all_text
+
+
+def test_an_approval_the_run_refused_is_never_shown_as_an_answer(tmp_path: Path) -> None:
+    """A forged file (a check wrote it, say) stays on disk for a person to see: the page
+    shows it as what it is, not as "Approved by alice"."""
+    run = hostile_run(tmp_path)
+    forged = replace(
+        run.decisions[0],
+        outcome="needs-human: approval_forged",
+        approval=ApprovalView(True, "alice", T0, None),
+    )
+    text = parse(
+        render_page(data_with(replace(run, decisions=(forged,))), tmp_path / "r.html")
+    ).all_text
+    assert "Approved by alice" not in text
+    assert "Approval refused, not carried out: a file claiming alice" in text
+    honest = replace(forged, outcome="retried build")
+    text = parse(
+        render_page(data_with(replace(run, decisions=(honest,))), tmp_path / "r.html")
+    ).all_text
+    assert "Approved by alice" in text

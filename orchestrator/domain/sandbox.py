@@ -24,8 +24,9 @@ class SandboxOptions(Frozen):
     ``writable``: more read-write paths (relative to the clone, or absolute);
     ``readable``: paths the sandbox hides (under the home, /root, /home, /tmp) that this
     one may read. In both, ``~/`` is the home of whoever runs the orchestrator, and
-    ``{root}``, ``{clone}``, ``{run_dir}`` are the command placeholders; a writable path
-    that does not exist is made."""
+    ``{root}``, ``{clone}``, ``{run_dir}`` are the command placeholders; a missing
+    writable path in the clone or the config's directory is made (elsewhere it must
+    exist: under the home it may be a file)."""
 
     sandbox: SandboxMode | None = None
     network: StrictBool | None = None

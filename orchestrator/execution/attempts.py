@@ -134,9 +134,13 @@ def sandboxed(
         identity=global_identity(services.executor, services.environ),
         side_effectful=side_effectful,
     )
-    for path in spec.writable:  # one that does not exist yet is made, as a build would
-        with contextlib.suppress(OSError):  # else bwrap says which one it cannot bind
-            path.mkdir(parents=True, exist_ok=True)
+    for path in spec.writable:
+        # A missing one in the clone or beside the config is made, as a build would make
+        # it; elsewhere (the home: ~/.claude.json is a file) it must exist, and bwrap
+        # says which one it cannot bind.
+        if path.is_relative_to(cwd) or path.is_relative_to(services.loaded.root):
+            with contextlib.suppress(OSError):
+                path.mkdir(parents=True, exist_ok=True)
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 

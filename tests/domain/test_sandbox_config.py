@@ -214,18 +214,28 @@ def test_the_orchestrator_s_keys_reach_no_stage_even_one_that_names_them() -> No
     assert "ORCHESTRATOR_LEDGER_KEY" not in env and "ORCHESTRATOR_APPROVAL_KEY" not in env
 
 
-def test_declared_paths_expand_the_home_and_the_placeholders_and_missing_ones_are_made(
+def test_declared_paths_expand_the_home_and_the_placeholders_and_missing_ones_are_made_nearby(
     tmp_path: Path,
 ) -> None:
-    config = parse(build_extra='writable = ["~/.engine", "{root}/cache"]\nreadable = ["~/.ro"]')
+    config = parse(
+        build_extra='writable = ["~/.engine.json", "{root}/cache"]\nreadable = ["~/.ro"]'
+    )
     svc = services(config, environ={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
-    svc = Services(**{**svc.__dict__, "loaded": svc.loaded.model_copy(update={"root": tmp_path})})
+    svc = Services(
+        **{**svc.__dict__, "loaded": svc.loaded.model_copy(update={"root": tmp_path / "project"})}
+    )
     ctx = context()
     build = sandboxed(svc, config.stage("build"), cwd=tmp_path / "clone", ctx=ctx)
     assert isinstance(build, SandboxedExecutor)
-    assert build.spec.writable[1:] == (tmp_path / "home" / ".engine", tmp_path / "cache")
+    assert build.spec.writable[1:] == (
+        tmp_path / "home" / ".engine.json",
+        tmp_path / "project" / "cache",
+    )
     assert tmp_path / "home" / ".ro" in build.spec.readable
-    assert (tmp_path / "home" / ".engine").is_dir() and (tmp_path / "cache").is_dir()
+    # Beside the config it is made; in the home it may be a file: never made there.
+    assert (tmp_path / "project" / "cache").is_dir() and not (
+        tmp_path / "home" / ".engine.json"
+    ).exists()
     with pytest.raises(ConfigError, match=r"names ~, but \$HOME is not set"):
         sandboxed(
             services(config, environ={"PATH": "/bin"}), config.stage("build"), cwd=tmp_path, ctx=ctx

@@ -404,6 +404,24 @@ def _subtrees(roots: list[int], table: Mapping[int, _Stat]) -> list[int]:
     return found
 
 
+def _own_children() -> set[int] | None:
+    """This process's children, from each thread's ``children`` file (a few reads, where
+    scanning /proc reads every process's stat); None where the kernel has no such file.
+    A racing start is harmless: a child not yet registered sends us to the full scan,
+    which holds the start lock."""
+    found: set[int] = set()
+    try:
+        threads = os.listdir("/proc/self/task")
+        for tid in threads:
+            with open(f"/proc/self/task/{tid}/children", "rb") as listing:
+                found.update(int(pid) for pid in listing.read().split())
+    except FileNotFoundError:
+        return None  # a thread that just ended, or no CONFIG_PROC_CHILDREN: scan
+    except (OSError, ValueError):
+        return None
+    return found
+
+
 def end_orphans(since: int | None) -> list[int]:
     """KILL every orphan handed to us (``pick_orphans``) with everything below it, and
     reap them, until none is left (bounded); the pids reaped. Their descendants are
@@ -412,6 +430,9 @@ def end_orphans(since: int | None) -> list[int]:
     worker's threads, a pool) keeps its status for whoever waits for it."""
     if since is None or not os.path.isdir("/proc"):
         return []
+    children = _own_children()
+    if children is not None and children <= _STARTED.pids:
+        return []  # nobody was handed to us: no need to read every process's stat
     me, my_session = os.getpid(), os.getsid(0)
     deadline = time.monotonic() + _KILL_SETTLE_S
     ended: list[int] = []

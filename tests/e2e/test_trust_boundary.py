@@ -33,7 +33,7 @@ from gitrepo import bare_clone, commit_files, init_repo
 from redis_server import RedisServer, redis_server_binary
 from sandbox_required import require_sandbox
 
-pytestmark = [pytest.mark.slow, pytest.mark.quick]
+pytestmark = pytest.mark.slow
 
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-ant-api03-canaryANTHROPIC0000000000000000000000000000000000",
@@ -204,7 +204,8 @@ def lingering(marker: str) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize("where", ["check", "stage"])
+# The check's run is the file's test in the quick tier; the stage's runs in the full one.
+@pytest.mark.parametrize("where", [pytest.param("check", marks=pytest.mark.quick), "stage"])
 def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, where: str) -> None:
     """``check``: the attack is the project's own test. ``stage``: it is what a coding
     stage runs (an engine's output, say), which may write the clone's ``.git`` (it

@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ledger_rows import conclude, decide
+
+from orchestrator.app.ledger_link import ledger_for
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
 from gitrepo import bare_clone, commit_files, init_repo
@@ -275,11 +278,16 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
         "side_effectful = true\nnetwork = true\n"
     )
     ticket = write_ticket(outside / "tickets", "T-1", repository=str(origin))
+    env = subprocess_env(HOME=str(home), DRY_RUN="false", **SECRETS)
+    # A ledger keyed with the orchestrator's key, holding a past decision and its outcome.
+    conclude(ledger_for(state, SECRETS), decide(ledger_for(state, SECRETS), 1, "", "retry"), "done")
+    assert (state / "ledger.jsonl").is_file() and (state / "ledger.head").is_file()
     before = digest(state)
+    rows_before = (state / "ledger.jsonl").read_bytes()
     try:
         done = subprocess.run(
             orchestrator_cmd("--config", str(config), "run", str(ticket)),
-            env=subprocess_env(HOME=str(home), DRY_RUN="false", **SECRETS),
+            env=env,
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     finally:
@@ -325,7 +333,18 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
         assert not Path(f"{canary}{suffix}").exists(), suffix
     assert lingering(linger_s) == []
     after = digest(state)
-    assert {k: v for k, v in after.items() if k in before} == before  # nothing rewritten
+    # Nothing rewritten: the other run's files as they were; the ledger's past rows too
+    # (the run may add its own after them, and the keyed head must still verify).
+    growing = {"ledger.jsonl", "ledger.head"}
+    assert {k: v for k, v in after.items() if k in before and k not in growing} == {
+        k: v for k, v in before.items() if k not in growing
+    }
+    assert (state / "ledger.jsonl").read_bytes().startswith(rows_before)
+    verified = subprocess.run(
+        orchestrator_cmd("--config", str(config), "ledger", "verify"),
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert verified.returncode == 0 and verified.stdout.startswith("OK"), verified
     assert not list((state / "runs").glob("*.approval-*.json"))
     assert git_text(evil, "for-each-ref") == ""
     needles = [*SECRETS.values(), HOME_SECRET, OTHER_SECRET]

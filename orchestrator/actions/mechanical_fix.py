@@ -251,9 +251,12 @@ def apply(
     store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
     status_before = git.status_entries(in_box, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
+    home = services.environ.get("HOME")
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
         locate=services.locate_bwrap,
+        # Other tickets' clones, the keys, the ledger: out of sight, as for any stage.
+        hidden=(services.store.state_dir, *((Path(home),) if home else ())),
     )  # fmt: skip
     if red_reason is None and refused is not None:
         red_reason = refused

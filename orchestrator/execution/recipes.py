@@ -16,6 +16,7 @@ from typing import Any, Literal
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
 from orchestrator.execution.sandbox import (
+    HIDDEN_ALWAYS,
     REMEDY,
     BwrapLocator,
     SandboxedExecutor,
@@ -33,10 +34,12 @@ RECIPE_ENV_PREFIXES = ("GIT_",)
 RecipeSandbox = Literal["bwrap", "none"]
 
 
-def recipe_spec(clone: Path) -> SandboxSpec:
-    """The recipe sandbox: the clone writable, nothing else; no network; RECIPE_ENV."""
+def recipe_spec(clone: Path, hidden: tuple[Path, ...] = ()) -> SandboxSpec:
+    """The recipe sandbox: the clone writable, nothing else; no network; RECIPE_ENV;
+    ``hidden`` (the state dir, the home) empty besides every home."""
     return SandboxSpec(
         writable=(clone,),
+        hidden=(*HIDDEN_ALWAYS, *hidden),
         network=False,
         env_names=RECIPE_ENV,
         env_prefixes=RECIPE_ENV_PREFIXES,
@@ -50,12 +53,13 @@ def recipe_executor(
     clone: Path,
     mode: RecipeSandbox,
     locate: BwrapLocator = bundled_bwrap,
+    hidden: tuple[Path, ...] = (),
 ) -> tuple[Executor, str | None]:
     """The executor a recipe runs through, and None; or, when the sandbox is asked for
     and cannot start here, the reason the recipe is refused (nothing may run then)."""
     if mode == "none":
         return executor, None
-    sandbox = SandboxedExecutor(executor, recipe_spec(clone), locate=locate)
+    sandbox = SandboxedExecutor(executor, recipe_spec(clone, hidden), locate=locate)
     reason = sandbox.unavailable()
     if reason is not None:
         return sandbox, (

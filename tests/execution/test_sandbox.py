@@ -357,3 +357,29 @@ def test_what_this_interpreter_imports_from_stays_visible_but_never_a_whole_home
     found = _installation()
     assert user_site in found
     assert Path.home() not in found and Path("/") not in found
+
+
+def test_a_recipe_sees_its_clone_and_not_the_state_dir_around_it(tmp_path: Path) -> None:
+    """The approval key, the ledger and other tickets' clones live in the state dir."""
+    require_sandbox()
+    # Outside /tmp, which the sandbox's private /tmp would hide anyway.
+    work = Path(__file__).resolve().parent / f".sandbox-{tmp_path.name}"
+    request_cleanup = work  # removed below, whatever happens
+    state = work / "state"
+    clone = state / "runs" / "T-1-r" / "clone"
+    clone.mkdir(parents=True)
+    (state / "keys").mkdir()
+    (state / "keys" / "approval.key").write_text("k" * 64)
+    try:
+        outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone, hidden=(state,))).run(
+            ("sh", "-c", f"cat {state}/keys/approval.key; touch {clone}/mine"),
+            cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+            timeout_s=30, kill_after_s=1,
+        )  # fmt: skip
+        said = (tmp_path / "log").read_text()
+        assert "k" * 64 not in said and "No such file" in said
+        assert (clone / "mine").exists() and outcome.exit_code == 0
+    finally:
+        import shutil
+
+        shutil.rmtree(request_cleanup)

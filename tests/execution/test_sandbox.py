@@ -364,7 +364,6 @@ def test_a_recipe_sees_its_clone_and_not_the_state_dir_around_it(tmp_path: Path)
     require_sandbox()
     # Outside /tmp, which the sandbox's private /tmp would hide anyway.
     work = Path(__file__).resolve().parent / f".sandbox-{tmp_path.name}"
-    request_cleanup = work  # removed below, whatever happens
     state = work / "state"
     clone = state / "runs" / "T-1-r" / "clone"
     clone.mkdir(parents=True)
@@ -382,4 +381,4 @@ def test_a_recipe_sees_its_clone_and_not_the_state_dir_around_it(tmp_path: Path)
     finally:
         import shutil
 
-        shutil.rmtree(request_cleanup)
+        shutil.rmtree(work)

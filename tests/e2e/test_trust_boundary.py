@@ -208,12 +208,16 @@ def lingering(marker: str) -> list[int]:
 
 
 # The check's run is the file's test in the quick tier; the stage's runs in the full one.
-@pytest.mark.parametrize("where", [pytest.param("check", marks=pytest.mark.quick), "stage"])
+@pytest.mark.parametrize(
+    "where", [pytest.param("check", marks=pytest.mark.quick), "stage", "engine"]
+)
 def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, where: str) -> None:
     """``check``: the attack is the project's own test. ``stage``: it is what a coding
-    stage runs (an engine's output, say), which may write the clone's ``.git`` (it
-    commits): what it plants there must run nowhere, and the push still goes where the
-    ticket says or nowhere."""
+    stage runs (a command stage), which may write the clone's ``.git`` (it commits):
+    what it plants there must run nowhere, and the push still goes where the ticket says
+    or nowhere. ``engine``: a coding engine, the same, but with the network it needs to
+    reach its model (declared by default): the loopback TCP port is reachable from it,
+    by design; a unix socket, the keys, the home and the state dir are not."""
     require_sandbox()
     home = outside / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -261,16 +265,22 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
         "linger_s": linger_s,
     }
     attack = f'command = ["{{python}}", "attack.py", {json.dumps(json.dumps(args))}]\n'
-    implement = (
-        attack if where == "stage"
-        else 'command = ["bash", "-c", "echo change >> README.md && git commit -qam change"]\n'
-    )  # fmt: skip
+    implement = {
+        "stage": attack,
+        "engine": 'engine = "hostile"\n',
+        "check": 'command = ["bash", "-c", "echo change >> README.md && git commit -qam change"]\n',
+    }[where]
+    engine = (
+        '[engines.hostile]\nkind = "command"\nmodels = ["m"]\n'
+        f'command = ["{{python}}", "attack.py", {json.dumps(json.dumps(args))}]\n'
+    )
     check = attack if where == "check" else 'command = ["true"]\n'
     config = outside / "config.toml"
     config.write_text(
         'state_dir = "state"\n[recovery]\nenabled = false\n'
         "[sandbox]\nmax_file_mb = 1\nmax_processes = 512\n"
-        '[[stages]]\nname = "clone"\ncommand = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
+        + engine
+        + '[[stages]]\nname = "clone"\ncommand = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
         'cwd = "run"\nnetwork = true\n'
         '[[stages]]\nname = "implement"\n' + implement + '[[stages]]\nname = "review"\n'
         '[[stages.checks]]\nname = "project-tests"\n' + check + '[[stages]]\nname = "open-pr"\n'
@@ -313,8 +323,8 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
 
     # Its own PID namespace: only the sandbox's processes are there to read.
     assert max(seen["proc"]["pids"]) < 100, seen["proc"]
-    refused = ["home_key", "other_clone", "approval", "ledger", "outside", "tcp", "unix",
-               "big_file"]  # fmt: skip
+    refused = ["home_key", "other_clone", "approval", "ledger", "outside", "unix", "big_file"]
+    refused += [] if where == "engine" else ["tcp"]
     # A check finds the clone's .git read-only; a coding stage may write it (it commits).
     refused += ["hook", "git_config", "commit"] if where == "check" else []
     for name in refused:
@@ -326,7 +336,7 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
     if redis is not None:
         assert str(seen["redis"]).startswith("refused"), seen["redis"]
         assert redis_value is None
-    assert not tcp_reached and not unix_reached
+    assert tcp_reached is (where == "engine") and not unix_reached
 
     # Nothing outside what is allowed changed, whatever the run's outcome.
     for suffix in ("", "-hook", "-fsmonitor", "-linger"):
@@ -357,10 +367,13 @@ def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, wher
         # The branch went where the ticket says, not where the planted pushurl pointed.
         assert "change" in git_text(origin, "log", "--format=%s", "orch/T-1")
     else:
-        # The stage planted a pushurl and a fsmonitor in .git/config: the clone is
-        # refused as tampered before anything else runs in it, and nothing is pushed.
-        assert "halted: precondition_failed at stage review" in output, output
-        assert "remote.origin.pushurl" in output
+        # It planted a pushurl and a fsmonitor in .git/config: the clone is refused as
+        # tampered (a stage: by the driver before the next stage; an engine: already by
+        # the engine's own commit step, hardened), and nothing is pushed anywhere.
+        assert done.returncode != 0, output
+        if where == "stage":
+            assert "halted: precondition_failed at stage review" in output, output
+            assert "remote.origin.pushurl" in output
         assert git_text(origin, "for-each-ref", "refs/heads/orch/T-1") == ""
 
 

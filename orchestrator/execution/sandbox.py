@@ -290,13 +290,20 @@ def sandbox_available(executor: Executor, locate: BwrapLocator = bundled_bwrap) 
 
 
 def _probe(executor: Executor, bwrap: Path) -> str | None:
+    # As every command will start: with the seccomp filter (a kernel or bwrap that cannot
+    # load it is found here, once, not as every stage's cryptic failure).
     root = Path("/")
-    argv = bwrap_argv(SandboxSpec(writable=()), ("true",), bwrap=bwrap, cwd=root)
+    spec = SandboxSpec(writable=())
+    confine = confinement(spec)
+    argv = bwrap_argv(
+        spec, ("true",), bwrap=bwrap, cwd=root, seccomp_fd=confine.fd if confine.data else None
+    )
     with tempfile.TemporaryDirectory(prefix="orch-bwrap-probe-") as scratch:
         log = Path(scratch) / "probe.log"
         outcome = executor.run(
-            argv, cwd=root, env={}, log_path=log, timeout_s=_PROBE_TIMEOUT_S, kill_after_s=1.0
-        )
+            argv, cwd=root, env={}, log_path=log, timeout_s=_PROBE_TIMEOUT_S, kill_after_s=1.0,
+            confine=confine,
+        )  # fmt: skip
         if outcome.ok:
             return None
         text = log.read_text(errors="replace") if log.is_file() else ""

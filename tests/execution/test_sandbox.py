@@ -382,3 +382,22 @@ def test_a_recipe_sees_its_clone_and_not_the_state_dir_around_it(tmp_path: Path)
         import shutil
 
         shutil.rmtree(work)
+
+
+def test_the_probe_starts_bwrap_as_every_command_will_with_its_seccomp_filter(
+    tmp_path: Path,
+) -> None:
+    """A bwrap or kernel that cannot load the filter is found once, by the probe, and
+    said in a sentence, instead of failing every stage."""
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/bash\n"  # dash reads no descriptor above 9
+        'case " $* " in *" --seccomp 100 "*)\n'
+        '  head -c 8 <&100 >/dev/null && echo "bwrap: loading seccomp: Invalid argument" >&2\n'
+        "  exit 1;;\n"
+        "esac\nexit 0\n"
+    )
+    fake.chmod(0o755)
+    assert sandbox_available(LocalExecutor(), lambda: fake) == (
+        "bwrap cannot start a sandbox here (bwrap: loading seccomp: Invalid argument)"
+    )

@@ -42,8 +42,10 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
     who = ""
     if attempt.engine:
         who = f" engine={attempt.engine}" + (f" model={attempt.model}" if attempt.model else "")
+    # Opted out of the sandbox: said on its line, as every start said it.
+    outside = " (unsandboxed)" if attempt.sandbox == "none" else ""
     lines = [
-        f"  #{attempt.number} {attempt.stage}{who} [{attempt.status}] "
+        f"  #{attempt.number} {attempt.stage}{who} [{attempt.status}]{outside} "
         f"{attempt.started_at:%Y-%m-%d %H:%M:%S}Z  {attempt_summary(attempt)}"
     ]
     for check in attempt.checks:
@@ -51,7 +53,8 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
             lines.append(f"      check {check.name}: skipped (not for this ticket kind)")
         else:
             verdict = "timed out" if check.timed_out else f"exit {check.exit_code}"
-            lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s")
+            outside = " (unsandboxed)" if check.sandbox == "none" else ""
+            lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s{outside}")
     lines.extend(_log_lines(attempt, pruned))
     return lines
 

@@ -95,13 +95,19 @@ def still_queued_note(task_id: str, waited_s: float) -> str:
 
 
 def _unreachable(exc: BaseException, connection_errors: tuple[type[BaseException], ...]) -> bool:
-    """Whether ``exc`` says Redis could not be reached. Celery's result consumer, once its
-    own retries are spent, raises ``RuntimeError`` from the connection error ("the Celery
-    application must be restarted")."""
+    """Whether ``exc`` says Redis could not be reached: it is a connection error, or was
+    raised from one. Celery wraps them once its own retries are spent: its result
+    consumer in ``RuntimeError`` ("the Celery application must be restarted"), its result
+    backend in ``BackendGetMetaError`` ("failed to get meta"), each ``from`` the error."""
     errors = (*connection_errors, CoordinationUnavailable)
-    return isinstance(exc, errors) or (
-        isinstance(exc, RuntimeError) and isinstance(exc.__cause__, errors)
-    )
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain of causes, not a loop
+        if seen is None:
+            return False
+        if isinstance(seen, errors):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 class Answers:

@@ -169,12 +169,14 @@ def recover(
             # run of it (the next batch) decides this failure afresh.
             services.reporter.note(f"deferred: {decided.reason}; the next batch decides it")
             return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
+        _, decided_sha256 = decisions_of(services).read_with_sha256(record.run_id, decided.number)
         ref = VerdictRef(
             number=decided.number,
             attempt=attempt.number,
             source=decided.source,
             action=decided.action,
             path=str(store.verdict_path(record.run_id, decided.number)),
+            sha256=decided_sha256,
         )
         record = record.with_verdict(ref)
         if decided.usage.calls:
@@ -208,6 +210,9 @@ def recover(
         # Carried out as persisted: the automatic approval is bound to the file's bytes.
         decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
         proposal = decided.proposal
+        changed = ref.changed(digest)
+        if changed is not None:
+            return _refused(record, stage, ref, decided, f"{ref.path}: {changed}", services)
         approval = approvals.write(
             Approval(
                 decision_id=proposal.decision_id,
@@ -229,7 +234,9 @@ def recover(
             # Signed with the key, yet there before it could have been given.
             why += "; it verifies, so the approval key may have leaked: replace it"
         elif why is None:
-            why = found if isinstance(found, str) else mismatch(found, proposal)
+            why = (found if isinstance(found, str) else mismatch(found, proposal)) or (
+                ref.changed(digest)  # an answer signed for a file changed since the decision
+            )
         if why is not None or not isinstance(found, Approval):
             where = approvals.path(record.run_id, ref.number)
             return _refused(record, stage, ref, decided, f"{where}: {why}", services)

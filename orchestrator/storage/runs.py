@@ -159,6 +159,19 @@ class VerdictRef(Frozen):
     action: str
     path: str
     outcome: str | None = None
+    # The verdict file's sha256 when the run took the decision: a file changed after it
+    # (while it waits for a person, say) is approved by nobody and carried out never.
+    # Absent from records written before it was kept.
+    sha256: str | None = None
+
+    def changed(self, digest: str) -> str | None:
+        """Why the verdict file hashing to ``digest`` is not the one decided, or None."""
+        if self.sha256 is None or digest == self.sha256:
+            return None
+        return (
+            f"the verdict file changed after the run took the decision "
+            f"(sha256 {self.sha256[:12]}… then, {digest[:12]}… now)"
+        )
 
 
 class Halt(Frozen):

@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.approve import answer
+from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.reports.display import PlainReporter
@@ -276,3 +277,30 @@ def test_an_automatic_approval_is_signed_and_bound_too(tmp_path: Path) -> None:
     assert digest is not None
     approval = signed_approvals(h).read(record.run_id, 1, verdict_sha256=digest)
     assert approval is not None and approval.by == "auto" and approval.hmac is not None
+
+
+def test_a_verdict_file_changed_while_it_waits_for_a_person_is_never_answered(
+    tmp_path: Path,
+) -> None:
+    """The run keeps the verdict file's digest from when it decided: ``approve`` refuses
+    to answer a file changed since, and an answer signed for the changed file (by whoever
+    holds the key) is refused by the run all the same."""
+    h, record = paused(tmp_path)
+    assert record.verdicts[0].sha256 is not None
+    verdict = storage_of(h).decisions.path(record.run_id, 1)
+    verdict.write_bytes(
+        verdict.read_bytes().replace(b"flaky build", b"flaky build; and push to main")
+    )
+    with pytest.raises(
+        UsageError, match=r"changed after the run took the decision .*nothing was answered"
+    ):
+        answer(
+            tmp_path / "config.toml", None, record.run_id, approved=True, reason=None,
+            out=io.StringIO(), environ=dict(h.services.environ),
+        )  # fmt: skip
+    assert not storage_of(h).approvals.answered(record.run_id, 1)
+    # Someone with the key signs an answer for the file as it is now: still refused.
+    approval, digest = an_answer(h, record.run_id)
+    signed_approvals(h).write(approval, verdict_sha256=digest)
+    again = h.run(tmp_path / "t" / "T-1.md")
+    assert_refused(h, again, "the verdict file changed after the run took the decision")

@@ -48,6 +48,9 @@ def answer(
         # The answer is bound to the verdict file as it is now, byte for byte, and signed:
         # a file changed after this no longer has an answer.
         decided, digest = decisions_of(services).read_with_sha256(run_id, ref.number)
+        changed = ref.changed(digest)
+        if changed is not None:  # what a person would approve is not what was decided
+            raise UsageError(f"{ref.path}: {changed}; nothing was answered")
         proposal = decided.proposal
         approval = approvals_of(services).write(
             Approval(

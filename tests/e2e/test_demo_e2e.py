@@ -19,10 +19,12 @@ from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import RunStore
 
 from conftest import ROOT
+from sandbox_required import require_sandbox
 
 
 @pytest.fixture
 def demo(tmp_path: Path) -> tuple[Services, dict[str, Path], Path]:
+    require_sandbox()  # every stage of the shipped config runs in it
     layout = build_demo(tmp_path / "demo")
     services = Services(
         loaded=load_config(ROOT / "config.toml"),
@@ -85,6 +87,16 @@ def test_clean_bug_fix_reaches_a_recorded_pull_request(
     assert len(pr["commits"]) == 2
     pushed = git.Repo(origin).heads["orch/CARDS-2"].commit.hexsha
     assert pushed == pr["head_sha"]
+    # Every stage and check ran in the sandbox (the shipped config's default), and the
+    # check's log says so beside its command. The demo lives under /tmp here: what a
+    # stage must read (the run's ticket, the origin) stays visible through the private /tmp.
+    for attempt in record.attempts:
+        if attempt.checks:
+            assert {c.sandbox for c in attempt.checks if not c.skipped} == {"bwrap"}
+        else:
+            assert attempt.sandbox == "bwrap", attempt.stage
+    assert review.log_path is not None
+    assert "    # sandbox: bwrap, no network, writable: " in Path(review.log_path).read_text()
 
 
 @pytest.mark.slow

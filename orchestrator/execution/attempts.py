@@ -38,7 +38,7 @@ from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.redact import redact
 from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.runs import (
     Attempt,
     AttemptStatus,
@@ -124,6 +124,9 @@ def sandboxed(
         repository=ctx.repository,
         config_root=services.loaded.root,
         home=Path(home) if home else None,
+        decisions=tuple(f.path for f in verdict_files(layout.runs_dir, run_id=ctx.run_id))
+        if side_effectful
+        else (),
     )
     spec = profile(
         options,

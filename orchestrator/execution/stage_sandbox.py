@@ -47,6 +47,9 @@ class RunPlaces:
     repository: str  # a URL, or the path of a local repository
     config_root: Path
     home: Path | None  # the real home of whoever runs the orchestrator
+    # The run's decision files: a side-effectful stage tells them (the GitHub open-pr
+    # writes their summaries into the pull request), read-only.
+    decisions: tuple[Path, ...] = ()
 
 
 def profile(
@@ -74,6 +77,8 @@ def profile(
     if local_repository is not None:
         readable.append(local_repository)
     readable += [_expand(path, places.home) for path in options.readable]
+    if side_effectful:
+        readable += places.decisions
     hidden = [*HIDDEN_ALWAYS, places.state_dir]
     if places.home is not None:
         hidden.append(places.home)

@@ -20,6 +20,8 @@ from orchestrator.execution.stage_sandbox import parse_identity
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import RunStore
 
+from sandbox_required import require_sandbox
+
 BASE = """
 [engines.coder]
 command = ["bash", "-c", "true"]
@@ -240,3 +242,40 @@ def test_declared_paths_expand_the_home_and_the_placeholders_and_missing_ones_ar
         sandboxed(
             services(config, environ={"PATH": "/bin"}), config.stage("build"), cwd=tmp_path, ctx=ctx
         )
+
+
+def test_a_side_effectful_stage_reads_its_run_s_decisions_and_nothing_else_of_the_state_dir(
+    tmp_path: Path,
+) -> None:
+    """The GitHub open-pr stage writes the run's decisions into the pull request's body:
+    it sees this run's verdict files, read-only, and no other run's."""
+    require_sandbox()
+    config = parse()
+    state = tmp_path / "p" / "state"
+    runs = state / "runs"
+    run_dir = runs / "T-1-20261201T000000Z-abcd"
+    (run_dir / "clone").mkdir(parents=True)
+    (run_dir / "ticket").mkdir()
+    (runs / f"{run_dir.name}.verdict-1.json").write_text('{"verdict": "mine"}')
+    (runs / "T-2-20261201T000000Z-ef01.verdict-1.json").write_text('{"verdict": "theirs"}')
+    ctx = replace(
+        context(), run_id=run_dir.name, run_dir=run_dir, clone_dir=run_dir / "clone",
+        ticket_file=run_dir / "ticket" / "T-1.md", state_dir=state,
+    )  # fmt: skip
+    svc = Services(**{**services(config).__dict__, "store": RunStore(state)})
+    svc = Services(
+        **{**svc.__dict__, "loaded": svc.loaded.model_copy(update={"root": tmp_path / "p"})}
+    )
+    log = tmp_path / "log"
+    for side_effectful, seen in ((True, "mine"), (False, None)):
+        executor = sandboxed(
+            svc, config.stage("build"), cwd=ctx.clone_dir, ctx=ctx, side_effectful=side_effectful
+        )
+        executor.run(
+            ("sh", "-c", f"cat {runs}/*.verdict-1.json"), cwd=ctx.clone_dir,
+            env={"PATH": "/usr/bin:/bin"}, log_path=log, timeout_s=30, kill_after_s=1,
+        )  # fmt: skip
+        said = log.read_text()
+        assert "theirs" not in said
+        assert ("mine" in said) is (seen is not None), said
+        log.unlink()

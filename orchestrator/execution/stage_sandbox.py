@@ -79,6 +79,10 @@ def profile(
     readable += [_expand(path, places.home) for path in options.readable]
     if side_effectful:
         readable += places.decisions
+    if role == "engine":
+        # Its prompt is a file the orchestrator wrote in the run dir (aider's
+        # --message-file, a command engine's {prompt_file}): this run's own, read-only.
+        readable.append(places.run_dir)
     hidden = [*HIDDEN_ALWAYS, places.state_dir]
     if places.home is not None:
         hidden.append(places.home)

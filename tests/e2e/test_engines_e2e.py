@@ -85,3 +85,27 @@ def test_a_code_failure_still_goes_to_the_decision(tmp_path: Path) -> None:
         ("claude-sonnet-4-6", "code"),
     ]
     assert record.halt is not None and record.halt.reason is HaltReason.ABANDONED
+
+
+def test_a_command_engine_reads_its_prompt_file_through_the_sandbox(tmp_path: Path) -> None:
+    """Its prompt is a file in the run dir ({prompt_file}; aider's --message-file is one
+    too): the engine, sandboxed like every stage, must be able to read it."""
+    from sandbox_required import require_sandbox
+
+    require_sandbox()
+    make_origin(tmp_path)
+    copy = "import shutil, sys; shutil.copy(sys.argv[1], 'PROMPT_SEEN.txt')"
+    engine = (
+        '[engines.mine]\nkind = "command"\nmodels = ["m"]\n'
+        f'command = ["{{python}}", "-c", "{copy}", "{{prompt_file}}"]\n'
+        '[[stages]]\nname = "implement"\nengine = "mine"\n'
+    )
+    h = Harness(
+        write_pipeline(tmp_path, engine), ScriptedGateway([]),
+        environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DRY_RUN": "false"},
+    )  # fmt: skip
+    record = h.run(write_ticket(tmp_path / "t", kind="feature", body="Add a greeting."))
+    assert record.state is RunState.COMPLETED, (record.halt, h.out.getvalue())
+    clone = git.Repo(record.clone_dir)
+    assert "Add a greeting." in (Path(record.clone_dir) / "PROMPT_SEEN.txt").read_text()
+    assert "PROMPT_SEEN.txt" in clone.head.commit.stats.files

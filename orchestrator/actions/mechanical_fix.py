@@ -181,6 +181,7 @@ def apply(
     from orchestrator.execution.attempts import git_sandbox, stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
+    from orchestrator.execution.stage_sandbox import hidden_for, home_of
     from orchestrator.storage.layout import StateLayout
 
     verdict = applying.verdict
@@ -251,12 +252,11 @@ def apply(
     store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
     status_before = git.status_entries(in_box, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
-    home = services.environ.get("HOME")
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
         locate=services.locate_bwrap,
         # Other tickets' clones, the keys, the ledger: out of sight, as for any stage.
-        hidden=(services.store.state_dir, *((Path(home),) if home else ())),
+        hidden=hidden_for(services.store.state_dir, home_of(services.environ)),
     )  # fmt: skip
     if red_reason is None and refused is not None:
         red_reason = refused

@@ -32,6 +32,7 @@ from orchestrator.execution.stage_sandbox import (
     RunPlaces,
     git_profile,
     global_identity,
+    home_of,
     profile,
 )
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
@@ -115,7 +116,6 @@ def sandboxed(
         }
     )
     layout = StateLayout.of_run_dir(ctx.run_dir)
-    home = services.environ.get("HOME")
     places = RunPlaces(
         state_dir=services.store.state_dir,
         run_dir=ctx.run_dir,
@@ -123,7 +123,7 @@ def sandboxed(
         ticket_dir=ctx.ticket_file.parent,
         repository=ctx.repository,
         config_root=services.loaded.root,
-        home=Path(home) if home else None,
+        home=home_of(services.environ),
         decisions=tuple(f.path for f in verdict_files(layout.runs_dir, run_id=ctx.run_id))
         if side_effectful
         else (),
@@ -155,12 +155,11 @@ def git_sandbox(services: Services, clone: Path, *, writes: bool = False) -> Exe
     checkout beside it too). ``[sandbox] git = "none"`` opts out."""
     if services.loaded.config.sandbox.git == "none":
         return services.executor
-    home = services.environ.get("HOME")
     spec = git_profile(
         clone,
         writes=writes,
         state_dir=services.store.state_dir,
-        home=Path(home) if home else None,
+        home=home_of(services.environ),
         limits=services.loaded.config.sandbox,
     )
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)

@@ -103,11 +103,7 @@ def hardened_git_env(
     hardened = {key.lower() for key, _ in HARDENED_CONFIG}
     settings = {k: v for k, v in extra if k.lower() not in hardened}
     settings.update(HARDENED_CONFIG)
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for index, (key, value) in enumerate(settings.items()):
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
-    return env
+    return overriding(env, settings.items())  # env carries no GIT_CONFIG_* of its own
 
 
 def _kept(name: str) -> bool:

@@ -34,12 +34,12 @@ RECIPE_ENV_PREFIXES = ("GIT_",)
 RecipeSandbox = Literal["bwrap", "none"]
 
 
-def recipe_spec(clone: Path, hidden: tuple[Path, ...] = ()) -> SandboxSpec:
+def recipe_spec(clone: Path, hidden: tuple[Path, ...] = HIDDEN_ALWAYS) -> SandboxSpec:
     """The recipe sandbox: the clone writable, nothing else; no network; RECIPE_ENV;
-    ``hidden`` (the state dir, the home) empty besides every home."""
+    ``hidden`` empty (a run's: ``stage_sandbox.hidden_for``)."""
     return SandboxSpec(
         writable=(clone,),
-        hidden=(*HIDDEN_ALWAYS, *hidden),
+        hidden=hidden,
         network=False,
         env_names=RECIPE_ENV,
         env_prefixes=RECIPE_ENV_PREFIXES,
@@ -53,7 +53,7 @@ def recipe_executor(
     clone: Path,
     mode: RecipeSandbox,
     locate: BwrapLocator = bundled_bwrap,
-    hidden: tuple[Path, ...] = (),
+    hidden: tuple[Path, ...] = HIDDEN_ALWAYS,
 ) -> tuple[Executor, str | None]:
     """The executor a recipe runs through, and None; or, when the sandbox is asked for
     and cannot start here, the reason the recipe is refused (nothing may run then)."""

@@ -83,16 +83,13 @@ def profile(
         # Its prompt is a file the orchestrator wrote in the run dir (aider's
         # --message-file, a command engine's {prompt_file}): this run's own, read-only.
         readable.append(places.run_dir)
-    hidden = [*HIDDEN_ALWAYS, places.state_dir]
-    if places.home is not None:
-        hidden.append(places.home)
     read_only = [places.clone / ".git"] if role == "check" else []
     network = options.network if options.network is not None else role == "engine"
     return SandboxSpec(
         writable=tuple(dict.fromkeys(writable)),
         network=network,
         readable=tuple(readable),
-        hidden=tuple(hidden),
+        hidden=hidden_for(places.state_dir, places.home),
         read_only=tuple(read_only),
         env_set={**SANDBOX_ENV, **identity},
         # A JavaScript or Java engine reserves far more address space than it uses.
@@ -115,7 +112,7 @@ def git_profile(
     return SandboxSpec(
         writable=(clone, clone.parent) if writes else (),
         readable=(clone,),
-        hidden=(*HIDDEN_ALWAYS, state_dir, *((home,) if home is not None else ())),
+        hidden=hidden_for(state_dir, home),
         env_set={**SANDBOX_ENV},
         limits=sandbox_limits(limits),
     )
@@ -128,6 +125,17 @@ def sandbox_limits(limits: SandboxConfig, *, memory: bool = True) -> SandboxLimi
         max_file_bytes=limits.max_file_mb * _MB,
         scratch_bytes=limits.scratch_mb * _MB,
     )
+
+
+def hidden_for(state_dir: Path, home: Path | None) -> tuple[Path, ...]:
+    """What every sandbox of a run hides: every home, the real one, and the state dir
+    (other tickets' clones, the keys, the ledger)."""
+    return (*HIDDEN_ALWAYS, state_dir, *((home,) if home is not None else ()))
+
+
+def home_of(environ: Mapping[str, str]) -> Path | None:
+    home = environ.get("HOME")
+    return Path(home) if home else None
 
 
 def _expand(path: str, home: Path | None) -> Path:

@@ -180,25 +180,46 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group ``pgid`` that are not zombies (a zombie is dead; on machines
-    whose PID 1 does not reap, orphaned zombies linger and must not count as alive)."""
-    members: list[int] = []
+@dataclass(frozen=True)
+class _Stat:
+    ppid: int
+    session: int
+    start_ticks: int
+    state: str = "R"
+    pgrp: int = 0
+
+
+def _proc_stats() -> dict[int, _Stat]:
+    """pid → (state, parent, group, session, start time) for every process /proc shows:
+    the one reading of /proc/PID/stat the sweeps share."""
+    table: dict[int, _Stat] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return members
+        return table
     for entry in entries:
         if not entry.isdigit():
             continue
         try:
-            raw = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+            raw = Path(f"/proc/{entry}/stat").read_bytes()
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            table[int(entry)] = _Stat(
+                int(fields[1]), int(fields[3]), int(fields[19]),
+                state=fields[0].decode(), pgrp=int(fields[2]),
+            )  # fmt: skip
+        except (OSError, IndexError, ValueError):
             continue
-        fields = raw[raw.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+    return table
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies (a zombie is dead; on machines
+    whose PID 1 does not reap, orphaned zombies linger and must not count as alive)."""
+    return [
+        pid
+        for pid, stat in _proc_stats().items()
+        if stat.state not in ("Z", "X") and stat.pgrp == pgid
+    ]
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
@@ -343,32 +364,6 @@ def _start(
 def _waited(proc: subprocess.Popen[bytes]) -> None:
     """``proc`` is reaped: its pid is no longer ours to keep from the orphan sweep."""
     _STARTED.pids.discard(proc.pid)
-
-
-@dataclass(frozen=True)
-class _Stat:
-    ppid: int
-    session: int
-    start_ticks: int
-
-
-def _proc_stats() -> dict[int, _Stat]:
-    """pid → (parent, session, start time) for every process /proc shows."""
-    table: dict[int, _Stat] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return table
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{entry}/stat").read_bytes()
-            fields = raw[raw.rfind(b")") + 2 :].split()
-            table[int(entry)] = _Stat(int(fields[1]), int(fields[3]), int(fields[19]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
 
 
 def pick_orphans(

@@ -40,7 +40,16 @@ _FRAMES: Final = rb"(?m)^(?:[^\n\r]*\r)+(?=[^\n])"
 
 _SEQUENCE_BYTES: Final = re.compile(_SEQUENCE)
 _SEQUENCE_TEXT: Final = re.compile(_SEQUENCE.decode("ascii"))
+# A line break with carriage returns before it, more than one: a PTY's ``onlcr`` applied
+# to CRLF output (Travis macOS jobs end every line so). A terminal shows the line: it is
+# one CRLF line break, not a redraw of the line as empty.
+_CRS_LF: Final = rb"\r\r+\n"
 _FRAMES_BYTES: Final = re.compile(_FRAMES)
+_CRS_LF_BYTES: Final = re.compile(_CRS_LF)
+_CRS_LF_TEXT: Final = re.compile(_CRS_LF.decode("ascii"))
+# A byte-order mark is invisible wherever it is (a log that concatenates the output of
+# tools that write one holds it at the start of their first line).
+_BOM: Final = "\ufeff"
 _FRAMES_TEXT: Final = re.compile(_FRAMES.decode("ascii"))
 # A carriage return that is not the end of a CRLF line break (nor the end of the data).
 BARE_CR_BYTES: Final = re.compile(rb"\r[^\n]")
@@ -52,7 +61,9 @@ def plain_bytes(data: bytes) -> bytes:
     if b"\x1b" in data:
         data = _SEQUENCE_BYTES.sub(b"", data)
     if b"\r" in data:
-        data = _FRAMES_BYTES.sub(b"", data)
+        data = _FRAMES_BYTES.sub(b"", _CRS_LF_BYTES.sub(b"\r\n", data))
+    if b"\xef\xbb\xbf" in data:
+        data = data.replace(_BOM.encode(), b"")
     return data
 
 
@@ -61,5 +72,7 @@ def plain(text: str) -> str:
     if "\x1b" in text:
         text = _SEQUENCE_TEXT.sub("", text)
     if "\r" in text:
-        text = _FRAMES_TEXT.sub("", text)
+        text = _FRAMES_TEXT.sub("", _CRS_LF_TEXT.sub("\r\n", text))
+    if _BOM in text:
+        text = text.replace(_BOM, "")
     return text

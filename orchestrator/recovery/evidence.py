@@ -823,7 +823,7 @@ def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, lis
     elif stop == end and after and not after[-1]:
         after = after[:-1]  # the file's final newline ends a line, it starts none
     want_after = group.last - anchor.line + 1
-    lines = [line.removesuffix(b"\r") for line in shown_before + after[:want_after]]
+    lines = [line.rstrip(b"\r") for line in shown_before + after[:want_after]]
     first_offset = anchor.offset - sum(len(line) + 1 for line in shown_before)
     return anchor.line - len(shown_before), lines, first_offset
 

@@ -94,7 +94,15 @@ def test_crlf_line_breaks_are_not_redraws() -> None:
     text = "one\r\ntwo\r\n"
     assert plain(text) is text
     assert plain("ends in a return\r") == "ends in a return\r"
-    assert plain("\r\r\n") == "\r\r\n"[1:]  # a CR another CR follows is a redraw
+    # A PTY's onlcr on CRLF output: the line is shown, its break is one CRLF.
+    assert plain("\r\r\n") == "\r\n"
+    assert plain("FAILED test_x\r\r\nnext\r\r\n") == "FAILED test_x\r\nnext\r\n"
+    assert plain_bytes(b"a\rb\r\r\n") == b"b\r\n"  # a redraw still keeps its last frame
+
+
+def test_a_byte_order_mark_is_not_shown() -> None:
+    assert plain("\ufeffError: x\n\ufeffnext") == "Error: x\nnext"
+    assert plain_bytes("\ufeffError: x\n".encode()) == b"Error: x\n"
 
 
 @given(st.lists(st.sampled_from(["a", "b", "\r", "\n", "\x1b[0m"]), max_size=60).map("".join))

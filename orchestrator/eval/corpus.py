@@ -1,92 +1,51 @@
 """The labelled failure corpus on disk: a directory of cases, each a directory holding
-``log.txt`` (the failed stage's or check's log, exactly as the runner wrote it) and
-``label.json`` (what a good decision about it looks like).
+``log.txt`` (the failed stage's or check's log) and ``label.json`` (what the failure is and
+what a good decision about it looks like).
 
-Labels are validated when read: a typo in a class or an action names the case and the
+Two label formats are read: this project's own (``eval.label.CaseLabel``, which
+``corpus.build`` writes) and the ci-logs format of ``../shared/data/ci-logs`` (real CI
+logs, read onto a ``CaseLabel`` by ``eval.ci_logs``). A corpus holds one format: its
+summary means one thing (the own format carries padded twins as cases of their own; a
+ci-logs corpus is padded by ``orchestrator eval --pad``).
+
+Labels are validated when read: a typo in a class or an action names the file and the
 key, and nothing else is read past it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ValidationError
 
-from orchestrator.actions.registry import REGISTRY
 from orchestrator.domain.errors import UsageError
-from orchestrator.domain.validation import Frozen, describe_validation_error
+from orchestrator.domain.validation import describe_validation_error
+from orchestrator.eval import ci_logs
+from orchestrator.eval.label import CASE_ID, KNOWN_CLASSES, CaseLabel, Source
+
+__all__ = [
+    "CASE_ID",
+    "KNOWN_CLASSES",
+    "LABEL_FILE",
+    "LOG_FILE",
+    "Case",
+    "CaseLabel",
+    "CorpusError",
+    "Source",
+    "load_corpus",
+    "write_case",
+]
 
 LABEL_FILE = "label.json"
 LOG_FILE = "log.txt"
-
-# The classes a label may name: every failure class, including those the classifier may
-# not (yet) produce — a label says what the failure IS, not what the code says today.
-KNOWN_CLASSES = frozenset(
-    {
-        "code",
-        "rate_limited",
-        "quota_exhausted",
-        "auth_error",
-        "outage",
-        "timeout",
-        "engine_error",
-        "config_error",
-        "resource_exhausted",
-        "network",
-    }
-)
-CASE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
-Source = Literal["check", "stage", "engine"]
+LabelFormat = Literal["own", "ci-logs"]
 
 
 class CorpusError(UsageError):
     """The corpus cannot be read as given (missing directory, a bad label)."""
-
-
-class CaseLabel(Frozen):
-    """What a case is and what a good decision about it looks like."""
-
-    id: Annotated[str, Field(pattern=CASE_ID.pattern)]
-    description: str
-    tool: str
-    # How the log was made: a check's log, a plain stage's, or a coding engine's.
-    source: Source
-    check: str | None = None
-    engine: str | None = None
-    exit_code: int
-    timed_out: bool = False
-    start_error: str | None = None
-    failure_class: str
-    model_call_warranted: bool
-    acceptable_actions: Annotated[tuple[str, ...], Field(min_length=1)]
-    playbook_entry: str | None = None
-    # A substring of the log that names the root cause, as a reader sees it (a coloured
-    # log without its escape sequences): it must reach the bundle.
-    root_cause: Annotated[str, Field(min_length=1)]
-    padded: bool = False
-    notes: str = ""
-
-    @model_validator(mode="after")
-    def _known_names(self) -> CaseLabel:
-        problems = []
-        if self.failure_class not in KNOWN_CLASSES:
-            problems.append(f"failure_class: unknown class {self.failure_class!r}")
-        unknown = [a for a in self.acceptable_actions if a not in REGISTRY]
-        if unknown:
-            problems.append(f"acceptable_actions: unknown action(s) {unknown}")
-        if self.source == "engine" and self.engine is None:
-            problems.append("engine: required when source is 'engine'")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    @property
-    def infra(self) -> bool:
-        return self.failure_class != "code"
 
 
 @dataclass(frozen=True)
@@ -105,28 +64,44 @@ def write_case(corpus_dir: Path, label: CaseLabel, log: bytes) -> Path:
     return where
 
 
-def _read_label(path: Path) -> CaseLabel:
+def _read_label(path: Path) -> tuple[LabelFormat, CaseLabel]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CorpusError(f"{path}: cannot read the label ({exc})") from exc
+    if ci_logs.is_ci_logs_label(raw):
+        case_id = path.parent.name
+        if not CASE_ID.fullmatch(case_id):
+            raise CorpusError(f"{path}: the directory name {case_id!r} is not a case id")
+        try:
+            return "ci-logs", ci_logs.case_label(raw, case_id)
+        except ValueError as exc:
+            raise CorpusError(f"{path}: {exc}") from exc
     try:
         label = CaseLabel.model_validate(raw)
     except ValidationError as exc:
         raise CorpusError(f"{path}: " + "; ".join(describe_validation_error(exc))) from exc
     if label.id != path.parent.name:
         raise CorpusError(f"{path}: id {label.id!r} is not its directory's name")
-    return label
+    return "own", label
 
 
 def load_corpus(corpus_dir: Path) -> tuple[Case, ...]:
     """Every case under ``corpus_dir``, sorted by id. Raises CorpusError for a missing
-    directory, an empty corpus, a bad label or a case without its log."""
+    directory, an empty corpus, a bad label, a case without its log, or a corpus that
+    mixes the two label formats."""
     if not corpus_dir.is_dir():
         raise CorpusError(f"no corpus at {corpus_dir} (build one: bash scripts/dev.sh corpus DIR)")
     cases = []
+    first_of: dict[LabelFormat, Path] = {}
     for label_path in sorted(corpus_dir.glob(f"*/{LABEL_FILE}")):
-        label = _read_label(label_path)
+        label_format, label = _read_label(label_path)
+        first_of.setdefault(label_format, label_path)
+        if len(first_of) > 1:
+            raise CorpusError(
+                f"{corpus_dir}: mixes label formats ({first_of['own']} is this project's, "
+                f"{first_of['ci-logs']} is ci-logs'); a corpus holds one"
+            )
         log = label_path.parent / LOG_FILE
         if not log.is_file():
             raise CorpusError(f"{label_path.parent}: case {label.id!r} has no {LOG_FILE}")

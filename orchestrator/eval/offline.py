@@ -29,6 +29,7 @@ BYTES_PER_TOKEN = 4
 class CaseResult(Frozen):
     id: str
     padded: bool
+    family: str | None = None
     label_class: str
     observed_class: str
     model_call_warranted: bool
@@ -40,6 +41,8 @@ class CaseResult(Frozen):
     expected_playbook_entry: str | None
     playbook_entry: str | None
     root_cause_in_bundle: bool
+    # Any of the label's root-cause lines (the primary one or a further one) in the bundle.
+    any_root_cause_in_bundle: bool = False
     bundle_bytes: Annotated[int, Field(ge=0)]
     # The rendered bundle, kept for the live evaluation (never persisted in a report).
     bundle_text: str = Field(default="", exclude=True, repr=False)
@@ -62,9 +65,11 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
     bundle = build_bundle(layers.bundle_inputs(case, corpus_dir), limits)
     rendered = bundle.render()
     action = decision.verdict.action if decision is not None else None
+    root_causes = (label.root_cause, *label.root_cause_also)
     return CaseResult(
         id=label.id,
         padded=label.padded,
+        family=label.family,
         label_class=label.failure_class,
         observed_class=observed,
         model_call_warranted=label.model_call_warranted,
@@ -75,6 +80,7 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
         expected_playbook_entry=label.playbook_entry,
         playbook_entry=decision.playbook_entry if decision is not None else None,
         root_cause_in_bundle=label.root_cause in rendered,
+        any_root_cause_in_bundle=any(line in rendered for line in root_causes),
         bundle_bytes=len(rendered.encode("utf-8")),
         bundle_text=rendered,
     )

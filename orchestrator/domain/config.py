@@ -63,6 +63,15 @@ def _inside_clone_glob(glob: str) -> str:
 ProtectedGlob = Annotated[
     StrictStr, Field(min_length=1, max_length=256), AfterValidator(_inside_clone_glob)
 ]
+
+
+def _report_glob(glob: str) -> str:
+    if "\x00" in glob:
+        raise ValueError(f"{glob!r} holds a NUL character")
+    return _inside_clone_glob(glob)
+
+
+ReportGlob = Annotated[StrictStr, Field(min_length=1, max_length=256), AfterValidator(_report_glob)]
 ByteCap = Annotated[StrictInt, Field(ge=256, le=16 * 1024 * 1024)]
 # How far back from a log's end its root-cause lines are looked for: read in chunks, so
 # memory does not grow with it, only time (about 0.1 s per 64 MiB).
@@ -266,6 +275,11 @@ class CheckConfig(SandboxOptions):
     # Globs (relative to the clone; ``*`` crosses ``/``) a mechanical fix may not change.
     # Unset: the check's own files and, for a check that runs tests, its test directories.
     protected: Annotated[tuple[ProtectedGlob, ...], Field(max_length=64)] | None = None
+    # Globs (relative to the clone; ``*`` within one name, ``**`` any number of
+    # directories) of the reports the check writes: JUnit XML, SARIF or TAP, told apart by
+    # content. When it fails, their failing cases are its first evidence
+    # (orchestrator/reading/reports.py); a report older than the check's start is ignored.
+    reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
 
 
 class StageConfig(SandboxOptions):

@@ -78,9 +78,7 @@ class CiLogLabel(Frozen):
 def is_ci_logs_label(raw: object) -> bool:
     """A label in the ci-logs format: it names a CI system or lists its root causes (this
     project's own labels do neither)."""
-    return isinstance(raw, dict) and (
-        "ci_system" in raw or isinstance(raw.get("root_cause"), list)
-    )
+    return isinstance(raw, dict) and ("ci_system" in raw or isinstance(raw.get("root_cause"), list))
 
 
 def case_label(raw: Any, case_id: str) -> CaseLabel:

@@ -8,6 +8,7 @@ numbers ``orchestrator eval`` reports. Pure apart from reading the corpus files.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +18,8 @@ from pydantic import Field
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
 from orchestrator.eval import layers
-from orchestrator.eval.corpus import Case
+from orchestrator.eval.corpus import LOG_FILE, Case
+from orchestrator.eval.padding import PAD_BYTES, PAD_SEED, pad_log
 from orchestrator.recovery.context import build_bundle
 from orchestrator.recovery.diagnose import Caps, precheck
 
@@ -40,6 +42,8 @@ class CaseResult(Frozen):
     action_acceptable: bool | None
     expected_playbook_entry: str | None
     playbook_entry: str | None
+    # The label's (primary) root-cause line, and whether it reached the bundle.
+    root_cause: str = ""
     root_cause_in_bundle: bool
     # Any of the label's root-cause lines (the primary one or a further one) in the bundle.
     any_root_cause_in_bundle: bool = False
@@ -79,6 +83,7 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
         action_acceptable=None if action is None else action in label.acceptable_actions,
         expected_playbook_entry=label.playbook_entry,
         playbook_entry=decision.playbook_entry if decision is not None else None,
+        root_cause=label.root_cause,
         root_cause_in_bundle=label.root_cause in rendered,
         any_root_cause_in_bundle=any(line in rendered for line in root_causes),
         bundle_bytes=len(rendered.encode("utf-8")),
@@ -173,3 +178,24 @@ def evaluate(
 ) -> tuple[tuple[CaseResult, ...], Summary]:
     results = tuple(evaluate_case(case, corpus_dir, limits) for case in cases)
     return results, summarise(results)
+
+
+def evaluate_padded(
+    cases: Sequence[Case], corpus_dir: Path, limits: ContextLimits, *,
+    pad_bytes: int = PAD_BYTES, seed: int = PAD_SEED,
+) -> tuple[CaseResult, ...]:  # fmt: skip
+    """Every case again, its log buried in ``pad_bytes`` of ordinary build output before
+    and after (``eval.padding``). Each padded log is written to a temporary directory
+    outside the corpus, evaluated and removed before the next is written."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="orchestrator-eval-pad-") as scratch:
+        for case in cases:
+            padded_log = Path(scratch) / case.label.id / LOG_FILE
+            padded_log.parent.mkdir()
+            padded_log.write_bytes(
+                pad_log(case.log_path.read_bytes(), size=pad_bytes, seed=seed, salt=case.label.id)
+            )
+            padded = Case(case.label.model_copy(update={"padded": True}), padded_log)
+            results.append(evaluate_case(padded, corpus_dir, limits))
+            padded_log.unlink()
+    return tuple(results)

@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.eval.live import LiveSummary
 from orchestrator.eval.offline import CaseResult, Summary
+from orchestrator.eval.scorecard import GroupRow, Scorecard
 
 
 def _pct(value: float | None) -> str:
@@ -78,7 +79,10 @@ def render_table(summary: Summary, live: LiveSummary | None = None) -> str:
 
 
 def as_json(
-    summary: Summary, results: Sequence[CaseResult], live: LiveSummary | None = None
+    summary: Summary,
+    results: Sequence[CaseResult],
+    live: LiveSummary | None = None,
+    card: Scorecard | None = None,
 ) -> dict[str, Any]:
     cases = []
     for result in results:
@@ -90,4 +94,111 @@ def as_json(
         "summary": summary.model_dump(mode="json"),
         "cases": cases,
         "live": live.model_dump(mode="json") if live is not None else None,
+        "scorecard": card.model_dump(mode="json") if card is not None else None,
     }
+
+
+def _pair(found: int, padded: int | None) -> str:
+    return str(found) if padded is None else f"{found}/{padded}"
+
+
+def _calls(calls: int | None, unwarranted: int | None) -> str:
+    return "-" if calls is None else f"{calls} ({unwarranted})"
+
+
+def _tokens(p50: int | None, p95: int | None) -> str:
+    return "-" if p50 is None else f"{p50}/{p95}"
+
+
+def _group_table(title: str, rows: Sequence[GroupRow], padded: bool) -> list[str]:
+    """A pipe table (it pastes into an issue as it is); the padded columns only when
+    there was a padded run."""
+    header = [title, "cases", "1st cause", "class right", "calls (unwarranted)", "tokens p50/p95"]
+    if padded:
+        header = [title, "cases", "1st cause found/padded", "class right found/padded",
+                  "calls (unwarranted)", "padded calls (unwarranted)", "tokens p50/p95",
+                  "padded tokens p50/p95"]  # fmt: skip
+    table = [header]
+    for row in rows:
+        cells = [
+            row.group, str(row.cases),
+            _pair(row.first_root_cause_found, row.first_root_cause_padded),
+            _pair(row.class_right_found, row.class_right_padded),
+            _calls(row.calls_found, row.unwarranted_found),
+        ]  # fmt: skip
+        if padded:
+            cells.append(_calls(row.calls_padded, row.unwarranted_padded))
+        cells.append(_tokens(row.tokens_p50_found, row.tokens_p95_found))
+        if padded:
+            cells.append(_tokens(row.tokens_p50_padded, row.tokens_p95_padded))
+        table.append(cells)
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    out = []
+    for n, line in enumerate(table):
+        cells = [
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return out
+
+
+def _share(count: int, cases: int) -> str:
+    return f"{count}/{cases} ({count / cases * 100:.1f} %)"
+
+
+def _measure(name: str, found: str, padded: str | None, goal: str = "") -> str:
+    text = f"{name:<31} as found {found:<16}"
+    if padded is not None:
+        text += f" padded {padded:<16}"
+    return (text + (f" (goal {goal})" if goal else "")).rstrip()
+
+
+def render_scorecard(card: Scorecard) -> str:
+    """The scorecard for people: by family, by class, the totals beside their goals, the
+    goals missed and every miss with its reason."""
+    t, g, n = card.totals, card.goals, card.totals.cases
+
+    def of_n(count: int | None) -> str | None:
+        return None if count is None else f"{count}/{n}"
+
+    lines = [
+        *_group_table("family", card.by_family, card.padded),
+        "",
+        *_group_table("class", card.by_class, card.padded),
+        "",
+        _measure(
+            "first root cause in the bundle", f"{t.first_root_cause_found}/{n}",
+            of_n(t.first_root_cause_padded),
+            f"≥ {g.first_root_cause_found * n:.0f} as found, ≥ {g.first_root_cause_padded * n:.0f} padded",
+        ),
+        _measure("any root cause in the bundle", f"{t.any_root_cause_found}/{n}",
+                 of_n(t.any_root_cause_padded)),
+        _measure(
+            "class told apart", _share(t.class_right_found, n),
+            None if t.class_right_padded is None else _share(t.class_right_padded, n),
+            f"≥ {g.class_right:.0%}",
+        ),
+        _measure(
+            "unwarranted model calls", str(t.unwarranted_calls_found),
+            None if t.unwarranted_calls_padded is None else str(t.unwarranted_calls_padded),
+            f"≤ {g.max_unwarranted_calls} each",
+        ),
+        _measure(
+            "bundle tokens p95", str(t.bundle_tokens_p95_found),
+            None if t.bundle_tokens_p95_padded is None else str(t.bundle_tokens_p95_padded),
+            f"≤ {g.max_bundle_tokens_p95:,}",
+        ),
+    ]  # fmt: skip
+    lines.append(f"goals missed ({len(card.goals_missed)}):" if card.goals_missed else "goals met")
+    lines.extend(f"  {missed}" for missed in card.goals_missed)
+    if card.misses:
+        lines.append(f"misses ({len(card.misses)}):")
+        width = max(len(m.id) for m in card.misses)
+        lines.extend(
+            f"  {m.id:<{width}}  {'padded  ' if m.padded else 'as found'}  {m.kind}: {m.reason}"
+            for m in card.misses
+        )
+    return "\n".join(lines) + "\n"

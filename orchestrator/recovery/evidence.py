@@ -28,10 +28,10 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from orchestrator.domain import log_line
 from orchestrator.domain.terminal import BARE_CR_BYTES, plain_bytes
@@ -42,6 +42,8 @@ from orchestrator.recovery.prefilter import (
     units,
     widened,
 )
+from orchestrator.reading import ranking
+from orchestrator.reading.templates import template_of
 from orchestrator.recovery.redact import redact_bytes
 
 __all__ = [
@@ -60,12 +62,14 @@ CHUNK_BYTES: Final = 1 << 20
 # A line longer than this is not a tool's error line; its start is not carried over a
 # chunk boundary (so memory stays flat on a log without newlines).
 MAX_LINE_BYTES: Final = 64 * 1024
-# The first hits of each signature are kept: the first error is usually the cause, the
-# rest are its consequences (and a noisy log must not grow the hit list without bound).
-MAX_HITS_PER_SIGNATURE: Final = 16
+# Hits are kept one per (signature, template): the first line of each shape, with how
+# many lines had it (a warning every file gets is one hit, counted, not a thousand).
+# A noisy log must not grow the list without bound: past this many shapes, new ones are
+# not kept (the counts of those kept go on).
+MAX_DISTINCT: Final = 4096
 # Matching lines named in one scan: a log that is one long storm of error lines stops
 # being read there (its first lines are the telling ones), which bounds the time.
-MAX_MATCHES: Final = 20_000
+MAX_MATCHES: Final = 200_000
 MAX_EXCERPTS: Final = 8
 # Lines shown around a matched line (each side).
 CONTEXT_LINES: Final = 3
@@ -286,10 +290,25 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     ),
 )
 
+class WordSearch(Protocol):
+    def search(self, text: bytes | bytearray, pos: int, endpos: int) -> _Found | None: ...
+
+
+class _Found(Protocol):
+    def start(self) -> int: ...
+
+
+# A line that holds error words and no signature (``reading.ranking``): ranked by its
+# words, its rarity and its shape.
+WORDS: Final = Signature("error-words", 3, b"")
+
 # What may come before a tool's line (``domain/log_line.py``: a CI timestamp, docker
 # BuildKit's step and seconds, a Jenkins timestamp), taken whole when present: a line that
 # has one is not tried again without it.
 _PREFIX: Final = rb"(?:" + log_line.PREFIX + rb")?"
+
+
+_PREFIX_ONLY: Final = re.compile(_PREFIX)
 
 
 def _ordered(signatures: tuple[Signature, ...]) -> tuple[Signature, ...]:
@@ -561,11 +580,17 @@ def _classify(buf: bytes | bytearray, line_start: int, end: int) -> Signature:
 @dataclass(frozen=True)
 class Hit:
     """A line a signature matched: its number (1 = the first line of the scanned window),
-    the file offset of its first byte, and the signature."""
+    the file offset of its first byte, and the signature; its template
+    (``reading.templates``) and how many lines of the window matched with the same one
+    (the first of them is the hit)."""
 
     line: int
     offset: int
     signature: Signature
+    template: bytes = b""
+    count: int = 1
+    text: bytes = b""  # the line (cut), as a reader sees it, for ranking
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -591,11 +616,14 @@ def scan_hits(
     *,
     chunk_bytes: int = CHUNK_BYTES,
     prefilter: Prefilter | None = _PREFILTER,
+    words: bool = True,
 ) -> Scan:
-    """Every signature hit in the last ``window_bytes`` of ``path`` (at most
-    ``MAX_HITS_PER_SIGNATURE`` each), read in chunks into one reused buffer. Raises
-    OSError for a file that cannot be read. ``prefilter`` (RE2, where installed) only
-    makes it faster: None gives the same hits with ``re`` alone."""
+    """Every signature hit in the last ``window_bytes`` of ``path``, one per (signature,
+    template) with its count, and, with ``words``, the lines holding error words in the
+    window's last ``ranking.VOCABULARY_WINDOW_BYTES``; read in chunks into one reused
+    buffer. Raises OSError for a file that cannot be read. ``prefilter`` (RE2, where
+    installed) only makes it faster: None gives the same signature hits with ``re``
+    alone."""
     if not stat.S_ISREG(path.stat().st_mode):
         raise IsADirectoryError(f"not a regular file: {path.name}")
     with path.open("rb") as raw:
@@ -604,7 +632,10 @@ def scan_hits(
         window_start = max(0, size - window_bytes)
         first = _new_line_start(f, window_start, size) if window_start > 0 else 0
         f.seek(first)
-        return Scan(_scan(f, first, size, chunk_bytes, prefilter), size, window_start)
+        search, reach = ranking.vocabulary()
+        words_from = max(first, size - reach) if words else None
+        hits = _scan(f, first, size, chunk_bytes, prefilter, search, words_from)  # type: ignore[arg-type]
+        return Scan(hits, size, window_start)
 
 
 class _LineCounter:
@@ -666,12 +697,57 @@ class _Plain:
         return at
 
 
+def _line_of(text: bytes | bytearray, pos: int, end: int) -> bytes:
+    """The line starting at ``pos`` (at most ``MAX_SHOWN_LINE_BYTES``), without its
+    CI prefix: what its template is taken of."""
+    stop = text.find(b"\n", pos, min(end, pos + MAX_SHOWN_LINE_BYTES))
+    line = bytes(text[pos : stop if stop >= 0 else min(end, pos + MAX_SHOWN_LINE_BYTES)])
+    prefix = _PREFIX_ONLY.match(line)
+    return line[prefix.end() :] if prefix else line
+
+
+def _word_line_starts(
+    text: bytes | bytearray, pos: int, end: int, words: WordSearch
+) -> Iterator[int]:
+    """The starts of the lines in ``text[pos:end]`` that hold an error word, in order."""
+    while (found := words.search(text, pos, end)) is not None:
+        yield text.rfind(b"\n", 0, found.start()) + 1
+        newline = text.find(b"\n", found.start(), end)
+        if newline < 0:
+            return
+        pos = newline + 1
+
+
+def _merged(a: Iterator[int], b: Iterator[int]) -> Iterator[tuple[int, bool]]:
+    """Two ascending streams of line starts as one, each start once: (start, whether a
+    signature matched it)."""
+    x, y = next(a, None), next(b, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x <= y):
+            assert x is not None
+            yield x, True
+            if y == x:
+                y = next(b, None)
+            x = next(a, None)
+        else:
+            yield y, False
+            y = next(b, None)
+
+
 def _scan(
-    f: io.BufferedReader, first: int, end: int, chunk_bytes: int, prefilter: Prefilter | None
+    f: io.BufferedReader,
+    first: int,
+    end: int,
+    chunk_bytes: int,
+    prefilter: Prefilter | None,
+    words: WordSearch | None = None,
+    words_from: int | None = None,
 ) -> tuple[Hit, ...]:
-    counts = dict.fromkeys((s.name for s in SIGNATURES), 0)
+    """Every distinct (signature, template) hit of the window, the first line of each
+    with how many lines matched alike; lines holding error words (``words``) are read
+    from file offset ``words_from`` on."""
     classified = 0
-    hits: list[Hit] = []
+    found: dict[tuple[str, bytes], list] = {}
     lines = _LineCounter(f.fileno(), first)
     buf = bytearray(chunk_bytes + MAX_LINE_BYTES + 2)
     view = memoryview(buf)
@@ -681,6 +757,13 @@ def _scan(
     filled = 1
     buf_offset = first - 1  # file offset of buf[0]
     remaining = end - first
+
+    def done() -> tuple[Hit, ...]:
+        return tuple(
+            Hit(line, offset, signature, template, count, text)
+            for line, offset, signature, template, count, text in found.values()
+        )
+
     while True:
         want = min(chunk_bytes, remaining)
         got = f.readinto(view[filled : filled + want]) if want else 0
@@ -700,22 +783,37 @@ def _scan(
         text_last_newline = last_newline
         if seen is not None and not at_end:
             text_last_newline = seen.text.rfind(b"\n")
+        starts: Iterator[tuple[int, bool]] = (
+            (pos, True) for pos in _line_starts(text, 0, text_end, prefilter)
+        )
+        if words is not None and words_from is not None and buf_offset + filled > words_from:
+            starts = _merged(
+                _line_starts(text, 0, text_end, prefilter),
+                _word_line_starts(text, 1, text_end, words),
+            )
         # A match may take in the newline that starts the next line: each search starts
         # right after the last match's own newline.
-        for pos in _line_starts(text, 0, text_end, prefilter):
+        for pos, signed in starts:
             if pos > text_last_newline:
                 break  # its line continues in the next chunk: seen again there
             classified += 1
             if classified > MAX_MATCHES:
-                return tuple(hits)  # a storm: what we have is the start of it
-            signature = _classify(text, pos, text_end)
-            if counts[signature.name] >= MAX_HITS_PER_SIGNATURE:
+                return done()  # a storm: what we have is the start of it
+            line = _line_of(text, pos, text_end)
+            if not signed and not line.strip():
                 continue
-            counts[signature.name] += 1
+            signature = _classify(text, pos, text_end) if signed else WORDS
+            key = (signature.name, template_of(line))
+            known = found.get(key)
+            if known is not None:
+                known[4] += 1
+                continue
+            if len(found) >= MAX_DISTINCT:
+                continue
             offset = buf_offset + (seen.line_start_in_chunk(pos) if seen is not None else pos)
-            hits.append(Hit(lines.line_at(offset, buf, buf_offset), offset, signature))
+            found[key] = [lines.line_at(offset, buf, buf_offset), offset, signature, key[1], 1, line]
         if at_end:
-            return tuple(hits)
+            return done()
         if 0 <= last_newline and filled - last_newline <= MAX_LINE_BYTES:
             # Carry the unfinished last line, with the newline before it.
             carry = filled - last_newline
@@ -746,6 +844,7 @@ class EvidenceExcerpt:
     text: str
     # Its matched lines alone: the lines around them are in the log's tail, sent too.
     bare: bool = False
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -755,6 +854,9 @@ class Evidence:
     window_start: int
     hits: int
     note: str | None = None
+    # A cause stated outright is among the excerpts (``ranking.CONFIDENT_SCORE``): the
+    # log's tail may then be cut to its last words.
+    confident: bool = False
 
 
 @dataclass
@@ -765,10 +867,10 @@ class _Group:
 
 
 def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Group]:
-    """The best hits (rank, then first seen) with their context ranges, merged where they
-    overlap or touch; at most ``max_excerpts`` groups."""
+    """The best hits (score, then first seen) with their context ranges, merged where
+    they overlap or touch; at most ``max_excerpts`` groups."""
     groups: list[_Group] = []
-    for hit in sorted(hits, key=lambda h: (h.signature.rank, h.line)):
+    for hit in sorted(hits, key=lambda h: (-h.score, h.line)):
         lo, hi = max(1, hit.line - context), hit.line + context
         joined = next((g for g in groups if lo <= g.last + 1 and hi >= g.first - 1), None)
         if joined is not None:
@@ -852,14 +954,32 @@ def extract_evidence(
     context_lines: int = CONTEXT_LINES,
     chunk_bytes: int = CHUNK_BYTES,
     tail_from: int | None = None,
+    known: Callable[[bytes], bool] | None = None,
 ) -> Evidence:
     """The root-cause excerpts of the log at ``path``: most telling first, each with its
     line numbers, at most ``max_excerpts`` of them and ``max_bytes`` in all (rendered).
     ``tail_from``: the byte offset from which the log is sent whole beside the evidence
     (its tail); an excerpt that lies there shows its matched lines alone, as pointers,
-    rather than send its context twice. Raises OSError for an unreadable file."""
+    rather than send its context twice. ``known``: whether a green run of the same check
+    printed a template (a baseline); None when there is none. Raises OSError for an
+    unreadable file."""
     scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes)
-    groups = _groups(scan.hits, max_excerpts, context_lines)
+    scored = tuple(
+        replace(
+            hit,
+            score=ranking.score(
+                hit.signature.rank,
+                hit.text,
+                count=hit.count,
+                known=known(hit.template) if known is not None else None,
+                words_only=hit.signature is WORDS,
+            ),
+        )
+        for hit in scan.hits
+    )
+    # A line worth nothing (a tally of no errors, a line every green run prints) is not
+    # evidence at all.
+    groups = _groups(tuple(h for h in scored if h.score > 0), max_excerpts, context_lines)
     excerpts: list[EvidenceExcerpt] = []
     with path.open("rb") as raw:
         f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
@@ -870,7 +990,7 @@ def extract_evidence(
             bare = tail_from is not None and first_offset >= tail_from
             if bare:
                 numbered = [(n, line) for n, line in numbered if n in marked]
-            ranked = sorted(group.hits, key=lambda h: (h.signature.rank, h.line))
+            ranked = sorted(group.hits, key=lambda h: (-h.score, h.line))
             names = tuple(dict.fromkeys(h.signature.name for h in ranked))
             excerpts.append(
                 EvidenceExcerpt(
@@ -880,9 +1000,10 @@ def extract_evidence(
                     rank=ranked[0].signature.rank,
                     text=_render_group(numbered, marked),
                     bare=bare,
+                    score=ranked[0].score,
                 )
             )
-    excerpts.sort(key=lambda e: (e.rank, e.first_line))
+    excerpts.sort(key=lambda e: (-e.score, e.first_line))
     kept, used = [], 0
     for excerpt in excerpts:
         cost = len(_excerpt_block(excerpt).encode())
@@ -896,7 +1017,8 @@ def extract_evidence(
             f"scanned the last {_mib(scan.size - scan.window_start)} of {_mib(scan.size)}; "
             "line numbers count from the first full line of that window"
         )
-    return Evidence(tuple(kept), scan.size, scan.window_start, len(scan.hits), note)
+    confident = any(e.score >= ranking.CONFIDENT_SCORE for e in kept)
+    return Evidence(tuple(kept), scan.size, scan.window_start, len(scan.hits), note, confident)
 
 
 def _mib(n: int) -> str:

@@ -22,20 +22,21 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from orchestrator.domain.config import Config, ContextLimits, load_config
 from orchestrator.domain.errors import OrchestratorError, UsageError
-from orchestrator.eval.corpus import load_corpus
-from orchestrator.eval.live import LiveSettings, LiveSummary, run_live
-from orchestrator.eval.offline import evaluate, evaluate_padded, summarise
 from orchestrator.eval.padding import PAD_BYTES, PAD_SEED
-from orchestrator.eval.report import as_json, render_scorecard, render_table
-from orchestrator.eval.scorecard import Scorecard, scorecard
-from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.storage import locate
 
-GatewayBuilder = Callable[[Config, Mapping[str, str]], ModelGateway | None]
+if TYPE_CHECKING:
+    from orchestrator.domain.config import Config
+    from orchestrator.eval.live import LiveSummary
+    from orchestrator.eval.scorecard import Scorecard
+    from orchestrator.recovery.gateway import ModelGateway
+
+# The arguments are declared while every command's parser is built: what evaluating
+# needs (pydantic models, the layers) is imported only when ``run_eval`` runs.
+GatewayBuilder = Callable[["Config", Mapping[str, str]], "ModelGateway | None"]
 DEFAULT_CORPUS = "eval-corpus"
 MAX_PAD_BYTES = 64 * 1024 * 1024
 
@@ -104,6 +105,8 @@ def _configured_gateway(config: Config, environ: Mapping[str, str]) -> ModelGate
 
 
 def _config(config_file: Path, *, required: bool) -> Config | None:
+    from orchestrator.domain.config import load_config
+
     if not config_file.is_file():
         if required:
             raise UsageError(f"eval --live: no config at {config_file} (it names the model)")
@@ -131,6 +134,13 @@ def run_eval(
         raise UsageError("eval --live needs --max-cost-usd X (a positive amount in US dollars)")
     if not live and max_cost_usd is not None:
         raise UsageError("--max-cost-usd applies to eval --live only")
+    from orchestrator.domain.config import ContextLimits
+    from orchestrator.eval.corpus import load_corpus
+    from orchestrator.eval.live import LiveSettings, run_live
+    from orchestrator.eval.offline import evaluate, evaluate_padded, summarise
+    from orchestrator.eval.report import as_json, render_scorecard, render_table
+    from orchestrator.eval.scorecard import scorecard
+
     cases = load_corpus(corpus_dir)
     config = _config(config_file, required=live)
     limits = config.recovery.context if config is not None else ContextLimits()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
@@ -65,6 +65,15 @@ def _no_gateway() -> ModelGateway | Unavailable | None:
     return None
 
 
+class GreenRecorder(Protocol):
+    """Learns from the log of a check that passed (``storage.baselines.BaselineStore``):
+    the baseline a failing log of that check in that repository is read against."""
+
+    def __call__(
+        self, repo: str, check: str, log: Path, *, warn: Callable[[str], None] | None = None
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class Services:
     """Everything a ticket run touches, passed in (tests swap the reporter, the clock and
@@ -90,6 +99,9 @@ class Services:
     budgets: Budgets | None = None
     ledger: DecisionLedger | None = None
     locks: Locks | None = None
+    # Where the log of each check that passes is learned from (a baseline of green runs);
+    # None: nowhere. Never on the critical path's failures: see ``_learn_from_green``.
+    record_green: GreenRecorder | None = None
 
 
 def sandboxed(
@@ -391,6 +403,17 @@ def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt
     )
 
 
+def _learn_from_green(services: Services, repo: str, check: str, log: Path) -> None:
+    """Teach the check's baseline its passing log. A baseline is a cache: whatever goes
+    wrong learning is said and the run goes on (an interruption still stops it)."""
+    if services.record_green is None:
+        return
+    try:
+        services.record_green(repo, check, log, warn=services.reporter.note)
+    except Exception as exc:  # noqa: BLE001 -- a cache's bug must not fail the ticket
+        services.reporter.note(f"baseline of check {check!r} not updated: {redact(str(exc))}")
+
+
 def _run_checks(
     attempt: Attempt,
     stage: StageConfig,
@@ -417,6 +440,8 @@ def _run_checks(
         log_path = logs / f"{attempt.number:03d}-{stage.name}-{check.name}.log"
         result = run_check(check, stage, ctx, cwd, log_path, services, remember_group)
         results.append(result)
+        if result.passed and result.log_path is not None:
+            _learn_from_green(services, ctx.repository, check.name, Path(result.log_path))
         if not result.passed:
             failing = FailingCheck(
                 name=check.name,

@@ -23,6 +23,13 @@ the stage programs can use it too.
     ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
     keys/approval.key                  the key approvals are signed with (mode 0600), unless
                                        $ORCHESTRATOR_APPROVAL_KEY gives one
+    baselines/<repo>/<check>.baseline  the templates the check's green logs in that
+                                       repository printed (``reading/baseline.py``): a
+                                       cache, learned from each green check, rebuilt when
+                                       damaged; ``<repo>`` and ``<check>`` are slugs
+                                       (``name_slug``: readable, then a hash of the name)
+    baselines/<repo>/<check>.lock      flock held while one is merged and written
+    baselines/<repo>/<check>.baseline.damaged  one that did not read back, moved aside
     .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
@@ -31,6 +38,7 @@ name of the run-id shape is a run record.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -51,6 +59,11 @@ RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 # Written by the open-pr stage programs into ``$ORCH_RUN_DIR``, read back by the driver.
 PULL_REQUEST_RECORD = "pull-request.json"
 PRUNED_RECORD = "pruned.json"
+BASELINES_DIR, BASELINE_SUFFIX = "baselines", ".baseline"
+# A slug keeps this much of a name to read (its end: a repository's URL or path ends in
+# its name), then a hash of the whole name, so two names never share a file.
+_SLUG_READABLE = 40
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # A mechanical fix's verification checkout (``runs/<run-id>/verify-<n>/``), normally
 # removed after the check; one a crash left behind is pruned with the clone.
 _VERIFY_CHECKOUT = re.compile(r"^verify-\d+$")
@@ -64,6 +77,16 @@ def ticket_of(run_id: str) -> str | None:
     """The ticket id inside a run id, or None when ``run_id`` is not of the run-id shape."""
     match = RUN_ID.match(run_id)
     return match.group("ticket") if match else None
+
+
+def name_slug(name: str) -> str:
+    """A file name for an untrusted name (a repository, a check): at most 40 characters of
+    it, only letters, digits, ``.``, ``_`` and ``-``, never starting with a dot nor holding
+    ``..``, then ``-`` and 12 hex digits of its SHA-256. Pure."""
+    readable = re.sub(r"\.{2,}", ".", _SLUG_UNSAFE.sub("-", name))
+    readable = readable[-_SLUG_READABLE:].strip(".-")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"{readable}-{digest}" if readable else digest
 
 
 def run_record_paths(runs_dir: Path, ticket_id: str | None = None) -> Iterator[Path]:
@@ -249,12 +272,40 @@ class StateLayout(NamedTuple):
         run unsandboxed, as this user, can read any file this user can)."""
         return self.root / KEYS_DIR / APPROVAL_KEY_FILE
 
+    @property
+    def baselines_dir(self) -> Path:
+        return self.root / BASELINES_DIR
+
+    def baseline_path(self, repo: str, check: str) -> Path:
+        """What the green logs of ``check`` in ``repo`` printed (names slugged)."""
+        return self.baselines_dir / name_slug(repo) / f"{name_slug(check)}{BASELINE_SUFFIX}"
+
+    def baseline_lock_path(self, repo: str, check: str) -> Path:
+        """Held while that baseline is read, merged with a new run and written."""
+        return self.baselines_dir / name_slug(repo) / f"{name_slug(check)}.lock"
+
+    def damaged_baseline_path(self, repo: str, check: str) -> Path:
+        """Where a baseline that did not read back is moved (the last one only)."""
+        path = self.baseline_path(repo, check)
+        return path.with_name(f"{path.name}.damaged")
+
+    def baseline_paths(self, *, damaged: bool = False) -> list[Path]:
+        """Every baseline file (with ``damaged``, every one moved aside), in name order."""
+        suffix = f"{BASELINE_SUFFIX}.damaged" if damaged else BASELINE_SUFFIX
+        return sorted(self.baselines_dir.glob(f"*/*{suffix}"))
+
+    @staticmethod
+    def lock_path_of_baseline(path: Path) -> Path:
+        """The lock of the baseline at ``path`` (or of the one moved aside to ``path``)."""
+        return path.with_name(path.name.rpartition(BASELINE_SUFFIX)[0] + ".lock")
+
     def write_dirs(self) -> list[Path]:
         """Every directory an atomic write puts files in (so where a killed one leaves
-        its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``
-        and each batch's directory. Not below a workspace: the clone is not ours."""
+        its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``,
+        each batch's directory and each repository's baselines. Not below a workspace:
+        the clone is not ours."""
         found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
-        for parent in (self.runs_dir, self.root / BATCHES_DIR):
+        for parent in (self.runs_dir, self.root / BATCHES_DIR, self.baselines_dir):
             try:
                 with os.scandir(parent) as entries:  # the type comes with the entry: no stat
                     found += sorted(

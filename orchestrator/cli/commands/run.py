@@ -14,6 +14,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.reports.display import reporter_for
+from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.locate import resolve_state_dir
 from orchestrator.storage.runs import RunRecord
@@ -53,6 +54,7 @@ def build_services(
         reporter=reporter_for(out, environ),
         environ=dict(environ),
         gateway_factory=model_gateway_factory(loaded.config.model, environ),
+        record_green=BaselineStore(state_dir).record_green,
     )
 
 

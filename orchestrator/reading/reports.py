@@ -513,8 +513,11 @@ def _read_junit(
         fed = 0
         pending = 0
         # Expat (before 2.6) tokenizes a token it holds from its start again with every
-        # chunk fed: a chunk as big as what it holds keeps a long token's cost linear.
-        while chunk := os.read(fd, max(READ_CHUNK, pending)):
+        # chunk fed: a chunk as big as what it holds keeps a long token's cost linear (and
+        # no bigger than what would take it past the limit, which is checked between).
+        while chunk := os.read(
+            fd, max(READ_CHUNK, min(pending, XML_MAX_TOKEN_BYTES + 1 - pending))
+        ):
             fed += len(chunk)
             if fed > cap:
                 raise _Stop(f"grew past the {_size(cap)} cap while being read")

@@ -61,7 +61,7 @@ _STRONG: Final = (
     rb"|mismatch|do not match|does not match|killed|segmentation fault|sanitizer"
     rb"|timed out|too many requests|toomanyrequests|rate limit|abort|aborted)\b"
     # A class name ending so (``MatchError``, ``IOError``): its capital, case and all.
-    rb"|(?-i:[a-zA-Z](?:Error|Exception|Failure|Fault))\b"
+    rb"|(?-i:\b[a-zA-Z]\w*(?:Error|Exception|Failure|Fault))\b"
     # The marks test runners put before a failed case.
     rb"|\xe2\x9c\x97|\xe2\x9c\x95|\xe2\x9c\x96|\xe2\x9d\x8c"
 )
@@ -111,6 +111,7 @@ _CONSEQUENCE: Final = re.compile(
     rb"|ninja: build stopped|Command exited with non-zero status|returned (?:a )?non-zero"
     rb"|InvocationError|\berror: Bad exit status|Error \d+\s*$|will not run after|"
     rb"^\s*(?:ERROR|error): (?:Command|Job) failed|^\s*\d+ (?:errors?|failures?) found"
+    rb"|^\W*\d+ (?:failing|failed|errors?|failures?)\b|\d+/\d+ passing"
     rb"|Tests? (?:run|suite)s?:? [^\n]*(?:Failures|failed)|^\s*FAILED \(|Errors? occurred"
     rb"|see (?:the )?(?:log|above|output)|for (?:more )?details|full log|re-run"
     rb"|\bld returned \d+ exit status|\bCommand failed\b|Child return code was"
@@ -121,8 +122,22 @@ _CONSEQUENCE: Final = re.compile(
 _BENIGN: Final = re.compile(
     rb"\b0 (?:errors?|failures?|failed|fail|warnings?)\b|\b(?:errors?|failures?|failed)[:=] ?0\b"
     rb"|-W(?:no-)?error\b|-Werror=|\bno errors?\b|\bwithout errors?\b|\berror_reporting\b"
-    rb"|\bon-?error\b|\bignore[-_ ]?errors?\b|\bexpected_?fail|\bxfail\b|\bif-no-files-found\b",
+    rb"|\bon-?error\b|\bignore[-_ ]?errors?\b|\bexpected_?fail|\bxfail\b|\bif-no-files-found\b"
+    # A test a runner reports as passed or skipped, whatever its name says (``test_fails_cleanly ...
+    # ok``, ``[ RUN ] errors out when …: 2 ms OK``, ``--- PASS: TestTimeout``, ``✓ …``).
+    rb"|(?:\bok|\bpassed|\bPASS(?:ED)?|\bSKIP(?:PED)?|\bskipped|\bignored|\bpending)"
+    rb"(?:\s*\(?[\d.]+\s*m?s\)?)?\s*\]?\s*$|^\s*(?:ok|PASS(?:ED)?|--- (?:PASS|SKIP))\b"
+    rb"|^\s*(?:\xe2\x9c\x93|\xe2\x9c\x94|\xe2\x88\x9a)",
     re.IGNORECASE,
+)
+
+
+# An exception named by its qualified class, then its message: the last line of a Python
+# traceback, a JVM exception, a Ruby error (``voluptuous.error.MultipleInvalid: …``,
+# ``java.lang.AssertionError: …``, ``ActiveRecord::RecordInvalid: …``), whatever the
+# class's name ends with.
+_QUALIFIED_EXCEPTION: Final = re.compile(
+    rb"^\s*(?:[a-z_]\w*(?:\.|::))+[A-Z]\w*(?::\s|\s*$)|^\s*[A-Z]\w*(?:::[A-Z]\w*)+:\s"
 )
 
 
@@ -154,6 +169,8 @@ def score(
         strong = _STRONG_WORDS.search(line)
         if strong is None:
             worth -= 2.0  # weak words alone
+        elif _QUALIFIED_EXCEPTION.match(line) is not None:
+            worth += 1.5  # an exception, stated as a runtime states one
         else:
             template = template_of(line)
             strong = _STRONG_WORDS.search(template)
@@ -165,8 +182,8 @@ def score(
         worth -= 6.0
     if consequence(line):
         worth -= 4.0
-    if count == 1:
-        worth += 1.0
+    if count == 1 and words_only:
+        worth += 1.0  # a signature is specific already; words are when the log says them once
     elif count > 100:
         worth -= 3.0
     elif count > 30:

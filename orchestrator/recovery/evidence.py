@@ -71,6 +71,9 @@ MAX_DISTINCT: Final = 4096
 # being read there (its first lines are the telling ones), which bounds the time.
 MAX_MATCHES: Final = 200_000
 MAX_EXCERPTS: Final = 8
+# Lines one excerpt may span: a block of a hundred alike error lines is shown by the best
+# of them and its neighbours, not whole (it would crowd out every other excerpt).
+MAX_EXCERPT_LINES: Final = 15
 # Lines shown around a matched line (each side).
 CONTEXT_LINES: Final = 3
 # Each shown line is cut to this many bytes: one minified line must not eat the budget.
@@ -874,8 +877,13 @@ def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Gro
         lo, hi = max(1, hit.line - context), hit.line + context
         joined = next((g for g in groups if lo <= g.last + 1 and hi >= g.first - 1), None)
         if joined is not None:
-            joined.first, joined.last = min(joined.first, lo), max(joined.last, hi)
-            joined.hits.append(hit)
+            first, last = min(joined.first, lo), max(joined.last, hi)
+            if last - first + 1 <= MAX_EXCERPT_LINES:
+                joined.first, joined.last = first, last
+                joined.hits.append(hit)
+            elif joined.first <= hit.line <= joined.last:
+                joined.hits.append(hit)  # shown already: marked, the excerpt not grown
+            # else: a lesser line next to a full excerpt (a block of alike lines)
             continue
         if len(groups) >= max_excerpts:
             continue
@@ -886,7 +894,12 @@ def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Gro
         merged = False
         for a in groups:
             for b in groups:
-                if a is not b and a.first <= b.last + 1 and b.first <= a.last + 1:
+                if (
+                    a is not b
+                    and a.first <= b.last + 1
+                    and b.first <= a.last + 1
+                    and max(a.last, b.last) - min(a.first, b.first) < MAX_EXCERPT_LINES
+                ):
                     a.first, a.last = min(a.first, b.first), max(a.last, b.last)
                     a.hits.extend(b.hits)
                     groups.remove(b)
@@ -931,7 +944,7 @@ def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, lis
 
 
 def _render_group(numbered: list[tuple[int, bytes]], marked: set[int]) -> str:
-    raw = plain_bytes(b"\n".join(line for _, line in numbered))
+    raw = log_line.without_columns(plain_bytes(b"\n".join(line for _, line in numbered)))
     redacted = redact_bytes(raw).split("\n")
     if len(redacted) != len(numbered):
         # A secret spanning lines was redacted: the numbering no longer lines up per line.

@@ -233,3 +233,26 @@ def test_report_bench_runs_and_judges_both_targets() -> None:
         r"page size \S+ MB \(target <= 5 MB\)  ",
         met="targets met$",
     )
+
+
+@pytest.mark.slow
+def test_reports_bench_runs_and_reports_the_ratio_against_iterparse_and_the_rss() -> None:
+    out = bench_output(
+        "bench/bench_reports.py",
+        "--quick",
+        expected=(
+            "JUnit report (4 MiB, 44 failing cases, 3 interleaved trials each)",
+            "  read_reports            median ",
+            "  iterparse (baseline)    median ",
+            "  reading RSS             before ",
+            "  failing cases counted   44/44",
+            "  one attribute of 16 MiB less 4 KiB ",
+            "summary",
+        ),
+    )
+    assert_judged(
+        out,
+        r"read <= 1.5x iterparse \(\d+\.\d\dx\)   ",
+        r"reading RSS growth <= 64 MB \(\d+\.\d MB\)   ",
+        met="targets met in 4 MiB$",
+    )

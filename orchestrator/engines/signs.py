@@ -96,6 +96,12 @@ def _sign(
 
 
 R, N, C = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK, FailureClass.CONFIG_ERROR
+T, L, A, O = (
+    FailureClass.TIMEOUT,
+    FailureClass.RATE_LIMITED,
+    FailureClass.AUTH_ERROR,
+    FailureClass.OUTAGE,
+)
 # The shell's status for a command it could not find.
 NOT_FOUND_STATUS = 127
 
@@ -148,6 +154,85 @@ SIGNS: tuple[Sign, ...] = (
         r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+:?\s+)?Killed\b",
         needs_kill=True,
     ),
+    # A service that said "not so fast": a 429, a registry's pull limit, an API's limit.
+    _sign(
+        "rate-limited",
+        L,
+        "a service limited the rate of requests",
+        r"\btoomanyrequests\b",
+        r"\btoo many requests\b",
+        r"\b(?:status|HTTP|error|code)(?: code)?:? ?429\b",
+        r"\brate limit (?:exceeded|reached)",
+        r"\breached your (?:pull )?rate limit",
+        r"\bsecondary rate limit",
+    ),
+    # Credentials missing or refused: nothing a retry or a code change fixes.
+    _sign(
+        "credentials",
+        A,
+        "credentials are missing or were refused",
+        r"\bno valid credential sources\b",
+        r"\bunable to locate credentials\b",
+        r"\bNoCredentialProviders\b",
+        r"\b(?:status|HTTP|error|code)(?: code)?:? ?401\b",
+        r"\b401 Unauthorized\b",
+        r"\bauthentication (?:required|failed)\b",
+        r"\bbad credentials\b",
+        r"\bcould not read Username\b",
+        r"\bPermission denied \(publickey",
+        r"\b(?:missing|invalid|expired) (?:api |access |auth )?(?:token|credentials)\b",
+        r"\brequires authentication\b",
+    ),
+    # A job that ran out of time: the CI's own limit, a runner's, a test harness's.
+    _sign(
+        "job-timeout",
+        T,
+        "the job ran out of time",
+        r"\bexited with 124\b",
+        r"\bexit (?:code|status):? 124\b",
+        r"^Tests? timed out\b",
+        r"\btimed out after \d+ ?(?:s|sec|seconds?|m|min|minutes?)\b",
+        r"\btimed out waiting for\b",
+        r"\bno output has been received in the last \d+",
+        r"\bexceeded the maximum (?:time|execution time)\b",
+        r"\bTEST-UNEXPECTED-TIMEOUT\b",
+        r"\bDeadline ?Exceeded\b",
+    ),
+    # The host answered, wrongly: its certificate is not for its name, a package index
+    # lists what it does not serve, a service is down.
+    _sign(
+        "service-broken",
+        O,
+        "a service answered with an error",
+        r"\bno certificate subject alternative name matches\b",
+        r"\bcertificate (?:has expired|is not valid for)",
+        r"^(?:E|Err|W): Failed to fetch \S+\s+(?:4\d\d|5\d\d)\b",
+        r"\bcould not be found at the URI\b",
+        r"\b(?:503 Service Unavailable|502 Bad Gateway|504 Gateway Time-?out)\b",
+    ),
+    # The machine or the build's own settings lack something no code change in the project
+    # gives: a system package no repository provides, a simulator destination, a TLS
+    # version the client cannot speak, a read-only file system. (A 404 on a download is not
+    # here: a cache step after the failure meets one as often as the build does.)
+    _sign(
+        "unresolvable-system-package",
+        C,
+        "a system package the build needs cannot be installed",
+        r"\bNo match for argument:",
+        r"\bnothing provides\b",
+        r"\bUnable to locate package\b",
+        r"\bhas no installation candidate\b",
+        r"\bPackages? required (?:and available )?but (?:not available|unsuitable)",
+        r"\bNo package \S+ available\b",
+    ),
+    _sign(
+        "environment",
+        C,
+        "the build environment is not set up for this",
+        r"\bUnable to find a destination matching\b",
+        r"\bReceived fatal alert: protocol_version\b",
+        r"\bRead-only file system\b",
+    ),
     _sign(
         "tls",
         N,
@@ -187,7 +272,6 @@ SIGNS: tuple[Sign, ...] = (
         rf"failed to get successful HTTP response from .*\bgot {_HTTP_FAILURE}\b",
         # docker
         rf"received unexpected HTTP status: {_HTTP_FAILURE}\b",
-        r"\btoomanyrequests\b",
         # any line naming a registry's host and a failure status ("go: reading https://
         # proxy.golang.org/...: 503 Service Unavailable", requests' "... for url: ...")
         rf"^(?=.*{_REGISTRY_HOSTS})(?=.*{_STATUS})",
@@ -220,6 +304,7 @@ SIGNS: tuple[Sign, ...] = (
         N,
         "a connection timed out",
         r"connection timed out",
+        r"\bconnect(?:ion)? timeout\b",
         r"\bETIMEDOUT\b",
         r"\bReadTimeoutError\b",
         r"\bConnectTimeoutError\b",
@@ -232,6 +317,8 @@ SIGNS: tuple[Sign, ...] = (
         # 0 ms: Couldn't connect to server" (the refusal's errno is not printed).
         r"couldn't connect to server",
         r"failed to connect to \S+ port \d+",
+        r"could not create connection to \S+",
+        r"^Connection error\b",
     ),
     # A check or stage whose shell could not find the program it names: the machine or the
     # config lacks it, as when the runner cannot start the program at all. The status must

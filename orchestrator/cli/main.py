@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ledger_command.add_parser(sub)
 
+    from orchestrator.cli.commands import baseline as baseline_command  # argparse only: cheap
+
+    baseline_command.add_parser(sub)
+
     evaluate = sub.add_parser(
         "eval",
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
@@ -450,6 +454,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             max_cost_usd=args.max_cost_usd,
             environ=os.environ,
         )
+    if args.command == "baseline":
+        from orchestrator.cli.commands import baseline
+
+        return baseline.run(args, locate.state_dir(config_file, args.state_dir), sys.stdout)
     if args.command == "ledger":
         from orchestrator.cli.commands import ledger
 

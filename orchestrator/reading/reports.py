@@ -74,8 +74,8 @@ XML_MAX_DEPTH: Final = 256
 # A 50 MB surefire or pytest report holds well under a million elements; parsing this many
 # costs a few seconds, the bound on a hostile one.
 XML_MAX_ELEMENTS: Final = 2_000_000
-# Expat buffers a single token (a tag, an attribute value, a comment) whole: a report in
-# which this many bytes pass without one parser event is refused, not buffered further.
+# Expat holds a single token (a tag, an attribute value, a comment) whole: a report in
+# which what it holds past where it stands grows over this is cut there.
 XML_MAX_TOKEN_BYTES: Final = 16 * MiB
 READ_CHUNK: Final = 64 * 1024
 TAP_LINE_BYTES: Final = 8192
@@ -84,8 +84,8 @@ TAP_LINE_BYTES: Final = 8192
 GLOB_MAX_ENTRIES: Final = 100_000
 MAX_NOTES: Final = 32
 # Filesystem timestamps come from a coarse clock (a tick, up to 10 ms, behind
-# ``time.time()``) and some filesystems store whole or even seconds: a report written
-# just after the check started must not be taken for an earlier run's.
+# ``time.time()``) and some filesystems keep whole seconds (HFS+) or even ones (FAT): a
+# report written just after the check started must not be taken for an earlier run's.
 STALE_SLACK_S: Final = 2.0
 PATTERN_MAX_CHARS: Final = 256
 
@@ -377,7 +377,8 @@ def _junit_name(classname: str, name: str, location: str | None) -> str:
     pytest_style = _pytest_name(classname, name, location)
     if pytest_style is not None:
         return pytest_style
-    if not classname or name.startswith(classname):  # jest-junit: "{classname} {title}"
+    # jest-junit writes "{classname} {title}" as both by default.
+    if not classname or name == classname or name.startswith(classname + " "):
         return name or "(unnamed case)"
     return f"{classname}.{name}" if name else classname
 

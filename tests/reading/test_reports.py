@@ -99,7 +99,8 @@ def test_a_real_pytest_report_gives_each_failing_case_with_its_place(clone: Path
     started = time.time()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=junit.xml", "tests"],
-        cwd=clone, env=subprocess_env(), capture_output=True, text=True, timeout=60,
+        cwd=clone, env=subprocess_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), capture_output=True,
+        text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
 
@@ -541,6 +542,29 @@ def test_sarif_of_any_shape_gives_a_reading_never_an_exception(
     assert len(render_reports(reading, 2000).encode()) <= 2000
 
 
+@given(
+    st.sampled_from(
+        [
+            b"<testsuites><testcase name='t'><failure>",
+            b'{"version":"2.1.0","runs":[',
+            b"TAP version 13\nnot ok 1 - x\n  ---\n",
+        ]
+    ),
+    st.binary(max_size=300),
+)
+@settings(max_examples=examples(200))
+def test_any_bytes_after_a_reports_start_give_a_reading_never_an_exception(
+    tmp_path_factory: pytest.TempPathFactory, start: bytes, rest: bytes
+) -> None:
+    clone = tmp_path_factory.mktemp("clone")
+    write(clone, "report", start + rest)
+
+    reading = read_reports(clone, ["report"])
+
+    assert reading.reports_read in ((), ("report",))
+    assert len(render_reports(reading, 1500).encode()) <= 1500
+
+
 def test_sarif_too_deep_too_big_or_not_json_is_a_note(clone: Path) -> None:
     write(clone, "deep.sarif", '{"version": "2.1.0", "runs": ' + nested(100_000, "list") + "}")
     write(clone, "cut.sarif", sarif(result("E1", "m", level="error"))[:-9])
@@ -865,9 +889,12 @@ def test_a_report_older_than_the_checks_start_is_stale(clone: Path) -> None:
     os.utime(clone / "old.xml", (started - 3600, started - 3600))
     write(clone, "new.xml", GO_JUNIT_REPORT)
 
-    reading = read_reports(clone, ["old.xml", "new.xml"], not_before=started)
+    write(clone, "coarse.xml", GO_JUNIT_REPORT)  # a clock tick, or a second, "before"
+    os.utime(clone / "coarse.xml", (started - 1, started - 1))
 
-    assert reading.reports_read == ("new.xml",)
+    reading = read_reports(clone, ["old.xml", "new.xml", "coarse.xml"], not_before=started)
+
+    assert reading.reports_read == ("new.xml", "coarse.xml")
     assert reading.notes == ("old.xml: skipped, stale: written before this check started",)
     # Without a start time, nothing is stale.
     assert read_reports(clone, ["old.xml"]).reports_read == ("old.xml",)

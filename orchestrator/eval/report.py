@@ -54,17 +54,22 @@ def _live_rows(live: LiveSummary) -> list[tuple[str, str]]:
     ]
 
 
-def render_table(summary: Summary, live: LiveSummary | None = None) -> str:
+def render_table(
+    summary: Summary, live: LiveSummary | None = None, *, with_misses: bool = True
+) -> str:
+    """The summary's figures, then (``with_misses``) the cases behind each miss; a
+    scorecard printed below lists those itself, each marked as found or padded."""
     rows = _rows(summary) + (_live_rows(live) if live is not None else [])
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    for title, items in (
+    misses = (
         ("classifier misses", summary.classifier_misses),
         ("playbook misses", summary.playbook_misses),
         ("deterministic verdicts not acceptable", summary.deterministic_action_misses),
         ("unwarranted model calls", summary.unwarranted_model_calls),
         ("root cause not in the bundle", summary.root_cause_misses),
-    ):
+    )
+    for title, items in misses if with_misses else ():
         if items:
             lines.append(f"{title} ({len(items)}):")
             lines.extend(f"  {item}" for item in items)

@@ -180,7 +180,7 @@ def run_eval(
     if as_json_output:
         out.write(json.dumps(document) + "\n")
     else:
-        out.write(render_table(summary, live_summary))
+        out.write(render_table(summary, live_summary, with_misses=card is None))
         if card is not None:
             out.write("\n" + render_scorecard(card))
         if report_path is not None:

@@ -195,26 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
         "labelled failure corpus",
     )
-    evaluate.add_argument(
-        "--corpus",
-        metavar="DIR",
-        default="eval-corpus",
-        help="the corpus directory (default: ./eval-corpus; build one with "
-        "`bash scripts/dev.sh corpus DIR`)",
-    )
-    evaluate.add_argument("--json", action="store_true", help="print the results as JSON")
-    evaluate.add_argument("--report", metavar="PATH", help="also write the JSON results here")
-    evaluate.add_argument(
-        "--live",
-        action="store_true",
-        help="also ask the configured model about the cases that reach it (costs money)",
-    )
-    evaluate.add_argument(
-        "--max-cost-usd",
-        metavar="X",
-        type=float,
-        help="with --live: stop before the diagnosis that could take the spend past X dollars",
-    )
+    from orchestrator.cli.commands import eval as eval_command  # argparse only: cheap
+
+    eval_command.add_arguments(evaluate)
 
     init = sub.add_parser(
         "init", help="write a commented starter config.toml and a tickets/ directory here"
@@ -444,16 +427,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "eval":
         from orchestrator.cli.commands import eval as eval_command
 
-        return eval_command.run_eval(
-            Path(args.corpus),
-            config_file,
-            sys.stdout,
-            as_json_output=args.json,
-            report_path=Path(args.report) if args.report else None,
-            live=args.live,
-            max_cost_usd=args.max_cost_usd,
-            environ=os.environ,
-        )
+        return eval_command.run(args, config_file, sys.stdout, os.environ)
     if args.command == "baseline":
         from orchestrator.cli.commands import baseline
 

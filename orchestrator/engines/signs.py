@@ -161,6 +161,7 @@ SIGNS: tuple[Sign, ...] = (
         "a service limited the rate of requests",
         r"\btoomanyrequests\b",
         r"\btoo many requests\b",
+        r"^npm (?:ERR!|error) code E429\b",
         r"\b(?:status|HTTP|error|code)(?: code)?:? ?429\b",
         r"\brate limit (?:exceeded|reached)",
         r"\breached your (?:pull )?rate limit",
@@ -199,7 +200,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bDeadline ?Exceeded\b",
     ),
     # The host answered, wrongly: its certificate is not for its name, a package index
-    # lists what it does not serve, a service is down.
+    # lists what it does not serve. (A registry's 5xx is the network's, above: retried.)
     _sign(
         "service-broken",
         O,
@@ -208,7 +209,6 @@ SIGNS: tuple[Sign, ...] = (
         r"\bcertificate (?:has expired|is not valid for)",
         r"^(?:E|Err|W): Failed to fetch \S+\s+(?:4\d\d|5\d\d)\b",
         r"\bcould not be found at the URI\b",
-        r"\b(?:503 Service Unavailable|502 Bad Gateway|504 Gateway Time-?out)\b",
     ),
     # The machine or the build's own settings lack something no code change in the project
     # gives: a system package no repository provides, a simulator destination, a TLS

@@ -619,7 +619,7 @@ def scan_hits(
     *,
     chunk_bytes: int = CHUNK_BYTES,
     prefilter: Prefilter | None = _PREFILTER,
-    words: bool = True,
+    words: bool = False,
 ) -> Scan:
     """Every signature hit in the last ``window_bytes`` of ``path``, one per (signature,
     template) with its count, and, with ``words``, the lines holding error words in the
@@ -976,7 +976,7 @@ def extract_evidence(
     rather than send its context twice. ``known``: whether a green run of the same check
     printed a template (a baseline); None when there is none. Raises OSError for an
     unreadable file."""
-    scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes)
+    scan = scan_hits(path, window_bytes, chunk_bytes=chunk_bytes, words=True)
     scored = tuple(
         replace(
             hit,

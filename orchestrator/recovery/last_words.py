@@ -43,7 +43,7 @@ def regions_up(log_path: Path, scan_bytes: int) -> Iterator[str]:
     """The text around each root-cause line in the last ``scan_bytes`` of the log, the
     lowest first, at most ``MAX_REGIONS``; a region never re-reads the lines of the one
     below it. Raises OSError for an unreadable log."""
-    scan = scan_hits(log_path, scan_bytes)
+    scan = scan_hits(log_path, scan_bytes, words=True)
     covered_from = scan.size
     read = 0
     with log_path.open("rb") as fh:

@@ -16,6 +16,12 @@ from orchestrator.engines.classify import INFRA, failure_named_in
 from orchestrator.engines.signs import SIGNS, recognise
 
 R, N = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK
+T, L, A, O = (
+    FailureClass.TIMEOUT,
+    FailureClass.RATE_LIMITED,
+    FailureClass.AUTH_ERROR,
+    FailureClass.OUTAGE,
+)
 C = FailureClass.CONFIG_ERROR
 
 RECOGNISED = [
@@ -76,7 +82,7 @@ RECOGNISED = [
     ("ERROR: HTTP error 503 while getting https://files.pythonhosted.org/packages/x.whl", 1, N, "registry-unavailable"),
     ("HTTPError: 503 Server Error: Service Unavailable for url: https://pypi.org/simple/requests/", 1, N, "registry-unavailable"),
     ("npm ERR! code E503", 1, N, "registry-unavailable"),
-    ("npm error code E429", 1, N, "registry-unavailable"),
+    ("npm error code E429", 1, L, "rate-limited"),
     ("npm ERR! 502 Bad Gateway - GET https://registry.npmjs.org/left-pad", 1, N, "registry-unavailable"),
     (
         "  failed to get successful HTTP response from `https://index.crates.io/config.json` "
@@ -84,8 +90,28 @@ RECOGNISED = [
         101, N, "registry-unavailable",
     ),
     ("Error response from daemon: received unexpected HTTP status: 500 Internal Server Error", 1, N, "registry-unavailable"),
-    ("toomanyrequests: You have reached your pull rate limit.", 1, N, "registry-unavailable"),
-    ("go: example.com/m@v1.0.0: reading https://proxy.golang.org/example.com/m/@v/v1.0.0.info: 429 Too Many Requests", 1, N, "registry-unavailable"),
+    # A 429 is a rate limit wherever it comes from (issue 25: its own class, not the network's).
+    ("toomanyrequests: You have reached your pull rate limit.", 1, L, "rate-limited"),
+    ("go: example.com/m@v1.0.0: reading https://proxy.golang.org/example.com/m/@v/v1.0.0.info: 429 Too Many Requests", 1, L, "rate-limited"),
+    ("API rate limit exceeded for installation ID 1234.", 1, L, "rate-limited"),
+    # Credentials, a job's time limit, a service that answered wrongly, an environment
+    # that lacks what no code change gives.
+    ("Error: No valid credential sources found", 1, A, "credentials"),
+    ("fatal: could not read Username for 'https://github.com': terminal prompts disabled", 128, A, "credentials"),
+    ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", 1, A, "credentials"),
+    ('The command "timeout 30m make check" exited with 124.', 1, T, "job-timeout"),
+    ("No output has been received in the last 10m0s, this potentially indicates a stalled build", 1, T, "job-timeout"),
+    ("Error: UPGRADE FAILED: timed out waiting for the condition", 1, T, "job-timeout"),
+    ("TEST-UNEXPECTED-TIMEOUT | dom/tests/test_x.html | application timed out after 370 seconds with no output", 1, T, "job-timeout"),
+    ("ERROR: no certificate subject alternative name matches requested host name 'example.org'.", 1, O, "service-broken"),
+    ("E: Failed to fetch http://deb.example.org/ubuntu/dists/focal/main/binary-amd64/Packages  404  Not Found", 100, O, "service-broken"),
+    ("No match for argument: pkgconfig(libfoo) >= 2.0", 1, C, "unresolvable-system-package"),
+    ("E: Unable to locate package libfoo-dev", 100, C, "unresolvable-system-package"),
+    ("  - nothing provides python3-foo >= 1.2 needed by bar-1.0-1.fc40.noarch", 1, C, "unresolvable-system-package"),
+    ("xcodebuild: error: Unable to find a destination matching the provided destination specifier:", 70, C, "environment"),
+    ("javax.net.ssl.SSLException: Received fatal alert: protocol_version", 1, C, "environment"),
+    ("OSError: [Errno 30] Read-only file system: '/etc/hosts'", 1, C, "environment"),
+    ("Connection error: Connect timeout at t/https.t line 17.", 1, N, "connection-timeout"),
     # a program the shell could not find (status 127)
     ("bash: line 1: eslint: command not found", 127, C, "command-not-found"),
     ("/bin/sh: 1: golangci-lint: not found", 127, C, "command-not-found"),
@@ -246,7 +272,8 @@ def test_on_one_line_the_precise_sign_comes_first() -> None:
 def test_every_sign_is_named_once_and_its_class_is_infrastructure() -> None:
     names = [s.name for s in SIGNS]
     assert len(names) == len(set(names))
-    assert {s.failure for s in SIGNS} == {R, N, C}
+    assert {s.failure for s in SIGNS} == {R, N, C, T, L, A, O}
+    assert all(s.failure in INFRA for s in SIGNS)
     assert R in INFRA and N in INFRA and FailureClass.CODE not in INFRA
 
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchestrator.domain import log_line
 from orchestrator.domain.config import ContextLimits, load_config
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.log_line import without_columns
@@ -20,7 +21,8 @@ from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 from orchestrator.recovery.evidence import (
     _PREFILTER,
-    MAX_HITS_PER_SIGNATURE,
+    MAX_SHOWN_LINE_BYTES,
+    WORDS,
     MAX_LINE_BYTES,
     MAX_NEAR_MISSES_PER_CHUNK,
     SIGNATURES,
@@ -28,6 +30,8 @@ from orchestrator.recovery.evidence import (
     render_evidence,
     scan_hits,
 )
+from orchestrator.reading import ranking
+from orchestrator.reading.templates import template_of
 from orchestrator.recovery.prefilter import Prefilter
 
 # Every scan test runs twice: with the RE2 pre-pass (installed with the project) and with
@@ -183,14 +187,14 @@ def test_each_tool_line_is_named_by_its_signature(
     tmp_path: Path, line: str, name: str, prefilter: Prefilter | None
 ) -> None:
     log = write_log(tmp_path / "log", "start\n" + line + "\nend\n")
-    hits = scan_hits(log, 1 << 20, prefilter=prefilter).hits
+    hits = scan_hits(log, 1 << 20, prefilter=prefilter, words=False).hits
     assert [(h.line, h.signature.name) for h in hits] == [(2, name)]
 
 
 @pytest.mark.parametrize("prefilter", PASSES)
 def test_ordinary_output_is_not_evidence(tmp_path: Path, prefilter: Prefilter | None) -> None:
     log = write_log(tmp_path / "log", "\n".join(ORDINARY * 100) + "\n")
-    assert scan_hits(log, 1 << 20, prefilter=prefilter).hits == ()
+    assert scan_hits(log, 1 << 20, prefilter=prefilter, words=False).hits == ()
 
 
 def test_signature_names_are_unique() -> None:
@@ -233,8 +237,10 @@ def test_excerpts_stay_within_the_byte_budget_and_count(tmp_path: Path) -> None:
     assert len(render_evidence(evidence).encode()) <= 3000
     # Long lines are shown cut.
     assert "…" in evidence.excerpts[0].text
-    # Only the first hits of each signature are kept: a storm does not grow the list.
-    assert evidence.hits == MAX_HITS_PER_SIGNATURE
+    # One hit per shape, counted: a storm of alike lines does not grow the list.
+    assert evidence.hits == 1
+    (hit,) = scan_hits(log, 1 << 20, words=True).hits
+    assert (hit.line, hit.count) == (11, 50)
 
 
 def test_secrets_in_excerpts_are_redacted(tmp_path: Path) -> None:
@@ -273,7 +279,7 @@ def test_an_unreadable_log_raises_oserror(tmp_path: Path) -> None:
 LINE_KINDS = st.sampled_from([line for line, _ in SAMPLES] + ORDINARY + ["", "\r", "x" * 300])
 
 
-def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
+def reference_hits(data: bytes, *, words: bool = False) -> list[tuple[int, int, str]]:
     """The hits of a whole-file, line-by-line reading: what the streamed scan must equal.
     Each line is tried against each signature alone, plain ones first."""
     clock = rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?"
@@ -294,13 +300,26 @@ def reference_hits(data: bytes) -> list[tuple[int, int, str]]:
         )
         for s in ordered
     ]
-    found, counts, offset = [], dict.fromkeys((s.name for s in SIGNATURES), 0), 0
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    # With ``words``, lines holding error words are hits too (the window's end: all of a
+    # small log).
+    vocabulary, _ = ranking.vocabulary()
+    prefix = re.compile(log_line.PREFIX)
+    found, seen_keys, offset = [], set(), 0
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines = lines[:-1]
+    for number, line in enumerate(lines, start=1):
         seen = plain_bytes(line)  # as a reader sees it; the offset is the line's own
         signature = next((s for s, rx in each if rx.match(seen + b"\n")), None)
-        if signature is not None and counts[signature.name] < MAX_HITS_PER_SIGNATURE:
-            counts[signature.name] += 1
-            found.append((number, offset, signature.name))
+        if signature is None and words and seen.strip() and vocabulary.search(seen, 0, len(seen)):
+            signature = WORDS
+        if signature is not None:
+            shown = log_line.without_columns(seen)[:MAX_SHOWN_LINE_BYTES]
+            cut = prefix.match(shown)
+            key = (signature.name, template_of(shown[cut.end() :] if cut else shown))
+            if key not in seen_keys:  # one hit per shape: its first line
+                seen_keys.add(key)
+                found.append((number, offset, signature.name))
         offset += len(line) + 1
     return found
 
@@ -320,8 +339,10 @@ def test_the_scan_does_not_depend_on_the_chunk_size(
     data = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
     log = tmp_path / "log"
     log.write_bytes(data)
-    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
-    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter, words=True).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(
+        data, words=True
+    )
 
 
 # Escape sequences as tools print them, and a redraw's carriage return (a progress
@@ -357,8 +378,10 @@ def test_a_drawn_log_is_scanned_as_a_reader_sees_it_whatever_the_chunk_size(
     data = ("\n".join(lines) + "\n").encode()
     log = tmp_path / "log"
     log.write_bytes(data)
-    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
-    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
+    scanned = scan_hits(log, 1 << 20, chunk_bytes=chunk, prefilter=prefilter, words=True).hits
+    assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(
+        data, words=True
+    )
 
 
 # pytest --color=yes and gcc -fdiagnostics-color=always, as they print.
@@ -383,8 +406,8 @@ def test_a_coloured_log_gives_the_evidence_of_its_plain_twin(
 ) -> None:
     coloured = write_log(tmp_path / "coloured", COLOURED_PYTEST)
     twin = write_log(tmp_path / "plain", plain_bytes(COLOURED_PYTEST.encode()).decode())
-    hits = scan_hits(coloured, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
-    twin_hits = scan_hits(twin, 1 << 20, chunk_bytes=chunk, prefilter=prefilter).hits
+    hits = scan_hits(coloured, 1 << 20, chunk_bytes=chunk, prefilter=prefilter, words=False).hits
+    twin_hits = scan_hits(twin, 1 << 20, chunk_bytes=chunk, prefilter=prefilter, words=False).hits
     assert [h.signature.name for h in hits] == [
         "pytest-assertion",
         "pytest-failed",
@@ -514,7 +537,7 @@ def test_the_joined_expression_agrees_with_each_signature_alone(
     data = ("ordinary\n" + line + "\nordinary\n").encode()
     log = tmp_path / "log"
     log.write_bytes(data)
-    scanned = scan_hits(log, 1 << 20, prefilter=prefilter).hits
+    scanned = scan_hits(log, 1 << 20, prefilter=prefilter, words=False).hits
     assert [(h.line, h.offset, h.signature.name) for h in scanned] == reference_hits(data)
 
 
@@ -525,7 +548,7 @@ def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(
     data = b"a\n" + b"E   " + b"y" * (MAX_LINE_BYTES * 3) + b"\nb\nE       assert 1\n"
     log = tmp_path / "log"
     log.write_bytes(data)
-    hits = scan_hits(log, 1 << 30, chunk_bytes=4096, prefilter=prefilter).hits
+    hits = scan_hits(log, 1 << 30, chunk_bytes=4096, prefilter=prefilter, words=False).hits
     assert [(h.line, h.signature.name) for h in hits][-1] == (4, "pytest-assertion")
     assert hits[-1].offset == data.index(b"E       assert 1")
 

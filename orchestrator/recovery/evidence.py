@@ -43,6 +43,7 @@ from orchestrator.recovery.prefilter import (
     widened,
 )
 from orchestrator.reading import ranking
+from orchestrator.reading import templates
 from orchestrator.reading.templates import template_of
 from orchestrator.recovery.redact import redact_bytes
 
@@ -701,10 +702,11 @@ class _Plain:
 
 
 def _line_of(text: bytes | bytearray, pos: int, end: int) -> bytes:
-    """The line starting at ``pos`` (at most ``MAX_SHOWN_LINE_BYTES``), without its
-    CI prefix: what its template is taken of."""
-    stop = text.find(b"\n", pos, min(end, pos + MAX_SHOWN_LINE_BYTES))
-    line = bytes(text[pos : stop if stop >= 0 else min(end, pos + MAX_SHOWN_LINE_BYTES)])
+    """The line starting at ``pos`` (as much of it as a template reads), without its CI
+    prefix: what its template is taken of, and what it is ranked by."""
+    reach = min(end, pos + templates.MAX_LINE_BYTES)
+    stop = text.find(b"\n", pos, reach)
+    line = bytes(text[pos : stop if stop >= 0 else reach])
     prefix = _PREFIX_ONLY.match(line)
     return line[prefix.end() :] if prefix else line
 

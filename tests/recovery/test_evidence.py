@@ -21,7 +21,6 @@ from orchestrator.domain.terminal import plain_bytes
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 from orchestrator.recovery.evidence import (
     _PREFILTER,
-    MAX_SHOWN_LINE_BYTES,
     WORDS,
     MAX_LINE_BYTES,
     MAX_NEAR_MISSES_PER_CHUNK,
@@ -31,6 +30,7 @@ from orchestrator.recovery.evidence import (
     scan_hits,
 )
 from orchestrator.reading import ranking
+from orchestrator.reading import templates
 from orchestrator.reading.templates import template_of
 from orchestrator.recovery.prefilter import Prefilter
 
@@ -314,7 +314,7 @@ def reference_hits(data: bytes, *, words: bool = False) -> list[tuple[int, int, 
         if signature is None and words and seen.strip() and vocabulary.search(seen, 0, len(seen)):
             signature = WORDS
         if signature is not None:
-            shown = log_line.without_columns(seen)[:MAX_SHOWN_LINE_BYTES]
+            shown = log_line.without_columns(seen)[: templates.MAX_LINE_BYTES]
             cut = prefix.match(shown)
             key = (signature.name, template_of(shown[cut.end() :] if cut else shown))
             if key not in seen_keys:  # one hit per shape: its first line

@@ -137,7 +137,7 @@ _BENIGN: Final = re.compile(
 # ``java.lang.AssertionError: …``, ``ActiveRecord::RecordInvalid: …``), whatever the
 # class's name ends with.
 _QUALIFIED_EXCEPTION: Final = re.compile(
-    rb"^\s*(?:[a-z_]\w*(?:\.|::))+[A-Z]\w*(?::\s|\s*$)|^\s*[A-Z]\w*(?:::[A-Z]\w*)+:\s"
+    rb"^\s*(?:[a-z_]\w*(?:\.|::))+[A-Z]\w*:\s|^\s*[A-Z]\w*(?:::[A-Z]\w*)+:\s"
 )
 
 
@@ -152,7 +152,7 @@ def benign(line: bytes) -> bool:
 # A score at least this high is a cause stated outright: a tool's own error line (a
 # signature of rank 0 or 1), or error words on a line the log prints once and no green
 # run printed. With one, the log's tail may be cut to its last words.
-CONFIDENT_SCORE: Final = 9.0
+CONFIDENT_SCORE: Final = 7.0
 
 # What a signature's rank is worth (0 = the most telling); error words alone rank 3.
 _RANK_WORTH: Final = {0: 10.0, 1: 8.0, 2: 6.0, 3: 4.5, 4: 2.0}
@@ -170,7 +170,8 @@ def score(
         if strong is None:
             worth -= 2.0  # weak words alone
         elif _QUALIFIED_EXCEPTION.match(line) is not None:
-            worth += 1.5  # an exception, stated as a runtime states one
+            # An exception, stated as a runtime states one: worth a traceback's last line.
+            worth = max(worth + 1.5, _RANK_WORTH[1])
         else:
             template = template_of(line)
             strong = _STRONG_WORDS.search(template)

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Final, Literal
@@ -530,15 +530,17 @@ def _evidence(
     sent: Excerpt,
     cap: int,
     roots: Roots,
-) -> Excerpt:
-    """The root-cause excerpts of ``path``; an empty excerpt saying why when none.
+    known: Callable[[bytes], bool] | None = None,
+) -> tuple[Excerpt, bool]:
+    """The root-cause excerpts of ``path``; an empty excerpt saying why when none; and
+    whether they hold a cause stated outright (``Evidence.confident``).
     ``sent`` is what the bundle sends of the log's end (capped at ``cap``). Lines the
     bundle sends anyway are not sent twice: when the log goes uncut, the excerpts show
     the matched lines alone (with their numbers); when it is cut, the bundle keeps only
     its last ``TAIL_BYTES_WITH_EVIDENCE`` once there is evidence (``_excerpts``), and an
     excerpt inside those shows its matched lines alone."""
     if path is None:
-        return _absent("no log to look for evidence in")
+        return _absent("no log to look for evidence in"), False
     whole = bool(sent.text) and not sent.truncated
     # (a line that starts past the shorter tail's first byte is kept whole by it: the tail
     # drops its cut first line only)
@@ -550,11 +552,12 @@ def _evidence(
             max_bytes=limits.max_evidence_bytes,
             context_lines=0 if whole else CONTEXT_LINES,
             tail_from=None if whole or not sent.text else tail_from,
+            known=known,
         )
     except FileNotFoundError:
-        return _unreadable(path, "no such file")
+        return _unreadable(path, "no such file"), False
     except OSError as exc:
-        return _unreadable(path, f"cannot read ({exc.strerror or type(exc).__name__})")
+        return _unreadable(path, f"cannot read ({exc.strerror or type(exc).__name__})"), False
     shown = len(found.excerpts)
     if shown:
         what = (
@@ -572,7 +575,7 @@ def _evidence(
         # A label can be longer than the directory it names: cut back to the cap whole
         # excerpt lines at a time.
         text, _, _ = _fit(_relative(text, roots), limits.max_evidence_bytes, "head")
-    return Excerpt(text, found.size, False, _join(what, found.note))
+    return Excerpt(text, found.size, False, _join(what, found.note)), found.confident
 
 
 def _common_line_suffix(a: str, b: str) -> int:
@@ -631,7 +634,7 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         tail = _absent("no log for the failed stage")
     # The check's log is the direct evidence when there is one; else the stage's own.
     if inputs.check_log is not None:
-        evidence = _evidence(
+        evidence, confident = _evidence(
             inputs.check_log,
             "the check's log",
             limits,
@@ -640,7 +643,7 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
             roots=roots,
         )
     else:
-        evidence = _evidence(
+        evidence, confident = _evidence(
             inputs.failed_log,
             "the failed stage's log",
             limits,
@@ -648,9 +651,10 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
             cap=limits.max_log_tail_bytes,
             roots=roots,
         )
-    if evidence.text:
-        # The error lines are in the evidence, with their context: of a log too long to
-        # send whole, the end is only its last word (a summary, a cleanup).
+    if evidence.text and confident:
+        # A cause stated outright is in the evidence, with its context: of a log too long
+        # to send whole, the end is only its last word (a summary, a cleanup). Without
+        # one, the tail keeps all it would hold: the cause may be there, unrecognised.
         if inputs.check_log is not None and check.truncated:
             check = _shorter_tail(inputs.check_log, limits.max_check_output_bytes, roots)
         if inputs.failed_log is not None and not same and tail.truncated:

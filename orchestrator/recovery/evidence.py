@@ -42,6 +42,7 @@ from orchestrator.recovery.prefilter import (
     units,
     widened,
 )
+from orchestrator.reading import prefix as learned
 from orchestrator.reading import ranking
 from orchestrator.reading import templates
 from orchestrator.reading.templates import template_of
@@ -79,9 +80,9 @@ MAX_EXCERPT_LINES: Final = 15
 CONTEXT_LINES: Final = 3
 # Each shown line is cut to this many bytes: one minified line must not eat the budget.
 MAX_SHOWN_LINE_BYTES: Final = 400
-# Read around a hit when building its excerpt: enough for the context lines, plus a
+# Read around a hit when building its excerpt: a whole line of the longest kept, plus a
 # margin so a secret near the excerpt is redacted whole.
-_READ_AROUND_BYTES: Final = 8 * 1024
+_READ_AROUND_BYTES: Final = MAX_LINE_BYTES
 
 
 @dataclass(frozen=True)
@@ -602,6 +603,35 @@ class Scan:
     hits: tuple[Hit, ...]
     size: int
     window_start: int
+    # The log's own prefix (``reading.prefix``), when its lines share one.
+    prefix: learned.Prefix | None = None
+
+
+# Read at the window's start to learn the log's prefix from.
+PREFIX_SAMPLE_BYTES: Final = 64 * 1024
+
+
+def _window_prefix(f: io.BufferedReader, first: int, end: int) -> learned.Prefix | None:
+    """The log's prefix (``reading.prefix``), learned from the lines at the start of
+    the window as a reader sees them (without a known CI prefix)."""
+    f.seek(first)
+    data = f.read(min(PREFIX_SAMPLE_BYTES, end - first))
+    return learned_prefix_of(data)
+
+
+def learned_prefix_of(data: bytes) -> learned.Prefix | None:
+    """The prefix the lines of ``data`` share: its last, cut, line left out."""
+    text = log_line.without_columns(plain_bytes(data))
+    lines = text.split(b"\n")[:-1] if b"\n" in text else []
+    return learned.learn_prefix([_line_of(line, 0, len(line)) for line in lines])
+
+
+def _named(message: bytes) -> Signature:
+    """The signature a line's text after the log's prefix matches, or ``WORDS``."""
+    for signature, pattern in _EACH:
+        if pattern.match(message + b"\n"):
+            return signature
+    return WORDS
 
 
 def _new_line_start(f: io.BufferedReader, start: int, end: int) -> int:
@@ -638,8 +668,10 @@ def scan_hits(
         f.seek(first)
         search, reach = ranking.vocabulary()
         words_from = max(first, size - reach) if words else None
-        hits = _scan(f, first, size, chunk_bytes, prefilter, search, words_from)  # type: ignore[arg-type]
-        return Scan(hits, size, window_start)
+        log_prefix = _window_prefix(f, first, size) if words else None
+        f.seek(first)
+        hits = _scan(f, first, size, chunk_bytes, prefilter, search, words_from, log_prefix)  # type: ignore[arg-type]
+        return Scan(hits, size, window_start, log_prefix)
 
 
 class _LineCounter:
@@ -747,10 +779,13 @@ def _scan(
     prefilter: Prefilter | None,
     words: WordSearch | None = None,
     words_from: int | None = None,
+    prefix: learned.Prefix | None = None,
 ) -> tuple[Hit, ...]:
     """Every distinct (signature, template) hit of the window, the first line of each
     with how many lines matched alike; lines holding error words (``words``) are read
-    from file offset ``words_from`` on."""
+    from file offset ``words_from`` on. A line that starts with ``prefix``, the
+    log's own prefix (``reading.prefix``): a line holding error words is named by the
+    signature its text after them matches, and ranked by that text."""
     classified = 0
     found: dict[tuple[str, bytes], list] = {}
     lines = _LineCounter(f.fileno(), first)
@@ -815,8 +850,13 @@ def _scan(
                 continue
             if len(found) >= MAX_DISTINCT:
                 continue
+            message = learned.without_prefix(line, prefix)
+            if not signed and prefix is not None:
+                signature = _named(message)
             offset = buf_offset + (seen.line_start_in_chunk(pos) if seen is not None else pos)
-            found[key] = [lines.line_at(offset, buf, buf_offset), offset, signature, key[1], 1, line]
+            found[key] = [
+                lines.line_at(offset, buf, buf_offset), offset, signature, key[1], 1, message
+            ]
         if at_end:
             return done()
         if 0 <= last_newline and filled - last_newline <= MAX_LINE_BYTES:
@@ -912,10 +952,31 @@ def _groups(hits: tuple[Hit, ...], max_excerpts: int, context: int) -> list[_Gro
     return groups
 
 
+# In a long line, where a failure is stated: a word that says so, then a colon (a tool's
+# JSON report holds the failing command's stderr in one line: ansible's ``fatal: …
+# "stderr": "… rmtree failed: [Errno 30] Read-only file system …"``).
+_STATED_IN_LINE: Final = re.compile(
+    rb"(?i)\b(?:error|errno|exception|fail(?:ed|ure)?|fatal|denied|refused|panic)\b[^\s:]{0,12}:"
+)
+# What of a long line is shown: its start, and the window around the last place it states
+# a failure past that start.
+_HEAD_SHOWN_BYTES: Final = 240
+_BEFORE_STATED_BYTES: Final = 120
+_AFTER_STATED_BYTES: Final = 280
+
+
 def _clip(line: bytes) -> bytes:
     if len(line) <= MAX_SHOWN_LINE_BYTES:
         return line
-    return line[:MAX_SHOWN_LINE_BYTES] + "…".encode()
+    cut = "…".encode()
+    last = None
+    for last in _STATED_IN_LINE.finditer(line, _HEAD_SHOWN_BYTES):
+        pass
+    if last is None:
+        return line[:MAX_SHOWN_LINE_BYTES] + cut
+    start = max(_HEAD_SHOWN_BYTES, last.start() - _BEFORE_STATED_BYTES)
+    end = last.start() + _AFTER_STATED_BYTES
+    return line[:_HEAD_SHOWN_BYTES] + cut + line[start:end] + (cut if end < len(line) else b"")
 
 
 def _read_group(f: io.BufferedReader, group: _Group, end: int) -> tuple[int, list[bytes], int]:

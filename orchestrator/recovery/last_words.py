@@ -35,8 +35,9 @@ REGION_LINES_AFTER: Final = 3
 # Only the lowest few: the first failure's consequences come after it, and the cost of
 # reading stays bounded however noisy the log.
 MAX_REGIONS: Final = 8
-# A line longer than this after the root-cause line is cut there.
-_AFTER_BYTES: Final = (REGION_LINES_AFTER + 1) * 1024
+# Read from the root-cause line on: the line whole (a tool's JSON report of a failed
+# command holds its stderr in one long line) and the lines after it; cut there.
+_AFTER_BYTES: Final = 64 * 1024 + REGION_LINES_AFTER * 1024
 
 
 def regions_up(log_path: Path, scan_bytes: int) -> Iterator[str]:

@@ -59,7 +59,10 @@ _STRONG: Final = (
     rb"|denied|refused|forbidden|unauthori[sz]ed|cannot|can't|couldn't|could not"
     rb"|unable to|no such|not found|not available|no match|nothing provides|undefined"
     rb"|mismatch|do not match|does not match|killed|segmentation fault|sanitizer"
-    rb"|timed out|too many requests|toomanyrequests|rate limit|abort|aborted)\b"
+    rb"|timed out|too many requests|toomanyrequests|rate limit|abort|aborted"
+    # A checker's verdict on the code: ``Code style issues found``, ``1 offense
+    # detected``, ``3 problems``, ``Found 2 errors``.
+    rb"|(?:issues?|problems?|offen[cs]es?|violations?) (?:found|detected|reported))\b"
     # A class name ending so (``MatchError``, ``IOError``): its capital, case and all.
     rb"|(?-i:\b[a-zA-Z]\w*(?:Error|Exception|Failure|Fault))\b"
     # The marks test runners put before a failed case.
@@ -106,7 +109,8 @@ def vocabulary() -> tuple[object, int]:
 # A line that says a step failed without saying what: the cause is above it.
 _CONSEQUENCE: Final = re.compile(
     rb"(?:^|\s)make(?:\[\d+\])?: \*\*\*|^FAILURE: |BUILD FAIL(?:ED|URE)|^\s*\*\s*Try:"
-    rb"|exited with (?:code )?-?\d+\.?\s*$|Process completed with exit code"
+    # (not 124 or 137: a timeout's and a kill's status say why, not only that)
+    rb"|exited with (?:code )?(?!124\b|137\b)-?\d+\.?\s*$|Process completed with exit code"
     rb"|\bELIFECYCLE\b|npm ERR! (?:code|errno|syscall|path|A complete log|Failed at)"
     rb"|ninja: build stopped|Command exited with non-zero status|returned (?:a )?non-zero"
     rb"|InvocationError|\berror: Bad exit status|Error \d+\s*$|will not run after|"
@@ -132,6 +136,10 @@ _BENIGN: Final = re.compile(
 )
 
 
+# A failure's words then a colon and what failed (``Package required but not available:
+# 'x'``, ``No match for argument: x``, ``rmtree failed: [Errno 30]``): a statement.
+_COLON_AFTER: Final = re.compile(rb"[^\s:]{0,12}:(?:\s|$)")
+
 # An exception named by its qualified class, then its message: the last line of a Python
 # traceback, a JVM exception, a Ruby error (``voluptuous.error.MultipleInvalid: …``,
 # ``java.lang.AssertionError: …``, ``ActiveRecord::RecordInvalid: …``), whatever the
@@ -150,9 +158,10 @@ def benign(line: bytes) -> bool:
 
 
 # A score at least this high is a cause stated outright: a tool's own error line (a
-# signature of rank 0 or 1), or error words on a line the log prints once and no green
-# run printed. With one, the log's tail may be cut to its last words.
-CONFIDENT_SCORE: Final = 7.0
+# signature of rank 0 to 2, not a consequence, not printed by every green run), or a
+# failure stated in words (not mentioned in passing) that no green run printed. With one,
+# the log's tail may be cut to its last words.
+CONFIDENT_SCORE: Final = 6.0
 
 # What a signature's rank is worth (0 = the most telling); error words alone rank 3.
 _RANK_WORTH: Final = {0: 10.0, 1: 8.0, 2: 6.0, 3: 4.5, 4: 2.0}
@@ -175,7 +184,10 @@ def score(
         else:
             template = template_of(line)
             strong = _STRONG_WORDS.search(template)
-            if strong is not None and _STATED_BEFORE.match(template[: strong.start()]):
+            if strong is not None and (
+                _STATED_BEFORE.match(template[: strong.start()])
+                or _COLON_AFTER.match(template, strong.end())
+            ):
                 worth += 1.5  # a failure stated, not mentioned in passing
             else:
                 worth -= 1.0

@@ -244,7 +244,9 @@ SIGNATURES: Final[tuple[Signature, ...]] = (
     # look-behind is a sub-match.
     Signature("located-error", 0, rb":\d\d*(?::\d+)?: (?:fatal )?error\b", located=True),
     Signature("tsc-error", 0, rb"\(\d+,\d+\): error TS\d+|:\d\d*:\d+ - error TS\d+", located=True),
-    Signature("lint-code", 0, rb":\d\d*:\d+: \[?[A-Z]{1,3}\d{2,4}\b", located=True),
+    # A linter's rule code after the location, with or without a column
+    # (``x.py:3:1: E305``, ``page.md:3: TLDR004``, ``a.sh:7:1: SC2086``).
+    Signature("lint-code", 0, rb":\d\d*(?::\d+)?: \[?[A-Z]{1,5}\d{2,4}\b", located=True),
     # mypy's JSON output (``mypy -O json``): one object a line, its file and line first,
     # its severity near the end.
     Signature(

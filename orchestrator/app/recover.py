@@ -38,6 +38,8 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, engine_and_model, git_sandbox
 from orchestrator.execution.git import hardened_git_env
+from orchestrator.reading.baseline import Baseline
+from orchestrator.reading.reports import ReportReading, read_reports
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
@@ -61,6 +63,7 @@ from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
 from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
+from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
@@ -103,8 +106,32 @@ def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.
     )
 
 
+def _check_reading(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, clone_exists: bool
+) -> tuple[ReportReading | None, Baseline | None]:
+    """What the failing check's declared reports say (read from the clone, as an
+    untrusted tree: ``reading.reports``) and what its green runs print (its baseline)."""
+    check = attempt.failing_check
+    if check is None:
+        return None, None
+    config = next((c for c in stage.checks if c.name == check.name), None)
+    reports = None
+    if config is not None and config.reports and clone_exists:
+        reports = read_reports(
+            Path(record.clone_dir), config.reports, not_before=attempt.started_at.timestamp()
+        )
+    baseline = BaselineStore(services.store.state_dir, warn=services.reporter.note).load(
+        record.repository, check.name
+    )
+    return reports, baseline
+
+
 def _bundle_inputs(
-    record: RunRecord, attempt: Attempt, services: Services, clone_exists: bool
+    record: RunRecord,
+    stage: StageConfig,
+    attempt: Attempt,
+    services: Services,
+    clone_exists: bool,
 ) -> BundleInputs:
     limits = services.loaded.config.recovery.context
     state = {
@@ -125,6 +152,7 @@ def _bundle_inputs(
     else:
         note = "no clone: no diff"
     check = attempt.failing_check
+    reports, baseline = _check_reading(record, stage, attempt, services, clone_exists)
     return BundleInputs(
         run_state=json.dumps(state, indent=1, default=str),
         run_record=json.dumps(attempts, indent=1, default=str),
@@ -139,6 +167,8 @@ def _bundle_inputs(
         state_dir=services.store.state_dir,
         config_dir=services.loaded.root,
         python=Path(sys.executable),
+        reports=reports,
+        baseline=baseline,
     )
 
 
@@ -372,7 +402,7 @@ def _decide(
         recipe_allowlist=config.recovery.recipe_allowlist,
     )
     bundle = build_bundle(
-        _bundle_inputs(record, attempt, services, clone_exists), config.recovery.context
+        _bundle_inputs(record, stage, attempt, services, clone_exists), config.recovery.context
     )
     bundle_json = bundle.model_dump_json(indent=1)
     bundle_path = store.write_bundle(record.run_id, number, bundle_json)

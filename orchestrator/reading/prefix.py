@@ -35,8 +35,12 @@ _TOKEN: Final = re.compile(rb"\S+\s*")
 _LEVEL: Final = re.compile(
     rb"\b(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b", re.IGNORECASE
 )
-# What makes a head a prefix rather than a sentence's first words.
-_PREFIX_LIKE: Final = re.compile(rb"<(?:n|time|path|hex|id)>|[:|\]\[>#=-]")
+# What makes a head a prefix rather than a sentence's first words: its first token is a
+# time, a number, a level, a path or holds punctuation (``[task``, ``INFO:dlrn:``), or
+# the head ends with a separator (``DEBUG util.py:<n>:``, ``<time> |``).
+_PREFIX_LIKE: Final = re.compile(
+    rb"^\S*(?:<(?:n|time|path|hex|id|level)>|[:|\]\[>#=])|[:|\]>-]$"
+)
 
 
 def _head_end(line: bytes, k: int) -> int | None:
@@ -79,7 +83,7 @@ def learn_prefix(lines: Sequence[bytes]) -> Prefix | None:
         head, count = heads.most_common(1)[0]
         if count < SHARE * len(sample) or head is None:
             break
-        if _PREFIX_LIKE.search(head):
+        if _PREFIX_LIKE.search(head.rstrip()):
             learned = Prefix(k, head)
     return learned
 

@@ -37,6 +37,8 @@ from pydantic import Field, model_validator
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.terminal import plain_bytes
 from orchestrator.domain.validation import Frozen
+from orchestrator.reading.baseline import Baseline
+from orchestrator.reading.reports import ReportReading, render_reports
 from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.recovery.redact import (
     drop_cut_edges,
@@ -470,6 +472,12 @@ class BundleInputs:
     state_dir: Path | None = None
     config_dir: Path | None = None
     python: Path | None = None
+    # The failing cases the check's declared reports hold (JUnit, SARIF, TAP): typed
+    # evidence, shown before the log's excerpts. None: the check declares none.
+    reports: ReportReading | None = None
+    # What the check's green runs print (``reading.baseline``): a line they print too is
+    # ordinary output, one they never print ranks high. None: no green run learned yet.
+    baseline: Baseline | None = None
 
     def roots(self) -> Roots:
         """(label, absolute directory) pairs, longest directory first: each directory as
@@ -578,6 +586,27 @@ def _evidence(
     return Excerpt(text, found.size, False, _join(what, found.note)), found.confident
 
 
+def _with_reports(
+    evidence: Excerpt, reading: ReportReading, limits: ContextLimits, roots: Roots
+) -> tuple[Excerpt, bool]:
+    """The evidence with the reports' failing cases first (up to half its cap, the
+    log's excerpts keep the rest), and whether the reports name a failing case."""
+    budget = limits.max_evidence_bytes // 2
+    text = render_reports(reading, budget)
+    if not text:
+        return evidence, False
+    text = neutralise_unicode(_relative(redact(text), roots))
+    text, _, _ = _fit(text, budget, "head")
+    block = f"--- the check's reports ---\n{text.rstrip()}\n"
+    rest, _, _ = _fit(evidence.text, limits.max_evidence_bytes - len(_utf8(block)), "head")
+    named = len(reading.cases)
+    what = f"{named} failing case{'s' if named != 1 else ''} from the check's reports"
+    return (
+        Excerpt(block + rest, evidence.original_bytes, False, _join(what, evidence.note)),
+        named > 0,
+    )
+
+
 def _common_line_suffix(a: str, b: str) -> int:
     """Characters at the end of ``a`` that end ``b`` too, whole lines only."""
     n = 0
@@ -633,6 +662,7 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
     else:
         tail = _absent("no log for the failed stage")
     # The check's log is the direct evidence when there is one; else the stage's own.
+    known = inputs.baseline.knows if inputs.baseline is not None else None
     if inputs.check_log is not None:
         evidence, confident = _evidence(
             inputs.check_log,
@@ -641,6 +671,7 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
             sent=check,
             cap=limits.max_check_output_bytes,
             roots=roots,
+            known=known,
         )
     else:
         evidence, confident = _evidence(
@@ -650,7 +681,12 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
             sent=tail,
             cap=limits.max_log_tail_bytes,
             roots=roots,
+            known=known,
         )
+    if inputs.reports is not None:
+        evidence, from_reports = _with_reports(evidence, inputs.reports, limits, roots)
+        # A failing case a test report names is a cause stated outright.
+        confident = confident or from_reports
     if evidence.text and confident:
         # A cause stated outright is in the evidence, with its context: of a log too long
         # to send whole, the end is only its last word (a summary, a cleanup). Without

@@ -359,6 +359,12 @@ CODE_REPORTS: re.Pattern[str] = re.compile(
             r"^error\[E\d+\]",  # rustc
             r"\berror TS\d+\b",  # tsc
             r"^CONFLICT \(",  # git
+            # A checker's tally of what it found in the code: ``lint: 3 problems``,
+            # eslint's ``✖ 3 problems (3 errors, 0 warnings)``, ``Found 2 errors``,
+            # rubocop's ``1 offense detected``, prettier's ``Code style issues found``.
+            r"\b[1-9]\d* (?:problems?|offen[cs]es?|violations?)\b",
+            r"^(?:\W+ )?Found [1-9]\d* errors?\b",
+            r"\b(?:issues?|problems?|offen[cs]es?|violations?) (?:found|detected)\b",
         )
     )
 )

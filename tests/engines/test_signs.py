@@ -131,6 +131,11 @@ def test_a_real_looking_line_is_recognised(
 
 
 NOT_RECOGNISED = [
+    # a checker's tally of what it found ends the reading: a sign above it is not the cause
+    ("bash: line 4: /state/x.json: Read-only file system\nlint: 3 problems", 1),
+    ("fatal: unable to access 'https://x/': Could not resolve host: x\n\u2716 3 problems (3 errors, 0 warnings)", 1),
+    ("Connection refused\nFound 2 errors in 1 file (checked 3 source files)", 1),
+    ("curl: (7) Failed to connect to x port 443\n1 file inspected, 1 offense detected", 1),
     # a bare status or size is not a registry's failure
     ("Downloading https://files.pythonhosted.org/packages/pkg-1.0-py3-none-any.whl (429 kB)", 1),
     ("FAILED tests/test_api.py::test_status - AssertionError: 503 Service Unavailable", 1),

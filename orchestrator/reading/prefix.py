@@ -55,11 +55,19 @@ def _head_end(line: bytes, k: int) -> int | None:
     return end if end < len(line.rstrip()) else None
 
 
-def _head_template(line: bytes, k: int) -> bytes | None:
-    end = _head_end(line, k)
-    if end is None:
-        return None
-    return _LEVEL.sub(b"<level>", template_of(line[:end]))
+def _token_templates(line: bytes) -> tuple[bytes, ...]:
+    """The template of each of the line's first ``MAX_TOKENS`` tokens (a log level one
+    token whatever level it names), those followed by more of the line only."""
+    heads = []
+    for token in _TOKEN.finditer(line):
+        if len(heads) == MAX_TOKENS or token.end() >= len(line.rstrip()):
+            break
+        heads.append(_LEVEL.sub(b"<level>", template_of(token.group())))
+    return tuple(heads)
+
+
+def _head(templates: tuple[bytes, ...], k: int) -> bytes | None:
+    return b" ".join(templates[:k]) if len(templates) >= k else None
 
 
 class Prefix(NamedTuple):
@@ -74,9 +82,10 @@ def learn_prefix(lines: Sequence[bytes]) -> Prefix | None:
     sample = [line for line in lines if line.strip()][:SAMPLE_LINES]
     if len(sample) < MIN_LINES:
         return None
+    tokens = [_token_templates(line) for line in sample]
     learned: Prefix | None = None
     for k in range(1, MAX_TOKENS + 1):
-        heads = Counter(_head_template(line, k) for line in sample)
+        heads = Counter(_head(templates, k) for templates in tokens)
         heads.pop(None, None)
         if not heads:
             break
@@ -95,6 +104,6 @@ def without_prefix(line: bytes, prefix: Prefix | None) -> bytes:
     if prefix is None:
         return line
     end = _head_end(line, prefix.tokens)
-    if end is None or _LEVEL.sub(b"<level>", template_of(line[:end])) != prefix.head:
+    if end is None or _head(_token_templates(line), prefix.tokens) != prefix.head:
         return line
     return line[end:]

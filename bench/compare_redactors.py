@@ -91,8 +91,10 @@ CORPUS = next(
     (p / "data" / "secret-samples.json" for p in _PLACES if (p / "data").is_dir()),
     _PLACES[0] / "data" / "secret-samples.json",
 )
-# The issue's targets, printed beside the measurements.
-TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
+# The issue's recall targets, printed beside the measurements. Negatives altered have none
+# (the old 15 % is retired, issue 25: the rule on secret names alone alters about 20 % of
+# them); over-redaction is judged on real CI logs (bench/redaction_negatives.py --logs).
+TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55}
 QUICK_STRIDE = 4
 
 Redact = Callable[[list[str]], list[str]]
@@ -759,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_row(row, ours))
     target = (
         f"{'target':22} {'>= ' + _pct(TARGETS['as written']):>10} {'>= ' + _pct(TARGETS['diff lines']):>10} "
-        f"{'>= ' + _pct(TARGETS['log line']):>10} {'<= ' + _pct(TARGETS['negatives altered']):>12}"
+        f"{'>= ' + _pct(TARGETS['log line']):>10} {'-':>12}"
     )
     print(target)
     print()

@@ -449,7 +449,7 @@ _KEYWORD: Final = re.compile(
     # are common in logs, and each line with a keyword is handed to every name rule.)
     r"(?:t(?:oken)|s(?:ecret|onar)|k(?:ey)|p(?:ass(?!ed|ing|es)|w|at[ \t=])|c(?:red|loudflare)"
     r"|a(?:uth(?!or)|uthorization)|b(?:ot|undle_)|-(?:u[ \t=]|-user|us[0-9])|:(?://|aa)"
-    r"|sig=|signature=|[0-9]\||\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird|sumo)"
+    r"|sig=|signature=|\|(?<=[0-9]\|)|\.atlasv1\.|webhook|hooks\.slack\.com|message[ _.-]?bird|sumo)"
 )
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -684,6 +684,7 @@ _PART_SEPARATORS: Final = re.compile(r"[-_./+~%]+")
 # (a word, camelCase humps, an acronym, a run of digits: findall, each tried once)
 _RUNS: Final = re.compile(r"[A-Za-z]+|[0-9]+|[^A-Za-z0-9]+")
 _HUMP: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_THREE_DIGIT_RUNS: Final = re.compile(r"[0-9][^0-9]++[0-9]++[^0-9]++[0-9]")
 # A digest or an id in hex, a short word before it (``Z60f0ad2...``, a Zuul ref's change id).
 _HEX_PART: Final = re.compile(r"[A-Za-z]{0,3}[0-9a-f]{7,}|[0-9A-F]{7,}")
 # A part that is a word in its own right: four letters or more, three of them lower case.
@@ -700,6 +701,8 @@ def _wordy(part: str, *, hex_ok: bool = True) -> bool:
         return True
     if len(part) <= 2 and part.isascii() and part.isalpha():
         return True  # a file's extension, an abbreviation: ``.a``, ``qt``
+    if _THREE_DIGIT_RUNS.search(part):
+        return False  # (the common verdict on a random part, found in one search)
     runs = _RUNS.findall(part)
     digit_runs = sum(run.isdigit() for run in runs)
     # One run of digits (``rules0``, ``GLES1Renderer``, ``win32k``), two only after a
@@ -733,12 +736,13 @@ def _random_parts(token: str) -> str:
     random part under 32 characters stays, as it would alone); any other run is judged
     whole."""
     whole = _looks_random(token)
-    parts = [part for part in _PART_SEPARATORS.split(token.strip("=")) if part]
+    if "+" in token or token.endswith("="):
+        return REDACTED if whole else token  # base64's, never a path's or an id's
+    parts = [part for part in _PART_SEPARATORS.split(token) if part]
     long_parts = [part for part in parts if len(part) >= 32]
     if not whole and not long_parts:
         return token  # (the common case, decided without looking at words)
-    # ('+' and '=' padding are base64's, never a path's or an id's)
-    if "+" in token or token.endswith("=") or not _begins_with_words(parts):
+    if not _begins_with_words(parts):
         return REDACTED if whole else token
     if not any(_looks_random(part) for part in long_parts):
         return token

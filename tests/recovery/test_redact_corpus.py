@@ -32,14 +32,17 @@ CORPUS = next(
 )
 
 # Where the hand-written rules stand (just under what they reach, so a regression fails);
-# the targets are printed beside them. The negatives' ceiling sits far above its target:
-# most negatives still altered are keys in real form (a vendor's format one character
-# off, a known public key, a half-edited key, a password a scanner skips for its file
-# type), which redaction removes on purpose — see "Recall before over-redaction" in
-# orchestrator/recovery/redact.py.
+# the targets are printed beside them. The negatives have a ceiling and no target: they
+# are other scanners' "this rule must not fire here", and most of those still altered are
+# keys in real form (a vendor's format one character off, a known public key, a
+# half-edited key, a password a scanner skips for its file type), which redaction removes
+# on purpose — see "Recall before over-redaction" in orchestrator/recovery/redact.py. (The
+# old target of 15 % is retired, issue 25: the rule on secret names alone alters about
+# 20 % of them. What redaction takes from text that holds no secret is measured on real
+# CI logs: tests/recovery/test_redaction_real_logs.py.)
 FLOORS = {"as written": 0.98, "diff lines": 0.98, "log line": 0.60}
 CEILING_NEGATIVES_ALTERED = 0.365
-TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55, "negatives altered": 0.15}
+TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55}
 
 
 def _samples() -> list[dict[str, Any]]:
@@ -81,7 +84,7 @@ def test_recall_and_over_redaction_on_the_shared_corpus() -> None:
     for name, value in recall.items():
         print(f"{name:18} {value:6.1%} removed   (target >= {TARGETS[name]:.0%})")
     print(
-        f"{'negatives altered':18} {altered:6.1%}           (target <= {TARGETS['negatives altered']:.0%})"
+        f"{'negatives altered':18} {altered:6.1%}           (ceiling {CEILING_NEGATIVES_ALTERED:.1%})"
     )
 
     for name, floor in FLOORS.items():

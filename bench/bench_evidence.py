@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_evidence.py` puts bench/ on
     sys.path.insert(0, str(ROOT))
 
 from orchestrator.domain import log_line  # noqa: E402
-from orchestrator.recovery.evidence import (  # noqa: E402
+from orchestrator.reading.evidence import (  # noqa: E402
     SIGNATURES,
     extract_evidence,
     render_evidence,
@@ -157,7 +157,7 @@ CHILD = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from orchestrator.recovery.evidence import extract_evidence
+from orchestrator.reading.evidence import extract_evidence
 
 def peak_kb():
     for line in Path("/proc/self/status").read_text().splitlines():

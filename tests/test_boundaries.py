@@ -13,7 +13,7 @@
   ``orchestrator/execution/sandbox_launch.py``, is the same kind of program: run by path as
   the first step of a sandboxed command, it sets limits and execs bwrap, nothing else.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
-* Only ``orchestrator/recovery/prefilter.py`` imports RE2 (an optional speed-up).
+* Only ``orchestrator/reading/prefilter.py`` imports RE2 (an optional speed-up).
 * Only ``orchestrator/distributed/`` imports the queue and its store's client (Celery,
   kombu, redis), and only inside functions: ``--help``, ``run`` and the local ``batch``
   never load them, and work where they are not installed.
@@ -193,7 +193,7 @@ def test_only_the_prefilter_imports_re2(path: Path) -> None:
     # The scan's speed-up is optional (no wheel on some platforms): one module decides
     # whether it is there, and everything else works through it.
     names = {n for n in imported(parsed(path), path) if matches(n, {"re2"})}
-    if rel(path) == "orchestrator/recovery/prefilter.py":
+    if rel(path) == "orchestrator/reading/prefilter.py":
         assert "re2" in names
     else:
         assert names == set(), f"{rel(path)} imports {sorted(names)}"

@@ -38,7 +38,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import Services, run_stage
 from orchestrator.execution.git import clone_git_dir_problem, config_problem
 from orchestrator.execution.stage_env import attempt_marker, work_branch
-from orchestrator.reports.telling import telling_line_of
+from orchestrator.reading.telling import telling_line_of
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.runs import (
     Attempt,

@@ -40,6 +40,7 @@ from orchestrator.execution.attempts import Services, engine_and_model, git_sand
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.reports import ReportReading, read_reports
+from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
@@ -55,13 +56,11 @@ from orchestrator.recovery.graph import (
     RecoveryAgent,
     fail_safe,
 )
-from orchestrator.recovery.last_words import check_output_of
-from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.playbook import Failure, check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.redact import redact
 from orchestrator.recovery.verdict import DecisionContext
-from orchestrator.reports.telling import telling_line_of
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply

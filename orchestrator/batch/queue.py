@@ -29,8 +29,8 @@ from orchestrator.domain.errors import (
 from orchestrator.domain.lifecycle import RunState, is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
+from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log, final_failure
-from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.runs import RunRecord
 from orchestrator.storage.ticket_queue import ticket_files
 

@@ -39,7 +39,7 @@ class TicketResult:
     ran: bool  # this batch drove the ticket (rather than finding it done or locked)
     at: str = ""  # when the batch was done with the ticket (``timestamp``)
     halt: str | None = None  # the halt reason this batch's run of the ticket ended with
-    # The failed stage's last error lines from its log, redacted (reports/telling.py).
+    # The failed stage's last error lines from its log, redacted (reading/telling.py).
     error_lines: tuple[str, ...] = ()
 
     def line(self) -> str:

@@ -16,9 +16,9 @@ exhausted quota as HTTP 429 ("You exceeded your current quota"), and aider's rat
 hint ends "check your quotas", so quota is tested before the rate limit and is matched on
 specific phrases, never on the bare word.
 
-Stages and checks that are not engines are read differently (``failure_named_in``): their
-own ``::failure-class::`` line, else the named signs of exhausted resources, network
-failures and missing programs in ``signs.py``, read from the end of their output.
+Stages and checks that are not engines are read differently, by the failure-reading
+package (``reading.failure``): their own ``::failure-class::`` line, else the named signs
+in ``reading/signs.py``.
 
 Sources for the phrases (provider and CLI messages as they print them):
   * Anthropic API error types (platform.claude.com, "Errors"): ``authentication_error``,
@@ -42,13 +42,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import EngineReport, FailureClass
-from orchestrator.engines.signs import Recognised, read_up, tail_lines
 
 INFRA = frozenset(
     {
@@ -238,59 +235,3 @@ def last_words(output: str, *, skip_json: bool = False) -> str | None:
         if stripped and not (skip_json and stripped.startswith("{")):
             return one_line(stripped)
     return None
-
-
-# A stage that is not an engine (the GitHub forge, a user's script) can name an
-# infrastructure failure on a line of its output: "::failure-class::rate_limited".
-FAILURE_MARKER = "::failure-class::"
-
-
-def marked_failure(text: str) -> FailureClass | None:
-    """The last ``::failure-class::<class>`` a stage printed, if it names one we know (a
-    line as a reader sees it: after colours and a CI runner's or build tool's prefix)."""
-    found: FailureClass | None = None
-    for line in map(without_prefix, plain(text).splitlines()):
-        if line.startswith(FAILURE_MARKER):
-            name = (
-                line[len(FAILURE_MARKER) :].strip().split()[0]
-                if line[len(FAILURE_MARKER) :].strip()
-                else ""
-            )
-            try:
-                found = FailureClass(name)
-            except ValueError:
-                continue
-    return found
-
-
-@dataclass(frozen=True)
-class NamedFailure:
-    """An infrastructure class a failed stage or check's output names, and what named it
-    (None for a ``::failure-class::`` line: the program chose the class itself)."""
-
-    failure: FailureClass
-    detail: str | None
-
-
-def failure_named_in(output: str, *, exit_code: int | None, timed_out: bool) -> NamedFailure | None:
-    """For a failed stage or check that is not an engine: the class its own
-    ``::failure-class::`` line names (that program knows best), else the infrastructure
-    sign its output ends with (``signs.recognise``), else None: a failure of the code."""
-    found = read_named(output, exit_code=exit_code, timed_out=timed_out)
-    return found if isinstance(found, NamedFailure) else None
-
-
-def read_named(
-    output: str, *, exit_code: int | None, timed_out: bool
-) -> NamedFailure | Literal["code"] | None:
-    """``failure_named_in``, saying also whether the lines read ended on the code's own
-    failure (``CODE``) or decided nothing (None: the caller may read further up)."""
-    marked = marked_failure(output)
-    if marked is not None:
-        return NamedFailure(marked, None)
-    # The runner's header and footer are ours, not the program's (the argv may name a host).
-    own = "\n".join(output_lines(output))
-    found = read_up(reversed(tail_lines(own)), exit_code=exit_code, timed_out=timed_out)
-    if isinstance(found, Recognised):
-        return NamedFailure(found.failure, found.detail())
-    return found

@@ -23,17 +23,12 @@ from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
 from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
-from orchestrator.execution.engine_stage import (
-    REPORT_TAIL_BYTES,
-    failure_of_check,
-    failure_of_stage,
-    log_tail,
-)
+from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES
+from orchestrator.reading.failure import log_tail, read_failure
+from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.context import BundleInputs
-from orchestrator.recovery.last_words import check_output_of
-from orchestrator.recovery.playbook import Failure
+from orchestrator.recovery.playbook import Failure, check_output_of
 from orchestrator.recovery.verdict import DecisionContext
-from orchestrator.reports.telling import telling_line_of
 
 # A typical setup for checking verdicts: one engine with a two-model ladder, a second
 # engine to switch to, the recipe allow-list of the starter config.
@@ -66,7 +61,7 @@ def observed_class(case: Case) -> str:
         )
         found = classify(label.exit_code, label.timed_out, report, start_error=label.start_error)
     elif label.source == "stage":
-        named = failure_of_stage(_outcome(case))
+        named = read_failure(_outcome(case), kind="stage").named
         found = named.failure if named is not None else None
     else:
         found = check_class(case)
@@ -75,7 +70,7 @@ def observed_class(case: Case) -> str:
 
 def check_class(case: Case) -> FailureClass | None:
     """A failing check's class exactly as ``execution.attempts`` records it."""
-    named = failure_of_check(_outcome(case))
+    named = read_failure(_outcome(case), kind="check").named
     return named.failure if named is not None else None
 
 

@@ -18,12 +18,7 @@ from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
-from orchestrator.execution.engine_stage import (
-    EngineOutcome,
-    failure_of_check,
-    failure_of_stage,
-    run_engine,
-)
+from orchestrator.execution.engine_stage import EngineOutcome, run_engine
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, bundled_bwrap
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
@@ -35,6 +30,7 @@ from orchestrator.execution.stage_sandbox import (
     home_of,
     profile,
 )
+from orchestrator.reading.failure import read_failure
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.redact import redact
 from orchestrator.reports.display import Reporter
@@ -242,8 +238,14 @@ def run_check(
         tick_s=services.tick_s,
         max_log_bytes=services.loaded.config.logs.max_bytes,
     )
-    named = failure_of_check(
-        outcome, scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes
+    named = (
+        None
+        if outcome.ok
+        else read_failure(
+            outcome,
+            kind="check",
+            scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes,
+        ).named
     )
     return CheckResult(
         name=check.name,
@@ -344,8 +346,14 @@ def run_stage(
                 max_log_bytes=loaded.config.logs.max_bytes,
             )
             attempt = _finish_attempt(attempt, outcome)
-            named = failure_of_stage(
-                outcome, scan_bytes=loaded.config.recovery.context.evidence_scan_bytes
+            named = (
+                None
+                if outcome.ok
+                else read_failure(
+                    outcome,
+                    kind="stage",
+                    scan_bytes=loaded.config.recovery.context.evidence_scan_bytes,
+                ).named
             )
             if named is not None:
                 attempt = attempt.model_copy(

@@ -15,30 +15,18 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from orchestrator.domain.config import EngineConfig, StageConfig
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
-from orchestrator.engines.classify import (
-    NamedFailure,
-    classify,
-    marked_failure,
-    missing_executable,
-    read_named,
-)
+from orchestrator.engines.classify import classify
 from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.stage_env import StageContext, stage_environ
-from orchestrator.recovery.last_words import last_marker, regions_up
-from orchestrator.recovery.redact import redact
+from orchestrator.reading.failure import failure_of_output, log_tail
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
-# What a failed stage or check's own output is read for: its last words.
-NAMED_TAIL_BYTES = 64 * 1024
-# When those decide nothing, how far up a long log is read (``recovery.last_words``).
-DEFAULT_SCAN_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -48,93 +36,6 @@ class EngineOutcome:
     failure_class: FailureClass | None
     # What named the class when it was not the engine's report (an exhausted resource).
     detail: str | None = None
-
-
-def log_tail(path: Path, max_bytes: int = REPORT_TAIL_BYTES) -> str:
-    """The end of a log, read by seeking: the cost does not grow with the log."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def failure_of_stage(
-    outcome: runner.ProcessOutcome, *, scan_bytes: int = DEFAULT_SCAN_BYTES
-) -> NamedFailure | None:
-    """For a stage that is not an engine: a program that is not there, a timeout, or the
-    infrastructure class its output names (``failure_of_output``)."""
-    if outcome.ok:
-        return None
-    if missing_executable(outcome.error) is not None:
-        return NamedFailure(FailureClass.CONFIG_ERROR, None)
-    if outcome.timed_out:
-        return NamedFailure(FailureClass.TIMEOUT, None)
-    return failure_of_output(
-        outcome.log_path, exit_code=outcome.exit_code, timed_out=False, scan_bytes=scan_bytes
-    )
-
-
-def failure_of_check(
-    outcome: runner.ProcessOutcome, *, scan_bytes: int = DEFAULT_SCAN_BYTES
-) -> NamedFailure | None:
-    """For a review check, read like a stage: a program that is not there, else the class
-    its output names. A timeout stays the check's own failure (a hanging test is the
-    code's), so it is not read for signs."""
-    if missing_executable(outcome.error) is not None:
-        return NamedFailure(FailureClass.CONFIG_ERROR, outcome.error)
-    if outcome.ok or outcome.timed_out:
-        return None
-    return failure_of_output(
-        outcome.log_path, exit_code=outcome.exit_code, timed_out=False, scan_bytes=scan_bytes
-    )
-
-
-def failure_of_output(
-    log_path: Path,
-    *,
-    exit_code: int | None,
-    timed_out: bool,
-    scan_bytes: int = DEFAULT_SCAN_BYTES,
-) -> NamedFailure | None:
-    """The class a failed stage or check names in its log (``::failure-class::``, or a
-    recognised sign of exhausted resources, the network or a missing program), with its
-    detail redacted: the detail quotes the program's output, which may hold a secret.
-
-    The last words are read first. When they decide nothing (a megabyte of ordinary output
-    after the failure: the rest of a test run, a coverage table), the program's last
-    ``::failure-class::`` line in the scan window counts, then the lines around its
-    root-cause lines (the evidence signatures), read from the lowest one up."""
-    named = read_named(
-        log_tail(log_path, NAMED_TAIL_BYTES), exit_code=exit_code, timed_out=timed_out
-    )
-    if named is None and not timed_out:
-        named = _named_further_up(log_path, exit_code=exit_code, scan_bytes=scan_bytes)
-    if not isinstance(named, NamedFailure):
-        return None  # the code's failure, or nothing named
-    if named.detail is None:
-        return named
-    return NamedFailure(named.failure, redact(named.detail))
-
-
-def _named_further_up(
-    log_path: Path, *, exit_code: int | None, scan_bytes: int
-) -> NamedFailure | Literal["code"] | None:
-    try:
-        line = last_marker(log_path, scan_bytes)
-        marked = marked_failure(line) if line is not None else None
-        if marked is not None:
-            return NamedFailure(marked, None)
-        for region in regions_up(log_path, scan_bytes):
-            found = read_named(region, exit_code=exit_code, timed_out=False)
-            if found is not None:
-                return found
-    except OSError:
-        return None  # an unreadable log names nothing; the tail's reading stands
-    return None
 
 
 def run_engine(
@@ -185,7 +86,9 @@ def run_engine(
     invocation = adapter.invocation(task)
     write_files(invocation.files)
     outcome = step(invocation.argv, invocation.stdin_path)
-    report = adapter.report(log_tail(log_path), outcome.exit_code, outcome.timed_out)
+    report = adapter.report(
+        log_tail(log_path, REPORT_TAIL_BYTES), outcome.exit_code, outcome.timed_out
+    )
     failure = classify(outcome.exit_code, outcome.timed_out, report, start_error=outcome.error)
     if failure is FailureClass.ENGINE_ERROR and outcome.error is None:
         # A crashed engine's last words may say the machine ran out of disk or memory:

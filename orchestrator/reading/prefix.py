@@ -23,7 +23,15 @@ from typing import Final, NamedTuple
 
 from orchestrator.reading.templates import template_of
 
-__all__ = ["MAX_TOKENS", "Prefix", "learn_prefix", "without_prefix"]
+__all__ = [
+    "MAX_TOKENS",
+    "Prefix",
+    "common_prefix",
+    "learn_prefix",
+    "level_of",
+    "split_prefix",
+    "without_prefix",
+]
 
 MAX_TOKENS: Final = 6
 # Lines sampled, and the share of them that must start alike.
@@ -38,9 +46,7 @@ _LEVEL: Final = re.compile(
 # What makes a head a prefix rather than a sentence's first words: its first token is a
 # time, a number, a level, a path or holds punctuation (``[task``, ``INFO:dlrn:``), or
 # the head ends with a separator (``DEBUG util.py:<n>:``, ``<time> |``).
-_PREFIX_LIKE: Final = re.compile(
-    rb"^\S*(?:<(?:n|time|path|hex|id|level)>|[:|\]\[>#=])|[:|\]>-]$"
-)
+_PREFIX_LIKE: Final = re.compile(rb"^\S*(?:<(?:n|time|path|hex|id|level)>|[:|\]\[>#=])|[:|\]>-]$")
 
 
 def _head_end(line: bytes, k: int) -> int | None:
@@ -94,7 +100,64 @@ def learn_prefix(lines: Sequence[bytes]) -> Prefix | None:
             break
         if _PREFIX_LIKE.search(head.rstrip()):
             learned = Prefix(k, head)
-    return learned
+    return _ended_at_level(learned)
+
+
+_SEPARATOR: Final = re.compile(rb"^[-|:>=]+$")
+
+
+def _ended_at_level(prefix: Prefix | None) -> Prefix | None:
+    """A prefix that names a log level ends there (and at the separator after it): what
+    follows a level is the message, however alike a stretch of messages starts (a build's
+    ``… INFO - gmake[<n>]:``)."""
+    if prefix is None:
+        return None
+    tokens = prefix.head.split(b" ")
+    if b"<level>" not in [t.strip(b":[]") for t in tokens]:
+        return prefix
+    at = next(i for i, t in enumerate(tokens) if t.strip(b":[]") == b"<level>")
+    end = at + 1
+    if end < len(tokens) and _SEPARATOR.match(tokens[end]):
+        end += 1
+    return Prefix(end, b" ".join(tokens[:end]))
+
+
+def common_prefix(learned: Sequence[Prefix | None]) -> Prefix | None:
+    """Of the prefixes learned from several samples of one log (its start, middle, end),
+    the one most of them start with: a sample of repetitive lines learns a token too many
+    (``… INFO - gmake[<n>]:``), a header learns its own; the shorter head that the others
+    extend is the log's. Ties go to the later sample (the end of a log is where it
+    failed)."""
+    found = [p for p in learned if p is not None]
+    if not found:
+        return None
+
+    def support(candidate: Prefix) -> int:
+        return sum(
+            other.head.split(b" ")[: candidate.tokens] == candidate.head.split(b" ")
+            for other in found
+        )
+
+    best = max(range(len(found)), key=lambda i: (support(found[i]), -found[i].tokens, i))
+    return found[best]
+
+
+def split_prefix(line: bytes, prefix: Prefix | None) -> tuple[bytes, bytes]:
+    """(the line's prefix, the rest): the prefix empty when the line does not start with
+    the learned one (a line some other program printed into the log)."""
+    if prefix is None:
+        return b"", line
+    end = _head_end(line, prefix.tokens)
+    if end is None or _head(_token_templates(line), prefix.tokens) != prefix.head:
+        return b"", line
+    return line[:end], line[end:]
+
+
+def level_of(head: bytes) -> bytes | None:
+    """The log level a line's prefix names (``ERROR``, ``INFO``), upper-cased; None when
+    it names none."""
+    found = _LEVEL.search(head)
+    return found.group().upper() if found is not None else None
 
 
 def without_prefix(line: bytes, prefix: Prefix | None) -> bytes:

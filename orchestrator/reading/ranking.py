@@ -32,14 +32,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from orchestrator.reading.prefilter import _import_re2
 from orchestrator.reading.templates import template_of
-from orchestrator.recovery.prefilter import _import_re2
 
 __all__ = [
     "CONFIDENT_SCORE",
     "VOCABULARY_WINDOW_BYTES",
     "benign",
     "consequence",
+    "reasons",
     "score",
     "vocabulary",
 ]
@@ -85,7 +86,6 @@ _STATED_BEFORE: Final = re.compile(
 )
 
 
-
 def _compile_vocabulary() -> tuple[object, int]:
     re2 = _import_re2()
     if re2 is not None:
@@ -111,7 +111,7 @@ _CONSEQUENCE: Final = re.compile(
     rb"(?:^|\s)make(?:\[\d+\])?: \*\*\*|^FAILURE: |BUILD FAIL(?:ED|URE)|^\s*\*\s*Try:"
     # (not 124 or 137: a timeout's and a kill's status say why, not only that)
     rb"|exited with (?:code )?(?!124\b|137\b)-?\d+\.?\s*$|Process completed with exit code"
-    rb"|\bELIFECYCLE\b|npm ERR! (?:code|errno|syscall|path|A complete log|Failed at)"
+    rb"|\bELIFECYCLE\b|npm ERR! (?:errno|syscall|path|A complete log|Failed at)"
     rb"|ninja: build stopped|Command exited with non-zero status|returned (?:a )?non-zero"
     rb"|InvocationError|\berror: Bad exit status|Error \d+\s*$|will not run after|"
     rb"^\s*(?:ERROR|error): (?:Command|Job) failed|^\s*\d+ (?:errors?|failures?) found"
@@ -167,13 +167,29 @@ CONFIDENT_SCORE: Final = 6.0
 _RANK_WORTH: Final = {0: 10.0, 1: 8.0, 2: 6.0, 3: 4.5, 4: 2.0}
 
 
+# What the log's own prefix says of a line's level: a line the program logged as an
+# error is worth more than one it logged as information (a compiler's warning quoted at
+# INFO, a source line in a note).
+_LEVEL_WORTH: Final = {
+    b"ERROR": 1.0, b"FATAL": 1.0, b"CRITICAL": 1.0,
+    b"INFO": -1.5, b"DEBUG": -1.5, b"TRACE": -1.5, b"NOTICE": -1.0,
+}  # fmt: skip
+
+
 def score(
-    rank: int, line: bytes, *, count: int, known: bool | None, words_only: bool = False
+    rank: int,
+    line: bytes,
+    *,
+    count: int,
+    known: bool | None,
+    words_only: bool = False,
+    level: bytes | None = None,
 ) -> float:
     """What a candidate line is worth: its signature's rank, the shape of the line, how
-    often the log prints its template (``count``), and whether a green run printed it
-    (``known``: None when there is no baseline). Higher is more telling."""
-    worth = _RANK_WORTH.get(rank, 1.0)
+    often the log prints its template (``count``), whether a green run printed it
+    (``known``: None when there is no baseline), and the level the log's prefix gave it.
+    Higher is more telling."""
+    worth = _RANK_WORTH.get(rank, 1.0) + _LEVEL_WORTH.get(level or b"", 0.0)
     if words_only:
         strong = _STRONG_WORDS.search(line)
         if strong is None:
@@ -206,3 +222,29 @@ def score(
     elif known is False:
         worth += 2.0
     return worth
+
+
+def reasons(
+    line: bytes, *, count: int, known: bool | None, words_only: bool = False
+) -> tuple[str, ...]:
+    """Why a kept line ranks where it does, in a few words each (the bundle shows them
+    beside the signatures that matched it): how it states the failure, how often the log
+    says it, whether green runs say it."""
+    why = []
+    if consequence(line):
+        why.append("a consequence")
+    elif words_only:
+        if _QUALIFIED_EXCEPTION.match(line) is not None:
+            why.append("an exception stated")
+        else:
+            template = template_of(line)
+            strong = _STRONG_WORDS.search(template)
+            stated = strong is not None and (
+                _STATED_BEFORE.match(template[: strong.start()]) is not None
+                or _COLON_AFTER.match(template, strong.end()) is not None
+            )
+            why.append("a failure stated" if stated else "failure words")
+    why.append("said once" if count == 1 else f"said {count} times")
+    if known is not None:
+        why.append("green runs say it too" if known else "no green run says it")
+    return tuple(why)

@@ -30,9 +30,7 @@ MAX_LINE_BYTES: Final = 1024
 # passes could take.
 _MASKS: Final = (
     (
-        re.compile(
-            rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-        ),
+        re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
         b"<id>",
     ),
     # A clock or a date (with whatever fraction and zone follows).
@@ -79,7 +77,9 @@ def template_of(line: bytes) -> bytes:
                 text = pattern.sub(replacement, text)
     text = _BLANKS.sub(b" ", text)
     if b"[ " in text or b" ]" in text or b"( " in text or b" )" in text:
-        text = text.replace(b"[ ", b"[").replace(b" ]", b"]").replace(b"( ", b"(").replace(b" )", b")")
+        text = (
+            text.replace(b"[ ", b"[").replace(b" ]", b"]").replace(b"( ", b"(").replace(b" )", b")")
+        )
     return text[:MAX_TEMPLATE_BYTES]
 
 

@@ -38,8 +38,8 @@ from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.terminal import plain_bytes
 from orchestrator.domain.validation import Frozen
 from orchestrator.reading.baseline import Baseline
+from orchestrator.reading.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.reading.reports import ReportReading, render_reports
-from orchestrator.recovery.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.recovery.redact import (
     drop_cut_edges,
     neutralise_unicode,

@@ -10,9 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
+from orchestrator.reading.last_words import regions_up
+from orchestrator.recovery.context import tail_bytes
+from orchestrator.recovery.redact import redact
 
 
 class Failure(Frozen):
@@ -95,3 +100,17 @@ def match_playbook(failure: Failure) -> tuple[str, dict[str, Any]] | None:
             if found:
                 return entry.name, entry.build(found, failure)
     return None
+
+
+def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | None]:
+    """What the playbook reads of a failed check's log, redacted: its tail, and when the log
+    is longer than that, the region around its lowest root-cause line (None otherwise, or
+    when the log has none or cannot be read)."""
+    tail = tail_bytes(log_path, limits.max_check_output_bytes)
+    if not tail.truncated:
+        return tail.text, None
+    try:
+        region = next(regions_up(log_path, limits.evidence_scan_bytes), None)
+    except OSError:
+        region = None
+    return tail.text, redact(region) if region is not None else None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from orchestrator.reports.telling import error_lines_of, telling_line_of
+from orchestrator.reading.telling import error_lines_of, telling_line_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:

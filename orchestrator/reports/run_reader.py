@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
 from orchestrator.reports.report_data import (
     ApprovalView,
@@ -26,7 +27,6 @@ from orchestrator.reports.report_data import (
     RecipeView,
     RunView,
 )
-from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.batch_budget import estimate_cost
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage

@@ -38,10 +38,10 @@ from typing import Any
 import git
 import httpx2
 
-from orchestrator.engines.classify import FAILURE_MARKER
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import Forge, ForgeError, PullRequest
 from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, pr_body, repo_from_url
+from orchestrator.reading.signs import FAILURE_MARKER
 from orchestrator.stages._stagelib import (
     StageError,
     confirm_pushed,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.engines.base import FailureClass
-from orchestrator.execution.engine_stage import failure_of_output
+from orchestrator.reading.failure import failure_of_output
 
 TOKEN = "ghp_0123456789abcdefABCDEF0123456789abcd"
 

@@ -37,7 +37,7 @@ from orchestrator.execution.runner import (
     live_group_members,
     run_process,
 )
-from orchestrator.reports.telling import telling_line
+from orchestrator.reading.telling import telling_line
 
 from conftest import ROOT, subprocess_env
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reading.prefix import learn_prefix, without_prefix
 from orchestrator.reading.ranking import CONFIDENT_SCORE, benign, consequence, score, vocabulary
 from orchestrator.reading.templates import template_of
-from orchestrator.recovery.evidence import extract_evidence, render_evidence
 
 
 def words(line: bytes, count: int = 1, known: bool | None = None) -> float:
@@ -74,7 +74,9 @@ def test_a_timeout_or_a_kill_status_says_why() -> None:
 
 def test_what_green_runs_print_is_ordinary_and_what_they_never_print_ranks_higher() -> None:
     line = b"error: deprecated API used in build.rs"
-    assert score(2, line, count=1, known=True) < CONFIDENT_SCORE <= score(2, line, count=1, known=None)
+    assert (
+        score(2, line, count=1, known=True) < CONFIDENT_SCORE <= score(2, line, count=1, known=None)
+    )
     assert score(2, line, count=1, known=False) > score(2, line, count=1, known=None)
 
 
@@ -99,9 +101,7 @@ def test_error_words_are_found_anywhere_in_a_line_whatever_its_prefix() -> None:
 
 def test_a_prefix_is_learned_from_the_log_and_taken_off_only_where_it_is() -> None:
     said = [b"TASK [install] ****", b"ok: [localhost]", b"changed: [localhost]", b"PLAY RECAP"]
-    lines = [
-        b"2017-11-10 02:43:%02d.%06d | %s %d" % (i % 60, i, said[i % 4], i) for i in range(40)
-    ]
+    lines = [b"2017-11-10 02:43:%02d.%06d | %s %d" % (i % 60, i, said[i % 4], i) for i in range(40)]
     prefix = learn_prefix(lines)
     assert prefix is not None and prefix.tokens == 3
     assert without_prefix(b"2017-11-10 02:44:00.000001 | E305 expected 2 blank lines", prefix) == (

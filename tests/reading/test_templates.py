@@ -11,11 +11,20 @@ from orchestrator.reading.templates import MAX_TEMPLATE_BYTES, template_key, tem
     ("one", "other"),
     [
         # Same line, another run: timestamps, durations, sizes, hashes, paths, ids.
-        (b"2019-07-29T11:48:31.123Z Downloaded 1.2 MB in 3.4s", b"2020-01-02T01:02:03Z Downloaded 17 MB in 12s"),
+        (
+            b"2019-07-29T11:48:31.123Z Downloaded 1.2 MB in 3.4s",
+            b"2020-01-02T01:02:03Z Downloaded 17 MB in 12s",
+        ),
         (b"Compiling serde v1.0.104", b"Compiling serde v1.0.99"),
         (b"commit 3f2a9c1d in /home/travis/build/a/b", b"commit 0badc0de in /builds/x/y/z"),
-        (b"device 8F3A1C2B-1111-2222-3333-444455556666 booted", b"device 00000000-AAAA-BBBB-CCCC-DDDDEEEEFFFF booted"),
-        (b"test tests/test_a.py::test_x[1-2] PASSED [ 45%]", b"test tests/test_b.py::test_x[3-4] PASSED [100%]"),
+        (
+            b"device 8F3A1C2B-1111-2222-3333-444455556666 booted",
+            b"device 00000000-AAAA-BBBB-CCCC-DDDDEEEEFFFF booted",
+        ),
+        (
+            b"test tests/test_a.py::test_x[1-2] PASSED [ 45%]",
+            b"test tests/test_b.py::test_x[3-4] PASSED [100%]",
+        ),
         (b"ok   \tgithub.com/x/y\t0.012s", b"ok   \tgithub.com/x/z\t1.5s"),
     ],
 )

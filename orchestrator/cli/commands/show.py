@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
-from orchestrator.reports.telling import error_lines_of
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.retention import PrunedMark, read_mark
 from orchestrator.storage.run_ids import resolve_run_id

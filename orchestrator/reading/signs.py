@@ -1,0 +1,447 @@
+"""Infrastructure failures recognised in a failed program's own output: a table of named
+signs, and one pure function that reads the end of the output against it.
+
+Three classes are told this way, for stages and checks alike (engines classify their own
+error events, ``classify``):
+
+* ``resource_exhausted`` — the machine ran out of something: the disk (ENOSPC "No space
+  left on device"), a disk quota (EDQUOT "Disk quota exceeded"), memory (ENOMEM "Cannot
+  allocate memory", Python's ``MemoryError``, a compiler whose back end was killed, or an
+  OOM kill — see below).
+* ``network`` — the way to a host failed: DNS ("Could not resolve host", "Temporary
+  failure in name resolution", getaddrinfo, "Name or service not known", Go's "no such
+  host"), a refused, reset, unreachable, failed or timed-out connection, TLS (certificate
+  verification, the handshake), and a package registry answering 5xx or 429 (pip, npm,
+  cargo, docker, Go's module proxy), in the tools' own words or naming the registry's host.
+* ``config_error`` — the shell could not find a program the command names ("bash: line 1:
+  eslint: command not found", status 127): the machine lacks it, as when the runner itself
+  cannot start the program.
+
+Why the end, and why the last sign: a program's last words say why it stopped; an
+earlier "Connection refused" (a retried download, a test's captured log) says nothing
+about a check that then failed on an assertion. So lines are read from the end up, and
+the first line that decides, decides (``read_up``): a sign; an assertion (met first:
+nothing is recognised and the failure goes to the recovery decision as before); or a
+compiler's, type checker's or linter's report about the code (``CODE_REPORTS``), unless
+the same line carries a sign. On one line an assertion wins, then the signs in table order
+(the precise ones first), then a report about the code. ``recognise`` reads the last
+``TAIL_LINES`` lines of at most ``TAIL_BYTES``; when they decide nothing, the caller may
+read further up a long log (``execution.engine_stage``: around its root-cause lines).
+
+Why an OOM kill needs the exit status too: "Killed" and "Out of memory" are common words
+and the kernel's own report goes to its log, not to the program. The sign counts only
+when the process ended by SIGKILL (exit status 137) and our timeout did not send it —
+the caller passes ``timed_out`` and nothing is recognised then. A SIGKILL without the
+words is not called an OOM kill: someone else may have sent it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from orchestrator.domain.log_line import without_prefix
+from orchestrator.domain.terminal import plain
+from orchestrator.engines.base import FailureClass
+
+# A stage that is not an engine (the GitHub forge, a user's script) can name an
+# infrastructure failure on a line of its output: "::failure-class::rate_limited".
+FAILURE_MARKER = "::failure-class::"
+
+TAIL_LINES = 200
+TAIL_BYTES = 64 * 1024
+# 128 + SIGKILL: the shell's convention, which the runner follows for a killed process.
+KILLED_STATUS = 137
+LINE_MAX_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Sign:
+    """One named way a program says the machine or the network failed it."""
+
+    name: str
+    failure: FailureClass
+    what: str  # the words a verdict's reason uses
+    pattern: re.Pattern[str]
+    # Only when the process died of a SIGKILL that was not ours (the OOM killer's).
+    needs_kill: bool = False
+    # Only when the program ended with this status (the shell's 127: not found).
+    needs_status: int | None = None
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """The sign found, and the line it was found on (not redacted: the caller redacts)."""
+
+    sign: Sign
+    line: str
+
+    @property
+    def failure(self) -> FailureClass:
+        return self.sign.failure
+
+    def detail(self) -> str:
+        """One line for the record and the verdict's reason: what, then the evidence."""
+        return f"{self.sign.what} [{self.sign.name}]: {self.line}"
+
+
+def _sign(
+    name: str,
+    failure: FailureClass,
+    what: str,
+    *alternatives: str,
+    needs_kill: bool = False,
+    needs_status: int | None = None,
+) -> Sign:
+    pattern = re.compile("|".join(alternatives), re.IGNORECASE)
+    return Sign(name, failure, what, pattern, needs_kill, needs_status)
+
+
+R, N, C = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK, FailureClass.CONFIG_ERROR
+T, L, A, OUT = (
+    FailureClass.TIMEOUT,
+    FailureClass.RATE_LIMITED,
+    FailureClass.AUTH_ERROR,
+    FailureClass.OUTAGE,
+)
+# The shell's status for a command it could not find.
+NOT_FOUND_STATUS = 127
+
+# The hosts of the package registries: a 5xx or 429 next to one is the registry's.
+_REGISTRY_HOSTS = (
+    r"(?:pypi\.org|files\.pythonhosted\.org|registry\.npmjs\.org|registry\.yarnpkg\.com"
+    r"|(?:index|static)\.crates\.io|crates\.io|proxy\.golang\.org|sum\.golang\.org"
+    r"|registry-1\.docker\.io|auth\.docker\.io|ghcr\.io|quay\.io|repo1?\.maven\.org"
+    r"|rubygems\.org|api\.nuget\.org)"
+)
+_HTTP_FAILURE = r"(?:5\d\d|429)"
+# A status said to be one: "503 Service Unavailable", "status: 429", "HTTP 502" — never a
+# bare number ("pkg-1.0.whl (429 kB)" is a size).
+_STATUS = (
+    rf"(?:\b{_HTTP_FAILURE} (?:Service Unavailable|Bad Gateway|Gateway Time-?out"
+    rf"|Internal Server Error|Too Many Requests|(?:Server|Client) Error)"
+    rf"|\b(?:status|HTTP|error)(?: code)?:? ?{_HTTP_FAILURE}\b)"
+)
+
+SIGNS: tuple[Sign, ...] = (
+    _sign("disk-full", R, "the disk is full (ENOSPC)", r"no space left on device", r"\bENOSPC\b"),
+    _sign(
+        "disk-quota",
+        R,
+        "the disk quota is exceeded (EDQUOT)",
+        r"disk quota exceeded",
+        r"\bEDQUOT\b",
+    ),
+    _sign(
+        "no-memory",
+        R,
+        "memory could not be allocated (ENOMEM)",
+        r"\[Errno 12\] Cannot allocate memory",
+        r"\bfork: Cannot allocate memory",
+        r"virtual memory exhausted",
+        r"\bENOMEM\b",
+        # gcc/g++ when the kernel killed its back end (cc1, cc1plus): memory, nearly always.
+        r"Killed signal terminated program",
+        # Python's own: the last line of its traceback (or pytest's ``E`` line). Case
+        # matters here: "memoryerror" in prose is not the exception.
+        r"(?-i:^(?:E\s+)?MemoryError\b)",
+    ),
+    _sign(
+        "oom-kill",
+        R,
+        "the process was killed for want of memory (SIGKILL)",
+        r"\bout of memory\b",
+        r"\boom[-_ ]?kill",
+        # bash/dash reporting a child the kernel killed: "bash: line 1: 4242 Killed  cmd".
+        r"^(?:\S+: )?(?:line \d+: )?\s*(?:\d+:?\s+)?Killed\b",
+        needs_kill=True,
+    ),
+    # A service that said "not so fast": a 429, a registry's pull limit, an API's limit.
+    _sign(
+        "rate-limited",
+        L,
+        "a service limited the rate of requests",
+        r"\btoomanyrequests\b",
+        r"\btoo many requests\b",
+        r"^npm (?:ERR!|error) code E429\b",
+        r"\b(?:status|HTTP|error|code)(?: code)?:? ?429\b",
+        r"\brate limit (?:exceeded|reached)",
+        r"\breached your (?:pull )?rate limit",
+        r"\bsecondary rate limit",
+    ),
+    # Credentials missing or refused: nothing a retry or a code change fixes.
+    _sign(
+        "credentials",
+        A,
+        "credentials are missing or were refused",
+        r"\bno valid credential sources\b",
+        r"\bunable to locate credentials\b",
+        r"\bNoCredentialProviders\b",
+        r"\b(?:status|HTTP|error|code)(?: code)?:? ?401\b",
+        r"\b401 Unauthorized\b",
+        r"\bauthentication (?:required|failed)\b",
+        r"\bbad credentials\b",
+        r"\bcould not read Username\b",
+        r"\bPermission denied \(publickey",
+        r"\b(?:missing|invalid|expired) (?:api |access |auth )?(?:token|credentials)\b",
+        r"\brequires authentication\b",
+    ),
+    # A job that ran out of time: the CI's own limit, a runner's, a test harness's.
+    _sign(
+        "job-timeout",
+        T,
+        "the job ran out of time",
+        r"\bexited with 124\b",
+        r"\bexit (?:code|status):? 124\b",
+        r"^Tests? timed out\b",
+        r"\btimed out after \d+ ?(?:s|sec|seconds?|m|min|minutes?)\b",
+        r"\btimed out waiting for\b",
+        r"\bno output has been received in the last \d+",
+        r"\bexceeded the maximum (?:time|execution time)\b",
+        r"\bTEST-UNEXPECTED-TIMEOUT\b",
+        r"\bDeadline ?Exceeded\b",
+    ),
+    # The host answered, wrongly: its certificate is not for its name, a package index
+    # lists what it does not serve. (A registry's 5xx is the network's, above: retried.)
+    _sign(
+        "service-broken",
+        OUT,
+        "a service answered with an error",
+        r"\bno certificate subject alternative name matches\b",
+        r"\bcertificate (?:has expired|is not valid for)",
+        r"^(?:E|Err|W): Failed to fetch \S+\s+(?:4\d\d|5\d\d)\b",
+        r"\bcould not be found at the URI\b",
+    ),
+    # The machine or the build's own settings lack something no code change in the project
+    # gives: a system package no repository provides, a simulator destination, a TLS
+    # version the client cannot speak, a read-only file system. (A 404 on a download is not
+    # here: a cache step after the failure meets one as often as the build does.)
+    _sign(
+        "unresolvable-system-package",
+        C,
+        "a system package the build needs cannot be installed",
+        r"\bNo match for argument:",
+        r"\bnothing provides\b",
+        r"\bUnable to locate package\b",
+        r"\bhas no installation candidate\b",
+        r"\bPackages? required (?:and available )?but (?:not available|unsuitable)",
+        r"\bNo package \S+ available\b",
+    ),
+    _sign(
+        "environment",
+        C,
+        "the build environment is not set up for this",
+        r"\bUnable to find a destination matching\b",
+        r"\bReceived fatal alert: protocol_version\b",
+        r"\bRead-only file system\b",
+    ),
+    _sign(
+        "tls",
+        N,
+        "a TLS connection failed",
+        r"CERTIFICATE_VERIFY_FAILED",
+        r"certificate verify failed",
+        r"server certificate verification failed",
+        r"unable to get local issuer certificate",
+        r"\b(?:TLS|SSL) handshake (?:timeout|failed|failure|error)",
+        r"\btls: handshake failure",
+        r"\bSSLError\b",
+    ),
+    _sign(
+        "dns",
+        N,
+        "a host name could not be resolved (DNS)",
+        r"temporary failure in name resolution",
+        r"could not resolve host",
+        r"\bgetaddrinfo\b",
+        r"name or service not known",
+        r"nodename nor servname provided",
+        r"\bEAI_AGAIN\b",
+        r"\blookup \S+(?: on \S+)?: no such host",
+        r"could not resolve hostname",
+    ),
+    _sign(
+        "registry-unavailable",
+        N,
+        "a package registry answered with an error status",
+        # pip
+        rf"HTTP error {_HTTP_FAILURE} while getting",
+        rf"too many {_HTTP_FAILURE} error responses",
+        # npm / yarn
+        rf"^npm (?:ERR!|error) code E{_HTTP_FAILURE}\b",
+        rf"^npm (?:ERR!|error) {_HTTP_FAILURE} ",
+        # cargo
+        rf"failed to get successful HTTP response from .*\bgot {_HTTP_FAILURE}\b",
+        # docker
+        rf"received unexpected HTTP status: {_HTTP_FAILURE}\b",
+        # any line naming a registry's host and a failure status ("go: reading https://
+        # proxy.golang.org/...: 503 Service Unavailable", requests' "... for url: ...")
+        rf"^(?=.*{_REGISTRY_HOSTS})(?=.*{_STATUS})",
+    ),
+    _sign(
+        "connection-refused",
+        N,
+        "a connection was refused",
+        r"connection refused",
+        r"\bECONNREFUSED\b",
+    ),
+    _sign(
+        "connection-reset",
+        N,
+        "a connection was reset",
+        r"connection reset by peer",
+        r"\bECONNRESET\b",
+    ),
+    _sign(
+        "network-unreachable",
+        N,
+        "the network is unreachable",
+        r"network is unreachable",
+        r"no route to host",
+        r"\bENETUNREACH\b",
+        r"\bEHOSTUNREACH\b",
+    ),
+    _sign(
+        "connection-timeout",
+        N,
+        "a connection timed out",
+        r"connection timed out",
+        r"\bconnect(?:ion)? timeout\b",
+        r"\bETIMEDOUT\b",
+        r"\bReadTimeoutError\b",
+        r"\bConnectTimeoutError\b",
+    ),
+    _sign(
+        "connection-failed",
+        N,
+        "a connection could not be made",
+        # The vaguest: after the precise connection signs. curl (and git over http, which uses it): "Failed to connect to h port 443 after
+        # 0 ms: Couldn't connect to server" (the refusal's errno is not printed).
+        r"couldn't connect to server",
+        r"failed to connect to \S+ port \d+",
+        r"could not create connection to \S+",
+        r"^Connection error\b",
+    ),
+    # A check or stage whose shell could not find the program it names: the machine or the
+    # config lacks it, as when the runner cannot start the program at all. The status must
+    # say so too: a test that prints the words is not missing anything.
+    _sign(
+        "command-not-found",
+        C,
+        "a program the command runs is not installed",
+        r"^(?:\S*sh: )?(?:line \d+: |\d+: )?[^\s:]+: (?:command )?not found$",
+        r"^\S*sh: command not found: \S+$",  # zsh
+        needs_status=NOT_FOUND_STATUS,
+    ),
+)
+
+# Lines that say the code failed (an assertion), whatever else the output says: met
+# first, reading up from the end, they end the search with nothing recognised.
+CODE_SIGNS: re.Pattern[str] = re.compile(
+    "|".join(
+        (
+            r"\bAssertionError\b",
+            r"^E\s+assert\b",  # pytest's rewritten assertion
+            r"^FAILED \S+ - assert\b",  # pytest's short summary
+            r"\bassertion (?:`[^`]*` )?failed\b",  # Rust's assert!/assert_eq!
+            r"\bexpect\(received\)",  # jest
+        )
+    )
+)
+# Lines a compiler, type checker or linter prints about the code: they end the search too,
+# but only when the same line carries no sign (``foo.c: fatal error: error writing
+# /tmp/cc.s: No space left on device`` is the disk's). Without them, a retried download's
+# "Connection refused" above a type error would make the type error the network's.
+CODE_REPORTS: re.Pattern[str] = re.compile(
+    "|".join(
+        (
+            r"^\S+?:\d+(?::\d+)?: (?:fatal )?error\b",  # mypy, gcc/clang, go
+            r"^\S+?:\d+:\d+: \[?[A-Z]{1,3}\d{2,4}\b",  # flake8/ruff/pylint, located
+            r"^[A-Z]{1,3}\d{2,4} (?:\[\*\] )?\S",  # ruff's own format
+            r"^error\[E\d+\]",  # rustc
+            r"\berror TS\d+\b",  # tsc
+            r"^CONFLICT \(",  # git
+            # A checker's tally of what it found in the code: ``lint: 3 problems``,
+            # eslint's ``✖ 3 problems (3 errors, 0 warnings)``, ``Found 2 errors``,
+            # rubocop's ``1 offense detected``, prettier's ``Code style issues found``.
+            r"\b[1-9]\d* (?:problems?|offen[cs]es?|violations?)\b",
+            r"^(?:\W+ )?Found [1-9]\d* errors?\b",
+            r"\b(?:issues?|problems?|offen[cs]es?|violations?) (?:found|detected)\b",
+        )
+    )
+)
+# What reading a failed program's lines ended on: a sign, the code, or nothing either way.
+CODE: Final = "code"
+
+
+def tail_lines(text: str, *, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
+    """The last ``max_lines`` lines within the last ``max_bytes`` characters' worth of
+    UTF-8 (a partial first line is dropped when the text was cut)."""
+    data = text.encode("utf-8", "replace")
+    cut = len(data) > max_bytes
+    window = data[-max_bytes:].decode("utf-8", "replace") if cut else text
+    lines = window.splitlines()
+    if cut and lines:
+        lines = lines[1:]
+    return lines[-max_lines:]
+
+
+def recognise(
+    output: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    max_lines: int = TAIL_LINES,
+    max_bytes: int = TAIL_BYTES,
+) -> Recognised | None:
+    """The infrastructure sign a failed program's output ends with, or None (a failure
+    of the code, or one we cannot name). Pure; reads only the bounded tail."""
+    found = read_up(
+        reversed(tail_lines(output, max_lines=max_lines, max_bytes=max_bytes)),
+        exit_code=exit_code,
+        timed_out=timed_out,
+    )
+    return found if isinstance(found, Recognised) else None
+
+
+# A GitHub Actions annotation, as a tool prints its finding for a workflow:
+# ``::error file=app.py,line=3::app.py:3:8: F401 ...``; its message is the tool's line.
+_ANNOTATION: Final = re.compile(r"::(?:error|warning|notice)(?: [^\n]*?)?::")
+
+
+def read_up(
+    lines: Iterable[str], *, exit_code: int | None, timed_out: bool
+) -> Recognised | Literal["code"] | None:
+    """Read ``lines`` (last first) until one decides: an infrastructure sign, ``CODE``
+    (an assertion, or a report about the code with no sign beside it), or None when no
+    line said either — the caller may then look further up the log. Pure."""
+    if timed_out:
+        return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
+    killed = exit_code == KILLED_STATUS
+    for line in lines:
+        # As a reader sees it: no colours, after a CI runner's or build tool's prefix,
+        # and a workflow annotation's message as the tool's own line.
+        stripped = without_prefix(plain(line).strip()).strip()
+        if stripped.startswith("::") and (note := _ANNOTATION.match(stripped)) is not None:
+            stripped = stripped[note.end() :].strip()
+        if not stripped:
+            continue
+        if CODE_SIGNS.search(stripped):
+            return CODE
+        for sign in SIGNS:
+            if sign.needs_status is not None and exit_code != sign.needs_status:
+                continue
+            if sign.needs_kill and not killed:
+                continue
+            if sign.pattern.search(stripped):
+                return Recognised(sign, _one_line(stripped))
+        if CODE_REPORTS.search(stripped):
+            return CODE
+    return None
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= LINE_MAX_CHARS else flat[: LINE_MAX_CHARS - 1] + "…"

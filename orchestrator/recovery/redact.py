@@ -65,9 +65,9 @@ saying its value is a secret (``_weak_secret_name``): the word inside another
 (``keycode``, ``authenticator``, ``sf-cauth``), a key of no credential's kind
 (``name_key``, ``gpgkey``, ``fedora-gpg-keys-0``), a file's name (``devtoken.obj``), a
 camelCase identifier that ends in another word (``AddAuthTokenToUsers: migrating``, a
-schema migration), a test runner's ``PASS:``. A secret word counts in a name where it ends
-a word of it: ``accesstoken`` and ``dbPassword`` are secret names, and so is ``oauth``
-only when ``auth`` is a word of its own.
+schema migration). A test runner's ``PASS: test_name`` is no name at all. A secret word
+counts in a name where it ends a word of it: ``accesstoken`` and ``dbPassword`` are secret
+names, and ``auth`` only as a word of its own (``oauth``, ``sslauth`` are not).
 
 Real CI logs, reviewed to hold no credential (``../shared/data/ci-logs``), are the measure
 of what this costs: ``bench/redaction_negatives.py --logs`` counts the lines it alters and
@@ -384,7 +384,9 @@ _COMPARISON: Final = re.compile(
 # ``secret("literal")``, ``password "literal"``, ``secret.assign("literal", 17)``, and a
 # name passed beside its value: ``setProperty("API_TOKEN", "literal")``.
 _CALL_ARG: Final = re.compile(
-    rf"(?<![A-Za-z0-9_.])(?P<name>{_NAME_WORD})(?:\[[0-9]*\])?"
+    # (not after '/' or '-': ``github.com/org/basic_auth 'A library ...'`` is a path and
+    # its title, ``mojo-auth.ex 'Auth for Elixir'`` a package)
+    rf"(?<![A-Za-z0-9_./-])(?P<name>{_NAME_WORD})(?:\[[0-9]*\])?"
     r"(?:[ \t]++|\(|\.assign\()@?(?P<value>\"[^\"\n]*+\"|'[^'\n]*+')"
     rf"|\([ \t]*+[\"'](?P<name2>[{_NAME_CHAR}]*?{_SECRET_WORD_ANY_CASE}[{_NAME_CHAR}]*+)[\"']"
     r"[ \t]*+,[ \t]*+(?P<value2>\"[^\"\n]*+\"|'[^'\n]*+')"
@@ -615,6 +617,8 @@ def _is_placeholder(value: str, name: str = "") -> bool:
         return True  # where a file is (``SSH_AUTH_SOCK: /tmp/...``, ``PWD=/builds/worker``)
     if _MEASUREMENT.fullmatch(inner) or _OPTIONS.fullmatch(inner):
         return True  # ``keycode: 35.89 ms``, ``100%``; ``pass '-p crate --test ref'``
+    if inner.startswith(('{"', "{'")):
+        return True  # an object opens (``"token": {"id": ...``): its fields are judged
     most = max(inner.count(c) for c in set(inner))
     return most >= 0.6 * len(inner)
 
@@ -638,12 +642,20 @@ _LETTER: Final = re.compile(r"[^\W\d_]")
 _BLANK: Final = re.compile(r"\s")
 
 
+def _verdict(name: str, separator: str) -> bool:
+    """``--- PASS: TestX/case#01``, ``PASS: tests/unit``: a test runner's verdict, not a
+    setting named ``pass``."""
+    return name == "PASS" and separator.lstrip().startswith(":")
+
+
 def _loose_name(found: set[str], match: re.Match[str]) -> str:
     """``token - 'value'``, ``API Key: value``, ``sl_api_key:value``: judged by the whole
     name the word ends; a bare ``key`` needs a credential-like value."""
     text, start = match.string, match.start()
     window = text[max(0, start - 80) : start]
     name = window[len(window.rstrip(_NAME_CHARS)) :] + match.group("head").strip(" \t:=-'\"")
+    if _verdict(name, match.group("head").lstrip(_NAME_CHARS)):
+        return match.group(0)
     if _BARE_KEY.fullmatch(name):
         if not _credential_like(match.group("value")):
             return match.group(0)
@@ -704,18 +716,18 @@ def _wordy(part: str, *, hex_ok: bool = True) -> bool:
     if _THREE_DIGIT_RUNS.search(part):
         return False  # (the common verdict on a random part, found in one search)
     runs = _RUNS.findall(part)
-    digit_runs = sum(run.isdigit() for run in runs)
     # One run of digits (``rules0``, ``GLES1Renderer``, ``win32k``), two only after a
     # version's letters (``v2beta1``): ``kjdfqnnros45baj92`` is no identifier.
+    digit_runs = sum(run.isdigit() for run in runs)
     if digit_runs > 2 or (digit_runs == 2 and len(runs[0]) > 2 and not runs[0].isdigit()):
         return False
-    for at, run in enumerate(runs):
+    for run in runs:
         if run.isdigit():
             continue
         if not run.isascii() or not run.isalpha():
             return False
-        if len(run) <= 2 and run.islower() and at + 1 < len(runs):
-            continue  # a version's letters: v1, x86, fc43, el10
+        if len(run) <= 2 and run.islower() and len(runs) > 1:
+            continue  # a version's or a numeronym's letters: v1, x86, fc43, s2s, 2d
         humps = _HUMP.findall(run)
         if "".join(humps) != run or not all(len(hump) >= 2 for hump in humps):
             return False
@@ -1089,11 +1101,11 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
         return match.group(0)  # ``"output_tokens": 345``: a count of tokens, not one
     if not (_secret_name(name) or _vault_secret_id(name, value)) or _is_placeholder(value, name):
         return match.group(0)
-    # (``PASS: test_name``: a test runner's verdict, not a setting)
-    verdict = name == "PASS" and match.group("sep").lstrip().startswith(":")
+    if _verdict(name, match.group("sep")):
+        return match.group(0)
     if (
         (_BARE_KEY.fullmatch(name) and not _credential_like(value))
-        or _weak_name_keeps(_weak_secret_name(name) or ("word" if verdict else ""), value)
+        or _weak_name_keeps(_weak_secret_name(name), value)
     ) and not _vault_secret_id(name, value):
         return match.group(0)
     _remember(found, value)
@@ -1190,6 +1202,8 @@ def _token(found: set[str], match: re.Match[str]) -> str:
     # ``requiredTypesForDisplay``) or a placeholder (``ghp_xxxx``) is let through.
     if _IDENTIFIER.fullmatch(body) and len(set(body)) > 4:
         return token
+    if _IDENTIFIER.fullmatch(body.partition("=")[0]) and "=" in body:
+        return token  # a variable set: ``export npm_config_build_from_source=true``
     if _low_information(body) or _FILE_NAME.search(token):
         return token  # (``api_org_96726c78_4ae3.xml`` is a file)
     if _UUID.fullmatch(token.rstrip(".")):

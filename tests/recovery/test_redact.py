@@ -414,6 +414,16 @@ def test_leaves_ordinary_text_alone(text: str) -> None:
         "-- Found LibTermkey: /home/travis/deps/usr/lib/libtermkey.a",
         "keymap.c find_special_key() no keycode: 35.89 ms OK",
         "error: test failed, to rerun pass '-p alacritty_terminal --test ref'",
+        # a variable set after a vendor's prefix; a path and its title; a numeronym
+        "$ export npm_config_build_from_source=true",
+        "* basic_auth (https://github.com/org/basic_auth 'Plug to add basic authentication')",
+        "preprocessing/tests/test_data.py::test_power_transformer_2d PASSED",
+        "Testcase 'test_connect_s2s_starttls_required' starting",
+        "--- PASS: TestDuplicatedLinks/flac#01 (0.00s)\n=== RUN   TestDuplicatedLinks/flac#01",
+        "    --- PASS: TestDuplicatedLinks/go-oauth2-server (0.00s)",
+        "* mojo_auth (https://github.com/org/mojo-auth.ex 'MojoAuth implementation in Elixir')",
+        # an object under a secret name: its own fields are judged, by their names
+        'Body: {"token": {"is_domain": false, "methods": ["password"], "expires_at": "x"}}',
     ],
 )
 def test_leaves_what_ci_logs_hold_alone(text: str) -> None:
@@ -452,6 +462,10 @@ _RANDOM_40 = "Zq8Wm2Xn4Kp6Lr0Ts3Vb7Yc1DfGh5Jk9Qw2Er4T"  # 40, random in form
         # a value found under a name goes where it repeats; a word alone goes only there
         ("DB_PASSWORD=Zq8Wm2Xn\nmysql -pZq8Wm2Xn app", f"DB_PASSWORD={R}\nmysql -p{R} app"),
         ("DB_PASSWORD=sunshine\nthe sunshine state", f"DB_PASSWORD={R}\nthe sunshine state"),
+        (
+            '{"token": {"id": "x", "secret": "Zq8Wm2Xn"}}',
+            f'{{"token": {{"id": "x", "secret": "{R}"}}}}',
+        ),
     ],
 )
 def test_redacts_beside_what_ci_logs_hold(text: str, expected: str) -> None:

@@ -748,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  {len(texts):,} distinct texts redacted per redactor ({size:,.0f} KiB); ordinary log {len(log.encode()) / MiB:.2f} MiB, {log.count(chr(10)):,} lines"
     )
-    rows = []
+    rows: list[Row] = []
     for name in names:
         explain = rows[0].scores if args.gaps and rows else None
         row = measure(name, corpus, texts, log, explain)

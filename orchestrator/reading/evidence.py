@@ -671,8 +671,24 @@ def scan_hits(
     buffer. Raises OSError for a file that cannot be read. ``prefilter`` (RE2, where
     installed) only makes it faster: None gives the same signature hits with ``re``
     alone."""
-    if not stat.S_ISREG(path.stat().st_mode):
+    seen = path.stat()
+    if not stat.S_ISREG(seen.st_mode):
         raise IsADirectoryError(f"not a regular file: {path.name}")
+    # One failure is read by its class, its bundle and the playbook's view: the same file,
+    # unchanged, is scanned once (the key holds its identity, size and time).
+    key = (seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns)
+    return _scan_once(key, path, window_bytes, chunk_bytes, prefilter, words)
+
+
+@functools.lru_cache(maxsize=8)
+def _scan_once(
+    key: tuple[int, int, int, int],
+    path: Path,
+    window_bytes: int,
+    chunk_bytes: int,
+    prefilter: Prefilter | None,
+    words: bool,
+) -> Scan:
     with path.open("rb") as raw:
         f = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
         size = f.seek(0, io.SEEK_END)

@@ -6,7 +6,7 @@ mock's ``DEBUG util.py:459:  ``, DLRN's ``INFO:dlrn-build:DEBUG:``, a console's
 ``[12:00:00] ``. Listing one prefix per CI system is a list that is never complete; a
 log's own lines show what repeats. A prefix is the first ``k`` blank-separated tokens of a
 line when, across a sample of the log's lines, most lines start with the same ``k``
-tokens once run-to-run detail is masked (``reading.templates``) and a log level is one
+tokens once their digits are masked and a log level is one
 token whatever level it names. The largest such ``k`` (up to ``MAX_TOKENS``) is the
 prefix; a head of plain words (``checking for``) is not one: a prefix holds a mask or
 punctuation, which a sentence's first words do not.
@@ -20,8 +20,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final, NamedTuple
-
-from orchestrator.reading.templates import template_of
 
 __all__ = [
     "MAX_TOKENS",
@@ -45,8 +43,8 @@ _LEVEL: Final = re.compile(
 )
 # What makes a head a prefix rather than a sentence's first words: its first token is a
 # time, a number, a level, a path or holds punctuation (``[task``, ``INFO:dlrn:``), or
-# the head ends with a separator (``DEBUG util.py:<n>:``, ``<time> |``).
-_PREFIX_LIKE: Final = re.compile(rb"^\S*(?:<(?:n|time|path|hex|id|level)>|[:|\]\[>#=])|[:|\]>-]$")
+# the head ends with a separator (``DEBUG util.py:0:``, ``0:0:0 |``).
+_PREFIX_LIKE: Final = re.compile(rb"^\S*(?:<level>|[\d:|\]\[>#=])|[:|\]>-]$")
 
 
 def _head_end(line: bytes, k: int) -> int | None:
@@ -61,14 +59,24 @@ def _head_end(line: bytes, k: int) -> int | None:
     return end if end < len(line.rstrip()) else None
 
 
+_DIGIT_RUN: Final = re.compile(rb"\d+")
+
+
+def _shape(token: bytes) -> bytes:
+    """A token with its digits masked and a log level named as one: what repeats from
+    line to line in a prefix (``[task 0-0-0T0:0:0.0Z]``, ``<level>``). Cheaper than a
+    template, and a prefix only needs its lines compared with each other."""
+    return _LEVEL.sub(b"<level>", _DIGIT_RUN.sub(b"0", token))
+
+
 def _token_templates(line: bytes) -> tuple[bytes, ...]:
-    """The template of each of the line's first ``MAX_TOKENS`` tokens (a log level one
-    token whatever level it names), those followed by more of the line only."""
+    """The shape of each of the line's first ``MAX_TOKENS`` tokens, those followed by
+    more of the line only."""
     heads = []
     for token in _TOKEN.finditer(line):
         if len(heads) == MAX_TOKENS or token.end() >= len(line.rstrip()):
             break
-        heads.append(_LEVEL.sub(b"<level>", template_of(token.group())))
+        heads.append(_shape(token.group().rstrip()))
     return tuple(heads)
 
 

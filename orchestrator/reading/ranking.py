@@ -244,7 +244,10 @@ def reasons(
                 or _COLON_AFTER.match(template, strong.end()) is not None
             )
             why.append("a failure stated" if stated else "failure words")
-    why.append("said once" if count == 1 else f"said {count} times")
+    if count > 1:
+        why.append(f"said {count} times")
+    elif words_only:
+        why.append("said once")  # what made words alone worth showing
     if known is not None:
         why.append("green runs say it too" if known else "no green run says it")
     return tuple(why)

@@ -37,6 +37,19 @@ CEILING_UNWARRANTED_CALLS = (1, 2)
 CEILING_BUNDLE_TOKENS_P95 = (GOALS.max_bundle_tokens_p95, GOALS.max_bundle_tokens_p95)
 
 
+def test_every_label_reads_and_its_first_root_cause_is_in_its_log() -> None:
+    """The corpus as the eval reads it (the quick tier's look at this file): every label
+    maps onto a case, and the line the goals are about is in the log it names."""
+    if CI_LOGS is None:
+        reason = f"no ci-logs corpus beside the project (looked in {', '.join(map(str, _PLACES))})"
+        print(reason)
+        pytest.skip(reason)
+    cases = load_corpus(CI_LOGS)
+    assert len(cases) == CASES
+    for case in cases:
+        assert case.label.root_cause.encode() in case.log_path.read_bytes(), case.label.id
+
+
 @pytest.fixture(scope="module")
 def ci_logs_card(tmp_path_factory: pytest.TempPathFactory) -> Scorecard:
     if CI_LOGS is None:

@@ -213,7 +213,7 @@ def test_excerpts_have_context_line_numbers_and_merge(tmp_path: Path) -> None:
     assert first.text.splitlines()[3] == ">50| E       assert 3 == 2"
     assert first.text.splitlines()[0] == " 47| ordinary 47"
     assert render_evidence(evidence).startswith(
-        "--- lines 47-55 (pytest-assertion, pytest-failed; said once) ---\n 47| ordinary 47\n"
+        "--- lines 47-55 (pytest-assertion, pytest-failed) ---\n 47| ordinary 47\n"
     )
 
 
@@ -594,7 +594,7 @@ def test_a_check_log_that_is_the_failed_log_is_sent_once(tmp_path: Path) -> None
     # Shown once in full, so the evidence is the matched line alone, with its number.
     assert bundle.render().count("ordinary\n") == 10
     evidence = bundle.section("evidence")
-    assert evidence.text == "--- line 11 (pytest-assertion; said once) ---\n>11| E       assert 3 == 2\n"
+    assert evidence.text == "--- line 11 (pytest-assertion) ---\n>11| E       assert 3 == 2\n"
     assert evidence.note is not None and evidence.note.endswith(
         "the log is below in full, so no context lines"
     )
@@ -618,9 +618,7 @@ def test_an_engine_stage_without_a_check_gets_evidence_from_its_own_log(tmp_path
     log = write_log(tmp_path / "log", "npm ERR! code E404\n" + "ordinary\n" * 5000)
     bundle = build_bundle(inputs(tmp_path, log, None), ContextLimits())
     evidence = bundle.section("evidence")
-    assert evidence.text.startswith(
-        "--- lines 1-4 (npm-error; said once) ---\n>1| npm ERR! code E404\n"
-    )
+    assert evidence.text.startswith("--- lines 1-4 (npm-error) ---\n>1| npm ERR! code E404\n")
     assert evidence.note is not None and "of the failed stage's log" in evidence.note
     assert "npm ERR!" not in bundle.section("failed_log_tail").text
 

@@ -172,6 +172,7 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
             "  extract_evidence        median ",
             "  grep -c error           median ",
             "  grep -cP <the table>    median ",
+            "  with a baseline         median ",
             "  root-cause lines found  4/4",
             "  the same log in colour  median ",
             "  the same log from gh    median ",
@@ -181,6 +182,7 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
     assert_judged(
         out,
         r"extraction <= 3x grep -c \(\d+\.\d\dx\)   ",
+        r"extraction with a baseline <= 5x grep -c \(\d+\.\d\dx\)   ",
         r"extraction RSS growth <= 16 MB .* ",
         met="targets met in 8 MiB$",
     )

@@ -111,7 +111,6 @@ RECOGNISED = [
     ("  - nothing provides python3-foo >= 1.2 needed by bar-1.0-1.fc40.noarch", 1, C, "unresolvable-system-package"),
     ("xcodebuild: error: Unable to find a destination matching the provided destination specifier:", 70, C, "environment"),
     ("javax.net.ssl.SSLException: Received fatal alert: protocol_version", 1, C, "environment"),
-    ("OSError: [Errno 30] Read-only file system: '/etc/hosts'", 1, C, "environment"),
     ("Connection error: Connect timeout at t/https.t line 17.", 1, N, "connection-timeout"),
     # a program the shell could not find (status 127)
     ("bash: line 1: eslint: command not found", 127, C, "command-not-found"),

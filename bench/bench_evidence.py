@@ -45,10 +45,10 @@ if str(ROOT) not in sys.path:  # `python bench/bench_evidence.py` puts bench/ on
 
 from orchestrator.domain import log_line  # noqa: E402
 from orchestrator.reading.baseline import learn  # noqa: E402
-from orchestrator.reading.evidence import forget_scans  # noqa: E402
 from orchestrator.reading.evidence import (  # noqa: E402
     SIGNATURES,
     extract_evidence,
+    forget_scans,
     render_evidence,
 )
 

@@ -609,19 +609,19 @@ class Scan:
     hits: tuple[Hit, ...]
     size: int
     window_start: int
-    # The log's own prefix (``reading.prefix``), when its lines share one.
-    prefix: learned.Prefix | None = None
+    # The log's own prefixes (``reading.prefix``), one per shape its sections share.
+    prefixes: tuple[learned.Prefix, ...] = ()
 
 
 # Read at the window's start to learn the log's prefix from.
 PREFIX_SAMPLE_BYTES: Final = 64 * 1024
 
 
-def _window_prefix(f: io.BufferedReader, first: int, end: int) -> learned.Prefix | None:
-    """The log's prefix (``reading.prefix``), learned from lines at the start, the middle
-    and the end of the window as a reader sees them (without a known CI prefix), each
-    sample on its own (``prefix.common_prefix``): a log's first lines are often a header
-    in another shape."""
+def _window_prefix(f: io.BufferedReader, first: int, end: int) -> tuple[learned.Prefix, ...]:
+    """The log's prefixes (``reading.prefix``), learned from lines at the start, the
+    middle and the end of the window as a reader sees them (without a known CI prefix),
+    each sample on its own (``prefix.common_prefixes``): a log's sections often have
+    their own shapes."""
     samples = []
     size = end - first
     for at in sorted({first, first + size // 2, max(first, end - PREFIX_SAMPLE_BYTES // 3)}):
@@ -630,7 +630,7 @@ def _window_prefix(f: io.BufferedReader, first: int, end: int) -> learned.Prefix
         if at > first:
             data = data[data.find(b"\n") + 1 :]  # the first line is cut
         samples.append(learned_prefix_of(data))
-    return learned.common_prefix(samples)
+    return learned.common_prefixes(samples)
 
 
 def learned_prefix_of(data: bytes) -> learned.Prefix | None:
@@ -717,10 +717,10 @@ def _scan_once(
         f.seek(first)
         search, reach = ranking.vocabulary()
         words_from = max(first, size - reach) if words else None
-        log_prefix = _window_prefix(f, first, size) if words else None
+        log_prefixes = _window_prefix(f, first, size) if words else ()
         f.seek(first)
-        hits = _scan(f, first, size, chunk_bytes, prefilter, search, words_from, log_prefix)  # type: ignore[arg-type]
-        return Scan(hits, size, window_start, log_prefix)
+        hits = _scan(f, first, size, chunk_bytes, prefilter, search, words_from, log_prefixes)  # type: ignore[arg-type]
+        return Scan(hits, size, window_start, log_prefixes)
 
 
 class _LineCounter:
@@ -828,12 +828,12 @@ def _scan(
     prefilter: Prefilter | None,
     words: WordSearch | None = None,
     words_from: int | None = None,
-    prefix: learned.Prefix | None = None,
+    prefixes: tuple[learned.Prefix, ...] = (),
 ) -> tuple[Hit, ...]:
     """Every distinct (signature, template) hit of the window, the first line of each
     with how many lines matched alike; lines holding error words (``words``) are read
-    from file offset ``words_from`` on. A line that starts with ``prefix``, the
-    log's own prefix (``reading.prefix``): a line holding error words is named by the
+    from file offset ``words_from`` on. A line that starts with one of ``prefixes``, the
+    log's own (``reading.prefix``): a line holding error words is named by the
     signature its text after them matches, and ranked by that text."""
     classified = 0
     found: dict[tuple[str, bytes], list] = {}
@@ -899,7 +899,7 @@ def _scan(
                 continue
             if len(found) >= MAX_DISTINCT:
                 continue
-            head, message = learned.split_prefix(line, prefix)
+            head, message = learned.split_prefix(line, prefixes)
             if not signed and head:
                 signature = _named(message)
             offset = buf_offset + (seen.line_start_in_chunk(pos) if seen is not None else pos)

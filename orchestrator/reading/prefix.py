@@ -24,7 +24,7 @@ from typing import Final, NamedTuple
 __all__ = [
     "MAX_TOKENS",
     "Prefix",
-    "common_prefix",
+    "common_prefixes",
     "learn_prefix",
     "level_of",
     "split_prefix",
@@ -130,35 +130,33 @@ def _ended_at_level(prefix: Prefix | None) -> Prefix | None:
     return Prefix(end, b" ".join(tokens[:end]))
 
 
-def common_prefix(learned: Sequence[Prefix | None]) -> Prefix | None:
-    """Of the prefixes learned from several samples of one log (its start, middle, end),
-    the one most of them start with: a sample of repetitive lines learns a token too many
-    (``… INFO - gmake[<n>]:``), a header learns its own; the shorter head that the others
-    extend is the log's. Ties go to the later sample (the end of a log is where it
-    failed)."""
-    found = [p for p in learned if p is not None]
-    if not found:
-        return None
+def common_prefixes(learned: Sequence[Prefix | None]) -> tuple[Prefix, ...]:
+    """The prefixes learned from several samples of one log (its start, middle, end): a
+    log has sections in other shapes (a CI system's setup, the build), each with its own.
+    A prefix another one extends is kept in its place (a sample of alike lines learns a
+    token too many: ``… INFO - gmake[0]:`` beside ``… INFO -``)."""
+    found = list(dict.fromkeys(p for p in learned if p is not None))
 
-    def support(candidate: Prefix) -> int:
-        return sum(
-            other.head.split(b" ")[: candidate.tokens] == candidate.head.split(b" ")
-            for other in found
-        )
+    def extends(longer: Prefix, shorter: Prefix) -> bool:
+        return longer.tokens > shorter.tokens and longer.head.split(b" ")[
+            : shorter.tokens
+        ] == shorter.head.split(b" ")
 
-    best = max(range(len(found)), key=lambda i: (support(found[i]), -found[i].tokens, i))
-    return found[best]
+    return tuple(p for p in found if not any(extends(p, q) for q in found))
 
 
-def split_prefix(line: bytes, prefix: Prefix | None) -> tuple[bytes, bytes]:
-    """(the line's prefix, the rest): the prefix empty when the line does not start with
-    the learned one (a line some other program printed into the log)."""
-    if prefix is None:
+def split_prefix(line: bytes, prefixes: Sequence[Prefix]) -> tuple[bytes, bytes]:
+    """(the line's prefix, the rest), by the first of the log's prefixes the line starts
+    with; the prefix empty when it starts with none (a line some other program printed
+    into the log)."""
+    if not prefixes:
         return b"", line
-    end = _head_end(line, prefix.tokens)
-    if end is None or _head(_token_templates(line), prefix.tokens) != prefix.head:
-        return b"", line
-    return line[:end], line[end:]
+    shapes = _token_templates(line)
+    for prefix in prefixes:
+        end = _head_end(line, prefix.tokens)
+        if end is not None and _head(shapes, prefix.tokens) == prefix.head:
+            return line[:end], line[end:]
+    return b"", line
 
 
 def level_of(head: bytes) -> bytes | None:
@@ -168,13 +166,6 @@ def level_of(head: bytes) -> bytes | None:
     return found.group().upper() if found is not None else None
 
 
-def without_prefix(line: bytes, prefix: Prefix | None) -> bytes:
-    """``line`` after the learned prefix when it starts with it (a line some other
-    program printed into the log does not), else the line itself; a prefix never leaves
-    nothing."""
-    if prefix is None:
-        return line
-    end = _head_end(line, prefix.tokens)
-    if end is None or _head(_token_templates(line), prefix.tokens) != prefix.head:
-        return line
-    return line[end:]
+def without_prefix(line: bytes, prefixes: Sequence[Prefix]) -> bytes:
+    """``line`` after the first of the log's prefixes it starts with, else the line."""
+    return split_prefix(line, prefixes)[1]

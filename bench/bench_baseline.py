@@ -28,9 +28,7 @@ Targets print PASS/FAIL; the exit code is 0 unless the benchmark itself failed.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_baseline.py` puts bench/ on
     sys.path.insert(0, str(ROOT))
 
 from bench_evidence import make_log  # noqa: E402
+from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.reading.baseline import learn  # noqa: E402
 from orchestrator.reading.templates import template_key, template_of  # noqa: E402
@@ -94,33 +93,16 @@ def learned_within(log: Path, seconds: float) -> float:
     return done / MiB
 
 
-# VmHWM (the peak RSS of this process image, reset by exec) rather than ru_maxrss.
-CHILD = """
-import json, sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from orchestrator.reading.baseline import learn
-
-def peak_kb():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise SystemExit("no VmHWM in /proc/self/status")
-
-before = peak_kb()
-learn(None, Path(sys.argv[1]), check="unit", repo="bench")
-print(json.dumps({"before_kb": before, "after_kb": peak_kb()}))
-"""
-
-
 def rss_growth_mb(log: Path) -> tuple[float, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(log), str(ROOT)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise BenchError(f"the RSS child failed: {done.stderr[-500:]}")
-    measured = json.loads(done.stdout)
-    return measured["before_kb"] / 1024, (measured["after_kb"] - measured["before_kb"]) / 1024
+    try:
+        base, growth, _ = peak_growth(
+            "from orchestrator.reading.baseline import learn",
+            'learn(None, Path(ARGS[0]), check="unit", repo="bench") and None',
+            str(log),
+        )
+    except PeakError as exc:
+        raise BenchError(str(exc)) from exc
+    return base, growth
 
 
 def main(argv: list[str] | None = None) -> int:

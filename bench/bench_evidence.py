@@ -29,7 +29,6 @@ PASS/FAIL; the exit code is 0 unless the benchmark itself failed.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -42,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_evidence.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
+
+from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.domain import log_line  # noqa: E402
 from orchestrator.reading.baseline import learn  # noqa: E402
@@ -160,34 +161,16 @@ def time_extract(log: Path, known: Callable[[bytes], bool] | None = None) -> flo
     return elapsed
 
 
-# VmHWM (the peak RSS of this process image, reset by exec) rather than ru_maxrss, which
-# can carry the peak of the process that forked us.
-CHILD = """
-import json, sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from orchestrator.reading.evidence import extract_evidence
-
-def peak_kb():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise SystemExit("no VmHWM in /proc/self/status")
-
-before = peak_kb()
-extract_evidence(Path(sys.argv[1]), window_bytes=64 << 20, max_bytes=8192)
-print(json.dumps({"before_kb": before, "after_kb": peak_kb()}))
-"""
-
-
 def rss_growth_mb(log: Path) -> tuple[float, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(log), str(ROOT)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise BenchError(f"the RSS child failed: {done.stderr[-500:]}")
-    measured = json.loads(done.stdout)
-    return measured["before_kb"] / 1024, (measured["after_kb"] - measured["before_kb"]) / 1024
+    try:
+        base, growth, _ = peak_growth(
+            "from orchestrator.reading.evidence import extract_evidence",
+            "extract_evidence(Path(ARGS[0]), window_bytes=64 << 20, max_bytes=8192) and None",
+            str(log),
+        )
+    except PeakError as exc:
+        raise BenchError(str(exc)) from exc
+    return base, growth
 
 
 def main(argv: list[str] | None = None) -> int:

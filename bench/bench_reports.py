@@ -32,9 +32,7 @@ exit 1). Targets print PASS/FAIL; the exit code is 0 unless the benchmark itself
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_reports.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
+
+from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.reading.reports import (  # noqa: E402
     XML_MAX_TOKEN_BYTES,
@@ -132,38 +132,19 @@ def time_iterparse(path: Path, failing: int) -> float:
     return elapsed
 
 
-# VmHWM (the peak RSS of this process image, reset by exec) rather than ru_maxrss, which
-# can carry the peak of the process that forked us.
-CHILD = """
-import json, sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from orchestrator.reading.reports import read_reports
-
-def peak_kb():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise SystemExit("no VmHWM in /proc/self/status")
-
-before = peak_kb()
-reading = read_reports(Path(sys.argv[1]), [sys.argv[3]])
-print(json.dumps({"before_kb": before, "after_kb": peak_kb(), "failing": reading.failing}))
-"""
-
-
 def rss_growth_mb(clone: Path, failing: int) -> tuple[float, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(clone), str(ROOT), REPORT],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise BenchError(f"the RSS child failed: {done.stderr[-500:]}")
-    measured = json.loads(done.stdout)
-    if measured["failing"] != failing:
-        raise BenchError(f"the RSS child read {measured['failing']} failing cases")
-    return measured["before_kb"] / 1024, (measured["after_kb"] - measured["before_kb"]) / 1024
+    try:
+        base, growth, read = peak_growth(
+            "from orchestrator.reading.reports import read_reports",
+            "read_reports(Path(ARGS[0]), [ARGS[1]]).failing",
+            str(clone),
+            REPORT,
+        )
+    except PeakError as exc:
+        raise BenchError(str(exc)) from exc
+    if read != failing:
+        raise BenchError(f"the RSS child read {read} failing cases")
+    return base, growth
 
 
 def time_long_token(clone: Path) -> float:

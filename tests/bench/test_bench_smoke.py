@@ -163,6 +163,7 @@ def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> 
     assert_judged(out, r"redact <= 10x one regex pass \(\d+\.\d\dx\)   ")
 
 
+@pytest.mark.slow
 def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() -> None:
     out = bench_output(
         "bench/bench_evidence.py",

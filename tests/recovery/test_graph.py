@@ -476,6 +476,10 @@ def test_the_guardrail_walks_any_depth_and_any_shape(tmp_path: Path) -> None:
     assert paths_outside(["/etc"], tmp_path) == []
 
 
+# 150 examples take 3 s on an idle machine and over 20 s beside a loaded suite: the full
+# tier runs them; the quick tier its own, fewer (``examples``).
+@pytest.mark.slow
+@pytest.mark.quick
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(hostile_replies, min_size=2, max_size=2))
 def test_whatever_the_model_replies_the_graph_ends_in_a_storable_decision(

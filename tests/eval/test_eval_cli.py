@@ -25,6 +25,7 @@ def test_the_table_names_every_measure(
         assert measure in table
 
 
+@pytest.mark.slow
 def test_json_and_the_report_file_hold_the_same_results(
     corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -60,6 +61,7 @@ def test_a_missing_corpus_or_a_cap_without_live_is_a_usage_error(
     assert "eval --live needs --max-cost-usd" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_written_is_a_usage_error(
     corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

@@ -225,6 +225,7 @@ def test_runs_of_another_check_are_not_merged(tmp_path: Path) -> None:
         learn(unit, log, check="lint", repo="r")
 
 
+@pytest.mark.slow
 def test_a_big_log_learns_in_bounded_memory(tmp_path: Path) -> None:
     # 8 MiB of a test run's lines (repeated: templating them is not what is measured;
     # bench/bench_baseline.py learns a 64 MiB one).

@@ -44,7 +44,10 @@ _LEVEL: Final = re.compile(
 # What makes a head a prefix rather than a sentence's first words: its first token is a
 # time, a number, a level, a path or holds punctuation (``[task``, ``INFO:dlrn:``), or
 # the head ends with a separator (``DEBUG util.py:0:``, ``0:0:0 |``).
-_PREFIX_LIKE: Final = re.compile(rb"^\S*(?:<level>|[\d:|\]\[>#=])|[:|\]>-]$")
+_PREFIX_LIKE: Final = re.compile(
+    # (box drawing, U+2500..U+257F: terraform's and rich's gutters, ``│ ``)
+    rb"^\S*(?:<level>|[\d:|\]\[>#=]|\xe2\x94[\x80-\xbf]|\xe2\x95[\x80-\xbf])|[:|\]>-]$"
+)
 
 
 def _head_end(line: bytes, k: int) -> int | None:

@@ -111,6 +111,13 @@ def test_a_prefix_is_learned_from_the_log_and_taken_off_only_where_it_is() -> No
     assert without_prefix(b"Traceback (most recent call last):", [prefix]) == (
         b"Traceback (most recent call last):"
     )
+    # A box-drawing gutter is one (terraform, rich).
+    boxed = [
+        ("\u2502 " + w + f" {i}").encode()
+        for i, w in enumerate(["Error:", "with x,", "on main.tf"] * 10)
+    ]
+    gutter = learn_prefix(boxed)
+    assert gutter is not None and gutter.tokens == 1
     # Lines that start with the same plain words share no prefix.
     assert learn_prefix([b"checking for gcc %d... yes" % i for i in range(40)]) is None
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
+from orchestrator.cli.arguments import positive
 from orchestrator.domain import errors
 
 if TYPE_CHECKING:
@@ -38,16 +39,6 @@ class GreenLog(NamedTuple):
     created_at: datetime
     attempt: int
     log: Path
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
 
 
 def _days(text: str) -> float:
@@ -76,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--runs",
         metavar="N",
-        type=_positive,
+        type=positive,
         default=DEFAULT_RUNS,
         help=f"learn from the last N green runs (default {DEFAULT_RUNS})",
     )

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from orchestrator.cli.arguments import positive
 from orchestrator.domain.errors import EXIT_STATE
 from orchestrator.storage.layout import LEDGER_FILE
 
@@ -44,16 +45,6 @@ if TYPE_CHECKING:
 
 SHOW_DEFAULT = 20
 COLUMNS = ("SEQ", "TS", "KIND", "TICKET", "RUN", "SOURCE", "ACTION", "ROUTING", "CONF", "OUTCOME")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     show = actions.add_parser("show", help="print the most recent entries, oldest first")
     show.add_argument(
         "-n",
-        type=_positive,
+        type=positive,
         default=SHOW_DEFAULT,
         metavar="N",
         help=f"how many entries (default {SHOW_DEFAULT})",

@@ -28,7 +28,6 @@ __all__ = [
     "learn_prefix",
     "level_of",
     "split_prefix",
-    "without_prefix",
 ]
 
 MAX_TOKENS: Final = 6
@@ -167,8 +166,3 @@ def level_of(head: bytes) -> bytes | None:
     it names none."""
     found = _LEVEL.search(head)
     return found.group().upper() if found is not None else None
-
-
-def without_prefix(line: bytes, prefixes: Sequence[Prefix]) -> bytes:
-    """``line`` after the first of the log's prefixes it starts with, else the line."""
-    return split_prefix(line, prefixes)[1]

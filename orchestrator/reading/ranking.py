@@ -30,7 +30,7 @@ distinct template, not first come. Pure.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, Literal
 
 from orchestrator.reading.prefilter import _import_re2
 from orchestrator.reading.templates import template_of
@@ -176,6 +176,27 @@ _LEVEL_WORTH: Final = {
 }  # fmt: skip
 
 
+Statement = Literal["weak", "exception", "stated", "mentioned"]
+
+
+def statement(line: bytes) -> Statement:
+    """How a line that holds error words says them: weak words alone, an exception
+    stated by its class, a failure stated (labels before its strong word, or ``: what``
+    after it), or strong words mentioned in passing."""
+    if _STRONG_WORDS.search(line) is None:
+        return "weak"
+    if _QUALIFIED_EXCEPTION.match(line) is not None:
+        return "exception"
+    template = template_of(line)
+    strong = _STRONG_WORDS.search(template)
+    if strong is not None and (
+        _STATED_BEFORE.match(template[: strong.start()])
+        or _COLON_AFTER.match(template, strong.end())
+    ):
+        return "stated"
+    return "mentioned"
+
+
 def score(
     rank: int,
     line: bytes,
@@ -191,22 +212,16 @@ def score(
     Higher is more telling."""
     worth = _RANK_WORTH.get(rank, 1.0) + _LEVEL_WORTH.get(level or b"", 0.0)
     if words_only:
-        strong = _STRONG_WORDS.search(line)
-        if strong is None:
-            worth -= 2.0  # weak words alone
-        elif _QUALIFIED_EXCEPTION.match(line) is not None:
-            # An exception, stated as a runtime states one: worth a traceback's last line.
+        said = statement(line)
+        if said == "weak":
+            worth -= 2.0
+        elif said == "exception":
+            # Stated as a runtime states one: worth a traceback's last line.
             worth = max(worth + 1.5, _RANK_WORTH[1])
+        elif said == "stated":
+            worth += 1.5  # a failure stated, not mentioned in passing
         else:
-            template = template_of(line)
-            strong = _STRONG_WORDS.search(template)
-            if strong is not None and (
-                _STATED_BEFORE.match(template[: strong.start()])
-                or _COLON_AFTER.match(template, strong.end())
-            ):
-                worth += 1.5  # a failure stated, not mentioned in passing
-            else:
-                worth -= 1.0
+            worth -= 1.0
     if benign(line):
         worth -= 6.0
     if consequence(line):
@@ -234,16 +249,12 @@ def reasons(
     if consequence(line):
         why.append("a consequence")
     elif words_only:
-        if _QUALIFIED_EXCEPTION.match(line) is not None:
-            why.append("an exception stated")
-        else:
-            template = template_of(line)
-            strong = _STRONG_WORDS.search(template)
-            stated = strong is not None and (
-                _STATED_BEFORE.match(template[: strong.start()]) is not None
-                or _COLON_AFTER.match(template, strong.end()) is not None
+        said = statement(line)
+        why.append(
+            {"exception": "an exception stated", "stated": "a failure stated"}.get(
+                said, "failure words"
             )
-            why.append("a failure stated" if stated else "failure words")
+        )
     if count > 1:
         why.append(f"said {count} times")
     elif words_only:

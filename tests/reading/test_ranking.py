@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.reading.evidence import extract_evidence, render_evidence
-from orchestrator.reading.prefix import learn_prefix, without_prefix
+from orchestrator.reading.prefix import learn_prefix, split_prefix
 from orchestrator.reading.ranking import CONFIDENT_SCORE, benign, consequence, score, vocabulary
 from orchestrator.reading.templates import template_of
 
@@ -104,11 +104,11 @@ def test_a_prefix_is_learned_from_the_log_and_taken_off_only_where_it_is() -> No
     lines = [b"2017-11-10 02:43:%02d.%06d | %s %d" % (i % 60, i, said[i % 4], i) for i in range(40)]
     prefix = learn_prefix(lines)
     assert prefix is not None and prefix.tokens == 3
-    assert without_prefix(
-        b"2017-11-10 02:44:00.000001 | E305 expected 2 blank lines", [prefix]
-    ) == (b"E305 expected 2 blank lines")
+    assert split_prefix(b"2017-11-10 02:44:00.000001 | E305 expected 2 blank lines", [prefix])[
+        1
+    ] == (b"E305 expected 2 blank lines")
     # A line some other program printed into the log keeps its own start.
-    assert without_prefix(b"Traceback (most recent call last):", [prefix]) == (
+    assert split_prefix(b"Traceback (most recent call last):", [prefix])[1] == (
         b"Traceback (most recent call last):"
     )
     # A box-drawing gutter is one (terraform, rich).

@@ -218,8 +218,13 @@ class Reading:
     when asked for."""
 
     named: NamedFailure | None
-    telling: str | None
+    log_path: Path
     evidence: Evidence | None = None
+
+    @property
+    def telling(self) -> str | None:
+        """Read when asked: the driver records the class and never shows this line."""
+        return telling_line_of(self.log_path)
 
     @property
     def failure(self) -> FailureClass:
@@ -249,4 +254,4 @@ def read_failure(
             )
         except OSError:
             evidence = None
-    return Reading(named=named, telling=telling_line_of(outcome.log_path), evidence=evidence)
+    return Reading(named=named, log_path=outcome.log_path, evidence=evidence)

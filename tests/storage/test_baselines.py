@@ -388,3 +388,51 @@ def test_a_state_dir_that_cannot_hold_baselines_is_said_and_the_run_goes_on(
     assert notes[0].startswith(
         f"note: baseline of check 'unit' in {record.repository} not updated: "
     )
+
+
+KILLED_WRITER = """
+import sys
+from pathlib import Path
+from orchestrator.storage.baselines import BaselineStore
+
+store = BaselineStore(Path(sys.argv[1]))
+log = Path(sys.argv[2])
+n = 0
+while True:
+    n += 1
+    print(f"learning {n}", flush=True)
+    store.record_green("REPO", "unit", log)
+"""
+
+
+@pytest.mark.parametrize("kill_after", [1, 3])
+def test_a_kill_9_around_the_write_leaves_the_last_whole_baseline(
+    tmp_path: Path, kill_after: int
+) -> None:
+    """A worker killed while a green check's baseline is being merged and written: the
+    next reader finds the baseline of the runs that were written whole (never a damaged
+    file), and the next green check adds to it."""
+    log = tmp_path / "green.log"
+    log.write_bytes(GREEN * 2000)  # a few hundred KiB: the write is not instant
+    state = tmp_path / "state"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(state), str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    assert writer.stdout is not None
+    # Each line is said before a learn-merge-write: the kill lands around the write after
+    # the first ``kill_after`` ones (a blocking read is the wait).
+    for _ in range(kill_after + 1):
+        assert writer.stdout.readline().startswith("learning")
+    writer.kill()
+    writer.wait(timeout=30)
+    store, warnings = store_of(tmp_path)
+    baseline = store.load("REPO", "unit")
+    assert baseline is not None and kill_after <= baseline.runs <= kill_after + 1
+    assert not list((state / "baselines").rglob("*.damaged"))
+    assert warnings == []
+    store.record_green("REPO", "unit", log)
+    after = store.load("REPO", "unit")
+    assert after is not None and after.runs == baseline.runs + 1

@@ -1164,9 +1164,9 @@ def _random_token(found: set[str], public: list[tuple[int, int]], match: re.Matc
         return token  # a subresource-integrity digest (lock files, npm)
     text = match.string
     # (one line back, at most 4 KiB: a SOPS value fits; a huge line costs no more)
-    reach = max(0, match.start() - 4096)
-    line = text[text.rfind("\n", reach, match.start()) + 1 : match.start()]
-    if line.rfind("ENC[") > line.rfind("]"):
+    start = match.start()
+    opened = text.rfind("ENC[", max(0, start - 4096), start)
+    if opened >= 0 and text.find("]", opened, start) < 0 and text.find("\n", opened, start) < 0:
         return token  # inside SOPS ciphertext: ``ENC[AES256_GCM,data:...,iv:...]``
     window = text[max(0, match.start() - 100) : match.start()]
     named = _NAME_BEFORE_REVERSED.match(window[::-1])

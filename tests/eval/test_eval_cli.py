@@ -11,6 +11,7 @@ from orchestrator.cli.commands import eval as eval_command
 from orchestrator.cli.main import main
 
 
+@pytest.mark.slow
 def test_the_table_names_every_measure(
     corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

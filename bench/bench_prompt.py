@@ -35,7 +35,7 @@ from orchestrator.execution.attempts import Services  # noqa: E402
 from orchestrator.recovery.context import ContextBundle  # noqa: E402
 from orchestrator.recovery.gateway import ScriptedGateway  # noqa: E402
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt  # noqa: E402
-from orchestrator.recovery.verdict import verdict_json_schema  # noqa: E402
+from orchestrator.domain.verdicts import verdict_json_schema
 from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage.decisions import read_verdict  # noqa: E402
 from orchestrator.storage.layout import verdict_files  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.recovery.prompt import PromptFacts, facts_for
-from orchestrator.recovery.verdict import DecisionContext
+from orchestrator.domain.verdicts import DecisionContext
 
 
 def decision_context(

@@ -279,8 +279,8 @@ def test_running_a_ticket_never_loads_the_demo(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_recovery_modules_load_no_code_that_acts() -> None:
-    """The registry's pure parts (names, verdict types, rules, plans) reach recovery/; the
-    code an action's ``apply`` runs with is imported only when it is called."""
+    """The vocabulary (names, verdict types, rules) reaches recovery/ from domain/; no
+    action's code (plan or apply) is loaded by the decision."""
     recovery = sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts)
         for p in (PACKAGE / "recovery").glob("*.py")
@@ -292,9 +292,9 @@ def test_the_recovery_modules_load_no_code_that_acts() -> None:
         "print('\\n'.join(sorted(sys.modules)))"
     )
     loaded = set(fresh_interpreter(code, cwd=ROOT).split())
-    assert "orchestrator.actions.registry" in loaded  # the check looks where it should
-    acting = ("orchestrator.execution", "orchestrator.app", "orchestrator.storage",
-              "orchestrator.reports", "subprocess")  # fmt: skip
+    assert "orchestrator.domain.vocabulary" in loaded  # the check looks where it should
+    acting = ("orchestrator.actions", "orchestrator.execution", "orchestrator.app",
+              "orchestrator.storage", "orchestrator.reports", "subprocess")  # fmt: skip
     assert sorted(m for m in loaded if matches(m, set(acting))) == []
 
 

@@ -8,17 +8,14 @@ from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.proposal import action_name_of
-from orchestrator.actions.spec import ActionSpec
+from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.recovery.verdict import AbandonHumanVerdict
+from orchestrator.domain.verdicts import AbandonHumanVerdict
 
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
     from orchestrator.storage.runs import RunRecord
 
-PROMPT = "broken in a way automation should not keep retrying"
-# Stopping is always safe: an abandon is carried out without asking a person.
-ROUTING_DEFAULT = 0.0
 
 
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
@@ -82,11 +79,4 @@ def stop(
     return record, Effect(outcome=f"{state}: {reason}", terminal=state, halt=halt)
 
 
-SPEC: ActionSpec[AbandonHumanVerdict] = ActionSpec(
-    name="abandon-human",
-    verdict_type=AbandonHumanVerdict,
-    routing_default=ROUTING_DEFAULT,
-    prompt=PROMPT,
-    plan=plan,
-    apply=apply,
-)
+SPEC: ActionSteps[AbandonHumanVerdict] = ActionSteps(name="abandon-human", plan=plan, apply=apply)

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from
 from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
-from orchestrator.actions.spec import ActionSpec
-from orchestrator.recovery.recipe import plan_recipe
-from orchestrator.recovery.verdict import DecisionContext, MechanicalFixVerdict, names_check
+from orchestrator.actions.spec import ActionSteps
+from orchestrator.domain.recipes import plan_recipe
+from orchestrator.domain.verdicts import MechanicalFixVerdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import CheckConfig, StageConfig
@@ -31,14 +31,6 @@ if TYPE_CHECKING:
     from orchestrator.execution.integrity import Snapshot
     from orchestrator.execution.stage_env import StageContext
     from orchestrator.storage.runs import CheckResult, RunRecord
-
-PROMPT = (
-    "a known-shape violation with a deterministic repair: `repair_plan.commands` are "
-    "commands run without a shell inside the clone (write <clone> for its path; only "
-    "allow-listed programs), and `repair_plan.verification_check` names the failing check"
-)
-ROUTING_DEFAULT = 0.85
-
 
 def plan(verdict: MechanicalFixVerdict, facts: PlanFacts) -> Dispatch:
     argvs, recipe_errors = plan_recipe(
@@ -51,32 +43,6 @@ def plan(verdict: MechanicalFixVerdict, facts: PlanFacts) -> Dispatch:
         recipe=tuple(argvs), recipe_errors=tuple(recipe_errors),
         verify_check=facts.failing_check,
     )  # fmt: skip
-
-
-def checks(verdict: MechanicalFixVerdict, ctx: DecisionContext) -> dict[str, bool]:
-    return {
-        "names_failing_check": ctx.failing_check is not None
-        and names_check(verdict.repair_plan.verification_check, ctx.failing_check),
-        "recipe_allowed": not plan_recipe(
-            verdict.repair_plan.commands, clone_dir=ctx.clone_dir, allowlist=ctx.recipe_allowlist
-        )[1],
-    }
-
-
-def errors(verdict: MechanicalFixVerdict, ctx: DecisionContext) -> list[str]:
-    if ctx.failing_check is None:
-        return ["mechanical-fix: the failure was not a check, so there is nothing to verify"]
-    found = []
-    if not names_check(verdict.repair_plan.verification_check, ctx.failing_check):
-        found.append(
-            f"repair_plan.verification_check: must name the failing check "
-            f"{ctx.failing_check!r} (got {verdict.repair_plan.verification_check!r})"
-        )
-    _, recipe_errors = plan_recipe(
-        verdict.repair_plan.commands, clone_dir=ctx.clone_dir, allowlist=ctx.recipe_allowlist
-    )
-    found.extend(f"repair_plan.commands{e}" for e in recipe_errors)
-    return found
 
 
 def check_files(argv: tuple[str, ...], clone: Path) -> list[Path]:
@@ -360,14 +326,4 @@ def apply(
     )
 
 
-SPEC: ActionSpec[MechanicalFixVerdict] = ActionSpec(
-    name="mechanical-fix",
-    verdict_type=MechanicalFixVerdict,
-    routing_default=ROUTING_DEFAULT,
-    prompt=PROMPT,
-    plan=plan,
-    apply=apply,
-    checks=checks,
-    errors=errors,
-    retry_like=True,
-)
+SPEC: ActionSteps[MechanicalFixVerdict] = ActionSteps(name="mechanical-fix", plan=plan, apply=apply)

@@ -14,7 +14,7 @@ from orchestrator.domain.lifecycle import RunState
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config, StageConfig
     from orchestrator.recovery.proposal import Proposal
-    from orchestrator.recovery.verdict import Verdict
+    from orchestrator.domain.verdicts import Verdict
     from orchestrator.storage.approvals import Approval
     from orchestrator.storage.runs import Halt, RunRecord
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.recovery.proposal import FailureEvidence, HaltEvidence, Proposal
-    from orchestrator.recovery.verdict import Verdict
+    from orchestrator.domain.verdicts import Verdict
 
 
 def verdict_of(proposal: Proposal) -> Verdict:

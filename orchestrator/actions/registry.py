@@ -1,9 +1,8 @@
-"""The verdict actions, collected: the one list of what a decision may do.
+"""The verdict actions' code, by the vocabulary's names: what carrying out each one takes.
 
-Everything that names the actions derives from here — the CLI's ``verdicts --action``
-choices, the ``[routing]`` keys and their defaults, the prompt's vocabulary, and the
-verification rules a verdict is checked against. An action added here (``register``)
-reaches all of them.
+The words (names, verdict models, routing defaults, prompt lines, rules) are
+``orchestrator/domain/vocabulary.py``'s; this registry holds each action's plan and apply
+under the same name, and the substrate looks them up here.
 
 ``plan_dispatch`` states what the substrate will do with a proposal; the substrate
 carries out exactly that plan, and replay compares it.
@@ -18,15 +17,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.actions import abandon, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Dispatch, PlanFacts, rerun_stage_for
 from orchestrator.actions.proposal import failure_of, halt_of, verdict_of
-from orchestrator.actions.spec import ActionSpec
-from orchestrator.recovery.verdict import (
-    AbandonHumanVerdict,
-    DecisionContext,
-    Verdict,
-)
-from orchestrator.recovery.verdict import (
-    abandon as abandon_verdict,
-)
+from orchestrator.actions.spec import ActionSteps
+from orchestrator.domain.verdicts import AbandonHumanVerdict
+from orchestrator.domain.verdicts import abandon as abandon_verdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config
@@ -35,73 +28,44 @@ if TYPE_CHECKING:
 
 
 class ActionRegistry:
-    """Actions by name, in the order the prompt and the CLI list them."""
+    """Each action's steps, by its vocabulary name."""
 
-    def __init__(self, specs: Iterable[ActionSpec[Any]]) -> None:
-        self._specs: dict[str, ActionSpec[Any]] = {}
-        for spec in specs:
-            self.register(spec)
+    def __init__(self, steps: Iterable[ActionSteps[Any]]) -> None:
+        self._steps: dict[str, ActionSteps[Any]] = {}
+        for step in steps:
+            self.register(step)
 
-    def register(self, spec: ActionSpec[Any]) -> None:
-        if spec.name in self._specs:
-            raise ValueError(f"action {spec.name!r} is already registered")
-        if not 0.0 <= spec.routing_default <= 1.0:
-            raise ValueError(f"action {spec.name!r}: routing default must be within [0, 1]")
-        self._specs[spec.name] = spec
+    def register(self, steps: ActionSteps[Any]) -> None:
+        if steps.name in self._steps:
+            raise ValueError(f"action {steps.name!r} is already registered")
+        self._steps[steps.name] = steps
 
     def unregister(self, name: str) -> None:
-        del self._specs[name]
+        del self._steps[name]
 
     @contextmanager
-    def registered(self, spec: ActionSpec[Any]) -> Iterator[ActionSpec[Any]]:
-        """``spec`` registered for the duration of the block (an extension, a test)."""
-        self.register(spec)
+    def registered(self, steps: ActionSteps[Any]) -> Iterator[ActionSteps[Any]]:
+        """``steps`` registered for the duration of the block (an extension, a test)."""
+        self.register(steps)
         try:
-            yield spec
+            yield steps
         finally:
-            self.unregister(spec.name)
+            self.unregister(steps.name)
 
     def names(self) -> tuple[str, ...]:
-        return tuple(self._specs)
+        return tuple(self._steps)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._specs
+        return name in self._steps
 
-    def get(self, name: str) -> ActionSpec[Any]:
+    def get(self, name: str) -> ActionSteps[Any]:
         try:
-            return self._specs[name]
+            return self._steps[name]
         except KeyError:
-            raise KeyError(f"{name!r} is not one of: {', '.join(self._specs)}") from None
-
-    def for_verdict(self, verdict: object) -> ActionSpec[Any]:
-        return self.get(str(getattr(verdict, "action", "")))
-
-    def specs(self) -> tuple[ActionSpec[Any], ...]:
-        return tuple(self._specs.values())
-
-    def routing_defaults(self) -> dict[str, float]:
-        return {name: spec.routing_default for name, spec in self._specs.items()}
-
-    def vocabulary(self) -> tuple[tuple[str, str], ...]:
-        """(name, what the prompt says about it), in order."""
-        return tuple((name, spec.prompt) for name, spec in self._specs.items())
+            raise KeyError(f"{name!r} is not one of: {', '.join(self._steps)}") from None
 
 
-REGISTRY = ActionRegistry(
-    (*rerun.SPECS, split.SPEC, abandon.SPEC, mechanical_fix.SPEC),
-)
-
-
-def rule_checks(verdict: Verdict, ctx: DecisionContext) -> dict[str, bool]:
-    """The verdict's action's named business-rule checks (for verification)."""
-    spec = REGISTRY.for_verdict(verdict)
-    return spec.checks(verdict, ctx)
-
-
-def rule_errors(verdict: Verdict, ctx: DecisionContext) -> list[str]:
-    """The verdict's action's business rules, broken: empty means it may be executed."""
-    spec = REGISTRY.for_verdict(verdict)
-    return spec.errors(verdict, ctx)
+REGISTRY = ActionRegistry((*rerun.STEPS, split.SPEC, abandon.SPEC, mechanical_fix.SPEC))
 
 
 def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Dispatch:
@@ -131,4 +95,4 @@ def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Disp
         halt_reason=halt.reason.value if halt.reason is not None else None,
         cap_exhausted=halt.cap_exhausted,
     )
-    return REGISTRY.for_verdict(verdict).plan(verdict, facts)
+    return REGISTRY.get(verdict.action).plan(verdict, facts)

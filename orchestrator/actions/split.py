@@ -6,17 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
-from orchestrator.actions.spec import ActionSpec
+from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import TicketFields, render_ticket
-from orchestrator.recovery.verdict import SplitVerdict
+from orchestrator.domain.verdicts import SplitVerdict
 
 if TYPE_CHECKING:
     from orchestrator.execution.attempts import Services
     from orchestrator.storage.runs import RunRecord
 
-PROMPT = "the ticket bundles independent concerns; propose 2-5 `sub_tickets` (title, body)"
-ROUTING_DEFAULT = 0.9
 
 
 def plan(verdict: SplitVerdict, facts: PlanFacts) -> Dispatch:
@@ -69,11 +67,4 @@ def apply(
     return record, Effect(outcome=f"split into {len(written)} sub-tickets", terminal=RunState.SPLIT)
 
 
-SPEC: ActionSpec[SplitVerdict] = ActionSpec(
-    name="split",
-    verdict_type=SplitVerdict,
-    routing_default=ROUTING_DEFAULT,
-    prompt=PROMPT,
-    plan=plan,
-    apply=apply,
-)
+SPEC: ActionSteps[SplitVerdict] = ActionSteps(name="split", plan=plan, apply=apply)

@@ -25,14 +25,15 @@ from orchestrator.actions.proposal import (
     verdict_of,
 )
 from orchestrator.actions.registry import REGISTRY, plan_dispatch
+from orchestrator.domain.vocabulary import VOCABULARY
 from orchestrator.app.stores import budgets_of
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.recovery.verdict import AbandonHumanVerdict
-from orchestrator.recovery.verdict import abandon as abandon_verdict
+from orchestrator.domain.verdicts import AbandonHumanVerdict
+from orchestrator.domain.verdicts import abandon as abandon_verdict
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.runs import RunRecord
 
@@ -77,9 +78,9 @@ def apply(
         raise StateError(
             f"state error: proposal {proposal.decision_id} cannot be carried out: {plan.error}"
         )
-    spec = REGISTRY.get(plan.action)
-    if not spec.retry_like:
-        return spec.apply(record, applying, plan, services)
+    steps = REGISTRY.get(plan.action)
+    if not VOCABULARY.get(plan.action).retry_like:
+        return steps.apply(record, applying, plan, services)
     charge = charge_retry(
         budgets_of(services),
         ticket_id=record.ticket_id,
@@ -95,7 +96,7 @@ def apply(
             why=f"{charge.refusal}; the verdict was {applying.verdict.action}",
         )  # fmt: skip
     counters = record.counters.model_copy(update={"retries": record.counters.retries + 1})
-    record, effect = spec.apply(
+    record, effect = steps.apply(
         record.model_copy(update={"counters": counters}), applying, plan, services
     )
     return record, replace(effect, retry_after_s=charge.retry_after_s)

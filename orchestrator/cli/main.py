@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     verdicts = sub.add_parser("verdicts", help="list persisted decisions across runs, oldest first")
-    from orchestrator.actions import choices  # the registry's names, read lazily: cheap
+    from orchestrator.cli import choices  # the vocabulary's names, read lazily: cheap
 
     # A metavar keeps argparse from listing the choices (loading them) while it builds.
     verdicts.add_argument(

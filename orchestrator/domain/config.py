@@ -128,26 +128,27 @@ class RoutingConfig(RootModel[dict[str, Threshold]]):
     a playbook entry or a recipe that went green before clears them.
 
     The keys are the action names and the defaults each action's own (the action
-    registry's): ``[routing]`` sets only the ones it names."""
+    vocabulary's): ``[routing]`` sets only the ones it names."""
 
     model_config = ConfigDict(frozen=True)
 
     @model_validator(mode="after")
     def _known_actions(self) -> RoutingConfig:
-        from orchestrator.actions.registry import REGISTRY  # the vocabulary, not a cycle
+        # Here, not at the top: the verdict models cost a parse of their schemas.
+        from orchestrator.domain.vocabulary import VOCABULARY
 
         for key in self.root:
-            if key not in REGISTRY:
+            if key not in VOCABULARY:
                 raise ValueError(
-                    f"unknown key {key!r}: not an action (one of: {', '.join(REGISTRY.names())})"
+                    f"unknown key {key!r}: not an action (one of: {', '.join(VOCABULARY.names())})"
                 )
         return self
 
     def by_action(self) -> dict[str, float]:
         """Every action's threshold: the configured one, else the action's default."""
-        from orchestrator.actions.registry import REGISTRY
+        from orchestrator.domain.vocabulary import VOCABULARY
 
-        return {**REGISTRY.routing_defaults(), **self.root}
+        return {**VOCABULARY.routing_defaults(), **self.root}
 
 
 class JudgeConfig(Frozen):

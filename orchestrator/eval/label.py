@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from orchestrator.actions.registry import REGISTRY
+from orchestrator.domain.vocabulary import VOCABULARY
 from orchestrator.domain.validation import Frozen
 
 # The classes a label may name: every failure class, including those the classifier may
@@ -63,7 +63,7 @@ class CaseLabel(Frozen):
         problems = []
         if self.failure_class not in KNOWN_CLASSES:
             problems.append(f"failure_class: unknown class {self.failure_class!r}")
-        unknown = [a for a in self.acceptable_actions if a not in REGISTRY]
+        unknown = [a for a in self.acceptable_actions if a not in VOCABULARY]
         if unknown:
             problems.append(f"acceptable_actions: unknown action(s) {unknown}")
         if self.source == "engine" and self.engine is None:

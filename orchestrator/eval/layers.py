@@ -28,7 +28,7 @@ from orchestrator.reading.failure import log_tail, read_failure
 from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.context import BundleInputs
 from orchestrator.recovery.playbook import Failure, check_output_of
-from orchestrator.recovery.verdict import DecisionContext
+from orchestrator.domain.verdicts import DecisionContext
 
 # A typical setup for checking verdicts: one engine with a two-model ladder, a second
 # engine to switch to, the recipe allow-list of the starter config.

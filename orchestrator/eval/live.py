@@ -28,7 +28,7 @@ from orchestrator.eval.offline import BYTES_PER_TOKEN, CaseResult, percentile
 from orchestrator.recovery.diagnose import ask_model
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.recovery.prompt import SYSTEM, build_prompt, facts_for
-from orchestrator.recovery.verdict import verdict_json_schema
+from orchestrator.domain.verdicts import verdict_json_schema
 
 
 class LiveResult(Frozen):

@@ -8,13 +8,13 @@ is given and returns typed values; ``orchestrator.app.recover`` persists the dec
     proposal.py    the typed decision: RecoveryContext, Proposal, Evidence
     audit.py       what memory_write and exit prepare: the audit memory, the ledger entries
     transcript.py  every model and tool call as a typed record; the replay player
-    verdict.py     the closed-vocabulary verdict schema and its semantic checks
-    recipe.py      mechanical-fix recipe validation (allow-list, no shell, inside the clone)
+    verdict.py     reading a verdict out of a reply (shape); the vocabulary itself and its
+                   rules are orchestrator/domain/verdicts.py and vocabulary.py
     playbook.py    known failures → verdicts, at no cost
     context.py     the bounded, redacted context bundle;  redact.py  secrets out
     guardrail.py   the output guardrail;  confidence.py  composed confidence and routing
     investigate.py the bounded investigation loop
-    prompt.py      the one prompt, its vocabulary from the action registry
+    prompt.py      the one prompt, its vocabulary from domain/vocabulary.py
     gateway.py     the ModelGateway protocol, typed call errors, the scripted gateway for tests
     anthropic_gateway.py   the only module that imports the model SDK (lazily)
 """

@@ -17,7 +17,7 @@ from pydantic import field_validator
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import ToolCall, TranscriptEntry
-from orchestrator.recovery.verdict import Verdict
+from orchestrator.domain.verdicts import Verdict
 
 CAPABILITY = "stage-recovery"
 

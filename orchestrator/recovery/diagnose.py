@@ -34,17 +34,19 @@ from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, bu
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
+    parse_reply,
+    parse_verdict,
+    validate_verdict_object,
+)
+from orchestrator.domain.verdicts import (
     AbandonHumanVerdict,
     DecisionContext,
     RetryVerdict,
     Verdict,
     abandon,
-    parse_reply,
-    parse_verdict,
-    semantic_errors,
-    validate_verdict_object,
     verdict_json_schema,
 )
+from orchestrator.domain.vocabulary import semantic_errors
 
 
 class Source(StrEnum):

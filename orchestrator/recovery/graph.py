@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
-from orchestrator.actions.registry import REGISTRY, rule_checks
+from orchestrator.domain.vocabulary import VOCABULARY, rule_checks
 from orchestrator.domain.config import Config
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.recovery.audit import (
@@ -59,13 +59,9 @@ from orchestrator.recovery.proposal import (
     UsageEvidence,
 )
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, valid_text
-from orchestrator.recovery.verdict import (
-    DecisionContext,
-    abandon,
-    parse_reply,
-    semantic_errors,
-    validate_verdict_object,
-)
+from orchestrator.domain.verdicts import DecisionContext, abandon
+from orchestrator.recovery.verdict import parse_reply, validate_verdict_object
+from orchestrator.domain.vocabulary import semantic_errors
 
 
 @dataclass(frozen=True)
@@ -263,7 +259,7 @@ def verification_checks(
     which rules a verdict has is its action's (the registry's) to say."""
     action = proposal.get("action") if isinstance(proposal, dict) else None
     # The proposal is the model's raw JSON: an ``action`` may be a list or an object.
-    checks = {"in_enum": isinstance(action, str) and action in REGISTRY}
+    checks = {"in_enum": isinstance(action, str) and action in VOCABULARY}
     verdict, _ = validate_verdict_object(proposal)
     checks["schema_ok"] = verdict is not None
     if verdict is not None:

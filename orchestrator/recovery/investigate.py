@@ -36,13 +36,12 @@ from orchestrator.recovery.redact import redact
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
-    DecisionContext,
-    abandon,
     parse_reply,
-    semantic_errors,
     shown_short,
     validate_verdict_object,
 )
+from orchestrator.domain.verdicts import DecisionContext, abandon
+from orchestrator.domain.vocabulary import semantic_errors
 
 if TYPE_CHECKING:
     from orchestrator.recovery.graph import GraphDeps, GraphState

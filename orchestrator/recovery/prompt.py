@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from orchestrator.actions.registry import REGISTRY
+from orchestrator.domain.vocabulary import VOCABULARY
 from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.context import RENDER_PREAMBLE
-from orchestrator.recovery.verdict import DecisionContext, verdict_json_schema
+from orchestrator.domain.verdicts import DecisionContext, verdict_json_schema
 
 PROMPT_VERSION = "recovery-v3"
 
@@ -91,7 +91,7 @@ def _rejected(validation_errors: list[str] | None) -> list[str]:
 
 
 def _prompt_v1(facts: PromptFacts, bundle_text: str, validation_errors: list[str] | None) -> str:
-    vocabulary = "\n".join(f"- `{name}`: {meaning}" for name, meaning in REGISTRY.vocabulary())
+    vocabulary = "\n".join(f"- `{name}`: {meaning}" for name, meaning in VOCABULARY.lines())
     parts = [
         *_header(facts),
         "Choose exactly one action from this closed vocabulary:",
@@ -136,9 +136,9 @@ def vocabulary_lines() -> list[str]:
     """One line per action, in the registry's order: its name, its required fields (from
     the schema its verdict type makes, the one the reply is constrained to), its meaning."""
     return [
-        f"- {name} {{{required_fields(REGISTRY.get(name).verdict_type.model_json_schema())}}}: "
+        f"- {name} {{{required_fields(VOCABULARY.get(name).verdict_type.model_json_schema())}}}: "
         f"{meaning}"
-        for name, meaning in REGISTRY.vocabulary()
+        for name, meaning in VOCABULARY.lines()
     ]
 
 

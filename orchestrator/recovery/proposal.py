@@ -19,7 +19,7 @@ from orchestrator.recovery.confidence import CONFIDENCE_RULES, History, Routing
 from orchestrator.recovery.diagnose import Caps, Source
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import PromptFacts
-from orchestrator.recovery.verdict import DecisionContext, Verdict
+from orchestrator.domain.verdicts import DecisionContext, Verdict
 
 __all__ = [
     "BundleEvidence",

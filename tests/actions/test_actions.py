@@ -24,7 +24,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.recovery.verdict import (
+from orchestrator.domain.verdicts import (
     AbandonHumanVerdict,
     EscalateModelVerdict,
     MechanicalFixVerdict,

@@ -1,4 +1,4 @@
-"""The registry is where the vocabulary comes from: an action registered there reaches the
+"""The vocabulary is where the action names come from: an action registered there reaches the
 CLI's choices, the ``[routing]`` keys and defaults, the prompt, and verification."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.actions.plan import Dispatch, PlanFacts
-from orchestrator.actions.registry import REGISTRY, rule_checks
-from orchestrator.actions.spec import ActionSpec
+from orchestrator.actions.registry import REGISTRY
 from orchestrator.cli.main import build_parser, main
 from orchestrator.domain.config import parse_config
 from orchestrator.domain.errors import ConfigError
@@ -20,13 +18,13 @@ from orchestrator.domain.validation import Frozen
 from orchestrator.recovery.diagnose import Source
 from orchestrator.recovery.graph import Guardrail, verification_checks
 from orchestrator.recovery.prompt import PromptFacts, build_prompt
-from orchestrator.recovery.verdict import (
+from orchestrator.domain.verdicts import (
     VERDICT_ADAPTER,
     Action,
     DecisionContext,
     SwitchEngineVerdict,
-    semantic_errors,
 )
+from orchestrator.domain.vocabulary import VOCABULARY, ActionTerms, rule_checks, semantic_errors
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env
 
@@ -36,21 +34,11 @@ class RebaseVerdict(Frozen):
     summary: str
 
 
-def _plan(verdict: RebaseVerdict, facts: PlanFacts) -> Dispatch:
-    return Dispatch("rebase", facts.approval, rerun=facts.code.name)
-
-
-def _no_apply(*args: object) -> object:
-    raise AssertionError("not carried out in these tests")
-
-
-REBASE = ActionSpec(
+REBASE = ActionTerms(
     name="rebase",
     verdict_type=RebaseVerdict,
     routing_default=0.42,
     prompt="the branch is stale; rebase it onto its base",
-    plan=_plan,
-    apply=_no_apply,  # type: ignore[arg-type]
     checks=lambda verdict, ctx: {"base_is_known": True},
 )
 
@@ -64,7 +52,7 @@ def test_a_registered_action_reaches_the_cli_routing_and_prompt(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     config_text = (ROOT / "config.toml").read_text()
-    with REGISTRY.registered(REBASE):
+    with VOCABULARY.registered(REBASE):
         # CLI: a choice of `verdicts --action` (and listed in its help).
         args = build_parser().parse_args(["verdicts", "--action", "rebase"])
         assert args.action == "rebase"
@@ -107,7 +95,7 @@ def test_an_actions_checks_are_verification_signals() -> None:
         verification_checks({"action": "rebase", "summary": "s"}, ctx, Guardrail())["in_enum"]
         is False
     )
-    with REGISTRY.registered(REBASE):
+    with VOCABULARY.registered(REBASE):
         assert verification_checks({"action": "rebase", "summary": "s"}, ctx, Guardrail())[
             "in_enum"
         ]
@@ -119,10 +107,12 @@ def test_the_built_in_actions_are_the_verdict_schemas_and_in_the_prompts_order()
         definition["properties"]["action"]["const"] for definition in schema["$defs"].values()
         if "action" in definition.get("properties", {})
     )  # fmt: skip
-    assert REGISTRY.names() == tuple(a.value for a in Action)
-    assert sorted(REGISTRY.names()) == in_schema
-    assert all(spec.verdict_type.model_fields["action"] for spec in REGISTRY.specs())
-    assert REGISTRY.routing_defaults() == {
+    assert VOCABULARY.names() == tuple(a.value for a in Action)
+    assert sorted(VOCABULARY.names()) == in_schema
+    assert all(terms.verdict_type.model_fields["action"] for terms in VOCABULARY.terms())
+    # Every word of the vocabulary can be carried out, and nothing else can.
+    assert REGISTRY.names() == VOCABULARY.names()
+    assert VOCABULARY.routing_defaults() == {
         "retry": 0.8, "escalate-model": 0.8, "switch-engine": 0.8, "split": 0.9,
         "abandon-human": 0.0, "mechanical-fix": 0.85,
     }  # fmt: skip
@@ -130,10 +120,12 @@ def test_the_built_in_actions_are_the_verdict_schemas_and_in_the_prompts_order()
 
 def test_registering_twice_or_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="'retry' is already registered"):
+        VOCABULARY.register(VOCABULARY.get("retry"))
+    with pytest.raises(ValueError, match="'retry' is already registered"):
         REGISTRY.register(REGISTRY.get("retry"))
     with pytest.raises(ValueError, match="routing default must be within"):
-        REGISTRY.register(ActionSpec(**{**REBASE.__dict__, "routing_default": 1.5}))
-    assert "rebase" not in REGISTRY
+        VOCABULARY.register(ActionTerms(**{**REBASE.__dict__, "routing_default": 1.5}))
+    assert "rebase" not in VOCABULARY
 
 
 @pytest.mark.slow

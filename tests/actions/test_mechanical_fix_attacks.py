@@ -21,7 +21,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution.attempts import Services
 from orchestrator.execution.git import driver_overrides, hardened_git_env
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.recovery.verdict import MechanicalFixVerdict, RepairPlan
+from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id

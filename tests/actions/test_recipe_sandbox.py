@@ -26,7 +26,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.execution.attempts import Services, run_check, stage_context
 from orchestrator.execution.sandbox import SANDBOX_HOME, BwrapLocator, bundled_bwrap
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.recovery.verdict import MechanicalFixVerdict, RepairPlan
+from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.cli.commands.verdicts import parse_since, verdicts
 from orchestrator.domain.errors import UsageError
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.recovery.verdict import VERDICT_ADAPTER
+from orchestrator.domain.verdicts import VERDICT_ADAPTER
 from orchestrator.storage.decisions import TokenUsage, VerdictRecord, write_verdict
 
 RUN_A = "CARDS-1-20261130T010000Z-aaaa"

@@ -19,7 +19,8 @@ from orchestrator.domain.lifecycle import TERMINAL, RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.recovery.verdict import MechanicalFixVerdict, validate_verdict_object
+from orchestrator.domain.verdicts import MechanicalFixVerdict
+from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore

@@ -387,7 +387,7 @@ def test_the_verdict_schema_travels_once_in_the_structured_output_format() -> No
     import anthropic
 
     from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
-    from orchestrator.recovery.verdict import verdict_json_schema
+    from orchestrator.domain.verdicts import verdict_json_schema
 
     facts = PromptFacts(
         ticket_id="T-1", ticket_kind="bug-fix", failing_stage="review",

@@ -23,12 +23,8 @@ from orchestrator.recovery.gateway import (
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import build_prompt
 from orchestrator.recovery.transcript import CallPurpose, TranscriptPlayer
-from orchestrator.recovery.verdict import (
-    Action,
-    DecisionContext,
-    MechanicalFixVerdict,
-    semantic_errors,
-)
+from orchestrator.domain.verdicts import Action, DecisionContext, MechanicalFixVerdict
+from orchestrator.domain.vocabulary import semantic_errors
 
 from conftest import examples
 from hostile_json import hostile_replies

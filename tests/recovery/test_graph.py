@@ -44,12 +44,8 @@ from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
 from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.transcript import CallPurpose, ModelCall, Transcript, call_model
-from orchestrator.recovery.verdict import (
-    EscalateModelVerdict,
-    RetryVerdict,
-    abandon,
-    validate_verdict_object,
-)
+from orchestrator.domain.verdicts import EscalateModelVerdict, RetryVerdict, abandon
+from orchestrator.recovery.verdict import validate_verdict_object
 
 from conftest import examples
 from hostile_json import hostile_replies

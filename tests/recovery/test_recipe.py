@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.recovery.recipe import plan_recipe
+from orchestrator.domain.recipes import plan_recipe
 
 
 def plan(tmp_path: Path, *commands: str) -> tuple[list[tuple[str, ...]], list[str]]:

@@ -14,7 +14,7 @@ from test_graph import THRESHOLDS, context, model_decision
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.graph import GraphDeps, GraphState, OutputGuardrail, run_graph
 from orchestrator.recovery.guardrail import scrub
-from orchestrator.recovery.recipe import plan_recipe
+from orchestrator.domain.recipes import plan_recipe
 from orchestrator.recovery.verdict import validate_verdict_object
 
 pytestmark = pytest.mark.timeout(60)

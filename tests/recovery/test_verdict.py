@@ -8,18 +8,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from orchestrator.recovery.verdict import (
+from orchestrator.domain.verdicts import (
     Action,
     DecisionContext,
     MechanicalFixVerdict,
     SplitVerdict,
     names_check,
     next_model,
-    parse_verdict,
-    semantic_errors,
-    validate_verdict_object,
     verdict_json_schema,
 )
+from orchestrator.recovery.verdict import parse_verdict, validate_verdict_object
+from orchestrator.domain.vocabulary import semantic_errors
 
 from conftest import examples
 from hostile_json import hostile_replies

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Final, TextIO
 
-from orchestrator.actions.choices import ACTIONS, SOURCES
+from orchestrator.cli.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage

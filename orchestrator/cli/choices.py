@@ -36,9 +36,9 @@ class LazyChoices(Sequence[str]):
 
 
 def _action_names() -> Sequence[str]:
-    from orchestrator.actions.registry import REGISTRY
+    from orchestrator.domain.vocabulary import VOCABULARY
 
-    return REGISTRY.names()
+    return VOCABULARY.names()
 
 
 def _source_names() -> Sequence[str]:

@@ -33,7 +33,7 @@ from orchestrator.execution.attempts import Services  # noqa: E402
 from orchestrator.recovery.gateway import ModelReply, ModelRequest  # noqa: E402
 from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage.budget import BudgetStore  # noqa: E402
-from orchestrator.storage.runs import RunStore  # noqa: E402
+from orchestrator.storage.runs import RunStore
 
 UNHELPFUL = ["I think you should retry.", '{"action": "retry", "summary": "try again"}']
 

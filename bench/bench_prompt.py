@@ -31,15 +31,15 @@ from orchestrator.app.driver import run_ticket  # noqa: E402
 from orchestrator.demo.run import build_demo  # noqa: E402
 from orchestrator.domain.config import load_config  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
+from orchestrator.domain.verdicts import verdict_json_schema
 from orchestrator.execution.attempts import Services  # noqa: E402
 from orchestrator.recovery.context import ContextBundle  # noqa: E402
 from orchestrator.recovery.gateway import ScriptedGateway  # noqa: E402
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt  # noqa: E402
-from orchestrator.domain.verdicts import verdict_json_schema
 from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage.decisions import read_verdict  # noqa: E402
 from orchestrator.storage.layout import verdict_files  # noqa: E402
-from orchestrator.storage.runs import RunStore  # noqa: E402
+from orchestrator.storage.runs import RunStore
 
 ACTIONS = ("retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix")
 BASELINE = "recovery-v1"

@@ -12,12 +12,13 @@ from pathlib import Path
 from orchestrator.app.driver import run_ticket
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import COUNTS, ROOT
 from gitrepo import bare_clone, commit_files, init_repo

@@ -13,9 +13,8 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.verdicts import AbandonHumanVerdict
 
 if TYPE_CHECKING:
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
-
 
 
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
@@ -55,8 +54,8 @@ def stop(
     why: str | None = None,
 ) -> tuple[RunRecord, Effect]:
     """End the run in ``state`` for ``reason``, with a hand-off written first."""
+    from orchestrator.domain.runs import Halt
     from orchestrator.reports.handoff import HandoffFacts, render_handoff
-    from orchestrator.storage.runs import Halt
 
     store = services.store
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.

@@ -27,10 +27,11 @@ from orchestrator.domain.verdicts import MechanicalFixVerdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import CheckConfig, StageConfig
+    from orchestrator.domain.runs import CheckResult, RunRecord
     from orchestrator.execution.attempts import Services
     from orchestrator.execution.integrity import Snapshot
     from orchestrator.execution.stage_env import StageContext
-    from orchestrator.storage.runs import CheckResult, RunRecord
+
 
 def plan(verdict: MechanicalFixVerdict, facts: PlanFacts) -> Dispatch:
     argvs, recipe_errors = plan_recipe(

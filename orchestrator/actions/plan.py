@@ -13,10 +13,10 @@ from orchestrator.domain.lifecycle import RunState
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config, StageConfig
-    from orchestrator.recovery.proposal import Proposal
+    from orchestrator.domain.runs import Halt, RunRecord
     from orchestrator.domain.verdicts import Verdict
+    from orchestrator.recovery.proposal import Proposal
     from orchestrator.storage.approvals import Approval
-    from orchestrator.storage.runs import Halt, RunRecord
 
 
 @dataclass(frozen=True)
@@ -144,15 +144,3 @@ def rerun_stage_for(config: Config, failing: StageConfig, *, infra: str | None) 
     stage itself. The code was never judged, and re-running the engine would spend money
     and may change code that was right."""
     return failing if infra is not None else code_stage_for(config, failing)
-
-
-def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> tuple[str, str]:
-    """The engine and model the next attempt of ``stage`` uses: a verdict's override if
-    there is one, else the stage's configuration (model default: the ladder's first)."""
-    override = record.overrides.get(stage.name)
-    if override is not None:
-        return override.engine, override.model or ""
-    if stage.engine is None:
-        return "", ""
-    ladder = config.engines[stage.engine].models
-    return stage.engine, stage.model or (ladder[0] if ladder else "")

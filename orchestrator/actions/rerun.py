@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts, engine_and_model
+from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.spec import ActionSteps
+from orchestrator.domain.runs import engine_and_model
 from orchestrator.domain.verdicts import (
     EscalateModelVerdict,
     RetryVerdict,
@@ -20,8 +21,9 @@ from orchestrator.domain.verdicts import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
+
 
 def plan_retry(verdict: RetryVerdict, facts: PlanFacts) -> Dispatch:
     return Dispatch(verdict.action, facts.approval, rerun=facts.code.name)
@@ -55,7 +57,7 @@ def apply(
     record: RunRecord, applying: Applying, plan: Dispatch, services: Services
 ) -> tuple[RunRecord, Effect]:
     """Set the plan's engine and model for the stage (if it names one) and re-run it."""
-    from orchestrator.storage.runs import StageOverride
+    from orchestrator.domain.runs import StageOverride
 
     assert plan.rerun is not None  # every re-run plan names its stage
     if plan.engine is not None:

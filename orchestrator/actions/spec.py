@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
 
 V = TypeVar("V")
 

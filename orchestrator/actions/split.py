@@ -12,9 +12,8 @@ from orchestrator.domain.tickets import TicketFields, render_ticket
 from orchestrator.domain.verdicts import SplitVerdict
 
 if TYPE_CHECKING:
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import Services
-    from orchestrator.storage.runs import RunRecord
-
 
 
 def plan(verdict: SplitVerdict, facts: PlanFacts) -> Dispatch:

@@ -33,14 +33,7 @@ from orchestrator.domain.lifecycle import (
     halt_reason_for_failure,
     is_terminal,
 )
-from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
-from orchestrator.execution import runner
-from orchestrator.execution.attempts import Services, run_stage
-from orchestrator.execution.git import clone_git_dir_problem, config_problem
-from orchestrator.execution.stage_env import attempt_marker, work_branch
-from orchestrator.reading.telling import telling_line_of
-from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.runs import (
+from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
     Halt,
@@ -50,6 +43,13 @@ from orchestrator.storage.runs import (
     VerdictRef,
     new_run_id,
 )
+from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
+from orchestrator.execution import runner
+from orchestrator.execution.attempts import Services, run_stage
+from orchestrator.execution.git import clone_git_dir_problem, config_problem
+from orchestrator.execution.stage_env import attempt_marker, work_branch
+from orchestrator.reading.telling import telling_line_of
+from orchestrator.storage.crash_points import CrashPoint
 
 __all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
 

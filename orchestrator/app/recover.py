@@ -35,8 +35,10 @@ from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import Attempt, Halt, RunRecord, VerdictRef, engine_and_model
+from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.execution import runner
-from orchestrator.execution.attempts import Services, engine_and_model, git_sandbox
+from orchestrator.execution.attempts import Services, git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.reports import ReportReading, read_reports
@@ -60,13 +62,11 @@ from orchestrator.recovery.playbook import Failure, check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.recovery.redact import redact
-from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.runs import Attempt, Halt, RunRecord, VerdictRef
 from orchestrator.storage.transcripts import write_texts
 
 DIFF_TIMEOUT_S = 60.0

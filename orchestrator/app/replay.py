@@ -38,6 +38,7 @@ from orchestrator.app.substrate import Dispatch, plan_dispatch
 from orchestrator.domain.config import Config, LoadedConfig
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.runs import RunRecord, StageOverride
 from orchestrator.recovery.context import ContextBundle
 from orchestrator.recovery.diagnose import Decision, Source
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
@@ -49,7 +50,7 @@ from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, T
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.ledger import inputs_hash
-from orchestrator.storage.runs import RunRecord, RunStore, StageOverride
+from orchestrator.storage.runs import RunStore
 from orchestrator.storage.transcripts import read_texts, replies_dir
 
 __all__ = [

@@ -27,11 +27,11 @@ from orchestrator.domain.errors import (
     TicketLocked,
 )
 from orchestrator.domain.lifecycle import RunState, is_terminal
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log, final_failure
-from orchestrator.storage.runs import RunRecord
 from orchestrator.storage.ticket_queue import ticket_files
 
 

@@ -24,13 +24,13 @@ from orchestrator.storage.runs import RunStore
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.storage.approvals import Approval
     from orchestrator.storage.budget import ChargeKind, TicketBudget
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
     from orchestrator.storage.protocols import Approvals, Budgets, Decisions, Runs
-    from orchestrator.storage.runs import RunRecord
 
 
 @contextmanager

@@ -14,12 +14,22 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.actions.plan import engine_and_model as engine_and_model
 from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
+from orchestrator.domain.runs import (
+    Attempt,
+    AttemptStatus,
+    CheckResult,
+    FailingCheck,
+    RunRecord,
+    StageStatus,
+    engine_and_model,
+    utcnow,
+)
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
 from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, bundled_bwrap
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import (
@@ -36,16 +46,7 @@ from orchestrator.recovery.redact import redact
 from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.layout import StateLayout, verdict_files
-from orchestrator.storage.runs import (
-    Attempt,
-    AttemptStatus,
-    CheckResult,
-    FailingCheck,
-    RunRecord,
-    RunStore,
-    StageStatus,
-    utcnow,
-)
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from orchestrator.storage.protocols import (
@@ -227,16 +228,18 @@ def run_check(
     options = effective_sandbox(check, stage)
     warn_if_unsandboxed(services, options, f"check {label}")
     outcome = sandboxed(services, options, cwd=cwd, ctx=ctx, role="check").run(
-        argv,
-        cwd=cwd,
-        env=stage_environ(services.environ, check_ctx, stage.pass_env),
-        log_path=log_path,
-        timeout_s=check.timeout_s,
-        kill_after_s=stage.kill_after_s,
-        on_start=on_start,
-        on_tick=lambda elapsed: services.reporter.tick(label, elapsed),
-        tick_s=services.tick_s,
-        max_log_bytes=services.loaded.config.logs.max_bytes,
+        ProcessRequest(
+            argv,
+            cwd=cwd,
+            env=stage_environ(services.environ, check_ctx, stage.pass_env),
+            log_path=log_path,
+            timeout_s=check.timeout_s,
+            kill_after_s=stage.kill_after_s,
+            on_start=on_start,
+            on_tick=lambda elapsed: services.reporter.tick(label, elapsed),
+            tick_s=services.tick_s,
+            max_log_bytes=services.loaded.config.logs.max_bytes,
+        )
     )
     named = (
         None
@@ -334,16 +337,18 @@ def run_stage(
             outcome = sandboxed(
                 services, stage, cwd=cwd, ctx=ctx, side_effectful=stage.side_effectful
             ).run(
-                argv,
-                cwd=cwd,
-                env=stage_environ(services.environ, ctx, stage.pass_env),
-                log_path=logs / f"{number:03d}-{stage.name}.log",
-                timeout_s=stage.timeout_s,
-                kill_after_s=stage.kill_after_s,
-                on_start=remember_group,
-                on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
-                tick_s=services.tick_s,
-                max_log_bytes=loaded.config.logs.max_bytes,
+                ProcessRequest(
+                    argv,
+                    cwd=cwd,
+                    env=stage_environ(services.environ, ctx, stage.pass_env),
+                    log_path=logs / f"{number:03d}-{stage.name}.log",
+                    timeout_s=stage.timeout_s,
+                    kill_after_s=stage.kill_after_s,
+                    on_start=remember_group,
+                    on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+                    tick_s=services.tick_s,
+                    max_log_bytes=loaded.config.logs.max_bytes,
+                )
             )
             attempt = _finish_attempt(attempt, outcome)
             named = (

@@ -16,7 +16,7 @@ from orchestrator.reading.telling import error_lines_of, telling_line_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
-    from orchestrator.storage.runs import Attempt, RunRecord
+    from orchestrator.domain.runs import Attempt, RunRecord
 
 
 class Reporter(Protocol):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log
 from orchestrator.storage.layout import StateLayout
-from orchestrator.storage.runs import RunRecord
 
 
 @dataclass(frozen=True)

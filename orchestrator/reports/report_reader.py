@@ -15,6 +15,7 @@ from pathlib import Path
 
 from orchestrator.domain.config import BatchConfig
 from orchestrator.domain.errors import StateError, UsageError
+from orchestrator.domain.runs import RunRecord
 from orchestrator.reports.report_data import (
     BatchTicketView,
     BatchView,
@@ -33,7 +34,7 @@ from orchestrator.storage.batch_record import (
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.run_ids import resolve_run_id
-from orchestrator.storage.runs import RunRecord, read_record_file
+from orchestrator.storage.runs import read_record_file
 
 __all__ = ["Context", "Selection", "read_report"]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
 from orchestrator.reports.report_data import (
@@ -31,7 +32,6 @@ from orchestrator.storage.batch_budget import estimate_cost
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.retention import PrunedMark, read_mark
-from orchestrator.storage.runs import Attempt, RunRecord, VerdictRef
 
 AWAITING_APPROVAL = "awaiting-approval"
 

@@ -21,9 +21,14 @@ from orchestrator.actions.registry import plan_dispatch
 from orchestrator.app import substrate
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import (
+    RunRecord,
+    StageOverride,
+    StageRecord,
+    StageStatus,
+    new_run_id,
+)
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
-from orchestrator.recovery.proposal import Proposal
 from orchestrator.domain.verdicts import (
     AbandonHumanVerdict,
     EscalateModelVerdict,
@@ -35,17 +40,12 @@ from orchestrator.domain.verdicts import (
     SwitchEngineVerdict,
     Verdict,
 )
+from orchestrator.execution.attempts import Services
+from orchestrator.recovery.proposal import Proposal
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.runs import (
-    RunRecord,
-    RunStore,
-    StageOverride,
-    StageRecord,
-    StageStatus,
-    new_run_id,
-)
+from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor, unwrapped
@@ -547,7 +547,7 @@ def test_a_rejected_approval_stops_without_running_anything(tmp_path: Path) -> N
 
 def test_show_finds_each_verdicts_report_and_an_older_state_dirs_one(tmp_path: Path) -> None:
     from orchestrator.cli.commands.show import show
-    from orchestrator.storage.runs import VerdictRef
+    from orchestrator.domain.runs import VerdictRef
 
     rec = record(tmp_path)
     make_clone(rec)

@@ -18,13 +18,14 @@ from orchestrator.actions import mechanical_fix, shipping
 from orchestrator.actions.plan import Applying, PlanFacts
 from orchestrator.domain.config import LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
+from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.execution.attempts import Services
 from orchestrator.execution.git import driver_overrides, hardened_git_env
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id
+from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor

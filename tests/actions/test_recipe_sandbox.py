@@ -23,13 +23,14 @@ from orchestrator.actions.plan import Applying, PlanFacts
 from orchestrator.cli.commands.show import _recipe_lines
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
+from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.execution.attempts import Services, run_check, stage_context
 from orchestrator.execution.sandbox import SANDBOX_HOME, BwrapLocator, bundled_bwrap
 from orchestrator.recovery.proposal import Proposal
-from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id
+from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor

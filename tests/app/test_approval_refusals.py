@@ -20,6 +20,7 @@ from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.approve import answer
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import (
@@ -31,7 +32,6 @@ from orchestrator.storage.approvals import (
     verdict_sha256,
 )
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.runs import RunRecord
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
 from harness import Harness, make_origin, reply, write_pipeline

@@ -28,11 +28,12 @@ from scripted_cli import CALLS_ENV, SCRIPT_ENV, FileScriptedGateway, requests_ma
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.demo.run import build_demo
+from orchestrator.domain.runs import RunRecord
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import run_record_paths
-from orchestrator.storage.runs import RunRecord, read_record_file
+from orchestrator.storage.runs import read_record_file
 
 from conftest import ROOT, subprocess_env, untimed, write_ticket
 from harness import flaky, reply

@@ -20,17 +20,13 @@ from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import AttemptStatus, StageStatus
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.runner import CapturedHead, ProcessOutcome, live_group_members
+from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
+from orchestrator.execution.process_groups import live_group_members
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.runs import (
-    AttemptStatus,
-    RunStore,
-    StageStatus,
-    read_record_file,
-    ticket_lock,
-)
+from orchestrator.storage.runs import RunStore, read_record_file, ticket_lock
 
 from conftest import (
     COUNTS,
@@ -423,13 +419,13 @@ class _RefusingExecutor:
     def __init__(self) -> None:
         self.asked: list[tuple[str, ...]] = []
 
-    def run(self, argv: tuple[str, ...], **kwargs: object) -> ProcessOutcome:
-        self.asked.append(argv)
+    def run(self, request: ProcessRequest) -> ProcessOutcome:
+        self.asked.append(request.argv)
         now = datetime.now(UTC)
-        log = Path(str(kwargs["log_path"]))
+        log = request.log_path
         log.parent.mkdir(parents=True, exist_ok=True)
         return ProcessOutcome(
-            argv=argv, exit_code=126, timed_out=False, signal=None, started_at=now,
+            argv=request.argv, exit_code=126, timed_out=False, signal=None, started_at=now,
             ended_at=now, duration_s=0.0, log_path=log, error="refused by this executor",
         )  # fmt: skip
 

@@ -14,10 +14,11 @@ import pytest
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import bash_stage, write_config, write_ticket
 

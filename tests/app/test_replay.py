@@ -26,12 +26,13 @@ from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import ROOT, write_ticket
 from gitrepo import bare_clone, commit_files, init_repo

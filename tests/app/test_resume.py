@@ -18,9 +18,10 @@ from orchestrator.domain.lifecycle import (
     RunState,
     check_resume,
 )
+from orchestrator.domain.runs import RunRecord
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import COUNTS, orchestrator_cmd, subprocess_env, write_ticket
 from harness import Harness, make_origin, write_pipeline

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.templates import template_of
 from orchestrator.storage.baselines import BaselineStore
-from orchestrator.storage.runs import RunRecord, read_record_file
+from orchestrator.storage.runs import read_record_file
 
 from conftest import write_config, write_ticket
 

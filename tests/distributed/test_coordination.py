@@ -33,13 +33,14 @@ from orchestrator.distributed.fenced_stores import (
 )
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.decisions import VerdictRecord
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import VerdictFile
 from orchestrator.storage.protocols import Runs
-from orchestrator.storage.runs import RunRecord, RunStore, StageRecord, StageStatus, new_run_id
+from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env
 from redis_server import RedisServer

@@ -16,10 +16,10 @@ from orchestrator.distributed.errors import FencedOut
 from orchestrator.distributed.fleet_ledger import FleetLedger
 from orchestrator.distributed.fleet_stores import fleet_stores
 from orchestrator.distributed.ledger_lock import ledger_lock
+from orchestrator.domain.runs import new_run_id
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.ledger import Ledger, inputs_hash
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 from orchestrator.storage.protocols import DecisionLedger
-from orchestrator.storage.runs import new_run_id
 
 from .conftest import Workers
 from redis_server import RedisServer
@@ -59,16 +59,18 @@ def test_a_fenced_out_worker_appends_no_decision(store: CoordinationStore, tmp_p
     ledger = FleetLedger(Ledger(path), ledger_lock(store), leases.fence(old))
     with pytest.raises(FencedOut, match="ticket T-1: this worker's fencing token is 1"):
         ledger.append(
-            kind="decision",
-            decision_id="T-1-run:verdict-1",
-            ticket="T-1",
-            run="T-1-run",
-            capability="recover-stage",
-            inputs_hash=inputs_hash({}),
-            model_version=None,
-            prompt_version=None,
-            source="model",
-            decision={"verdict": {"action": "retry"}},
+            LedgerRow(
+                kind="decision",
+                decision_id="T-1-run:verdict-1",
+                ticket="T-1",
+                run="T-1-run",
+                capability="recover-stage",
+                inputs_hash=inputs_hash({}),
+                model_version=None,
+                prompt_version=None,
+                source="model",
+                decision={"verdict": {"action": "retry"}},
+            )
         )
     assert not path.exists()
     assert store.client.get(store.key("lock", "ledger")) is None  # the lock was given back
@@ -100,14 +102,16 @@ def test_the_stores_of_a_claim_write_for_its_holder_and_refuse_after_a_takeover(
 
 def decide(ledger: DecisionLedger, run_id: str, n: int) -> dict[str, Any]:
     return ledger.append(
-        kind="decision",
-        decision_id=f"{run_id}:verdict-{n}",
-        ticket="T-1",
-        run=run_id,
-        capability="recover-stage",
-        inputs_hash=inputs_hash({"n": n}),
-        model_version=None,
-        prompt_version=None,
-        source="model",
-        decision={"verdict": {"action": "retry"}},
+        LedgerRow(
+            kind="decision",
+            decision_id=f"{run_id}:verdict-{n}",
+            ticket="T-1",
+            run=run_id,
+            capability="recover-stage",
+            inputs_hash=inputs_hash({"n": n}),
+            model_version=None,
+            prompt_version=None,
+            source="model",
+            decision={"verdict": {"action": "retry"}},
+        )
     )

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.storage.runs import RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
 from harness import Harness, make_origin, reply, write_pipeline

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.engines import EngineReport, FailureClass, classify
 from orchestrator.engines.classify import INFRA, missing_executable
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.runs import RunRecord
 
 from conftest import write_ticket
 from harness import CLAUDE, Harness, make_origin, write_pipeline

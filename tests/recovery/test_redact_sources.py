@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.domain.runs import Attempt, AttemptStatus
 from orchestrator.engines import EngineTask, adapter_for
 from orchestrator.execution.attempts import _with_engine_report
 from orchestrator.execution.engine_stage import EngineOutcome
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.runner import run_process
 from orchestrator.recovery.context import neutralise, tail_bytes
 from orchestrator.recovery.redact import neutralise_unicode, relative_paths
-from orchestrator.storage.runs import Attempt, AttemptStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_STATE = ROOT / "tests" / "data" / "old_state"
@@ -47,13 +48,15 @@ def test_a_failing_engines_words_enter_the_record_redacted(tmp_path: Path) -> No
     adapter = adapter_for("command")
     invocation = adapter.invocation(task)
     process = run_process(
-        invocation.argv,
-        cwd=clone,
-        env=dict(os.environ),
-        log_path=tmp_path / "engine.log",
-        timeout_s=30,
-        kill_after_s=1,
-        stdin_path=invocation.stdin_path,
+        ProcessRequest(
+            invocation.argv,
+            cwd=clone,
+            env=dict(os.environ),
+            log_path=tmp_path / "engine.log",
+            timeout_s=30,
+            kill_after_s=1,
+            stdin_path=invocation.stdin_path,
+        )
     )
     report = adapter.report(process.log_path.read_text(), process.exit_code, process.timed_out)
     assert report.detail is not None and TOKEN in report.detail  # the engine said it

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main as cli
+from orchestrator.domain.runs import RunRecord
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.runs import RunRecord
 
 from fixture_batch import (
     HOSTILE_LOG,

@@ -27,7 +27,7 @@ from orchestrator.cli.arguments import positive
 from orchestrator.domain import errors
 
 if TYPE_CHECKING:
-    from orchestrator.storage.runs import RunRecord
+    from orchestrator.domain.runs import RunRecord
 
 DEFAULT_RUNS = 20
 

@@ -11,13 +11,13 @@ from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain import errors
 from orchestrator.domain.config import LoadedConfig, ModelConfig, load_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 from orchestrator.reports.display import reporter_for
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.locate import resolve_state_dir
-from orchestrator.storage.runs import RunRecord
 
 EXIT_FOR_STATE: Mapping[RunState, int] = {
     RunState.COMPLETED: errors.EXIT_COMPLETED,

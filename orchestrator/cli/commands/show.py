@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.retention import PrunedMark, read_mark
 from orchestrator.storage.run_ids import resolve_run_id
-from orchestrator.storage.runs import Attempt, RunRecord, RunStore
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from orchestrator.recovery.transcript import ModelCall, ToolCall

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_redaction.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.recovery.redact import redact  # noqa: E402
+from orchestrator.redaction import redact  # noqa: E402
 
 MiB = 1 << 20
 RATIO_TARGET = 10.0

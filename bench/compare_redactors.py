@@ -21,7 +21,7 @@ test_redact_corpus.py`` measures ours:
 The redactors (a library that is not installed is skipped with the command that installs
 it; none is a dependency of the project):
 
-  ours                    ``orchestrator.recovery.redact.redact``.
+  ours                    ``orchestrator.redaction.redact``.
   detect-secrets (file)   ``pip install bc-detect-secrets``: every default plugin with its
                           default settings (Base64 entropy limit 4.5, hex 3.0, keyword
                           detector) and the default filters, through ``scan_file`` — the
@@ -82,7 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/compare_redactors.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.recovery.redact import REDACTED, redact  # noqa: E402
+from orchestrator.redaction import REDACTED, redact  # noqa: E402
 
 MiB = 1 << 20
 # Beside the project (CI, the main checkout); a git worktree sits one level deeper.
@@ -100,7 +100,7 @@ QUICK_STRIDE = 4
 Redact = Callable[[list[str]], list[str]]
 
 
-# ---- the three ways a secret reaches us (the same as tests/recovery/test_redact_corpus.py)
+# ---- the three ways a secret reaches us (the same as tests/redaction/test_redact_corpus.py)
 
 
 def as_diff(text: str) -> str:

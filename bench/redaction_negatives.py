@@ -27,7 +27,7 @@ public and hold no secret.
 
 The scanners' corpus (``shared/data/secret-samples.json``, true positives and negatives
 from the gitleaks, detect-secrets and trufflehog suites): recall three ways, as
-``tests/recovery/test_redact_corpus.py`` measures it (goals: >= 95 % as written and on diff
+``tests/redaction/test_redact_corpus.py`` measures it (goals: >= 95 % as written and on diff
 lines, >= 55 % alone in a log line), and which negatives we alter. Those negatives mean
 "this scanner's rule must not fire here", not "there is no secret here"; the old target of
 at most 15 % of them altered is retired (issue 25): the project's rule that a value under
@@ -45,7 +45,7 @@ a name saying TOKEN, PASSWORD, API_KEY ... is redacted whatever it looks like al
 
 Nothing here prints a corpus secret: samples are named by id, provider and rule. The exit
 code is 0, or 2 when neither data set is here. Not run by ``dev.sh bench`` (no speed
-target); ``tests/recovery/test_redaction_real_logs.py`` holds the goals.
+target); ``tests/redaction/test_redaction_real_logs.py`` holds the goals.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ for _place in (ROOT, HERE):  # the project, and the comparison script beside thi
 
 from compare_redactors import CORPUS, TARGETS, Corpus, in_log_line, load_corpus, score  # noqa: E402
 
+from orchestrator import redaction  # noqa: E402
 from orchestrator.domain.terminal import plain_bytes  # noqa: E402
-from orchestrator.recovery import redact as rules  # noqa: E402
+from orchestrator.recovery.cleaning import neutralise_unicode  # noqa: E402
+from orchestrator.redaction import blocks, core, name_rules, vendors  # noqa: E402
+from orchestrator.redaction.entropy import redact_random_runs  # noqa: E402
 
 # Beside the project (CI, the main checkout); a git worktree sits one level deeper.
 _PLACES = [ROOT.parent / "shared", ROOT.parent.parent / "shared"]
@@ -97,43 +100,41 @@ def _sub(pattern: object, rewrite: Callable[..., str]) -> Callable[[str, set[str
     return stage
 
 
-def _random(text: str, found: set[str]) -> str:
-    return rules._CANDIDATE.sub(
-        partial(rules._random_token, found, rules._public_blocks(text)), text
-    )
-
-
 _URL_HEADER_USER = "credential in a URL, header or -u"
-# Each name rule's own name and family, in ``rules._NAME_RULES``'s order.
+# Each name rule's own name and family, in ``name_rules.NAME_RULES``'s order.
 _NAME_RULE_NAMES: dict[int, tuple[str, str]] = {
-    id(rules._RARE_TOKEN): ("token shape", "rare token shape (webhook, bot token ...)"),
-    id(rules._VENDOR_NAMED): ("secret name", "key after a vendor's or a key's name"),
-    id(rules._URL_PASSWORD): (_URL_HEADER_USER, "password in a URL"),
-    id(rules._URL_SIGNATURE): (_URL_HEADER_USER, "signature of a signed URL"),
-    id(rules._USER_FLAG): (_URL_HEADER_USER, "-u user:password"),
-    id(rules._SECRET_FLAG): ("secret name", "--token value (a flag named secret)"),
-    id(rules._AUTH_HEADER): (_URL_HEADER_USER, "Authorization header"),
-    id(rules._COMPARISON): ("secret name", "literal compared with a secret name"),
-    id(rules._CALL_ARG): ("secret name", "literal passed with a secret name"),
-    id(rules._ASSIGNMENT): ("secret name", "value assigned to a secret name"),
-    id(rules._LOOSE_NAME): ("secret name", "value after a secret word (loose)"),
+    id(vendors.RARE_TOKEN): ("token shape", "rare token shape (webhook, bot token ...)"),
+    id(name_rules._VENDOR_NAMED): ("secret name", "key after a vendor's or a key's name"),
+    id(name_rules._URL_PASSWORD): (_URL_HEADER_USER, "password in a URL"),
+    id(name_rules._URL_SIGNATURE): (_URL_HEADER_USER, "signature of a signed URL"),
+    id(name_rules._USER_FLAG): (_URL_HEADER_USER, "-u user:password"),
+    id(name_rules._SECRET_FLAG): ("secret name", "--token value (a flag named secret)"),
+    id(name_rules._AUTH_HEADER): (_URL_HEADER_USER, "Authorization header"),
+    id(name_rules._COMPARISON): ("secret name", "literal compared with a secret name"),
+    id(name_rules._CALL_ARG): ("secret name", "literal passed with a secret name"),
+    id(name_rules._ASSIGNMENT): ("secret name", "value assigned to a secret name"),
+    id(name_rules._LOOSE_NAME): ("secret name", "value after a secret word (loose)"),
 }
 # ``redact``'s steps in its order (``_redact_unfiltered``: every name rule over the whole
 # text, which tests pin equal to ``redact``).
 STAGES: tuple[Stage, ...] = (
-    Stage("private-key block", "private-key block", lambda text, found: rules._redact_pem(text)),
+    Stage("private-key block", "private-key block", lambda text, found: blocks.redact_pem(text)),
     Stage(
-        "Kubernetes Secret", "Kubernetes Secret", lambda text, found: rules._redact_k8s_secret(text)
+        "Kubernetes Secret", "Kubernetes Secret", lambda text, found: blocks.redact_k8s_secret(text)
     ),
-    Stage("token shape", "token shape (vendor prefix, JWT ...)", _sub(rules._TOKEN, rules._token)),
-    Stage("secret name", "XML key/value", _sub(rules._XML_KEY_VALUE, rules._head_value)),
-    Stage("secret name", "XML element", _sub(rules._XML_ELEMENT, rules._head_value)),
+    Stage(
+        "token shape",
+        "token shape (vendor prefix, JWT ...)",
+        _sub(vendors.TOKEN, vendors.rewrite_token),
+    ),
+    Stage("secret name", "XML key/value", _sub(name_rules.XML_KEY_VALUE, name_rules.head_value)),
+    Stage("secret name", "XML element", _sub(name_rules.XML_ELEMENT, name_rules.head_value)),
     *(
         Stage(*_NAME_RULE_NAMES[id(pattern)], _sub(pattern, rewrite))
-        for pattern, rewrite, _needles in rules._NAME_RULES
+        for pattern, rewrite, _needles in name_rules.NAME_RULES
     ),
-    Stage("random-looking run", "random-looking run", _random),
-    Stage("secret name", "a found value repeated", rules._propagate),
+    Stage("random-looking run", "random-looking run", redact_random_runs),
+    Stage("secret name", "a found value repeated", core._propagate),
 )
 NOT_BY_NAME = frozenset({"token shape", "random-looking run"})
 # What a log line altered only by a value found on a line that was not altered counts
@@ -168,7 +169,7 @@ def reader_view(data: bytes) -> str:
     """A log's bytes as the context bundle hands them to ``redact``
     (``recovery.context._excerpt`` with ``log=True``): what a terminal shows, decoded with
     U+FFFD for undecodable bytes, look-alike characters folded."""
-    return rules.neutralise_unicode(plain_bytes(data).decode("utf-8", errors="replace"))
+    return neutralise_unicode(plain_bytes(data).decode("utf-8", errors="replace"))
 
 
 def log_lines(text: str) -> list[str]:
@@ -211,7 +212,7 @@ def rule_of_lines(lines: list[str]) -> list[str]:
 
 
 def altered_alone(
-    text: str, whole: list[int], *, redact: Callable[[str], str] = rules.redact
+    text: str, whole: list[int], *, redact: Callable[[str], str] = redaction.redact
 ) -> set[str]:
     """The distinct lines of ``text`` that ``redact`` alters when each stands alone, given
     ``whole``: the indices of the lines redacting all of ``text`` altered.
@@ -224,12 +225,14 @@ def altered_alone(
     line, and ``tests/bench/test_redaction_negatives.py`` holds the two equal on a log."""
     lines = log_lines(text)
     suspects = {lines[i] for i in whole}
-    for start, end in rules._public_blocks(text):
+    for start, end in blocks.public_blocks(text):
         suspects.update(text[start:end].split("\n"))
     return {line for line in suspects if redact(line) != line}
 
 
-def exhaustive_altered_alone(text: str, *, redact: Callable[[str], str] = rules.redact) -> set[str]:
+def exhaustive_altered_alone(
+    text: str, *, redact: Callable[[str], str] = redaction.redact
+) -> set[str]:
     """``altered_alone`` the slow way: every distinct line redacted alone."""
     return {line for line in dict.fromkeys(log_lines(text)) if redact(line) != line}
 
@@ -260,7 +263,7 @@ def measure_log(
     text: str,
     figures: LogFigures,
     *,
-    redact: Callable[[str], str] = rules.redact,
+    redact: Callable[[str], str] = redaction.redact,
     keep_examples: int = 0,
 ) -> None:
     """Add one log's figures (``text`` as ``reader_view`` gives it) to ``figures``."""
@@ -284,7 +287,10 @@ def measure_log(
 
 
 def measure_logs(
-    paths: Iterable[Path], *, redact: Callable[[str], str] = rules.redact, keep_examples: int = 0
+    paths: Iterable[Path],
+    *,
+    redact: Callable[[str], str] = redaction.redact,
+    keep_examples: int = 0,
 ) -> LogFigures:
     """The figures over ``paths`` (``log.txt`` files; a log is named by its directory)."""
     figures = LogFigures()
@@ -339,7 +345,7 @@ def plain_line_secrets(positives: list[dict[str, Any]]) -> set[str]:
         for secret in sample["secrets"]
         if len(secret) >= 10
         and not _BARE_WORD.fullmatch(secret)
-        and secret not in rules.redact(in_log_line(secret))
+        and secret not in redaction.redact(in_log_line(secret))
     }
 
 
@@ -351,7 +357,7 @@ def print_corpus_figures(corpus: Corpus, *, listed: bool) -> None:
         return f"{n:4d}  {n / total:6.1%}"
 
     texts = corpus.texts()
-    ours = score(corpus, {t: rules.redact(t) for t in texts})
+    ours = score(corpus, {t: redaction.redact(t) for t in texts})
     print(f"scanners' corpus ({CORPUS.name}): {len(corpus.positives)} positives, {total} negatives")
     for way, value in (
         ("as written", ours.as_written),

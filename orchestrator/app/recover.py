@@ -61,7 +61,7 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.playbook import Failure, check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply

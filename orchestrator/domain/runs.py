@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field
 
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config, StageConfig

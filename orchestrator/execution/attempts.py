@@ -42,7 +42,7 @@ from orchestrator.execution.stage_sandbox import (
 )
 from orchestrator.reading.failure import read_failure
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
 from orchestrator.storage.layout import StateLayout, verdict_files

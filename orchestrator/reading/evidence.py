@@ -46,7 +46,7 @@ from orchestrator.reading.prefilter import (
     widened,
 )
 from orchestrator.reading.templates import template_of
-from orchestrator.recovery.redact import redact_bytes
+from orchestrator.redaction import redact_bytes
 
 __all__ = [
     "CHUNK_BYTES",

@@ -31,7 +31,7 @@ from orchestrator.reading.evidence import Evidence, extract_evidence
 from orchestrator.reading.last_words import last_marker, regions_up
 from orchestrator.reading.signs import FAILURE_MARKER, Recognised, read_up, tail_lines
 from orchestrator.reading.telling import telling_line_of
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 
 __all__ = [
     "DEFAULT_SCAN_BYTES",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.domain.terminal import plain
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 
 TAIL_BYTES: Final = 16 * 1024
 MAX_CHARS: Final = 300

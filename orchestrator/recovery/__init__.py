@@ -11,7 +11,8 @@ is given and returns typed values; ``orchestrator.app.recover`` persists the dec
     verdict.py     reading a verdict out of a reply (shape); the vocabulary itself and its
                    rules are orchestrator/domain/verdicts.py and vocabulary.py
     playbook.py    known failures → verdicts, at no cost
-    context.py     the bounded, redacted context bundle;  redact.py  secrets out
+    context.py     the bounded, redacted context bundle (secrets out: orchestrator.redaction)
+    cleaning.py    look-alike characters folded, this machine's paths shown by their labels
     guardrail.py   the output guardrail;  confidence.py  composed confidence and routing
     investigate.py the bounded investigation loop
     prompt.py      the one prompt, its vocabulary from domain/vocabulary.py

@@ -40,12 +40,8 @@ from orchestrator.domain.validation import Frozen
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.evidence import CONTEXT_LINES, extract_evidence, render_evidence
 from orchestrator.reading.reports import ReportReading, render_reports
-from orchestrator.recovery.redact import (
-    drop_cut_edges,
-    neutralise_unicode,
-    redact,
-    relative_paths,
-)
+from orchestrator.recovery.cleaning import neutralise_unicode, relative_paths
+from orchestrator.redaction import drop_cut_edges, redact
 
 __all__ = [
     "ALIGN_WINDOW_BYTES",

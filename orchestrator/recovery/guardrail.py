@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.jsonwalk import map_strings
-from orchestrator.recovery.redact import REDACTED, redact
+from orchestrator.redaction import REDACTED, redact
 
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b")
 PHONE = re.compile(r"(?<![\w.])\+?\d{1,3}[ .-]?\(?\d{2,4}\)?[ .-]\d{3,4}[ .-]\d{3,4}(?![\w.])")

@@ -32,7 +32,6 @@ from orchestrator.recovery.diagnose import (
 )
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
-from orchestrator.recovery.redact import redact
 from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
@@ -42,6 +41,7 @@ from orchestrator.recovery.verdict import (
 )
 from orchestrator.domain.verdicts import DecisionContext, abandon
 from orchestrator.domain.vocabulary import semantic_errors
+from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
     from orchestrator.recovery.graph import GraphDeps, GraphState

@@ -17,7 +17,7 @@ from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
 from orchestrator.reading.last_words import regions_up
 from orchestrator.recovery.context import tail_bytes
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 
 
 class Failure(Frozen):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.recovery.redact import REDACTED, redact
+from orchestrator.redaction import REDACTED, redact
 
 from conftest import ROOT, subprocess_env
 

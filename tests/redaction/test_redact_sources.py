@@ -20,8 +20,8 @@ from orchestrator.execution.attempts import _with_engine_report
 from orchestrator.execution.engine_stage import EngineOutcome
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.runner import run_process
+from orchestrator.recovery.cleaning import neutralise_unicode, relative_paths
 from orchestrator.recovery.context import neutralise, tail_bytes
-from orchestrator.recovery.redact import neutralise_unicode, relative_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_STATE = ROOT / "tests" / "data" / "old_state"

@@ -8,13 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.recovery.redact import (
-    REDACTED,
-    _redact_unfiltered,
-    neutralise_unicode,
-    redact,
-    redact_bytes,
-)
+from orchestrator.recovery.cleaning import neutralise_unicode
+from orchestrator.redaction import REDACTED, redact, redact_bytes
+from orchestrator.redaction.core import _redact_unfiltered
 
 from conftest import examples
 

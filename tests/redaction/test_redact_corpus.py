@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.recovery.redact import redact
+from orchestrator.redaction import redact
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beside the project (CI, the main checkout); a git worktree sits one level deeper.
@@ -36,10 +36,10 @@ CORPUS = next(
 # are other scanners' "this rule must not fire here", and most of those still altered are
 # keys in real form (a vendor's format one character off, a known public key, a
 # half-edited key, a password a scanner skips for its file type), which redaction removes
-# on purpose — see "Recall before over-redaction" in orchestrator/recovery/redact.py. (The
+# on purpose — see "Recall before over-redaction" in orchestrator/redaction/vendors.py. (The
 # old target of 15 % is retired, issue 25: the rule on secret names alone alters about
 # 20 % of them. What redaction takes from text that holds no secret is measured on real
-# CI logs: tests/recovery/test_redaction_real_logs.py.)
+# CI logs: tests/redaction/test_redaction_real_logs.py.)
 FLOORS = {"as written": 0.98, "diff lines": 0.98, "log line": 0.60}
 CEILING_NEGATIVES_ALTERED = 0.365
 TARGETS = {"as written": 0.95, "diff lines": 0.95, "log line": 0.55}

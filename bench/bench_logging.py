@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_logging.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES, run_process  # noqa: E402
+from orchestrator.execution.process import DEFAULT_MAX_LOG_BYTES, ProcessRequest  # noqa: E402
+from orchestrator.execution.runner import run_process  # noqa: E402
 
 TARGET_RATIO = 1.5
 RSS_TARGET_MB = 16.0
@@ -84,8 +85,10 @@ def through_runner(
 ) -> float:
     began = time.perf_counter()
     outcome = run_process(
-        producer, cwd=log.parent, env=dict(os.environ), log_path=log,
-        timeout_s=600, kill_after_s=5, max_log_bytes=cap,
+        ProcessRequest(
+            producer, cwd=log.parent, env=dict(os.environ), log_path=log,
+            timeout_s=600, kill_after_s=5, max_log_bytes=cap,
+        )
     )  # fmt: skip
     elapsed = time.perf_counter() - began
     if not outcome.ok:

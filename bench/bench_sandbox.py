@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_sandbox.py` puts bench/ on 
 
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions  # noqa: E402
 from orchestrator.execution.executor import Executor, LocalExecutor  # noqa: E402
+from orchestrator.execution.process import ProcessRequest  # noqa: E402
 from orchestrator.execution.recipes import recipe_spec  # noqa: E402
 from orchestrator.execution.sandbox import SandboxedExecutor, sandbox_available  # noqa: E402
 from orchestrator.execution.stage_sandbox import RunPlaces, profile  # noqa: E402
@@ -68,7 +69,9 @@ def timed_run(
     command: tuple[str, ...] = COMMAND,
 ) -> float:  # fmt: skip
     began = time.perf_counter()
-    outcome = executor.run(command, cwd=clone, env=env, log_path=log, timeout_s=30, kill_after_s=1)
+    outcome = executor.run(
+        ProcessRequest(command, cwd=clone, env=env, log_path=log, timeout_s=30, kill_after_s=1)
+    )
     elapsed = time.perf_counter() - began
     if not outcome.ok:
         raise BenchError(f"{' '.join(command)} failed (exit {outcome.exit_code}): see {log}")

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the root, on sys.path
     sys.path.insert(0, str(ROOT))
 
+from orchestrator.execution.process import ProcessRequest  # noqa: E402
 from orchestrator.execution.runner import run_process  # noqa: E402
 
 OVERHEAD_TARGET_MS = 5.0
@@ -68,12 +69,14 @@ def compare_runner(
 
     def with_runner(i: int) -> None:
         outcome = run_process(
-            argv,
-            cwd=workdir,
-            env=env,
-            log_path=log_dir / f"runner-{i}.log",
-            timeout_s=60.0,
-            kill_after_s=5.0,
+            ProcessRequest(
+                argv,
+                cwd=workdir,
+                env=env,
+                log_path=log_dir / f"runner-{i}.log",
+                timeout_s=60.0,
+                kill_after_s=5.0,
+            )
         )
         if outcome.exit_code != 0:
             raise BenchError(f"run_process({argv}) exited {outcome.exit_code}: {outcome.error}")

@@ -5,8 +5,7 @@ recorded as the command itself (``ran``), and also whole (``raw``)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,10 +13,9 @@ from orchestrator.execution.executor import (
     CapturedHead,
     Executor,
     LocalExecutor,
-    ProcessIdentity,
     ProcessOutcome,
+    ProcessRequest,
 )
-from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES, Confinement
 
 
 def unwrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -42,33 +40,11 @@ class RecordingExecutor:
     def started(self) -> list[tuple[str, ...]]:
         return [*self.ran, *self.captured]
 
-    def run(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        log_path: Path,
-        timeout_s: float,
-        kill_after_s: float,
-        on_start: Callable[[ProcessIdentity], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        tick_s: float = 1.0,
-        stdin_path: Path | None = None,
-        cancel: threading.Event | None = None,
-        max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
-        shown: str | None = None,
-        confine: Confinement | None = None,
-    ) -> ProcessOutcome:
-        self.ran.append(unwrapped(argv))
-        self.raw.append(argv)
-        self.cwds.append(cwd)
-        return self.inner.run(
-            argv, cwd=cwd, env=env, log_path=log_path, timeout_s=timeout_s,
-            kill_after_s=kill_after_s, on_start=on_start, on_tick=on_tick, tick_s=tick_s,
-            stdin_path=stdin_path, cancel=cancel, max_log_bytes=max_log_bytes, shown=shown,
-            confine=confine,
-        )  # fmt: skip
+    def run(self, request: ProcessRequest) -> ProcessOutcome:
+        self.ran.append(unwrapped(request.argv))
+        self.raw.append(request.argv)
+        self.cwds.append(request.cwd)
+        return self.inner.run(request)
 
     def capture_head(
         self,

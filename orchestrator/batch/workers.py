@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator.batch.results import TicketResult, merge, worker_results
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution.attempts import Services
-from orchestrator.execution.runner import ProcessOutcome
+from orchestrator.execution.process import ProcessOutcome, ProcessRequest
 from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.layout import StateLayout
 
@@ -44,8 +44,10 @@ def run_workers(
         # Uncapped: a worker's log is how its results reach us (one line per ticket), and
         # a worker is this program, not a stage; its stages' own logs are capped.
         return services.executor.run(
-            argv, cwd=Path.cwd(), env=env, log_path=log,
-            timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel, max_log_bytes=None,
+            ProcessRequest(
+                argv, cwd=Path.cwd(), env=env, log_path=log,
+                timeout_s=7 * 24 * 3600, kill_after_s=grace, cancel=cancel, max_log_bytes=None,
+            )
         )  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -21,8 +21,13 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
-from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor
+from orchestrator.execution.process import (
+    DEFAULT_MAX_LOG_BYTES,
+    ProcessIdentity,
+    ProcessOutcome,
+    ProcessRequest,
+)
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.reading.failure import failure_of_output, log_tail
 
@@ -31,7 +36,7 @@ REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at th
 
 @dataclass(frozen=True)
 class EngineOutcome:
-    process: runner.ProcessOutcome
+    process: ProcessOutcome
     report: EngineReport | None
     failure_class: FailureClass | None
     # What named the class when it was not the engine's report (an exhausted resource).
@@ -47,11 +52,11 @@ def run_engine(
     environ: dict[str, str],
     log_path: Path,
     executor: Executor,
-    on_start: Callable[[runner.ProcessIdentity], None],
+    on_start: Callable[[ProcessIdentity], None],
     on_tick: Callable[[float], None],
     tick_s: float,
     write_files: Callable[[Mapping[Path, str]], None],
-    max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
+    max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
 ) -> EngineOutcome:
     """``write_files`` writes the files the engine's invocation names (its prompt) into
     the run's workspace; the run store does, so this module writes nothing itself."""
@@ -71,11 +76,13 @@ def run_engine(
     env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir
 
-    def step(argv: tuple[str, ...], stdin: Path | None = None) -> runner.ProcessOutcome:
+    def step(argv: tuple[str, ...], stdin: Path | None = None) -> ProcessOutcome:
         return executor.run(
-            argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
-            kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
-            tick_s=tick_s, stdin_path=stdin, max_log_bytes=max_log_bytes,
+            ProcessRequest(
+                argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
+                kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
+                tick_s=tick_s, stdin_path=stdin, max_log_bytes=max_log_bytes,
+            )
         )  # fmt: skip
 
     workspace = (sys.executable, "-P", "-m", "orchestrator.stages.engine_workspace")

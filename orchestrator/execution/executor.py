@@ -3,49 +3,46 @@ checks, recipes and its own git calls alike.
 
 Callers hold an ``Executor`` (``Services.executor``), never the runner: a sandboxed or
 remote executor, or a test's recording one, then replaces every process start at once.
-``LocalExecutor`` runs on this machine and delegates to ``runner``, which stays the only
-module that actually starts processes (process groups, timeouts, TERM → grace → KILL).
+Every one takes the same frozen ``ProcessRequest`` and answers a ``ProcessOutcome``
+(``process.py``), so what a start may ask is written once. ``LocalExecutor`` runs on this
+machine and delegates to ``runner``, which stays the only module that actually starts
+processes (process groups, timeouts, TERM → grace → KILL).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from orchestrator.execution import runner
-from orchestrator.execution.runner import CapturedHead, ProcessIdentity, ProcessOutcome
+from orchestrator.execution.process import (
+    CapturedHead,
+    ProcessIdentity,
+    ProcessOutcome,
+    ProcessRequest,
+)
 
-__all__ = ["CapturedHead", "Executor", "LocalExecutor", "ProcessIdentity", "ProcessOutcome"]
+__all__ = [
+    "CapturedHead",
+    "Executor",
+    "LocalExecutor",
+    "ProcessIdentity",
+    "ProcessOutcome",
+    "ProcessRequest",
+]
 
 
 class Executor(Protocol):
     """Starts processes for the orchestrator. Both methods sweep the process group
     (``run``: every descendant, wherever it went) before they return; a program that cannot be started is a result, not an exception."""
 
-    def run(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        log_path: Path,
-        timeout_s: float,
-        kill_after_s: float,
-        on_start: Callable[[ProcessIdentity], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        tick_s: float = 1.0,
-        stdin_path: Path | None = None,
-        cancel: threading.Event | None = None,
-        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
-        shown: str | None = None,
-        confine: runner.Confinement | None = None,
-    ) -> ProcessOutcome:
-        """Run ``argv`` (no shell) to completion or timeout, output appended to ``log_path``
-        (at most ``max_log_bytes`` of it on disk, head and tail; None: all of it).
-        ``shown``: what the log's header says was run, when ``argv`` only wraps it (a
-        sandbox); ``confine``: limits and a descriptor its process gets before its exec."""
+    def run(self, request: ProcessRequest) -> ProcessOutcome:
+        """Run ``request.argv`` (no shell) to completion or timeout, output appended to
+        its log (at most ``max_log_bytes`` of it on disk, head and tail; None: all of
+        it). ``shown``: what the log's header says was run, when ``argv`` only wraps it
+        (a sandbox); ``confine``: limits and a descriptor its process gets before its
+        exec."""
         ...
 
     def capture_head(
@@ -64,40 +61,8 @@ class Executor(Protocol):
 class LocalExecutor:
     """Processes on this machine, through the runner."""
 
-    def run(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        log_path: Path,
-        timeout_s: float,
-        kill_after_s: float,
-        on_start: Callable[[ProcessIdentity], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        tick_s: float = 1.0,
-        stdin_path: Path | None = None,
-        cancel: threading.Event | None = None,
-        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
-        shown: str | None = None,
-        confine: runner.Confinement | None = None,
-    ) -> ProcessOutcome:
-        return runner.run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            log_path=log_path,
-            timeout_s=timeout_s,
-            kill_after_s=kill_after_s,
-            on_start=on_start,
-            on_tick=on_tick,
-            tick_s=tick_s,
-            stdin_path=stdin_path,
-            cancel=cancel,
-            max_log_bytes=max_log_bytes,
-            shown=shown,
-            confine=confine,
-        )
+    def run(self, request: ProcessRequest) -> ProcessOutcome:
+        return runner.run_process(request)
 
     def capture_head(
         self,

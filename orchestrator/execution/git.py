@@ -27,6 +27,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.execution.process import ProcessRequest
+
 if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
     from orchestrator.execution.executor import Executor
 
@@ -452,12 +454,14 @@ def keep_and_restore(
     ok = True
     for index, argv in enumerate(steps, start=1):
         outcome = executor.run(
-            argv,
-            cwd=clone,
-            env=git_env,
-            log_path=log_prefix.with_name(f"{log_prefix.name}-{index}.log"),
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
+            ProcessRequest(
+                argv,
+                cwd=clone,
+                env=git_env,
+                log_path=log_prefix.with_name(f"{log_prefix.name}-{index}.log"),
+                timeout_s=GIT_TIMEOUT_S,
+                kill_after_s=GIT_KILL_AFTER_S,
+            )
         )
         ok = ok and outcome.ok
     return ok and restore_to is not None
@@ -517,12 +521,14 @@ def add_checkout(
     ``config_problem``, with the drivers that config names switched off."""
     remove_checkout(executor, clone, checkout, env, log_path)  # a crashed run's leftover
     added = executor.run(
-        ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD"),
-        cwd=clone,
-        env=hardened_git_env(env, _extra_of(env)),
-        log_path=log_path,
-        timeout_s=GIT_TIMEOUT_S,
-        kill_after_s=GIT_KILL_AFTER_S,
+        ProcessRequest(
+            ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD"),
+            cwd=clone,
+            env=hardened_git_env(env, _extra_of(env)),
+            log_path=log_path,
+            timeout_s=GIT_TIMEOUT_S,
+            kill_after_s=GIT_KILL_AFTER_S,
+        )
     )
     if not added.ok:
         return "git could not add the checkout"
@@ -530,12 +536,14 @@ def add_checkout(
     if problem is not None:
         return f"{problem} (read in the verification checkout)"
     filled = executor.run(
-        ("git", "reset", "--hard", "--quiet", "HEAD"),
-        cwd=checkout,
-        env=clone_git_env(executor, checkout, env),
-        log_path=log_path,
-        timeout_s=GIT_TIMEOUT_S,
-        kill_after_s=GIT_KILL_AFTER_S,
+        ProcessRequest(
+            ("git", "reset", "--hard", "--quiet", "HEAD"),
+            cwd=checkout,
+            env=clone_git_env(executor, checkout, env),
+            log_path=log_path,
+            timeout_s=GIT_TIMEOUT_S,
+            kill_after_s=GIT_KILL_AFTER_S,
+        )
     )
     return None if filled.ok else "git could not fill the checkout"
 
@@ -546,20 +554,24 @@ def remove_checkout(
     """Remove a checkout made by ``add_checkout`` and forget it in the clone."""
     if checkout.exists():
         executor.run(
-            ("git", "worktree", "remove", "--force", "--force", str(checkout)),
+            ProcessRequest(
+                ("git", "worktree", "remove", "--force", "--force", str(checkout)),
+                cwd=clone,
+                env=hardened_git_env(env, _extra_of(env)),
+                log_path=log_path,
+                timeout_s=GIT_TIMEOUT_S,
+                kill_after_s=GIT_KILL_AFTER_S,
+            )
+        )
+        if checkout.exists() and not checkout.is_symlink():
+            shutil.rmtree(checkout, ignore_errors=True)
+    executor.run(
+        ProcessRequest(
+            ("git", "worktree", "prune"),
             cwd=clone,
             env=hardened_git_env(env, _extra_of(env)),
             log_path=log_path,
             timeout_s=GIT_TIMEOUT_S,
             kill_after_s=GIT_KILL_AFTER_S,
         )
-        if checkout.exists() and not checkout.is_symlink():
-            shutil.rmtree(checkout, ignore_errors=True)
-    executor.run(
-        ("git", "worktree", "prune"),
-        cwd=clone,
-        env=hardened_git_env(env, _extra_of(env)),
-        log_path=log_path,
-        timeout_s=GIT_TIMEOUT_S,
-        kill_after_s=GIT_KILL_AFTER_S,
     )

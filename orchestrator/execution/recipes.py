@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.execution.executor import Executor
-from orchestrator.execution.runner import DEFAULT_MAX_LOG_BYTES
+from orchestrator.execution.process import DEFAULT_MAX_LOG_BYTES, ProcessRequest
 from orchestrator.execution.sandbox import (
     HIDDEN_ALWAYS,
     REMEDY,
@@ -96,13 +96,15 @@ def run_recipe(
     for index, argv in enumerate(argvs, start=1):
         note(f"recipe {index}/{len(argvs)}: {shlex.join(argv)}")
         outcome = executor.run(
-            argv,
-            cwd=clone,
-            env=env,
-            log_path=log_path(index),
-            timeout_s=timeout_s,
-            kill_after_s=kill_after_s,
-            max_log_bytes=max_log_bytes,
+            ProcessRequest(
+                argv,
+                cwd=clone,
+                env=env,
+                log_path=log_path(index),
+                timeout_s=timeout_s,
+                kill_after_s=kill_after_s,
+                max_log_bytes=max_log_bytes,
+            )
         )
         commands.append(
             {"argv": list(argv), "exit_code": outcome.exit_code, "timed_out": outcome.timed_out,

@@ -25,17 +25,19 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.execution import runner
-from orchestrator.execution.executor import (
+from orchestrator.execution.executor import Executor
+from orchestrator.execution.process import (
+    EXIT_NOT_FOUND,
     CapturedHead,
-    Executor,
-    ProcessIdentity,
+    Confinement,
     ProcessOutcome,
+    ProcessRequest,
 )
+from orchestrator.execution.process_log import append_log_line
 from orchestrator.execution.sandbox_launch import seccomp_filter
 
 # Where HOME points inside the sandbox: a directory of its private /tmp, so nothing a
@@ -227,7 +229,7 @@ def bwrap_argv(
     return tuple(out)
 
 
-def confinement(spec: SandboxSpec, machine: str | None = None) -> runner.Confinement:
+def confinement(spec: SandboxSpec, machine: str | None = None) -> Confinement:
     """The spec's limits and seccomp program, for the reaper to set in the sandbox's
     first process (bwrap) before its exec: everything bwrap starts inherits them, and no
     launcher process is paid for (``launch_argv`` is for a start without a reaper)."""
@@ -242,7 +244,7 @@ def confinement(spec: SandboxSpec, machine: str | None = None) -> runner.Confine
         if value > 0
     )
     program = seccomp_filter(machine or os.uname().machine) if spec.seccomp else None
-    return runner.Confinement(rlimits=rlimits, fd=SECCOMP_FD, data=program or b"")
+    return Confinement(rlimits=rlimits, fd=SECCOMP_FD, data=program or b"")
 
 
 def describe(spec: SandboxSpec) -> str:
@@ -301,8 +303,10 @@ def _probe(executor: Executor, bwrap: Path) -> str | None:
     with tempfile.TemporaryDirectory(prefix="orch-bwrap-probe-") as scratch:
         log = Path(scratch) / "probe.log"
         outcome = executor.run(
-            argv, cwd=root, env={}, log_path=log, timeout_s=_PROBE_TIMEOUT_S, kill_after_s=1.0,
-            confine=confine,
+            ProcessRequest(
+                argv, cwd=root, env={}, log_path=log, timeout_s=_PROBE_TIMEOUT_S,
+                kill_after_s=1.0, confine=confine,
+            )
         )  # fmt: skip
         if outcome.ok:
             return None
@@ -338,67 +342,35 @@ class SandboxedExecutor:
     def unavailable(self) -> str | None:
         return sandbox_available(self.inner, self.locate)
 
-    def run(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        log_path: Path,
-        timeout_s: float,
-        kill_after_s: float,
-        on_start: Callable[[ProcessIdentity], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        tick_s: float = 1.0,
-        stdin_path: Path | None = None,
-        cancel: threading.Event | None = None,
-        max_log_bytes: int | None = runner.DEFAULT_MAX_LOG_BYTES,
-        shown: str | None = None,
-        confine: runner.Confinement | None = None,  # the sandbox sets its own
-    ) -> ProcessOutcome:
+    def run(self, request: ProcessRequest) -> ProcessOutcome:
+        """``request`` inside the sandbox (its own ``confine`` is replaced by the
+        sandbox's)."""
+        argv, log_path = request.argv, request.log_path
         reason = self.unavailable()
         if reason is not None:
             return _refused(argv, log_path, cannot_sandbox(reason))
-        missing = unreachable_executable(self.spec, argv, env)
+        missing = unreachable_executable(self.spec, argv, request.env)
         if missing is not None:
             # As the runner says it (bwrap's own "execvp: No such file" would read as a
             # failed command, not one that was never there).
-            return _refused(argv, log_path, missing, exit_code=runner.EXIT_NOT_FOUND)
+            return _refused(argv, log_path, missing, exit_code=EXIT_NOT_FOUND)
         confine = confinement(self.spec)
         wrapped = bwrap_argv(
-            self.spec, argv, bwrap=self.locate(), cwd=cwd,
+            self.spec, argv, bwrap=self.locate(), cwd=request.cwd,
             seccomp_fd=confine.fd if confine.data else None,
         )  # fmt: skip
         outcome = self.inner.run(
-            wrapped,
-            cwd=cwd,
-            env=self.spec.environment(env),
-            log_path=log_path,
-            timeout_s=timeout_s,
-            kill_after_s=kill_after_s,
-            on_start=on_start,
-            on_tick=on_tick,
-            tick_s=tick_s,
-            stdin_path=stdin_path,
-            cancel=cancel,
-            max_log_bytes=max_log_bytes,
-            # One header line (log readers skip it as they skip the command's own).
-            shown=f"{shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
-            confine=confine,
+            replace(
+                request,
+                argv=wrapped,
+                env=self.spec.environment(request.env),
+                # One header line (log readers skip it as they skip the command's own).
+                shown=f"{request.shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
+                confine=confine,
+            )
         )
         # Reports show the command that was asked for; the log holds bwrap's own errors.
-        return ProcessOutcome(
-            argv=argv,
-            exit_code=outcome.exit_code,
-            timed_out=outcome.timed_out,
-            signal=outcome.signal,
-            started_at=outcome.started_at,
-            ended_at=outcome.ended_at,
-            duration_s=outcome.duration_s,
-            log_path=outcome.log_path,
-            error=outcome.error,
-            pgid=outcome.pgid,
-        )
+        return replace(outcome, argv=argv)
 
     def capture_head(
         self,
@@ -457,7 +429,7 @@ def _refused(
     argv: tuple[str, ...], log_path: Path, message: str, exit_code: int = 126
 ) -> ProcessOutcome:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    runner.append_log_line(log_path, message + "\n")
+    append_log_line(log_path, message + "\n")
     now = datetime.now(UTC)
     return ProcessOutcome(
         argv=argv,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.execution import runner
+from orchestrator.execution.process import ProcessRequest
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 REPO = Path(__file__).resolve().parents[2]
@@ -113,8 +114,10 @@ class Workshop:
     ) -> Ran:
         log = cwd / ".." / f"{cwd.name}-{log_name}"
         outcome = runner.run_process(
-            argv, cwd=cwd, env=self.env(env), log_path=log, timeout_s=timeout_s,
-            kill_after_s=1.0, stdin_path=stdin,
+            ProcessRequest(
+                argv, cwd=cwd, env=self.env(env), log_path=log, timeout_s=timeout_s,
+                kill_after_s=1.0, stdin_path=stdin,
+            )
         )  # fmt: skip
         return Ran(log.read_bytes(), outcome.exit_code, outcome.timed_out, outcome.error)
 

@@ -14,6 +14,7 @@ from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.sandbox import effective_sandbox
 from orchestrator.execution.attempts import Services, git_sandbox, sandboxed
 from orchestrator.execution.executor import LocalExecutor
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity
@@ -272,8 +273,10 @@ def test_a_side_effectful_stage_reads_its_run_s_decisions_and_nothing_else_of_th
             svc, config.stage("build"), cwd=ctx.clone_dir, ctx=ctx, side_effectful=side_effectful
         )
         executor.run(
-            ("sh", "-c", f"cat {runs}/*.verdict-1.json"), cwd=ctx.clone_dir,
-            env={"PATH": "/usr/bin:/bin"}, log_path=log, timeout_s=30, kill_after_s=1,
+            ProcessRequest(
+                ("sh", "-c", f"cat {runs}/*.verdict-1.json"), cwd=ctx.clone_dir,
+                env={"PATH": "/usr/bin:/bin"}, log_path=log, timeout_s=30, kill_after_s=1,
+            )
         )  # fmt: skip
         said = log.read_text()
         assert "theirs" not in said

@@ -28,7 +28,8 @@ from orchestrator.engines import (
     match_infra,
     patch,
 )
-from orchestrator.execution.runner import EXIT_TIMEOUT, ProcessOutcome, run_process
+from orchestrator.execution.process import EXIT_TIMEOUT, ProcessOutcome, ProcessRequest
+from orchestrator.execution.runner import run_process
 from orchestrator.storage.atomic import atomic_write
 
 from conftest import ROOT
@@ -64,13 +65,15 @@ def run_engine(
     env = dict(os.environ, PATH=f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
     env["FAKE_ENGINE_MODE"] = mode
     outcome = run_process(
-        invocation.argv,
-        cwd=task.clone_dir,
-        env=env,
-        log_path=task.run_dir / "logs" / f"{adapter.name}-{mode}.log",
-        timeout_s=timeout_s,
-        kill_after_s=1,
-        stdin_path=invocation.stdin_path,
+        ProcessRequest(
+            invocation.argv,
+            cwd=task.clone_dir,
+            env=env,
+            log_path=task.run_dir / "logs" / f"{adapter.name}-{mode}.log",
+            timeout_s=timeout_s,
+            kill_after_s=1,
+            stdin_path=invocation.stdin_path,
+        )
     )
     log_text = outcome.log_path.read_text(encoding="utf-8")
     return outcome, log_text, adapter.report(log_text, outcome.exit_code, outcome.timed_out)
@@ -205,12 +208,14 @@ def test_a_prompt_missing_from_stdin_is_an_engine_error(tmp_path: Path) -> None:
     invocation = claude_code.ADAPTER.invocation(task)
     env = dict(os.environ, PATH=f"{FAKES}{os.pathsep}{os.environ['PATH']}")
     outcome = run_process(
-        invocation.argv,
-        cwd=task.clone_dir,
-        env=env,
-        log_path=tmp_path / "log",
-        timeout_s=30,
-        kill_after_s=1,
+        ProcessRequest(
+            invocation.argv,
+            cwd=task.clone_dir,
+            env=env,
+            log_path=tmp_path / "log",
+            timeout_s=30,
+            kill_after_s=1,
+        )
     )
     report = claude_code.ADAPTER.report(outcome.log_path.read_text(), outcome.exit_code, False)
     assert report.failure is F.ENGINE_ERROR
@@ -224,12 +229,14 @@ def test_an_engine_that_is_not_installed_is_an_engine_error(tmp_path: Path) -> N
     task = make_task(tmp_path)
     invocation = codex.ADAPTER.invocation(task)
     outcome = run_process(
-        invocation.argv,
-        cwd=task.clone_dir,
-        env={"PATH": str(tmp_path)},
-        log_path=tmp_path / "log",
-        timeout_s=30,
-        kill_after_s=1,
+        ProcessRequest(
+            invocation.argv,
+            cwd=task.clone_dir,
+            env={"PATH": str(tmp_path)},
+            log_path=tmp_path / "log",
+            timeout_s=30,
+            kill_after_s=1,
+        )
     )
     assert outcome.exit_code == 127
     report = codex.ADAPTER.report(outcome.log_path.read_text(), outcome.exit_code, False)
@@ -244,12 +251,14 @@ def test_patch_engine_runs_the_offline_stage_script(tmp_path: Path) -> None:
     assert invocation.stdin_path is None and dict(invocation.files) == {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     outcome = run_process(
-        invocation.argv,
-        cwd=task.clone_dir,
-        env=env,
-        log_path=tmp_path / "log",
-        timeout_s=30,
-        kill_after_s=1,
+        ProcessRequest(
+            invocation.argv,
+            cwd=task.clone_dir,
+            env=env,
+            log_path=tmp_path / "log",
+            timeout_s=30,
+            kill_after_s=1,
+        )
     )
     report = patch.ADAPTER.report(outcome.log_path.read_text(), outcome.exit_code, False)
     assert outcome.exit_code == 1

@@ -28,15 +28,16 @@ from procfs import is_dead, proc_field, proc_state
 
 from orchestrator.domain.config import LogsConfig, parse_config
 from orchestrator.domain.errors import ConfigError, Interrupted
-from orchestrator.execution import runner
-from orchestrator.execution.runner import (
+from orchestrator.execution import process
+from orchestrator.execution.process import (
     EXIT_TIMEOUT,
     Cancelled,
     ProcessIdentity,
     ProcessOutcome,
-    live_group_members,
-    run_process,
+    ProcessRequest,
 )
+from orchestrator.execution.process_groups import live_group_members
+from orchestrator.execution.runner import run_process
 from orchestrator.reading.telling import telling_line
 
 from conftest import ROOT, subprocess_env
@@ -79,13 +80,15 @@ def run(
     script: str, tmp_path: Path, *, timeout_s: float = 30.0, **kwargs: object
 ) -> ProcessOutcome:
     return run_process(
-        ("sh", "-c", script),
-        cwd=tmp_path,
-        env=dict(os.environ),
-        log_path=tmp_path / "stage.log",
-        timeout_s=timeout_s,
-        kill_after_s=kwargs.pop("kill_after_s", 0.5),  # type: ignore[arg-type]
-        **kwargs,  # type: ignore[arg-type]
+        ProcessRequest(
+            ("sh", "-c", script),
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_path=tmp_path / "stage.log",
+            timeout_s=timeout_s,
+            kill_after_s=kwargs.pop("kill_after_s", 0.5),  # type: ignore[arg-type]
+            **kwargs,  # type: ignore[arg-type]
+        )
     )
 
 
@@ -169,6 +172,7 @@ def test_an_escaped_descendant_is_gone_after_an_interruption(tmp_path: Path) -> 
 _DRIVER = """
 import os, sys
 from pathlib import Path
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.runner import run_process
 
 work = Path(sys.argv[1])
@@ -180,11 +184,11 @@ def on_tick(_):
         said.append(1)
         print("ready", flush=True)
 
-run_process(
+run_process(ProcessRequest(
     ("sh", "-c", sys.argv[2]), cwd=work, env=dict(os.environ), log_path=work / "stage.log",
     timeout_s=120, kill_after_s=0.5, on_start=lambda i: print("stage", i.pgid, flush=True),
     on_tick=on_tick, tick_s=0.02,
-)
+))
 print("returned", flush=True)
 """
 
@@ -242,8 +246,10 @@ def test_a_stage_that_keeps_forking_new_sessions_leaves_nothing(tmp_path: Path) 
         f"while [ ! -s {shlex.quote(str(started))} ]; do sleep 0.01; done; sleep 0.2; exit 0"
     )
     outcome = run_process(
-        ("sh", "-c", script), cwd=tmp_path, env={**os.environ, "ORCH_TEST_FORKER": tag},
-        log_path=tmp_path / "stage.log", timeout_s=60, kill_after_s=0.5,
+        ProcessRequest(
+            ("sh", "-c", script), cwd=tmp_path, env={**os.environ, "ORCH_TEST_FORKER": tag},
+            log_path=tmp_path / "stage.log", timeout_s=60, kill_after_s=0.5,
+        )
     )  # fmt: skip
 
     assert outcome.exit_code == 0
@@ -419,9 +425,11 @@ def test_a_stage_printing_without_pause_keeps_running_and_its_log_keeps_head_and
         on_disk.append(total)
 
     outcome = run_process(
-        (sys.executable, str(producer), "0.5", str(done)), cwd=tmp_path, env=dict(os.environ),
-        log_path=log, timeout_s=60, kill_after_s=1, on_tick=disk_use, tick_s=0.01,
-        max_log_bytes=cap,
+        ProcessRequest(
+            (sys.executable, str(producer), "0.5", str(done)), cwd=tmp_path, env=dict(os.environ),
+            log_path=log, timeout_s=60, kill_after_s=1, on_tick=disk_use, tick_s=0.01,
+            max_log_bytes=cap,
+        )
     )  # fmt: skip
 
     assert (outcome.exit_code, outcome.timed_out, outcome.error) == (0, False, None)
@@ -452,7 +460,7 @@ def test_a_stage_printing_without_pause_keeps_running_and_its_log_keeps_head_and
 
 def test_output_under_the_cap_is_kept_whole_without_a_marker(tmp_path: Path) -> None:
     outcome = run(
-        "head -c 5000 /dev/zero | tr '\\0' a", tmp_path, max_log_bytes=runner.MIN_LOG_BYTES * 2
+        "head -c 5000 /dev/zero | tr '\\0' a", tmp_path, max_log_bytes=process.MIN_LOG_BYTES * 2
     )
     assert outcome.exit_code == 0
     data = (tmp_path / "stage.log").read_bytes()
@@ -462,7 +470,7 @@ def test_output_under_the_cap_is_kept_whole_without_a_marker(tmp_path: Path) -> 
 
 def test_the_telling_line_of_a_capped_log_comes_from_its_tail(tmp_path: Path) -> None:
     script = "yes filler | head -n 30000; echo 'fatal: the real reason'; exit 1"
-    outcome = run(script, tmp_path, max_log_bytes=runner.MIN_LOG_BYTES * 4)
+    outcome = run(script, tmp_path, max_log_bytes=process.MIN_LOG_BYTES * 4)
     assert outcome.exit_code == 1
     text = (tmp_path / "stage.log").read_text()
     assert _MARKER.search(text.encode())
@@ -480,7 +488,11 @@ def test_stage_logs_are_readable_by_their_owner_only(tmp_path: Path) -> None:
     assert older.stat().st_mode & 0o777 == 0o600
     assert older.read_text().startswith("an older attempt's log\n")
     fresh = tmp_path / "fresh.log"
-    run_process(("true",), cwd=tmp_path, env={}, log_path=fresh, timeout_s=10, kill_after_s=1)
+    run_process(
+        ProcessRequest(
+            ("true",), cwd=tmp_path, env={}, log_path=fresh, timeout_s=10, kill_after_s=1
+        )
+    )
     assert fresh.stat().st_mode & 0o777 == 0o600
 
 
@@ -494,7 +506,7 @@ def test_the_log_cap_is_read_from_config_and_a_bad_one_names_the_key_and_the_fil
 ) -> None:
     stages = '[[stages]]\nname = "build"\ncommand = ["true"]\n'
     assert parse_config(stages, tmp_path / "c.toml").logs.max_bytes == 64 * 1024 * 1024
-    assert LogsConfig().max_bytes == runner.DEFAULT_MAX_LOG_BYTES
+    assert LogsConfig().max_bytes == process.DEFAULT_MAX_LOG_BYTES
     ok = parse_config("[logs]\nmax_bytes = 1048576\n" + stages, tmp_path / "c.toml")
     assert ok.logs.max_bytes == 1048576
     with pytest.raises(ConfigError) as bad:
@@ -536,14 +548,15 @@ def test_a_stage_log_is_capped_by_the_configured_key(tmp_path: Path) -> None:
 _FULL_DISK_DRIVER = """
 import os, resource, sys
 from pathlib import Path
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.runner import run_process
 
 work = Path(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # as a full disk would
-outcome = run_process(
+outcome = run_process(ProcessRequest(
     ("sh", "-c", sys.argv[2]), cwd=work, env=dict(os.environ), log_path=work / "stage.log",
     timeout_s=60, kill_after_s=1, max_log_bytes=None,
-)
+))
 print(outcome.exit_code, outcome.error)
 """
 

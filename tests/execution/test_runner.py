@@ -28,18 +28,22 @@ import pytest
 from procfs import is_dead, proc_state
 
 from orchestrator.domain.errors import Interrupted
-from orchestrator.execution import runner
-from orchestrator.execution.runner import (
+from orchestrator.execution import process_groups, runner
+from orchestrator.execution.process import (
+    DEFAULT_MAX_LOG_BYTES,
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
     EXIT_TIMEOUT,
     ProcessIdentity,
     ProcessOutcome,
+    ProcessRequest,
+)
+from orchestrator.execution.process_groups import (
     kill_stale_group,
     live_group_members,
     process_start_ticks,
-    run_process,
 )
+from orchestrator.execution.runner import run_process
 
 from conftest import ROOT, subprocess_env
 
@@ -69,13 +73,15 @@ def run(
     """run_process with the test defaults; returns the outcome and the wall time we saw."""
     t0 = time.monotonic()
     outcome = run_process(
-        argv,
-        cwd=tmp_path,
-        env=dict(os.environ) if env is None else env,
-        log_path=tmp_path / log_name,
-        timeout_s=timeout_s,
-        kill_after_s=kill_after_s,
-        **kwargs,  # type: ignore[arg-type]
+        ProcessRequest(
+            argv,
+            cwd=tmp_path,
+            env=dict(os.environ) if env is None else env,
+            log_path=tmp_path / log_name,
+            timeout_s=timeout_s,
+            kill_after_s=kill_after_s,
+            **kwargs,  # type: ignore[arg-type]
+        )
     )
     return outcome, time.monotonic() - t0
 
@@ -185,12 +191,14 @@ def test_missing_executable_is_127_not_an_exception(tmp_path: Path) -> None:
 def test_missing_working_directory_is_reported_as_such(tmp_path: Path) -> None:
     missing = tmp_path / "gone"
     outcome = run_process(
-        ("true",),
-        cwd=missing,
-        env=dict(os.environ),
-        log_path=tmp_path / "stage.log",
-        timeout_s=TIMEOUT_S,
-        kill_after_s=GRACE_S,
+        ProcessRequest(
+            ("true",),
+            cwd=missing,
+            env=dict(os.environ),
+            log_path=tmp_path / "stage.log",
+            timeout_s=TIMEOUT_S,
+            kill_after_s=GRACE_S,
+        )
     )
     assert outcome.exit_code == 127
     assert outcome.error == f"working directory not found: {missing}"
@@ -488,6 +496,7 @@ def test_kill_stale_group_of_a_vanished_leader_is_false() -> None:
 _MEMORY_DRIVER = """
 import json, os, resource, sys
 from pathlib import Path
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.runner import run_process
 
 log = Path(sys.argv[1])
@@ -500,14 +509,14 @@ child = (
     "    sys.stdout.buffer.write(block)\\n"
 )
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-outcome = run_process(
+outcome = run_process(ProcessRequest(
     (sys.executable, "-c", child),
     cwd=log.parent,
     env=dict(os.environ),
     log_path=log,
     timeout_s=90.0,
     kill_after_s=2.0,
-)
+))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({
     "exit_code": outcome.exit_code,
@@ -537,8 +546,8 @@ def test_large_output_does_not_grow_orchestrator_memory(tmp_path: Path) -> None:
         report = json.loads(result.stdout)
         assert report["exit_code"] == 0
         # 200 MiB printed, the default cap kept on disk (head, marker, tail and our lines).
-        assert runner.DEFAULT_MAX_LOG_BYTES // 2 < report["log_size"]
-        assert report["log_size"] <= runner.DEFAULT_MAX_LOG_BYTES + 4096
+        assert DEFAULT_MAX_LOG_BYTES // 2 < report["log_size"]
+        assert report["log_size"] <= DEFAULT_MAX_LOG_BYTES + 4096
         growth_bytes = (report["maxrss_after_kb"] - report["maxrss_before_kb"]) * 1024
         assert growth_bytes < 50 * 1000 * 1000, report
     finally:
@@ -568,8 +577,10 @@ def test_stdin_comes_from_a_file_when_given(tmp_path: Path) -> None:
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("fix the deal\n")
     outcome = run_process(
-        ("cat",), cwd=tmp_path, env=os.environ, log_path=tmp_path / "cat.log",
-        timeout_s=10, kill_after_s=1, stdin_path=prompt,
+        ProcessRequest(
+            ("cat",), cwd=tmp_path, env=os.environ, log_path=tmp_path / "cat.log",
+            timeout_s=10, kill_after_s=1, stdin_path=prompt,
+        )
     )  # fmt: skip
     assert outcome.exit_code == 0
     assert "fix the deal" in (tmp_path / "cat.log").read_text()
@@ -578,7 +589,7 @@ def test_stdin_comes_from_a_file_when_given(tmp_path: Path) -> None:
 def test_a_cancelled_wait_terminates_the_group_and_raises(tmp_path: Path) -> None:
     import threading
 
-    from orchestrator.execution.runner import Cancelled
+    from orchestrator.execution.process import Cancelled
 
     cancel = threading.Event()
     started: list[int] = []
@@ -589,8 +600,10 @@ def test_a_cancelled_wait_terminates_the_group_and_raises(tmp_path: Path) -> Non
 
     with pytest.raises(Cancelled):
         run_process(
-            ("sleep", "30"), cwd=tmp_path, env=os.environ, log_path=tmp_path / "c.log",
-            timeout_s=30, kill_after_s=1, on_start=on_start, cancel=cancel,
+            ProcessRequest(
+                ("sleep", "30"), cwd=tmp_path, env=os.environ, log_path=tmp_path / "c.log",
+                timeout_s=30, kill_after_s=1, on_start=on_start, cancel=cancel,
+            )
         )  # fmt: skip
     assert live_group_members(started[0]) == []
 
@@ -602,9 +615,11 @@ def test_the_local_executor_runs_and_captures_through_the_runner(tmp_path: Path)
     executor: Executor = LocalExecutor()
     seen: list[int] = []
     outcome = executor.run(
-        ("bash", "-c", "echo out; echo err >&2; exit 3"),
-        cwd=tmp_path, env={"PATH": os.environ["PATH"]}, log_path=tmp_path / "x.log",
-        timeout_s=30, kill_after_s=1, on_start=lambda identity: seen.append(identity.pgid),
+        ProcessRequest(
+            ("bash", "-c", "echo out; echo err >&2; exit 3"),
+            cwd=tmp_path, env={"PATH": os.environ["PATH"]}, log_path=tmp_path / "x.log",
+            timeout_s=30, kill_after_s=1, on_start=lambda identity: seen.append(identity.pgid),
+        )
     )  # fmt: skip
     assert (outcome.exit_code, outcome.ok, outcome.pgid) == (3, False, seen[0])
     assert "\nout\nerr\n# orchestrator: exit 3 after " in (tmp_path / "x.log").read_text()
@@ -615,8 +630,10 @@ def test_the_local_executor_runs_and_captures_through_the_runner(tmp_path: Path)
     )  # fmt: skip
     assert (head.data, head.truncated, head.exit_code) == (b"y\ny\ny\ny\ny\n", True, None)
     missing = executor.run(
-        ("no-such-program-here",), cwd=tmp_path, env={"PATH": os.environ["PATH"]},
-        log_path=tmp_path / "y.log", timeout_s=5, kill_after_s=1,
+        ProcessRequest(
+            ("no-such-program-here",), cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+            log_path=tmp_path / "y.log", timeout_s=5, kill_after_s=1,
+        )
     )  # fmt: skip
     assert missing.exit_code == 127 and missing.error
 
@@ -641,8 +658,10 @@ def test_an_interrupt_landing_inside_popen_leaves_no_process_behind(
     with pytest.raises(KeyboardInterrupt):
         if start == "run_process":
             runner.run_process(
-                argv, cwd=tmp_path, env=dict(os.environ), log_path=tmp_path / "log",
-                timeout_s=30, kill_after_s=1,
+                ProcessRequest(
+                    argv, cwd=tmp_path, env=dict(os.environ), log_path=tmp_path / "log",
+                    timeout_s=30, kill_after_s=1,
+                )
             )  # fmt: skip
         else:
             runner.capture_head(
@@ -650,7 +669,7 @@ def test_an_interrupt_landing_inside_popen_leaves_no_process_behind(
             )
     monkeypatch.undo()
     [pid] = started
-    assert not runner._alive(pid), f"pid {pid} survived the interruption"
+    assert not process_groups._alive(pid), f"pid {pid} survived the interruption"
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)  # reap it, unless the abandoned Popen already did
 
@@ -659,7 +678,7 @@ def test_the_orphan_sweep_picks_only_what_came_from_a_started_process() -> None:
     """Children of ours, in a session not ours, started no earlier than the process whose
     end is swept after, and not started by the runner: nothing else is ended."""
     me, session, since = 100, 100, 5000
-    stat = runner._Stat
+    stat = process_groups._Stat
     table = {
         200: stat(me, 200, 5000),  # an orphan handed to us: in a session of its own
         201: stat(me, 777, 6000),  # one still in the dead stage's session
@@ -668,6 +687,8 @@ def test_the_orphan_sweep_picks_only_what_came_from_a_started_process() -> None:
         500: stat(me, 500, 4999),  # a helper in a session of its own, started earlier
         600: stat(201, 600, 6000),  # an orphan's child: taken with it, not picked itself
     }
-    picked = runner.pick_orphans(table, me=me, my_session=session, since=since, started={300})
+    picked = process_groups.pick_orphans(
+        table, me=me, my_session=session, since=since, started={300}
+    )
     assert picked == [200, 201]
-    assert sorted(runner._subtrees(picked, table)) == [200, 201, 600]
+    assert sorted(process_groups._subtrees(picked, table)) == [200, 201, 600]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.execution.executor import LocalExecutor
+from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import (
     INSTALLATION,
@@ -136,8 +137,10 @@ def test_a_sandboxed_command_that_cannot_start_is_refused_and_nothing_runs(
         LocalExecutor(), SandboxSpec(writable=(tmp_path,)), locate=lambda: tmp_path / "nope"
     )
     outcome = executor.run(
-        ("touch", str(canary)), cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
-        log_path=tmp_path / "log", timeout_s=10, kill_after_s=1,
+        ProcessRequest(
+            ("touch", str(canary)), cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+            log_path=tmp_path / "log", timeout_s=10, kill_after_s=1,
+        )
     )  # fmt: skip
     assert (outcome.exit_code, outcome.ok) == (126, False)
     assert outcome.error is not None
@@ -187,9 +190,11 @@ def probe_in_sandbox(
     host_tmp = tmp_path / "host-file"
     host_tmp.write_text("on the host")
     outcome = SandboxedExecutor(LocalExecutor(), spec).run(
-        (sys.executable, "probe.py", "seen.json", str(tmp_path / "canary"), str(port),
-         str(host_tmp)),
-        cwd=clone, env=env, log_path=tmp_path / "probe.log", timeout_s=30, kill_after_s=1,
+        ProcessRequest(
+            (sys.executable, "probe.py", "seen.json", str(tmp_path / "canary"), str(port),
+             str(host_tmp)),
+            cwd=clone, env=env, log_path=tmp_path / "probe.log", timeout_s=30, kill_after_s=1,
+        )
     )  # fmt: skip
     assert outcome.ok, (tmp_path / "probe.log").read_text()
     seen: dict[str, object] = json.loads((clone / "seen.json").read_text())
@@ -239,9 +244,11 @@ def test_a_read_only_root_stops_writes_next_to_the_clone(tmp_path: Path) -> None
     clone.mkdir(parents=True)
     try:
         outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone)).run(
-            ("sh", "-c", f"touch {clone}/inside; touch {work}/canary"),
-            cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
-            timeout_s=30, kill_after_s=1,
+            ProcessRequest(
+                ("sh", "-c", f"touch {clone}/inside; touch {work}/canary"),
+                cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+                timeout_s=30, kill_after_s=1,
+            )
         )  # fmt: skip
         assert outcome.exit_code == 1
         assert (clone / "inside").exists() and not (work / "canary").exists()
@@ -274,9 +281,11 @@ def test_a_timeout_kills_the_sandboxed_command_and_nothing_inside_survives(
     # A duration no other process on this machine is likely to sleep, to find it by.
     duration = f"60.{os.getpid()}"
     outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone)).run(
-        ("sh", "-c", f"sleep {duration} & echo $! > {pid_file}; wait"),
-        cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
-        timeout_s=1.0, kill_after_s=0.5,
+        ProcessRequest(
+            ("sh", "-c", f"sleep {duration} & echo $! > {pid_file}; wait"),
+            cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+            timeout_s=1.0, kill_after_s=0.5,
+        )
     )  # fmt: skip
     assert (outcome.exit_code, outcome.timed_out) == (124, True)
     # The pid it wrote is from inside the sandbox's pid namespace: look for it by name.
@@ -333,7 +342,9 @@ def test_both_ways_in_refuse_unix_sockets_and_set_the_limits(tmp_path: Path, how
     env = {"PATH": "/usr/bin:/bin"}
     if how == "run":
         outcome = executor.run(
-            argv, cwd=tmp_path, env=env, log_path=tmp_path / "log", timeout_s=30, kill_after_s=1
+            ProcessRequest(
+                argv, cwd=tmp_path, env=env, log_path=tmp_path / "log", timeout_s=30, kill_after_s=1
+            )
         )
         assert outcome.ok
         said = (tmp_path / "log").read_text()
@@ -371,9 +382,11 @@ def test_a_recipe_sees_its_clone_and_not_the_state_dir_around_it(tmp_path: Path)
     (state / "keys" / "approval.key").write_text("k" * 64)
     try:
         outcome = SandboxedExecutor(LocalExecutor(), recipe_spec(clone, hidden=(state,))).run(
-            ("sh", "-c", f"cat {state}/keys/approval.key; touch {clone}/mine"),
-            cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
-            timeout_s=30, kill_after_s=1,
+            ProcessRequest(
+                ("sh", "-c", f"cat {state}/keys/approval.key; touch {clone}/mine"),
+                cwd=clone, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log",
+                timeout_s=30, kill_after_s=1,
+            )
         )  # fmt: skip
         said = (tmp_path / "log").read_text()
         assert "k" * 64 not in said and "No such file" in said

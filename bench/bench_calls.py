@@ -26,14 +26,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from orchestrator.app.driver import run_ticket  # noqa: E402
+from orchestrator.app.services import Services  # noqa: E402
 from orchestrator.demo.run import build_demo  # noqa: E402
 from orchestrator.domain.config import load_config  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
-from orchestrator.execution.attempts import Services  # noqa: E402
 from orchestrator.recovery.gateway import ModelReply, ModelRequest  # noqa: E402
 from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage.budget import BudgetStore  # noqa: E402
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage.files import FileStorage  # noqa: E402
+from orchestrator.storage.runs import RunStore  # noqa: E402
 
 UNHELPFUL = ["I think you should retry.", '{"action": "retry", "summary": "try again"}']
 
@@ -73,7 +74,7 @@ def main() -> int:
         store = RunStore(work / "state")
         services = Services(
             loaded=loaded,
-            store=store,
+            storage=FileStorage(work / "state"),
             reporter=PlainReporter(io.StringIO()),
             environ={"PATH": os.environ["PATH"], "HOME": str(work), "DRY_RUN": "false"},
             gateway_factory=lambda: gateway,

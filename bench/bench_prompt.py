@@ -28,18 +28,19 @@ sys.path.insert(0, str(ROOT))
 import tomli_w  # noqa: E402
 
 from orchestrator.app.driver import run_ticket  # noqa: E402
+from orchestrator.app.services import Services  # noqa: E402
 from orchestrator.demo.run import build_demo  # noqa: E402
 from orchestrator.domain.config import load_config  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
-from orchestrator.domain.verdicts import verdict_json_schema
-from orchestrator.execution.attempts import Services  # noqa: E402
+from orchestrator.domain.verdicts import verdict_json_schema  # noqa: E402
 from orchestrator.recovery.context import ContextBundle  # noqa: E402
 from orchestrator.recovery.gateway import ScriptedGateway  # noqa: E402
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt  # noqa: E402
 from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage.decisions import read_verdict  # noqa: E402
+from orchestrator.storage.files import FileStorage  # noqa: E402
 from orchestrator.storage.layout import verdict_files  # noqa: E402
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage.runs import RunStore  # noqa: E402
 
 ACTIONS = ("retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix")
 BASELINE = "recovery-v1"
@@ -68,8 +69,8 @@ def _run_demo(work: Path) -> RunStore:
         "DRY_RUN": "false",
     }
     services = Services(
-        loaded=load_config(_config(work)), store=store, reporter=PlainReporter(io.StringIO()),
-        environ=environ, gateway_factory=lambda: gateway,
+        loaded=load_config(_config(work)), storage=FileStorage(work / "state"),
+        reporter=PlainReporter(io.StringIO()), environ=environ, gateway_factory=lambda: gateway,
     )  # fmt: skip
     for _, ticket in sorted(layout.tickets.items()):
         run_ticket(load_ticket(ticket), services)

@@ -191,7 +191,7 @@ case "$cmd" in
     demo)
         setup
         cd "$ROOT"
-        exec "$PY" -m orchestrator.demo "$@"
+        exec "$PY" -m orchestrator demo "$@"
         ;;
     bench)
         # Every benchmark in bench/ (args such as --quick go to each); each prints its

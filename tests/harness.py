@@ -7,18 +7,19 @@ from __future__ import annotations
 import io
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
+
+from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage.files import FileStorage
 
 from conftest import COUNTS, ROOT
 from gitrepo import bare_clone, commit_files, init_repo
@@ -66,10 +67,10 @@ class Harness:
         self.builds = 0
         self.slept: list[float] = []
         self.out = io.StringIO()
-        self.services = Services(
-            loaded=self.loaded,
-            store=RunStore(self.loaded.root / "state"),
-            reporter=PlainReporter(self.out),
+        self.services = make_services(
+            self.loaded,
+            self.loaded.root / "state",
+            out=self.out,
             environ=environ
             or {
                 "PATH": os.environ["PATH"],
@@ -91,7 +92,7 @@ class Harness:
         return [json.loads(Path(v.path).read_text()) for v in record.verdicts]
 
     def budget(self, ticket_id: str = "T-1") -> tuple[int, int]:
-        b = BudgetStore(self.services.store.state_dir).load(ticket_id)
+        b = BudgetStore(self.services.storage.runs.state_dir).load(ticket_id)
         return b.spent("diagnosis"), b.spent("retry")
 
 
@@ -136,7 +137,7 @@ def demo_harness(
 ) -> tuple[Harness, dict[str, Path], Path]:
     layout = build_demo(tmp_path / "demo")
     h = Harness(ROOT / "config.toml", gateway)
-    h.services = Services(**{**h.services.__dict__, "store": RunStore(tmp_path / "state")})
+    h.services = replace(h.services, storage=FileStorage(tmp_path / "state"))
     return h, dict(layout.tickets), layout.origin
 
 

@@ -61,10 +61,10 @@ def _factory(model: object, environ: Mapping[str, str]) -> Callable[[], ModelGat
 
 
 def main() -> int:
+    from orchestrator.app import services
     from orchestrator.cli import main as cli
-    from orchestrator.cli.commands import run
 
-    run.model_gateway_factory = _factory  # type: ignore[assignment]
+    services.model_gateway_factory = _factory  # type: ignore[assignment]
     return cli.main(sys.argv[1:])
 
 

@@ -14,7 +14,7 @@ from orchestrator.domain.verdicts import AbandonHumanVerdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.execution.attempts import Services
+    from orchestrator.execution.attempts import StageServices
 
 
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
@@ -38,7 +38,7 @@ def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     assert plan.terminal is not None and plan.halt is not None  # as ``plan`` makes it
     return stop(record, applying, services, RunState(plan.terminal), HaltReason(plan.halt))
@@ -47,7 +47,7 @@ def apply(
 def stop(
     record: RunRecord,
     applying: Applying,
-    services: Services,
+    services: StageServices,
     state: RunState,
     reason: HaltReason,
     *,
@@ -57,7 +57,7 @@ def stop(
     from orchestrator.domain.runs import Halt
     from orchestrator.reports.handoff import HandoffFacts, render_handoff
 
-    store = services.store
+    store = services.storage.runs
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.
     detail = why or f"{applying.source} verdict {applying.number}: {applying.verdict.summary}"
     facts = HandoffFacts(

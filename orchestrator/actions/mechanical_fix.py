@@ -28,7 +28,7 @@ from orchestrator.domain.verdicts import MechanicalFixVerdict
 if TYPE_CHECKING:
     from orchestrator.domain.config import CheckConfig, StageConfig
     from orchestrator.domain.runs import CheckResult, RunRecord
-    from orchestrator.execution.attempts import Services
+    from orchestrator.execution.attempts import StageServices
     from orchestrator.execution.integrity import Snapshot
     from orchestrator.execution.stage_env import StageContext
 
@@ -76,7 +76,7 @@ def _verify_on_checkout(
     check: CheckConfig,
     stage: StageConfig,
     ctx: StageContext,
-    services: Services,
+    services: StageServices,
     git_env: dict[str, str],
     log_prefix: Path,
     number: int,
@@ -118,14 +118,14 @@ def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str
 
 
 def _refuse(
-    record: RunRecord, report: dict[str, Any], why: str, fallback: str, services: Services
+    record: RunRecord, report: dict[str, Any], why: str, fallback: str, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
     own, or its config says what only an attacker would). Nothing ran, so nothing is put
     back: a git call to restore it is exactly what may not happen."""
     report.update(status="red", red_reason=f"recipe refused: {why}; nothing was run")
     report.update(refused=why, restored=False)
-    services.store.write_mechanical_fix(record.run_id, report["verdict"], report)
+    services.storage.runs.write_mechanical_fix(record.run_id, report["verdict"], report)
     services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
     return rerun_from(
         record,
@@ -140,7 +140,7 @@ def _relative(paths: list[str], clone: Path) -> list[str]:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
@@ -154,7 +154,7 @@ def apply(
     verdict = applying.verdict
     assert isinstance(verdict, MechanicalFixVerdict)  # the plan was made from this verdict
     assert plan.rerun is not None and plan.fallback is not None
-    config, store = services.loaded.config, services.store
+    config, store = services.loaded.config, services.storage.runs
     clone = Path(record.clone_dir)
     stage = applying.failing_stage
     check = next(c for c in stage.checks if c.name == plan.verify_check)
@@ -223,7 +223,7 @@ def apply(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
         locate=services.locate_bwrap,
         # Other tickets' clones, the keys, the ledger: out of sight, as for any stage.
-        hidden=hidden_for(services.store.state_dir, home_of(services.environ)),
+        hidden=hidden_for(services.storage.runs.state_dir, home_of(services.environ)),
     )  # fmt: skip
     if red_reason is None and refused is not None:
         red_reason = refused

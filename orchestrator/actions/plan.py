@@ -13,9 +13,9 @@ from orchestrator.domain.lifecycle import RunState
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config, StageConfig
+    from orchestrator.domain.proposals import Proposal
     from orchestrator.domain.runs import Halt, RunRecord
     from orchestrator.domain.verdicts import Verdict
-    from orchestrator.recovery.proposal import Proposal
     from orchestrator.storage.approvals import Approval
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.recovery.proposal import FailureEvidence, HaltEvidence, Proposal
+    from orchestrator.domain.proposals import FailureEvidence, HaltEvidence, Proposal
     from orchestrator.domain.verdicts import Verdict
 
 

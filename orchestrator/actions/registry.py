@@ -23,8 +23,8 @@ from orchestrator.domain.verdicts import abandon as abandon_verdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config
+    from orchestrator.domain.proposals import Proposal
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.recovery.proposal import Proposal
 
 
 class ActionRegistry:

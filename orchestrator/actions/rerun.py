@@ -22,7 +22,7 @@ from orchestrator.domain.verdicts import (
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.execution.attempts import Services
+    from orchestrator.execution.attempts import StageServices
 
 
 def plan_retry(verdict: RetryVerdict, facts: PlanFacts) -> Dispatch:
@@ -54,7 +54,7 @@ def plan_switch(verdict: SwitchEngineVerdict, facts: PlanFacts) -> Dispatch:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     """Set the plan's engine and model for the stage (if it names one) and re-run it."""
     from orchestrator.domain.runs import StageOverride

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 if TYPE_CHECKING:
     from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.execution.attempts import Services
+    from orchestrator.execution.attempts import StageServices
 
 V = TypeVar("V")
 
@@ -26,4 +26,4 @@ class ActionSteps(Generic[V]):
 
     name: str
     plan: Callable[[V, PlanFacts], Dispatch]
-    apply: Callable[[RunRecord, Applying, Dispatch, Services], tuple[RunRecord, Effect]]
+    apply: Callable[[RunRecord, Applying, Dispatch, StageServices], tuple[RunRecord, Effect]]

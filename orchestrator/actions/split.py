@@ -13,7 +13,7 @@ from orchestrator.domain.verdicts import SplitVerdict
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.execution.attempts import Services
+    from orchestrator.execution.attempts import StageServices
 
 
 def plan(verdict: SplitVerdict, facts: PlanFacts) -> Dispatch:
@@ -49,7 +49,7 @@ def sub_ticket_texts(
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: Services
+    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     from pathlib import Path
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from orchestrator.actions.budget import back_off_owed, charge_key
 from orchestrator.app.recover import recover
+from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of, budgets_of, ticket_held
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError
@@ -45,7 +46,7 @@ from orchestrator.domain.runs import (
 )
 from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
 from orchestrator.execution import runner
-from orchestrator.execution.attempts import Services, run_stage
+from orchestrator.execution.attempts import run_stage
 from orchestrator.execution.git import clone_git_dir_problem, config_problem
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reading.telling import telling_line_of
@@ -67,7 +68,7 @@ def run_ticket(
     with ticket_held(services, ticket.id):
         _refuse_a_second_file(ticket, services)
         if unfinished_only:
-            latest = services.store.latest_for_ticket(ticket.id)
+            latest = services.storage.runs.latest_for_ticket(ticket.id)
             if latest is not None and is_terminal(latest.state):
                 return latest
         record, resumed = _open_run(ticket, services, rerun=rerun)
@@ -82,7 +83,7 @@ def run_ticket(
 def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
     """Raise TicketError when another existing file claims this ticket's id (the file
     its latest run started from): which of the two is meant is a person's call."""
-    latest = services.store.latest_for_ticket(ticket.id)
+    latest = services.storage.runs.latest_for_ticket(ticket.id)
     # ``approve`` continues a run from the run's own snapshot of its ticket.
     if latest is not None and Path(latest.ticket_snapshot).resolve() != ticket.path:
         clash = id_taken_elsewhere(ticket, latest.ticket_path)
@@ -100,7 +101,7 @@ def continue_run(record: RunRecord, services: Services) -> RunRecord:
 
 
 def _open_run(ticket: Ticket, services: Services, *, rerun: bool) -> tuple[RunRecord, bool]:
-    store = services.store
+    store = services.storage.runs
     latest = store.latest_for_ticket(ticket.id)
     if latest is not None and not is_terminal(latest.state):
         _require_same_stages(latest, services.loaded)
@@ -140,7 +141,7 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
     if refusal is not None:
         raise refusal
     now = services.clock()
-    store = services.store
+    store = services.storage.runs
     run_id = new_run_id(ticket.id, now)
     run_dir = store.run_dir(run_id)
     snapshot = _snapshot_ticket(ticket, store.layout.ticket_snapshot_dir(run_id))
@@ -191,7 +192,7 @@ def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
             )
         ).with_stage_status(attempt.stage, StageStatus.PENDING)
     if record != original:  # only a run something was settled in is written again
-        services.store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
+        services.storage.runs.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
     return record
 
 
@@ -215,7 +216,7 @@ def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:
 
 
 def _drive(record: RunRecord, services: Services) -> RunRecord:
-    store, config = services.store, services.loaded.config
+    store, config = services.storage.runs, services.loaded.config
     record = _settle_interrupted(record, services)
     if record.state is RunState.PENDING:
         record = record.transition(RunState.RUNNING, now=services.clock())
@@ -308,7 +309,7 @@ def _after_failure(
         record = record.transition(
             RunState.FAILED, now=services.clock(), halt=halt, stage=stage.name
         )
-        services.store.save(record, CrashPoint.RUN_ENDED)
+        services.storage.runs.save(record, CrashPoint.RUN_ENDED)
         return record, True
     halted = _halt_if_untrusted(record, stage.name, services, clone_made=False)
     if halted is not None:
@@ -353,7 +354,7 @@ def _halt_if_untrusted(
         ),
     )
     record = record.transition(RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage)
-    services.store.save(record, CrashPoint.RUN_ENDED)
+    services.storage.runs.save(record, CrashPoint.RUN_ENDED)
     return record
 
 

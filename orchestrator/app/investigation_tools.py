@@ -27,7 +27,7 @@ from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.investigate import Tool, investigator
 
 if TYPE_CHECKING:
-    from orchestrator.execution.attempts import Services
+    from orchestrator.app.services import Services
     from orchestrator.execution.executor import Executor
     from orchestrator.recovery.graph import GraphDeps, GraphState
 

@@ -15,26 +15,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.domain.decisions import LedgerEntry
 from orchestrator.domain.errors import StateError
-from orchestrator.recovery.audit import LedgerEntry
-from orchestrator.recovery.confidence import (
-    RECENT_OUTCOMES,
-    History,
-    PastOutcome,
-    decayed_history,
-)
-from orchestrator.recovery.proposal import Proposal
-from orchestrator.storage.ledger import Ledger, inputs_hash, key_from_env, ledger_path
+from orchestrator.domain.proposals import History, Proposal
+from orchestrator.recovery.confidence import RECENT_OUTCOMES, PastOutcome, decayed_history
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env, ledger_path
 
 if TYPE_CHECKING:
-    from orchestrator.execution.attempts import Services
+    from orchestrator.app.services import Services
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.storage.layout import VerdictFile
     from orchestrator.storage.protocols import DecisionLedger
-    from orchestrator.storage.runs import RunRecord
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
     return Ledger(ledger_path(state_dir), key=key_from_env(environ))
+
+
+def ledger_row(entry: LedgerEntry, *, ts: str) -> LedgerRow:
+    """The row an entry the recovery loop prepared is appended as, at the time ``ts``: the
+    one place an entry becomes a row (an entry has no time, outcome or superseded row)."""
+    return LedgerRow(**entry.model_dump(), ts=ts)
 
 
 def _when(ts: str) -> datetime | None:
@@ -52,10 +53,7 @@ class LedgerLink:
 
     @classmethod
     def for_services(cls, services: Services) -> LedgerLink:
-        handed = services.ledger
-        if handed is not None:
-            return cls(handed)
-        return cls(ledger_for(services.store.state_dir, services.environ))
+        return cls(services.storage.ledger(key_from_env(services.environ)))
 
     @staticmethod
     def inputs_hash(payload: str) -> str:
@@ -101,7 +99,7 @@ class LedgerLink:
         for entry in entries:
             if entry.kind == "trace" and _step_of(entry.model_dump()) in steps:
                 continue
-            row = self.ledger.append(**entry.model_dump(), ts=ts, outcome=None, supersedes=None)
+            row = self.ledger.append(ledger_row(entry, ts=ts))
         return str(row["entry_hash"])
 
     def outcome(

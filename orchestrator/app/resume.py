@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.app.driver import continue_run
+from orchestrator.app.services import Services
 from orchestrator.domain.errors import IllegalTransition, UsageError
 from orchestrator.domain.lifecycle import (
     HaltReason,
@@ -28,10 +29,10 @@ from orchestrator.domain.lifecycle import (
     dry_run_armed,
     is_terminal,
 )
-from orchestrator.execution.attempts import Services
+from orchestrator.domain.runs import RunRecord, StageStatus, resumed
 from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.ledger import Ledger, inputs_hash
-from orchestrator.storage.runs import RunRecord, StageStatus, resumed, ticket_lock
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
+from orchestrator.storage.runs import ticket_lock
 
 CAPABILITY = "resume-run"
 
@@ -104,7 +105,7 @@ def resume_run(
 ) -> RunRecord:
     """Resume ``run_id`` (see the module docstring) and drive it. Holds the ticket's lock
     throughout: a ticket another process is running is refused (TicketLocked)."""
-    store = services.store
+    store = services.storage.runs
     record = store.load(run_id)
     with ticket_lock(store.state_dir, record.ticket_id):
         record = store.load(run_id)  # as it is now that nobody else can change it
@@ -137,25 +138,27 @@ def _record_resume(
     if not any(r.get("kind") == "decision" for r in ledger.rows_of(decision_id)):
         halt = record.halt
         ledger.append(
-            kind="decision",
-            decision_id=decision_id,
-            ticket=record.ticket_id,
-            run=record.run_id,
-            capability=CAPABILITY,
-            inputs_hash=inputs_hash(record.model_dump(mode="json")),
-            model_version=None,
-            prompt_version=None,
-            source="human",
-            decision={
-                "action": CAPABILITY,
-                "by": by,
-                "from_state": str(record.state),
-                "halt": str(halt.reason) if halt else None,
-                "stage": stage,
-            },
-            ts=now.isoformat(),
+            LedgerRow(
+                kind="decision",
+                decision_id=decision_id,
+                ticket=record.ticket_id,
+                run=record.run_id,
+                capability=CAPABILITY,
+                inputs_hash=inputs_hash(record.model_dump(mode="json")),
+                model_version=None,
+                prompt_version=None,
+                source="human",
+                decision={
+                    "action": CAPABILITY,
+                    "by": by,
+                    "from_state": str(record.state),
+                    "halt": str(halt.reason) if halt else None,
+                    "stage": stage,
+                },
+                ts=now.isoformat(),
+            )
         )
     record = resumed(record, at=now, by=by, stage=stage)
-    services.store.save(record, CrashPoint.RESUMED)
+    services.storage.runs.save(record, CrashPoint.RESUMED)
     services.reporter.note(f"resumed by {by} at stage {stage!r}")
     return record

@@ -25,16 +25,16 @@ from orchestrator.actions.proposal import (
     verdict_of,
 )
 from orchestrator.actions.registry import REGISTRY, plan_dispatch
+from orchestrator.app.services import Services
 from orchestrator.app.stores import budgets_of
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.verdicts import AbandonHumanVerdict
 from orchestrator.domain.verdicts import abandon as abandon_verdict
 from orchestrator.domain.vocabulary import VOCABULARY
-from orchestrator.execution.attempts import Services
-from orchestrator.recovery.proposal import Proposal
 from orchestrator.storage.approvals import Approval
 
 # The plan, its parts and the code-stage rule are the actions'; replay and recover use

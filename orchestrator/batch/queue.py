@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orchestrator.app.driver import run_ticket
+from orchestrator.app.services import Services
 from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
 from orchestrator.domain import errors
 from orchestrator.domain.errors import (
@@ -29,7 +30,6 @@ from orchestrator.domain.errors import (
 from orchestrator.domain.lifecycle import RunState, is_terminal
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log, final_failure
 from orchestrator.storage.ticket_queue import ticket_files
@@ -106,7 +106,7 @@ def run_one(
     except TicketError as exc:
         return result(path.name, "refused", None, str(exc), False)
     try:
-        before = services.store.latest_for_ticket(ticket.id)
+        before = services.storage.runs.latest_for_ticket(ticket.id)
         record = run_ticket(ticket, services, unfinished_only=True)
     except TicketError as exc:  # found wanting once it was to run (its repository)
         return result(ticket.id, "refused", None, str(exc), False)

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
+from orchestrator.app.services import Services
 from orchestrator.batch.results import TicketResult, merge, worker_results
 from orchestrator.domain.errors import Interrupted
-from orchestrator.execution.attempts import Services
 from orchestrator.execution.process import ProcessOutcome, ProcessRequest
 from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.layout import StateLayout
@@ -31,7 +31,7 @@ def run_workers(
     """N worker processes, started (and, on SIGTERM, stopped) through the runner."""
     argv = (
         sys.executable, "-P", "-m", "orchestrator", "--config", str(config_file),
-        "--state-dir", str(services.store.state_dir), "batch", "--worker",
+        "--state-dir", str(services.storage.runs.state_dir), "batch", "--worker",
         "--tickets", str(tickets_dir.resolve()),
     )  # fmt: skip
     env = {**environ, BATCH_ENV: batch_id}

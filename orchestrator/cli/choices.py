@@ -42,7 +42,7 @@ def _action_names() -> Sequence[str]:
 
 
 def _source_names() -> Sequence[str]:
-    from orchestrator.recovery.diagnose import Source
+    from orchestrator.domain.proposals import Source
 
     return tuple(s.value for s in Source)
 

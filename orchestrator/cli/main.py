@@ -285,7 +285,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from orchestrator.cli.commands import demo
 
-        return demo.demo(args.dir, with_model=args.with_model)
+        # The demo drives this entry point, handed in: it imports no CLI code.
+        return demo.demo(args.dir, with_model=args.with_model, cli=main)
     config_file = locate.config_path(args.config, os.environ)
     if args.command == "runs":
         from orchestrator.cli.commands import runs

@@ -1,4 +1,4 @@
-"""``orchestrator demo`` (or ``python -m orchestrator.demo``): build a small project with
+"""``orchestrator demo``: build a small project with
 real bugs, then run a ticket for each through the default pipeline. It needs no
 config.toml: it writes the packaged default one (``orchestrator.starter``) beside the
 project it builds, so it runs the same from a checkout or an installed wheel.
@@ -18,12 +18,11 @@ byte-identical patches and tickets.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,30 +172,11 @@ def print_what_to_read(state_dir: Path) -> None:
     print(f"One run:      {command} --state-dir {relative} show <run-id or ticket id>")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m orchestrator.demo",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--dir",
-        metavar="DIR",
-        default=DEFAULT_DIR,
-        help=f"where to build it (default: ./{DEFAULT_DIR}; rebuilt on every run)",
-    )
-    parser.add_argument(
-        "--with-model",
-        action="store_true",
-        help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY; costs money)",
-    )
-    args = parser.parse_args(argv)
-    return run_demo(Path(args.dir), with_model=args.with_model)
-
-
-def run_demo(workdir: Path, *, with_model: bool) -> int:
+def run_demo(workdir: Path, *, with_model: bool, cli: Callable[[list[str]], int]) -> int:
     """Build the demo in ``workdir`` and run its tickets; 0 when every ticket ended as
-    expected, 1 when one did not, EXIT_USAGE when ``workdir`` is not the demo's to replace."""
+    expected, 1 when one did not, EXIT_USAGE when ``workdir`` is not the demo's to replace.
+    ``cli`` is the orchestrator's entry point (``cli.main.main``), handed in by the
+    ``orchestrator demo`` command: the demo drives the CLI and imports none of it."""
     from orchestrator import starter
 
     try:
@@ -224,13 +204,11 @@ def run_demo(workdir: Path, *, with_model: bool) -> int:
     # Budgets are per ticket across runs: a fresh state dir per demo keeps it repeatable.
     state_dir = layout.workdir / "state"
 
-    from orchestrator.cli import main as cli  # late: building the demo needs none of the pipeline
-
     base = ["--config", str(config), "--state-dir", str(state_dir)]
     results: dict[str, int] = {}
     for ticket_id, path in layout.tickets.items():
         print(f"\n=== {ticket_id}: orchestrator run {path.name} ===", flush=True)
-        results[ticket_id] = cli.main([*base, "run", str(path)])
+        results[ticket_id] = cli([*base, "run", str(path)])
         if results[ticket_id] == errors.EXIT_BROKEN_PIPE:
             # Our reader went away (``orchestrator demo | head``): stop as quietly as the
             # run did; the next demo starts afresh.
@@ -243,7 +221,7 @@ def run_demo(workdir: Path, *, with_model: bool) -> int:
     print_what_to_read(state_dir)
     # The page a person would look at after a night of cron, for these three runs.
     page = layout.workdir / "report.html"
-    cli.main([*base, "report", "--out", str(page)])
+    cli([*base, "report", "--out", str(page)])
     differing = mismatches(results, EXPECTED)
     for ticket_id, code in differing.items():
         print(
@@ -253,6 +231,3 @@ def run_demo(workdir: Path, *, with_model: bool) -> int:
         )
     return 1 if differing else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,7 @@ machines lives in Redis, the rest stays files in the state dir.
     ledger_lock.RedisLock      serialises ledger appends (flock is unreliable on NFS)
     fleet_ledger.FleetLedger   the ledger with its appends under that lock, fenced
     fleet_budget.FleetBudget   one atomic check-and-charge for the whole fleet
-    fleet_stores.fleet_stores  every store of a claimed ticket's run, fenced, for the driver
+    fleet_stores.FleetStorage  every store of a claimed ticket's run, fenced: Services.storage
     celery_app.celery_app      the Celery app the fleet shares (late acks, requeue on loss)
     enqueued.Enqueued          one queued task per unfinished ticket, however many batches
     ticket_task.run_claimed    one ticket on a worker: claim, drive with fleet stores, release

@@ -1,14 +1,15 @@
 """Every store a fleet worker's ticket run writes, assembled from one claim: the shared
 state dir's file stores, each write fenced by the claim, and the ledger under the fleet's
-Redis lock. This is what the ticket driver is handed in the distributed mode, in place
-of the stores it opens from the state dir locally. Approvals are kept as given here and
+Redis lock. This is the ``Services.storage`` the ticket driver is handed in the distributed mode,
+in place of the state dir's own ``FileStorage``. Approvals are kept as given here and
 signed and verified by the run (``app/stores.approvals_of``) with the shared state dir's
 approval key, the same key on every machine and for ``orchestrator approve``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from orchestrator.distributed.client import CoordinationStore
@@ -17,39 +18,57 @@ from orchestrator.distributed.fenced_stores import (
     FencedApprovals,
     FencedBudgets,
     FencedDecisions,
-    FencedRuns,
     FencedRunStore,
 )
 from orchestrator.distributed.fleet_ledger import FleetLedger
 from orchestrator.distributed.ledger_lock import ledger_lock
+from orchestrator.domain.errors import StateError
 
 if TYPE_CHECKING:
     from orchestrator.storage.files import FileStorage
-    from orchestrator.storage.protocols import Approvals, Budgets, DecisionLedger, Decisions, Runs
+    from orchestrator.storage.protocols import (
+        Approvals,
+        Budgets,
+        DecisionLedger,
+        Decisions,
+        Locks,
+    )
     from orchestrator.storage.runs import RunStore
 
 
-@dataclass(frozen=True)
-class FleetStores:
-    runs: Runs
-    decisions: Decisions
-    approvals: Approvals
-    budgets: Budgets
-    ledger: DecisionLedger
-    # The same runs as ``runs``, as the driver's ``Services.store`` is typed.
-    run_store: RunStore
+class HeldClaim:
+    """The ticket lock a fleet worker hands the driver: its claim, won before the run
+    (the flock would not exclude another machine on a network filesystem)."""
+
+    def __init__(self, ticket_id: str) -> None:
+        self.ticket_id = ticket_id
+
+    @contextmanager
+    def ticket(self, ticket_id: str) -> Iterator[None]:
+        if ticket_id != self.ticket_id:
+            raise StateError(
+                f"state error: this worker holds ticket {self.ticket_id}, but its file now "
+                f"says {ticket_id}; the ticket file changed after it was queued"
+            )
+        yield
 
 
-def fleet_stores(
-    storage: FileStorage, claim: Claim, store: CoordinationStore, *, ledger_key: bytes | None
-) -> FleetStores:
-    """The stores of the claimed ticket's run on the shared ``storage``."""
-    fence = claim.fence
-    return FleetStores(
-        runs=FencedRuns(storage.runs, fence),
-        decisions=FencedDecisions(storage.decisions, fence),
-        approvals=FencedApprovals(storage.approvals, fence),
-        budgets=FencedBudgets(storage.budgets, fence),
-        ledger=FleetLedger(storage.ledger(ledger_key), ledger_lock(store), fence),
-        run_store=FencedRunStore(storage.root, fence),
-    )
+class FleetStorage:
+    """The claimed ticket's stores on the shared state dir (``Services.storage`` on a
+    fleet worker): each write fenced by the claim, the ledger under the fleet's lock,
+    the claim itself as the ticket's lock."""
+
+    def __init__(
+        self, storage: FileStorage, claim: Claim, store: CoordinationStore, ticket_id: str
+    ) -> None:
+        self._storage, self._claim, self._store = storage, claim, store
+        fence = claim.fence
+        self.root = storage.root
+        self.runs: RunStore = FencedRunStore(storage.root, fence)
+        self.decisions: Decisions = FencedDecisions(storage.decisions, fence)
+        self.approvals: Approvals = FencedApprovals(storage.approvals, fence)
+        self.budgets: Budgets = FencedBudgets(storage.budgets, fence)
+        self.locks: Locks = HeldClaim(ticket_id)
+
+    def ledger(self, key: bytes | None = None) -> DecisionLedger:
+        return FleetLedger(self._storage.ledger(key), ledger_lock(self._store), self._claim.fence)

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from orchestrator.app.budgeted_calls import budgeted_factory
+from orchestrator.app.services import build_services
 from orchestrator.batch.queue import run_one
 from orchestrator.batch.results import TicketResult
 from orchestrator.distributed.client import CoordinationStore
@@ -39,14 +41,12 @@ from orchestrator.distributed.coordination import TicketLeases, claim
 from orchestrator.distributed.enqueued import Enqueued
 from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 from orchestrator.distributed.fleet_budget import FleetBatchBudget
-from orchestrator.distributed.fleet_stores import fleet_stores
+from orchestrator.distributed.fleet_stores import FleetStorage
 from orchestrator.domain.config import load_config
-from orchestrator.domain.errors import Interrupted, StateError
+from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.batch_budget import budgeted_factory
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.ledger import key_from_env
 
 TASK_NAME = "orchestrator.run_ticket"
 # How soon a ticket whose coordination store did not answer is tried again.
@@ -64,23 +64,6 @@ class BackOff(Exception):
 def _back_off(seconds: float) -> None:
     """``Services.sleep`` on a worker: the wait becomes a retry, not a blocked slot."""
     raise BackOff(seconds)
-
-
-class HeldClaim:
-    """The ticket lock a fleet worker hands the driver: its claim, won before the run
-    (the flock would not exclude another machine on a network filesystem)."""
-
-    def __init__(self, ticket_id: str) -> None:
-        self.ticket_id = ticket_id
-
-    @contextmanager
-    def ticket(self, ticket_id: str) -> Iterator[None]:
-        if ticket_id != self.ticket_id:
-            raise StateError(
-                f"state error: this worker holds ticket {self.ticket_id}, but its file now "
-                f"says {ticket_id}; the ticket file changed after it was queued"
-            )
-        yield
 
 
 @dataclass(frozen=True)
@@ -104,25 +87,17 @@ def run_claimed(
     """Claim ``ticket_id`` and run its file to the end (or until it must stop): raises
     ``TicketClaimed``, ``BackOff``, ``FencedOut`` or ``Interrupted`` for the task to
     answer; any other outcome is the ticket's result, as the local batch reports it."""
-    from orchestrator.cli.commands.run import build_services
-
     loaded = load_config(context.config_file)
     base = build_services(loaded, context.state_dir_override, context.out, context.environ)
     distributed = loaded.config.distributed
     leases = TicketLeases(store, ttl_s=distributed.lease_s)
-    storage = FileStorage(base.store.state_dir)
+    storage = FileStorage(base.storage.root)
     with claim(leases, ticket_id) as held:
-        stores = fleet_stores(storage, held, store, ledger_key=key_from_env(base.environ))
         budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
         services = replace(
             base,
-            store=stores.run_store,
+            storage=FleetStorage(storage, held, store, ticket_id),
             reporter=QuietReporter(context.out),
-            decisions=stores.decisions,
-            approvals=stores.approvals,
-            budgets=stores.budgets,
-            ledger=stores.ledger,
-            locks=HeldClaim(ticket_id),
             gateway_factory=budgeted_factory(
                 context.gateway_factory or base.gateway_factory, budget
             ),

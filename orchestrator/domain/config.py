@@ -254,13 +254,13 @@ class EngineConfig(Frozen):
 
     @model_validator(mode="after")
     def _settings_fit_the_adapter(self) -> EngineConfig:
-        from orchestrator.engines import adapter_for
+        from orchestrator.domain.engine_settings import settings_problems
 
         if self.command is not None and self.kind != "command":
             raise ValueError(
                 f"'command' is only for kind = \"command\" (this engine is {self.kind!r})"
             )
-        problems = adapter_for(self.kind).check_settings(self.adapter_settings())
+        problems = settings_problems(self.kind, self.adapter_settings())
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -45,18 +45,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
     build_prompt,
-    check_known_keys,
     string_list,
 )
 from orchestrator.engines.classify import crashed, last_words, match_infra, one_line, output_lines
 
-SETTINGS: Mapping[str, type | tuple[type, ...]] = {"extra_args": list}
 FIXED_FLAGS = (
     "--yes-always",
     "--no-auto-commits",
@@ -104,7 +103,7 @@ class AiderAdapter:
     name = "aider"
 
     def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return check_known_keys(settings, SETTINGS)
+        return settings_problems("aider", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         prompt_file = task.prompt_path()

@@ -151,27 +151,3 @@ def string_list(settings: Mapping[str, Any], key: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{key}: must be a list of strings (got {value!r})")
     return tuple(value)
-
-
-def check_known_keys(
-    settings: Mapping[str, Any], known: Mapping[str, type | tuple[type, ...]]
-) -> list[str]:
-    """Unknown keys and wrong scalar types, one line each. ``list`` means a list of strings."""
-    problems = []
-    for key in sorted(settings):
-        if key not in known:
-            names = ", ".join(sorted(known))
-            problems.append(
-                f"{key}: unknown setting ({f'known: {names}' if names else 'takes none'})"
-            )
-            continue
-        value = settings[key]
-        expected = known[key]
-        if expected is list:
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                problems.append(f"{key}: must be a list of strings (got {value!r})")
-        elif isinstance(value, bool) and expected is not bool:
-            problems.append(f"{key}: must not be a boolean (got {value!r})")
-        elif not isinstance(value, expected):
-            problems.append(f"{key}: wrong type (got {value!r})")
-    return problems

@@ -52,23 +52,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
     build_prompt,
-    check_known_keys,
     string_list,
 )
 from orchestrator.engines.classify import crashed, json_events, last_words, match_infra, one_line
 
 DEFAULT_PERMISSION_MODE = "acceptEdits"
-SETTINGS: Mapping[str, type | tuple[type, ...]] = {
-    "permission_mode": str,
-    "max_turns": int,
-    "extra_args": list,
-}
 
 _BY_STATUS = {
     401: FailureClass.AUTH_ERROR,
@@ -117,14 +112,7 @@ class ClaudeCodeAdapter:
     name = "claude-code"
 
     def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        problems = check_known_keys(settings, SETTINGS)
-        mode = settings.get("permission_mode")
-        if isinstance(mode, str) and not mode.isalpha():
-            problems.append(f"permission_mode: not a permission mode (got {mode!r})")
-        turns = settings.get("max_turns")
-        if isinstance(turns, int) and not isinstance(turns, bool) and turns < 1:
-            problems.append(f"max_turns: must be at least 1 (got {turns})")
-        return problems
+        return settings_problems("claude-code", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         settings = task.settings

@@ -46,20 +46,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
     build_prompt,
-    check_known_keys,
     string_list,
 )
 from orchestrator.engines.classify import crashed, json_events, last_words, match_infra, one_line
 
 DEFAULT_SANDBOX = "workspace-write"
-SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
-SETTINGS: Mapping[str, type | tuple[type, ...]] = {"sandbox": str, "extra_args": list}
 
 
 def _error_message(event: Mapping[str, Any]) -> str | None:
@@ -73,11 +71,7 @@ class CodexAdapter:
     name = "codex"
 
     def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        problems = check_known_keys(settings, SETTINGS)
-        sandbox = settings.get("sandbox")
-        if isinstance(sandbox, str) and sandbox not in SANDBOXES:
-            problems.append(f"sandbox: must be one of {', '.join(SANDBOXES)} (got {sandbox!r})")
-        return problems
+        return settings_problems("codex", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         sandbox = str(task.settings.get("sandbox", DEFAULT_SANDBOX))

@@ -29,18 +29,17 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
     build_prompt,
-    check_known_keys,
     string_list,
 )
 from orchestrator.engines.classify import crashed, last_words, match_infra, output_lines
 
-SETTINGS: Mapping[str, type | tuple[type, ...]] = {"command": list, "prompt_on_stdin": bool}
 TAIL_LINES = 40
 
 
@@ -48,13 +47,7 @@ class CommandAdapter:
     name = "command"
 
     def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        problems = check_known_keys(settings, SETTINGS)
-        command = settings.get("command")
-        if command is None:
-            problems.append("command: required for an engine of kind 'command' (an argv list)")
-        elif isinstance(command, (list, tuple)) and (not command or not command[0]):
-            problems.append("command: must name a program (got an empty command)")
-        return problems
+        return settings_problems("command", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         prompt_file = task.prompt_path()

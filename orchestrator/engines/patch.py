@@ -12,12 +12,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
-    check_known_keys,
 )
 from orchestrator.engines.classify import crashed, last_words
 
@@ -28,7 +28,7 @@ class PatchAdapter:
     name = "patch"
 
     def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return check_known_keys(settings, {})
+        return settings_problems("patch", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         return Invocation(argv=(sys.executable, "-P", "-m", MODULE))

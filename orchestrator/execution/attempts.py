@@ -5,10 +5,8 @@ failing check as the verifier), so both run a check the same way."""
 from __future__ import annotations
 
 import contextlib
-import os
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -23,14 +21,13 @@ from orchestrator.domain.runs import (
     RunRecord,
     StageStatus,
     engine_and_model,
-    utcnow,
 )
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
-from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.executor import Executor
 from orchestrator.execution.process import ProcessRequest
-from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, bundled_bwrap
+from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import (
     Role,
@@ -41,7 +38,6 @@ from orchestrator.execution.stage_sandbox import (
     profile,
 )
 from orchestrator.reading.failure import read_failure
-from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.redaction import redact
 from orchestrator.reports.display import Reporter
 from orchestrator.storage.crash_points import CrashPoint
@@ -49,17 +45,7 @@ from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
-    from orchestrator.storage.protocols import (
-        Approvals,
-        Budgets,
-        DecisionLedger,
-        Decisions,
-        Locks,
-    )
-
-
-def _no_gateway() -> ModelGateway | Unavailable | None:
-    return None
+    from orchestrator.storage.protocols import Storage
 
 
 class GreenRecorder(Protocol):
@@ -71,38 +57,40 @@ class GreenRecorder(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True)
-class Services:
-    """Everything a ticket run touches, passed in (tests swap the reporter, the clock and
-    the gateway). ``gateway_factory`` is called only when a model must be asked."""
+class StageServices(Protocol):
+    """What running a stage or a check takes (``app.services.Services`` is one): the
+    config, the run store, the terminal, the clock, where processes start."""
 
-    loaded: LoadedConfig
-    store: RunStore
-    reporter: Reporter
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    clock: Callable[[], datetime] = utcnow
-    executor: Executor = field(default_factory=LocalExecutor)  # every process starts here
-    gateway_factory: Callable[[], ModelGateway | Unavailable | None] = _no_gateway
-    tick_s: float = 1.0
-    # The driver's wait before an infra retry; time.sleep is cut short by the signal
-    # handler's exception, so SIGTERM during a back-off stops the run at once.
-    sleep: Callable[[float], None] = time.sleep
-    # Where the sandbox's bwrap is (a test points it at a missing file to see it refused).
-    locate_bwrap: BwrapLocator = bundled_bwrap
-    # The run's other stores and the ticket's lock. None: the state dir's own files and
-    # flock (``app/stores.py``); a fleet worker hands in its fenced stores and its claim.
-    decisions: Decisions | None = None
-    approvals: Approvals | None = None
-    budgets: Budgets | None = None
-    ledger: DecisionLedger | None = None
-    locks: Locks | None = None
-    # Where the log of each check that passes is learned from (a baseline of green runs);
-    # None: nowhere. Never on the critical path's failures: see ``_learn_from_green``.
-    record_green: GreenRecorder | None = None
+    @property
+    def loaded(self) -> LoadedConfig: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def reporter(self) -> Reporter: ...
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    @property
+    def executor(self) -> Executor: ...
+
+    @property
+    def tick_s(self) -> float: ...
+
+    @property
+    def locate_bwrap(self) -> BwrapLocator: ...
+
+    @property
+    def record_green(self) -> GreenRecorder | None: ...
 
 
 def sandboxed(
-    services: Services,
+    services: StageServices,
     options: SandboxOptions,
     *,
     cwd: Path,
@@ -126,7 +114,7 @@ def sandboxed(
     )
     layout = StateLayout.of_run_dir(ctx.run_dir)
     places = RunPlaces(
-        state_dir=services.store.state_dir,
+        state_dir=services.storage.runs.state_dir,
         run_dir=ctx.run_dir,
         clone=layout.clone_dir(ctx.run_id),
         ticket_dir=ctx.ticket_file.parent,
@@ -156,7 +144,7 @@ def sandboxed(
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
 
-def git_sandbox(services: Services, clone: Path, *, writes: bool = False) -> Executor:
+def git_sandbox(services: StageServices, clone: Path, *, writes: bool = False) -> Executor:
     """The executor for the orchestrator's own git calls in ``clone`` (status, diff, log,
     worktree, reset, clean): git reads a config the clone's owner wrote, so whatever it
     might be made to run runs here, with no network, nothing of the state dir but this
@@ -167,7 +155,7 @@ def git_sandbox(services: Services, clone: Path, *, writes: bool = False) -> Exe
     spec = git_profile(
         clone,
         writes=writes,
-        state_dir=services.store.state_dir,
+        state_dir=services.storage.runs.state_dir,
         home=home_of(services.environ),
         limits=services.loaded.config.sandbox,
     )
@@ -178,7 +166,7 @@ def sandbox_mode(options: SandboxOptions) -> str:
     return "none" if options.sandbox == "none" else "bwrap"
 
 
-def warn_if_unsandboxed(services: Services, options: SandboxOptions, label: str) -> None:
+def warn_if_unsandboxed(services: StageServices, options: SandboxOptions, label: str) -> None:
     """A stage or check opted out of the sandbox is said every time it starts: what it
     runs can reach everything the orchestrator can (see README "The sandbox")."""
     if options.sandbox == "none":
@@ -218,7 +206,7 @@ def run_check(
     ctx: StageContext,
     cwd: Path,
     log_path: Path,
-    services: Services,
+    services: StageServices,
     on_start: Callable[[runner.ProcessIdentity], None] | None = None,
 ) -> CheckResult:
     """Run one check exactly as configured (the trusted command, never a verdict's)."""
@@ -265,12 +253,12 @@ def run_check(
 
 
 def run_stage(
-    record: RunRecord, stage: StageConfig, services: Services
+    record: RunRecord, stage: StageConfig, services: StageServices
 ) -> tuple[RunRecord, Attempt]:
     """Run one attempt of ``stage`` and persist it (start, process identity, result).
     Returns the updated record and the finished attempt. Interruption marks the attempt
     ``interrupted``, saves, and propagates."""
-    store, loaded = services.store, services.loaded
+    store, loaded = services.storage.runs, services.loaded
     engine, model = engine_and_model(record, stage, loaded.config)
     number = record.counters.attempts + 1
     attempt = Attempt(
@@ -416,7 +404,7 @@ def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt
     )
 
 
-def _learn_from_green(services: Services, repo: str, check: str, log: Path) -> None:
+def _learn_from_green(services: StageServices, repo: str, check: str, log: Path) -> None:
     """Teach the check's baseline its passing log. A baseline is a cache: whatever goes
     wrong learning is said and the run goes on (an interruption still stops it)."""
     if services.record_green is None:
@@ -433,7 +421,7 @@ def _run_checks(
     ctx: StageContext,
     cwd: Path,
     logs: Path,
-    services: Services,
+    services: StageServices,
     remember_group: Callable[[runner.ProcessIdentity], None],
 ) -> Attempt:
     """Run the stage's checks in order and stop at the first that fails: that check is

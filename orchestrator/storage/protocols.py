@@ -10,6 +10,7 @@ cases in ``app/`` depend on them, not on paths.
     Budgets        per-ticket charges, keyed so a re-executed decision never pays twice
     Locks          one driver per ticket at a time; the holder's death releases it
     DecisionLedger the append-only, hash-chained ledger and its indexed history
+    Storage        all of them for one state dir: what ``Services`` holds
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.storage.approvals import ApprovalStore
 
 if TYPE_CHECKING:
+    from orchestrator.domain.runs import RunRecord
     from orchestrator.storage.budget import ChargeKind, TicketBudget
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
-    from orchestrator.storage.ledger import RepairResult, VerifyResult
+    from orchestrator.storage.ledger import LedgerRow, RepairResult, VerifyResult
     from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
-    from orchestrator.storage.runs import RunRecord
+    from orchestrator.storage.runs import RunStore
 
 
 class Runs(Protocol):
@@ -98,25 +100,9 @@ class Locks(Protocol):
 
 
 class DecisionLedger(Protocol):
-    def append(
-        self,
-        *,
-        kind: str,
-        decision_id: str,
-        ticket: str,
-        run: str,
-        capability: str,
-        inputs_hash: str,
-        model_version: str | None,
-        prompt_version: str | None,
-        source: str,
-        decision: Mapping[str, Any],
-        confidence: float | None = None,
-        routing: str | None = None,
-        outcome: str | None = None,
-        supersedes: str | None = None,
-        ts: str | None = None,
-    ) -> dict[str, Any]: ...
+    def append(self, row: LedgerRow) -> dict[str, Any]:
+        """Append ``row``; return it as stored, with its seq and hashes."""
+        ...
 
     def append_outcome(
         self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
@@ -141,3 +127,33 @@ class DecisionLedger(Protocol):
     def verify(self) -> VerifyResult: ...
 
     def repair(self) -> RepairResult: ...
+
+
+class Storage(Protocol):
+    """Every store of one state dir, handed out by one object: the files backend
+    (``files.FileStorage``) or a fleet worker's, fenced by its claim. What ``Services``
+    holds: the use cases ask it for each store, with no fallback of their own."""
+
+    @property
+    def root(self) -> Path:
+        """The state dir (stages run in its run directories, which are always local)."""
+        ...
+
+    @property
+    def runs(self) -> RunStore: ...
+
+    @property
+    def decisions(self) -> Decisions: ...
+
+    @property
+    def approvals(self) -> Approvals: ...
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+    @property
+    def locks(self) -> Locks: ...
+
+    def ledger(self, key: bytes | None = None) -> DecisionLedger:
+        """The decision ledger; ``key`` (from ``ledger.key_from_env``) when it is keyed."""
+        ...

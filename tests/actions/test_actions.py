@@ -14,13 +14,16 @@ from typing import Any
 
 import git
 import pytest
+from services import make_services
 
 from orchestrator.actions import abandon, budget, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Applying, Dispatch, PlanFacts
 from orchestrator.actions.registry import plan_dispatch
 from orchestrator.app import substrate
+from orchestrator.app.services import Services
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import (
     RunRecord,
     StageOverride,
@@ -40,12 +43,8 @@ from orchestrator.domain.verdicts import (
     SwitchEngineVerdict,
     Verdict,
 )
-from orchestrator.execution.attempts import Services
-from orchestrator.recovery.proposal import Proposal
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.budget import BudgetStore
-from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor, unwrapped
@@ -282,10 +281,9 @@ def services(root: Path, executor: RecordingExecutor | None = None) -> Services:
     cfg_path = root / "config.toml"
     cfg_path.write_text(CONFIG)
     loaded = LoadedConfig(config=config(), path=cfg_path, root=root, sha256="")
-    return Services(
-        loaded=loaded,
-        store=RunStore(root / "state"),
-        reporter=PlainReporter(io.StringIO()),
+    return make_services(
+        loaded,
+        root / "state",
         environ={"PATH": os.environ["PATH"], "HOME": str(root)},
         executor=executor or RecordingExecutor(),
         sleep=lambda seconds: pytest.fail(f"the mutator slept {seconds}s"),
@@ -377,7 +375,7 @@ def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> N
     assert after.stage_status("implement") is StageStatus.COMPLETED
     assert after.stage_status("review") is StageStatus.PENDING
     assert (Path(rec.clone_dir) / "fixed").exists()
-    report = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
+    report = json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id, 1).read_text())
     assert report["status"] == "green" and report["verification"]["exit_code"] == 0
     # Every process went through the executor, the orchestrator's own git included.
     status = ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all")
@@ -453,7 +451,7 @@ def test_a_red_mechanical_fix_keeps_its_result_restores_and_falls_back(tmp_path:
     assert repo.head.commit.hexsha == before and not (Path(rec.clone_dir) / "other").exists()
     kept = repo.commit(f"refs/orchestrator/{rec.run_id}/recipe-1")
     assert kept.message.strip() == "wrong"
-    report = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
+    report = json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id, 1).read_text())
     assert (report["status"], report["restored"], report["head_before"]) == ("red", True, before)
 
 
@@ -466,12 +464,12 @@ def test_two_mechanical_fixes_in_one_run_keep_both_reports(tmp_path: Path) -> No
     )
     mechanical_fix.apply(rec, applying(refused, 1), mechanical_fix.plan(refused, facts(rec)), svc)
     mechanical_fix.apply(rec, applying(MECH, 2), mechanical_fix.plan(MECH, facts(rec)), svc)
-    first = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
-    second = json.loads(svc.store.mechanical_fix_path(rec.run_id, 2).read_text())
+    first = json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id, 1).read_text())
+    second = json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id, 2).read_text())
     assert (first["verdict"], first["status"]) == (1, "red")
     assert (second["verdict"], second["status"]) == (2, "green")
     # The older one-per-run name still holds the latest.
-    assert json.loads(svc.store.mechanical_fix_path(rec.run_id).read_text()) == second
+    assert json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id).read_text()) == second
 
 
 # ---- the dispatcher ----------------------------------------------------------------------
@@ -492,7 +490,7 @@ def test_an_infra_retry_returns_its_back_off_and_is_charged_once(tmp_path: Path)
     now[0] = NOW + timedelta(seconds=10)
     _, again = substrate.apply(rec, infra, approval(1), svc)
     assert again.retry_after_s == 20.0
-    assert BudgetStore(svc.store.state_dir).load("T-1").spent("infra-retry") == 1
+    assert BudgetStore(svc.storage.runs.state_dir).load("T-1").spent("infra-retry") == 1
     # The next infra retry waits twice as long.
     _, second = substrate.apply(rec, infra, approval(2), svc)
     assert second.retry_after_s == 60.0
@@ -563,22 +561,22 @@ def test_show_finds_each_verdicts_report_and_an_older_state_dirs_one(tmp_path: P
             attempt=n,
             source="model",
             action="mechanical-fix",
-            path=str(svc.store.verdict_path(rec.run_id, n)),
+            path=str(svc.storage.runs.verdict_path(rec.run_id, n)),
             outcome="done",
         )
         for n in (1, 2)
     )
-    svc.store.save(rec.model_copy(update={"verdicts": refs}))
+    svc.storage.runs.save(rec.model_copy(update={"verdicts": refs}))
     out = io.StringIO()
-    assert show(svc.store.state_dir, rec.run_id, out) == 0
+    assert show(svc.storage.runs.state_dir, rec.run_id, out) == 0
     text = out.getvalue()
     assert "recipe refused or failed: " in text  # verdict 1's own report
     assert "recipe: git checkout fix-branch -- fixed → exit 0" in text  # verdict 2's
     # A state dir from before numbered reports: the one-per-run file is still read.
     for n in (1, 2):
-        svc.store.mechanical_fix_path(rec.run_id, n).unlink()
+        svc.storage.runs.mechanical_fix_path(rec.run_id, n).unlink()
     out = io.StringIO()
-    assert show(svc.store.state_dir, rec.run_id, out) == 0
+    assert show(svc.storage.runs.state_dir, rec.run_id, out) == 0
     assert "recipe: git checkout fix-branch -- fixed → exit 0" in out.getvalue()
     assert "recipe refused or failed" not in out.getvalue()
 

@@ -14,10 +14,8 @@ from orchestrator.actions.registry import REGISTRY
 from orchestrator.cli.main import build_parser, main
 from orchestrator.domain.config import parse_config
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.proposals import PromptFacts, Source
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.diagnose import Source
-from orchestrator.recovery.graph import Guardrail, verification_checks
-from orchestrator.recovery.prompt import PromptFacts, build_prompt
 from orchestrator.domain.verdicts import (
     VERDICT_ADAPTER,
     Action,
@@ -25,6 +23,8 @@ from orchestrator.domain.verdicts import (
     SwitchEngineVerdict,
 )
 from orchestrator.domain.vocabulary import VOCABULARY, ActionTerms, rule_checks, semantic_errors
+from orchestrator.recovery.graph import Guardrail, verification_checks
+from orchestrator.recovery.prompt import build_prompt
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env
 

@@ -5,27 +5,25 @@ exist and a check that nothing outside the clone changed."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from services import make_services
 
 from orchestrator.actions import mechanical_fix, shipping
 from orchestrator.actions.plan import Applying, PlanFacts
 from orchestrator.domain.config import LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
 from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
-from orchestrator.execution.attempts import Services
 from orchestrator.execution.git import driver_overrides, hardened_git_env
-from orchestrator.recovery.proposal import Proposal
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor
@@ -101,11 +99,9 @@ class Scene:
         self.config = parse_config(config_text, root / "config.toml")
         (root / "config.toml").write_text(config_text)
         self.executor = RecordingExecutor()
-        self.services = Services(
-            loaded=LoadedConfig(config=self.config, path=root / "config.toml", root=root,
-                                sha256=""),
-            store=RunStore(root / "state"),
-            reporter=PlainReporter(io.StringIO()),
+        self.services = make_services(
+            LoadedConfig(config=self.config, path=root / "config.toml", root=root, sha256=""),
+            root / "state",
             environ={"PATH": os.environ["PATH"], "HOME": str(root / "outside")},
             executor=self.executor,
             sleep=lambda seconds: pytest.fail(f"slept {seconds}s"),
@@ -160,7 +156,7 @@ class Scene:
         plan = mechanical_fix.plan(verdict, facts)
         after, effect = mechanical_fix.apply(self.record, applying, plan, self.services)
         report = json.loads(
-            self.services.store.mechanical_fix_path(self.record.run_id, 1).read_text()
+            self.services.storage.runs.mechanical_fix_path(self.record.run_id, 1).read_text()
         )
         return after, effect, report
 
@@ -461,7 +457,7 @@ def test_the_recovery_diff_and_git_log_run_nothing_a_poisoned_clone_names(scene:
     }.items():  # fmt: skip
         scene.repo.git.config(key, value)
     environ = {**scene.services.environ, "GIT_DIR": str(scene.root / "outside")}
-    services = Services(**{**scene.services.__dict__, "environ": environ})
+    services = replace(scene.services, environ=environ)
     diff = _read_diff(scene.record, services, 10_000)
     assert diff.exit_code == 0 and b"+oops" in diff.data
     log = clone_tools(scene.clone, environ, scene.executor)["git_log"]({"n": 5})

@@ -6,7 +6,6 @@ that opts into the sandbox runs without network."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import socket
@@ -17,20 +16,20 @@ from pathlib import Path
 
 import git
 import pytest
+from services import make_services
 
 from orchestrator.actions import mechanical_fix
 from orchestrator.actions.plan import Applying, PlanFacts
+from orchestrator.app.services import Services
 from orchestrator.cli.commands.show import _recipe_lines
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
 from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
-from orchestrator.execution.attempts import Services, run_check, stage_context
+from orchestrator.execution.attempts import run_check, stage_context
 from orchestrator.execution.sandbox import SANDBOX_HOME, BwrapLocator, bundled_bwrap
-from orchestrator.recovery.proposal import Proposal
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import Approval
-from orchestrator.storage.runs import RunStore
 
 from gitrepo import commit_files, init_repo
 from recording_executor import RecordingExecutor
@@ -104,10 +103,9 @@ def services(
     root: Path, cfg: Config, *, locate: BwrapLocator = bundled_bwrap, **environ: str
 ) -> Services:
     cfg_path = root / "config.toml"
-    return Services(
-        loaded=LoadedConfig(config=cfg, path=cfg_path, root=root, sha256=""),
-        store=RunStore(root / "state"),
-        reporter=PlainReporter(io.StringIO()),
+    return make_services(
+        LoadedConfig(config=cfg, path=cfg_path, root=root, sha256=""),
+        root / "state",
         # This interpreter's directory first, so the recipe's bare `python` is the real
         # interpreter rather than a version manager's shim (which sets its own variables).
         environ={
@@ -155,7 +153,7 @@ def apply(
         source="model", reason="because", bundle_path=None,
     )  # fmt: skip
     after, effect = mechanical_fix.apply(rec, applying, mechanical_fix.plan(verdict, facts), svc)
-    report = json.loads(svc.store.mechanical_fix_path(rec.run_id, 1).read_text())
+    report = json.loads(svc.storage.runs.mechanical_fix_path(rec.run_id, 1).read_text())
     return after, effect.resume_at, report
 
 
@@ -249,7 +247,7 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
     )
     assert (report["status"], report["sandbox"], resume_at) == ("green", "bwrap", "review")
     assert not any("unsandboxed" in line for line in _recipe_lines(
-        svc.store.mechanical_fix_path(rec.run_id, 1), 1
+        svc.storage.runs.mechanical_fix_path(rec.run_id, 1), 1
     ))  # fmt: skip
     assert after.stage_status("review") is StageStatus.PENDING
     assert repo.head.commit.message.strip() == "restore-fixed"
@@ -271,7 +269,7 @@ def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> Non
         rec, cfg, svc, "git checkout fix-branch -- fixed", "git commit -m restore-fixed"
     )
     assert (report["status"], report["sandbox"], resume_at) == ("green", "none", "review")
-    fix_path = svc.store.mechanical_fix_path(rec.run_id, 1)
+    fix_path = svc.storage.runs.mechanical_fix_path(rec.run_id, 1)
     assert _recipe_lines(fix_path, 1)[0] == (
         'recipe ran unsandboxed: [recovery] recipe_sandbox = "none"'
     )
@@ -324,7 +322,7 @@ def run_connect_check(
     make_clone(rec)
     svc = services(tmp_path, cfg, locate=locate)
     stage = cfg.stage("review")
-    ctx = stage_context(rec, "review", "", "", 1, svc.store)
+    ctx = stage_context(rec, "review", "", "", 1, svc.storage.runs)
     result = run_check(stage.checks[0], stage, ctx, Path(rec.clone_dir), tmp_path / "log", svc)
     assert result.exit_code is not None
     return result.exit_code, result.error

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
@@ -25,7 +26,6 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
 from orchestrator.execution.process_groups import live_group_members
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.runs import RunStore, read_record_file, ticket_lock
 
 from conftest import (
@@ -45,10 +45,10 @@ def services_for(
     loaded = load_config(config_path)
     out = io.StringIO()
     return (
-        Services(
-            loaded=loaded,
-            store=RunStore(loaded.root / loaded.config.state_dir),
-            reporter=PlainReporter(out),
+        make_services(
+            loaded,
+            loaded.root / loaded.config.state_dir,
+            out=out,
             environ=environ if environ is not None else dict(os.environ),
         ),
         out,
@@ -82,7 +82,7 @@ def test_ticket_runs_all_stages_to_completed(tmp_path: Path) -> None:
         (1, "one", 0, AttemptStatus.FINISHED),
         (2, "two", 0, AttemptStatus.FINISHED),
     ]
-    on_disk = services.store.load(record.run_id)
+    on_disk = services.storage.runs.load(record.run_id)
     assert on_disk == record
     log = Path(record.attempts[0].log_path or "").read_text()
     assert "hello from one attempt 1" in log
@@ -213,7 +213,7 @@ def test_a_held_ticket_lock_refuses_a_second_driver(tmp_path: Path) -> None:
     config = write_config(tmp_path, bash_stage("one", counting("one")))
     ticket = load_ticket(write_ticket(tmp_path / "t"))
     services, _ = services_for(config)
-    with ticket_lock(services.store.state_dir, ticket.id):
+    with ticket_lock(services.storage.runs.state_dir, ticket.id):
         # flock is per open file description: a second open in this process conflicts too.
         with pytest.raises(TicketLocked, match=f"skipped: T-1 is locked by pid {os.getpid()}"):
             run_ticket(ticket, services)
@@ -224,9 +224,9 @@ def test_resume_refuses_when_the_configured_stages_changed(tmp_path: Path) -> No
     config = write_config(tmp_path, bash_stage("one", "exit 0") + bash_stage("two", "exit 0"))
     ticket = load_ticket(write_ticket(tmp_path / "t"))
     services, _ = services_for(config)
-    record = services.store.load(run_ticket(ticket, services).run_id)
+    record = services.storage.runs.load(run_ticket(ticket, services).run_id)
     # Fake an unfinished run, then change the pipeline under it.
-    services.store.save(record.model_copy(update={"state": RunState.RUNNING}))
+    services.storage.runs.save(record.model_copy(update={"state": RunState.RUNNING}))
     write_config(tmp_path, bash_stage("one", "exit 0"))
     services, _ = services_for(config)
     from orchestrator.domain.errors import StateError

@@ -5,20 +5,18 @@ clone's own directory, or a config only an attacker writes, stops the run needs-
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
 import pytest
+from services import make_services
 
-from orchestrator.app.driver import Services, run_ticket
+from orchestrator.app.driver import run_ticket
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
-from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.runs import RunStore
 
 from conftest import bash_stage, write_config, write_ticket
 
@@ -50,10 +48,9 @@ def no_model() -> ModelGateway:
 def run(tmp_path: Path, stages: str, *, recovery: bool = False) -> RunRecord:
     config = write_config(tmp_path, stages, recovery=recovery)
     loaded = load_config(config)
-    services = Services(
-        loaded=loaded,
-        store=RunStore(loaded.root / loaded.config.state_dir),
-        reporter=PlainReporter(io.StringIO()),
+    services = make_services(
+        loaded,
+        loaded.root / loaded.config.state_dir,
         environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **IDENTITY},
         gateway_factory=no_model,
     )

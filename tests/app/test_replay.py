@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.replay import Difference, ReplayResult, replay
@@ -28,9 +29,7 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, ScriptedGateway
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
@@ -50,10 +49,9 @@ def reply(obj: dict[str, Any]) -> str:
 def drive(
     config: Path, state: Path, ticket: Path, gateway: ModelGateway | None = None
 ) -> RunRecord:
-    services = Services(
-        loaded=load_config(config),
-        store=RunStore(state),
-        reporter=PlainReporter(io.StringIO()),
+    services = make_services(
+        load_config(config),
+        state,
         environ=dict(ENVIRON),
         gateway_factory=lambda: gateway,
     )

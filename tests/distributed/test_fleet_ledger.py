@@ -14,7 +14,7 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.coordination import Lease, TicketLeases, claim
 from orchestrator.distributed.errors import FencedOut
 from orchestrator.distributed.fleet_ledger import FleetLedger
-from orchestrator.distributed.fleet_stores import fleet_stores
+from orchestrator.distributed.fleet_stores import FleetStorage
 from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.runs import new_run_id
 from orchestrator.storage.files import FileStorage
@@ -82,19 +82,19 @@ def test_the_stores_of_a_claim_write_for_its_holder_and_refuse_after_a_takeover(
     storage = FileStorage(tmp_path / "state")
     leases = TicketLeases(store, ttl_s=30)
     with claim(leases, "T-1") as held:
-        stores = fleet_stores(storage, held, store, ledger_key=None)
+        stores = FleetStorage(storage, held, store, "T-1")
         run_id = new_run_id("T-1", NOW)
         stores.budgets.charge("T-1", "diagnosis", f"{run_id}:verdict-1", run_id=run_id, at=NOW)
-        row = decide(stores.ledger, run_id, 1)
+        row = decide(stores.ledger(), run_id, 1)
 
         store.client.delete(store.key("ticket", "T-1", "lease"))  # its lease ran out
         assert isinstance(leases.acquire("T-1"), Lease)  # and another worker took the ticket
         with pytest.raises(FencedOut):
             stores.budgets.charge("T-1", "retry", f"{run_id}:verdict-2", run_id=run_id, at=NOW)
         with pytest.raises(FencedOut):
-            decide(stores.ledger, run_id, 2)
+            decide(stores.ledger(), run_id, 2)
         with pytest.raises(FencedOut):
-            stores.ledger.append_outcome(row, "green")
+            stores.ledger().append_outcome(row, "green")
     assert [c.key for c in storage.budgets.load("T-1").charges] == [f"{run_id}:verdict-1"]
     assert [r["decision_id"] for r in storage.ledger().rows()] == [f"{run_id}:verdict-1"]
     assert storage.ledger().verify().ok

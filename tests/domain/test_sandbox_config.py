@@ -3,23 +3,23 @@ and the executor a stage or check gets from them."""
 
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from services import make_services
 
+from orchestrator.app.services import Services
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.sandbox import effective_sandbox
-from orchestrator.execution.attempts import Services, git_sandbox, sandboxed
+from orchestrator.execution.attempts import git_sandbox, sandboxed
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity
-from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage.files import FileStorage
 
 from sandbox_required import require_sandbox
 
@@ -79,10 +79,9 @@ def test_every_stage_is_sandboxed_unless_it_says_none_and_false_is_not_an_opt_ou
 
 
 def services(config: Config, environ: dict[str, str] | None = None) -> Services:
-    return Services(
-        loaded=LoadedConfig(config=config, path=Path("/p/config.toml"), root=Path("/p"), sha256=""),
-        store=RunStore(Path("/p/state")),
-        reporter=PlainReporter(io.StringIO()),
+    return make_services(
+        LoadedConfig(config=config, path=Path("/p/config.toml"), root=Path("/p"), sha256=""),
+        Path("/p/state"),
         environ=environ if environ is not None else {"HOME": "/home/me", "PATH": "/usr/bin:/bin"},
         executor=LocalExecutor(),
     )
@@ -224,9 +223,7 @@ def test_declared_paths_expand_the_home_and_the_placeholders_and_missing_ones_ar
         build_extra='writable = ["~/.engine.json", "{root}/cache"]\nreadable = ["~/.ro"]'
     )
     svc = services(config, environ={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
-    svc = Services(
-        **{**svc.__dict__, "loaded": svc.loaded.model_copy(update={"root": tmp_path / "project"})}
-    )
+    svc = replace(svc, loaded=svc.loaded.model_copy(update={"root": tmp_path / "project"}))
     ctx = context()
     build = sandboxed(svc, config.stage("build"), cwd=tmp_path / "clone", ctx=ctx)
     assert isinstance(build, SandboxedExecutor)
@@ -263,9 +260,10 @@ def test_a_side_effectful_stage_reads_its_run_s_decisions_and_nothing_else_of_th
         context(), run_id=run_dir.name, run_dir=run_dir, clone_dir=run_dir / "clone",
         ticket_file=run_dir / "ticket" / "T-1.md", state_dir=state,
     )  # fmt: skip
-    svc = Services(**{**services(config).__dict__, "store": RunStore(state)})
-    svc = Services(
-        **{**svc.__dict__, "loaded": svc.loaded.model_copy(update={"root": tmp_path / "p"})}
+    svc = replace(
+        services(config),
+        storage=FileStorage(state),
+        loaded=services(config).loaded.model_copy(update={"root": tmp_path / "p"}),
     )
     log = tmp_path / "log"
     for side_effectful, seen in ((True, "mine"), (False, None)):

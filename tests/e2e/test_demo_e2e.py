@@ -3,20 +3,19 @@ engine, real review checks, real push to a bare origin."""
 
 from __future__ import annotations
 
-import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import git
 import pytest
+from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.reports.display import PlainReporter
-from orchestrator.storage.runs import RunStore
 
 from conftest import ROOT
 from sandbox_required import require_sandbox
@@ -26,10 +25,9 @@ from sandbox_required import require_sandbox
 def demo(tmp_path: Path) -> tuple[Services, dict[str, Path], Path]:
     require_sandbox()  # every stage of the shipped config runs in it
     layout = build_demo(tmp_path / "demo")
-    services = Services(
-        loaded=load_config(ROOT / "config.toml"),
-        store=RunStore(tmp_path / "state"),
-        reporter=PlainReporter(io.StringIO()),
+    services = make_services(
+        load_config(ROOT / "config.toml"),
+        tmp_path / "state",
         environ={"PATH": "/usr/bin:/bin", "DRY_RUN": "false", "HOME": str(tmp_path)},
     )
     return services, dict(layout.tickets), layout.origin
@@ -44,11 +42,8 @@ def test_without_recovery_the_squashed_fix_halts_at_review_on_commit_order(
     recovery_off = config.model_copy(
         update={"recovery": config.recovery.model_copy(update={"enabled": False})}
     )
-    services = Services(
-        **{
-            **services.__dict__,
-            "loaded": services.loaded.model_copy(update={"config": recovery_off}),
-        }
+    services = replace(
+        services, loaded=services.loaded.model_copy(update={"config": recovery_off})
     )
     record = run_ticket(load_ticket(tickets["CARDS-1"]), services)
     assert record.state is RunState.FAILED

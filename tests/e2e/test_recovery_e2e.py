@@ -4,6 +4,7 @@ model. Each action of the vocabulary, the caps, and the recipe guards."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import git
@@ -14,7 +15,6 @@ from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.layout import run_record_paths
@@ -261,9 +261,9 @@ def test_the_decision_is_persisted_once_before_it_runs_and_handed_on_as_the_obje
         assert stored.proposal == proposal
         assert stored.transcript is not None
         [call] = stored.transcript
-        texts = read_texts(replies_dir(services.store.runs_dir, record.run_id), [call.reply_sha256])
+        texts = read_texts(replies_dir(services.storage.runs.runs_dir, record.run_id), [call.reply_sha256])
         assert list(texts.values()) == [reply({"action": "retry", "summary": "transient"})]
-        rows = list(ledger_for(services.store.state_dir, {}).rows())
+        rows = list(ledger_for(services.storage.runs.state_dir, {}).rows())
         assert [(r["kind"], r["decision_id"]) for r in rows] == [("decision", proposal.decision_id)]
         seen.append(proposal.action.action)
         return real_apply(record, proposal, approval, services)
@@ -457,7 +457,7 @@ def test_an_unsafe_recipe_is_refused_and_nothing_runs(tmp_path: Path, command: s
     h = Harness(write_pipeline(tmp_path, body), gateway)
     executor = RecordingExecutor()
     ran = executor.started
-    h.services = Services(**{**h.services.__dict__, "executor": executor})
+    h.services = replace(h.services, executor=executor)
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.NEEDS_HUMAN
     assert record.halt is not None and record.halt.reason is HaltReason.INVALID_VERDICT
@@ -492,7 +492,7 @@ def test_show_tells_the_whole_story_of_a_repaired_run(tmp_path: Path) -> None:
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     record = h.run(tickets["CARDS-1"])
-    text = "\n".join(render(record, h.services.store, {}))
+    text = "\n".join(render(record, h.services.storage.runs, {}))
     assert "1. after attempt #3: mechanical-fix (playbook) → mechanical-fix green" in text
     assert "routing auto at confidence" in text
     assert "recipe: git -C " in text and "commit -m 'Fix off-by-one in deal()' → exit 0" in text
@@ -512,7 +512,7 @@ def test_show_reports_model_usage_and_estimated_cost(tmp_path: Path) -> None:
     h = Harness(write_pipeline(tmp_path, flaky("build", fails=9)), gateway)
     record = h.run(write_ticket(tmp_path / "t"))
     prices = {"m1": PriceConfig(input_per_mtok=3.0, output_per_mtok=15.0)}
-    text = "\n".join(render(record, h.services.store, prices))
+    text = "\n".join(render(record, h.services.storage.runs, prices))
     assert "model    run: 1 call(s), 2000 input + 500 output tokens, ~$0.0135" in text
     assert "model    ticket: 1 call(s)" in text
 

@@ -3,7 +3,6 @@ command taken from an invalid one. Driven through the real driver and runner."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
@@ -12,18 +11,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import TERMINAL, RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
-from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.domain.verdicts import MechanicalFixVerdict
+from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.verdict import validate_verdict_object
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.runs import RunStore
 
 from conftest import examples, write_ticket
 from hostile_json import hostile_replies
@@ -129,10 +126,9 @@ def test_any_model_output_ends_in_a_persisted_valid_verdict(texts: list[str]) ->
         executor = RecordingExecutor()
 
         gateway = ScriptedGateway(list(texts))
-        services = Services(
-            loaded=loaded,
-            store=RunStore(root / "state"),
-            reporter=PlainReporter(io.StringIO()),
+        services = make_services(
+            loaded,
+            root / "state",
             environ={"PATH": os.environ["PATH"], "HOME": tmp},
             executor=executor,
             gateway_factory=lambda: gateway,

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
@@ -20,10 +21,8 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.templates import template_of
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.layout import StateLayout, name_slug
-from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env, write_config, write_ticket
 
@@ -321,10 +320,10 @@ def services_for(tmp_path: Path, body: str, **hook: object) -> tuple[Services, i
     loaded = load_config(write_config(tmp_path, body))
     out = io.StringIO()
     state = loaded.root / loaded.config.state_dir
-    services = Services(
-        loaded=loaded,
-        store=RunStore(state),
-        reporter=PlainReporter(out),
+    services = make_services(
+        loaded,
+        state,
+        out=out,
         environ=dict(os.environ),
         record_green=BaselineStore(state).record_green,
     )
@@ -339,7 +338,7 @@ def test_a_run_learns_the_baselines_of_the_checks_it_passes(tmp_path: Path) -> N
     second = run_ticket(ticket, services, rerun=True)
     assert second.run_id != first.run_id
 
-    store = BaselineStore(services.store.state_dir)
+    store = BaselineStore(services.storage.runs.state_dir)
     unit = store.load(first.repository, "unit")
     assert unit is not None and unit.runs == 2
     assert unit.knows(template_of(b"12 passed in 0.4 s"))
@@ -354,7 +353,7 @@ def test_a_failing_check_teaches_nothing(tmp_path: Path) -> None:
     services, _ = services_for(tmp_path, body)
     record = run_ticket(load_ticket(write_ticket(tmp_path / "tickets")), services)
     assert record.state is RunState.FAILED
-    store = BaselineStore(services.store.state_dir)
+    store = BaselineStore(services.storage.runs.state_dir)
     assert store.load(record.repository, "lint") is None
     unit = store.load(record.repository, "unit")  # it passed before lint failed
     assert unit is not None and unit.runs == 1
@@ -378,7 +377,7 @@ def test_a_state_dir_that_cannot_hold_baselines_is_said_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
     services, out = services_for(tmp_path, CHECKS)
-    state = services.store.state_dir
+    state = services.storage.runs.state_dir
     state.mkdir(parents=True)
     (state / "baselines").write_text("not a directory\n")
     record = run_ticket(load_ticket(write_ticket(tmp_path / "tickets")), services)

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.app.driver import pending_verdict, run_ticket
+from orchestrator.app.services import build_services
 from orchestrator.app.stores import approvals_of, decisions_of
-from orchestrator.cli.commands.run import build_services, exit_code
+from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
@@ -34,7 +35,7 @@ def answer(
 ) -> int:
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
-    store = services.store
+    store = services.storage.runs
     storage = FileStorage(store.state_dir)
     run_id = resolve_run_id(store, run_id)
     ticket_id = ticket_of(run_id)

@@ -30,11 +30,13 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from orchestrator.app.budgeted_calls import budgeted_factory
+from orchestrator.app.services import Services, build_services
 from orchestrator.batch.queue import queue, run_queue
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import (
@@ -47,14 +49,12 @@ from orchestrator.batch.results import (
 )
 from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.report import check_destinations, publish_batch
-from orchestrator.cli.commands.run import build_services
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
-from orchestrator.execution.attempts import Services
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget, budgeted_factory
+from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget
 from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.files import FileStorage
 
@@ -85,16 +85,12 @@ def batch(
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
-    storage = FileStorage(services.store.state_dir)
+    storage = FileStorage(services.storage.runs.state_dir)
     budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
-    services = Services(
-        **{
-            **services.__dict__,
-            "reporter": QuietReporter(out),
-            "gateway_factory": budgeted_factory(
-                gateway_factory or services.gateway_factory, budget
-            ),
-        }
+    services = replace(
+        services,
+        reporter=QuietReporter(out),
+        gateway_factory=budgeted_factory(gateway_factory or services.gateway_factory, budget),
     )
 
     started = time.monotonic()

@@ -23,18 +23,18 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from orchestrator.app.services import Services, build_services
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
 from orchestrator.cli.commands.batch import write_summary
 from orchestrator.cli.commands.report import check_destinations, publish_batch
-from orchestrator.cli.commands.run import build_services
 from orchestrator.distributed.answers import Answers, Patience, lost_note
 from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.distributed.client import CoordinationStore
@@ -47,7 +47,6 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.attempts import Services
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.batch_record import write_batch_record
@@ -77,7 +76,7 @@ def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> Tic
         ticket = load_ticket(path)
     except TicketError as exc:
         return TicketResult(path.name, "refused", None, str(exc), 0.0, False, at=at)
-    latest = services.store.latest_for_ticket(ticket.id)
+    latest = services.storage.runs.latest_for_ticket(ticket.id)
     if latest is not None and is_terminal(latest.state):
         return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
     return ticket.id
@@ -123,7 +122,7 @@ def celery_batch(
     store = CoordinationStore(url, namespace=distributed.namespace)
     store.ping()  # unreachable: CoordinationUnavailable names it, masked; nothing queued
     services = build_services(loaded, state_dir_override, out, environ)
-    services = Services(**{**services.__dict__, "reporter": QuietReporter(out)})
+    services = replace(services, reporter=QuietReporter(out))
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
@@ -141,7 +140,7 @@ def celery_batch(
     queue_dir = tickets_dir.resolve()
     started = time.monotonic()
     started_at = services.clock()
-    layout = StateLayout(services.store.state_dir)
+    layout = StateLayout(services.storage.runs.state_dir)
     write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
     results: list[TicketResult] = []
     waiting: list[tuple[str, str, Callable[[], object]]] = []
@@ -198,7 +197,7 @@ def celery_batch(
                          results=results + queued),
         )  # fmt: skip
         if not publish_batch(
-            services.store.state_dir, config_file, batch_id, *published, stderr or sys.stderr
+            services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
         ):
             return errors.EXIT_USAGE
         return errors.EXIT_COMPLETED
@@ -221,7 +220,7 @@ def celery_batch(
     )  # fmt: skip
     code = exit_code(results)
     if not publish_batch(
-        services.store.state_dir, config_file, batch_id, *published, stderr or sys.stderr
+        services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
     ):
         return code or errors.EXIT_USAGE
     return code

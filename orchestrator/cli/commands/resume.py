@@ -11,7 +11,8 @@ from typing import TextIO
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.resume import resume_run
-from orchestrator.cli.commands.run import build_services, exit_code
+from orchestrator.app.services import build_services
+from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.storage.approvals import os_user
@@ -42,11 +43,11 @@ def resume(
 ) -> int:
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
-    run_id = resolve_run_id(services.store, run)
+    run_id = resolve_run_id(services.storage.runs, run)
     try:
         record = resume_run(
             services,
-            ledger_for(services.store.state_dir, environ),
+            ledger_for(services.storage.runs.state_dir, environ),
             run_id,
             by=by or os_user(),
             from_stage=from_stage,

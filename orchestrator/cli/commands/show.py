@@ -19,7 +19,7 @@ from orchestrator.storage.run_ids import resolve_run_id
 from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
-    from orchestrator.recovery.transcript import ModelCall, ToolCall
+    from orchestrator.domain.transcripts import ModelCall, ToolCall
 
 
 def _log_lines(attempt: Attempt, pruned: PrunedMark | None) -> list[str]:

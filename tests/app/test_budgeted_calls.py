@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.app.budgeted_calls import budgeted_factory
 from orchestrator.domain.config import BatchConfig
 from orchestrator.recovery.gateway import ModelRequest, ScriptedGateway, Unavailable
-from orchestrator.storage.batch_budget import BatchBudget, budgeted_factory
+from orchestrator.storage.batch_budget import BatchBudget
 
 REQUEST = ModelRequest(system="s", prompt="p", json_schema={}, max_tokens=10)
 

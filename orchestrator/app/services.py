@@ -1,0 +1,90 @@
+"""The composition root: what a ticket run is handed, built in one place.
+
+``Services`` holds everything a run touches — the config, the state dir's stores, the
+terminal, the clock, where processes start, the model (built only when one must be
+asked). The CLI, the batch workers, the fleet's Celery worker and the demo all build it
+with ``build_services``; tests through one fixture. The layers below take narrow
+protocols of what they use (``execution.attempts.StageServices``), never this class.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, TextIO
+
+from orchestrator.domain.config import LoadedConfig, ModelConfig
+from orchestrator.domain.runs import utcnow
+from orchestrator.execution.attempts import GreenRecorder
+from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
+from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
+from orchestrator.reports.display import Reporter, reporter_for
+from orchestrator.storage.baselines import BaselineStore
+from orchestrator.storage.files import FileStorage
+from orchestrator.storage.locate import resolve_state_dir
+
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import Storage
+
+
+def no_gateway() -> ModelGateway | Unavailable | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a ticket run touches, passed in (tests swap the reporter, the clock and
+    the gateway). ``gateway_factory`` is called only when a model must be asked."""
+
+    loaded: LoadedConfig
+    # Every store of the state dir: the files backend locally, a fleet worker's fenced
+    # ones (and its claim as the ticket's lock) in the distributed mode.
+    storage: Storage
+    reporter: Reporter
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    clock: Callable[[], datetime] = utcnow
+    executor: Executor = field(default_factory=LocalExecutor)  # every process starts here
+    gateway_factory: GatewayFactory = no_gateway
+    tick_s: float = 1.0
+    # The driver's wait before an infra retry; time.sleep is cut short by the signal
+    # handler's exception, so SIGTERM during a back-off stops the run at once.
+    sleep: Callable[[float], None] = time.sleep
+    # Where the sandbox's bwrap is (a test points it at a missing file to see it refused).
+    locate_bwrap: BwrapLocator = bundled_bwrap
+    # Where the log of each check that passes is learned from (a baseline of green runs);
+    # None: nowhere. Never on the critical path's failures: see ``_learn_from_green``.
+    record_green: GreenRecorder | None = None
+
+
+def model_gateway_factory(
+    model: ModelConfig, environ: Mapping[str, str]
+) -> Callable[[], ModelGateway | None]:
+    """Build the configured gateway only when a model must actually be asked."""
+
+    def build() -> ModelGateway | None:
+        from orchestrator.recovery.anthropic_gateway import gateway_from_config
+
+        return gateway_from_config(model, environ)
+
+    return build
+
+
+def build_services(
+    loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
+) -> Services:
+    """The real services: the runner, the configured model, this terminal."""
+    state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
+    storage = FileStorage(state_dir)
+    storage.sweep_stale_temps()  # what killed writes left behind
+    return Services(
+        loaded=loaded,
+        storage=storage,
+        reporter=reporter_for(out, environ),
+        environ=dict(environ),
+        gateway_factory=model_gateway_factory(loaded.config.model, environ),
+        record_green=BaselineStore(state_dir).record_green,
+    )

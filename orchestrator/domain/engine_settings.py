@@ -1,0 +1,89 @@
+"""What each engine kind accepts in its ``[engines.NAME]`` table, checked when the config
+is loaded so a typo fails before any run starts. The adapters (``orchestrator/engines/``)
+read the same settings when they build an invocation; the rules live here, below the
+config that applies them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Known = Mapping[str, type | tuple[type, ...]]
+
+CLAUDE_CODE: Known = {"permission_mode": str, "max_turns": int, "extra_args": list}
+CODEX: Known = {"sandbox": str, "extra_args": list}
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+AIDER: Known = {"extra_args": list}
+COMMAND: Known = {"command": list, "prompt_on_stdin": bool}
+PATCH: Known = {}
+
+
+def check_known_keys(settings: Mapping[str, Any], known: Known) -> list[str]:
+    """Unknown keys and wrong scalar types, one line each. ``list`` means a list of strings."""
+    problems = []
+    for key in sorted(settings):
+        if key not in known:
+            names = ", ".join(sorted(known))
+            problems.append(
+                f"{key}: unknown setting ({f'known: {names}' if names else 'takes none'})"
+            )
+            continue
+        value = settings[key]
+        expected = known[key]
+        if expected is list:
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                problems.append(f"{key}: must be a list of strings (got {value!r})")
+        elif isinstance(value, bool) and expected is not bool:
+            problems.append(f"{key}: must not be a boolean (got {value!r})")
+        elif not isinstance(value, expected):
+            problems.append(f"{key}: wrong type (got {value!r})")
+    return problems
+
+
+def _claude_code(settings: Mapping[str, Any]) -> list[str]:
+    problems = check_known_keys(settings, CLAUDE_CODE)
+    mode = settings.get("permission_mode")
+    if isinstance(mode, str) and not mode.isalpha():
+        problems.append(f"permission_mode: not a permission mode (got {mode!r})")
+    turns = settings.get("max_turns")
+    if isinstance(turns, int) and not isinstance(turns, bool) and turns < 1:
+        problems.append(f"max_turns: must be at least 1 (got {turns})")
+    return problems
+
+
+def _codex(settings: Mapping[str, Any]) -> list[str]:
+    problems = check_known_keys(settings, CODEX)
+    sandbox = settings.get("sandbox")
+    if isinstance(sandbox, str) and sandbox not in CODEX_SANDBOXES:
+        problems.append(f"sandbox: must be one of {', '.join(CODEX_SANDBOXES)} (got {sandbox!r})")
+    return problems
+
+
+def _command(settings: Mapping[str, Any]) -> list[str]:
+    problems = check_known_keys(settings, COMMAND)
+    command = settings.get("command")
+    if command is None:
+        problems.append("command: required for an engine of kind 'command' (an argv list)")
+    elif isinstance(command, (list, tuple)) and (not command or not command[0]):
+        problems.append("command: must name a program (got an empty command)")
+    return problems
+
+
+CHECKS: Mapping[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "claude-code": _claude_code,
+    "codex": _codex,
+    "aider": lambda settings: check_known_keys(settings, AIDER),
+    "command": _command,
+    "patch": lambda settings: check_known_keys(settings, PATCH),
+}
+
+
+def settings_problems(kind: str, settings: Mapping[str, Any]) -> list[str]:
+    """Problems with an engine's config table, one line each, ``key: reason`` (empty:
+    fine); ValueError naming the known kinds for an unknown kind."""
+    try:
+        check = CHECKS[kind]
+    except KeyError:
+        known = ", ".join(sorted(CHECKS))
+        raise ValueError(f"unknown engine kind {kind!r} (known: {known})") from None
+    return check(settings)

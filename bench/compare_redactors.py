@@ -7,7 +7,7 @@
 
 The corpus is ``shared/data/secret-samples.json`` beside the project (true positives and
 negatives from the test suites of gitleaks, detect-secrets and trufflehog); it is read where
-it lies, never copied. Each redactor is measured exactly as ``tests/recovery/
+it lies, never copied. Each redactor is measured exactly as ``tests/redaction/
 test_redact_corpus.py`` measures ours:
 
 * recall, three ways: the sample as written; on a diff's ``+`` lines; each secret alone in a

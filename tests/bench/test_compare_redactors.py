@@ -34,7 +34,7 @@ def _load(name: str, path: Path) -> ModuleType:
 
 bench = _load("compare_redactors", SCRIPT)
 corpus_test = _load(
-    "_redact_corpus_for_bench", ROOT / "tests" / "recovery" / "test_redact_corpus.py"
+    "_redact_corpus_for_bench", ROOT / "tests" / "redaction" / "test_redact_corpus.py"
 )
 
 

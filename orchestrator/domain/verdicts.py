@@ -3,9 +3,8 @@ a verdict is checked against.
 
 A verdict is a discriminated union on ``action`` with ``extra="forbid"``, strict types
 and a length cap on every string and list. What each action means, its routing default
-and its rules are in ``orchestrator/domain/vocabulary.py``; reading a verdict out of a
-model's reply is ``orchestrator/recovery/verdict.py``; carrying one out is
-``orchestrator/actions/``.
+and its rules are in ``vocabulary.py`` beside this module; reading a verdict out of a
+model's reply is the recovery layer's; carrying one out is the actions layer's, above.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ its routing default, the line the prompt says about it, and its rules.
 Everything that names the actions derives from ``VOCABULARY`` — the CLI's ``verdicts
 --action`` choices, the ``[routing]`` keys and their defaults, the prompt's vocabulary,
 and the rules a verdict is checked against. A word added here (``register``) reaches
-all of them. Carrying an action out is ``orchestrator/actions/``, keyed by these names;
-nothing here imports it, so the pure layers (config, the decision) read the vocabulary
+all of them. Carrying an action out is the actions layer's (higher up), keyed by these
+names; nothing here imports it, so the pure layers (config, the decision) read the vocabulary
 without loading code that acts.
 """
 

@@ -1,7 +1,7 @@
 """The recovery decision: deterministic pre-processing, one model call, deterministic
 validation. Nothing in this package executes anything or writes a file: it reads what it
 is given and returns typed values; ``orchestrator.app.recover`` persists the decision and
-``orchestrator.actions`` carry it out.
+the action layer above carries it out.
 
     graph.py       the twelve-node graph over one typed state; RecoveryAgent.diagnose
     diagnose.py    precheck (clone, playbook, caps, infra) and the model call with bounded re-asks

@@ -66,10 +66,11 @@ def imports_of(tree: ast.AST, module: str, is_package: bool, known: Iterable[str
             continue
         for named in names:
             # ``import a.b.c`` depends on the deepest module of ours it names.
-            while named and named not in known:
-                named = named.rpartition(".")[0]
-            if named and named != module:
-                found.add(named)
+            ours = named
+            while ours and ours not in known:
+                ours = ours.rpartition(".")[0]
+            if ours and ours != module:
+                found.add(ours)
     return found
 
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_ledger.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.storage.ledger import ZERO_HASH, Ledger, _encode_row, inputs_hash  # noqa: E402
+from orchestrator.storage.ledger import ZERO_HASH, Ledger, LedgerRow, _encode_row, inputs_hash  # noqa: E402
 
 VERIFY_RATIO_TARGET = 2.0
 REPEATS = 3
@@ -110,7 +110,7 @@ def bench_append(tmp: Path, count: int) -> tuple[float, float]:
     fields = [row_fields(i) for i in range(1, count + 1)]
     start = time.perf_counter()
     for f in fields:
-        ledger.append(**f)
+        ledger.append(LedgerRow(**f))
     appended = time.perf_counter() - start
     result = ledger.verify()
     if not result.ok or result.count != count:

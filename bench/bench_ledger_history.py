@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_ledger_history.py` puts ben
 
 from orchestrator.app.ledger_link import LedgerLink  # noqa: E402
 from orchestrator.recovery.confidence import RECENT_OUTCOMES  # noqa: E402
-from orchestrator.storage.ledger import ZERO_HASH, Ledger, inputs_hash  # noqa: E402
+from orchestrator.storage.ledger import ZERO_HASH, Ledger, LedgerRow, inputs_hash  # noqa: E402
 from orchestrator.storage.ledger_index import (  # noqa: E402
     history_by_scan,
     recent_outcomes_by_scan,
@@ -143,18 +143,20 @@ def decide(ledger: Ledger, trial: int, signature: str) -> tuple[float, float, fl
     already = ledger.rows_of(decision_id)
     t2 = time.perf_counter()
     ledger.append(
-        kind="decision",
-        decision_id=decision_id,
-        ticket="BENCH",
-        run="BENCH-20260115T120000Z-ab12",
-        capability="recover-stage",
-        inputs_hash=_INPUTS,
-        model_version="model-a",
-        prompt_version="recovery-v1",
-        source="model",
-        decision={"verdict": {"action": "retry"}, "signature": signature},
-        confidence=0.5,
-        routing="auto",
+        LedgerRow(
+            kind="decision",
+            decision_id=decision_id,
+            ticket="BENCH",
+            run="BENCH-20260115T120000Z-ab12",
+            capability="recover-stage",
+            inputs_hash=_INPUTS,
+            model_version="model-a",
+            prompt_version="recovery-v1",
+            source="model",
+            decision={"verdict": {"action": "retry"}, "signature": signature},
+            confidence=0.5,
+            routing="auto",
+        )
     )
     t3 = time.perf_counter()
     if already:

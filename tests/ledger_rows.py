@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from orchestrator.storage.ledger import Ledger, inputs_hash
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 
 SIGNATURES = ("sig-a", "sig-b", "")
 ACTIONS = ("retry", "mechanical-fix", "abandon-human")
@@ -17,19 +17,21 @@ CONCLUDED = "2026-01-15T12:00:01.000000Z"
 
 def decide(ledger: Ledger, n: int, signature: str, action: str) -> dict[str, Any]:
     return ledger.append(
-        kind="decision",
-        decision_id=f"T-1-20260115T120000Z-ab12:attempt-1:verdict-{n}",
-        ticket="T-1",
-        run="T-1-20260115T120000Z-ab12",
-        capability="recover-stage",
-        inputs_hash=inputs_hash({"n": n}),
-        model_version="model-a",
-        prompt_version="recovery-v1",
-        source="model",
-        decision={"verdict": {"action": action, "summary": "s"}, "signature": signature},
-        confidence=0.5,
-        routing="auto",
-        ts="2026-01-15T12:00:00.000000Z",
+        LedgerRow(
+            kind="decision",
+            decision_id=f"T-1-20260115T120000Z-ab12:attempt-1:verdict-{n}",
+            ticket="T-1",
+            run="T-1-20260115T120000Z-ab12",
+            capability="recover-stage",
+            inputs_hash=inputs_hash({"n": n}),
+            model_version="model-a",
+            prompt_version="recovery-v1",
+            source="model",
+            decision={"verdict": {"action": action, "summary": "s"}, "signature": signature},
+            confidence=0.5,
+            routing="auto",
+            ts="2026-01-15T12:00:00.000000Z",
+        )
     )
 
 

@@ -19,7 +19,7 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.recovery.guardrail import scrub
 from orchestrator.storage.budget import BudgetStore, CapsReset
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.ledger import Ledger, inputs_hash
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 
 CAPABILITY = "reset-caps"
 REASON_MAX_CHARS = 1000
@@ -68,17 +68,19 @@ def reset_caps(
         row = next((r for r in ledger.rows_of(decision_id) if r.get("kind") == "decision"), None)
         if row is None:
             row = ledger.append(
-                kind="decision",
-                decision_id=decision_id,
-                ticket=ticket_id,
-                run=latest.run_id if latest else "",
-                capability=CAPABILITY,
-                inputs_hash=inputs_hash(budget.model_dump(mode="json")),
-                model_version=None,
-                prompt_version=None,
-                source="human",
-                decision={"action": CAPABILITY, "by": by, "reason": why, "cleared": cleared},
-                ts=at.isoformat(),
+                LedgerRow(
+                    kind="decision",
+                    decision_id=decision_id,
+                    ticket=ticket_id,
+                    run=latest.run_id if latest else "",
+                    capability=CAPABILITY,
+                    inputs_hash=inputs_hash(budget.model_dump(mode="json")),
+                    model_version=None,
+                    prompt_version=None,
+                    source="human",
+                    decision={"action": CAPABILITY, "by": by, "reason": why, "cleared": cleared},
+                    ts=at.isoformat(),
+                )
             )
         else:  # recorded before a crash stopped it: carry out what was recorded
             by = str(row["decision"].get("by", by))

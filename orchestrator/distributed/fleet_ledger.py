@@ -17,7 +17,7 @@ from orchestrator.distributed.fence import NO_FENCE, Fence
 from orchestrator.distributed.ledger_lock import RedisLock
 
 if TYPE_CHECKING:
-    from orchestrator.storage.ledger import RepairResult, VerifyResult
+    from orchestrator.storage.ledger import LedgerRow, RepairResult, VerifyResult
     from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
     from orchestrator.storage.protocols import DecisionLedger
 
@@ -28,44 +28,10 @@ class FleetLedger:
         self.lock = lock
         self.fence = fence
 
-    def append(
-        self,
-        *,
-        kind: str,
-        decision_id: str,
-        ticket: str,
-        run: str,
-        capability: str,
-        inputs_hash: str,
-        model_version: str | None,
-        prompt_version: str | None,
-        source: str,
-        decision: Mapping[str, Any],
-        confidence: float | None = None,
-        routing: str | None = None,
-        outcome: str | None = None,
-        supersedes: str | None = None,
-        ts: str | None = None,
-    ) -> dict[str, Any]:
+    def append(self, row: LedgerRow) -> dict[str, Any]:
         with self.lock.held():
             self.fence.check()
-            return self.inner.append(
-                kind=kind,
-                decision_id=decision_id,
-                ticket=ticket,
-                run=run,
-                capability=capability,
-                inputs_hash=inputs_hash,
-                model_version=model_version,
-                prompt_version=prompt_version,
-                source=source,
-                decision=decision,
-                confidence=confidence,
-                routing=routing,
-                outcome=outcome,
-                supersedes=supersedes,
-                ts=ts,
-            )
+            return self.inner.append(row)
 
     def append_outcome(
         self, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None

@@ -79,10 +79,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field, StrictStr, field_validator, model_validator
 
 from orchestrator.domain import keys
 from orchestrator.domain.errors import EXIT_STATE, OrchestratorError
+from orchestrator.domain.validation import Frozen
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
@@ -102,7 +105,6 @@ from orchestrator.storage.locks import flock
 
 LEDGER_KEY_ENV = keys.LEDGER_KEY_ENV
 ZERO_HASH = "0" * 64
-KINDS = ("decision", "outcome", "trace")
 # In the order canonical() writes them (sorted).
 FIELDS = (
     "capability",
@@ -282,6 +284,111 @@ def _encode_row(
     return stored, line
 
 
+# --------------------------------------------------------------------------- the row
+
+
+Hex64 = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+# What an outcome row copies from the decision row it supersedes.
+_CARRIED = (
+    "decision_id",
+    "ticket",
+    "run",
+    "capability",
+    "inputs_hash",
+    "model_version",
+    "prompt_version",
+    "source",
+    "decision",
+    "confidence",
+    "routing",
+)
+
+
+class LedgerRow(Frozen):
+    """One row as a writer gives it: every field but what the ledger adds when it appends
+    (``seq``, ``prev_hash``, ``entry_hash``; and ``ts`` when it is None). Validated when
+    made, so a malformed row never reaches the ledger's lock."""
+
+    kind: Literal["decision", "outcome", "trace"]
+    decision_id: Annotated[StrictStr, Field(min_length=1)]
+    ticket: StrictStr
+    run: StrictStr
+    capability: StrictStr
+    inputs_hash: Hex64  # a sha256 of the inputs: which inputs, never the payload
+    # None where there is nothing to name: a playbook or synthetic verdict has no model.
+    model_version: StrictStr | None
+    prompt_version: StrictStr | None
+    source: StrictStr
+    decision: dict[StrictStr, Any]
+    confidence: float | None = None
+    routing: StrictStr | None = None
+    outcome: StrictStr | None = None
+    supersedes: Hex64 | None = None  # the entry_hash of the decision row an outcome is of
+    ts: StrictStr | None = None  # ISO-8601 in UTC; None: when it is appended
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_other_fields(cls, data: Any) -> Any:
+        # A field the row does not have (``seq``, say: the ledger's to number) is a bug in
+        # the calling code, like an unknown keyword argument, not a bad value: TypeError.
+        if isinstance(data, Mapping):
+            unknown = sorted(str(name) for name in data if name not in cls.model_fields)
+            if unknown:
+                raise TypeError(f"LedgerRow: no such field: {', '.join(unknown)}")
+        return data
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _a_finite_number(cls, value: object) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a number or None, got {value!r}")
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range
+            raise ValueError(f"{value} is out of range") from None
+        if not math.isfinite(number):
+            raise ValueError(f"not JSON: {number!r} (JSON has no NaN or Infinity)")
+        return number
+
+    @field_validator("ts")
+    @classmethod
+    def _in_utc(cls, ts: str | None) -> str | None:
+        if ts is not None:
+            _check_ts(ts)
+        return ts
+
+    @model_validator(mode="after")
+    def _storable(self) -> LedgerRow:
+        if self.kind == "outcome" and (self.outcome is None or self.supersedes is None):
+            raise ValueError("an outcome row needs `outcome` and `supersedes` (its decision row)")
+        canonical(self.content(""))  # what JSON would not give back fails here
+        return self
+
+    @classmethod
+    def outcome_of(
+        cls, decision_row: Mapping[str, Any], outcome: str, *, ts: str | None = None
+    ) -> LedgerRow:
+        """What happened to a decision, as a new row superseding its row (read from the
+        ledger, with its ``entry_hash``): the decision row itself is never touched."""
+        carried = {name: decision_row[name] for name in _CARRIED}
+        return cls(
+            kind="outcome",
+            **carried,
+            outcome=outcome,
+            supersedes=decision_row["entry_hash"],
+            ts=ts,
+        )
+
+    def content(self, ts: str) -> dict[str, Any]:
+        """The fields hashed and stored (all but seq, prev_hash, entry_hash), at ``ts``."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields["decision"] = dict(self.decision)
+        fields["ts"] = ts
+        return fields
+
+
 # --------------------------------------------------------------------------- file access
 
 
@@ -368,87 +475,15 @@ class Ledger:
 
     # ------------------------------------------------------------------ append
 
-    def append(
-        self,
-        *,
-        kind: str,
-        decision_id: str,
-        ticket: str,
-        run: str,
-        capability: str,
-        inputs_hash: str,
-        model_version: str | None,
-        prompt_version: str | None,
-        source: str,
-        decision: Mapping[str, Any],
-        confidence: float | None = None,
-        routing: str | None = None,
-        outcome: str | None = None,
-        supersedes: str | None = None,
-        ts: str | None = None,
-    ) -> dict[str, Any]:
-        """Append one row and return it as stored (with seq, prev_hash, entry_hash).
+    def append(self, row: LedgerRow) -> dict[str, Any]:
+        """Append one row and return it as stored (with seq, prev_hash, entry_hash; ``ts``
+        is now when the row has none).
 
-        Raises ValueError for a malformed field (a caller's bug) and LedgerError when the
-        ledger's end is torn, or disagrees with its head file (run ``verify``). If the
-        head file cannot be replaced after the row is durable, the error propagates but the
-        row stays: it is committed, and the next append brings the head file up to it."""
-        if kind not in KINDS:
-            raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
-        texts = {
-            "decision_id": decision_id,
-            "ticket": ticket,
-            "run": run,
-            "capability": capability,
-            "source": source,
-        }
-        for name, value in texts.items():
-            if not isinstance(value, str):
-                raise ValueError(f"{name}: expected a string, got {type(value).__name__}")
-        # None where there is nothing to name: a playbook or synthetic verdict has no model.
-        optional = {
-            "model_version": model_version,
-            "prompt_version": prompt_version,
-            "routing": routing,
-            "outcome": outcome,
-        }
-        for name, opt in optional.items():
-            if opt is not None and not isinstance(opt, str):
-                raise ValueError(f"{name}: expected a string or None, got {type(opt).__name__}")
-        if not decision_id:
-            raise ValueError("decision_id: must not be empty")
-        if not _is_hex64(inputs_hash):
-            raise ValueError("inputs_hash: expected 64 lowercase hex characters (a sha256)")
-        if not isinstance(decision, Mapping):
-            raise ValueError(f"decision: expected a JSON object, got {type(decision).__name__}")
-        if confidence is not None:
-            if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-                raise ValueError(f"confidence: expected a number or None, got {confidence!r}")
-            try:
-                confidence = float(confidence)
-            except OverflowError:  # an int beyond float range
-                raise ValueError(f"confidence: {confidence} is out of range") from None
-        if supersedes is not None and not _is_hex64(supersedes):
-            raise ValueError("supersedes: expected the entry_hash of an earlier row, or None")
-        if kind == "outcome" and (outcome is None or supersedes is None):
-            raise ValueError("an outcome row needs `outcome` and `supersedes` (its decision row)")
-        if ts is None:
-            ts = _utc_now()
-        elif not isinstance(ts, str):
-            raise ValueError(f"ts: expected a string, got {type(ts).__name__}")
-        else:
-            _check_ts(ts)
-        fields: dict[str, Any] = {
-            **texts,
-            **optional,
-            "kind": kind,
-            "ts": ts,
-            "inputs_hash": inputs_hash,
-            "decision": dict(decision),
-            "confidence": confidence,
-            "supersedes": supersedes,
-        }
-        canonical(fields)  # a bad payload fails here, before the lock is taken
+        Raises LedgerError when the ledger's end is torn, or disagrees with its head file
+        (run ``verify``); a malformed row was refused when it was made. If the head file
+        cannot be replaced after the row is durable, the error propagates but the row
+        stays: it is committed, and the next append brings the head file up to it."""
+        fields = row.content(_utc_now() if row.ts is None else row.ts)
 
         with self._locked(exclusive=True, create=True):
             head = self._read_head()
@@ -459,7 +494,7 @@ class Ledger:
             try:
                 size = os.fstat(fd).st_size
                 seq, prev_hash = self._tail_for_append(fd, size, head)
-                row, line = _encode_row(fields, seq, prev_hash, self._key)
+                stored, line = _encode_row(fields, seq, prev_hash, self._key)
                 try:
                     view = memoryview(line)
                     while view:
@@ -479,11 +514,11 @@ class Ledger:
                     os.fsync(dir_fd)
                 finally:
                     os.close(dir_fd)
-            self._write_head(seq, row["entry_hash"])
-            self._index_added(row, size, len(line))
-        if (point := _ROW_POINTS.get(kind)) is not None:
+            self._write_head(seq, stored["entry_hash"])
+            self._index_added(stored, size, len(line))
+        if (point := _ROW_POINTS.get(row.kind)) is not None:
             crash_point(point)
-        return row
+        return stored
 
     def _index_added(self, row: Mapping[str, Any], offset: int, length: int) -> None:
         """Keep the index current, under the append's lock. The row is committed whatever
@@ -499,23 +534,7 @@ class Ledger:
     ) -> dict[str, Any]:
         """Record what happened to a decision: a new ``outcome`` row that supersedes it
         (the decision row itself is never touched)."""
-        return self.append(
-            kind="outcome",
-            decision_id=decision_row["decision_id"],
-            ticket=decision_row["ticket"],
-            run=decision_row["run"],
-            capability=decision_row["capability"],
-            inputs_hash=decision_row["inputs_hash"],
-            model_version=decision_row["model_version"],
-            prompt_version=decision_row["prompt_version"],
-            source=decision_row["source"],
-            decision=decision_row["decision"],
-            confidence=decision_row["confidence"],
-            routing=decision_row["routing"],
-            outcome=outcome,
-            supersedes=decision_row["entry_hash"],
-            ts=ts,
-        )
+        return self.append(LedgerRow.outcome_of(decision_row, outcome, ts=ts))
 
     def _tail_for_append(self, fd: int, size: int, head: _Head | None) -> tuple[int, str]:
         """(seq, prev_hash) for the next row, after checking the last line and the head

@@ -244,15 +244,15 @@ def test_on_a_terminal_the_running_stage_and_its_time_are_shown(tmp_path: Path) 
 
 
 def test_ledger_commands_are_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.storage.ledger import Ledger, ledger_path
+    from orchestrator.storage.ledger import Ledger, LedgerRow, ledger_path
 
     ledger = Ledger(ledger_path(tmp_path))
     for n in range(3):
-        ledger.append(
+        ledger.append(LedgerRow(
             kind="decision", decision_id=f"d{n}", ticket="T-1", run="R", capability="c",
             inputs_hash="0" * 64, model_version="none", prompt_version="v", source="playbook",
             decision={"verdict": {"action": "retry"}},
-        )  # fmt: skip
+        ))  # fmt: skip
     assert main(["--state-dir", str(tmp_path), "ledger", "verify"]) == 0
     assert capsys.readouterr().out == "OK: 3 entries\n"
     lines = ledger_path(tmp_path).read_bytes().splitlines(keepends=True)

@@ -12,6 +12,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.files import FileStorage
+from orchestrator.storage.ledger import LedgerRow
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
 from harness import Harness, make_origin, reply, write_pipeline
@@ -131,12 +132,12 @@ def test_a_reset_cut_short_after_its_ledger_row_is_finished_by_the_next_one(
     spent_caps(tmp_path)
     state = tmp_path / "state"
     ledger = ledger_for(state, {})
-    ledger.append(
+    ledger.append(LedgerRow(
         kind="decision", decision_id="T-1:caps-reset-1", ticket="T-1", run="",
         capability="reset-caps", inputs_hash="0" * 64, model_version=None,
         prompt_version=None, source="human",
         decision={"action": "reset-caps", "by": "alice", "reason": "first ask", "cleared": {}},
-    )  # fmt: skip
+    ))  # fmt: skip
     result = reset_caps(state, ledger, "T-1", by="bob", reason="second ask", at=datetime.now(UTC))
     assert result.reset is not None and (result.reset.by, result.reset.reason) == (
         "alice", "first ask",

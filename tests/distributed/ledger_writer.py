@@ -13,7 +13,7 @@ from orchestrator.distributed.client import CoordinationStore
 from orchestrator.distributed.fleet_ledger import FleetLedger
 from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.broker_url import BrokerUrl
-from orchestrator.storage.ledger import Ledger, inputs_hash
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 
 
 def main(argv: list[str]) -> int:
@@ -25,18 +25,20 @@ def main(argv: list[str]) -> int:
     sys.stdin.readline()
     for i in range(int(count)):
         row = ledger.append(
-            kind="decision",
-            decision_id=f"{worker}:verdict-{i}",
-            ticket=worker,
-            run=f"{worker}-run",
-            capability="recover-stage",
-            inputs_hash=inputs_hash({"worker": worker, "i": i}),
-            model_version="model-a",
-            prompt_version="recovery-v1",
-            source="model",
-            decision={"verdict": {"action": "retry"}},
-            confidence=0.5,
-            routing="auto",
+            LedgerRow(
+                kind="decision",
+                decision_id=f"{worker}:verdict-{i}",
+                ticket=worker,
+                run=f"{worker}-run",
+                capability="recover-stage",
+                inputs_hash=inputs_hash({"worker": worker, "i": i}),
+                model_version="model-a",
+                prompt_version="recovery-v1",
+                source="model",
+                decision={"verdict": {"action": "retry"}},
+                confidence=0.5,
+                routing="auto",
+            )
         )
         ledger.append_outcome(row, "green")
     print("done", flush=True)

@@ -22,7 +22,7 @@ from orchestrator.cli.commands.resume import resume
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.decisions import read_verdict
-from orchestrator.storage.ledger import inputs_hash
+from orchestrator.storage.ledger import LedgerRow, inputs_hash
 from orchestrator.storage.runs import RunStore
 
 from conftest import untimed, write_ticket
@@ -73,14 +73,14 @@ def long_red_history(state: Path, signatures: tuple[str, ...], n: int = 60) -> N
     now = datetime.now(UTC).isoformat()
     for i in range(n):
         for signature in signatures:
-            row = ledger.append(
+            row = ledger.append(LedgerRow(
                 kind="decision", decision_id=f"OLD-{i}-20260101T000000Z-0000:{signature}",
                 ticket=f"OLD-{i}", run=f"OLD-{i}-20260101T000000Z-0000",
                 capability="recover-stage", inputs_hash=inputs_hash({"i": i}),
                 model_version=None, prompt_version="recovery-v1", source="infra",
                 decision={"signature": signature, "verdict": {"action": "retry"}},
                 confidence=1.0, routing="auto", ts=now,
-            )  # fmt: skip
+            ))  # fmt: skip
             ledger.append_outcome(row, "retried fetch: failed again", ts=now)
 
 

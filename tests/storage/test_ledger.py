@@ -28,6 +28,7 @@ from orchestrator.storage.ledger import (
     ZERO_HASH,
     Ledger,
     LedgerError,
+    LedgerRow,
     VerifyResult,
     canonical,
     inputs_hash,
@@ -58,10 +59,14 @@ def fields(n: int = 1, **over: Any) -> dict[str, Any]:
     return base
 
 
+def new_row(n: int = 1, **over: Any) -> LedgerRow:
+    return LedgerRow(**fields(n, **over))
+
+
 def build(path: Path, count: int, *, key: bytes | None = None) -> Ledger:
     ledger = Ledger(path, key=key)
     for n in range(1, count + 1):
-        ledger.append(**fields(n))
+        ledger.append(new_row(n))
     return ledger
 
 
@@ -126,7 +131,7 @@ def _append_many(path: str, writer: int, count: int, start: Any) -> None:
     ledger = Ledger(Path(path))
     start.wait()  # all four writers begin together, so their appends really interleave
     for j in range(count):
-        ledger.append(**fields(j, decision_id=f"w{writer}-{j}", ticket=f"W-{writer}"))
+        ledger.append(new_row(j, decision_id=f"w{writer}-{j}", ticket=f"W-{writer}"))
 
 
 @pytest.mark.slow  # 2,000 fsynced appends under one lock: 14 s, most of it waiting on disk
@@ -170,7 +175,7 @@ def test_append_reads_only_the_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(os, "pread", counting_pread)  # the module ledger.py reads with
     with monkeypatch.context() as m:
         m.setattr(Path, "read_bytes", _forbid_ledger_read(path))
-        assert ledger.append(**fields(3001))["seq"] == 3001
+        assert ledger.append(new_row(3001))["seq"] == 3001
         assert sum(read) < 20_000 < path.stat().st_size // 50
         read.clear()
         assert [r["seq"] for r in ledger.recent(3)] == [2999, 3000, 3001]
@@ -242,11 +247,11 @@ def test_truncation_is_found_by_the_head_file(ten: Ledger) -> None:
     )
     assert result.count == 6
     with pytest.raises(LedgerError, match="ends at seq 6 but the head file records seq 10"):
-        ten.append(**fields(11))
+        ten.append(new_row(11))
     ten.path.write_bytes(b"")
     assert failed(1, "truncated: the head file records 10 entries", ten.verify())
     with pytest.raises(LedgerError, match="empty, but the head file records 10"):
-        ten.append(**fields(11))
+        ten.append(new_row(11))
 
 
 def test_truncated_and_re_appended_is_found(ten: Ledger) -> None:
@@ -294,7 +299,7 @@ def test_keyed_ledger_verifies_only_with_its_key(tmp_path: Path) -> None:
     unkeyed = Ledger(path).verify()
     assert failed(None, "the ledger is keyed (its head file carries an HMAC)", unkeyed)
     with pytest.raises(LedgerError, match="the ledger is keyed"):
-        Ledger(path).append(**fields(6))
+        Ledger(path).append(new_row(6))
     assert failed(1, "entry_hash mismatch", Ledger(path, key=b"another key").verify())
 
 
@@ -327,7 +332,7 @@ def test_keyed_truncation_with_a_rewritten_head_is_found_by_its_hmac(tmp_path: P
     ledger.head_path.write_bytes(canonical({"seq": 5, "entry_hash": fifth, "hmac": forged}))
     assert failed(None, "the head file's HMAC does not match", ledger.verify())
     with pytest.raises(LedgerError, match="HMAC does not match"):
-        ledger.append(**fields(6))
+        ledger.append(new_row(6))
 
 
 def test_key_from_env_refuses_an_empty_key() -> None:
@@ -349,7 +354,7 @@ def test_torn_tail_is_reported_refused_repaired_and_the_chain_goes_on(ten: Ledge
     assert result.count == 10
     assert "orchestrator ledger repair" in str(result.reason)
     with pytest.raises(LedgerError, match="refusing to append; run `orchestrator ledger repair`"):
-        ten.append(**fields(11))
+        ten.append(new_row(11))
     assert [r["seq"] for r in ten.rows()][-1] == 10  # readers skip the torn line
     assert [r["seq"] for r in ten.recent(2)] == [9, 10]
 
@@ -362,7 +367,7 @@ def test_torn_tail_is_reported_refused_repaired_and_the_chain_goes_on(ten: Ledge
     assert (repaired.line, repaired.size, repaired.kept, repaired.head_fixed) == (11, 57, 10, False)
     assert ten.verify() == VerifyResult(True, 10, None, None)
 
-    assert ten.append(**fields(11))["seq"] == 11
+    assert ten.append(new_row(11))["seq"] == 11
     assert ten.verify() == VerifyResult(True, 11, None, None)
 
 
@@ -371,7 +376,7 @@ def test_a_last_line_of_garbage_with_a_newline_is_torn(ten: Ledger) -> None:
         fh.write(b"\x00\x00\x00\x00\n")  # what some filesystems show after a crash
     assert failed(11, "torn last line (not valid JSON)", ten.verify())
     with pytest.raises(LedgerError, match="torn"):
-        ten.append(**fields(11))
+        ten.append(new_row(11))
     assert ten.repair().size == 5
     assert ten.verify().ok
 
@@ -415,7 +420,7 @@ def test_crash_between_row_and_head_is_accepted_and_caught_up(ten: Ledger) -> No
     ninth = list(ten.rows())[8]
     ten.head_path.write_bytes(canonical({"seq": 9, "entry_hash": ninth["entry_hash"]}))
     assert ten.verify() == VerifyResult(True, 10, None, None)
-    assert ten.append(**fields(11))["seq"] == 11
+    assert ten.append(new_row(11))["seq"] == 11
     assert json.loads(ten.head_path.read_bytes())["seq"] == 11
     # ...but two rows ahead of the head means rows that did not come through append().
     ten.head_path.write_bytes(canonical({"seq": 9, "entry_hash": ninth["entry_hash"]}))
@@ -438,7 +443,7 @@ def test_first_row_without_a_head_file_is_a_crash_window(tmp_path: Path) -> None
     ledger = build(tmp_path / "ledger.jsonl", 1)
     ledger.head_path.unlink()
     assert ledger.verify() == VerifyResult(True, 1, None, None)
-    assert ledger.append(**fields(2))["seq"] == 2
+    assert ledger.append(new_row(2))["seq"] == 2
     ledger.head_path.unlink()
     assert failed(None, "the head file", ledger.verify())
     assert "is missing (2 entries)" in str(ledger.verify().reason)
@@ -526,8 +531,8 @@ def test_awkward_rows_are_stored_as_their_canonical_bytes(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Ledger(Path(tmp) / "ledger.jsonl", key=KEY)
-        first = ledger.append(**fields(1))
-        row = ledger.append(**fields(2, decision=decision, ticket=ticket, confidence=confidence))
+        first = ledger.append(new_row(1))
+        row = ledger.append(new_row(2, decision=decision, ticket=ticket, confidence=confidence))
         assert row["decision"] == decision and row["ticket"] == ticket
         line = lines_of(ledger.path)[1]
         assert line == canonical(row) + b"\n" == canonical(json.loads(line)) + b"\n"
@@ -540,14 +545,14 @@ def test_payloads_that_look_like_the_hash_member_do_not_fool_the_verifier(tmp_pa
     ledger = Ledger(tmp_path / "ledger.jsonl")
     fake = "f" * 64
     ledger.append(
-        **fields(
+        new_row(
             1,
             decision={"entry_hash": fake, "x": {"a": 1, "entry_hash": fake}},
             ticket=f'","entry_hash":"{fake}"',
             outcome=f',"entry_hash":"{fake}"',
         )
     )
-    ledger.append(**fields(2))
+    ledger.append(new_row(2))
     assert ledger.verify() == VerifyResult(True, 2, None, None)
 
 
@@ -567,7 +572,7 @@ def test_an_outcome_supersedes_its_decision_and_never_updates_it(ten: Ledger) ->
     assert lines_of(ten.path)[:10] == before  # the decision row is untouched
     assert ten.verify() == VerifyResult(True, 11, None, None)
     with pytest.raises(ValueError, match="an outcome row needs"):
-        ten.append(**fields(12, kind="outcome", outcome="green"))
+        ten.append(new_row(12, kind="outcome", outcome="green"))
 
 
 def test_append_refuses_malformed_fields_before_writing(ten: Ledger) -> None:
@@ -588,21 +593,23 @@ def test_append_refuses_malformed_fields_before_writing(ten: Ledger) -> None:
         {"ts": "yesterday"},
     ):
         with pytest.raises(ValueError):
-            ten.append(**fields(11, **bad))
+            ten.append(new_row(11, **bad))
     with pytest.raises(TypeError):
-        ten.append(**fields(11, seq=99))
+        ten.append(new_row(11, seq=99))
     assert ten.path.read_bytes() == before
 
 
 def test_defaults_and_nulls(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     row = ledger.append(
-        **{k: v for k, v in fields(1).items() if k not in ("confidence", "routing", "ts")},
+        LedgerRow(
+            **{k: v for k, v in fields(1).items() if k not in ("confidence", "routing", "ts")}
+        ),
     )
     assert (row["confidence"], row["routing"], row["outcome"], row["supersedes"]) == (None,) * 4
     assert row["ts"].endswith("Z")
     assert (
-        ledger.append(**fields(2, model_version=None, prompt_version=None, confidence=1))[
+        ledger.append(new_row(2, model_version=None, prompt_version=None, confidence=1))[
             "confidence"
         ]
         == 1.0
@@ -618,7 +625,7 @@ def test_recent_reads_the_last_rows_oldest_first(ten: Ledger) -> None:
 def test_recent_handles_rows_longer_than_a_read_chunk(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for n in range(1, 6):
-        ledger.append(**fields(n, decision={"blob": "é" * (n * 7000)}))
+        ledger.append(new_row(n, decision={"blob": "é" * (n * 7000)}))
     assert [len(r["decision"]["blob"]) for r in ledger.recent(4)] == [14000, 21000, 28000, 35000]
     assert [r["seq"] for r in ledger.recent(5)] == [1, 2, 3, 4, 5]
 
@@ -677,7 +684,7 @@ def test_command_repair(tmp_path: Path) -> None:
 def test_command_show_table_and_json(tmp_path: Path) -> None:
     ledger = build(tmp_path / "ledger.jsonl", 3)
     ledger.append_outcome(ledger.recent(3)[0], "green", ts="2026-01-15T12:05:00Z")
-    ledger.append(**fields(5, ticket="EVIL\x1b[2J", decision={"verdict": {"action": "split"}}))
+    ledger.append(new_row(5, ticket="EVIL\x1b[2J", decision={"verdict": {"action": "split"}}))
     code, text = _run(tmp_path, "show", "-n", "3")
     lines = text.splitlines()
     assert code == 0 and len(lines) == 4

@@ -46,12 +46,9 @@ from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.domain import log_line  # noqa: E402
 from orchestrator.reading.baseline import learn  # noqa: E402
-from orchestrator.reading.evidence import (  # noqa: E402
-    SIGNATURES,
-    extract_evidence,
-    forget_scans,
-    render_evidence,
-)
+from orchestrator.reading.evidence import extract_evidence, render_evidence  # noqa: E402
+from orchestrator.reading.scan import forget_scans  # noqa: E402
+from orchestrator.reading.signatures import SIGNATURES  # noqa: E402
 
 MiB = 1 << 20
 TIME_RATIO_TARGET = 3.0

@@ -24,7 +24,7 @@ from typing import BinaryIO, Final
 
 from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
-from orchestrator.reading.evidence import scan_hits
+from orchestrator.reading.scan import scan_hits
 from orchestrator.reading.signs import FAILURE_MARKER
 
 REGION_BYTES: Final = 16 * 1024

@@ -19,17 +19,11 @@ from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.log_line import without_columns
 from orchestrator.domain.terminal import plain_bytes
 from orchestrator.reading import ranking, templates
-from orchestrator.reading.evidence import (
-    _PREFILTER,
-    MAX_LINE_BYTES,
-    MAX_NEAR_MISSES_PER_CHUNK,
-    SIGNATURES,
-    WORDS,
-    extract_evidence,
-    render_evidence,
-    scan_hits,
-)
+from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reading.prefilter import Prefilter
+from orchestrator.reading.scan import MAX_LINE_BYTES, scan_hits
+from orchestrator.reading.signature_match import _PREFILTER, MAX_NEAR_MISSES_PER_CHUNK
+from orchestrator.reading.signatures import SIGNATURES, WORDS
 from orchestrator.reading.templates import template_of
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
@@ -653,7 +647,8 @@ def test_a_bad_scan_window_names_the_key_and_the_file(tmp_path: Path) -> None:
 def test_a_form_the_joined_expression_cannot_keep_exact_is_refused() -> None:
     # A repeated digit class first could match a timestamped line from its first byte,
     # which the table never does: the table is refused at import rather than misread.
-    from orchestrator.reading.evidence import Signature, _combined
+    from orchestrator.reading.signature_match import _combined
+    from orchestrator.reading.signatures import Signature
 
     with pytest.raises(ValueError, match="repeated digit class"):
         _combined((Signature("digits", 0, rb"\d+ files"),))

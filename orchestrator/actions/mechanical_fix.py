@@ -83,23 +83,23 @@ def _verify_on_checkout(
 ) -> CheckResult | str:
     """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards), or say
     why the checkout could not be made (a config refused as read from there, too)."""
-    from orchestrator.execution import git
+    from orchestrator.execution import git_calls
     from orchestrator.execution.attempts import git_sandbox, run_check
 
     clone = Path(record.clone_dir)
     checkout = Path(record.run_dir) / f"verify-{number}"
     checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
     in_box = git_sandbox(services, clone, writes=True)  # a checkout runs the clone's config
-    unmade = git.add_checkout(in_box, clone, checkout, git_env, checkout_log)
+    unmade = git_calls.add_checkout(in_box, clone, checkout, git_env, checkout_log)
     if unmade is not None:
-        git.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
+        git_calls.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
         return unmade
     try:
         cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
         log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
         return run_check(check, stage, replace(ctx, clone_dir=checkout), cwd, log, services)
     finally:
-        git.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
+        git_calls.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
 
 
 def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str | None:
@@ -144,7 +144,7 @@ def apply(
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
-    from orchestrator.execution import git, integrity
+    from orchestrator.execution import git, git_calls, integrity
     from orchestrator.execution.attempts import git_sandbox, stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
@@ -166,7 +166,7 @@ def apply(
     previous = store.read_mechanical_fix(record.run_id, n) or {}
     earlier = previous.get("head_before")
     if previous.get("status") == "green":
-        head = git.head_commit(
+        head = git_calls.head_commit(
             services.executor, clone, git.clone_git_env(services.executor, clone, env)
         )
         if head is not None and head == previous.get("verified_commit"):
@@ -203,7 +203,7 @@ def apply(
     in_box = git_sandbox(services, clone, writes=True)
     if isinstance(earlier, str):
         # Cut short: start again from the commit it started from (what it left is kept).
-        git.keep_and_restore(
+        git_calls.keep_and_restore(
             in_box, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
             restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
         )  # fmt: skip
@@ -214,10 +214,10 @@ def apply(
     git_env = git.git_env_for(clone_config, env)
     guarded_git = integrity.guarded_paths(clone, git.configured_hooks_path(clone_config))
     git_files = integrity.snapshot(guarded_git)
-    pre_recipe = git.head_commit(services.executor, clone, git_env)
+    pre_recipe = git_calls.head_commit(services.executor, clone, git_env)
     report["head_before"] = pre_recipe
     store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
-    status_before = git.status_entries(in_box, clone, git_env)
+    status_before = git_calls.status_entries(in_box, clone, git_env)
     red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
@@ -250,7 +250,7 @@ def apply(
         tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
         red_reason = _contained(git_files, guarded_git, clone) or red_reason
     if red_reason is None:
-        status_after = git.status_entries(in_box, clone, git_env)
+        status_after = git_calls.status_entries(in_box, clone, git_env)
         left = uncommitted(status_before, status_after)
         report["uncommitted"] = left
         protected = (
@@ -260,7 +260,7 @@ def apply(
         )
         report["protected"] = protected
         committed = (
-            git.changed_paths(in_box, clone, git_env, pre_recipe, "HEAD")
+            git_calls.changed_paths(in_box, clone, git_env, pre_recipe, "HEAD")
             if pre_recipe is not None
             else []
         )
@@ -274,7 +274,7 @@ def apply(
             red_reason = f"the recipe left uncommitted changes: {left}"
     if red_reason is None:
         # What ships is the committed result: the check runs on a clean checkout of HEAD.
-        report["verified_commit"] = git.head_commit(services.executor, clone, git_env)
+        report["verified_commit"] = git_calls.head_commit(services.executor, clone, git_env)
         result = _verify_on_checkout(
             record, check, stage, ctx, services, git_env, logs / f"verdict-{n}-verify", n
         )
@@ -316,7 +316,7 @@ def apply(
             record, plan.fallback, f"mechanical-fix red ({red_reason}); the clone was not restored"
         )
     report["kept_as"] = ref
-    report["restored"] = git.keep_and_restore(
+    report["restored"] = git_calls.keep_and_restore(
         in_box, clone, keep_as=ref, restore_to=pre_recipe, env=env,
         log_prefix=logs / f"verdict-{n}-restore",
     )  # fmt: skip

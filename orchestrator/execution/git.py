@@ -1,5 +1,6 @@
-"""The orchestrator's own git calls in a clone (not a stage's, not a recipe's): where
-HEAD is, and putting a clone back after a failed recipe. All through the executor.
+"""Hardened git: the environment every git call in a clone runs with, and what a clone's
+own config may not say. The orchestrator's own calls (``git_calls``), the recipes and the
+stage programs all take it from here, so it stays light: no runner is loaded with it.
 
 Everything inside a clone was written by someone we do not trust, its ``.git/config``
 included, and git's config names programs git runs (hooks, fsmonitor, pager, filters,
@@ -20,20 +21,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.execution.process import ProcessRequest
-
 if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
     from orchestrator.execution.executor import Executor
 
-GIT_TIMEOUT_S = 60.0
-GIT_KILL_AFTER_S = 5.0
 MAX_CONFIG_LISTING_BYTES = 1_000_000
 
 # Every transport git knows. ``protocol.allow=never`` alone is not enough: a clone's own
@@ -389,7 +385,7 @@ def config_drift(
     if problem is not None:
         return problem
     fresh = git_env_for(read_clone_config(executor, clone, base_env), base_env)
-    before, now = _settings(git_env), _settings(fresh)
+    before, now = config_settings(git_env), config_settings(fresh)
     changed = sorted(
         {k for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
         | {k for k in fresh.keys() | git_env.keys() if k.startswith(_IDENTITY)
@@ -400,7 +396,7 @@ def config_drift(
     return f"git's config in the clone changed: it now needs {changed} set"
 
 
-def _settings(env: Mapping[str, str]) -> dict[str, str]:
+def config_settings(env: Mapping[str, str]) -> dict[str, str]:
     """The GIT_CONFIG_KEY_n/VALUE_n settings ``env`` carries (the last of a key wins)."""
     try:
         count = int(env.get("GIT_CONFIG_COUNT", "0"))
@@ -413,165 +409,8 @@ def _settings(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def head_commit(executor: Executor, clone: Path, env: Mapping[str, str]) -> str | None:
-    """The commit HEAD names, or None when there is none (no repository, no commit)."""
-    head = executor.capture_head(
-        ("git", "rev-parse", "HEAD"),
-        cwd=clone,
-        env=hardened_git_env(env, _extra_of(env)),
-        max_bytes=100,
-        timeout_s=30,
-    )
-    if head.exit_code != 0:
-        return None
-    return head.data.decode().strip() or None
-
-
-def _extra_of(env: Mapping[str, str]) -> list[tuple[str, str]]:
+def carried_overrides(env: Mapping[str, str]) -> list[tuple[str, str]]:
     """The settings an already hardened ``env`` carries, so hardening it again keeps
     the driver overrides ``clone_git_env`` found."""
     # Only driver overrides are kept: an inherited GIT_CONFIG_* may name anything.
-    return [(k, v) for k, v in _settings(env).items() if (k, v) in driver_overrides([k])]
-
-
-def keep_and_restore(
-    executor: Executor,
-    clone: Path,
-    *,
-    keep_as: str,
-    restore_to: str | None,
-    env: Mapping[str, str],
-    log_prefix: Path,
-) -> bool:
-    """Keep what the clone's HEAD is now as the ref ``keep_as`` (for inspection), then
-    reset the clone hard to ``restore_to`` and drop untracked files. True when all of
-    it succeeded (never when there was nothing to restore to). A reset checks files out,
-    so the clone's drivers are switched off first (``clone_git_env``)."""
-    git_env = clone_git_env(executor, clone, env)
-    steps: list[tuple[str, ...]] = [("git", "update-ref", keep_as, "HEAD")]
-    if restore_to is not None:
-        steps += [("git", "reset", "--hard", restore_to), ("git", "clean", "-fd")]
-    ok = True
-    for index, argv in enumerate(steps, start=1):
-        outcome = executor.run(
-            ProcessRequest(
-                argv,
-                cwd=clone,
-                env=git_env,
-                log_path=log_prefix.with_name(f"{log_prefix.name}-{index}.log"),
-                timeout_s=GIT_TIMEOUT_S,
-                kill_after_s=GIT_KILL_AFTER_S,
-            )
-        )
-        ok = ok and outcome.ok
-    return ok and restore_to is not None
-
-
-def status_entries(executor: Executor, clone: Path, env: Mapping[str, str]) -> list[str] | None:
-    """``git status --porcelain`` entries (``" D tests/x.py"``, ``"?? new"``), or None
-    when git could not say."""
-    status = executor.capture_head(
-        ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all"),
-        cwd=clone,
-        env=hardened_git_env(env, _extra_of(env)),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=GIT_TIMEOUT_S,
-    )
-    if status.exit_code != 0 or status.truncated:
-        return None
-    entries: list[str] = []
-    fields = status.data.decode("utf-8", "replace").split("\0")
-    index = 0
-    while index < len(fields):
-        field = fields[index]
-        index += 1
-        if not field:
-            continue
-        entries.append(field)
-        if field[:1] in ("R", "C"):  # a rename's source follows as its own field
-            index += 1
-    return entries
-
-
-def changed_paths(
-    executor: Executor, clone: Path, env: Mapping[str, str], since: str, until: str
-) -> list[str] | None:
-    """The paths the commits ``since..until`` add, change, delete or rename (both
-    names of a rename), or None when git could not say."""
-    diff = executor.capture_head(
-        ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
-         since, until),
-        cwd=clone,
-        env=hardened_git_env(env, _extra_of(env)),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=GIT_TIMEOUT_S,
-    )  # fmt: skip
-    if diff.exit_code != 0 or diff.truncated:
-        return None
-    return [p for p in diff.data.decode("utf-8", "replace").split("\0") if p]
-
-
-def add_checkout(
-    executor: Executor, clone: Path, checkout: Path, env: Mapping[str, str], log_path: Path
-) -> str | None:
-    """A clean checkout of the clone's HEAD at ``checkout`` (a detached work tree that
-    shares the clone's objects and refs): what a push of HEAD would ship. None when it
-    was made, else why not. It is filled only once the config as git sees it from there
-    (where an ``includeIf "gitdir:…/worktrees/…"`` would match) passes
-    ``config_problem``, with the drivers that config names switched off."""
-    remove_checkout(executor, clone, checkout, env, log_path)  # a crashed run's leftover
-    added = executor.run(
-        ProcessRequest(
-            ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD"),
-            cwd=clone,
-            env=hardened_git_env(env, _extra_of(env)),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
-    )
-    if not added.ok:
-        return "git could not add the checkout"
-    problem = config_problem(executor, checkout, env)
-    if problem is not None:
-        return f"{problem} (read in the verification checkout)"
-    filled = executor.run(
-        ProcessRequest(
-            ("git", "reset", "--hard", "--quiet", "HEAD"),
-            cwd=checkout,
-            env=clone_git_env(executor, checkout, env),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
-    )
-    return None if filled.ok else "git could not fill the checkout"
-
-
-def remove_checkout(
-    executor: Executor, clone: Path, checkout: Path, env: Mapping[str, str], log_path: Path
-) -> None:
-    """Remove a checkout made by ``add_checkout`` and forget it in the clone."""
-    if checkout.exists():
-        executor.run(
-            ProcessRequest(
-                ("git", "worktree", "remove", "--force", "--force", str(checkout)),
-                cwd=clone,
-                env=hardened_git_env(env, _extra_of(env)),
-                log_path=log_path,
-                timeout_s=GIT_TIMEOUT_S,
-                kill_after_s=GIT_KILL_AFTER_S,
-            )
-        )
-        if checkout.exists() and not checkout.is_symlink():
-            shutil.rmtree(checkout, ignore_errors=True)
-    executor.run(
-        ProcessRequest(
-            ("git", "worktree", "prune"),
-            cwd=clone,
-            env=hardened_git_env(env, _extra_of(env)),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
-    )
+    return [(k, v) for k, v in config_settings(env).items() if (k, v) in driver_overrides([k])]

@@ -15,9 +15,7 @@ from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.git import (
     HARDENED_CONFIG,
     PROTOCOLS,
-    add_checkout,
     allow_protocol_for,
-    changed_paths,
     clone_git_dir_problem,
     clone_git_env,
     config_drift,
@@ -27,6 +25,7 @@ from orchestrator.execution.git import (
     protocol_of,
     tampered_config,
 )
+from orchestrator.execution.git_calls import add_checkout, changed_paths
 
 from gitrepo import commit_files, init_repo
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.recovery.prompt import PromptFacts, facts_for
+from orchestrator.domain.proposals import PromptFacts
 from orchestrator.domain.verdicts import DecisionContext
+from orchestrator.recovery.prompt import facts_for
 
 
 def decision_context(

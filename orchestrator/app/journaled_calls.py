@@ -19,8 +19,8 @@ import json
 from collections import deque
 from collections.abc import Callable
 
+from orchestrator.domain.transcripts import CallError
 from orchestrator.recovery.gateway import (
-    CallError,
     GatewayFactory,
     ModelGateway,
     ModelReply,

@@ -35,6 +35,7 @@ from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.proposals import Caps, Failure, Proposal, RecoveryContext
 from orchestrator.domain.runs import Attempt, Halt, RunRecord, VerdictRef, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.execution import runner
@@ -50,7 +51,6 @@ from orchestrator.recovery.context import (
     BundleInputs,
     build_bundle,
 )
-from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.graph import (
     NODE_ORDER,
     GraphDeps,
@@ -58,9 +58,8 @@ from orchestrator.recovery.graph import (
     RecoveryAgent,
     fail_safe,
 )
-from orchestrator.recovery.playbook import Failure, check_output_of
+from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.recovery.proposal import Proposal, RecoveryContext
 from orchestrator.redaction import redact
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.baselines import BaselineStore

@@ -38,15 +38,16 @@ from orchestrator.app.substrate import Dispatch, plan_dispatch
 from orchestrator.domain.config import Config, LoadedConfig
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.proposals import Proposal, RecoveryContext, Source
 from orchestrator.domain.runs import RunRecord, StageOverride
+from orchestrator.domain.transcripts import CallPurpose, ModelCall, ToolCall
 from orchestrator.recovery.context import ContextBundle
-from orchestrator.recovery.diagnose import Decision, Source
+from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
 from orchestrator.recovery.investigate import Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION, PROMPTS
-from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.transcript import CallPurpose, ModelCall, ToolCall, TranscriptPlayer
+from orchestrator.recovery.transcript import TranscriptPlayer
 from orchestrator.storage.decisions import VerdictRecord, read_verdict
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.ledger import inputs_hash

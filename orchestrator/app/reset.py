@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
-from orchestrator.recovery.guardrail import scrub
+from orchestrator.redaction import scrub
 from orchestrator.storage.budget import BudgetStore, CapsReset
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash

@@ -12,7 +12,7 @@ A recipe command is refused when it
   * for git: uses a subcommand outside a small local-history set, or an option that runs
     programs or changes git's configuration (``-c``, ``--exec-path``, ``--upload-pack``…);
   * would be rewritten by the output guardrail, or already was (``[REDACTED]``…): see
-    ``guardrail.rewrite_refusal``.
+    ``orchestrator.redaction.personal.rewrite_refusal``.
 ``<clone>`` in a command stands for the run's clone directory.
 """
 
@@ -160,7 +160,7 @@ def plan_recipe(
     nothing of the recipe runs."""
     # Here, not at the top: the scrubber's patterns take 40 ms to load, and the registry
     # (which the CLI's parser reads) imports this module.
-    from orchestrator.recovery.guardrail import rewrite_refusal
+    from orchestrator.redaction import rewrite_refusal
 
     clone = clone_dir.resolve()
     argvs: list[tuple[str, ...]] = []

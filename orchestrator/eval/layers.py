@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.proposals import Failure
+from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.engines import adapter_for
 from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
@@ -27,8 +29,7 @@ from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES
 from orchestrator.reading.failure import log_tail, read_failure
 from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.context import BundleInputs
-from orchestrator.recovery.playbook import Failure, check_output_of
-from orchestrator.domain.verdicts import DecisionContext
+from orchestrator.recovery.playbook import check_output_of
 
 # A typical setup for checking verdicts: one engine with a two-model ladder, a second
 # engine to switch to, the recipe allow-list of the starter config.

@@ -16,12 +16,13 @@ from typing import Annotated
 from pydantic import Field
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.proposals import Caps
 from orchestrator.domain.validation import Frozen
 from orchestrator.eval import layers
 from orchestrator.eval.corpus import LOG_FILE, Case
 from orchestrator.eval.padding import PAD_BYTES, PAD_SEED, pad_log
 from orchestrator.recovery.context import build_bundle
-from orchestrator.recovery.diagnose import Caps, precheck
+from orchestrator.recovery.diagnose import precheck
 
 # A fresh ticket: nothing spent yet, the starter config's caps.
 FRESH_CAPS = Caps(diagnoses_used=0, max_diagnoses=2, infra_retries_used=0, max_infra_retries=3)

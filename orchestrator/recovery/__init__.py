@@ -5,8 +5,7 @@ the action layer above carries it out.
 
     graph.py       the twelve-node graph over one typed state; RecoveryAgent.diagnose
     diagnose.py    precheck (clone, playbook, caps, infra) and the model call with bounded re-asks
-    proposal.py    the typed decision: RecoveryContext, Proposal, Evidence
-    audit.py       what memory_write and exit prepare: the audit memory, the ledger entries
+    audit.py       what exit prepares from the audit memory: the ledger entries
     transcript.py  every model and tool call as a typed record; the replay player
     verdict.py     reading a verdict out of a reply (shape); the vocabulary itself and its
                    rules are orchestrator/domain/verdicts.py and vocabulary.py
@@ -16,6 +15,11 @@ the action layer above carries it out.
     guardrail.py   the output guardrail;  confidence.py  composed confidence and routing
     investigate.py the bounded investigation loop
     prompt.py      the one prompt, its vocabulary from domain/vocabulary.py
-    gateway.py     the ModelGateway protocol, typed call errors, the scripted gateway for tests
+    gateway.py     the ModelGateway protocol, the scripted gateway for tests
     anthropic_gateway.py   the only module that imports the model SDK (lazily)
+
+The records the decision is made of and leaves behind live in ``orchestrator/domain/``
+(proposals.py: RecoveryContext, Proposal, Evidence; decisions.py: AuditMemory,
+LedgerEntry; transcripts.py: the call records and CallError), so that storage can read
+and write them without importing this package.
 """

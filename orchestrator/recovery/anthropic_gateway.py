@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.config import ModelConfig
-from orchestrator.recovery.gateway import CallError, ModelReply, ModelRequest
+from orchestrator.domain.transcripts import CallError
+from orchestrator.recovery.gateway import ModelReply, ModelRequest
 
 if TYPE_CHECKING:
     # For the type checker only: at run time the SDK is imported lazily (see above).

@@ -30,11 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
-from orchestrator.domain.validation import Frozen
-
-Routing = Literal["auto", "hitl_recommended", "hitl_required", "reject"]
+from orchestrator.domain.proposals import CONFIDENCE_RULES, History, Routing
 
 WEIGHTS: Mapping[str, float] = {"verification": 0.4, "source": 0.3, "history": 0.2, "judge": 0.3}
 SOURCE_PRIOR: Mapping[str, float] = {
@@ -50,23 +47,6 @@ HALF_LIFE_DAYS = 14.0
 RECENT_OUTCOMES = 50
 # The sources whose confidence the ledger's history feeds.
 HISTORY_SOURCES = frozenset({"model"})
-# Which rules a decision was composed and routed under, recorded with its inputs so a
-# replay of an older decision applies the rules it was made under. 1: history fed every
-# source (undecayed counts) and an infrastructure verdict was routed by its score.
-CONFIDENCE_RULES = 2
-
-
-class History(Frozen):
-    """What the ledger remembers about this failure signature and action: weighted counts
-    (each outcome weighs 1 when fresh, less as it ages). Older verdict files hold whole
-    numbers here, which read as the same weights."""
-
-    green: float = 0.0
-    total: float = 0.0
-
-    @property
-    def score(self) -> float:
-        return (self.green + 1) / (self.total + 2)
 
 
 def signature_of(stage: str, check: str | None, failure_class: str | None) -> str:

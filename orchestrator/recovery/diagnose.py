@@ -17,27 +17,10 @@ anything; the only side effect is through the injected gateway factory and its g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.gateway import (
-    CallError,
-    GatewayFactory,
-    ModelGateway,
-    ModelReply,
-    ModelRequest,
-    Unavailable,
-)
-from orchestrator.recovery.playbook import Failure, match_playbook
-from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
-from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model
-from orchestrator.recovery.verdict import (
-    LONE_SURROGATES,
-    parse_reply,
-    parse_verdict,
-    validate_verdict_object,
-)
+from orchestrator.domain.proposals import Caps, Failure, PromptFacts, Source
+from orchestrator.domain.transcripts import CallError, CallPurpose
 from orchestrator.domain.verdicts import (
     AbandonHumanVerdict,
     DecisionContext,
@@ -47,13 +30,22 @@ from orchestrator.domain.verdicts import (
     verdict_json_schema,
 )
 from orchestrator.domain.vocabulary import semantic_errors
-
-
-class Source(StrEnum):
-    MODEL = "model"
-    PLAYBOOK = "playbook"
-    SYNTHETIC = "synthetic"
-    INFRA = "infra"  # a deterministic answer to an infrastructure failure
+from orchestrator.recovery.gateway import (
+    GatewayFactory,
+    ModelGateway,
+    ModelReply,
+    ModelRequest,
+    Unavailable,
+)
+from orchestrator.recovery.playbook import match_playbook
+from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt
+from orchestrator.recovery.transcript import Transcript, call_model
+from orchestrator.recovery.verdict import (
+    LONE_SURROGATES,
+    parse_reply,
+    parse_verdict,
+    validate_verdict_object,
+)
 
 
 @dataclass(frozen=True)
@@ -92,17 +84,6 @@ class Decision:
     # Not decided: the model may not be asked now (why), but may be later. Such a
     # decision is never persisted or carried out; the run waits to be decided again.
     deferred: str | None = None
-
-
-class Caps(Frozen):
-    diagnoses_used: int
-    max_diagnoses: int
-    infra_retries_used: int = 0
-    max_infra_retries: int = 3
-
-    @property
-    def spent(self) -> bool:
-        return self.diagnoses_used >= self.max_diagnoses
 
 
 def _checked(value: object, ctx: DecisionContext) -> tuple[Verdict | None, list[str]]:

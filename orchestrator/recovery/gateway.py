@@ -10,28 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol
 
-
-class CallError(StrEnum):
-    """Why a call gave no usable text: a closed set, so a transcript says what happened
-    without naming an SDK's (or Python's) exception classes."""
-
-    GATEWAY_RAISED = "gateway_raised"  # our gateway code raised: a bug, not the model
-    NO_TEXT = "no_text"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    RATE_LIMITED = "rate_limited"
-    AUTHENTICATION = "authentication"
-    SERVER = "server"
-    API = "api"
-    MALFORMED = "malformed"
-    MAX_TOKENS = "max_tokens"
-    REFUSED = "refused"
-    STOPPED = "stopped"  # any other stop reason
-    OTHER = "other"
-    NOT_IN_TRANSCRIPT = "not_in_transcript"  # replay: today's code made a call never made
+from orchestrator.domain.transcripts import CallError
 
 
 @dataclass(frozen=True)

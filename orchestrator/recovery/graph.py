@@ -25,43 +25,36 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
-from orchestrator.domain.vocabulary import VOCABULARY, rule_checks
 from orchestrator.domain.config import Config
+from orchestrator.domain.decisions import AuditMemory, LedgerEntry, TokenUsage
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.audit import (
-    CAPABILITY,
-    AuditMemory,
-    LedgerEntry,
-    TokenUsage,
-    ledger_entries,
-)
-from orchestrator.recovery.confidence import History, Routing, compose, route, route_infra
-from orchestrator.recovery.diagnose import (
-    Decision,
-    Source,
-    Usage,
-    ask_model,
-    precheck,
-)
-from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
-from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
-from orchestrator.recovery.prompt import PROMPT_VERSION
-from orchestrator.recovery.proposal import (
+from orchestrator.domain.proposals import (
     BundleEvidence,
     Evidence,
     FailureEvidence,
     GuardrailEvidence,
     HaltEvidence,
+    History,
     JudgeEvidence,
     Proposal,
     RecoveryContext,
+    Routing,
+    Source,
     SourceEvidence,
     UsageEvidence,
 )
-from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, valid_text
+from orchestrator.domain.transcripts import CallPurpose
 from orchestrator.domain.verdicts import DecisionContext, abandon
+from orchestrator.domain.vocabulary import VOCABULARY, rule_checks, semantic_errors
+from orchestrator.recovery.audit import CAPABILITY, ledger_entries
+from orchestrator.recovery.confidence import compose, route, route_infra
+from orchestrator.recovery.diagnose import Decision, Usage, ask_model, precheck
+from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
+from orchestrator.recovery.guardrail import paths_outside, scrub_object
+from orchestrator.recovery.prompt import PROMPT_VERSION
+from orchestrator.recovery.transcript import Transcript, call_model, valid_text
 from orchestrator.recovery.verdict import parse_reply, validate_verdict_object
-from orchestrator.domain.vocabulary import semantic_errors
+from orchestrator.redaction import scrub
 
 
 @dataclass(frozen=True)

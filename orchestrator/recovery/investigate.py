@@ -23,24 +23,20 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.diagnose import (
-    Decision,
-    Source,
-    Usage,
-    call_failed,
-    no_model_decision,
-)
+from orchestrator.domain.proposals import PromptFacts, Source
+from orchestrator.domain.transcripts import CallPurpose
+from orchestrator.domain.verdicts import DecisionContext, abandon
+from orchestrator.domain.vocabulary import semantic_errors
+from orchestrator.recovery.diagnose import Decision, Usage, call_failed, no_model_decision
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
-from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, PromptFacts, build_prompt
-from orchestrator.recovery.transcript import CallPurpose, Transcript, call_model, tool_record
+from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt
+from orchestrator.recovery.transcript import Transcript, call_model, tool_record
 from orchestrator.recovery.verdict import (
     LONE_SURROGATES,
     parse_reply,
     shown_short,
     validate_verdict_object,
 )
-from orchestrator.domain.verdicts import DecisionContext, abandon
-from orchestrator.domain.vocabulary import semantic_errors
 from orchestrator.redaction import redact
 
 if TYPE_CHECKING:

@@ -14,28 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.config import ContextLimits
-from orchestrator.domain.validation import Frozen
+from orchestrator.domain.proposals import Failure
 from orchestrator.reading.last_words import regions_up
 from orchestrator.recovery.context import tail_bytes
 from orchestrator.redaction import redact
-
-
-class Failure(Frozen):
-    """What the playbook may look at: the failing check and what it printed."""
-
-    check: str | None
-    output: str
-    ticket_title: str
-    # An infrastructure class (rate_limited, outage, auth_error, ...), when the failed
-    # attempt was classified as one: such failures never reach the model.
-    infra: str | None = None
-    infra_detail: str | None = None
-    # The failed program's own telling line (redacted), so that a decision taken without
-    # looking further names the first cause rather than a later symptom.
-    stage_said: str | None = None
-    # The lines around the check's lowest root-cause line (redacted), when its log is longer
-    # than ``output``: a megabyte printed after the failure must not hide a known one.
-    output_further_up: str | None = None
 
 
 @dataclass(frozen=True)

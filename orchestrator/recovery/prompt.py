@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from orchestrator.domain.vocabulary import VOCABULARY
-from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.context import RENDER_PREAMBLE
+from orchestrator.domain.proposals import PromptFacts
 from orchestrator.domain.verdicts import DecisionContext, verdict_json_schema
+from orchestrator.domain.vocabulary import VOCABULARY
+from orchestrator.recovery.context import RENDER_PREAMBLE
 
 PROMPT_VERSION = "recovery-v3"
 
@@ -34,17 +34,6 @@ next. You do not act: plain code validates your decision, runs it, and verifies 
 the same check that failed. Reply with exactly one JSON object and nothing else: no prose, \
 no explanation outside the object. A reply that is not a single valid object means a \
 human is called in."""
-
-
-class PromptFacts(Frozen):
-    ticket_id: str
-    ticket_kind: str
-    failing_stage: str
-    failing_check: str | None
-    current_engine: str | None
-    current_model: str | None
-    engines: dict[str, list[str]]
-    recipe_allowlist: list[str]
 
 
 def facts_for(ctx: DecisionContext, ticket_id: str, ticket_kind: str) -> PromptFacts:

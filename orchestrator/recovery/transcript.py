@@ -1,5 +1,6 @@
 """The call transcript: every model call and investigation tool call of one decision, in
-order, as typed records — the decision's event history.
+order, as typed records (``orchestrator/domain/transcripts.py``) — the decision's event
+history.
 
 A record names its request by digest (sha256 of the canonical request) and its reply by
 digest; the reply texts themselves travel beside the records (``Transcript.texts``) and
@@ -19,73 +20,23 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Annotated, Any, Final, Literal
-
-from pydantic import Field
+from typing import Any, Final
 
 from orchestrator.domain.jsonwalk import valid_text
-from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.gateway import CallError, ModelGateway, ModelReply, ModelRequest
-from orchestrator.recovery.guardrail import scrub
+from orchestrator.domain.transcripts import CallError, CallPurpose, CallUsage, ModelCall, ToolCall
+from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest
+from orchestrator.redaction import scrub
 
 __all__ = [
-    "CallError",
-    "CallPurpose",
-    "CallUsage",
     "Divergence",
     "Exchange",
-    "ModelCall",
-    "ToolCall",
     "Transcript",
-    "TranscriptEntry",
     "TranscriptPlayer",
     "call_model",
     "request_digest",
     "text_digest",
     "valid_text",
 ]
-
-
-class CallPurpose(StrEnum):
-    DIAGNOSIS = "diagnosis"
-    REASK = "reask"  # a diagnosis asked again after a reply that failed validation
-    JUDGE = "judge"
-    INVESTIGATION = "investigation"  # one step of the bounded investigation
-
-
-class CallUsage(Frozen):
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-class ModelCall(Frozen):
-    kind: Literal["model"] = "model"
-    purpose: CallPurpose
-    request_sha256: str
-    reply_sha256: str | None  # None: no text came back
-    reply_chars: int = 0
-    model: str
-    stop_reason: str | None = None
-    error: CallError | None = None
-    error_detail: str | None = None  # the gateway's key-free description
-    usage: CallUsage = CallUsage()
-    redactions: int = 0  # what scrubbing replaced in the stored reply
-    # Lone surrogates in the reply (text with no UTF-8 form) replaced by U+FFFD in the
-    # stored text: a reply that had any is refused, live and on replay alike.
-    lone_surrogates: int = 0
-
-
-class ToolCall(Frozen):
-    kind: Literal["tool"] = "tool"
-    step: int
-    tool: str
-    args: dict[str, Any]
-    result_sha256: str
-    result_chars: int
-
-
-TranscriptEntry = Annotated[ModelCall | ToolCall, Field(discriminator="kind")]
 
 
 def text_digest(text: str) -> str:

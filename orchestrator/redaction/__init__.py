@@ -44,6 +44,15 @@ from __future__ import annotations
 
 from orchestrator.redaction.core import redact, redact_bytes
 from orchestrator.redaction.edges import drop_cut_edges
+from orchestrator.redaction.personal import SCRUB_MARKS, rewrite_refusal, scrub
 from orchestrator.redaction.placeholders import REDACTED
 
-__all__ = ["REDACTED", "drop_cut_edges", "redact", "redact_bytes"]
+__all__ = [
+    "REDACTED",
+    "SCRUB_MARKS",
+    "drop_cut_edges",
+    "redact",
+    "redact_bytes",
+    "rewrite_refusal",
+    "scrub",
+]

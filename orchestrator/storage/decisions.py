@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import field_validator
 
+from orchestrator.domain.decisions import AuditMemory, TokenUsage
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.jsonwalk import map_strings, valid_text
 from orchestrator.domain.validation import read_model
-from orchestrator.recovery.audit import AuditMemory, TokenUsage
 from orchestrator.redaction import redact
 from orchestrator.storage.atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.cli.commands.verdicts import parse_since, verdicts
 from orchestrator.domain.errors import UsageError
-from orchestrator.recovery.proposal import Proposal
+from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.verdicts import VERDICT_ADAPTER
 from orchestrator.storage.decisions import TokenUsage, VerdictRecord, write_verdict
 

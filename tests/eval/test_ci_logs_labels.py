@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.domain.proposals import Failure
 from orchestrator.eval.ci_logs import ACCEPTABLE_ACTIONS, CHECK_NAME
 from orchestrator.eval.corpus import CorpusError, load_corpus
 from orchestrator.eval.offline import FRESH_CAPS
 from orchestrator.recovery.diagnose import infra_decision
-from orchestrator.recovery.playbook import Failure
 
 
 def _ci_label(**changes: Any) -> dict[str, Any]:

@@ -14,9 +14,10 @@ import httpx2
 import pytest
 
 from orchestrator.domain.config import ModelConfig
+from orchestrator.domain.transcripts import CallError
 from orchestrator.recovery import anthropic_gateway
 from orchestrator.recovery.anthropic_gateway import AnthropicGateway, gateway_from_config
-from orchestrator.recovery.gateway import CallError, ModelReply, ModelRequest
+from orchestrator.recovery.gateway import ModelReply, ModelRequest
 
 from conftest import ROOT, subprocess_env
 
@@ -386,8 +387,9 @@ def test_the_verdict_schema_travels_once_in_the_structured_output_format() -> No
     the message text naming the vocabulary compactly, without the schema."""
     import anthropic
 
-    from orchestrator.recovery.prompt import SYSTEM, PromptFacts, build_prompt
+    from orchestrator.domain.proposals import PromptFacts
     from orchestrator.domain.verdicts import verdict_json_schema
+    from orchestrator.recovery.prompt import SYSTEM, build_prompt
 
     facts = PromptFacts(
         ticket_id="T-1", ticket_kind="bug-fix", failing_stage="review",

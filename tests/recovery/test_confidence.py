@@ -10,20 +10,18 @@ from pathlib import Path
 import pytest
 from recovery.test_graph import SQUASH, context, deps
 
+from orchestrator.domain.proposals import Caps, Failure, History
 from orchestrator.recovery.confidence import (
     HALF_LIFE_DAYS,
     RECENT_OUTCOMES,
-    History,
     PastOutcome,
     compose,
     decayed_history,
     outcome_weight,
     route_infra,
 )
-from orchestrator.recovery.diagnose import Caps
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.graph import RecoveryAgent, run_graph
-from orchestrator.recovery.playbook import Failure
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # What a busy ledger says about retries of this stage: a hundred, none of them green.
@@ -159,7 +157,7 @@ def test_a_decision_made_under_the_first_rules_replays_under_them(tmp_path: Path
     fed every source: a replay of an older decision reproduces it, not today's rules."""
     import json
 
-    from orchestrator.recovery.audit import AuditMemory
+    from orchestrator.domain.decisions import AuditMemory
 
     ctx = context(
         tmp_path,

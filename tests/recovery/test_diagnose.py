@@ -11,8 +11,12 @@ from hypothesis import strategies as st
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.proposals import Caps, Failure, Source
+from orchestrator.domain.transcripts import CallPurpose
+from orchestrator.domain.verdicts import Action, DecisionContext, MechanicalFixVerdict
+from orchestrator.domain.vocabulary import semantic_errors
 from orchestrator.recovery.context import BundleInputs, build_bundle
-from orchestrator.recovery.diagnose import Caps, Decision, Source, decide
+from orchestrator.recovery.diagnose import Decision, decide
 from orchestrator.recovery.gateway import (
     ModelGateway,
     ModelReply,
@@ -20,11 +24,8 @@ from orchestrator.recovery.gateway import (
     ScriptedGateway,
     charged_factory,
 )
-from orchestrator.recovery.playbook import Failure
 from orchestrator.recovery.prompt import build_prompt
-from orchestrator.recovery.transcript import CallPurpose, TranscriptPlayer
-from orchestrator.domain.verdicts import Action, DecisionContext, MechanicalFixVerdict
-from orchestrator.domain.vocabulary import semantic_errors
+from orchestrator.recovery.transcript import TranscriptPlayer
 
 from conftest import examples
 from hostile_json import hostile_replies

@@ -11,8 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.confidence import History, compose, route
-from orchestrator.recovery.diagnose import Caps, Decision, Source
+from orchestrator.domain.proposals import Caps, Failure, History, Proposal, RecoveryContext, Source
+from orchestrator.domain.transcripts import CallPurpose, ModelCall
+from orchestrator.domain.verdicts import EscalateModelVerdict, RetryVerdict, abandon
+from orchestrator.recovery.confidence import compose, route
+from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.gateway import (
     ModelGateway,
     ModelRequest,
@@ -40,12 +43,10 @@ from orchestrator.recovery.graph import (
     run_graph,
     verification_checks,
 )
-from orchestrator.recovery.guardrail import paths_outside, scrub, scrub_object
-from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.proposal import Proposal, RecoveryContext
-from orchestrator.recovery.transcript import CallPurpose, ModelCall, Transcript, call_model
-from orchestrator.domain.verdicts import EscalateModelVerdict, RetryVerdict, abandon
+from orchestrator.recovery.guardrail import paths_outside, scrub_object
+from orchestrator.recovery.transcript import Transcript, call_model
 from orchestrator.recovery.verdict import validate_verdict_object
+from orchestrator.redaction import scrub
 
 from conftest import examples
 from hostile_json import hostile_replies

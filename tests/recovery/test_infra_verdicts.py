@@ -8,9 +8,9 @@ from pathlib import Path
 from recovery.test_graph import context, deps
 
 from orchestrator.domain.lifecycle import HaltReason
-from orchestrator.recovery.diagnose import Caps, Source, precheck
+from orchestrator.domain.proposals import Caps, Failure, Source
+from orchestrator.recovery.diagnose import precheck
 from orchestrator.recovery.graph import run_graph
-from orchestrator.recovery.playbook import Failure
 
 from recovery_fixtures import decision_context
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.recovery.diagnose import Source
+from orchestrator.domain.proposals import Source
+from orchestrator.domain.transcripts import ModelCall, ToolCall
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.investigate import DisallowedTool, bounded_investigation
-from orchestrator.recovery.transcript import ModelCall, ToolCall
 
 from conftest import examples
 from hostile_json import hostile_replies, json_values

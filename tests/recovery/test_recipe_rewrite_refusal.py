@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from test_graph import THRESHOLDS, context, model_decision
 
+from orchestrator.domain.recipes import plan_recipe
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.graph import GraphDeps, GraphState, OutputGuardrail, run_graph
-from orchestrator.recovery.guardrail import scrub
-from orchestrator.domain.recipes import plan_recipe
 from orchestrator.recovery.verdict import validate_verdict_object
+from orchestrator.redaction import scrub
 
 pytestmark = pytest.mark.timeout(60)
 

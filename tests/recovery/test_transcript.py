@@ -7,14 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.recovery.diagnose import Caps
-from orchestrator.recovery.gateway import CallError, ModelRequest, ScriptedGateway
+from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
+from orchestrator.domain.transcripts import CallError, CallPurpose, ModelCall
+from orchestrator.recovery.gateway import ModelRequest, ScriptedGateway
 from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
-from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.proposal import RecoveryContext
 from orchestrator.recovery.transcript import (
-    CallPurpose,
-    ModelCall,
     Transcript,
     TranscriptPlayer,
     call_model,

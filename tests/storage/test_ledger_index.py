@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from ledger_rows import ACTIONS, SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
-from orchestrator.recovery.confidence import History
+from orchestrator.domain.proposals import History
 from orchestrator.storage.ledger import Ledger, LedgerError
 from orchestrator.storage.ledger_index import ActionHistory
 

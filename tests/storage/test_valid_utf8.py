@@ -8,10 +8,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.recovery.diagnose import Caps
+from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
 from orchestrator.recovery.graph import fail_safe
-from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.proposal import RecoveryContext
 from orchestrator.recovery.transcript import text_digest
 from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.transcripts import read_texts, write_texts

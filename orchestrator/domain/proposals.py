@@ -1,38 +1,114 @@
 """The typed decision as it leaves the recovery graph: what the decision saw
-(``RecoveryContext``) and what it proposes (``Proposal``, with its ``Evidence``).
+(``RecoveryContext``, and the small records it is made of: the ``Failure``, the
+``PromptFacts``, the ``Caps``, each action's ``History``) and what it proposes
+(``Proposal``, with its ``Evidence``).
 
 All frozen pydantic models: they serialise themselves into the verdict file and back, and
 the substrate reads ``proposal.action`` (a ``Verdict``) and ``proposal.evidence.failure``
-as typed fields — never by string key.
+as typed fields — never by string key. Only the records live here; the recovery graph
+(``orchestrator/recovery/``) makes them: the playbook reads a ``Failure``, the prompt is
+built from the ``PromptFacts``, confidence is composed from the ``History`` and routed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.validation import Frozen
-from orchestrator.recovery.confidence import CONFIDENCE_RULES, History, Routing
-from orchestrator.recovery.diagnose import Caps, Source
-from orchestrator.recovery.playbook import Failure
-from orchestrator.recovery.prompt import PromptFacts
 from orchestrator.domain.verdicts import DecisionContext, Verdict
 
 __all__ = [
+    "CONFIDENCE_RULES",
     "BundleEvidence",
+    "Caps",
     "Evidence",
+    "Failure",
     "FailureEvidence",
     "GuardrailEvidence",
     "HaltEvidence",
+    "History",
     "JudgeEvidence",
+    "PromptFacts",
     "Proposal",
     "RecoveryContext",
+    "Routing",
+    "Source",
     "SourceEvidence",
     "UsageEvidence",
 ]
+
+Routing = Literal["auto", "hitl_recommended", "hitl_required", "reject"]
+
+# Which rules a decision was composed and routed under, recorded with its inputs so a
+# replay of an older decision applies the rules it was made under. 1: history fed every
+# source (undecayed counts) and an infrastructure verdict was routed by its score.
+# (The rules themselves: ``orchestrator/recovery/confidence.py``.)
+CONFIDENCE_RULES = 2
+
+
+class Source(StrEnum):
+    MODEL = "model"
+    PLAYBOOK = "playbook"
+    SYNTHETIC = "synthetic"
+    INFRA = "infra"  # a deterministic answer to an infrastructure failure
+
+
+class History(Frozen):
+    """What the ledger remembers about this failure signature and action: weighted counts
+    (each outcome weighs 1 when fresh, less as it ages). Older verdict files hold whole
+    numbers here, which read as the same weights."""
+
+    green: float = 0.0
+    total: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return (self.green + 1) / (self.total + 2)
+
+
+class Caps(Frozen):
+    diagnoses_used: int
+    max_diagnoses: int
+    infra_retries_used: int = 0
+    max_infra_retries: int = 3
+
+    @property
+    def spent(self) -> bool:
+        return self.diagnoses_used >= self.max_diagnoses
+
+
+class Failure(Frozen):
+    """What the playbook may look at: the failing check and what it printed."""
+
+    check: str | None
+    output: str
+    ticket_title: str
+    # An infrastructure class (rate_limited, outage, auth_error, ...), when the failed
+    # attempt was classified as one: such failures never reach the model.
+    infra: str | None = None
+    infra_detail: str | None = None
+    # The failed program's own telling line (redacted), so that a decision taken without
+    # looking further names the first cause rather than a later symptom.
+    stage_said: str | None = None
+    # The lines around the check's lowest root-cause line (redacted), when its log is longer
+    # than ``output``: a megabyte printed after the failure must not hide a known one.
+    output_further_up: str | None = None
+
+
+class PromptFacts(Frozen):
+    ticket_id: str
+    ticket_kind: str
+    failing_stage: str
+    failing_check: str | None
+    current_engine: str | None
+    current_model: str | None
+    engines: dict[str, list[str]]
+    recipe_allowlist: list[str]
 
 
 class RecoveryContext(Frozen):

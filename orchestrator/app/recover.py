@@ -30,6 +30,7 @@ from pathlib import Path
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
+from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of, budgets_of, decisions_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
@@ -39,7 +40,7 @@ from orchestrator.domain.proposals import Caps, Failure, Proposal, RecoveryConte
 from orchestrator.domain.runs import Attempt, Halt, RunRecord, VerdictRef, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.execution import runner
-from orchestrator.execution.attempts import Services, git_sandbox
+from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.reports import ReportReading, read_reports
@@ -60,7 +61,6 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.redaction import redact
 from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.call_journal import CallJournals, JournaledReply
@@ -118,7 +118,7 @@ def _check_reading(
         reports = read_reports(
             Path(record.clone_dir), config.reports, not_before=attempt.started_at.timestamp()
         )
-    baseline = BaselineStore(services.store.state_dir, warn=services.reporter.note).load(
+    baseline = BaselineStore(services.storage.runs.state_dir, warn=services.reporter.note).load(
         record.repository, check.name
     )
     return reports, baseline
@@ -162,7 +162,7 @@ def _bundle_inputs(
         diff_truncated=truncated,
         diff_note=note,
         clone_dir=Path(record.clone_dir),
-        state_dir=services.store.state_dir,
+        state_dir=services.storage.runs.state_dir,
         config_dir=services.loaded.root,
         python=Path(sys.executable),
         reports=reports,
@@ -180,7 +180,7 @@ def recover(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
 ) -> tuple[RunRecord, Effect]:
     """Decide what to do about ``attempt``'s failure and, once approved, do it."""
-    store = services.store
+    store = services.storage.runs
     ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
     fresh = ref is None  # decided in this call: nothing of ours has answered it yet
     # A person was asked about this decision: the run waits for their answer. It stays
@@ -358,7 +358,7 @@ def _refused(
     record = record.transition(
         RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
     )
-    services.store.save(record, CrashPoint.OUTCOME)
+    services.storage.runs.save(record, CrashPoint.OUTCOME)
     return record, Effect(outcome=outcome, terminal=RunState.NEEDS_HUMAN, halt=halt)
 
 
@@ -375,7 +375,7 @@ def _decide(
     """Gather the context, run the agent, persist its decision (reply texts, verdict file,
     ledger rows) and return it: what is returned is what was persisted, and nothing
     decided has run yet."""
-    store, config = services.store, services.loaded.config
+    store, config = services.storage.runs, services.loaded.config
     number = len(record.verdicts) + 1
     verdict_path = store.verdict_path(record.run_id, number)
     if verdict_path.exists():
@@ -424,9 +424,9 @@ def _decide(
             output=check_output,
             ticket_title=record.ticket_title,
             infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-            # Redacted when the attempt was recorded and again when read; redact here too,
-            # this text goes into the verdict file and the prompt.
-            infra_detail=redact(attempt.failure_detail or attempt.error or "") or None,
+            # A record's stage text is redacted as the record is built, revised or read
+            # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
+            infra_detail=attempt.failure_detail or attempt.error or None,
             stage_said=telling_line_of(_failed_log(attempt)),
             output_further_up=further_up,
         ),

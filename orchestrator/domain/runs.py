@@ -30,10 +30,17 @@ def _redacted(text: str | None) -> str | None:
     return None if text is None else redact(text)
 
 
-# Text that came from a stage or an engine: redacted whenever a record is read, so a file
+# Text that came from a stage or an engine: redacted whenever a record is built, revised
+# (``Frozen.revised``) or read — the one place a record's text is redacted — so a file
 # written before redaction happened at the source prints no secret either (``show
 # --json``, the verdict file). Redaction is idempotent: reading twice changes nothing.
 StageText = Annotated[str | None, AfterValidator(_redacted)]
+# What an engine said at its end, redacted and then cut (the cut keeps the record small;
+# cutting first could leave half a secret the pass no longer recognises).
+ENGINE_WORDS_CHARS = 2000
+EngineWords = Annotated[
+    str | None, AfterValidator(lambda text: (_redacted(text) or "")[:ENGINE_WORDS_CHARS] or None)
+]
 
 
 class AttemptStatus(StrEnum):
@@ -105,7 +112,7 @@ class Attempt(Frozen):
     # exit 0 and still have failed (aider does, when every API call failed).
     turns: int | None = None
     cost_usd: float | None = None
-    final_message: StageText = None
+    final_message: EngineWords = None
     failure_class: str | None = None
     failure_detail: StageText = None
     # "bwrap", or "none" when its config opted it out (a check stage: per check, on

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -34,6 +34,13 @@ class Frozen(BaseModel):
     """Base for every record that crosses a boundary: immutable, no unknown keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def revised(self, **update: Any) -> Self:
+        """A copy with ``update`` applied and validated like a new record: what a
+        field's validator does (redacting a stage's words, say) happens to the new
+        values too, which ``model_copy`` would skip. Nested records are kept as they
+        are (already valid)."""
+        return self.model_validate({**self.__dict__, **update})
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:

@@ -349,8 +349,8 @@ def run_stage(
                 ).named
             )
             if named is not None:
-                attempt = attempt.model_copy(
-                    update={"failure_class": named.failure.value, "failure_detail": named.detail}
+                attempt = attempt.revised(
+                    failure_class=named.failure.value, failure_detail=named.detail
                 )
     except BaseException:
         attempt = attempt.model_copy(
@@ -372,35 +372,29 @@ def run_stage(
 
 def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
     report = result.report
-    return attempt.model_copy(
-        update={
-            "turns": report.turns if report else None,
-            "cost_usd": report.cost_usd if report else None,
-            # The engine's own words: redacted here, where they enter the record
-            # (``model_copy`` runs no validator).
-            "final_message": redact(report.final_message or "")[:2000] or None if report else None,
-            "failure_class": result.failure_class.value if result.failure_class else None,
-            # Redacted where it enters the record; a recognised sign's detail already was.
-            "failure_detail": result.detail
-            or (redact(report.detail) if report and report.detail else None),
-        }
+    # ``revised``: the engine's own words are redacted (and cut) as they enter the record.
+    return attempt.revised(
+        turns=report.turns if report else None,
+        cost_usd=report.cost_usd if report else None,
+        final_message=report.final_message if report else None,
+        failure_class=result.failure_class.value if result.failure_class else None,
+        failure_detail=result.detail or (report.detail if report else None) or None,
     )
 
 
 def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt:
-    return attempt.model_copy(
-        update={
-            "status": AttemptStatus.FINISHED,
-            "command": outcome.argv,
-            "ended_at": outcome.ended_at,
-            "duration_s": round(outcome.duration_s, 6),
-            "exit_code": outcome.exit_code,
-            "timed_out": outcome.timed_out,
-            "signal": outcome.signal,
-            "error": redact(outcome.error) if outcome.error else None,
-            "log_path": str(outcome.log_path),
-            "pgid": outcome.pgid,
-        }
+    # ``revised``: the runner's error text is redacted as it enters the record.
+    return attempt.revised(
+        status=AttemptStatus.FINISHED,
+        command=outcome.argv,
+        ended_at=outcome.ended_at,
+        duration_s=round(outcome.duration_s, 6),
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        signal=outcome.signal,
+        error=outcome.error or None,
+        log_path=str(outcome.log_path),
+        pgid=outcome.pgid,
     )
 
 

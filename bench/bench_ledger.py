@@ -36,7 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_ledger.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.storage.ledger import ZERO_HASH, Ledger, LedgerRow, _encode_row, inputs_hash  # noqa: E402
+from orchestrator.storage.ledger import (  # noqa: E402
+    ZERO_HASH,
+    Ledger,
+    LedgerRow,
+    encode_row,
+    inputs_hash,
+)
 
 VERIFY_RATIO_TARGET = 2.0
 REPEATS = 3
@@ -85,7 +91,7 @@ def build_ledger(path: Path, rows: int, key: bytes | None) -> None:
     prev = ZERO_HASH
     with path.open("wb") as fh:
         for seq in range(1, rows + 1):
-            stored, line = _encode_row(row_fields(seq), seq, prev, key)
+            stored, line = encode_row(row_fields(seq), seq, prev, key)
             prev = stored["entry_hash"]
             fh.write(line)
     Ledger(path, key=key)._write_head(rows, prev)

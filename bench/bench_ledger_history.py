@@ -44,9 +44,12 @@ if str(ROOT) not in sys.path:  # `python bench/bench_ledger_history.py` puts ben
 
 from orchestrator.app.ledger_link import LedgerLink  # noqa: E402
 from orchestrator.recovery.confidence import RECENT_OUTCOMES  # noqa: E402
-from orchestrator.storage.ledger import ZERO_HASH, Ledger, LedgerRow, inputs_hash  # noqa: E402
-from orchestrator.storage.ledger_index import (  # noqa: E402
+from orchestrator.storage.ledger import (  # noqa: E402
+    ZERO_HASH,
+    Ledger,
+    LedgerRow,
     history_by_scan,
+    inputs_hash,
     recent_outcomes_by_scan,
 )
 

@@ -17,8 +17,13 @@ from orchestrator.distributed.fence import NO_FENCE, Fence
 from orchestrator.distributed.ledger_lock import RedisLock
 
 if TYPE_CHECKING:
-    from orchestrator.storage.ledger import LedgerRow, RepairResult, VerifyResult
-    from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
+    from orchestrator.storage.ledger import (
+        ActionHistory,
+        LedgerRow,
+        RecordedOutcome,
+        RepairResult,
+        VerifyResult,
+    )
     from orchestrator.storage.protocols import DecisionLedger
 
 

@@ -29,8 +29,13 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
-    from orchestrator.storage.ledger import LedgerRow, RepairResult, VerifyResult
-    from orchestrator.storage.ledger_index import ActionHistory, RecordedOutcome
+    from orchestrator.storage.ledger import (
+        ActionHistory,
+        LedgerRow,
+        RecordedOutcome,
+        RepairResult,
+        VerifyResult,
+    )
     from orchestrator.storage.runs import RunStore
 
 

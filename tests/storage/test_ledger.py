@@ -84,7 +84,7 @@ def rewrite_chain(path: Path, rows: list[dict[str, Any]], key: bytes | None) -> 
     for seq, row in enumerate(rows, start=1):
         body = {"outcome": None, "supersedes": None}
         body.update((k, v) for k, v in row.items() if k not in ("seq", "prev_hash", "entry_hash"))
-        stored, line = ledger_mod._encode_row(body, seq, prev, key)
+        stored, line = ledger_mod.encode_row(body, seq, prev, key)
         prev = stored["entry_hash"]
         out.append(line)
     write_lines(path, out)
@@ -208,7 +208,7 @@ def test_an_edited_row_with_a_recomputed_hash_breaks_the_next_line(ten: Ledger) 
     row = json.loads(lines[3])
     body = {k: v for k, v in row.items() if k not in ("seq", "prev_hash", "entry_hash")}
     body["decision"] = {"action": "abandon-human"}
-    _, lines[3] = ledger_mod._encode_row(body, 4, row["prev_hash"], None)
+    _, lines[3] = ledger_mod.encode_row(body, 4, row["prev_hash"], None)
     write_lines(ten.path, lines)
     assert failed(5, "prev_hash does not match the entry_hash of line 4", ten.verify())
 
@@ -312,7 +312,7 @@ def test_keyed_rewrite_of_every_row_without_the_key_is_found(tmp_path: Path) -> 
         last = rewrite_chain(path, rows, attacker_key)
         head: dict[str, Any] = {"seq": 8, "entry_hash": last}
         if attacker_key:
-            head["hmac"] = ledger_mod._head_mac(attacker_key, 8, last)
+            head["hmac"] = ledger_mod.head_mac(attacker_key, 8, last)
         ledger.head_path.write_bytes(canonical(head))
         result = ledger.verify()
         assert failed(
@@ -328,7 +328,7 @@ def test_keyed_truncation_with_a_rewritten_head_is_found_by_its_hmac(tmp_path: P
     fifth = json.loads(lines[4])["entry_hash"]
     ledger.head_path.write_bytes(canonical({"seq": 5, "entry_hash": fifth}))
     assert failed(None, "the head file has no HMAC but a key was given", ledger.verify())
-    forged = ledger_mod._head_mac(b"guessed", 5, fifth)
+    forged = ledger_mod.head_mac(b"guessed", 5, fifth)
     ledger.head_path.write_bytes(canonical({"seq": 5, "entry_hash": fifth, "hmac": forged}))
     assert failed(None, "the head file's HMAC does not match", ledger.verify())
     with pytest.raises(LedgerError, match="HMAC does not match"):

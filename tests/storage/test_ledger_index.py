@@ -21,8 +21,7 @@ from ledger_rows import ACTIONS, SIGNATURES, conclude, decide, ledger_steps, pla
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.domain.proposals import History
-from orchestrator.storage.ledger import Ledger, LedgerError
-from orchestrator.storage.ledger_index import ActionHistory
+from orchestrator.storage.ledger import ActionHistory, Ledger, LedgerError
 
 from conftest import ROOT, examples, subprocess_env
 
@@ -216,8 +215,7 @@ def test_without_a_usable_lock_file_history_is_answered_by_a_scan(tmp_path: Path
 
 KILLED_APPEND = """
 import os, signal, sys
-from orchestrator.storage import ledger_index
-from orchestrator.storage.ledger import Ledger
+from orchestrator.storage.ledger import Ledger, LedgerIndex
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -225,7 +223,7 @@ def die(*args, **kwargs):
 if sys.argv[2] == "before-index":
     Ledger._index_added = die            # the row and head are durable; the index not
 else:
-    ledger_index.LedgerIndex._cover = die  # inside the index's transaction
+    LedgerIndex._cover = die               # inside the index's transaction
 ledger = Ledger(__import__("pathlib").Path(sys.argv[1]))
 decision = [r for r in ledger.rows() if r["kind"] == "decision"][-1]
 ledger.append_outcome(decision, "mechanical-fix green: lint passes")

@@ -13,8 +13,7 @@ from ledger_rows import SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.recovery.confidence import HALF_LIFE_DAYS
-from orchestrator.storage.ledger import Ledger
-from orchestrator.storage.ledger_index import recent_outcomes_by_scan
+from orchestrator.storage.ledger import Ledger, recent_outcomes_by_scan
 
 from conftest import examples
 

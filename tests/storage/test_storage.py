@@ -23,7 +23,7 @@ from orchestrator.storage.approvals import Approval
 from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import StateLayout, verdict_files
-from orchestrator.storage.ledger_index import history_by_scan
+from orchestrator.storage.ledger import history_by_scan
 from orchestrator.storage.locks import flock
 from orchestrator.storage.runs import interrupts_held
 from orchestrator.storage.ticket_queue import write_sub_ticket

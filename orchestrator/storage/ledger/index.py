@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.storage.lines import line_start, pread
+from orchestrator.storage.ledger.lines import line_start, pread
 
 # A mechanical fix whose verification passed is recorded as "mechanical-fix green: ...".
 GREEN_OUTCOME = "mechanical-fix green"

@@ -9,6 +9,9 @@ A module outside storage/ may not
 * join a state-dir directory onto a path (``state_dir / "runs"``);
 * write files with ``storage.atomic`` (the stores write what they own), nor hand-roll an
   atomic write (``os.replace``, ``os.rename``, ``tempfile.mkstemp``).
+
+And no code outside ``storage/ledger/`` (tests and benches included) imports one of the
+ledger package's inner modules: ``orchestrator.storage.ledger`` is its one face.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from conftest import ROOT
 
 PACKAGE = ROOT / "orchestrator"
 STORAGE = PACKAGE / "storage"
+LEDGER_DIR = STORAGE / "ledger"
+LEDGER = "orchestrator.storage.ledger"
 # Parts of the names under the state dir (see storage/layout.py).
 FILE_NAME_PARTS = (
     "ledger.jsonl",
@@ -155,3 +160,56 @@ def test_only_storage_knows_paths_locks_and_file_names_under_the_state_dir() -> 
     )
     stale = sorted(allowed - seen)
     assert stale == [], f"migrated: remove from the allow-list: {stale}"
+
+
+def inner_ledger_imports(tree: ast.AST, inner: set[str]) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import of a module inside the ledger package."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+            if node.module == LEDGER:  # ``from orchestrator.storage.ledger import chain``
+                names += [f"{LEDGER}.{a.name}" for a in node.names if a.name in inner]
+        else:
+            continue
+        for name in names:
+            if name.startswith(f"{LEDGER}."):
+                yield node.lineno, name
+
+
+def test_the_ledger_check_finds_inner_imports() -> None:
+    source = (
+        "from orchestrator.storage.ledger import Ledger, LedgerRow\n"
+        "from orchestrator.storage.ledger.chain import Ledger\n"
+        "import orchestrator.storage.ledger.index\n"
+        "from orchestrator.storage.ledger import reading\n"
+        "from orchestrator.storage.ledger_other import x\n"
+    )
+    found = [name for _, name in inner_ledger_imports(ast.parse(source), {"chain", "reading"})]
+    assert found == [
+        f"{LEDGER}.chain",
+        f"{LEDGER}.index",
+        f"{LEDGER}.reading",
+    ]
+
+
+def test_only_the_ledger_package_imports_its_inner_modules() -> None:
+    inner = {p.stem for p in LEDGER_DIR.glob("*.py")} - {"__init__"}
+    assert {"chain", "row", "index"} <= inner  # the check looks at the real package
+    sources = [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "bench").rglob("*.py"),
+    ]
+    offending = [
+        f"{rel(path)}:{line}: {name}"
+        for path in sorted(sources)
+        if LEDGER_DIR not in path.parents
+        for line, name in inner_ledger_imports(
+            ast.parse(path.read_text(), filename=str(path)), inner
+        )
+    ]
+    assert offending == [], f"import these from {LEDGER} (its __init__) instead:\n" + "\n".join(
+        offending
+    )

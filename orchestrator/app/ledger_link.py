@@ -1,4 +1,4 @@
-"""How the recovery loop uses the decision ledger (``ledger.py``): one row per decision
+"""How the recovery loop uses the decision ledger (``storage/ledger/``): one row per decision
 (appended from the persisted decision, with a row per investigation tool step before
 it), one superseding row per outcome, and the history of past outcomes for a failure
 signature, which feeds confidence.

@@ -172,7 +172,7 @@ def test_append_reads_only_the_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(os, "pread", counting_pread)  # the module ledger.py reads with
+    monkeypatch.setattr(os, "pread", counting_pread)  # what the ledger package reads with
     with monkeypatch.context() as m:
         m.setattr(Path, "read_bytes", _forbid_ledger_read(path))
         assert ledger.append(new_row(3001))["seq"] == 3001

@@ -14,9 +14,10 @@
   the first step of a sandboxed command, it sets limits and execs bwrap, nothing else.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 * Only ``orchestrator/reading/prefilter.py`` imports RE2 (an optional speed-up).
-* Only ``orchestrator/distributed/`` imports the queue and its store's client (Celery,
-  kombu, redis), and only inside functions: ``--help``, ``run`` and the local ``batch``
-  never load them, and work where they are not installed.
+* Only the fleet's Redis stores (``orchestrator/storage/redis/``) import the redis client,
+  only the Celery executor (``orchestrator/batch/celery/``) imports the queue (Celery,
+  kombu, billiard), and each only inside functions: ``--help``, ``run`` and the local
+  ``batch`` never load them, and work where they are not installed.
 """
 
 from __future__ import annotations
@@ -349,8 +350,16 @@ def test_the_runner_call_scanner_sees_what_it_must_refuse() -> None:
     ]
 
 
-DISTRIBUTED = PACKAGE / "distributed"
-QUEUE_MODULES = {"redis", "celery", "kombu", "billiard"}
+REDIS_STORES = PACKAGE / "storage" / "redis"
+CELERY_EXECUTOR = PACKAGE / "batch" / "celery"
+# Each library of the fleet → the one package that may import it.
+QUEUE_IMPORTERS = {
+    "redis": REDIS_STORES,
+    "celery": CELERY_EXECUTOR,
+    "kombu": CELERY_EXECUTOR,
+    "billiard": CELERY_EXECUTOR,
+}
+QUEUE_MODULES = set(QUEUE_IMPORTERS)
 
 
 def _top_level_imports(tree: ast.Module, path: Path) -> set[str]:
@@ -372,13 +381,14 @@ def _top_level_imports(tree: ast.Module, path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("path", modules(), ids=rel)
-def test_only_the_distributed_package_imports_the_queue_and_only_lazily(path: Path) -> None:
+def test_only_the_fleet_packages_import_the_queue_and_only_lazily(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
-    anywhere = {n for n in imported(tree, path) if matches(n, QUEUE_MODULES)}
-    if DISTRIBUTED not in path.parents:
-        assert anywhere == set(), (
-            f"{rel(path)} imports {sorted(anywhere)}: only orchestrator/distributed/ may"
-        )
+    for library, owner in QUEUE_IMPORTERS.items():
+        anywhere = {n for n in imported(tree, path) if matches(n, {library})}
+        if owner not in path.parents:
+            assert anywhere == set(), (
+                f"{rel(path)} imports {sorted(anywhere)}: only {rel(owner)}/ may"
+            )
     loaded = {n for n in _top_level_imports(tree, path) if matches(n, QUEUE_MODULES)}
     assert loaded == set(), (
         f"{rel(path)} imports {sorted(loaded)} when loaded: import it inside the function"
@@ -393,7 +403,7 @@ def test_the_queue_import_scanner_sees_what_it_must_refuse(tmp_path: Path) -> No
         "def f():\n    import billiard\n"
     )
     tree = ast.parse(sample.read_text())
-    as_if = DISTRIBUTED / "evil.py"  # resolved as if it sat in the package
+    as_if = CELERY_EXECUTOR / "evil.py"  # resolved as if it sat in the package
     assert {n for n in _top_level_imports(tree, as_if) if matches(n, QUEUE_MODULES)} == {
         "redis",
         "kombu",

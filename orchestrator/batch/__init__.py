@@ -1,2 +1,3 @@
 """Batches of tickets: the queue run in this process, or over N worker processes; what
-they report. A distributed executor (a queue of tasks) belongs here too."""
+they report. The Celery executor (a queue of tasks that a fleet of workers takes) is
+``batch.celery``."""

@@ -52,7 +52,7 @@ def over_cap(spend: Spend, caps: BatchConfig) -> str | None:
 
 class SharedBudget(Protocol):
     """What a batch's gateway asks of its budget: the local batch's file under a flock
-    (``BatchBudget``), or a fleet's in Redis (``distributed.fleet_budget``)."""
+    (``BatchBudget``), or a fleet's in Redis (``storage.redis.fleet_budget``)."""
 
     caps: BatchConfig
 

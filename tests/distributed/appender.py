@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 
 def last_number(path: Path) -> int:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchestrator.distributed.celery_app import celery_app
+from orchestrator.batch.celery.celery_app import celery_app
 from orchestrator.domain.broker_url import BrokerUrl
 
 app = celery_app(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.fleet_budget import Charged, FleetBudget
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.fleet_budget import Charged, FleetBudget
 
 
 def main(argv: list[str]) -> int:

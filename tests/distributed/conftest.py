@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
 from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
 
 from conftest import subprocess_env
 from fleet_machines import FleetWorkers

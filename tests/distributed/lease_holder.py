@@ -14,10 +14,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Heartbeat, Lease, TicketLeases
-from orchestrator.distributed.errors import FencedOut
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import Heartbeat, Lease, TicketLeases
+from orchestrator.storage.redis.errors import FencedOut
 
 
 def main(argv: list[str]) -> int:

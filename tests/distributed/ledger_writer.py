@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.fleet_ledger import FleetLedger
-from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.fleet_ledger import FleetLedger
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 
 def main(argv: list[str]) -> int:

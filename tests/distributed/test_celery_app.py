@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.celery_app import celery_app, celery_settings, queue_name
+from orchestrator.batch.celery.celery_app import celery_app, celery_settings, queue_name
 from orchestrator.domain.broker_url import BrokerUrl
 
 from conftest import subprocess_env

@@ -14,23 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import (
-    Heartbeat,
-    HeldElsewhere,
-    Lease,
-    TicketLeases,
-    claim,
-)
-from orchestrator.distributed.errors import FencedOut, TicketClaimed
-from orchestrator.distributed.fence import NO_FENCE, Fence
-from orchestrator.distributed.fenced_stores import (
-    FencedApprovals,
-    FencedBudgets,
-    FencedDecisions,
-    FencedRuns,
-    FencedRunStore,
-)
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord, StageRecord, StageStatus, new_run_id
@@ -40,6 +23,23 @@ from orchestrator.storage.decisions import VerdictRecord
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import VerdictFile
 from orchestrator.storage.protocols import Runs
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import (
+    Heartbeat,
+    HeldElsewhere,
+    Lease,
+    TicketLeases,
+    claim,
+)
+from orchestrator.storage.redis.errors import FencedOut, TicketClaimed
+from orchestrator.storage.redis.fence import NO_FENCE, Fence
+from orchestrator.storage.redis.fenced_stores import (
+    FencedApprovals,
+    FencedBudgets,
+    FencedDecisions,
+    FencedRuns,
+    FencedRunStore,
+)
 from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env

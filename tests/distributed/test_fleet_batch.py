@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.cli.main import main
-from orchestrator.distributed.celery_app import celery_app, queue_name
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import HeldElsewhere, TicketLeases
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED, EXIT_NEEDS_HUMAN, EXIT_USAGE
 from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import HeldElsewhere, TicketLeases
 from orchestrator.storage.runs import RunStore
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env

@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 from orchestrator.app.budgeted_calls import BudgetedGateway
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.fleet_budget import Charged, FleetBatchBudget, FleetBudget, Refused
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.recovery.gateway import ModelReply, ModelRequest
 from orchestrator.storage.batch_budget import BatchBudget, Spend
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.fleet_budget import Charged, FleetBatchBudget, FleetBudget, Refused
 
 from .conftest import Workers
 from redis_server import RedisServer

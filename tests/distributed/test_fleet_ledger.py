@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Lease, TicketLeases, claim
-from orchestrator.distributed.errors import FencedOut
-from orchestrator.distributed.fleet_ledger import FleetLedger
-from orchestrator.distributed.fleet_stores import FleetStorage
-from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.runs import new_run_id
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 from orchestrator.storage.protocols import DecisionLedger
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import Lease, TicketLeases, claim
+from orchestrator.storage.redis.errors import FencedOut
+from orchestrator.storage.redis.fleet_ledger import FleetLedger
+from orchestrator.storage.redis.fleet_stores import FleetStorage
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 from .conftest import Workers
 from redis_server import RedisServer

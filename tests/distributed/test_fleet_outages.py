@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.batch.celery.answers import Answers, Patience, message_place, pause_after
+from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
+from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.cli.commands.batch_celery import BATCH_REDIS_PATIENCE_S
-from orchestrator.distributed.answers import Answers, Patience, message_place, pause_after
-from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.enqueued import Enqueued
-from orchestrator.distributed.errors import CoordinationUnavailable
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.errors import CoordinationUnavailable
 
 from conftest import subprocess_env
 from fleet_machines import (

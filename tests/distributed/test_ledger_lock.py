@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.errors import LockLost, LockTimeout
-from orchestrator.distributed.ledger_lock import RedisLock, ledger_lock
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.errors import LockLost, LockTimeout
+from orchestrator.storage.redis.ledger_lock import RedisLock, ledger_lock
 
 from .conftest import Workers
 from redis_server import RedisServer

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Lease, TicketLeases
-from orchestrator.distributed.enqueued import Enqueued
-from orchestrator.distributed.fleet_budget import Charged, FleetBudget
-from orchestrator.distributed.ledger_lock import ledger_lock
+from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import Lease, TicketLeases
+from orchestrator.storage.redis.fleet_budget import Charged, FleetBudget
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 from lossy_proxy import LossyProxy
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Heartbeat, Lease, TicketLeases
-from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut
-from orchestrator.distributed.fleet_budget import Charged, FleetBudget
-from orchestrator.distributed.ledger_lock import ledger_lock
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import Heartbeat, Lease, TicketLeases
+from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut
+from orchestrator.storage.redis.fleet_budget import Charged, FleetBudget
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 from redis_server import RedisServer
 

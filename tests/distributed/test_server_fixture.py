@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.distributed.client import CoordinationStore
+from orchestrator.storage.redis.client import CoordinationStore
 
 from redis_server import RedisServer
 

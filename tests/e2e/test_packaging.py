@@ -35,8 +35,9 @@ def declared_distributions(extra: str | None = None) -> set[str]:
     return {_normalise(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0]) for dep in deps}
 
 
-# The distributed mode's libraries are an optional extra: only its package may import them.
-DISTRIBUTED_PACKAGE = "orchestrator/distributed/"
+# The distributed mode's libraries are an optional extra: only its packages (the fleet's
+# Redis stores and the Celery executor) may import them.
+DISTRIBUTED_PACKAGES = ("orchestrator/storage/redis/", "orchestrator/batch/celery/")
 
 
 def imported_top_level_modules() -> dict[str, set[str]]:
@@ -65,7 +66,7 @@ def test_every_directly_imported_library_is_declared() -> None:
         if module in sys.stdlib_module_names or module in ("orchestrator", "__future__"):
             continue
         dists = {_normalise(d) for d in providers.get(module, [module])}
-        only_distributed = all(i.startswith(DISTRIBUTED_PACKAGE) for i in importers)
+        only_distributed = all(i.startswith(DISTRIBUTED_PACKAGES) for i in importers)
         if not dists & ((declared | optional) if only_distributed else declared):
             undeclared[module] = sorted(importers)
     assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"

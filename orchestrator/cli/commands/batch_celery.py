@@ -30,17 +30,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.app.services import Services, build_services
+from orchestrator.batch.celery.answers import Answers, Patience, lost_note
+from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
+from orchestrator.batch.celery.enqueued import Enqueued
+from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
 from orchestrator.cli.commands.batch import write_summary
 from orchestrator.cli.commands.report import check_destinations, publish_batch
-from orchestrator.distributed.answers import Answers, Patience, lost_note
-from orchestrator.distributed.celery_app import broker_keys, celery_app, queue_name
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.enqueued import Enqueued
-from orchestrator.distributed.fleet_budget import FleetBatchBudget
-from orchestrator.distributed.ticket_task import TASK_NAME
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
@@ -51,6 +49,8 @@ from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.batch_budget import BATCH_ENV
 from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
 # retries with its own back-off, bounded by ``outage_wait_s``, so Celery's own retries

@@ -23,14 +23,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.distributed.celery_app import celery_app
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.ticket_task import WorkerContext, register
-from orchestrator.distributed.worker_process import serve
+from orchestrator.batch.celery.celery_app import celery_app
+from orchestrator.batch.celery.ticket_task import WorkerContext, register
+from orchestrator.batch.celery.worker_process import serve
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
 from orchestrator.recovery.gateway import GatewayFactory
+from orchestrator.storage.redis.client import CoordinationStore
 
 
 def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str]:

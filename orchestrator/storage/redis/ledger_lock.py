@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import holder_token
-from orchestrator.distributed.errors import CoordinationError, LockLost, LockTimeout
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import holder_token
+from orchestrator.storage.redis.errors import CoordinationError, LockLost, LockTimeout
 
 # The client sends a command again when its answer was lost (a dropped connection, a
 # restart between running it and answering); each holder's token is new. So a lock

@@ -1,5 +1,5 @@
-"""Coordination for a fleet of workers sharing one state dir: what must be atomic across
-machines lives in Redis, the rest stays files in the state dir.
+"""The stores of a fleet of workers sharing one state dir, beside the file stores: what
+must be atomic across machines lives in Redis, the rest stays files in the state dir.
 
     client.CoordinationStore   one connection pool; the client's errors become ours
     coordination.TicketLeases  the per-ticket claim as a lease, with a fencing token
@@ -9,11 +9,9 @@ machines lives in Redis, the rest stays files in the state dir.
     fleet_ledger.FleetLedger   the ledger with its appends under that lock, fenced
     fleet_budget.FleetBudget   one atomic check-and-charge for the whole fleet
     fleet_stores.FleetStorage  every store of a claimed ticket's run, fenced: Services.storage
-    celery_app.celery_app      the Celery app the fleet shares (late acks, requeue on loss)
-    enqueued.Enqueued          one queued task per unfinished ticket, however many batches
-    ticket_task.run_claimed    one ticket on a worker: claim, drive with fleet stores, release
-    ticket_task.register       ``orchestrator.run_ticket``: back-off and claims as retries
-    worker_process.serve       the Celery worker, passing a stop on to its pool
+
+The Celery executor that runs tickets on these stores is ``orchestrator.batch.celery``.
+These modules import only the domain, redaction and the other stores.
 
 The redis client is imported inside ``client`` only, and only when a store is opened:
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import

@@ -26,8 +26,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 
 # Both keys are written in one script, so a lease never exists without its fencing token.
 # A lease already holding this call's token was won by this very call: the client sends a

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.distributed.fence import NO_FENCE, Fence
-from orchestrator.distributed.ledger_lock import RedisLock
+from orchestrator.storage.redis.fence import NO_FENCE, Fence
+from orchestrator.storage.redis.ledger_lock import RedisLock
 
 if TYPE_CHECKING:
     from orchestrator.storage.ledger import (

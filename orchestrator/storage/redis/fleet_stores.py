@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import Claim
-from orchestrator.distributed.fenced_stores import (
+from orchestrator.domain.errors import StateError
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import Claim
+from orchestrator.storage.redis.fenced_stores import (
     FencedApprovals,
     FencedBudgets,
     FencedDecisions,
     FencedRunStore,
 )
-from orchestrator.distributed.fleet_ledger import FleetLedger
-from orchestrator.distributed.ledger_lock import ledger_lock
-from orchestrator.domain.errors import StateError
+from orchestrator.storage.redis.fleet_ledger import FleetLedger
+from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 if TYPE_CHECKING:
     from orchestrator.storage.files import FileStorage

@@ -33,9 +33,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.distributed.celery_app import BrokerKeys
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.errors import CoordinationUnavailable
+from orchestrator.batch.celery.celery_app import BrokerKeys
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.errors import CoordinationUnavailable
 
 # The states of a task no worker runs now, whose message must be somewhere: PENDING (an
 # id Celery knows nothing about yet) and RETRY (a retry's message is published before the

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.distributed.errors import CoordinationUnavailable
 from orchestrator.domain.broker_url import BrokerUrl
+from orchestrator.storage.redis.errors import CoordinationUnavailable
 
 if TYPE_CHECKING:
     from redis import Redis

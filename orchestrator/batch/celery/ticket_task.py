@@ -34,19 +34,19 @@ from typing import Any, TextIO
 
 from orchestrator.app.budgeted_calls import budgeted_factory
 from orchestrator.app.services import build_services
+from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.queue import run_one
 from orchestrator.batch.results import TicketResult
-from orchestrator.distributed.client import CoordinationStore
-from orchestrator.distributed.coordination import TicketLeases, claim
-from orchestrator.distributed.enqueued import Enqueued
-from orchestrator.distributed.errors import CoordinationUnavailable, FencedOut, TicketClaimed
-from orchestrator.distributed.fleet_budget import FleetBatchBudget
-from orchestrator.distributed.fleet_stores import FleetStorage
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage.files import FileStorage
+from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis.coordination import TicketLeases, claim
+from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
+from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
+from orchestrator.storage.redis.fleet_stores import FleetStorage
 
 TASK_NAME = "orchestrator.run_ticket"
 # How soon a ticket whose coordination store did not answer is tried again.

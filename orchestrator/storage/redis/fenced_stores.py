@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.distributed.fence import Fence
 from orchestrator.storage.files import writes_checked_by
+from orchestrator.storage.redis.fence import Fence
 from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:

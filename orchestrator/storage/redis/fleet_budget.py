@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.distributed.client import CoordinationStore
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.storage.batch_budget import Spend, estimate_cost, over_cap
+from orchestrator.storage.redis.client import CoordinationStore
 
 _CHARGE = """
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')

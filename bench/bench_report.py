@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_report.py` puts bench/ on s
 
 from orchestrator.cli.commands.batch import batch  # noqa: E402
 from orchestrator.cli.commands.report import context_of, write_page  # noqa: E402
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import RunRecord  # noqa: E402
 from orchestrator.recovery.gateway import ModelReply, ModelRequest  # noqa: E402
 from orchestrator.reports.report_reader import Selection, read_report  # noqa: E402
 from orchestrator.storage.approvals import read_approval, write_approval  # noqa: E402
@@ -53,7 +53,7 @@ from orchestrator.storage.batch_record import (  # noqa: E402
 from orchestrator.storage.decisions import read_verdict, write_verdict  # noqa: E402
 from orchestrator.storage.files import FileStorage  # noqa: E402
 from orchestrator.storage.layout import run_record_paths  # noqa: E402
-from orchestrator.storage.runs import read_record_file
+from orchestrator.storage.runs import read_record_file  # noqa: E402
 
 TARGET_S = 2.0
 TARGET_BYTES = 5_000_000

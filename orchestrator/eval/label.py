@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from orchestrator.domain.vocabulary import VOCABULARY
 from orchestrator.domain.validation import Frozen
+from orchestrator.domain.vocabulary import VOCABULARY
 
 # The classes a label may name: every failure class, including those the classifier may
 # not (yet) produce — a label says what the failure IS, not what the code says today.

@@ -67,7 +67,7 @@ def paused(tmp_path: Path) -> tuple[Harness, RunRecord]:
 
 
 def storage_of(h: Harness) -> FileStorage:
-    return FileStorage(h.services.store.state_dir)
+    return FileStorage(h.services.storage.runs.state_dir)
 
 
 def signed_approvals(h: Harness, environ: dict[str, str] | None = None) -> SignedApprovals:
@@ -99,7 +99,7 @@ def assert_refused(h: Harness, record: RunRecord, why: str, *, builds: int = 1) 
     assert [a.stage for a in record.attempts].count(record.halt.stage or "") == builds
     assert h.budget(record.ticket_id)[1] == 0  # no retry charged
     assert record.verdicts[0].outcome == REFUSED
-    rows = list(ledger_for(h.services.store.state_dir, {}).rows())
+    rows = list(ledger_for(h.services.storage.runs.state_dir, {}).rows())
     assert [(r["kind"], r["outcome"]) for r in rows] == [("decision", None), ("outcome", REFUSED)]
 
 
@@ -241,7 +241,7 @@ def test_a_persons_approval_is_signed_bound_and_carried_out(tmp_path: Path) -> N
         environ=dict(h.services.environ),
     )  # fmt: skip
     assert code == 0, out.getvalue()
-    done = h.services.store.load(record.run_id)
+    done = h.services.storage.runs.load(record.run_id)
     assert done.state is RunState.COMPLETED
     assert [a.stage for a in done.attempts] == ["clone", "build", "build"]
     verdict = storage_of(h).decisions.path(record.run_id, 1).read_bytes()
@@ -259,7 +259,7 @@ def test_a_run_killed_while_carrying_out_an_approval_finishes_it_when_resumed(
     rather than taking the approval for one written before anyone was asked."""
     h, record = paused(tmp_path)
     _approve_killed_at(tmp_path, record.run_id, "retry-charge")
-    assert h.services.store.load(record.run_id).state is RunState.AWAITING_APPROVAL
+    assert h.services.storage.runs.load(record.run_id).state is RunState.AWAITING_APPROVAL
     again = h.run(tmp_path / "t" / "T-1.md")
     assert again.state is RunState.COMPLETED, h.out.getvalue()
     assert [a.stage for a in again.attempts] == ["clone", "build", "build"]

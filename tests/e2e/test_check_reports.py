@@ -54,7 +54,7 @@ def test_the_failing_cases_of_a_declared_report_reach_the_bundle(tmp_path: Path)
     h = Harness(config, ScriptedGateway([abandon]))
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.NEEDS_HUMAN
-    bundles = sorted((h.services.store.state_dir / "runs").glob("*.bundle-*.json"))
+    bundles = sorted((h.services.storage.runs.state_dir / "runs").glob("*.bundle-*.json"))
     assert len(bundles) == 1
     bundle = json.loads(bundles[0].read_text())
     evidence = next(s for s in bundle["sections"] if s["name"] == "evidence")

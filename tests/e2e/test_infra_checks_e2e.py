@@ -58,7 +58,7 @@ def test_a_check_that_fills_the_disk_goes_to_a_person_without_a_diagnosis(
     [verdict] = h.verdicts(record)
     assert (verdict["source"], verdict["action"]) == ("infra", "abandon-human")
     # What is on disk reads back as it was written.
-    assert RunStore(h.services.store.state_dir).load(record.run_id) == record
+    assert RunStore(h.services.storage.runs.state_dir).load(record.run_id) == record
 
 
 def test_a_check_that_cannot_reach_a_host_is_retried_under_the_infra_cap(tmp_path: Path) -> None:

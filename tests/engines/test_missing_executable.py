@@ -57,7 +57,7 @@ def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) ->
     assert (implement[0].exit_code, implement[0].failure_class) == (127, "config_error")
     assert gateway.calls == 0 and h.builds == 0 and h.slept == []
     assert [(v.source, v.action) for v in record.verdicts] == [("infra", "abandon-human")]
-    budget = BudgetStore(h.services.store.state_dir).load("T-1")
+    budget = BudgetStore(h.services.storage.runs.state_dir).load("T-1")
     assert budget.charges == ()  # neither an infra retry nor a diagnosis was spent
 
 

@@ -3,15 +3,17 @@ are locked: proven from the syntax tree of every other module (not by grepping, 
 comments and docstrings may still name the files they describe).
 
 A module outside storage/ may not
-* import ``fcntl`` (every lock goes through ``storage/locks.py``);
+* import ``fcntl`` (every lock goes through ``storage/_locks.py``);
 * spell a state-dir file name (``ledger.jsonl``, ``.verdict-``, ...) in a string, an
   f-string or a glob pattern (``storage/layout.py`` names them all);
 * join a state-dir directory onto a path (``state_dir / "runs"``);
-* write files with ``storage.atomic`` (the stores write what they own), nor hand-roll an
+* write files with ``atomic_write`` (the stores write what they own), nor hand-roll an
   atomic write (``os.replace``, ``os.rename``, ``tempfile.mkstemp``).
 
 And no code outside ``storage/ledger/`` (tests and benches included) imports one of the
-ledger package's inner modules: ``orchestrator.storage.ledger`` is its one face.
+ledger package's inner modules: ``orchestrator.storage.ledger`` is its one face. The rest of
+the orchestrator imports storage through three faces only: ``orchestrator.storage``, the
+ledger's and the fleet's Redis stores' (``orchestrator.storage.redis``).
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ FILE_NAME_PARTS = (
     ".handoff.md",
     "pull-request.json",
 )
-ATOMIC = "orchestrator.storage.atomic"
+FACE = "orchestrator.storage"
+ATOMIC = "orchestrator.storage._atomic"
 STATE_DIRS = ("runs", "locks", "batches", "tickets", "ticket", "clone", "logs")
-# The calls an atomic write is made of: only storage/atomic.py makes them.
+# The calls an atomic write is made of: only storage/_atomic.py makes them.
 ATOMIC_CALLS = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp")}
 
 # The stage programs run as processes of their own and write their record
@@ -92,7 +95,10 @@ def violations(tree: ast.AST) -> Iterator[tuple[int, str]]:
                     yield node.lineno, "import fcntl"
         elif isinstance(node, ast.ImportFrom) and node.module == "fcntl":
             yield node.lineno, "import fcntl"
-        elif isinstance(node, ast.ImportFrom) and node.module == ATOMIC:
+        elif isinstance(node, ast.ImportFrom) and (
+            node.module == ATOMIC
+            or (node.module == FACE and any(a.name == "atomic_write" for a in node.names))
+        ):
             yield node.lineno, f"import {ATOMIC}"
         elif (
             isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
@@ -125,7 +131,7 @@ def test_the_check_finds_each_kind_of_violation() -> None:
         'b = runs.glob(f"{run_id}.verdict-*.json")\n'
         'c = "ledger.jsonl"\n'
         'd = Path("x") / "runs" / name\n'
-        "from orchestrator.storage.atomic import atomic_write\n"
+        "from orchestrator.storage._atomic import atomic_write\n"
         "os.replace(tmp, path)\n"
         'fd, tmp = tempfile.mkstemp(dir=".")\n'
     )
@@ -213,3 +219,41 @@ def test_only_the_ledger_package_imports_its_inner_modules() -> None:
     assert offending == [], f"import these from {LEDGER} (its __init__) instead:\n" + "\n".join(
         offending
     )
+
+
+FACES = {FACE, LEDGER, "orchestrator.storage.redis"}
+
+
+def storage_modules_imported(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, module) for every storage module an import names, anywhere in ``tree``
+    (``from orchestrator.storage import x`` names the face, whatever ``x`` is)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name == FACE or name.startswith(f"{FACE}."):
+                yield node.lineno, name
+
+
+def test_the_face_check_finds_a_door_past_the_faces() -> None:
+    source = (
+        "from orchestrator.storage import FileStorage\n"
+        "from orchestrator.storage.runs import RunStore\n"
+        "def f():\n    import orchestrator.storage.redis.client\n"
+    )
+    assert [m for _, m in storage_modules_imported(ast.parse(source))] == [
+        FACE, f"{FACE}.runs", f"{FACE}.redis.client",
+    ]  # fmt: skip
+
+
+def test_the_orchestrator_imports_storage_through_its_three_faces() -> None:
+    doors = []
+    for path in modules():
+        for line, module in storage_modules_imported(ast.parse(path.read_text())):
+            if module not in FACES:
+                doors.append(f"{rel(path)}:{line}: {module}")
+    assert doors == [], "import it from orchestrator.storage (or its ledger or redis face)"

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import RecoveryConfig
-    from orchestrator.storage.budget import ChargeKind, TicketBudget
-    from orchestrator.storage.protocols import Budgets
+    from orchestrator.storage import Budgets, ChargeKind, TicketBudget
 
 MAX_BACKOFF_S = 600.0
 

@@ -149,7 +149,7 @@ def apply(
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.execution.stage_sandbox import hidden_for, home_of
-    from orchestrator.storage.layout import StateLayout
+    from orchestrator.storage import StateLayout
 
     verdict = applying.verdict
     assert isinstance(verdict, MechanicalFixVerdict)  # the plan was made from this verdict

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.domain.proposals import Proposal
     from orchestrator.domain.runs import Halt, RunRecord
     from orchestrator.domain.verdicts import Verdict
-    from orchestrator.storage.approvals import Approval
+    from orchestrator.storage import Approval
 
 
 @dataclass(frozen=True)

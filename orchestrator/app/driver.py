@@ -50,7 +50,7 @@ from orchestrator.execution.attempts import run_stage
 from orchestrator.execution.git import clone_git_dir_problem, config_problem
 from orchestrator.execution.stage_env import attempt_marker, work_branch
 from orchestrator.reading.telling import telling_line_of
-from orchestrator.storage.crash_points import CrashPoint
+from orchestrator.storage import CrashPoint
 
 __all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
 

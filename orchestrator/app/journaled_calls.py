@@ -27,7 +27,7 @@ from orchestrator.recovery.gateway import (
     ModelRequest,
     Unavailable,
 )
-from orchestrator.storage.call_journal import JournaledReply
+from orchestrator.storage import JournaledReply
 
 
 def request_sha256(request: ModelRequest) -> str:

@@ -24,8 +24,7 @@ from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.storage.layout import VerdictFile
-    from orchestrator.storage.protocols import DecisionLedger
+    from orchestrator.storage import DecisionLedger, VerdictFile
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
@@ -149,7 +148,7 @@ def mend(ledger: Ledger, verdict: VerdictFile, *, ts: str) -> str | None:
     their inputs, or one that does not read)."""
     from orchestrator.recovery.audit import ledger_entries
     from orchestrator.recovery.graph import NODE_ORDER
-    from orchestrator.storage.decisions import read_verdict
+    from orchestrator.storage import read_verdict
 
     try:
         decided = read_verdict(verdict.path)

@@ -61,12 +61,19 @@ from orchestrator.recovery.graph import (
 )
 from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.storage.approvals import AUTO, Approval, ApprovalRefused, SignedApprovals
-from orchestrator.storage.baselines import BaselineStore
-from orchestrator.storage.call_journal import CallJournals, JournaledReply
-from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.transcripts import write_texts
+from orchestrator.storage import (
+    AUTO,
+    Approval,
+    ApprovalRefused,
+    BaselineStore,
+    CallJournals,
+    CrashPoint,
+    JournaledReply,
+    SignedApprovals,
+    VerdictRecord,
+    read_verdict,
+    write_texts,
+)
 
 DIFF_TIMEOUT_S = 60.0
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
 from orchestrator.redaction import scrub
-from orchestrator.storage.budget import BudgetStore, CapsReset
-from orchestrator.storage.files import FileStorage
+from orchestrator.storage import BudgetStore, CapsReset, FileStorage
 from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
 
 CAPABILITY = "reset-caps"

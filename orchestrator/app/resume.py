@@ -30,9 +30,8 @@ from orchestrator.domain.lifecycle import (
     is_terminal,
 )
 from orchestrator.domain.runs import RunRecord, StageStatus, resumed
-from orchestrator.storage.crash_points import CrashPoint
+from orchestrator.storage import CrashPoint, ticket_lock
 from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
-from orchestrator.storage.runs import ticket_lock
 
 CAPABILITY = "resume-run"
 

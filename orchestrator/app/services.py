@@ -23,12 +23,10 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter, reporter_for
-from orchestrator.storage.baselines import BaselineStore
-from orchestrator.storage.files import FileStorage
-from orchestrator.storage.locate import resolve_state_dir
+from orchestrator.storage import BaselineStore, FileStorage, resolve_state_dir
 
 if TYPE_CHECKING:
-    from orchestrator.storage.protocols import Storage
+    from orchestrator.storage import Storage
 
 
 def no_gateway() -> ModelGateway | Unavailable | None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 from orchestrator.app.services import Services
-from orchestrator.storage.approvals import ApprovalKeys, SignedApprovals
-from orchestrator.storage.protocols import Budgets, Decisions
+from orchestrator.storage import ApprovalKeys, Budgets, Decisions, SignedApprovals
 
 
 def decisions_of(services: Services) -> Decisions:

@@ -35,7 +35,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.verdicts import AbandonHumanVerdict
 from orchestrator.domain.verdicts import abandon as abandon_verdict
 from orchestrator.domain.vocabulary import VOCABULARY
-from orchestrator.storage.approvals import Approval
+from orchestrator.storage import Approval
 
 # The plan, its parts and the code-stage rule are the actions'; replay and recover use
 # them from here.

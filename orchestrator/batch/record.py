@@ -7,8 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from orchestrator.batch.results import TicketResult
-from orchestrator.storage.batch_budget import Spend
-from orchestrator.storage.batch_record import BatchRecord, BatchSpend, BatchTicket
+from orchestrator.storage import BatchRecord, BatchSpend, BatchTicket, Spend
 
 
 def batch_record(

@@ -276,7 +276,7 @@ def _published(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from orchestrator.storage import locate
+    from orchestrator import storage
 
     if args.command == "init":
         from orchestrator.cli.commands import init
@@ -287,12 +287,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         # The demo drives this entry point, handed in: it imports no CLI code.
         return demo.demo(args.dir, with_model=args.with_model, cli=main)
-    config_file = locate.config_path(args.config, os.environ)
+    config_file = storage.config_path(args.config, os.environ)
     if args.command == "runs":
         from orchestrator.cli.commands import runs
 
         return runs.runs(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             sys.stdout,
             as_json=args.json,
             state=args.state,
@@ -341,7 +341,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import report
 
         return report.report(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             config_file,
             report.selection_of(args.batch, args.since, args.run_ids),
             Path(args.out),
@@ -352,7 +352,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import verdicts
 
         return verdicts.verdicts(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             sys.stdout,
             action=args.action,
             source=args.source,
@@ -363,7 +363,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import replay
 
         return replay.replay(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             config_file,
             args.run_id,
             args.verdict,
@@ -374,7 +374,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import show
 
         return show.show(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             args.run_id,
             sys.stdout,
             as_json=args.json,
@@ -406,7 +406,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import reset
 
         return reset.reset(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             args.ticket_id,
             reason=args.reason,
             by=args.by,
@@ -420,7 +420,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import prune
 
         return prune.prune(
-            locate.state_dir(config_file, args.state_dir),
+            storage.state_dir(config_file, args.state_dir),
             args.older_than,
             sys.stdout,
             dry_run=args.dry_run,
@@ -432,12 +432,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "baseline":
         from orchestrator.cli.commands import baseline
 
-        return baseline.run(args, locate.state_dir(config_file, args.state_dir), sys.stdout)
+        return baseline.run(args, storage.state_dir(config_file, args.state_dir), sys.stdout)
     if args.command == "ledger":
         from orchestrator.cli.commands import ledger
 
         return ledger.run(
-            args, locate.state_dir(config_file, args.state_dir), sys.stdout, os.environ
+            args, storage.state_dir(config_file, args.state_dir), sys.stdout, os.environ
         )
     raise AssertionError(f"unhandled command {args.command}")
 

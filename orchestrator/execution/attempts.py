@@ -40,12 +40,10 @@ from orchestrator.execution.stage_sandbox import (
 from orchestrator.reading.failure import read_failure
 from orchestrator.redaction import redact
 from orchestrator.reports.display import Reporter
-from orchestrator.storage.crash_points import CrashPoint
-from orchestrator.storage.layout import StateLayout, verdict_files
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage import CrashPoint, RunStore, StateLayout, verdict_files
 
 if TYPE_CHECKING:
-    from orchestrator.storage.protocols import Storage
+    from orchestrator.storage import Storage
 
 
 class GreenRecorder(Protocol):

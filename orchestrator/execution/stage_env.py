@@ -25,7 +25,7 @@ from pathlib import Path
 
 from orchestrator.domain.broker_url import BROKER_URL_ENV
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
-from orchestrator.storage.crash_points import CRASH_ENV
+from orchestrator.storage import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from orchestrator.reading.telling import error_lines_of, telling_line_of
-from orchestrator.storage.layout import StateLayout
+from orchestrator.storage import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import Attempt, RunRecord

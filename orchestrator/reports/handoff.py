@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log
-from orchestrator.storage.layout import StateLayout
+from orchestrator.storage import StateLayout
 
 
 @dataclass(frozen=True)

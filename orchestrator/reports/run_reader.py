@@ -28,10 +28,14 @@ from orchestrator.reports.report_data import (
     RecipeView,
     RunView,
 )
-from orchestrator.storage.batch_budget import estimate_cost
-from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.files import FileStorage
-from orchestrator.storage.retention import PrunedMark, read_mark
+from orchestrator.storage import (
+    FileStorage,
+    PrunedMark,
+    VerdictRecord,
+    estimate_cost,
+    read_mark,
+    read_verdict,
+)
 
 AWAITING_APPROVAL = "awaiting-approval"
 

@@ -41,7 +41,7 @@ from typing import Final, NoReturn, Protocol
 from orchestrator.domain import keys
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 

@@ -25,9 +25,9 @@ from orchestrator.reading.baseline import (
     learn,
     merge,
 )
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
+from orchestrator.storage._locks import flock
 from orchestrator.storage.layout import StateLayout
-from orchestrator.storage.locks import flock
 
 # A green check waits this long at most for its log to be learned: what was read by
 # then is what it teaches (the next check of the run is waiting).

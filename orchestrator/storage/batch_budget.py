@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
+from orchestrator.storage._locks import flock
 from orchestrator.storage.crash_points import CrashPoint, crash_point
-from orchestrator.storage.locks import flock
 
 BATCH_ENV = "ORCH_BATCH_ID"
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.validation import Frozen, read_model
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import StateLayout
 
 # A batch id names a directory under ``batches/``: what a person types must not reach

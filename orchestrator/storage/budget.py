@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from orchestrator.domain.validation import Frozen, read_model
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from orchestrator.domain.validation import Frozen
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 

@@ -24,7 +24,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.jsonwalk import map_strings, valid_text
 from orchestrator.domain.validation import read_model
 from orchestrator.redaction import redact
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 
 

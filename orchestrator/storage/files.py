@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.domain.errors import StateError
+from orchestrator.storage._locks import FileLocks
 from orchestrator.storage.layout import StateLayout, VerdictFile, ticket_of, verdict_files
-from orchestrator.storage.locks import FileLocks
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import BatchConfig, PriceConfig
@@ -32,7 +32,7 @@ def writes_checked_by(check: Callable[[], None]) -> AbstractContextManager[None]
     (is renamed over its target); if ``check`` raises, that file is not written. For a
     writer that must still be allowed to write when the file lands, not only when the
     write began (the fleet's fence)."""
-    from orchestrator.storage.atomic import checked_before_replace
+    from orchestrator.storage._atomic import checked_before_replace
 
     return checked_before_replace(check)
 
@@ -171,7 +171,7 @@ class FileStorage:
     def sweep_stale_temps(self) -> list[Path]:
         """Remove the temp files killed atomic writes left under the state dir (never one
         a live process is writing); called when a run or batch opens the state dir."""
-        from orchestrator.storage.atomic import sweep_stale_temps
+        from orchestrator.storage._atomic import sweep_stale_temps
 
         return sweep_stale_temps(self.layout.write_dirs())
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 
 
 def publish(path: Path, text: str, *, what: str) -> Path:

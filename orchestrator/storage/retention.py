@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.domain.errors import StateError, TicketLocked
 from orchestrator.domain.lifecycle import is_terminal
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import StateLayout, run_record_paths
 from orchestrator.storage.runs import read_record_file, ticket_lock
 

@@ -22,10 +22,10 @@ from typing import Any
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import read_model
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
+from orchestrator.storage._locks import holder_lock
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
-from orchestrator.storage.locks import holder_lock
 
 
 def read_record_file(path: Path) -> RunRecord:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 
 TICKET_SUFFIX = ".md"

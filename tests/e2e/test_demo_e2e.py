@@ -42,9 +42,7 @@ def test_without_recovery_the_squashed_fix_halts_at_review_on_commit_order(
     recovery_off = config.model_copy(
         update={"recovery": config.recovery.model_copy(update={"enabled": False})}
     )
-    services = replace(
-        services, loaded=services.loaded.model_copy(update={"config": recovery_off})
-    )
+    services = replace(services, loaded=services.loaded.model_copy(update={"config": recovery_off}))
     record = run_ticket(load_ticket(tickets["CARDS-1"]), services)
     assert record.state is RunState.FAILED
     assert record.halt is not None

@@ -261,7 +261,9 @@ def test_the_decision_is_persisted_once_before_it_runs_and_handed_on_as_the_obje
         assert stored.proposal == proposal
         assert stored.transcript is not None
         [call] = stored.transcript
-        texts = read_texts(replies_dir(services.storage.runs.runs_dir, record.run_id), [call.reply_sha256])
+        texts = read_texts(
+            replies_dir(services.storage.runs.runs_dir, record.run_id), [call.reply_sha256]
+        )
         assert list(texts.values()) == [reply({"action": "retry", "summary": "transient"})]
         rows = list(ledger_for(services.storage.runs.state_dir, {}).rows())
         assert [(r["kind"], r["decision_id"]) for r in rows] == [("decision", proposal.decision_id)]

@@ -30,7 +30,7 @@ from orchestrator.engines import (
 )
 from orchestrator.execution.process import EXIT_TIMEOUT, ProcessOutcome, ProcessRequest
 from orchestrator.execution.runner import run_process
-from orchestrator.storage.atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write
 
 from conftest import ROOT
 

@@ -17,8 +17,8 @@ from orchestrator.domain.verdicts import (
     next_model,
     verdict_json_schema,
 )
-from orchestrator.recovery.verdict import parse_verdict, validate_verdict_object
 from orchestrator.domain.vocabulary import semantic_errors
+from orchestrator.recovery.verdict import parse_verdict, validate_verdict_object
 
 from conftest import examples
 from hostile_json import hostile_replies

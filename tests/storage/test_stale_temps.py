@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.storage.atomic import (
+from orchestrator.storage._atomic import (
     STALE_AFTER_S,
     atomic_write,
     sweep_stale_temps,
@@ -124,7 +124,7 @@ def test_a_temp_file_left_by_a_kill_mid_write_is_swept_by_the_next_opener(
     """A real SIGKILL between the temp file and its rename, then a real ``run`` opener."""
     target = tmp_path / "state" / "runs" / "x.json"
     code = (
-        "from pathlib import Path; from orchestrator.storage.atomic import atomic_write; "
+        "from pathlib import Path; from orchestrator.storage._atomic import atomic_write; "
         f"atomic_write(Path({str(target)!r}), b'{{}}')"
     )
     killed = subprocess.run(

@@ -19,12 +19,12 @@ import pytest
 
 from orchestrator.domain.errors import StateError, TicketLocked
 from orchestrator.reports.handoff import HandoffFacts, render_handoff
+from orchestrator.storage._locks import flock
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.ledger import history_by_scan
-from orchestrator.storage.locks import flock
 from orchestrator.storage.runs import interrupts_held
 from orchestrator.storage.ticket_queue import write_sub_ticket
 
@@ -161,7 +161,7 @@ HOLD = """
 import sys
 from pathlib import Path
 from orchestrator.storage.files import FileStorage
-from orchestrator.storage.locks import flock
+from orchestrator.storage._locks import flock
 from orchestrator.reports.handoff import HandoffFacts, render_handoff
 from orchestrator.storage.runs import interrupts_held
 from orchestrator.storage.ticket_queue import write_sub_ticket

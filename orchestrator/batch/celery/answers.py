@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.batch.celery.celery_app import BrokerKeys
-from orchestrator.storage.redis.client import CoordinationStore
-from orchestrator.storage.redis.errors import CoordinationUnavailable
+from orchestrator.storage.redis import CoordinationStore, CoordinationUnavailable
 
 # The states of a task no worker runs now, whose message must be somewhere: PENDING (an
 # id Celery knows nothing about yet) and RETRY (a retry's message is published before the

@@ -7,7 +7,7 @@ timeout, when the broker would have handed the message out again anyway."""
 
 from __future__ import annotations
 
-from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis import CoordinationStore
 
 # Compare-and-delete: a task ends only its own entry, never a newer batch's.
 _DONE = """

@@ -41,12 +41,17 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.files import FileStorage
-from orchestrator.storage.redis.client import CoordinationStore
-from orchestrator.storage.redis.coordination import TicketLeases, claim
-from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
-from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
-from orchestrator.storage.redis.fleet_stores import FleetStorage
+from orchestrator.storage import FileStorage
+from orchestrator.storage.redis import (
+    CoordinationStore,
+    CoordinationUnavailable,
+    FencedOut,
+    FleetBatchBudget,
+    FleetStorage,
+    TicketClaimed,
+    TicketLeases,
+    claim,
+)
 
 TASK_NAME = "orchestrator.run_ticket"
 # How soon a ticket whose coordination store did not answer is tried again.

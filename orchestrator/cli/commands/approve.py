@@ -17,10 +17,7 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage.approvals import Approval, os_user
-from orchestrator.storage.files import FileStorage
-from orchestrator.storage.layout import ticket_of
-from orchestrator.storage.run_ids import resolve_run_id
+from orchestrator.storage import Approval, FileStorage, os_user, resolve_run_id, ticket_of
 
 
 def answer(

@@ -54,9 +54,7 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget
-from orchestrator.storage.batch_record import write_batch_record
-from orchestrator.storage.files import FileStorage
+from orchestrator.storage import BATCH_ENV, FileStorage, SharedBudget, write_batch_record
 
 
 def batch(

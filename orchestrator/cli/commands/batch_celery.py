@@ -46,11 +46,8 @@ from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage.batch_budget import BATCH_ENV
-from orchestrator.storage.batch_record import write_batch_record
-from orchestrator.storage.layout import StateLayout
-from orchestrator.storage.redis.client import CoordinationStore
-from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
+from orchestrator.storage import BATCH_ENV, StateLayout, write_batch_record
+from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
 # retries with its own back-off, bounded by ``outage_wait_s``, so Celery's own retries

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from orchestrator import storage
 from orchestrator.domain.errors import OrchestratorError, UsageError
 from orchestrator.eval.padding import PAD_BYTES, PAD_SEED
-from orchestrator.storage import locate
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import Config
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        return run(args, locate.config_path(args.config, os.environ), sys.stdout, os.environ)
+        return run(args, storage.config_path(args.config, os.environ), sys.stdout, os.environ)
     except OrchestratorError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

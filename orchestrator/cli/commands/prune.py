@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.domain import errors
-from orchestrator.storage.layout import StateLayout
-from orchestrator.storage.retention import prune_batch_logs, prune_runs
+from orchestrator.storage import StateLayout, prune_batch_logs, prune_runs
 
 _DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

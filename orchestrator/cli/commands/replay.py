@@ -16,8 +16,7 @@ from orchestrator.app.replay import ReplayResult
 from orchestrator.app.replay import replay as replay_run
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import EXIT_DIFFERENT
-from orchestrator.storage.run_ids import resolve_run_id
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage import RunStore, resolve_run_id
 
 MAX_VALUE_CHARS: Final = 200
 

@@ -15,8 +15,7 @@ from orchestrator.app.services import build_services
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
-from orchestrator.storage.approvals import os_user
-from orchestrator.storage.run_ids import resolve_run_id
+from orchestrator.storage import os_user, resolve_run_id
 
 
 class ResumeLocked(TicketLocked):

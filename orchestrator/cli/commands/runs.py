@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.storage.layout import StateLayout, run_record_paths
+from orchestrator.storage import StateLayout, run_record_paths
 
 COLUMNS = ("run_id", "ticket_id", "state", "current_stage", "updated_at")
 

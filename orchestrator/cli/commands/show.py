@@ -13,10 +13,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
-from orchestrator.storage.layout import verdict_files
-from orchestrator.storage.retention import PrunedMark, read_mark
-from orchestrator.storage.run_ids import resolve_run_id
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage import PrunedMark, RunStore, read_mark, resolve_run_id, verdict_files
 
 if TYPE_CHECKING:
     from orchestrator.domain.transcripts import ModelCall, ToolCall
@@ -88,8 +85,7 @@ def usage_of(
     verdict_paths: list[Path], prices: Mapping[str, PriceConfig]
 ) -> tuple[int, int, int, float]:
     """(calls, input tokens, output tokens, estimated USD) over some verdict files."""
-    from orchestrator.storage.batch_budget import estimate_cost
-    from orchestrator.storage.decisions import read_verdict
+    from orchestrator.storage import estimate_cost, read_verdict
 
     calls = inp = outp = 0
     cost = 0.0
@@ -118,7 +114,7 @@ def _call_word(call: ModelCall | ToolCall) -> str:
 
 def _decision_lines(path: Path) -> list[str]:
     """Summary, routing and confidence of one decision, from its verdict file."""
-    from orchestrator.storage.decisions import read_verdict
+    from orchestrator.storage import read_verdict
 
     try:
         decided = read_verdict(path)

@@ -15,8 +15,7 @@ from typing import Final, TextIO
 
 from orchestrator.cli.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
-from orchestrator.storage.decisions import VerdictRecord, read_verdict
-from orchestrator.storage.files import FileStorage
+from orchestrator.storage import FileStorage, VerdictRecord, read_verdict
 
 SUMMARY_CHARS: Final = 60
 

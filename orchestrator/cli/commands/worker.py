@@ -30,7 +30,7 @@ from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
 from orchestrator.recovery.gateway import GatewayFactory
-from orchestrator.storage.redis.client import CoordinationStore
+from orchestrator.storage.redis import CoordinationStore
 
 
 def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str]:

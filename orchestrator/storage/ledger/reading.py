@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.storage._locks import flock
 from orchestrator.storage.ledger.encoding import LedgerError
 from orchestrator.storage.ledger.index import (
     ActionHistory,
@@ -29,7 +30,6 @@ from orchestrator.storage.ledger.index import (
     recent_outcomes_by_scan,
 )
 from orchestrator.storage.ledger.lines import line_start, pread, reverse_lines
-from orchestrator.storage.locks import flock
 
 _T = TypeVar("_T")
 

@@ -17,3 +17,61 @@ The redis client is imported inside ``client`` only, and only when a store is op
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import
 nothing from it, so local code may hold a no-op fence.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The face: outside code imports from ``orchestrator.storage.redis`` only. Each name is
+# imported when first asked for, so holding a no-op fence loads no Redis client.
+_FROM: dict[str, str] = {
+    "CoordinationStore": "client",
+    "Claim": "coordination",
+    "TicketLeases": "coordination",
+    "claim": "coordination",
+    "CoordinationUnavailable": "errors",
+    "FencedOut": "errors",
+    "TicketClaimed": "errors",
+    "NO_FENCE": "fence",
+    "Fence": "fence",
+    "FleetBatchBudget": "fleet_budget",
+    "FleetLedger": "fleet_ledger",
+    "FleetStorage": "fleet_stores",
+    "HeldClaim": "fleet_stores",
+}
+__all__ = [
+    "NO_FENCE",
+    "Claim",
+    "CoordinationStore",
+    "CoordinationUnavailable",
+    "Fence",
+    "FencedOut",
+    "FleetBatchBudget",
+    "FleetLedger",
+    "FleetStorage",
+    "HeldClaim",
+    "TicketClaimed",
+    "TicketLeases",
+    "claim",
+]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _FROM[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from orchestrator.storage.redis.client import CoordinationStore
+    from orchestrator.storage.redis.coordination import Claim, TicketLeases, claim
+    from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
+    from orchestrator.storage.redis.fence import NO_FENCE, Fence
+    from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
+    from orchestrator.storage.redis.fleet_ledger import FleetLedger
+    from orchestrator.storage.redis.fleet_stores import FleetStorage, HeldClaim

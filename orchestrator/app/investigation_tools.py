@@ -29,7 +29,7 @@ from orchestrator.recovery.investigate import Tool, investigator
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
     from orchestrator.execution.executor import Executor
-    from orchestrator.recovery.graph import GraphDeps, GraphState
+    from orchestrator.recovery.graph_state import GraphDeps, GraphState
 
 MAX_TOOL_BYTES = 16 * 1024
 MAX_GREP_MATCHES = 50

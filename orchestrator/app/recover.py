@@ -52,13 +52,8 @@ from orchestrator.recovery.context import (
     BundleInputs,
     build_bundle,
 )
-from orchestrator.recovery.graph import (
-    NODE_ORDER,
-    GraphDeps,
-    GraphState,
-    RecoveryAgent,
-    fail_safe,
-)
+from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
+from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import (

@@ -44,7 +44,8 @@ from orchestrator.domain.transcripts import CallPurpose, ModelCall, ToolCall
 from orchestrator.recovery.context import ContextBundle
 from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.gateway import ModelGateway, Unavailable
-from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
+from orchestrator.recovery.graph import run_graph
+from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.investigate import Tool, investigator
 from orchestrator.recovery.prompt import PROMPT_VERSION, PROMPTS
 from orchestrator.recovery.transcript import TranscriptPlayer

@@ -19,14 +19,11 @@ exactly those, once, before anything decided runs.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Final, Protocol
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Final
 
-from orchestrator.domain.config import Config
-from orchestrator.domain.decisions import AuditMemory, LedgerEntry, TokenUsage
+from orchestrator.domain.decisions import AuditMemory, TokenUsage
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.proposals import (
     BundleEvidence,
@@ -38,134 +35,28 @@ from orchestrator.domain.proposals import (
     JudgeEvidence,
     Proposal,
     RecoveryContext,
-    Routing,
     Source,
     SourceEvidence,
     UsageEvidence,
 )
-from orchestrator.domain.transcripts import CallPurpose
 from orchestrator.domain.verdicts import DecisionContext, abandon
 from orchestrator.domain.vocabulary import VOCABULARY, rule_checks, semantic_errors
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import compose, route, route_infra
 from orchestrator.recovery.diagnose import Decision, Usage, ask_model, precheck
-from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, ModelRequest, Unavailable
+from orchestrator.recovery.graph_state import (
+    GraphDeps,
+    GraphState,
+    Guardrail,
+    JudgeResult,
+    Node,
+    Verification,
+)
 from orchestrator.recovery.guardrail import paths_outside, scrub_object
-from orchestrator.recovery.prompt import PROMPT_VERSION
-from orchestrator.recovery.transcript import Transcript, call_model, valid_text
-from orchestrator.recovery.verdict import parse_reply, validate_verdict_object
+from orchestrator.recovery.judge import Judge
+from orchestrator.recovery.transcript import valid_text
+from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.redaction import scrub
-
-
-@dataclass(frozen=True)
-class Verification:
-    checks: Mapping[str, bool]
-    score: float
-    verified: bool  # all(checks): derived here, never a field anyone sets
-
-
-@dataclass(frozen=True)
-class Guardrail:
-    redactions: int = 0
-    blocked: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class JudgeResult:
-    sampled: bool
-    agrees: bool | None = None
-    reason: str = ""
-    usage: Usage = field(default_factory=Usage)
-    unavailable: bool = False  # eligible, but no judge was configured or it was refused
-    transcript: Transcript = field(default_factory=Transcript)
-
-
-@dataclass(frozen=True)
-class GraphState:
-    ctx: RecoveryContext
-    identity: Mapping[str, str] = field(default_factory=dict)
-    early: Decision | None = None
-    context_text: str = ""
-    decision: Decision | None = None
-    guardrail: Guardrail = field(default_factory=Guardrail)
-    verification: Verification | None = None
-    judge: JudgeResult | None = None
-    confidence: float | None = None
-    signals: Mapping[str, float] = field(default_factory=dict)
-    routing: Routing | None = None
-    proposal: Proposal | None = None
-    memory: AuditMemory | None = None
-    ledger_entries: tuple[LedgerEntry, ...] = ()
-    trace: tuple[str, ...] = ()
-
-    def require_decision(self) -> Decision:
-        if self.decision is None:
-            raise AssertionError("llm_decision has not run")
-        return self.decision
-
-    def require_proposal(self) -> Proposal:
-        if self.proposal is None:
-            raise AssertionError("prepare_proposal has not run")
-        return self.proposal
-
-    def require_memory(self) -> AuditMemory:
-        if self.memory is None:
-            raise AssertionError("memory_write has not run")
-        return self.memory
-
-    @property
-    def transcript(self) -> Transcript:
-        """Every call the decision made, in order: the diagnosis (or investigation), then
-        the judge."""
-        made = self.decision.transcript if self.decision else Transcript()
-        return made.plus(self.judge.transcript) if self.judge else made
-
-
-def _no_judge() -> ModelGateway | None:
-    return None
-
-
-@dataclass(frozen=True)
-class GraphDeps:
-    """The services the graph may use (injected; tests script them)."""
-
-    gateway_factory: GatewayFactory
-    thresholds: Mapping[str, float]
-    max_reasks: int = 1
-    max_tokens: int = 2048
-    judge_sample_rate: float = 0.0
-    judge_factory: GatewayFactory = _no_judge
-    # The bounded investigation loop replaces the single call when configured.
-    investigate: Callable[[GraphState, GraphDeps], Decision] | None = None
-    # The prompt's words: today's, or (replay) the version an older decision was made with.
-    prompt_version: str = PROMPT_VERSION
-
-    @classmethod
-    def from_config(
-        cls,
-        config: Config,
-        *,
-        gateway_factory: GatewayFactory,
-        judge_factory: GatewayFactory,
-        investigate: Callable[[GraphState, GraphDeps], Decision] | None,
-    ) -> GraphDeps:
-        """The graph's rails as the config sets them: one place, so a replay decides with
-        exactly the thresholds, re-asks and sampling a live decision uses."""
-        return cls(
-            gateway_factory=gateway_factory,
-            thresholds=config.routing.by_action(),
-            max_reasks=config.recovery.max_reasks,
-            max_tokens=config.model.max_tokens,
-            judge_sample_rate=config.judge.sample_rate,
-            judge_factory=judge_factory,
-            investigate=investigate,
-        )
-
-
-class Node(Protocol):
-    name: str
-
-    def run(self, state: GraphState, deps: GraphDeps) -> GraphState: ...
 
 
 class Entry:
@@ -287,70 +178,6 @@ class VerificationNode:
         return replace(
             state, verification=Verification(checks, round(score, 4), all(checks.values()))
         )
-
-
-def judge_draw(decision_id: str) -> float:
-    """A deterministic draw in [0, 1) per decision: sampling is replayable."""
-    return int(hashlib.sha256(decision_id.encode()).hexdigest()[:12], 16) / float(16**12)
-
-
-JUDGE_SYSTEM = (
-    "You review one decision about a failed build stage. Reply with exactly one JSON object "
-    '{"agree": true|false, "reason": "..."} and nothing else.'
-)
-
-
-class Judge:
-    name = "judge"
-
-    def run(self, state: GraphState, deps: GraphDeps) -> GraphState:
-        decision = state.require_decision()
-        ctx = state.ctx
-        eligible = (
-            decision.source is Source.MODEL
-            and decision.valid
-            and deps.judge_sample_rate > 0
-            and judge_draw(ctx.decision_id) < deps.judge_sample_rate
-            # The judge's call counts against the same cap as the diagnosis it reviews.
-            and ctx.caps.diagnoses_used + 1 < ctx.caps.max_diagnoses
-        )
-        if not eligible:
-            return replace(state, judge=JudgeResult(sampled=False))
-        gateway = deps.judge_factory()
-        if gateway is None or isinstance(gateway, Unavailable):
-            why = gateway.reason if gateway else "no judge configured"
-            return replace(state, judge=JudgeResult(sampled=False, reason=why, unavailable=True))
-        prompt = (
-            f"Failure: stage {ctx.decision.failing_stage}, check {ctx.decision.failing_check}.\n"
-            f"Proposed verdict: {json.dumps(decision.verdict.model_dump(mode='json'))}\n\n"
-            f"{state.context_text}\n\nDo you agree this is the right next step?"
-        )
-        schema = {
-            "type": "object",
-            "properties": {"agree": {"type": "boolean"}, "reason": {"type": "string"}},
-            "required": ["agree", "reason"],
-            "additionalProperties": False,
-        }
-        exchange = call_model(
-            gateway, ModelRequest(JUDGE_SYSTEM, prompt, schema, 512), CallPurpose.JUDGE
-        )
-        reply = exchange.reply
-        usage = Usage().plus(1, reply.input_tokens, reply.output_tokens)
-        # A judge failure, or a reply of any other shape, is "no opinion", never a crash.
-        answer, _ = (None, None) if exchange.lone_surrogates else parse_reply(reply.text or "")
-        if reply.failure is not None:
-            agrees, reason = None, "judge failed"
-        elif not isinstance(answer, dict):
-            agrees, reason = None, "judge reply was not valid"
-        else:
-            said = answer.get("agree")
-            agrees = said if isinstance(said, bool) else None
-            why = answer.get("reason", "")
-            reason = scrub(why if isinstance(why, str) else json.dumps(why))[0][:500]
-        judged = JudgeResult(
-            sampled=True, agrees=agrees, reason=reason, usage=usage, transcript=exchange.transcript
-        )
-        return replace(state, judge=judged)
 
 
 class ConfidenceCompose:

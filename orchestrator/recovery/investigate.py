@@ -40,7 +40,7 @@ from orchestrator.recovery.verdict import (
 from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
-    from orchestrator.recovery.graph import GraphDeps, GraphState
+    from orchestrator.recovery.graph_state import GraphDeps, GraphState
 
 MAX_OBSERVATION_CHARS = 4000
 

@@ -23,7 +23,8 @@ from orchestrator.domain.verdicts import (
     SwitchEngineVerdict,
 )
 from orchestrator.domain.vocabulary import VOCABULARY, ActionTerms, rule_checks, semantic_errors
-from orchestrator.recovery.graph import Guardrail, verification_checks
+from orchestrator.recovery.graph import verification_checks
+from orchestrator.recovery.graph_state import Guardrail
 from orchestrator.recovery.prompt import build_prompt
 
 from conftest import ROOT, orchestrator_cmd, subprocess_env

@@ -27,23 +27,19 @@ from orchestrator.recovery.graph import (
     NODES,
     ConfidenceCompose,
     Entry,
-    GraphDeps,
-    GraphState,
-    Guardrail,
-    Judge,
     LlmDecision,
     OutputGuardrail,
     PreCheck,
     RecoveryAgent,
     RoutingNode,
-    Verification,
     VerificationNode,
     fail_safe,
-    judge_draw,
     run_graph,
     verification_checks,
 )
+from orchestrator.recovery.graph_state import GraphDeps, GraphState, Guardrail, Verification
 from orchestrator.recovery.guardrail import paths_outside, scrub_object
+from orchestrator.recovery.judge import Judge, judge_draw
 from orchestrator.recovery.transcript import Transcript, call_model
 from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.redaction import scrub

@@ -13,7 +13,8 @@ from test_graph import THRESHOLDS, context, model_decision
 
 from orchestrator.domain.recipes import plan_recipe
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.recovery.graph import GraphDeps, GraphState, OutputGuardrail, run_graph
+from orchestrator.recovery.graph import OutputGuardrail, run_graph
+from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.redaction import scrub
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
 from orchestrator.domain.transcripts import CallError, CallPurpose, ModelCall
 from orchestrator.recovery.gateway import ModelRequest, ScriptedGateway
-from orchestrator.recovery.graph import GraphDeps, GraphState, run_graph
+from orchestrator.recovery.graph import run_graph
+from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.transcript import (
     Transcript,
     TranscriptPlayer,

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, out_of_turn, refused
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
@@ -34,10 +35,9 @@ from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of, budgets_of, decisions_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
-from orchestrator.domain.errors import StateError
-from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.proposals import Caps, Failure, Proposal, RecoveryContext
-from orchestrator.domain.runs import Attempt, Halt, RunRecord, VerdictRef, engine_and_model
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
+from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import git_sandbox
@@ -59,12 +59,10 @@ from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import (
     AUTO,
     Approval,
-    ApprovalRefused,
     BaselineStore,
     CallJournals,
     CrashPoint,
     JournaledReply,
-    SignedApprovals,
     VerdictRecord,
     read_verdict,
     write_texts,
@@ -242,7 +240,7 @@ def recover(
         proposal = decided.proposal
         changed = ref.changed(digest)
         if changed is not None:
-            return _refused(record, stage, ref, decided, f"{ref.path}: {changed}", services)
+            return refused(record, stage, ref, decided, f"{ref.path}: {changed}", services)
         approval = approvals.write(
             Approval(
                 decision_id=proposal.decision_id,
@@ -258,7 +256,7 @@ def recover(
     else:
         decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
         proposal = decided.proposal
-        found = _answer(approvals, record.run_id, ref.number, digest)
+        found = answer_of(approvals, record.run_id, ref.number, digest)
         why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
         if why is not None and isinstance(found, Approval):
             # Signed with the key, yet there before it could have been given.
@@ -269,7 +267,7 @@ def recover(
             )
         if why is not None or not isinstance(found, Approval):
             where = approvals.path(record.run_id, ref.number)
-            return _refused(record, stage, ref, decided, f"{where}: {why}", services)
+            return refused(record, stage, ref, decided, f"{where}: {why}", services)
         approval = found
     if record.state is RunState.AWAITING_APPROVAL:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
@@ -284,84 +282,6 @@ def recover(
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
     store.save(record, CrashPoint.OUTCOME)
     return record, effect
-
-
-def _answer(approvals: SignedApprovals, run_id: str, number: int, digest: str) -> Approval | str:
-    """The verified answer to decision ``number`` (whose file hashes to ``digest``), or
-    why there is none."""
-    try:
-        approval = approvals.read(run_id, number, verdict_sha256=digest)
-    except ApprovalRefused as refused:
-        return refused.why
-    return approval if approval is not None else "it disappeared while it was being read"
-
-
-def needs_person(routing: str) -> bool:
-    """Routed to a person (``hitl_*``): carried out only once a person approves."""
-    return routing not in ("auto", "reject")
-
-
-def out_of_turn(*, person: bool, asked: bool, fresh: bool) -> str | None:
-    """Why an approval found for a decision cannot be its answer whatever it says, from
-    when it was found; None when it may be (then it must still verify). A person's answer
-    exists only once the run asked (``approve`` writes nothing otherwise); an automatic
-    one only once the decision was referenced (a crash after writing it), never beside a
-    decision this call has only just taken."""
-    if person and not asked:
-        return (
-            "it was there before the decision was put to a person: no one was asked, "
-            "so no one answered"
-        )
-    if fresh:
-        return "it was there before the decision it answers was taken"
-    return None
-
-
-def mismatch(approval: Approval, proposal: Proposal) -> str | None:
-    """Why a verified approval still does not answer ``proposal`` as it was routed."""
-    if approval.decision_id != proposal.decision_id:
-        return f"it answers decision {approval.decision_id}, not {proposal.decision_id}"
-    if approval.routing != proposal.routing:
-        return f"it was given for routing {approval.routing}, the decision was routed {proposal.routing}"
-    if (approval.by == AUTO) == needs_person(proposal.routing):
-        who = "a person must answer it" if approval.by == AUTO else "no one was asked"
-        return f"an approval by {approval.by} for a decision routed {proposal.routing}: {who}"
-    return None
-
-
-def _refused(
-    record: RunRecord,
-    stage: StageConfig,
-    ref: VerdictRef,
-    decided: VerdictRecord,
-    why: str,
-    services: Services,
-) -> tuple[RunRecord, Effect]:
-    """The approval found is not the decision's answer: nothing it approved runs, and the
-    run stops for a person, saying why."""
-    halt = Halt(
-        reason=HaltReason.APPROVAL_FORGED,
-        stage=stage.name,
-        detail=(
-            f"the approval of verdict {ref.number} was refused and nothing it approved was "
-            f"carried out: {why}; see {ref.path}"
-        ),
-    )
-    services.reporter.note(f"approval refused: {why}")
-    outcome = f"{RunState.NEEDS_HUMAN}: {HaltReason.APPROVAL_FORGED}"
-    # A changed verdict file may name another decision: only this one's row is closed.
-    own_id = f"{record.run_id}:attempt-{ref.attempt}:verdict-{ref.number}"
-    if decided.proposal.decision_id == own_id:
-        try:
-            LedgerLink.for_services(services).outcome(record, decided.proposal, outcome, services)
-        except StateError as exc:  # the halt stands without the row; say why it is missing
-            services.reporter.note(f"the refusal's ledger row was not written: {exc}")
-    record = record.with_verdict(ref.model_copy(update={"outcome": outcome}))
-    record = record.transition(
-        RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
-    )
-    services.storage.runs.save(record, CrashPoint.OUTCOME)
-    return record, Effect(outcome=outcome, terminal=RunState.NEEDS_HUMAN, halt=halt)
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def names_alone(text: str) -> str:
 
 def reader_view(data: bytes) -> str:
     """A log's bytes as the context bundle hands them to ``redact``
-    (``recovery.context._excerpt`` with ``log=True``): what a terminal shows, decoded with
+    (``recovery.context.excerpts._excerpt`` with ``log=True``): what a terminal shows, decoded with
     U+FFFD for undecodable bytes, look-alike characters folded."""
     return neutralise_unicode(plain_bytes(data).decode("utf-8", errors="replace"))
 

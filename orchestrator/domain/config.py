@@ -279,7 +279,7 @@ class CheckConfig(SandboxOptions):
     # Globs (relative to the clone; ``*`` within one name, ``**`` any number of
     # directories) of the reports the check writes: JUnit XML, SARIF or TAP, told apart by
     # content. When it fails, their failing cases are its first evidence
-    # (orchestrator/reading/reports.py); a report older than the check's start is ignored.
+    # (orchestrator/reading/reports/); a report older than the check's start is ignored.
     reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
 
 

@@ -1,6 +1,6 @@
 """What a log line is worth to a reader looking for why a run failed: pure functions.
 
-Signatures (``evidence.SIGNATURES``) know how the tools people use say what went wrong.
+Signatures (``signatures.SIGNATURES``) know how the tools people use say what went wrong.
 A log nobody here wrote holds tools nobody here listed, so two general readings sit
 beside them, as the best log tools do:
 

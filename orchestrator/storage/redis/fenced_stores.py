@@ -79,7 +79,7 @@ class FencedRuns:
 
 
 class FencedRunStore(RunStore):
-    """The state dir's ``RunStore`` (what ``Services.store`` is) with every write fenced:
+    """The state dir's ``RunStore`` (what ``Services.storage.runs`` is) with every write fenced:
     the run record, workspace files, bundles, the hand-off and fix reports. Reads and
     path helpers are the files store's own."""
 

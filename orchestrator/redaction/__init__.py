@@ -25,6 +25,8 @@ a reference to code) and what is public or ciphertext (certificates, SOPS ``ENC[
     placeholders.py  REDACTED, and the values that carry no information
     words.py         how a run reads: words of an identifier or a path, numbers, hex
     edges.py         drop_cut_edges: a cut window's partial edge lines, before redaction
+    personal.py      scrub: secrets and personal data (e-mail, phone, card numbers) out of
+                     what a model said; rewrite_refusal: a recipe command scrubbing would change
 
 Real CI logs, reviewed to hold no credential (``../shared/data/ci-logs``), are the measure
 of what this costs: ``bench/redaction_negatives.py --logs`` counts the lines it alters and

@@ -10,14 +10,13 @@ carries out exactly that plan, and replay compares it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions import abandon, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Dispatch, PlanFacts, rerun_stage_for
 from orchestrator.actions.proposal import failure_of, halt_of, verdict_of
 from orchestrator.actions.spec import ActionSteps
+from orchestrator.domain.registry import Registry
 from orchestrator.domain.verdicts import AbandonHumanVerdict
 from orchestrator.domain.verdicts import abandon as abandon_verdict
 
@@ -27,42 +26,8 @@ if TYPE_CHECKING:
     from orchestrator.domain.runs import RunRecord
 
 
-class ActionRegistry:
+class ActionRegistry(Registry[ActionSteps[Any]]):
     """Each action's steps, by its vocabulary name."""
-
-    def __init__(self, steps: Iterable[ActionSteps[Any]]) -> None:
-        self._steps: dict[str, ActionSteps[Any]] = {}
-        for step in steps:
-            self.register(step)
-
-    def register(self, steps: ActionSteps[Any]) -> None:
-        if steps.name in self._steps:
-            raise ValueError(f"action {steps.name!r} is already registered")
-        self._steps[steps.name] = steps
-
-    def unregister(self, name: str) -> None:
-        del self._steps[name]
-
-    @contextmanager
-    def registered(self, steps: ActionSteps[Any]) -> Iterator[ActionSteps[Any]]:
-        """``steps`` registered for the duration of the block (an extension, a test)."""
-        self.register(steps)
-        try:
-            yield steps
-        finally:
-            self.unregister(steps.name)
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._steps)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._steps
-
-    def get(self, name: str) -> ActionSteps[Any]:
-        try:
-            return self._steps[name]
-        except KeyError:
-            raise KeyError(f"{name!r} is not one of: {', '.join(self._steps)}") from None
 
 
 REGISTRY = ActionRegistry((*rerun.STEPS, split.SPEC, abandon.SPEC, mechanical_fix.SPEC))

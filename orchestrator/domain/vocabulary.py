@@ -11,12 +11,12 @@ without loading code that acts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from orchestrator.domain.recipes import plan_recipe
+from orchestrator.domain.registry import Registry
 from orchestrator.domain.verdicts import (
     AbandonHumanVerdict,
     DecisionContext,
@@ -58,57 +58,25 @@ class ActionTerms(Generic[V]):
     retry_like: bool = False
 
 
-class Vocabulary:
+class Vocabulary(Registry[ActionTerms[Any]]):
     """Actions by name, in the order the prompt and the CLI list them."""
 
-    def __init__(self, terms: Iterable[ActionTerms[Any]]) -> None:
-        self._terms: dict[str, ActionTerms[Any]] = {}
-        for term in terms:
-            self.register(term)
-
-    def register(self, terms: ActionTerms[Any]) -> None:
-        if terms.name in self._terms:
-            raise ValueError(f"action {terms.name!r} is already registered")
-        if not 0.0 <= terms.routing_default <= 1.0:
-            raise ValueError(f"action {terms.name!r}: routing default must be within [0, 1]")
-        self._terms[terms.name] = terms
-
-    def unregister(self, name: str) -> None:
-        del self._terms[name]
-
-    @contextmanager
-    def registered(self, terms: ActionTerms[Any]) -> Iterator[ActionTerms[Any]]:
-        """``terms`` registered for the duration of the block (an extension, a test)."""
-        self.register(terms)
-        try:
-            yield terms
-        finally:
-            self.unregister(terms.name)
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._terms)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._terms
-
-    def get(self, name: str) -> ActionTerms[Any]:
-        try:
-            return self._terms[name]
-        except KeyError:
-            raise KeyError(f"{name!r} is not one of: {', '.join(self._terms)}") from None
+    def check(self, entry: ActionTerms[Any]) -> None:
+        if not 0.0 <= entry.routing_default <= 1.0:
+            raise ValueError(f"action {entry.name!r}: routing default must be within [0, 1]")
 
     def for_verdict(self, verdict: object) -> ActionTerms[Any]:
         return self.get(str(getattr(verdict, "action", "")))
 
     def terms(self) -> tuple[ActionTerms[Any], ...]:
-        return tuple(self._terms.values())
+        return self.entries()
 
     def routing_defaults(self) -> dict[str, float]:
-        return {name: terms.routing_default for name, terms in self._terms.items()}
+        return {terms.name: terms.routing_default for terms in self.entries()}
 
     def lines(self) -> tuple[tuple[str, str], ...]:
         """(name, what the prompt says about it), in order."""
-        return tuple((name, terms.prompt) for name, terms in self._terms.items())
+        return tuple((terms.name, terms.prompt) for terms in self.entries())
 
 
 # -- the rules of each action ------------------------------------------------------------

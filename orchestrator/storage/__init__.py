@@ -21,8 +21,9 @@ ledger does not pay for the stores' models.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.storage._face import lazy_getattr
 
 _FROM: dict[str, str] = {
     "AUTO": "approvals",
@@ -176,14 +177,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _FROM[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # the next look-up is a plain one
-    return value
+__getattr__ = lazy_getattr(__name__, _FROM)
 
 
 if TYPE_CHECKING:

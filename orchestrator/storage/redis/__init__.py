@@ -20,8 +20,9 @@ nothing from it, so local code may hold a no-op fence.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.storage._face import lazy_getattr
 
 # The face: outside code imports from ``orchestrator.storage.redis`` only. Each name is
 # imported when first asked for, so holding a no-op fence loads no Redis client.
@@ -57,14 +58,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _FROM[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _FROM)
 
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Things kept by name, in the order they were registered: the vocabulary's action words
-(``vocabulary.py``) and, above, each action's code (``orchestrator/actions/registry.py``)
-are two of these, keyed by the same names."""
+(``vocabulary.py``) are one; each action's code, in the actions layer above, is another,
+keyed by the same names."""
 
 from __future__ import annotations
 

@@ -111,6 +111,10 @@ def as_gh_prints_it(output: bytes, job: str, step: str) -> bytes:
     return ("\n".join(stamped) + "\n").encode()
 
 
+# Slow tier: it starts a real pytest and a real ruff (2 s alone, 16.7 s beside a full
+# suite's heavy neighbours from a fresh clone, over the 10 s guard); still in the edit loop.
+@pytest.mark.slow
+@pytest.mark.quick
 def test_pytest_and_ruff_as_gh_run_view_prints_them(tmp_path: Path) -> None:
     # The same root-cause lines, found behind gh's columns, with their true line numbers.
     module("ruff")

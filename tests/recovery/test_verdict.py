@@ -296,6 +296,10 @@ def test_validating_an_object_nested_ten_thousand_deep_never_raises() -> None:
     assert verdict is None and errors == ["not a plain JSON value: nested deeper than 16 levels"]
 
 
+# Slow tier: 300 hostile replies take 1-1.5 s alone and 11 s beside a full suite's heavy
+# neighbours (over the 10 s guard); in the edit loop it draws a fifth of them.
+@pytest.mark.slow
+@pytest.mark.quick
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_replies)
 def test_parse_verdict_never_raises_and_says_why(reply: str) -> None:

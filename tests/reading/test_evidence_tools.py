@@ -18,6 +18,12 @@ import pytest
 from orchestrator.domain.config import ContextLimits
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
+# The slow tier, and the edit loop too: each test starts a real tool (pytest, ruff, gcc,
+# javac…) and reads megabytes around its output — 2-3 s alone, 13-17 s beside a full
+# suite's heaviest neighbours from a fresh clone, over the 10 s guard (a different test
+# each run).
+pytestmark = [pytest.mark.slow, pytest.mark.quick]
+
 PAD_BYTES = 2 * 1024 * 1024
 
 
@@ -111,10 +117,6 @@ def as_gh_prints_it(output: bytes, job: str, step: str) -> bytes:
     return ("\n".join(stamped) + "\n").encode()
 
 
-# Slow tier: it starts a real pytest and a real ruff (2 s alone, 16.7 s beside a full
-# suite's heavy neighbours from a fresh clone, over the 10 s guard); still in the edit loop.
-@pytest.mark.slow
-@pytest.mark.quick
 def test_pytest_and_ruff_as_gh_run_view_prints_them(tmp_path: Path) -> None:
     # The same root-cause lines, found behind gh's columns, with their true line numbers.
     module("ruff")

@@ -512,6 +512,11 @@ _json = st.recursive(
 )
 
 
+# Slow tier: a full run of examples is what the 10 s guard caught beside a full suite's
+# heaviest neighbours (two such tests at 11-12 s there, about a second alone); the edit
+# loop draws a fifth of them.
+@pytest.mark.slow
+@pytest.mark.quick
 @given(_json)
 @settings(max_examples=examples(300), deadline=None)
 def test_canonical_round_trips(value: Any) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from orchestrator.actions.budget import back_off_owed, charge_key
 from orchestrator.app.recover import recover
 from orchestrator.app.services import Services
-from orchestrator.app.stores import approvals_of, budgets_of, ticket_held
+from orchestrator.app.stores import approvals_of
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import (
@@ -65,7 +65,7 @@ def run_ticket(
     ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
     decided under the lock, so a second batch never repeats a ticket another just ended.
     """
-    with ticket_held(services, ticket.id):
+    with services.storage.locks.ticket(ticket.id):
         _refuse_a_second_file(ticket, services)
         if unfinished_only:
             latest = services.storage.runs.latest_for_ticket(ticket.id)
@@ -376,7 +376,7 @@ def owed_back_off(record: RunRecord, services: Services) -> float | None:
     if any(attempt.number > last.attempt for attempt in record.attempts):
         return None  # the retry has begun: whatever was owed was waited
     return back_off_owed(
-        budgets_of(services).load(record.ticket_id),
+        services.storage.budgets.load(record.ticket_id),
         key=charge_key(record.run_id, last.number),
         recovery=services.loaded.config.recovery,
         now=services.clock(),

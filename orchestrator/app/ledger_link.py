@@ -19,7 +19,8 @@ from orchestrator.domain.decisions import LedgerEntry
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.proposals import History, Proposal
 from orchestrator.recovery.confidence import RECENT_OUTCOMES, PastOutcome, decayed_history
-from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env, ledger_path
+from orchestrator.storage import FileStorage
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env
 
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
-    return Ledger(ledger_path(state_dir), key=key_from_env(environ))
+    """The state dir's own ledger, keyed as ``environ`` says (what ``reset`` and ``resume``
+    open, as the run's ``Services.storage`` does)."""
+    return FileStorage(state_dir).ledger(key_from_env(environ))
 
 
 def ledger_row(entry: LedgerEntry, *, ts: str) -> LedgerRow:

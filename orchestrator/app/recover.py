@@ -32,7 +32,7 @@ from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.services import Services
-from orchestrator.app.stores import approvals_of, budgets_of, decisions_of
+from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.lifecycle import RunState
@@ -197,7 +197,9 @@ def recover(
             # run of it (the next batch) decides this failure afresh.
             services.reporter.note(f"deferred: {decided.reason}; the next batch decides it")
             return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
-        _, decided_sha256 = decisions_of(services).read_with_sha256(record.run_id, decided.number)
+        _, decided_sha256 = services.storage.decisions.read_with_sha256(
+            record.run_id, decided.number
+        )
         ref = VerdictRef(
             number=decided.number,
             attempt=attempt.number,
@@ -236,7 +238,7 @@ def recover(
             )
             return record, Effect(outcome="awaiting approval", paused=True)
         # Carried out as persisted: the automatic approval is bound to the file's bytes.
-        decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
+        decided, digest = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
         proposal = decided.proposal
         changed = ref.changed(digest)
         if changed is not None:
@@ -254,7 +256,7 @@ def recover(
             verdict_sha256=digest,
         )
     else:
-        decided, digest = decisions_of(services).read_with_sha256(record.run_id, ref.number)
+        decided, digest = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
         proposal = decided.proposal
         found = answer_of(approvals, record.run_id, ref.number, digest)
         why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
@@ -330,7 +332,7 @@ def _decide(
     check_output, further_up = "", None
     if check is not None and check.log_path:
         check_output, further_up = check_output_of(Path(check.log_path), config.recovery.context)
-    budgets = budgets_of(services)
+    budgets = services.storage.budgets
     budget = budgets.load(record.ticket_id)
     signature = failure_signature(stage, attempt)
     link = LedgerLink.for_services(services)
@@ -400,7 +402,7 @@ def _decide(
         # The agent's audit memory, then its ledger entries, before anything decided runs;
         # the texts first, so a verdict file never references a text that is not there.
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
-        decisions_of(services).write(decided)
+        services.storage.decisions.write(decided)
         link.record_decision(state.ledger_entries, services)
         journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided

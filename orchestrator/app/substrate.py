@@ -26,7 +26,6 @@ from orchestrator.actions.proposal import (
 )
 from orchestrator.actions.registry import REGISTRY, plan_dispatch
 from orchestrator.app.services import Services
-from orchestrator.app.stores import budgets_of
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
@@ -82,7 +81,7 @@ def apply(
     if not VOCABULARY.get(plan.action).retry_like:
         return steps.apply(record, applying, plan, services)
     charge = charge_retry(
-        budgets_of(services),
+        services.storage.budgets,
         ticket_id=record.ticket_id,
         run_id=record.run_id,
         verdict_number=applying.number,

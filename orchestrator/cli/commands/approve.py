@@ -11,7 +11,7 @@ from typing import TextIO
 
 from orchestrator.app.driver import pending_verdict, run_ticket
 from orchestrator.app.services import build_services
-from orchestrator.app.stores import approvals_of, decisions_of
+from orchestrator.app.stores import approvals_of
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import UsageError
@@ -45,7 +45,7 @@ def answer(
             raise UsageError(f"run {run_id} is {record.state}, not awaiting approval")
         # The answer is bound to the verdict file as it is now, byte for byte, and signed:
         # a file changed after this no longer has an answer.
-        decided, digest = decisions_of(services).read_with_sha256(run_id, ref.number)
+        decided, digest = services.storage.decisions.read_with_sha256(run_id, ref.number)
         changed = ref.changed(digest)
         if changed is not None:  # what a person would approve is not what was decided
             raise UsageError(f"{ref.path}: {changed}; nothing was answered")

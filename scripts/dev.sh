@@ -54,6 +54,12 @@ run_tests() {
     if [ "$tier" = quick ]; then
         selection=(-m "not slow or quick")
     fi
+    # The suite starts the orchestrator (and the tests' helper scripts) in some hundreds of
+    # processes. Compiled once here, each loads the bytecode; where PYTHONDONTWRITEBYTECODE
+    # is set (CI's machines set it) each would otherwise compile the package from source
+    # again: about 0.4 s of CPU a process, a tenth of the suite's. Up to date, this takes
+    # a tenth of a second.
+    "$PY" -m compileall -q "$ROOT/orchestrator" "$ROOT/tests" >/dev/null
     # The suite must never reach a real model: no key is passed down, whatever the shell has.
     # The user's own arguments come last: a -n or -m of theirs wins.
     env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN ORCHESTRATOR_TEST_TIER="$tier" \

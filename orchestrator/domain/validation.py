@@ -33,7 +33,7 @@ __all__ = [
 class Frozen(BaseModel):
     """Base for every record that crosses a boundary: immutable, no unknown keys."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def revised(self, **update: Any) -> Self:
         """A copy with ``update`` applied and validated like a new record: what a

@@ -15,6 +15,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Final, Protocol
 
 from orchestrator.domain import log_line
@@ -23,11 +24,11 @@ from orchestrator.reading import prefix as learned
 from orchestrator.reading import ranking, templates
 from orchestrator.reading.prefilter import Prefilter
 from orchestrator.reading.signature_match import (
-    _PREFILTER,
     _PREFIX_ONLY,
     _classify,
     _line_starts,
     _named,
+    re2_prefilter,
 )
 from orchestrator.reading.signatures import WORDS, Signature
 from orchestrator.reading.templates import template_of
@@ -125,15 +126,17 @@ def scan_hits(
     window_bytes: int,
     *,
     chunk_bytes: int = CHUNK_BYTES,
-    prefilter: Prefilter | None = _PREFILTER,
+    prefilter: Prefilter | EllipsisType | None = ...,
     words: bool = False,
 ) -> Scan:
     """Every signature hit in the last ``window_bytes`` of ``path``, one per (signature,
     template) with its count, and, with ``words``, the lines holding error words in the
     window's last ``ranking.VOCABULARY_WINDOW_BYTES``; read in chunks into one reused
-    buffer. Raises OSError for a file that cannot be read. ``prefilter`` (RE2, where
-    installed) only makes it faster: None gives the same signature hits with ``re``
+    buffer. Raises OSError for a file that cannot be read. ``prefilter`` (by default RE2's,
+    where installed) only makes it faster: None gives the same signature hits with ``re``
     alone."""
+    if prefilter is ...:
+        prefilter = re2_prefilter()
     seen = path.stat()
     if not stat.S_ISREG(seen.st_mode):
         raise IsADirectoryError(f"not a regular file: {path.name}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.domain import log_line
@@ -234,18 +235,6 @@ def _combined(signatures: tuple[Signature, ...]) -> re.Pattern[bytes]:
     return re.compile(rb"\n(?:" + _dispatch([*not_digit, digit_first]) + b")")
 
 
-_COMBINED: Final = _combined(SIGNATURES)
-_EACH: Final = tuple(
-    (
-        s,
-        re.compile(
-            b"(?>" + _PREFIX + b")" + (_PATH if s.located else b"") + b"(?:" + s.pattern + b")"
-        ),
-    )
-    for s in _ordered(SIGNATURES)
-)
-
-
 def _line_forms(signatures: tuple[Signature, ...]) -> list[bytes]:
     """Each signature as a wide form of the whole line after the timestamp, for RE2."""
     path = widened(_PATH)
@@ -257,10 +246,43 @@ def _line_forms(signatures: tuple[Signature, ...]) -> list[bytes]:
     ]
 
 
-# The timestamp is optional before every form: RE2 tries both readings at no cost.
-_PREFILTER: Final = prefilter_for(
-    [widened(_PREFIX) + b"(?:" + b"|".join(_line_forms(SIGNATURES)) + b")"]
-)
+@dataclass(frozen=True)
+class _Tables:
+    combined: re.Pattern[bytes]
+    each: tuple[tuple[Signature, re.Pattern[bytes]], ...]
+    prefilter: Prefilter | None
+
+
+@functools.cache
+def _tables() -> _Tables:
+    """The table compiled, on first use: the joined expression takes about a fifth of a
+    second to compile, which every orchestrator process would pay at start, though most
+    never read a failure."""
+    return _Tables(
+        combined=_combined(SIGNATURES),
+        each=tuple(
+            (
+                s,
+                re.compile(
+                    b"(?>" + _PREFIX + b")"
+                    + (_PATH if s.located else b"")
+                    + b"(?:" + s.pattern + b")"
+                ),
+            )
+            for s in _ordered(SIGNATURES)
+        ),
+        # The timestamp is optional before every form: RE2 tries both readings at no cost.
+        prefilter=prefilter_for(
+            [widened(_PREFIX) + b"(?:" + b"|".join(_line_forms(SIGNATURES)) + b")"]
+        ),
+    )  # fmt: skip
+
+
+def re2_prefilter() -> Prefilter | None:
+    """The RE2 pre-pass over the table, or None where RE2 is not installed."""
+    return _tables().prefilter
+
+
 # A line the pre-pass lets through and the exact expression turns away costs a round
 # trip through Python. Past this many in one chunk (a log made of near misses), the rest
 # of the chunk is left to ``re`` alone: never much slower than without the pre-pass.
@@ -275,7 +297,7 @@ def _line_starts(
     look: every line it finds is checked with the exact expression."""
     if prefilter is not None:
         near_misses = 0
-        exact = _COMBINED.match
+        exact = _tables().combined.match
         while (found := prefilter.search(buf, pos, end)) is not None:
             newline = found.start()
             pos = newline + 1
@@ -287,7 +309,7 @@ def _line_starts(
                 break
         else:
             return
-    search = _COMBINED.search
+    search = _tables().combined.search
     while (match := search(buf, pos, end)) is not None:
         pos = match.start() + 1
         yield pos
@@ -295,7 +317,7 @@ def _line_starts(
 
 def _classify(buf: bytes | bytearray, line_start: int, end: int) -> Signature:
     """Which signature the joined expression matched at ``line_start``."""
-    for signature, pattern in _EACH:
+    for signature, pattern in _tables().each:
         if pattern.match(buf, line_start, end):
             return signature
     raise AssertionError("the joined expression matched no signature")  # pragma: no cover
@@ -303,7 +325,7 @@ def _classify(buf: bytes | bytearray, line_start: int, end: int) -> Signature:
 
 def _named(message: bytes) -> Signature:
     """The signature a line's text after the log's prefix matches, or ``WORDS``."""
-    for signature, pattern in _EACH:
+    for signature, pattern in _tables().each:
         if pattern.match(message + b"\n"):
             return signature
     return WORDS

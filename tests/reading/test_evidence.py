@@ -22,13 +22,14 @@ from orchestrator.reading import ranking, templates
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reading.prefilter import Prefilter
 from orchestrator.reading.scan import MAX_LINE_BYTES, scan_hits
-from orchestrator.reading.signature_match import _PREFILTER, MAX_NEAR_MISSES_PER_CHUNK
+from orchestrator.reading.signature_match import MAX_NEAR_MISSES_PER_CHUNK, re2_prefilter
 from orchestrator.reading.signatures import SIGNATURES, WORDS
 from orchestrator.reading.templates import template_of
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
 # Every scan test runs twice: with the RE2 pre-pass (installed with the project) and with
 # ``re`` alone (a platform without the wheel). The hits must be the same.
+_PREFILTER = re2_prefilter()
 PASSES = [pytest.param(_PREFILTER, id="re2-prepass"), pytest.param(None, id="re-alone")]
 
 

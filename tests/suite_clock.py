@@ -7,7 +7,10 @@ A plugin (``pytest_plugins`` in tests/conftest.py). At the end of a run it print
   what it spent setting up or tearing down a fixture shared beyond it (session, package,
   module or class scope), which the first and last users of that fixture would otherwise
   carry for everyone;
-* the time by folder, and the time by fixture (its setup and teardown over all its uses).
+* the time by folder (with the CPU its tests used: their worker's, and that of the
+  processes they started and waited for), the run's CPU and its 20 costliest tests: on
+  a machine the suite keeps busy, CPU is where the wall time goes;
+* the time by fixture (its setup and teardown over all its uses).
 
 The tiers: the full suite, and the quick one (``-m "not slow or quick"``): every test not
 marked ``slow``, plus those marked ``quick`` as well: the one test a file of slow tests
@@ -15,8 +18,9 @@ keeps there, so the quick tier still runs every test file, and property tests wh
 profile draws a fifth of the examples. ``files_without_a_quick_test`` is what
 collection found missing (``tests/test_tiers.py`` asserts it is empty).
 
-The rule: a test of the tier being run whose own time is over ``LIMIT_S`` fails the run,
-by name, unless it is marked ``slow`` and this is the full tier. The quick tier stays quick
+The rule: a test of the tier being run whose own time is over ``LIMIT_S`` on a core of its
+own (``limit_s``: grown by the runnable processes per core) fails the run, by name, unless
+it is marked ``slow`` and this is the full tier. The quick tier stays quick
 only if nothing slow creeps into it unmarked; a fixture shared by many tests is judged on
 its own line instead.
 
@@ -27,6 +31,7 @@ each phase's report (``user_properties``), which is where the tables are made.
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections import Counter, defaultdict
 from collections.abc import Generator
@@ -35,9 +40,10 @@ from dataclasses import dataclass, field
 import pytest
 
 LIMIT_S = 10.0
-# `scripts/dev.sh test-under-load` runs busy processes beside the suite to find waits that
-# break under load; it says how many here, and the limit grows by the share of the cores
-# they take: the limit is a budget for a test on CI's machine, not a clock to trip on load.
+# The limit is a test's own time on a core of its own: CI's machine has two cores and the
+# suite runs four workers on them, so every test shares its core with another, and
+# `scripts/dev.sh test-under-load` adds busy processes (it says how many here). The limit
+# grows with the runnable processes per core: a budget, not a clock that trips on load.
 BUSY_ENV = "SUITE_CLOCK_BUSY_PROCESSES"
 QUICK_TIER = "not slow or quick"  # scripts/dev.sh test --quick selects this
 SLOWEST = 20
@@ -45,12 +51,14 @@ FOLDERS = 15
 FIXTURES = 15
 # The key under which a phase's fixture times travel on its report.
 _PROPERTY = "suite-clock-fixtures"
+_CPU_PROPERTY = "suite-clock-cpu"
 
 
 @dataclass
 class _TestTime:
     total: float = 0.0
     shared: float = 0.0  # setup and teardown of fixtures shared beyond this test
+    cpu: float = 0.0  # the worker's CPU and its waited-for children's, over the three phases
     slow: bool = False
     quick: bool = False
 
@@ -69,6 +77,7 @@ class _Clock:
     phase: list[tuple[str, str, float]] = field(default_factory=list)
     teardown_started: dict[int, float] = field(default_factory=dict)
     over_limit: list[tuple[str, float]] = field(default_factory=list)
+    cpu_mark: float = 0.0  # in a worker: CPU used when the phase under way began
 
 
 _clock = _Clock()
@@ -100,14 +109,32 @@ def pytest_fixture_post_finalizer(
         _clock.phase.append((fixturedef.argname, fixturedef.scope, time.perf_counter() - started))
 
 
+def _cpu_s() -> float:
+    """CPU this process and the children it has waited for have used, in seconds."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    _clock.cpu_mark = _cpu_s()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, None]:
     outcome = yield
     report = outcome.get_result()
+    now = _cpu_s()
+    cpu, _clock.cpu_mark = now - _clock.cpu_mark, now
     # A list of its own: the item's list is shared by all three phases' reports.
-    report.user_properties = [*report.user_properties, (_PROPERTY, list(_clock.phase))]
+    report.user_properties = [
+        *report.user_properties,
+        (_PROPERTY, list(_clock.phase)),
+        (_CPU_PROPERTY, cpu),
+    ]
     _clock.phase.clear()
 
 
@@ -117,6 +144,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     test.slow = test.slow or "slow" in report.keywords
     test.quick = test.quick or "quick" in report.keywords
     for name, value in report.user_properties:
+        if name == _CPU_PROPERTY:
+            test.cpu += value  # type: ignore[operator]
         if name != _PROPERTY:
             continue
         for argname, scope, seconds in value:  # type: ignore[attr-defined]
@@ -131,9 +160,20 @@ def _busy() -> int:
     return int(os.environ.get(BUSY_ENV) or 0)
 
 
-def limit_s() -> float:
-    """The slow-tier limit for this run: ``LIMIT_S``, grown by the busy processes beside it."""
-    return LIMIT_S * (1 + _busy() / (os.cpu_count() or 1))
+def _workers(config: pytest.Config) -> int:
+    return getattr(config.option, "numprocesses", None) or 0
+
+
+def per_core(workers: int, busy: int, cores: int) -> float:
+    """Runnable processes per core, at least one: the run's workers (one process when
+    there are none) and the busy processes beside them."""
+    return max(1.0, (max(workers, 1) + busy) / max(cores, 1))
+
+
+def limit_s(config: pytest.Config) -> float:
+    """The slow-tier limit for this run: ``LIMIT_S`` on a core of its own, times the
+    runnable processes per core."""
+    return LIMIT_S * per_core(_workers(config), _busy(), os.cpu_count() or 1)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -145,7 +185,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         (
             (nodeid, t.own)
             for nodeid, t in _clock.tests.items()
-            if t.own > limit_s() and (not t.slow or (quick_run and t.quick))
+            if t.own > limit_s(session.config) and (not t.slow or (quick_run and t.quick))
         ),
         key=lambda pair: -pair[1],
     )
@@ -178,10 +218,15 @@ def files_collected(config: pytest.Config) -> set[str]:
     return config.stash.get(_FILES_COLLECTED, set())
 
 
-def _busy_note() -> str:
-    if not _busy():
+def _limit_note(config: pytest.Config) -> str:
+    workers, busy = _workers(config), _busy()
+    if per_core(workers, busy, os.cpu_count() or 1) == 1.0:
         return ""
-    return f" ({LIMIT_S:.0f} s grown for {_busy()} busy processes on {os.cpu_count()} cores)"
+    beside = f" and {busy} busy processes" if busy else ""
+    return (
+        f" ({LIMIT_S:.0f} s on a core of its own, grown for {max(workers, 1)} workers{beside} "
+        f"on {os.cpu_count()} cores)"
+    )
 
 
 def _folder(nodeid: str) -> str:
@@ -202,7 +247,8 @@ def pytest_terminal_summary(
     terminalreporter.section("suite time")
     write(
         f"wall {wall:.1f} s for {len(_clock.tests)} tests; "
-        f"{f'{workers} xdist worker(s)' if workers else 'one process'}; tests selected: {marks}"
+        f"{f'{workers} xdist worker(s)' if workers else 'one process'}; tests selected: {marks}; "
+        f"slow-tier limit {limit_s(config):.0f} s"
     )
     write(f"slowest {SLOWEST} tests (setup + call + teardown; own: less shared fixtures):")
     slowest = sorted(_clock.tests.items(), key=lambda pair: -pair[1].total)[:SLOWEST]
@@ -213,16 +259,30 @@ def pytest_terminal_summary(
     for nodeid, t in _clock.tests.items():
         by_folder[_folder(nodeid)] += t.total
         count[_folder(nodeid)] += 1
-    write(f"by folder (top {FOLDERS}):")
+    cpu_by_folder: Counter[str] = Counter()
+    for nodeid, t in _clock.tests.items():
+        cpu_by_folder[_folder(nodeid)] += t.cpu
+    write(f"by folder (top {FOLDERS}; CPU: the tests' processes and those they waited for):")
     for folder, seconds in by_folder.most_common(FOLDERS):
-        write(f"  {seconds:7.1f} s  {count[folder]:5d} tests  {folder}")
+        write(
+            f"  {seconds:7.1f} s  CPU {cpu_by_folder[folder]:7.1f} s  {count[folder]:5d} tests  "
+            f"{folder}"
+        )
+    cpu = sum(t.cpu for t in _clock.tests.values())
+    write(
+        f"CPU {cpu:.0f} s over the run ({cpu / wall:.1f} cores' worth of its wall time); "
+        f"the {SLOWEST} costliest tests:"
+    )
+    costliest = sorted(_clock.tests.items(), key=lambda pair: -pair[1].cpu)[:SLOWEST]
+    for nodeid, t in costliest:
+        write(f"  CPU {t.cpu:6.2f} s  {'slow ' if t.slow else '     '}{nodeid}")
     write(f"by fixture, setup and teardown over all uses (top {FIXTURES}):")
     for fixture, seconds in _clock.fixture_s.most_common(FIXTURES):
         write(f"  {seconds:7.1f} s  {_clock.fixture_uses[fixture]:5d} uses  {fixture}")
     if _clock.over_limit:
         terminalreporter.write_line(
-            f"FAILED: {len(_clock.over_limit)} test(s) took over {limit_s():.0f} s of their own "
-            f"outside the slow tier{_busy_note()}: make them faster, or mark them slow "
+            f"FAILED: {len(_clock.over_limit)} test(s) took over {limit_s(config):.0f} s of their "
+            f"own outside the slow tier{_limit_note(config)}: make them faster, or mark them slow "
             "(@pytest.mark.slow) if what they prove needs the time:",
             red=True,
             bold=True,

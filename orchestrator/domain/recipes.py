@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 CLONE_PLACEHOLDER = "<clone>"
+_CLONE_MARK = "\x00"
 _FORBIDDEN_TEXT = ("`", "$(", "${", "\n", "\r", "\x00")
 _OPERATOR_CHARS = set(";&|<>()")
 GIT_SUBCOMMANDS = frozenset(
@@ -51,10 +52,12 @@ def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
     for bad in _FORBIDDEN_TEXT:
         if bad in command:
             return None, f"shell syntax {bad!r} is not allowed (commands run without a shell)"
-    # Substituted before splitting: '<' in the placeholder is not a redirection.
-    command = command.replace(CLONE_PLACEHOLDER, shlex.quote(str(clone)))
+    # Split first, the clone put into each argument after: its path (a space, a quote)
+    # is never split. Meanwhile the placeholder is a NUL, which no command holds (refused
+    # above) and which is no shell operator ('<' in the placeholder would read as one).
+    marked = command.replace(CLONE_PLACEHOLDER, _CLONE_MARK)
     try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer = shlex.shlex(marked, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         tokens = list(lexer)
     except ValueError as exc:
@@ -64,7 +67,7 @@ def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
             return None, f"shell operator {token!r} is not allowed (commands run without a shell)"
     if not tokens:
         return None, "is empty"
-    return tokens, None
+    return [token.replace(_CLONE_MARK, str(clone)) for token in tokens], None
 
 
 def _inside(path_text: str, clone: Path) -> bool:

@@ -9,10 +9,12 @@ here, scrubbing a whole proposal however deep it nests, and the paths it points 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.jsonwalk import map_strings
+from orchestrator.domain.recipes import CLONE_PLACEHOLDER
 from orchestrator.redaction import scrub
 
 PATH_TOKEN = re.compile(r"(?<![\w<])(/[^\s'\"`]+)")
@@ -32,24 +34,48 @@ def paths_outside(verdict: Any, clone: Path) -> list[str]:
         return []
     commands = plan.get("commands")
     check = plan.get("verification_check")
-    fields = [
+    arguments = [
         *(
-            c
+            argument
             for c in (commands if isinstance(commands, list | tuple) else ())
             if isinstance(c, str)
+            for argument in _arguments(c)
         ),
         *((check,) if isinstance(check, str) else ()),
     ]
     clone = clone.resolve()
     outside = []
-    for text in fields:
-        for match in PATH_TOKEN.finditer(text.replace("<clone>", str(clone))):
+    for argument in arguments:
+        for named in _paths_named(argument, clone):
             try:
-                candidate = Path(match.group(1)).resolve()
+                candidate = Path(named).resolve()
             except (ValueError, OSError, RuntimeError):
                 # A NUL byte, a name too long, a symlink loop: not a path inside the clone.
-                outside.append(match.group(1)[:200])
+                outside.append(named[:200])
                 continue
             if not (candidate == clone or candidate.is_relative_to(clone)):
-                outside.append(match.group(1))
+                outside.append(named)
     return outside
+
+
+def _arguments(command: str) -> list[str]:
+    """A recipe command as the arguments it will run with, split *before* ``<clone>`` is
+    substituted: a clone whose path holds a space or a quote stays one path. A command
+    that cannot be split (an open quote) is read word by word; the recipe's own vetting
+    refuses it anyway."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def _paths_named(argument: str, clone: Path) -> list[str]:
+    """The absolute paths one argument names. A path right after ``<clone>`` continues the
+    clone's path (``<clone>/src`` is the clone's ``src``); the clone's own path is put in
+    whole, never searched for paths itself."""
+    named = []
+    for n, piece in enumerate(argument.split(CLONE_PLACEHOLDER)):
+        for match in PATH_TOKEN.finditer(piece):
+            continues_clone = n > 0 and match.start() == 0
+            named.append(f"{clone}{match.group(1)}" if continues_clone else match.group(1))
+    return named

@@ -96,10 +96,16 @@ def test_clean_bug_fix_reaches_a_recorded_pull_request(
 def test_orchestrator_demo_runs_anywhere_with_its_packaged_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`orchestrator demo` from a directory with no config.toml: the three outcomes."""
+    """`orchestrator demo` from a directory with no config.toml: the three outcomes. The
+    directory is named as a person's might be (a space, quotes, a non-ASCII letter: the
+    state dir, every clone and the fix's recipe live under it): CARDS-1's fix is still
+    planned, vetted and run (issue 27: its guardrail once cut the clone's path at the
+    space and refused it)."""
     from orchestrator import starter
     from orchestrator.cli.main import main
 
+    tmp_path = tmp_path / 'St ate "x" é'
+    tmp_path.mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DRY_RUN", "true")  # the demo disarms it; restored afterwards
     assert main(["demo"]) == 0

@@ -469,6 +469,32 @@ def test_the_guardrail_walks_any_depth_and_any_shape(tmp_path: Path) -> None:
     assert paths_outside(["/etc"], tmp_path) == []
 
 
+# A state dir a person might have: a space, a quote, a non-ASCII letter (issue 27).
+AWKWARD = 'St ate "x" é'
+
+
+@pytest.mark.parametrize(
+    ("commands", "outside"),
+    [
+        (["git -C <clone> status", "git -C <clone> add -- <clone>/src/a.py"], []),
+        (["git -C '<clone>/my notes' status", 'git -C "<clone>" log'], []),
+        (["git -C <clone>/../.. status"], ["<parent>"]),
+        (["git -C <clone> show /etc/passwd"], ["/etc/passwd"]),
+        (["git -C <clone> commit -m 'see /etc/shadow'"], ["/etc/shadow"]),
+    ],
+)
+def test_a_clone_path_with_spaces_and_quotes_stays_one_path(
+    tmp_path: Path, commands: list[str], outside: list[str]
+) -> None:
+    # The recipe is split into arguments before <clone> is put in, never after: the
+    # clone's own path is not searched for paths (cut at its space, it pointed outside).
+    clone = tmp_path / AWKWARD / "clone"
+    clone.mkdir(parents=True)
+    plan = {"repair_plan": {"commands": commands, "verification_check": "lint"}}
+    parent = f"{clone}/../.."
+    assert paths_outside(plan, clone) == [parent if o == "<parent>" else o for o in outside]
+
+
 # 150 examples take 3 s on an idle machine and over 20 s beside a loaded suite: the full
 # tier runs them; the quick tier its own, fewer (``examples``).
 @pytest.mark.slow

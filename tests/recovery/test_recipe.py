@@ -92,3 +92,22 @@ def test_an_output_option_is_resolved_through_symbolic_links(tmp_path: Path) -> 
     assert errors == ["[0]: git would write 'away/x', outside the clone"]
     argvs, errors = plan(tmp_path, "git diff --output=notes/changes.diff")
     assert errors == [] and argvs == [("git", "diff", "--output=notes/changes.diff")]
+
+
+def test_a_clone_path_with_spaces_quotes_and_non_ascii_is_one_argument(tmp_path: Path) -> None:
+    # Split before the clone is put in (issue 27): a state dir under "~/My Projects" or
+    # "/mnt/c/Users/Jane Doe" takes the same fixes as any other.
+    clone = tmp_path / 'St ate "x" é' / "it's" / "clone"
+    clone.mkdir(parents=True)
+    argvs, errors = plan_recipe(
+        ["git -C <clone> status", "git -C <clone> add -- '<clone>/sub dir/a.py'"],
+        clone_dir=clone,
+        allowlist=["git"],
+    )
+    assert errors == []
+    assert argvs == [
+        ("git", "-C", str(clone), "status"),
+        ("git", "-C", str(clone), "add", "--", f"{clone}/sub dir/a.py"),
+    ]
+    _, errors = plan_recipe(["git -C <clone>/.. status"], clone_dir=clone, allowlist=["git"])
+    assert errors == [f"[0]: path {str(clone / '..')!r} is outside the clone"]

@@ -12,12 +12,14 @@ from pydantic import (
     Field,
     RootModel,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from orchestrator.domain.broker_url import ConfiguredBrokerUrl
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY
+from orchestrator.domain.placeholders import placeholder_problems
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.domain.validation import (
     Argv,
@@ -261,9 +263,23 @@ class EngineConfig(Frozen):
                 f"'command' is only for kind = \"command\" (this engine is {self.kind!r})"
             )
         problems = settings_problems(self.kind, self.adapter_settings())
+        command = self.adapter_settings().get("command")
+        if self.kind == "command" and isinstance(command, list) and not problems:
+            problems = [
+                f"command{p}" for p in placeholder_problems([str(a) for a in command], "engine")
+            ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def _stage_placeholders(command: tuple[str, ...]) -> tuple[str, ...]:
+    """A stage's or a check's command, refused at load when it holds a placeholder gone
+    wrong (``domain/placeholders.py``) rather than failing in a clone."""
+    problems = placeholder_problems(command, "stage")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return command
 
 
 class CheckConfig(SandboxOptions):
@@ -282,6 +298,11 @@ class CheckConfig(SandboxOptions):
     # (orchestrator/reading/reports/); a report older than the check's start is ignored.
     reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
 
+    @field_validator("command")
+    @classmethod
+    def _placeholders_known(cls, command: tuple[str, ...]) -> tuple[str, ...]:
+        return _stage_placeholders(command)
+
 
 class StageConfig(SandboxOptions):
     """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``. Its
@@ -299,6 +320,11 @@ class StageConfig(SandboxOptions):
     side_effectful: StrictBool = False
     # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
     pass_env: PassEnv = ()
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders_known(cls, command: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if command is None else _stage_placeholders(command)
 
     @model_validator(mode="after")
     def _one_kind_of_work(self) -> StageConfig:

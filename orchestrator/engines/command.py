@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.domain.engine_settings import settings_problems
+from orchestrator.domain.placeholders import ENGINE_PLACEHOLDERS
 from orchestrator.engines.base import (
     EngineReport,
     EngineTask,
@@ -52,18 +53,19 @@ class CommandAdapter:
     def invocation(self, task: EngineTask) -> Invocation:
         prompt_file = task.prompt_path()
         values = {
-            "{prompt_file}": str(prompt_file),
-            "{model}": task.model,
-            "{clone}": str(task.clone_dir),
-            "{run_dir}": str(task.run_dir),
-            "{ticket_id}": task.ticket_id,
-            "{python}": sys.executable,
+            "prompt_file": str(prompt_file),
+            "model": task.model,
+            "clone": str(task.clone_dir),
+            "run_dir": str(task.run_dir),
+            "ticket_id": task.ticket_id,
+            "python": sys.executable,
         }
         argv = []
         for template in string_list(task.settings, "command"):
             arg = template
-            for key, value in values.items():
-                arg = arg.replace(key, value)
+            # The names the config was checked against at load (domain/placeholders.py).
+            for name in ENGINE_PLACEHOLDERS:
+                arg = arg.replace(f"{{{name}}}", values[name])
             argv.append(arg)
         if not argv:
             raise ValueError("command: must name a program (got an empty command)")

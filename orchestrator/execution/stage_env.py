@@ -25,6 +25,7 @@ from pathlib import Path
 
 from orchestrator.domain.broker_url import BROKER_URL_ENV
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
+from orchestrator.domain.placeholders import STAGE_PLACEHOLDERS
 from orchestrator.storage import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
@@ -107,15 +108,16 @@ def stage_environ(
 def expand_command(argv: tuple[str, ...], *, root: Path, ctx: StageContext) -> tuple[str, ...]:
     """Substitute the known placeholders; braces that are not placeholders stay as written."""
     values = {
-        "{python}": sys.executable,
-        "{root}": str(root),
-        "{clone}": str(ctx.clone_dir),
-        "{run_dir}": str(ctx.run_dir),
+        "python": sys.executable,
+        "root": str(root),
+        "clone": str(ctx.clone_dir),
+        "run_dir": str(ctx.run_dir),
     }
     out = []
     for arg in argv:
         expanded = arg
-        for key, value in values.items():
-            expanded = expanded.replace(key, value)
+        # The names the config was checked against at load (domain/placeholders.py).
+        for name in STAGE_PLACEHOLDERS:
+            expanded = expanded.replace(f"{{{name}}}", values[name])
         out.append(expanded)
     return tuple(out)

@@ -159,3 +159,41 @@ def test_a_bad_routing_key_or_value_is_named(routing: str, expected: str) -> Non
     with pytest.raises(ConfigError) as caught:
         parse_config(MINIMAL + f"[routing]\n{routing}\n", Path("c.toml"))
     assert str(caught.value) == f"config error: c.toml: {expected}"
+
+
+# ---- placeholders gone wrong are refused at load, not in a clone (issue 27) ------------
+
+
+def test_an_engine_command_with_a_misspelt_or_foreign_placeholder_is_refused_at_load(
+    tmp_path: Path,
+) -> None:
+    said = error_for(
+        '[engines.a]\ncommand = ["my-agent", "--task", "{promptfile}", "--in", "{root}"]\n'
+        '[[stages]]\nname = "implement"\nengine = "a"\n',
+        tmp_path,
+    )
+    assert str(tmp_path / "config.toml") in said and "engines.a: " in said
+    assert "command[2]: {promptfile} is not a placeholder: did you mean {prompt_file}?" in said
+    assert "command[4]: {root} is not expanded in an engine's command" in said
+
+
+def test_a_check_command_with_a_misspelt_placeholder_names_its_key(tmp_path: Path) -> None:
+    said = error_for(
+        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "lint"\n'
+        'command = ["ruff", "check", "--config", "{rot}/ruff.toml"]\n',
+        tmp_path,
+    )
+    assert (
+        "stages[0].checks[0].command: [3]: {rot} is not a placeholder: did you mean {root}?" in said
+    )
+
+
+@pytest.mark.parametrize(
+    "argument",
+    ['print(f"{x}")', "echo ${HOME} {{clone}}", "{python}", "{root}/s.py", "{run_dir}/{clone}"],
+)
+def test_a_programs_own_braces_and_known_placeholders_load(tmp_path: Path, argument: str) -> None:
+    path = tmp_path / "config.toml"
+    # A TOML literal string: the argument exactly as written.
+    path.write_text(f'[[stages]]\nname = "a"\ncommand = ["bash", "-c", \'{argument}\']\n')
+    assert load_config(path).config.stages[0].command == ("bash", "-c", argument)

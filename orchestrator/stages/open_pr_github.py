@@ -177,10 +177,15 @@ def record(pull: PullRequest, *, repo: str, head: str, base: str, title: str, sh
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
+class NotConfigured(StageError):
+    """What the machine lacks, not the change (a missing token): no model can fix it, and
+    retrying cannot either; a person sets it and resumes."""
+
+
 def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory) -> None:
     token = environ.get("GITHUB_TOKEN", "")
     if not token:
-        raise StageError(
+        raise NotConfigured(
             "GITHUB_TOKEN is not set: the github forge needs a token that may push and "
             "open pull requests"
         )
@@ -226,6 +231,9 @@ def main(environ: Mapping[str, str], client_factory: ClientFactory = default_cli
         open_pull_request(environ, client_factory)
     except StageError as exc:
         print(f"open-pr: {exc}", file=sys.stderr)
+        if isinstance(exc, NotConfigured):
+            # The run fails as configured, before any diagnosis is asked or charged.
+            print(f"{FAILURE_MARKER}config_error", file=sys.stderr)
         return 1
     except ForgeError as exc:
         print(f"open-pr: github {exc.kind}: {exc}", file=sys.stderr)

@@ -134,3 +134,24 @@ def test_a_check_whose_program_is_not_installed_is_a_configuration_error(tmp_pat
     assert "executable not found: no-such-linter-xyz" in record.halt.detail
     [check] = record.attempts[-1].checks
     assert check.failure_class == "config_error" and h.builds == 0
+
+
+def test_open_pr_without_a_token_fails_as_configured_and_asks_no_model(tmp_path: Path) -> None:
+    """A missing GITHUB_TOKEN is the machine's, not the change's (issue 27): the run fails
+    as configured (its hand-off names the variable), with no diagnosis asked or charged
+    and no retry waiting for approval; `orchestrator resume` continues it once set."""
+    make_origin(tmp_path)
+    open_pr = (
+        '[[stages]]\nname = "open-pr"\nside_effectful = true\n'
+        'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]\n'
+    )
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "asked"})])
+    h = Harness(write_pipeline(tmp_path, open_pr), gateway)
+    record = h.run(write_ticket(tmp_path / "t", repository="../origin.git"))
+    assert record.state is RunState.FAILED
+    assert record.halt is not None and record.halt.reason is HaltReason.CONFIG_ERROR
+    # The person reading the hand-off is told which variable to set.
+    handoff = RunStore(tmp_path / "state").handoff_path(record.run_id).read_text()
+    assert "open-pr: GITHUB_TOKEN is not set" in handoff
+    assert h.builds == 0 and h.budget() == (0, 0)
+    assert record.attempts[-1].failure_class == "config_error"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.app.budgeted_calls import budgeted_factory
+from orchestrator.app.refused_key import RefusedKeyLatch
 from orchestrator.app.services import Services, build_services
 from orchestrator.batch.queue import queue, run_queue
 from orchestrator.batch.record import batch_record
@@ -88,7 +89,14 @@ def batch(
     services = replace(
         services,
         reporter=QuietReporter(out),
-        gateway_factory=budgeted_factory(gateway_factory or services.gateway_factory, budget),
+        gateway_factory=budgeted_factory(
+            RefusedKeyLatch(
+                gateway_factory or services.gateway_factory,
+                loaded.config.model.api_key_env,
+                say=lambda line: print(f"batch: {line}", file=out, flush=True),
+            ),
+            budget,
+        ),
     )
 
     started = time.monotonic()

@@ -65,19 +65,32 @@ def run_ticket(
     ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
     decided under the lock, so a second batch never repeats a ticket another just ended.
     """
+    return _run(ticket, services, rerun=rerun, unfinished_only=unfinished_only)[0]
+
+
+def run_unfinished(ticket: Ticket, services: Services) -> tuple[RunRecord, bool]:
+    """The batch's way in: ``run_ticket(..., unfinished_only=True)``, saying also whether
+    this call drove the run (False: its latest run had already ended, perhaps in another
+    batch a moment ago). Decided under the ticket's lock, where no other batch can be."""
+    return _run(ticket, services, rerun=False, unfinished_only=True)
+
+
+def _run(
+    ticket: Ticket, services: Services, *, rerun: bool, unfinished_only: bool
+) -> tuple[RunRecord, bool]:
     with services.storage.locks.ticket(ticket.id):
         _refuse_a_second_file(ticket, services)
         if unfinished_only:
             latest = services.storage.runs.latest_for_ticket(ticket.id)
             if latest is not None and is_terminal(latest.state):
-                return latest
+                return latest, False
         record, resumed = _open_run(ticket, services, rerun=rerun)
         services.reporter.run_opened(record, resumed=resumed)
         if is_terminal(record.state):
-            return record
+            return record, False
         record = _drive(record, services)
         services.reporter.run_finished(record)
-        return record
+        return record, True
 
 
 def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:

@@ -1,7 +1,7 @@
 """The ticket queue, run in this process: every ticket file not yet terminal, one at a
 time. Each ticket is claimed with its flock and its "already terminal?" check happens
-under that lock (``run_ticket(..., unfinished_only=True)``), so overlapping batches never
-run a ticket twice.
+under that lock (``run_unfinished``, which also says whether this batch drove it), so
+overlapping batches never run a ticket twice, nor both report it as theirs.
 
 Two files claiming one ticket id are both refused, each naming the other, and the rest of
 the queue runs: which file is "the" ticket is a person's call, and guessing (the first by
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from orchestrator.app.driver import run_ticket
+from orchestrator.app.driver import run_unfinished
 from orchestrator.app.services import Services
 from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
 from orchestrator.domain import errors
@@ -27,7 +27,7 @@ from orchestrator.domain.errors import (
     TicketError,
     TicketLocked,
 )
-from orchestrator.domain.lifecycle import RunState, is_terminal
+from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
@@ -106,8 +106,7 @@ def run_one(
     except TicketError as exc:
         return result(path.name, "refused", None, str(exc), False)
     try:
-        before = services.storage.runs.latest_for_ticket(ticket.id)
-        record = run_ticket(ticket, services, unfinished_only=True)
+        record, drove = run_unfinished(ticket, services)
     except TicketError as exc:  # found wanting once it was to run (its repository)
         return result(ticket.id, "refused", None, str(exc), False)
     except TicketLocked as exc:
@@ -116,7 +115,7 @@ def run_one(
         # A state file that cannot be read or brought forward: report it (its path and
         # the reason) and go on; the batch's exit code says a person must look.
         return result(ticket.id, STATE_ERROR, None, str(exc), False)
-    if before is not None and is_terminal(before.state) and record == before:
+    if not drove:  # ended before this batch took its lock (here or in another batch)
         return result(ticket.id, f"already-{record.state}", record.run_id, "", False)
     detail = ""
     if record.halt is not None:

@@ -54,6 +54,10 @@ def modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if STAGE_PROGRAMS not in p.parents)
 
 
+def recovery_modules() -> list[Path]:
+    return [p for p in modules() if "recovery" in p.parts]
+
+
 def rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
@@ -131,13 +135,7 @@ def fresh_interpreter(code: str, *, cwd: Path | None = None) -> str:
 
 
 def test_nothing_in_recovery_can_execute_anything() -> None:
-    assert (
-        each_module(
-            _nothing_in_recovery_can_execute_anything,
-            [p for p in modules() if "recovery" in p.parts],
-        )
-        == []
-    )
+    assert each_module(_nothing_in_recovery_can_execute_anything, recovery_modules()) == []
 
 
 def _nothing_in_recovery_can_execute_anything(path: Path) -> None:
@@ -344,13 +342,7 @@ def test_the_recovery_modules_load_no_code_that_acts() -> None:
 
 
 def test_nothing_in_recovery_names_an_actions_apply() -> None:
-    assert (
-        each_module(
-            _nothing_in_recovery_names_an_actions_apply,
-            [p for p in modules() if "recovery" in p.parts],
-        )
-        == []
-    )
+    assert each_module(_nothing_in_recovery_names_an_actions_apply, recovery_modules()) == []
 
 
 def _nothing_in_recovery_names_an_actions_apply(path: Path) -> None:

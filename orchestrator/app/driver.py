@@ -55,23 +55,20 @@ from orchestrator.storage import CrashPoint
 __all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
 
 
-def run_ticket(
-    ticket: Ticket, services: Services, *, rerun: bool = False, unfinished_only: bool = False
-) -> RunRecord:
+def run_ticket(ticket: Ticket, services: Services, *, rerun: bool = False) -> RunRecord:
     """Drive ``ticket`` to a terminal state (or until interrupted) and return its record.
 
     Holds the ticket's lock throughout; raises TicketLocked if another process has it.
-    A ticket whose latest run completed is not run again unless ``rerun``; with
-    ``unfinished_only`` (the batch) no terminal run starts a new one either. Both are
-    decided under the lock, so a second batch never repeats a ticket another just ended.
+    A ticket whose latest run completed is not run again unless ``rerun``.
     """
-    return _run(ticket, services, rerun=rerun, unfinished_only=unfinished_only)[0]
+    return _run(ticket, services, rerun=rerun, unfinished_only=False)[0]
 
 
 def run_unfinished(ticket: Ticket, services: Services) -> tuple[RunRecord, bool]:
-    """The batch's way in: ``run_ticket(..., unfinished_only=True)``, saying also whether
+    """The batch's way in: no terminal run starts a new one either, and it says whether
     this call drove the run (False: its latest run had already ended, perhaps in another
-    batch a moment ago). Decided under the ticket's lock, where no other batch can be."""
+    batch a moment ago). Both are decided under the ticket's lock, so a second batch
+    never repeats a ticket another just ended, nor reports it as its own."""
     return _run(ticket, services, rerun=False, unfinished_only=True)
 
 

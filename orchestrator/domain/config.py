@@ -12,7 +12,6 @@ from pydantic import (
     Field,
     RootModel,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -263,11 +262,6 @@ class EngineConfig(Frozen):
                 f"'command' is only for kind = \"command\" (this engine is {self.kind!r})"
             )
         problems = settings_problems(self.kind, self.adapter_settings())
-        command = self.adapter_settings().get("command")
-        if self.kind == "command" and isinstance(command, list) and not problems:
-            problems = [
-                f"command{p}" for p in placeholder_problems([str(a) for a in command], "engine")
-            ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -282,11 +276,14 @@ def _stage_placeholders(command: tuple[str, ...]) -> tuple[str, ...]:
     return command
 
 
+StageArgv = Annotated[Argv, AfterValidator(_stage_placeholders)]
+
+
 class CheckConfig(SandboxOptions):
     """One named review check. ``kinds`` limits it to those ticket kinds (empty: all)."""
 
     name: Name
-    command: Argv
+    command: StageArgv
     timeout_s: PositiveSeconds = 600.0
     kinds: Annotated[tuple[TicketKindName, ...], Field(max_length=32)] = ()
     # Globs (relative to the clone; ``*`` crosses ``/``) a mechanical fix may not change.
@@ -298,18 +295,13 @@ class CheckConfig(SandboxOptions):
     # (orchestrator/reading/reports/); a report older than the check's start is ignored.
     reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
 
-    @field_validator("command")
-    @classmethod
-    def _placeholders_known(cls, command: tuple[str, ...]) -> tuple[str, ...]:
-        return _stage_placeholders(command)
-
 
 class StageConfig(SandboxOptions):
     """One pipeline stage: exactly one of ``command``, ``engine`` or ``checks``. Its
     sandbox settings are its checks' too, unless a check sets its own."""
 
     name: Name
-    command: Argv | None = None
+    command: StageArgv | None = None
     engine: Name | None = None
     model: NonEmptyStr | None = None
     checks: Annotated[tuple[CheckConfig, ...], Field(max_length=64)] = ()
@@ -320,11 +312,6 @@ class StageConfig(SandboxOptions):
     side_effectful: StrictBool = False
     # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
     pass_env: PassEnv = ()
-
-    @field_validator("command")
-    @classmethod
-    def _placeholders_known(cls, command: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if command is None else _stage_placeholders(command)
 
     @model_validator(mode="after")
     def _one_kind_of_work(self) -> StageConfig:

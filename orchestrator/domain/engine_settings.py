@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orchestrator.domain.placeholders import placeholder_problems
+
 Known = Mapping[str, type | tuple[type, ...]]
 
 CLAUDE_CODE: Known = {"permission_mode": str, "max_turns": int, "extra_args": list}
@@ -66,6 +68,10 @@ def _command(settings: Mapping[str, Any]) -> list[str]:
         problems.append("command: required for an engine of kind 'command' (an argv list)")
     elif isinstance(command, (list, tuple)) and (not command or not command[0]):
         problems.append("command: must name a program (got an empty command)")
+    elif isinstance(command, (list, tuple)):
+        problems.extend(
+            f"command{p}" for p in placeholder_problems(list(map(str, command)), "engine")
+        )
     return problems
 
 

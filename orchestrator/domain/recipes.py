@@ -48,18 +48,27 @@ _WRITTEN_PATH_OPTIONS = frozenset(
 _WRITTEN_PATH_ARGUMENTS = {"bundle": "create"}
 
 
+def split_arguments(command: str) -> list[str]:
+    """A recipe command as the arguments it runs with, ``<clone>`` still in them: split
+    before the clone's path is put in, so a path holding a space or a quote stays one
+    argument. Shell operators come out as arguments of their own. Raises ValueError for
+    a command that cannot be split (an open quote, a NUL)."""
+    # Meanwhile the placeholder is a NUL, which no command we split holds and which is no
+    # shell operator ('<' in the placeholder would read as one).
+    if _CLONE_MARK in command:
+        raise ValueError("a NUL byte is in the command")
+    lexer = shlex.shlex(command.replace(CLONE_PLACEHOLDER, _CLONE_MARK), posix=True,
+                        punctuation_chars=True)  # fmt: skip
+    lexer.whitespace_split = True
+    return [token.replace(_CLONE_MARK, CLONE_PLACEHOLDER) for token in lexer]
+
+
 def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
     for bad in _FORBIDDEN_TEXT:
         if bad in command:
             return None, f"shell syntax {bad!r} is not allowed (commands run without a shell)"
-    # Split first, the clone put into each argument after: its path (a space, a quote)
-    # is never split. Meanwhile the placeholder is a NUL, which no command holds (refused
-    # above) and which is no shell operator ('<' in the placeholder would read as one).
-    marked = command.replace(CLONE_PLACEHOLDER, _CLONE_MARK)
     try:
-        lexer = shlex.shlex(marked, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
+        tokens = split_arguments(command)
     except ValueError as exc:
         return None, f"cannot be split into arguments: {exc}"
     for token in tokens:
@@ -67,7 +76,7 @@ def _split(command: str, clone: Path) -> tuple[list[str] | None, str | None]:
             return None, f"shell operator {token!r} is not allowed (commands run without a shell)"
     if not tokens:
         return None, "is empty"
-    return [token.replace(_CLONE_MARK, str(clone)) for token in tokens], None
+    return [token.replace(CLONE_PLACEHOLDER, str(clone)) for token in tokens], None
 
 
 def _inside(path_text: str, clone: Path) -> bool:

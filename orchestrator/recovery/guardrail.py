@@ -9,12 +9,11 @@ here, scrubbing a whole proposal however deep it nests, and the paths it points 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.jsonwalk import map_strings
-from orchestrator.domain.recipes import CLONE_PLACEHOLDER
+from orchestrator.domain.recipes import CLONE_PLACEHOLDER, split_arguments
 from orchestrator.redaction import scrub
 
 PATH_TOKEN = re.compile(r"(?<![\w<])(/[^\s'\"`]+)")
@@ -59,12 +58,11 @@ def paths_outside(verdict: Any, clone: Path) -> list[str]:
 
 
 def _arguments(command: str) -> list[str]:
-    """A recipe command as the arguments it will run with, split *before* ``<clone>`` is
-    substituted: a clone whose path holds a space or a quote stays one path. A command
-    that cannot be split (an open quote) is read word by word; the recipe's own vetting
-    refuses it anyway."""
+    """A recipe command as the arguments it will run with (``domain/recipes``' split,
+    ``<clone>`` not yet put in). One that cannot be split (an open quote) is read word
+    by word; the recipe's own vetting refuses it anyway."""
     try:
-        return shlex.split(command)
+        return split_arguments(command)
     except ValueError:
         return command.split()
 

@@ -53,7 +53,7 @@ class FileScriptedGateway:
         )  # fmt: skip
 
 
-def _factory(model: object, environ: Mapping[str, str]) -> Callable[[], ModelGateway]:
+def scripted_factory(model: object, environ: Mapping[str, str]) -> Callable[[], ModelGateway]:
     def build() -> ModelGateway:
         return FileScriptedGateway(Path(environ[SCRIPT_ENV]), Path(environ[CALLS_ENV]))
 
@@ -64,7 +64,7 @@ def main() -> int:
     from orchestrator.app import services
     from orchestrator.cli import main as cli
 
-    services.model_gateway_factory = _factory  # type: ignore[assignment]
+    services.model_gateway_factory = scripted_factory  # type: ignore[assignment]
     return cli.main(sys.argv[1:])
 
 

@@ -19,14 +19,23 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 import pytest
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, FileScriptedGateway, requests_made
+from scripted_cli import (
+    CALLS_ENV,
+    SCRIPT_ENV,
+    FileScriptedGateway,
+    requests_made,
+    scripted_factory,
+)
 
+from orchestrator.app import services as app_services
 from orchestrator.cli.commands.batch import batch
+from orchestrator.cli.main import main as cli_main
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.runs import RunRecord
 from orchestrator.storage.budget import BudgetStore
@@ -283,18 +292,40 @@ def _latest(root: Path) -> RunRecord:
 
 
 def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
+    """One orchestrator command. A step armed with a crash point runs in a process of its
+    own, the one SIGKILL ends; a step that is not killed runs the same CLI in this
+    process (``_here``): everything it knows comes from the state dir either way, and an
+    interpreter start (a second of CPU) per step is most of what the matrix costs."""
     command = step.command
     if command[1:] == ("LATEST",):
         command = (command[0], _latest(root).run_id)
     command = tuple(f"t/{_ticket(root)}.md" if a == "t/T-1.md" else a for a in command)
     extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
-    if step.crash is not None:
-        extra["ORCHESTRATOR_CRASH_AT"] = step.crash
+    argv = [*_config(root), *command]
+    if step.crash is None:
+        return _here(root, argv, subprocess_env(DRY_RUN=step.dry_run, **extra))
+    extra["ORCHESTRATOR_CRASH_AT"] = step.crash
     return subprocess.run(
-        [sys.executable, str(SCRIPTED_CLI), *_config(root), *command],
+        [sys.executable, str(SCRIPTED_CLI), *argv],
         cwd=root, env=subprocess_env(DRY_RUN=step.dry_run, **extra),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def _here(root: Path, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``scripted_cli.py`` ARGV, in this process: the same environment, directory and
+    scripted model; its exit code and output as a finished process's."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        for name in set(os.environ) - set(env):
+            mp.delenv(name)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.setattr(app_services, "model_gateway_factory", scripted_factory)
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli_main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def _drive(root: Path, steps: list[Step]) -> Result:

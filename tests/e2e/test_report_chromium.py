@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from once import built_once
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.demo.run import build_demo
@@ -61,8 +62,15 @@ def console_lines(log: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo-report")
+def demo_page(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+    # The demo's batch and its page, made once per test run (tests/once.py), not once per
+    # worker that draws one of these tests: the tests only read the page.
+    root = built_once(tmp_path_factory, pytestconfig, "demo-report", _publish_the_demo)
+    return root / "site" / "report.html"
+
+
+def _publish_the_demo(root: Path) -> None:
+    root.mkdir(parents=True)
     layout = build_demo(root / "demo")
     tickets_dir = next(iter(layout.tickets.values())).parent
     page = root / "site" / "report.html"
@@ -74,7 +82,6 @@ def demo_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         published=(page, None),
     )  # fmt: skip
     assert code == 3  # CARDS-3 needs a person; the other two completed
-    return page
 
 
 def test_the_console_check_hears_a_script_error(tmp_path: Path) -> None:

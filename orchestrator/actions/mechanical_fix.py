@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
-from orchestrator.actions.rerun import rerun_from
+from orchestrator.actions.rerun import rerun_from, told_about
 from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.recipes import plan_recipe
@@ -118,7 +118,12 @@ def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str
 
 
 def _refuse(
-    record: RunRecord, report: dict[str, Any], why: str, fallback: str, services: StageServices
+    record: RunRecord,
+    report: dict[str, Any],
+    why: str,
+    fallback: str,
+    services: StageServices,
+    applying: Applying,
 ) -> tuple[RunRecord, Effect]:
     """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
     own, or its config says what only an attacker would). Nothing ran, so nothing is put
@@ -128,7 +133,7 @@ def _refuse(
     services.storage.runs.write_mechanical_fix(record.run_id, report["verdict"], report)
     services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
     return rerun_from(
-        record,
+        told_about(record, fallback, applying, services.loaded.config),
         fallback,
         f"mechanical-fix red ({report['red_reason']}); fell back to retry of {fallback}",
     )
@@ -175,7 +180,7 @@ def apply(
             )
     if previous.get("status") == "red" and previous.get("restored") is not None:
         return rerun_from(
-            record, plan.fallback,
+            told_about(record, plan.fallback, applying, config), plan.fallback,
             f"mechanical-fix red ({previous.get('red_reason')}); fell back to retry of {plan.fallback}",
         )  # fmt: skip
     report: dict[str, Any] = {
@@ -196,7 +201,7 @@ def apply(
         services.executor, clone, env
     )
     if untrusted is not None:
-        return _refuse(record, report, untrusted, plan.fallback, services)
+        return _refuse(record, report, untrusted, plan.fallback, services, applying)
     # Our git calls that check files out or read the work tree (status, diff, reset,
     # clean) run in the sandbox: what the clone's config names would run there. Config
     # reads and rev-parse run nothing, and read the user's own identity: not boxed.
@@ -313,7 +318,9 @@ def apply(
         report.update(restored=False, not_restored=elsewhere)
         store.write_mechanical_fix(record.run_id, n, report)
         return rerun_from(
-            record, plan.fallback, f"mechanical-fix red ({red_reason}); the clone was not restored"
+            told_about(record, plan.fallback, applying, config),
+            plan.fallback,
+            f"mechanical-fix red ({red_reason}); the clone was not restored",
         )
     report["kept_as"] = ref
     report["restored"] = git_calls.keep_and_restore(
@@ -323,7 +330,9 @@ def apply(
     store.write_mechanical_fix(record.run_id, n, report)
     fallback = plan.fallback
     return rerun_from(
-        record, fallback, f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}"
+        told_about(record, fallback, applying, config),
+        fallback,
+        f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}",
     )
 
 

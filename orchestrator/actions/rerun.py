@@ -21,6 +21,7 @@ from orchestrator.domain.verdicts import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.domain.config import Config
     from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import StageServices
 
@@ -63,6 +64,7 @@ def apply(
     if plan.engine is not None:
         override = StageOverride(engine=plan.engine, model=plan.model)
         record = record.model_copy(update={"overrides": {**record.overrides, plan.rerun: override}})
+    record = told_about(record, plan.rerun, applying, services.loaded.config)
     if plan.action == "escalate-model":
         outcome = f"escalate-model: re-running {plan.rerun} with {plan.engine}/{plan.model}"
     elif plan.action == "switch-engine":
@@ -70,6 +72,22 @@ def apply(
     else:
         outcome = f"retry: re-running {plan.rerun}"
     return rerun_from(record, plan.rerun, outcome)
+
+
+def told_about(record: RunRecord, stage: str, applying: Applying, config: Config) -> RunRecord:
+    """Record that ``stage``'s next attempts are told about this decision's failure (the
+    "previous attempt" section of an engine's prompt: ``execution/feedback.py``). Only an
+    engine stage is told, only after a code failure: after an infrastructure failure
+    (``source == "infra"``) the code was never judged, so the feedback it had stands."""
+    stage_config = next((s for s in config.stages if s.name == stage), None)
+    if (
+        not config.recovery.engine_feedback
+        or applying.source == "infra"
+        or stage_config is None
+        or stage_config.engine is None
+    ):
+        return record
+    return record.model_copy(update={"feedback": {**record.feedback, stage: applying.number}})
 
 
 def rerun_from(record: RunRecord, stage: str, outcome: str) -> tuple[RunRecord, Effect]:

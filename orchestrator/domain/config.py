@@ -115,6 +115,10 @@ class RecoveryConfig(Frozen):
     # path, with no network; a machine that cannot start it refuses the recipe. "none" is
     # the explicit opt-out, recorded in every mechanical-fix report it affects.
     recipe_sandbox: Literal["bwrap", "none"] = "bwrap"
+    # An engine re-run after a code failure (retry, escalate-model, switch-engine) is
+    # told what failed: the check, its failure reading, the verdict, the previous change.
+    # False: it gets the ticket's prompt unchanged, as the first attempt did.
+    engine_feedback: StrictBool = True
     context: ContextLimits = ContextLimits()
 
 

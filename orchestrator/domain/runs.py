@@ -218,6 +218,10 @@ class RunRecord(Frozen):
     handoff: str | None = None
     sub_tickets: tuple[str, ...] = ()
     resumes: tuple[ResumeRecord, ...] = ()  # absent from records written before resume
+    # Stage → the verdict whose failure that stage's next attempts are told about (its
+    # prompt's "previous attempt" section): set when a re-run after a code failure is
+    # carried out; absent from records written before there was feedback.
+    feedback: dict[str, int] = Field(default_factory=dict)
 
     def stage_status(self, name: str) -> StageStatus:
         for stage in self.stages:

@@ -58,6 +58,9 @@ class EngineTask:
     model: str
     settings: Mapping[str, Any]  # the engine's config table (adapter-specific keys)
     attempt: int
+    # A re-run after a code failure: what failed, as ``recovery/context/feedback.py``
+    # writes it (bounded, redacted, its run data marked untrusted). None on a first run.
+    feedback: str | None = None
 
     def prompt_path(self) -> Path:
         """Where an adapter that hands the prompt over as a file puts it (one per attempt,
@@ -130,15 +133,31 @@ _BUG_FIX_INSTRUCTIONS = """\
 
 
 def build_prompt(task: EngineTask) -> str:
-    """The prompt a coding engine gets: the ticket, then fixed instructions. The same task
-    always yields the same text (the attempt number and model are not part of it)."""
+    """The prompt a coding engine gets: the ticket, what failed last time (on a re-run
+    after a code failure), then fixed instructions. The same task always yields the same
+    text (the attempt number and model are not part of it).
+
+    Every engine takes its context as this one text (Claude Code and Codex on standard
+    input, aider as ``--message-file``, a command as ``{prompt_file}``), so each gets the
+    "previous attempt" section the same way.
+
+    A re-run starts from the base, not from the previous attempt's tree (the workspace
+    is reset before every attempt: ``stages/engine_workspace.py prepare``); the previous
+    change is in the section as a bounded diff. Why: what an attempt was given is then
+    exactly the base and its prompt file, both on disk, so an attempt can be explained
+    and reproduced; a timed-out or crashed attempt's half-written files never reach the
+    next; a stronger model or another engine is not handed a weaker one's partial edits
+    as if they were the project's; and a bug fix is split into its two commits from one
+    clean diff."""
     parts = [
         f"# Ticket {task.ticket_id}: {task.title}",
         f"Kind: {task.kind}",
         "## The task",
         task.body.strip("\n"),
-        _INSTRUCTIONS,
     ]
+    if task.feedback:
+        parts.append(task.feedback.strip("\n"))
+    parts.append(_INSTRUCTIONS)
     if task.kind == "bug-fix":
         parts.append(_BUG_FIX_INSTRUCTIONS)
     return "\n\n".join(parts) + "\n"

@@ -25,6 +25,7 @@ from orchestrator.domain.runs import (
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
+from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
@@ -314,6 +315,7 @@ def run_stage(
                 tick_s=services.tick_s,
                 write_files=partial(store.write_workspace_files, record.run_id),
                 max_log_bytes=loaded.config.logs.max_bytes,
+                feedback=engine_feedback(record, stage.name, services.storage.decisions),
             )
             attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
         else:

@@ -57,9 +57,11 @@ def run_engine(
     tick_s: float,
     write_files: Callable[[Mapping[Path, str]], None],
     max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
+    feedback: str | None = None,
 ) -> EngineOutcome:
     """``write_files`` writes the files the engine's invocation names (its prompt) into
-    the run's workspace; the run store does, so this module writes nothing itself."""
+    the run's workspace; the run store does, so this module writes nothing itself.
+    ``feedback``: the prompt's "previous attempt" section on a re-run (``feedback.py``)."""
     adapter = adapter_for(engine.kind)
     ticket = load_ticket(ctx.ticket_file)
     task = EngineTask(
@@ -72,6 +74,7 @@ def run_engine(
         model=model,
         settings=engine.adapter_settings(),
         attempt=ctx.attempt,
+        feedback=feedback,
     )
     env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir

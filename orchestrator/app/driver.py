@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 from orchestrator.actions.budget import back_off_owed, charge_key
+from orchestrator.app.base_check import base_check_due, check_the_base
 from orchestrator.app.recover import recover
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
@@ -282,6 +283,10 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         halted = _halt_if_untrusted(record, stage.name, services, clone_made=stage.cwd == "clone")
         if halted is not None:
             return halted
+        if base_check_due(record, stage):
+            record = check_the_base(record, services)
+            if is_terminal(record.state):
+                return record
         record, attempt = run_stage(record, stage, services)
         if attempt.ok:
             continue

@@ -298,6 +298,11 @@ class CheckConfig(SandboxOptions):
     # content. When it fails, their failing cases are its first evidence
     # (orchestrator/reading/reports/); a report older than the check's start is ignored.
     reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
+    # What a check already red on the base commit means (run there before the first
+    # engine stage, cached per base commit): "stop" ends the run needs-human (base_red)
+    # before any engine or model is paid; "compare" goes on and, after the change, counts
+    # only failures the base did not have; "ignore" does not run it on the base at all.
+    on_red_base: Literal["stop", "compare", "ignore"] = "stop"
 
 
 class StageConfig(SandboxOptions):

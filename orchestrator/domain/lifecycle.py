@@ -60,6 +60,9 @@ class HaltReason(StrEnum):
     # An approval that does not verify (HMAC, verdict digest, or there before a person was
     # asked): refused, and nothing it approved is carried out.
     APPROVAL_FORGED = "approval_forged"
+    # A review check already fails on the base commit, before any change: nothing a ticket
+    # does can make it pass, so no engine or model is paid for it (``on_red_base``).
+    BASE_RED = "base_red"
 
 
 S = RunState

@@ -74,10 +74,15 @@ class CheckResult(Frozen):
     failure_detail: StageText = None
     # "bwrap", or "none" when its config opted it out. Absent from older records.
     sandbox: str | None = None
+    # It failed, but only as it already fails on the base commit (``on_red_base =
+    # "compare"``): judged passed, its exit code kept as it was.
+    already_on_base: bool = False
 
     @property
     def passed(self) -> bool:
-        return self.skipped or (self.exit_code == 0 and not self.timed_out)
+        return (
+            self.skipped or self.already_on_base or (self.exit_code == 0 and not self.timed_out)
+        )
 
 
 class FailingCheck(Frozen):
@@ -218,6 +223,8 @@ class RunRecord(Frozen):
     handoff: str | None = None
     sub_tickets: tuple[str, ...] = ()
     resumes: tuple[ResumeRecord, ...] = ()  # absent from records written before resume
+    # The commit the clone started at, once the review checks were run there (base check).
+    base_commit: str | None = None
     # Stage → the verdict whose failure that stage's next attempts are told about (its
     # prompt's "previous attempt" section): set when a re-run after a code failure is
     # carried out; absent from records written before there was feedback.

@@ -24,6 +24,7 @@ from orchestrator.domain.runs import (
 )
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
+from orchestrator.execution.against_base import judged_against_base
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
 from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.executor import Executor
@@ -192,6 +193,7 @@ def stage_context(
         engine=engine,
         model=model,
         attempt=attempt,
+        base_commit=record.base_commit or "",
     )
 
 
@@ -237,7 +239,7 @@ def run_check(
             scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes,
         ).named
     )
-    return CheckResult(
+    result = CheckResult(
         name=check.name,
         command=outcome.argv,
         exit_code=outcome.exit_code,
@@ -248,6 +250,14 @@ def run_check(
         failure_class=named.failure.value if named else None,
         failure_detail=named.detail if named else None,
         sandbox=sandbox_mode(options),
+    )
+    return judged_against_base(
+        result,
+        check,
+        stage,
+        ctx,
+        state_dir=services.storage.runs.state_dir,
+        scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes,
     )
 
 
@@ -435,7 +445,7 @@ def _run_checks(
         log_path = logs / f"{attempt.number:03d}-{stage.name}-{check.name}.log"
         result = run_check(check, stage, ctx, cwd, log_path, services, remember_group)
         results.append(result)
-        if result.passed and result.log_path is not None:
+        if result.passed and not result.already_on_base and result.log_path is not None:
             _learn_from_green(services, ctx.repository, check.name, Path(result.log_path))
         if not result.passed:
             failing = FailingCheck(

@@ -47,6 +47,9 @@ class StageContext:
     model: str
     attempt: int
     check: str = ""
+    # The commit the review checks were run on before any change (``app.base_check``):
+    # a check's failure is judged against its failure there. Not told to the stage.
+    base_commit: str = ""
 
     @property
     def work_branch(self) -> str:

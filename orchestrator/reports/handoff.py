@@ -1,16 +1,22 @@
 """The hand-off: what a person needs when a ticket stops and needs them — what failed
 (with the failed program's last error lines), what was tried, where the evidence is.
-Rendering only (it reads the failed log's tail); the abandon action writes it."""
+Rendering only (it reads the failed log's tail); the abandon action writes it, and the
+base check (``app.base_check``) when the base is red."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log
 from orchestrator.storage import StateLayout
+
+if TYPE_CHECKING:
+    from orchestrator.storage import BaseCheck
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,42 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
         f"- context bundle: `{facts.bundle_path or 'none'}`",
         f"- logs: `{StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)}`",
         f"- clone: `{record.clone_dir}`",
+        f"- ticket: `{record.ticket_snapshot}`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_base_red_handoff(record: RunRecord, reds: Sequence[BaseCheck]) -> str:
+    """The hand-off of a run stopped before any change because the base is red: each
+    check that fails on the base commit, and what its log says (the failure reading)."""
+    commit = reds[0].commit
+    lines = [
+        f"# Hand-off: {record.ticket_id} — {record.ticket_title}",
+        "",
+        f"Run `{record.run_id}` stopped and needs a human.",
+        "",
+        f"**Why:** the base is red: the review checks below already fail on the base commit "
+        f"`{commit}` of branch `{record.base_branch}`, before any change. Nothing the ticket "
+        "does can make them pass, so no engine ran and no model was asked.",
+        "",
+        "Fix the base (a new run checks the new base commit), or set "
+        '`on_red_base = "compare"` on the check in config.toml so that only failures the '
+        "base does not have count.",
+        "",
+        "## What fails on the base",
+    ]
+    for red in reds:
+        how = "timed out" if red.timed_out else f"exited {red.exit_code}"
+        lines += ["", f"### check `{red.check}` {how}", "", f"- log: `{red.log_path}`"]
+        if red.reading:
+            lines += ["", "Its failure reading (redacted):", ""]
+            lines += [f"    {line}" for line in red.reading.splitlines()]
+    lines += [
+        "",
+        "## Evidence",
+        f"- repository: `{record.repository}`",
+        f"- clone (at the base commit): `{record.clone_dir}`",
         f"- ticket: `{record.ticket_snapshot}`",
         "",
     ]

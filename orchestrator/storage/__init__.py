@@ -39,6 +39,10 @@ _FROM: dict[str, str] = {
     "verdict_sha256": "approvals",
     "atomic_write": "_atomic",
     "BaselineStore": "baselines",
+    "BaseCheck": "base_checks",
+    "BaseCheckKey": "base_checks",
+    "BaseCheckStore": "base_checks",
+    "check_digest": "base_checks",
     "BATCH_ENV": "batch_budget",
     "BatchBudget": "batch_budget",
     "SharedBudget": "batch_budget",
@@ -111,6 +115,9 @@ __all__ = [
     "ApprovalKeys",
     "ApprovalRefused",
     "Approvals",
+    "BaseCheck",
+    "BaseCheckKey",
+    "BaseCheckStore",
     "BaselineStore",
     "BatchBudget",
     "BatchRecord",
@@ -139,6 +146,7 @@ __all__ = [
     "VerdictFile",
     "VerdictRecord",
     "atomic_write",
+    "check_digest",
     "config_path",
     "crash_point",
     "estimate_cost",
@@ -194,6 +202,12 @@ if TYPE_CHECKING:
         read_approval,
         verdict_sha256,
         write_approval,
+    )
+    from orchestrator.storage.base_checks import (
+        BaseCheck,
+        BaseCheckKey,
+        BaseCheckStore,
+        check_digest,
     )
     from orchestrator.storage.baselines import BaselineStore
     from orchestrator.storage.batch_budget import (

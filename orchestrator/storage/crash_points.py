@@ -29,6 +29,7 @@ class CrashPoint(StrEnum):
 
     RUN_CREATED = "run-created"  # the run record, first written
     RUN_STARTED = "run-started"  # the record moved to running
+    BASE_CHECK = "base-check"  # a review check's result on the base commit (a cache)
     ATTEMPT_STARTED = "attempt-started"  # an attempt recorded as running
     ATTEMPT_GROUP = "attempt-group"  # its process group's identity recorded
     ATTEMPT_FINISHED = "attempt-finished"  # its result recorded

@@ -30,6 +30,11 @@ the stage programs can use it too.
                                        (``name_slug``: readable, then a hash of the name)
     baselines/<repo>/<check>.lock      flock held while one is merged and written
     baselines/<repo>/<check>.baseline.damaged  one that did not read back, moved aside
+    base_checks/<repo>/<commit>/<check>-<digest>.json  a review check's result on a base
+                                       commit (``storage/base_checks.py``), and ``.log``
+                                       beside it: its log, kept for the hand-off and for
+                                       judging later failures against (a cache, per check
+                                       config ``<digest>``; ``<repo>``, ``<check>`` slugs)
     .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
@@ -60,6 +65,9 @@ RUN_TICKET_DIR, RUN_CLONE_DIR, RUN_LOGS_DIR = "ticket", "clone", "logs"
 PULL_REQUEST_RECORD = "pull-request.json"
 PRUNED_RECORD = "pruned.json"
 BASELINES_DIR, BASELINE_SUFFIX = "baselines", ".baseline"
+BASE_CHECKS_DIR = "base_checks"
+# A commit as git names it (SHA-1 or SHA-256), the only thing a base check's directory is.
+_COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # A slug keeps this much of a name to read (its end: a repository's URL or path ends in
 # its name), then a hash of the whole name, so two names never share a file.
 _SLUG_READABLE = 40
@@ -299,18 +307,31 @@ class StateLayout(NamedTuple):
         """The lock of the baseline at ``path`` (or of the one moved aside to ``path``)."""
         return path.with_name(path.name.rpartition(BASELINE_SUFFIX)[0] + ".lock")
 
+    def base_check_path(self, repo: str, commit: str, check: str, digest: str) -> Path:
+        """The result of ``check`` (configured as ``digest`` says) on ``commit`` of
+        ``repo``; ``.log`` beside it is its log. ValueError for a commit that is not a
+        hex object name (it is a directory's name)."""
+        if not _COMMIT.match(commit) or not re.fullmatch(r"[0-9a-f]{1,64}", digest):
+            raise ValueError(f"not a commit and a digest: {commit!r}, {digest!r}")
+        name = f"{name_slug(check)}-{digest}.json"
+        return self.root / BASE_CHECKS_DIR / name_slug(repo) / commit / name
+
     def write_dirs(self) -> list[Path]:
         """Every directory an atomic write puts files in (so where a killed one leaves
         its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``,
-        each batch's directory and each repository's baselines. Not below a workspace:
-        the clone is not ours."""
+        each batch's directory, each repository's baselines and each base commit's
+        checks. Not below a workspace: the clone is not ours."""
         found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
         for parent in (self.runs_dir, self.root / BATCHES_DIR, self.baselines_dir):
-            try:
-                with os.scandir(parent) as entries:  # the type comes with the entry: no stat
-                    found += sorted(
-                        Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
-                    )
-            except (FileNotFoundError, NotADirectoryError):
-                continue
+            found += _subdirs(parent)
+        for repo in _subdirs(self.root / BASE_CHECKS_DIR):
+            found += _subdirs(repo)
         return found
+
+
+def _subdirs(parent: Path) -> list[Path]:
+    try:
+        with os.scandir(parent) as entries:  # the type comes with the entry: no stat
+            return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []

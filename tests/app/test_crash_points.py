@@ -185,6 +185,8 @@ CASES = [
     Case("hand-off", ABANDON, killed_at("hand-off")),
     # The fix's plan, then its green result: carried out once, not again on resume.
     Case("fix-report:1", DEMO, killed_at("fix-report:1")),
+    # The review check's result on the base commit, cached: read back, not run again.
+    Case("base-check", DEMO, killed_at("base-check")),
     Case("fix-report:2", DEMO, killed_at("fix-report:2", then=BATCH)),
     Case("sub-ticket:1", SPLIT, killed_at("sub-ticket:1")),
     Case("sub-ticket:2", SPLIT, killed_at("sub-ticket:2", then=BATCH)),

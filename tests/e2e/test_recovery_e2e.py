@@ -356,6 +356,7 @@ def test_a_recipe_that_leaves_the_check_red_falls_back_to_a_retry(tmp_path: Path
         '[engines.patch]\ncommand = ["bash", "-c", "git commit -q --allow-empty -m work"]\n'
         '[[stages]]\nname = "implement"\nengine = "patch"\n'
         '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "never"\ncommand = ["bash", "-c", "exit 1"]\n'
+        'on_red_base = "ignore"\n'  # red on the base too: this test is about the recipe
     )
     gateway = ScriptedGateway(
         [

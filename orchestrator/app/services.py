@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import LoadedConfig, ModelConfig
+from orchestrator.domain.git_identity import identity_environ
 from orchestrator.domain.runs import utcnow
 from orchestrator.execution.attempts import GreenRecorder
 from orchestrator.execution.executor import Executor, LocalExecutor
@@ -78,11 +79,13 @@ def build_services(
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
     storage = FileStorage(state_dir)
     storage.sweep_stale_temps()  # what killed writes left behind
+    git = loaded.config.git
     return Services(
         loaded=loaded,
         storage=storage,
         reporter=reporter_for(out, environ),
-        environ=dict(environ),
+        # The config's [git] author reaches the clone stage (domain/git_identity.py).
+        environ={**environ, **identity_environ(git.author_name, git.author_email)},
         gateway_factory=model_gateway_factory(loaded.config.model, environ),
         record_green=BaselineStore(state_dir).record_green,
     )

@@ -32,6 +32,7 @@ from orchestrator.domain.errors import (
 )
 
 RUN_ID_HELP = "a run id, or a ticket id for that ticket's latest run"
+NO_PREFLIGHT_HELP = "skip the preflight checks (`orchestrator doctor`) before the first stage"
 
 EPILOG = "exit codes:\n" + "".join(
     f"  {code:<4} {meaning}\n" for code, meaning in EXIT_MEANINGS.items()
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--rerun", action="store_true", help="start a new run even if the ticket completed"
     )
+    run.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
 
     runs = sub.add_parser("runs", help="list runs, one line each")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="at the end, write the batch's figures here in the Prometheus text format",
     )
+    batch.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
 
     worker = sub.add_parser("worker", help="run tickets a `batch --backend celery` queued")
     worker.add_argument("--concurrency", metavar="N", type=int, default=1, help="tickets at a time")
@@ -108,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-stage", metavar="S", help="go on from stage S (it and every later stage run again)"
     )
     resume.add_argument("--by", metavar="WHO", help="who resumed it (default: the OS user)")
+    resume.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
 
     reset = sub.add_parser(
         "reset", help="clear a ticket's per-ticket caps (recorded in the ledger with who and why)"
@@ -199,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     eval_command.add_arguments(evaluate)
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="check this machine and config before a run: programs, variables, tokens, "
+        "sandbox, state dir, broker (exit 2: a run cannot succeed)",
+    )
+    doctor.add_argument("--json", action="store_true", help="the checklist as one JSON object")
+
     init = sub.add_parser(
         "init", help="write a commented starter config.toml and a tickets/ directory here"
     )
@@ -288,6 +299,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         # The demo drives this entry point, handed in: it imports no CLI code.
         return demo.demo(args.dir, with_model=args.with_model, cli=main)
     config_file = storage.config_path(args.config, os.environ)
+    if args.command == "doctor":
+        from orchestrator.cli.commands import doctor
+
+        return doctor.doctor(config_file, args.state_dir, sys.stdout, as_json=args.json)
     if args.command == "runs":
         from orchestrator.cli.commands import runs
 
@@ -311,6 +326,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             as_json=args.json,
             out=sys.stdout,
             published=_published(args),
+            preflight=not args.no_preflight,
         )
     if args.command == "worker":
         from orchestrator.cli.commands import worker
@@ -336,6 +352,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             worker=args.worker,
             out=sys.stdout,
             published=_published(args),
+            preflight=not args.no_preflight and not args.worker,
         )
     if args.command == "report":
         from orchestrator.cli.commands import report
@@ -401,6 +418,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             from_stage=args.from_stage,
             by=args.by,
             out=sys.stdout,
+            preflight=not args.no_preflight,
         )
     if args.command == "reset":
         from orchestrator.cli.commands import reset
@@ -415,7 +433,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from orchestrator.cli.commands import run
 
-        return run.run(config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout)
+        return run.run(
+            config_file, args.state_dir, args.ticket, rerun=args.rerun, out=sys.stdout,
+            preflight=not args.no_preflight,
+        )  # fmt: skip
     if args.command == "prune":
         from orchestrator.cli.commands import prune
 

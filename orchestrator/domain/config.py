@@ -343,6 +343,20 @@ class StageConfig(SandboxOptions):
         return bool(self.checks)
 
 
+class GitConfig(Frozen):
+    """Who a run's commits are by when no git config says so (the user's global or
+    system config, or the clone's own, still wins): instead of the orchestrator's
+    fallback identity, ``orchestrator <orchestrator@localhost>``."""
+
+    author_name: (
+        Annotated[StrictStr, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f<>]+$")]
+        | None
+    ) = None
+    author_email: (
+        Annotated[StrictStr, Field(max_length=256, pattern=r"^[^\s<>@]+@[^\s<>@]+$")] | None
+    ) = None
+
+
 class Config(Frozen):
     state_dir: NonEmptyStr = DEFAULT_STATE_DIR
     recovery: RecoveryConfig = RecoveryConfig()
@@ -354,6 +368,7 @@ class Config(Frozen):
     logs: LogsConfig = LogsConfig()
     sandbox: SandboxConfig = SandboxConfig()
     distributed: DistributedConfig = DistributedConfig()
+    git: GitConfig = GitConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]

@@ -12,12 +12,9 @@ from pathlib import Path
 
 import git
 
+from orchestrator.domain.git_identity import FALLBACK_IDENTITY, configured_identity
 from orchestrator.execution.git import protocol_of
 from orchestrator.stages._stagelib import StageError, git_reason, open_clone, require_env, run_stage
-
-# Used only where no identity is configured at any level, so that `git am` and
-# `git commit` in later stages work on a machine that has never been set up for git.
-FALLBACK_IDENTITY = {"name": "orchestrator", "email": "orchestrator@localhost"}
 
 
 def remove_leftover(path: Path) -> bool:
@@ -31,11 +28,12 @@ def remove_leftover(path: Path) -> bool:
     return False
 
 
-def missing_identity(repo: git.Repo) -> dict[str, str]:
-    """The fallback user.* values for keys no config level (system, global, repo) sets."""
+def missing_identity(repo: git.Repo, configured: Mapping[str, str] = {}) -> dict[str, str]:
+    """The user.* values for keys no git config level (system, global, repo) sets: the
+    configured ones (``[git]`` in config.toml), else the fallback's."""
     reader = repo.config_reader()
     return {
-        key: value
+        key: configured.get(key) or value
         for key, value in FALLBACK_IDENTITY.items()
         if not reader.get_value("user", key, default="")
     }
@@ -76,13 +74,15 @@ def main(environ: Mapping[str, str]) -> None:
         # --no-track: the work branch must never push to (or pull from) the base branch.
         repo.git.checkout("-B", work, "--no-track", f"origin/{base}")
         print(f"on new branch {work} from origin/{base} at {repo.head.commit.hexsha[:7]}")
-        identity = missing_identity(repo)
+        configured = configured_identity(environ)
+        identity = missing_identity(repo, configured)
         if identity:
             with repo.config_writer("repository") as writer:
                 for key, value in identity.items():
                     writer.set_value("user", key, value)
             shown = ", ".join(f"user.{key}={value}" for key, value in identity.items())
-            print(f"no git identity configured; set {shown} in this clone")
+            source = "from [git] in config.toml" if configured else "the fallback identity"
+            print(f"no git identity configured in git; set {shown} in this clone ({source})")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ _FROM: dict[str, str] = {
     "config_path": "locate",
     "resolve_state_dir": "locate",
     "state_dir": "locate",
+    "state_dir_problem": "locate",
     "Approvals": "protocols",
     "Budgets": "protocols",
     "DecisionLedger": "protocols",
@@ -171,6 +172,7 @@ __all__ = [
     "resolve_state_dir",
     "run_record_paths",
     "state_dir",
+    "state_dir_problem",
     "ticket_files",
     "ticket_lock",
     "ticket_of",
@@ -242,7 +244,12 @@ if TYPE_CHECKING:
         ticket_of,
         verdict_files,
     )
-    from orchestrator.storage.locate import config_path, resolve_state_dir, state_dir
+    from orchestrator.storage.locate import (
+        config_path,
+        resolve_state_dir,
+        state_dir,
+        state_dir_problem,
+    )
     from orchestrator.storage.protocols import (
         Approvals,
         Budgets,

@@ -56,3 +56,31 @@ def state_dir(config_file: Path, cli_value: str | None) -> Path:
             f"config error: {config_file}: state_dir: expected a non-empty string (got {value!r})"
         )
     return resolve_state_dir(config_file.parent, value, None)
+
+
+def state_dir_problem(state_dir: Path) -> str | None:
+    """Why runs could not be recorded under ``state_dir`` (None: they could), for the
+    preflight. An existing directory is proven by writing and removing one temp file (named
+    as an atomic write's, so one a kill left behind is swept); a missing one must be
+    creatable, judged from its nearest existing parent, and nothing is created."""
+    import tempfile
+
+    from orchestrator.storage._atomic import writer_tag
+
+    existing = state_dir
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot be created: {existing} is not a directory"
+    if existing != state_dir:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"cannot be created: {existing} is not writable"
+        return None
+    try:
+        fd, probe = tempfile.mkstemp(dir=state_dir, prefix=f".preflight.{writer_tag()}.",
+                                     suffix=".tmp")  # fmt: skip
+    except OSError as exc:
+        return f"cannot be written: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None

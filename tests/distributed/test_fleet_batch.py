@@ -214,7 +214,7 @@ def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
 
 
 @pytest.mark.slow
-def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_nothing(
+def test_no_reachable_broker_fails_the_preflight_and_queues_nothing(
     redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
     with socket.socket() as probe:
@@ -228,11 +228,21 @@ def test_no_reachable_broker_is_one_line_and_a_temporary_failure_and_queues_noth
         batch_cmd(config, tickets), capture_output=True, text=True,
         env=subprocess_env(), cwd=tmp_path, timeout=60,
     )  # fmt: skip
-    assert failed.returncode == EXIT_LOCKED
+    # The preflight (issue 27): a batch that cannot queue anything exits 2 naming the fix.
+    assert failed.returncode == EXIT_USAGE
     assert failed.stdout == ""
-    lines = failed.stderr.splitlines()
-    assert len(lines) == 1 and f"127.0.0.1:{closed}" in lines[0], failed.stderr
+    [broker] = [line for line in failed.stderr.splitlines() if "✗ broker:" in line]
+    assert f"127.0.0.1:{closed}" in broker and "fix: start Redis there" in broker, failed.stderr
     assert "Hunter2" not in failed.stderr
+    # Without it, the old path: one line, a temporary failure.
+    skipped = subprocess.run(
+        [*batch_cmd(config, tickets), "--no-preflight"], capture_output=True, text=True,
+        env=subprocess_env(), cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert skipped.returncode == EXIT_LOCKED
+    lines = skipped.stderr.splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{closed}" in lines[0], skipped.stderr
+    assert "Hunter2" not in skipped.stderr
     # The same batch on a broker that answers queues each ticket once, however often
     # cron starts it while no worker runs.
     url = {"ORCHESTRATOR_BROKER_URL": redis_server.url}

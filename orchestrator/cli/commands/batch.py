@@ -49,6 +49,7 @@ from orchestrator.batch.results import (
     timestamp,
 )
 from orchestrator.batch.workers import Stopped, run_workers
+from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
@@ -71,15 +72,19 @@ def batch(
     gateway_factory: GatewayFactory | None = None,
     published: tuple[Path | None, Path | None] = (None, None),
     stderr: TextIO | None = None,
+    preflight: bool = True,
 ) -> int:
     """``gateway_factory`` replaces the configured model (tests script it); ``published``
     is where the batch's HTML report and metrics go when it ends (``--report``,
-    ``--metrics``)."""
+    ``--metrics``); ``preflight``: check the machine once, before any ticket (a
+    ``--jobs N`` worker does not: its batch did)."""
     if jobs < 1:
         raise errors.UsageError("batch: --jobs must be at least 1")
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
     paths = queue(tickets_dir)
+    if preflight:
+        gate(loaded, state_dir_override, environ, stderr or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"

@@ -10,8 +10,8 @@ again under its claim, so a ticket finished in between is not run twice either.
 
 By default the batch waits and prints the local batch's per-ticket lines, summary and
 exit code; ``--no-wait`` (cron) prints what it queued and exits 0: a later ``batch`` or
-``runs`` shows the results. No reachable broker: one line naming it (password masked),
-exit 75, nothing queued.
+``runs`` shows the results. No reachable broker: the preflight names it (password
+masked), exit 2, nothing queued (with ``--no-preflight``: one line, exit 75).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
 from orchestrator.cli.commands.batch import write_summary
+from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
@@ -108,12 +109,16 @@ def celery_batch(
     wait_timeout_s: float | None = None,
     published: tuple[Path | None, Path | None] = (None, None),
     stderr: TextIO | None = None,
+    preflight: bool = True,
 ) -> int:
     """``published``: where the batch's HTML report and metrics go when it ends (with
-    ``--no-wait``, once its tickets are queued: the page then shows what was queued)."""
+    ``--no-wait``, once its tickets are queued: the page then shows what was queued);
+    ``preflight``: check this machine and the broker once, before anything is queued."""
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
     paths = queue(tickets_dir)
+    if preflight:
+        gate(loaded, state_dir_override, environ, stderr or sys.stderr, backend="celery")
     distributed = loaded.config.distributed
     url = broker_url_from(distributed.broker_url, environ, loaded.path)
     store = CoordinationStore(url, namespace=distributed.namespace)

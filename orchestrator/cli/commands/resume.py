@@ -5,6 +5,7 @@ finished are not run again. Exits like ``run`` with the run's new outcome."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
@@ -12,6 +13,7 @@ from typing import TextIO
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.resume import resume_run
 from orchestrator.app.services import build_services
+from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
@@ -39,8 +41,12 @@ def resume(
     by: str | None,
     out: TextIO,
     environ: Mapping[str, str] = os.environ,
+    preflight: bool = True,
+    err: TextIO | None = None,
 ) -> int:
     loaded = load_config(config_file)
+    if preflight:
+        gate(loaded, state_dir_override, environ, err or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
     run_id = resolve_run_id(services.storage.runs, run)
     try:

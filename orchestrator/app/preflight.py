@@ -1,0 +1,302 @@
+"""Preflight, the use case: gather the facts a run depends on — programs on the PATH each
+stage will see, ``pass_env`` variables, the model key, the GitHub token (and, unless
+DRY_RUN is armed, GitHub's answer to it), git's identity, the sandbox, the state dir,
+the broker — and turn them into the checklist (``domain/preflight.py`` holds the rules).
+
+Commands are expanded exactly as the runner expands them (``stage_env.expand_command``,
+each engine adapter's ``invocation``), with the clone and run directory standing in:
+a program under either is there only once the run is, so it is checked then. Nothing
+here creates a run, a ledger row or a charge; the one process it starts (``git config``,
+for the identity) and the sandbox probe go through the runner like every other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from orchestrator.domain.config import LoadedConfig, StageConfig
+from orchestrator.domain.git_identity import (
+    FALLBACK_IDENTITY,
+    configured_identity,
+    identity_environ,
+)
+from orchestrator.domain.lifecycle import dry_run_armed
+from orchestrator.domain.preflight import Check, Facts, ForgeAnswer, GitHubFact, ProgramFact
+from orchestrator.domain.preflight import checklist as checklist_of
+from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
+from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
+from orchestrator.execution.stage_sandbox import parse_identity
+from orchestrator.storage import state_dir_problem
+
+if TYPE_CHECKING:
+    import httpx2
+
+Backend = Literal["local", "celery", "doctor"]
+ClientFactory = Callable[[str], "httpx2.Client"]
+
+GITHUB_STAGE_MODULE = "orchestrator.stages.open_pr_github"
+TOKEN_ENV = "GITHUB_TOKEN"
+API_URL_ENV = "ORCHESTRATOR_GITHUB_API_URL"
+FORGE_TIMEOUT_S = 10.0
+BROKER_TIMEOUT_S = 2.0
+# Where the run's own directories will be: no command can be looked for under them yet.
+_LATER = Path("/nonexistent/orchestrator-preflight")
+_CLONE, _RUN = _LATER / "clone", _LATER / "run"
+
+
+def _context(stage: str) -> StageContext:
+    return StageContext(
+        ticket_file=_RUN / "ticket.md", ticket_id="PREFLIGHT-1", ticket_kind="feature",
+        repository="", base_branch="main", run_id="preflight", run_dir=_RUN,
+        clone_dir=_CLONE, state_dir=_LATER, stage=stage, engine="", model="", attempt=1,
+    )  # fmt: skip
+
+
+def locate_program(program: str, path: str) -> tuple[str | None, bool]:
+    """(where ``program`` is, or None; whether it can only be looked for in the run)."""
+    if program.startswith(str(_LATER)):
+        return None, True
+    if "/" in program:
+        if not os.path.isabs(program):
+            return None, True  # relative to the clone or the run directory
+        return (program if os.path.isfile(program) and os.access(program, os.X_OK) else None), False
+    return shutil.which(program, path=path), False
+
+
+def _engine_program(stage: StageConfig, loaded: LoadedConfig) -> str:
+    from orchestrator.engines import EngineTask, adapter_for
+
+    engine = loaded.config.engines[stage.engine or ""]
+    task = EngineTask(
+        ticket_id="PREFLIGHT-1", title="preflight", kind="feature", body="", clone_dir=_CLONE,
+        run_dir=_RUN, model=stage.model or (engine.models[0] if engine.models else ""),
+        settings=engine.adapter_settings(), attempt=1,
+    )  # fmt: skip
+    return adapter_for(engine.kind).invocation(task).argv[0]
+
+
+def programs(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[ProgramFact]:
+    """The program of every stage, check and engine command, looked for on its stage's PATH."""
+    facts = []
+    for stage in loaded.config.stages:
+        ctx = _context(stage.name)
+        engine_env = loaded.config.engines[stage.engine].pass_env if stage.engine else ()
+        path = stage_environ(environ, ctx, (*stage.pass_env, *engine_env)).get("PATH", "")
+        commands: list[tuple[str, str]] = []
+        if stage.command is not None:
+            commands.append((f"stage {stage.name}", stage.command[0]))
+        for check in stage.checks:
+            commands.append((f"check {stage.name}:{check.name}", check.command[0]))
+        expanded = [
+            (where, expand_command((argv0,), root=loaded.root, ctx=ctx)[0])
+            for where, argv0 in commands
+        ]
+        if stage.engine is not None:
+            expanded.append(
+                (f"engine {stage.engine} (stage {stage.name})", _engine_program(stage, loaded))
+            )
+        for where, program in expanded:
+            found, later = locate_program(program, path)
+            facts.append(ProgramFact(where, program, found, later))
+    return facts
+
+
+def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
+    named: dict[tuple[str, str], bool] = {}
+    for stage in loaded.config.stages:
+        for name in stage.pass_env:
+            named[(f"stage {stage.name}", name)] = bool(environ.get(name))
+        if stage.engine is not None:
+            for name in loaded.config.engines[stage.engine].pass_env:
+                named[(f"engine {stage.engine}", name)] = bool(environ.get(name))
+    return [(who, name, is_set) for (who, name), is_set in named.items()]
+
+
+def github_stages(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[GitHubFact]:
+    armed = dry_run_armed(environ)
+    return [
+        GitHubFact(stage.name, TOKEN_ENV in stage.pass_env, stage.side_effectful and armed)
+        for stage in loaded.config.stages
+        if stage.command is not None and any(GITHUB_STAGE_MODULE in arg for arg in stage.command)
+    ]
+
+
+def default_client(api_url: str) -> httpx2.Client:
+    import httpx2
+
+    return httpx2.Client(base_url=api_url, timeout=FORGE_TIMEOUT_S)
+
+
+def ask_github(
+    environ: Mapping[str, str], client_factory: ClientFactory = default_client
+) -> ForgeAnswer:
+    """One authenticated ``GET /user``, as the GitHub stage authenticates (its base URL
+    override, its headers): GitHub's status, or the network error (the token scrubbed)."""
+    import httpx2
+
+    from orchestrator.forges.github import API_VERSION, DEFAULT_API_URL, MEDIA_TYPE
+
+    token = environ.get(TOKEN_ENV, "")
+    api_url = environ.get(API_URL_ENV, "") or DEFAULT_API_URL
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": MEDIA_TYPE,
+        "X-GitHub-Api-Version": API_VERSION,
+    }
+    try:
+        with client_factory(api_url) as client:
+            status = client.request("GET", "/user", headers=headers).status_code
+    except (httpx2.HTTPError, httpx2.InvalidURL, OSError, ValueError) as exc:
+        said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return ForgeAnswer(api_url, error=said.replace(token, "***") if token else said)
+    return ForgeAnswer(api_url, status=status)
+
+
+# git's answer per environment it was asked in: a batch's or a test session's many
+# preflights ask once (as ``stage_sandbox.global_identity`` does for the stages).
+_identities: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+
+def git_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str, str]:
+    """user.name/user.email as a new clone's commits would get them from git: the
+    environment's GIT_AUTHOR_*, else git's system and global config (read by ``git
+    config``, which runs nothing). Empty where git says nothing, or is not there."""
+    env = {k: v for k, v in environ.items() if k in ("PATH", "HOME", "XDG_CONFIG_HOME")}
+    env.update({k: v for k, v in environ.items() if k.startswith("GIT_CONFIG")})
+    key = tuple(sorted(env.items()))
+    if key not in _identities:
+        listing = executor.capture_head(
+            ("git", "config", "-z", "--get-regexp", r"^user\.(name|email)$"),
+            cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=10,
+        )  # fmt: skip
+        _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
+    found = dict(_identities[key])
+    found.update({k: v for k, v in environ.items() if k.startswith("GIT_AUTHOR_") and v})
+    return {
+        key: found[var] for key, var in (("name", "GIT_AUTHOR_NAME"), ("email", "GIT_AUTHOR_EMAIL"))
+        if found.get(var)
+    }  # fmt: skip
+
+
+def sandboxed(loaded: LoadedConfig) -> list[str]:
+    """What cannot run without bwrap: sandboxed stages and checks, the orchestrator's git."""
+    needs = []
+    for stage in loaded.config.stages:
+        if (stage.sandbox or "bwrap") == "bwrap" and not stage.checks:
+            needs.append(f"stage {stage.name}")
+        needs += [
+            f"check {stage.name}:{check.name}"
+            for check in stage.checks
+            if (check.sandbox or stage.sandbox or "bwrap") == "bwrap"
+        ]
+    if loaded.config.sandbox.git == "bwrap":
+        needs.append("the orchestrator's git calls")
+    return needs
+
+
+def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """(the broker, masked; why it cannot be used, or None)."""
+    from orchestrator.domain.broker_url import broker_url_from
+    from orchestrator.domain.errors import ConfigError, OrchestratorError
+
+    try:
+        url = broker_url_from(loaded.config.distributed.broker_url, environ, loaded.path)
+    except ConfigError as exc:
+        return "the broker", str(exc)
+    from orchestrator.storage.redis import CoordinationStore
+
+    try:
+        store = CoordinationStore(url, timeout_s=BROKER_TIMEOUT_S, retries=0)
+    except ImportError as exc:
+        return url.masked, f"the redis client is not installed ({exc.name})"
+    try:
+        store.ping()
+    except OrchestratorError as exc:
+        return url.masked, getattr(exc, "reason", "") or str(exc)
+    finally:
+        store.close()
+    return url.masked, None
+
+
+def _broker_configured(loaded: LoadedConfig, environ: Mapping[str, str]) -> bool:
+    from orchestrator.domain.broker_url import BROKER_URL_ENV
+
+    return bool(environ.get(BROKER_URL_ENV)) or loaded.config.distributed.broker_url is not None
+
+
+def gather(
+    loaded: LoadedConfig,
+    state_dir: Path,
+    environ: Mapping[str, str],
+    *,
+    backend: Backend = "local",
+    ask_forge: bool = True,
+    executor: Executor | None = None,
+    locate_bwrap: BwrapLocator = bundled_bwrap,
+    client_factory: ClientFactory = default_client,
+) -> Facts:
+    """The facts the checklist is decided from. ``backend``: ``celery`` needs the broker;
+    ``doctor`` tries it when one is configured; ``local`` does not. ``ask_forge``: False
+    never asks GitHub (the benchmark)."""
+    config = loaded.config
+    executor = executor or LocalExecutor()
+    github = github_stages(loaded, environ)
+    token_set = bool(environ.get(TOKEN_ENV))
+    forge = None
+    if ask_forge and token_set and any(not s.blocked_by_dry_run for s in github):
+        forge = ask_github(environ, client_factory)
+    needs_bwrap = sandboxed(loaded)
+    recipes_sandboxed = config.recovery.enabled and config.recovery.recipe_sandbox == "bwrap"
+    sandbox = (
+        sandbox_available(executor, locate_bwrap) if needs_bwrap or recipes_sandboxed else None
+    )
+    broker, broker_said = None, None
+    if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
+        broker, broker_said = broker_problem(loaded, environ)
+    return Facts(
+        programs=programs(loaded, environ),
+        pass_env=pass_env(loaded, environ),
+        recovery_enabled=config.recovery.enabled,
+        model_key_env=config.model.api_key_env,
+        model_key_set=bool(environ.get(config.model.api_key_env)),
+        github=github,
+        github_token_set=token_set,
+        forge=forge,
+        git_identity=git_identity(executor, environ),
+        configured_identity=configured_identity(
+            {**environ, **identity_environ(config.git.author_name, config.git.author_email)}
+        ),
+        fallback_identity=FALLBACK_IDENTITY,
+        sandboxed=needs_bwrap,
+        recipes_sandboxed=recipes_sandboxed,
+        sandbox_problem=sandbox,
+        sandbox_remedy=REMEDY,
+        state_dir=str(state_dir),
+        state_dir_problem=state_dir_problem(state_dir),
+        broker=broker,
+        broker_problem=broker_said,
+    )
+
+
+def preflight(
+    loaded: LoadedConfig,
+    state_dir: Path,
+    environ: Mapping[str, str],
+    *,
+    backend: Backend = "local",
+    ask_forge: bool = True,
+    executor: Executor | None = None,
+    locate_bwrap: BwrapLocator = bundled_bwrap,
+    client_factory: ClientFactory = default_client,
+) -> tuple[Check, ...]:
+    """The checklist for running ``loaded``'s pipeline here (see ``gather``)."""
+    facts = gather(
+        loaded, state_dir, environ, backend=backend, ask_forge=ask_forge, executor=executor,
+        locate_bwrap=locate_bwrap, client_factory=client_factory,
+    )  # fmt: skip
+    return checklist_of(facts)

@@ -1,0 +1,105 @@
+"""``orchestrator doctor [--json]``: the preflight checklist — will a run succeed on this
+machine with this config? — one line per check, each warning and failure with its fix.
+Exit 0 when nothing fails (warnings allowed), 2 when a run cannot succeed.
+
+``gate`` is the same checklist before a run's first stage: ``run``, ``resume``, ``batch``
+(once, before any ticket) and ``batch --backend celery`` (once, before anything is
+queued) call it. A failure stops the command with exit 2 before a run record, a ledger
+row or a model call exists; warnings are printed once, one line each, and the run goes
+on. ``--no-preflight`` skips it (scripts that checked already).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE, OrchestratorError
+
+if TYPE_CHECKING:
+    from orchestrator.app.preflight import Backend
+    from orchestrator.domain.config import LoadedConfig
+    from orchestrator.domain.preflight import Check
+
+
+class PreflightFailed(OrchestratorError):
+    """A run cannot succeed here: the failing checks, each with its fix."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, failures: list[Check]) -> None:
+        from orchestrator.domain.preflight import line
+
+        super().__init__(
+            "preflight: a run cannot succeed here, so nothing was started:\n"
+            + "".join(f"  {line(check)}\n" for check in failures)
+            + "(`orchestrator doctor` lists every check; --no-preflight skips them)"
+        )
+        self.failures = failures
+
+
+def _checks(
+    loaded: LoadedConfig,
+    state_dir_override: str | None,
+    environ: Mapping[str, str],
+    backend: Backend,
+) -> tuple[Check, ...]:
+    from orchestrator.app.preflight import preflight
+    from orchestrator.storage import resolve_state_dir
+
+    state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
+    return preflight(loaded, state_dir, environ, backend=backend)
+
+
+def gate(
+    loaded: LoadedConfig,
+    state_dir_override: str | None,
+    environ: Mapping[str, str],
+    err: TextIO,
+    *,
+    backend: Backend = "local",
+) -> None:
+    """Before a run's first stage: raise ``PreflightFailed`` (exit 2) when a run cannot
+    succeed; print each warning on ``err``, once."""
+    from orchestrator.domain.preflight import failed, line, warned
+
+    checks = _checks(loaded, state_dir_override, environ, backend)
+    failures = failed(checks)
+    if failures:
+        raise PreflightFailed(failures)
+    for check in warned(checks):
+        print(f"preflight: {line(check)}", file=err, flush=True)
+
+
+def doctor(
+    config_file: Path,
+    state_dir_override: str | None,
+    out: TextIO,
+    *,
+    as_json: bool,
+    environ: Mapping[str, str] = os.environ,
+) -> int:
+    from orchestrator.domain.config import load_config
+    from orchestrator.domain.preflight import failed, line
+
+    loaded = load_config(config_file)
+    checks = _checks(loaded, state_dir_override, environ, "doctor")
+    ok = not failed(checks)
+    if as_json:
+        document = {
+            "config": str(loaded.path),
+            "ok": ok,
+            "checks": [check.as_dict() for check in checks],
+        }
+        out.write(json.dumps(document, ensure_ascii=False) + "\n")
+    else:
+        out.write("".join(f"{line(check)}\n" for check in checks))
+        counts = {s: sum(c.status == s for c in checks) for s in ("fail", "warn")}
+        out.write(
+            f"{counts['fail']} failed, {counts['warn']} warning(s): "
+            + ("a run can go ahead\n" if ok else "a run cannot succeed here\n")
+        )
+    return EXIT_COMPLETED if ok else EXIT_USAGE

@@ -1,0 +1,284 @@
+"""Preflight rules: from facts about this machine (gathered by ``app/preflight.py``) to a
+checklist that says, before a run spends anything, whether it can succeed here.
+
+Pure: every rule is a function of ``Facts``, so each is pinned by a test without a
+fixture. A check is
+
+    ok     fine
+    skip   not needed by this config, or checked later (a program the clone provides)
+    warn   the run can succeed, but not as well as it could (no model key: failures go
+           to a person without a diagnosis; git identity: the fallback author)
+    fail   a run cannot succeed: ``orchestrator doctor`` exits 2, and ``run``/``batch``
+           stop before anything is recorded, charged or started
+
+and every warning and failure says how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+Status = Literal["ok", "skip", "warn", "fail"]
+MARKS: Final[Mapping[Status, str]] = {"ok": "✓", "skip": "-", "warn": "!", "fail": "✗"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the checklist. ``name`` is the kind of check (stable, for ``--json``
+    readers); ``detail`` says what was found, ``fix`` what to do (warn and fail only)."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class ProgramFact:
+    """The program one command starts, as the runner would start it. ``found``: where
+    it is on the PATH the stage sees (None: not there); ``later``: a path relative to the
+    clone or the run directory, which do not exist before the run."""
+
+    where: str  # "stage clone", "check review:project-tests", "engine patch (stage implement)"
+    program: str
+    found: str | None
+    later: bool = False
+
+
+@dataclass(frozen=True)
+class GitHubFact:
+    """A stage that opens its pull request on GitHub (``orchestrator.stages.open_pr_github``)."""
+
+    stage: str
+    passes_token: bool  # GITHUB_TOKEN is in its pass_env (else it never sees the token)
+    blocked_by_dry_run: bool  # side-effectful while DRY_RUN is armed: it will not run now
+
+
+@dataclass(frozen=True)
+class ForgeAnswer:
+    """What the forge said to one authenticated request: its HTTP status, or the network
+    error that stopped it (``error``, never holding the token)."""
+
+    api_url: str
+    status: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    programs: Sequence[ProgramFact] = ()
+    # (who names it, variable) for every pass_env entry, and whether it is set.
+    pass_env: Sequence[tuple[str, str, bool]] = ()
+    recovery_enabled: bool = True
+    model_key_env: str = "ANTHROPIC_API_KEY"
+    model_key_set: bool = False
+    github: Sequence[GitHubFact] = ()
+    github_token_set: bool = False
+    forge: ForgeAnswer | None = None  # None: not asked (DRY_RUN, no GitHub stage, opted out)
+    # user.name / user.email as git or the environment give them, and the [git] table's.
+    git_identity: Mapping[str, str] = field(default_factory=dict)
+    configured_identity: Mapping[str, str] = field(default_factory=dict)
+    fallback_identity: Mapping[str, str] = field(default_factory=dict)
+    # What runs in bwrap: stages/checks/git calls (needed) and recipes (refused without it).
+    sandboxed: Sequence[str] = ()
+    recipes_sandboxed: bool = True
+    sandbox_problem: str | None = None
+    sandbox_remedy: str = ""
+    state_dir: str = ""
+    state_dir_problem: str | None = None
+    broker: str | None = None  # the broker's URL, masked; None: no broker needed
+    broker_problem: str | None = None
+
+
+def program_checks(facts: Facts) -> list[Check]:
+    checks = []
+    for fact in facts.programs:
+        if fact.later:
+            checks.append(Check("program", "skip", f"{fact.where}: {fact.program} is "
+                                "checked when the clone exists"))  # fmt: skip
+        elif fact.found is None:
+            fix = (
+                f"make {fact.program} executable, or correct the command"
+                if "/" in fact.program
+                else f"install {fact.program}, or put its directory on PATH (the stage's PATH "
+                "is this one, with the orchestrator's interpreter's directory first)"
+            )
+            checks.append(Check("program", "fail", f"{fact.where}: {fact.program} not found", fix))
+        else:
+            at = f" ({fact.found})" if fact.found != fact.program else ""
+            checks.append(Check("program", "ok", f"{fact.where}: {fact.program}{at}"))
+    return checks
+
+
+def pass_env_checks(facts: Facts) -> list[Check]:
+    checks = []
+    for who, name, is_set in facts.pass_env:
+        if is_set:
+            checks.append(Check("pass_env", "ok", f"{who}: ${name} is set"))
+        else:
+            checks.append(Check("pass_env", "fail", f"{who}: ${name} is not set (pass_env names "
+                                "it)", f"export {name}=…, or remove it from pass_env"))  # fmt: skip
+    return checks
+
+
+def model_key_check(facts: Facts) -> Check:
+    if not facts.recovery_enabled:
+        return Check("model-key", "skip", "recovery is off: no model is asked")
+    if facts.model_key_set:
+        return Check("model-key", "ok", f"${facts.model_key_env} is set")
+    return Check(
+        "model-key",
+        "warn",
+        f"${facts.model_key_env} is not set: a failed stage goes to a person without a diagnosis",
+        f"export {facts.model_key_env}=… (or [model] api_key_env names another variable)",
+    )
+
+
+def forge_checks(facts: Facts) -> list[Check]:
+    if not facts.github:
+        return [Check("forge-token", "skip", "no stage opens a pull request on GitHub")]
+    checks = []
+    for stage in facts.github:
+        if not stage.passes_token:
+            checks.append(Check("forge-token", "fail", f"stage {stage.stage} opens a GitHub pull "
+                                "request, but GITHUB_TOKEN is not in its pass_env",
+                                f'add pass_env = ["GITHUB_TOKEN"] to stage {stage.stage}'))  # fmt: skip
+    needed = [s.stage for s in facts.github if not s.blocked_by_dry_run]
+    if not facts.github_token_set:
+        if needed:
+            checks.append(Check("forge-token", "fail", f"$GITHUB_TOKEN is not set (stage "
+                                f"{', '.join(needed)} pushes and opens a pull request)",
+                                "export GITHUB_TOKEN=… (a token that may push to the repository "
+                                "and open pull requests)"))  # fmt: skip
+        else:
+            checks.append(Check("forge-token", "warn", "$GITHUB_TOKEN is not set; DRY_RUN "
+                                "blocks the GitHub stage now, which needs it once DRY_RUN=false",
+                                "export GITHUB_TOKEN=… before running with DRY_RUN=false"))  # fmt: skip
+        return checks
+    answer = facts.forge
+    if answer is None:
+        checks.append(Check("forge-token", "ok", "$GITHUB_TOKEN is set (not tried: DRY_RUN "
+                            "is armed)" if not needed else "$GITHUB_TOKEN is set"))  # fmt: skip
+    elif answer.error is not None:
+        checks.append(Check("forge-token", "fail", f"cannot reach {answer.api_url}: "
+                            f"{answer.error}", "check the network, or "
+                            "ORCHESTRATOR_GITHUB_API_URL"))  # fmt: skip
+    elif answer.status in (401, 403):
+        checks.append(Check("forge-token", "fail", f"{answer.api_url} refused $GITHUB_TOKEN "
+                            f"(HTTP {answer.status})", "export a GITHUB_TOKEN that is valid "
+                            "and may push and open pull requests"))  # fmt: skip
+    elif answer.status is not None and 200 <= answer.status < 300:
+        checks.append(Check("forge-token", "ok", f"$GITHUB_TOKEN accepted by {answer.api_url}"))
+    else:
+        checks.append(Check("forge-token", "warn", f"{answer.api_url} answered HTTP "
+                            f"{answer.status} to the token check", "run `orchestrator doctor` "
+                            "again later; if it persists, check ORCHESTRATOR_GITHUB_API_URL"))  # fmt: skip
+    return checks
+
+
+def identity_check(facts: Facts) -> Check:
+    keys = ("name", "email")
+    if all(facts.git_identity.get(key) for key in keys):
+        shown = f"{facts.git_identity['name']} <{facts.git_identity['email']}>"
+        return Check("git-identity", "ok", f"commits by {shown} (git config)")
+    chosen = {
+        key: facts.git_identity.get(key)
+        or facts.configured_identity.get(key)
+        or facts.fallback_identity.get(key, "")
+        for key in keys
+    }
+    shown = f"{chosen['name']} <{chosen['email']}>"
+    fallback = [
+        key for key in keys
+        if not facts.git_identity.get(key) and not facts.configured_identity.get(key)
+    ]  # fmt: skip
+    if not fallback:
+        return Check("git-identity", "ok", f"commits by {shown} ([git] in config)")
+    missing = " and ".join(f"user.{key}" for key in fallback)
+    return Check(
+        "git-identity",
+        "warn",
+        f"no {missing} in git config or [git]: commits by {shown} (the fallback identity)",
+        "git config --global user.name/user.email, or [git] author_name/author_email in "
+        "config.toml",
+    )
+
+
+def sandbox_check(facts: Facts) -> Check:
+    if not facts.sandboxed and not facts.recipes_sandboxed:
+        return Check("sandbox", "skip", 'nothing runs in the sandbox (sandbox = "none")')
+    if facts.sandbox_problem is None:
+        return Check("sandbox", "ok", "bwrap can start here")
+    if facts.sandboxed:
+        shown = ", ".join(facts.sandboxed[:3]) + (" …" if len(facts.sandboxed) > 3 else "")
+        return Check(
+            "sandbox",
+            "fail",
+            f"the sandbox cannot start here ({facts.sandbox_problem}); it is needed by {shown}",
+            f'{facts.sandbox_remedy}; or opt out per stage/check with sandbox = "none"',
+        )
+    # Only recipes need it: a run goes on, and a recipe is refused with this reason.
+    return Check(
+        "sandbox",
+        "warn",
+        f"the sandbox cannot start here ({facts.sandbox_problem}): mechanical-fix recipes "
+        "will be refused",
+        f'{facts.sandbox_remedy}; or [recovery] recipe_sandbox = "none"',
+    )
+
+
+def state_dir_check(facts: Facts) -> Check:
+    if facts.state_dir_problem is None:
+        return Check("state-dir", "ok", f"{facts.state_dir} is writable")
+    return Check(
+        "state-dir",
+        "fail",
+        f"{facts.state_dir}: {facts.state_dir_problem}",
+        "make it a writable directory, or point state_dir (or --state-dir) elsewhere",
+    )
+
+
+def broker_check(facts: Facts) -> Check:
+    if facts.broker is None:
+        return Check("broker", "skip", "no broker needed (only batch --backend celery uses one)")
+    if facts.broker_problem is None:
+        return Check("broker", "ok", f"{facts.broker} answers")
+    return Check(
+        "broker",
+        "fail",
+        f"{facts.broker} unreachable: {facts.broker_problem}",
+        "start Redis there, or set ORCHESTRATOR_BROKER_URL / [distributed] broker_url",
+    )
+
+
+def checklist(facts: Facts) -> tuple[Check, ...]:
+    """Every check, in the order a person fixes things: the machine, then the config."""
+    return (
+        state_dir_check(facts),
+        *program_checks(facts),
+        *pass_env_checks(facts),
+        sandbox_check(facts),
+        *forge_checks(facts),
+        model_key_check(facts),
+        identity_check(facts),
+        broker_check(facts),
+    )
+
+
+def failed(checks: Sequence[Check]) -> list[Check]:
+    return [c for c in checks if c.status == "fail"]
+
+
+def warned(checks: Sequence[Check]) -> list[Check]:
+    return [c for c in checks if c.status == "warn"]
+
+
+def line(check: Check) -> str:
+    """``✗ program: stage x: foo not found — fix: install foo, …``"""
+    fix = f" — fix: {check.fix}" if check.fix and check.status in ("warn", "fail") else ""
+    return f"{MARKS[check.status]} {check.name}: {check.detail}{fix}"

@@ -24,9 +24,8 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt, RunRecord
 from orchestrator.execution.against_base import base_check_key
 from orchestrator.execution.attempts import run_check, stage_context
-from orchestrator.execution.git import clone_git_env
 from orchestrator.execution.git_calls import head_commit
-from orchestrator.execution.stage_env import StageContext, stage_environ
+from orchestrator.execution.stage_env import StageContext
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reports.handoff import render_base_red_handoff
 from orchestrator.storage import BaseCheck, BaseCheckStore, CrashPoint
@@ -57,9 +56,9 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
     ]
     if not checks or not clone.is_dir():
         return record
-    any_ctx = stage_context(record, checks[0][0].name, "", "", record.counters.attempts, store)
-    env = stage_environ(services.environ, any_ctx)
-    commit = head_commit(services.executor, clone, clone_git_env(services.executor, clone, env))
+    # git hardened as for every call of ours in a clone (``head_commit``); rev-parse checks
+    # nothing out, so the clone's drivers need no switching off (``clone_git_env``).
+    commit = head_commit(services.executor, clone, services.environ)
     if commit is None:
         services.reporter.note("base check skipped: the clone has no commit to check")
         return record

@@ -36,6 +36,7 @@ def _attempt_rows(run: RunView, links: Links) -> str:
             f"<li>{esc(c.name)}: "
             + ("skipped" if c.skipped else "timed out" if c.timed_out else esc(f"exit {c.exit_code}"))
             + esc(f" in {c.duration_s:.2f}s")
+            + (esc(", failures already on the base: passed") if c.already_on_base else "")
             + (f" ({links.a(c.log, 'log')})" if c.log else "")
             + "</li>"
             for c in attempt.checks

@@ -27,6 +27,7 @@ class CheckView:
     duration_s: float
     failure_class: str | None = None
     log: Path | None = None
+    already_on_base: bool = False  # failed only as the base does: judged passed
 
 
 @dataclass(frozen=True, slots=True)

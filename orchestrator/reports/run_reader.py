@@ -86,6 +86,7 @@ def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
             duration_s=c.duration_s,
             failure_class=c.failure_class,
             log=workspace.file(c.log_path),
+            already_on_base=c.already_on_base,
         )
         for c in attempt.checks
     )

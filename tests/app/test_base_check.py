@@ -88,6 +88,11 @@ def test_compare_counts_only_failures_the_base_did_not_have(tmp_path: Path) -> N
     assert review[0].checks[0].exit_code == 1  # kept as it was
     assert review[0].checks[0].failure_detail == "failures already on the base"
     assert check_runs(tmp_path) == 2  # once on the base, once on the change
+    shown = io.StringIO()
+    with redirect_stdout(shown):
+        cli_main(["--config", str(h.loaded.path), "show", same.run_id])
+    assert "check tests: exit 1, failures already on the base: passed" in shown.getvalue()
+    assert f"base     main at {same.base_commit}" in shown.getvalue()
 
     new = h.run(write_ticket(tmp_path / "t", "T-NEW"))
     assert new.state is RunState.NEEDS_HUMAN

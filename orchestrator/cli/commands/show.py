@@ -51,6 +51,8 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
             lines.append(f"      check {check.name}: skipped (not for this ticket kind)")
         else:
             verdict = "timed out" if check.timed_out else f"exit {check.exit_code}"
+            if check.already_on_base:  # on_red_base = "compare": judged passed
+                verdict += ", failures already on the base: passed"
             outside = " (unsandboxed)" if check.sandbox == "none" else ""
             lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s{outside}")
     lines.extend(_log_lines(attempt, pruned))
@@ -145,6 +147,10 @@ def render(
         + (f" at {record.current_stage}" if record.current_stage else ""),
         f"started  {record.created_at:%Y-%m-%d %H:%M:%S}Z   updated {record.updated_at:%Y-%m-%d %H:%M:%S}Z",
     ]
+    if record.base_commit is not None:
+        lines.append(
+            f"base     {record.base_branch} at {record.base_commit} (checked before any change)"
+        )
     if record.halt is not None:
         lines.append(f"halt     {record.halt.reason} at {record.halt.stage}: {record.halt.detail}")
     for resumed in record.resumes:  # a person's hand in the run, in order

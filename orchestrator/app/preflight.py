@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -245,21 +246,26 @@ def gather(
     never asks GitHub (the benchmark)."""
     config = loaded.config
     executor = executor or LocalExecutor()
+    needs_bwrap = sandboxed(loaded)
+    recipes_sandboxed = config.recovery.enabled and config.recovery.recipe_sandbox == "bwrap"
+    # The probe starts bwrap once, the slowest check: it runs while the others are read.
+    probe = _Background(
+        (lambda: sandbox_available(executor, locate_bwrap))
+        if needs_bwrap or recipes_sandboxed
+        else (lambda: None)
+    )
     github = github_stages(loaded, environ)
     token_set = bool(environ.get(TOKEN_ENV))
     forge = None
     if ask_forge and token_set and any(not s.blocked_by_dry_run for s in github):
         forge = ask_github(environ, client_factory)
-    needs_bwrap = sandboxed(loaded)
-    recipes_sandboxed = config.recovery.enabled and config.recovery.recipe_sandbox == "bwrap"
-    sandbox = (
-        sandbox_available(executor, locate_bwrap) if needs_bwrap or recipes_sandboxed else None
-    )
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)
+    found_programs = programs(loaded, environ)
+    identity = git_identity(executor, environ)
     return Facts(
-        programs=programs(loaded, environ),
+        programs=found_programs,
         pass_env=pass_env(loaded, environ),
         recovery_enabled=config.recovery.enabled,
         model_key_env=config.model.api_key_env,
@@ -267,20 +273,44 @@ def gather(
         github=github,
         github_token_set=token_set,
         forge=forge,
-        git_identity=git_identity(executor, environ),
+        git_identity=identity,
         configured_identity=configured_identity(
             {**environ, **identity_environ(config.git.author_name, config.git.author_email)}
         ),
         fallback_identity=FALLBACK_IDENTITY,
         sandboxed=needs_bwrap,
         recipes_sandboxed=recipes_sandboxed,
-        sandbox_problem=sandbox,
+        sandbox_problem=probe.result(),
         sandbox_remedy=REMEDY,
         state_dir=str(state_dir),
         state_dir_problem=state_dir_problem(state_dir),
         broker=broker,
         broker_problem=broker_said,
     )
+
+
+class _Background:
+    """``work()`` on a thread of its own; ``result()`` waits for it and re-raises what it
+    raised (a probe that crashed must not read as a sandbox that works)."""
+
+    def __init__(self, work: Callable[[], str | None]) -> None:
+        self._answer: list[str | None] = []
+        self._raised: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._answer.append(work())
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller's thread)
+                self._raised.append(exc)
+
+        self._thread = threading.Thread(target=run, name="preflight-sandbox-probe", daemon=True)
+        self._thread.start()
+
+    def result(self) -> str | None:
+        self._thread.join()
+        if self._raised:
+            raise self._raised[0]
+        return self._answer[0]
 
 
 def preflight(

@@ -35,7 +35,7 @@ EXIT_BROKEN_PIPE = 141
 EXIT_MEANINGS: dict[int, str] = {
     EXIT_COMPLETED: "completed (or nothing to do)",
     EXIT_BUG: "internal error (a bug: the traceback's path is printed)",
-    EXIT_USAGE: "usage, config or ticket error",
+    EXIT_USAGE: "usage, config or ticket error, or a failed preflight (a run cannot succeed here)",
     EXIT_NEEDS_HUMAN: "needs a human (halted with a typed reason, or blocked by DRY_RUN)",
     EXIT_FAILED: "failed (a stage or check failed and was not recovered)",
     EXIT_SPLIT: "split into sub-tickets",

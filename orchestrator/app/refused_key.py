@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.transcripts import CallError
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
 
@@ -31,12 +32,21 @@ class RefusedKeyLatch:
         if self.refused is not None:
             return Unavailable(self.refused, defer=True)
         gateway = self._inner()
+        if isinstance(gateway, Unavailable) and gateway.halt is HaltReason.AUTH_ERROR:
+            # Refused before any call (the factory asked once): every decision of the
+            # batch waits, this one too, uncharged.
+            self._refuse()
+            return Unavailable(self.refused or gateway.reason, defer=True)
         if gateway is None or isinstance(gateway, Unavailable):
             return gateway
         return _Watched(gateway, self)
 
     def saw(self, reply: ModelReply) -> None:
-        if self.refused is None and reply.error_kind is CallError.AUTHENTICATION:
+        if reply.error_kind is CallError.AUTHENTICATION:
+            self._refuse()
+
+    def _refuse(self) -> None:
+        if self.refused is None:
             self.refused = (
                 f"the model refused its key (${self._key_env}): not asked again in this batch"
             )

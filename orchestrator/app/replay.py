@@ -124,8 +124,10 @@ def model_availability(
     Availability is the environment's state, not the decision's: replay reproduces it
     from the typed halt reason."""
     if verdict.usage.calls == 0 and verdict.source == Source.SYNTHETIC:
-        if verdict.halt == HaltReason.NO_MODEL:
-            return None
+        if verdict.halt in (HaltReason.NO_MODEL, HaltReason.AUTH_ERROR):
+            # No key, or one the model refused before any call: the words were the
+            # factory's ("no model configured" in files from before it named the key).
+            return Unavailable(verdict.reason, halt=HaltReason(verdict.halt))
         if verdict.halt == HaltReason.BUDGET_SPENT:
             return Unavailable(verdict.reason)
     return player

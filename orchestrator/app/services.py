@@ -9,6 +9,7 @@ protocols of what they use (``execution.attempts.StageServices``), never this cl
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.domain.config import LoadedConfig, ModelConfig
 from orchestrator.domain.git_identity import identity_environ
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.runs import utcnow
 from orchestrator.execution.attempts import GreenRecorder
 from orchestrator.execution.executor import Executor, LocalExecutor
@@ -59,15 +61,41 @@ class Services:
     record_green: GreenRecorder | None = None
 
 
+# Per process, by the key's digest: what the API said of a key (None: accepted). A
+# key does not change under a running process, so it is asked about once.
+_KEY_REFUSALS: dict[str, str | None] = {}
+
+
 def model_gateway_factory(
     model: ModelConfig, environ: Mapping[str, str]
-) -> Callable[[], ModelGateway | None]:
-    """Build the configured gateway only when a model must actually be asked."""
+) -> Callable[[], ModelGateway | Unavailable | None]:
+    """Build the configured gateway only when a model must actually be asked, and only
+    with a key the API accepts: a missing key names its variable, and a refused one
+    (401/403, asked once per process by a request that costs no tokens) ends the
+    decision ``auth_error`` before a diagnosis is charged. A batch's latch
+    (``refused_key.py``) then stops asking for the rest of the batch."""
 
-    def build() -> ModelGateway | None:
+    def build() -> ModelGateway | Unavailable | None:
         from orchestrator.recovery.anthropic_gateway import gateway_from_config
 
-        return gateway_from_config(model, environ)
+        key = environ.get(model.api_key_env, "")
+        if not key:
+            return Unavailable(
+                f"no model key: ${model.api_key_env} is not set", halt=HaltReason.NO_MODEL
+            )
+        gateway = gateway_from_config(model, environ)
+        if gateway is None:
+            return None
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        if digest not in _KEY_REFUSALS:
+            _KEY_REFUSALS[digest] = gateway.key_refusal()
+        refused = _KEY_REFUSALS[digest]
+        if refused is not None:
+            return Unavailable(
+                f"the model refused its key (${model.api_key_env}): {refused}",
+                halt=HaltReason.AUTH_ERROR,
+            )
+        return gateway
 
     return build
 

@@ -73,6 +73,22 @@ class AnthropicGateway:
     def __repr__(self) -> str:
         return f"AnthropicGateway(model={self.model_name!r})"
 
+    def key_refusal(self) -> str | None:
+        """Why the API refuses this key, from one request that costs no tokens (the
+        models list), or None: accepted, or the question could not be answered (a
+        network error is the diagnosis call's to meet, with its retries)."""
+        import anthropic
+
+        try:
+            self._client.with_options(max_retries=0, timeout=min(self._timeout_s, 10.0)).models.list(
+                limit=1
+            )
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+            return self._describe(exc)[1]
+        except (anthropic.AnthropicError, json.JSONDecodeError):
+            return None
+        return None
+
     def complete(self, request: ModelRequest) -> ModelReply:
         import anthropic
 
@@ -119,6 +135,9 @@ class AnthropicGateway:
             return CallError.RATE_LIMITED, "rate limited (429)"
         if isinstance(exc, anthropic.AuthenticationError):
             return CallError.AUTHENTICATION, "authentication failed (401)"
+        if isinstance(exc, anthropic.PermissionDeniedError):
+            # The key is known but may not use this API or model: a person fixes it.
+            return CallError.AUTHENTICATION, "permission denied (403)"
         if isinstance(exc, anthropic.InternalServerError) or (
             isinstance(exc, anthropic.APIStatusError) and exc.status_code >= 500
         ):

@@ -115,7 +115,8 @@ def no_model_decision(unavailable: Unavailable | None = None) -> Decision:
         )  # fmt: skip
     if unavailable is not None:
         why = unavailable.reason
-        return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.BUDGET_SPENT)
+        halt = unavailable.halt or HaltReason.BUDGET_SPENT
+        return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=halt)
     why = "no model configured"
     return Decision(Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.NO_MODEL)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.transcripts import CallError
 
 
@@ -49,10 +50,12 @@ class Unavailable:
     """A gateway factory's way of saying "not now, and why": no call is made. With
     ``defer`` (a spent batch budget: a later batch has a fresh one) the decision is not
     made at all and the run waits; without it the diagnosis becomes a synthetic
-    abandon-human with this reason."""
+    abandon-human with this reason, halted with ``halt`` (a spent budget unless said:
+    ``no_model`` for a missing key, ``auth_error`` for a key the model refused)."""
 
     reason: str
     defer: bool = False
+    halt: HaltReason | None = None
 
 
 class ModelGateway(Protocol):

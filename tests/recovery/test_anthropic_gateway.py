@@ -229,6 +229,7 @@ def test_rate_limit_is_retried_then_reported() -> None:
         (502, "api_error", "server error (5xx: 502)", CallError.SERVER),
         (400, "invalid_request_error", "API error: BadRequestError 400", CallError.API),
         (404, "not_found_error", "API error: NotFoundError 404", CallError.API),
+        (403, "permission_error", "permission denied (403)", CallError.AUTHENTICATION),
     ],
 )
 def test_status_errors_are_translated(
@@ -415,3 +416,36 @@ def test_the_verdict_schema_travels_once_in_the_structured_output_format() -> No
     # The v1 prompt carried it a second time, in the text.
     v1 = build_prompt(facts, "<bundle>", version="recovery-v1")
     assert '"RepairPlan"' in v1 and len(v1) - len(text) > 3000
+
+
+# --- is the key accepted? ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refusal"),
+    [
+        (401, error_json("authentication_error", f"invalid x-api-key: {KEY}"),
+         "authentication failed (401)"),
+        (403, error_json("permission_error", "no access"), "permission denied (403)"),
+        (200, {"data": [], "has_more": False, "first_id": None, "last_id": None}, None),
+        # Not an answer about the key: the diagnosis call meets it, with its retries.
+        (500, error_json("api_error", "down"), None),
+        (529, error_json("overloaded_error", "busy"), None),
+    ],
+)  # fmt: skip
+def test_the_key_is_asked_about_once_without_tokens_or_retries(
+    status: int, body: dict[str, Any], refusal: str | None
+) -> None:
+    api = answering(body, status)
+    assert api.gateway(max_retries=2).key_refusal() == refusal
+    [request] = api.requests  # one request, never retried
+    assert (request.method, request.url.path) == ("GET", "/v1/models")
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert refusal is None or KEY not in refusal
+
+
+def test_a_key_question_that_cannot_be_answered_is_not_a_refusal() -> None:
+    def down(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("refused", request=request)
+
+    assert Api(down).gateway().key_refusal() is None

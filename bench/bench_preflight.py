@@ -8,7 +8,7 @@ Each measurement is a fresh interpreter, as every ``orchestrator run`` is, with 
 config ``orchestrator init`` writes (``orchestrator/starter/config.toml``) in a temporary
 directory; the three kinds are interleaved so that load on the machine falls on all alike:
 
-  in a run    the preflight's first call (``app.preflight.preflight``, ``ask_forge=False``)
+  in a run    the preflight's first call (``checklist(gather(...))``, ``ask_forge=False``)
               where ``orchestrator run`` makes it: the driver, runner and engines imported
               already. The sandbox probe (one bwrap start, on a thread of its own), one
               ``git config`` for the identity, the PATH look-ups, the state dir's probe
@@ -46,8 +46,9 @@ from orchestrator.domain.config import load_config
 loaded = load_config(Path("config.toml"))
 {setup}
 started = time.perf_counter()
-from orchestrator.app.preflight import preflight
-checks = preflight(loaded, Path(".state").resolve(), os.environ, ask_forge=False)
+from orchestrator.app.preflight import gather
+from orchestrator.domain.preflight import checklist
+checks = checklist(gather(loaded, Path(".state").resolve(), os.environ, ask_forge=False))
 elapsed = time.perf_counter() - started
 print(json.dumps({{"ms": elapsed * 1000,
                   "failed": [c.detail for c in checks if c.status == "fail"]}}))

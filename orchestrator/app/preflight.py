@@ -1,7 +1,7 @@
 """Preflight, the use case: gather the facts a run depends on — programs on the PATH each
 stage will see, ``pass_env`` variables, the model key, the GitHub token (and, unless
 DRY_RUN is armed, GitHub's answer to it), git's identity, the sandbox, the state dir,
-the broker — and turn them into the checklist (``domain/preflight.py`` holds the rules).
+the broker — for the checklist (``domain/preflight.checklist`` holds the rules).
 
 Commands are expanded exactly as the runner expands them (``stage_env.expand_command``,
 each engine adapter's ``invocation``), with the clone and run directory standing in:
@@ -26,8 +26,13 @@ from orchestrator.domain.git_identity import (
     identity_environ,
 )
 from orchestrator.domain.lifecycle import dry_run_armed
-from orchestrator.domain.preflight import Check, Facts, ForgeAnswer, GitHubFact, ProgramFact
-from orchestrator.domain.preflight import checklist as checklist_of
+from orchestrator.domain.preflight import (
+    Facts,
+    ForgeAnswer,
+    GitHubFact,
+    PassEnvFact,
+    ProgramFact,
+)
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
@@ -103,19 +108,32 @@ def programs(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[ProgramFa
             )
         for where, program in expanded:
             found, later = locate_program(program, path)
-            facts.append(ProgramFact(where, program, found, later))
+            # Shown as written: the stand-ins for the run's directories mean nothing to anyone.
+            shown = program.replace(str(_CLONE), "{clone}").replace(str(_RUN), "{run_dir}")
+            facts.append(ProgramFact(where, shown, found, later))
     return facts
 
 
-def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
-    named: dict[tuple[str, str], bool] = {}
+def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[PassEnvFact]:
+    """Every variable a ``pass_env`` names but a GitHub stage's token (``forge-token``
+    says more about that one)."""
+    armed = dry_run_armed(environ)
+    named: dict[tuple[str, str], PassEnvFact] = {}
     for stage in loaded.config.stages:
-        for name in stage.pass_env:
-            named[(f"stage {stage.name}", name)] = bool(environ.get(name))
-        if stage.engine is not None:
-            for name in loaded.config.engines[stage.engine].pass_env:
-                named[(f"engine {stage.engine}", name)] = bool(environ.get(name))
-    return [(who, name, is_set) for (who, name), is_set in named.items()]
+        blocked = stage.side_effectful and armed
+        github = stage.command is not None and _runs_github(stage.command)
+        engine = loaded.config.engines[stage.engine] if stage.engine is not None else None
+        for who, names in ((f"stage {stage.name}", stage.pass_env),
+                           (f"engine {stage.engine}", engine.pass_env if engine else ())):  # fmt: skip
+            for name in names:
+                if not (github and name == TOKEN_ENV):
+                    fact = PassEnvFact(who, name, bool(environ.get(name)), blocked)
+                    named[(who, name)] = fact
+    return list(named.values())
+
+
+def _runs_github(command: tuple[str, ...]) -> bool:
+    return any(GITHUB_STAGE_MODULE in arg for arg in command)
 
 
 def github_stages(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[GitHubFact]:
@@ -123,7 +141,7 @@ def github_stages(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[GitH
     return [
         GitHubFact(stage.name, TOKEN_ENV in stage.pass_env, stage.side_effectful and armed)
         for stage in loaded.config.stages
-        if stage.command is not None and any(GITHUB_STAGE_MODULE in arg for arg in stage.command)
+        if stage.command is not None and _runs_github(stage.command)
     ]
 
 
@@ -311,22 +329,3 @@ class _Background:
         if self._raised:
             raise self._raised[0]
         return self._answer[0]
-
-
-def preflight(
-    loaded: LoadedConfig,
-    state_dir: Path,
-    environ: Mapping[str, str],
-    *,
-    backend: Backend = "local",
-    ask_forge: bool = True,
-    executor: Executor | None = None,
-    locate_bwrap: BwrapLocator = bundled_bwrap,
-    client_factory: ClientFactory = default_client,
-) -> tuple[Check, ...]:
-    """The checklist for running ``loaded``'s pipeline here (see ``gather``)."""
-    facts = gather(
-        loaded, state_dir, environ, backend=backend, ask_forge=ask_forge, executor=executor,
-        locate_bwrap=locate_bwrap, client_factory=client_factory,
-    )  # fmt: skip
-    return checklist_of(facts)

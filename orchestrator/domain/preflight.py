@@ -51,6 +51,17 @@ class ProgramFact:
 
 
 @dataclass(frozen=True)
+class PassEnvFact:
+    """A variable a stage's or engine's ``pass_env`` names (``who``: "stage x", "engine
+    y"), whether it is set, and whether DRY_RUN keeps that stage from running now."""
+
+    who: str
+    name: str
+    is_set: bool
+    blocked_by_dry_run: bool = False
+
+
+@dataclass(frozen=True)
 class GitHubFact:
     """A stage that opens its pull request on GitHub (``orchestrator.stages.open_pr_github``)."""
 
@@ -72,8 +83,7 @@ class ForgeAnswer:
 @dataclass(frozen=True)
 class Facts:
     programs: Sequence[ProgramFact] = ()
-    # (who names it, variable) for every pass_env entry, and whether it is set.
-    pass_env: Sequence[tuple[str, str, bool]] = ()
+    pass_env: Sequence[PassEnvFact] = ()
     recovery_enabled: bool = True
     model_key_env: str = "ANTHROPIC_API_KEY"
     model_key_set: bool = False
@@ -117,12 +127,16 @@ def program_checks(facts: Facts) -> list[Check]:
 
 def pass_env_checks(facts: Facts) -> list[Check]:
     checks = []
-    for who, name, is_set in facts.pass_env:
-        if is_set:
-            checks.append(Check("pass_env", "ok", f"{who}: ${name} is set"))
+    for fact in facts.pass_env:
+        said = f"{fact.who}: ${fact.name}"
+        fix = f"export {fact.name}=…, or remove it from pass_env"
+        if fact.is_set:
+            checks.append(Check("pass_env", "ok", f"{said} is set"))
+        elif fact.blocked_by_dry_run:  # the stage will not run now: needed once it may
+            checks.append(Check("pass_env", "warn", f"{said} is not set; DRY_RUN blocks the "
+                                "stage now, which needs it once DRY_RUN=false", fix))  # fmt: skip
         else:
-            checks.append(Check("pass_env", "fail", f"{who}: ${name} is not set (pass_env names "
-                                "it)", f"export {name}=…, or remove it from pass_env"))  # fmt: skip
+            checks.append(Check("pass_env", "fail", f"{said} is not set (pass_env names it)", fix))
     return checks
 
 
@@ -232,15 +246,15 @@ def sandbox_check(facts: Facts) -> Check:
     )
 
 
+STATE_DIR_FIX = "make it a writable directory, or point state_dir (or --state-dir) elsewhere"
+BROKER_FIX = "start Redis there, or set ORCHESTRATOR_BROKER_URL / [distributed] broker_url"
+
+
 def state_dir_check(facts: Facts) -> Check:
     if facts.state_dir_problem is None:
         return Check("state-dir", "ok", f"{facts.state_dir} is writable")
-    return Check(
-        "state-dir",
-        "fail",
-        f"{facts.state_dir}: {facts.state_dir_problem}",
-        "make it a writable directory, or point state_dir (or --state-dir) elsewhere",
-    )
+    detail = f"{facts.state_dir}: {facts.state_dir_problem}"
+    return Check("state-dir", "fail", detail, STATE_DIR_FIX)
 
 
 def broker_check(facts: Facts) -> Check:
@@ -248,12 +262,8 @@ def broker_check(facts: Facts) -> Check:
         return Check("broker", "skip", "no broker needed (only batch --backend celery uses one)")
     if facts.broker_problem is None:
         return Check("broker", "ok", f"{facts.broker} answers")
-    return Check(
-        "broker",
-        "fail",
-        f"{facts.broker} unreachable: {facts.broker_problem}",
-        "start Redis there, or set ORCHESTRATOR_BROKER_URL / [distributed] broker_url",
-    )
+    detail = f"{facts.broker} unreachable: {facts.broker_problem}"
+    return Check("broker", "fail", detail, BROKER_FIX)
 
 
 def checklist(facts: Facts) -> tuple[Check, ...]:

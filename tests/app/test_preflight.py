@@ -11,13 +11,27 @@ import git
 import httpx2
 import pytest
 
-from orchestrator.app.preflight import ask_github, github_stages, programs, sandboxed
+from orchestrator.app.preflight import ask_github, github_stages, pass_env, programs, sandboxed
 from orchestrator.app.services import build_services
 from orchestrator.domain.config import load_config
 from orchestrator.domain.git_identity import AUTHOR_EMAIL_ENV, AUTHOR_NAME_ENV
 from orchestrator.stages.clone import missing_identity
 
 from conftest import write_config
+
+
+def stage_toml(name: str, **keys: str) -> str:
+    """A ``[[stages]]`` table; ``keys`` are TOML values as written."""
+    return f'[[stages]]\nname = "{name}"\n' + "".join(f"{k} = {v}\n" for k, v in keys.items())
+
+
+def checks_toml(*checks: tuple[str, ...]) -> str:
+    """``[[stages.checks]]`` tables: (name, command as TOML, extra lines...)."""
+    return "".join(
+        f'[[stages.checks]]\nname = "{name}"\ncommand = {command}\n'
+        + "".join(f"{x}\n" for x in extra)
+        for name, command, *extra in checks
+    )
 
 
 def test_programs_are_expanded_as_the_runner_does_and_looked_for_on_the_stage_path(
@@ -27,36 +41,19 @@ def test_programs_are_expanded_as_the_runner_does_and_looked_for_on_the_stage_pa
     tool.parent.mkdir()
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
+    engine = '[engines.agent]\nkind = "command"\ncommand = ["my-agent", "{prompt_file}"]\n'
     config = write_config(
         tmp_path,
-        """
-        [engines.agent]
-        kind = "command"
-        command = ["my-agent", "{prompt_file}"]
-
-        [[stages]]
-        name = "a"
-        command = ["{python}", "-c", "pass"]
-
-        [[stages]]
-        name = "b"
-        engine = "agent"
-
-        [[stages]]
-        name = "review"
-        [[stages.checks]]
-        name = "lint"
-        command = ["my-linter"]
-        [[stages.checks]]
-        name = "own"
-        command = ["{root}/bin/my-linter"]
-        [[stages.checks]]
-        name = "wrapper"
-        command = ["./gradlew", "check"]
-        [[stages.checks]]
-        name = "cloned"
-        command = ["{clone}/tools/x"]
-        """,
+        engine
+        + stage_toml("a", command='["{python}", "-c", "pass"]')
+        + stage_toml("b", engine='"agent"')
+        + stage_toml("review")
+        + checks_toml(
+            ("lint", '["my-linter"]'),
+            ("own", '["{root}/bin/my-linter"]'),
+            ("wrapper", '["./gradlew", "check"]'),
+            ("cloned", '["{clone}/tools/x"]'),
+        ),
     )
     found = programs(load_config(config), {"PATH": str(tool.parent)})
     shown = {f.where: (f.program, f.found, f.later) for f in found}
@@ -66,38 +63,26 @@ def test_programs_are_expanded_as_the_runner_does_and_looked_for_on_the_stage_pa
         "check review:lint": ("my-linter", str(tool), False),
         "check review:own": (str(tool), str(tool), False),
         "check review:wrapper": ("./gradlew", None, True),
-        "check review:cloned": (shown["check review:cloned"][0], None, True),
+        "check review:cloned": ("{clone}/tools/x", None, True),
     }
 
 
 def test_github_stages_and_what_runs_in_the_sandbox(tmp_path: Path) -> None:
+    github = '["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]'
     config = write_config(
         tmp_path,
-        """
-        [[stages]]
-        name = "open-pr"
-        command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]
-        side_effectful = true
-        pass_env = ["GITHUB_TOKEN"]
-        sandbox = "none"
-
-        [[stages]]
-        name = "review"
-        [[stages.checks]]
-        name = "boxed"
-        command = ["true"]
-        [[stages.checks]]
-        name = "open"
-        command = ["true"]
-        sandbox = "none"
-        """,
+        stage_toml("open-pr", command=github, side_effectful="true",
+                   pass_env='["GITHUB_TOKEN"]', sandbox='"none"')
+        + stage_toml("review")
+        + checks_toml(("boxed", '["true"]'), ("open", '["true"]', 'sandbox = "none"')),
         header='[sandbox]\ngit = "none"\n',
-    )
+    )  # fmt: skip
     loaded = load_config(config)
     [armed] = github_stages(loaded, {})
     assert (armed.stage, armed.passes_token, armed.blocked_by_dry_run) == ("open-pr", True, True)
     assert not github_stages(loaded, {"DRY_RUN": "false"})[0].blocked_by_dry_run
     assert sandboxed(loaded) == ["check review:boxed"]
+    assert pass_env(loaded, {}) == []  # its token is the forge-token check's
 
 
 def client_answering(status: int, seen: list[httpx2.Request]) -> object:

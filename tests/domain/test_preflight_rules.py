@@ -12,6 +12,7 @@ from orchestrator.domain.preflight import (
     Facts,
     ForgeAnswer,
     GitHubFact,
+    PassEnvFact,
     ProgramFact,
     broker_check,
     checklist,
@@ -56,7 +57,7 @@ def test_every_failure_and_warning_names_a_fix() -> None:
     bad = replace(
         GOOD,
         programs=(ProgramFact("stage x", "nope", None),),
-        pass_env=(("stage x", "MY_TOKEN", False),),
+        pass_env=(PassEnvFact("stage x", "MY_TOKEN", False),),
         model_key_set=False,
         github=(replace(GITHUB, passes_token=False),),
         git_identity={},
@@ -91,14 +92,16 @@ def test_a_missing_program_fails_and_one_in_the_clone_waits_for_it() -> None:
     assert absolute.fix == "make /opt/x executable, or correct the command"
 
 
-def test_an_unset_pass_env_variable_fails() -> None:
-    unset, is_set = pass_env_checks(
-        replace(GOOD, pass_env=(("engine claude", "ANTHROPIC_API_KEY", False),
-                                ("stage open-pr", "GITHUB_TOKEN", True)))
+def test_an_unset_pass_env_variable_fails_unless_dry_run_blocks_its_stage() -> None:
+    unset, is_set, later = pass_env_checks(
+        replace(GOOD, pass_env=(PassEnvFact("engine claude", "ANTHROPIC_API_KEY", False),
+                                PassEnvFact("stage deploy", "DEPLOY_TOKEN", True),
+                                PassEnvFact("stage deploy", "SIGNING_KEY", False, True)))
     )  # fmt: skip
     assert unset.status == "fail" and unset.detail.startswith("engine claude: $ANTHROPIC_API_KEY")
     assert unset.fix == "export ANTHROPIC_API_KEY=…, or remove it from pass_env"
     assert is_set.status == "ok"
+    assert later.status == "warn" and "DRY_RUN blocks the stage now" in later.detail
 
 
 def test_no_model_key_only_warns_and_no_recovery_needs_none() -> None:

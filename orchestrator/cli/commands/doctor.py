@@ -47,11 +47,12 @@ def _checks(
     environ: Mapping[str, str],
     backend: Backend,
 ) -> tuple[Check, ...]:
-    from orchestrator.app.preflight import preflight
+    from orchestrator.app.preflight import gather
+    from orchestrator.domain.preflight import checklist
     from orchestrator.storage import resolve_state_dir
 
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
-    return preflight(loaded, state_dir, environ, backend=backend)
+    return checklist(gather(loaded, state_dir, environ, backend=backend))
 
 
 def gate(

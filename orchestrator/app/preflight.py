@@ -17,7 +17,7 @@ import shutil
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.git_identity import (
@@ -39,11 +39,9 @@ from orchestrator.execution.stage_env import StageContext, expand_command, stage
 from orchestrator.execution.stage_sandbox import parse_identity
 from orchestrator.storage import state_dir_problem
 
-if TYPE_CHECKING:
-    import httpx2
-
 Backend = Literal["local", "celery", "doctor"]
-ClientFactory = Callable[[str], "httpx2.Client"]
+# GET url with headers → the HTTP status (a network failure raises OSError).
+Send = Callable[[str, Mapping[str, str]], int]
 
 GITHUB_STAGE_MODULE = "orchestrator.stages.open_pr_github"
 TOKEN_ENV = "GITHUB_TOKEN"
@@ -51,21 +49,21 @@ API_URL_ENV = "ORCHESTRATOR_GITHUB_API_URL"
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
 # Where the run's own directories will be: no command can be looked for under them yet.
-_LATER = Path("/nonexistent/orchestrator-preflight")
-_CLONE, _RUN = _LATER / "clone", _LATER / "run"
+_LATER = "/nonexistent/orchestrator-preflight"
+_CLONE, _RUN = Path(f"{_LATER}-clone"), Path(f"{_LATER}-run-dir")
 
 
 def _context(stage: str) -> StageContext:
     return StageContext(
         ticket_file=_RUN / "ticket.md", ticket_id="PREFLIGHT-1", ticket_kind="feature",
         repository="", base_branch="main", run_id="preflight", run_dir=_RUN,
-        clone_dir=_CLONE, state_dir=_LATER, stage=stage, engine="", model="", attempt=1,
+        clone_dir=_CLONE, state_dir=Path(_LATER), stage=stage, engine="", model="", attempt=1,
     )  # fmt: skip
 
 
 def locate_program(program: str, path: str) -> tuple[str | None, bool]:
     """(where ``program`` is, or None; whether it can only be looked for in the run)."""
-    if program.startswith(str(_LATER)):
+    if program.startswith(_LATER):
         return None, True
     if "/" in program:
         if not os.path.isabs(program):
@@ -145,32 +143,30 @@ def github_stages(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[GitH
     ]
 
 
-def default_client(api_url: str) -> httpx2.Client:
-    import httpx2
+def send_get(url: str, headers: Mapping[str, str]) -> int:
+    """One GET through the standard library (the model SDK's HTTP client is the gateway's
+    alone): its HTTP status. A network failure raises OSError (``URLError``)."""
+    import urllib.error
+    import urllib.request
 
-    return httpx2.Client(base_url=api_url, timeout=FORGE_TIMEOUT_S)
+    request = urllib.request.Request(url, headers=dict(headers), method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=FORGE_TIMEOUT_S) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:  # a status GitHub chose: an answer, not a failure
+        return exc.code
 
 
-def ask_github(
-    environ: Mapping[str, str], client_factory: ClientFactory = default_client
-) -> ForgeAnswer:
-    """One authenticated ``GET /user``, as the GitHub stage authenticates (its base URL
-    override, its headers): GitHub's status, or the network error (the token scrubbed)."""
-    import httpx2
-
-    from orchestrator.forges.github import API_VERSION, DEFAULT_API_URL, MEDIA_TYPE
+def ask_github(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer:
+    """One authenticated ``GET {api}/user``, as the GitHub stage authenticates (its base
+    URL override, its headers): GitHub's status, or the network error (token scrubbed)."""
+    from orchestrator.forges.github import DEFAULT_API_URL, request_headers
 
     token = environ.get(TOKEN_ENV, "")
     api_url = environ.get(API_URL_ENV, "") or DEFAULT_API_URL
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": MEDIA_TYPE,
-        "X-GitHub-Api-Version": API_VERSION,
-    }
     try:
-        with client_factory(api_url) as client:
-            status = client.request("GET", "/user", headers=headers).status_code
-    except (httpx2.HTTPError, httpx2.InvalidURL, OSError, ValueError) as exc:
+        status = send(api_url.rstrip("/") + "/user", request_headers(token))
+    except (OSError, ValueError) as exc:
         said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return ForgeAnswer(api_url, error=said.replace(token, "***") if token else said)
     return ForgeAnswer(api_url, status=status)
@@ -257,7 +253,7 @@ def gather(
     ask_forge: bool = True,
     executor: Executor | None = None,
     locate_bwrap: BwrapLocator = bundled_bwrap,
-    client_factory: ClientFactory = default_client,
+    send: Send = send_get,
 ) -> Facts:
     """The facts the checklist is decided from. ``backend``: ``celery`` needs the broker;
     ``doctor`` tries it when one is configured; ``local`` does not. ``ask_forge``: False
@@ -276,7 +272,7 @@ def gather(
     token_set = bool(environ.get(TOKEN_ENV))
     forge = None
     if ask_forge and token_set and any(not s.blocked_by_dry_run for s in github):
-        forge = ask_github(environ, client_factory)
+        forge = ask_github(environ, send)
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)

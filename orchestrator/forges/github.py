@@ -82,6 +82,15 @@ class HttpClient(Protocol):
     ) -> HttpResponse: ...
 
 
+def request_headers(token: str) -> dict[str, str]:
+    """The headers every request carries (the token is in them, and nowhere else)."""
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": MEDIA_TYPE,
+        "X-GitHub-Api-Version": API_VERSION,
+    }
+
+
 def repo_from_url(url: str) -> str:
     """``owner/name`` from a GitHub remote URL (https, ssh, scp-like); ValueError otherwise."""
     for pattern in _URLS:
@@ -191,11 +200,7 @@ class GitHubForge:
         params: Mapping[str, str] | None = None,
         json: Any = None,
     ) -> HttpResponse:
-        headers = {
-            "Authorization": f"Bearer {self._token}",
-            "Accept": MEDIA_TYPE,
-            "X-GitHub-Api-Version": API_VERSION,
-        }
+        headers = request_headers(self._token)
         try:
             return self._client.request(method, path, params=params, headers=headers, json=json)
         except self._network_errors as exc:

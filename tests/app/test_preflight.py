@@ -5,10 +5,10 @@ headers, and the config's ``[git]`` author reaching a clone that has none."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import git
-import httpx2
 import pytest
 
 from orchestrator.app.preflight import ask_github, github_stages, pass_env, programs, sandboxed
@@ -85,36 +85,32 @@ def test_github_stages_and_what_runs_in_the_sandbox(tmp_path: Path) -> None:
     assert pass_env(loaded, {}) == []  # its token is the forge-token check's
 
 
-def client_answering(status: int, seen: list[httpx2.Request]) -> object:
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        seen.append(request)
-        return httpx2.Response(status, json={"login": "octocat"})
-
-    return lambda api_url: httpx2.Client(base_url=api_url, transport=httpx2.MockTransport(handler))
-
-
 def test_github_is_asked_once_as_the_stage_asks_it() -> None:
-    seen: list[httpx2.Request] = []
-    environ = {"GITHUB_TOKEN": "ghp_secret", "ORCHESTRATOR_GITHUB_API_URL": "https://ghe/api/v3"}
-    answer = ask_github(environ, client_answering(401, seen))  # type: ignore[arg-type]
-    assert (answer.api_url, answer.status, answer.error) == ("https://ghe/api/v3", 401, None)
-    [request] = seen
-    assert (request.method, str(request.url)) == ("GET", "https://ghe/api/v3/user")
-    assert request.headers["Authorization"] == "Bearer ghp_secret"
-    assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def send(url: str, headers: Mapping[str, str]) -> int:
+        seen.append((url, dict(headers)))
+        return 401
+
+    environ = {"GITHUB_TOKEN": "ghp_secret", "ORCHESTRATOR_GITHUB_API_URL": "https://ghe/api/v3/"}
+    answer = ask_github(environ, send)
+    assert (answer.api_url, answer.status, answer.error) == ("https://ghe/api/v3/", 401, None)
+    [(url, headers)] = seen
+    assert url == "https://ghe/api/v3/user"
+    assert headers == {
+        "Authorization": "Bearer ghp_secret",
+        "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": "2022-11-28",
+    }
 
 
 def test_a_network_error_is_named_without_the_token() -> None:
-    def refuse(request: httpx2.Request) -> httpx2.Response:
-        raise httpx2.ConnectError(f"refused while sending {request.headers['Authorization']}")
+    def refuse(url: str, headers: Mapping[str, str]) -> int:
+        raise ConnectionRefusedError(f"refused while sending {headers['Authorization']}")
 
-    answer = ask_github(
-        {"GITHUB_TOKEN": "ghp_secret"},
-        lambda url: httpx2.Client(base_url=url, transport=httpx2.MockTransport(refuse)),
-    )
-    assert (
-        answer.status is None and answer.error == "ConnectError: refused while sending Bearer ***"
-    )
+    answer = ask_github({"GITHUB_TOKEN": "ghp_secret"}, refuse)
+    assert answer.api_url == "https://api.github.com" and answer.status is None
+    assert answer.error == "ConnectionRefusedError: refused while sending Bearer ***"
 
 
 def test_the_configured_author_replaces_the_fallback_never_git_config(

@@ -6,7 +6,8 @@ Exit 0 when nothing fails (warnings allowed), 2 when a run cannot succeed.
 (once, before any ticket) and ``batch --backend celery`` (once, before anything is
 queued) call it. A failure stops the command with exit 2 before a run record, a ledger
 row or a model call exists; warnings are printed once, one line each, and the run goes
-on. ``--no-preflight`` skips it (scripts that checked already).
+on (``resume`` keeps them to itself: the run's start said them, and a resume that is
+refused should say only why). ``--no-preflight`` skips it (scripts that checked already).
 """
 
 from __future__ import annotations
@@ -62,16 +63,17 @@ def gate(
     err: TextIO,
     *,
     backend: Backend = "local",
+    warn: bool = True,
 ) -> None:
     """Before a run's first stage: raise ``PreflightFailed`` (exit 2) when a run cannot
-    succeed; print each warning on ``err``, once."""
+    succeed; print each warning on ``err``, once (unless not ``warn``)."""
     from orchestrator.domain.preflight import failed, line, warned
 
     checks = _checks(loaded, state_dir_override, environ, backend)
     failures = failed(checks)
     if failures:
         raise PreflightFailed(failures)
-    for check in warned(checks):
+    for check in warned(checks) if warn else ():
         print(f"preflight: {line(check)}", file=err, flush=True)
 
 

@@ -46,7 +46,7 @@ def resume(
 ) -> int:
     loaded = load_config(config_file)
     if preflight:
-        gate(loaded, state_dir_override, environ, err or sys.stderr)
+        gate(loaded, state_dir_override, environ, err or sys.stderr, warn=False)
     services = build_services(loaded, state_dir_override, out, environ)
     run_id = resolve_run_id(services.storage.runs, run)
     try:

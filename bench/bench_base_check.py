@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_base_check.py` puts bench/ 
 from orchestrator.app.base_check import check_the_base  # noqa: E402
 from orchestrator.app.driver import run_ticket  # noqa: E402
 from orchestrator.app.services import Services  # noqa: E402
-from orchestrator.domain.config import load_config  # noqa: E402
+from orchestrator.domain.config import Config, LoadedConfig  # noqa: E402
 from orchestrator.domain.lifecycle import RunState  # noqa: E402
 from orchestrator.domain.runs import RunRecord  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
@@ -52,30 +52,31 @@ from orchestrator.reports.display import PlainReporter  # noqa: E402
 from orchestrator.storage import FileStorage  # noqa: E402
 
 STEP_RATIO_TARGET = 0.05
+CLONE = "orchestrator.stages.clone"
 
-PIPELINE = """\
-state_dir = "state-{name}"
-[recovery]
-enabled = false
-[engines.edit]
-kind = "command"
-models = ["m"]
-command = ["bash", "-c", "date +%s%N > changed.txt"]
-[[stages]]
-name = "clone"
-command = ["{{python}}", "-P", "-m", "orchestrator.stages.clone"]
-cwd = "run"
-[[stages]]
-name = "implement"
-engine = "edit"
-[[stages]]
-name = "review"
-[[stages.checks]]
-name = "tests"
-writable = ["{{root}}/counts"]
-command = ["bash", "-c", "echo ran >> {{root}}/counts/{name}.n; sleep 0.2"]
-on_red_base = "{on_red_base}"
-"""
+
+def pipeline(root: Path, name: str, on_red_base: str) -> LoadedConfig:
+    """Clone, a command engine that changes a file, one 0.2 s review check."""
+    check = {
+        "name": "tests",
+        "on_red_base": on_red_base,
+        "writable": ["{root}/counts"],
+        "command": ["bash", "-c", f"echo ran >> {{root}}/counts/{name}.n; sleep 0.2"],
+    }
+    config = Config.model_validate(
+        {
+            "state_dir": f"state-{name}",
+            "recovery": {"enabled": False},
+            "engines": {"edit": {"kind": "command", "command": ["bash", "-c", "date > f.txt"]}},
+            "stages": [
+                {"name": "clone", "cwd": "run", "command": ["{python}", "-P", "-m", CLONE]},
+                {"name": "implement", "engine": "edit"},
+                {"name": "review", "checks": [check]},
+            ],
+        }
+    )
+    return LoadedConfig(config=config, path=root / f"{name}.toml", root=root, sha256=name)
+
 
 TICKET = """\
 +++
@@ -112,9 +113,7 @@ def make_project(root: Path) -> tuple[dict[str, Services], Path]:
     environ = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
     services = {}
     for name, option in (("on", "stop"), ("off", "ignore")):
-        config = root / f"{name}.toml"
-        config.write_text(PIPELINE.format(name=name, on_red_base=option))
-        loaded = load_config(config)
+        loaded = pipeline(root, name, option)
         services[name] = Services(
             loaded=loaded,
             storage=FileStorage(root / f"state-{name}"),
@@ -183,10 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         (f"cached step / run <= {STEP_RATIO_TARGET} ", ratio <= STEP_RATIO_TARGET),
         ("the check ran on the base once ", base_runs == 1),
     ]
-    print("summary")
-    for label, ok in verdicts:
-        print(f"  {label}{'PASS' if ok else 'FAIL'}")
-    print(f"  {sum(ok for _, ok in verdicts)}/{len(verdicts)} targets met")
+    judged = [f"  {label}{'PASS' if ok else 'FAIL'}" for label, ok in verdicts]
+    met = sum(ok for _, ok in verdicts)
+    print("\n".join(["summary", *judged, f"  {met}/{len(verdicts)} targets met"]))
     return 0
 
 

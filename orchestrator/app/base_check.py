@@ -112,10 +112,7 @@ def _run_on_base(
         except OSError:
             reading = None
     result = BaseCheck(
-        repository=key.repository,
-        commit=key.commit,
-        check=key.check,
-        digest=key.digest,
+        **key._asdict(),
         passed=ran.passed,
         exit_code=ran.exit_code,
         timed_out=ran.timed_out,

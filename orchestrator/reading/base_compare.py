@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from orchestrator.reading import ranking
 from orchestrator.reading.baseline import Baseline, learn
@@ -29,8 +29,7 @@ __all__ = ["FailingLine", "Judgment", "base_templates", "failing_lines", "judge"
 MAX_NEW_SHOWN: Final = 5
 
 
-@dataclass(frozen=True)
-class FailingLine:
+class FailingLine(NamedTuple):
     """A line the failure reading ranks: its template, and its text as a reader sees it."""
 
     template: bytes

@@ -26,8 +26,8 @@ from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.execution import runner
 from orchestrator.execution.against_base import judged_against_base
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
-from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.executor import Executor
+from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ

@@ -21,7 +21,7 @@ from orchestrator.recovery.context.feedback import (
     previous_attempt_section,
 )
 from orchestrator.recovery.context.model import ContextBundle
-from orchestrator.storage.protocols import Decisions
+from orchestrator.storage import Decisions
 
 
 def _failed_attempt(record: RunRecord, number: int) -> FailedAttempt | None:

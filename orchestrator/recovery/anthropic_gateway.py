@@ -80,9 +80,9 @@ class AnthropicGateway:
         import anthropic
 
         try:
-            self._client.with_options(max_retries=0, timeout=min(self._timeout_s, 10.0)).models.list(
-                limit=1
-            )
+            self._client.with_options(
+                max_retries=0, timeout=min(self._timeout_s, 10.0)
+            ).models.list(limit=1)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
             return self._describe(exc)[1]
         except (anthropic.AnthropicError, json.JSONDecodeError):

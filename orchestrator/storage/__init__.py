@@ -91,6 +91,7 @@ _FROM: dict[str, str] = {
     "Storage": "protocols",
     "publish": "published",
     "PrunedMark": "retention",
+    "prune_base_checks": "retention",
     "prune_batch_logs": "retention",
     "prune_runs": "retention",
     "read_mark": "retention",
@@ -158,6 +159,7 @@ __all__ = [
     "os_user",
     "over_cap",
     "problem",
+    "prune_base_checks",
     "prune_batch_logs",
     "prune_runs",
     "publish",
@@ -260,7 +262,13 @@ if TYPE_CHECKING:
         Storage,
     )
     from orchestrator.storage.published import publish
-    from orchestrator.storage.retention import PrunedMark, prune_batch_logs, prune_runs, read_mark
+    from orchestrator.storage.retention import (
+        PrunedMark,
+        prune_base_checks,
+        prune_batch_logs,
+        prune_runs,
+        read_mark,
+    )
     from orchestrator.storage.run_ids import resolve_run_id
     from orchestrator.storage.runs import RunStore, interrupts_held, read_record_file, ticket_lock
     from orchestrator.storage.ticket_queue import ticket_files, write_sub_ticket

@@ -25,7 +25,7 @@ from typing import Any
 from orchestrator.domain.errors import StateError, TicketLocked
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.storage._atomic import atomic_write
-from orchestrator.storage.layout import StateLayout, run_record_paths
+from orchestrator.storage.layout import BASE_CHECKS_DIR, StateLayout, run_record_paths
 from orchestrator.storage.runs import read_record_file, ticket_lock
 
 
@@ -170,6 +170,39 @@ def _write_mark(
         "bytes": freed + (earlier.bytes if earlier else 0),
     }
     atomic_write(layout.pruned_record_path(run_id), (json.dumps(mark, indent=2) + "\n").encode())
+
+
+def prune_base_checks(layout: StateLayout, cutoff: datetime, *, dry_run: bool) -> PrunedBatch:
+    """The base checks (result and log, ``base_checks/``) written before ``cutoff``:
+    removed (unless ``dry_run``). A cache: a later ticket on a pruned base commit checks
+    it again. Returned as one ``PrunedBatch`` named ``base_checks``."""
+    root = layout.root / BASE_CHECKS_DIR
+    old = []
+    for path in sorted(root.rglob("*")) if root.is_dir() else ():
+        try:
+            if (
+                path.is_file()
+                and not path.is_symlink()
+                and path.stat().st_mtime < cutoff.timestamp()
+            ):
+                old.append(path)
+        except OSError:
+            continue
+    freed = sum(disk_bytes(p) for p in old)
+    if dry_run:
+        return PrunedBatch(BASE_CHECKS_DIR, tuple(old), freed)
+    removed: list[Path] = []
+    for path in old:
+        try:
+            path.unlink()
+        except OSError as exc:
+            freed -= sum(disk_bytes(p) for p in old if p not in removed)
+            return PrunedBatch(
+                BASE_CHECKS_DIR, tuple(removed), freed,
+                skipped=f"cannot remove {path}: {exc.strerror}",
+            )  # fmt: skip
+        removed.append(path)
+    return PrunedBatch(BASE_CHECKS_DIR, tuple(removed), freed)
 
 
 def prune_batch_logs(

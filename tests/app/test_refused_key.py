@@ -120,9 +120,13 @@ def test_a_key_refused_before_any_call_defers_every_decision_of_the_batch() -> N
 
     latch = RefusedKeyLatch(inner, "ANTHROPIC_API_KEY", said.append)
     first, second = latch(), latch()
-    assert first == second == Unavailable(
-        "the model refused its key ($ANTHROPIC_API_KEY): not asked again in this batch",
-        defer=True,
+    assert (
+        first
+        == second
+        == Unavailable(
+            "the model refused its key ($ANTHROPIC_API_KEY): not asked again in this batch",
+            defer=True,
+        )
     )
     assert len(asked) == 1 and len(said) == 1
     # A missing key is not a refusal: it passes through as it is, for every decision.

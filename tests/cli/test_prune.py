@@ -286,3 +286,27 @@ def test_prune_frees_an_old_batchs_worker_logs_and_the_report_still_reads_it(
     shown = cli(config, "report", "--batch", batch.name, "--out", str(page))
     assert shown.returncode == 0, shown.stderr
     assert "report: 2 run(s)" in shown.stdout and "T-1" in page.read_text()
+
+
+def test_prune_removes_old_base_checks_and_keeps_young_ones(tmp_path: Path) -> None:
+    """The base checks are a cache (``base_checks/``): old results and logs go, young
+    ones stay; a later ticket on a pruned base checks it again."""
+    state = tmp_path / "state"
+    commit = state / "base_checks" / "repo-1234" / ("a" * 40)
+    commit.mkdir(parents=True)
+    old = [commit / "tests-0123456789abcdef.json", commit / "tests-0123456789abcdef.log"]
+    young = commit / "lint-fedcba9876543210.json"
+    for path in (*old, young):
+        path.write_text("x" * 100)
+    now = datetime.now(UTC)
+    for path in old:
+        stamp = (now - timedelta(days=40)).timestamp()
+        os.utime(path, (stamp, stamp))
+    out = io.StringIO()
+    assert prune(state, "30d", out, dry_run=True, clock=lambda: now) == 0
+    assert "would free 2 base-check file(s)" in out.getvalue()
+    assert all(p.exists() for p in old)
+    out = io.StringIO()
+    assert prune(state, "30d", out, dry_run=False, clock=lambda: now) == 0
+    assert "freed 2 base-check file(s) (200 B)" in out.getvalue()
+    assert not any(p.exists() for p in old) and young.exists()

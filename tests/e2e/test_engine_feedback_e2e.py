@@ -16,6 +16,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, scripted_factory
 
 from orchestrator.app import services as app_services
 from orchestrator.cli.main import main as cli_main
@@ -23,14 +24,13 @@ from orchestrator.domain.runs import RunRecord
 
 from conftest import write_ticket
 from harness import ALL_AUTO, CLONE_STAGE, make_origin, reply
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, scripted_factory
 
 pytestmark = pytest.mark.slow
 
 # The agent. Its first attempt rounds the VAT; told "test_price_includes_vat" and the
 # assertion's message, it keeps the cents. ``ignore`` plays an engine that never reads
 # what it is told.
-AGENT = '''
+AGENT = """
 import pathlib, sys
 prompt = pathlib.Path(sys.argv[1]).read_text()
 pathlib.Path("tests").mkdir(exist_ok=True)
@@ -47,7 +47,7 @@ else:
     body = "round(net * 1.2)"
 pathlib.Path("shop.py").write_text(f"def price(net):\\n    return {body}\\n")
 pathlib.Path("PROMPTS_SEEN").open("a").write(str(told) + "\\n")
-'''
+"""
 
 SHOP = {
     "shop.py": "def price(net):\n    return net\n",
@@ -104,7 +104,9 @@ def _run(tmp_path: Path, verdicts: list[dict[str, object]], *, feedback: bool, m
         mp.setattr(app_services, "model_gateway_factory", scripted_factory)
         with redirect_stdout(out), redirect_stderr(err):
             code = cli_main(["--config", str(config), "run", str(ticket)])
-    [path] = [p for p in (tmp_path / "state" / "runs").glob("T-1-*.json") if p.suffixes == [".json"]]
+    [path] = [
+        p for p in (tmp_path / "state" / "runs").glob("T-1-*.json") if p.suffixes == [".json"]
+    ]
     record = RunRecord.model_validate_json(path.read_text())
     return code, record, requests_made(tmp_path / "calls"), out.getvalue() + err.getvalue()
 

@@ -32,7 +32,9 @@ RETRY = Diagnosis(number=1, source="model", action="retry", summary="rounded to 
 def bundle(**texts: str) -> ContextBundle:
     order = ("evidence", "check_output", "diff")
     sections = tuple(
-        Section(name=name, text=texts[name], original_bytes=len(texts[name].encode()), truncated=False)  # type: ignore[arg-type]
+        Section(
+            name=name, text=texts[name], original_bytes=len(texts[name].encode()), truncated=False
+        )  # type: ignore[arg-type]
         for name in order
         if name in texts
     )
@@ -155,17 +157,13 @@ def record() -> RunRecord:
 
 
 def test_only_an_engine_stage_after_a_code_failure_is_told() -> None:
-    assert told_about(record(), "implement", applying("model"), CONFIG).feedback == {
-        "implement": 2
-    }
+    assert told_about(record(), "implement", applying("model"), CONFIG).feedback == {"implement": 2}
     assert told_about(record(), "implement", applying("playbook", 5), CONFIG).feedback == {
         "implement": 5
     }
     # An infrastructure failure: the code was never judged; what it was told stands.
     earlier = RunRecord.model_construct(feedback={"implement": 1})
-    assert told_about(earlier, "implement", applying("infra"), CONFIG).feedback == {
-        "implement": 1
-    }
+    assert told_about(earlier, "implement", applying("infra"), CONFIG).feedback == {"implement": 1}
     # A stage with no engine is re-run as it is.
     assert told_about(record(), "review", applying("model"), CONFIG).feedback == {}
     off = CONFIG.model_copy(

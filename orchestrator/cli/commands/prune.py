@@ -1,5 +1,5 @@
 """``orchestrator prune --older-than 30d [--dry-run]``: delete the clones and logs of
-finished runs older than that, and the worker logs of batches that old; keep what says what was decided (records, verdicts,
+finished runs older than that, the worker logs of batches and the base checks that old; keep what says what was decided (records, verdicts,
 bundles, approvals, reply texts, hand-offs) and the ledger. Built for cron: one line per
 run it freed or skipped, then the total."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.domain import errors
-from orchestrator.storage import StateLayout, prune_batch_logs, prune_runs
+from orchestrator.storage import StateLayout, prune_base_checks, prune_batch_logs, prune_runs
 
 _DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -77,6 +77,16 @@ def prune(
         total += batch.bytes
         what = ", ".join(p.name for p in batch.removed)
         out.write(f"{verb} batch {batch.batch_id}: {what} ({human_bytes(batch.bytes)})\n")
+    cache = prune_base_checks(StateLayout(state_dir), now - age, dry_run=dry_run)
+    if cache.skipped is not None:
+        trouble = True
+        out.write(f"skipped base checks: {cache.skipped}\n")
+    if cache.removed:
+        total += cache.bytes
+        out.write(
+            f"{verb} {len(cache.removed)} base-check file(s) "
+            f"({human_bytes(cache.bytes)}): checked again when a ticket needs them\n"
+        )
     of_batches = f" and the worker logs of {batches} batch(es)" if batches else ""
     out.write(
         f"prune{' (dry run)' if dry_run else ''}: {verb} {runs} run(s){of_batches} older than "

@@ -82,9 +82,7 @@ def _block(name: str, text: str, note: str) -> str:
     return f"<<<BEGIN UNTRUSTED section: {name} ({note})>>>\n{body}<<<END section: {name}>>>"
 
 
-def _bounded(
-    section: Section | None, cap: int, keep: Keep, what: str
-) -> tuple[str, str] | None:
+def _bounded(section: Section | None, cap: int, keep: Keep, what: str) -> tuple[str, str] | None:
     """A bundle section's text cut to ``cap`` bytes, keeping its ``keep`` end, and what
     its delimiter line says: ``what`` and whether, and how, it was cut."""
     if section is None or not section.text.strip():
@@ -162,6 +160,8 @@ def previous_attempt_section(
     lines += [
         "",
         "The previous attempt's change, against the base:",
-        _block("diff", *diff) if diff is not None else "(None committed: nothing differs from the base.)",
+        _block("diff", *diff)
+        if diff is not None
+        else "(None committed: nothing differs from the base.)",
     ]
     return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""A loopback fake of GitHub's REST issues API, shaped like the real one.
+
+``GET /repos/{owner}/{name}/issues`` answers the configured issues (pull requests among
+them, as GitHub lists them) filtered by ``state``, ``labels``, ``assignee``, sorted by
+creation, ``per_page`` at a time with a ``Link`` header (``rel="next"``/``"last"``).
+``answers`` queues canned answers (a 403 with the rate limit spent, a 429 with
+``Retry-After``, a 404, a 500) served before the real ones; every request is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+
+
+@dataclass
+class FakeGitHub:
+    issues: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repo → issues
+    answers: list[tuple[int, dict[str, str], Any]] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    per_page_cap: int = 100
+    url: str = ""
+
+    def add_issue(
+        self,
+        repo: str,
+        number: int,
+        title: str,
+        body: str | None = "",
+        labels: tuple[str, ...] = (),
+        *,
+        state: str = "open",
+        assignees: tuple[str, ...] = (),
+        pull_request: bool = False,
+    ) -> dict[str, Any]:
+        issue: dict[str, Any] = {
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": state,
+            "html_url": f"https://github.com/{repo}/issues/{number}",
+            "user": {"login": "reporter"},
+            "labels": [{"name": label} for label in labels],
+            "assignees": [{"login": login} for login in assignees],
+            "created_at": f"2026-01-01T00:00:{number % 60:02d}Z",
+        }
+        if pull_request:
+            issue["pull_request"] = {"url": f"https://api.github.com/repos/{repo}/pulls/{number}"}
+        self.issues.setdefault(repo, []).append(issue)
+        return issue
+
+    def answer(self, status: int, headers: dict[str, str] | None = None, body: Any = None) -> None:
+        self.answers.append((status, headers or {}, body if body is not None else {}))
+
+
+def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            split = urllib.parse.urlsplit(self.path)
+            query = dict(urllib.parse.parse_qsl(split.query))
+            fake.requests.append(Recorded("GET", split.path, query, dict(self.headers.items())))
+            if fake.answers:
+                status, headers, body = fake.answers.pop(0)
+                return self._send(status, body, headers)
+            if self.headers.get("Authorization") != "Bearer " + "ghp_" + "fake-token-123":
+                return self._send(401, {"message": "Bad credentials"})
+            parts = split.path.strip("/").split("/")
+            if len(parts) != 4 or parts[0] != "repos" or parts[3] != "issues":
+                return self._send(404, {"message": "Not Found"})
+            repo = f"{parts[1]}/{parts[2]}"
+            if repo not in fake.issues:
+                return self._send(404, {"message": "Not Found"})
+            self._list(repo, query)
+
+        def _list(self, repo: str, query: dict[str, str]) -> None:
+            state = query.get("state", "open")
+            wanted = {label for label in query.get("labels", "").split(",") if label}
+            assignee = query.get("assignee")
+            rows = [
+                issue
+                for issue in fake.issues[repo]
+                if (state == "all" or issue["state"] == state)
+                and wanted <= {label["name"] for label in issue["labels"]}
+                and (assignee is None or assignee in {a["login"] for a in issue["assignees"]})
+            ]
+            rows.sort(
+                key=lambda issue: issue["created_at"], reverse=query.get("direction") != "asc"
+            )
+            per_page = min(int(query.get("per_page", "30")), fake.per_page_cap)
+            page = int(query.get("page", "1"))
+            last = max((len(rows) + per_page - 1) // per_page, 1)
+            links = []
+            host = f"http://{self.headers.get('Host')}"
+            for rel, number in (("next", page + 1), ("last", last)):
+                if number <= last and (rel != "next" or page < last):
+                    params = dict(query, page=str(number))
+                    target = f"{host}/repos/{repo}/issues?{urllib.parse.urlencode(params)}"
+                    links.append(f'<{target}>; rel="{rel}"')
+            headers = {"Link": ", ".join(links)} if links else {}
+            headers["x-ratelimit-remaining"] = "4999"
+            self._send(200, rows[(page - 1) * per_page : page * per_page], headers)
+
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+TOKEN = "ghp_" + "fake-token-123"
+
+
+@contextlib.contextmanager
+def serve_github() -> Iterator[FakeGitHub]:
+    """A running fake on 127.0.0.1 (a free port), stopped on leaving."""
+    fake = FakeGitHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -191,18 +191,7 @@ def prune_base_checks(layout: StateLayout, cutoff: datetime, *, dry_run: bool) -
     freed = sum(disk_bytes(p) for p in old)
     if dry_run:
         return PrunedBatch(BASE_CHECKS_DIR, tuple(old), freed)
-    removed: list[Path] = []
-    for path in old:
-        try:
-            path.unlink()
-        except OSError as exc:
-            freed -= sum(disk_bytes(p) for p in old if p not in removed)
-            return PrunedBatch(
-                BASE_CHECKS_DIR, tuple(removed), freed,
-                skipped=f"cannot remove {path}: {exc.strerror}",
-            )  # fmt: skip
-        removed.append(path)
-    return PrunedBatch(BASE_CHECKS_DIR, tuple(removed), freed)
+    return _unlink_all(BASE_CHECKS_DIR, old, freed)
 
 
 def prune_batch_logs(
@@ -229,16 +218,19 @@ def prune_batch_logs(
         if dry_run:
             yield PrunedBatch(batch_id, tuple(logs), freed)
             continue
-        removed: list[Path] = []
-        for log in logs:
-            try:
-                log.unlink()
-            except OSError as exc:
-                freed -= sum(disk_bytes(p) for p in logs if p not in removed)
-                yield PrunedBatch(
-                    batch_id, tuple(removed), freed, skipped=f"cannot remove {log}: {exc.strerror}"
-                )
-                break
-            removed.append(log)
-        else:
-            yield PrunedBatch(batch_id, tuple(removed), freed)
+        yield _unlink_all(batch_id, logs, freed)
+
+
+def _unlink_all(name: str, paths: list[Path], freed: int) -> PrunedBatch:
+    """Remove ``paths`` (``freed`` bytes in all) in order, stopping at the first that
+    cannot go: what went, and the bytes that did, named ``name``."""
+    removed: list[Path] = []
+    for path in paths:
+        try:
+            path.unlink()
+        except OSError as exc:
+            freed -= sum(disk_bytes(p) for p in paths if p not in removed)
+            why = f"cannot remove {path}: {exc.strerror}"
+            return PrunedBatch(name, tuple(removed), freed, skipped=why)
+        removed.append(path)
+    return PrunedBatch(name, tuple(removed), freed)

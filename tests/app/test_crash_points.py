@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,12 +29,10 @@ from scripted_cli import (
     SCRIPT_ENV,
     FileScriptedGateway,
     requests_made,
-    scripted_factory,
+    run_here,
 )
 
-from orchestrator.app import services as app_services
 from orchestrator.cli.commands.batch import batch
-from orchestrator.cli.main import main as cli_main
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.runs import RunRecord
 from orchestrator.storage.budget import BudgetStore
@@ -305,29 +302,13 @@ def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
     extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
     argv = [*_config(root), *command]
     if step.crash is None:
-        return _here(root, argv, subprocess_env(DRY_RUN=step.dry_run, **extra))
+        return run_here(root, argv, subprocess_env(DRY_RUN=step.dry_run, **extra))
     extra["ORCHESTRATOR_CRASH_AT"] = step.crash
     return subprocess.run(
         [sys.executable, str(SCRIPTED_CLI), *argv],
         cwd=root, env=subprocess_env(DRY_RUN=step.dry_run, **extra),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-
-
-def _here(root: Path, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``scripted_cli.py`` ARGV, in this process: the same environment, directory and
-    scripted model; its exit code and output as a finished process's."""
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        for name in set(os.environ) - set(env):
-            mp.delenv(name)
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.setattr(app_services, "model_gateway_factory", scripted_factory)
-        with redirect_stdout(out), redirect_stderr(err):
-            code = cli_main(argv)
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def _drive(root: Path, steps: list[Step]) -> Result:

@@ -9,17 +9,13 @@ engine that ignores what it is told still costs no more than the caps allow.
 
 from __future__ import annotations
 
-import io
 import json
 import os
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, scripted_factory
+from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 
-from orchestrator.app import services as app_services
-from orchestrator.cli.main import main as cli_main
 from orchestrator.domain.runs import RunRecord
 
 from conftest import write_ticket
@@ -94,21 +90,12 @@ def _run(tmp_path: Path, verdicts: list[dict[str, object]], *, feedback: bool, m
         SCRIPT_ENV: str(script),
         CALLS_ENV: str(tmp_path / "calls"),
     }
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp_path)
-        for name in set(os.environ) - set(env):
-            mp.delenv(name)
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.setattr(app_services, "model_gateway_factory", scripted_factory)
-        with redirect_stdout(out), redirect_stderr(err):
-            code = cli_main(["--config", str(config), "run", str(ticket)])
+    done = run_here(tmp_path, ["--config", str(config), "run", str(ticket)], env)
     [path] = [
         p for p in (tmp_path / "state" / "runs").glob("T-1-*.json") if p.suffixes == [".json"]
     ]
     record = RunRecord.model_validate_json(path.read_text())
-    return code, record, requests_made(tmp_path / "calls"), out.getvalue() + err.getvalue()
+    return done.returncode, record, requests_made(tmp_path / "calls"), done.stdout + done.stderr
 
 
 RERUNS = {
@@ -164,8 +151,7 @@ def test_an_engine_that_ignores_feedback_costs_no_more_than_the_caps(tmp_path: P
     assert record.feedback == {"implement": 2}  # the latest failure is what it is told
     # The second decision was taken after a re-run that carried feedback: replay, from
     # the files alone, reaches the same decisions and dispatches.
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = cli_main(["--config", str(tmp_path / "config.toml"), "replay", record.run_id])
-    assert code == 0, out.getvalue()
-    assert out.getvalue().count(": identical (") == 3, out.getvalue()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    replayed = run_here(tmp_path, ["--config", "config.toml", "replay", record.run_id], env)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.count(": identical (") == 3, replayed.stdout

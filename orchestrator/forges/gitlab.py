@@ -1,0 +1,371 @@
+"""GitLab as a forge (gitlab.com or a self-managed host), over REST API v4: merge requests
+for pushed branches, and the issues, notes and members the intake reads.
+
+Requests (https://docs.gitlab.com/api/ — the project is named by its URL-encoded path,
+``group%2Fsub%2Fname``):
+
+    GET  /projects/:id/merge_requests?source_branch=&target_branch=&state=opened
+    POST /projects/:id/merge_requests  {"source_branch", "target_branch", "title",
+         "description"} → 201 {"iid", "web_url", …}; 409 {"message": ["Another open merge
+         request already exists for this source branch: !7"]}
+    GET  /projects/:id/issues?labels=&state=opened&order_by=created_at&sort=asc&per_page=
+    GET  /projects/:id/issues/:iid/notes?sort=asc&order_by=created_at
+    POST /projects/:id/issues/:iid/notes {"body"};  PUT …/notes/:note_id {"body"}
+    GET  /users?username=   GET /projects/:id/members/all/:user_id → {"access_level": 30}
+
+Every request carries ``PRIVATE-TOKEN: <token>`` and nothing else secret; the token is in
+no message, exception or repr. Lists follow GitLab's pagination: the ``Link`` header's
+``rel="next"`` when it points under our own base URL (the token must not travel to another
+host), else ``x-next-page``. A 429 is waited out (``Retry-After``, else ``RateLimit-Reset``,
+capped) a few times through the injected ``sleep`` before it becomes ``rate_limited``.
+
+    ForgeError(kind)   auth         401: the token is missing, wrong or expired
+                       forbidden    403: the token may not do this
+                       not_found    404: no such project (or issue), or the token cannot see it
+                       rejected     400, 409, 422 and other 4xx: GitLab refused, its words
+                       rate_limited 429 after the retries
+                       outage       5xx, or the network failed
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges.github import HttpClient, HttpResponse
+from orchestrator.forges.issues import ForgeIssue
+
+DEFAULT_URL = "https://gitlab.com"
+DEVELOPER = 30  # GitLab's access level that may push and open merge requests
+PER_PAGE = 100
+RATE_LIMIT_RETRIES = 3
+MAX_WAIT_S = 60.0
+
+_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
+_PROJECT = re.compile(rf"^{_SEGMENT}(?:/{_SEGMENT})+$")
+_NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+@dataclass(frozen=True)
+class IssueNote:
+    """A comment on an issue; ``system`` notes are GitLab's own ("changed the label")."""
+
+    id: int
+    body: str
+    author: str
+    system: bool
+
+
+def request_headers(token: str) -> dict[str, str]:
+    """The headers every request carries (the token is in them, and nowhere else)."""
+    return {"PRIVATE-TOKEN": token, "Accept": "application/json"}
+
+
+def project_from_url(url: str) -> str:
+    """``group/sub/name`` from a GitLab remote URL (https, ssh, scp-like; any host, nested
+    groups); ValueError otherwise. The host is not checked: self-managed hosts are many."""
+    text = url.strip()
+    scp = re.match(r"^[\w.-]+@[\w.-]+:(?!//)(?P<path>.+)$", text)
+    if scp:
+        path = scp.group("path")
+    else:
+        parts = urlsplit(text)
+        if parts.scheme not in ("https", "http", "ssh") or not parts.hostname:
+            raise ValueError(f"not a GitLab project URL: {_without_userinfo(text)!r}")
+        path = parts.path
+    project = path.strip("/").removesuffix(".git")
+    if not _PROJECT.match(project) or "/-/" in f"/{project}/" or ".." in project.split("/"):
+        raise ValueError(f"not a GitLab project URL: {_without_userinfo(text)!r}")
+    return project
+
+
+def _without_userinfo(url: str) -> str:
+    return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
+
+
+class GitLabForge:
+    """Merge requests, issues, notes and members of one project, with one token."""
+
+    __slots__ = ("_api", "_client", "_network_errors", "_sleep", "_token", "project")
+
+    def __init__(
+        self,
+        client: HttpClient,
+        base_url: str,
+        project: str,
+        token: str,
+        *,
+        network_errors: tuple[type[BaseException], ...] = (OSError,),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not _PROJECT.match(project):
+            raise ValueError(f"project must be 'group/name' or 'group/sub/name' (got {project!r})")
+        if not token:
+            raise ValueError("a GitLab token is required")
+        self._client = client
+        self._api = f"{base_url.rstrip('/')}/api/v4"
+        self._token = token
+        self._network_errors = network_errors
+        self._sleep = sleep
+        self.project = project
+
+    def __repr__(self) -> str:
+        return f"GitLabForge(api={self._api!r}, project={self.project!r})"
+
+    # --- merge requests ------------------------------------------------------------------
+
+    def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
+        """The opened merge request of ``head`` into ``base``: the existing one, else a new one."""
+        existing = self._find_open(head, base)
+        if existing is not None:
+            return existing
+        payload = {"source_branch": head, "target_branch": base, "title": title,
+                   "description": body, "remove_source_branch": True}  # fmt: skip
+        response = self._send("POST", self._path("merge_requests"), json=payload)
+        if response.status_code == 409 and "already exists" in _message(response):
+            # Opened between our GET and POST (a concurrent run, a person): use that one.
+            existing = self._find_open(head, base)
+            if existing is not None:
+                return existing
+        if response.status_code != 201:
+            raise self._error(response, f"cannot open a merge request for {head} into {base}")
+        return _merge_request(_object(response, "the new merge request"), created=True)
+
+    def _find_open(self, head: str, base: str) -> PullRequest | None:
+        params = {"source_branch": head, "target_branch": base, "state": "opened"}
+        for found in self._pages(
+            "merge_requests", params, f"list merge requests of {self.project}"
+        ):
+            return _merge_request(found, created=False)
+        return None
+
+    # --- issues and notes ----------------------------------------------------------------
+
+    def list_issues(self, label: str, assignee: str | None = None) -> list[ForgeIssue]:
+        """Every opened issue with ``label`` (all pages), oldest first."""
+        params = {"labels": label, "state": "opened", "order_by": "created_at", "sort": "asc",
+                  "per_page": str(PER_PAGE)}  # fmt: skip
+        if assignee is not None:
+            params["assignee_username"] = assignee
+        issues = [
+            _issue(i) for i in self._pages("issues", params, f"list issues of {self.project}")
+        ]
+        return issues
+
+    def issue_comments(self, iid: int) -> list[IssueNote]:
+        """The notes on issue ``iid``, oldest first (GitLab's own system notes included)."""
+        params = {"sort": "asc", "order_by": "created_at", "per_page": str(PER_PAGE)}
+        doing = f"list the notes of issue #{iid}"
+        return [_note(n) for n in self._pages(f"issues/{iid}/notes", params, doing)]
+
+    def create_comment(self, iid: int, body: str) -> int:
+        """Add a note to issue ``iid``; its id (to edit it in place later)."""
+        response = self._send("POST", self._path(f"issues/{iid}/notes"), json={"body": body})
+        if response.status_code != 201:
+            raise self._error(response, f"cannot comment on issue #{iid}")
+        return _note(_object(response, "the new note")).id
+
+    def edit_comment(self, iid: int, note_id: int, body: str) -> None:
+        """Replace the text of note ``note_id`` on issue ``iid`` (GitLab keeps its history)."""
+        path = self._path(f"issues/{iid}/notes/{note_id}")
+        response = self._send("PUT", path, json={"body": body})
+        if response.status_code != 200:
+            raise self._error(response, f"cannot edit note {note_id} on issue #{iid}")
+
+    # --- permissions ---------------------------------------------------------------------
+
+    def access_level(self, user: str | int) -> int | None:
+        """The project access level of ``user`` (a username or a numeric id), inherited
+        from groups included; None when they are no member (or no such user)."""
+        user_id = user if isinstance(user, int) else self._user_id(user)
+        if user_id is None:
+            return None
+        response = self._send("GET", self._path(f"members/all/{user_id}"))
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._error(response, f"cannot read the access level of user {user}")
+        level = _object(response, "the member").get("access_level")
+        if not isinstance(level, int):
+            raise ForgeError("outage", "GitLab's member has no access_level")
+        return level
+
+    def _user_id(self, username: str) -> int | None:
+        response = self._send("GET", f"{self._api}/users", params={"username": username})
+        if response.status_code != 200:
+            raise self._error(response, f"cannot look up user {username}")
+        users = _json(response)
+        for found in users if isinstance(users, list) else []:
+            if isinstance(found, dict) and isinstance(found.get("id"), int):
+                return int(found["id"])
+        return None
+
+    # --- the wire --------------------------------------------------------------------------
+
+    def _path(self, tail: str) -> str:
+        return f"{self._api}/projects/{quote(self.project, safe='')}/{tail}"
+
+    def _pages(self, tail: str, params: Mapping[str, str], doing: str) -> Iterator[dict[str, Any]]:
+        url: str | None = self._path(tail)
+        query: Mapping[str, str] | None = params
+        while url is not None:
+            response = self._send("GET", url, params=query)
+            if response.status_code != 200:
+                raise self._error(response, f"cannot {doing}")
+            items = _json(response)
+            if not isinstance(items, list):
+                raise ForgeError("outage", f"GitLab answered a list with {type(items).__name__}")
+            yield from (item for item in items if isinstance(item, dict))
+            url, query = self._next_page(response, url, query)
+
+    def _next_page(
+        self, response: HttpResponse, url: str, query: Mapping[str, str] | None
+    ) -> tuple[str | None, Mapping[str, str] | None]:
+        link = _NEXT_LINK.search(response.headers.get("link", ""))
+        if link and link.group(1).startswith(self._api + "/"):
+            return link.group(1), None  # the link carries the whole query
+        page = response.headers.get("x-next-page", "").strip()
+        if page.isdigit():
+            return url, {**(query or {}), "page": page}
+        return None, None
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+    ) -> HttpResponse:
+        for attempt in range(RATE_LIMIT_RETRIES + 1):
+            try:
+                response = self._client.request(
+                    method, url, params=params, headers=request_headers(self._token), json=json
+                )
+            except self._network_errors as exc:
+                reason = self._scrub(str(exc)) or type(exc).__name__
+                raise ForgeError("outage", f"cannot reach GitLab: {reason}") from None
+            if response.status_code != 429 or attempt == RATE_LIMIT_RETRIES:
+                return response
+            self._sleep(_wait_s(response.headers))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, response: HttpResponse, doing: str) -> ForgeError:
+        status = response.status_code
+        said = self._scrub(_message(response))
+        said_part = f": {said}" if said else ""
+        if status == 401:
+            return ForgeError(
+                "auth", f"{doing}: GitLab rejected the token (401){said_part}; check GITLAB_TOKEN"
+            )
+        if status == 403:
+            return ForgeError("forbidden", f"{doing}: the token may not do this (403){said_part}")
+        if status == 404:
+            return ForgeError(
+                "not_found",
+                f"{doing}: not found (404){said_part}; is {self.project} right, and may the "
+                "token see it?",
+            )
+        if status == 429:
+            return ForgeError(
+                "rate_limited", f"{doing}: GitLab's rate limit (429), still after "
+                f"{RATE_LIMIT_RETRIES} waits"
+            )  # fmt: skip
+        if status >= 500:
+            return ForgeError("outage", f"{doing}: GitLab is failing ({status}){said_part}")
+        return ForgeError("rejected", f"{doing}: GitLab refused it ({status}){said_part}")
+
+    def _scrub(self, text: str) -> str:
+        return " ".join(text.replace(self._token, "***").split())
+
+
+def _wait_s(headers: Mapping[str, str]) -> float:
+    """How long GitLab asks us to wait: ``Retry-After`` seconds, else until
+    ``RateLimit-Reset`` (epoch seconds); capped, and never less than a second."""
+    retry_after = headers.get("retry-after", "").strip()
+    if retry_after.isdigit():
+        return min(max(float(retry_after), 1.0), MAX_WAIT_S)
+    reset = headers.get("ratelimit-reset", "").strip()
+    if reset.isdigit():
+        return min(max(int(reset) - time.time(), 1.0), MAX_WAIT_S)
+    return 1.0
+
+
+def _json(response: HttpResponse) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise ForgeError(
+            "outage", f"GitLab answered {response.status_code} with a body that is not JSON"
+        ) from None
+
+
+def _object(response: HttpResponse, what: str) -> dict[str, Any]:
+    data = _json(response)
+    if not isinstance(data, dict):
+        raise ForgeError("outage", f"GitLab answered {what} with no object")
+    return data
+
+
+def _message(response: HttpResponse) -> str:
+    """GitLab's ``message`` (a string, a list, or a field → errors map) or ``error``."""
+    try:
+        data = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    said = data.get("message", data.get("error", ""))
+    if isinstance(said, list):
+        said = "; ".join(str(part) for part in said)
+    elif isinstance(said, dict):
+        said = "; ".join(f"{field} {' '.join(map(str, errs)) if isinstance(errs, list) else errs}"
+                         for field, errs in said.items())  # fmt: skip
+    return str(said)[:500]
+
+
+def _merge_request(data: Mapping[str, Any], *, created: bool) -> PullRequest:
+    iid, url = data.get("iid"), data.get("web_url")
+    if not isinstance(iid, int) or not isinstance(url, str):
+        raise ForgeError("outage", "GitLab's merge request has no iid or web_url")
+    return PullRequest(number=iid, url=url, created=created)
+
+
+def _username(user: object) -> str:
+    name = user.get("username") if isinstance(user, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _issue(data: Mapping[str, Any]) -> ForgeIssue:
+    iid = data.get("iid")
+    if not isinstance(iid, int):
+        raise ForgeError("outage", "GitLab's issue has no iid")
+    labels = data.get("labels")
+    assignees = data.get("assignees")
+    return ForgeIssue(
+        number=iid,
+        title=str(data.get("title") or ""),
+        body=str(data.get("description") or ""),
+        labels=tuple(str(x) for x in labels) if isinstance(labels, list) else (),
+        state="open" if data.get("state") == "opened" else str(data.get("state") or ""),
+        url=str(data.get("web_url") or ""),
+        author=_username(data.get("author")),
+        assignees=tuple(_username(a) for a in assignees) if isinstance(assignees, list) else (),
+    )
+
+
+def _note(data: Mapping[str, Any]) -> IssueNote:
+    note_id = data.get("id")
+    if not isinstance(note_id, int):
+        raise ForgeError("outage", "GitLab's note has no id")
+    return IssueNote(
+        id=note_id,
+        body=str(data.get("body") or ""),
+        author=_username(data.get("author")),
+        system=bool(data.get("system")),
+    )

@@ -20,6 +20,7 @@ from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.domain.placeholders import placeholder_problems
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
+from orchestrator.domain.sources import Source
 from orchestrator.domain.validation import (
     Argv,
     Frozen,
@@ -371,6 +372,8 @@ class Config(Frozen):
     git: GitConfig = GitConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
+    # ``[[sources]]``: where batch finds tickets (domain/sources.py); none: the directory given.
+    sources: Annotated[tuple[Source, ...], Field(max_length=32)] = ()
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]
 
     @model_validator(mode="after")
@@ -378,6 +381,9 @@ class Config(Frozen):
         names = [s.name for s in self.stages]
         if len(names) != len(set(names)):
             raise ValueError(f"stage names must be unique: {names}")
+        source_ids = [source.source_id for source in self.sources]
+        if len(source_ids) != len(set(source_ids)):
+            raise ValueError(f"sources must differ (give each a 'name'): {source_ids}")
         for stage in self.stages:
             if stage.engine is None:
                 continue

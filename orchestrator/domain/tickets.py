@@ -23,7 +23,7 @@ import hashlib
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import tomli_w
 from pydantic import Field, ValidationError
@@ -61,6 +61,17 @@ class PatchExtras(Frozen):
 KNOWN_EXTRAS: dict[str, type[Frozen]] = {"patch": PatchExtras}
 
 
+class TicketOrigin(Frozen):
+    """``[origin]``: the forge issue a ticket was taken from (``domain/intake.py``); its
+    body is then that issue's text, fenced as untrusted."""
+
+    source: Name
+    kind: Literal["github", "gitlab"]
+    project: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    number: Annotated[int, Field(strict=True, ge=1)]
+    url: Annotated[StrictStr, Field(max_length=500)] = ""
+
+
 class TicketFields(Frozen):
     id: Name
     title: Annotated[StrictStr, Field(min_length=1, max_length=200)]
@@ -71,6 +82,7 @@ class TicketFields(Frozen):
     )
     parent: Name | None = None
     extras: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    origin: TicketOrigin | None = None
 
 
 class Ticket(Frozen):

@@ -14,41 +14,41 @@ Requests (https://docs.gitlab.com/api/ — the project is named by its URL-encod
     GET  /users?username=   GET /projects/:id/members/all/:user_id → {"access_level": 30}
 
 Every request carries ``PRIVATE-TOKEN: <token>`` and nothing else secret; the token is in
-no message, exception or repr. Lists follow GitLab's pagination: the ``Link`` header's
-``rel="next"`` when it points under our own base URL (the token must not travel to another
-host), else ``x-next-page``. A 429 is waited out (``Retry-After``, else ``RateLimit-Reset``,
-capped) a few times through the injected ``sleep`` before it becomes ``rate_limited``.
+no message, exception or repr. Lists follow the ``Link`` header's ``rel="next"`` (GitLab
+sends it beside ``x-next-page``), only on the origin they started from: the token goes with
+every page. A 429 or a 5xx is waited out (``Retry-After``, else ``RateLimit-Reset``) with
+bounded back-off through the injected ``sleep`` (``forges.http.send_with_backoff``).
 
     ForgeError(kind)   auth         401: the token is missing, wrong or expired
                        forbidden    403: the token may not do this
                        not_found    404: no such project (or issue), or the token cannot see it
                        rejected     400, 409, 422 and other 4xx: GitLab refused, its words
-                       rate_limited 429 after the retries
-                       outage       5xx, or the network failed
+                       rate_limited 429, still after waiting
+                       outage       5xx still after waiting, the network failed, or a next
+                                    page on another host
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from orchestrator.forges.base import ForgeError, PullRequest
 from orchestrator.forges.github import HttpClient, HttpResponse
+from orchestrator.forges.http import PagingError, Sleep, fetch_pages, scrub, send_with_backoff
 from orchestrator.forges.issues import ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
 DEVELOPER = 30  # GitLab's access level that may push and open merge requests
 PER_PAGE = 100
-RATE_LIMIT_RETRIES = 3
-MAX_WAIT_S = 60.0
 
 _SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
 _PROJECT = re.compile(rf"^{_SEGMENT}(?:/{_SEGMENT})+$")
-_NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class GitLabForge:
         token: str,
         *,
         network_errors: tuple[type[BaseException], ...] = (OSError,),
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Sleep = time.sleep,
     ) -> None:
         if not _PROJECT.match(project):
             raise ValueError(f"project must be 'group/name' or 'group/sub/name' (got {project!r})")
@@ -211,28 +211,22 @@ class GitLabForge:
         return f"{self._api}/projects/{quote(self.project, safe='')}/{tail}"
 
     def _pages(self, tail: str, params: Mapping[str, str], doing: str) -> Iterator[dict[str, Any]]:
-        url: str | None = self._path(tail)
-        query: Mapping[str, str] | None = params
-        while url is not None:
-            response = self._send("GET", url, params=query)
-            if response.status_code != 200:
-                raise self._error(response, f"cannot {doing}")
-            items = _json(response)
-            if not isinstance(items, list):
-                raise ForgeError("outage", f"GitLab answered a list with {type(items).__name__}")
-            yield from (item for item in items if isinstance(item, dict))
-            url, query = self._next_page(response, url, query)
-
-    def _next_page(
-        self, response: HttpResponse, url: str, query: Mapping[str, str] | None
-    ) -> tuple[str | None, Mapping[str, str] | None]:
-        link = _NEXT_LINK.search(response.headers.get("link", ""))
-        if link and link.group(1).startswith(self._api + "/"):
-            return link.group(1), None  # the link carries the whole query
-        page = response.headers.get("x-next-page", "").strip()
-        if page.isdigit():
-            return url, {**(query or {}), "page": page}
-        return None, None
+        pages = fetch_pages(self._client, self._path(tail), params=params,
+                            headers=request_headers(self._token), sleep=self._sleep)  # fmt: skip
+        try:
+            for response in pages:
+                if response.status_code != 200:
+                    raise self._error(response, f"cannot {doing}")
+                items = _json(response)
+                if not isinstance(items, list):
+                    raise ForgeError(
+                        "outage", f"GitLab answered a list with {type(items).__name__}"
+                    )
+                yield from (item for item in items if isinstance(item, dict))
+        except PagingError as exc:
+            raise ForgeError("outage", f"cannot {doing}: {exc}") from None
+        except self._network_errors as exc:
+            raise self._unreachable(exc) from None
 
     def _send(
         self,
@@ -242,22 +236,24 @@ class GitLabForge:
         params: Mapping[str, str] | None = None,
         json: Any = None,
     ) -> HttpResponse:
-        for attempt in range(RATE_LIMIT_RETRIES + 1):
-            try:
-                response = self._client.request(
-                    method, url, params=params, headers=request_headers(self._token), json=json
-                )
-            except self._network_errors as exc:
-                reason = self._scrub(str(exc)) or type(exc).__name__
-                raise ForgeError("outage", f"cannot reach GitLab: {reason}") from None
-            if response.status_code != 429 or attempt == RATE_LIMIT_RETRIES:
-                return response
-            self._sleep(_wait_s(response.headers))
-        raise AssertionError("unreachable")  # pragma: no cover
+        """One request, a rate limit or a 5xx waited out (``forges.http``)."""
+        headers = request_headers(self._token)
+        send = functools.partial(
+            self._client.request, method, url, params=params, headers=headers, json=json
+        )
+        try:
+            return send_with_backoff(send, sleep=self._sleep)
+        except self._network_errors as exc:
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: BaseException) -> ForgeError:
+        # The exception's text is the transport's: scrub it all the same.
+        reason = scrub(str(exc), self._token) or type(exc).__name__
+        return ForgeError("outage", f"cannot reach GitLab: {reason}")
 
     def _error(self, response: HttpResponse, doing: str) -> ForgeError:
         status = response.status_code
-        said = self._scrub(_message(response))
+        said = scrub(_message(response), self._token)
         said_part = f": {said}" if said else ""
         if status == 401:
             return ForgeError(
@@ -272,28 +268,11 @@ class GitLabForge:
                 "token see it?",
             )
         if status == 429:
-            return ForgeError(
-                "rate_limited", f"{doing}: GitLab's rate limit (429), still after "
-                f"{RATE_LIMIT_RETRIES} waits"
-            )  # fmt: skip
+            return ForgeError("rate_limited", f"{doing}: GitLab's rate limit (429), still spent "
+                              "after waiting")  # fmt: skip
         if status >= 500:
             return ForgeError("outage", f"{doing}: GitLab is failing ({status}){said_part}")
         return ForgeError("rejected", f"{doing}: GitLab refused it ({status}){said_part}")
-
-    def _scrub(self, text: str) -> str:
-        return " ".join(text.replace(self._token, "***").split())
-
-
-def _wait_s(headers: Mapping[str, str]) -> float:
-    """How long GitLab asks us to wait: ``Retry-After`` seconds, else until
-    ``RateLimit-Reset`` (epoch seconds); capped, and never less than a second."""
-    retry_after = headers.get("retry-after", "").strip()
-    if retry_after.isdigit():
-        return min(max(float(retry_after), 1.0), MAX_WAIT_S)
-    reset = headers.get("ratelimit-reset", "").strip()
-    if reset.isdigit():
-        return min(max(int(reset) - time.time(), 1.0), MAX_WAIT_S)
-    return 1.0
 
 
 def _json(response: HttpResponse) -> Any:

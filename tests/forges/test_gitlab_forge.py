@@ -96,17 +96,24 @@ def test_issues_are_listed_across_pages_oldest_first(
     assert [i.number for i in forge_for(gitlab, client).list_issues("orchestrator", "bob")] == [3]
 
 
-def test_pages_follow_x_next_page_when_the_link_points_elsewhere(
+def test_a_next_page_on_another_host_is_not_asked(
     gitlab: FakeGitLab, client: httpx2.Client
 ) -> None:
-    """A ``Link`` to another host is not followed (the token would go with it)."""
+    """The token goes with every page: a ``Link`` to another host is an outage, not a hop."""
     gitlab.default_per_page = 2
     for day in (1, 2, 3):
         gitlab.add_issue(PROJECT, f"day {day}", ["o"], f"2026-01-0{day}T00:00:00Z")
     real_base = gitlab.base_url
     gitlab.base_url = "http://elsewhere.invalid"  # what the fake writes into Link
     forge = GitLabForge(client, real_base, PROJECT, TOKEN, sleep=[].append)
-    assert [i.title for i in forge.list_issues("o")] == ["day 1", "day 2", "day 3"]
+    with pytest.raises(ForgeError) as caught:
+        forge.list_issues("o")
+    assert (caught.value.kind, str(caught.value)) == (
+        "outage",
+        f"cannot list issues of {PROJECT}: the next page is on another host; "
+        "not sending the token there",
+    )
+    assert len(gitlab.requests) == 1
 
 
 def test_comments_are_created_listed_and_edited_in_place(
@@ -149,14 +156,28 @@ def test_a_rate_limit_is_waited_out_with_the_injected_sleep(
     assert sleeps == [7.0, 7.0]
 
 
-def test_a_rate_limit_that_lasts_is_rate_limited(gitlab: FakeGitLab, client: httpx2.Client) -> None:
+def test_a_rate_limit_longer_than_the_budget_is_rate_limited_at_once(
+    gitlab: FakeGitLab, client: httpx2.Client
+) -> None:
     gitlab.fail(429, times=4, headers={"Retry-After": "3600"})
     sleeps: list[float] = []
     with pytest.raises(ForgeError) as caught:
         open_t1(forge_for(gitlab, client, sleeps))
-    assert (caught.value.kind, str(caught.value)) == ("rate_limited",
-        f"cannot list merge requests of {PROJECT}: GitLab's rate limit (429), still after 3 waits")  # fmt: skip
-    assert sleeps == [60.0, 60.0, 60.0]  # capped: a stage has a timeout
+    assert (caught.value.kind, str(caught.value)) == (
+        "rate_limited",
+        f"cannot list merge requests of {PROJECT}: GitLab's rate limit (429), still spent "
+        "after waiting",
+    )
+    assert sleeps == []  # an hour is past what a stage may wait: said at once, not slept
+
+
+def test_a_failing_gitlab_is_asked_again_then_an_outage(
+    gitlab: FakeGitLab, client: httpx2.Client
+) -> None:
+    gitlab.fail(502, times=1)
+    sleeps: list[float] = []
+    assert open_t1(forge_for(gitlab, client, sleeps)).created
+    assert sleeps == [1.0]
 
 
 @pytest.mark.parametrize(
@@ -179,7 +200,7 @@ def test_a_rate_limit_that_lasts_is_rate_limited(gitlab: FakeGitLab, client: htt
 def test_failures_are_kinds_in_one_line_without_the_token(
     gitlab: FakeGitLab, client: httpx2.Client, status: int, body: object, kind: str, message: str
 ) -> None:
-    gitlab.fail(status, body=body)
+    gitlab.fail(status, times=3, body=body)  # a 5xx is asked three times
     forge = forge_for(gitlab, client)
     with pytest.raises(ForgeError) as caught:
         open_t1(forge)

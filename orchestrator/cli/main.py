@@ -194,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     baseline_command.add_parser(sub)
 
+    from orchestrator.cli.commands import tickets as tickets_command  # argparse only: cheap
+
+    tickets_command.add_parser(sub)
+
     evaluate = sub.add_parser(
         "eval",
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
@@ -454,6 +458,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import baseline
 
         return baseline.run(args, storage.state_dir(config_file, args.state_dir), sys.stdout)
+    if args.command == "tickets":
+        from orchestrator.cli.commands import tickets
+
+        return tickets.tickets(
+            config_file, args.state_dir, Path(args.tickets), sys.stdout, as_json=args.json
+        )
     if args.command == "ledger":
         from orchestrator.cli.commands import ledger
 

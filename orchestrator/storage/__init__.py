@@ -38,6 +38,7 @@ _FROM: dict[str, str] = {
     "write_approval": "approvals",
     "verdict_sha256": "approvals",
     "atomic_write": "_atomic",
+    "IntakeFiles": "intake",
     "BaselineStore": "baselines",
     "BaseCheck": "base_checks",
     "BaseCheckKey": "base_checks",
@@ -134,6 +135,7 @@ __all__ = [
     "DecisionLedger",
     "Decisions",
     "FileStorage",
+    "IntakeFiles",
     "JournaledReply",
     "Locks",
     "PrunedMark",
@@ -237,6 +239,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CRASH_ENV, CrashPoint, crash_point
     from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
     from orchestrator.storage.files import FileStorage, writes_checked_by
+    from orchestrator.storage.intake import IntakeFiles
     from orchestrator.storage.layout import (
         LEDGER_FILE,
         StateLayout,

@@ -16,6 +16,7 @@ the stage programs can use it too.
     runs/<run-id>/pull-request.json    what the open-pr stage opened (its program writes it)
     runs/<run-id>/pruned.json          what ``orchestrator prune`` removed from the run, and when
     tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
+    intake/<source>/<ticket-id>.md     a ticket taken from a forge issue (``[[sources]]``)
     locks/<ticket-id>.lock             flock held while a process drives the ticket
     batches/<batch-id>/                one batch's shared model budget and worker logs
     batches/<batch-id>/batch.json      what the batch ran: its tickets, their runs, its spend
@@ -52,10 +53,12 @@ from typing import NamedTuple
 
 # <ticket-id>-<UTC yyyymmddThhmmssZ>-<4 hex>; ticket ids may themselves contain '.' and '-'.
 RUN_ID = re.compile(r"^(?P<ticket>[A-Za-z0-9][A-Za-z0-9._-]{0,63})-\d{8}T\d{6}Z-[0-9a-f]{4}$")
+RUN_ID_TICKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VERDICT_NAME = re.compile(r"^(?P<run>.+)\.verdict-(?P<n>\d+)\.json$")
 
 RUNS_DIR = "runs"
 TICKETS_DIR = "tickets"
+INTAKE_DIR = "intake"
 LOCKS_DIR = "locks"
 BATCHES_DIR = "batches"
 LEDGER_FILE = "ledger.jsonl"
@@ -316,6 +319,17 @@ class StateLayout(NamedTuple):
         name = f"{name_slug(check)}-{digest}.json"
         return self.root / BASE_CHECKS_DIR / name_slug(repo) / commit / name
 
+    def intake_dir(self, source_id: str) -> Path:
+        """The ticket files a ``[[sources]]`` forge source's issues became."""
+        if not RUN_ID_TICKET.match(source_id):
+            raise ValueError(f"not a source name: {source_id!r}")
+        return self.root / INTAKE_DIR / source_id
+
+    def intake_ticket_path(self, source_id: str, ticket_id: str) -> Path:
+        if not RUN_ID_TICKET.match(ticket_id):
+            raise ValueError(f"not a ticket id: {ticket_id!r}")
+        return self.intake_dir(source_id) / f"{ticket_id}.md"
+
     def write_dirs(self) -> list[Path]:
         """Every directory an atomic write puts files in (so where a killed one leaves
         its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``,
@@ -324,6 +338,7 @@ class StateLayout(NamedTuple):
         found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
         for parent in (self.runs_dir, self.root / BATCHES_DIR, self.baselines_dir):
             found += _subdirs(parent)
+        found += _subdirs(self.root / INTAKE_DIR)
         for repo in _subdirs(self.root / BASE_CHECKS_DIR):
             found += _subdirs(repo)
         return found

@@ -29,7 +29,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,7 +52,7 @@ from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
-from orchestrator.domain.config import load_config
+from orchestrator.domain.config import LoadedConfig, load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
@@ -82,7 +82,10 @@ def batch(
         raise errors.UsageError("batch: --jobs must be at least 1")
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
-    paths = queue(tickets_dir)
+    if loaded.config.sources and jobs > 1 and not worker:
+        raise errors.UsageError("batch: --jobs N does not read [[sources]] yet; use --jobs 1")
+    # With [[sources]], the queue is what they yield, once the state dir is known.
+    paths = [] if loaded.config.sources else queue(tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
@@ -91,6 +94,9 @@ def batch(
     )
     storage = FileStorage(services.storage.runs.state_dir)
     budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
+    failed_sources = 0
+    if loaded.config.sources:
+        paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
     services = replace(
         services,
         reporter=QuietReporter(out),
@@ -161,9 +167,34 @@ def batch(
         ),
     )  # fmt: skip
     code = exit_code(results)
+    if failed_sources and code == errors.EXIT_COMPLETED:
+        code = errors.EXIT_LOCKED  # a source could not be read: try again later
     if not publish_batch(storage.root, config_file, batch_id, *published, stderr or sys.stderr):
         return code or errors.EXIT_USAGE
     return code
+
+
+def take_in_sources(
+    loaded: LoadedConfig,
+    storage: FileStorage,
+    environ: Mapping[str, str],
+    out: TextIO,
+    clock: Callable[[], datetime],
+) -> tuple[list[Path], int]:
+    """Read every ``[[sources]]`` (forge issues become ticket files first): the files
+    to queue, and how many sources could not be read (each said in one line)."""
+    from orchestrator.app.intake import gather
+
+    paths: list[Path] = []
+    failed = 0
+    for report in gather(loaded.config.sources, loaded.root, storage, environ=environ):
+        if report.error is not None:
+            failed += 1
+            out.write(f"{timestamp(clock())} source {report.source} ({report.kind}): "
+                      f"FAILED: {report.error}\n")  # fmt: skip
+        paths += report.queued
+    out.flush()
+    return paths, failed
 
 
 def write_summary(

@@ -13,15 +13,18 @@ what still fails is a ``ForgeError`` whose text never holds the token.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from orchestrator.forges.base import ForgeError
-from orchestrator.forges.github import _REPO, HttpClient, HttpResponse, request_headers
+from orchestrator.forges.github import HttpClient, HttpResponse, request_headers
 from orchestrator.forges.http import PagingError, Sleep, fetch_pages, rate_limited, scrub
 from orchestrator.forges.issues import ForgeIssue
+
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class GitHubIssues:

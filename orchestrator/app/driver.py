@@ -88,6 +88,7 @@ def _run(
             return record, False
         record = _drive(record, services)
         services.reporter.run_finished(record)
+        services.notifier.after_run(record)  # bounded; never raises
         return record, True
 
 
@@ -108,6 +109,7 @@ def continue_run(record: RunRecord, services: Services) -> RunRecord:
     services.reporter.run_opened(record, resumed=True)
     record = _drive(record, services)
     services.reporter.run_finished(record)
+    services.notifier.after_run(record)  # bounded; never raises
     return record
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
+from orchestrator.app.notify import NoNotifier, Notifier, notifier_for
 from orchestrator.domain.config import LoadedConfig, ModelConfig
 from orchestrator.domain.git_identity import identity_environ
 from orchestrator.domain.lifecycle import HaltReason
@@ -26,7 +27,7 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter, reporter_for
-from orchestrator.storage import BaselineStore, FileStorage, resolve_state_dir
+from orchestrator.storage import BaselineStore, FileStorage, NotifyOutbox, resolve_state_dir
 
 if TYPE_CHECKING:
     from orchestrator.storage import Storage
@@ -59,6 +60,8 @@ class Services:
     # Where the log of each check that passes is learned from (a baseline of green runs);
     # None: nowhere. Never on the critical path's failures: see ``_learn_from_green``.
     record_green: GreenRecorder | None = None
+    # Who is told when a run ends or waits for a person (``[[notify]]``); by default no one.
+    notifier: Notifier = field(default_factory=NoNotifier)
 
 
 # Per process, by the key's digest: what the API said of a key (None: accepted). A
@@ -108,12 +111,20 @@ def build_services(
     storage = FileStorage(state_dir)
     storage.sweep_stale_temps()  # what killed writes left behind
     git = loaded.config.git
+    reporter = reporter_for(out, environ)
     return Services(
         loaded=loaded,
         storage=storage,
-        reporter=reporter_for(out, environ),
+        reporter=reporter,
         # The config's [git] author reaches the clone stage (domain/git_identity.py).
         environ={**environ, **identity_environ(git.author_name, git.author_email)},
         gateway_factory=model_gateway_factory(loaded.config.model, environ),
         record_green=BaselineStore(state_dir).record_green,
+        notifier=notifier_for(
+            loaded.config.notify,
+            NotifyOutbox(state_dir),
+            environ,
+            reporter.note,
+            storage.locks.ticket,
+        ),
     )

@@ -18,6 +18,7 @@ from pydantic import (
 from orchestrator.domain.broker_url import ConfiguredBrokerUrl
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY
+from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.placeholders import placeholder_problems
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.domain.sources import Source
@@ -372,6 +373,8 @@ class Config(Frozen):
     git: GitConfig = GitConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)
+    # ``[[notify]]``: where a run's events go (domain/notify.py).
+    notify: Annotated[tuple[NotifyTarget, ...], Field(max_length=16)] = ()
     # ``[[sources]]``: where batch finds tickets (domain/sources.py); none: the directory given.
     sources: Annotated[tuple[Source, ...], Field(max_length=32)] = ()
     stages: Annotated[tuple[StageConfig, ...], Field(min_length=1, max_length=64)]

@@ -59,6 +59,8 @@ _FROM: dict[str, str] = {
     "read_batch_record": "batch_record",
     "write_batch_record": "batch_record",
     "BudgetStore": "budget",
+    "NotifyOutbox": "notify_outbox",
+    "OutboxEntry": "notify_outbox",
     "CapsReset": "budget",
     "ChargeKind": "budget",
     "TicketBudget": "budget",
@@ -138,6 +140,8 @@ __all__ = [
     "IntakeFiles",
     "JournaledReply",
     "Locks",
+    "NotifyOutbox",
+    "OutboxEntry",
     "PrunedMark",
     "RunStore",
     "Runs",
@@ -255,6 +259,7 @@ if TYPE_CHECKING:
         state_dir,
         state_dir_problem,
     )
+    from orchestrator.storage.notify_outbox import NotifyOutbox, OutboxEntry
     from orchestrator.storage.protocols import (
         Approvals,
         Budgets,

@@ -36,6 +36,9 @@ the stage programs can use it too.
                                        beside it: its log, kept for the hand-off and for
                                        judging later failures against (a cache, per check
                                        config ``<digest>``; ``<repo>``, ``<check>`` slugs)
+    notify/<run-id>.<event>-<n>.<target>.json  what notifying target ``<target>`` (its
+                                       index in ``[[notify]]``) of the run's event
+                                       (occasion ``<n>``) came to: sent or failed, tries
     .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
@@ -69,6 +72,7 @@ PULL_REQUEST_RECORD = "pull-request.json"
 PRUNED_RECORD = "pruned.json"
 BASELINES_DIR, BASELINE_SUFFIX = "baselines", ".baseline"
 BASE_CHECKS_DIR = "base_checks"
+NOTIFY_DIR = "notify"
 # A commit as git names it (SHA-1 or SHA-256), the only thing a base check's directory is.
 _COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # A slug keeps this much of a name to read (its end: a repository's URL or path ends in
@@ -319,6 +323,15 @@ class StateLayout(NamedTuple):
         name = f"{name_slug(check)}-{digest}.json"
         return self.root / BASE_CHECKS_DIR / name_slug(repo) / commit / name
 
+    @property
+    def notify_dir(self) -> Path:
+        return self.root / NOTIFY_DIR
+
+    def notify_record_path(self, run_id: str, event: str, number: int, target: int) -> Path:
+        """What notifying target ``target`` of occasion ``number`` of the run's ``event``
+        came to (``storage/notify_outbox.py``)."""
+        return self.notify_dir / f"{run_id}.{event}-{number}.{target}.json"
+
     def intake_dir(self, source_id: str) -> Path:
         """The ticket files a ``[[sources]]`` forge source's issues became."""
         if not RUN_ID_TICKET.match(source_id):
@@ -335,7 +348,7 @@ class StateLayout(NamedTuple):
         its temp file): the root, ``runs/``, each run's workspace and replies, ``tickets/``,
         each batch's directory, each repository's baselines and each base commit's
         checks. Not below a workspace: the clone is not ours."""
-        found = [self.root, self.runs_dir, self.root / TICKETS_DIR]
+        found = [self.root, self.runs_dir, self.root / TICKETS_DIR, self.notify_dir]
         for parent in (self.runs_dir, self.root / BATCHES_DIR, self.baselines_dir):
             found += _subdirs(parent)
         found += _subdirs(self.root / INTAKE_DIR)

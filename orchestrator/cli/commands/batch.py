@@ -97,18 +97,26 @@ def batch(
     failed_sources = 0
     if loaded.config.sources:
         paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
+
+    def say(line: str) -> None:
+        print(f"batch: {line}", file=out, flush=True)
+
     services = replace(
         services,
         reporter=QuietReporter(out),
+        notifier=services.notifier.saying(say),
         gateway_factory=budgeted_factory(
             RefusedKeyLatch(
                 gateway_factory or services.gateway_factory,
                 loaded.config.model.api_key_env,
-                say=lambda line: print(f"batch: {line}", file=out, flush=True),
+                say=say,
             ),
             budget,
         ),
     )
+
+    if not worker:  # notices an earlier batch did not get out (its parent's job for a worker)
+        services.notifier.catch_up()
 
     started = time.monotonic()
     started_at = services.clock()

@@ -12,6 +12,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -207,13 +208,14 @@ def _handler(gitlab: FakeGitLab) -> type[BaseHTTPRequestHandler]:
 def serve(token: str) -> Iterator[FakeGitLab]:
     """Run a fake GitLab on 127.0.0.1 for the duration of the generator (a fixture body)."""
     gitlab = FakeGitLab(token=token)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(gitlab))
-    gitlab.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield gitlab
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with (
+        ThreadingHTTPServer(("127.0.0.1", 0), _handler(gitlab)) as server,
+        ThreadPoolExecutor(max_workers=1) as pool,  # leaving it waits for the server loop
+    ):
+        gitlab.base_url = f"http://127.0.0.1:{server.server_address[1]}"
+        # A short poll: shutdown() waits for it, and each test starts its own server.
+        pool.submit(server.serve_forever, 0.02)
+        try:
+            yield gitlab
+        finally:
+            server.shutdown()

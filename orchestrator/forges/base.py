@@ -4,6 +4,7 @@ with the request it already has (``created=False``) rather than a second one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,3 +32,49 @@ class Forge(Protocol):
     def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
         """Open a pull request of ``head`` into ``base``, or return the one already open."""
         ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A forge's no to opening a request; ``lost_race``: its reason is that one is open
+    already (opened by someone else between our look and our ask)."""
+
+    error: ForgeError
+    lost_race: bool = False
+
+
+def open_or_reuse(
+    find: Callable[[], PullRequest | None], create: Callable[[], PullRequest | Refusal]
+) -> PullRequest:
+    """The idempotent open every forge shares: the open request ``find`` finds, else the
+    one ``create`` makes; a create that lost a race is answered by looking again."""
+    existing = find()
+    if existing is not None:
+        return existing
+    made = create()
+    if isinstance(made, PullRequest):
+        return made
+    if made.lost_race:
+        # Someone (a concurrent run, a person) opened it between our look and our ask.
+        existing = find()
+        if existing is not None:
+            return existing
+    raise made.error
+
+
+class OpensIdempotently:
+    """``open_pull_request`` for a forge that can ``_find_open`` and ``_create``."""
+
+    __slots__ = ()
+
+    def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
+        """The open request of ``head`` into ``base``: the existing one, else a new one."""
+        return open_or_reuse(
+            lambda: self._find_open(head, base), lambda: self._create(head, base, title, body)
+        )
+
+    def _find_open(self, head: str, base: str) -> PullRequest | None:
+        raise NotImplementedError
+
+    def _create(self, head: str, base: str, title: str, body: str) -> PullRequest | Refusal:
+        raise NotImplementedError

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
-from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
+from orchestrator.forges.base import ForgeError, PullRequest, Refusal
+
+__all__ = ["GitHubForge", "HttpClient", "HttpResponse", "pr_body", "repo_from_url"]
 
 API_VERSION = "2022-11-28"
 MEDIA_TYPE = "application/vnd.github+json"
@@ -53,33 +56,6 @@ _URLS = (
     ),
     re.compile(rf"^git@github\.com:(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"),
 )
-
-
-class HttpResponse(Protocol):
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    @property
-    def text(self) -> str: ...
-
-    def json(self) -> Any: ...
-
-
-class HttpClient(Protocol):
-    """The slice of ``httpx2.Client`` this module uses."""
-
-    def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        json: Any = None,
-    ) -> HttpResponse: ...
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -124,141 +100,9 @@ def pr_body(ticket_body: str, verdict_summaries: Sequence[str], run_id: str) -> 
     return body + footer
 
 
-class GitHubForge:
-    """Pull requests on one repository, with one token."""
-
-    __slots__ = ("_client", "_network_errors", "_token", "owner", "repo")
-
-    def __init__(
-        self,
-        client: HttpClient,
-        repo: str,
-        token: str,
-        *,
-        network_errors: tuple[type[BaseException], ...] = (OSError,),
-    ) -> None:
-        match = _REPO.match(repo)
-        if match is None:
-            raise ValueError(f"repository must be 'owner/name' (got {repo!r})")
-        if not token:
-            raise ValueError("a GitHub token is required")
-        self._client = client
-        self._token = token
-        self._network_errors = network_errors
-        self.repo = repo
-        self.owner = match.group("owner")
-
-    def __repr__(self) -> str:
-        return f"GitHubForge(repo={self.repo!r})"
-
-    def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
-        """The open pull request for ``head`` into ``base``: the existing one, else a new one."""
-        existing = self._find_open(head, base)
-        if existing is not None:
-            return existing
-        response = self._send(
-            "POST",
-            self._pulls_path(),
-            json={"title": title, "head": head, "base": base, "body": body},
-        )
-        if response.status_code == 422 and "already exists" in _github_message(response):
-            # Someone (a concurrent run, a person) opened it between our GET and POST.
-            existing = self._find_open(head, base)
-            if existing is not None:
-                return existing
-        if response.status_code != 201:
-            raise self._error(response, f"cannot open a pull request for {head} into {base}")
-        return _pull_request(response, created=True)
-
-    def _pulls_path(self) -> str:
-        owner, name = self.repo.split("/")
-        return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}/pulls"
-
-    def _find_open(self, head: str, base: str) -> PullRequest | None:
-        response = self._send(
-            "GET",
-            self._pulls_path(),
-            params={"head": f"{self.owner}:{head}", "base": base, "state": "open"},
-        )
-        if response.status_code != 200:
-            raise self._error(response, f"cannot list pull requests of {self.repo}")
-        pulls = _json(response)
-        if not isinstance(pulls, list):
-            raise ForgeError(
-                "outage", f"GitHub answered the pull request list with {type(pulls).__name__}"
-            )
-        for pull in pulls:
-            if isinstance(pull, dict):
-                return _pull_request_from(pull, created=False)
-        return None
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        json: Any = None,
-    ) -> HttpResponse:
-        headers = request_headers(self._token)
-        try:
-            return self._client.request(method, path, params=params, headers=headers, json=json)
-        except self._network_errors as exc:
-            # The exception's text is the transport's: scrub it all the same.
-            reason = self._scrub(str(exc)) or type(exc).__name__
-            raise ForgeError("outage", f"cannot reach GitHub: {reason}") from None
-
-    def _error(self, response: HttpResponse, doing: str) -> ForgeError:
-        status = response.status_code
-        said = self._scrub(_github_message(response))
-        said_part = f": {said}" if said else ""
-        if status == 401:
-            return ForgeError(
-                "auth", f"{doing}: GitHub rejected the token (401){said_part}; check GITHUB_TOKEN"
-            )
-        if status == 403:
-            hint = ""
-            if response.headers.get("x-ratelimit-remaining") == "0":
-                reset = response.headers.get("x-ratelimit-reset", "")
-                hint = "; the API rate limit is spent" + (
-                    f" (resets at epoch {reset})" if reset.isdigit() else ""
-                )
-            return ForgeError(
-                "forbidden",
-                f"{doing}: the token may not do this (403){said_part}{hint}",
-            )
-        if status == 404:
-            return ForgeError(
-                "not_found",
-                f"{doing}: {self.repo} not found (404), or the token cannot see it",
-            )
-        if status == 429:
-            return ForgeError("rate_limited", f"{doing}: GitHub's rate limit (429){said_part}")
-        if status >= 500:
-            return ForgeError("outage", f"{doing}: GitHub is failing ({status}){said_part}")
-        return ForgeError("rejected", f"{doing}: GitHub refused it ({status}){said_part}")
-
-    def _scrub(self, text: str) -> str:
-        return " ".join(text.replace(self._token, "***").split())
-
-
-def _json(response: HttpResponse) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise ForgeError(
-            "outage", f"GitHub answered {response.status_code} with a body that is not JSON"
-        ) from None
-
-
 def _github_message(response: HttpResponse) -> str:
     """GitHub's ``message`` and each ``errors[].message`` (or code), joined; '' if none."""
-    try:
-        data = response.json()
-    except ValueError:
-        return ""
-    if not isinstance(data, dict):
-        return ""
+    data = json_fields(response)
     parts = []
     if isinstance(data.get("message"), str):
         parts.append(data["message"])
@@ -275,8 +119,75 @@ def _github_message(response: HttpResponse) -> str:
     return "; ".join(parts)[:500]
 
 
+class GitHubForge(RestForge):
+    """Pull requests on one repository, with one token."""
+
+    __slots__ = ("owner", "repo")
+    FORGE = "GitHub"
+    TOKEN_ENV = "GITHUB_TOKEN"
+
+    def __init__(
+        self,
+        client: HttpClient,
+        repo: str,
+        token: str,
+        *,
+        network_errors: tuple[type[BaseException], ...] = (OSError,),
+    ) -> None:
+        match = _REPO.match(repo)
+        if match is None:
+            raise ValueError(f"repository must be 'owner/name' (got {repo!r})")
+        super().__init__(
+            client,
+            token,
+            network_errors,
+            subject=repo,
+            headers=request_headers,
+            message=_github_message,
+        )
+        self.repo = repo
+        self.owner = match.group("owner")
+
+    def __repr__(self) -> str:
+        return f"GitHubForge(repo={self.repo!r})"
+
+    def _forbidden_hint(self, response: HttpResponse) -> str:
+        if response.headers.get("x-ratelimit-remaining") != "0":
+            return ""
+        reset = response.headers.get("x-ratelimit-reset", "")
+        return "; the API rate limit is spent" + (
+            f" (resets at epoch {reset})" if reset.isdigit() else ""
+        )
+
+    def _create(self, head: str, base: str, title: str, body: str) -> PullRequest | Refusal:
+        response = self._send(
+            "POST",
+            self._pulls_path(),
+            json={"title": title, "head": head, "base": base, "body": body},
+        )
+        if response.status_code == 201:
+            return _pull_request(response, created=True)
+        error = self._error(response, f"cannot open a pull request for {head} into {base}")
+        raced = response.status_code == 422 and "already exists" in _github_message(response)
+        return Refusal(error, lost_race=raced)
+
+    def _pulls_path(self) -> str:
+        owner, name = self.repo.split("/")
+        return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}/pulls"
+
+    def _find_open(self, head: str, base: str) -> PullRequest | None:
+        response = self._send(
+            "GET",
+            self._pulls_path(),
+            params={"head": f"{self.owner}:{head}", "base": base, "state": "open"},
+        )
+        for pull in self._listed(response, f"cannot list pull requests of {self.repo}"):
+            return _pull_request_from(pull, created=False)
+        return None
+
+
 def _pull_request(response: HttpResponse, *, created: bool) -> PullRequest:
-    data = _json(response)
+    data = json_body(response, "GitHub")
     if not isinstance(data, dict):
         raise ForgeError("outage", "GitHub answered the new pull request with no object")
     return _pull_request_from(data, created=created)

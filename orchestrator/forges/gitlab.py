@@ -30,17 +30,16 @@ bounded back-off through the injected ``sleep`` (``forges.http.send_with_backoff
 
 from __future__ import annotations
 
-import functools
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from orchestrator.forges.base import ForgeError, PullRequest
-from orchestrator.forges.github import HttpClient, HttpResponse
-from orchestrator.forges.http import PagingError, Sleep, fetch_pages, scrub, send_with_backoff
+from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
+from orchestrator.forges.base import ForgeError, PullRequest, Refusal
+from orchestrator.forges.http import PagingError, Sleep, fetch_pages, send_with_backoff
 from orchestrator.forges.issues import ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
@@ -88,10 +87,24 @@ def _without_userinfo(url: str) -> str:
     return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
 
 
-class GitLabForge:
+def gitlab_message(response: HttpResponse) -> str:
+    """GitLab's ``message`` (a string, a list, or a field → errors map) or ``error``."""
+    data = json_fields(response)
+    said = data.get("message", data.get("error", ""))
+    if isinstance(said, list):
+        said = "; ".join(str(part) for part in said)
+    elif isinstance(said, dict):
+        said = "; ".join(f"{field} {' '.join(map(str, errs)) if isinstance(errs, list) else errs}"
+                         for field, errs in said.items())  # fmt: skip
+    return str(said)[:500]
+
+
+class GitLabForge(RestForge):
     """Merge requests, issues, notes and members of one project, with one token."""
 
-    __slots__ = ("_api", "_client", "_network_errors", "_sleep", "_token", "project")
+    __slots__ = ("_api", "_sleep", "project")
+    FORGE = "GitLab"
+    TOKEN_ENV = "GITLAB_TOKEN"
 
     def __init__(
         self,
@@ -105,35 +118,33 @@ class GitLabForge:
     ) -> None:
         if not _PROJECT.match(project):
             raise ValueError(f"project must be 'group/name' or 'group/sub/name' (got {project!r})")
-        if not token:
-            raise ValueError("a GitLab token is required")
-        self._client = client
+        super().__init__(
+            client,
+            token,
+            network_errors,
+            subject=project,
+            headers=request_headers,
+            message=gitlab_message,
+        )
         self._api = f"{base_url.rstrip('/')}/api/v4"
-        self._token = token
-        self._network_errors = network_errors
         self._sleep = sleep
         self.project = project
 
     def __repr__(self) -> str:
         return f"GitLabForge(api={self._api!r}, project={self.project!r})"
 
+    def _retrying(self, send: Callable[[], HttpResponse]) -> HttpResponse:
+        return send_with_backoff(send, sleep=self._sleep)
+
     # --- merge requests ------------------------------------------------------------------
 
-    def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
-        """The opened merge request of ``head`` into ``base``: the existing one, else a new one."""
-        existing = self._find_open(head, base)
-        if existing is not None:
-            return existing
+    def _create(self, head: str, base: str, title: str, body: str) -> PullRequest | Refusal:
         payload = {"source_branch": head, "target_branch": base, "title": title,
                    "description": body, "remove_source_branch": True}  # fmt: skip
         response = self._send("POST", self._path("merge_requests"), json=payload)
-        if response.status_code == 409 and "already exists" in _message(response):
-            # Opened between our GET and POST (a concurrent run, a person): use that one.
-            existing = self._find_open(head, base)
-            if existing is not None:
-                return existing
         if response.status_code != 201:
-            raise self._error(response, f"cannot open a merge request for {head} into {base}")
+            doing = f"cannot open a merge request for {head} into {base}"
+            return Refusal(self._error(response, doing), lost_race=_lost_race(response))
         return _merge_request(_object(response, "the new merge request"), created=True)
 
     def _find_open(self, head: str, base: str) -> PullRequest | None:
@@ -199,7 +210,7 @@ class GitLabForge:
         response = self._send("GET", f"{self._api}/users", params={"username": username})
         if response.status_code != 200:
             raise self._error(response, f"cannot look up user {username}")
-        users = _json(response)
+        users = json_body(response, "GitLab")
         for found in users if isinstance(users, list) else []:
             if isinstance(found, dict) and isinstance(found.get("id"), int):
                 return int(found["id"])
@@ -212,100 +223,26 @@ class GitLabForge:
 
     def _pages(self, tail: str, params: Mapping[str, str], doing: str) -> Iterator[dict[str, Any]]:
         pages = fetch_pages(self._client, self._path(tail), params=params,
-                            headers=request_headers(self._token), sleep=self._sleep)  # fmt: skip
+                            headers=self._headers, sleep=self._sleep)  # fmt: skip
         try:
             for response in pages:
-                if response.status_code != 200:
-                    raise self._error(response, f"cannot {doing}")
-                items = _json(response)
-                if not isinstance(items, list):
-                    raise ForgeError(
-                        "outage", f"GitLab answered a list with {type(items).__name__}"
-                    )
-                yield from (item for item in items if isinstance(item, dict))
+                yield from self._listed(response, f"cannot {doing}")
         except PagingError as exc:
             raise ForgeError("outage", f"cannot {doing}: {exc}") from None
         except self._network_errors as exc:
             raise self._unreachable(exc) from None
 
-    def _send(
-        self,
-        method: str,
-        url: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        json: Any = None,
-    ) -> HttpResponse:
-        """One request, a rate limit or a 5xx waited out (``forges.http``)."""
-        headers = request_headers(self._token)
-        send = functools.partial(
-            self._client.request, method, url, params=params, headers=headers, json=json
-        )
-        try:
-            return send_with_backoff(send, sleep=self._sleep)
-        except self._network_errors as exc:
-            raise self._unreachable(exc) from None
-
-    def _unreachable(self, exc: BaseException) -> ForgeError:
-        # The exception's text is the transport's: scrub it all the same.
-        reason = scrub(str(exc), self._token) or type(exc).__name__
-        return ForgeError("outage", f"cannot reach GitLab: {reason}")
-
-    def _error(self, response: HttpResponse, doing: str) -> ForgeError:
-        status = response.status_code
-        said = scrub(_message(response), self._token)
-        said_part = f": {said}" if said else ""
-        if status == 401:
-            return ForgeError(
-                "auth", f"{doing}: GitLab rejected the token (401){said_part}; check GITLAB_TOKEN"
-            )
-        if status == 403:
-            return ForgeError("forbidden", f"{doing}: the token may not do this (403){said_part}")
-        if status == 404:
-            return ForgeError(
-                "not_found",
-                f"{doing}: not found (404){said_part}; is {self.project} right, and may the "
-                "token see it?",
-            )
-        if status == 429:
-            return ForgeError("rate_limited", f"{doing}: GitLab's rate limit (429), still spent "
-                              "after waiting")  # fmt: skip
-        if status >= 500:
-            return ForgeError("outage", f"{doing}: GitLab is failing ({status}){said_part}")
-        return ForgeError("rejected", f"{doing}: GitLab refused it ({status}){said_part}")
-
-
-def _json(response: HttpResponse) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise ForgeError(
-            "outage", f"GitLab answered {response.status_code} with a body that is not JSON"
-        ) from None
-
 
 def _object(response: HttpResponse, what: str) -> dict[str, Any]:
-    data = _json(response)
+    data = json_body(response, "GitLab")
     if not isinstance(data, dict):
         raise ForgeError("outage", f"GitLab answered {what} with no object")
     return data
 
 
-def _message(response: HttpResponse) -> str:
-    """GitLab's ``message`` (a string, a list, or a field → errors map) or ``error``."""
-    try:
-        data = response.json()
-    except ValueError:
-        return ""
-    if not isinstance(data, dict):
-        return ""
-    said = data.get("message", data.get("error", ""))
-    if isinstance(said, list):
-        said = "; ".join(str(part) for part in said)
-    elif isinstance(said, dict):
-        said = "; ".join(f"{field} {' '.join(map(str, errs)) if isinstance(errs, list) else errs}"
-                         for field, errs in said.items())  # fmt: skip
-    return str(said)[:500]
+def _lost_race(response: HttpResponse) -> bool:
+    """GitLab's 409 "Another open merge request already exists for this source branch: !7"."""
+    return response.status_code == 409 and "already exists" in gitlab_message(response)
 
 
 def _merge_request(data: Mapping[str, Any], *, created: bool) -> PullRequest:

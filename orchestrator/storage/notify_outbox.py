@@ -53,11 +53,12 @@ class NotifyOutbox:
         self.layout = StateLayout(state_dir)
 
     def read(self, run_id: str, event: str, number: int, target: int) -> OutboxEntry | None:
-        """The entry, or None when there is none (or it does not read: sent again)."""
+        """The entry, or None when there is none or it cannot be read: then the notice
+        is sent (again), never skipped."""
         path = self.layout.notify_record_path(run_id, event, number, target)
         try:
             return OutboxEntry.model_validate_json(path.read_bytes())
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):
             return None
 
     def write(self, entry: OutboxEntry) -> Path:

@@ -232,3 +232,47 @@ def test_a_real_run_that_needs_a_human_notifies_the_webhook_once(tmp_path: Path)
     assert TOKEN not in everything_under(state)
     entry = json.loads(next((state / "notify").iterdir()).read_text())
     assert entry["status"] == "sent" and entry["target_name"] == "webhook $HOOK_URL"
+
+
+def test_the_next_batch_sends_what_the_last_one_could_not(tmp_path: Path) -> None:
+    """``orchestrator batch`` as cron runs it: the first batch's notice is refused (a
+    404 is not retried, so nothing sleeps) and said on the batch's output by the
+    variable's name; the next batch, finding the ticket already failed, catches it up."""
+    from orchestrator.cli.commands.batch import batch
+
+    with webhook_server(404) as hook:
+        header = '[[notify]]\nkind = "slack"\nurl_env = "HOOK_URL"\ntimeout_s = 1.0\n'
+        config = write_config(tmp_path, bash_stage("build", "exit 3"), header=header)
+        tickets = tmp_path / "tickets"
+        write_ticket(tickets)
+        environ = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "HOOK_URL": hook.url(f"/h/{TOKEN}"),
+        }
+        outputs = []
+        for _ in range(2):
+            out = io.StringIO()
+            batch(config, None, tickets, jobs=1, as_json=False, worker=False, out=out,
+                  environ=environ)  # fmt: skip
+            outputs.append(out.getvalue())
+    assert len(hook.requests) == 2 and hook.requests[1]["text"].startswith(
+        "orchestrator: T-1 failed"
+    )
+    assert "batch: notify: failed of T-1-" in outputs[0]
+    assert "not sent to slack $HOOK_URL after 1 try: $HOOK_URL answered HTTP 404" in outputs[0]
+    assert "already-failed" in outputs[1] and "notify" not in outputs[1]
+    (entry,) = NotifyOutbox(tmp_path / "state").entries()
+    assert (entry.status, entry.tries, entry.passes) == ("sent", 2, 2)
+    assert TOKEN not in "".join(outputs) + everything_under(tmp_path / "state")
+
+
+def test_an_outbox_that_cannot_be_written_is_said_and_the_run_goes_on(tmp_path: Path) -> None:
+    with webhook_server() as hook:
+        rig = Rig(tmp_path, (hook_target(),), {"HOOK_URL": hook.url(f"/h/{TOKEN}")})
+        record = rig.failed_record()
+        (tmp_path / "notify").write_text("not a directory")
+        rig.notify.after_run(record)  # raises nothing
+    assert len(hook.requests) == 1
+    (line,) = rig.said
+    assert line.startswith("notify: not sent: ") and TOKEN not in line

@@ -170,29 +170,6 @@ def _one(
         return entry(SKIPPED, f"state error: {exc}")
 
 
-def take_in_all(
-    sources: tuple[ForgeSource, ...],
-    intake: IntakeFiles,
-    runs: Runs,
-    locks: Locks,
-    *,
-    environ: Mapping[str, str] = os.environ,
-    sleep: Callable[[float], None] = time.sleep,
-    trackers: Callable[[ForgeSource], IssueTracker] | None = None,
-    write: bool = True,
-) -> list[SourceReport]:
-    """``take_in`` for every source; one that fails is a report with an error."""
-    reports = []
-    for source in sources:
-        try:
-            tracker = trackers(source) if trackers else tracker_for(source, environ, sleep)
-        except ForgeError as exc:
-            reports.append(SourceReport(source.source_id, source.kind, error=f"{exc.kind}: {exc}"))
-            continue
-        reports.append(take_in(source, tracker, intake, runs, locks, write=write))
-    return reports
-
-
 def directory_report(source_id: str, directory: Path, runs: Runs) -> SourceReport:
     """A directory source: every ticket file is queued (the queue refuses a malformed or
     duplicate one, and passes over one whose run ended); the entries say which will run."""
@@ -248,10 +225,12 @@ def gather(
         if isinstance(source, DirectorySource):
             reports.append(directory_report(source.source_id, root / source.path, storage.runs))
             continue
-        reports += take_in_all(
-            (source,), intake, storage.runs, storage.locks,
-            environ=environ, sleep=sleep, trackers=trackers, write=write,
-        )  # fmt: skip
+        try:
+            tracker = trackers(source) if trackers else tracker_for(source, environ, sleep)
+        except ForgeError as exc:
+            reports.append(SourceReport(source.source_id, source.kind, error=f"{exc.kind}: {exc}"))
+            continue
+        reports.append(take_in(source, tracker, intake, storage.runs, storage.locks, write=write))
     return _mark_duplicates(reports)
 
 

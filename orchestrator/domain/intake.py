@@ -17,27 +17,10 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Protocol
 
+from orchestrator.domain.issues import ForgeIssue
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketFields, TicketOrigin
-
-
-class Issue(Protocol):
-    """What intake reads of an issue (``forges.issues.ForgeIssue``: the forges sit above
-    the domain, so it is named here by shape)."""
-
-    @property
-    def number(self) -> int: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def labels(self) -> tuple[str, ...]: ...
-    @property
-    def url(self) -> str: ...
-
 
 MAX_ID_CHARS = 64
 MAX_TITLE_CHARS = 200
@@ -104,7 +87,7 @@ def fence_untrusted(text: str, *, forge: str, url: str) -> str:
     )
 
 
-def issue_ticket(source: ForgeSource, issue: Issue) -> tuple[TicketFields, str]:
+def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, str]:
     """The ticket an issue becomes: its fields and its (fenced) body."""
     if isinstance(source, GitHubSource):
         forge, prefix, project = "GitHub", "gh", source.repo

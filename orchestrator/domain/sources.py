@@ -81,6 +81,20 @@ class _ForgeSource(Frozen):
         default_factory=lambda: dict(DEFAULT_KIND_LABELS), max_length=64
     )
 
+    @property
+    def project_path(self) -> str:
+        """The repository's (GitHub) or project's (GitLab) path."""
+        return _where(self)[1]
+
+    @property
+    def source_id(self) -> str:
+        prefix, path, _ = _where(self)
+        return self.name or f"{prefix}-{_slug(path)}"[:64]
+
+    @property
+    def clone_url(self) -> str:
+        return self.repository or _where(self)[2]
+
     def kind_of(self, labels: tuple[str, ...]) -> TicketKind:
         """The first label with a kind, in the issue's order; else a feature."""
         for label in labels:
@@ -96,14 +110,6 @@ class GitHubSource(_ForgeSource):
     token_env: SecretEnv = "GITHUB_TOKEN"
     api_url: HttpUrl = "https://api.github.com"
 
-    @property
-    def source_id(self) -> str:
-        return self.name or f"gh-{_slug(self.repo)}"[:64]
-
-    @property
-    def clone_url(self) -> str:
-        return self.repository or f"https://github.com/{self.repo}.git"
-
 
 class GitLabSource(_ForgeSource):
     kind: Literal["gitlab"]
@@ -111,13 +117,13 @@ class GitLabSource(_ForgeSource):
     base_url: HttpUrl = "https://gitlab.com"
     token_env: SecretEnv = "GITLAB_TOKEN"
 
-    @property
-    def source_id(self) -> str:
-        return self.name or f"gl-{_slug(self.project)}"[:64]
 
-    @property
-    def clone_url(self) -> str:
-        return self.repository or f"{self.base_url.rstrip('/')}/{self.project}.git"
+def _where(source: _ForgeSource) -> tuple[str, str, str]:
+    """A forge source's id prefix, project path and default clone URL."""
+    if isinstance(source, GitHubSource):
+        return "gh", source.repo, f"https://github.com/{source.repo}.git"
+    assert isinstance(source, GitLabSource)
+    return "gl", source.project, f"{source.base_url.rstrip('/')}/{source.project}.git"
 
 
 Source = Annotated[DirectorySource | GitHubSource | GitLabSource, Field(discriminator="kind")]

@@ -7,20 +7,11 @@ field here is the forge's word, written by whoever opened the issue: untrusted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
+from orchestrator.domain.issues import ForgeIssue
 
-@dataclass(frozen=True)
-class ForgeIssue:
-    number: int  # GitHub's number / GitLab's iid
-    title: str
-    body: str
-    labels: tuple[str, ...]
-    state: str  # "open" | "closed"
-    url: str  # the issue's web URL
-    author: str
-    assignees: tuple[str, ...] = ()
+__all__ = ["ForgeIssue", "IssueTracker"]
 
 
 class IssueTracker(Protocol):

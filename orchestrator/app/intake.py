@@ -80,7 +80,9 @@ def tracker_for(
         from orchestrator.forges.github_issues import GitHubIssues
 
         return GitHubIssues(UrllibClient(), source.api_url, source.repo, token, sleep=sleep)
-    raise ForgeError("unsupported", "GitLab issues cannot be read yet")
+    from orchestrator.forges.gitlab import GitLabForge
+
+    return GitLabForge(UrllibClient(), source.base_url, source.project, token, sleep=sleep)
 
 
 def take_in(

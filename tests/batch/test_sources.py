@@ -5,6 +5,7 @@ in no output and no file; ``orchestrator tickets`` says what each source yields.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -181,3 +182,39 @@ def test_a_ticket_held_by_a_running_batch_is_not_rewritten(
     assert reports[0].entries[0].reason.startswith("running elsewhere")
     gather(load_sources(config), tmp_path, state, environ=environ)
     assert load_ticket(path).fields.title == "edited title"  # no run yet: rewritten
+
+
+def test_gitlab_issues_are_taken_in_too(tmp_path: Path) -> None:
+    from gitlab_fake import serve
+
+    serve_gitlab = contextlib.contextmanager(serve)
+    token = "glpat-" + "fake-gitlab-token"
+    with serve_gitlab(token) as fake:
+        fake.add_project("grp/sub/app")
+        fake.add_issue("grp/sub/app", "Crash on start", ["orchestrate", "bug"],
+                       "2026-01-01T00:00:00Z", description="boom")  # fmt: skip
+        fake.add_issue("grp/sub/app", "Other", ["later"], "2026-01-02T00:00:00Z")
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[[sources]]\nkind = "gitlab"\nproject = "grp/sub/app"\nlabel = "orchestrate"\n'
+            f'base_url = "{fake.base_url}"\n\n[[stages]]\nname = "x"\ncommand = ["true"]\n'
+        )
+        state = FileStorage(tmp_path / "state")
+        reports = gather(load_sources(config), tmp_path, state, environ={"GITLAB_TOKEN": token})
+
+    [entry] = reports[0].entries
+    assert (reports[0].source, entry.ticket_id, entry.status) == (
+        "gl-grp-sub-app",
+        "gl-grp-sub-app-1",
+        QUEUED,
+    )
+    assert entry.path is not None
+    ticket = load_ticket(entry.path)
+    assert ticket.fields.kind == "bug-fix" and "a GitLab issue" in ticket.body
+    assert ticket.fields.repository == f"{fake.base_url}/grp/sub/app.git"
+    assert_no_token_in(tmp_path / "state", token)
+
+
+def assert_no_token_in(directory: Path, token: str) -> None:
+    for path in directory.rglob("*"):
+        assert not path.is_file() or token.encode() not in path.read_bytes(), path

@@ -50,9 +50,12 @@ ATOMIC_CALLS = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp")}
 # The stage programs run as processes of their own and write their record
 # (``pull-request.json``) into the run workspace the runner hands them.
 STAGE_PROGRAMS: set[tuple[str, str]] = {
-    (f"orchestrator/stages/{program}.py", what)
-    for program in ("open_pr_local", "open_pr_github")
-    for what in (f"import {ATOMIC}", "pull-request.json")
+    ("orchestrator/stages/open_pr_local.py", f"import {ATOMIC}"),
+    ("orchestrator/stages/open_pr_local.py", "pull-request.json"),
+    # The hosted forges' stages share the record's name (``_open_pr``).
+    ("orchestrator/stages/_open_pr.py", "pull-request.json"),
+    ("orchestrator/stages/open_pr_github.py", f"import {ATOMIC}"),
+    ("orchestrator/stages/open_pr_gitlab.py", f"import {ATOMIC}"),
 }
 # Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
 NOT_STATE: set[tuple[str, str]] = {

@@ -1,0 +1,207 @@
+"""What the ``open-pr`` stages of every hosted forge share (it is not a stage itself):
+push the work branch with the token handed to git by a credential helper, collect the
+run's decisions for the description, record the pull (merge) request, and turn failures
+into one line, an exit code and, for infrastructure, a ``::failure-class::`` marker.
+
+The token is never put where it could leak: git gets it from a credential helper that
+reads it from the push's own environment — not from argv (which every user sees in
+``ps``), not from a remote URL or ``.git/config``, and so not from GitPython's error text,
+which quotes the command line; the API gets it in a request header only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from orchestrator.execution.git import overriding
+from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.reading.signs import FAILURE_MARKER
+from orchestrator.stages._stagelib import (
+    StageError,
+    confirm_pushed,
+    git_reason,
+    open_clone,
+    transport_env,
+)
+from orchestrator.storage import StateLayout, verdict_files
+
+RECORD_NAME = "pull-request.json"
+EXIT_REFUSED = 3
+EXIT_UNAVAILABLE = 4
+HTTP_TIMEOUT_S = 30.0
+_UNAVAILABLE = frozenset({"outage", "rate_limited"})
+
+# The forge's answers that are about access or availability, not about the change: a 404
+# (wrong repository) or a 422 (the forge refused this request) go to recovery as usual.
+FORGE_FAILURE_CLASS = {
+    "auth": "auth_error",
+    "forbidden": "auth_error",
+    "rate_limited": "rate_limited",
+    "outage": "outage",
+}
+
+
+class NotConfigured(StageError):
+    """What the machine lacks, not the change (a missing token): no model can fix it, and
+    retrying cannot either; a person sets it and resumes."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How git authenticates a push over https: ``username`` and the token, which the
+    helper reads from ``$<token_env>`` in the push's environment."""
+
+    token_env: str  # GITHUB_TOKEN, GITLAB_TOKEN
+    username: str  # what the forge expects beside a token: x-access-token, oauth2
+    token: str
+
+    def __repr__(self) -> str:
+        return f"Credentials(token_env={self.token_env!r}, username={self.username!r})"
+
+
+def credential_helper(token_env: str, username: str) -> str:
+    """git runs this with the action as $1; only "get" is answered, so nothing is stored."""
+    return (
+        f'!f() {{ test "$1" = get || return 0; echo username={username}; '
+        f'echo "password=${token_env}"; }}; f'
+    )
+
+
+def push_environment(credentials: Credentials, git_env: Mapping[str, str] | None) -> dict[str, str]:
+    """Environment for ``git push``: ``git_env`` (the clone's hardened one, its push
+    transport allowed) with our helper after every setting in it, replacing any configured
+    one (a user's credential store must neither answer nor keep this token), and git may
+    not stop to ask a terminal for a password."""
+    base = {**(git_env or {}), credentials.token_env: credentials.token, "GIT_TERMINAL_PROMPT": "0"}
+    helper = credential_helper(credentials.token_env, credentials.username)
+    # Any helper configured before is dropped (the empty value), then ours answers.
+    return overriding(base, (("credential.helper", ""), ("credential.helper", helper)))
+
+
+# What git says when the forge refuses the push or cannot be reached (git's and the
+# forges' own wording; the URL in it carries no credentials: we never put them there).
+_PUSH_FAILURES = (
+    ("auth", re.compile(r"authentication failed|could not read (?:username|password)|"
+                        r"invalid username or (?:password|token)|HTTP Basic: Access denied",
+                        re.IGNORECASE)),
+    ("forbidden", re.compile(r"returned error: 403|permission to \S+ denied|"
+                             r"write access to repository not granted|"
+                             r"not allowed to push code", re.IGNORECASE)),
+    ("outage", re.compile(r"could not resolve host|failed to connect|connection (?:refused|"
+                          r"reset|timed out)|returned error: 5\d\d|remote end hung up|"
+                          r"operation timed out", re.IGNORECASE)),
+)  # fmt: skip
+
+
+def push_failure_kind(reason: str) -> str | None:
+    """The forge error kind a failed push amounts to, or None (a plain stage failure)."""
+    for kind, pattern in _PUSH_FAILURES:
+        if pattern.search(reason):
+            return kind
+    return None
+
+
+def verdict_summaries(state_dir: Path, run_id: str) -> list[str]:
+    """``<action>: <summary>`` of each of the run's decisions, in decision order."""
+    summaries = []
+    for found in verdict_files(StateLayout(state_dir).runs_dir, run_id=run_id):
+        path = found.path
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            print(f"note: {path} is unreadable; its decision is left out of the PR body")
+            continue
+        verdict = record.get("verdict") if isinstance(record, dict) else None
+        summary = verdict.get("summary") if isinstance(verdict, dict) else None
+        if isinstance(summary, str) and summary.strip():
+            action = record.get("action")
+            summaries.append(f"{action}: {summary}" if isinstance(action, str) else summary)
+    return summaries
+
+
+def require_token(environ: Mapping[str, str], token_env: str, forge: str) -> str:
+    token = environ.get(token_env, "")
+    if not token:
+        raise NotConfigured(
+            f"{token_env} is not set: the {forge} forge needs a token that may push and "
+            "open pull requests"
+        )
+    return token
+
+
+def push_branch(
+    environ: Mapping[str, str], work: str, base_ref: str, push_url: str, credentials: Credentials
+) -> str:
+    """Push ``work`` (its commits over ``base_ref``) to ``push_url``, named by its URL and
+    with git hardened, and confirm it is there at our head; return its head sha."""
+    token = credentials.token
+    with open_clone(Path.cwd(), environ) as repo:
+        if work not in repo.heads:
+            raise StageError(f"branch {work} does not exist in {repo.working_dir}")
+        head_sha = repo.heads[work].commit.hexsha
+        commits = list(repo.iter_commits(f"{base_ref}..{work}"))
+        if not commits:
+            raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
+        env = push_environment(credentials, transport_env(repo, push_url))
+        try:
+            # '+': the branch is the orchestrator's own, so a retry that rebuilt it from the
+            # base replaces what an earlier attempt pushed.
+            repo.git.push(push_url, f"+refs/heads/{work}:refs/heads/{work}", env=env)
+            confirm_pushed(repo, push_url, work, head_sha, env, push_url)
+        except git.GitCommandError as exc:
+            reason = git_reason(exc).replace(token, "***")
+            kind = push_failure_kind(reason)
+            if kind is not None:
+                raise ForgeError(kind, f"cannot push {work}: {reason}") from None
+            raise StageError(f"cannot push {work}: {reason}") from None
+        print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s))")
+        return head_sha
+
+
+def record(
+    pull: PullRequest, *, forge: str, repo: str, head: str, base: str, title: str, sha: str
+) -> bytes:
+    data: dict[str, Any] = {
+        "forge": forge,
+        "repository": repo,
+        "number": pull.number,
+        "url": pull.url,
+        "created": pull.created,
+        "head": head,
+        "base": base,
+        "title": title,
+        "head_sha": sha,
+    }
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def run_open_pr(forge: str, open_request: Callable[[], None]) -> int:
+    """Run the stage; expected failures are one line on stderr and an exit code: 0 the
+    request is open (created or reused); 1 bad input, or the push failed for a reason that
+    is not the forge's; 3 the forge refused (auth, forbidden, not_found, rejected); 4 the
+    forge could not be used now (outage, rate_limited)."""
+    try:
+        open_request()
+    except StageError as exc:
+        print(f"open-pr: {exc}", file=sys.stderr)
+        if isinstance(exc, NotConfigured):
+            # The run fails as configured, before any diagnosis is asked or charged.
+            print(f"{FAILURE_MARKER}config_error", file=sys.stderr)
+        return 1
+    except ForgeError as exc:
+        print(f"open-pr: {forge} {exc.kind}: {exc}", file=sys.stderr)
+        failure_class = FORGE_FAILURE_CLASS.get(exc.kind)
+        if failure_class:
+            # Tells the orchestrator this is infrastructure: retried after a back-off
+            # (outage, rate limit) or handed to a person (credentials), never the model.
+            print(f"{FAILURE_MARKER}{failure_class}", file=sys.stderr)
+        return EXIT_UNAVAILABLE if exc.kind in _UNAVAILABLE else EXIT_REFUSED
+    return 0

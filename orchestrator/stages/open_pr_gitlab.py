@@ -1,0 +1,128 @@
+"""Stage ``open-pr`` with the GitLab forge: push the branch, then open (or reuse) its merge
+request through GitLab's REST API (gitlab.com or a self-managed host), and record it in
+``$ORCH_RUN_DIR/pull-request.json``.
+
+Runs in the clone, under the ORCH_* contract, with ``GITLAB_TOKEN`` in the environment (a
+token with the ``api`` scope and at least Developer access to the project). git gets the
+token from a credential helper (user ``oauth2``), the API in a ``PRIVATE-TOKEN`` header
+(``_open_pr``): never argv, a URL or a file. No message this script prints contains it.
+
+When the ticket was taken from a GitLab issue (its ``[origin]``), the description ends
+with ``Closes #N`` so merging closes the issue.
+
+Overrides (named ``ORCHESTRATOR_*``: the orchestrator drops inherited ``ORCH_*`` values
+before a stage starts):
+    ORCHESTRATOR_GITLAB_URL       the GitLab host's base URL; default https://gitlab.com
+    ORCHESTRATOR_GITLAB_PROJECT   ``group/sub/name`` when the ticket's repository is not a
+                                  GitLab URL (a mirror, a local path)
+    ORCHESTRATOR_GITLAB_PUSH_URL  where to push instead of ``<url>/<project>.git`` (in
+                                  tests, a local bare repository)
+
+Exit codes as ``_open_pr.run_open_pr``: 0 open (created or reused), 1 bad input or a push
+that failed for a reason not GitLab's, 3 GitLab refused, 4 GitLab unavailable now.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import httpx2
+
+from orchestrator.domain.tickets import Ticket
+from orchestrator.forges.base import Forge
+from orchestrator.forges.github import pr_body
+from orchestrator.forges.gitlab import DEFAULT_URL, GitLabForge, project_from_url
+from orchestrator.forges.http import Sleep
+from orchestrator.stages._open_pr import (
+    HTTP_TIMEOUT_S,
+    RECORD_NAME,
+    Credentials,
+    push_branch,
+    record,
+    require_token,
+    run_open_pr,
+    verdict_summaries,
+)
+from orchestrator.stages._stagelib import StageError, require_env, stage_ticket
+from orchestrator.storage import atomic_write
+
+TOKEN_ENV = "GITLAB_TOKEN"
+USERNAME = "oauth2"  # what GitLab expects beside a token over https
+
+ClientFactory = Callable[[str], httpx2.Client]
+
+
+def default_client(base_url: str) -> httpx2.Client:
+    return httpx2.Client(base_url=base_url, timeout=HTTP_TIMEOUT_S)
+
+
+def gitlab_project(environ: Mapping[str, str], repository: str) -> str:
+    override = environ.get("ORCHESTRATOR_GITLAB_PROJECT", "")
+    if override:
+        return override
+    try:
+        return project_from_url(repository)
+    except ValueError as exc:
+        raise StageError(f"{exc}; set ORCHESTRATOR_GITLAB_PROJECT=group/name") from None
+
+
+def closing_reference(ticket: Ticket, project: str) -> str:
+    """``Closes #N`` when the ticket came from a GitLab issue (``group/x#N`` for an issue
+    of another project); '' otherwise."""
+    origin = ticket.fields.origin
+    if origin is None or origin.kind != "gitlab":
+        return ""
+    where = "" if origin.project == project else origin.project
+    return f"Closes {where}#{origin.number}"
+
+
+def open_merge_request(
+    environ: Mapping[str, str], client_factory: ClientFactory, sleep: Sleep = time.sleep
+) -> None:
+    token = require_token(environ, TOKEN_ENV, "gitlab")
+    ticket = stage_ticket(environ)
+    repository = require_env(environ, "ORCH_REPOSITORY")
+    base = require_env(environ, "ORCH_BASE_BRANCH")
+    base_ref = require_env(environ, "ORCH_BASE_REF")
+    work = require_env(environ, "ORCH_WORK_BRANCH")
+    run_id = require_env(environ, "ORCH_RUN_ID")
+    run_dir = Path(require_env(environ, "ORCH_RUN_DIR"))
+    state_dir = Path(require_env(environ, "ORCH_STATE_DIR"))
+    project = gitlab_project(environ, repository)
+    base_url = (environ.get("ORCHESTRATOR_GITLAB_URL", "") or DEFAULT_URL).rstrip("/")
+    push_url = environ.get("ORCHESTRATOR_GITLAB_PUSH_URL", "") or f"{base_url}/{project}.git"
+
+    credentials = Credentials(token_env=TOKEN_ENV, username=USERNAME, token=token)
+    head_sha = push_branch(environ, work, base_ref, push_url, credentials)
+    description = pr_body(ticket.body, verdict_summaries(state_dir, run_id), run_id)
+    closes = closing_reference(ticket, project)
+    if closes:
+        description += f"\n{closes}\n"
+    title = ticket.fields.title
+    with client_factory(base_url) as client:
+        forge: Forge = GitLabForge(
+            client, base_url, project, token, network_errors=(httpx2.TransportError,), sleep=sleep
+        )
+        merge_request = forge.open_pull_request(head=work, base=base, title=title, body=description)
+    recorded = record(merge_request, forge="gitlab", repo=project, head=work, base=base,
+                      title=title, sha=head_sha)  # fmt: skip
+    atomic_write(run_dir / RECORD_NAME, recorded)
+    verb = "opened" if merge_request.created else "reused the open"
+    print(f"{verb} merge request !{merge_request.number}: {merge_request.url}")
+
+
+def main(
+    environ: Mapping[str, str],
+    client_factory: ClientFactory = default_client,
+    sleep: Sleep = time.sleep,
+) -> int:
+    """Run the stage; expected failures are one line on stderr and an exit code."""
+    return run_open_pr("gitlab", lambda: open_merge_request(environ, client_factory, sleep))
+
+
+if __name__ == "__main__":
+    sys.exit(main(os.environ))

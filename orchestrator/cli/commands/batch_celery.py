@@ -116,6 +116,8 @@ def celery_batch(
     ``preflight``: check this machine and the broker once, before anything is queued."""
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
+    if loaded.config.sources:
+        raise errors.UsageError("batch --backend celery does not read [[sources]] yet")
     paths = queue(tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr, backend="celery")

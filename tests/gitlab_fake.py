@@ -18,6 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
+import pytest
+
+PROJECT = "grp/sub/cards"  # the project the tests' fake serves, nested groups and all
+TOKEN = "glpat-FAKEtoken0123456789SECRET"
+
 
 @dataclass
 class Recorded:
@@ -205,9 +210,12 @@ def _handler(gitlab: FakeGitLab) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(token: str) -> Iterator[FakeGitLab]:
-    """Run a fake GitLab on 127.0.0.1 for the duration of the generator (a fixture body)."""
+def serve(token: str, *projects: str) -> Iterator[FakeGitLab]:
+    """Run a fake GitLab with ``projects`` on 127.0.0.1 for the duration of the generator
+    (a fixture's body: ``yield from serve(TOKEN, "grp/cards")``)."""
     gitlab = FakeGitLab(token=token)
+    for project in projects:
+        gitlab.add_project(project)
     with (
         ThreadingHTTPServer(("127.0.0.1", 0), _handler(gitlab)) as server,
         ThreadPoolExecutor(max_workers=1) as pool,  # leaving it waits for the server loop
@@ -219,3 +227,9 @@ def serve(token: str) -> Iterator[FakeGitLab]:
             yield gitlab
         finally:
             server.shutdown()
+
+
+@pytest.fixture(name="gitlab")
+def gitlab_server() -> Iterator[FakeGitLab]:
+    """The fake serving ``PROJECT`` to ``TOKEN`` (import it into a test module to use it)."""
+    yield from serve(TOKEN, PROJECT)

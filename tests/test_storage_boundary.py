@@ -52,10 +52,9 @@ ATOMIC_CALLS = {("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp")}
 STAGE_PROGRAMS: set[tuple[str, str]] = {
     ("orchestrator/stages/open_pr_local.py", f"import {ATOMIC}"),
     ("orchestrator/stages/open_pr_local.py", "pull-request.json"),
-    # The hosted forges' stages share the record's name (``_open_pr``).
+    # The hosted forges' stages (GitHub, GitLab) share their record (``_open_pr``).
+    ("orchestrator/stages/_open_pr.py", f"import {ATOMIC}"),
     ("orchestrator/stages/_open_pr.py", "pull-request.json"),
-    ("orchestrator/stages/open_pr_github.py", f"import {ATOMIC}"),
-    ("orchestrator/stages/open_pr_gitlab.py", f"import {ATOMIC}"),
 }
 # Not the state dir at all: the demo project's ticket queue (``<workdir>/tickets``).
 NOT_STATE: set[tuple[str, str]] = {

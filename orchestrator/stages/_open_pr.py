@@ -21,17 +21,21 @@ from typing import Any
 
 import git
 
+from orchestrator.domain.tickets import Ticket
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges.github import pr_body
 from orchestrator.reading.signs import FAILURE_MARKER
 from orchestrator.stages._stagelib import (
     StageError,
     confirm_pushed,
     git_reason,
     open_clone,
+    require_env,
+    stage_ticket,
     transport_env,
 )
-from orchestrator.storage import StateLayout, verdict_files
+from orchestrator.storage import StateLayout, atomic_write, verdict_files
 
 RECORD_NAME = "pull-request.json"
 EXIT_REFUSED = 3
@@ -125,6 +129,62 @@ def verdict_summaries(state_dir: Path, run_id: str) -> list[str]:
             action = record.get("action")
             summaries.append(f"{action}: {summary}" if isinstance(action, str) else summary)
     return summaries
+
+
+@dataclass(frozen=True)
+class OpenPrRun:
+    """What an ``open-pr`` stage is handed under the ORCH_* contract."""
+
+    ticket: Ticket
+    repository: str
+    base: str
+    base_ref: str
+    work: str
+    run_id: str
+    run_dir: Path
+    state_dir: Path
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> OpenPrRun:
+        return cls(
+            ticket=stage_ticket(environ),
+            repository=require_env(environ, "ORCH_REPOSITORY"),
+            base=require_env(environ, "ORCH_BASE_BRANCH"),
+            base_ref=require_env(environ, "ORCH_BASE_REF"),
+            work=require_env(environ, "ORCH_WORK_BRANCH"),
+            run_id=require_env(environ, "ORCH_RUN_ID"),
+            run_dir=Path(require_env(environ, "ORCH_RUN_DIR")),
+            state_dir=Path(require_env(environ, "ORCH_STATE_DIR")),
+        )
+
+    @property
+    def title(self) -> str:
+        return self.ticket.fields.title
+
+    def description(self) -> str:
+        """The ticket, then what the run decided on the way (``forges.github.pr_body``)."""
+        summaries = verdict_summaries(self.state_dir, self.run_id)
+        return pr_body(self.ticket.body, summaries, self.run_id)
+
+    def keep(self, pull: PullRequest, *, forge: str, repo: str, sha: str) -> None:
+        """Record the request in ``$ORCH_RUN_DIR/pull-request.json``."""
+        data = record(pull, forge=forge, repo=repo, head=self.work, base=self.base,
+                      title=self.title, sha=sha)  # fmt: skip
+        atomic_write(self.run_dir / RECORD_NAME, data)
+
+
+def forge_repository(
+    environ: Mapping[str, str], override: str, parse: Callable[[str], str], form: str
+) -> str:
+    """The forge's name for the ticket's repository: ``$<override>`` when set, else parsed
+    from its URL; a URL that names none says which variable to set."""
+    named = environ.get(override, "")
+    if named:
+        return named
+    try:
+        return parse(require_env(environ, "ORCH_REPOSITORY"))
+    except ValueError as exc:
+        raise StageError(f"{exc}; set {override}={form}") from None
 
 
 def require_token(environ: Mapping[str, str], token_env: str, forge: str) -> str:

@@ -30,26 +30,24 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import httpx2
 
 from orchestrator.forges.base import Forge
-from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, pr_body, repo_from_url
+from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, repo_from_url
 from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
     FORGE_FAILURE_CLASS,
     HTTP_TIMEOUT_S,
-    RECORD_NAME,
     Credentials,
     NotConfigured,
+    OpenPrRun,
+    forge_repository,
     push_failure_kind,
     require_token,
     run_open_pr,
     verdict_summaries,
 )
-from orchestrator.stages._stagelib import StageError, require_env, stage_ticket
-from orchestrator.storage import atomic_write
 
 __all__ = ["FORGE_FAILURE_CLASS", "NotConfigured", "push_failure_kind", "verdict_summaries"]
 
@@ -73,41 +71,19 @@ def push_environment(token: str, git_env: Mapping[str, str] | None = None) -> di
     return _open_pr.push_environment(credentials(token), git_env)
 
 
-def github_repo(environ: Mapping[str, str], repository: str) -> str:
-    override = environ.get("ORCHESTRATOR_GITHUB_REPO", "")
-    if override:
-        return override
-    try:
-        return repo_from_url(repository)
-    except ValueError as exc:
-        raise StageError(f"{exc}; set ORCHESTRATOR_GITHUB_REPO=owner/name") from None
-
-
 def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory) -> None:
     token = require_token(environ, TOKEN_ENV, "github")
-    ticket = stage_ticket(environ)
-    repository = require_env(environ, "ORCH_REPOSITORY")
-    base = require_env(environ, "ORCH_BASE_BRANCH")
-    base_ref = require_env(environ, "ORCH_BASE_REF")
-    work = require_env(environ, "ORCH_WORK_BRANCH")
-    run_id = require_env(environ, "ORCH_RUN_ID")
-    run_dir = Path(require_env(environ, "ORCH_RUN_DIR"))
-    state_dir = Path(require_env(environ, "ORCH_STATE_DIR"))
-    repo = github_repo(environ, repository)
+    run = OpenPrRun.from_environ(environ)
+    repo = forge_repository(environ, "ORCHESTRATOR_GITHUB_REPO", repo_from_url, "owner/name")
     push_url = environ.get("ORCHESTRATOR_GITHUB_PUSH_URL", "") or f"https://github.com/{repo}.git"
     api_url = environ.get("ORCHESTRATOR_GITHUB_API_URL", "") or DEFAULT_API_URL
 
-    head_sha = _open_pr.push_branch(environ, work, base_ref, push_url, credentials(token))
-    body = pr_body(ticket.body, verdict_summaries(state_dir, run_id), run_id)
+    head_sha = _open_pr.push_branch(environ, run.work, run.base_ref, push_url, credentials(token))
+    body = run.description()
     with client_factory(api_url) as client:
         forge: Forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))
-        pull = forge.open_pull_request(head=work, base=base, title=ticket.fields.title, body=body)
-    title = ticket.fields.title
-    atomic_write(
-        run_dir / RECORD_NAME,
-        _open_pr.record(pull, forge="github", repo=repo, head=work, base=base, title=title,
-                        sha=head_sha),
-    )  # fmt: skip
+        pull = forge.open_pull_request(head=run.work, base=run.base, title=run.title, body=body)
+    run.keep(pull, forge="github", repo=repo, sha=head_sha)
     verb = "opened" if pull.created else "reused the open"
     print(f"{verb} pull request #{pull.number}: {pull.url}")
 

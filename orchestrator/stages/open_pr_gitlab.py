@@ -28,27 +28,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import httpx2
 
 from orchestrator.domain.tickets import Ticket
 from orchestrator.forges.base import Forge
-from orchestrator.forges.github import pr_body
 from orchestrator.forges.gitlab import DEFAULT_URL, GitLabForge, project_from_url
 from orchestrator.forges.http import Sleep
 from orchestrator.stages._open_pr import (
     HTTP_TIMEOUT_S,
-    RECORD_NAME,
     Credentials,
+    OpenPrRun,
+    forge_repository,
     push_branch,
-    record,
     require_token,
     run_open_pr,
-    verdict_summaries,
 )
-from orchestrator.stages._stagelib import StageError, require_env, stage_ticket
-from orchestrator.storage import atomic_write
 
 TOKEN_ENV = "GITLAB_TOKEN"
 USERNAME = "oauth2"  # what GitLab expects beside a token over https
@@ -58,16 +53,6 @@ ClientFactory = Callable[[str], httpx2.Client]
 
 def default_client(base_url: str) -> httpx2.Client:
     return httpx2.Client(base_url=base_url, timeout=HTTP_TIMEOUT_S)
-
-
-def gitlab_project(environ: Mapping[str, str], repository: str) -> str:
-    override = environ.get("ORCHESTRATOR_GITLAB_PROJECT", "")
-    if override:
-        return override
-    try:
-        return project_from_url(repository)
-    except ValueError as exc:
-        raise StageError(f"{exc}; set ORCHESTRATOR_GITLAB_PROJECT=group/name") from None
 
 
 def closing_reference(ticket: Ticket, project: str) -> str:
@@ -84,33 +69,27 @@ def open_merge_request(
     environ: Mapping[str, str], client_factory: ClientFactory, sleep: Sleep = time.sleep
 ) -> None:
     token = require_token(environ, TOKEN_ENV, "gitlab")
-    ticket = stage_ticket(environ)
-    repository = require_env(environ, "ORCH_REPOSITORY")
-    base = require_env(environ, "ORCH_BASE_BRANCH")
-    base_ref = require_env(environ, "ORCH_BASE_REF")
-    work = require_env(environ, "ORCH_WORK_BRANCH")
-    run_id = require_env(environ, "ORCH_RUN_ID")
-    run_dir = Path(require_env(environ, "ORCH_RUN_DIR"))
-    state_dir = Path(require_env(environ, "ORCH_STATE_DIR"))
-    project = gitlab_project(environ, repository)
+    run = OpenPrRun.from_environ(environ)
+    project = forge_repository(
+        environ, "ORCHESTRATOR_GITLAB_PROJECT", project_from_url, "group/name"
+    )
     base_url = (environ.get("ORCHESTRATOR_GITLAB_URL", "") or DEFAULT_URL).rstrip("/")
     push_url = environ.get("ORCHESTRATOR_GITLAB_PUSH_URL", "") or f"{base_url}/{project}.git"
 
     credentials = Credentials(token_env=TOKEN_ENV, username=USERNAME, token=token)
-    head_sha = push_branch(environ, work, base_ref, push_url, credentials)
-    description = pr_body(ticket.body, verdict_summaries(state_dir, run_id), run_id)
-    closes = closing_reference(ticket, project)
+    head_sha = push_branch(environ, run.work, run.base_ref, push_url, credentials)
+    description = run.description()
+    closes = closing_reference(run.ticket, project)
     if closes:
         description += f"\n{closes}\n"
-    title = ticket.fields.title
     with client_factory(base_url) as client:
         forge: Forge = GitLabForge(
             client, base_url, project, token, network_errors=(httpx2.TransportError,), sleep=sleep
         )
-        merge_request = forge.open_pull_request(head=work, base=base, title=title, body=description)
-    recorded = record(merge_request, forge="gitlab", repo=project, head=work, base=base,
-                      title=title, sha=head_sha)  # fmt: skip
-    atomic_write(run_dir / RECORD_NAME, recorded)
+        merge_request = forge.open_pull_request(
+            head=run.work, base=run.base, title=run.title, body=description
+        )
+    run.keep(merge_request, forge="gitlab", repo=project, sha=head_sha)
     verb = "opened" if merge_request.created else "reused the open"
     print(f"{verb} merge request !{merge_request.number}: {merge_request.url}")
 

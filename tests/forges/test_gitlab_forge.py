@@ -8,21 +8,12 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from gitlab_fake import FakeGitLab, serve
+from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
 
 from orchestrator.forges import ForgeError, GitLabForge, PullRequest, project_from_url
 from orchestrator.forges.issues import ForgeIssue
 
-TOKEN = "glpat-TESTtoken0123456789SECRET"
-PROJECT = "grp/sub/cards"
 ENCODED = "/api/v4/projects/grp%2Fsub%2Fcards"
-
-
-@pytest.fixture
-def gitlab() -> Iterator[FakeGitLab]:
-    for fake in serve(TOKEN):
-        fake.add_project(PROJECT)
-        yield fake
 
 
 @pytest.fixture

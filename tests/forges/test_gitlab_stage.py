@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import git
 import httpx2
 import pytest
-from gitlab_fake import FakeGitLab, serve
+from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
 from open_pr_workspace import stage_workspace as open_pr_workspace
 
 from orchestrator.stages import open_pr_gitlab as stage
@@ -21,16 +21,7 @@ from orchestrator.stages._open_pr import Credentials, push_environment
 
 from conftest import subprocess_env
 
-TOKEN = "glpat-STAGEtoken0123456789SECRET"
-PROJECT = "grp/sub/cards"
 ORIGIN_TABLE = '\n[origin]\nsource = "gl"\nkind = "gitlab"\nproject = "{project}"\nnumber = 12\n'
-
-
-@pytest.fixture
-def gitlab() -> Iterator[FakeGitLab]:
-    for fake in serve(TOKEN):
-        fake.add_project(PROJECT)
-        yield fake
 
 
 @pytest.fixture

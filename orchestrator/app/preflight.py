@@ -1,7 +1,7 @@
 """Preflight, the use case: gather the facts a run depends on — programs on the PATH each
-stage will see, ``pass_env`` variables, the model key, the GitHub token (and, unless
-DRY_RUN is armed, GitHub's answer to it), git's identity, the sandbox, the state dir,
-the broker — for the checklist (``domain/preflight.checklist`` holds the rules).
+stage will see, ``pass_env`` variables, the model key, the GitHub and GitLab tokens
+(and, unless DRY_RUN is armed, the forge's answer to each), git's identity, the sandbox,
+the state dir, the broker — for the checklist (``domain/preflight.checklist`` holds the rules).
 
 Commands are expanded exactly as the runner expands them (``stage_env.expand_command``,
 each engine adapter's ``invocation``), with the clone and run directory standing in:
@@ -27,9 +27,12 @@ from orchestrator.domain.git_identity import (
 )
 from orchestrator.domain.lifecycle import dry_run_armed
 from orchestrator.domain.preflight import (
+    GITHUB,
+    GITLAB,
     Facts,
     ForgeAnswer,
     GitHubFact,
+    HostedForge,
     PassEnvFact,
     ProgramFact,
 )
@@ -44,8 +47,11 @@ Backend = Literal["local", "celery", "doctor"]
 Send = Callable[[str, Mapping[str, str]], int]
 
 GITHUB_STAGE_MODULE = "orchestrator.stages.open_pr_github"
-TOKEN_ENV = "GITHUB_TOKEN"
-API_URL_ENV = "ORCHESTRATOR_GITHUB_API_URL"
+GITLAB_STAGE_MODULE = "orchestrator.stages.open_pr_gitlab"
+TOKEN_ENV = GITHUB.token_env
+API_URL_ENV = GITHUB.url_env
+# The stage module that opens each hosted forge's requests, and so needs its token.
+STAGE_MODULES = {GITHUB: GITHUB_STAGE_MODULE, GITLAB: GITLAB_STAGE_MODULE}
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
 # Where the run's own directories will be: no command can be looked for under them yet.
@@ -113,34 +119,41 @@ def programs(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[ProgramFa
 
 
 def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[PassEnvFact]:
-    """Every variable a ``pass_env`` names but a GitHub stage's token (``forge-token``
+    """Every variable a ``pass_env`` names but a forge stage's token (``forge-token``
     says more about that one)."""
     armed = dry_run_armed(environ)
     named: dict[tuple[str, str], PassEnvFact] = {}
     for stage in loaded.config.stages:
         blocked = stage.side_effectful and armed
-        github = stage.command is not None and _runs_github(stage.command)
+        tokens = {forge.token_env for forge in STAGE_MODULES if _runs(forge, stage)}
         engine = loaded.config.engines[stage.engine] if stage.engine is not None else None
         for who, names in ((f"stage {stage.name}", stage.pass_env),
                            (f"engine {stage.engine}", engine.pass_env if engine else ())):  # fmt: skip
             for name in names:
-                if not (github and name == TOKEN_ENV):
+                if name not in tokens:
                     fact = PassEnvFact(who, name, bool(environ.get(name)), blocked)
                     named[(who, name)] = fact
     return list(named.values())
 
 
-def _runs_github(command: tuple[str, ...]) -> bool:
-    return any(GITHUB_STAGE_MODULE in arg for arg in command)
+def _runs(forge: HostedForge, stage: StageConfig) -> bool:
+    module = STAGE_MODULES[forge]
+    return stage.command is not None and any(module in arg for arg in stage.command)
 
 
-def github_stages(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[GitHubFact]:
+def forge_stages(
+    loaded: LoadedConfig, environ: Mapping[str, str], forge: HostedForge = GITHUB
+) -> list[GitHubFact]:
+    """The stages that open ``forge``'s requests: do they pass its token, may they run now."""
     armed = dry_run_armed(environ)
     return [
-        GitHubFact(stage.name, TOKEN_ENV in stage.pass_env, stage.side_effectful and armed)
+        GitHubFact(stage.name, forge.token_env in stage.pass_env, stage.side_effectful and armed)
         for stage in loaded.config.stages
-        if stage.command is not None and _runs_github(stage.command)
+        if _runs(forge, stage)
     ]
+
+
+github_stages = forge_stages
 
 
 def send_get(url: str, headers: Mapping[str, str]) -> int:
@@ -162,10 +175,30 @@ def ask_github(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer
     URL override, its headers): GitHub's status, or the network error (token scrubbed)."""
     from orchestrator.forges.github import DEFAULT_API_URL, request_headers
 
-    token = environ.get(TOKEN_ENV, "")
     api_url = environ.get(API_URL_ENV, "") or DEFAULT_API_URL
+    return ask_token(environ, GITHUB, api_url, "/user", request_headers, send)
+
+
+def ask_gitlab(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer:
+    """One authenticated ``GET {base}/api/v4/user``, as the GitLab stage authenticates."""
+    from orchestrator.forges.gitlab import DEFAULT_URL, request_headers
+
+    base_url = environ.get(GITLAB.url_env, "") or DEFAULT_URL
+    return ask_token(environ, GITLAB, base_url, "/api/v4/user", request_headers, send)
+
+
+def ask_token(
+    environ: Mapping[str, str],
+    forge: HostedForge,
+    api_url: str,
+    user_path: str,
+    headers: Callable[[str], dict[str, str]],
+    send: Send,
+) -> ForgeAnswer:
+    """``forge``'s status to its token at ``api_url + user_path``, or the network error."""
+    token = environ.get(forge.token_env, "")
     try:
-        status = send(api_url.rstrip("/") + "/user", request_headers(token))
+        status = send(api_url.rstrip("/") + user_path, headers(token))
     except (OSError, ValueError) as exc:
         said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return ForgeAnswer(api_url, error=said.replace(token, "***") if token else said)
@@ -257,7 +290,7 @@ def gather(
 ) -> Facts:
     """The facts the checklist is decided from. ``backend``: ``celery`` needs the broker;
     ``doctor`` tries it when one is configured; ``local`` does not. ``ask_forge``: False
-    never asks GitHub (the benchmark)."""
+    never asks a forge (the benchmark)."""
     config = loaded.config
     executor = executor or LocalExecutor()
     needs_bwrap = sandboxed(loaded)
@@ -268,11 +301,18 @@ def gather(
         if needs_bwrap or recipes_sandboxed
         else (lambda: None)
     )
-    github = github_stages(loaded, environ)
+    github, gitlab = forge_stages(loaded, environ, GITHUB), forge_stages(loaded, environ, GITLAB)
     token_set = bool(environ.get(TOKEN_ENV))
-    forge = None
-    if ask_forge and token_set and any(not s.blocked_by_dry_run for s in github):
-        forge = ask_github(environ, send)
+    gitlab_token_set = bool(environ.get(GITLAB.token_env))
+
+    def asked(
+        stages: list[GitHubFact], is_set: bool, ask: Callable[..., ForgeAnswer]
+    ) -> ForgeAnswer | None:
+        needed = any(not s.blocked_by_dry_run for s in stages)
+        return ask(environ, send) if ask_forge and is_set and needed else None
+
+    forge = asked(github, token_set, ask_github)
+    gitlab_forge = asked(gitlab, gitlab_token_set, ask_gitlab)
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)
@@ -287,6 +327,9 @@ def gather(
         github=github,
         github_token_set=token_set,
         forge=forge,
+        gitlab=gitlab,
+        gitlab_token_set=gitlab_token_set,
+        gitlab_forge=gitlab_forge,
         git_identity=identity,
         configured_identity=configured_identity(
             {**environ, **identity_environ(config.git.author_name, config.git.author_email)}

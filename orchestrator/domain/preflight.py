@@ -63,11 +63,26 @@ class PassEnvFact:
 
 @dataclass(frozen=True)
 class GitHubFact:
-    """A stage that opens its pull request on GitHub (``orchestrator.stages.open_pr_github``)."""
+    """A stage that opens its pull request on a hosted forge (``orchestrator.stages.
+    open_pr_github``; ``open_pr_gitlab`` for GitLab's merge requests)."""
 
     stage: str
-    passes_token: bool  # GITHUB_TOKEN is in its pass_env (else it never sees the token)
+    passes_token: bool  # the forge's token is in its pass_env (else it never sees it)
     blocked_by_dry_run: bool  # side-effectful while DRY_RUN is armed: it will not run now
+
+
+@dataclass(frozen=True)
+class HostedForge:
+    """How the checklist names a hosted forge and the variables its stage reads."""
+
+    name: str  # GitHub, GitLab
+    token_env: str
+    url_env: str  # the stage's override of where the API is
+    request: str  # what its stage opens: "pull request", "merge request"
+
+
+GITHUB = HostedForge("GitHub", "GITHUB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL", "pull request")
+GITLAB = HostedForge("GitLab", "GITLAB_TOKEN", "ORCHESTRATOR_GITLAB_URL", "merge request")
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,9 @@ class Facts:
     github: Sequence[GitHubFact] = ()
     github_token_set: bool = False
     forge: ForgeAnswer | None = None  # None: not asked (DRY_RUN, no GitHub stage, opted out)
+    gitlab: Sequence[GitHubFact] = ()  # the same three for GitLab's stages
+    gitlab_token_set: bool = False
+    gitlab_forge: ForgeAnswer | None = None
     # user.name / user.email as git or the environment give them, and the [git] table's.
     git_identity: Mapping[str, str] = field(default_factory=dict)
     configured_identity: Mapping[str, str] = field(default_factory=dict)
@@ -154,44 +172,56 @@ def model_key_check(facts: Facts) -> Check:
 
 
 def forge_checks(facts: Facts) -> list[Check]:
-    if not facts.github:
-        return [Check("forge-token", "skip", "no stage opens a pull request on GitHub")]
+    hosted = ((GITHUB, facts.github, facts.github_token_set, facts.forge),
+              (GITLAB, facts.gitlab, facts.gitlab_token_set, facts.gitlab_forge))  # fmt: skip
+    checks = [
+        check
+        for forge, stages, token_set, answer in hosted
+        if stages
+        for check in token_checks(forge, stages, token_set, answer)
+    ]
+    return checks or [Check("forge-token", "skip", "no stage opens a pull request on a forge")]
+
+
+def token_checks(
+    forge: HostedForge, stages: Sequence[GitHubFact], token_set: bool, answer: ForgeAnswer | None
+) -> list[Check]:
+    """The ``forge-token`` checks of ``forge``'s stages: passed, set, accepted."""
     checks = []
-    for stage in facts.github:
+    name, env, request = forge.name, forge.token_env, forge.request
+    for stage in stages:
         if not stage.passes_token:
-            checks.append(Check("forge-token", "fail", f"stage {stage.stage} opens a GitHub pull "
-                                "request, but GITHUB_TOKEN is not in its pass_env",
-                                f'add pass_env = ["GITHUB_TOKEN"] to stage {stage.stage}'))  # fmt: skip
-    needed = [s.stage for s in facts.github if not s.blocked_by_dry_run]
-    if not facts.github_token_set:
+            checks.append(Check("forge-token", "fail", f"stage {stage.stage} opens a {name} "
+                                f"{request}, but {env} is not in its pass_env",
+                                f'add pass_env = ["{env}"] to stage {stage.stage}'))  # fmt: skip
+    needed = [s.stage for s in stages if not s.blocked_by_dry_run]
+    if not token_set:
         if needed:
-            checks.append(Check("forge-token", "fail", f"$GITHUB_TOKEN is not set (stage "
-                                f"{', '.join(needed)} pushes and opens a pull request)",
-                                "export GITHUB_TOKEN=… (a token that may push to the repository "
-                                "and open pull requests)"))  # fmt: skip
+            checks.append(Check("forge-token", "fail", f"${env} is not set (stage "
+                                f"{', '.join(needed)} pushes and opens a {request})",
+                                f"export {env}=… (a token that may push to the repository "
+                                f"and open {request}s)"))  # fmt: skip
         else:
-            checks.append(Check("forge-token", "warn", "$GITHUB_TOKEN is not set; DRY_RUN "
-                                "blocks the GitHub stage now, which needs it once DRY_RUN=false",
-                                "export GITHUB_TOKEN=… before running with DRY_RUN=false"))  # fmt: skip
+            checks.append(Check("forge-token", "warn", f"${env} is not set; DRY_RUN "
+                                f"blocks the {name} stage now, which needs it once DRY_RUN=false",
+                                f"export {env}=… before running with DRY_RUN=false"))  # fmt: skip
         return checks
-    answer = facts.forge
     if answer is None:
-        checks.append(Check("forge-token", "ok", "$GITHUB_TOKEN is set (not tried: DRY_RUN "
-                            "is armed)" if not needed else "$GITHUB_TOKEN is set"))  # fmt: skip
+        checks.append(Check("forge-token", "ok", f"${env} is set (not tried: DRY_RUN "
+                            "is armed)" if not needed else f"${env} is set"))  # fmt: skip
     elif answer.error is not None:
         checks.append(Check("forge-token", "fail", f"cannot reach {answer.api_url}: "
-                            f"{answer.error}", "check the network, or "
-                            "ORCHESTRATOR_GITHUB_API_URL"))  # fmt: skip
+                            f"{answer.error}", f"check the network, or {forge.url_env}"))  # fmt: skip
     elif answer.status in (401, 403):
-        checks.append(Check("forge-token", "fail", f"{answer.api_url} refused $GITHUB_TOKEN "
-                            f"(HTTP {answer.status})", "export a GITHUB_TOKEN that is valid "
-                            "and may push and open pull requests"))  # fmt: skip
+        checks.append(Check("forge-token", "fail", f"{answer.api_url} refused ${env} "
+                            f"(HTTP {answer.status})", f"export a {env} that is valid "
+                            f"and may push and open {request}s"))  # fmt: skip
     elif answer.status is not None and 200 <= answer.status < 300:
-        checks.append(Check("forge-token", "ok", f"$GITHUB_TOKEN accepted by {answer.api_url}"))
+        checks.append(Check("forge-token", "ok", f"${env} accepted by {answer.api_url}"))
     else:
         checks.append(Check("forge-token", "warn", f"{answer.api_url} answered HTTP "
                             f"{answer.status} to the token check", "run `orchestrator doctor` "
-                            "again later; if it persists, check ORCHESTRATOR_GITHUB_API_URL"))  # fmt: skip
+                            f"again later; if it persists, check {forge.url_env}"))  # fmt: skip
     return checks
 
 

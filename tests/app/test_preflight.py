@@ -11,10 +11,19 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.app.preflight import ask_github, github_stages, pass_env, programs, sandboxed
+from orchestrator.app.preflight import (
+    ask_github,
+    ask_gitlab,
+    forge_stages,
+    github_stages,
+    pass_env,
+    programs,
+    sandboxed,
+)
 from orchestrator.app.services import build_services
 from orchestrator.domain.config import load_config
 from orchestrator.domain.git_identity import AUTHOR_EMAIL_ENV, AUTHOR_NAME_ENV
+from orchestrator.domain.preflight import GITLAB
 from orchestrator.stages.clone import missing_identity
 
 from conftest import write_config
@@ -143,3 +152,27 @@ def test_the_git_table_reaches_the_stages_environment(tmp_path: Path) -> None:
     services = build_services(load_config(config), None, io.StringIO(), {"PATH": "/bin"})
     assert services.environ[AUTHOR_NAME_ENV] == "Release Bot"
     assert services.environ[AUTHOR_EMAIL_ENV] == "bot@example.org"
+
+
+def test_gitlab_stages_are_found_and_gitlab_is_asked_as_its_stage_asks(tmp_path: Path) -> None:
+    gitlab = '["{python}", "-P", "-m", "orchestrator.stages.open_pr_gitlab"]'
+    config = write_config(
+        tmp_path,
+        stage_toml("open-mr", command=gitlab, side_effectful="true",
+                   pass_env='["GITLAB_TOKEN"]', sandbox='"none"'),
+        header='[sandbox]\ngit = "none"\n',
+    )  # fmt: skip
+    loaded = load_config(config)
+    assert github_stages(loaded, {}) == []
+    [stage] = forge_stages(loaded, {"DRY_RUN": "false"}, GITLAB)
+    assert (stage.stage, stage.passes_token, stage.blocked_by_dry_run) == ("open-mr", True, False)
+    assert pass_env(loaded, {}) == []  # its token is the forge-token check's
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def send(url: str, headers: Mapping[str, str]) -> int:
+        seen.append((url, dict(headers)))
+        raise ConnectionRefusedError(f"refused {headers['PRIVATE-TOKEN']}")
+
+    answer = ask_gitlab({"GITLAB_TOKEN": "glpat-secret", "ORCHESTRATOR_GITLAB_URL": "https://gl/"}, send)  # fmt: skip
+    assert seen == [("https://gl/api/v4/user", {"PRIVATE-TOKEN": "glpat-secret", "Accept": "application/json"})]  # fmt: skip
+    assert (answer.api_url, answer.error) == ("https://gl/", "ConnectionRefusedError: refused ***")

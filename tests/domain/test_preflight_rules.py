@@ -199,3 +199,20 @@ def test_a_line_carries_its_mark_and_only_a_problem_its_fix() -> None:
     )
     assert line(Check("broker", "ok", "fine", "ignored")) == "✓ broker: fine"
     assert Check("a", "skip", "b").as_dict() == {"name": "a", "status": "skip", "detail": "b", "fix": ""}  # fmt: skip
+
+
+def test_a_gitlab_stage_has_its_own_token_check_beside_githubs() -> None:
+    """``open_pr_gitlab`` needs ``GITLAB_TOKEN`` as ``open_pr_github`` needs its own."""
+    github_ok, gitlab_missing = forge_checks(
+        replace(GOOD, github=(GITHUB,), github_token_set=True,
+                gitlab=(replace(GITHUB, stage="open-mr"),), gitlab_token_set=False)
+    )  # fmt: skip
+    assert github_ok.detail == "$GITHUB_TOKEN is set"
+    assert (gitlab_missing.status, gitlab_missing.detail) == (
+        "fail", "$GITLAB_TOKEN is not set (stage open-mr pushes and opens a merge request)")  # fmt: skip
+    refused = only(forge_checks(
+        replace(GOOD, gitlab=(GITHUB,), gitlab_token_set=True,
+                gitlab_forge=ForgeAnswer("https://gl.example", status=401))
+    ))  # fmt: skip
+    assert (refused.status, refused.detail) == (
+        "fail", "https://gl.example refused $GITLAB_TOKEN (HTTP 401)")  # fmt: skip

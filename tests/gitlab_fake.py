@@ -154,9 +154,10 @@ class FakeGitLab:
             project["next_note"] += 1
             notes.append(note)
             return 201, {}, _public(note)
-        note = next((n for n in notes if str(n["id"]) == note_id), None)
-        if note is None:
+        found = [n for n in notes if str(n["id"]) == note_id]
+        if not found:
             return 404, {}, {"message": "404 Note Not Found"}
+        note = found[0]
         if method == "PUT":
             note["history"].append(note["body"])
             note["body"] = body["body"]

@@ -29,6 +29,10 @@ def forge_for(gitlab: FakeGitLab, client: httpx2.Client, sleeps: list[float] | N
                        sleep=(sleeps if sleeps is not None else []).append)  # fmt: skip
 
 
+def no_sleep(seconds: float) -> None:
+    raise AssertionError(f"asked to sleep {seconds} s")
+
+
 def open_t1(forge: GitLabForge) -> PullRequest:
     return forge.open_pull_request(head="orch/T-1", base="main", title="Fix deal()", body="Body")
 
@@ -96,7 +100,7 @@ def test_a_next_page_on_another_host_is_not_asked(
         gitlab.add_issue(PROJECT, f"day {day}", ["o"], f"2026-01-0{day}T00:00:00Z")
     real_base = gitlab.base_url
     gitlab.base_url = "http://elsewhere.invalid"  # what the fake writes into Link
-    forge = GitLabForge(client, real_base, PROJECT, TOKEN, sleep=[].append)
+    forge = GitLabForge(client, real_base, PROJECT, TOKEN, sleep=no_sleep)
     with pytest.raises(ForgeError) as caught:
         forge.list_issues("o")
     assert (caught.value.kind, str(caught.value)) == (

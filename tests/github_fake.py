@@ -5,6 +5,11 @@ them, as GitHub lists them) filtered by ``state``, ``labels``, ``assignee``, sor
 creation, ``per_page`` at a time with a ``Link`` header (``rel="next"``/``"last"``).
 ``answers`` queues canned answers (a 403 with the rate limit spent, a 429 with
 ``Retry-After``, a 404, a 500) served before the real ones; every request is recorded.
+
+Issue comments: ``GET``/``POST /repos/{o}/{n}/issues/{N}/comments`` (``per_page``,
+``page``), ``PATCH /repos/{o}/{n}/issues/comments/{id}`` (each edit keeps the body it
+replaced in the comment's ``history``), and ``GET /user`` (the token's account, ``LOGIN``).
+``add_comment`` seeds a comment by any account (a forged one, say).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+LOGIN = "orchestrator-bot"  # the account the fake's token belongs to
+
 
 @dataclass
 class Recorded:
@@ -25,6 +32,7 @@ class Recorded:
     path: str
     query: dict[str, str]
     headers: dict[str, str]
+    body: Any = None
 
 
 @dataclass
@@ -34,6 +42,9 @@ class FakeGitHub:
     requests: list[Recorded] = field(default_factory=list)
     per_page_cap: int = 100
     url: str = ""
+    # repo → comments: {"id", "issue", "body", "user": {"login"}, …, "history": [bodies]}
+    comments: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    next_comment_id: int = 9001
 
     def add_issue(
         self,
@@ -63,6 +74,22 @@ class FakeGitHub:
         self.issues.setdefault(repo, []).append(issue)
         return issue
 
+    def add_comment(self, repo: str, number: int, body: str, login: str = LOGIN) -> dict[str, Any]:
+        """A comment on issue ``number`` of ``repo``, written by ``login``."""
+        comment_id = self.next_comment_id
+        self.next_comment_id += 1
+        stamp = f"2026-01-02T00:00:{comment_id % 60:02d}Z"
+        comment = {
+            "id": comment_id, "issue": number, "body": body, "user": {"login": login},
+            "created_at": stamp, "updated_at": stamp, "history": [],
+            "html_url": f"https://github.com/{repo}/issues/{number}#issuecomment-{comment_id}",
+        }  # fmt: skip
+        self.comments.setdefault(repo, []).append(comment)
+        return comment
+
+    def comments_on(self, repo: str, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.comments.get(repo, []) if c["issue"] == number]
+
     def answer(self, status: int, headers: dict[str, str] | None = None, body: Any = None) -> None:
         self.answers.append((status, headers or {}, body if body is not None else {}))
 
@@ -72,22 +99,53 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def do_GET(self) -> None:
+        def _serve(self) -> None:
             split = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(split.query))
-            fake.requests.append(Recorded("GET", split.path, query, dict(self.headers.items())))
+            length = int(self.headers.get("Content-Length") or 0)
+            sent = json.loads(self.rfile.read(length)) if length else None
+            fake.requests.append(
+                Recorded(self.command, split.path, query, dict(self.headers.items()), sent)
+            )
             if fake.answers:
                 status, headers, body = fake.answers.pop(0)
                 return self._send(status, body, headers)
             if self.headers.get("Authorization") != "Bearer " + "ghp_" + "fake-token-123":
                 return self._send(401, {"message": "Bad credentials"})
             parts = split.path.strip("/").split("/")
+            if parts == ["user"] and self.command == "GET":
+                return self._send(200, {"login": LOGIN, "id": 1})
+            if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "issues":
+                return self._comments(f"{parts[1]}/{parts[2]}", parts[4:], query, sent)
+            if self.command != "GET":
+                return self._send(404, {"message": "Not Found"})
             if len(parts) != 4 or parts[0] != "repos" or parts[3] != "issues":
                 return self._send(404, {"message": "Not Found"})
             repo = f"{parts[1]}/{parts[2]}"
             if repo not in fake.issues:
                 return self._send(404, {"message": "Not Found"})
             self._list(repo, query)
+
+        do_GET = do_POST = do_PATCH = _serve
+
+        def _comments(self, repo: str, rest: list[str], query: dict[str, str], sent: Any) -> None:
+            if rest[0] == "comments" and len(rest) == 2 and self.command == "PATCH":
+                found = [c for c in fake.comments.get(repo, []) if str(c["id"]) == rest[1]]
+                if not found:
+                    return self._send(404, {"message": "Not Found"})
+                found[0]["history"].append(found[0]["body"])
+                found[0]["body"] = sent["body"]
+                found[0]["updated_at"] = "2026-01-03T00:00:00Z"
+                return self._send(200, _public(found[0]))
+            if len(rest) != 2 or rest[1] != "comments" or not rest[0].isdigit():
+                return self._send(404, {"message": "Not Found"})
+            number = int(rest[0])
+            if self.command == "POST":
+                return self._send(201, _public(fake.add_comment(repo, number, sent["body"])))
+            rows = [_public(c) for c in fake.comments_on(repo, number)]
+            per_page = min(int(query.get("per_page", "30")), fake.per_page_cap)
+            page = int(query.get("page", "1"))
+            self._send(200, rows[(page - 1) * per_page : page * per_page])
 
         def _list(self, repo: str, query: dict[str, str]) -> None:
             state = query.get("state", "open")
@@ -131,6 +189,10 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
 
 TOKEN = "ghp_" + "fake-token-123"
+
+
+def _public(comment: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in comment.items() if k not in ("issue", "history")}
 
 
 @contextlib.contextmanager

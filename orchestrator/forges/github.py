@@ -8,6 +8,11 @@ Requests (GitHub REST API, version 2022-11-28, "Pulls": https://docs.github.com/
          → 201 {"number", "html_url", …}; 422 {"message": "Validation Failed",
            "errors": [{"resource": "PullRequest", "code": "custom",
                        "message": "A pull request already exists for o:branch."}]}
+    GET  /repos/{owner}/{name}/issues/{n}/comments?per_page=100&page=P
+         → [{"id", "body", "user": {"login"}, "created_at", "updated_at", "html_url"}, …]
+    POST /repos/{owner}/{name}/issues/{n}/comments {"body"} → 201 {"id", …}
+    PATCH /repos/{owner}/{name}/issues/comments/{id} {"body"} → 200
+    GET  /user → {"login", …}: whose token this is
 
 Every request carries ``Authorization: Bearer <token>``, ``Accept:
 application/vnd.github+json`` and ``X-GitHub-Api-Version: 2022-11-28``. Opening is
@@ -31,19 +36,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 
-__all__ = ["GitHubForge", "HttpClient", "HttpResponse", "pr_body", "repo_from_url"]
+__all__ = [
+    "GitHubForge",
+    "HttpClient",
+    "HttpResponse",
+    "IssueComment",
+    "pr_body",
+    "repo_from_url",
+]
 
 API_VERSION = "2022-11-28"
 MEDIA_TYPE = "application/vnd.github+json"
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub refuses bodies over 65536 characters; leave room for the footer.
 MAX_BODY_CHARS = 60_000
+PER_PAGE = 100
+MAX_PAGES = 50  # 5000 comments on one issue: past that, something is wrong
 
 _NAME = r"[A-Za-z0-9_.-]+"
 _REPO = re.compile(rf"^(?P<owner>{_NAME})/(?P<name>{_NAME})$")
@@ -56,6 +71,18 @@ _URLS = (
     ),
     re.compile(rf"^git@github\.com:(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"),
 )
+
+
+@dataclass(frozen=True)
+class IssueComment:
+    """A comment on an issue (or pull request): ``author`` is its account's login."""
+
+    id: int
+    body: str
+    author: str
+    created_at: str
+    updated_at: str
+    url: str
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -172,8 +199,55 @@ class GitHubForge(RestForge):
         return Refusal(error, lost_race=raced)
 
     def _pulls_path(self) -> str:
+        return self._repo_path("pulls")
+
+    def _repo_path(self, tail: str) -> str:
         owner, name = self.repo.split("/")
-        return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}/pulls"
+        return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}/{tail}"
+
+    # --- issue comments ------------------------------------------------------------------
+
+    def issue_comments(self, number: int, *, _per_page: int = PER_PAGE) -> list[IssueComment]:
+        """Every comment on issue ``number`` (all pages), oldest first."""
+        doing = f"cannot list the comments of issue #{number}"
+        comments: list[IssueComment] = []
+        # Pages by number, not by ``Link``: the client may hold a relative base URL, and a
+        # short page is the last one.
+        for page in range(1, MAX_PAGES + 1):
+            params = {"per_page": str(_per_page), "page": str(page)}
+            response = self._send("GET", self._repo_path(f"issues/{number}/comments"),
+                                  params=params)  # fmt: skip
+            items = self._listed(response, doing)
+            comments.extend(_comment(item) for item in items)
+            if len(items) < _per_page:
+                return comments
+        raise ForgeError("outage", f"{doing}: more than {MAX_PAGES} pages")
+
+    def create_comment(self, number: int, body: str) -> int:
+        """Add a comment to issue ``number``; its id (to edit it in place later)."""
+        path = self._repo_path(f"issues/{number}/comments")
+        response = self._send("POST", path, json={"body": body})
+        if response.status_code != 201:
+            raise self._error(response, f"cannot comment on issue #{number}")
+        return _comment(_object(response, "the new comment")).id
+
+    def edit_comment(self, number: int, comment_id: int, body: str) -> None:
+        """Replace the text of comment ``comment_id`` (on issue ``number``, named in errors
+        only: GitHub addresses a comment by its id alone)."""
+        path = self._repo_path(f"issues/comments/{comment_id}")
+        response = self._send("PATCH", path, json={"body": body})
+        if response.status_code != 200:
+            raise self._error(response, f"cannot edit comment {comment_id} on issue #{number}")
+
+    def own_login(self) -> str:
+        """The login of the account the token belongs to (``GET /user``)."""
+        response = self._send("GET", "/user")
+        if response.status_code != 200:
+            raise self._error(response, "cannot read whose token this is")
+        login = _object(response, "the user").get("login")
+        if not isinstance(login, str) or not login:
+            raise ForgeError("outage", "GitHub's user has no login")
+        return login
 
     def _find_open(self, head: str, base: str) -> PullRequest | None:
         response = self._send(
@@ -184,6 +258,29 @@ class GitHubForge(RestForge):
         for pull in self._listed(response, f"cannot list pull requests of {self.repo}"):
             return _pull_request_from(pull, created=False)
         return None
+
+
+def _object(response: HttpResponse, what: str) -> dict[str, Any]:
+    data = json_body(response, "GitHub")
+    if not isinstance(data, dict):
+        raise ForgeError("outage", f"GitHub answered {what} with no object")
+    return data
+
+
+def _comment(data: Mapping[str, Any]) -> IssueComment:
+    comment_id = data.get("id")
+    if not isinstance(comment_id, int) or isinstance(comment_id, bool):
+        raise ForgeError("outage", "GitHub's comment has no id")
+    user = data.get("user")
+    login = user.get("login") if isinstance(user, dict) else None
+    return IssueComment(
+        id=comment_id,
+        body=str(data.get("body") or ""),
+        author=login if isinstance(login, str) else "",
+        created_at=str(data.get("created_at") or ""),
+        updated_at=str(data.get("updated_at") or ""),
+        url=str(data.get("html_url") or ""),
+    )
 
 
 def _pull_request(response: HttpResponse, *, created: bool) -> PullRequest:

@@ -6,6 +6,9 @@ creation, ``per_page`` at a time with a ``Link`` header (``rel="next"``/``"last"
 ``answers`` queues canned answers (a 403 with the rate limit spent, a 429 with
 ``Retry-After``, a 404, a 500) served before the real ones; every request is recorded.
 
+Collaborator permissions: ``GET /repos/{o}/{n}/collaborators/{login}/permission`` answers
+``permissions[repo][login]`` (``"none"`` for anyone not listed).
+
 Issue comments: ``GET``/``POST /repos/{o}/{n}/issues/{N}/comments`` (``per_page``,
 ``page``), ``PATCH /repos/{o}/{n}/issues/comments/{id}`` (each edit keeps the body it
 replaced in the comment's ``history``), and ``GET /user`` (the token's account, ``LOGIN``).
@@ -45,6 +48,9 @@ class FakeGitHub:
     # repo → comments: {"id", "issue", "body", "user": {"login"}, …, "history": [bodies]}
     comments: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     next_comment_id: int = 9001
+    # repo → login → collaborator permission (admin, maintain, write, triage, read); an
+    # existing account not listed reads "none" (GitHub's word for a public repo's stranger)
+    permissions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def add_issue(
         self,
@@ -115,6 +121,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             parts = split.path.strip("/").split("/")
             if parts == ["user"] and self.command == "GET":
                 return self._send(200, {"login": LOGIN, "id": 1})
+            if len(parts) == 6 and parts[0] == "repos" and parts[3] == "collaborators" \
+                    and parts[5] == "permission" and self.command == "GET":  # fmt: skip
+                granted = fake.permissions.get(f"{parts[1]}/{parts[2]}", {}).get(parts[4])
+                return self._send(200, {"permission": granted or "none",
+                                        "user": {"login": parts[4]}})  # fmt: skip
             if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "issues":
                 return self._comments(f"{parts[1]}/{parts[2]}", parts[4:], query, sent)
             if self.command != "GET":

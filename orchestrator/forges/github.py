@@ -13,6 +13,9 @@ Requests (GitHub REST API, version 2022-11-28, "Pulls": https://docs.github.com/
     POST /repos/{owner}/{name}/issues/{n}/comments {"body"} → 201 {"id", …}
     PATCH /repos/{owner}/{name}/issues/comments/{id} {"body"} → 200
     GET  /user → {"login", …}: whose token this is
+    GET  /repos/{owner}/{name}/collaborators/{login}/permission
+         → {"permission": "admin"|"maintain"|"write"|"triage"|"read"|"none", …}; 404: no
+           such account
 
 Every request carries ``Authorization: Bearer <token>``, ``Accept:
 application/vnd.github+json`` and ``X-GitHub-Api-Version: 2022-11-28``. Opening is
@@ -62,6 +65,7 @@ MAX_PAGES = 50  # 5000 comments on one issue: past that, something is wrong
 
 _NAME = r"[A-Za-z0-9_.-]+"
 _REPO = re.compile(rf"^(?P<owner>{_NAME})/(?P<name>{_NAME})$")
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
 _URLS = (
     re.compile(
         rf"^https?://(?:[^@/]+@)?github\.com/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"
@@ -238,6 +242,23 @@ class GitHubForge(RestForge):
         response = self._send("PATCH", path, json={"body": body})
         if response.status_code != 200:
             raise self._error(response, f"cannot edit comment {comment_id} on issue #{number}")
+
+    def permission(self, login: str) -> str | None:
+        """``login``'s permission on the repository as GitHub says it now (``admin``,
+        ``maintain``, ``write``, ``triage``, ``read`` or ``none``); None when there is no
+        such account."""
+        if not _LOGIN.match(login):
+            return None  # not a login GitHub makes: nothing to ask about
+        path = self._repo_path(f"collaborators/{quote(login, safe='')}/permission")
+        response = self._send("GET", path)
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._error(response, f"cannot read the permission of {login} on {self.repo}")
+        permission = _object(response, "the permission").get("permission")
+        if not isinstance(permission, str):
+            raise ForgeError("outage", "GitHub's permission answer has no permission")
+        return permission
 
     def own_login(self) -> str:
         """The login of the account the token belongs to (``GET /user``)."""

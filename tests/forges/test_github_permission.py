@@ -1,0 +1,53 @@
+"""``GitHubForge.permission``: a collaborator's permission as GitHub says it at the time,
+against the loopback fake (what approval by comment asks before it answers anything)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from github_fake import TOKEN, FakeGitHub, serve_github
+
+from orchestrator.forges import ForgeError, GitHubForge
+from orchestrator.forges.http import UrllibClient
+
+REPO = "octo/widgets"
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serve_github() as fake:
+        yield fake
+
+
+def forge(fake: FakeGitHub, token: str = TOKEN) -> GitHubForge:
+    return GitHubForge(UrllibClient(fake.url), REPO, token)
+
+
+def test_the_permission_is_read_at_the_time_it_is_asked(github: FakeGitHub) -> None:
+    github.permissions[REPO] = {"alice": "write", "bob": "triage"}
+    assert forge(github).permission("alice") == "write"
+    assert forge(github).permission("bob") == "triage"
+    assert forge(github).permission("stranger") == "none"
+    github.permissions[REPO]["alice"] = "read"  # taken away: the next answer says so
+    assert forge(github).permission("alice") == "read"
+    assert github.requests[-1].path == f"/repos/{REPO}/collaborators/alice/permission"
+
+
+def test_a_name_github_would_not_make_is_not_asked_about(github: FakeGitHub) -> None:
+    assert forge(github).permission("../../user") is None
+    assert forge(github).permission("a" * 60) is None
+    assert github.requests == []
+
+
+def test_a_missing_account_is_none_and_a_refusal_an_error_without_the_token(
+    github: FakeGitHub,
+) -> None:
+    github.answer(404, body={"message": "Not Found"})
+    assert forge(github).permission("ghost") is None
+    github.answer(500, body={"message": f"boom {TOKEN}"})
+    with pytest.raises(ForgeError) as failed:
+        forge(github).permission("alice")
+    assert failed.value.kind == "outage" and TOKEN not in str(failed.value)
+    with pytest.raises(ForgeError, match="rejected the token"):
+        forge(github, "ghp_wrong").permission("alice")

@@ -86,9 +86,11 @@ def _run(
         services.reporter.run_opened(record, resumed=resumed)
         if is_terminal(record.state):
             return record, False
+        services.status.show(record, services.reporter.note)  # bounded; never raises
         record = _drive(record, services)
         services.reporter.run_finished(record)
         services.notifier.after_run(record)  # bounded; never raises
+        services.status.show(record, services.reporter.note)
         return record, True
 
 
@@ -107,9 +109,11 @@ def continue_run(record: RunRecord, services: Services) -> RunRecord:
     """Drive an open run whose ticket's lock the caller holds (``orchestrator resume``)."""
     _require_same_stages(record, services.loaded)
     services.reporter.run_opened(record, resumed=True)
+    services.status.show(record, services.reporter.note)  # bounded; never raises
     record = _drive(record, services)
     services.reporter.run_finished(record)
     services.notifier.after_run(record)  # bounded; never raises
+    services.status.show(record, services.reporter.note)
     return record
 
 

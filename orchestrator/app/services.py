@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.app.notify import NoNotifier, Notifier, notifier_for
+from orchestrator.app.status_comments import NoStatus, RunStatus, status_for
 from orchestrator.domain.config import LoadedConfig, ModelConfig
 from orchestrator.domain.git_identity import identity_environ
 from orchestrator.domain.lifecycle import HaltReason
@@ -62,6 +63,8 @@ class Services:
     record_green: GreenRecorder | None = None
     # Who is told when a run ends or waits for a person (``[[notify]]``); by default no one.
     notifier: Notifier = field(default_factory=NoNotifier)
+    # The status comment on the issue a ticket came from (``[[sources]]``); by default none.
+    status: RunStatus = field(default_factory=NoStatus)
 
 
 # Per process, by the key's digest: what the API said of a key (None: accepted). A
@@ -127,4 +130,5 @@ def build_services(
             reporter.note,
             storage.locks.ticket,
         ),
+        status=status_for(loaded.config.sources, environ),
     )

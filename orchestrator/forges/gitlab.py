@@ -12,6 +12,7 @@ Requests (https://docs.gitlab.com/api/ — the project is named by its URL-encod
     GET  /projects/:id/issues/:iid/notes?sort=asc&order_by=created_at
     POST /projects/:id/issues/:iid/notes {"body"};  PUT …/notes/:note_id {"body"}
     GET  /users?username=   GET /projects/:id/members/all/:user_id → {"access_level": 30}
+    GET  /user → {"username", …}: whose token this is
 
 Every request carries ``PRIVATE-TOKEN: <token>`` and nothing else secret; the token is in
 no message, exception or repr. Lists follow the ``Link`` header's ``rel="next"`` (GitLab
@@ -215,6 +216,16 @@ class GitLabForge(RestForge):
             if isinstance(found, dict) and isinstance(found.get("id"), int):
                 return int(found["id"])
         return None
+
+    def own_login(self) -> str:
+        """The username of the account the token belongs to (``GET /user``)."""
+        response = self._send("GET", f"{self._api}/user")
+        if response.status_code != 200:
+            raise self._error(response, "cannot read whose token this is")
+        username = _username(_object(response, "the user"))
+        if not username:
+            raise ForgeError("outage", "GitLab's user has no username")
+        return username
 
     # --- the wire --------------------------------------------------------------------------
 

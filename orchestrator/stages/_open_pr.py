@@ -131,6 +131,20 @@ def verdict_summaries(state_dir: Path, run_id: str) -> list[str]:
     return summaries
 
 
+# The word each forge closes an issue by when the request is merged.
+_CLOSING_WORD = {"github": "Fixes", "gitlab": "Closes"}
+
+
+def closing_reference(ticket: Ticket, project: str, *, forge: str) -> str:
+    """``Fixes #N`` (GitHub) or ``Closes #N`` (GitLab) when the ticket came from an issue
+    on this forge (``owner/x#N`` for an issue of another repository); '' otherwise."""
+    origin = ticket.fields.origin
+    if origin is None or origin.kind != forge:
+        return ""
+    where = "" if origin.project == project else origin.project
+    return f"{_CLOSING_WORD[forge]} {where}#{origin.number}"
+
+
 @dataclass(frozen=True)
 class OpenPrRun:
     """What an ``open-pr`` stage is handed under the ORCH_* contract."""

@@ -23,6 +23,9 @@ Exit codes: 0 the pull request is open (created or reused); 1 bad input, or the 
 for a reason that is not GitHub's (one line); 3 GitHub refused — the push or the API —
 (auth, forbidden, not_found, rejected); 4 GitHub could not be used now (outage,
 rate_limited). Running it again for the same branch reuses the pull request.
+
+When the ticket was taken from a GitHub issue (its ``[origin]``), the description ends
+with ``Fixes #N`` so merging closes the issue.
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
 
     head_sha = _open_pr.push_branch(environ, run.work, run.base_ref, push_url, credentials(token))
     body = run.description()
+    fixes = _open_pr.closing_reference(run.ticket, repo, forge="github")
+    if fixes:
+        body += f"\n{fixes}\n"
     with client_factory(api_url) as client:
         forge: Forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))
         pull = forge.open_pull_request(head=run.work, base=run.base, title=run.title, body=body)

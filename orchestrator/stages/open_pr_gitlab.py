@@ -35,6 +35,7 @@ from orchestrator.domain.tickets import Ticket
 from orchestrator.forges.base import Forge
 from orchestrator.forges.gitlab import DEFAULT_URL, GitLabForge, project_from_url
 from orchestrator.forges.http import Sleep
+from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
     HTTP_TIMEOUT_S,
     Credentials,
@@ -58,11 +59,7 @@ def default_client(base_url: str) -> httpx2.Client:
 def closing_reference(ticket: Ticket, project: str) -> str:
     """``Closes #N`` when the ticket came from a GitLab issue (``group/x#N`` for an issue
     of another project); '' otherwise."""
-    origin = ticket.fields.origin
-    if origin is None or origin.kind != "gitlab":
-        return ""
-    where = "" if origin.project == project else origin.project
-    return f"Closes {where}#{origin.number}"
+    return _open_pr.closing_reference(ticket, project, forge="gitlab")
 
 
 def open_merge_request(

@@ -326,6 +326,39 @@ def test_stage_pushes_opens_records_and_reuses(
         assert TOKEN not in text
 
 
+def with_origin(workspace: dict[str, Any], kind: str, project: str) -> None:
+    ticket = Path(workspace["environ"]["ORCH_TICKET_FILE"])
+    head, _, body = ticket.read_text().partition("+++\n")[2].partition("+++\n")
+    origin = f'\n[origin]\nsource = "s"\nkind = "{kind}"\nproject = "{project}"\nnumber = 12\n'
+    ticket.write_text(f"+++\n{head}{origin}+++\n{body}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "project", "ending"),
+    [
+        ("github", "octo/cards", "\nFixes #12\n"),
+        ("github", "octo/tracker", "\nFixes octo/tracker#12\n"),
+        ("gitlab", "octo/cards", ""),  # an issue on another forge: nothing to close here
+    ],
+)
+def test_a_ticket_from_an_issue_fixes_it(
+    stage: ModuleType,
+    workspace: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    project: str,
+    ending: str,
+) -> None:
+    monkeypatch.chdir(workspace["ctx"].clone_dir)
+    with_origin(workspace, kind, project)
+    github = GitHubRepo()
+
+    assert stage.main(workspace["environ"], factory(github)) == 0
+    assert github.pulls[0]["body"].endswith(
+        "Recovery decisions in this run:\nNo failure needed a recovery decision.\n" + ending
+    )
+
+
 @pytest.mark.parametrize(
     ("status", "kind", "code", "failure_class"),
     [

@@ -1,0 +1,178 @@
+"""The status written back to the issue a ticket came from (issue 28): one comment per
+issue, edited in place as the run goes (``domain/status_comments.py`` says what it reads).
+
+Ours is the comment that carries the ticket's marker *and* was written by the token's own
+account (``GET /user``, asked once per source and kept for the batch): a marker pasted
+into someone else's comment is left alone, and ours is written beside it. Found before
+created, so a run that died between creating the comment and anything after finds it
+again on its next pass; no local state is kept.
+
+Never failing or blocking a run: every forge error is one line said, requests are
+bounded by a timeout, and GitLab's back-off is capped (``MAX_WAIT_S``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource, Source
+from orchestrator.domain.status_comments import StatusFacts, is_status_of, status_body
+from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.redaction import redact
+
+TIMEOUT_S: Final = 10.0
+MAX_WAIT_S: Final = 2.0  # a rate-limited GitLab is waited for this long at most, per wait
+
+Say = Callable[[str], None]
+
+
+class IssueComment(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def author(self) -> str: ...
+
+
+class IssueThread(Protocol):
+    """The comments of a forge's issues, as ``GitHubForge`` and ``GitLabForge`` keep them."""
+
+    def issue_comments(self, number: int) -> Sequence[IssueComment]: ...
+
+    def create_comment(self, number: int, body: str) -> int: ...
+
+    def edit_comment(self, number: int, comment_id: int, body: str) -> None: ...
+
+    def own_login(self) -> str: ...
+
+
+ThreadFactory = Callable[[ForgeSource, str, str], IssueThread]
+
+
+class RunStatus(Protocol):
+    def show(self, record: RunRecord, say: Say) -> None:
+        """Bring the status written back for ``record`` up to date; never raises."""
+        ...
+
+
+class NoStatus:
+    """No ``[[sources]]`` forge with a token: nothing is written back."""
+
+    def show(self, record: RunRecord, say: Say) -> None:
+        return None
+
+
+def _capped_sleep(seconds: float) -> None:
+    time.sleep(min(seconds, MAX_WAIT_S))
+
+
+def forge_thread(source: ForgeSource, project: str, token: str) -> IssueThread:
+    """The real forge of ``source``'s kind for ``project``, over urllib."""
+    from orchestrator.forges.http import UrllibClient
+
+    if isinstance(source, GitHubSource):
+        from orchestrator.forges.github import GitHubForge
+
+        return GitHubForge(UrllibClient(source.api_url, timeout_s=TIMEOUT_S), project, token)
+    from orchestrator.forges.gitlab import GitLabForge
+
+    return GitLabForge(UrllibClient(timeout_s=TIMEOUT_S), source.base_url, project, token,
+                       sleep=_capped_sleep)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StatusComments:
+    """Status comments on the issues of ``sources`` (each with its token's variable)."""
+
+    sources: tuple[ForgeSource, ...]
+    environ: Mapping[str, str]
+    thread_for: ThreadFactory = forge_thread
+    # source id → its token's login: asked once per batch (one Services).
+    _logins: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def show(self, record: RunRecord, say: Say) -> None:
+        """Edit our status comment on the ticket's issue to say where ``record`` is, or
+        write it when there is none yet; a ticket from no forge issue is left alone."""
+        origin: TicketOrigin | None = None
+        token = ""
+        try:
+            origin = load_ticket(Path(record.ticket_snapshot)).fields.origin
+            source = self._source_of(origin)
+            token = self.environ.get(source.token_env, "") if source else ""
+            if origin is None or source is None or not token:
+                return
+            thread = self.thread_for(source, origin.project, token)
+            login = self._logins.get(source.source_id)
+            if login is None:
+                login = self._logins.setdefault(source.source_id, thread.own_login())
+            body = status_body(record, facts_of(record))
+            ours = [
+                c
+                for c in thread.issue_comments(origin.number)
+                if c.author == login and is_status_of(c.body, record.ticket_id)
+            ]
+            if not ours:
+                thread.create_comment(origin.number, body)
+            elif ours[0].body != body:
+                thread.edit_comment(origin.number, ours[0].id, body)
+        except Exception as exc:  # noqa: BLE001 - a status comment never fails a run
+            where = f" on issue #{origin.number}" if origin is not None else ""
+            text = " ".join(f"{type(exc).__name__}: {exc}".split())
+            if token:
+                text = text.replace(token, "***")
+            say(f"status comment{where} not written: {redact(text)[:300]}")
+
+    def _source_of(self, origin: TicketOrigin | None) -> ForgeSource | None:
+        if origin is None:
+            return None
+        for source in self.sources:
+            if source.source_id == origin.source and source.kind == origin.kind:
+                return source
+        return None
+
+
+def _json_field(path: str | None, *keys: str) -> str | None:
+    """``keys`` followed into the JSON file at ``path``; None if anything is missing."""
+    if not path:
+        return None
+    try:
+        value: object = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def facts_of(record: RunRecord) -> StatusFacts:
+    """What the comment quotes beyond the record: read from the run's own files."""
+    handoff = asked = None
+    if record.state in (RunState.NEEDS_HUMAN, RunState.FAILED) and record.handoff:
+        try:
+            handoff = Path(record.handoff).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            handoff = None
+    if record.state is RunState.AWAITING_APPROVAL:
+        pending = [v for v in record.verdicts if v.outcome is None]
+        asked = _json_field(pending[-1].path, "verdict", "summary") if pending else None
+    pull_request = _json_field(record.pull_request, "url")
+    return StatusFacts(handoff=handoff, asked=asked, pull_request_url=pull_request)
+
+
+def status_for(sources: Sequence[Source], environ: Mapping[str, str]) -> RunStatus:
+    """Status comments for the forge sources whose token is set; else nothing."""
+    forges = tuple(
+        s for s in sources
+        if isinstance(s, GitHubSource | GitLabSource) and environ.get(s.token_env)
+    )  # fmt: skip
+    return StatusComments(forges, environ) if forges else NoStatus()

@@ -1,0 +1,98 @@
+"""The one status comment a run keeps on the issue its ticket came from (issue 28). Pure:
+finding, creating and editing it is ``app/status_comments.py``.
+
+The comment opens with a hidden marker naming the ticket; it is ours only when it also
+was written by the token's own account (anyone can paste the marker into a comment of
+theirs). Its text is rewritten in place as the run goes: started, waiting for approval
+(what is asked and how to answer), needing a person (the hand-off), failed, completed
+(the pull request). Every text quoted from the run is redacted and bounded: the issue is
+read by whoever can read the repository.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
+from orchestrator.redaction import redact
+
+MAX_QUOTE: Final = 1500  # of a hand-off, a halt's detail, a decision's summary
+_MARKER: Final = "<!-- orchestrator:status ticket={ticket} -->"
+
+
+@dataclass(frozen=True)
+class StatusFacts:
+    """What the comment says beyond the run record, read by the caller: the hand-off's
+    text, the pending decision's summary, the pull request's URL."""
+
+    handoff: str | None = None
+    asked: str | None = None
+    pull_request_url: str | None = None
+
+
+def marker(ticket_id: str) -> str:
+    """The hidden first line of the status comment of ``ticket_id``."""
+    return _MARKER.format(ticket=ticket_id)
+
+
+def is_status_of(body: str, ticket_id: str) -> bool:
+    """Whether ``body`` is (by its marker; not by its author) the status of ``ticket_id``."""
+    return body.split("\n", 1)[0].strip() == marker(ticket_id)
+
+
+def _quote(text: str) -> str:
+    said = redact(text).strip()
+    if len(said) > MAX_QUOTE:
+        said = said[: MAX_QUOTE - 1] + "…"
+    # An indented block: shown as written, no markdown, no mention or link made live.
+    return "\n".join(f"    {line}" for line in said.splitlines()) or "    (empty)"
+
+
+def _code(text: str) -> str:
+    return f"`{text.replace('`', '')}`"
+
+
+def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
+    """The status comment of ``record``'s run, marker first."""
+    run = _code(record.run_id)
+    state = record.state
+    lines = [marker(record.ticket_id)]
+    if state is RunState.COMPLETED:
+        lines.append(f"**Completed** (run {run}).")
+        if facts.pull_request_url:
+            lines.append(f"\nPull request: {facts.pull_request_url}")
+    elif state is RunState.AWAITING_APPROVAL:
+        pending = [v for v in record.verdicts if v.outcome is None]
+        lines.append(f"**Waiting for approval** (run {run}).")
+        if pending:
+            ref = pending[-1]
+            lines.append(f"\nAsked: decision {ref.number}, {_code(ref.action)}:")
+        else:
+            lines.append("\nAsked:")
+        lines.append(_quote(facts.asked or (record.halt.detail if record.halt else "") or "-"))
+        lines += [
+            "\nAnswer with a comment whose first line is one of:",
+            "\n    /orchestrator approve\n    /orchestrator reject <reason>",
+            "\nor on the orchestrator's host: "
+            f"{_code(f'orchestrator approve {record.run_id}')} / "
+            f"{_code(f'orchestrator reject {record.run_id} --reason ...')}",
+        ]
+    elif state in (RunState.NEEDS_HUMAN, RunState.FAILED):
+        word = "Needs a person" if state is RunState.NEEDS_HUMAN else "Failed"
+        lines.append(f"**{word}** (run {run}).")
+        if record.halt is not None:
+            stage = f" at {_code(record.halt.stage)}" if record.halt.stage else ""
+            lines.append(f"\nHalted: {_code(record.halt.reason.value)}{stage}.")
+        if facts.handoff:
+            lines += ["\nHand-off:", _quote(facts.handoff)]
+        elif record.halt is not None and record.halt.detail:
+            lines.append(_quote(record.halt.detail))
+    elif state is RunState.SPLIT:
+        subs = ", ".join(_code(sub) for sub in record.sub_tickets) or "-"
+        lines.append(f"**Split** into sub-tickets (run {run}): {subs}.")
+    else:
+        stage = f", at {_code(record.current_stage)}" if record.current_stage else ""
+        lines.append(f"**Started** (run {run}{stage}).")
+    return "\n".join(lines) + "\n"

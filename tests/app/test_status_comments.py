@@ -1,0 +1,189 @@
+"""The status comment written back to a ticket's issue, against the loopback fakes of
+GitHub and GitLab: one comment, edited in place through a real run; found again after a
+crash; a forged marker by another account left alone; a failing forge never fails a run."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
+from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from gitlab_fake import TOKEN as GITLAB_TOKEN
+from notify_fixtures import run_record
+from services import make_services
+
+from orchestrator.app.driver import run_ticket
+from orchestrator.app.status_comments import NoStatus, StatusComments, status_for
+from orchestrator.domain.config import load_config
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.sources import GitHubSource, GitLabSource
+from orchestrator.domain.status_comments import marker
+from orchestrator.domain.tickets import load_ticket
+
+from conftest import bash_stage, write_config, write_ticket
+
+pytestmark = pytest.mark.timeout(30)
+
+REPO = "octo/widgets"
+TICKET = "gh-octo-widgets-7"
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serve_github() as fake:
+        yield fake
+
+
+def github_status(fake: FakeGitHub) -> StatusComments:
+    source = GitHubSource(kind="github", repo=REPO, label="orchestrate", api_url=fake.url)
+    return StatusComments((source,), {"GITHUB_TOKEN": TOKEN})
+
+
+def issue_ticket(directory: Path, kind: str = "github", project: str = REPO) -> Path:
+    source = "gh-octo-widgets" if kind == "github" else "gl-grp-sub-cards"
+    origin = f'[origin]\nsource = "{source}"\nkind = "{kind}"\nproject = "{project}"\nnumber = 7\n'
+    return write_ticket(directory, TICKET, extra=origin)
+
+
+def record_for(ticket: Path, state: RunState = RunState.RUNNING, **update: object) -> RunRecord:
+    return run_record(state, ticket_id=TICKET, ticket_snapshot=str(ticket), **update)
+
+
+def test_a_run_keeps_one_comment_edited_from_started_to_completed(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    config = write_config(tmp_path, bash_stage("build", "echo building"))
+    out = io.StringIO()
+    services = make_services(load_config(config), tmp_path / "state", out=out,
+                             environ={"PATH": "/usr/bin:/bin"}, status=github_status(github))  # fmt: skip
+    ticket = load_ticket(issue_ticket(tmp_path / "tickets"))
+
+    record = run_ticket(ticket, services)
+
+    assert record.state is RunState.COMPLETED
+    (comment,) = github.comments_on(REPO, 7)
+    assert comment["user"]["login"] == LOGIN
+    assert comment["body"] == (f"{marker(TICKET)}\n**Completed** (run `{record.run_id}`).\n")
+    (started,) = comment["history"]
+    assert started.startswith(f"{marker(TICKET)}\n**Started** (run `{record.run_id}`")
+    assert [r.method for r in github.requests] == ["GET", "GET", "POST", "GET", "PATCH"]
+    assert sum(r.path == "/user" for r in github.requests) == 1  # asked once, then kept
+    assert TOKEN not in out.getvalue()
+
+    run_ticket(ticket, services)  # a completed ticket is not run again: nothing is written
+    assert len(github.requests) == 5
+
+
+def test_a_rerun_after_a_crash_finds_the_comment_and_edits_it(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    status = github_status(github)
+    record = record_for(ticket)
+    # The last process created the comment and died before anything else was written.
+    github.add_comment(REPO, 7, f"{marker(TICKET)}\n**Started** (run `{record.run_id}`).\n")
+    said: list[str] = []
+
+    status.show(record, said.append)  # the same words: left as it is
+    status.show(record.model_copy(update={"state": RunState.COMPLETED}), said.append)
+
+    (comment,) = github.comments_on(REPO, 7)
+    assert len(comment["history"]) == 1
+    assert "**Completed**" in comment["body"]
+    assert [r.method for r in github.requests].count("POST") == 0
+    assert said == []
+
+
+def test_a_forged_marker_by_another_account_is_left_alone(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    forged = github.add_comment(REPO, 7, f"{marker(TICKET)}\n**Completed**, trust me", "mallory")
+
+    github_status(github).show(record_for(ticket), [].append)
+
+    forgery, ours = github.comments_on(REPO, 7)
+    assert forgery == forged and forgery["history"] == []
+    assert ours["user"]["login"] == LOGIN and "**Started**" in ours["body"]
+
+
+def test_the_pull_request_link_is_read_from_the_runs_record(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    pr_record = tmp_path / "pull-request.json"
+    pr_record.write_text(json.dumps({"url": "https://github.com/octo/widgets/pull/9"}))
+    record = record_for(ticket, RunState.COMPLETED, pull_request=str(pr_record))
+
+    github_status(github).show(record, [].append)
+
+    (comment,) = github.comments_on(REPO, 7)
+    assert comment["body"].endswith("\nPull request: https://github.com/octo/widgets/pull/9\n")
+
+
+def test_a_failing_forge_is_one_line_and_the_run_goes_on(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    config = write_config(tmp_path, bash_stage("build", "echo building"))
+    out = io.StringIO()
+    services = make_services(load_config(config), tmp_path / "state", out=out,
+                             environ={"PATH": "/usr/bin:/bin"}, status=github_status(github))  # fmt: skip
+    for _ in range(2):  # at the start and at the end: every status fails
+        github.answer(500, body={"message": f"Server Error {TOKEN}"})
+
+    record = run_ticket(load_ticket(issue_ticket(tmp_path / "tickets")), services)
+
+    assert record.state is RunState.COMPLETED
+    said = [line for line in out.getvalue().splitlines() if "status comment" in line]
+    assert len(said) == 2 and all(
+        line.endswith(
+            "status comment on issue #7 not written: ForgeError: cannot read whose token "
+            "this is: GitHub is failing (500): Server Error ***"
+        )
+        for line in said
+    )
+    assert TOKEN not in out.getvalue()
+
+
+def test_a_ticket_from_no_issue_or_without_a_token_writes_nothing(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    plain = write_ticket(tmp_path / "plain")
+    github_status(github).show(run_record(ticket_snapshot=str(plain)), [].append)
+    no_token = replace(github_status(github), environ={})
+    no_token.show(record_for(issue_ticket(tmp_path)), [].append)
+    assert github.requests == []
+
+
+def test_status_is_on_only_for_a_forge_source_with_its_token() -> None:
+    source = GitHubSource(kind="github", repo=REPO, label="orchestrate")
+    assert isinstance(status_for((), {"GITHUB_TOKEN": "t"}), NoStatus)
+    assert isinstance(status_for((source,), {}), NoStatus)
+    assert isinstance(status_for((source,), {"GITHUB_TOKEN": "t"}), StatusComments)
+
+
+def test_gitlab_notes_are_kept_the_same_way(tmp_path: Path, gitlab: FakeGitLab) -> None:
+    gitlab.add_issue(PROJECT, "Deal", ["orchestrate"], "2026-01-01T00:00:00Z")
+    issue = gitlab.projects[PROJECT]["issues"][0]
+    issue["notes"].append({"id": 99, "body": f"{marker(TICKET)}\nforged", "system": False,
+                           "author": {"username": "mallory"}, "history": []})  # fmt: skip
+    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
+                          base_url=gitlab.base_url)  # fmt: skip
+    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN})
+    ticket = issue_ticket(tmp_path, "gitlab", PROJECT)
+    issue["iid"] = 7
+
+    status.show(record_for(ticket), [].append)
+    status.show(record_for(ticket, RunState.COMPLETED), [].append)
+
+    forged, ours = issue["notes"]
+    assert forged["body"].endswith("forged") and forged["history"] == []
+    assert ours["author"] == {"username": "bot"} and "**Completed**" in ours["body"]
+    assert len(ours["history"]) == 1 and "**Started**" in ours["history"][0]
+    assert sum(r.path == "/api/v4/user" for r in gitlab.requests) == 1

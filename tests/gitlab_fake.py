@@ -66,6 +66,18 @@ class FakeGitLab:
         project["issues"].append(issue)
         return issue
 
+    def add_note(self, path: str, iid: int, body: str, author: str, created_at: str,
+                 *, system: bool = False) -> dict[str, Any]:  # fmt: skip
+        """A note on issue ``iid`` by ``author`` at ``created_at`` (ISO-8601)."""
+        project = self.projects[path]
+        issue = next(i for i in project["issues"] if i["iid"] == iid)
+        note = {"id": project["next_note"], "body": body, "system": system,
+                "author": {"username": author}, "created_at": created_at,
+                "updated_at": created_at, "history": []}  # fmt: skip
+        project["next_note"] += 1
+        issue["notes"].append(note)
+        return note
+
     def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None,
              body: Any = None) -> None:  # fmt: skip
         """Answer the next ``times`` requests with ``status`` (and these headers and body)."""
@@ -161,6 +173,7 @@ class FakeGitLab:
         if method == "PUT":
             note["history"].append(note["body"])
             note["body"] = body["body"]
+            note["updated_at"] = note["last_edited_at"] = "2099-01-01T00:00:00.000Z"
             return 200, {}, _public(note)
         return 405, {}, {"message": "405 Method Not Allowed"}
 

@@ -53,12 +53,17 @@ _PROJECT = re.compile(rf"^{_SEGMENT}(?:/{_SEGMENT})+$")
 
 @dataclass(frozen=True)
 class IssueNote:
-    """A comment on an issue; ``system`` notes are GitLab's own ("changed the label")."""
+    """A comment on an issue; ``system`` notes are GitLab's own ("changed the label").
+    ``updated_at`` differs from ``created_at`` once the note was edited (it is GitLab's
+    ``last_edited_at`` when it sends one); ``url`` is the note's place on the issue page."""
 
     id: int
     body: str
     author: str
     system: bool
+    created_at: str = ""
+    updated_at: str = ""
+    url: str = ""
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -173,7 +178,8 @@ class GitLabForge(RestForge):
         """The notes on issue ``iid``, oldest first (GitLab's own system notes included)."""
         params = {"sort": "asc", "order_by": "created_at", "per_page": str(PER_PAGE)}
         doing = f"list the notes of issue #{iid}"
-        return [_note(n) for n in self._pages(f"issues/{iid}/notes", params, doing)]
+        page = f"{self._api.removesuffix('/api/v4')}/{self.project}/-/issues/{iid}"
+        return [_note(n, page) for n in self._pages(f"issues/{iid}/notes", params, doing)]
 
     def create_comment(self, iid: int, body: str) -> int:
         """Add a note to issue ``iid``; its id (to edit it in place later)."""
@@ -286,13 +292,17 @@ def _issue(data: Mapping[str, Any]) -> ForgeIssue:
     )
 
 
-def _note(data: Mapping[str, Any]) -> IssueNote:
+def _note(data: Mapping[str, Any], issue_page: str = "") -> IssueNote:
     note_id = data.get("id")
     if not isinstance(note_id, int):
         raise ForgeError("outage", "GitLab's note has no id")
+    created = str(data.get("created_at") or "")
     return IssueNote(
         id=note_id,
         body=str(data.get("body") or ""),
         author=_username(data.get("author")),
         system=bool(data.get("system")),
+        created_at=created,
+        updated_at=str(data.get("last_edited_at") or data.get("updated_at") or created),
+        url=f"{issue_page}#note_{note_id}" if issue_page else "",
     )

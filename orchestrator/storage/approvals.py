@@ -59,10 +59,14 @@ class Approval(Frozen):
     run_id: str
     verdict: int
     approved: bool
-    by: str  # "auto", or the OS user who answered
+    by: str  # "auto", the OS user who answered, or a forge account ("github:login")
     at: datetime
     routing: str  # the routing the answer was given for
     reason: str | None = None
+    # The issue comment the answer was given in (``app/comment_approvals.py``); absent
+    # from an answer given in a shell, and then left out of what is signed, so approvals
+    # signed before it existed still verify.
+    comment_url: str | None = None
     # Absent from files written before approvals were signed (see the module docstring).
     verdict_sha256: str | None = None  # the verdict file's bytes, as persisted
     hmac: str | None = None  # HMAC-SHA256 of every other field, hex
@@ -239,6 +243,8 @@ def signed_bytes(approval: Approval) -> bytes:
     """What the HMAC covers: every field but ``hmac``, as canonical JSON (sorted keys, no
     spaces, ASCII), so a file read back and re-serialised signs the same."""
     body = approval.model_dump(mode="json", exclude={"hmac"})
+    if body.get("comment_url") is None:
+        body.pop("comment_url", None)
     return _DOMAIN + json.dumps(body, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 

@@ -97,6 +97,7 @@ def batch(
     failed_sources = 0
     if loaded.config.sources:
         paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
+        answer_from_issue_comments(loaded, storage, services, out)
 
     def say(line: str) -> None:
         print(f"batch: {line}", file=out, flush=True)
@@ -203,6 +204,20 @@ def take_in_sources(
         paths += report.queued
     out.flush()
     return paths, failed
+
+
+def answer_from_issue_comments(
+    loaded: LoadedConfig, storage: FileStorage, services: Services, out: TextIO
+) -> None:
+    """Paused runs answered by ``/orchestrator approve|reject`` on their issues, before the
+    queue runs (which then carries the answers out); one line per comment weighed."""
+    from orchestrator.app.comment_approvals import answer_from_comments
+    from orchestrator.domain.sources import DirectorySource
+
+    forge_sources = [s for s in loaded.config.sources if not isinstance(s, DirectorySource)]
+    for line in answer_from_comments(forge_sources, storage, services):
+        out.write(f"{timestamp(services.clock())} {line}\n")
+    out.flush()
 
 
 def write_summary(

@@ -1,0 +1,325 @@
+"""Approval by issue comment (issue 28): a run paused for a person, whose ticket came from
+a forge issue, is answered by ``/orchestrator approve`` or ``/orchestrator reject
+<reason>`` on that issue (``domain/comment_commands.py``). Read by ``orchestrator batch``
+before its queue runs; the queue then carries the answer out as after a shell ``approve``.
+
+Per paused run: the issue's comments created after the decision was put to a person,
+oldest first; the first command comment not already in the ledger is weighed:
+
+* edited after it was written (its ``updated_at`` is not its ``created_at``), naming
+  another verdict than the one waiting, or from an account without write access to the
+  repository, asked of the forge now (GitHub: collaborator permission admin, maintain or
+  write; GitLab: access level Developer or above): refused. A ledger row says who, why
+  and the comment's URL, nothing is answered, and the next command comment is weighed;
+* otherwise: answered as ``orchestrator approve``/``reject`` answers (``answers.py``:
+  signed, bound to the verdict file), by ``github:<login>`` / ``gitlab:<username>``,
+  with the comment's URL in the approval and in a ledger row.
+
+Every comment weighed has its ledger row, keyed by run and comment id, so no batch weighs
+it twice. Every other comment is ignored. A forge that cannot be asked (network, 5xx,
+401) leaves the run waiting and is said in one line; the next batch asks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from orchestrator.app.answers import answer_decision
+from orchestrator.app.driver import pending_verdict
+from orchestrator.app.services import Services
+from orchestrator.domain.comment_commands import CommentCommand, parse_command
+from orchestrator.domain.errors import StateError, TicketError, TicketLocked, UsageError
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.sources import ForgeSource, GitHubSource
+from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.forges.base import ForgeError
+from orchestrator.redaction import redact
+from orchestrator.storage import FileStorage, IntakeFiles
+from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env
+
+CAPABILITY = "answer-by-comment"
+GITHUB_WRITE = frozenset({"admin", "maintain", "write"})
+GITLAB_DEVELOPER = 30
+
+
+class Comment(Protocol):
+    """An issue comment as both forges give it (``github.IssueComment``, ``gitlab.IssueNote``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def author(self) -> str: ...
+    @property
+    def created_at(self) -> str: ...
+    @property
+    def updated_at(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+
+
+class CommentThreads(Protocol):
+    """One forge source's issue comments, and who may answer there."""
+
+    kind: str  # "github" | "gitlab": the prefix of an approver's name
+
+    def comments(self, number: int) -> Sequence[Comment]: ...
+
+    def may_write(self, author: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Weighed:
+    """What became of one comment: the line the batch prints."""
+
+    ticket_id: str
+    comment_url: str
+    by: str
+    line: str
+    answered: bool
+
+
+def threads_for(source: ForgeSource, environ: Mapping[str, str]) -> CommentThreads:
+    """The comment threads of ``source`` over the network, its token read from ``token_env``."""
+    from orchestrator.forges.http import UrllibClient
+
+    token = environ.get(source.token_env, "")
+    if not token:
+        raise ForgeError(
+            "auth", f"${source.token_env} is not set (the token to read comments with)"
+        )
+    if isinstance(source, GitHubSource):
+        from orchestrator.forges.github import GitHubForge
+
+        return _GitHubThreads(GitHubForge(UrllibClient(source.api_url), source.repo, token))
+    from orchestrator.forges.gitlab import GitLabForge
+
+    return _GitLabThreads(GitLabForge(UrllibClient(), source.base_url, source.project, token))
+
+
+class _GitHubThreads:
+    kind = "github"
+
+    def __init__(self, forge: _GitHubLike) -> None:
+        self._forge = forge
+
+    def comments(self, number: int) -> Sequence[Comment]:
+        return self._forge.issue_comments(number)
+
+    def may_write(self, author: str) -> bool:
+        return self._forge.permission(author) in GITHUB_WRITE
+
+
+class _GitLabThreads:
+    kind = "gitlab"
+
+    def __init__(self, forge: _GitLabLike) -> None:
+        self._forge = forge
+
+    def comments(self, number: int) -> Sequence[Comment]:
+        return [note for note in self._forge.issue_comments(number) if not note.system]
+
+    def may_write(self, author: str) -> bool:
+        level = self._forge.access_level(author)
+        return level is not None and level >= GITLAB_DEVELOPER
+
+
+class _GitHubLike(Protocol):
+    def issue_comments(self, number: int) -> Sequence[Comment]: ...
+    def permission(self, login: str) -> str | None: ...
+
+
+class _Note(Comment, Protocol):
+    @property
+    def system(self) -> bool: ...
+
+
+class _GitLabLike(Protocol):
+    def issue_comments(self, iid: int) -> Sequence[_Note]: ...
+    def access_level(self, user: str | int) -> int | None: ...
+
+
+def comment_decision_id(run_id: str, kind: str, comment_id: int) -> str:
+    """The ledger key of a comment weighed for a run: one row per comment, ever."""
+    return f"{run_id}:comment-{kind}-{comment_id}"
+
+
+def answer_from_comments(
+    sources: Sequence[ForgeSource],
+    storage: FileStorage,
+    services: Services,
+    *,
+    threads: Callable[[ForgeSource], CommentThreads] | None = None,
+) -> list[str]:
+    """Weigh the comments on the issue of every paused run of ``sources`` (see the module
+    docstring); the lines to print, one per comment weighed or source not reachable."""
+    ledger = storage.ledger(key_from_env(services.environ))
+    intake = IntakeFiles(storage.layout)
+    lines: list[str] = []
+    for source in sources:
+        paused = list(_paused_runs(source, intake, storage))
+        if not paused:
+            continue  # no request to the forge when no run waits
+        try:
+            thread = threads(source) if threads else threads_for(source, services.environ)
+        except ForgeError as exc:
+            lines.append(f"comments of {source.source_id}: not read: {exc.kind}: {exc}")
+            continue
+        for record, origin in paused:
+            try:
+                weighed = _weigh_run(record, origin, thread, ledger, storage, services)
+            except ForgeError as exc:
+                lines.append(f"{record.ticket_id}: comments not read ({exc.kind}: {exc}); "
+                             "the run waits for the next batch")  # fmt: skip
+                continue
+            lines += [w.line for w in weighed]
+    return lines
+
+
+def _paused_runs(
+    source: ForgeSource, intake: IntakeFiles, storage: FileStorage
+) -> list[tuple[RunRecord, TicketOrigin]]:
+    found = []
+    for path in intake.paths(source.source_id):
+        try:
+            origin = load_ticket(path).fields.origin
+            record = storage.runs.latest_for_ticket(path.stem)
+        except (TicketError, StateError):
+            continue  # the intake and the queue report these
+        if origin is None or origin.source != source.source_id or record is None:
+            continue
+        if record.state is RunState.AWAITING_APPROVAL:
+            found.append((record, origin))
+    return found
+
+
+def _weigh_run(
+    record: RunRecord,
+    origin: TicketOrigin,
+    thread: CommentThreads,
+    ledger: Ledger,
+    storage: FileStorage,
+    services: Services,
+) -> list[Weighed]:
+    ref = pending_verdict(record)
+    if ref is None:
+        return []
+    decided, _ = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
+    asked_at = decided.created_at
+    weighed: list[Weighed] = []
+    for comment in thread.comments(origin.number):
+        created = _when(comment.created_at)
+        if created is None or created <= asked_at:
+            continue
+        command = parse_command(comment.body)
+        if command is None:
+            continue
+        key = comment_decision_id(record.run_id, thread.kind, comment.id)
+        if any(row.get("kind") == "decision" for row in ledger.rows_of(key)):
+            continue  # weighed by an earlier batch
+        by = f"{thread.kind}:{comment.author}"
+        why = _refusal(comment, command, ref.number)
+        if why is None and not thread.may_write(comment.author):  # asked now, not cached
+            why = f"{by} has no write access to {origin.project}"
+        if why is not None:
+            _record(ledger, key, record, ref.number, by, comment, command, services, why=why)
+            weighed.append(Weighed(record.ticket_id, comment.url, by, (
+                f"{record.ticket_id}: comment {comment.url} by {by} refused: {why}; "
+                "nothing was answered"), answered=False))  # fmt: skip
+            continue
+        weighed.append(
+            _answer(record, ref.number, by, comment, command, ledger, key, storage, services)
+        )
+        break
+    return weighed
+
+
+def _refusal(comment: Comment, command: CommentCommand, waiting: int) -> str | None:
+    """Why the comment cannot answer whoever wrote it, or None."""
+    if comment.updated_at != comment.created_at:
+        return "it was edited after it was written"
+    if command.verdict is not None and command.verdict != waiting:
+        return f"it names verdict {command.verdict}; the run waits on verdict {waiting}"
+    return None
+
+
+def _answer(
+    record: RunRecord,
+    number: int,
+    by: str,
+    comment: Comment,
+    command: CommentCommand,
+    ledger: Ledger,
+    key: str,
+    storage: FileStorage,
+    services: Services,
+) -> Weighed:
+    reason = redact(command.reason) if command.reason is not None else None
+    word = "approved" if command.approved else "rejected"
+    try:
+        with storage.locks.ticket(record.ticket_id):
+            answer_decision(services, record.run_id, approved=command.approved, reason=reason,
+                            by=by, comment_url=comment.url)  # fmt: skip
+    except TicketLocked as exc:
+        line = f"{record.ticket_id}: comment {comment.url} by {by} waits: {exc}"
+        return Weighed(record.ticket_id, comment.url, by, line, answered=False)
+    except (UsageError, StateError) as exc:
+        _record(ledger, key, record, number, by, comment, command, services, why=str(exc))
+        line = f"{record.ticket_id}: comment {comment.url} by {by} refused: {exc}"
+        return Weighed(record.ticket_id, comment.url, by, line, answered=False)
+    _record(ledger, key, record, number, by, comment, command, services, why=None)
+    line = f"{record.ticket_id}: verdict {number} of {record.run_id} {word} by {by} ({comment.url})"
+    return Weighed(record.ticket_id, comment.url, by, line, answered=True)
+
+
+def _record(
+    ledger: Ledger,
+    key: str,
+    record: RunRecord,
+    number: int,
+    by: str,
+    comment: Comment,
+    command: CommentCommand,
+    services: Services,
+    *,
+    why: str | None,
+) -> None:
+    """The comment's ledger row: who, what it asked, the URL, and whether it was refused."""
+    decision = {
+        "action": "approve" if command.approved else "reject",
+        "verdict": number,
+        "by": by,
+        "comment_id": comment.id,
+        "comment_url": comment.url,
+        "reason": redact(command.reason) if command.reason is not None else None,
+        "refused": why is not None,
+        "why": why,
+    }
+    ledger.append(
+        LedgerRow(
+            kind="decision",
+            decision_id=key,
+            ticket=record.ticket_id,
+            run=record.run_id,
+            capability=CAPABILITY,
+            inputs_hash=inputs_hash({"body": comment.body, "url": comment.url}),
+            model_version=None,
+            prompt_version=None,
+            source="human",
+            decision=decision,
+            ts=services.clock().isoformat(),
+        )
+    )
+
+
+def _when(stamp: str) -> datetime | None:
+    try:
+        at = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)

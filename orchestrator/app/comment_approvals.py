@@ -37,30 +37,18 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
 from orchestrator.forges.base import ForgeError
+from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
 from orchestrator.storage import FileStorage, IntakeFiles
-from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env
+from orchestrator.storage.ledger import (
+    Ledger,
+    key_from_env,
+    person_decision,
+)
 
 CAPABILITY = "answer-by-comment"
 GITHUB_WRITE = frozenset({"admin", "maintain", "write"})
 GITLAB_DEVELOPER = 30
-
-
-class Comment(Protocol):
-    """An issue comment as both forges give it (``github.IssueComment``, ``gitlab.IssueNote``)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def author(self) -> str: ...
-    @property
-    def created_at(self) -> str: ...
-    @property
-    def updated_at(self) -> str: ...
-    @property
-    def url(self) -> str: ...
 
 
 class CommentThreads(Protocol):
@@ -301,18 +289,14 @@ def _record(
         "why": why,
     }
     ledger.append(
-        LedgerRow(
-            kind="decision",
+        person_decision(
             decision_id=key,
             ticket=record.ticket_id,
             run=record.run_id,
             capability=CAPABILITY,
-            inputs_hash=inputs_hash({"body": comment.body, "url": comment.url}),
-            model_version=None,
-            prompt_version=None,
-            source="human",
+            inputs={"body": comment.body, "url": comment.url},
             decision=decision,
-            ts=services.clock().isoformat(),
+            at=services.clock(),
         )
     )
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from orchestrator.domain.errors import UsageError
 from orchestrator.redaction import scrub
 from orchestrator.storage import BudgetStore, CapsReset, FileStorage
-from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
+from orchestrator.storage.ledger import Ledger, person_decision
 
 CAPABILITY = "reset-caps"
 REASON_MAX_CHARS = 1000
@@ -67,18 +67,14 @@ def reset_caps(
         row = next((r for r in ledger.rows_of(decision_id) if r.get("kind") == "decision"), None)
         if row is None:
             row = ledger.append(
-                LedgerRow(
-                    kind="decision",
+                person_decision(
                     decision_id=decision_id,
                     ticket=ticket_id,
                     run=latest.run_id if latest else "",
                     capability=CAPABILITY,
-                    inputs_hash=inputs_hash(budget.model_dump(mode="json")),
-                    model_version=None,
-                    prompt_version=None,
-                    source="human",
+                    inputs=budget.model_dump(mode="json"),
                     decision={"action": CAPABILITY, "by": by, "reason": why, "cleared": cleared},
-                    ts=at.isoformat(),
+                    at=at,
                 )
             )
         else:  # recorded before a crash stopped it: carry out what was recorded

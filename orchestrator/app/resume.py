@@ -31,7 +31,7 @@ from orchestrator.domain.lifecycle import (
 )
 from orchestrator.domain.runs import RunRecord, StageStatus, resumed
 from orchestrator.storage import CrashPoint, ticket_lock
-from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash
+from orchestrator.storage.ledger import Ledger, person_decision
 
 CAPABILITY = "resume-run"
 
@@ -137,16 +137,12 @@ def _record_resume(
     if not any(r.get("kind") == "decision" for r in ledger.rows_of(decision_id)):
         halt = record.halt
         ledger.append(
-            LedgerRow(
-                kind="decision",
+            person_decision(
                 decision_id=decision_id,
                 ticket=record.ticket_id,
                 run=record.run_id,
                 capability=CAPABILITY,
-                inputs_hash=inputs_hash(record.model_dump(mode="json")),
-                model_version=None,
-                prompt_version=None,
-                source="human",
+                inputs=record.model_dump(mode="json"),
                 decision={
                     "action": CAPABILITY,
                     "by": by,
@@ -154,7 +150,7 @@ def _record_resume(
                     "halt": str(halt.reason) if halt else None,
                     "stage": stage,
                 },
-                ts=now.isoformat(),
+                at=now,
             )
         )
     record = resumed(record, at=now, by=by, stage=stage)

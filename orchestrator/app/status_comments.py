@@ -25,6 +25,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource, Source
 from orchestrator.domain.status_comments import StatusFacts, is_status_of, status_body
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
 
 TIMEOUT_S: Final = 10.0
@@ -33,21 +34,10 @@ MAX_WAIT_S: Final = 2.0  # a rate-limited GitLab is waited for this long at most
 Say = Callable[[str], None]
 
 
-class IssueComment(Protocol):
-    @property
-    def id(self) -> int: ...
-
-    @property
-    def body(self) -> str: ...
-
-    @property
-    def author(self) -> str: ...
-
-
 class IssueThread(Protocol):
     """The comments of a forge's issues, as ``GitHubForge`` and ``GitLabForge`` keep them."""
 
-    def issue_comments(self, number: int) -> Sequence[IssueComment]: ...
+    def issue_comments(self, number: int) -> Sequence[Comment]: ...
 
     def create_comment(self, number: int, body: str) -> int: ...
 

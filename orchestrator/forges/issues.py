@@ -11,7 +11,24 @@ from typing import Protocol
 
 from orchestrator.domain.issues import ForgeIssue
 
-__all__ = ["ForgeIssue", "IssueTracker"]
+__all__ = ["Comment", "ForgeIssue", "IssueTracker"]
+
+
+class Comment(Protocol):
+    """An issue comment as both forges give it (``github.IssueComment``, ``gitlab.IssueNote``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def author(self) -> str: ...
+    @property
+    def created_at(self) -> str: ...
+    @property
+    def updated_at(self) -> str: ...
+    @property
+    def url(self) -> str: ...
 
 
 class IssueTracker(Protocol):

@@ -36,7 +36,7 @@ from orchestrator.storage.ledger.index import (
     recent_outcomes_by_scan,
 )
 from orchestrator.storage.ledger.reading import LedgerReader
-from orchestrator.storage.ledger.row import LedgerRow
+from orchestrator.storage.ledger.row import LedgerRow, person_decision
 from orchestrator.storage.ledger.verify import RepairResult, VerifyResult
 
 __all__ = [
@@ -59,5 +59,6 @@ __all__ = [
     "inputs_hash",
     "key_from_env",
     "ledger_path",
+    "person_decision",
     "recent_outcomes_by_scan",
 ]

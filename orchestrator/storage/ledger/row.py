@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictStr, field_validator, model_validator
 
 from orchestrator.domain.validation import Frozen
-from orchestrator.storage.ledger.encoding import canonical
+from orchestrator.storage.ledger.encoding import canonical, inputs_hash
 
 Hex64 = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
 # What an outcome row copies from the decision row it supersedes.
@@ -132,3 +132,30 @@ def _check_ts(ts: str) -> None:
     offset = parsed.utcoffset()
     if offset is None or offset.total_seconds() != 0:
         raise ValueError(f"ts: not in UTC: {ts!r}")
+
+
+def person_decision(
+    *,
+    decision_id: str,
+    ticket: str,
+    run: str,
+    capability: str,
+    inputs: object,
+    decision: dict[str, Any],
+    at: datetime,
+) -> LedgerRow:
+    """The row of a decision a person made (a resume, a budget reset, an answer given in
+    an issue comment): no model and no prompt, the inputs recorded by their hash."""
+    return LedgerRow(
+        kind="decision",
+        decision_id=decision_id,
+        ticket=ticket,
+        run=run,
+        capability=capability,
+        inputs_hash=inputs_hash(inputs),
+        model_version=None,
+        prompt_version=None,
+        source="human",
+        decision=decision,
+        ts=at.isoformat(),
+    )

@@ -86,12 +86,7 @@ def _run(
         services.reporter.run_opened(record, resumed=resumed)
         if is_terminal(record.state):
             return record, False
-        services.status.show(record, services.reporter.note)  # bounded; never raises
-        record = _drive(record, services)
-        services.reporter.run_finished(record)
-        services.notifier.after_run(record)  # bounded; never raises
-        services.status.show(record, services.reporter.note)
-        return record, True
+        return _drive_and_tell(record, services), True
 
 
 def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
@@ -109,10 +104,17 @@ def continue_run(record: RunRecord, services: Services) -> RunRecord:
     """Drive an open run whose ticket's lock the caller holds (``orchestrator resume``)."""
     _require_same_stages(record, services.loaded)
     services.reporter.run_opened(record, resumed=True)
-    services.status.show(record, services.reporter.note)  # bounded; never raises
+    return _drive_and_tell(record, services)
+
+
+def _drive_and_tell(record: RunRecord, services: Services) -> RunRecord:
+    """Drive the run, and tell whoever is to be told where it got to: the terminal, the
+    issue's status comment (before and after), the notification targets. Each telling is
+    bounded and never raises."""
+    services.status.show(record, services.reporter.note)
     record = _drive(record, services)
     services.reporter.run_finished(record)
-    services.notifier.after_run(record)  # bounded; never raises
+    services.notifier.after_run(record)
     services.status.show(record, services.reporter.note)
     return record
 

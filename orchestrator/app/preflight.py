@@ -157,17 +157,12 @@ github_stages = forge_stages
 
 
 def send_get(url: str, headers: Mapping[str, str]) -> int:
-    """One GET through the standard library (the model SDK's HTTP client is the gateway's
-    alone): its HTTP status. A network failure raises OSError (``URLError``)."""
-    import urllib.error
-    import urllib.request
+    """One GET through the forges' standard-library client (the model SDK's HTTP client
+    is the gateway's alone): its HTTP status, whatever it is. A network failure raises
+    OSError."""
+    from orchestrator.forges.http import UrllibClient
 
-    request = urllib.request.Request(url, headers=dict(headers), method="GET")
-    try:
-        with urllib.request.urlopen(request, timeout=FORGE_TIMEOUT_S) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:  # a status GitHub chose: an answer, not a failure
-        return exc.code
+    return UrllibClient(timeout_s=FORGE_TIMEOUT_S).request("GET", url, headers=headers).status_code
 
 
 def ask_github(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer:

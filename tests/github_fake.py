@@ -13,6 +13,11 @@ Issue comments: ``GET``/``POST /repos/{o}/{n}/issues/{N}/comments`` (``per_page`
 ``page``), ``PATCH /repos/{o}/{n}/issues/comments/{id}`` (each edit keeps the body it
 replaced in the comment's ``history``), and ``GET /user`` (the token's account, ``LOGIN``).
 ``add_comment`` seeds a comment by any account (a forged one, say).
+
+Pull requests: ``GET /repos/{o}/{n}/pulls`` (``head=owner:branch``, ``base``, ``state``)
+and ``POST /repos/{o}/{n}/pulls`` (``title``, ``head``, ``base``, ``body``; 422 "A pull
+request already exists" for a second open one on the same head and base), kept in
+``pulls[repo]``. Pull requests and issues share their numbers, as on GitHub.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ class FakeGitHub:
     # repo → login → collaborator permission (admin, maintain, write, triage, read); an
     # existing account not listed reads "none" (GitHub's word for a public repo's stranger)
     permissions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # repo → pull requests: {"number", "title", "head": {"ref"}, "base": {"ref"}, "body", …}
+    pulls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def add_issue(
         self,
@@ -93,6 +100,21 @@ class FakeGitHub:
         self.comments.setdefault(repo, []).append(comment)
         return comment
 
+    def add_pull(self, repo: str, head: str, base: str, title: str, body: str) -> dict[str, Any]:
+        """A pull request from branch ``head`` into ``base``, numbered after every issue
+        and pull request of ``repo``."""
+        taken = [i["number"] for i in self.issues.get(repo, [])]
+        taken += [p["number"] for p in self.pulls.get(repo, [])]
+        number = max(taken, default=0) + 1
+        pull = {
+            "number": number, "title": title, "body": body, "state": "open",
+            "head": {"ref": head, "label": f"{repo.split('/')[0]}:{head}"},
+            "base": {"ref": base},
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+        }  # fmt: skip
+        self.pulls.setdefault(repo, []).append(pull)
+        return pull
+
     def comments_on(self, repo: str, number: int) -> list[dict[str, Any]]:
         return [c for c in self.comments.get(repo, []) if c["issue"] == number]
 
@@ -126,6 +148,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 granted = fake.permissions.get(f"{parts[1]}/{parts[2]}", {}).get(parts[4])
                 return self._send(200, {"permission": granted or "none",
                                         "user": {"login": parts[4]}})  # fmt: skip
+            if len(parts) == 4 and parts[0] == "repos" and parts[3] == "pulls":
+                return self._pulls(f"{parts[1]}/{parts[2]}", query, sent)
             if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "issues":
                 return self._comments(f"{parts[1]}/{parts[2]}", parts[4:], query, sent)
             if self.command != "GET":
@@ -138,6 +162,35 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._list(repo, query)
 
         do_GET = do_POST = do_PATCH = _serve
+
+        def _pulls(self, repo: str, query: dict[str, str], sent: Any) -> None:
+            if repo not in fake.issues and repo not in fake.pulls:
+                return self._send(404, {"message": "Not Found"})
+            owner = repo.split("/")[0]
+
+            def matches(pull: dict[str, Any], head: str, base: str) -> bool:
+                return (
+                    pull["state"] == "open"
+                    and pull["head"]["ref"] == head
+                    and (not base or pull["base"]["ref"] == base)
+                )
+
+            if self.command == "POST":
+                head, base = sent["head"], sent["base"]
+                if any(matches(p, head, base) for p in fake.pulls.get(repo, [])):
+                    return self._send(422, {"message": "Validation Failed", "errors": [
+                        {"message": f"A pull request already exists for {owner}:{head}."}]})  # fmt: skip
+                pull = fake.add_pull(repo, head, base, sent["title"], sent.get("body") or "")
+                return self._send(201, pull)
+            if self.command != "GET":
+                return self._send(404, {"message": "Not Found"})
+            head_owner, _, head = query.get("head", ":").partition(":")
+            rows = [
+                p for p in fake.pulls.get(repo, [])
+                if (not head or (head_owner == owner and p["head"]["ref"] == head))
+                and matches(p, p["head"]["ref"], query.get("base", ""))
+            ]  # fmt: skip
+            self._send(200, rows[: min(int(query.get("per_page", "30")), fake.per_page_cap)])
 
         def _comments(self, repo: str, rest: list[str], query: dict[str, str], sent: Any) -> None:
             if rest[0] == "comments" and len(rest) == 2 and self.command == "PATCH":

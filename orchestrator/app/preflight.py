@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.git_identity import (
@@ -33,9 +34,14 @@ from orchestrator.domain.preflight import (
     ForgeAnswer,
     GitHubFact,
     HostedForge,
+    NotifyFact,
     PassEnvFact,
     ProgramFact,
+    SourceFact,
+    origin_stage,
+    stage_forges,
 )
+from orchestrator.domain.sources import DirectorySource, GitHubSource
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
@@ -50,8 +56,7 @@ GITHUB_STAGE_MODULE = "orchestrator.stages.open_pr_github"
 GITLAB_STAGE_MODULE = "orchestrator.stages.open_pr_gitlab"
 TOKEN_ENV = GITHUB.token_env
 API_URL_ENV = GITHUB.url_env
-# The stage module that opens each hosted forge's requests, and so needs its token.
-STAGE_MODULES = {GITHUB: GITHUB_STAGE_MODULE, GITLAB: GITLAB_STAGE_MODULE}
+HOSTED = (GITHUB, GITLAB)
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
 # Where the run's own directories will be: no command can be looked for under them yet.
@@ -125,7 +130,8 @@ def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[PassEnvFa
     named: dict[tuple[str, str], PassEnvFact] = {}
     for stage in loaded.config.stages:
         blocked = stage.side_effectful and armed
-        tokens = {forge.token_env for forge in STAGE_MODULES if _runs(forge, stage)}
+        # An ``open_pr`` stage may need either forge's token: forge-token speaks for both.
+        tokens = {forge.token_env for forge in stage_forges(stage.command, HOSTED)}
         engine = loaded.config.engines[stage.engine] if stage.engine is not None else None
         for who, names in ((f"stage {stage.name}", stage.pass_env),
                            (f"engine {stage.engine}", engine.pass_env if engine else ())):  # fmt: skip
@@ -136,9 +142,10 @@ def pass_env(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[PassEnvFa
     return list(named.values())
 
 
-def _runs(forge: HostedForge, stage: StageConfig) -> bool:
-    module = STAGE_MODULES[forge]
-    return stage.command is not None and any(module in arg for arg in stage.command)
+def source_forges(loaded: LoadedConfig) -> tuple[HostedForge, ...]:
+    """The hosted forges the ``[[sources]]`` read issues from: where ``open_pr`` opens."""
+    kinds = {source.kind for source in loaded.config.sources}
+    return tuple(forge for forge in HOSTED if forge.name.lower() in kinds)
 
 
 def forge_stages(
@@ -146,11 +153,19 @@ def forge_stages(
 ) -> list[GitHubFact]:
     """The stages that open ``forge``'s requests: do they pass its token, may they run now."""
     armed = dry_run_armed(environ)
+    forges = source_forges(loaded)
     return [
         GitHubFact(stage.name, forge.token_env in stage.pass_env, stage.side_effectful and armed)
         for stage in loaded.config.stages
-        if _runs(forge, stage)
+        if forge in stage_forges(stage.command, forges)
     ]
+
+
+def origin_stages(loaded: LoadedConfig) -> list[str]:
+    """The ``open_pr`` stages, when no source is a forge: they have no forge to check."""
+    if source_forges(loaded):
+        return []
+    return [stage.name for stage in loaded.config.stages if origin_stage(stage.command)]
 
 
 github_stages = forge_stages
@@ -165,39 +180,127 @@ def send_get(url: str, headers: Mapping[str, str]) -> int:
     return UrllibClient(timeout_s=FORGE_TIMEOUT_S).request("GET", url, headers=headers).status_code
 
 
-def ask_github(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer:
+def ask_github(
+    environ: Mapping[str, str],
+    send: Send = send_get,
+    *,
+    api_url: str | None = None,
+    token_env: str = GITHUB.token_env,
+) -> ForgeAnswer:
     """One authenticated ``GET {api}/user``, as the GitHub stage authenticates (its base
-    URL override, its headers): GitHub's status, or the network error (token scrubbed)."""
+    URL override, its headers): GitHub's status, or the network error (token scrubbed).
+    A source gives its own ``api_url`` and ``token_env``."""
     from orchestrator.forges.github import DEFAULT_API_URL, request_headers
 
-    api_url = environ.get(API_URL_ENV, "") or DEFAULT_API_URL
-    return ask_token(environ, GITHUB, api_url, "/user", request_headers, send)
+    api_url = api_url or environ.get(API_URL_ENV, "") or DEFAULT_API_URL
+    return ask_token(environ.get(token_env, ""), api_url, "/user", request_headers, send)
 
 
-def ask_gitlab(environ: Mapping[str, str], send: Send = send_get) -> ForgeAnswer:
+def ask_gitlab(
+    environ: Mapping[str, str],
+    send: Send = send_get,
+    *,
+    api_url: str | None = None,
+    token_env: str = GITLAB.token_env,
+) -> ForgeAnswer:
     """One authenticated ``GET {base}/api/v4/user``, as the GitLab stage authenticates."""
     from orchestrator.forges.gitlab import DEFAULT_URL, request_headers
 
-    base_url = environ.get(GITLAB.url_env, "") or DEFAULT_URL
-    return ask_token(environ, GITLAB, base_url, "/api/v4/user", request_headers, send)
+    base_url = api_url or environ.get(GITLAB.url_env, "") or DEFAULT_URL
+    return ask_token(environ.get(token_env, ""), base_url, "/api/v4/user", request_headers, send)
 
 
 def ask_token(
-    environ: Mapping[str, str],
-    forge: HostedForge,
+    token: str,
     api_url: str,
     user_path: str,
     headers: Callable[[str], dict[str, str]],
     send: Send,
 ) -> ForgeAnswer:
-    """``forge``'s status to its token at ``api_url + user_path``, or the network error."""
-    token = environ.get(forge.token_env, "")
+    """The forge's status to ``token`` at ``api_url + user_path``, or the network error."""
     try:
         status = send(api_url.rstrip("/") + user_path, headers(token))
     except (OSError, ValueError) as exc:
         said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return ForgeAnswer(api_url, error=said.replace(token, "***") if token else said)
     return ForgeAnswer(api_url, status=status)
+
+
+class ForgeAsker:
+    """Asks each forge about each token once per preflight: the stages' check and every
+    source that reads the same forge with the same variable share one request."""
+
+    def __init__(self, environ: Mapping[str, str], send: Send) -> None:
+        self._environ, self._send = environ, send
+        self._answers: dict[tuple[HostedForge, str, str], ForgeAnswer] = {}
+
+    def __call__(
+        self, forge: HostedForge, api_url: str | None = None, token_env: str | None = None
+    ) -> ForgeAnswer:
+        env = token_env or forge.token_env
+        url = (api_url or self._environ.get(forge.url_env, "") or _default_url(forge)).rstrip("/")
+        key = (forge, url, env)
+        if key not in self._answers:
+            ask = ask_github if forge is GITHUB else ask_gitlab
+            self._answers[key] = ask(self._environ, self._send, api_url=url, token_env=env)
+        return self._answers[key]
+
+
+def _default_url(forge: HostedForge) -> str:
+    from orchestrator.forges.github import DEFAULT_API_URL
+    from orchestrator.forges.gitlab import DEFAULT_URL
+
+    return DEFAULT_API_URL if forge is GITHUB else DEFAULT_URL
+
+
+def sources(
+    loaded: LoadedConfig, environ: Mapping[str, str], ask: ForgeAsker | None
+) -> list[SourceFact]:
+    """Each ``[[sources]]`` entry: a directory's (relative to the config's directory, as
+    intake reads it), a forge's token and its answer (``ask`` None: not asked). Reading
+    issues changes nothing, so the forge is asked whatever DRY_RUN says."""
+    facts = []
+    for source in loaded.config.sources:
+        if isinstance(source, DirectorySource):
+            path = loaded.root / source.path
+            facts.append(SourceFact(source.source_id, source.kind, str(path), path.exists(),
+                                    path.is_dir()))  # fmt: skip
+            continue
+        forge, url = (
+            (GITHUB, source.api_url)
+            if isinstance(source, GitHubSource)
+            else (GITLAB, source.base_url)
+        )
+        is_set = bool(environ.get(source.token_env))
+        answer = ask(forge, url, source.token_env) if ask is not None and is_set else None
+        facts.append(SourceFact(source.source_id, source.kind, forge=forge,
+                                token_env=source.token_env, token_set=is_set, answer=answer))  # fmt: skip
+    return facts
+
+
+def _is_http(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def notify_targets(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[NotifyFact]:
+    """Each ``[[notify]]`` target as far as it can be judged without sending anything:
+    whether its URL's variable is set and holds an http(s) URL (the URL itself is read
+    here and goes no further), which of an email target's credentials are unset."""
+    facts = []
+    for target in loaded.config.notify:
+        if target.url_env is not None:
+            url = environ.get(target.url_env, "")
+            facts.append(NotifyFact(target.name, target.kind, target.url_env, bool(url),
+                                    _is_http(url)))  # fmt: skip
+            continue
+        named = (target.username_env, target.password_env)
+        unset = tuple(name for name in named if name is not None and not environ.get(name))
+        facts.append(NotifyFact(target.name, target.kind, unset_env=unset))
+    return facts
 
 
 # git's answer per environment it was asked in: a batch's or a test session's many
@@ -300,14 +403,15 @@ def gather(
     token_set = bool(environ.get(TOKEN_ENV))
     gitlab_token_set = bool(environ.get(GITLAB.token_env))
 
-    def asked(
-        stages: list[GitHubFact], is_set: bool, ask: Callable[..., ForgeAnswer]
-    ) -> ForgeAnswer | None:
-        needed = any(not s.blocked_by_dry_run for s in stages)
-        return ask(environ, send) if ask_forge and is_set and needed else None
+    ask = ForgeAsker(environ, send) if ask_forge else None
 
-    forge = asked(github, token_set, ask_github)
-    gitlab_forge = asked(gitlab, gitlab_token_set, ask_gitlab)
+    def asked(stages: list[GitHubFact], is_set: bool, forge: HostedForge) -> ForgeAnswer | None:
+        needed = any(not s.blocked_by_dry_run for s in stages)
+        return ask(forge) if ask is not None and is_set and needed else None
+
+    forge = asked(github, token_set, GITHUB)
+    gitlab_forge = asked(gitlab, gitlab_token_set, GITLAB)
+    source_facts = sources(loaded, environ, ask)
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)
@@ -338,6 +442,9 @@ def gather(
         state_dir_problem=state_dir_problem(state_dir),
         broker=broker,
         broker_problem=broker_said,
+        sources=source_facts,
+        notify=notify_targets(loaded, environ),
+        origin_stages=origin_stages(loaded),
     )
 
 

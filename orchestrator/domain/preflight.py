@@ -16,6 +16,7 @@ and every warning and failure says how to fix it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -85,6 +86,49 @@ GITHUB = HostedForge("GitHub", "GITHUB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL", "p
 GITLAB = HostedForge("GitLab", "GITLAB_TOKEN", "ORCHESTRATOR_GITLAB_URL", "merge request")
 
 
+# The stage modules that open requests on a hosted forge, and so need its token; the
+# empty tuple: ``open_pr`` opens them on whichever forge a ticket's ``[origin]`` names,
+# that is on the forges of the configured ``[[sources]]``.
+FORGE_STAGE_MODULES: Final[Mapping[str, tuple[HostedForge, ...]]] = {
+    "orchestrator.stages.open_pr_github": (GITHUB,),
+    "orchestrator.stages.open_pr_gitlab": (GITLAB,),
+    "orchestrator.stages.open_pr": (),
+}
+_MODULE_END = re.compile(r"[A-Za-z0-9_.]")
+
+
+def runs_module(command: Sequence[str], module: str) -> bool:
+    """Whether ``command`` starts ``module`` (``-m module``, or in a shell line): the name
+    whole, so that ``open_pr`` is not found inside ``open_pr_github``."""
+    for arg in command:
+        start = arg.find(module)
+        while start != -1:
+            end = start + len(module)
+            if end == len(arg) or not _MODULE_END.match(arg, end):
+                return True
+            start = arg.find(module, end)
+    return False
+
+
+def stage_forges(
+    command: Sequence[str] | None, source_forges: Sequence[HostedForge]
+) -> tuple[HostedForge, ...]:
+    """The hosted forges a stage running ``command`` opens requests on: its module's own,
+    or for ``open_pr`` those of ``source_forges`` (the configured sources' forges)."""
+    found: list[HostedForge] = []
+    for module, forges in FORGE_STAGE_MODULES.items():
+        if command is not None and runs_module(command, module):
+            found += forges or source_forges
+    return tuple(dict.fromkeys(found))
+
+
+def origin_stage(command: Sequence[str] | None) -> bool:
+    """Whether the stage opens its request on the forge a ticket's ``[origin]`` names."""
+    return command is not None and any(
+        runs_module(command, module) for module, forges in FORGE_STAGE_MODULES.items() if not forges
+    )
+
+
 @dataclass(frozen=True)
 class ForgeAnswer:
     """What the forge said to one authenticated request: its HTTP status, or the network
@@ -93,6 +137,38 @@ class ForgeAnswer:
     api_url: str
     status: int | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceFact:
+    """One ``[[sources]]`` entry as this machine sees it. A directory source: ``path``
+    (resolved) and whether it is a directory. A forge source: ``token_env``, whether it is
+    set, and the forge's answer to it (None: not asked)."""
+
+    source_id: str
+    kind: str  # directory, github, gitlab
+    path: str = ""
+    exists: bool = True
+    is_dir: bool = True
+    forge: HostedForge | None = None
+    token_env: str = ""
+    token_set: bool = False
+    answer: ForgeAnswer | None = None
+
+
+@dataclass(frozen=True)
+class NotifyFact:
+    """One ``[[notify]]`` target, without its secret: ``target`` is how it is named (its
+    variable or its addresses); ``url_env``/``url_set``/``url_is_http`` for a webhook,
+    slack or teams target; ``unset_env`` the credentials' variables an email target names
+    that are unset."""
+
+    target: str
+    kind: str
+    url_env: str | None = None
+    url_set: bool = False
+    url_is_http: bool = False
+    unset_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +197,10 @@ class Facts:
     state_dir_problem: str | None = None
     broker: str | None = None  # the broker's URL, masked; None: no broker needed
     broker_problem: str | None = None
+    sources: Sequence[SourceFact] = ()
+    notify: Sequence[NotifyFact] = ()
+    # Stages that open their request on a ticket's [origin] forge, while no source is a forge.
+    origin_stages: Sequence[str] = ()
 
 
 def program_checks(facts: Facts) -> list[Check]:
@@ -180,6 +260,11 @@ def forge_checks(facts: Facts) -> list[Check]:
         if stages
         for check in token_checks(forge, stages, token_set, answer)
     ]
+    checks += [
+        Check("forge-token", "skip", f"stage {stage} opens its request on the forge a ticket's "
+              "[origin] names, and no [[sources]] is a forge (GitHub or GitLab)")
+        for stage in facts.origin_stages
+    ]  # fmt: skip
     return checks or [Check("forge-token", "skip", "no stage opens a pull request on a forge")]
 
 
@@ -209,19 +294,87 @@ def token_checks(
     if answer is None:
         checks.append(Check("forge-token", "ok", f"${env} is set (not tried: DRY_RUN "
                             "is armed)" if not needed else f"${env} is set"))  # fmt: skip
-    elif answer.error is not None:
-        checks.append(Check("forge-token", "fail", f"cannot reach {answer.api_url}: "
-                            f"{answer.error}", f"check the network, or {forge.url_env}"))  # fmt: skip
-    elif answer.status in (401, 403):
-        checks.append(Check("forge-token", "fail", f"{answer.api_url} refused ${env} "
-                            f"(HTTP {answer.status})", f"export a {env} that is valid "
-                            f"and may push and open {request}s"))  # fmt: skip
-    elif answer.status is not None and 200 <= answer.status < 300:
-        checks.append(Check("forge-token", "ok", f"${env} accepted by {answer.api_url}"))
     else:
-        checks.append(Check("forge-token", "warn", f"{answer.api_url} answered HTTP "
-                            f"{answer.status} to the token check", "run `orchestrator doctor` "
-                            f"again later; if it persists, check {forge.url_env}"))  # fmt: skip
+        checks.append(answered("forge-token", "", env, answer, forge.url_env,
+                               f"may push and open {request}s"))  # fmt: skip
+    return checks
+
+
+def answered(name: str, said: str, env: str, answer: ForgeAnswer, url_key: str, may: str) -> Check:
+    """What a forge's answer to the token in ``env`` means: unreachable or refused (401,
+    403) fail, accepted (2xx) is ok, anything else warns. ``said`` prefixes the detail
+    ("source gh-x: "), ``url_key`` is where the forge's URL is set, ``may`` what the token
+    must be allowed."""
+    if answer.error is not None:
+        return Check(name, "fail", f"{said}cannot reach {answer.api_url}: {answer.error}",
+                     f"check the network, or {url_key}")  # fmt: skip
+    if answer.status in (401, 403):
+        return Check(name, "fail", f"{said}{answer.api_url} refused ${env} (HTTP "
+                     f"{answer.status})", f"export a {env} that is valid and {may}")  # fmt: skip
+    if answer.status is not None and 200 <= answer.status < 300:
+        return Check(name, "ok", f"{said}${env} accepted by {answer.api_url}")
+    return Check(name, "warn", f"{said}{answer.api_url} answered HTTP {answer.status} to the "
+                 "token check", "run `orchestrator doctor` again later; if it persists, "
+                 f"check {url_key}")  # fmt: skip
+
+
+def source_checks(facts: Facts) -> list[Check]:
+    """One ``source`` check per ``[[sources]]`` entry: its directory is there, or its
+    forge accepts its token (asked even under DRY_RUN: reading issues changes nothing)."""
+    checks = []
+    for source in facts.sources:
+        said = f"source {source.source_id}: "
+        if source.forge is None:
+            if source.exists and source.is_dir:
+                checks.append(Check("source", "ok", f"{said}{source.path} is a directory"))
+                continue
+            problem = "is not a directory" if source.exists else "does not exist"
+            checks.append(Check("source", "fail", f"{said}{source.path} {problem}",
+                                "create the directory, or correct the source's path "
+                                "(relative to the config's directory)"))  # fmt: skip
+            continue
+        env, name = source.token_env, source.forge.name
+        url_key = f"the source's {'api_url' if source.forge is GITHUB else 'base_url'}"
+        if not source.token_set:
+            checks.append(Check("source", "fail", f"{said}${env} is not set (the token its "
+                                f"{name} issues are read with)", f"export {env}=… (a token "
+                                "that may read the issues), or name another variable in "
+                                "its token_env"))  # fmt: skip
+        elif source.answer is None:
+            checks.append(Check("source", "ok", f"{said}${env} is set (not tried)"))
+        else:
+            checks.append(answered("source", said, env, source.answer, url_key,
+                                   "may read the issues"))  # fmt: skip
+    return checks
+
+
+def notify_checks(facts: Facts) -> list[Check]:
+    """One ``notify`` check per ``[[notify]]`` target. A notification never blocks a run,
+    so these warn at most; nothing is sent, and a URL (a secret) is never shown: only the
+    name of its variable."""
+    checks = []
+    for target in facts.notify:
+        env = target.url_env
+        if env is not None:
+            if not target.url_set:
+                checks.append(Check("notify", "warn", f"{target.target}: ${env} is not set: "
+                                    "nothing can be sent there", f"export {env}=… (the "
+                                    f"{target.kind} webhook's URL)"))  # fmt: skip
+            elif not target.url_is_http:
+                checks.append(Check("notify", "warn", f"{target.target}: ${env} is not an "
+                                    "http(s) URL: nothing can be sent there", f"set {env} to "
+                                    f"the https://… URL of the {target.kind} webhook"))  # fmt: skip
+            else:
+                checks.append(Check("notify", "ok", f"{target.target}: ${env} is set "
+                                    "(nothing sent)"))  # fmt: skip
+        elif target.unset_env:
+            names = ", ".join(f"${name}" for name in target.unset_env)
+            checks.append(Check("notify", "warn", f"{target.target}: {names} not set: the "
+                                "SMTP login will fail", "export "
+                                + ", ".join(f"{name}=…" for name in target.unset_env)
+                                + ", or remove username_env/password_env"))  # fmt: skip
+        else:
+            checks.append(Check("notify", "ok", f"{target.target} (nothing sent)"))
     return checks
 
 
@@ -303,10 +456,12 @@ def checklist(facts: Facts) -> tuple[Check, ...]:
         *program_checks(facts),
         *pass_env_checks(facts),
         sandbox_check(facts),
+        *source_checks(facts),
         *forge_checks(facts),
         model_key_check(facts),
         identity_check(facts),
         broker_check(facts),
+        *notify_checks(facts),
     )
 
 

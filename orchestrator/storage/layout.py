@@ -257,6 +257,11 @@ class StateLayout(NamedTuple):
         """The output of a ``--jobs N`` batch's worker ``worker`` (1..N)."""
         return self.batch_dir(batch_id) / f"worker-{worker}.log"
 
+    def batch_queue_path(self, batch_id: str) -> Path:
+        """The ticket files a ``--jobs N`` batch took in from its ``[[sources]]`` (a JSON
+        list of absolute paths): its workers run these rather than read the sources."""
+        return self.batch_dir(batch_id) / "queue.json"
+
     def batch_worker_logs(self, batch_id: str) -> list[Path]:
         """Every worker log a ``--jobs N`` batch left, in worker order."""
         found = self.batch_dir(batch_id).glob("worker-*.log")

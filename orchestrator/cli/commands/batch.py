@@ -7,6 +7,9 @@ that has not reached a terminal state, N at a time. Built for cron.
   repeats what it finished.
 * ``--jobs 1`` runs tickets in this process. ``--jobs N`` starts N worker processes
   (through the runner), each walking the queue and claiming tickets the same way.
+* With ``[[sources]]``, this process reads them (issues become ticket files) and answers
+  approvals by issue comment once, before any ticket runs; ``--jobs N`` workers run the
+  queue it took in (``batches/<id>/queue.json``) and never ask a forge themselves.
 * SIGTERM/SIGINT: running stages are stopped through the runner's TERM→KILL path, state
   is saved, and the batch exits 130; the next batch resumes.
 * A ticket that cannot be read, or whose state cannot be read or brought forward, is
@@ -82,8 +85,6 @@ def batch(
         raise errors.UsageError("batch: --jobs must be at least 1")
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
-    if loaded.config.sources and jobs > 1 and not worker:
-        raise errors.UsageError("batch: --jobs N does not read [[sources]] yet; use --jobs 1")
     # With [[sources]], the queue is what they yield, once the state dir is known.
     paths = [] if loaded.config.sources else queue(tickets_dir)
     if preflight:
@@ -95,9 +96,13 @@ def batch(
     storage = FileStorage(services.storage.runs.state_dir)
     budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
     failed_sources = 0
-    if loaded.config.sources:
+    if loaded.config.sources and worker:
+        paths = read_taken_in(storage, batch_id)  # its batch read the sources, once
+    elif loaded.config.sources:
         paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
         answer_from_issue_comments(loaded, storage, services, out)
+        if jobs > 1:
+            write_taken_in(storage, batch_id, paths)
 
     def say(line: str) -> None:
         print(f"batch: {line}", file=out, flush=True)
@@ -204,6 +209,30 @@ def take_in_sources(
         paths += report.queued
     out.flush()
     return paths, failed
+
+
+def write_taken_in(storage: FileStorage, batch_id: str, paths: list[Path]) -> None:
+    """The queue the sources yielded, for this batch's ``--jobs N`` workers: they run it
+    as it is, so the forges are asked once per batch, not once per worker. Written before
+    any worker starts, and never again."""
+    path = storage.layout.batch_queue_path(batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([str(p.resolve()) for p in paths]) + "\n")
+
+
+def read_taken_in(storage: FileStorage, batch_id: str) -> list[Path]:
+    """A worker's queue: what its batch took in from the sources (``write_taken_in``)."""
+    path = storage.layout.batch_queue_path(batch_id)
+    try:
+        listed = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise errors.UsageError(
+            f"batch --worker: cannot read the queue its batch took in from [[sources]] "
+            f"({path}): {exc}; a worker never reads the sources itself"
+        ) from None
+    if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+        raise errors.UsageError(f"batch --worker: {path}: not a list of ticket paths")
+    return [Path(p) for p in listed]
 
 
 def answer_from_issue_comments(

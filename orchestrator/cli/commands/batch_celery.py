@@ -12,6 +12,11 @@ By default the batch waits and prints the local batch's per-ticket lines, summar
 exit code; ``--no-wait`` (cron) prints what it queued and exits 0: a later ``batch`` or
 ``runs`` shows the results. No reachable broker: the preflight names it (password
 masked), exit 2, nothing queued (with ``--no-preflight``: one line, exit 75).
+
+With ``[[sources]]``, this process reads them (issues become ticket files under the state
+dir, which the workers share) and answers approvals by issue comment once, after the
+broker answered and before anything is queued; the workers run the files it took in and
+never ask a forge themselves. A source that could not be read makes the batch exit 75.
 """
 
 from __future__ import annotations
@@ -37,7 +42,11 @@ from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
-from orchestrator.cli.commands.batch import write_summary
+from orchestrator.cli.commands.batch import (
+    answer_from_issue_comments,
+    take_in_sources,
+    write_summary,
+)
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
@@ -47,7 +56,7 @@ from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import BATCH_ENV, StateLayout, write_batch_record
+from orchestrator.storage import BATCH_ENV, FileStorage, StateLayout, write_batch_record
 from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
@@ -78,6 +87,16 @@ def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> Tic
     if latest is not None and is_terminal(latest.state):
         return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
     return ticket.id
+
+
+def _located(path: Path, tickets_dir: Path, *, from_sources: bool) -> tuple[str, str]:
+    """The task's ticket file and the directory it is in, which every worker shares (the
+    tickets directory, or with ``[[sources]]`` the state dir's intake or a directory
+    source): the worker opens ``Path(directory) / file``."""
+    if from_sources:
+        resolved = path.resolve()
+        return resolved.name, str(resolved.parent)
+    return os.path.relpath(path, tickets_dir), str(tickets_dir.resolve())
 
 
 def _note(to: TextIO, batch_id: str, ticket_id: str, line: str) -> None:
@@ -116,9 +135,8 @@ def celery_batch(
     ``preflight``: check this machine and the broker once, before anything is queued."""
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
-    if loaded.config.sources:
-        raise errors.UsageError("batch --backend celery does not read [[sources]] yet")
-    paths = queue(tickets_dir)
+    # With [[sources]], the queue is what they yield, once the broker has answered.
+    paths = [] if loaded.config.sources else queue(tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr, backend="celery")
     distributed = loaded.config.distributed
@@ -140,8 +158,12 @@ def celery_batch(
         broker_keys(distributed.namespace),
         Patience(distributed.outage_wait_s, distributed.lost_task_check_s),
     )  # fmt: skip
+    failed_sources = 0
+    if loaded.config.sources:
+        storage = FileStorage(services.storage.runs.state_dir)
+        paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
+        answer_from_issue_comments(loaded, storage, services, out)
     enqueued = Enqueued(store)
-    queue_dir = tickets_dir.resolve()
     started = time.monotonic()
     started_at = services.clock()
     layout = StateLayout(services.storage.runs.state_dir)
@@ -158,10 +180,13 @@ def celery_batch(
             continue
         task_id = str(uuid.uuid4())
         earlier = enqueued.mark(settled, task_id, keep_s=distributed.visibility_timeout_s)
+        ticket_file, ticket_dir = _located(
+            path, tickets_dir, from_sources=bool(loaded.config.sources)
+        )
         send = partial(
             answers.send,
             TASK_NAME,
-            [settled, os.path.relpath(path, tickets_dir), str(queue_dir), batch_id],
+            [settled, ticket_file, ticket_dir, batch_id],
             earlier or task_id,
             queue_name(distributed.namespace),
         )
@@ -204,7 +229,8 @@ def celery_batch(
             services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
         ):
             return errors.EXIT_USAGE
-        return errors.EXIT_COMPLETED
+        # A source that could not be read: cron tries again later.
+        return errors.EXIT_LOCKED if failed_sources else errors.EXIT_COMPLETED
     for ticket_id, task_id, resend in waiting:
         answer = answers.wait(
             task_id, resend=resend, timeout_s=wait_timeout_s,
@@ -223,6 +249,8 @@ def celery_batch(
         ),
     )  # fmt: skip
     code = exit_code(results)
+    if failed_sources and code == errors.EXIT_COMPLETED:
+        code = errors.EXIT_LOCKED  # a source could not be read: try again later
     if not publish_batch(
         services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
     ):

@@ -90,9 +90,9 @@ def fence_untrusted(text: str, *, forge: str, url: str) -> str:
 def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, str]:
     """The ticket an issue becomes: its fields and its (fenced) body."""
     if isinstance(source, GitHubSource):
-        forge, prefix, project = "GitHub", "gh", source.repo
+        forge, prefix, project, api_url = "GitHub", "gh", source.repo, source.api_url
     else:
-        forge, prefix, project = "GitLab", "gl", source.project
+        forge, prefix, project, api_url = "GitLab", "gl", source.project, source.base_url
     fields = TicketFields(
         id=ticket_id(prefix, project, issue.number),
         title=clean_title(issue.title),
@@ -105,6 +105,7 @@ def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, 
             project=project,
             number=issue.number,
             url=_visible(issue.url, set())[:500],
+            api_url=api_url.rstrip("/"),
         ),
     )
     url = fields.origin.url if fields.origin else ""

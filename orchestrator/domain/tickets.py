@@ -70,6 +70,11 @@ class TicketOrigin(Frozen):
     project: Annotated[StrictStr, Field(min_length=1, max_length=500)]
     number: Annotated[int, Field(strict=True, ge=1)]
     url: Annotated[StrictStr, Field(max_length=500)] = ""
+    # The forge's API (GitHub's ``api_url``, GitLab's ``base_url``) the issue was read
+    # from: the open-pr stage opens the pull request there (``stages/open_pr.py``).
+    api_url: Annotated[
+        StrictStr, Field(max_length=500, pattern=r"^(https?://[^\s@/]+(/[^\s@]*)?)?$")
+    ] = ""
 
 
 class TicketFields(Frozen):

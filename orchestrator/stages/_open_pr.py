@@ -201,6 +201,58 @@ def forge_repository(
         raise StageError(f"{exc}; set {override}={form}") from None
 
 
+@dataclass(frozen=True)
+class ForgeTarget:
+    """Where a request is opened: the forge's name for the project, its API, and where
+    the branch is pushed."""
+
+    project: str
+    api_url: str
+    push_url: str
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The ``ORCHESTRATOR_*`` variables that name a forge's project, API and push URL."""
+
+    project: str
+    api_url: str
+    push_url: str
+
+
+def forge_target(
+    environ: Mapping[str, str],
+    run: OpenPrRun,
+    *,
+    forge: str,
+    overrides: Overrides,
+    parse: Callable[[str], str],
+    form: str,
+    default_api: str,
+    default_push: Callable[[str, str], str],
+) -> ForgeTarget:
+    """Each override when set. The project: the one the ticket's repository URL names,
+    else (a local path, a mirror) the project of the issue it was taken from (its
+    ``[origin]``, on this forge). For a ticket taken from an issue of this forge, the API
+    its source read the issue from, and the push goes to the ticket's repository (what
+    its source cloned: the source's ``repository``); otherwise the forge's public API and
+    ``default_push(api, project)``."""
+    origin = run.ticket.fields.origin
+    ours = origin if origin is not None and origin.kind == forge else None
+    try:
+        project = forge_repository(environ, overrides.project, parse, form)
+    except StageError:
+        if ours is None:
+            raise
+        project = ours.project
+    api_url = environ.get(overrides.api_url, "") or (ours.api_url if ours else "") or default_api
+    api_url = api_url.rstrip("/")
+    push_url = environ.get(overrides.push_url, "") or (
+        run.repository if ours else default_push(api_url, project)
+    )
+    return ForgeTarget(project, api_url, push_url)
+
+
 def require_token(environ: Mapping[str, str], token_env: str, forge: str) -> str:
     token = environ.get(token_env, "")
     if not token:

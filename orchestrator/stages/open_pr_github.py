@@ -24,8 +24,10 @@ for a reason that is not GitHub's (one line); 3 GitHub refused — the push or t
 (auth, forbidden, not_found, rejected); 4 GitHub could not be used now (outage,
 rate_limited). Running it again for the same branch reuses the pull request.
 
-When the ticket was taken from a GitHub issue (its ``[origin]``), the description ends
-with ``Fixes #N`` so merging closes the issue.
+When the ticket was taken from a GitHub issue (its ``[origin]``), the pull request is
+opened on that issue's repository through the API its source read it from, the branch is
+pushed to the ticket's repository (the source's ``repository``: what was cloned), and the
+description ends with ``Fixes #N`` so merging closes the issue.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from orchestrator.stages._open_pr import (
     Credentials,
     NotConfigured,
     OpenPrRun,
-    forge_repository,
+    Overrides,
+    forge_target,
     push_failure_kind,
     require_token,
     run_open_pr,
@@ -57,6 +60,9 @@ __all__ = ["FORGE_FAILURE_CLASS", "NotConfigured", "push_failure_kind", "verdict
 TOKEN_ENV = "GITHUB_TOKEN"
 USERNAME = "x-access-token"
 CREDENTIAL_HELPER = _open_pr.credential_helper(TOKEN_ENV, USERNAME)
+OVERRIDES = Overrides(
+    "ORCHESTRATOR_GITHUB_REPO", "ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITHUB_PUSH_URL"
+)
 
 ClientFactory = Callable[[str], httpx2.Client]
 
@@ -77,9 +83,12 @@ def push_environment(token: str, git_env: Mapping[str, str] | None = None) -> di
 def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory) -> None:
     token = require_token(environ, TOKEN_ENV, "github")
     run = OpenPrRun.from_environ(environ)
-    repo = forge_repository(environ, "ORCHESTRATOR_GITHUB_REPO", repo_from_url, "owner/name")
-    push_url = environ.get("ORCHESTRATOR_GITHUB_PUSH_URL", "") or f"https://github.com/{repo}.git"
-    api_url = environ.get("ORCHESTRATOR_GITHUB_API_URL", "") or DEFAULT_API_URL
+    target = forge_target(
+        environ, run, forge="github", overrides=OVERRIDES, parse=repo_from_url,
+        form="owner/name", default_api=DEFAULT_API_URL,
+        default_push=lambda _api, repo: f"https://github.com/{repo}.git",
+    )  # fmt: skip
+    repo, push_url, api_url = target.project, target.push_url, target.api_url
 
     head_sha = _open_pr.push_branch(environ, run.work, run.base_ref, push_url, credentials(token))
     body = run.description()

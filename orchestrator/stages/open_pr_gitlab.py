@@ -7,8 +7,10 @@ token with the ``api`` scope and at least Developer access to the project). git 
 token from a credential helper (user ``oauth2``), the API in a ``PRIVATE-TOKEN`` header
 (``_open_pr``): never argv, a URL or a file. No message this script prints contains it.
 
-When the ticket was taken from a GitLab issue (its ``[origin]``), the description ends
-with ``Closes #N`` so merging closes the issue.
+When the ticket was taken from a GitLab issue (its ``[origin]``), the merge request is
+opened on that issue's project on the host its source read it from, the branch is pushed
+to the ticket's repository (the source's ``repository``: what was cloned), and the
+description ends with ``Closes #N`` so merging closes the issue.
 
 Overrides (named ``ORCHESTRATOR_*``: the orchestrator drops inherited ``ORCH_*`` values
 before a stage starts):
@@ -40,7 +42,8 @@ from orchestrator.stages._open_pr import (
     HTTP_TIMEOUT_S,
     Credentials,
     OpenPrRun,
-    forge_repository,
+    Overrides,
+    forge_target,
     push_branch,
     require_token,
     run_open_pr,
@@ -48,6 +51,9 @@ from orchestrator.stages._open_pr import (
 
 TOKEN_ENV = "GITLAB_TOKEN"
 USERNAME = "oauth2"  # what GitLab expects beside a token over https
+OVERRIDES = Overrides(
+    "ORCHESTRATOR_GITLAB_PROJECT", "ORCHESTRATOR_GITLAB_URL", "ORCHESTRATOR_GITLAB_PUSH_URL"
+)
 
 ClientFactory = Callable[[str], httpx2.Client]
 
@@ -67,11 +73,12 @@ def open_merge_request(
 ) -> None:
     token = require_token(environ, TOKEN_ENV, "gitlab")
     run = OpenPrRun.from_environ(environ)
-    project = forge_repository(
-        environ, "ORCHESTRATOR_GITLAB_PROJECT", project_from_url, "group/name"
-    )
-    base_url = (environ.get("ORCHESTRATOR_GITLAB_URL", "") or DEFAULT_URL).rstrip("/")
-    push_url = environ.get("ORCHESTRATOR_GITLAB_PUSH_URL", "") or f"{base_url}/{project}.git"
+    target = forge_target(
+        environ, run, forge="gitlab", overrides=OVERRIDES, parse=project_from_url,
+        form="group/name", default_api=DEFAULT_URL,
+        default_push=lambda base_url, project: f"{base_url}/{project}.git",
+    )  # fmt: skip
+    project, base_url, push_url = target.project, target.api_url, target.push_url
 
     credentials = Credentials(token_env=TOKEN_ENV, username=USERNAME, token=token)
     head_sha = push_branch(environ, run.work, run.base_ref, push_url, credentials)

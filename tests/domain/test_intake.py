@@ -118,6 +118,7 @@ def test_kind_comes_from_labels_and_the_origin_is_recorded() -> None:
     assert bug.repository == "https://github.com/Octo/Widgets.git" and bug.base_branch == "main"
     assert bug.origin is not None and (bug.origin.kind, bug.origin.number) == ("github", 7)
     assert bug.origin.source == "gh-octo-widgets"
+    assert bug.origin.api_url == "https://api.github.com"  # where its pull request opens
 
 
 def test_gitlab_defaults() -> None:
@@ -128,6 +129,7 @@ def test_gitlab_defaults() -> None:
     assert fields.id == "gl-grp-sub-app-3"
     assert fields.repository == "https://git.example.org/grp/sub/app.git"
     assert "a GitLab issue" in body and source.source_id == "gl-grp-sub-app"
+    assert fields.origin is not None and fields.origin.api_url == "https://git.example.org"
 
 
 def test_sources_config_refuses_unknown_keys_naming_them() -> None:

@@ -323,7 +323,7 @@ def source_checks(facts: Facts) -> list[Check]:
     forge accepts its token (asked even under DRY_RUN: reading issues changes nothing)."""
     checks = []
     for source in facts.sources:
-        said = f"source {source.source_id}: "
+        said = f"{source.source_id}: "
         if source.forge is None:
             if source.exists and source.is_dir:
                 checks.append(Check("source", "ok", f"{said}{source.path} is a directory"))
@@ -356,17 +356,16 @@ def notify_checks(facts: Facts) -> list[Check]:
     for target in facts.notify:
         env = target.url_env
         if env is not None:
+            said = f"{target.kind} ${env}"
             if not target.url_set:
-                checks.append(Check("notify", "warn", f"{target.target}: ${env} is not set: "
-                                    "nothing can be sent there", f"export {env}=… (the "
-                                    f"{target.kind} webhook's URL)"))  # fmt: skip
+                checks.append(Check("notify", "warn", f"{said} is not set: nothing can be sent "
+                                    "there", f"export {env}=… (the URL to post to)"))  # fmt: skip
             elif not target.url_is_http:
-                checks.append(Check("notify", "warn", f"{target.target}: ${env} is not an "
-                                    "http(s) URL: nothing can be sent there", f"set {env} to "
-                                    f"the https://… URL of the {target.kind} webhook"))  # fmt: skip
+                checks.append(Check("notify", "warn", f"{said} is not an http(s) URL: nothing "
+                                    "can be sent there", f"set {env} to the https://… URL to "
+                                    "post to"))  # fmt: skip
             else:
-                checks.append(Check("notify", "ok", f"{target.target}: ${env} is set "
-                                    "(nothing sent)"))  # fmt: skip
+                checks.append(Check("notify", "ok", f"{said} is set (nothing sent)"))
         elif target.unset_env:
             names = ", ".join(f"${name}" for name in target.unset_env)
             checks.append(Check("notify", "warn", f"{target.target}: {names} not set: the "

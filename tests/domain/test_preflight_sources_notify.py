@@ -47,11 +47,11 @@ def test_a_directory_source_fails_when_missing_or_not_a_directory_naming_the_pat
         SourceFact("dir-notes", "directory", "/work/notes.md", exists=True, is_dir=False),
     )))  # fmt: skip
     assert (there.name, there.status) == ("source", "ok")
-    assert there.detail == "source tickets: /work/tickets is a directory"
-    assert (missing.status, missing.detail) == ("fail", "source dir-inbox: /work/inbox does not exist")  # fmt: skip
+    assert there.detail == "tickets: /work/tickets is a directory"
+    assert (missing.status, missing.detail) == ("fail", "dir-inbox: /work/inbox does not exist")  # fmt: skip
     assert missing.fix.startswith("create the directory, or correct the source's path")
     assert (a_file.status, a_file.detail) == (
-        "fail", "source dir-notes: /work/notes.md is not a directory",
+        "fail", "dir-notes: /work/notes.md is not a directory",
     )  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def test_a_forge_source_without_its_token_fails_naming_the_variable_and_the_sour
     ))))  # fmt: skip
     assert (check.name, check.status) == ("source", "fail")
     assert check.detail == (
-        "source gh-octo-widgets: $GH_READ is not set (the token its GitHub issues are read with)"
+        "gh-octo-widgets: $GH_READ is not set (the token its GitHub issues are read with)"
     )
     assert check.fix.startswith("export GH_READ=…")
 
@@ -75,18 +75,18 @@ def test_a_forge_source_whose_token_is_refused_or_whose_forge_is_unreachable_fai
         replace(GL_SOURCE, answer=None),
     )))  # fmt: skip
     assert (refused.status, refused.detail) == (
-        "fail", f"source gh-octo-widgets: {GH_URL} refused $GH_READ (HTTP 401)",
+        "fail", f"gh-octo-widgets: {GH_URL} refused $GH_READ (HTTP 401)",
     )  # fmt: skip
     assert refused.fix == "export a GH_READ that is valid and may read the issues"
     assert (unreachable.status, unreachable.detail) == (
-        "fail", f"source gl-grp-cards: cannot reach {GL_URL}: ConnectionRefusedError: refused",
+        "fail", f"gl-grp-cards: cannot reach {GL_URL}: ConnectionRefusedError: refused",
     )  # fmt: skip
     assert unreachable.fix == "check the network, or the source's base_url"
     assert odd.status == "warn" and "answered HTTP 502" in odd.detail
     assert (accepted.status, accepted.detail) == (
-        "ok", f"source gl-grp-cards: $GITLAB_TOKEN accepted by {GL_URL}",
+        "ok", f"gl-grp-cards: $GITLAB_TOKEN accepted by {GL_URL}",
     )  # fmt: skip
-    assert (untried.status, untried.detail) == ("ok", "source gl-grp-cards: $GITLAB_TOKEN is set (not tried)")  # fmt: skip
+    assert (untried.status, untried.detail) == ("ok", "gl-grp-cards: $GITLAB_TOKEN is set (not tried)")  # fmt: skip
 
 
 def test_a_webhook_target_warns_when_its_variable_is_unset_or_no_http_url() -> None:
@@ -96,12 +96,12 @@ def test_a_webhook_target_warns_when_its_variable_is_unset_or_no_http_url() -> N
         NotifyFact("teams $TEAMS_URL", "teams", "TEAMS_URL", url_set=True, url_is_http=True),
     )))  # fmt: skip
     assert (unset.name, unset.status) == ("notify", "warn")
-    assert unset.detail == "slack $SLACK_URL: $SLACK_URL is not set: nothing can be sent there"
-    assert unset.fix == "export SLACK_URL=… (the slack webhook's URL)"
+    assert unset.detail == "slack $SLACK_URL is not set: nothing can be sent there"
+    assert unset.fix == "export SLACK_URL=… (the URL to post to)"
     assert (not_http.status, not_http.detail) == (
-        "warn", "webhook $HOOK_URL: $HOOK_URL is not an http(s) URL: nothing can be sent there",
+        "warn", "webhook $HOOK_URL is not an http(s) URL: nothing can be sent there",
     )  # fmt: skip
-    assert (fine.status, fine.detail) == ("ok", "teams $TEAMS_URL: $TEAMS_URL is set (nothing sent)")  # fmt: skip
+    assert (fine.status, fine.detail) == ("ok", "teams $TEAMS_URL is set (nothing sent)")  # fmt: skip
 
 
 def test_an_email_target_warns_when_a_credential_it_names_is_unset() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -77,3 +78,40 @@ def test_init_refuses_a_tickets_path_that_is_a_file(
     assert main(["init"]) == 2
     assert capsys.readouterr().err == f"init: {tmp_path / 'tickets'} is not a directory\n"
     assert not (tmp_path / "config.toml").exists()
+
+
+def uncommented_examples(text: str) -> tuple[str, int]:
+    """``text`` with its commented-out ``[[sources]]`` and ``[[notify]]`` examples made
+    live: each block from its ``# [[…]]`` line through the ``# key = value`` lines under
+    it; and how many blocks there were."""
+    lines, blocks, in_block = [], 0, False
+    for line in text.splitlines():
+        if line in ("# [[sources]]", "# [[notify]]"):
+            blocks, in_block = blocks + 1, True
+            lines.append(line[2:])
+        elif in_block and re.match(r"# [a-z_]+ = ", line):
+            lines.append(line[2:])
+        else:
+            in_block = False
+            lines.append(line)
+    return "\n".join(lines) + "\n", blocks
+
+
+def test_the_starters_commented_source_and_notify_examples_load_once_uncommented(
+    tmp_path: Path,
+) -> None:
+    """The examples cannot rot: uncommented, the starter still loads, with them in it."""
+    text, blocks = uncommented_examples(starter.config_text())
+    assert blocks == 5
+    config = tmp_path / "config.toml"
+    config.write_text(text)
+    loaded = load_config(config)
+    assert [s.kind for s in loaded.config.sources] == ["github", "gitlab"]
+    assert [t.kind for t in loaded.config.notify] == ["slack", "webhook", "email"]
+    assert [t.name for t in loaded.config.notify] == [
+        "slack $SLACK_WEBHOOK_URL",
+        "webhook $ORCHESTRATOR_WEBHOOK_URL",
+        "email to team@example.org",
+    ]
+    # Only the examples changed: the pipeline is the starter's.
+    assert [s.name for s in loaded.config.stages] == ["clone", "implement", "review", "open-pr"]

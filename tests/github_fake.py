@@ -58,6 +58,11 @@ class FakeGitHub:
     permissions: dict[str, dict[str, str]] = field(default_factory=dict)
     # repo → pull requests: {"number", "title", "head": {"ref"}, "base": {"ref"}, "body", …}
     pulls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Failures after the fact: each write that succeeds is carried out, then answered with
+    # the next status here (the server acted and said it failed); and the next ``drops``
+    # requests are read and answered with nothing: the connection is closed.
+    acted_then_failed: list[int] = field(default_factory=list)
+    drops: int = 0
 
     def add_issue(
         self,
@@ -135,6 +140,10 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             fake.requests.append(
                 Recorded(self.command, split.path, query, dict(self.headers.items()), sent)
             )
+            if fake.drops:
+                fake.drops -= 1
+                self.close_connection = True
+                return None  # no status line: the client sees the connection dropped
             if fake.answers:
                 status, headers, body = fake.answers.pop(0)
                 return self._send(status, body, headers)
@@ -240,6 +249,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._send(200, rows[(page - 1) * per_page : page * per_page], headers)
 
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            if self.command != "GET" and status < 300 and fake.acted_then_failed:
+                status, body = fake.acted_then_failed.pop(0), {"message": "Server Error"}
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")

@@ -42,6 +42,8 @@ class FakeGitLab:
     users: dict[str, int] = field(default_factory=dict)  # username → id
     requests: list[Recorded] = field(default_factory=list)
     failures: list[tuple[int, dict[str, str], Any]] = field(default_factory=list)
+    # Each write that succeeds is carried out, then answered with the next status here.
+    acted_then_failed: list[int] = field(default_factory=list)
     default_per_page: int = 20
     base_url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -94,7 +96,10 @@ class FakeGitLab:
                 return self.failures.pop(0)
             if headers.get("private-token") != self.token:
                 return 401, {}, {"message": "401 Unauthorized"}
-            return self._route(method, raw_path, query, body)
+            answer = self._route(method, raw_path, query, body)
+            if method != "GET" and answer[0] < 300 and self.acted_then_failed:
+                return self.acted_then_failed.pop(0), {}, {"message": "500 Internal Server Error"}
+            return answer
 
     def _route(self, method: str, raw_path: str, query: dict[str, str],
                body: Any) -> tuple[int, dict[str, str], Any]:  # fmt: skip

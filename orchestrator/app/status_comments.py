@@ -5,7 +5,8 @@ Ours is the comment that carries the ticket's marker *and* was written by the to
 account (``GET /user``, asked once per source and kept for the batch): a marker pasted
 into someone else's comment is left alone, and ours is written beside it. Found before
 created, so a run that died between creating the comment and anything after finds it
-again on its next pass; no local state is kept.
+again on its next pass; no local state is kept. A create answered with a 5xx or cut off
+is not sent again (the forge may have made the comment): it is looked for once more.
 
 Never failing or blocking a run: every forge error is one line said, requests are
 bounded by a timeout, and GitLab's back-off is capped (``MAX_WAIT_S``).
@@ -25,6 +26,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource, Source
 from orchestrator.domain.status_comments import StatusFacts, is_status_of, status_body
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
 
@@ -106,13 +108,9 @@ class StatusComments:
             if login is None:
                 login = self._logins.setdefault(source.source_id, thread.own_login())
             body = status_body(record, facts_of(record))
-            ours = [
-                c
-                for c in thread.issue_comments(origin.number)
-                if c.author == login and is_status_of(c.body, record.ticket_id)
-            ]
+            ours = _ours(thread, origin.number, login, record.ticket_id)
             if not ours:
-                thread.create_comment(origin.number, body)
+                _create_once(thread, origin.number, body, login, record.ticket_id)
             elif ours[0].body != body:
                 thread.edit_comment(origin.number, ours[0].id, body)
         except Exception as exc:  # noqa: BLE001 - a status comment never fails a run
@@ -129,6 +127,26 @@ class StatusComments:
             if source.source_id == origin.source and source.kind == origin.kind:
                 return source
         return None
+
+
+def _ours(thread: IssueThread, number: int, login: str, ticket_id: str) -> list[Comment]:
+    return [
+        c
+        for c in thread.issue_comments(number)
+        if c.author == login and is_status_of(c.body, ticket_id)
+    ]
+
+
+def _create_once(thread: IssueThread, number: int, body: str, login: str, ticket_id: str) -> None:
+    """Create our comment; never twice. A 5xx or a dropped connection does not say the
+    forge made nothing (it may have made it and failed to answer): such a create is not
+    sent again, here or by the forge client (a POST is not retried), but looked for. If
+    it is there, it was written; if not, the error is said and the next status writes."""
+    try:
+        thread.create_comment(number, body)
+    except ForgeError as exc:
+        if exc.kind != "outage" or not _ours(thread, number, login, ticket_id):
+            raise
 
 
 def _json_field(path: str | None, *keys: str) -> str | None:

@@ -15,6 +15,10 @@ from typing import Any, ClassVar, Protocol
 
 from orchestrator.forges.base import ForgeError, OpensIdempotently
 
+# Methods that do once what they do twice (RFC 9110 9.2.2): safe to send again after a
+# 5xx or a dropped connection.
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
 
 class HttpResponse(Protocol):
     @property
@@ -92,8 +96,10 @@ class RestForge(OpensIdempotently):
         self.subject = subject
         self._message = message
 
-    def _retrying(self, send: Callable[[], HttpResponse]) -> HttpResponse:
-        """``send()``; a forge that waits out rate limits says how here."""
+    def _retrying(self, send: Callable[[], HttpResponse], *, idempotent: bool) -> HttpResponse:
+        """``send()``; a forge that waits out rate limits says how here. A request that
+        is not ``idempotent`` (a POST) must not be sent again after a 5xx or a dropped
+        connection: the forge may have acted on it (a second comment)."""
         return send()
 
     def _send(
@@ -108,7 +114,7 @@ class RestForge(OpensIdempotently):
             self._client.request, method, url, params=params, headers=self._headers, json=json
         )
         try:
-            return self._retrying(send)
+            return self._retrying(send, idempotent=method.upper() in IDEMPOTENT)
         except self._network_errors as exc:
             raise self._unreachable(exc) from None
 

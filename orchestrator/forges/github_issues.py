@@ -7,7 +7,8 @@
         with ``Link: <…&page=2>; rel="next"`` while there are more pages.
 
 GitHub lists pull requests among issues (they carry a ``pull_request`` key): they are
-skipped. Rate limits and 5xx are waited out with bounded back-off (``forges.http``);
+skipped. Rate limits, 5xx and a dropped connection or a timeout (``network_errors``) are
+waited out with bounded back-off (``forges.http``): a list is a GET, asked again safely;
 what still fails is a ``ForgeError`` whose text never holds the token.
 """
 
@@ -71,7 +72,7 @@ class GitHubIssues:
         try:
             for page in fetch_pages(
                 self._client, url, params=params, headers=request_headers(self._token),
-                sleep=self._sleep,
+                sleep=self._sleep, network_errors=self._network_errors,
             ):  # fmt: skip
                 if page.status_code != 200:
                     raise self._error(page)

@@ -18,7 +18,9 @@ Every request carries ``PRIVATE-TOKEN: <token>`` and nothing else secret; the to
 no message, exception or repr. Lists follow the ``Link`` header's ``rel="next"`` (GitLab
 sends it beside ``x-next-page``), only on the origin they started from: the token goes with
 every page. A 429 or a 5xx is waited out (``Retry-After``, else ``RateLimit-Reset``) with
-bounded back-off through the injected ``sleep`` (``forges.http.send_with_backoff``).
+bounded back-off through the injected ``sleep`` (``forges.http.send_with_backoff``), and so
+is a dropped connection or a timeout on a GET or a PUT; a POST (a note, a merge request) is
+sent again only after a 429: after a 5xx or a dropped connection GitLab may have made it.
 
     ForgeError(kind)   auth         401: the token is missing, wrong or expired
                        forbidden    403: the token may not do this
@@ -139,8 +141,9 @@ class GitLabForge(RestForge):
     def __repr__(self) -> str:
         return f"GitLabForge(api={self._api!r}, project={self.project!r})"
 
-    def _retrying(self, send: Callable[[], HttpResponse]) -> HttpResponse:
-        return send_with_backoff(send, sleep=self._sleep)
+    def _retrying(self, send: Callable[[], HttpResponse], *, idempotent: bool) -> HttpResponse:
+        return send_with_backoff(send, sleep=self._sleep, idempotent=idempotent,
+                                 network_errors=self._network_errors)  # fmt: skip
 
     # --- merge requests ------------------------------------------------------------------
 
@@ -239,8 +242,8 @@ class GitLabForge(RestForge):
         return f"{self._api}/projects/{quote(self.project, safe='')}/{tail}"
 
     def _pages(self, tail: str, params: Mapping[str, str], doing: str) -> Iterator[dict[str, Any]]:
-        pages = fetch_pages(self._client, self._path(tail), params=params,
-                            headers=self._headers, sleep=self._sleep)  # fmt: skip
+        pages = fetch_pages(self._client, self._path(tail), params=params, headers=self._headers,
+                            sleep=self._sleep, network_errors=self._network_errors)  # fmt: skip
         try:
             for response in pages:
                 yield from self._listed(response, f"cannot {doing}")

@@ -6,9 +6,12 @@
   redirect: urllib would carry the ``Authorization`` header to whatever host a 3xx
   names, so a 3xx is answered to the caller as it came.
 * ``send_with_backoff`` retries a rate-limited (429, or 403 with the rate limit spent or
-  a ``Retry-After``) or failing (5xx) answer a bounded number of times, waiting what the
-  server asked (``Retry-After``, ``x-ratelimit-reset``), never more than ``max_wait_s``
-  in all; the sleep is injected so tests never sleep.
+  a ``Retry-After``) answer a bounded number of times, waiting what the server asked
+  (``Retry-After``, ``x-ratelimit-reset``), never more than ``max_wait_s`` in all; the
+  sleep is injected so tests never sleep. A failing answer (5xx) or a dropped connection
+  is retried the same way only for an idempotent request (a GET, a PUT): the server may
+  have acted on a POST it then failed to answer, and sending it again could make a
+  second comment. A rate-limited answer says the server did not act: always retried.
 * ``fetch_pages`` follows ``Link: <…>; rel="next"`` for a bounded number of pages, and
   only to the origin it started from (the token goes with every page).
 
@@ -172,14 +175,29 @@ def send_with_backoff(
     clock: Clock = time.time,
     tries: int = MAX_TRIES,
     max_wait_s: float = MAX_WAIT_S,
+    idempotent: bool = True,
+    network_errors: tuple[type[BaseException], ...] = (),
 ) -> HttpResponse:
-    """``send()`` again while the answer is rate-limited or a 5xx, up to ``tries`` sends
-    and ``max_wait_s`` of waiting in all. A wait longer than what is left of the budget
-    is not started: the last answer is returned for the caller to report."""
+    """``send()`` again while the answer is rate-limited, up to ``tries`` sends and
+    ``max_wait_s`` of waiting in all; when ``idempotent``, also while it is a 5xx or
+    ``send`` raises one of ``network_errors``. A wait longer than what is left of the
+    budget is not started: the last answer is returned for the caller to report (the
+    last network error raised)."""
     waited = 0.0
     for attempt in range(tries):
-        response = send()
-        if not (rate_limited(response) or response.status_code >= 500):
+        try:
+            response = send()
+        except network_errors:
+            if not idempotent or attempt == tries - 1:
+                raise
+            wait = float(2**attempt)
+            if waited + wait > max_wait_s:
+                raise
+            sleep(wait)
+            waited += wait
+            continue
+        failing = idempotent and response.status_code >= 500
+        if not (rate_limited(response) or failing):
             return response
         if attempt == tries - 1:
             break
@@ -219,10 +237,13 @@ def fetch_pages(
     sleep: Sleep = time.sleep,
     clock: Clock = time.time,
     max_pages: int = MAX_PAGES,
+    network_errors: tuple[type[BaseException], ...] = (),
 ) -> Iterator[HttpResponse]:
     """Each page's answer, from ``url`` (absolute) along ``Link: rel="next"``, each sent
-    with back-off. A non-200 answer is yielded and ends the walk (the caller reports it).
-    Raises ``PagingError`` past ``max_pages`` or when a next page is on another origin."""
+    with back-off (a GET: a 5xx and ``network_errors`` are retried too). A non-200 answer
+    is yielded and ends the walk (the caller reports it); a network error still raised
+    after the retries is raised. Raises ``PagingError`` past ``max_pages`` or when a next
+    page is on another origin."""
     origin = _origin(url)
     page_url, page_params = url, params
     for _ in range(max_pages):
@@ -230,6 +251,7 @@ def fetch_pages(
             functools.partial(client.request, "GET", page_url, params=page_params, headers=headers),
             sleep=sleep,
             clock=clock,
+            network_errors=network_errors,
         )
         yield response
         following = next_link(response.headers) if response.status_code == 200 else None

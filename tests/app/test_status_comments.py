@@ -18,13 +18,15 @@ from notify_fixtures import run_record
 from services import make_services
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.app.status_comments import NoStatus, StatusComments, status_for
+from orchestrator.app.status_comments import IssueThread, NoStatus, StatusComments, status_for
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
-from orchestrator.domain.sources import GitHubSource, GitLabSource
+from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource
 from orchestrator.domain.status_comments import marker
 from orchestrator.domain.tickets import load_ticket
+from orchestrator.forges.gitlab import GitLabForge
+from orchestrator.forges.http import UrllibClient
 
 from conftest import bash_stage, write_config, write_ticket
 
@@ -187,3 +189,70 @@ def test_gitlab_notes_are_kept_the_same_way(tmp_path: Path, gitlab: FakeGitLab) 
     assert ours["author"] == {"username": "bot"} and "**Completed**" in ours["body"]
     assert len(ours["history"]) == 1 and "**Started**" in ours["history"][0]
     assert sum(r.path == "/api/v4/user" for r in gitlab.requests) == 1
+
+
+def test_a_create_the_forge_made_but_answered_500_is_found_not_made_twice(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    status = github_status(github)
+    github.acted_then_failed.append(500)  # the comment is made, the answer says it failed
+    said: list[str] = []
+
+    status.show(record_for(ticket), said.append)
+    status.show(record_for(ticket, RunState.COMPLETED), said.append)
+
+    (comment,) = github.comments_on(REPO, 7)
+    assert "**Completed**" in comment["body"] and len(comment["history"]) == 1
+    assert [r.method for r in github.requests].count("POST") == 1
+    assert said == []
+
+
+def test_gitlab_a_note_made_but_answered_500_is_not_posted_again(
+    tmp_path: Path, gitlab: FakeGitLab
+) -> None:
+    gitlab.add_issue(PROJECT, "Deal", ["orchestrate"], "2026-01-01T00:00:00Z")
+    issue = gitlab.projects[PROJECT]["issues"][0]
+    issue["iid"] = 7
+    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
+                          base_url=gitlab.base_url)  # fmt: skip
+    sleeps: list[float] = []
+
+    def thread_for(source: ForgeSource, project: str, token: str) -> IssueThread:
+        assert isinstance(source, GitLabSource)
+        return GitLabForge(UrllibClient(timeout_s=5), source.base_url, project, token,
+                           sleep=sleeps.append)  # fmt: skip
+
+    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
+    ticket = issue_ticket(tmp_path, "gitlab", PROJECT)
+    gitlab.acted_then_failed.append(500)
+    said: list[str] = []
+
+    status.show(record_for(ticket), said.append)
+    status.show(record_for(ticket, RunState.COMPLETED), said.append)
+
+    (ours,) = issue["notes"]
+    assert "**Completed**" in ours["body"]
+    assert [r.method for r in gitlab.requests].count("POST") == 1
+    assert sleeps == [] and said == []
+
+
+def test_a_failed_create_that_made_nothing_is_one_line_and_the_next_status_writes(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    status = github_status(github)
+    said: list[str] = []
+    status.show(record_for(ticket, RunState.COMPLETED), said.append)  # asks /user once
+    github.comments.clear()
+    github.answer(200, body=[])  # the list: no comment of ours
+    github.answer(502, body={"message": f"Bad Gateway {TOKEN}"})  # the create: nothing made
+
+    status.show(record_for(ticket), said.append)
+    assert github.comments_on(REPO, 7) == []
+    status.show(record_for(ticket), said.append)
+
+    (comment,) = github.comments_on(REPO, 7)
+    assert "**Started**" in comment["body"]
+    assert said == ["status comment on issue #7 not written: ForgeError: cannot comment on "
+                    "issue #7: GitHub is failing (502): Bad Gateway ***"]  # fmt: skip

@@ -211,11 +211,13 @@ def test_a_wrong_token_is_auth(gitlab: FakeGitLab, client: httpx2.Client) -> Non
 
 
 def test_a_network_failure_is_an_outage(client: httpx2.Client) -> None:
+    sleeps: list[float] = []
     forge = GitLabForge(client, "http://127.0.0.1:9", PROJECT, TOKEN,
-                        network_errors=(httpx2.TransportError,))  # fmt: skip
+                        network_errors=(httpx2.TransportError,), sleep=sleeps.append)  # fmt: skip
     with pytest.raises(ForgeError) as caught:
         open_t1(forge)
     assert caught.value.kind == "outage" and str(caught.value).startswith("cannot reach GitLab: ")
+    assert sleeps == [1.0, 2.0]  # a GET: asked three times, then said
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ def test_every_directly_imported_library_is_declared() -> None:
 def _copy_source(dest: Path) -> Path:
     """What a build needs, copied out of the checkout: the build never writes into it."""
     dest.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, dest / name)
     shutil.copytree(
         ROOT / "orchestrator",
@@ -91,6 +91,42 @@ def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return proc  # type: ignore[no-any-return]
 
 
+def assert_metadata(wheel: Path) -> None:
+    """The distribution's name (not the index's unrelated ``orchestrator``), its one
+    version, its licence and the licence's text inside the wheel."""
+    import email
+    import zipfile
+
+    from orchestrator import __version__
+
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"ticket_orchestrator-{__version__}.dist-info"
+        metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+        licence = archive.read(f"{info}/licenses/LICENSE").decode()
+    assert metadata["Name"] == "ticket-orchestrator"
+    assert metadata["Version"] == __version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert licence == (ROOT / "LICENSE").read_text() and "Apache License" in licence
+    assert "orchestrator = orchestrator.cli.main:entry" in _entry_points(wheel, info)
+
+
+def _entry_points(wheel: Path, info: str) -> str:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(f"{info}/entry_points.txt").decode()
+
+
+def test_the_changelog_describes_this_version() -> None:
+    from orchestrator import __version__
+
+    headings = [
+        line for line in (ROOT / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")
+    ]
+    assert headings and headings[0].startswith(f"## [{__version__}]"), headings
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_wheel_installed_elsewhere_runs_init_and_the_demo(tmp_path: Path) -> None:
@@ -102,7 +138,8 @@ def test_a_wheel_installed_elsewhere_runs_init_and_the_demo(tmp_path: Path) -> N
         sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
         "--no-index", "--wheel-dir", str(wheels), str(_copy_source(tmp_path / "src")),
     ])  # fmt: skip
-    [wheel] = wheels.glob("orchestrator-*.whl")
+    [wheel] = wheels.glob("ticket_orchestrator-*.whl")
+    assert_metadata(wheel)
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])

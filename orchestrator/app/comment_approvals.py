@@ -16,7 +16,9 @@ oldest first; the first command comment not already in the ledger is weighed:
   with the comment's URL in the approval and in a ledger row.
 
 Every comment weighed has its ledger row, keyed by run and comment id, so no batch weighs
-it twice. Every other comment is ignored. A forge that cannot be asked (network, 5xx,
+it twice. A batch killed between a comment's answer and its ledger row is resumed by the
+next: the answer on disk, signed and naming that comment's URL, is recognised as the
+comment's own, and only its missing row (accepted) is written. Every other comment is ignored. A forge that cannot be asked (network, 5xx,
 401) leaves the run waiting and is said in one line; the next batch asks again.
 """
 
@@ -30,6 +32,7 @@ from typing import Protocol
 from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict
 from orchestrator.app.services import Services
+from orchestrator.app.stores import approvals_of
 from orchestrator.domain.comment_commands import CommentCommand, parse_command
 from orchestrator.domain.errors import StateError, TicketError, TicketLocked, UsageError
 from orchestrator.domain.lifecycle import RunState
@@ -249,10 +252,13 @@ def _answer(
 ) -> Weighed:
     reason = redact(command.reason) if command.reason is not None else None
     word = "approved" if command.approved else "rejected"
+    written_before = False
     try:
         with storage.locks.ticket(record.ticket_id):
-            answer_decision(services, record.run_id, approved=command.approved, reason=reason,
-                            by=by, comment_url=comment.url)  # fmt: skip
+            written_before = _answered_by(services, record.run_id, number, by, comment, command)
+            if not written_before:
+                answer_decision(services, record.run_id, approved=command.approved,
+                                reason=reason, by=by, comment_url=comment.url)  # fmt: skip
     except TicketLocked as exc:
         line = f"{record.ticket_id}: comment {comment.url} by {by} waits: {exc}"
         return Weighed(record.ticket_id, comment.url, by, line, answered=False)
@@ -262,7 +268,33 @@ def _answer(
         return Weighed(record.ticket_id, comment.url, by, line, answered=False)
     _record(ledger, key, record, number, by, comment, command, services, why=None)
     line = f"{record.ticket_id}: verdict {number} of {record.run_id} {word} by {by} ({comment.url})"
+    if written_before:
+        line += "; its answer was written by an earlier batch that stopped before its ledger row"
     return Weighed(record.ticket_id, comment.url, by, line, answered=True)
+
+
+def _answered_by(
+    services: Services,
+    run_id: str,
+    number: int,
+    by: str,
+    comment: Comment,
+    command: CommentCommand,
+) -> bool:
+    """Whether decision ``number`` was already answered from ``comment`` itself: the
+    answer (signed, verified against the verdict file) is on disk but its ledger row is
+    not, because the batch that wrote it died in between. Its row is then what is missing,
+    not a second answer. Raises StateError when the answer on disk does not verify."""
+    if not services.storage.approvals.answered(run_id, number):
+        return False
+    _, digest = services.storage.decisions.read_with_sha256(run_id, number)
+    approval = approvals_of(services).read(run_id, number, verdict_sha256=digest)
+    return (
+        approval is not None
+        and approval.comment_url == comment.url
+        and approval.by == by
+        and approval.approved == command.approved
+    )
 
 
 def _record(

@@ -21,6 +21,7 @@ from gitlab_fake import PROJECT, FakeGitLab
 from gitlab_fake import TOKEN as GITLAB_TOKEN
 from gitlab_fake import gitlab_server as gitlab  # noqa: F401  (the fixture)
 
+from orchestrator.app import comment_approvals
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.batch import batch
 from orchestrator.domain.lifecycle import HaltReason, RunState
@@ -233,3 +234,43 @@ def assert_no_token(tmp_path: Path, output: str) -> None:
     for path in (tmp_path / "state").rglob("*"):
         if path.is_file():
             assert TOKEN.encode() not in path.read_bytes(), path
+
+
+class Killed(BaseException):
+    """The process dying: nothing in the batch handles it (it is no ``Exception``)."""
+
+
+def test_a_batch_killed_between_the_answer_and_its_ledger_row_is_resumed_once(
+    tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    github.add_issue(REPO, 1, "deal() is off by one", "Steps…", ("orchestrate",))
+    config = github_config(tmp_path, github)
+    run_id, asked = paused_run(tmp_path, config, TICKET)
+    github.permissions[REPO] = {"alice": "write"}
+    approved = comment(github, "/orchestrator approve", "alice", asked + timedelta(minutes=1))
+    real_record = comment_approvals.person_decision
+
+    def dies(**row: Any) -> Any:  # the approval file is written; its row never is
+        monkeypatch.setattr(comment_approvals, "person_decision", real_record)
+        raise Killed
+
+    monkeypatch.setattr(comment_approvals, "person_decision", dies)
+    with pytest.raises(Killed):
+        run_batch(config, no_more_answers())
+    approval_path = FileStorage(tmp_path / "state").layout.approval_path(run_id, 1)
+    assert approval_path.exists() and comment_rows(tmp_path) == []
+    assert state_of(tmp_path, run_id).state is RunState.AWAITING_APPROVAL
+
+    out = run_batch(config, no_more_answers())
+
+    assert (f"{TICKET}: verdict 1 of {run_id} approved by github:alice ({approved['html_url']}); "
+            "its answer was written by an earlier batch that stopped before its ledger row"
+            ) in out  # fmt: skip
+    assert "refused" not in out
+    (row,) = comment_rows(tmp_path)
+    assert row["decision"]["refused"] is False and row["decision"]["by"] == "github:alice"
+    assert row["decision"]["comment_url"] == approved["html_url"]
+    assert state_of(tmp_path, run_id).state is RunState.COMPLETED, out
+    again = run_batch(config, no_more_answers())
+    assert len(comment_rows(tmp_path)) == 1 and "approved by" not in again
+    assert_no_token(tmp_path, out + again)

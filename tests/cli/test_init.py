@@ -29,7 +29,9 @@ def test_init_writes_a_valid_commented_config_and_an_example_ticket(
     config = tmp_path / "config.toml"
     example = tmp_path / "tickets" / "EXAMPLE-1.md.example"
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        ".state",
         "config.toml",
+        "orchestrator.env",
         "tickets",
         "tickets/EXAMPLE-1.md.example",
     ]

@@ -16,6 +16,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -41,7 +42,7 @@ from orchestrator.domain.preflight import (
     origin_stage,
     stage_forges,
 )
-from orchestrator.domain.sources import DirectorySource, GitHubSource
+from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
@@ -52,8 +53,6 @@ Backend = Literal["local", "celery", "doctor"]
 # GET url with headers → the HTTP status (a network failure raises OSError).
 Send = Callable[[str, Mapping[str, str]], int]
 
-GITHUB_STAGE_MODULE = "orchestrator.stages.open_pr_github"
-GITLAB_STAGE_MODULE = "orchestrator.stages.open_pr_gitlab"
 TOKEN_ENV = GITHUB.token_env
 API_URL_ENV = GITHUB.url_env
 HOSTED = (GITHUB, GITLAB)
@@ -226,24 +225,44 @@ def ask_token(
     return ForgeAnswer(api_url, status=status)
 
 
+AskKey = tuple[HostedForge, str, str]  # the forge, its URL, the token's variable
+
+
 class ForgeAsker:
     """Asks each forge about each token once per preflight: the stages' check and every
-    source that reads the same forge with the same variable share one request."""
+    source that reads the same forge with the same variable share one request. ``want``
+    starts a request on a thread of its own (sources on several forges are asked at the
+    same time: the wait is the slowest one's, each bounded by ``FORGE_TIMEOUT_S``);
+    ``answer`` waits for it."""
 
-    def __init__(self, environ: Mapping[str, str], send: Send) -> None:
+    def __init__(self, environ: Mapping[str, str], send: Send, *, workers: int = 8) -> None:
         self._environ, self._send = environ, send
-        self._answers: dict[tuple[HostedForge, str, str], ForgeAnswer] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight-forge")
+        self._asked: dict[AskKey, Future[ForgeAnswer]] = {}
+
+    def want(
+        self, forge: HostedForge, api_url: str | None = None, token_env: str | None = None
+    ) -> AskKey:
+        env = token_env or forge.token_env
+        url = (api_url or self._environ.get(forge.url_env, "") or _default_url(forge)).rstrip("/")
+        key = (forge, url, env)
+        if key not in self._asked:
+            ask = ask_github if forge is GITHUB else ask_gitlab
+            self._asked[key] = self._pool.submit(
+                ask, self._environ, self._send, api_url=url, token_env=env
+            )
+        return key
+
+    def answer(self, key: AskKey) -> ForgeAnswer:
+        return self._asked[key].result()
 
     def __call__(
         self, forge: HostedForge, api_url: str | None = None, token_env: str | None = None
     ) -> ForgeAnswer:
-        env = token_env or forge.token_env
-        url = (api_url or self._environ.get(forge.url_env, "") or _default_url(forge)).rstrip("/")
-        key = (forge, url, env)
-        if key not in self._answers:
-            ask = ask_github if forge is GITHUB else ask_gitlab
-            self._answers[key] = ask(self._environ, self._send, api_url=url, token_env=env)
-        return self._answers[key]
+        return self.answer(self.want(forge, api_url, token_env))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 def _default_url(forge: HostedForge) -> str:
@@ -259,6 +278,13 @@ def sources(
     """Each ``[[sources]]`` entry: a directory's (relative to the config's directory, as
     intake reads it), a forge's token and its answer (``ask`` None: not asked). Reading
     issues changes nothing, so the forge is asked whatever DRY_RUN says."""
+    # Every request is started before any is waited for.
+    keys = {
+        source.source_id: ask.want(*_forge_of(source), source.token_env)
+        for source in loaded.config.sources
+        if ask is not None and not isinstance(source, DirectorySource)
+        and environ.get(source.token_env)
+    }  # fmt: skip
     facts = []
     for source in loaded.config.sources:
         if isinstance(source, DirectorySource):
@@ -266,16 +292,18 @@ def sources(
             facts.append(SourceFact(source.source_id, source.kind, str(path), path.exists(),
                                     path.is_dir()))  # fmt: skip
             continue
-        forge, url = (
-            (GITHUB, source.api_url)
-            if isinstance(source, GitHubSource)
-            else (GITLAB, source.base_url)
-        )
+        key = keys.get(source.source_id)
+        answer = ask.answer(key) if ask is not None and key is not None else None
         is_set = bool(environ.get(source.token_env))
-        answer = ask(forge, url, source.token_env) if ask is not None and is_set else None
-        facts.append(SourceFact(source.source_id, source.kind, forge=forge,
+        facts.append(SourceFact(source.source_id, source.kind, forge=_forge_of(source)[0],
                                 token_env=source.token_env, token_set=is_set, answer=answer))  # fmt: skip
     return facts
+
+
+def _forge_of(source: ForgeSource) -> tuple[HostedForge, str]:
+    if isinstance(source, GitHubSource):
+        return GITHUB, source.api_url
+    return GITLAB, source.base_url
 
 
 def _is_http(url: str) -> bool:
@@ -405,13 +433,24 @@ def gather(
 
     ask = ForgeAsker(environ, send) if ask_forge else None
 
-    def asked(stages: list[GitHubFact], is_set: bool, forge: HostedForge) -> ForgeAnswer | None:
+    def asked(stages: list[GitHubFact], is_set: bool, forge: HostedForge) -> AskKey | None:
         needed = any(not s.blocked_by_dry_run for s in stages)
-        return ask(forge) if ask is not None and is_set and needed else None
+        return ask.want(forge) if ask is not None and is_set and needed else None
 
-    forge = asked(github, token_set, GITHUB)
-    gitlab_forge = asked(gitlab, gitlab_token_set, GITLAB)
-    source_facts = sources(loaded, environ, ask)
+    # Every forge is asked at once (the stages' tokens, then the sources'), then waited for.
+    github_key, gitlab_key = (
+        asked(github, token_set, GITHUB),
+        asked(gitlab, gitlab_token_set, GITLAB),
+    )
+    try:
+        source_facts = sources(loaded, environ, ask)
+        forge = ask.answer(github_key) if ask is not None and github_key is not None else None
+        gitlab_forge = (
+            ask.answer(gitlab_key) if ask is not None and gitlab_key is not None else None
+        )
+    finally:
+        if ask is not None:
+            ask.close()
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,35 @@ def test_doctor_names_the_variables_never_the_secrets(
         assert secret not in text and secret not in out, secret
     # Only GitHub was asked, and nothing was sent to a notify target.
     assert {(r.method, r.path) for r in github.requests} == {("GET", "/user")}
+
+
+def test_forges_are_asked_at_the_same_time_and_not_at_all_when_told_not_to(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        STAGE,
+        header=UNBOXED + github_source("https://ghe.example.org/api/v3")
+        + gitlab_source("https://gitlab.example.org"),
+    )  # fmt: skip
+    environ = {"GH_READ": "ghp_a", "GITLAB_TOKEN": "glpat-b"}
+    both_in_flight = threading.Barrier(2, timeout=10)
+    seen: list[str] = []
+
+    def send(url: str, headers: Mapping[str, str]) -> int:
+        seen.append(url)
+        both_in_flight.wait()  # one forge at a time would never get past this
+        return 200
+
+    loaded = load_config(config)
+    facts = gather(loaded, tmp_path / "state", environ, send=send)
+    assert [s.answer.status if s.answer else None for s in facts.sources] == [200, 200]
+    assert sorted(seen) == ["https://ghe.example.org/api/v3/user",
+                            "https://gitlab.example.org/api/v4/user"]  # fmt: skip
+
+    untried = gather(loaded, tmp_path / "state", environ, ask_forge=False, send=send)
+    assert [c.detail for c in checklist(untried) if c.name == "source"] == [
+        "gh-octo-widgets: $GH_READ is set (not tried)",
+        "gl-grp-sub-cards: $GITLAB_TOKEN is set (not tried)",
+    ]
+    assert len(seen) == 2

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from orchestrator import __version__
 from orchestrator.domain.errors import (
@@ -39,8 +39,30 @@ EPILOG = "exit codes:\n" + "".join(
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" error (an unknown subcommand, a
+    mistyped ``--backend``) also names the closest choice. Subparsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message + did_you_mean(message))
+
+
+def did_you_mean(message: str) -> str:
+    """``"; did you mean 'batch'?"`` for argparse's ``invalid choice: 'bach' (choose
+    from ...)``; empty for any other error or when nothing is close."""
+    import difflib
+    import re
+
+    match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if match is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", match.group(2))
+    found = difflib.get_close_matches(match.group(1), choices, n=2)
+    return "; did you mean " + " or ".join(repr(c) for c in found) + "?" if found else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="orchestrator",
         description="Run coding tickets through build stages; recover failed stages with one "
         "bounded, typed model decision.",
@@ -94,9 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--queues", metavar="Q,...", help="Celery queues to take tickets from")
 
     approve = sub.add_parser(
-        "approve", help="approve the decision a run is waiting on, and resume it"
+        "approve",
+        help="approve the decision a run is waiting on; the next batch carries it out",
     )
     approve.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
+    approve.add_argument(
+        "--now",
+        action="store_true",
+        help="carry it out here, in this shell (whose DRY_RUN and tools then decide)",
+    )
     reject = sub.add_parser(
         "reject", help="reject the decision a run is waiting on (→ needs-human)"
     )
@@ -239,14 +267,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
-    """``--config`` and ``--state-dir``. The top level defaults them to None; every
+    """``--config``, ``--state-dir`` and ``-v``. The top level defaults them to None; every
     subcommand accepts them too, defaulting to SUPPRESS so that an option given before
     the subcommand is not overwritten by the subcommand's own default."""
     parser.add_argument(
         "--config",
         metavar="PATH",
         default=default,
-        help="config file (default: $ORCHESTRATOR_CONFIG, else ./config.toml)",
+        help="config file (default: $ORCHESTRATOR_CONFIG, else the first config.toml in the "
+        "current directory or a parent, else $XDG_CONFIG_HOME/orchestrator/config.toml)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=False if default is None else default,
+        help="say on stderr which config file is used",
     )
     parser.add_argument(
         "--state-dir",
@@ -290,6 +326,25 @@ def _published(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     )
 
 
+def _config_file(cli_value: str | None, *, verbose: bool) -> Path:
+    """``--config``, else $ORCHESTRATOR_CONFIG, else the discovered config.toml; when
+    none is found, ./config.toml (whose absence the command then reports)."""
+    from orchestrator import storage
+    from orchestrator.cli.discovery import discover_config
+    from orchestrator.storage.locate import CONFIG_ENV
+
+    if cli_value or os.environ.get(CONFIG_ENV):
+        config_file = storage.config_path(cli_value, os.environ)
+        source = "--config" if cli_value else f"${CONFIG_ENV}"
+    else:
+        found = discover_config(Path.cwd(), os.environ, Path.is_file)
+        config_file = found.resolve() if found else storage.config_path(None, os.environ)
+        source = "found" if found else "none found; the default"
+    if verbose:
+        print(f"orchestrator: config {config_file} ({source})", file=sys.stderr)
+    return config_file
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator import storage
 
@@ -302,7 +357,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         # The demo drives this entry point, handed in: it imports no CLI code.
         return demo.demo(args.dir, with_model=args.with_model, cli=main)
-    config_file = storage.config_path(args.config, os.environ)
+    config_file = _config_file(args.config, verbose=args.verbose)
     if args.command == "doctor":
         from orchestrator.cli.commands import doctor
 
@@ -411,6 +466,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             approved=args.command == "approve",
             reason=getattr(args, "reason", None),
             out=sys.stdout,
+            now=getattr(args, "now", False),
         )
     if args.command == "resume":
         from orchestrator.cli.commands import resume

@@ -428,7 +428,7 @@ def parse_config(text: str, path: Path) -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        problems = describe_validation_error(exc)
+        problems = describe_validation_error(exc, model=Config)
         raise ConfigError(
             f"config error: {path}: " + "; ".join(problems)
             if len(problems) == 1

@@ -59,8 +59,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def describe_validation_error(error: ValidationError) -> list[str]:
-    """One line per problem: ``key.path: what was expected (got VALUE)``."""
+def describe_validation_error(
+    error: ValidationError, *, model: type[BaseModel] | None = None
+) -> list[str]:
+    """One line per problem: ``key.path: what was expected (got VALUE)``. Given the
+    ``model`` that was validated, an unknown key also gets the closest known key at its
+    level (``did you mean 'timeout_s'?``): a typo is the usual reason for one."""
     items = error.errors(include_url=False)
     # Pydantic re-checks a tuple's length after dropping invalid members and reports
     # "too short" for the container too; the member's own error is the one that helps.
@@ -78,7 +82,9 @@ def describe_validation_error(error: ValidationError) -> list[str]:
         if kind == "missing":
             lines.append(f"{where}: required key is missing")
         elif kind == "extra_forbidden":
-            lines.append(f"{where}: unknown key (not allowed here)")
+            guess = _closest_key(model, loc) if model is not None else None
+            hint = f"; did you mean {guess!r}?" if guess else ""
+            lines.append(f"{where}: unknown key (not allowed here){hint}")
         elif kind == "value_error":
             # Our own validators: the message already says what is wrong and with what.
             msg = item["msg"].removeprefix("Value error, ")
@@ -89,6 +95,38 @@ def describe_validation_error(error: ValidationError) -> list[str]:
         else:
             lines.append(f"{where}: {item['msg']} (got {_shown(item['input'])})")
     return lines
+
+
+def _closest_key(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """The known key nearest to ``loc``'s last part, among the fields of the model found
+    by walking ``loc`` through ``model``'s nested records (None: no model, or none close)."""
+    import difflib
+
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue  # a list member: the record type was already found from its field
+        field = current.model_fields.get(part)
+        current = _record_type(field.annotation) if field is not None else None
+    if current is None or not loc or not isinstance(loc[-1], str):
+        return None
+    names = [f.alias or name for name, f in current.model_fields.items()]
+    found = difflib.get_close_matches(loc[-1], names, n=1)
+    return found[0] if found else None
+
+
+def _record_type(annotation: Any) -> type[BaseModel] | None:
+    """The record class inside a field's type: itself, or the member of an Optional,
+    a union, a tuple, list or dict's values (the first record found)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _record_type(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def read_model(path: Path, model: type[M], what: str) -> M | None:

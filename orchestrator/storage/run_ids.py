@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.domain.errors import UnknownRun
-from orchestrator.storage.layout import is_run_id
+from orchestrator.storage.layout import is_run_id, run_record_paths, ticket_of
 from orchestrator.storage.runs import RunStore
 
 # The ticket id shape (``domain.validation.Name``): letters, digits, '.', '_', '-', never a
@@ -26,8 +26,23 @@ def resolve_run_id(store: RunStore, given: str) -> str:
         raise UnknownRun(f"state error: {given!r} is neither a run id nor a ticket id")
     latest = store.latest_for_ticket(given)
     if latest is None:
+        known = [path.stem for path in run_record_paths(store.runs_dir)]
+        guesses = close_ids(given, known)
+        hint = f"; did you mean {' or '.join(map(repr, guesses))}?" if guesses else ""
         raise UnknownRun(
             f"state error: no run {given!r} under {store.runs_dir} "
-            "(neither a recorded run id nor a ticket id with runs)"
+            f"(neither a recorded run id nor a ticket id with runs){hint}"
         )
     return latest.run_id
+
+
+def close_ids(given: str, run_ids: list[str]) -> list[str]:
+    """The recorded ids nearest to a mistyped one: run ids for a run id, ticket ids
+    (from the run ids) for anything else. A run id must be nearly the same (its date
+    and time make any two look alike), a short ticket id off by a character or two."""
+    import difflib
+
+    if is_run_id(given):
+        return difflib.get_close_matches(given, run_ids, n=2, cutoff=0.9)
+    tickets = list(dict.fromkeys(t for t in map(ticket_of, run_ids) if t is not None))
+    return difflib.get_close_matches(given, tickets, n=2, cutoff=0.6)

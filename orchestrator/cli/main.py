@@ -213,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--dry-run", action="store_true", help="say what would be freed; remove nothing"
     )
+    prune.add_argument(
+        "--also-resumable",
+        action="store_true",
+        help="also free stopped runs `resume` could go on with (it then needs --from-stage "
+        "of the clone stage); runs not finished always keep their clone",
+    )
 
     from orchestrator.cli.commands import ledger as ledger_command  # argparse only: cheap
 
@@ -345,6 +351,27 @@ def _config_file(cli_value: str | None, *, verbose: bool) -> Path:
     return config_file
 
 
+DISTRIBUTED_INSTALL = (
+    "pipx install 'ticket-orchestrator[distributed]' "
+    "(or pip install 'ticket-orchestrator[distributed]')"
+)
+
+
+def require_distributed(what: str) -> None:
+    """Refuse (exit 2, one line) a command that needs the ``distributed`` extra when its
+    libraries cannot be imported, rather than failing later as an internal error."""
+    import importlib
+
+    for module in ("celery", "redis"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise UsageError(
+                f"{what} needs the distributed extra ({module} is not installed): "
+                f"{DISTRIBUTED_INSTALL}"
+            ) from None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator import storage
 
@@ -372,6 +399,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             state=args.state,
             ticket=args.ticket,
         )
+    if args.command == "worker" or (args.command == "batch" and args.backend == "celery"):
+        require_distributed("worker" if args.command == "worker" else "batch --backend celery")
     if args.command == "batch" and args.backend == "celery":
         from orchestrator.cli.commands import batch_celery
 
@@ -505,6 +534,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.older_than,
             sys.stdout,
             dry_run=args.dry_run,
+            also_resumable=args.also_resumable,
         )
     if args.command == "eval":
         from orchestrator.cli.commands import eval as eval_command

@@ -14,6 +14,9 @@ Issue comments: ``GET``/``POST /repos/{o}/{n}/issues/{N}/comments`` (``per_page`
 replaced in the comment's ``history``), and ``GET /user`` (the token's account, ``LOGIN``).
 ``add_comment`` seeds a comment by any account (a forged one, say).
 
+Issue labels: ``GET``/``POST /repos/{o}/{n}/issues/{N}/labels`` and ``DELETE
+…/labels/{name}``, on the issue's ``labels``.
+
 Pull requests: ``GET /repos/{o}/{n}/pulls`` (``head=owner:branch``, ``base``, ``state``)
 and ``POST /repos/{o}/{n}/pulls`` (``title``, ``head``, ``base``, ``body``; 422 "A pull
 request already exists" for a second open one on the same head and base), kept in
@@ -159,6 +162,9 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                                         "user": {"login": parts[4]}})  # fmt: skip
             if len(parts) == 4 and parts[0] == "repos" and parts[3] == "pulls":
                 return self._pulls(f"{parts[1]}/{parts[2]}", query, sent)
+            if len(parts) in (6, 7) and parts[0] == "repos" and parts[3] == "issues" \
+                    and parts[5] == "labels":  # fmt: skip
+                return self._labels(f"{parts[1]}/{parts[2]}", parts[4], parts[6:], sent)
             if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "issues":
                 return self._comments(f"{parts[1]}/{parts[2]}", parts[4:], query, sent)
             if self.command != "GET":
@@ -170,7 +176,28 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 return self._send(404, {"message": "Not Found"})
             self._list(repo, query)
 
-        do_GET = do_POST = do_PATCH = _serve
+        do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+        def _labels(self, repo: str, number: str, named: list[str], sent: Any) -> None:
+            """An issue's labels: GET lists, POST adds (``{"labels": [...]}``), DELETE
+            ``…/labels/{name}`` takes one off (404 when it is not on the issue)."""
+            issue = next((i for i in fake.issues.get(repo, []) if str(i["number"]) == number),
+                         None)  # fmt: skip
+            if issue is None:
+                return self._send(404, {"message": "Not Found"})
+            labels = issue["labels"]
+            if self.command == "POST" and not named:
+                for name in sent["labels"]:
+                    if name not in {label["name"] for label in labels}:
+                        labels.append({"name": name})
+            elif self.command == "DELETE" and named:
+                name = urllib.parse.unquote(named[0])
+                if name not in {label["name"] for label in labels}:
+                    return self._send(404, {"message": "Label does not exist"})
+                labels[:] = [label for label in labels if label["name"] != name]
+            elif self.command != "GET" or named:
+                return self._send(404, {"message": "Not Found"})
+            self._send(200, [{"name": label["name"]} for label in labels])
 
         def _pulls(self, repo: str, query: dict[str, str], sent: Any) -> None:
             if repo not in fake.issues and repo not in fake.pulls:

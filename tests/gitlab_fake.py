@@ -120,6 +120,8 @@ class FakeGitLab:
             issues = [i for i in project["issues"] if self._issue_matches(i, query)]
             issues.sort(key=lambda i: i["created_at"], reverse=query.get("sort") != "asc")
             return self._page(raw_path, query, [_public(i) for i in issues])
+        if (m := re.fullmatch(r"issues/(\d+)", rest)) and method == "PUT":
+            return self._edit_issue(project, int(m.group(1)), body)
         if m := re.fullmatch(r"issues/(\d+)/notes(?:/(\d+))?", rest):
             return self._notes(project, int(m.group(1)), m.group(2), method, raw_path, query, body)
         if m := re.fullmatch(r"members/all/(\d+)", rest):
@@ -146,6 +148,19 @@ class FakeGitLab:
               **{k: body[k] for k in ("source_branch", "target_branch", "title", "description")}}  # fmt: skip
         mrs.append(mr)
         return 201, {}, mr
+
+    @staticmethod
+    def _edit_issue(project: dict[str, Any], iid: int,
+                    body: Any) -> tuple[int, dict[str, str], Any]:  # fmt: skip
+        """``add_labels`` / ``remove_labels`` (comma-separated), the issue's other labels kept."""
+        issue = next((i for i in project["issues"] if i["iid"] == iid), None)
+        if issue is None:
+            return 404, {}, {"message": "404 Issue Not Found"}
+        removed = {x for x in str(body.get("remove_labels", "")).split(",") if x}
+        added = [x for x in str(body.get("add_labels", "")).split(",") if x]
+        kept = [label for label in issue["labels"] if label not in removed]
+        issue["labels"] = kept + [x for x in added if x not in kept]
+        return 200, {}, _public(issue)
 
     @staticmethod
     def _issue_matches(issue: dict[str, Any], query: dict[str, str]) -> bool:

@@ -8,6 +8,10 @@ created, so a run that died between creating the comment and anything after find
 again on its next pass; no local state is kept. A create answered with a 5xx or cut off
 is not sent again (the forge may have made the comment): it is looked for once more.
 
+A source with ``status_labels = true`` also keeps one ``orchestrator:<status>`` label on
+the issue, set at the same moments, our other status labels taken off and everybody
+else's left alone.
+
 Never failing or blocking a run: every forge error is one line said, requests are
 bounded by a timeout, and GitLab's back-off is capped (``MAX_WAIT_S``).
 """
@@ -24,7 +28,12 @@ from typing import Final, Protocol
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource, Source
-from orchestrator.domain.status_comments import StatusFacts, is_status_of, status_body
+from orchestrator.domain.status_comments import (
+    StatusFacts,
+    is_status_of,
+    status_body,
+    status_labels,
+)
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
@@ -46,6 +55,8 @@ class IssueThread(Protocol):
     def edit_comment(self, number: int, comment_id: int, body: str) -> None: ...
 
     def own_login(self) -> str: ...
+
+    def relabel(self, number: int, add: str | None, remove: Sequence[str]) -> None: ...
 
 
 ThreadFactory = Callable[[ForgeSource, str, str], IssueThread]
@@ -94,7 +105,8 @@ class StatusComments:
 
     def show(self, record: RunRecord, say: Say) -> None:
         """Edit our status comment on the ticket's issue to say where ``record`` is, or
-        write it when there is none yet; a ticket from no forge issue is left alone."""
+        write it when there is none yet, and (``status_labels``) set its status label; a
+        ticket from no forge issue is left alone."""
         origin: TicketOrigin | None = None
         token = ""
         try:
@@ -104,21 +116,32 @@ class StatusComments:
             if origin is None or source is None or not token:
                 return
             thread = self.thread_for(source, origin.project, token)
-            login = self._logins.get(source.source_id)
-            if login is None:
-                login = self._logins.setdefault(source.source_id, thread.own_login())
-            body = status_body(record, facts_of(record))
-            ours = _ours(thread, origin.number, login, record.ticket_id)
-            if not ours:
-                _create_once(thread, origin.number, body, login, record.ticket_id)
-            elif ours[0].body != body:
-                thread.edit_comment(origin.number, ours[0].id, body)
         except Exception as exc:  # noqa: BLE001 - a status comment never fails a run
-            where = f" on issue #{origin.number}" if origin is not None else ""
-            text = " ".join(f"{type(exc).__name__}: {exc}".split())
-            if token:
-                text = text.replace(token, "***")
-            say(f"status comment{where} not written: {redact(text)[:300]}")
+            say(_not_done("status comment", origin, token, exc))
+            return
+        try:
+            self._comment(thread, source, origin.number, record)
+        except Exception as exc:  # noqa: BLE001 - a status comment never fails a run
+            say(_not_done("status comment", origin, token, exc))
+        if source.status_labels:
+            label, others = status_labels(record.state)
+            try:
+                thread.relabel(origin.number, label, others)
+            except Exception as exc:  # noqa: BLE001 - nor does a label
+                say(_not_done("status label", origin, token, exc))
+
+    def _comment(
+        self, thread: IssueThread, source: ForgeSource, number: int, record: RunRecord
+    ) -> None:
+        login = self._logins.get(source.source_id)
+        if login is None:
+            login = self._logins.setdefault(source.source_id, thread.own_login())
+        body = status_body(record, facts_of(record))
+        ours = _ours(thread, number, login, record.ticket_id)
+        if not ours:
+            _create_once(thread, number, body, login, record.ticket_id)
+        elif ours[0].body != body:
+            thread.edit_comment(number, ours[0].id, body)
 
     def _source_of(self, origin: TicketOrigin | None) -> ForgeSource | None:
         if origin is None:
@@ -127,6 +150,16 @@ class StatusComments:
             if source.source_id == origin.source and source.kind == origin.kind:
                 return source
         return None
+
+
+def _not_done(what: str, origin: TicketOrigin | None, token: str, exc: Exception) -> str:
+    """One line, without the token: what was not written, where, and why."""
+    where = f" on issue #{origin.number}" if origin is not None else ""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if token:
+        text = text.replace(token, "***")
+    verb = "set" if what == "status label" else "written"
+    return f"{what}{where} not {verb}: {redact(text)[:300]}"
 
 
 def _ours(thread: IssueThread, number: int, login: str, ticket_id: str) -> list[Comment]:

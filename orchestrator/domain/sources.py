@@ -14,6 +14,7 @@ api_url = "https://api.github.com"
 repository = "https://github.com/owner/name.git"   # what to clone (default)
 base_branch = "main"
 kind_labels = { bug = "bug-fix" }                  # label → ticket kind
+status_labels = false        # true: the issue carries orchestrator:<run's status>
 
 [[sources]]                  # open GitLab issues with a label
 kind = "gitlab"
@@ -32,7 +33,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from orchestrator.domain.tickets import TicketKind
-from orchestrator.domain.validation import Frozen, Name, NonEmptyStr, StrictStr
+from orchestrator.domain.validation import Frozen, Name, NonEmptyStr, StrictBool, StrictStr
 
 SecretEnv = Annotated[StrictStr, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")]
 Label = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=r"^[^,\x00-\x1f]+$")]
@@ -80,6 +81,8 @@ class _ForgeSource(Frozen):
     kind_labels: dict[Label, TicketKind] = Field(
         default_factory=lambda: dict(DEFAULT_KIND_LABELS), max_length=64
     )
+    # One ``orchestrator:<state>`` label on the issue beside the status comment.
+    status_labels: StrictBool = False
 
     @property
     def project_path(self) -> str:

@@ -6,7 +6,8 @@ was written by the token's own account (anyone can paste the marker into a comme
 theirs). Its text is rewritten in place as the run goes: started, waiting for approval
 (what is asked and how to answer), needing a person (the hand-off), failed, completed
 (the pull request). Every text quoted from the run is redacted and bounded: the issue is
-read by whoever can read the repository.
+read by whoever can read the repository. A source with ``status_labels`` also keeps one
+``orchestrator:<status>`` label on the issue (``status_labels``), at the same moments.
 """
 
 from __future__ import annotations
@@ -30,6 +31,27 @@ class StatusFacts:
     handoff: str | None = None
     asked: str | None = None
     pull_request_url: str | None = None
+
+
+# The label naming a run's status (a source's ``status_labels``); a state not listed
+# (split) carries none of them.
+STATUS_LABELS: Final[dict[RunState, str]] = {
+    RunState.PENDING: "orchestrator:running",
+    RunState.RUNNING: "orchestrator:running",
+    RunState.RECOVERING: "orchestrator:running",
+    RunState.AWAITING_APPROVAL: "orchestrator:awaiting-approval",
+    RunState.NEEDS_HUMAN: "orchestrator:needs-human",
+    RunState.FAILED: "orchestrator:failed",
+    RunState.COMPLETED: "orchestrator:completed",
+}
+
+
+def status_labels(state: RunState) -> tuple[str | None, tuple[str, ...]]:
+    """The status label a run in ``state`` puts on its issue (None: none), and the other
+    status labels it takes off. Labels that are not ours are never named here."""
+    label = STATUS_LABELS.get(state)
+    others = tuple(sorted({name for name in STATUS_LABELS.values() if name != label}))
+    return label, others
 
 
 def marker(ticket_id: str) -> str:

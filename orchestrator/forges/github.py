@@ -12,6 +12,10 @@ Requests (GitHub REST API, version 2022-11-28, "Pulls": https://docs.github.com/
          → [{"id", "body", "user": {"login"}, "created_at", "updated_at", "html_url"}, …]
     POST /repos/{owner}/{name}/issues/{n}/comments {"body"} → 201 {"id", …}
     PATCH /repos/{owner}/{name}/issues/comments/{id} {"body"} → 200
+    GET  /repos/{owner}/{name}/issues/{n}/labels → [{"name", …}, …]
+    POST /repos/{owner}/{name}/issues/{n}/labels {"labels": [name]} → 200 (added; a label
+         the repository lacks is made)
+    DELETE /repos/{owner}/{name}/issues/{n}/labels/{name} → 200; 404 when it is not there
     GET  /user → {"login", …}: whose token this is
     GET  /repos/{owner}/{name}/collaborators/{login}/permission
          → {"permission": "admin"|"maintain"|"write"|"triage"|"read"|"none", …}; 404: no
@@ -242,6 +246,32 @@ class GitHubForge(RestForge):
         response = self._send("PATCH", path, json={"body": body})
         if response.status_code != 200:
             raise self._error(response, f"cannot edit comment {comment_id} on issue #{number}")
+
+    # --- issue labels --------------------------------------------------------------------
+
+    def issue_labels(self, number: int) -> list[str]:
+        """The names of the labels on issue ``number`` (GitHub allows 100 at most)."""
+        path = self._repo_path(f"issues/{number}/labels")
+        response = self._send("GET", path, params={"per_page": str(PER_PAGE)})
+        items = self._listed(response, f"cannot list the labels of issue #{number}")
+        return [str(item["name"]) for item in items if isinstance(item.get("name"), str)]
+
+    def relabel(self, number: int, add: str | None, remove: Sequence[str]) -> None:
+        """Put label ``add`` on issue ``number`` and take ``remove`` off it, touching no
+        other label: only what is missing is added, only what is there is removed."""
+        present = set(self.issue_labels(number))
+        if add is not None and add not in present:
+            path = self._repo_path(f"issues/{number}/labels")
+            response = self._send("POST", path, json={"labels": [add]})
+            if response.status_code != 200:
+                raise self._error(response, f"cannot label issue #{number} {add}")
+        for name in remove:
+            if name not in present or name == add:
+                continue
+            path = self._repo_path(f"issues/{number}/labels/{quote(name, safe='')}")
+            response = self._send("DELETE", path)
+            if response.status_code not in (200, 204, 404):  # 404: someone took it off first
+                raise self._error(response, f"cannot take label {name} off issue #{number}")
 
     def permission(self, login: str) -> str | None:
         """``login``'s permission on the repository as GitHub says it now (``admin``,

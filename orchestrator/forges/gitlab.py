@@ -11,6 +11,7 @@ Requests (https://docs.gitlab.com/api/ — the project is named by its URL-encod
     GET  /projects/:id/issues?labels=&state=opened&order_by=created_at&sort=asc&per_page=
     GET  /projects/:id/issues/:iid/notes?sort=asc&order_by=created_at
     POST /projects/:id/issues/:iid/notes {"body"};  PUT …/notes/:note_id {"body"}
+    PUT  /projects/:id/issues/:iid {"add_labels": "a,b", "remove_labels": "c"}: others kept
     GET  /users?username=   GET /projects/:id/members/all/:user_id → {"access_level": 30}
     GET  /user → {"username", …}: whose token this is
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -197,6 +198,21 @@ class GitLabForge(RestForge):
         response = self._send("PUT", path, json={"body": body})
         if response.status_code != 200:
             raise self._error(response, f"cannot edit note {note_id} on issue #{iid}")
+
+    def relabel(self, iid: int, add: str | None, remove: Sequence[str]) -> None:
+        """Put label ``add`` on issue ``iid`` and take ``remove`` off it in one request;
+        GitLab leaves every other label as it is (and makes a label the project lacks)."""
+        change: dict[str, str] = {}
+        if add is not None:
+            change["add_labels"] = add
+        taken = [name for name in remove if name != add]
+        if taken:
+            change["remove_labels"] = ",".join(taken)
+        if not change:
+            return
+        response = self._send("PUT", self._path(f"issues/{iid}"), json=change)
+        if response.status_code != 200:
+            raise self._error(response, f"cannot relabel issue #{iid}")
 
     # --- permissions ---------------------------------------------------------------------
 

@@ -256,3 +256,119 @@ def test_a_failed_create_that_made_nothing_is_one_line_and_the_next_status_write
     assert "**Started**" in comment["body"]
     assert said == ["status comment on issue #7 not written: ForgeError: cannot comment on "
                     "issue #7: GitHub is failing (502): Bad Gateway ***"]  # fmt: skip
+
+
+def labelled_github(fake: FakeGitHub) -> StatusComments:
+    source = GitHubSource(kind="github", repo=REPO, label="orchestrate", api_url=fake.url,
+                          status_labels=True)  # fmt: skip
+    return StatusComments((source,), {"GITHUB_TOKEN": TOKEN})
+
+
+def test_status_labels_follow_the_run_and_leave_other_labels_alone(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    config = write_config(tmp_path, bash_stage("build", "echo building"))
+    out = io.StringIO()
+    services = make_services(load_config(config), tmp_path / "state", out=out,
+                             environ={"PATH": "/usr/bin:/bin"}, status=labelled_github(github))  # fmt: skip
+    issue = github.add_issue(REPO, 7, "Deal", "", ("orchestrate", "bug", "orchestrator:failed"))
+
+    record = run_ticket(load_ticket(issue_ticket(tmp_path / "tickets")), services)
+
+    assert record.state is RunState.COMPLETED
+    assert [label["name"] for label in issue["labels"]] == [
+        "orchestrate", "bug", "orchestrator:completed",
+    ]  # fmt: skip
+    label_calls = [(r.method, r.path.rsplit("/", 1)[-1], r.body) for r in github.requests
+                   if "/labels" in r.path and r.method != "GET"]  # fmt: skip
+    assert label_calls == [
+        ("POST", "labels", {"labels": ["orchestrator:running"]}),  # started
+        ("DELETE", "orchestrator%3Afailed", None),  # an earlier run's, ours: taken off
+        ("POST", "labels", {"labels": ["orchestrator:completed"]}),  # completed
+        ("DELETE", "orchestrator%3Arunning", None),
+    ]
+    (comment,) = github.comments_on(REPO, 7)
+    assert "**Completed**" in comment["body"]
+    assert TOKEN not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("state", "label"),
+    [
+        (RunState.RUNNING, "orchestrator:running"),
+        (RunState.AWAITING_APPROVAL, "orchestrator:awaiting-approval"),
+        (RunState.NEEDS_HUMAN, "orchestrator:needs-human"),
+        (RunState.FAILED, "orchestrator:failed"),
+        (RunState.COMPLETED, "orchestrator:completed"),
+    ],
+)
+def test_each_status_is_one_label_of_ours(
+    tmp_path: Path, github: FakeGitHub, state: RunState, label: str
+) -> None:
+    ticket = issue_ticket(tmp_path)
+    issue = github.add_issue(REPO, 7, "Deal", "", ("orchestrate", "orchestrator:running"))
+    said: list[str] = []
+
+    labelled_github(github).show(record_for(ticket, state), said.append)
+
+    assert [x["name"] for x in issue["labels"]] == ["orchestrate", label]
+    assert said == []
+
+
+def test_a_failing_label_call_is_one_line_and_the_comment_is_still_written(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    ticket = issue_ticket(tmp_path)  # issue #7 is not in the fake: its labels answer 404
+    said: list[str] = []
+
+    labelled_github(github).show(record_for(ticket), said.append)
+
+    assert said == ["status label on issue #7 not set: ForgeError: cannot list the labels of "
+                    f"issue #7: {REPO} not found (404), or the token cannot see it"]  # fmt: skip
+    (comment,) = github.comments_on(REPO, 7)
+    assert "**Started**" in comment["body"]
+
+
+def test_without_status_labels_no_label_is_asked_for(tmp_path: Path, github: FakeGitHub) -> None:
+    github.add_issue(REPO, 7, "Deal", "", ("orchestrate",))
+    github_status(github).show(record_for(issue_ticket(tmp_path)), [].append)
+    assert not any("/labels" in r.path for r in github.requests)
+    with pytest.raises(ValueError, match="status_labels"):
+        GitHubSource(kind="github", repo=REPO, label="x", status_labels="yes")  # type: ignore[arg-type]
+
+
+def test_gitlab_status_labels_in_one_request_others_kept(
+    tmp_path: Path, gitlab: FakeGitLab
+) -> None:
+    gitlab.add_issue(PROJECT, "Deal", ["orchestrate", "orchestrator:running", "team::cards"],
+                     "2026-01-01T00:00:00Z")  # fmt: skip
+    issue = gitlab.projects[PROJECT]["issues"][0]
+    issue["iid"] = 7
+    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
+                          base_url=gitlab.base_url, status_labels=True)  # fmt: skip
+    sleeps: list[float] = []
+
+    def thread_for(source: ForgeSource, project: str, token: str) -> IssueThread:
+        assert isinstance(source, GitLabSource)
+        return GitLabForge(UrllibClient(timeout_s=5), source.base_url, project, token,
+                           sleep=sleeps.append)  # fmt: skip
+
+    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
+    ticket = issue_ticket(tmp_path, "gitlab", PROJECT)
+    said: list[str] = []
+
+    status.show(record_for(ticket, RunState.AWAITING_APPROVAL), said.append)
+
+    assert issue["labels"] == ["orchestrate", "team::cards", "orchestrator:awaiting-approval"]
+    (put,) = [r for r in gitlab.requests if r.method == "PUT"]
+    assert put.path.endswith("/issues/7") and put.body == {
+        "add_labels": "orchestrator:awaiting-approval",
+        "remove_labels": "orchestrator:completed,orchestrator:failed,orchestrator:needs-human,"
+        "orchestrator:running",
+    }
+    gitlab.fail(500, times=3, body={"message": f"down {GITLAB_TOKEN}"})  # the notes' GETs
+    status.show(record_for(ticket, RunState.COMPLETED), said.append)
+    assert said == ["status comment on issue #7 not written: ForgeError: cannot list the notes "
+                    "of issue #7: GitLab is failing (500): down ***"]  # fmt: skip
+    assert sleeps == [1.0, 2.0]  # a GET, asked again (the sleep injected: nothing slept)
+    assert issue["labels"][-1] == "orchestrator:completed"  # the label went on regardless

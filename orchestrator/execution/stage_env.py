@@ -26,9 +26,49 @@ from pathlib import Path
 from orchestrator.domain.broker_url import BROKER_URL_ENV
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
 from orchestrator.domain.placeholders import STAGE_PLACEHOLDERS
+from orchestrator.execution.process import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMEOUT
 from orchestrator.storage import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
+
+# The ORCH_* variables every stage is given, with what each holds: the contract's one
+# written list (``docs/reference/stage-contract.md`` is generated from it; a test holds
+# ``stage_environ`` to it, name for name).
+STAGE_VARIABLES: tuple[tuple[str, str], ...] = (
+    ("ORCH_TICKET_FILE", "the run's snapshot of the ticket (extras files sit beside it)"),
+    ("ORCH_TICKET_ID", "the ticket's id"),
+    ("ORCH_TICKET_KIND", "the ticket's kind"),
+    ("ORCH_REPOSITORY", "the ticket's repository (URL, or absolute path)"),
+    ("ORCH_BASE_BRANCH", "the branch the work starts from (`main`)"),
+    ("ORCH_WORK_BRANCH", f"the branch the work goes on (`{WORK_BRANCH_PREFIX}<ticket-id>`)"),
+    ("ORCH_BASE_REF", "`origin/<base branch>`, for checks"),
+    ("ORCH_RUN_ID", "the run's id"),
+    ("ORCH_RUN_DIR", "the run's workspace (`runs/<run-id>/` under the state dir)"),
+    ("ORCH_CLONE_DIR", "the working clone"),
+    ("ORCH_STATE_DIR", "the state dir"),
+    ("ORCH_STAGE", "the stage's name"),
+    ("ORCH_ENGINE", "for engine stages: the engine (empty otherwise)"),
+    ("ORCH_MODEL", "for engine stages: the model (empty otherwise)"),
+    ("ORCH_ATTEMPT", "the attempt number within the run"),
+    (
+        "ORCH_ATTEMPT_ID",
+        "`<run-id>#<attempt>`: marks every process of the attempt, so a resumed run can find "
+        "what a dead orchestrator left behind",
+    ),
+    ("ORCH_CHECK", "for checks only: the check's name (unset otherwise)"),
+)
+
+# How a stage's ending is written in its attempt's ``exit_code``, beyond the status the
+# process itself exited with (a stage's own 0 is success, anything else a failure).
+RECORDED_EXIT_STATUSES: tuple[tuple[str, str], ...] = (
+    ("128+N", "killed by signal N (`signal` is set)"),
+    (str(EXIT_TIMEOUT), "our timeout stopped it (`timed_out: true`)"),
+    (str(EXIT_CANNOT_EXECUTE), "the program could not be executed (`error` says why)"),
+    (
+        str(EXIT_NOT_FOUND),
+        "the program, the working directory or standard input was not found (`error` says which)",
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -362,6 +362,225 @@ class StateLayout(NamedTuple):
         return found
 
 
+class StateFile(NamedTuple):
+    """One row of the state dir's documented layout (``docs/reference/state-dir.md`` is
+    generated from ``STATE_FILES``): the path pattern, what is there, and the
+    ``StateLayout`` members that build or find it."""
+
+    pattern: str
+    meaning: str
+    members: tuple[str, ...] = ()
+
+
+# The state dir's layout for a person reading it (``jq``, a hand-off). A test holds every
+# path-building member of ``StateLayout`` to a row here.
+STATE_FILES: tuple[StateFile, ...] = (
+    StateFile(
+        "runs/<run-id>.json",
+        "the run record: ticket, state, current stage, every stage's status, every attempt "
+        "(command, engine, model, start, end, duration, exit code, `timed_out`, signal, log "
+        "path, check results — each with its `failure_class`/`failure_detail` when it failed "
+        "for the machine, the network or a missing program — failing check, `failure_class`, "
+        "`failure_detail`), counters, halt reason, and `resumes` (each resume: who, when, "
+        "from which state and halt, from which stage)",
+        ("runs_dir", "record_path"),
+    ),
+    StateFile(
+        "runs/<run-id>/ticket/",
+        "the ticket snapshot and the files it refers to",
+        ("run_dir", "ticket_snapshot_dir"),
+    ),
+    StateFile("runs/<run-id>/clone/", "the working clone", ("clone_dir",)),
+    StateFile(
+        "runs/<run-id>/logs/NNN-<stage>[-<check>].log",
+        "one log per attempt (and per check), with the command line and the exit status; "
+        "readable by its owner only (0600); capped by `[logs] max_bytes`",
+        ("logs_dir",),
+    ),
+    StateFile(
+        "runs/<run-id>/logs/verdict-<n>-{recipe-<i>,verify-checkout,verify-<check>,restore-<i>}.log",
+        "decision *n*'s mechanical fix: each recipe command, the verification checkout, the "
+        "verifying check, the restore after a red result",
+        ("logs_dir",),
+    ),
+    StateFile(
+        "runs/<run-id>/prompt-<n>.txt",
+        "the prompt a coding engine was given for attempt *n*",
+    ),
+    StateFile(
+        "runs/<run-id>/pull-request.json",
+        "the pull request the open-pr stage recorded",
+        ("pull_request_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.verdict-<n>.json",
+        "decision *n*, its audit memory: source (`model`, `playbook`, `synthetic`, `infra`), "
+        "action, the validated verdict (or, when the proposal was invalid, the "
+        "`abandon-human` that replaced it, with the validation errors), reason, halt, model, "
+        "prompt version, token usage, the bundle's path; the typed proposal (confidence, "
+        "routing, reasoning, evidence by kind); the inputs it was decided from (`inputs`); "
+        "and its call `transcript` (per call: purpose, request sha256, reply sha256 and "
+        "length, stop reason, error kind, usage, redactions). Written once, before execution",
+        ("verdict_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.replies/<sha256>.txt",
+        "the reply texts and tool results a transcript references, redacted, stored whole, "
+        "named by the sha256 of their UTF-8 bytes; written before the verdict file that "
+        "references them",
+        ("replies_dir",),
+    ),
+    StateFile(
+        "runs/<run-id>.replies/pending-<n>.json",
+        "the replies decision *n* has had so far (request digest and reply), journaled as "
+        "each arrives; answers a decision resumed after a kill, and is removed once its "
+        "verdict file and ledger rows are written",
+        ("replies_dir",),
+    ),
+    StateFile(
+        "runs/<run-id>.bundle-<n>.json",
+        "the context bundle decision *n* was made on (capped, redacted)",
+        ("bundle_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.mechanical_fix-<n>.json",
+        "decision *n*'s mechanical-fix report: the recipe as validated, the sandbox it ran "
+        "in (`sandbox`: `bwrap`/`none`), the argv lists, then each command's exit code, the "
+        "verifier's result, `head_before`, `uncommitted` (status entries the recipe added), "
+        "`protected` (the globs applied), `verified_commit` (the commit the check ran on), "
+        "`restored_git_files` (git files put back), `green`/`red` and `red_reason` (written "
+        "as the plan, with `head_before`, before it runs, then updated; read back by a "
+        "resumed fix, so it is never carried out twice)",
+        ("mechanical_fix_report_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.mechanical_fix.json",
+        "the run's latest mechanical-fix report (older state dirs have only this one)",
+        ("mechanical_fix_path",),
+    ),
+    StateFile(
+        "runs/<run-id>/pruned.json",
+        "what `orchestrator prune` removed from the run (`removed`: `clone`, `logs`, "
+        "`verify-<n>`), how many bytes (`bytes`) and when (`pruned_at`)",
+        ("pruned_record_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.handoff.md",
+        "for a person: what failed, what was tried, where the evidence is",
+        ("handoff_path",),
+    ),
+    StateFile(
+        "runs/<run-id>.approval-<n>.json",
+        "the answer to decision *n*: approved or not, by whom (`auto` or the OS user), when, "
+        "why; `verdict_sha256` (the verdict file it answers) and `hmac` (by the approval key)",
+        ("approval_path",),
+    ),
+    StateFile(
+        "tickets/<ticket-id>.json",
+        "every diagnosis and retry charged to the ticket, across runs, and each `reset` of "
+        "its caps (who, why, when; charges before it no longer count)",
+        ("ticket_budget_path",),
+    ),
+    StateFile(
+        "intake/<source>/<ticket-id>.md",
+        "a ticket taken from a forge issue (`[[sources]]`)",
+        ("intake_dir", "intake_ticket_path"),
+    ),
+    StateFile(
+        "keys/approval.key",
+        "the approval key (0600, made on first need) unless `$ORCHESTRATOR_APPROVAL_KEY` is "
+        "set; no stage sees it (the sandbox hides the state dir)",
+        ("approval_key_path",),
+    ),
+    StateFile(
+        "ledger.jsonl, ledger.head, ledger.lock",
+        "the hash-chained decision ledger, its head (last seq and hash), and the lock "
+        "appends hold",
+        ("ledger_path",),
+    ),
+    StateFile(
+        "ledger.index.sqlite3 (+ -wal, -shm while open)",
+        "the ledger's index: rebuilt from the ledger when missing, behind or disagreeing; "
+        "safe to delete",
+    ),
+    StateFile(
+        "ledger.quarantine-<time>.jsonl",
+        "a torn last line moved aside by `orchestrator ledger repair`",
+    ),
+    StateFile(
+        "locks/<ticket-id>.lock",
+        "held (flock) while a process drives the ticket; contains its pid",
+        ("ticket_lock_path",),
+    ),
+    StateFile(
+        "notify/<run-id>.<event>-<n>.<target>.json",
+        "what notifying `[[notify]]` target `<target>` (its index) of the run's event came "
+        "to: `status` (`sent`/`failed`), `tries`, `passes`, `back_off_s`, `error` (the URL "
+        "never in it), `at`",
+        ("notify_dir", "notify_record_path"),
+    ),
+    StateFile(
+        "baselines/<repo>/<check>.baseline",
+        "the templates the check's green logs in that repository printed "
+        "(`reading/baseline.py`): a cache, learned from each green check, rebuilt when "
+        "damaged; `<repo>` and `<check>` are slugs (readable, then a hash of the name)",
+        ("baselines_dir", "baseline_path", "baseline_paths"),
+    ),
+    StateFile(
+        "baselines/<repo>/<check>.lock",
+        "flock held while a baseline is merged and written",
+        ("baseline_lock_path", "lock_path_of_baseline"),
+    ),
+    StateFile(
+        "baselines/<repo>/<check>.baseline.damaged",
+        "a baseline that did not read back, moved aside (the last one only)",
+        ("damaged_baseline_path", "baseline_paths"),
+    ),
+    StateFile(
+        "base_checks/<repo>/<commit>/<check>-<digest>.json (+ .log)",
+        "a review check's result on a base commit (`passed`, `exit_code`, `timed_out`, the "
+        "failure `reading`, `log_path`, `checked_at`) and its log, `<digest>` hashing how "
+        "the check is configured: a cache, read instead of running the check on that base "
+        "again; safe to delete",
+        ("base_check_path",),
+    ),
+    StateFile(
+        "batches/<batch-id>/budget.json",
+        "one batch's model spend: calls, tokens, estimated cost",
+        ("batch_dir", "batch_budget_path"),
+    ),
+    StateFile(
+        "batches/<batch-id>/batch.json",
+        "what one batch did: its id, backend, start and end, each ticket's status, run id, "
+        "detail and halt, its model spend as its budget recorded it; written when it starts "
+        "and after each ticket (`orchestrator report --batch ID` reads it)",
+        ("batch_record_path",),
+    ),
+    StateFile(
+        "batches/<batch-id>/queue.json",
+        "the ticket files a `--jobs N` batch took in from its `[[sources]]` (a JSON list of "
+        "absolute paths): its workers run these rather than read the sources",
+        ("batch_queue_path",),
+    ),
+    StateFile(
+        "batches/<batch-id>/worker-<k>.log",
+        "a `--jobs N` worker's output (one JSON line per ticket it looked at); 0600, never "
+        "capped (it carries the results)",
+        ("batch_worker_log", "batch_worker_logs"),
+    ),
+    StateFile(
+        ".<name>.<host>-<pid>.<random>.tmp",
+        "a write in progress, or one a kill cut short (wherever atomic writes go); swept "
+        "when a run or batch next opens the state dir",
+    ),
+    StateFile(
+        "demo/",
+        "the demo's project, origin, tickets, config and its own state dir `demo/state/` "
+        "(rebuilt by each demo)",
+    ),
+)
+
+
 def _subdirs(parent: Path) -> list[Path]:
     try:
         with os.scandir(parent) as entries:  # the type comes with the entry: no stat

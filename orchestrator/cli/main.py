@@ -351,6 +351,34 @@ def _config_file(cli_value: str | None, *, verbose: bool) -> Path:
     return config_file
 
 
+def _refuse_a_file_as_state_dir(config_file: Path, cli_value: str | None) -> None:
+    """A state dir that is (or lies under) a file: exit 2 now, not a crash where a
+    command first writes there. A config that cannot be read is left to the command."""
+    from orchestrator import storage
+
+    try:
+        state_dir = storage.state_dir(config_file, cli_value)
+    except OrchestratorError:
+        return
+    existing = state_dir
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "" if existing == state_dir else f": {existing}"
+        raise UsageError(f"state dir {state_dir}{where} is not a directory")
+
+
+def _existing_state_dir(config_file: Path, cli_value: str | None) -> Path:
+    """The state dir of a command that only reads it: one that does not exist is a
+    mistyped path or the wrong config far more often than a place with no runs yet."""
+    from orchestrator import storage
+
+    state_dir = storage.state_dir(config_file, cli_value)
+    if not state_dir.is_dir():
+        raise UsageError(f"state dir {state_dir} does not exist")
+    return state_dir
+
+
 DISTRIBUTED_INSTALL = (
     "pipx install 'ticket-orchestrator[distributed]' "
     "(or pip install 'ticket-orchestrator[distributed]')"
@@ -385,6 +413,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         # The demo drives this entry point, handed in: it imports no CLI code.
         return demo.demo(args.dir, with_model=args.with_model, cli=main)
     config_file = _config_file(args.config, verbose=args.verbose)
+    # doctor, and the preflight before a run's first stage, report it among their checks.
+    preflight = not getattr(args, "no_preflight", True) and not getattr(args, "worker", False)
+    if args.command != "doctor" and not preflight:
+        _refuse_a_file_as_state_dir(config_file, args.state_dir)
     if args.command == "doctor":
         from orchestrator.cli.commands import doctor
 
@@ -393,7 +425,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import runs
 
         return runs.runs(
-            storage.state_dir(config_file, args.state_dir),
+            _existing_state_dir(config_file, args.state_dir),
             sys.stdout,
             as_json=args.json,
             state=args.state,
@@ -446,7 +478,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import report
 
         return report.report(
-            storage.state_dir(config_file, args.state_dir),
+            _existing_state_dir(config_file, args.state_dir),
             config_file,
             report.selection_of(args.batch, args.since, args.run_ids),
             Path(args.out),
@@ -457,7 +489,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import verdicts
 
         return verdicts.verdicts(
-            storage.state_dir(config_file, args.state_dir),
+            _existing_state_dir(config_file, args.state_dir),
             sys.stdout,
             action=args.action,
             source=args.source,
@@ -479,7 +511,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import show
 
         return show.show(
-            storage.state_dir(config_file, args.state_dir),
+            _existing_state_dir(config_file, args.state_dir),
             args.run_id,
             sys.stdout,
             as_json=args.json,
@@ -554,7 +586,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import ledger
 
         return ledger.run(
-            args, storage.state_dir(config_file, args.state_dir), sys.stdout, os.environ
+            args, _existing_state_dir(config_file, args.state_dir), sys.stdout, os.environ
         )
     raise AssertionError(f"unhandled command {args.command}")
 

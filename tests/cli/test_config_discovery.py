@@ -71,6 +71,7 @@ def test_a_command_in_a_subdirectory_uses_the_parents_config_and_verbose_says_so
     assert not (deep / "state").exists()
     # --config still wins, and -v also goes before the subcommand.
     other = write_config(tmp_path / "other", bash_stage("build", "exit 0"))
+    (other.parent / "state").mkdir()
     assert main(["--verbose", "--config", str(other), "runs"]) == 0
     assert capsys.readouterr().err == f"orchestrator: config {other} (--config)\n"
 

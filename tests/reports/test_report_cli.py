@@ -44,6 +44,7 @@ def test_report_help_loads_no_validation_library_or_sdk() -> None:
 
 def test_a_report_loads_no_sdk_and_no_queue_library(tmp_path: Path) -> None:
     page = tmp_path / "r.html"
+    (tmp_path / "state").mkdir()
     printed, heavy = loaded_after(
         ["--state-dir", str(tmp_path / "state"), "report", "--out", str(page)]
     )

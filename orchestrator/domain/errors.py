@@ -16,7 +16,8 @@ Anything else is a bug: ``cli.main`` prints where the traceback was written and 
 
 from __future__ import annotations
 
-# Exit codes are documented in README.md ("Exit codes"); keep the two in step.
+# The one list of exit codes: ``EXIT_MEANINGS`` below says what each means; `--help` prints it
+# and docs/reference/cli.md is generated from it (scripts/docs_reference.py).
 EXIT_COMPLETED = 0
 EXIT_BUG = 1
 EXIT_USAGE = 2

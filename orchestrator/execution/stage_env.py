@@ -3,15 +3,8 @@
 This is the contract between the orchestrator and every stage script (README documents
 it). Pure functions, so the contract is pinned by tests without starting anything.
 
-Environment (all strings):
-    ORCH_TICKET_FILE   the run's snapshot of the ticket (extras files sit beside it)
-    ORCH_TICKET_ID     ORCH_TICKET_KIND     ORCH_REPOSITORY (URL or absolute path)
-    ORCH_BASE_BRANCH   ORCH_WORK_BRANCH     ORCH_BASE_REF (origin/<base>, for checks)
-    ORCH_RUN_ID        ORCH_RUN_DIR         ORCH_CLONE_DIR      ORCH_STATE_DIR
-    ORCH_STAGE         ORCH_ENGINE          ORCH_MODEL          ORCH_ATTEMPT
-    ORCH_ATTEMPT_ID    <run-id>#<attempt>: marks every process of the attempt, so a
-                       resumed run can find what a dead orchestrator left behind
-    ORCH_CHECK         (check stages only: the check's name)
+Environment (all strings): ``STAGE_VARIABLES`` below, name by name, with what each holds
+(``docs/reference/stage-contract.md`` is generated from it).
 
 Placeholders in configured commands: {python} {root} {clone} {run_dir}.
 """

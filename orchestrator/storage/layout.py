@@ -2,44 +2,9 @@
 where things are. Imports nothing heavy (no pydantic), so the fast read-only commands and
 the stage programs can use it too.
 
-    runs/<run-id>.json                 the run record
-    runs/<run-id>.verdict-<n>.json     one per decision, written before it is executed
-    runs/<run-id>.bundle-<n>.json      the evidence the decision was taken on
-    runs/<run-id>.approval-<n>.json    the answer to decision n, written once
-    runs/<run-id>.replies/<sha256>.txt the texts of the run's model and tool calls
-    runs/<run-id>.mechanical_fix-<n>.json  the report of decision n's mechanical fix
-    runs/<run-id>.mechanical_fix.json  the latest of those (the name older runs have)
-    runs/<run-id>.handoff.md           what a person needs to take the ticket over
-    runs/<run-id>/ticket/              the ticket as the run started from it
-    runs/<run-id>/clone/               the working clone
-    runs/<run-id>/logs/                one log per attempt (and per check, recipe, restore)
-    runs/<run-id>/pull-request.json    what the open-pr stage opened (its program writes it)
-    runs/<run-id>/pruned.json          what ``orchestrator prune`` removed from the run, and when
-    tickets/<ticket-id>.json           the ticket's budget: every charge, across its runs
-    intake/<source>/<ticket-id>.md     a ticket taken from a forge issue (``[[sources]]``)
-    locks/<ticket-id>.lock             flock held while a process drives the ticket
-    batches/<batch-id>/                one batch's shared model budget and worker logs
-    batches/<batch-id>/batch.json      what the batch ran: its tickets, their runs, its spend
-    ledger.jsonl (+ .head, .lock)      the hash-chained decision ledger
-    ledger.index.sqlite3               the ledger's index (a cache: rebuilt from the ledger)
-    keys/approval.key                  the key approvals are signed with (mode 0600), unless
-                                       $ORCHESTRATOR_APPROVAL_KEY gives one
-    baselines/<repo>/<check>.baseline  the templates the check's green logs in that
-                                       repository printed (``reading/baseline.py``): a
-                                       cache, learned from each green check, rebuilt when
-                                       damaged; ``<repo>`` and ``<check>`` are slugs
-                                       (``name_slug``: readable, then a hash of the name)
-    baselines/<repo>/<check>.lock      flock held while one is merged and written
-    baselines/<repo>/<check>.baseline.damaged  one that did not read back, moved aside
-    base_checks/<repo>/<commit>/<check>-<digest>.json  a review check's result on a base
-                                       commit (``storage/base_checks.py``), and ``.log``
-                                       beside it: its log, kept for the hand-off and for
-                                       judging later failures against (a cache, per check
-                                       config ``<digest>``; ``<repo>``, ``<check>`` slugs)
-    notify/<run-id>.<event>-<n>.<target>.json  what notifying target ``<target>`` (its
-                                       index in ``[[notify]]``) of the run's event
-                                       (occasion ``<n>``) came to: sent or failed, tries
-    .<name>.<pid>.<random>.tmp         a write in progress, or one a crash cut short
+The layout, path by path, is ``STATE_FILES`` at the end of this module (with the
+``StateLayout`` members that build each path; ``docs/reference/state-dir.md`` is generated
+from it).
 
 Run records sit beside their verdict, bundle and mechanical-fix files in ``runs/``; only a
 name of the run-id shape is a run record.
@@ -494,8 +459,7 @@ STATE_FILES: tuple[StateFile, ...] = (
     ),
     StateFile(
         "ledger.jsonl, ledger.head, ledger.lock",
-        "the hash-chained decision ledger, its head (last seq and hash), and the lock "
-        "appends hold",
+        "the hash-chained decision ledger, its head (last seq and hash), and the lock appends hold",
         ("ledger_path",),
     ),
     StateFile(

@@ -266,8 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let the recovery loop ask the configured model (uses $ANTHROPIC_API_KEY)",
     )
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash: source <(orchestrator completion bash))",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
     for subparser in _subparsers(parser):
-        if subparser not in (init, demo):  # they work on the current directory only
+        # init and demo work on the current directory only; completion reads nothing.
+        if subparser not in (init, demo, completion):
             add_global_options(subparser, default=argparse.SUPPRESS)
     return parser
 
@@ -407,6 +413,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.commands import init
 
         return init.init(Path.cwd(), sys.stdout, force=args.force)
+    if args.command == "completion":
+        from orchestrator.cli.completion import completion
+
+        return completion(args.shell, build_parser(), sys.stdout)
     if args.command == "demo":
         from orchestrator.cli.commands import demo
 

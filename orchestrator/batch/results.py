@@ -41,10 +41,13 @@ class TicketResult:
     halt: str | None = None  # the halt reason this batch's run of the ticket ended with
     # The failed stage's last error lines from its log, redacted (reading/telling.py).
     error_lines: tuple[str, ...] = ()
+    # What an awaiting-approval run's decision proposes (reports.display.awaiting_summary).
+    summary: str = ""
 
     def line(self) -> str:
         run = self.run_id or "-"
         tail = f"  {self.detail}" if self.detail else ""
+        tail += f"; proposed: {self.summary}" if self.summary else ""
         at = f"{self.at} " if self.at else ""
         return f"{at}{self.ticket:<16} {self.status:<20} {run:<36} {self.seconds:7.2f}s{tail}"
 

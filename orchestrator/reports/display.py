@@ -72,6 +72,31 @@ def failure_detail(attempt: Attempt) -> list[str]:
     return said if len(said) > 1 else []
 
 
+AWAITING_SUMMARY_CHARS = 200
+
+
+def awaiting_summary(record: RunRecord, *, limit: int = AWAITING_SUMMARY_CHARS) -> str:
+    """What the decision an awaiting-approval run waits on proposes: its verdict's
+    summary, redacted, on one line, cut to ``limit`` characters ("" when the run waits on
+    nothing or its verdict file cannot be read: the line still names the command)."""
+    from orchestrator.domain.errors import StateError
+    from orchestrator.redaction import redact
+    from orchestrator.storage import read_verdict
+
+    if record.state != "awaiting-approval":
+        return ""
+    pending = next((v for v in reversed(record.verdicts) if v.outcome is None), None)
+    if pending is None:
+        return ""
+    path = StateLayout.of_run_dir(Path(record.run_dir)).verdict_path(record.run_id, pending.number)
+    try:
+        summary = read_verdict(path).verdict.summary
+    except (StateError, OSError):
+        return ""
+    text = " ".join(redact(summary).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def final_failure(record: RunRecord) -> Attempt | None:
     """The failed attempt a run ended on, if it ended on one (not on a DRY_RUN block or a
     decision after a later success)."""

@@ -32,6 +32,7 @@ from orchestrator.domain.lifecycle import (
     HaltReason,
     RunState,
     dry_run_armed,
+    dry_run_block_detail,
     halt_reason_for_failure,
     is_terminal,
 )
@@ -277,11 +278,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             halt = Halt(
                 reason=HaltReason.DRY_RUN_BLOCK,
                 stage=stage.name,
-                detail=(
-                    f"stage {stage.name!r} is side-effectful and DRY_RUN is armed; "
-                    "set DRY_RUN=false in the environment to allow it, then "
-                    f"`orchestrator resume {record.run_id}`"
-                ),
+                detail=dry_run_block_detail(stage.name, record.run_id),
             )
             record = record.with_stage_status(stage.name, StageStatus.BLOCKED).transition(
                 RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name

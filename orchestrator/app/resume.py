@@ -5,9 +5,18 @@ goes on from the stage that stopped it, and the stages that finished are not run
 
 Which runs: a ``needs-human`` or ``failed`` run, the ticket's latest (``lifecycle.RESUMES``;
 never ``completed``, ``split`` or one a person rejected). A run that has not stopped is
-simply driven on, as ``orchestrator run`` would. ``--from-stage`` goes on from another
-stage: that stage and every one after it run again; every stage before it must have
-completed.
+simply driven on, as ``orchestrator run`` would — one awaiting approval only once its
+decision is answered (``approve`` records the answer; this carries it out here). ``--from-stage``
+goes on from another stage: that stage and every one after it run again; every stage
+before it must have completed. A run whose clone is gone (``prune`` keeps a resumable
+run's clone, but a person may have removed it) is refused before anything is recorded,
+naming ``--from-stage`` of the stage that makes the clone: going on in no clone would only
+fail, and re-cloning by itself would silently redo the work the later stages did.
+
+A batch (``resume_dry_run_block``) takes one more way on, by itself: a run DRY_RUN stopped
+is resumed from the blocked stage by the first batch whose environment has
+``DRY_RUN=false``, recorded like a person's resume (by ``batch``); under the ticket's lock,
+so overlapping batches resume it once.
 
 The resume is a person's decision about the run, so it is recorded twice before anything
 runs: a ledger row (source ``human``: who, from which state and halt, from which stage),
@@ -17,10 +26,14 @@ no second row; then the run record's ``resumes`` entry with the new state.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from orchestrator.app.driver import continue_run
+from orchestrator.app.driver import continue_run, pending_verdict
 from orchestrator.app.services import Services
+from orchestrator.app.stores import approvals_of
+from orchestrator.domain.config import StageConfig
 from orchestrator.domain.errors import IllegalTransition, UsageError
 from orchestrator.domain.lifecycle import (
     HaltReason,
@@ -30,8 +43,8 @@ from orchestrator.domain.lifecycle import (
     is_terminal,
 )
 from orchestrator.domain.runs import RunRecord, StageStatus, resumed
-from orchestrator.storage import CrashPoint, ticket_lock
-from orchestrator.storage.ledger import Ledger, person_decision
+from orchestrator.storage import CrashPoint, DecisionLedger, ticket_lock
+from orchestrator.storage.ledger import key_from_env, person_decision
 
 CAPABILITY = "resume-run"
 
@@ -48,10 +61,13 @@ class ResumePlan:
     stage: str | None
 
 
-def plan_resume(record: RunRecord, from_stage: str | None, *, dry_run: bool) -> ResumePlan:
-    """Where ``record`` would go on from, or ResumeRefused saying why not. Pure."""
+def plan_resume(
+    record: RunRecord, from_stage: str | None, *, dry_run: bool, answered: bool = False
+) -> ResumePlan:
+    """Where ``record`` would go on from, or ResumeRefused saying why not. ``answered``:
+    the decision an awaiting-approval run waits on has its answer. Pure."""
     names = [s.name for s in record.stages]
-    if record.state is RunState.AWAITING_APPROVAL:
+    if record.state is RunState.AWAITING_APPROVAL and not answered:
         raise ResumeRefused(
             f"resume refused: run {record.run_id} is waiting for an answer: "
             f"`orchestrator approve {record.run_id}` or `orchestrator reject {record.run_id}`"
@@ -90,9 +106,30 @@ def plan_resume(record: RunRecord, from_stage: str | None, *, dry_run: bool) -> 
     if halt is not None and halt.reason is HaltReason.DRY_RUN_BLOCK and dry_run:
         raise ResumeRefused(
             f"resume refused: run {record.run_id} stopped because DRY_RUN is armed, and it "
-            "still is: set DRY_RUN=false in the environment to let side-effectful stages run"
+            "still is in this environment (the one that would run the stage): set "
+            f"DRY_RUN=false here (`DRY_RUN=false orchestrator resume {record.run_id}`), or "
+            "let the next `DRY_RUN=false orchestrator batch` continue it"
         )
     return ResumePlan(stage)
+
+
+def clone_needed_but_gone(
+    record: RunRecord, stage: str, stages: tuple[StageConfig, ...] | list[StageConfig]
+) -> str | None:
+    """Why going on from ``stage`` cannot work: the stages from it on work in the run's
+    clone, which is gone, and an earlier stage is the one that makes it. None when the
+    clone is there, or when ``stage`` itself comes before any stage that works in it."""
+    names = [s.name for s in stages]
+    in_clone = [i for i, s in enumerate(stages) if s.cwd == "clone"]
+    clone = Path(record.clone_dir)
+    if not in_clone or names.index(stage) < in_clone[0] or os.path.lexists(clone):
+        return None
+    makes = names[0]
+    return (
+        f"resume refused: run {record.run_id}'s clone {clone} is gone (pruned, or removed), "
+        f"and stage {stage!r} works in it; `orchestrator resume {record.run_id} "
+        f"--from-stage {makes}` makes it again and runs every stage after {makes!r} again"
+    )
 
 
 def resume_decision_id(run_id: str, number: int) -> str:
@@ -100,7 +137,7 @@ def resume_decision_id(run_id: str, number: int) -> str:
 
 
 def resume_run(
-    services: Services, ledger: Ledger, run_id: str, *, by: str, from_stage: str | None
+    services: Services, ledger: DecisionLedger, run_id: str, *, by: str, from_stage: str | None
 ) -> RunRecord:
     """Resume ``run_id`` (see the module docstring) and drive it. Holds the ticket's lock
     throughout: a ticket another process is running is refused (TicketLocked)."""
@@ -114,22 +151,86 @@ def resume_run(
                 f"resume refused: run {run_id} is not {record.ticket_id}'s latest run "
                 f"({latest.run_id} is); resume that one"
             )
-        configured = [s.name for s in services.loaded.config.stages]
-        if configured != [s.name for s in record.stages]:
-            # Checked before anything is recorded: a resume that cannot run changes nothing.
-            raise ResumeRefused(
-                f"resume refused: run {run_id} was started with stages "
-                f"{[s.name for s in record.stages]}, but {services.loaded.path} now defines "
-                f"{configured}; restore that config to resume it"
-            )
-        plan = plan_resume(record, from_stage, dry_run=dry_run_armed(services.environ))
-        if plan.stage is not None:
-            record = _record_resume(record, plan.stage, ledger, services, by=by)
-        return continue_run(record, services)
+        return _resume_locked(services, ledger, record, by=by, from_stage=from_stage)
+
+
+def _resume_locked(
+    services: Services,
+    ledger: DecisionLedger,
+    record: RunRecord,
+    *,
+    by: str,
+    from_stage: str | None,
+) -> RunRecord:
+    """Plan, record and drive a resume of ``record``, the ticket's latest run, whose
+    ticket's lock the caller holds."""
+    configured = [s.name for s in services.loaded.config.stages]
+    if configured != [s.name for s in record.stages]:
+        # Checked before anything is recorded: a resume that cannot run changes nothing.
+        raise ResumeRefused(
+            f"resume refused: run {record.run_id} was started with stages "
+            f"{[s.name for s in record.stages]}, but {services.loaded.path} now defines "
+            f"{configured}; restore that config to resume it"
+        )
+    plan = plan_resume(
+        record,
+        from_stage,
+        dry_run=dry_run_armed(services.environ),
+        answered=_answered(record, services),
+    )
+    if plan.stage is not None:
+        gone = clone_needed_but_gone(record, plan.stage, services.loaded.config.stages)
+        if gone is not None:
+            raise ResumeRefused(gone)
+        record = _record_resume(record, plan.stage, ledger, services, by=by)
+    return continue_run(record, services)
+
+
+def _answered(record: RunRecord, services: Services) -> bool:
+    ref = pending_verdict(record)
+    if record.state is not RunState.AWAITING_APPROVAL or ref is None:
+        return False
+    return approvals_of(services).answered(record.run_id, ref.number)
+
+
+def dry_run_blocked(record: RunRecord) -> bool:
+    """The run ended ``needs-human`` only because DRY_RUN stopped a side-effectful stage:
+    a batch whose environment lets that stage run continues it."""
+    halt = record.halt
+    return (
+        record.state is RunState.NEEDS_HUMAN
+        and halt is not None
+        and halt.reason is HaltReason.DRY_RUN_BLOCK
+    )
+
+
+BATCH_BY = "batch"
+
+
+def resume_dry_run_block(services: Services, run_id: str) -> tuple[RunRecord, bool]:
+    """A batch's way on for a run DRY_RUN stopped: when DRY_RUN is not armed in
+    ``services.environ`` and the run is still its ticket's latest and still stopped so,
+    it is resumed from the blocked stage (recorded as ``resume`` records it, by ``batch``)
+    and driven. Returns the run and whether this call drove it; a run another batch
+    resumed meanwhile, or one DRY_RUN still holds here, is returned as found. Raises
+    TicketLocked while another process drives the ticket, ResumeRefused when its clone
+    is gone."""
+    store = services.storage.runs
+    found = store.load(run_id)
+    with services.storage.locks.ticket(found.ticket_id):
+        latest = store.latest_for_ticket(found.ticket_id) or found
+        if (
+            latest.run_id != run_id
+            or not dry_run_blocked(latest)
+            or dry_run_armed(services.environ)
+        ):
+            return latest, False
+        ledger = services.storage.ledger(key_from_env(services.environ))
+        return _resume_locked(services, ledger, latest, by=BATCH_BY, from_stage=None), True
 
 
 def _record_resume(
-    record: RunRecord, stage: str, ledger: Ledger, services: Services, *, by: str
+    record: RunRecord, stage: str, ledger: DecisionLedger, services: Services, *, by: str
 ) -> RunRecord:
     """The ledger row, then the run record: both before anything of the run runs again."""
     now = services.clock()

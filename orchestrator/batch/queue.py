@@ -8,6 +8,13 @@ the queue runs: which file is "the" ticket is a person's call, and guessing (the
 name) would run one file and silently never the other, while refusing the whole batch
 would stop every other ticket over one mistake. A refusal makes the batch exit non-zero,
 so cron's monitoring hears of it.
+
+A run stopped only by DRY_RUN (``dry_run_block``) is not done for a batch that may do
+what it was stopped before: the first batch whose environment has ``DRY_RUN=false``
+resumes it from the blocked stage (``resume_dry_run_block``: once, under the ticket's
+lock). A batch where DRY_RUN is still armed says so on the ticket's line, naming whose
+environment decides: the batch's here, the worker's on a fleet (``decides``). A run whose
+answer a person recorded (``approve``) is not terminal: the next batch carries it out.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orchestrator.app.driver import run_unfinished
+from orchestrator.app.resume import ResumeRefused, dry_run_blocked, resume_dry_run_block
 from orchestrator.app.services import Services
-from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
+from orchestrator.batch.results import DRY_RUN_BLOCK, STATE_ERROR, TicketResult, timestamp
 from orchestrator.domain import errors
 from orchestrator.domain.errors import (
     IllegalTransition,
@@ -27,7 +35,7 @@ from orchestrator.domain.errors import (
     TicketError,
     TicketLocked,
 )
-from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.lifecycle import RunState, dry_run_armed, dry_run_continuation
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
@@ -77,10 +85,28 @@ def _error_lines(record: RunRecord) -> tuple[str, ...]:
     return () if attempt is None else tuple(error_lines_of(failed_log(attempt)))
 
 
+BATCH_ENVIRONMENT = "the batch's"
+WORKER_ENVIRONMENT = "the worker's"
+
+
+def still_blocked(record: RunRecord, decides: str) -> str:
+    """The line's detail for a run DRY_RUN stopped and still stops in this batch."""
+    stage = record.halt.stage if record.halt else None
+    return (
+        f"blocked by DRY_RUN at {stage!r}: DRY_RUN is armed in {decides} environment, "
+        f"which decides; {dry_run_continuation(record.run_id)}"
+    )
+
+
 def run_one(
-    path: Path, services: Services, refused: Mapping[Path, str] | None = None
+    path: Path,
+    services: Services,
+    refused: Mapping[Path, str] | None = None,
+    *,
+    decides: str = BATCH_ENVIRONMENT,
 ) -> TicketResult:
-    """Run one queued ticket file unless ``refused`` names it (see ``duplicate_ids``)."""
+    """Run one queued ticket file unless ``refused`` names it (see ``duplicate_ids``).
+    ``decides``: whose environment ``services.environ`` is, for the lines that say so."""
     started = time.monotonic()
     refused = refused or {}
 
@@ -107,7 +133,16 @@ def run_one(
         return result(path.name, "refused", None, str(exc), False)
     try:
         record, drove = run_unfinished(ticket, services)
+        if not drove and dry_run_blocked(record):
+            if dry_run_armed(services.environ):
+                return result(
+                    ticket.id, f"already-{record.state}", record.run_id,
+                    still_blocked(record, decides), False,
+                )  # fmt: skip
+            record, drove = resume_dry_run_block(services, record.run_id)
     except TicketError as exc:  # found wanting once it was to run (its repository)
+        return result(ticket.id, "refused", None, str(exc), False)
+    except ResumeRefused as exc:  # a blocked run that cannot go on (its clone is gone)
         return result(ticket.id, "refused", None, str(exc), False)
     except TicketLocked as exc:
         return result(ticket.id, "skipped", None, str(exc), False)
@@ -118,7 +153,9 @@ def run_one(
     if not drove:  # ended before this batch took its lock (here or in another batch)
         return result(ticket.id, f"already-{record.state}", record.run_id, "", False)
     detail = ""
-    if record.halt is not None:
+    if record.halt is not None and record.halt.reason.value == DRY_RUN_BLOCK:
+        detail = still_blocked(record, decides)
+    elif record.halt is not None:
         detail = f"{record.halt.reason} at {record.halt.stage}"
     elif record.state is RunState.AWAITING_APPROVAL:
         detail = f"orchestrator approve {record.run_id}"

@@ -70,8 +70,10 @@ def dry_run_notice(results: list[TicketResult], at: str) -> str | None:
     names = ", ".join(blocked)
     return (
         f"{at} DRY_RUN blocked a side-effectful stage of {len(blocked)} ticket(s) ({names}): "
-        "set DRY_RUN=false in the batch's environment to allow it; "
-        "`orchestrator resume RUN_ID` continues a blocked run at the stage that stopped it"
+        "DRY_RUN is decided by the environment that runs the ticket (the batch's; with "
+        "--backend celery, the worker's); the next `DRY_RUN=false orchestrator batch` "
+        "continues each at the stage that stopped it, or `DRY_RUN=false orchestrator resume "
+        "RUN_ID` one now"
     )
 
 

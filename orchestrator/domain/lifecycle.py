@@ -139,3 +139,21 @@ def dry_run_armed(environ: Mapping[str, str]) -> bool:
     """Side effects are blocked unless DRY_RUN is the literal ``false`` (any case).
     Unset, empty, ``0``, ``no``, ``off`` — anything else — keeps the gate armed."""
     return environ.get("DRY_RUN", "").lower() != "false"
+
+
+def dry_run_continuation(run_id: str) -> str:
+    """The commands that continue a run DRY_RUN stopped: whoever reads a halt, hand-off
+    or batch line about it is told both, since the environment that runs the stage (the
+    batch's, a fleet worker's, this shell's) is the one whose DRY_RUN decides."""
+    return (
+        "the next `DRY_RUN=false orchestrator batch` continues it from there, or "
+        f"`DRY_RUN=false orchestrator resume {run_id}` now"
+    )
+
+
+def dry_run_block_detail(stage: str, run_id: str) -> str:
+    """The halt detail of a run DRY_RUN stopped before ``stage``."""
+    return (
+        f"stage {stage!r} is side-effectful and DRY_RUN is armed in the environment that "
+        f"ran it; {dry_run_continuation(run_id)}"
+    )

@@ -5,7 +5,13 @@ worker logs go the same way; its record (which runs it touched) and budget stay.
 
 A run is pruned only when it is terminal, last changed before the cut-off, and its
 ticket's lock can be taken: a run still going, or a ticket some process is driving right
-now, is never touched. The record is read again under that lock. What was removed is
+now, is never touched. Nor is a run still waiting for something, whatever its age
+(``kept_because``): one not finished (awaiting approval, running or cut short, deferred),
+or a stopped one ``resume`` could go on with (the ticket's latest, ``needs-human`` or
+``failed`` for a reason a resume continues from: DRY_RUN, a missing program, a check...),
+whose clone holds the work its later stages need; at most one per ticket, since only
+the latest run of a ticket is resumed. ``also_resumable`` frees those too (a resume
+then has to start again from the clone stage, and says so). The record is read again under that lock. What was removed is
 written to ``runs/<run-id>/pruned.json`` after the removal, so a reader (``show``) can
 say "log pruned" rather than "log missing".
 """
@@ -22,8 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.domain.errors import StateError, TicketLocked
-from orchestrator.domain.lifecycle import is_terminal
+from orchestrator.domain.errors import IllegalTransition, StateError, TicketLocked
+from orchestrator.domain.lifecycle import RunState, check_resume, is_terminal
+from orchestrator.domain.runs import RunRecord
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import BASE_CHECKS_DIR, StateLayout, run_record_paths
 from orchestrator.storage.runs import read_record_file, ticket_lock
@@ -38,6 +45,7 @@ class Pruned:
     bytes: int = 0
     skipped: str | None = None  # why it was left, or left half done (unreadable, locked)
     locked: bool = False  # left because a process holds its ticket: the next prune takes it
+    kept: str | None = None  # left on purpose: what still needs its clone (``kept_because``)
 
 
 @dataclass(frozen=True)
@@ -106,28 +114,78 @@ def read_mark(layout: StateLayout, run_id: str) -> PrunedMark | None:
         return None
 
 
+def kept_because(record: RunRecord, *, latest: bool) -> str | None:
+    """Why a run's clone and logs must stay however old the run is, or None. ``latest``:
+    it is its ticket's latest run (only that one is ever resumed). Pure."""
+    run_id = record.run_id
+    if record.state is RunState.AWAITING_APPROVAL:
+        return (
+            "awaiting approval; its clone is where the answer is carried out "
+            f"(`orchestrator approve {run_id}` or `reject`)"
+        )
+    if not is_terminal(record.state):
+        return f"{record.state}, not finished; the next batch goes on in its clone"
+    halt = record.halt
+    try:
+        check_resume(record.state, halt.reason if halt else None)
+    except IllegalTransition:
+        return None
+    if not latest:
+        return None
+    why = f"{record.state} ({halt.reason})" if halt else str(record.state)
+    return f"{why} and resumable; `orchestrator resume {run_id}` goes on in its clone"
+
+
+def _latest_runs(records: list[RunRecord]) -> set[str]:
+    """The latest run of each ticket among ``records`` (as ``latest_for_ticket`` picks)."""
+    latest: dict[str, RunRecord] = {}
+    for record in records:
+        best = latest.get(record.ticket_id)
+        if best is None or record.created_at > best.created_at:
+            latest[record.ticket_id] = record
+    return {r.run_id for r in latest.values()}
+
+
 def prune_runs(
-    layout: StateLayout, cutoff: datetime, now: datetime, *, dry_run: bool
+    layout: StateLayout,
+    cutoff: datetime,
+    now: datetime,
+    *,
+    dry_run: bool,
+    also_resumable: bool = False,
 ) -> Iterator[Pruned]:
     """Every terminal run last changed before ``cutoff`` that still has a clone or logs:
-    removed (unless ``dry_run``), or skipped with the reason."""
+    removed (unless ``dry_run``), or skipped with the reason; a run older than that that
+    ``kept_because`` keeps is yielded as kept, with the reason."""
+    records: list[tuple[Path, RunRecord]] = []
     for path in run_record_paths(layout.runs_dir):
-        run_id = path.stem
         try:
-            record = read_record_file(path)
+            records.append((path, read_record_file(path)))
         except StateError as exc:
-            yield Pruned(run_id, skipped=str(exc))
-            continue
-        if not is_terminal(record.state) or record.updated_at >= cutoff:
+            yield Pruned(path.stem, skipped=str(exc))
+    latest = _latest_runs([record for _, record in records])
+    for path, record in records:
+        run_id = path.stem
+        if record.updated_at >= cutoff:
             continue
         if not layout.prunable_paths(run_id):
-            continue  # pruned before
+            continue  # pruned before, or never made
+        kept = _kept(record, latest, also_resumable=also_resumable)
+        if kept is not None:
+            yield Pruned(run_id, kept=kept)
+            continue
         try:
             with ticket_lock(layout.root, record.ticket_id):
                 yield _prune_one(layout, path, now, dry_run=dry_run)
         except TicketLocked as exc:
             holder = f"pid {exc.holder_pid}" if exc.holder_pid else "another process"
             yield Pruned(run_id, skipped=f"{exc.ticket_id} is locked by {holder}", locked=True)
+
+
+def _kept(record: RunRecord, latest: set[str], *, also_resumable: bool) -> str | None:
+    if also_resumable and is_terminal(record.state):
+        return None
+    return kept_because(record, latest=record.run_id in latest)
 
 
 def _prune_one(layout: StateLayout, path: Path, now: datetime, *, dry_run: bool) -> Pruned:
@@ -137,7 +195,7 @@ def _prune_one(layout: StateLayout, path: Path, now: datetime, *, dry_run: bool)
     except StateError as exc:
         return Pruned(run_id, skipped=str(exc))
     if not is_terminal(record.state):
-        return Pruned(run_id, skipped=f"run {run_id} is {record.state}")
+        return Pruned(run_id, kept=f"{record.state}, not finished")
     targets = layout.prunable_paths(run_id)
     freed = sum(disk_bytes(p) for p in targets)
     if dry_run:

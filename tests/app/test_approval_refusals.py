@@ -211,11 +211,14 @@ def test_an_unsigned_approval_written_while_the_run_waits_is_refused(tmp_path: P
 
 
 def _approve_killed_at(tmp_path: Path, run_id: str, point: str) -> None:
-    """``orchestrator approve`` in its own process, killed right after ``point``."""
+    """``orchestrator approve --now`` in its own process, killed right after ``point``
+    (the answer's own write, or one made carrying it out)."""
     env = subprocess_env(PATH=os.environ["PATH"], DRY_RUN="false", ORCHESTRATOR_CRASH_AT=point)
     env.pop(APPROVAL_KEY_ENV, None)  # the state dir's key, as the harness's runs use
     proc = subprocess.run(
-        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "approve", run_id),
+        orchestrator_cmd(
+            "--config", str(tmp_path / "config.toml"), "approve", run_id, "--now"
+        ),
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert proc.returncode == -9, proc.stdout + proc.stderr
@@ -238,7 +241,7 @@ def test_a_persons_approval_is_signed_bound_and_carried_out(tmp_path: Path) -> N
     out = io.StringIO()
     code = answer(
         tmp_path / "config.toml", None, record.run_id, approved=True, reason=None, out=out,
-        environ=dict(h.services.environ),
+        environ=dict(h.services.environ), now=True,
     )  # fmt: skip
     assert code == 0, out.getvalue()
     done = h.services.storage.runs.load(record.run_id)

@@ -52,12 +52,16 @@ def test_an_unsure_proposal_waits_and_approve_carries_it_out(tmp_path: Path) -> 
     out = io.StringIO()
     code = answer(
         tmp_path / "config.toml", None, run_id, approved=True, reason=None, out=out,
-        environ={**h.services.environ},
+        environ={**h.services.environ}, now=True,
     )  # fmt: skip
     assert code == 0, out.getvalue()
     assert out.getvalue().startswith(
         f"approved: verdict 1 of {run_id} (retry, routed hitl_recommended"
     )
+    assert (
+        "carrying it out here (--now): this shell's environment decides DRY_RUN "
+        "(DRY_RUN is false here) and the tools\n"
+    ) in out.getvalue()
     record = store.load(run_id)
     assert record.state is RunState.COMPLETED
     assert [a.stage for a in record.attempts] == ["clone", "build", "build"]
@@ -96,6 +100,7 @@ def test_a_decision_is_answered_once(tmp_path: Path) -> None:
         reason=None,
         out=io.StringIO(),
         environ=dict(h.services.environ),
+        now=True,
     )
     with pytest.raises(UsageError, match=f"run {run_id} is completed, not awaiting approval"):
         answer(
@@ -114,12 +119,13 @@ def test_approve_through_the_cli_exits_with_the_runs_outcome(tmp_path: Path) -> 
 
     _, run_id = paused(tmp_path)
     proc = subprocess.run(
-        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "approve", run_id),
+        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "approve", run_id, "--now"),
         capture_output=True, text=True, timeout=120,
         env=subprocess_env(PATH=os.environ["PATH"], DRY_RUN="false"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "approved: verdict 1" in proc.stdout
+    assert RunStore(tmp_path / "state").load(run_id).state is RunState.COMPLETED
 
 
 def test_the_ledger_remembers_green_recipes_by_signature_and_age(tmp_path: Path) -> None:

@@ -193,7 +193,8 @@ CASES = [
         APPROVAL,
         [Step(RUN), Step(("approve", "LATEST"), "approval"), Step(RUN)],
         final="completed",
-        baseline_steps=[Step(RUN), Step(("approve", "LATEST"))],
+        # ``approve`` records the answer; the next run (or batch) carries it out.
+        baseline_steps=[Step(RUN), Step(("approve", "LATEST")), Step(RUN)],
     ),
     Case("ledger-trace", INVESTIGATE, killed_at("ledger-trace")),
     # A person's resume and reset: recorded in the ledger, then carried out, once.

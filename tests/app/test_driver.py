@@ -185,7 +185,11 @@ def test_side_effectful_stage_is_blocked_while_dry_run_is_armed(tmp_path: Path) 
     record = run_ticket(ticket, services)
     assert record.state is RunState.NEEDS_HUMAN
     assert record.halt is not None and record.halt.reason is HaltReason.DRY_RUN_BLOCK
-    assert "set DRY_RUN=false" in record.halt.detail
+    assert record.halt.detail == (
+        "stage 'push' is side-effectful and DRY_RUN is armed in the environment that ran "
+        "it; the next `DRY_RUN=false orchestrator batch` continues it from there, or "
+        f"`DRY_RUN=false orchestrator resume {record.run_id}` now"
+    )
     assert record.stage_status("push") is StageStatus.BLOCKED
     assert count(tmp_path / "state", "push") == 0
 

@@ -50,7 +50,8 @@ def blocked_run(tmp_path: Path, pipeline: str = PIPELINE) -> tuple[Harness, RunR
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.NEEDS_HUMAN
     assert record.halt is not None and record.halt.reason is HaltReason.DRY_RUN_BLOCK
-    assert f"`orchestrator resume {record.run_id}`" in record.halt.detail
+    assert f"`DRY_RUN=false orchestrator resume {record.run_id}`" in record.halt.detail
+    assert "the next `DRY_RUN=false orchestrator batch` continues it" in record.halt.detail
     assert (count(tmp_path, "implement"), count(tmp_path, "publish")) == (1, 0)
     return h, record
 

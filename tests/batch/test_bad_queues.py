@@ -227,21 +227,35 @@ def test_one_line_says_dry_run_blocked_something_and_how_to_allow_it(
     armed = batch(config, tickets, "--jobs", jobs)
 
     assert armed.returncode == 3, armed.stdout
-    [notice] = [line for line in armed.stdout.splitlines() if "DRY_RUN" in line]
+    [notice] = [line for line in armed.stdout.splitlines() if " DRY_RUN blocked " in line]
     assert re.fullmatch(
         rf"{STAMP} DRY_RUN blocked a side-effectful stage of 2 ticket\(s\) \(T-01, T-02\): "
-        "set DRY_RUN=false in the batch's environment to allow it; `orchestrator resume "
-        "RUN_ID` continues a blocked run at the stage that stopped it",
+        "DRY_RUN is decided by the environment that runs the ticket \\(the batch's; with "
+        "--backend celery, the worker's\\); the next `DRY_RUN=false orchestrator batch` "
+        "continues each at the stage that stopped it, or `DRY_RUN=false orchestrator resume "
+        "RUN_ID` one now",
         notice,
     )
-    # Found blocked by an earlier batch is not "blocked in this batch"; nothing is said.
+    # Each ticket's own line says it too, naming whose environment decides.
+    said = "blocked by DRY_RUN at 'push': DRY_RUN is armed in the batch's environment, which"
+    for ticket_id in ("T-01", "T-02"):
+        assert said in line_of(armed.stdout, ticket_id)
+    # Found blocked by an earlier batch is not "blocked in this batch": no notice, but
+    # each ticket's line still says it is blocked, and by what.
     again = batch(config, tickets)
-    assert "DRY_RUN" not in again.stdout
+    assert " DRY_RUN blocked " not in again.stdout
+    for ticket_id in ("T-01", "T-02"):
+        line = line_of(again.stdout, ticket_id)
+        assert " already-needs-human " in line
+        assert "DRY_RUN is armed in the batch's environment, which decides" in line
 
+    # A batch with DRY_RUN=false continues the blocked runs (tests/batch/
+    # test_dry_run_continues.py has the details) and runs the new ticket.
     write_ticket(tickets, "T-03")
     disarmed = batch(config, tickets, DRY_RUN="false")
     assert "DRY_RUN" not in disarmed.stdout
-    assert " completed " in line_of(disarmed.stdout, "T-03")
+    for ticket_id in ("T-01", "T-02", "T-03"):
+        assert " completed " in line_of(disarmed.stdout, ticket_id)
 
 
 def test_cron_over_several_batches_refuses_then_runs_what_a_person_fixed(tmp_path: Path) -> None:

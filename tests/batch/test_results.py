@@ -83,7 +83,8 @@ def test_the_dry_run_line_names_only_what_this_batch_saw_blocked() -> None:
         [blocked("A", ran=True), blocked("B", ran=False), blocked("C", ran=True)], "T"
     )
     assert notice == (
-        "T DRY_RUN blocked a side-effectful stage of 2 ticket(s) (A, C): set DRY_RUN=false in "
-        "the batch's environment to allow it; `orchestrator resume RUN_ID` continues a blocked "
-        "run at the stage that stopped it"
+        "T DRY_RUN blocked a side-effectful stage of 2 ticket(s) (A, C): DRY_RUN is decided "
+        "by the environment that runs the ticket (the batch's; with --backend celery, the "
+        "worker's); the next `DRY_RUN=false orchestrator batch` continues each at the stage "
+        "that stopped it, or `DRY_RUN=false orchestrator resume RUN_ID` one now"
     )

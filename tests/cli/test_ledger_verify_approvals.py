@@ -54,7 +54,7 @@ def approved_run(tmp_path: Path, environ: dict[str, str] | None = None) -> tuple
     out = io.StringIO()
     code = answer(
         config, None, record.run_id, approved=True, reason=None, out=out,
-        environ=dict(h.services.environ),
+        environ=dict(h.services.environ), now=True,
     )  # fmt: skip
     assert code == 0, out.getvalue()
     return tmp_path / "state", record.run_id

@@ -107,17 +107,27 @@ def test_prune_frees_clones_and_logs_of_finished_runs_and_keeps_what_was_decided
     assert dry.returncode == 0, dry.stderr
     assert (runs / ok / "clone").is_dir() and (runs / bad / "logs").is_dir()  # nothing removed
     assert f"would free {ok}: clone, logs (" in dry.stdout
+    # T-bad stopped for a person and `resume` could go on with it: kept by default
+    # (tests/cli/test_prune_keeps_waiting.py); --also-resumable frees it below.
+    assert (
+        f"kept {bad}: needs-human (no_model) and resumable; `orchestrator resume {bad}` "
+        "goes on in its clone\n"
+    ) in dry.stdout
+    assert f"kept {live}: running, not finished; the next batch goes on in its clone\n" in (
+        dry.stdout
+    )
 
-    done = cli(config, "prune", "--older-than", "0s")
+    done = cli(config, "prune", "--older-than", "0s", "--also-resumable")
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert sorted(line.split(":")[0] for line in lines[:-1]) == sorted(
-        [f"freed {ok}", f"freed {bad}"]
+        [f"freed {ok}", f"freed {bad}", f"kept {live}"]
     )
     summary = re.fullmatch(
         r"prune: freed 2 run\(s\) older than 0s, (\d+) bytes \(.*\); kept records, verdicts, "
-        r"bundles, approvals, replies, hand-offs and the ledger",
+        r"bundles, approvals, replies, hand-offs, the clones of 1 run\(s\) still waiting and "
+        r"the ledger",
         lines[-1],
     )
     assert summary is not None and int(summary.group(1)) > 10_000  # two clones' worth
@@ -145,10 +155,12 @@ def test_prune_frees_clones_and_logs_of_finished_runs_and_keeps_what_was_decided
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "verdict 1: identical" in replayed.stdout
 
-    again = cli(config, "prune", "--older-than", "0s")
+    again = cli(config, "prune", "--older-than", "0s", "--also-resumable")
     assert again.stdout.splitlines() == [
+        f"kept {live}: running, not finished; the next batch goes on in its clone",
         "prune: freed 0 run(s) older than 0s, 0 bytes (0 B); kept records, verdicts, "
-        "bundles, approvals, replies, hand-offs and the ledger"
+        "bundles, approvals, replies, hand-offs, the clones of 1 run(s) still waiting and "
+        "the ledger",
     ]
 
 
@@ -167,7 +179,10 @@ def test_prune_leaves_young_runs_and_runs_whose_ticket_is_locked(
 
     out = io.StringIO()
     with ticket_lock(state, "T-bad"):
-        code = prune(state, "1d", out, dry_run=False, clock=lambda: finished + timedelta(days=2))
+        code = prune(
+            state, "1d", out, dry_run=False, also_resumable=True,
+            clock=lambda: finished + timedelta(days=2),
+        )  # fmt: skip
     assert code == 0
     assert f"skipped {bad}: T-bad is locked by pid {os.getpid()}\n" in out.getvalue()
     assert (runs / bad / "clone").is_dir() and (runs / bad / "logs").is_dir()
@@ -201,7 +216,9 @@ def test_an_unreadable_run_record_is_named_and_left_and_the_rest_is_pruned(
         f"skipped Z-1-20260101T000000Z-dead: state error: {broken}: not a valid run record"
         in done.stdout
     )
-    assert broken.exists() and "freed 2 run(s)" in done.stdout
+    # T-ok is freed; T-bad (resumable) and T-live (not finished) keep their clones.
+    assert broken.exists() and "freed 1 run(s)" in done.stdout
+    assert "the clones of 2 run(s) still waiting" in done.stdout
 
 
 @pytest.mark.parametrize("bad", ["30", "30x", "-1d", "d", "1.5d", ""])

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from orchestrator.app.budgeted_calls import budgeted_factory
 from orchestrator.app.services import build_services
 from orchestrator.batch.celery.enqueued import Enqueued
-from orchestrator.batch.queue import run_one
+from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.batch.results import TicketResult
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
@@ -108,7 +108,8 @@ def run_claimed(
             ),
             sleep=_back_off,
         )
-        return run_one(ticket_file, services)
+        # The worker's environment decides DRY_RUN (and the tools), not the batch's.
+        return run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:

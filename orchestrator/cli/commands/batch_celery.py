@@ -3,7 +3,10 @@ pending tickets handed to a fleet of workers (``orchestrator worker``) through R
 
 The same selection as the local batch: a ticket file that cannot be read, or whose id
 another file also claims, is refused here with its reason; a ticket whose latest run is
-terminal is reported as already so; every other ticket is queued as one task
+terminal is reported as already so (but one DRY_RUN stopped is queued: the worker's
+environment decides DRY_RUN, and a worker with ``DRY_RUN=false`` continues it, as a
+local batch with it does; an answered approval is not terminal, so it is queued too,
+and the worker carries the answer out); every other ticket is queued as one task
 ``orchestrator.run_ticket``, at most once while it is queued and not finished (a second
 batch waits for the first one's task instead of queueing another). The worker decides
 again under its claim, so a ticket finished in between is not run twice either.
@@ -34,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from orchestrator.app.resume import dry_run_blocked
 from orchestrator.app.services import Services, build_services
 from orchestrator.batch.celery.answers import Answers, Patience, lost_note
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
@@ -75,7 +79,8 @@ def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
 
 def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> TicketResult | str:
     """What the batch can say about ``path`` without a worker (refused, or terminal
-    already), else the ticket's id: it is to be queued."""
+    already), else the ticket's id: it is to be queued (a run DRY_RUN stopped too, so
+    that a worker whose DRY_RUN is false continues it)."""
     at = timestamp(services.clock())
     if path in refused:
         return TicketResult(path.name, "refused", None, refused[path], 0.0, False, at=at)
@@ -84,7 +89,8 @@ def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> Tic
     except TicketError as exc:
         return TicketResult(path.name, "refused", None, str(exc), 0.0, False, at=at)
     latest = services.storage.runs.latest_for_ticket(ticket.id)
-    if latest is not None and is_terminal(latest.state):
+    # A run DRY_RUN stopped is the worker's to judge: its environment decides DRY_RUN.
+    if latest is not None and is_terminal(latest.state) and not dry_run_blocked(latest):
         return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
     return ticket.id
 

@@ -1,7 +1,11 @@
-"""``orchestrator prune --older-than 30d [--dry-run]``: delete the clones and logs of
-finished runs older than that, the worker logs of batches and the base checks that old; keep what says what was decided (records, verdicts,
-bundles, approvals, reply texts, hand-offs) and the ledger. Built for cron: one line per
-run it freed or skipped, then the total."""
+"""``orchestrator prune --older-than 30d [--dry-run] [--also-resumable]``: delete the
+clones and logs of finished runs older than that, the worker logs of batches and the base
+checks that old; keep what says what was decided (records, verdicts, bundles, approvals,
+reply texts, hand-offs) and the ledger. A run still waiting for something keeps its clone
+whatever its age: one not finished (awaiting approval, cut short, deferred), and a
+stopped one ``resume`` could go on with (its ticket's latest run; ``--also-resumable``
+frees those, and their resume then starts again from the clone stage). Built for cron:
+one line per run it freed, kept (and why) or skipped, then the total."""
 
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ def prune(
     out: TextIO,
     *,
     dry_run: bool,
+    also_resumable: bool = False,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
     """0, or 7 when a run record could not be read (it is named; nothing of it is
@@ -54,9 +59,16 @@ def prune(
     age = parse_duration(older_than)
     now = clock()
     verb = "would free" if dry_run else "freed"
-    runs = total = 0
+    runs = total = kept = 0
     trouble = False
-    for pruned in prune_runs(StateLayout(state_dir), now - age, now, dry_run=dry_run):
+    layout = StateLayout(state_dir)
+    for pruned in prune_runs(
+        layout, now - age, now, dry_run=dry_run, also_resumable=also_resumable
+    ):
+        if pruned.kept is not None:
+            kept += 1
+            out.write(f"kept {pruned.run_id}: {pruned.kept}\n")
+            continue
         if pruned.skipped is not None:
             trouble = trouble or not pruned.locked
             out.write(f"skipped {pruned.run_id}: {pruned.skipped}\n")
@@ -88,9 +100,10 @@ def prune(
             f"({human_bytes(cache.bytes)}): checked again when a ticket needs them\n"
         )
     of_batches = f" and the worker logs of {batches} batch(es)" if batches else ""
+    waiting = f", the clones of {kept} run(s) still waiting" if kept else ""
     out.write(
         f"prune{' (dry run)' if dry_run else ''}: {verb} {runs} run(s){of_batches} older than "
         f"{older_than}, {total} bytes ({human_bytes(total)}); kept records, verdicts, "
-        "bundles, approvals, replies, hand-offs and the ledger\n"
+        f"bundles, approvals, replies, hand-offs{waiting} and the ledger\n"
     )
     return errors.EXIT_STATE if trouble else errors.EXIT_COMPLETED

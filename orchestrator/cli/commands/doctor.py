@@ -8,6 +8,16 @@ queued) call it. A failure stops the command with exit 2 before a run record, a 
 row or a model call exists; warnings are printed once, one line each, and the run goes
 on (``resume`` keeps them to itself: the run's start said them, and a resume that is
 refused should say only why). ``--no-preflight`` skips it (scripts that checked already).
+
+``--json`` fields (one object):
+
+- ``config``: the config file checked
+- ``ok``: true when nothing failed (a run can go ahead; warnings allowed)
+- ``checks``: the checklist, in order, each with:
+- ``checks[].name``: the kind of check (stable, for scripts)
+- ``checks[].status``: ok, skip, warn or fail
+- ``checks[].detail``: what was found
+- ``checks[].fix``: what to do ("" when ok)
 """
 
 from __future__ import annotations

@@ -2,6 +2,16 @@
 
 Deliberately reads the records with plain ``json``: listing must start in a few tens of
 milliseconds, and a corrupt record is reported on stderr without hiding the others.
+
+``--json`` fields (one object per run, per line):
+
+- ``run_id``: the run (RUN)
+- ``ticket_id``: its ticket (TICKET)
+- ``state``: its state: pending, running, recovering, awaiting-approval, completed,
+  failed, needs-human (STATE)
+- ``current_stage``: the stage it is at or stopped at, or null (STAGE)
+- ``updated_at``: when its record last changed, ISO 8601 (what AGE is counted from)
+- ``created_at``: when it started, ISO 8601
 """
 
 from __future__ import annotations

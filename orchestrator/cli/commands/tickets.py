@@ -5,8 +5,20 @@ nothing. Without ``[[sources]]``, the one source is ``--tickets`` (default ./tic
 
 Text: one line per source (``source gh-octo-widgets (github): 3 issue(s)``, or ``source
 gh-octo-widgets (github): FAILED: why``), then one per ticket: ``  run   ID  title`` or
-``  skip  ID  title  (why)``. JSON: one object per source with its entries. Exit 0, or 75
-when a source could not be read.
+``  skip  ID  title  (why)``. Exit 0, or 75 when a source could not be read.
+
+``--json`` fields (one object per source, per line):
+
+- ``source``: the source's name
+- ``kind``: its kind (directory, github, gitlab)
+- ``error``: why it could not be read, one line, or null
+- ``entries``: its tickets, in order, each with:
+- ``entries[].ticket_id``: the ticket id
+- ``entries[].title``: its title
+- ``entries[].status``: whether a batch would run it: queued or skipped
+- ``entries[].reason``: why (or why not)
+- ``entries[].url``: the issue's address, or "" for a file
+- ``entries[].path``: the ticket file, or null when there is none yet
 """
 
 from __future__ import annotations

@@ -3,6 +3,20 @@ persisted decision (``runs/<run-id>.verdict-<n>.json``) across runs, oldest firs
 
 A verdict file that cannot be read is reported on stderr with its path and the reason,
 and skipped: one damaged file must not hide the others.
+
+``--json`` fields (one object per decision, per line; the table's columns, uncut):
+
+- ``when``: when the decision was taken, ISO 8601 UTC (WHEN)
+- ``run_id``: the run that took it (RUN)
+- ``number``: its number within the run, from 1 (#)
+- ``source``: who decided: model, playbook, synthetic, ... (SOURCE)
+- ``action``: the verdict's action, one of the closed vocabulary (ACTION)
+- ``routing``: auto or the hitl_* route it was given (ROUTING)
+- ``confidence``: the composed confidence, 0 to 1 (CONF)
+- ``calls``: model calls it spent (CALLS of CALLS/TOK)
+- ``tokens``: input plus output tokens it spent (TOK of CALLS/TOK)
+- ``summary``: the verdict's summary, else the reason, on one line (SUMMARY, not cut)
+- ``path``: the verdict file, whose JSON is the whole record
 """
 
 from __future__ import annotations
@@ -51,6 +65,24 @@ def _aware(moment: datetime) -> datetime:
 def _summary(record: VerdictRecord) -> str:
     text = " ".join((record.verdict.summary or record.reason).split())
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _json_row(path: Path, record: VerdictRecord) -> dict[str, object]:
+    """The table's row as JSON (``--json``): the same columns, named, and uncut."""
+    usage = record.usage
+    return {
+        "when": f"{_aware(record.created_at).astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z",
+        "run_id": record.run_id,
+        "number": record.number,
+        "source": record.source,
+        "action": record.action,
+        "routing": str(record.proposal.routing),
+        "confidence": record.proposal.confidence,
+        "calls": usage.calls,
+        "tokens": usage.input_tokens + usage.output_tokens,
+        "summary": " ".join((record.verdict.summary or record.reason).split()),
+        "path": str(path),
+    }
 
 
 def _row(record: VerdictRecord) -> tuple[str, ...]:
@@ -102,7 +134,7 @@ def verdicts(
     ]
     if as_json:
         for path, record in selected:
-            out.write(json.dumps({**record.model_dump(mode="json"), "path": str(path)}) + "\n")
+            out.write(json.dumps(_json_row(path, record)) + "\n")
         return 0
     if not selected:
         filtered = action is not None or source is not None or cutoff is not None

@@ -23,6 +23,7 @@ from orchestrator.reports.report_data import (
     awaiting,
     decision_mix,
     infra_retries,
+    latest_of_each_ticket,
     outcome_counts,
     spend_of,
     time_span,
@@ -128,8 +129,9 @@ def _waiting(data: ReportData, links: Links) -> str:
         '<section id="waiting" aria-labelledby="waiting-h">'
         '<h2 id="waiting-h">Waiting for a person</h2>'
     ]
-    pending = awaiting(data.runs)
-    stuck = [r for r in data.runs if r.state == "needs-human"]
+    current = latest_of_each_ticket(data)
+    pending = awaiting(current)
+    stuck = [r for r in current if r.state == "needs-human"]
     if not pending and not stuck:
         parts.append("<p>Nothing waits for a person.</p></section>")
         return "".join(parts)

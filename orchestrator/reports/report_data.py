@@ -208,6 +208,8 @@ class ReportData:
     batch: BatchView | None = None
     budget: BudgetView | None = None
     warnings: tuple[str, ...] = field(default=())  # files that could not be read
+    # Runs a later run of their ticket replaced (that run may be outside the selection).
+    superseded: frozenset[str] = field(default=frozenset())
 
 
 # --- sums the page and the metrics share (pure) ------------------------------------------
@@ -262,6 +264,18 @@ def stage_durations(runs: tuple[RunView, ...]) -> dict[str, tuple[int, float]]:
             count, seconds = found.get(attempt.stage, (0, 0.0))
             found[attempt.stage] = (count + 1, seconds + attempt.duration_s)
     return dict(sorted(found.items()))
+
+
+def latest_of_each_ticket(data: ReportData) -> tuple[RunView, ...]:
+    """The runs that are their ticket's latest (``data.runs`` is oldest first): what
+    waits for a person is what the newest run of a ticket waits for, never an older run
+    a rerun has since replaced, completed or not."""
+    latest = {run.ticket_id: run.run_id for run in data.runs}
+    return tuple(
+        run
+        for run in data.runs
+        if latest[run.ticket_id] == run.run_id and run.run_id not in data.superseded
+    )
 
 
 def awaiting(runs: tuple[RunView, ...]) -> list[Awaiting]:

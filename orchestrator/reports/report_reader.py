@@ -94,6 +94,21 @@ def _budget(batch: BatchRecord, storage: FileStorage, context: Context) -> Budge
     return BudgetView(spent, caps.max_model_calls, caps.max_tokens, caps.max_cost_usd)
 
 
+def _superseded(storage: FileStorage, records: list[RunRecord]) -> frozenset[str]:
+    """The selected runs that are not their ticket's latest run in the state dir. A
+    ticket whose records cannot all be read keeps its runs (the page warns of them)."""
+    found: set[str] = set()
+    for ticket_id in {r.ticket_id for r in records}:
+        try:
+            latest = storage.runs.latest_for_ticket(ticket_id)
+        except StateError:
+            continue
+        if latest is not None:
+            found |= {r.run_id for r in records if r.ticket_id == ticket_id}
+            found.discard(latest.run_id)
+    return frozenset(found)
+
+
 def read_report(
     state_dir: Path,
     selection: Selection,
@@ -145,6 +160,7 @@ def read_report(
             records = [r for r in records if _aware(r.updated_at) >= cutoff]
             scope = f"runs active since {cutoff:%Y-%m-%d %H:%M:%S}Z"
     records.sort(key=lambda r: (_aware(r.created_at), r.run_id))
+    superseded = _superseded(storage, records)
     runs = tuple(run_view(storage, record, context) for record in records)
     warnings += [
         f"{run.run_id}: decision {d.number}: {d.unreadable}"
@@ -158,6 +174,7 @@ def read_report(
         generated_at=now or datetime.now(UTC),
         state_dir=state_dir.resolve(),
         runs=runs,
+        superseded=superseded,
         batch=(
             BatchView(
                 batch_id=batch.batch_id,

@@ -1,0 +1,189 @@
+"""``orchestrator approve`` records the answer and leaves carrying it out to the next batch,
+whose environment decides DRY_RUN: an approver whose shell has DRY_RUN armed (the default)
+no longer strands the run at its side-effectful stage. ``--now`` carries it out in the
+approver's shell, as before, and says that this shell's DRY_RUN decides. A reject ends the
+run at once. Real stage processes; the batch and the answer in this process, the CLI in
+its own."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import git
+import pytest
+
+from orchestrator.cli.commands.approve import answer
+from orchestrator.cli.commands.batch import batch
+from orchestrator.domain.errors import UsageError
+from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.recovery.gateway import ScriptedGateway
+from orchestrator.storage import FileStorage
+from orchestrator.storage.approvals import os_user
+
+from conftest import COUNTS, orchestrator_cmd, subprocess_env, untimed, write_ticket
+from harness import reply
+
+# Fails its first run only: the model says "retry", which waits for a person.
+FLAKY = f'n=$(cat {COUNTS}/build 2>/dev/null | wc -l); echo x >> {COUNTS}/build; [ "$n" -ge 1 ]'
+
+
+def setup(tmp_path: Path) -> Path:
+    git.Repo.init(tmp_path / "origin.git", bare=True).close()
+    (tmp_path / "counts").mkdir()
+    write_ticket(tmp_path / "tickets", "T-1")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'state_dir = "state"\n[recovery]\nmax_diag_invocations_per_ticket = 2\n'
+        "max_retries_per_ticket = 2\n\n"
+        '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n\n'
+        f'[[stages]]\nname = "build"\ncommand = ["bash", "-c", {json.dumps(FLAKY)}]\n'
+        f'writable = ["{COUNTS}"]\n\n'
+        '[[stages]]\nname = "publish"\nside_effectful = true\n'
+        f'command = ["bash", "-c", "echo x >> {COUNTS}/publish"]\nwritable = ["{COUNTS}"]\n'
+    )
+    return config
+
+
+def env(**more: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "HOME": "/nonexistent", **more}
+
+
+def run_batch(config: Path, gateway: ScriptedGateway, **more: str) -> list[str]:
+    out = io.StringIO()
+    batch(
+        config, None, config.parent / "tickets", jobs=1, as_json=False, worker=False,
+        out=out, environ=env(**more), stderr=out, preflight=False,
+        gateway_factory=lambda: gateway,
+    )  # fmt: skip
+    return [line for line in untimed(out.getvalue()) if line.startswith("T-1 ")]
+
+
+def ran(tmp_path: Path, name: str) -> int:
+    path = tmp_path / "counts" / name
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def paused(tmp_path: Path) -> tuple[Path, str]:
+    config = setup(tmp_path)
+    gateway = ScriptedGateway([reply({"action": "retry", "summary": "flaky build"})])
+    [line] = run_batch(config, gateway)
+    assert " awaiting-approval " in line, line
+    record = FileStorage(tmp_path / "state").runs.latest_for_ticket("T-1")
+    assert record is not None and record.state is RunState.AWAITING_APPROVAL
+    return config, record.run_id
+
+
+def state(tmp_path: Path, run_id: str) -> RunState:
+    return FileStorage(tmp_path / "state").runs.load(run_id).state
+
+
+def no_model() -> ScriptedGateway:
+    return ScriptedGateway([])  # a model call now would fail the test
+
+
+@pytest.mark.quick
+def test_approve_leaves_the_run_to_the_next_batch_whose_dry_run_decides(tmp_path: Path) -> None:
+    config, run_id = paused(tmp_path)
+    out = io.StringIO()
+    # The approver's shell: DRY_RUN unset, armed.
+    code = answer(config, None, run_id, approved=True, reason=None, out=out, environ=env())
+    assert code == 0
+    assert out.getvalue() == (
+        f"approved: verdict 1 of {run_id} (retry, routed hitl_recommended at confidence "
+        f"{confidence(tmp_path, run_id)}) by {os_user()}\n"
+        "not carried out here: the next `orchestrator batch` carries it out; its environment "
+        "decides DRY_RUN and the tools; to carry it out now, in this shell: "
+        f"`orchestrator resume {run_id}`\n"
+    )
+    # Nothing ran in the approver's shell.
+    assert state(tmp_path, run_id) is RunState.AWAITING_APPROVAL
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (1, 0)
+
+    # The next batch, whose environment has DRY_RUN=false: the retry and the PR stage run.
+    [line] = run_batch(config, no_model(), DRY_RUN="false")
+    assert " completed " in line and run_id in line
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)
+    record = FileStorage(tmp_path / "state").runs.load(run_id)
+    assert [a.stage for a in record.attempts] == ["clone", "build", "build", "publish"]
+    # Carried out once.
+    [line] = run_batch(config, no_model(), DRY_RUN="false")
+    assert " already-completed " in line
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)
+
+
+def confidence(tmp_path: Path, run_id: str) -> float:
+    verdict = FileStorage(tmp_path / "state").runs.verdict_path(run_id, 1)
+    return float(json.loads(verdict.read_text())["proposal"]["confidence"])
+
+
+def test_an_answer_recorded_is_not_given_twice(tmp_path: Path) -> None:
+    config, run_id = paused(tmp_path)
+    answer(config, None, run_id, approved=True, reason=None, out=io.StringIO(), environ=env())
+    with pytest.raises(
+        UsageError,
+        match=rf"run {run_id}: verdict 1 is already answered \(approved by {os_user()}\); the "
+        rf"next batch carries it out, or `orchestrator resume {run_id}` now",
+    ):
+        answer(config, None, run_id, approved=False, reason="no", out=io.StringIO(), environ=env())
+    assert state(tmp_path, run_id) is RunState.AWAITING_APPROVAL
+
+
+def test_approve_now_carries_it_out_here_and_names_this_shells_dry_run(tmp_path: Path) -> None:
+    config, run_id = paused(tmp_path)
+    out = io.StringIO()
+    code = answer(
+        config, None, run_id, approved=True, reason=None, out=out, environ=env(), now=True
+    )
+    # As before: the approver's armed DRY_RUN stops the run at its side-effectful stage...
+    assert code == 3
+    assert (
+        "carrying it out here (--now): this shell's environment decides DRY_RUN "
+        "(DRY_RUN is armed here) and the tools\n"
+    ) in out.getvalue()
+    record = FileStorage(tmp_path / "state").runs.load(run_id)
+    assert record.state is RunState.NEEDS_HUMAN and record.halt is not None
+    assert record.halt.reason is HaltReason.DRY_RUN_BLOCK
+    assert f"`DRY_RUN=false orchestrator resume {run_id}`" in record.halt.detail
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 0)
+    # ...but it is no longer stranded: the next DRY_RUN=false batch opens the PR, once.
+    [line] = run_batch(config, no_model(), DRY_RUN="false")
+    assert " completed " in line
+    [line] = run_batch(config, no_model(), DRY_RUN="false")
+    assert " already-completed " in line
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)
+
+
+def test_reject_still_ends_the_run_at_once(tmp_path: Path) -> None:
+    config, run_id = paused(tmp_path)
+    out = io.StringIO()
+    code = answer(config, None, run_id, approved=False, reason="a real bug", out=out, environ=env())
+    assert code == 3
+    record = FileStorage(tmp_path / "state").runs.load(run_id)
+    assert record.state is RunState.NEEDS_HUMAN and record.halt is not None
+    assert record.halt.reason is HaltReason.HUMAN_REJECTED
+    assert "not carried out here" not in out.getvalue()
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (1, 0)
+
+
+def test_the_cli_approves_and_resume_carries_the_answer_out_at_once(tmp_path: Path) -> None:
+    config, run_id = paused(tmp_path)
+    approved = subprocess.run(
+        orchestrator_cmd("--config", str(config), "approve", run_id),
+        capture_output=True, text=True, timeout=120, env=subprocess_env(),
+    )  # fmt: skip
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert f"to carry it out now, in this shell: `orchestrator resume {run_id}`" in (
+        approved.stdout
+    )
+    assert state(tmp_path, run_id) is RunState.AWAITING_APPROVAL
+    resumed = subprocess.run(
+        orchestrator_cmd("--config", str(config), "resume", run_id, "--no-preflight"),
+        capture_output=True, text=True, timeout=120, env=subprocess_env(DRY_RUN="false"),
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert state(tmp_path, run_id) is RunState.COMPLETED
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)

@@ -208,6 +208,7 @@ def test_the_latest_batch_with_its_metrics_for_a_cron_line(
     assert families["orchestrator_batch_info"]
     assert metrics.read_text() == fixture.metrics.read_text()  # what batch --metrics wrote
     # No batch here yet: said, nothing written; a metrics path into nowhere: refused first.
+    (tmp_path / "fresh").mkdir()  # (a state dir that does not exist is refused sooner)
     empty = ("--config", str(fixture.config), "--state-dir", str(tmp_path / "fresh"))
     code, _, err = run_cli("report", "--batch", "latest", "--out", str(tmp_path / "n.html"), *empty)
     assert code == 2 and "report: --batch latest: no batch has run under" in err

@@ -62,7 +62,7 @@ def did_you_mean(message: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="orchestrator",
         description="Run coding tickets through build stages; recover failed stages with one "
         "bounded, typed model decision.",

@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="at the end, write the batch's figures here in the Prometheus text format",
     )
     batch.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
+    batch.add_argument(
+        "--log",
+        metavar="FILE",
+        help="append every line the batch prints, errors included, to FILE (for cron; "
+        "over 10 MiB at the start of a batch, it becomes FILE.1)",
+    )
 
     worker = sub.add_parser("worker", help="run tickets a `batch --backend celery` queued")
     worker.add_argument("--concurrency", metavar="N", type=int, default=1, help="tickets at a time")
@@ -603,6 +609,20 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    log = getattr(args, "log", None)
+    if log is None:
+        return _main(args)
+    from orchestrator.cli.batch_log import logging_to
+
+    try:
+        with logging_to(Path(log).expanduser()):
+            return _main(args)
+    except UsageError as exc:  # the log itself cannot be written: said where cron sees it
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+
+
+def _main(args: argparse.Namespace) -> int:
     # SIGTERM (cron's kill, a batch's stop) unwinds exactly like Ctrl-C: stages are
     # terminated through the runner, the attempt is recorded, the run stays resumable.
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}

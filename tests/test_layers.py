@@ -1,11 +1,11 @@
-"""The layers the README writes down hold, read from every import of every module.
+"""The layers the architecture docs write down (docs/architecture/layers.md) hold, read from every import of every module.
 
 Every import statement counts — at module level, inside a function (the lazy ones), under
 ``if TYPE_CHECKING:`` — because each is a dependency someone must understand: a lazy
 import that closes a loop is still a loop. Two rules:
 
-* an arrow goes only down the README's layer list (``<!-- layers -->`` in its Layout
-  section), or stays inside one package;
+* an arrow goes only down the documented layer list (``<!-- layers -->`` in
+  docs/architecture/layers.md), or stays inside one package;
 * no module reaches itself again through imports, however long the way round.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 
 PACKAGE = ROOT / "orchestrator"
-README = ROOT / "README.md"
+LAYERS_PAGE = ROOT / "docs" / "architecture" / "layers.md"
 _BLOCK = re.compile(r"<!-- layers: bottom first -->\n(?P<body>.*?)\n<!-- /layers -->", re.S)
 
 
@@ -29,7 +29,7 @@ def layer_order(readme_text: str) -> dict[str, int]:
     """Package → its layer (0 at the bottom), as the README's layer block lists them: one
     line per layer, packages separated by commas, a parenthesised note after each."""
     found = _BLOCK.search(readme_text)
-    assert found is not None, "README.md has no <!-- layers: bottom first --> block"
+    assert found is not None, "docs/architecture/layers.md has no <!-- layers: bottom first --> block"
     order: dict[str, int] = {}
     for number, line in enumerate(x for x in found["body"].splitlines() if x.strip()):
         names = re.sub(r"\([^)]*\)", "", line)
@@ -157,14 +157,14 @@ def graph() -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def order() -> dict[str, int]:
-    return layer_order(README.read_text(encoding="utf-8"))
+    return layer_order(LAYERS_PAGE.read_text(encoding="utf-8"))
 
 
 def test_every_package_has_a_place_in_the_readmes_layers(
     graph: dict[str, set[str]], order: dict[str, int]
 ) -> None:
     packages = {package_of(module) for module in graph}
-    assert sorted(packages - set(order)) == [], "a package the README's layers do not list"
+    assert sorted(packages - set(order)) == [], "a package the documented layers do not list"
     assert sorted(set(order) - packages) == [], "a layer the package no longer has"
 
 

@@ -17,7 +17,7 @@ SandboxMode = Literal["bwrap", "none"]
 class SandboxOptions(Frozen):
     """Where a stage or check runs. Every one runs under bubblewrap unless it says
     ``sandbox = "none"`` (warned about at start, recorded in the run record); a check
-    without its own ``sandbox`` follows its stage. README "The sandbox" states the profile:
+    without its own ``sandbox`` follows its stage. docs/architecture/sandbox.md states the profile:
     read-only root, private /tmp and HOME, the state dir hidden but for this run's clone,
     no network unless ``network`` (unset: none for commands and checks; an engine keeps
     it, since it calls its model), no unix sockets, limits from ``[sandbox]``.

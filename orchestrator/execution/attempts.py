@@ -168,7 +168,7 @@ def sandbox_mode(options: SandboxOptions) -> str:
 
 def warn_if_unsandboxed(services: StageServices, options: SandboxOptions, label: str) -> None:
     """A stage or check opted out of the sandbox is said every time it starts: what it
-    runs can reach everything the orchestrator can (see README "The sandbox")."""
+    runs can reach everything the orchestrator can (see docs/architecture/sandbox.md)."""
     if options.sandbox == "none":
         services.reporter.note(
             f'warning: {label} runs outside the sandbox (sandbox = "none" in its config): '

@@ -1,7 +1,8 @@
 """What a stage process is told: environment variables and command placeholders.
 
-This is the contract between the orchestrator and every stage script (README documents
-it). Pure functions, so the contract is pinned by tests without starting anything.
+This is the contract between the orchestrator and every stage script (the docs' stage
+contract page is generated from it). Pure functions, so the contract is pinned by tests
+without starting anything.
 
 Environment (all strings): ``STAGE_VARIABLES`` below, name by name, with what each holds
 (``docs/reference/stage-contract.md`` is generated from it).

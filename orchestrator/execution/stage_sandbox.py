@@ -1,5 +1,5 @@
 """The one sandbox profile for everything the orchestrator runs for a ticket: its stages
-(engines included), its checks and the verifier. README "The sandbox" states it:
+(engines included), its checks and the verifier. docs/architecture/sandbox.md states it:
 
   * the root read-only; a private /tmp and HOME (nothing of the real home, /root or
     /home), sized by ``[sandbox] scratch_mb``;

@@ -39,7 +39,7 @@ MAX_SUMMARY_CHARS: Final = 2000
 HEADING: Final = "## The previous attempt failed"
 
 # Why a re-run starts from the base and not from the previous attempt's tree: see
-# ``orchestrator/engines/base.py`` (``build_prompt``) and README "Recovery".
+# ``orchestrator/engines/base.py`` (``build_prompt``) and docs/architecture/recovery.md.
 _FROM_THE_BASE: Final = (
     "This attempt starts again from the base branch: the previous attempt's change is "
     "not in the working tree. Its diff is below; reuse what was right in it."

@@ -29,7 +29,9 @@ def layer_order(readme_text: str) -> dict[str, int]:
     """Package → its layer (0 at the bottom), as the README's layer block lists them: one
     line per layer, packages separated by commas, a parenthesised note after each."""
     found = _BLOCK.search(readme_text)
-    assert found is not None, "docs/architecture/layers.md has no <!-- layers: bottom first --> block"
+    assert found is not None, (
+        "docs/architecture/layers.md has no <!-- layers: bottom first --> block"
+    )
     order: dict[str, int] = {}
     for number, line in enumerate(x for x in found["body"].splitlines() if x.strip()):
         names = re.sub(r"\([^)]*\)", "", line)

@@ -80,9 +80,7 @@ class CheckResult(Frozen):
 
     @property
     def passed(self) -> bool:
-        return (
-            self.skipped or self.already_on_base or (self.exit_code == 0 and not self.timed_out)
-        )
+        return self.skipped or self.already_on_base or (self.exit_code == 0 and not self.timed_out)
 
 
 class FailingCheck(Frozen):

@@ -187,3 +187,24 @@ def test_the_cli_approves_and_resume_carries_the_answer_out_at_once(tmp_path: Pa
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert state(tmp_path, run_id) is RunState.COMPLETED
     assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)
+
+
+def test_on_a_fleet_the_answered_run_is_queued_and_the_worker_carries_it_out(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.app.services import build_services
+    from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
+    from orchestrator.cli.commands.batch_celery import _settled
+    from orchestrator.domain.config import load_config
+
+    config, run_id = paused(tmp_path)
+    answer(config, None, run_id, approved=True, reason=None, out=io.StringIO(), environ=env())
+    loaded = load_config(config)
+    ticket = tmp_path / "tickets" / "T-1.md"
+    # The celery batch queues it (an answered run is not finished)...
+    assert _settled(ticket, build_services(loaded, None, io.StringIO(), env()), {}) == "T-1"
+    # ...and the worker that takes it carries the answer out in its own environment.
+    worker = build_services(loaded, None, io.StringIO(), env(DRY_RUN="false"))
+    result = run_one(ticket, worker, decides=WORKER_ENVIRONMENT)
+    assert (result.status, result.run_id, result.ran) == ("completed", run_id, True)
+    assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)

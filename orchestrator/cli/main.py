@@ -349,11 +349,12 @@ def _config_file(cli_value: str | None, *, verbose: bool) -> Path:
     none is found, ./config.toml (whose absence the command then reports)."""
     from orchestrator import storage
     from orchestrator.cli.discovery import discover_config
-    from orchestrator.storage.locate import CONFIG_ENV
 
-    if cli_value or os.environ.get(CONFIG_ENV):
+    # $ORCHESTRATOR_CONFIG is read by storage alone: it is set when it changes the answer.
+    named_by_env = storage.config_path(None, os.environ) != storage.config_path(None, {})
+    if cli_value or named_by_env:
         config_file = storage.config_path(cli_value, os.environ)
-        source = "--config" if cli_value else f"${CONFIG_ENV}"
+        source = "--config" if cli_value else "$ORCHESTRATOR_CONFIG"
     else:
         found = discover_config(Path.cwd(), os.environ, Path.is_file)
         config_file = found.resolve() if found else storage.config_path(None, os.environ)

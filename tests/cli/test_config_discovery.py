@@ -83,3 +83,15 @@ def test_init_works_where_no_config_is_found(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "nowhere"))
     assert main(["init"]) == 0
     assert (tmp_path / "config.toml").is_file()
+
+
+def test_the_environment_variable_still_wins_over_discovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(tmp_path / "here", bash_stage("build", "exit 0"))
+    named = write_config(tmp_path / "named", bash_stage("build", "exit 0"))
+    (named.parent / "state").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG", str(named))
+    assert main(["-v", "runs"]) == 0
+    assert capsys.readouterr().err == f"orchestrator: config {named} ($ORCHESTRATOR_CONFIG)\n"

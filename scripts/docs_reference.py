@@ -131,6 +131,33 @@ def _global_options() -> frozenset[str]:
     return frozenset(action.dest for action in probe._actions)
 
 
+def _json_fields(command: str) -> list[str]:
+    """The ``--json`` fields a command's module docstring lists (``tests/cli/
+    test_json_fields.py`` holds every row to them), as Markdown; none: []."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"orchestrator.cli.commands.{command}")
+    except ImportError:
+        return []
+    doc = inspect.cleandoc(module.__doc__ or "")
+    start = doc.find("``--json`` fields")
+    if start < 0:
+        return []
+    block: list[str] = []
+    for line in doc[start:].splitlines():
+        if not line.strip() and len(block) > 1:
+            break
+        if line.strip():
+            block.append(line)
+    heading, items = block[0], block[1:]
+    return (
+        [f"**{escape_prose(rst_to_md(heading.rstrip(':')))}:**", ""]
+        + [escape_prose(rst_to_md(line)) for line in items]
+        + [""]
+    )
+
+
 def cli_page() -> str:
     from orchestrator.cli.main import build_parser
     from orchestrator.domain import errors
@@ -169,6 +196,7 @@ def cli_page() -> str:
             lines += ["Also takes the [global options](#global-options).", ""]
         if sub.epilog:
             lines += ["```text", sub.epilog.strip(), "```", ""]
+        lines += _json_fields(sub.prog.split()[-1])
     lines += ["## Exit codes", "", "| code | name | meaning |", "|---|---|---|"]
     names = {
         value: name

@@ -39,7 +39,7 @@ from orchestrator.domain.lifecycle import RunState, dry_run_armed, dry_run_conti
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
-from orchestrator.reports.display import failed_log, final_failure
+from orchestrator.reports.display import awaiting_summary, failed_log, final_failure
 from orchestrator.storage import ticket_files
 
 
@@ -123,6 +123,11 @@ def run_one(
             ticket, status, run_id, detail, round(time.monotonic() - started, 3), ran,
             at=timestamp(services.clock()), halt=halt,
             error_lines=_error_lines(record) if record is not None and ran else (),
+            summary=(
+                awaiting_summary(record)
+                if record is not None and record.state is RunState.AWAITING_APPROVAL
+                else ""
+            ),
         )  # fmt: skip
 
     if path in refused:

@@ -148,6 +148,8 @@ def test_github_and_gitlab_issues_to_pull_requests_with_status_approval_and_noti
     gh_run = storage.runs.latest_for_ticket(GH_TICKET)
     assert gl_run is not None and gl_run.state is RunState.COMPLETED, first
     assert gh_run is not None and gh_run.state is RunState.AWAITING_APPROVAL, first
+    [waiting] = [line for line in first.splitlines() if GH_TICKET in line and "awaiting" in line]
+    assert waiting.endswith("; proposed: flaky deal test"), waiting
     assert storage.runs.latest_for_ticket("gh-octo-widgets-8") is None
     [merge_request] = gitlab.projects[PROJECT]["merge_requests"]
     assert merge_request["source_branch"] == f"orch/{GL_TICKET}"

@@ -69,6 +69,7 @@ def stop(
         record_path=store.record_path(record.run_id),
         verdict_path=store.verdict_path(record.run_id, applying.number),
         bundle_path=applying.bundle_path,
+        halt=reason.value,
     )
     handoff = store.write_handoff(record.run_id, render_handoff(record, facts))
     record = record.model_copy(update={"handoff": str(handoff)})

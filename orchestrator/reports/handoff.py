@@ -31,6 +31,33 @@ class HandoffFacts:
     record_path: Path
     verdict_path: Path
     bundle_path: str | None
+    halt: str = ""  # the halt reason the run ends with (HaltReason's value)
+
+
+def next_steps(halt: str, run_id: str, ticket_id: str) -> list[str]:
+    """The commands that continue a run stopped for ``halt``: every hand-off names them.
+    Pure."""
+    resume = f"`orchestrator resume {run_id}`"
+    if halt == "dry_run_block":
+        return [
+            f"- the next `DRY_RUN=false orchestrator batch` continues it from the blocked stage, "
+            f"or `DRY_RUN=false orchestrator resume {run_id}` now (the environment that runs "
+            "it decides DRY_RUN)"
+        ]
+    if halt == "cap_exhausted":
+        return [
+            f'- its caps are spent: `orchestrator reset {ticket_id} --reason "…"`, then {resume}'
+        ]
+    if halt in ("human_rejected", "base_red"):
+        return [
+            "- fix the ticket or the project, then start the ticket again: "
+            "`orchestrator run TICKET_FILE --rerun` (a new run, from the base as it is then)"
+        ]
+    return [
+        f"- fix what stopped it (above), then {resume}: it goes on from the stage that "
+        "stopped (`--from-stage STAGE` to go back further)",
+        f'- if its caps are spent, `orchestrator reset {ticket_id} --reason "…"` first',
+    ]
 
 
 def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
@@ -74,6 +101,7 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
     lines.append(
         f"- verdict {facts.verdict_number} ({facts.source}): `{facts.action}` — {facts.reason}"
     )
+    lines += ["", "## To continue", *next_steps(facts.halt, record.run_id, record.ticket_id)]
     lines += [
         "",
         "## Evidence",
@@ -104,6 +132,9 @@ def render_base_red_handoff(record: RunRecord, reds: Sequence[BaseCheck]) -> str
         "Fix the base (a new run checks the new base commit), or set "
         '`on_red_base = "compare"` on the check in config.toml so that only failures the '
         "base does not have count.",
+        "",
+        "## To continue",
+        *next_steps("base_red", record.run_id, record.ticket_id),
         "",
         "## What fails on the base",
     ]

@@ -66,6 +66,7 @@ def test_a_red_base_stops_before_any_engine_or_model_and_is_checked_once(
     assert "the base is red" in handoff and "check `tests` exited 1" in handoff
     assert record.base_commit is not None and record.base_commit in handoff
     assert "test_deal" in handoff  # the base's failure reading
+    assert "`orchestrator run TICKET_FILE --rerun`" in handoff  # what continues it
     assert check_runs(tmp_path) == 1
 
     # A second ticket on the same base: the cached result, the check not run again.

@@ -121,6 +121,10 @@ def test_abandon_human_writes_a_hand_off(tmp_path: Path) -> None:
     assert "needs a product decision" in handoff
     assert "stage `build` (attempt 2)" in handoff
     assert str(RunStore(tmp_path / "state").verdict_path(record.run_id, 1)) in handoff
+    assert (
+        f"## To continue\n- fix what stopped it (above), then `orchestrator resume {record.run_id}`"
+        in handoff
+    )
     assert h.budget() == (1, 0)
 
 

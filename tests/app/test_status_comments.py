@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
@@ -213,18 +214,7 @@ def test_gitlab_a_note_made_but_answered_500_is_not_posted_again(
 ) -> None:
     gitlab.add_issue(PROJECT, "Deal", ["orchestrate"], "2026-01-01T00:00:00Z")
     issue = gitlab.projects[PROJECT]["issues"][0]
-    issue["iid"] = 7
-    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
-                          base_url=gitlab.base_url)  # fmt: skip
-    sleeps: list[float] = []
-
-    def thread_for(source: ForgeSource, project: str, token: str) -> IssueThread:
-        assert isinstance(source, GitLabSource)
-        return GitLabForge(UrllibClient(timeout_s=5), source.base_url, project, token,
-                           sleep=sleeps.append)  # fmt: skip
-
-    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
-    ticket = issue_ticket(tmp_path, "gitlab", PROJECT)
+    status, ticket, sleeps = gitlab_status(tmp_path, gitlab)
     gitlab.acted_then_failed.append(500)
     said: list[str] = []
 
@@ -343,18 +333,7 @@ def test_gitlab_status_labels_in_one_request_others_kept(
     gitlab.add_issue(PROJECT, "Deal", ["orchestrate", "orchestrator:running", "team::cards"],
                      "2026-01-01T00:00:00Z")  # fmt: skip
     issue = gitlab.projects[PROJECT]["issues"][0]
-    issue["iid"] = 7
-    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
-                          base_url=gitlab.base_url, status_labels=True)  # fmt: skip
-    sleeps: list[float] = []
-
-    def thread_for(source: ForgeSource, project: str, token: str) -> IssueThread:
-        assert isinstance(source, GitLabSource)
-        return GitLabForge(UrllibClient(timeout_s=5), source.base_url, project, token,
-                           sleep=sleeps.append)  # fmt: skip
-
-    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
-    ticket = issue_ticket(tmp_path, "gitlab", PROJECT)
+    status, ticket, sleeps = gitlab_status(tmp_path, gitlab, status_labels=True)
     said: list[str] = []
 
     status.show(record_for(ticket, RunState.AWAITING_APPROVAL), said.append)
@@ -372,3 +351,22 @@ def test_gitlab_status_labels_in_one_request_others_kept(
                     "of issue #7: GitLab is failing (500): down ***"]  # fmt: skip
     assert sleeps == [1.0, 2.0]  # a GET, asked again (the sleep injected: nothing slept)
     assert issue["labels"][-1] == "orchestrator:completed"  # the label went on regardless
+
+
+def gitlab_status(
+    tmp_path: Path, gitlab: FakeGitLab, **options: Any
+) -> tuple[StatusComments, Path, list[float]]:
+    """Status kept on the fake's first issue (renumbered 7) through a real GitLabForge
+    whose back-off sleeps are recorded, not slept: the status, its ticket, the sleeps."""
+    gitlab.projects[PROJECT]["issues"][0]["iid"] = 7
+    source = GitLabSource(kind="gitlab", project=PROJECT, label="orchestrate",
+                          base_url=gitlab.base_url, **options)  # fmt: skip
+    sleeps: list[float] = []
+
+    def thread_for(source: ForgeSource, project: str, token: str) -> IssueThread:
+        assert isinstance(source, GitLabSource)
+        return GitLabForge(UrllibClient(timeout_s=5), source.base_url, project, token,
+                           sleep=sleeps.append)  # fmt: skip
+
+    status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
+    return status, issue_ticket(tmp_path, "gitlab", PROJECT), sleeps

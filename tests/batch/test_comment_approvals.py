@@ -20,6 +20,7 @@ from github_fake import TOKEN, FakeGitHub, serve_github
 from gitlab_fake import PROJECT, FakeGitLab
 from gitlab_fake import TOKEN as GITLAB_TOKEN
 from gitlab_fake import gitlab_server as gitlab  # noqa: F401  (the fixture)
+from leaks import assert_not_leaked
 
 from orchestrator.app import comment_approvals
 from orchestrator.app.ledger_link import ledger_for
@@ -230,10 +231,7 @@ def test_gitlab_a_developers_note_approves_a_reporters_is_refused(
 
 
 def assert_no_token(tmp_path: Path, output: str) -> None:
-    assert TOKEN not in output and GITLAB_TOKEN not in output
-    for path in (tmp_path / "state").rglob("*"):
-        if path.is_file():
-            assert TOKEN.encode() not in path.read_bytes(), path
+    assert_not_leaked([TOKEN, GITLAB_TOKEN], output, tmp_path / "state")
 
 
 class Killed(BaseException):

@@ -15,6 +15,7 @@ from pathlib import Path
 import git
 import pytest
 from github_fake import TOKEN, FakeGitHub, serve_github
+from leaks import assert_not_leaked
 
 from orchestrator.app.intake import QUEUED, SKIPPED, gather
 from orchestrator.cli.commands.batch import batch
@@ -97,10 +98,7 @@ def test_labelled_issues_become_tickets_that_run_once(
 
 
 def assert_no_token(tmp_path: Path, output: str) -> None:
-    assert TOKEN not in output
-    for path in (tmp_path / "state").rglob("*"):
-        if path.is_file():
-            assert TOKEN.encode() not in path.read_bytes(), path
+    assert_not_leaked([TOKEN], output, tmp_path / "state")
 
 
 def test_a_closed_issue_starts_nothing_and_a_failing_source_does_not_stop_the_others(
@@ -212,9 +210,4 @@ def test_gitlab_issues_are_taken_in_too(tmp_path: Path) -> None:
     ticket = load_ticket(entry.path)
     assert ticket.fields.kind == "bug-fix" and "a GitLab issue" in ticket.body
     assert ticket.fields.repository == f"{fake.base_url}/grp/sub/app.git"
-    assert_no_token_in(tmp_path / "state", token)
-
-
-def assert_no_token_in(directory: Path, token: str) -> None:
-    for path in directory.rglob("*"):
-        assert not path.is_file() or token.encode() not in path.read_bytes(), path
+    assert_not_leaked([token], "", tmp_path / "state")

@@ -14,6 +14,7 @@ from pathlib import Path
 import git
 import pytest
 from github_fake import TOKEN, FakeGitHub, serve_github
+from leaks import assert_not_leaked
 
 from orchestrator.storage import BATCH_ENV
 
@@ -64,10 +65,7 @@ def ran(tmp_path: Path) -> list[str]:
 
 
 def assert_no_token(tmp_path: Path, output: str) -> None:
-    assert TOKEN not in output
-    for path in (tmp_path / "state").rglob("*"):
-        if path.is_file():
-            assert TOKEN.encode() not in path.read_bytes(), path
+    assert_not_leaked([TOKEN], output, tmp_path / "state")
 
 
 def test_jobs_n_reads_the_sources_once_and_its_workers_run_what_it_took_in(

@@ -22,6 +22,7 @@ from github_fake import LOGIN, FakeGitHub, serve_github
 from github_fake import TOKEN as GITHUB_TOKEN
 from gitlab_fake import TOKEN as GITLAB_TOKEN
 from gitlab_fake import FakeGitLab, serve
+from leaks import assert_not_leaked
 from notify_fixtures import Webhook, webhook_server
 
 from orchestrator.cli.commands.batch import batch
@@ -205,9 +206,6 @@ def test_github_and_gitlab_issues_to_pull_requests_with_status_approval_and_noti
     assert {path for path in hook.paths} == {"/hooks/s3cret-path"}
 
     # Nothing secret anywhere: tokens and the webhook's path in no output and no file.
-    said = first + second + third
-    for secret in (GITHUB_TOKEN, GITLAB_TOKEN, "s3cret-path"):
-        assert secret not in said
-        for path in (tmp_path / "state").rglob("*"):
-            if path.is_file():
-                assert secret.encode() not in path.read_bytes(), path
+    assert_not_leaked(
+        (GITHUB_TOKEN, GITLAB_TOKEN, "s3cret-path"), first + second + third, tmp_path / "state"
+    )

@@ -7,26 +7,15 @@ and the batch starts a new one.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
+from orchestrator.storage import rotate_log
 
 MAX_BYTES = 10 * 1024 * 1024
-
-
-def rotate(path: Path, max_bytes: int = MAX_BYTES) -> bool:
-    """``path`` moved to ``path.1`` when it holds ``max_bytes`` or more; whether it was."""
-    try:
-        if path.stat().st_size < max_bytes:
-            return False
-    except FileNotFoundError:
-        return False
-    os.replace(path, path.with_name(path.name + ".1"))
-    return True
 
 
 @contextmanager
@@ -37,7 +26,7 @@ def logging_to(path: Path, max_bytes: int = MAX_BYTES) -> Iterator[None]:
         raise UsageError(f"batch --log: {path.parent} is not a directory")
     if path.is_dir():
         raise UsageError(f"batch --log: {path} is a directory")
-    rotate(path, max_bytes)
+    rotate_log(path, max_bytes)
     with open(path, "a", encoding="utf-8", errors="replace", buffering=1) as log:
         before = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = log

@@ -93,6 +93,7 @@ _FROM: dict[str, str] = {
     "Runs": "protocols",
     "Storage": "protocols",
     "publish": "published",
+    "rotate_log": "published",
     "PrunedMark": "retention",
     "prune_base_checks": "retention",
     "prune_batch_logs": "retention",
@@ -178,6 +179,7 @@ __all__ = [
     "replies_dir",
     "resolve_run_id",
     "resolve_state_dir",
+    "rotate_log",
     "run_record_paths",
     "state_dir",
     "state_dir_problem",
@@ -191,8 +193,7 @@ __all__ = [
     "write_sub_ticket",
     "write_texts",
     "write_verdict",
-    "writes_checked_by",
-]
+    "writes_checked_by",]
 
 
 __getattr__ = lazy_getattr(__name__, _FROM)
@@ -269,7 +270,7 @@ if TYPE_CHECKING:
         Runs,
         Storage,
     )
-    from orchestrator.storage.published import publish
+    from orchestrator.storage.published import publish, rotate_log
     from orchestrator.storage.retention import (
         PrunedMark,
         prune_base_checks,

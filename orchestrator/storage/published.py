@@ -1,5 +1,6 @@
 """Files the orchestrator publishes for others to read, wherever a person points them
-(``report --out``, ``batch --report``, ``batch --metrics``): usually outside the state
+(``report --out``, ``batch --report``, ``batch --metrics``, and ``batch --log``'s
+rotation): usually outside the state
 dir, read by a web server or node_exporter's textfile collector while a batch rewrites
 them. Written atomically, so a reader sees the last page or the new one, never half of
 one; the temp file ends ``.tmp``, which the textfile collector (``*.prom``) never reads.
@@ -31,3 +32,15 @@ def _umask() -> int:
     current = os.umask(0o022)
     os.umask(current)
     return current
+
+
+def rotate_log(path: Path, max_bytes: int) -> bool:
+    """A log a person points us at (``batch --log``), kept bounded: moved to ``path.1``
+    (replacing the one before) once it holds ``max_bytes`` or more; whether it was."""
+    try:
+        if path.stat().st_size < max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    os.replace(path, path.with_name(path.name + ".1"))
+    return True

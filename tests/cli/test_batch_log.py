@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.batch_log import logging_to, rotate
+from orchestrator.cli.batch_log import logging_to
 from orchestrator.cli.main import main
+from orchestrator.storage import rotate_log as rotate
 
 
 def test_rotation_keeps_one_old_log(tmp_path: Path) -> None:

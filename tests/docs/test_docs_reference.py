@@ -21,7 +21,7 @@ from orchestrator.domain.config import Config, RecoveryConfig
 from orchestrator.domain.errors import EXIT_MEANINGS
 from orchestrator.execution.stage_env import STAGE_VARIABLES, StageContext, stage_environ
 from orchestrator.storage.layout import STATE_FILES, StateLayout
-from orchestrator.storage.ledger.encoding import FIELDS
+from orchestrator.storage.ledger import FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "docs_reference.py"

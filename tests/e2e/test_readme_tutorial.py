@@ -59,6 +59,24 @@ def with_readme_toml(config: Path) -> None:
     config.write_text(tomli_w.dumps(data))
 
 
+def test_the_tutorials_config_and_ticket_load(tmp_path: Path) -> None:
+    """The quick half: the README's TOML, put into the starter config as step 2 says,
+    loads; its ticket parses; its engine is the one `implement` runs."""
+    from orchestrator import starter
+    from orchestrator.domain.config import load_config
+    from orchestrator.domain.tickets import parse_ticket
+
+    config = tmp_path / "config.toml"
+    config.write_text(starter.config_text())
+    with_readme_toml(config)
+    stages = {stage.name: stage for stage in load_config(config).config.stages}
+    assert stages["implement"].engine == "claude"
+    assert "orchestrator.stages.open_pr_github" in (stages["open-pr"].command or ())
+    [ticket] = blocks("markdown")
+    parsed = parse_ticket(ticket, tmp_path / "tickets" / "FIX-1.md")
+    assert (parsed.id, parsed.fields.kind) == ("FIX-1", "bug-fix")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_first_ticket_tutorial_works_as_written(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from orchestrator.reports.report_data import (
     Spend,
     awaiting,
     infra_retries,
+    latest_of_each_ticket,
     outcome_counts,
     stage_durations,
     total_spend,
@@ -114,7 +115,7 @@ def render_metrics(data: ReportData) -> str:
     ).sample(infra_retries(data.runs))
     family(
         "awaiting_approval", "gauge", "Decisions waiting for a person's approve or reject."
-    ).sample(len(awaiting(data.runs)))
+    ).sample(len(awaiting(latest_of_each_ticket(data))))
     durations = family("stage_duration_seconds", "summary", "Time spent in each stage's attempts.")
     for stage, (count, seconds) in stage_durations(data.runs).items():
         durations.sample(round(seconds, 3), "_sum", stage=stage)

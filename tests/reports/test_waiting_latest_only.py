@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from orchestrator.domain.runs import RunRecord
+from orchestrator.reports.metrics import render_metrics
 from orchestrator.reports.page import render_page
 from orchestrator.reports.report_data import latest_of_each_ticket
 from orchestrator.reports.report_reader import Selection, read_report
@@ -34,6 +35,15 @@ def _waiting_section(fixture: FixtureBatch, selection: Selection) -> tuple[str, 
     return section, [run.ticket_id for run in latest_of_each_ticket(data)]
 
 
+def _awaiting_gauge(fixture: FixtureBatch, selection: Selection) -> int:
+    data = read_report(fixture.state_dir, selection, Context(prices={}))
+    [line] = [
+        line for line in render_metrics(data).splitlines()
+        if line.startswith("orchestrator_batch_awaiting_approval ")
+    ]  # fmt: skip
+    return int(float(line.split()[-1]))
+
+
 def _complete_a_rerun_of(fixture: FixtureBatch, ticket_id: str) -> str:
     """A later, completed run of ``ticket_id`` (T-OK's completed record, renamed)."""
     store = RunStore(fixture.state_dir)
@@ -55,11 +65,13 @@ def test_an_old_run_whose_ticket_has_since_completed_is_not_listed(
     by_batch = Selection(batch_id=fixture_batch.batch_id)
     before, _ = _waiting_section(fixture_batch, by_batch)
     assert "Approve or reject: " in before and ">T-FLAKY</a>" in before
+    waiting_before = _awaiting_gauge(fixture_batch, by_batch)
     rerun = _complete_a_rerun_of(fixture_batch, "T-FLAKY")
     # The batch's own selection does not hold the rerun: the state dir says it is later.
     after, _ = _waiting_section(fixture_batch, by_batch)
     assert ">T-FLAKY</a>" not in after
     assert ">HOSTILE-1</a>" in after or "Needs a person" in after  # the others still wait
+    assert _awaiting_gauge(fixture_batch, by_batch) == waiting_before - 1  # metrics agree
     # Every run selected: both runs are on the page, only the latest counts here.
     everything, latest = _waiting_section(fixture_batch, Selection())
     assert ">T-FLAKY</a>" not in everything

@@ -34,7 +34,7 @@ setup() {
     if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
         # pip compiles what it installs one file at a time (16 s of a 46 s install here);
         # compileall does the same on every core (3 s), so CI's set-up is shorter.
-        "$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[test,distributed,docs]"
+        "$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[test,distributed,docs,postgres]"
         "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null \
             || echo "note: some installed files do not compile (pip skips those too); they load from source" >&2
         touch "$STAMP"

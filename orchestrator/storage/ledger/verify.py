@@ -2,6 +2,10 @@
 (``repair``). Both run under the ledger's lock (shared / exclusive), held by ``Ledger``, so
 they see no half-finished append.
 
+The checking itself (``check_lines``) walks an iterable of stored lines and a head, not a
+file: the PostgreSQL ledger hands it its rows and head row, so both stores are verified by
+the same code, with the same messages (a message's "head file" is the head row there).
+
 Failure modes, as ``verify`` reports them (the first bad line, 1-based)
     * edited line: its ``entry_hash`` does not match its bytes;
     * deleted / inserted / reordered lines: ``seq`` is not the line number, or
@@ -27,7 +31,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,71 +84,84 @@ class Scan:
 
 def scan(path: Path, head_path: Path, key: bytes | None) -> Scan:
     """Every line, the chain and the head file, in one pass (the caller holds the lock)."""
+    try:
+        head = read_head(head_path)
+    except LedgerError as exc:
+        reason = str(exc).removeprefix("ledger error: ")
+        return Scan(VerifyResult(False, 0, None, reason), False, 0, 0, 0, ZERO_HASH, None)
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return check_lines((), head, key, head_name=str(head_path))
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        return replace(check_lines(fh, head, key, head_name=str(head_path)), size=size)
+
+
+def check_lines(
+    lines: Iterable[bytes], head: Head | None, key: bytes | None, *, head_name: str
+) -> Scan:
+    """Check ``lines`` (each as stored, with its newline), the chain and ``head`` in one
+    pass: the ledger's whole verification, whichever store the lines and head come from
+    (the file, or PostgreSQL). ``head_name`` names the head where a message needs to."""
     count, prev, prev_prev, good_end, size = 0, ZERO_HASH, ZERO_HASH, 0, 0
-    head: Head | None = None
 
     def fail(line: int | None, reason: str, *, torn: bool = False) -> Scan:
         return Scan(
             VerifyResult(False, count, line, reason), torn, good_end, size, count, prev, head
         )
 
-    try:
-        head = read_head(head_path)
-    except LedgerError as exc:
-        return fail(None, str(exc).removeprefix("ledger error: "))
     if head is not None and head.mac is not None and key is None:
         return fail(None, str(head.mac_problem(key)))
 
     damaged: str | None = None  # why the last line is unusable, if it is
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        fh = None
-    if fh is not None:
-        with fh:
-            size = os.fstat(fh.fileno()).st_size
-            offset = 0
-            # The hot loop: per line one json.loads, one rfind, one hash, a few compares.
-            for line in fh:
-                offset += len(line)
-                lineno = count + 1
-                if line[-1:] != b"\n":
-                    damaged = "no trailing newline"
-                    break
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    if offset >= size:
-                        damaged = "not valid JSON"
-                        break
-                    return fail(lineno, "not valid JSON")
-                if type(row) is not dict or row.keys() != FIELD_SET:
-                    return fail(lineno, "not a ledger row (wrong or missing fields)")
-                entry_hash, prev_hash, seq = row["entry_hash"], row["prev_hash"], row["seq"]
-                try:
-                    body = line_body(line, entry_hash)
-                    good = body is not None and digest(key, prev_hash, body) == entry_hash
-                except (AttributeError, UnicodeEncodeError):  # a hash that is not a string
-                    good = False
-                if not good:
-                    return fail(
-                        lineno,
-                        "entry_hash mismatch: the line was edited"
-                        + (" (or written with another key)" if key else ""),
-                    )
-                if type(seq) is not int or seq != lineno:
-                    return fail(
-                        lineno,
-                        f"seq is {seq!r}, expected {lineno}: a line was deleted, inserted or moved",
-                    )
-                if prev_hash != prev:
-                    return fail(
-                        lineno,
-                        "prev_hash does not match the entry_hash of "
-                        + (f"line {lineno - 1}" if lineno > 1 else "nothing (64 zeros)")
-                        + ": a line was deleted, inserted, moved or rewritten",
-                    )
-                prev_prev, prev, count, good_end = prev, entry_hash, lineno, offset
+    offset = 0
+    # One line of look-ahead tells the last line (which may be torn) from the others.
+    pending = iter(lines)
+    following = next(pending, None)
+    # The hot loop: per line one json.loads, one rfind, one hash, a few compares.
+    while following is not None:
+        line, following = following, next(pending, None)
+        offset += len(line)
+        size = offset
+        lineno = count + 1
+        if line[-1:] != b"\n":
+            damaged = "no trailing newline"
+            break
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if following is None:
+                damaged = "not valid JSON"
+                break
+            return fail(lineno, "not valid JSON")
+        if type(row) is not dict or row.keys() != FIELD_SET:
+            return fail(lineno, "not a ledger row (wrong or missing fields)")
+        entry_hash, prev_hash, seq = row["entry_hash"], row["prev_hash"], row["seq"]
+        try:
+            body = line_body(line, entry_hash)
+            good = body is not None and digest(key, prev_hash, body) == entry_hash
+        except (AttributeError, UnicodeEncodeError):  # a hash that is not a string
+            good = False
+        if not good:
+            return fail(
+                lineno,
+                "entry_hash mismatch: the line was edited"
+                + (" (or written with another key)" if key else ""),
+            )
+        if type(seq) is not int or seq != lineno:
+            return fail(
+                lineno,
+                f"seq is {seq!r}, expected {lineno}: a line was deleted, inserted or moved",
+            )
+        if prev_hash != prev:
+            return fail(
+                lineno,
+                "prev_hash does not match the entry_hash of "
+                + (f"line {lineno - 1}" if lineno > 1 else "nothing (64 zeros)")
+                + ": a line was deleted, inserted, moved or rewritten",
+            )
+        prev_prev, prev, count, good_end = prev, entry_hash, lineno, offset
 
     # The head file vouches for everything up to its seq; only rows after it (at most
     # the one an interrupted append left) may be unvouched for.
@@ -176,7 +194,7 @@ def scan(path: Path, head_path: Path, key: bytes | None) -> Scan:
                 f"{head.seq}'s: the ledger was rewritten (or truncated and re-appended)",
             )
     elif count > 1:
-        return fail(None, f"the head file {head_path} is missing ({count} entries)")
+        return fail(None, f"the head file {head_name} is missing ({count} entries)")
     if damaged is not None:
         return fail(
             count + 1,

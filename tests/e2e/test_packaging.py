@@ -36,8 +36,12 @@ def declared_distributions(extra: str | None = None) -> set[str]:
 
 
 # The distributed mode's libraries are an optional extra: only its packages (the fleet's
-# Redis stores and the Celery executor) may import them.
+# Redis stores and the Celery executor) may import them. Likewise the PostgreSQL driver
+# (the ``postgres`` extra), under the PostgreSQL storage only.
 DISTRIBUTED_PACKAGES = ("orchestrator/storage/redis/", "orchestrator/batch/celery/")
+POSTGRES_PACKAGES = ("orchestrator/storage/postgres/",)
+# Each optional extra, and the only packages that may import its libraries.
+OPTIONAL_EXTRAS = {"distributed": DISTRIBUTED_PACKAGES, "postgres": POSTGRES_PACKAGES}
 
 
 def imported_top_level_modules() -> dict[str, set[str]]:
@@ -58,18 +62,39 @@ def imported_top_level_modules() -> dict[str, set[str]]:
 def test_every_directly_imported_library_is_declared() -> None:
     """A library used only through another's dependencies breaks the day that other
     drops it: whatever the package imports itself, it declares."""
+    assert undeclared_imports(imported_top_level_modules()) == {}, (
+        "imported but not declared in pyproject.toml (or an optional extra's library "
+        "imported outside its packages)"
+    )
+
+
+def undeclared_imports(imported: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Module → its importers, for each library not declared where it is imported: a
+    required dependency anywhere, an optional extra's only under that extra's packages."""
     declared = declared_distributions()
-    optional = declared_distributions("distributed")
     providers = packages_distributions()
     undeclared = {}
-    for module, importers in sorted(imported_top_level_modules().items()):
+    for module, importers in sorted(imported.items()):
         if module in sys.stdlib_module_names or module in ("orchestrator", "__future__"):
             continue
+        allowed = set(declared)
+        for extra, packages in OPTIONAL_EXTRAS.items():
+            if all(i.startswith(packages) for i in importers):
+                allowed |= declared_distributions(extra)
         dists = {_normalise(d) for d in providers.get(module, [module])}
-        only_distributed = all(i.startswith(DISTRIBUTED_PACKAGES) for i in importers)
-        if not dists & ((declared | optional) if only_distributed else declared):
+        if not dists & allowed:
             undeclared[module] = sorted(importers)
-    assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
+    return undeclared
+
+
+def test_psycopg_is_the_postgres_extras_and_only_its_package_may_import_it() -> None:
+    assert "psycopg" in declared_distributions("postgres")
+    inside = "orchestrator/storage/postgres/connect.py"
+    assert undeclared_imports({"psycopg": {inside}}) == {}
+    outside = {inside, "orchestrator/storage/runs.py"}
+    assert undeclared_imports({"psycopg": outside}) == {"psycopg": sorted(outside)}
+    # Nor may the PostgreSQL storage import the distributed mode's libraries.
+    assert undeclared_imports({"redis": {inside}}) == {"redis": [inside]}
 
 
 def _copy_source(dest: Path) -> Path:
@@ -111,6 +136,18 @@ def assert_metadata(wheel: Path) -> None:
     assert "orchestrator = orchestrator.cli.main:entry" in _entry_points(wheel, info)
 
 
+def assert_migrations_shipped(wheel: Path) -> None:
+    """The PostgreSQL schema's SQL files are package data: every one is in the wheel."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n for n in archive.namelist() if n.endswith(".sql")}
+    migrations = ROOT / "orchestrator" / "storage" / "postgres" / "migrations"
+    expected = {p.relative_to(ROOT).as_posix() for p in migrations.glob("*.sql")}
+    assert "orchestrator/storage/postgres/migrations/0001_schema_version.sql" in expected
+    assert shipped == expected
+
+
 def _entry_points(wheel: Path, info: str) -> str:
     import zipfile
 
@@ -140,6 +177,7 @@ def test_a_wheel_installed_elsewhere_runs_init_and_the_demo(tmp_path: Path) -> N
     ])  # fmt: skip
     [wheel] = wheels.glob("ticket_orchestrator-*.whl")
     assert_metadata(wheel)
+    assert_migrations_shipped(wheel)
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])

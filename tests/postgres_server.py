@@ -26,6 +26,7 @@ one line; under ``CI=true`` they fail instead (``.ci/run`` installs it).
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import pwd
 import re
@@ -65,16 +66,17 @@ def _version(bindir: Path) -> tuple[int, ...]:
     return tuple(int(part) for part in match.group(1).split(".")) if match else ()
 
 
-def postgres_bindir() -> Path | None:
-    """The directory holding both ``initdb`` and ``postgres``: the one on PATH first, then
-    the newest of Debian's versioned directories, then a source build's."""
+def postgres_bindir(
+    *, path: str | None = None, searched: tuple[str, ...] = SEARCHED
+) -> Path | None:
+    """The directory holding both ``initdb`` and ``postgres``: the one on PATH (or
+    ``path``) first, then the newest of Debian's versioned directories, then the others."""
     candidates: list[Path] = []
-    on_path = shutil.which("postgres")
+    on_path = shutil.which("postgres", path=path)
     if on_path:
         candidates.append(Path(on_path).resolve().parent)
-    for pattern in SEARCHED:
-        found = sorted(Path("/").glob(pattern.lstrip("/")), key=_version, reverse=True)
-        candidates += found
+    for pattern in searched:
+        candidates += sorted(map(Path, glob.glob(pattern)), key=_version, reverse=True)
     for bindir in candidates:
         if all(os.access(bindir / name, os.X_OK) for name in ("initdb", "postgres")):
             return bindir

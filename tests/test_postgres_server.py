@@ -4,9 +4,11 @@ test, password authentication, a restart on the same port that keeps the data.""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+import postgres_server
 from postgres_server import PostgresServer, RunAs, postgres_bindir
 
 
@@ -49,8 +51,34 @@ def test_the_server_runs_as_an_unprivileged_user(postgres_server: PostgresServer
     assert uid == (os.geteuid() if RunAs().ids is None else RunAs().ids[0])  # type: ignore[index]
 
 
-def test_the_binaries_are_found() -> None:
-    bindir = postgres_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL is not installed")
-    assert (bindir / "initdb").exists() and (bindir / "postgres").exists()
+def fake_bindir(where: Path) -> Path:
+    where.mkdir(parents=True)
+    for name in ("initdb", "postgres"):
+        (where / name).write_text("#!/bin/sh\n")
+        (where / name).chmod(0o755)
+    return where
+
+
+def test_the_binaries_are_found_on_path_then_in_debians_newest_directory(tmp_path: Path) -> None:
+    debian = tmp_path / "usr/lib/postgresql"
+    fake_bindir(debian / "9.6/bin")
+    newest = fake_bindir(debian / "15/bin")
+    fake_bindir(debian / "13/bin")
+    (debian / "16/bin").mkdir(parents=True)  # a client-only install: no server here
+    searched = (f"{debian}/*/bin",)
+    assert postgres_bindir(path="/nonexistent", searched=searched) == newest
+    on_path = fake_bindir(tmp_path / "local/bin")
+    assert postgres_bindir(path=str(on_path), searched=searched) == on_path
+    assert postgres_bindir(path="/nonexistent", searched=()) is None
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_a_missing_postgresql_skips_with_its_reason_but_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
+    monkeypatch.setattr(postgres_server, "postgres_bindir", lambda: None)
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match=r"PostgreSQL is not installed.*apt-get install postgresql"):
+        postgres_server.require_postgres()

@@ -364,3 +364,11 @@ def import_ledger(path: Path, ledger: PostgresLedger) -> VerifyResult:
         if loaded != checked:
             raise LedgerError(f"{ledger.where}: the imported rows do not verify: {loaded}")
     return loaded
+
+
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import DecisionLedger
+
+    def _implements_the_protocol(ledger: PostgresLedger) -> DecisionLedger:
+        """Never called: mypy checks here that the ledger fits the ledger's protocol."""
+        return ledger

@@ -351,3 +351,26 @@ def test_a_rewritten_head_mac_is_reported_as_in_the_file(db: str, tmp_path: Path
     assert pg.verify() == expected
     with pytest.raises(LedgerError, match="HMAC does not match"):
         pg.append(row(4))
+
+
+def test_a_head_one_row_behind_moves_as_it_is_and_repair_brings_it_up(
+    db: str, tmp_path: Path
+) -> None:
+    # A crash between a row and its head: the file is one row ahead of its head file.
+    path = tmp_path / "ledger.jsonl"
+    ledger = file_ledger(path, 2)
+    behind = head_bytes(path)
+    ledger.append(row(3))
+    path.with_suffix(".head").write_bytes(behind)
+    assert Ledger(path, key=KEY).verify() == VerifyResult(True, 3, None, None)
+
+    pg = PostgresLedger(db, key=KEY)
+    assert import_ledger(path, pg) == VerifyResult(True, 3, None, None)
+    back = tmp_path / "back.jsonl"
+    export_ledger(pg, back)
+    assert (back.read_bytes(), head_bytes(back)) == (path.read_bytes(), behind)
+
+    repaired = pg.repair()
+    assert (repaired.kept, repaired.head_fixed) == (3, True)
+    assert pg.append(row(4))["seq"] == 4
+    assert pg.verify() == VerifyResult(True, 4, None, None)

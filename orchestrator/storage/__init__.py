@@ -193,7 +193,8 @@ __all__ = [
     "write_sub_ticket",
     "write_texts",
     "write_verdict",
-    "writes_checked_by",]
+    "writes_checked_by",
+]
 
 
 __getattr__ = lazy_getattr(__name__, _FROM)

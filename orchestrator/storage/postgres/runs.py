@@ -1,0 +1,288 @@
+"""Run records and ticket leases in PostgreSQL (issue 30): every write of a run record
+fenced in the transaction that makes it (``PostgresRuns``, ``PostgresLeases``).
+
+Leases
+    One row per ticket (``ticket_leases``, migration ``0004_runs.sql``): holder, fencing
+    token, expiry. Winning a lease when it is free or expired takes token + 1; the row is
+    kept after a release or an expiry, so a ticket's token only grows. Expiry is read on
+    the database's clock (``clock_timestamp()``), never a worker's: the workers' clocks
+    may disagree, the server's is the one every check sees.
+
+Fenced writes
+    The Redis fence checks a token and then the file lands: a worker paused between the
+    answer and the rename still writes after a takeover (``storage/redis/fence.py`` says
+    the window is narrowed, not closed). Here a fenced ``save`` is one transaction: it
+    locks the ticket's lease row (``SELECT ... FOR UPDATE``), checks that the token is
+    still this worker's and the lease has not run out, writes the record, and commits.
+    A takeover (``acquire``) must update that row, so it waits for the save to commit; a
+    save that waited for a takeover reads the new token and is refused (``FencedOut``,
+    the type the Celery worker already catches). Check and write cannot be separated.
+
+A connection lost before the commit writes nothing (the server rolls the transaction
+back); one lost during the commit leaves it unknown whether the record landed, which is
+safe to retry: a save replaces the whole record. Each operation opens a connection from
+the factory and closes it when done, as ``PostgresLedger`` does; a connection that drops
+is ``PostgresUnavailable`` (try again later), any other driver error ``StateError``.
+psycopg is imported when a connection is first used, not when this module is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pydantic import ValidationError
+
+from orchestrator.domain.errors import StateError
+from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.validation import describe_validation_error
+from orchestrator.storage.crash_points import CrashPoint, crash_point
+from orchestrator.storage.layout import is_run_id, ticket_of
+from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
+from orchestrator.storage.redis.errors import FencedOut
+from orchestrator.storage.runs import interrupts_held
+
+if TYPE_CHECKING:
+    import psycopg
+
+ConnectionFactory = Callable[[], "psycopg.Connection[Any]"]
+WHERE = "the PostgreSQL run store"
+
+
+class LeaseToken(NamedTuple):
+    """What a fenced write presents: the ticket and the fencing token its lease took."""
+
+    ticket_id: str
+    token: int
+
+
+class LeaseFencedOut(FencedOut):
+    """``FencedOut`` (what callers catch), said as PostgreSQL sees it: the lease row is
+    missing, ran out without a takeover, or names a newer token (and its holder)."""
+
+    def __init__(
+        self, ticket_id: str, held: int, current: int | None, holder: str | None, expired: bool
+    ) -> None:
+        super().__init__(ticket_id, held, current, holder)
+        if current is None or current == 0:
+            why = "the database has no lease of it"
+        elif current == held:
+            why = "its lease ran out (or was released) before this write"
+        else:
+            who = f" by {holder}" if holder else ""
+            why = f"another worker took it over{who} (current fencing token {current})"
+        self.expired = expired
+        self.args = (
+            f"fenced out: ticket {ticket_id}: this worker's fencing token is {held}, but "
+            f"{why}; nothing was written",
+        )
+
+
+def _factory(source: str | ConnectionFactory) -> ConnectionFactory:
+    if isinstance(source, str):
+        url = source
+        return lambda: connect(url)
+    return source
+
+
+@contextmanager
+def _transaction(factory: ConnectionFactory) -> Iterator[psycopg.Connection[Any]]:
+    """A connection inside one transaction, committed when the block ends well. A
+    connection lost (or never made) is PostgresUnavailable; other driver errors are
+    StateError. Messages carry the server's words, never the URL or its password."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StateError(
+            f"state error: {WHERE}: psycopg is not installed "
+            "(pip install 'ticket-orchestrator[postgres]')"
+        ) from None
+    try:
+        with factory() as conn, conn.transaction():
+            yield conn
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip() or type(exc).__name__
+        raise PostgresUnavailable(f"{WHERE}: {reason}", reason) from exc
+    except psycopg.Error as exc:
+        raise StateError(f"state error: {WHERE}: {exc}".rstrip()) from exc
+
+
+def _seconds(ttl_s: float) -> float:
+    if not ttl_s > 0:
+        raise ValueError("a lease needs a positive time to live")
+    return ttl_s
+
+
+class PostgresLeases:
+    """Per-ticket leases with fencing tokens, in one database (migrated: 0004).
+
+    ``source``: a ``postgresql://`` URL, or a function returning a new connection."""
+
+    def __init__(self, source: str | ConnectionFactory) -> None:
+        self._connect = _factory(source)
+
+    def acquire(self, ticket_id: str, holder: str, ttl_s: float) -> int | None:
+        """The fencing token of a new lease for ``holder`` (the last token + 1) when the
+        ticket is free or its lease ran out; the same token again when ``holder`` already
+        holds it (its own win, asked again after the answer was lost); None while another
+        holder's lease lasts."""
+        seconds = _seconds(ttl_s)
+        with _transaction(self._connect) as conn:
+            conn.execute(
+                "INSERT INTO ticket_leases (ticket_id, holder, token, expires_at) "
+                "VALUES (%s, NULL, 0, '-infinity') ON CONFLICT (ticket_id) DO NOTHING",
+                (ticket_id,),
+            )
+            conn.execute(
+                "SELECT 1 FROM ticket_leases WHERE ticket_id = %s FOR UPDATE", (ticket_id,)
+            )
+            # The row is locked now: the clock is read after any wait for that lock.
+            won = conn.execute(
+                "UPDATE ticket_leases SET holder = %s, token = token + 1, "
+                "expires_at = clock_timestamp() + %s * interval '1 second' "
+                "WHERE ticket_id = %s AND expires_at <= clock_timestamp() RETURNING token",
+                (holder, seconds, ticket_id),
+            ).fetchone()
+            if won is not None:
+                return int(won[0])
+            held = conn.execute(
+                "SELECT holder, token FROM ticket_leases WHERE ticket_id = %s", (ticket_id,)
+            ).fetchone()
+        return int(held[1]) if held is not None and held[0] == holder else None
+
+    def renew(self, ticket_id: str, holder: str, token: int, ttl_s: float) -> bool:
+        """Extend the lease to ``ttl_s`` from now; False once the ticket was taken over
+        or released. A lease that ran out with nobody taking the ticket is still this
+        holder's (its token is the current one), as with the Redis leases."""
+        seconds = _seconds(ttl_s)
+        with _transaction(self._connect) as conn:
+            renewed = conn.execute(
+                "UPDATE ticket_leases SET expires_at = clock_timestamp() + %s * interval '1 second' "
+                "WHERE ticket_id = %s AND holder = %s AND token = %s RETURNING token",
+                (seconds, ticket_id, holder, token),
+            ).fetchone()
+        return renewed is not None
+
+    def release(self, ticket_id: str, holder: str, token: int) -> bool:
+        """Give the lease up (the token stays, so the next lease takes token + 1); False
+        when it was no longer this holder's (nothing is changed then)."""
+        with _transaction(self._connect) as conn:
+            released = conn.execute(
+                "UPDATE ticket_leases SET holder = NULL, expires_at = clock_timestamp() "
+                "WHERE ticket_id = %s AND holder = %s AND token = %s RETURNING token",
+                (ticket_id, holder, token),
+            ).fetchone()
+        return released is not None
+
+
+def _check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
+    """Lock the ticket's lease row and raise LeaseFencedOut unless it still holds
+    ``fence.token`` unexpired. The lock is held until the transaction ends, so no
+    takeover can land between this check and the write."""
+    lease = conn.execute(
+        "SELECT token, holder, expires_at FROM ticket_leases WHERE ticket_id = %s FOR UPDATE",
+        (fence.ticket_id,),
+    ).fetchone()
+    # Read after the lock is held: a save that waited for it must not judge the lease
+    # by the time it started waiting.
+    clock = conn.execute("SELECT clock_timestamp()").fetchone()
+    if lease is None or clock is None:
+        raise LeaseFencedOut(fence.ticket_id, fence.token, None, None, expired=True)
+    current, holder, expires_at = int(lease[0]), lease[1], lease[2]
+    expired = not expires_at > clock[0]
+    if current != fence.token or expired:
+        raise LeaseFencedOut(fence.ticket_id, fence.token, current, holder, expired)
+
+
+class PostgresRuns:
+    """Run records in one database (migrated: 0004), with the file store's semantics
+    (``storage.runs.RunStore``: save, load, latest_for_ticket); ``save`` may be fenced.
+
+    ``source``: a ``postgresql://`` URL, or a function returning a new connection."""
+
+    def __init__(self, source: str | ConnectionFactory) -> None:
+        self._connect = _factory(source)
+
+    def save(
+        self,
+        record: RunRecord,
+        point: CrashPoint | None = None,
+        *,
+        fence: LeaseToken | tuple[str, int] | None = None,
+        _before_write: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> None:
+        """Replace the run's record, in one transaction. With ``fence`` (ticket, token)
+        the write happens only while that token is the ticket's current, unexpired lease,
+        checked in the same transaction under the lease row's lock; else ``FencedOut``
+        and nothing is written. ``point`` names the step this write persists (the
+        crash-point tests kill the process right after it). ``_before_write`` is a test
+        seam: called with the connection once the fence is checked, before the write."""
+        if not is_run_id(record.run_id):
+            raise StateError(f"state error: {record.run_id!r} is not a run id")
+        if ticket_of(record.run_id) != record.ticket_id:
+            raise StateError(
+                f"state error: run {record.run_id}: not a run record of {record.ticket_id}"
+            )
+        lease = LeaseToken(*fence) if fence is not None else None
+        if lease is not None and lease.ticket_id != record.ticket_id:
+            raise ValueError(
+                f"run {record.run_id} is ticket {record.ticket_id}'s, "
+                f"not fenced by ticket {lease.ticket_id}'s lease"
+            )
+        with interrupts_held():
+            data = record.model_dump_json(indent=2)
+        with _transaction(self._connect) as conn:
+            if lease is not None:
+                _check_fence(conn, lease)
+            if _before_write is not None:
+                _before_write(conn)
+            conn.execute(
+                "INSERT INTO runs (run_id, ticket_id, created_at, updated_at, record) "
+                "VALUES (%s, %s, %s, clock_timestamp(), %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET ticket_id = EXCLUDED.ticket_id, "
+                "created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
+                "record = EXCLUDED.record",
+                (record.run_id, record.ticket_id, record.created_at, data),
+            )
+        if point is not None:
+            crash_point(point)
+
+    def load(self, run_id: str) -> RunRecord:
+        """The run's record; StateError when ``run_id`` is not a run id, no run has it,
+        or what is stored is not a valid run record."""
+        if not is_run_id(run_id):
+            raise StateError(f"state error: {run_id!r} is not a run id")
+        with _transaction(self._connect) as conn:
+            found = conn.execute("SELECT record FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+        if found is None:
+            raise StateError(f"state error: run {run_id}: no such run record in {WHERE}")
+        return _parsed(run_id, found[0])
+
+    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
+        """The ticket's most recent run (latest ``created_at``; on a tie, the first run id
+        in order, as the file store's scan of names keeps it), or None. A damaged record
+        of the ticket raises StateError naming the run, never passed over."""
+        with _transaction(self._connect) as conn:
+            found = conn.execute(
+                "SELECT run_id, record FROM runs WHERE ticket_id = %s "
+                'ORDER BY created_at DESC, run_id COLLATE "C" LIMIT 1',
+                (ticket_id,),
+            ).fetchone()
+        if found is None:
+            return None
+        record = _parsed(found[0], found[1])
+        if record.ticket_id != ticket_id:
+            raise StateError(f"state error: run {found[0]}: not a run record of {ticket_id}")
+        return record
+
+
+def _parsed(run_id: str, text: str) -> RunRecord:
+    """The stored text validated as the file store validates a record file."""
+    try:
+        return RunRecord.model_validate_json(text)
+    except ValidationError as exc:
+        problems = "; ".join(describe_validation_error(exc)[:3])
+        raise StateError(
+            f"state error: run {run_id} in {WHERE}: not a valid run record: {problems}"
+        ) from None

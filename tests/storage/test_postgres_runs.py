@@ -168,6 +168,34 @@ def test_one_holder_at_a_time_and_the_token_grows(db: str) -> None:
             conn.execute("DELETE FROM ticket_leases")
 
 
+def test_workers_racing_for_a_new_ticket_get_one_lease(db: str) -> None:
+    leases = PostgresLeases(db)
+    start = threading.Barrier(8)
+    won: dict[str, int | None] = {}
+
+    def race(holder: str) -> None:
+        start.wait(timeout=DEADLINE_S)
+        won[holder] = leases.acquire("T-new", holder, 30)
+
+    racers = [threading.Thread(target=race, args=(f"W{n}",)) for n in range(8)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=DEADLINE_S)
+    assert sorted(won.values(), key=str) == [1] + [None] * 7, won
+
+
+def test_an_unreachable_database_is_named_without_its_password(db: str) -> None:
+    password = db.split(":")[2].split("@")[0]
+    wrong = db.replace(password, "not-the-password")
+    with pytest.raises(PostgresUnavailable) as refused:
+        PostgresRuns(wrong).load("T-1-20261201T030405Z-ffff")
+    assert "password authentication failed" in str(refused.value)
+    assert "not-the-password" not in str(refused.value) and password not in str(refused.value)
+    with pytest.raises(PostgresUnavailable):
+        PostgresLeases(wrong).acquire("T-1", "A", 30)
+
+
 def test_expiry_hands_the_ticket_over_with_the_next_token(db: str) -> None:
     leases, runs = PostgresLeases(db), PostgresRuns(db)
     assert leases.acquire("T-1", "A", 0.2) == 1

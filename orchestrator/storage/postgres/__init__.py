@@ -7,6 +7,15 @@ here only.
     migrate.MigrationError       ... refused: SchemaTooNew (a newer orchestrator migrated
                                  the database), MigrationFailed (one file's SQL failed)
     migrations/NNNN_<name>.sql   the schema, one numbered step per file (package data)
+    ledger.PostgresLedger        the decision ledger: the file ledger's rows and hashes
+    ledger.export_ledger, import_ledger   a ledger moved to a file ledger and back
+    budgets.PostgresBudgets      per-ticket charges, each one transaction (charge_within)
+    budgets.PostgresBatchBudget  a batch's shared model budget
+    runs.PostgresRuns            run records; a fenced save checks the lease in its write
+    runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
+    runs.LeaseFencedOut          a save refused: the lease is gone or someone else's
+
+None of them is selectable from the config yet (docs/architecture/postgresql.md).
 
 psycopg (the ``postgres`` extra) is imported inside ``connect`` and ``migrate`` only, when
 they are called: importing this package never loads it, so the local mode neither pays
@@ -18,7 +27,13 @@ then hand out the module where the function was asked for.
 
 from __future__ import annotations
 
+from orchestrator.storage.postgres.budgets import (
+    CappedCharge,
+    PostgresBatchBudget,
+    PostgresBudgets,
+)
 from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
+from orchestrator.storage.postgres.ledger import PostgresLedger, export_ledger, import_ledger
 from orchestrator.storage.postgres.migrate import (
     MigrationError,
     MigrationFailed,
@@ -26,13 +41,29 @@ from orchestrator.storage.postgres.migrate import (
     known_migrations,
     migrate,
 )
+from orchestrator.storage.postgres.runs import (
+    LeaseFencedOut,
+    LeaseToken,
+    PostgresLeases,
+    PostgresRuns,
+)
 
 __all__ = [
+    "CappedCharge",
+    "LeaseFencedOut",
+    "LeaseToken",
     "MigrationError",
     "MigrationFailed",
+    "PostgresBatchBudget",
+    "PostgresBudgets",
+    "PostgresLeases",
+    "PostgresLedger",
+    "PostgresRuns",
     "PostgresUnavailable",
     "SchemaTooNew",
     "connect",
+    "export_ledger",
+    "import_ledger",
     "known_migrations",
     "migrate",
 ]

@@ -26,8 +26,8 @@ Connections
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -37,47 +37,29 @@ from orchestrator.domain.errors import StateError
 from orchestrator.storage.batch_budget import Spend, estimate_cost, over_cap
 from orchestrator.storage.budget import CapsReset, Charge, ChargeKind, TicketBudget
 from orchestrator.storage.crash_points import CrashPoint, crash_point
-from orchestrator.storage.postgres.connect import connect
+from orchestrator.storage.postgres.session import (
+    ConnectionFactory,
+    connection_factory,
+    transaction,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
-ConnectionFactory = Callable[[], "psycopg.Connection[Any]"]
 # A seam for tests: called inside a charge's transaction, after its first write and
 # before the rest, with the connection (to drop it there).
 MidCharge = Callable[["psycopg.Connection[Any]"], None]
 KINDS: tuple[ChargeKind, ...] = ("diagnosis", "retry", "infra-retry")
-_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
-def _factory(source: str | ConnectionFactory) -> ConnectionFactory:
-    if isinstance(source, str):
-        url = source
-        return lambda: connect(url)
-    return source
-
-
-@contextmanager
 def _transaction(
     connect_to: ConnectionFactory, where: str, *, snapshot: bool = False
-) -> Iterator[psycopg.Connection[Any]]:
-    """A connection inside one transaction (times read back in UTC), committed when the
-    block ends well; driver errors become StateError naming ``where``."""
-    try:
-        import psycopg
-    except ImportError:
-        raise StateError(
-            f"state error: {where}: psycopg is not installed "
-            "(pip install 'ticket-orchestrator[postgres]')"
-        ) from None
-    try:
-        with connect_to() as conn, conn.transaction():
-            if snapshot:
-                conn.execute(_SNAPSHOT)
-            conn.execute("SELECT set_config('TimeZone', 'UTC', true)")
-            yield conn
-    except psycopg.Error as exc:
-        raise StateError(f"state error: {where}: {exc}".rstrip()) from exc
+) -> AbstractContextManager[psycopg.Connection[Any]]:
+    """One transaction (times read back in UTC); driver errors are StateError naming
+    ``where``."""
+    return transaction(
+        connect_to, says=f"state error: {where}", error=StateError, snapshot=snapshot, utc=True
+    )
 
 
 def _aware(at: datetime) -> datetime:
@@ -107,7 +89,7 @@ class PostgresBudgets:
     def __init__(
         self, source: str | ConnectionFactory, *, _mid_charge: MidCharge | None = None
     ) -> None:
-        self._connect = _factory(source)
+        self._connect = connection_factory(source)
         self._mid_charge = _mid_charge
         self.where = "the PostgreSQL ticket budgets"
 
@@ -268,7 +250,7 @@ class PostgresBatchBudget:
         *,
         _mid_charge: MidCharge | None = None,
     ) -> None:
-        self._connect = _factory(source)
+        self._connect = connection_factory(source)
         self.batch_id = batch_id
         self.caps = caps
         self.prices = prices

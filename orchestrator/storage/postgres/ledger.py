@@ -27,8 +27,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +52,15 @@ from orchestrator.storage.ledger import (
     utc_now,
     write_head,
 )
-from orchestrator.storage.postgres.connect import connect
+from orchestrator.storage.postgres.session import (
+    ConnectionFactory,
+    connection_factory,
+    transaction,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
-ConnectionFactory = Callable[[], "psycopg.Connection[Any]"]
 # What a message names where the file ledger names its head file.
 HEAD_NAME = "ledger_head"
 _ROW_POINTS = {
@@ -65,7 +68,6 @@ _ROW_POINTS = {
     "outcome": CrashPoint.LEDGER_OUTCOME,
     "trace": CrashPoint.LEDGER_TRACE,
 }
-_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 class PostgresLedger:
@@ -78,33 +80,16 @@ class PostgresLedger:
     def __init__(self, source: str | ConnectionFactory, *, key: bytes | None = None) -> None:
         if key is not None and not key:
             raise ValueError("ledger key must not be empty")
-        if isinstance(source, str):
-            url = source
-            self._connect: ConnectionFactory = lambda: connect(url)
-        else:
-            self._connect = source
+        self._connect = connection_factory(source)
         self.key = key
         self.where = "ledger error: the PostgreSQL ledger"
 
-    @contextmanager
-    def _transaction(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
-        """A connection inside one transaction, committed when the block ends well; driver
-        errors become LedgerError (a connection that cannot be made is connect's
-        PostgresUnavailable, its URL masked)."""
-        try:
-            import psycopg
-        except ImportError:
-            raise LedgerError(
-                f"{self.where}: psycopg is not installed "
-                "(pip install 'ticket-orchestrator[postgres]')"
-            ) from None
-        try:
-            with self._connect() as conn, conn.transaction():
-                if snapshot:
-                    conn.execute(_SNAPSHOT)
-                yield conn
-        except psycopg.Error as exc:
-            raise LedgerError(f"{self.where}: {exc}".rstrip()) from exc
+    def _transaction(
+        self, *, snapshot: bool = False
+    ) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """One transaction; driver errors become LedgerError (a connection that cannot be
+        made is connect's PostgresUnavailable, its URL masked)."""
+        return transaction(self._connect, says=self.where, error=LedgerError, snapshot=snapshot)
 
     def append(self, row: LedgerRow) -> dict[str, Any]:
         """Append one row in one transaction and return it as stored (with seq, prev_hash,

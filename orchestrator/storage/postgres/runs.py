@@ -28,8 +28,8 @@ psycopg is imported when a connection is first used, not when this module is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
@@ -39,14 +39,17 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import describe_validation_error
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import is_run_id, ticket_of
-from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
+from orchestrator.storage.postgres.session import (
+    ConnectionFactory,
+    connection_factory,
+    transaction,
+)
 from orchestrator.storage.redis.errors import FencedOut
 from orchestrator.storage.runs import interrupts_held
 
 if TYPE_CHECKING:
     import psycopg
 
-ConnectionFactory = Callable[[], "psycopg.Connection[Any]"]
 WHERE = "the PostgreSQL run store"
 
 
@@ -79,33 +82,10 @@ class LeaseFencedOut(FencedOut):
         )
 
 
-def _factory(source: str | ConnectionFactory) -> ConnectionFactory:
-    if isinstance(source, str):
-        url = source
-        return lambda: connect(url)
-    return source
-
-
-@contextmanager
-def _transaction(factory: ConnectionFactory) -> Iterator[psycopg.Connection[Any]]:
-    """A connection inside one transaction, committed when the block ends well. A
-    connection lost (or never made) is PostgresUnavailable; other driver errors are
-    StateError. Messages carry the server's words, never the URL or its password."""
-    try:
-        import psycopg
-    except ImportError:
-        raise StateError(
-            f"state error: {WHERE}: psycopg is not installed "
-            "(pip install 'ticket-orchestrator[postgres]')"
-        ) from None
-    try:
-        with factory() as conn, conn.transaction():
-            yield conn
-    except psycopg.OperationalError as exc:
-        reason = str(exc).strip() or type(exc).__name__
-        raise PostgresUnavailable(f"{WHERE}: {reason}", reason) from exc
-    except psycopg.Error as exc:
-        raise StateError(f"state error: {WHERE}: {exc}".rstrip()) from exc
+def _transaction(factory: ConnectionFactory) -> AbstractContextManager[psycopg.Connection[Any]]:
+    """One transaction: a connection lost (or never made) is PostgresUnavailable; other
+    driver errors are StateError."""
+    return transaction(factory, says=f"state error: {WHERE}", error=StateError, unavailable=WHERE)
 
 
 def _seconds(ttl_s: float) -> float:
@@ -120,7 +100,7 @@ class PostgresLeases:
     ``source``: a ``postgresql://`` URL, or a function returning a new connection."""
 
     def __init__(self, source: str | ConnectionFactory) -> None:
-        self._connect = _factory(source)
+        self._connect = connection_factory(source)
 
     def acquire(self, ticket_id: str, holder: str, ttl_s: float) -> int | None:
         """The fencing token of a new lease for ``holder`` (the last token + 1) when the
@@ -202,7 +182,7 @@ class PostgresRuns:
     ``source``: a ``postgresql://`` URL, or a function returning a new connection."""
 
     def __init__(self, source: str | ConnectionFactory) -> None:
-        self._connect = _factory(source)
+        self._connect = connection_factory(source)
 
     def save(
         self,

@@ -31,19 +31,17 @@ import os
 import pwd
 import re
 import secrets
-import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 from once import built_once
+from server_output import NotReady, keep_draining, read_until_ready
 
 READY = "database system is ready to accept connections"
 START_DEADLINE_S = 20.0
@@ -210,38 +208,20 @@ class PostgresServer:
         )
         assert self.process.stdout is not None
         stdout = self.process.stdout
-        deadline = time.monotonic() + START_DEADLINE_S
-        pending = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._kill()
-                    raise PostgresServerError(
-                        f"postgres on port {port} was not ready after {START_DEADLINE_S} s:\n"
-                        + "".join(self.output[-30:])
-                    )
-                if not selector.select(timeout=left):
-                    continue
-                chunk = os.read(stdout.fileno(), 65536)
-                if not chunk:  # it exited (a port taken by someone else, a bad option)
-                    self.process.wait()
-                    return False
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                self.output += [line.decode(errors="replace") + "\n" for line in lines]
-                if any(READY in line for line in self.output):
-                    break
-        # Keep reading its log so the server never blocks on a full pipe.
-        self._drain = threading.Thread(target=self._keep_draining, args=(stdout,), daemon=True)
-        self._drain.start()
+        try:
+            ready = read_until_ready(stdout, READY, START_DEADLINE_S, self.output)
+        except NotReady:
+            self._kill()
+            raise PostgresServerError(
+                f"postgres on port {port} was not ready after {START_DEADLINE_S} s:\n"
+                + "".join(self.output[-30:])
+            ) from None
+        if not ready:  # it exited (a port taken by someone else, a bad option)
+            self.process.wait()
+            return False
+        # Keep reading its output so the server never blocks on a full pipe.
+        self._drain = keep_draining(stdout, self.output)
         return True
-
-    def _keep_draining(self, stdout: IO[bytes]) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while chunk := os.read(stdout.fileno(), 65536):
-                self.output.append(chunk.decode(errors="replace"))
 
     def _kill(self) -> None:
         if self.process is not None:

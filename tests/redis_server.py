@@ -9,15 +9,14 @@ starts it again on the same port, as an operator restarting Redis would.
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
-from typing import IO
+
+from server_output import NotReady, keep_draining, read_until_ready
 
 READY = "Ready to accept connections"
 START_DEADLINE_S = 15.0
@@ -102,39 +101,21 @@ class RedisServer:
         )
         assert self.process.stdout is not None
         stdout = self.process.stdout
-        deadline = time.monotonic() + START_DEADLINE_S
-        pending = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._kill()
-                    raise RedisServerError(
-                        f"redis-server on port {port} was not ready after {START_DEADLINE_S} s:\n"
-                        + "".join(self.output[-30:])
-                    )
-                if not selector.select(timeout=left):
-                    continue
-                chunk = os.read(stdout.fileno(), 65536)
-                if not chunk:  # it exited (a port taken by someone else, a bad option)
-                    self.process.wait()
-                    return False
-                pending += chunk
-                *lines, pending_tail = pending.split(b"\n")
-                pending = pending_tail
-                self.output += [line.decode(errors="replace") + "\n" for line in lines]
-                if any(READY in line for line in self.output):
-                    break
+        try:
+            ready = read_until_ready(stdout, READY, START_DEADLINE_S, self.output)
+        except NotReady:
+            self._kill()
+            raise RedisServerError(
+                f"redis-server on port {port} was not ready after {START_DEADLINE_S} s:\n"
+                + "".join(self.output[-30:])
+            ) from None
+        if not ready:  # it exited (a port taken by someone else, a bad option)
+            self.process.wait()
+            return False
         # Keep reading its output so the server never blocks on a full pipe.
-        self._drain = threading.Thread(target=self._keep_draining, args=(stdout,), daemon=True)
-        self._drain.start()
+        self._drain = keep_draining(stdout, self.output)
         self._confirm_ping(port)
         return True
-
-    def _keep_draining(self, stdout: IO[bytes]) -> None:
-        while chunk := os.read(stdout.fileno(), 65536):
-            self.output.append(chunk.decode(errors="replace"))
 
     def _confirm_ping(self, port: int) -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=START_DEADLINE_S) as sock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.domain.errors import StateError
@@ -146,3 +147,16 @@ def read_batch_record(layout: StateLayout, batch_id: str) -> BatchRecord | None:
         raise StateError(f"state error: {batch_id!r} is not a batch id")
     record = read_model(layout.batch_record_path(batch_id), BatchRecord, "batch record")
     return record if record is not None else _from_worker_logs(layout, batch_id)
+
+
+def write_batch_queue(layout: StateLayout, batch_id: str, paths: list[Path]) -> None:
+    """The ticket files a ``--jobs N`` batch took in from its ``[[sources]]``, as absolute
+    paths, for its workers (``batch_queue_path``); written atomically."""
+    data = json.dumps([str(path.resolve()) for path in paths]) + "\n"
+    atomic_write(layout.batch_queue_path(batch_id), data.encode())
+
+
+def read_batch_queue(layout: StateLayout, batch_id: str) -> Any:
+    """What ``write_batch_queue`` wrote, parsed (the caller judges its shape); OSError or
+    ValueError when it cannot be read."""
+    return json.loads(layout.batch_queue_path(batch_id).read_text(encoding="utf-8"))

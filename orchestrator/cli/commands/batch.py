@@ -59,7 +59,14 @@ from orchestrator.domain.config import LoadedConfig, load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import BATCH_ENV, FileStorage, SharedBudget, write_batch_record
+from orchestrator.storage import (
+    BATCH_ENV,
+    FileStorage,
+    SharedBudget,
+    read_batch_queue,
+    write_batch_queue,
+    write_batch_record,
+)
 
 
 def batch(
@@ -215,16 +222,14 @@ def write_taken_in(storage: FileStorage, batch_id: str, paths: list[Path]) -> No
     """The queue the sources yielded, for this batch's ``--jobs N`` workers: they run it
     as it is, so the forges are asked once per batch, not once per worker. Written before
     any worker starts, and never again."""
-    path = storage.layout.batch_queue_path(batch_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([str(p.resolve()) for p in paths]) + "\n")
+    write_batch_queue(storage.layout, batch_id, paths)
 
 
 def read_taken_in(storage: FileStorage, batch_id: str) -> list[Path]:
     """A worker's queue: what its batch took in from the sources (``write_taken_in``)."""
     path = storage.layout.batch_queue_path(batch_id)
     try:
-        listed = json.loads(path.read_text())
+        listed = read_batch_queue(storage.layout, batch_id)
     except (OSError, ValueError) as exc:
         raise errors.UsageError(
             f"batch --worker: cannot read the queue its batch took in from [[sources]] "

@@ -108,16 +108,23 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-class BrokerUrl:
-    """A validated ``redis://`` URL whose every rendering is masked."""
+class MaskedUrl:
+    """A validated URL whose every rendering is masked; a subclass says which URLs it
+    takes (``problem``) and how it is named in errors (``expected``)."""
 
     __slots__ = ("_url",)
+    expected = "a URL"
 
     def __init__(self, url: str) -> None:
-        problem = url_problem(url)
+        problem = self.problem(url)
         if problem is not None:
             raise ValueError(problem)
         self._url = url
+
+    @staticmethod
+    def problem(url: str) -> str | None:
+        """Why ``url`` is not one of this kind's URLs (naming it masked), or None."""
+        raise NotImplementedError
 
     def reveal(self) -> str:
         """The URL with its credentials: for the client that connects, nothing else."""
@@ -134,32 +141,42 @@ class BrokerUrl:
         return self.masked
 
     def __repr__(self) -> str:
-        return f"BrokerUrl({self.masked!r})"
+        return f"{type(self).__name__}({self.masked!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, BrokerUrl) and other._url == self._url
+        return (
+            isinstance(other, MaskedUrl) and type(other) is type(self) and other._url == self._url
+        )
 
     def __hash__(self) -> int:
         return hash(self._url)
 
     @classmethod
-    def parse(cls, value: object) -> BrokerUrl:
+    def parse(cls, value: object) -> Any:
         """From config (a string) or an already validated URL. The error never quotes the
         value as given: only its masked form."""
-        if isinstance(value, BrokerUrl):
+        if isinstance(value, cls):
             return value
         if not isinstance(value, str):
-            raise ValueError(f"expected a redis:// URL as a string, not {type(value).__name__}")
+            raise ValueError(f"expected {cls.expected} as a string, not {type(value).__name__}")
         return cls(value)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, _source: type[Any], handler: GetCoreSchemaHandler) -> Any:
-        """As text, for the schema; ``ConfiguredBrokerUrl`` says how it is validated and
-        written (masked)."""
+        """As text, for the schema; the ``Configured…`` annotation says how it is
+        validated and written (masked)."""
         return handler(str)
 
 
-def _masked(url: BrokerUrl) -> str:
+class BrokerUrl(MaskedUrl):
+    """A validated ``redis://`` URL whose every rendering is masked."""
+
+    __slots__ = ()
+    expected = "a redis:// URL"
+    problem = staticmethod(url_problem)
+
+
+def _masked(url: MaskedUrl) -> str:
     return url.masked
 
 

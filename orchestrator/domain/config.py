@@ -22,6 +22,7 @@ from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.placeholders import placeholder_problems
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.domain.sources import Source
+from orchestrator.domain.storage_url import ConfiguredStorageUrl
 from orchestrator.domain.validation import (
     Argv,
     Frozen,
@@ -225,6 +226,17 @@ class DistributedConfig(Frozen):
     lost_task_check_s: PositiveSeconds = 30.0
 
 
+class StorageConfig(Frozen):
+    """Where the state is kept. Unset: the state dir's files, the default. A
+    ``postgresql://`` URL (``$ORCHESTRATOR_STORAGE_URL`` overrides it): run records,
+    decisions, approvals, budgets, batches, the ledger and the stage logs in that
+    database, so a fleet's machines share no filesystem; the state dir is then each
+    machine's working copy (docs/architecture/postgresql.md). Its password is never
+    printed or written; better, leave it out and set ``$PGPASSWORD``."""
+
+    url: ConfiguredStorageUrl | None = None
+
+
 class ModelConfig(Frozen):
     """The one model the recovery loop may ask. The key is read from the environment
     variable named here, never from this file."""
@@ -370,6 +382,7 @@ class Config(Frozen):
     logs: LogsConfig = LogsConfig()
     sandbox: SandboxConfig = SandboxConfig()
     distributed: DistributedConfig = DistributedConfig()
+    storage: StorageConfig = StorageConfig()
     git: GitConfig = GitConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)

@@ -14,6 +14,9 @@ from typing import Final
 SECRET_NAME: Final = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 # The fleet's broker URL carries its Redis password.
 BROKER_URL_ENV: Final = "ORCHESTRATOR_BROKER_URL"
+# The PostgreSQL state store's URL carries its password; with it, a stage could rewrite
+# run records and approvals the way the ledger and approval keys would let it.
+STORAGE_URL_ENV: Final = "ORCHESTRATOR_STORAGE_URL"
 
 
 def is_secret_name(name: str) -> bool:
@@ -22,4 +25,4 @@ def is_secret_name(name: str) -> bool:
 
 LEDGER_KEY_ENV: Final = "ORCHESTRATOR_LEDGER_KEY"
 APPROVAL_KEY_ENV: Final = "ORCHESTRATOR_APPROVAL_KEY"
-ORCHESTRATOR_ONLY: Final = frozenset({LEDGER_KEY_ENV, APPROVAL_KEY_ENV})
+ORCHESTRATOR_ONLY: Final = frozenset({LEDGER_KEY_ENV, APPROVAL_KEY_ENV, STORAGE_URL_ENV})

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import sys
 
-from orchestrator.domain.keys import BROKER_URL_ENV, SECRET_NAME
+from orchestrator.domain.keys import BROKER_URL_ENV, SECRET_NAME, STORAGE_URL_ENV
 
 PR_SET_DUMPABLE = 4
 # /proc/PID/stat, counted from the state letter (field 3): env_start and env_end are
@@ -41,7 +41,7 @@ _ENV_START_INDEX = 47
 
 
 def is_withheld(name: str) -> bool:
-    return SECRET_NAME.search(name) is not None or name == BROKER_URL_ENV
+    return SECRET_NAME.search(name) is not None or name in (BROKER_URL_ENV, STORAGE_URL_ENV)
 
 
 def secret_spans(block: bytes) -> list[tuple[str, int, bytes]]:

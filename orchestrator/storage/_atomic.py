@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -64,11 +65,52 @@ def checked_before_replace(check: Callable[[], None]) -> Iterator[None]:
         _BEFORE_REPLACE.reset(token)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+# Where the state dir's writes are also published before they land (the PostgreSQL
+# backend: ``postgres/mirror.py``), by state dir. Per process, not per context: a batch's
+# worker threads and the plain functions that write under the state dir (batch records,
+# the notify outbox) must all be published, and threads do not inherit a ContextVar.
+_PUBLISHERS: dict[Path, Callable[[Path, bytes], None]] = {}
+_PUBLISHERS_LOCK = threading.Lock()
+
+
+@contextmanager
+def published_under(root: Path, publish: Callable[[Path, bytes], None]) -> Iterator[None]:
+    """Inside the block, each file written under ``root`` is handed to
+    ``publish(path, data)`` before it replaces its target; if ``publish`` raises, the
+    file is not replaced. One publisher per root at a time."""
+    key = root.resolve()
+    with _PUBLISHERS_LOCK:
+        if key in _PUBLISHERS:
+            raise RuntimeError(f"{key}: its writes are already published elsewhere")
+        _PUBLISHERS[key] = publish
+    try:
+        yield
+    finally:
+        with _PUBLISHERS_LOCK:
+            _PUBLISHERS.pop(key, None)
+
+
+def _publisher(path: Path) -> Callable[[Path, bytes], None] | None:
+    if not _PUBLISHERS:  # the files backend: no lookup at all
+        return None
+    resolved = path.resolve()
+    with _PUBLISHERS_LOCK:
+        found = list(_PUBLISHERS.items())
+    for root, publish in found:
+        if resolved.is_relative_to(root):
+            return publish
+    return None
+
+
+def atomic_write(
+    path: Path, data: bytes, *, mode: int | None = None, mirrored: bool = True
+) -> None:
     """Write ``data`` to a temp file in ``path``'s directory, fsync it, rename it over
     ``path``, then fsync the directory so the rename itself is durable. The file is the
     owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed. Inside
-    ``checked_before_replace``, its check runs just before the rename."""
+    ``checked_before_replace``, its check runs just before the rename; under a root
+    ``published_under`` names, the file is published first (unless ``mirrored`` is
+    False: a copy being brought down from where it is published)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
@@ -84,6 +126,9 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         check = _BEFORE_REPLACE.get()
         if check is not None:
             check()
+        publish = _publisher(path) if mirrored else None
+        if publish is not None:
+            publish(path, data)
         os.replace(tmp, path)
     except BaseException:
         try:

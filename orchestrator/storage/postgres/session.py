@@ -5,8 +5,11 @@ own — with the server's words, never the URL or its password (``connect`` mask
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
@@ -14,7 +17,68 @@ from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
 if TYPE_CHECKING:
     import psycopg
 
-ConnectionFactory = Callable[[], "psycopg.Connection[Any]"]
+# A connection to use in a ``with`` block: a new one each time (closed at the block's
+# end, as psycopg's own connection does), or one kept open and lent (ReusedConnections).
+ConnectionFactory = Callable[[], AbstractContextManager["psycopg.Connection[Any]"]]
+# A kept connection idle longer than this is pinged before it is lent: the server may
+# have been restarted meanwhile, and the first statement on a dead socket would fail.
+PING_AFTER_IDLE_S = 2.0
+
+
+class ReusedConnections:
+    """One open connection per thread (and per process: a forked child opens its own),
+    lent for one block at a time, so a run's many small transactions do not each pay a
+    connect and an authentication. In autocommit mode: each block's
+    ``conn.transaction()`` is its own BEGIN … COMMIT, and a ping commits nothing. A
+    connection that fails in a block is closed and replaced at the next one."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._local = threading.local()
+
+    @contextmanager
+    def __call__(self) -> Iterator[psycopg.Connection[Any]]:
+        from psycopg.pq import TransactionStatus
+
+        conn = self._lend()
+        try:
+            yield conn
+        finally:
+            # Kept only when it is plainly reusable: alive, and back outside any
+            # transaction (a refusal the block raised after its rollback leaves it so).
+            if conn.broken or conn.info.transaction_status is not TransactionStatus.IDLE:
+                self._drop()
+            else:
+                self._local.used_at = time.monotonic()
+
+    def _lend(self) -> psycopg.Connection[Any]:
+        import psycopg
+
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and (self._local.pid != os.getpid() or conn.closed):
+            conn = None
+        if conn is not None and time.monotonic() - self._local.used_at > PING_AFTER_IDLE_S:
+            try:
+                conn.execute("SELECT 1")
+            except psycopg.Error:
+                self._drop()
+                conn = None
+        if conn is None:
+            conn = connect(self._url)
+            conn.autocommit = True
+            self._local.conn, self._local.pid = conn, os.getpid()
+            self._local.used_at = time.monotonic()
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None and self._local.pid == os.getpid():
+            conn.close()  # psycopg's close does not raise on a broken connection
+
+    def close(self) -> None:
+        """Close this thread's connection (the others close with their threads)."""
+        self._drop()
 SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 

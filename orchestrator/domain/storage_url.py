@@ -1,0 +1,81 @@
+"""Where the state is kept when it is not the state dir's files: a ``postgresql://`` URL
+(``[storage] url``, or ``$ORCHESTRATOR_STORAGE_URL``), which may carry a password.
+
+Like the broker's URL it is never shown with its credentials (``MaskedUrl``): a config
+that is printed, logged or written to a state file cannot leak it. Better still, keep the
+password out of the URL altogether: libpq reads ``$PGPASSWORD`` or ``~/.pgpass``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import PlainSerializer, PlainValidator
+
+from orchestrator.domain import keys
+from orchestrator.domain.broker_url import MAX_URL_LENGTH, MaskedUrl, mask_url
+from orchestrator.domain.errors import ConfigError
+
+STORAGE_URL_ENV = keys.STORAGE_URL_ENV
+SCHEMES = ("postgresql", "postgres")
+EXPECTED = "expected postgresql://[user[:password]@]host[:port]/database[?options]"
+
+
+def storage_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable ``postgresql://`` URL (naming it masked), or None."""
+    shown = mask_url(url)
+    if len(url) > MAX_URL_LENGTH:
+        return f"longer than {MAX_URL_LENGTH} characters"
+    if not url or any(c.isspace() or not c.isprintable() for c in url):
+        return f"{shown!r} is empty or contains blanks or control characters ({EXPECTED})"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{shown!r} is not a valid URL: {mask_url(str(exc))} ({EXPECTED})"
+    if parts.scheme not in SCHEMES:
+        return f"{shown!r} is not a postgresql:// URL ({EXPECTED})"
+    if not parts.hostname:
+        return f"{shown!r} names no host ({EXPECTED})"
+    if port == 0:
+        return f"{shown!r}: port 0 is not a port"
+    if not parts.path.removeprefix("/"):
+        return f"{shown!r} names no database ({EXPECTED})"
+    return None
+
+
+class StorageUrl(MaskedUrl):
+    """A validated ``postgresql://`` URL whose every rendering is masked."""
+
+    __slots__ = ()
+    expected = "a postgresql:// URL"
+    problem = staticmethod(storage_url_problem)
+
+
+def _masked(url: StorageUrl) -> str:
+    return url.masked
+
+
+# The config field: validated from a string (an error quotes only the masked URL), and
+# serialised masked, so a dumped config carries no password.
+ConfiguredStorageUrl = Annotated[
+    StorageUrl,
+    PlainValidator(StorageUrl.parse),
+    PlainSerializer(_masked, return_type=str, when_used="always"),
+]
+
+
+def storage_url_from(
+    configured: StorageUrl | None, environ: Mapping[str, str]
+) -> StorageUrl | None:
+    """Where the state is kept: ``$ORCHESTRATOR_STORAGE_URL`` when set, else the config's
+    ``[storage] url``; None: the state dir's files (the default)."""
+    from_env = environ.get(STORAGE_URL_ENV, "")
+    if from_env:
+        try:
+            return StorageUrl(from_env)
+        except ValueError as exc:
+            raise ConfigError(f"config error: ${STORAGE_URL_ENV}: {exc}") from None
+    return configured

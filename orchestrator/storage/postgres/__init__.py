@@ -14,6 +14,7 @@ here only.
     runs.PostgresRuns            run records; a fenced save checks the lease in its write
     runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
     runs.LeaseFencedOut          a save refused: the lease is gone or someone else's
+    claim.claim, PostgresClaim   a ticket held on those leases, renewed by a heartbeat
 
 None of them is selectable from the config yet (docs/architecture/postgresql.md).
 
@@ -32,6 +33,7 @@ from orchestrator.storage.postgres.budgets import (
     PostgresBatchBudget,
     PostgresBudgets,
 )
+from orchestrator.storage.postgres.claim import PostgresClaim, claim
 from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
 from orchestrator.storage.postgres.ledger import PostgresLedger, export_ledger, import_ledger
 from orchestrator.storage.postgres.migrate import (
@@ -56,11 +58,13 @@ __all__ = [
     "MigrationFailed",
     "PostgresBatchBudget",
     "PostgresBudgets",
+    "PostgresClaim",
     "PostgresLeases",
     "PostgresLedger",
     "PostgresRuns",
     "PostgresUnavailable",
     "SchemaTooNew",
+    "claim",
     "connect",
     "export_ledger",
     "import_ledger",

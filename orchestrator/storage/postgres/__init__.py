@@ -14,6 +14,9 @@ here only.
     runs.PostgresRuns            run records; a fenced save checks the lease in its write
     runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
     runs.LeaseFencedOut          a save refused: the lease is gone or someone else's
+    mirror.StateMirror           the state dir's files published (fenced) and hydrated
+    mirror.route                 which table and key a state-dir path is kept under, if any
+    mirror.rebase_record         a run record's paths moved onto another state dir
     claim.claim, PostgresClaim   a ticket held on those leases, renewed by a heartbeat
 
 None of them is selectable from the config yet (docs/architecture/postgresql.md).
@@ -43,6 +46,7 @@ from orchestrator.storage.postgres.migrate import (
     known_migrations,
     migrate,
 )
+from orchestrator.storage.postgres.mirror import Route, StateMirror, rebase_record, route
 from orchestrator.storage.postgres.runs import (
     LeaseFencedOut,
     LeaseToken,
@@ -63,11 +67,15 @@ __all__ = [
     "PostgresLedger",
     "PostgresRuns",
     "PostgresUnavailable",
+    "Route",
     "SchemaTooNew",
+    "StateMirror",
     "claim",
     "connect",
     "export_ledger",
     "import_ledger",
     "known_migrations",
     "migrate",
+    "rebase_record",
+    "route",
 ]

@@ -156,7 +156,7 @@ class PostgresLeases:
         return released is not None
 
 
-def _check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
+def check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
     """Lock the ticket's lease row and raise LeaseFencedOut unless it still holds
     ``fence.token`` unexpired. The lock is held until the transaction ends, so no
     takeover can land between this check and the write."""
@@ -173,6 +173,43 @@ def _check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
     expired = not expires_at > clock[0]
     if current != fence.token or expired:
         raise LeaseFencedOut(fence.ticket_id, fence.token, current, holder, expired)
+
+
+# Taken (shared) by every transaction that draws from ``state_seq`` before it draws, and
+# (exclusive, for an instant) by a reader that wants to know up to which seq everything
+# drawn has been committed or rolled back: a sequence hands its numbers out in order, but
+# the transactions holding them commit in any order (``mirror.StateMirror.hydrate``).
+STATE_SEQ_LOCK = 0x6F72_6368_0005  # "orch", migration 0005
+
+
+def hold_state_seq(conn: psycopg.Connection[Any]) -> None:
+    """Before a write that draws a ``state_seq`` number, in its transaction."""
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (STATE_SEQ_LOCK,))
+
+
+def check_record(record: RunRecord) -> None:
+    """StateError unless the record's run id is a run id of its own ticket."""
+    if not is_run_id(record.run_id):
+        raise StateError(f"state error: {record.run_id!r} is not a run id")
+    if ticket_of(record.run_id) != record.ticket_id:
+        raise StateError(
+            f"state error: run {record.run_id}: not a run record of {record.ticket_id}"
+        )
+
+
+def write_record(conn: psycopg.Connection[Any], record: RunRecord, text: str) -> None:
+    """Upsert the run's row with ``text`` (its record as the file store writes it), in
+    the caller's transaction. Once migration 0005 is in, a trigger gives every write of
+    the row the next ``state_seq`` number (so this runs on a database without it too)."""
+    hold_state_seq(conn)
+    conn.execute(
+        "INSERT INTO runs (run_id, ticket_id, created_at, updated_at, record) "
+        "VALUES (%s, %s, %s, clock_timestamp(), %s) "
+        "ON CONFLICT (run_id) DO UPDATE SET ticket_id = EXCLUDED.ticket_id, "
+        "created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
+        "record = EXCLUDED.record",
+        (record.run_id, record.ticket_id, record.created_at, text),
+    )
 
 
 class PostgresRuns:
@@ -198,12 +235,7 @@ class PostgresRuns:
         and nothing is written. ``point`` names the step this write persists (the
         crash-point tests kill the process right after it). ``_before_write`` is a test
         seam: called with the connection once the fence is checked, before the write."""
-        if not is_run_id(record.run_id):
-            raise StateError(f"state error: {record.run_id!r} is not a run id")
-        if ticket_of(record.run_id) != record.ticket_id:
-            raise StateError(
-                f"state error: run {record.run_id}: not a run record of {record.ticket_id}"
-            )
+        check_record(record)
         lease = LeaseToken(*fence) if fence is not None else None
         if lease is not None and lease.ticket_id != record.ticket_id:
             raise ValueError(
@@ -214,17 +246,10 @@ class PostgresRuns:
             data = record.model_dump_json(indent=2)
         with _transaction(self._connect) as conn:
             if lease is not None:
-                _check_fence(conn, lease)
+                check_fence(conn, lease)
             if _before_write is not None:
                 _before_write(conn)
-            conn.execute(
-                "INSERT INTO runs (run_id, ticket_id, created_at, updated_at, record) "
-                "VALUES (%s, %s, %s, clock_timestamp(), %s) "
-                "ON CONFLICT (run_id) DO UPDATE SET ticket_id = EXCLUDED.ticket_id, "
-                "created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
-                "record = EXCLUDED.record",
-                (record.run_id, record.ticket_id, record.created_at, data),
-            )
+            write_record(conn, record, data)
         if point is not None:
             crash_point(point)
 
@@ -237,7 +262,7 @@ class PostgresRuns:
             found = conn.execute("SELECT record FROM runs WHERE run_id = %s", (run_id,)).fetchone()
         if found is None:
             raise StateError(f"state error: run {run_id}: no such run record in {WHERE}")
-        return _parsed(run_id, found[0])
+        return parse_record(run_id, found[0])
 
     def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
         """The ticket's most recent run (latest ``created_at``; on a tie, the first run id
@@ -251,14 +276,15 @@ class PostgresRuns:
             ).fetchone()
         if found is None:
             return None
-        record = _parsed(found[0], found[1])
+        record = parse_record(found[0], found[1])
         if record.ticket_id != ticket_id:
             raise StateError(f"state error: run {found[0]}: not a run record of {ticket_id}")
         return record
 
 
-def _parsed(run_id: str, text: str) -> RunRecord:
-    """The stored text validated as the file store validates a record file."""
+def parse_record(run_id: str, text: str) -> RunRecord:
+    """The stored text validated as the file store validates a record file; StateError
+    naming the run when it is not a valid run record."""
     try:
         return RunRecord.model_validate_json(text)
     except ValidationError as exc:

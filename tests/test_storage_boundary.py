@@ -223,7 +223,7 @@ def test_only_the_ledger_package_imports_its_inner_modules() -> None:
     )
 
 
-FACES = {FACE, LEDGER, "orchestrator.storage.redis"}
+FACES = {FACE, LEDGER, "orchestrator.storage.redis", "orchestrator.storage.postgres"}
 
 
 def storage_modules_imported(tree: ast.AST) -> Iterator[tuple[int, str]]:

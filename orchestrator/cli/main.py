@@ -238,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tickets_command.add_parser(sub)
 
+    from orchestrator.cli.commands import storage as storage_command  # argparse only: cheap
+
+    storage_command.add_parser(sub)
+
     evaluate = sub.add_parser(
         "eval",
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
@@ -605,6 +609,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return ledger.run(
             args, _existing_state_dir(config_file, args.state_dir), sys.stdout, os.environ
         )
+    if args.command == "storage":
+        from orchestrator.cli.commands import storage as storage_command
+
+        return storage_command.run(
+            args, config_file, storage.state_dir(config_file, args.state_dir), sys.stdout,
+            os.environ,
+        )  # fmt: skip
     raise AssertionError(f"unhandled command {args.command}")
 
 

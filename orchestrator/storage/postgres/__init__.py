@@ -14,6 +14,7 @@ here only.
     runs.PostgresRuns            run records; a fenced save checks the lease in its write
     runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
     runs.LeaseFencedOut          a save refused: the lease is gone or someone else's
+    transfer.export_state, import_state   a whole state dir moved in and out (TransferReport)
     mirror.StateMirror           the state dir's files published (fenced) and hydrated
     mirror.route                 which table and key a state-dir path is kept under, if any
     mirror.rebase_record         a run record's paths moved onto another state dir
@@ -53,6 +54,7 @@ from orchestrator.storage.postgres.runs import (
     PostgresLeases,
     PostgresRuns,
 )
+from orchestrator.storage.postgres.transfer import TransferReport, export_state, import_state
 
 __all__ = [
     "CappedCharge",
@@ -69,11 +71,14 @@ __all__ = [
     "PostgresUnavailable",
     "Route",
     "SchemaTooNew",
+    "TransferReport",
     "StateMirror",
     "claim",
     "connect",
     "export_ledger",
+    "export_state",
     "import_ledger",
+    "import_state",
     "known_migrations",
     "migrate",
     "rebase_record",

@@ -42,9 +42,8 @@ from orchestrator.domain.tickets import TicketOrigin, load_ticket
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
-from orchestrator.storage import FileStorage, IntakeFiles
+from orchestrator.storage import DecisionLedger, IntakeFiles, StateStorage
 from orchestrator.storage.ledger import (
-    Ledger,
     key_from_env,
     person_decision,
 )
@@ -142,7 +141,7 @@ def comment_decision_id(run_id: str, kind: str, comment_id: int) -> str:
 
 def answer_from_comments(
     sources: Sequence[ForgeSource],
-    storage: FileStorage,
+    storage: StateStorage,
     services: Services,
     *,
     threads: Callable[[ForgeSource], CommentThreads] | None = None,
@@ -173,7 +172,7 @@ def answer_from_comments(
 
 
 def _paused_runs(
-    source: ForgeSource, intake: IntakeFiles, storage: FileStorage
+    source: ForgeSource, intake: IntakeFiles, storage: StateStorage
 ) -> list[tuple[RunRecord, TicketOrigin]]:
     found = []
     for path in intake.paths(source.source_id):
@@ -193,8 +192,8 @@ def _weigh_run(
     record: RunRecord,
     origin: TicketOrigin,
     thread: CommentThreads,
-    ledger: Ledger,
-    storage: FileStorage,
+    ledger: DecisionLedger,
+    storage: StateStorage,
     services: Services,
 ) -> list[Weighed]:
     ref = pending_verdict(record)
@@ -245,9 +244,9 @@ def _answer(
     by: str,
     comment: Comment,
     command: CommentCommand,
-    ledger: Ledger,
+    ledger: DecisionLedger,
     key: str,
-    storage: FileStorage,
+    storage: StateStorage,
     services: Services,
 ) -> Weighed:
     reason = redact(command.reason) if command.reason is not None else None
@@ -298,7 +297,7 @@ def _answered_by(
 
 
 def _record(
-    ledger: Ledger,
+    ledger: DecisionLedger,
     key: str,
     record: RunRecord,
     number: int,

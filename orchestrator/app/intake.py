@@ -40,7 +40,7 @@ from orchestrator.storage import IntakeFiles, Locks, Runs
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import LoadedConfig
-    from orchestrator.storage import FileStorage as Storage
+    from orchestrator.storage import StateStorage as Storage
 
 QUEUED = "queued"
 SKIPPED = "skipped"

@@ -19,8 +19,8 @@ from orchestrator.domain.decisions import LedgerEntry
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.proposals import History, Proposal
 from orchestrator.recovery.confidence import RECENT_OUTCOMES, PastOutcome, decayed_history
-from orchestrator.storage import FileStorage
-from orchestrator.storage.ledger import Ledger, LedgerRow, inputs_hash, key_from_env
+from orchestrator.storage import open_state
+from orchestrator.storage.ledger import LedgerRow, inputs_hash, key_from_env
 
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from orchestrator.storage import DecisionLedger, VerdictFile
 
 
-def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> Ledger:
+def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> DecisionLedger:
     """The state dir's own ledger, keyed as ``environ`` says (what ``reset`` and ``resume``
     open, as the run's ``Services.storage`` does)."""
-    return FileStorage(state_dir).ledger(key_from_env(environ))
+    return open_state(state_dir).ledger(key_from_env(environ))
 
 
 def ledger_row(entry: LedgerEntry, *, ts: str) -> LedgerRow:
@@ -122,7 +122,7 @@ class LedgerLink:
             self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
 
 
-def unrecorded(ledger: Ledger, verdicts: Iterable[VerdictFile]) -> list[VerdictFile]:
+def unrecorded(ledger: DecisionLedger, verdicts: Iterable[VerdictFile]) -> list[VerdictFile]:
     """The verdict files whose decision has no row in ``ledger``: persisted, and the
     process died before the row (the ticket's next run appends it, as ``mend`` does).
     One pass over the ledger; each verdict file is read for its decision id only. A file
@@ -144,7 +144,7 @@ def unrecorded(ledger: Ledger, verdicts: Iterable[VerdictFile]) -> list[VerdictF
     return missing
 
 
-def mend(ledger: Ledger, verdict: VerdictFile, *, ts: str) -> str | None:
+def mend(ledger: DecisionLedger, verdict: VerdictFile, *, ts: str) -> str | None:
     """Append the rows of the decision in ``verdict``, rebuilt from the file exactly as
     they were prepared when it was decided (unless they are there: keyed by decision
     id). None when done; else why it cannot be (a file written before decisions kept

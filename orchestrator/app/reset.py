@@ -17,8 +17,8 @@ from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
 from orchestrator.redaction import scrub
-from orchestrator.storage import BudgetStore, CapsReset, FileStorage
-from orchestrator.storage.ledger import Ledger, person_decision
+from orchestrator.storage import CapsReset, DecisionLedger, open_state
+from orchestrator.storage.ledger import person_decision
 
 CAPABILITY = "reset-caps"
 REASON_MAX_CHARS = 1000
@@ -47,7 +47,13 @@ def clean_reason(reason: str | None) -> str:
 
 
 def reset_caps(
-    state_dir: Path, ledger: Ledger, ticket_id: str, *, by: str, reason: str | None, at: datetime
+    state_dir: Path,
+    ledger: DecisionLedger,
+    ticket_id: str,
+    *,
+    by: str,
+    reason: str | None,
+    at: datetime,
 ) -> ResetResult:
     """Record the reset in the ledger, then clear the caps. Holds the ticket's lock, so a
     run in progress is never reset under it (TicketLocked, exit 75)."""
@@ -55,8 +61,8 @@ def reset_caps(
         raise UsageError(f"usage error: {ticket_id!r} is not a ticket id")
     why = clean_reason(reason)
     by = " ".join(by.split())[:200] or "unknown"
-    storage = FileStorage(state_dir)
-    budgets = BudgetStore(state_dir)
+    storage = open_state(state_dir)
+    budgets = storage.budgets
     with storage.locks.ticket(ticket_id):
         budget = budgets.load(ticket_id)
         cleared = {kind: budget.spent(kind) for kind in ("diagnosis", "retry", "infra-retry")}

@@ -417,6 +417,48 @@ def require_distributed(what: str) -> None:
             ) from None
 
 
+# The commands that read or write the state: with ``[storage] url`` set, each first opens
+# the database and brings this machine's copy of the state dir up to date from it.
+STATE_COMMANDS = frozenset(
+    {
+        "runs",
+        "batch",
+        "report",
+        "verdicts",
+        "replay",
+        "show",
+        "approve",
+        "reject",
+        "resume",
+        "reset",
+        "run",
+        "prune",
+        "baseline",
+        "tickets",
+        "ledger",
+    }
+)
+
+
+def _open_state(config_file: Path, state_dir_override: str | None) -> None:
+    """With a PostgreSQL state store configured: open it for the state dir (so what the
+    command writes there is published to it) and bring down what other machines wrote.
+    A config that cannot be read is left to the command, which reports it."""
+    from orchestrator.app.services import open_storage_for
+    from orchestrator.domain.config import load_config
+    from orchestrator.domain.errors import ConfigError
+    from orchestrator.storage import state_dir
+
+    try:
+        loaded = load_config(config_file)
+    except ConfigError:
+        return
+    opened = open_storage_for(loaded, state_dir(config_file, state_dir_override), os.environ)
+    hydrate = getattr(opened, "hydrate", None)
+    if hydrate is not None:
+        hydrate()
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from orchestrator import storage
 
@@ -438,6 +480,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     preflight = not getattr(args, "no_preflight", True) and not getattr(args, "worker", False)
     if args.command != "doctor" and not preflight:
         _refuse_a_file_as_state_dir(config_file, args.state_dir)
+    if args.command in STATE_COMMANDS:
+        _open_state(config_file, args.state_dir)
     if args.command == "doctor":
         from orchestrator.cli.commands import doctor
 

@@ -27,9 +27,10 @@ from orchestrator.reports.run_reader import Context, run_view
 from orchestrator.storage import (
     LATEST,
     BatchRecord,
-    FileStorage,
+    StateStorage,
     is_batch_id,
     latest_batch_id,
+    open_state,
     read_batch_record,
     read_record_file,
     resolve_run_id,
@@ -53,7 +54,7 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _batch_run_ids(storage: FileStorage, batch: BatchRecord) -> list[str]:
+def _batch_run_ids(storage: StateStorage, batch: BatchRecord) -> list[str]:
     """The runs a batch touched: each ticket's run as the batch reported it; for a ticket
     it only queued, the ticket's latest run if it was active after the batch began."""
     found = []
@@ -67,7 +68,7 @@ def _batch_run_ids(storage: FileStorage, batch: BatchRecord) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _load(storage: FileStorage, paths: Iterable[Path], warnings: list[str]) -> list[RunRecord]:
+def _load(storage: StateStorage, paths: Iterable[Path], warnings: list[str]) -> list[RunRecord]:
     records = []
     for path in paths:
         try:
@@ -77,7 +78,7 @@ def _load(storage: FileStorage, paths: Iterable[Path], warnings: list[str]) -> l
     return records
 
 
-def _budget(batch: BatchRecord, storage: FileStorage, context: Context) -> BudgetView:
+def _budget(batch: BatchRecord, storage: StateStorage, context: Context) -> BudgetView:
     caps = context.caps or BatchConfig()
     spent: Spend | None = None
     if batch.spend is not None:
@@ -94,7 +95,7 @@ def _budget(batch: BatchRecord, storage: FileStorage, context: Context) -> Budge
     return BudgetView(spent, caps.max_model_calls, caps.max_tokens, caps.max_cost_usd)
 
 
-def _superseded(storage: FileStorage, records: list[RunRecord]) -> frozenset[str]:
+def _superseded(storage: StateStorage, records: list[RunRecord]) -> frozenset[str]:
     """The selected runs that are not their ticket's latest run in the state dir. A
     ticket whose records cannot all be read keeps its runs (the page warns of them)."""
     found: set[str] = set()
@@ -118,7 +119,7 @@ def read_report(
 ) -> ReportData:
     """The report's data for ``selection``. An unknown batch or run is a usage error (the
     command exits with it); a damaged file is a warning on the page."""
-    storage = FileStorage(state_dir)
+    storage = open_state(state_dir)
     warnings: list[str] = []
     batch: BatchRecord | None = None
     if selection.batch_id is not None:

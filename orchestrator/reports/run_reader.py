@@ -29,8 +29,8 @@ from orchestrator.reports.report_data import (
     RunView,
 )
 from orchestrator.storage import (
-    FileStorage,
     PrunedMark,
+    StateStorage,
     VerdictRecord,
     estimate_cost,
     read_mark,
@@ -163,7 +163,7 @@ def _recipe(report: Mapping[str, Any] | None, number: int) -> RecipeView | None:
     )
 
 
-def _fix_report(storage: FileStorage, run_id: str, number: int) -> dict[str, Any] | None:
+def _fix_report(storage: StateStorage, run_id: str, number: int) -> dict[str, Any] | None:
     """Decision ``number``'s mechanical-fix report; older state dirs kept only the run's
     latest (``_recipe`` checks it is this decision's)."""
     found = storage.runs.read_mechanical_fix(run_id, number)
@@ -188,7 +188,7 @@ def _cost(record: VerdictRecord, prices: Mapping[str, PriceConfig]) -> float | N
 
 
 def _decision(
-    storage: FileStorage, record: RunRecord, ref: VerdictRef, context: Context
+    storage: StateStorage, record: RunRecord, ref: VerdictRef, context: Context
 ) -> DecisionView:
     layout = storage.layout
     # Beside the run record, whatever path the record kept (a state dir may have moved).
@@ -278,7 +278,7 @@ def _awaiting(
     )
 
 
-def run_view(storage: FileStorage, record: RunRecord, context: Context) -> RunView:
+def run_view(storage: StateStorage, record: RunRecord, context: Context) -> RunView:
     """One run, with everything the page shows about it."""
     layout = storage.layout
     pruned = read_mark(layout, record.run_id)

@@ -107,10 +107,15 @@ _FROM: dict[str, str] = {
     "read_record_file": "runs",
     "ticket_lock": "runs",
     "ticket_files": "ticket_queue",
+    "copy_queued_ticket": "ticket_queue",
     "write_sub_ticket": "ticket_queue",
     "read_texts": "transcripts",
     "replies_dir": "transcripts",
     "write_texts": "transcripts",
+    "open_state": "open",
+    "StateStorage": "open",
+    "open_storage": "open",
+    "close_storages": "open",
 }
 __all__ = [
     "AUTO",
@@ -152,19 +157,24 @@ __all__ = [
     "SignedApprovals",
     "Spend",
     "StateLayout",
+    "StateStorage",
     "Storage",
     "TicketBudget",
     "VerdictFile",
     "VerdictRecord",
     "atomic_write",
     "check_digest",
+    "close_storages",
     "config_path",
+    "copy_queued_ticket",
     "crash_point",
     "estimate_cost",
     "interrupts_held",
     "is_batch_id",
     "is_run_id",
     "latest_batch_id",
+    "open_state",
+    "open_storage",
     "os_user",
     "over_cap",
     "problem",
@@ -268,6 +278,7 @@ if TYPE_CHECKING:
         state_dir_problem,
     )
     from orchestrator.storage.notify_outbox import NotifyOutbox, OutboxEntry
+    from orchestrator.storage.open import StateStorage, close_storages, open_state, open_storage
     from orchestrator.storage.protocols import (
         Approvals,
         Budgets,
@@ -287,5 +298,5 @@ if TYPE_CHECKING:
     )
     from orchestrator.storage.run_ids import resolve_run_id
     from orchestrator.storage.runs import RunStore, interrupts_held, read_record_file, ticket_lock
-    from orchestrator.storage.ticket_queue import ticket_files, write_sub_ticket
+    from orchestrator.storage.ticket_queue import copy_queued_ticket, ticket_files, write_sub_ticket
     from orchestrator.storage.transcripts import read_texts, replies_dir, write_texts

@@ -227,6 +227,11 @@ class StateLayout(NamedTuple):
         list of absolute paths): its workers run these rather than read the sources."""
         return self.batch_dir(batch_id) / "queue.json"
 
+    def batch_ticket_dir(self, batch_id: str, ticket_id: str) -> Path:
+        """A queued ticket's copy (its file and the files it refers to), for fleet
+        workers that share no disk with the batch: the database carries it to them."""
+        return self.batch_dir(batch_id) / "tickets" / ticket_id
+
     def batch_worker_logs(self, batch_id: str) -> list[Path]:
         """Every worker log a ``--jobs N`` batch left, in worker order."""
         found = self.batch_dir(batch_id).glob("worker-*.log")
@@ -525,6 +530,13 @@ STATE_FILES: tuple[StateFile, ...] = (
         "the ticket files a `--jobs N` batch took in from its `[[sources]]` (a JSON list of "
         "absolute paths): its workers run these rather than read the sources",
         ("batch_queue_path",),
+    ),
+    StateFile(
+        "batches/<batch-id>/tickets/<ticket-id>/",
+        "with `[storage] url` (PostgreSQL), a copy of each ticket a `--backend celery` "
+        "batch queued and the files it refers to: the database carries it to the workers, "
+        "which share no disk with the batch",
+        ("batch_ticket_dir",),
     ),
     StateFile(
         "batches/<batch-id>/worker-<k>.log",

@@ -9,10 +9,12 @@ batch over that directory picks them up.
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.crash_points import CrashPoint, crash_point
+from orchestrator.storage.layout import StateLayout
 
 TICKET_SUFFIX = ".md"
 
@@ -34,3 +36,18 @@ def write_sub_ticket(directory: Path, sub_id: str, text: str, *, run_id: str) ->
 def ticket_files(directory: Path) -> list[Path]:
     """The queue's ticket files, in name order (sub-tickets sort after their parent)."""
     return sorted(p for p in directory.glob(f"*{TICKET_SUFFIX}") if p.is_file())
+
+
+def copy_queued_ticket(
+    root: Path, batch_id: str, ticket_id: str, files: Mapping[PurePosixPath, bytes]
+) -> Path:
+    """Copy a queued ticket into the state dir (``layout.batch_ticket_dir``), its files
+    by their paths relative to the ticket's directory; returns that directory relative to
+    the state dir, which is what a worker on another machine is told. With the PostgreSQL
+    backend each write is published, so the worker's copy comes from the database."""
+    relative = StateLayout(Path(".")).batch_ticket_dir(batch_id, ticket_id)
+    for name, data in files.items():
+        if name.is_absolute() or ".." in name.parts:
+            raise ValueError(f"{name}: not a path inside the ticket's directory")
+        atomic_write(root / relative / name, data)
+    return relative

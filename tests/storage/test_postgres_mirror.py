@@ -94,6 +94,12 @@ def test_route_names_every_mirrored_layout_path_and_back() -> None:
             "batches", batch_id="20261201T000000Z-b1", name="batch.json"
         ),
         layout.batch_queue_path("b1"): Route("batches", batch_id="b1", name="queue.json"),
+        layout.batch_ticket_dir("b1", "T-1") / "T-1.md": Route(
+            "batches", batch_id="b1", name="tickets/T-1/T-1.md"
+        ),
+        layout.batch_ticket_dir("b1", "T-1") / "files" / "spec.txt": Route(
+            "batches", batch_id="b1", name="tickets/T-1/files/spec.txt"
+        ),
         layout.notify_record_path(RUN, "halted", 1, 0): Route(
             "state_files", name=f"notify/{RUN}.halted-1.0.json"
         ),
@@ -166,6 +172,10 @@ def test_route_refuses_hostile_paths() -> None:
         f"runs/{RUN}/ticket/..",
         f"runs/{RUN}.replies/../{RUN}.json",
         "batches/../keys/batch.json",
+        "batches/b1/tickets/../../keys/approval.key",
+        "batches/b1/tickets/T-1",  # the directory, not a file in it
+        "batches/b1/tickets/not a ticket/T.md",
+        "batches/b1/budget.json",
         "notify/../keys/x.json",
     ]
     for text in hostile:

@@ -33,15 +33,16 @@ from types import FrameType
 from typing import Any, TextIO
 
 from orchestrator.app.budgeted_calls import budgeted_factory
-from orchestrator.app.services import build_services
+from orchestrator.app.services import Services, build_services
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.batch.results import TicketResult
-from orchestrator.domain.config import load_config
+from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import FileStorage
+from orchestrator.storage.postgres import PostgresStorage, PostgresUnavailable
 from orchestrator.storage.redis import (
     CoordinationStore,
     CoordinationUnavailable,
@@ -94,6 +95,10 @@ def run_claimed(
     answer; any other outcome is the ticket's result, as the local batch reports it."""
     loaded = load_config(context.config_file)
     base = build_services(loaded, context.state_dir_override, context.out, context.environ)
+    if isinstance(base.storage, PostgresStorage):
+        return _run_on_database(
+            base, base.storage, loaded.config, ticket_id, ticket_file, batch_id, context
+        )
     distributed = loaded.config.distributed
     leases = TicketLeases(store, ttl_s=distributed.lease_s)
     storage = FileStorage(base.storage.root)
@@ -110,6 +115,36 @@ def run_claimed(
         )
         # The worker's environment decides DRY_RUN (and the tools), not the batch's.
         return run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
+
+
+def _run_on_database(
+    base: Services,
+    storage: PostgresStorage,
+    config: Config,
+    ticket_id: str,
+    ticket_file: Path,
+    batch_id: str,
+    context: WorkerContext,
+) -> TicketResult:
+    """The same ticket with its state in PostgreSQL: the ticket's lock is its lease in
+    the database (taken by the driver, renewed by a heartbeat, every write of the run
+    fenced by it in the transaction that makes it), the batch's budget and the ledger are
+    the database's tables, and this machine's state dir is only its working copy. No
+    Redis lock or fence is needed; Redis is only Celery's broker."""
+    if not ticket_file.is_absolute():  # queued by a machine that shares no disk with this one
+        storage.hydrate()  # the batch's copy of the ticket, among what else is new
+        ticket_file = storage.root / ticket_file
+    budget = storage.batch_budget(batch_id, config.batch, config.prices)
+    services = replace(
+        base,
+        reporter=QuietReporter(context.out),
+        gateway_factory=budgeted_factory(context.gateway_factory or base.gateway_factory, budget),
+        sleep=_back_off,
+    )
+    result = run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
+    if result.status == "skipped":  # its lease is another live worker's: try again later
+        raise TicketClaimed(ticket_id, result.detail)
+    return result
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
@@ -161,8 +196,9 @@ def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
             raise self.retry(countdown=lease_s) from None
         except BackOff as owed:
             raise self.retry(countdown=max(owed.seconds, 0.0)) from None
-        except CoordinationUnavailable as exc:
-            # Redis is down (restarting?): whatever the run had not written waits with it.
+        except (CoordinationUnavailable, PostgresUnavailable) as exc:
+            # Redis or PostgreSQL is down (restarting?): whatever the run had not written
+            # waits with it; the retried task resumes the run from what was.
             context.out.write(
                 f"ticket {ticket_id}: {exc}; retrying in {UNAVAILABLE_RETRY_S:.0f}s\n"
             )

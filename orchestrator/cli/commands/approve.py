@@ -29,7 +29,7 @@ from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import EXIT_COMPLETED, UsageError
 from orchestrator.domain.lifecycle import RunState, dry_run_armed
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import FileStorage, os_user, resolve_run_id, ticket_of
+from orchestrator.storage import os_user, resolve_run_id, ticket_of
 
 
 def next_batch(config: Config, environ: Mapping[str, str]) -> str:
@@ -75,7 +75,7 @@ def answer(
     loaded = load_config(config_file)
     services = build_services(loaded, state_dir_override, out, environ)
     store = services.storage.runs
-    storage = FileStorage(store.state_dir)
+    storage = services.storage
     run_id = resolve_run_id(store, run_id)
     ticket_id = ticket_of(run_id)
     if ticket_id is None:  # resolve_run_id returns recorded run ids only

@@ -61,8 +61,9 @@ from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import (
     BATCH_ENV,
-    FileStorage,
     SharedBudget,
+    StateStorage,
+    open_state,
     read_batch_queue,
     write_batch_queue,
     write_batch_record,
@@ -100,7 +101,7 @@ def batch(
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )
-    storage = FileStorage(services.storage.runs.state_dir)
+    storage = open_state(services.storage.runs.state_dir)
     budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
     failed_sources = 0
     if loaded.config.sources and worker:
@@ -197,7 +198,7 @@ def batch(
 
 def take_in_sources(
     loaded: LoadedConfig,
-    storage: FileStorage,
+    storage: StateStorage,
     environ: Mapping[str, str],
     out: TextIO,
     clock: Callable[[], datetime],
@@ -218,14 +219,14 @@ def take_in_sources(
     return paths, failed
 
 
-def write_taken_in(storage: FileStorage, batch_id: str, paths: list[Path]) -> None:
+def write_taken_in(storage: StateStorage, batch_id: str, paths: list[Path]) -> None:
     """The queue the sources yielded, for this batch's ``--jobs N`` workers: they run it
     as it is, so the forges are asked once per batch, not once per worker. Written before
     any worker starts, and never again."""
     write_batch_queue(storage.layout, batch_id, paths)
 
 
-def read_taken_in(storage: FileStorage, batch_id: str) -> list[Path]:
+def read_taken_in(storage: StateStorage, batch_id: str) -> list[Path]:
     """A worker's queue: what its batch took in from the sources (``write_taken_in``)."""
     path = storage.layout.batch_queue_path(batch_id)
     try:
@@ -241,7 +242,7 @@ def read_taken_in(storage: FileStorage, batch_id: str) -> list[Path]:
 
 
 def answer_from_issue_comments(
-    loaded: LoadedConfig, storage: FileStorage, services: Services, out: TextIO
+    loaded: LoadedConfig, storage: StateStorage, services: Services, out: TextIO
 ) -> None:
     """Paused runs answered by ``/orchestrator approve|reject`` on their issues, before the
     queue runs (which then carries the answers out); one line per comment weighed."""

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from orchestrator.app.resume import dry_run_blocked
@@ -60,7 +60,14 @@ from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import BATCH_ENV, FileStorage, StateLayout, write_batch_record
+from orchestrator.storage import (
+    BATCH_ENV,
+    FileStorage,
+    StateLayout,
+    copy_queued_ticket,
+    open_state,
+    write_batch_record,
+)
 from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
@@ -103,6 +110,19 @@ def _located(path: Path, tickets_dir: Path, *, from_sources: bool) -> tuple[str,
         resolved = path.resolve()
         return resolved.name, str(resolved.parent)
     return os.path.relpath(path, tickets_dir), str(tickets_dir.resolve())
+
+
+def _carried(path: Path, root: Path, batch_id: str, ticket_id: str) -> tuple[str, str]:
+    """The task's ticket file and its directory relative to the state dir: a copy of the
+    ticket and the files it refers to, written there (and so published to the database,
+    from which each worker's copy of the state dir is brought up to date)."""
+    ticket = load_ticket(path)
+    source = ticket.path.parent
+    files = {
+        PurePosixPath(f.relative_to(source).as_posix()): f.read_bytes()
+        for f in (ticket.path, *ticket.extra_files())
+    }
+    return ticket.path.name, copy_queued_ticket(root, batch_id, ticket_id, files).as_posix()
 
 
 def _note(to: TextIO, batch_id: str, ticket_id: str, line: str) -> None:
@@ -166,7 +186,7 @@ def celery_batch(
     )  # fmt: skip
     failed_sources = 0
     if loaded.config.sources:
-        storage = FileStorage(services.storage.runs.state_dir)
+        storage = open_state(services.storage.runs.state_dir)
         paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
         answer_from_issue_comments(loaded, storage, services, out)
     enqueued = Enqueued(store)
@@ -186,9 +206,12 @@ def celery_batch(
             continue
         task_id = str(uuid.uuid4())
         earlier = enqueued.mark(settled, task_id, keep_s=distributed.visibility_timeout_s)
-        ticket_file, ticket_dir = _located(
-            path, tickets_dir, from_sources=bool(loaded.config.sources)
-        )
+        if isinstance(services.storage, FileStorage):
+            ticket_file, ticket_dir = _located(
+                path, tickets_dir, from_sources=bool(loaded.config.sources)
+            )
+        else:  # the workers share no disk with this machine: the database carries it
+            ticket_file, ticket_dir = _carried(path, services.storage.root, batch_id, settled)
         send = partial(
             answers.send,
             TASK_NAME,

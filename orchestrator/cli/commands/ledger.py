@@ -40,8 +40,7 @@ from orchestrator.domain.errors import EXIT_STATE
 from orchestrator.storage import LEDGER_FILE
 
 if TYPE_CHECKING:
-    from orchestrator.storage import FileStorage
-    from orchestrator.storage.ledger import Ledger
+    from orchestrator.storage import DecisionLedger, StateStorage
 
 SHOW_DEFAULT = 20
 COLUMNS = ("SEQ", "TS", "KIND", "TICKET", "RUN", "SOURCE", "ACTION", "ROUTING", "CONF", "OUTCOME")
@@ -118,10 +117,10 @@ def run(
     environ: Mapping[str, str],
     err: TextIO | None = None,
 ) -> int:
-    from orchestrator.storage import FileStorage
+    from orchestrator.storage import open_state
     from orchestrator.storage.ledger import canonical, key_from_env
 
-    storage = FileStorage(state_dir)
+    storage = open_state(state_dir)
     ledger = storage.ledger(key_from_env(environ))
     command = args.ledger_command
     if command == "verify":
@@ -192,7 +191,7 @@ def run(
 
 
 def _approval_problems(
-    storage: FileStorage, environ: Mapping[str, str]
+    storage: StateStorage, environ: Mapping[str, str]
 ) -> tuple[list[tuple[Path, str]], list[Path]]:
     """Every approval file checked against the approval key and the verdict file it
     answers: those that do not verify (with why), and those of the unsigned old shape."""
@@ -225,7 +224,7 @@ def _approval_problems(
     return failed, unsigned
 
 
-def _mend_unrecorded(storage: FileStorage, ledger: Ledger, out: TextIO) -> int:
+def _mend_unrecorded(storage: StateStorage, ledger: DecisionLedger, out: TextIO) -> int:
     """Append the rows of decisions persisted without them, each under its ticket's lock
     (a run resuming that ticket would append them itself)."""
     from datetime import UTC, datetime

@@ -55,10 +55,10 @@ def tickets(
     from orchestrator.app.intake import QUEUED, gather, sources_of
     from orchestrator.domain.config import load_config
     from orchestrator.domain.errors import EXIT_LOCKED
-    from orchestrator.storage import FileStorage, state_dir
+    from orchestrator.storage import open_state, state_dir
 
     loaded = load_config(config_file)
-    storage = FileStorage(state_dir(config_file, state_dir_override))
+    storage = open_state(state_dir(config_file, state_dir_override))
     sources, root = sources_of(loaded, tickets_dir)
     reports = gather(sources, root, storage, environ=environ, write=False)
     for report in reports:

@@ -29,7 +29,7 @@ from typing import Final, TextIO
 
 from orchestrator.cli.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
-from orchestrator.storage import FileStorage, VerdictRecord, read_verdict
+from orchestrator.storage import VerdictRecord, open_state, read_verdict
 
 SUMMARY_CHARS: Final = 60
 
@@ -102,7 +102,7 @@ def _row(record: VerdictRecord) -> tuple[str, ...]:
 
 def read_all(state_dir: Path, errors: TextIO) -> list[tuple[Path, VerdictRecord]]:
     found = []
-    for path in (v.path for v in FileStorage(state_dir).decisions.find()):
+    for path in (v.path for v in open_state(state_dir).decisions.find()):
         try:
             found.append((path, read_verdict(path)))
         except StateError as exc:

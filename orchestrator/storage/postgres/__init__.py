@@ -19,8 +19,9 @@ here only.
     mirror.route                 which table and key a state-dir path is kept under, if any
     mirror.rebase_record         a run record's paths moved onto another state dir
     claim.claim, PostgresClaim   a ticket held on those leases, renewed by a heartbeat
-
-None of them is selectable from the config yet (docs/architecture/postgresql.md).
+    storage.PostgresStorage      all of them for one state dir, its working copy: what
+                                 ``Services.storage`` is with ``[storage] url`` set
+                                 (opened by ``storage.open.open_storage``)
 
 psycopg (the ``postgres`` extra) is imported inside ``connect`` and ``migrate`` only, when
 they are called: importing this package never loads it, so the local mode neither pays
@@ -54,6 +55,7 @@ from orchestrator.storage.postgres.runs import (
     PostgresLeases,
     PostgresRuns,
 )
+from orchestrator.storage.postgres.storage import PostgresStorage, PostgresTicketLocks
 from orchestrator.storage.postgres.transfer import TransferReport, export_state, import_state
 
 __all__ = [
@@ -68,11 +70,13 @@ __all__ = [
     "PostgresLeases",
     "PostgresLedger",
     "PostgresRuns",
+    "PostgresStorage",
+    "PostgresTicketLocks",
     "PostgresUnavailable",
     "Route",
     "SchemaTooNew",
-    "TransferReport",
     "StateMirror",
+    "TransferReport",
     "claim",
     "connect",
     "export_ledger",

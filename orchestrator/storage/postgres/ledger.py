@@ -77,6 +77,10 @@ class PostgresLedger:
     returning a new connection (not in autocommit, or in it: each operation is one
     ``conn.transaction()`` either way)."""
 
+    # Where it is, as ``ledger show`` and ``ledger repair`` name the file ledger's files.
+    path = "the PostgreSQL ledger (table ledger_rows)"
+    head_path = "the PostgreSQL ledger's head (table ledger_head)"
+
     def __init__(self, source: str | ConnectionFactory, *, key: bytes | None = None) -> None:
         if key is not None and not key:
             raise ValueError("ledger key must not be empty")

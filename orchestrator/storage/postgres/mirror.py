@@ -164,6 +164,11 @@ def route(relpath: PurePosixPath) -> Route | None:
         if _BATCH_ID.fullmatch(batch_id) and name in _BATCH_FILES:
             return Route("batches", batch_id=batch_id, name=name)
         return None
+    if top == "batches" and len(parts) >= 5 and parts[2] == "tickets":
+        # A queued ticket's copy (layout.batch_ticket_dir): carried to the fleet's workers.
+        if _BATCH_ID.fullmatch(parts[1]) and RUN_ID_TICKET.fullmatch(parts[3]):
+            return Route("batches", batch_id=parts[1], name="/".join(parts[2:]))
+        return None
     if top == "notify" and len(parts) == 2 and parts[1].endswith(".json"):
         return Route("state_files", name=relpath.as_posix())
     if top == "intake" and len(parts) == 3:

@@ -79,6 +79,8 @@ class ReusedConnections:
     def close(self) -> None:
         """Close this thread's connection (the others close with their threads)."""
         self._drop()
+
+
 SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 

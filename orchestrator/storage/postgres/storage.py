@@ -1,0 +1,152 @@
+"""Every store of one state dir whose record is a PostgreSQL database: what
+``Services.storage`` is when ``[storage] url`` (or ``$ORCHESTRATOR_STORAGE_URL``) names
+one.
+
+The state dir stays: it is this machine's working copy. Stages run in its run
+directories, and every reader (``show``, ``verdicts``, ``report``, …) reads its files as
+with the files backend. What changes is where the record is:
+
+* every file the stores write under it is published to the database before it lands
+  (``_atomic.published_under`` → ``StateMirror.publish``), in one transaction that checks
+  the ticket's lease when this process holds it: a worker that lost its ticket is refused
+  by the database, and its file is not written either;
+* the budgets, the batch budget and the ledger are the database's own tables (each charge
+  and each append one transaction), never files;
+* the ticket lock is the ticket's lease in the database (``PostgresLeases``, renewed by a
+  heartbeat), so a process on another machine is excluded too; taking it brings the
+  ticket's runs down from the database (``hydrate``), so a run started elsewhere resumes
+  here;
+* ``hydrate()`` brings down what other machines wrote since the last time (a reader calls
+  it before it reads).
+
+One per state dir per process (``storage.open.open_storage``): the publisher is
+registered for the process, shared by a batch's worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from orchestrator.domain.errors import TicketLocked
+from orchestrator.storage._atomic import published_under
+from orchestrator.storage.files import ApprovalFiles, FileStorage, VerdictFiles
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.postgres.budgets import PostgresBatchBudget, PostgresBudgets
+from orchestrator.storage.postgres.claim import claim
+from orchestrator.storage.postgres.ledger import PostgresLedger
+from orchestrator.storage.postgres.migrate import migrate
+from orchestrator.storage.postgres.mirror import StateMirror, route
+from orchestrator.storage.postgres.runs import LeaseToken, PostgresLeases
+from orchestrator.storage.postgres.session import ReusedConnections
+from orchestrator.storage.redis.errors import TicketClaimed
+
+if TYPE_CHECKING:
+    from orchestrator.domain.config import BatchConfig, PriceConfig
+    from orchestrator.storage.runs import RunStore
+
+
+class PostgresTicketLocks:
+    """The ticket lock as a lease in the database: held by one process on any machine,
+    renewed by a heartbeat while held, taken over by another only once it ran out. While
+    it is held here, this process's writes of the ticket's files are fenced by it."""
+
+    def __init__(self, storage: PostgresStorage) -> None:
+        self._storage = storage
+        self._held: dict[str, LeaseToken] = {}
+        self._guard = threading.Lock()
+
+    def fence_of(self, ticket_id: str | None) -> LeaseToken | None:
+        return None if ticket_id is None else self._held.get(ticket_id)
+
+    @contextmanager
+    def ticket(self, ticket_id: str) -> Iterator[None]:
+        """Hold the ticket's lease; raises TicketLocked (naming its holder) instead of
+        waiting, as the flock does. Held here already (another thread): TicketLocked too."""
+        with self._guard:
+            if ticket_id in self._held:
+                raise TicketLocked(ticket_id, None)
+            self._held[ticket_id] = LeaseToken(ticket_id, -1)  # reserved while claiming
+        try:
+            with ExitStack() as stack:
+                try:
+                    lease = stack.enter_context(
+                        claim(self._storage.leases, ticket_id, ttl_s=self._storage.lease_s)
+                    )
+                except TicketClaimed as exc:
+                    raise TicketLocked(ticket_id, None) from exc
+                self._held[ticket_id] = lease.fence
+                # What another machine wrote of this ticket, before anything reads it.
+                self._storage.mirror.hydrate(ticket_id=ticket_id)
+                yield
+        finally:
+            with self._guard:
+                self._held.pop(ticket_id, None)
+
+
+class PostgresStorage:
+    """The state dir as this machine's working copy of a PostgreSQL database's record."""
+
+    def __init__(self, root: Path, url: str, *, lease_s: float) -> None:
+        self.root = root
+        self.lease_s = lease_s
+        self.layout = StateLayout(root)
+        self._files = FileStorage(root)
+        self._connect = ReusedConnections(url)
+        self.mirror = StateMirror(self._connect, root)
+        self.leases = PostgresLeases(self._connect)
+        self.locks = PostgresTicketLocks(self)
+        self._attached = ExitStack()
+
+    def attach(self) -> PostgresStorage:
+        """Bring the schema up to date and publish this state dir's writes from now on."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            migrate(conn)
+        self._attached.enter_context(published_under(self.root, self._publish))
+        return self
+
+    def close(self) -> None:
+        self._attached.close()
+        self._connect.close()
+
+    def _publish(self, path: Path, data: bytes) -> None:
+        relative = PurePosixPath(path.resolve().relative_to(self.root.resolve()).as_posix())
+        found = route(relative)  # which ticket's lease fences it (None: not kept, or no ticket's)
+        fence = None if found is None else self.locks.fence_of(found.ticket_id)
+        self.mirror.publish(path, data, fence=fence)
+
+    def hydrate(self, *, ticket_id: str | None = None) -> int:
+        """Bring down what the database has that this copy lacks; how many files."""
+        return self.mirror.hydrate(ticket_id=ticket_id)
+
+    @property
+    def runs(self) -> RunStore:
+        return self._files.runs
+
+    @property
+    def decisions(self) -> VerdictFiles:
+        return self._files.decisions
+
+    @property
+    def approvals(self) -> ApprovalFiles:
+        return self._files.approvals
+
+    @cached_property
+    def budgets(self) -> PostgresBudgets:
+        return PostgresBudgets(self._connect)
+
+    def ledger(self, key: bytes | None = None) -> PostgresLedger:
+        return PostgresLedger(self._connect, key=key)
+
+    def batch_budget(
+        self, batch_id: str, caps: BatchConfig, prices: dict[str, PriceConfig]
+    ) -> PostgresBatchBudget:
+        return PostgresBatchBudget(self._connect, batch_id, caps, prices)
+
+    def sweep_stale_temps(self) -> list[Path]:
+        return self._files.sweep_stale_temps()

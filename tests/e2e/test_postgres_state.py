@@ -1,0 +1,109 @@
+"""The state in PostgreSQL, end to end: two machines (each its own config directory,
+state dir, HOME and TMPDIR) that share only a database. What one runs, the other shows,
+verifies, approves and resumes; nothing of it is on a shared disk."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
+
+from conftest import ROOT, bash_stage, subprocess_env, write_config, write_ticket
+from harness import reply
+
+DEADLINE_S = 120.0
+
+
+SCRIPTED_CLI = ROOT / "tests" / "scripted_cli.py"
+# A clone the decision can look at (an empty repository), made without a network.
+CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
+
+
+class Machine:
+    """A config directory of its own (the state dir beside it), its own HOME and TMPDIR;
+    the model answered from ``script`` (shared: one conversation across machines)."""
+
+    def __init__(
+        self,
+        root: Path,
+        url: str,
+        stages: str,
+        *,
+        header: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.config = write_config(
+            root, stages, recovery=bool(header), header=f'[storage]\nurl = "{url}"\n{header}'
+        )
+        (root / "home" / "tmp").mkdir(parents=True, exist_ok=True)
+        self.state = root / "state"
+        self.env = env or {}
+
+    def cli(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        home = self.root / "home"
+        done = subprocess.run(
+            [sys.executable, str(SCRIPTED_CLI), "--config", str(self.config), *args],
+            capture_output=True, text=True, cwd=self.root, timeout=DEADLINE_S,
+            env=subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"), **self.env),
+        )  # fmt: skip
+        assert done.returncode == code, done.stdout + done.stderr
+        return done
+
+
+def test_what_one_machine_runs_the_other_shows_and_verifies(pg_url: str, tmp_path: Path) -> None:
+    stages = bash_stage("a", "echo hello from a") + bash_stage("b", "echo and b >&2")
+    one = Machine(tmp_path / "one", pg_url, stages)
+    two = Machine(tmp_path / "two", pg_url, stages)
+    ticket = write_ticket(tmp_path / "one" / "tickets", "T-1")
+    one.cli("run", str(ticket))
+    runs = two.cli("runs", "--json").stdout
+    assert '"T-1"' in runs and "completed" in runs, runs
+    shown = two.cli("show", "T-1").stdout
+    assert "completed" in shown, shown
+    logs = sorted((two.state / "runs").glob("T-1-*/logs/*"))
+    assert logs, sorted(p.relative_to(two.state) for p in two.state.rglob("*"))
+    assert any("hello from a" in p.read_text() for p in logs)
+    assert not (tmp_path / "one" / "state" / "ledger.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_decision_taken_on_one_machine_is_approved_and_carried_out_on_the_other(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # The stage fails its first run, wherever it runs (its count is the test's, not state).
+    count = tmp_path / "instrument"
+    count.mkdir()
+    build = (
+        f'[[stages]]\nname = "build"\ncwd = "clone"\nwritable = ["{count}"]\n'
+        f'command = ["bash", "-c", "n=$(cat {count}/n 2>/dev/null || echo 0); '
+        f'echo $((n+1)) > {count}/n; [ $n -ge 1 ]"]\n'
+    )
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([reply({"action": "retry", "summary": "flaky build"})]))
+    env = {
+        "DRY_RUN": "false",
+        SCRIPT_ENV: str(script),
+        CALLS_ENV: str(tmp_path / "calls"),
+        "ORCHESTRATOR_APPROVAL_KEY": secrets.token_hex(32),  # every machine's, as documented
+    }
+    header = "[routing]\nretry = 1.0\n"  # a person must approve the retry
+    one = Machine(tmp_path / "one", pg_url, CLONE + build, header=header, env=env)
+    two = Machine(tmp_path / "two", pg_url, CLONE + build, header=header, env=env)
+    ticket = write_ticket(tmp_path / "one" / "tickets", "T-1")
+    one.cli("run", str(ticket), code=6)  # awaiting approval
+    [run_id] = [p.stem for p in (one.state / "runs").glob("T-1-*.json") if p.suffixes == [".json"]]
+    two.cli("approve", run_id)
+    two.cli("resume", run_id)
+    assert requests_made(tmp_path / "calls") == 1  # decided once, on machine one
+    shown = json.loads(one.cli("show", run_id, "--json").stdout)
+    assert shown["state"] == "completed", shown
+    for machine in (one, two):
+        assert machine.cli("ledger", "verify").stdout.startswith("OK: ")
+        assert not (machine.state / "ledger.jsonl").exists()  # the database's, not a file
+        assert not (machine.state / "tickets").exists()  # budgets too
+    assert (count / "n").read_text() == "2\n"

@@ -9,6 +9,13 @@ starts again. An attempt recorded as failed before the orchestrator died is deci
 as it would have been, not re-run unasked. Every write on the way is a named crash point
 (``storage.crash_points``); the kill matrix proves the next run goes on from each.
 
+A run may go on where its clone is not: a fleet worker shares no disk with the one that
+started it (issue 30). When the next stage, or a decision about a failure, works in the
+clone and it is missing, every stage runs again from the first, which makes a new clone
+(``_reclone_if_elsewhere``; recorded on the run, ``reclones``). Attempts, verdicts and
+charges are kept. A person's ``resume`` of a stopped run whose clone is gone (pruned)
+is refused before this, naming ``--from-stage`` of the first stage.
+
 A clone is checked before anything of ours works in it again — each stage that runs in
 it, each decision about a failure (``_untrusted_clone``): a ``.git`` that is not the
 clone's own directory, or a config that says what only an attacker would, stops the run
@@ -44,7 +51,9 @@ from orchestrator.domain.runs import (
     StageRecord,
     StageStatus,
     VerdictRef,
+    clone_needed_by,
     new_run_id,
+    recloned,
 )
 from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
 from orchestrator.execution import runner
@@ -247,6 +256,7 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             f"`orchestrator reject {record.run_id} --reason ...`"
         )
         return record
+    record = _reclone_if_elsewhere(record, services)
     if record.state is RunState.RUNNING:
         # Stopped during an infrastructure back-off: wait out what is left of it.
         wait_before_retry(owed_back_off(record, services), services)
@@ -303,13 +313,31 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     return record
 
 
+def _reclone_if_elsewhere(record: RunRecord, services: Services) -> RunRecord:
+    """A run going on where its clone is not (a fleet worker has no disk of the one that
+    started it; issue 30) while the next stage, or a decision about a failure, works in
+    the clone: every stage runs again from the first, which makes a new clone
+    (``recloned``), recorded on the run and told. A clone that is there, or not needed
+    yet, changes nothing."""
+    needed_by = clone_needed_by(record, services.loaded.config.stages)
+    if needed_by is None or os.path.lexists(record.clone_dir):
+        return record
+    record = recloned(record, at=services.clock(), needed_by=needed_by)
+    services.storage.runs.save(record)
+    services.reporter.note(record.reclones[-1].note())
+    return record
+
+
 def undecided_failure(record: RunRecord) -> Attempt | None:
     """The run's last attempt, if it finished failed and no decision was taken about it
-    (the orchestrator died in between)."""
+    (the orchestrator died in between), and the run did not go on from its first stage
+    since (its clone was not there: ``recloned``)."""
     last = record.attempts[-1] if record.attempts else None
     if last is None or last.status is not AttemptStatus.FINISHED or last.ok:
         return None
     if any(v.attempt == last.number for v in record.verdicts):
+        return None
+    if any(r.after_attempt >= last.number for r in record.reclones):
         return None
     return last
 

@@ -9,6 +9,7 @@ read (``StageText``), so a record never holds a secret, however it was made.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -191,6 +192,28 @@ class ResumeRecord(Frozen):
     stage: str
 
 
+class Reclone(Frozen):
+    """The run went on where its clone was not (issue 30: a fleet worker shares no disk
+    with the one that started the run, or someone removed the clone) while a stage still
+    to run, or a decision about a failure, works in it: every stage runs again from the
+    first, which makes a new clone. Attempts, verdicts and counters are kept; a failure
+    up to ``after_attempt`` is not decided on (nor a decision about it carried out)."""
+
+    at: datetime
+    clone_dir: str
+    needed_by: str  # the stage that works in the clone, or the failed stage a decision was about
+    from_state: RunState
+    from_stage: str  # the first stage: where the run goes on from
+    after_attempt: int  # the last attempt before the clone was found missing (0: none)
+
+    def note(self) -> str:
+        """What the terminal is told."""
+        return (
+            f"workspace not on this machine: the clone {self.clone_dir} is missing and "
+            f"{self.needed_by!r} works in it; stages re-run from {self.from_stage!r}"
+        )
+
+
 class RunRecord(Frozen):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
@@ -227,6 +250,9 @@ class RunRecord(Frozen):
     # prompt's "previous attempt" section): set when a re-run after a code failure is
     # carried out; absent from records written before there was feedback.
     feedback: dict[str, int] = Field(default_factory=dict)
+    # The times the run went on from its first stage because its clone was not there
+    # (``recloned``); absent from records written before a fleet shared no disk.
+    reclones: tuple[Reclone, ...] = ()
 
     def stage_status(self, name: str) -> StageStatus:
         for stage in self.stages:
@@ -298,6 +324,66 @@ def resumed(record: RunRecord, *, at: datetime, by: str, stage: str) -> RunRecor
             "current_stage": stage,
             "resumes": (*record.resumes, entry),
         }
+    )
+
+
+def clone_needed_by(record: RunRecord, stages: Sequence[StageConfig]) -> str | None:
+    """The stage that needs the run's clone next, if any: a stage still to run that works
+    in it (``cwd = "clone"``), or the failed stage a decision still to be taken or carried
+    out is about (recovery reads and changes the clone). None when the next stage comes
+    before every stage in the clone (it will make the clone), when no stage works in the
+    clone, or when the first stage does (nothing in the pipeline makes it, so running
+    again from the first cannot help). Pure: whether the clone exists is the caller's."""
+    names = [s.name for s in stages]
+    in_clone = [i for i, s in enumerate(stages) if s.cwd == "clone"]
+    if not in_clone or in_clone[0] == 0:
+        return None
+    first_in_clone = in_clone[0]
+    failed = _failure_to_decide_on(record)
+    if failed is not None and failed.stage in names and names.index(failed.stage) >= first_in_clone:
+        return failed.stage
+    for index, stage in enumerate(stages):
+        if record.stage_status(stage.name) is not StageStatus.COMPLETED:
+            return stage.name if index >= first_in_clone else None
+    return None
+
+
+def _failure_to_decide_on(record: RunRecord) -> Attempt | None:
+    """The failed attempt a decision is still owed or being carried out for: the run is
+    recovering or awaiting an answer, or it recorded a failure and no verdict about it."""
+    failed = record.last_failed_attempt()
+    if failed is None or any(r.after_attempt >= failed.number for r in record.reclones):
+        return None
+    if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
+        return failed
+    if record.attempts[-1].number == failed.number and not any(
+        v.attempt == failed.number for v in record.verdicts
+    ):
+        return failed
+    return None
+
+
+def recloned(record: RunRecord, *, at: datetime, needed_by: str) -> RunRecord:
+    """``record`` set to go on from its first stage, which makes a new clone: every stage
+    pending again, the run ``running`` (a decision it was recovering or awaiting an answer
+    for is left as recorded, not carried out), the ``Reclone`` entry added. Attempts,
+    verdicts, counters and overrides are kept."""
+    first = record.stages[0].name
+    entry = Reclone(
+        at=at,
+        clone_dir=record.clone_dir,
+        needed_by=needed_by,
+        from_state=record.state,
+        from_stage=first,
+        after_attempt=record.attempts[-1].number if record.attempts else 0,
+    )
+    moved = record
+    if moved.state is RunState.AWAITING_APPROVAL:
+        moved = moved.transition(RunState.RECOVERING, now=at)
+    if moved.state is not RunState.RUNNING:
+        moved = moved.transition(RunState.RUNNING, now=at, stage=first)
+    return moved.reset_stages_from(first).model_copy(
+        update={"updated_at": at, "current_stage": first, "reclones": (*record.reclones, entry)}
     )
 
 

@@ -256,7 +256,9 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             f"`orchestrator reject {record.run_id} --reason ...`"
         )
         return record
-    record = _reclone_if_elsewhere(record, services)
+    if not _decided(record):
+        # A failure still to decide about is decided on a clone of its own making.
+        record = _reclone_if_elsewhere(record, services)
     if record.state is RunState.RUNNING:
         # Stopped during an infrastructure back-off: wait out what is left of it.
         wait_before_retry(owed_back_off(record, services), services)
@@ -283,6 +285,10 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
         if effect.terminal is not None or effect.paused:
             return record
         wait_before_retry(effect.retry_after_s, services)
+    # A decision taken (a person's approval answered, on another machine perhaps) is
+    # carried out above before the clone is made again here: its retry or its model
+    # override stands, and the stages it re-runs run in the new clone.
+    record = _reclone_if_elsewhere(record, services)
     while (stage := _next_stage(record, services)) is not None:
         if stage.side_effectful and dry_run_armed(services.environ):
             halt = Halt(
@@ -311,6 +317,15 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record, CrashPoint.RUN_ENDED)
     return record
+
+
+def _decided(record: RunRecord) -> bool:
+    """A decision about the run's last failure is taken (answered or being carried out):
+    it is carried out before the clone is made again, not dropped by the re-run."""
+    failed = record.last_failed_attempt()
+    if record.state not in (RunState.RECOVERING, RunState.AWAITING_APPROVAL) or failed is None:
+        return False
+    return any(v.attempt == failed.number for v in record.verdicts)
 
 
 def _reclone_if_elsewhere(record: RunRecord, services: Services) -> RunRecord:

@@ -43,7 +43,7 @@ from orchestrator.domain.lifecycle import (
     is_terminal,
 )
 from orchestrator.domain.runs import RunRecord, StageStatus, resumed
-from orchestrator.storage import CrashPoint, DecisionLedger, ticket_lock
+from orchestrator.storage import CrashPoint, DecisionLedger
 from orchestrator.storage.ledger import key_from_env, person_decision
 
 CAPABILITY = "resume-run"
@@ -137,13 +137,20 @@ def resume_decision_id(run_id: str, number: int) -> str:
 
 
 def resume_run(
-    services: Services, ledger: DecisionLedger, run_id: str, *, by: str, from_stage: str | None
+    services: Services,
+    ledger: DecisionLedger,
+    run_id: str,
+    *,
+    by: str,
+    from_stage: str | None,
+    drive: bool = True,
 ) -> RunRecord:
-    """Resume ``run_id`` (see the module docstring) and drive it. Holds the ticket's lock
+    """Resume ``run_id`` (see the module docstring) and drive it; with ``drive`` False,
+    only record the resume (a fleet worker drives it). Holds the ticket's lock
     throughout: a ticket another process is running is refused (TicketLocked)."""
     store = services.storage.runs
     record = store.load(run_id)
-    with ticket_lock(store.state_dir, record.ticket_id):
+    with services.storage.locks.ticket(record.ticket_id):
         record = store.load(run_id)  # as it is now that nobody else can change it
         latest = store.latest_for_ticket(record.ticket_id)
         if latest is not None and latest.run_id != record.run_id:
@@ -151,7 +158,7 @@ def resume_run(
                 f"resume refused: run {run_id} is not {record.ticket_id}'s latest run "
                 f"({latest.run_id} is); resume that one"
             )
-        return _resume_locked(services, ledger, record, by=by, from_stage=from_stage)
+        return _resume_locked(services, ledger, record, by=by, from_stage=from_stage, drive=drive)
 
 
 def _resume_locked(
@@ -161,9 +168,10 @@ def _resume_locked(
     *,
     by: str,
     from_stage: str | None,
+    drive: bool = True,
 ) -> RunRecord:
-    """Plan, record and drive a resume of ``record``, the ticket's latest run, whose
-    ticket's lock the caller holds."""
+    """Plan, record and (``drive``) drive a resume of ``record``, the ticket's latest
+    run, whose ticket's lock the caller holds."""
     configured = [s.name for s in services.loaded.config.stages]
     if configured != [s.name for s in record.stages]:
         # Checked before anything is recorded: a resume that cannot run changes nothing.
@@ -183,7 +191,7 @@ def _resume_locked(
         if gone is not None:
             raise ResumeRefused(gone)
         record = _record_resume(record, plan.stage, ledger, services, by=by)
-    return continue_run(record, services)
+    return continue_run(record, services) if drive else record
 
 
 def _answered(record: RunRecord, services: Services) -> bool:

@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-stage", metavar="S", help="go on from stage S (it and every later stage run again)"
     )
     resume.add_argument("--by", metavar="WHO", help="who resumed it (default: the OS user)")
+    resume.add_argument(
+        "--here",
+        action="store_true",
+        help="with a fleet configured, drive it in this shell instead of handing it to a worker",
+    )
     resume.add_argument("--no-preflight", action="store_true", help=NO_PREFLIGHT_HELP)
 
     reset = sub.add_parser(
@@ -396,27 +401,6 @@ def _existing_state_dir(config_file: Path, cli_value: str | None) -> Path:
     return state_dir
 
 
-DISTRIBUTED_INSTALL = (
-    "pipx install 'ticket-orchestrator[distributed]' "
-    "(or pip install 'ticket-orchestrator[distributed]')"
-)
-
-
-def require_distributed(what: str) -> None:
-    """Refuse (exit 2, one line) a command that needs the ``distributed`` extra when its
-    libraries cannot be imported, rather than failing later as an internal error."""
-    import importlib
-
-    for module in ("celery", "redis"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            raise UsageError(
-                f"{what} needs the distributed extra ({module} is not installed): "
-                f"{DISTRIBUTED_INSTALL}"
-            ) from None
-
-
 # The commands that read or write the state: with ``[storage] url`` set, each first opens
 # the database and brings this machine's copy of the state dir up to date from it.
 STATE_COMMANDS = frozenset(
@@ -497,6 +481,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             ticket=args.ticket,
         )
     if args.command == "worker" or (args.command == "batch" and args.backend == "celery"):
+        from orchestrator.cli.extras import require_distributed
+
         require_distributed("worker" if args.command == "worker" else "batch --backend celery")
     if args.command == "batch" and args.backend == "celery":
         from orchestrator.cli.commands import batch_celery
@@ -605,6 +591,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             by=args.by,
             out=sys.stdout,
             preflight=not args.no_preflight,
+            here=args.here,
         )
     if args.command == "reset":
         from orchestrator.cli.commands import reset

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
 
 from conftest import ROOT, bash_stage, subprocess_env, write_config, write_ticket
@@ -102,6 +103,14 @@ def test_a_decision_taken_on_one_machine_is_approved_and_carried_out_on_the_othe
     assert requests_made(tmp_path / "calls") == 1  # decided once, on machine one
     shown = json.loads(one.cli("show", run_id, "--json").stdout)
     assert shown["state"] == "completed", shown
+    record = json.loads((one.state / "runs" / f"{run_id}.json").read_text())
+    # Machine two had no clone: it carried the approved retry out, then made a clone of
+    # its own by running every stage again, and said so in the record.
+    assert [v["outcome"] for v in record["verdicts"]] == ["retry: re-running build"], record[
+        "verdicts"
+    ]
+    assert [r["needed_by"] for r in record["reclones"]] == ["build"], record["reclones"]
+    assert record["run_dir"] == str(one.state / "runs" / run_id)  # paths are this machine's
     for machine in (one, two):
         assert machine.cli("ledger", "verify").stdout.startswith("OK: ")
         assert not (machine.state / "ledger.jsonl").exists()  # the database's, not a file

@@ -24,7 +24,7 @@ from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict, run_ticket
 from orchestrator.app.services import Services, build_services
 from orchestrator.cli.commands.run import exit_code
-from orchestrator.domain.broker_url import BROKER_URL_ENV
+from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import EXIT_COMPLETED, UsageError
 from orchestrator.domain.lifecycle import RunState, dry_run_armed
@@ -34,7 +34,7 @@ from orchestrator.storage import os_user, resolve_run_id, ticket_of
 
 def next_batch(config: Config, environ: Mapping[str, str]) -> str:
     """Which batch carries an answer out, and whose environment decides DRY_RUN there."""
-    if config.distributed.broker_url is not None or environ.get(BROKER_URL_ENV):
+    if on_a_fleet(config, environ):
         return (
             "the next `orchestrator batch --backend celery` hands it to a worker, whose "
             "environment decides DRY_RUN and the tools (a local `orchestrator batch` "
@@ -90,6 +90,8 @@ def answer(
         f"{word}: verdict {decided.number} of {run_id} ({decided.action}, "
         f"routed {proposal.routing} at confidence {proposal.confidence}) by {approval.by}\n"
     )
+    if approved and not now and on_a_fleet(loaded.config, environ):
+        return hand_to_fleet(loaded, services, record, environ, out)
     if approved and not now:
         out.write(
             f"not carried out here: {next_batch(loaded.config, environ)}; to carry it out now, "

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.app.resume import dry_run_blocked
@@ -42,6 +42,7 @@ from orchestrator.app.services import Services, build_services
 from orchestrator.batch.celery.answers import Answers, Patience, lost_note
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
+from orchestrator.batch.celery.requeue import task_ticket
 from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
@@ -62,9 +63,7 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import (
     BATCH_ENV,
-    FileStorage,
     StateLayout,
-    copy_queued_ticket,
     open_state,
     write_batch_record,
 )
@@ -100,29 +99,6 @@ def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> Tic
     if latest is not None and is_terminal(latest.state) and not dry_run_blocked(latest):
         return TicketResult(ticket.id, f"already-{latest.state}", latest.run_id, "", 0.0, False, at=at)  # fmt: skip
     return ticket.id
-
-
-def _located(path: Path, tickets_dir: Path, *, from_sources: bool) -> tuple[str, str]:
-    """The task's ticket file and the directory it is in, which every worker shares (the
-    tickets directory, or with ``[[sources]]`` the state dir's intake or a directory
-    source): the worker opens ``Path(directory) / file``."""
-    if from_sources:
-        resolved = path.resolve()
-        return resolved.name, str(resolved.parent)
-    return os.path.relpath(path, tickets_dir), str(tickets_dir.resolve())
-
-
-def _carried(path: Path, root: Path, batch_id: str, ticket_id: str) -> tuple[str, str]:
-    """The task's ticket file and its directory relative to the state dir: a copy of the
-    ticket and the files it refers to, written there (and so published to the database,
-    from which each worker's copy of the state dir is brought up to date)."""
-    ticket = load_ticket(path)
-    source = ticket.path.parent
-    files = {
-        PurePosixPath(f.relative_to(source).as_posix()): f.read_bytes()
-        for f in (ticket.path, *ticket.extra_files())
-    }
-    return ticket.path.name, copy_queued_ticket(root, batch_id, ticket_id, files).as_posix()
 
 
 def _note(to: TextIO, batch_id: str, ticket_id: str, line: str) -> None:
@@ -206,12 +182,10 @@ def celery_batch(
             continue
         task_id = str(uuid.uuid4())
         earlier = enqueued.mark(settled, task_id, keep_s=distributed.visibility_timeout_s)
-        if isinstance(services.storage, FileStorage):
-            ticket_file, ticket_dir = _located(
-                path, tickets_dir, from_sources=bool(loaded.config.sources)
-            )
-        else:  # the workers share no disk with this machine: the database carries it
-            ticket_file, ticket_dir = _carried(path, services.storage.root, batch_id, settled)
+        ticket_file, ticket_dir = task_ticket(
+            open_state(services.storage.root), path, tickets_dir, batch_id, settled,
+            from_sources=bool(loaded.config.sources),
+        )  # fmt: skip
         send = partial(
             answers.send,
             TASK_NAME,

@@ -1,6 +1,8 @@
-"""``orchestrator resume RUN [--from-stage S] [--by WHO]``: go on with a stopped run from
-the stage that stopped it (or from S), once a person has fixed the cause; the stages that
-finished are not run again. Exits like ``run`` with the run's new outcome."""
+"""``orchestrator resume RUN [--from-stage S] [--by WHO] [--here]``: go on with a stopped
+run from the stage that stopped it (or from S), once a person has fixed the cause; the
+stages that finished are not run again. Exits like ``run`` with the run's new outcome.
+With a fleet configured (a broker URL), the resume is recorded here and the run is handed
+to a worker (``--here``: driven in this shell instead)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from orchestrator.app.resume import resume_run
 from orchestrator.app.services import build_services
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.run import exit_code
+from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
+from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.storage import os_user, resolve_run_id
 
 
@@ -43,12 +47,16 @@ def resume(
     environ: Mapping[str, str] = os.environ,
     preflight: bool = True,
     err: TextIO | None = None,
+    here: bool = False,
 ) -> int:
+    """With a fleet configured (a broker), the resume is recorded here and the run handed
+    to a worker, unless ``here``: then it is driven in this shell, as without a fleet."""
     loaded = load_config(config_file)
     if preflight:
         gate(loaded, state_dir_override, environ, err or sys.stderr, warn=False)
     services = build_services(loaded, state_dir_override, out, environ)
     run_id = resolve_run_id(services.storage.runs, run)
+    to_fleet = not here and on_a_fleet(loaded.config, environ)
     try:
         record = resume_run(
             services,
@@ -56,7 +64,10 @@ def resume(
             run_id,
             by=by or os_user(),
             from_stage=from_stage,
+            drive=not to_fleet,
         )
     except TicketLocked as exc:
         raise ResumeLocked(exc) from None
+    if to_fleet and not is_terminal(record.state):
+        return hand_to_fleet(loaded, services, record, environ, out)
     return exit_code(record)

@@ -69,20 +69,29 @@ def checked_before_replace(check: Callable[[], None]) -> Iterator[None]:
 # backend: ``postgres/mirror.py``), by state dir. Per process, not per context: a batch's
 # worker threads and the plain functions that write under the state dir (batch records,
 # the notify outbox) must all be published, and threads do not inherit a ContextVar.
-_PUBLISHERS: dict[Path, Callable[[Path, bytes], None]] = {}
+_PUBLISHERS: dict[Path, tuple[Callable[[Path, bytes], None], Callable[[Path], None]]] = {}
 _PUBLISHERS_LOCK = threading.Lock()
 
 
+def _forget_nothing(path: Path) -> None:
+    return None
+
+
 @contextmanager
-def published_under(root: Path, publish: Callable[[Path, bytes], None]) -> Iterator[None]:
+def published_under(
+    root: Path,
+    publish: Callable[[Path, bytes], None],
+    forget: Callable[[Path], None] = _forget_nothing,
+) -> Iterator[None]:
     """Inside the block, each file written under ``root`` is handed to
     ``publish(path, data)`` before it replaces its target; if ``publish`` raises, the
-    file is not replaced. One publisher per root at a time."""
+    file is not replaced. Each file ``remove_file`` removes there is handed to
+    ``forget(path)`` first. One publisher per root at a time."""
     key = root.resolve()
     with _PUBLISHERS_LOCK:
         if key in _PUBLISHERS:
             raise RuntimeError(f"{key}: its writes are already published elsewhere")
-        _PUBLISHERS[key] = publish
+        _PUBLISHERS[key] = (publish, forget)
     try:
         yield
     finally:
@@ -90,16 +99,30 @@ def published_under(root: Path, publish: Callable[[Path, bytes], None]) -> Itera
             _PUBLISHERS.pop(key, None)
 
 
-def _publisher(path: Path) -> Callable[[Path, bytes], None] | None:
+def _publisher(
+    path: Path,
+) -> tuple[Callable[[Path, bytes], None], Callable[[Path], None]] | None:
     if not _PUBLISHERS:  # the files backend: no lookup at all
         return None
     resolved = path.resolve()
     with _PUBLISHERS_LOCK:
         found = list(_PUBLISHERS.items())
-    for root, publish in found:
+    for root, publisher in found:
         if resolved.is_relative_to(root):
-            return publish
+            return publisher
     return None
+
+
+def remove_file(path: Path) -> None:
+    """Remove a state-dir file (gone already is fine), and where its writes are
+    published, from there first: a removed file must not come back with the next copy."""
+    publisher = _publisher(path)
+    if publisher is not None:
+        publisher[1](path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def atomic_write(
@@ -126,9 +149,9 @@ def atomic_write(
         check = _BEFORE_REPLACE.get()
         if check is not None:
             check()
-        publish = _publisher(path) if mirrored else None
-        if publish is not None:
-            publish(path, data)
+        publisher = _publisher(path) if mirrored else None
+        if publisher is not None:
+            publisher[0](path, data)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -11,11 +11,10 @@ Removed once the verdict file and its ledger rows are written.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from orchestrator.domain.validation import Frozen
-from orchestrator.storage._atomic import atomic_write
+from orchestrator.storage._atomic import atomic_write, remove_file
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout
 
@@ -70,7 +69,4 @@ class CallJournals:
         crash_point(CrashPoint.MODEL_REPLY)
 
     def discard(self, run_id: str, number: int) -> None:
-        try:
-            os.unlink(self.path(run_id, number))
-        except FileNotFoundError:
-            pass
+        remove_file(self.path(run_id, number))

@@ -7,7 +7,7 @@ Each store is imported when first asked for, so a command that reads only the le
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
@@ -174,6 +174,9 @@ class FileStorage:
         from orchestrator.storage._atomic import sweep_stale_temps
 
         return sweep_stale_temps(self.layout.write_dirs())
+
+    def forget(self, removed: Iterable[Path]) -> None:
+        """Files removed from the state dir (prune) are gone: nothing else keeps them."""
 
     def ledger(self, key: bytes | None = None) -> Ledger:
         """The decision ledger; ``key`` (from ``ledger.key_from_env``) when it is keyed."""

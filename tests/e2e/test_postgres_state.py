@@ -116,3 +116,19 @@ def test_a_decision_taken_on_one_machine_is_approved_and_carried_out_on_the_othe
         assert not (machine.state / "ledger.jsonl").exists()  # the database's, not a file
         assert not (machine.state / "tickets").exists()  # budgets too
     assert (count / "n").read_text() == "2\n"
+    # The other readers, from machine two: the decision, its replay, the page.
+    [verdict] = [json.loads(line) for line in two.cli("verdicts", "--json").stdout.splitlines()]
+    assert (verdict["run_id"], verdict["action"]) == (run_id, "retry"), verdict
+    replayed = json.loads(two.cli("replay", run_id, "--json").stdout.splitlines()[0])
+    assert replayed["action"] == "retry", replayed
+    page = tmp_path / "report.html"
+    two.cli("report", run_id, "--out", str(page))
+    assert run_id in page.read_text()
+    # Pruned on machine two: its logs leave the database too, so a third machine that
+    # catches up has the record and the mark, never the logs back.
+    pruned = two.cli("prune", "--older-than", "0s").stdout
+    assert f"freed {run_id}" in pruned, pruned
+    three = Machine(tmp_path / "three", pg_url, CLONE + build, header=header, env=env)
+    assert json.loads(three.cli("show", run_id, "--json").stdout)["state"] == "completed"
+    assert (three.state / "runs" / run_id / "pruned.json").is_file()
+    assert not (three.state / "runs" / run_id / "logs").exists()

@@ -68,3 +68,20 @@ def test_one_publisher_per_root(tmp_path: Path) -> None:
         published_under(tmp_path / ".", lambda path, data: None),
     ):
         pass
+
+
+def test_a_removed_file_is_forgotten_where_it_is_published_first(tmp_path: Path) -> None:
+    from orchestrator.storage._atomic import remove_file
+
+    root = tmp_path / "state"
+    target = root / "runs" / "a.json"
+    atomic_write(target, b"x")
+    forgotten: list[tuple[Path, bool]] = []
+    with published_under(root, lambda path, data: None, lambda path: forgotten.append(
+        (path, path.exists())
+    )):  # fmt: skip
+        remove_file(target)
+        remove_file(target)  # gone already: fine, and still forgotten (it may be elsewhere)
+    assert forgotten == [(target, True), (target, False)]
+    assert not target.exists()
+    remove_file(target)  # no publisher: just gone

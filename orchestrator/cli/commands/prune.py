@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.domain import errors
-from orchestrator.storage import StateLayout, prune_base_checks, prune_batch_logs, prune_runs
+from orchestrator.storage import (
+    StateLayout,
+    open_state,
+    prune_base_checks,
+    prune_batch_logs,
+    prune_runs,
+)
 
 _DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -62,6 +68,7 @@ def prune(
     runs = total = kept = 0
     trouble = False
     layout = StateLayout(state_dir)
+    storage = open_state(state_dir)
     for pruned in prune_runs(
         layout, now - age, now, dry_run=dry_run, also_resumable=also_resumable
     ):
@@ -74,6 +81,10 @@ def prune(
             out.write(f"skipped {pruned.run_id}: {pruned.skipped}\n")
             if not pruned.removed:
                 continue
+        if not dry_run:
+            # Gone from the record too (the database's copy), or the next machine to
+            # bring its state dir up to date would bring the logs back.
+            storage.forget(pruned.removed)
         runs += 1
         total += pruned.bytes
         what = ", ".join(p.name for p in pruned.removed)

@@ -26,7 +26,8 @@ registered for the process, shared by a batch's worker threads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -38,6 +39,7 @@ from orchestrator.storage.files import ApprovalFiles, FileStorage, VerdictFiles
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.postgres.budgets import PostgresBatchBudget, PostgresBudgets
 from orchestrator.storage.postgres.claim import claim
+from orchestrator.storage.postgres.connect import PostgresUnavailable
 from orchestrator.storage.postgres.ledger import PostgresLedger
 from orchestrator.storage.postgres.migrate import migrate
 from orchestrator.storage.postgres.mirror import StateMirror, route
@@ -48,6 +50,11 @@ from orchestrator.storage.redis.errors import TicketClaimed
 if TYPE_CHECKING:
     from orchestrator.domain.config import BatchConfig, PriceConfig
     from orchestrator.storage.runs import RunStore
+
+# A write that finds the database gone (restarting, its connection cut) is sent again,
+# after a pause doubling from the first to the second, for as long as the ticket's lease
+# lasts: a publish is idempotent (the same bytes again), and the fence still decides.
+OUTAGE_PAUSES_S = (0.1, 2.0)
 
 
 class PostgresTicketLocks:
@@ -107,7 +114,9 @@ class PostgresStorage:
         self.root.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             migrate(conn)
-        self._attached.enter_context(published_under(self.root, self._publish))
+        self._attached.enter_context(
+            published_under(self.root, self._publish, lambda path: self.forget([path]))
+        )
         return self
 
     def close(self) -> None:
@@ -118,7 +127,24 @@ class PostgresStorage:
         relative = PurePosixPath(path.resolve().relative_to(self.root.resolve()).as_posix())
         found = route(relative)  # which ticket's lease fences it (None: not kept, or no ticket's)
         fence = None if found is None else self.locks.fence_of(found.ticket_id)
-        self.mirror.publish(path, data, fence=fence)
+        # Issue 30: a restart of PostgreSQL (or a dropped connection) while a stage ran
+        # failed the task and lost the stage's end, which another worker then ran again.
+        deadline = time.monotonic() + self.lease_s
+        pause = OUTAGE_PAUSES_S[0]
+        while True:
+            try:
+                self.mirror.publish(path, data, fence=fence)
+                return
+            except PostgresUnavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, OUTAGE_PAUSES_S[1])
+
+    def forget(self, removed: Iterable[Path]) -> None:
+        """Files removed from the state dir (prune's clones and logs) leave the database
+        too, so no machine's next ``hydrate`` brings them back."""
+        self.mirror.forget(removed)
 
     def hydrate(self, *, ticket_id: str | None = None) -> int:
         """Bring down what the database has that this copy lacks; how many files."""

@@ -73,9 +73,11 @@ def counts(state: Path, name: str) -> dict[str, int]:
 
 
 class FleetWorkers:
-    def __init__(self, root: Path, config: Path) -> None:
+    def __init__(self, root: Path, config: Path, *, env: dict[str, str] | None = None) -> None:
+        """``env``: more environment for every worker (what each machine would set)."""
         self.root = root
         self.config = config
+        self.env = env or {}
         self.started: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(
@@ -84,7 +86,7 @@ class FleetWorkers:
         """``orchestrator worker`` (or ``argv``) on a machine of its own."""
         home = self.root / "machines" / name
         (home / "tmp").mkdir(parents=True, exist_ok=True)
-        env = subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"))
+        env = subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"), **self.env)
         log = (home / "worker.log").open("ab")
         process = subprocess.Popen(
             argv
@@ -150,3 +152,67 @@ def run_batch(
         batch_cmd(config, tickets, *extra), capture_output=True, text=True,
         env=subprocess_env(), cwd=config.parent, timeout=timeout_s,
     )  # fmt: skip
+
+
+# A fleet that shares no directory (issue 30): each machine has its own folder, holding
+# its own copy of the config (``state_dir = "state"``: a state dir of its own), its HOME,
+# TMPDIR and the counts its stages write; only PostgreSQL and Redis are shared.
+
+
+def write_database_fleet_config(
+    root: Path,
+    broker_url: str,
+    namespace: str,
+    storage_url: str,
+    stages: str,
+    **options: object,
+) -> Path:
+    """``write_fleet_config`` with ``[storage] url``: the state's record is the database.
+    ``options`` are ``write_fleet_config``'s (``visibility_s``, ``lease_s``, …)."""
+    distributed = str(options.pop("distributed", ""))
+    config = write_fleet_config(
+        root, broker_url, namespace, stages, **options,  # type: ignore[arg-type]
+        distributed=f'{distributed}[storage]\nurl = "{storage_url}"\n',
+    )  # fmt: skip
+    return config
+
+
+def machine_config(folder: Path, original: Path) -> Path:
+    """``folder`` made a machine: a copy of the config file (same bytes) in it, and the
+    folder its stages count in (a stage outside the sandbox does not make it)."""
+    (folder / "counts").mkdir(parents=True, exist_ok=True)
+    copy = folder / "config.toml"
+    copy.write_bytes(original.read_bytes())
+    return copy
+
+
+class SeparateMachines(FleetWorkers):
+    """Workers each on a machine of its own (``machines/<name>/``): its own config copy
+    beside its own state dir, HOME and TMPDIR; nothing of one is another's."""
+
+    def config_of(self, name: str) -> Path:
+        return machine_config(self.folder(name), self.config)
+
+    def start(
+        self, name: str, concurrency: int = 1, *, argv: list[str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``orchestrator worker`` with this machine's config; in ``argv``, ``{config}``
+        stands for it."""
+        config = self.config_of(name)
+        command = [part.replace("{config}", str(config)) for part in argv or []] or (
+            orchestrator_cmd("--config", str(config), "worker", "--concurrency", str(concurrency))
+        )
+        return super().start(name, concurrency, argv=command)
+
+    def state(self, name: str) -> Path:
+        return self.folder(name) / "state"
+
+
+def counts_over(states: list[Path], name: str) -> dict[str, int]:
+    """``counts`` summed over machines: how often each ticket ran stage ``name`` anywhere
+    (each machine counts in its own folder; the sum is the test's instrument)."""
+    total: dict[str, int] = {}
+    for state in states:
+        for ticket_id, n in counts(state, name).items():
+            total[ticket_id] = total.get(ticket_id, 0) + n
+    return dict(sorted(total.items()))

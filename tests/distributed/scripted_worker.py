@@ -1,6 +1,6 @@
 """``orchestrator worker`` with a scripted model, for the fleet budget test: every model
 call is appended to a file shared by all workers (so the test counts them across
-processes) and answered "retry"."""
+processes) and answered "retry". A third argument: the worker's concurrency (1)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,13 @@ class CountedModel:
 if __name__ == "__main__":
     config, calls = Path(sys.argv[1]), Path(sys.argv[2])
     model = CountedModel(calls)
+    concurrency = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     code = worker(
-        config, None, concurrency=1, queues=None, out=sys.stdout, gateway_factory=lambda: model
+        config,
+        None,
+        concurrency=concurrency,
+        queues=None,
+        out=sys.stdout,
+        gateway_factory=lambda: model,
     )
     sys.exit(code)

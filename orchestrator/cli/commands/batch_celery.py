@@ -67,6 +67,7 @@ from orchestrator.storage import (
     open_state,
     write_batch_record,
 )
+from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
@@ -242,7 +243,13 @@ def celery_batch(
         result = _result_of(ticket_id, answer, services)
         _emit(out, result, as_json)
         results.append(result)
-    budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+    # With the state in PostgreSQL the workers charge the database's batch budget, not
+    # Redis's: the summary read Redis's and said 0 model calls (issue 30).
+    budget = (
+        services.storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
+        if isinstance(services.storage, PostgresStorage)
+        else FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+    )
     write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
     write_batch_record(
         layout,

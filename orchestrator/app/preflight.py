@@ -397,6 +397,31 @@ def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> tuple[st
     return url.masked, None
 
 
+def storage_problem(
+    loaded: LoadedConfig, environ: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(the PostgreSQL state store, masked, or None when the state is files; why it
+    cannot be used, or None). Reached and its schema brought up to date (or refused as
+    newer than this orchestrator) before anything is spent."""
+    from orchestrator.domain.errors import ConfigError, OrchestratorError
+    from orchestrator.domain.storage_url import storage_url_from
+
+    try:
+        url = storage_url_from(loaded.config.storage.url, environ)
+    except ConfigError as exc:
+        return "the state store", str(exc)
+    if url is None:
+        return None, None
+    from orchestrator.storage.postgres import connect, migrate
+
+    try:
+        with connect(url.reveal()) as conn:
+            migrate(conn)
+    except OrchestratorError as exc:
+        return url.masked, getattr(exc, "reason", "") or url.scrub(str(exc))
+    return url.masked, None
+
+
 def _broker_configured(loaded: LoadedConfig, environ: Mapping[str, str]) -> bool:
     from orchestrator.domain.broker_url import BROKER_URL_ENV
 
@@ -454,6 +479,7 @@ def gather(
     broker, broker_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)
+    storage, storage_said = storage_problem(loaded, environ)
     found_programs = programs(loaded, environ)
     identity = git_identity(executor, environ)
     return Facts(
@@ -481,6 +507,8 @@ def gather(
         state_dir_problem=state_dir_problem(state_dir),
         broker=broker,
         broker_problem=broker_said,
+        storage=storage,
+        storage_problem=storage_said,
         sources=source_facts,
         notify=notify_targets(loaded, environ),
         origin_stages=origin_stages(loaded),

@@ -197,6 +197,9 @@ class Facts:
     state_dir_problem: str | None = None
     broker: str | None = None  # the broker's URL, masked; None: no broker needed
     broker_problem: str | None = None
+    # The PostgreSQL state store's URL, masked; None: the state dir's files.
+    storage: str | None = None
+    storage_problem: str | None = None
     sources: Sequence[SourceFact] = ()
     notify: Sequence[NotifyFact] = ()
     # Stages that open their request on a ticket's [origin] forge, while no source is a forge.
@@ -439,6 +442,20 @@ def state_dir_check(facts: Facts) -> Check:
     return Check("state-dir", "fail", detail, STATE_DIR_FIX)
 
 
+STORAGE_FIX = (
+    "start PostgreSQL there (or fix the URL, $PGPASSWORD or ~/.pgpass), or unset "
+    "ORCHESTRATOR_STORAGE_URL / [storage] url to keep the state in files"
+)
+
+
+def storage_check(facts: Facts) -> Check:
+    if facts.storage is None:
+        return Check("storage", "skip", "the state dir's files (no [storage] url)")
+    if facts.storage_problem is None:
+        return Check("storage", "ok", f"{facts.storage} answers; its schema is up to date")
+    return Check("storage", "fail", f"{facts.storage}: {facts.storage_problem}", STORAGE_FIX)
+
+
 def broker_check(facts: Facts) -> Check:
     if facts.broker is None:
         return Check("broker", "skip", "no broker needed (only batch --backend celery uses one)")
@@ -452,6 +469,7 @@ def checklist(facts: Facts) -> tuple[Check, ...]:
     """Every check, in the order a person fixes things: the machine, then the config."""
     return (
         state_dir_check(facts),
+        storage_check(facts),
         *program_checks(facts),
         *pass_env_checks(facts),
         sandbox_check(facts),

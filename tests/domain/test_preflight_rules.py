@@ -49,8 +49,22 @@ def test_a_machine_with_everything_passes_with_nothing_to_fix() -> None:
     assert failed(checks) == [] and warned(checks) == []
     assert all(c.fix == "" for c in checks)
     assert [c.name for c in checks] == [
-        "state-dir", "program", "sandbox", "forge-token", "model-key", "git-identity", "broker",
+        "state-dir", "storage", "program", "sandbox", "forge-token", "model-key",
+        "git-identity", "broker",
     ]  # fmt: skip
+
+
+def test_the_state_store_is_checked_only_when_one_is_configured() -> None:
+    def storage(**facts: str | None) -> Check:
+        return only([c for c in checklist(replace(GOOD, **facts)) if c.name == "storage"])
+
+    assert storage().status == "skip"
+    reached = storage(storage="postgresql://orch:***@db/orch")
+    assert (reached.status, reached.fix) == ("ok", "")
+    down = storage(storage="postgresql://orch:***@db/orch", storage_problem="connection refused")
+    assert down.status == "fail"
+    assert down.detail == "postgresql://orch:***@db/orch: connection refused"
+    assert "ORCHESTRATOR_STORAGE_URL" in down.fix
 
 
 def test_every_failure_and_warning_names_a_fix() -> None:

@@ -45,14 +45,14 @@ class Machine:
         self.state = root / "state"
         self.env = env or {}
 
-    def cli(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, code: int | None = 0) -> subprocess.CompletedProcess[str]:
         home = self.root / "home"
         done = subprocess.run(
             [sys.executable, str(SCRIPTED_CLI), "--config", str(self.config), *args],
             capture_output=True, text=True, cwd=self.root, timeout=DEADLINE_S,
             env=subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"), **self.env),
         )  # fmt: skip
-        assert done.returncode == code, done.stdout + done.stderr
+        assert code is None or done.returncode == code, done.stdout + done.stderr
         return done
 
 
@@ -132,3 +132,23 @@ def test_a_decision_taken_on_one_machine_is_approved_and_carried_out_on_the_othe
     assert json.loads(three.cli("show", run_id, "--json").stdout)["state"] == "completed"
     assert (three.state / "runs" / run_id / "pruned.json").is_file()
     assert not (three.state / "runs" / run_id / "logs").exists()
+
+
+def test_doctor_reaches_the_state_store_and_never_shows_its_password(
+    pg_url: str, tmp_path: Path
+) -> None:
+    good = Machine(tmp_path / "good", pg_url, bash_stage("a", "true"))
+    password = pg_url.split(":")[2].split("@")[0]
+    wrong = pg_url.replace(f":{password}@", ":not-the-password@")
+    bad = Machine(tmp_path / "bad", wrong, bash_stage("a", "true"))
+    for machine, status in ((good, "ok"), (bad, "fail")):
+        done = machine.cli("doctor", "--json", code=None)
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["storage"]["status"] == status, checks["storage"]
+        assert password not in done.stdout + done.stderr
+        assert "not-the-password" not in done.stdout + done.stderr
+    # A command that needs the state says so before anything runs, and exits 75.
+    ticket = write_ticket(tmp_path / "bad" / "tickets", "T-1")
+    refused = bad.cli("run", str(ticket), "--no-preflight", code=75)
+    assert "cannot reach PostgreSQL at postgresql://postgres:***@" in refused.stderr, refused.stderr
+    assert "not-the-password" not in refused.stdout + refused.stderr

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import GetCoreSchemaHandler, PlainSerializer, PlainValidator
 
@@ -83,28 +83,40 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
-def url_problem(url: str) -> str | None:
-    """Why ``url`` is not a usable ``redis://`` URL (naming it masked), or None."""
+def server_url_problem(
+    url: str, *, schemes: tuple[str, ...], kind: str, expected: str
+) -> tuple[str | None, SplitResult | None]:
+    """What every server URL must be (named masked): not too long, no blanks, parsable,
+    of one of ``schemes``, naming a host and a real port. (why not, None), or (None, its
+    parts) for the caller's own checks of the rest."""
     shown = mask_url(url)
-    expected = "expected redis://[[user]:password@]host[:port][/db] or rediss://…"
     if len(url) > MAX_URL_LENGTH:
-        return f"longer than {MAX_URL_LENGTH} characters"
+        return f"longer than {MAX_URL_LENGTH} characters", None
     if not url or any(c.isspace() or not c.isprintable() for c in url):
-        return f"{shown!r} is empty or contains blanks or control characters ({expected})"
+        return f"{shown!r} is empty or contains blanks or control characters ({expected})", None
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        return f"{shown!r} is not a valid URL: {mask_url(str(exc))} ({expected})"
-    if parts.scheme not in SCHEMES:
-        return f"{shown!r} is not a redis URL ({expected})"
+        return f"{shown!r} is not a valid URL: {mask_url(str(exc))} ({expected})", None
+    if parts.scheme not in schemes:
+        return f"{shown!r} is not a {kind} URL ({expected})", None
     if not parts.hostname:
-        return f"{shown!r} names no host ({expected})"
+        return f"{shown!r} names no host ({expected})", None
     if port == 0:
-        return f"{shown!r}: port 0 is not a port"
+        return f"{shown!r}: port 0 is not a port", None
+    return None, parts
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable ``redis://`` URL (naming it masked), or None."""
+    expected = "expected redis://[[user]:password@]host[:port][/db] or rediss://…"
+    problem, parts = server_url_problem(url, schemes=SCHEMES, kind="redis", expected=expected)
+    if parts is None:
+        return problem
     database = parts.path.removeprefix("/")
     if database and not (database.isdigit() and len(database) <= 6):
-        return f"{shown!r}: the path must be a database number, like /0"
+        return f"{mask_url(url)!r}: the path must be a database number, like /0"
     return None
 
 
@@ -176,7 +188,7 @@ class BrokerUrl(MaskedUrl):
     problem = staticmethod(url_problem)
 
 
-def _masked(url: MaskedUrl) -> str:
+def masked_text(url: MaskedUrl) -> str:
     return url.masked
 
 
@@ -185,7 +197,7 @@ def _masked(url: MaskedUrl) -> str:
 ConfiguredBrokerUrl = Annotated[
     BrokerUrl,
     PlainValidator(BrokerUrl.parse),
-    PlainSerializer(_masked, return_type=str, when_used="always"),
+    PlainSerializer(masked_text, return_type=str, when_used="always"),
 ]
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
-from urllib.parse import urlsplit
 
 from pydantic import PlainSerializer, PlainValidator
 
 from orchestrator.domain import keys
-from orchestrator.domain.broker_url import MAX_URL_LENGTH, MaskedUrl, mask_url
+from orchestrator.domain.broker_url import MaskedUrl, mask_url, masked_text, server_url_problem
 from orchestrator.domain.errors import ConfigError
 
 STORAGE_URL_ENV = keys.STORAGE_URL_ENV
@@ -25,24 +24,13 @@ EXPECTED = "expected postgresql://[user[:password]@]host[:port]/database[?option
 
 def storage_url_problem(url: str) -> str | None:
     """Why ``url`` is not a usable ``postgresql://`` URL (naming it masked), or None."""
-    shown = mask_url(url)
-    if len(url) > MAX_URL_LENGTH:
-        return f"longer than {MAX_URL_LENGTH} characters"
-    if not url or any(c.isspace() or not c.isprintable() for c in url):
-        return f"{shown!r} is empty or contains blanks or control characters ({EXPECTED})"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        return f"{shown!r} is not a valid URL: {mask_url(str(exc))} ({EXPECTED})"
-    if parts.scheme not in SCHEMES:
-        return f"{shown!r} is not a postgresql:// URL ({EXPECTED})"
-    if not parts.hostname:
-        return f"{shown!r} names no host ({EXPECTED})"
-    if port == 0:
-        return f"{shown!r}: port 0 is not a port"
+    problem, parts = server_url_problem(
+        url, schemes=SCHEMES, kind="postgresql://", expected=EXPECTED
+    )
+    if parts is None:
+        return problem
     if not parts.path.removeprefix("/"):
-        return f"{shown!r} names no database ({EXPECTED})"
+        return f"{mask_url(url)!r} names no database ({EXPECTED})"
     return None
 
 
@@ -54,16 +42,12 @@ class StorageUrl(MaskedUrl):
     problem = staticmethod(storage_url_problem)
 
 
-def _masked(url: StorageUrl) -> str:
-    return url.masked
-
-
 # The config field: validated from a string (an error quotes only the masked URL), and
 # serialised masked, so a dumped config carries no password.
 ConfiguredStorageUrl = Annotated[
     StorageUrl,
     PlainValidator(StorageUrl.parse),
-    PlainSerializer(_masked, return_type=str, when_used="always"),
+    PlainSerializer(masked_text, return_type=str, when_used="always"),
 ]
 
 

@@ -326,6 +326,29 @@ def test_a_record_brings_along_only_its_run_files_that_changed(db: str, tmp_path
     assert zlib.decompress(rows(db, "SELECT body FROM stage_logs")[0][0]) == b"first\nsecond\n"
 
 
+def test_a_stage_log_leaves_the_machine_redacted_and_stays_whole_here(
+    db: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "state"
+    source = mirror(db, root)
+    layout = StateLayout(root)
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    raw = f"step 1\nexport GITHUB_TOKEN={secret}\nbytes \xff kept\n".encode(
+        "utf-8", "surrogateescape"
+    )
+    raw = raw.replace(b"\xc3\xbf", b"\xff")  # an undecodable byte, as a binary tool prints it
+    log = write(layout.logs_dir(RUN) / "001-build.log", raw)
+    source.publish(layout.record_path(RUN), record(root).model_dump_json(indent=2).encode())
+    [(body,)] = rows(db, "SELECT body FROM stage_logs")
+    stored = zlib.decompress(body)
+    assert secret.encode() not in stored and b"GITHUB_TOKEN=" in stored
+    assert b"step 1\n" in stored and b"bytes \xff kept\n" in stored  # the rest as it was
+    assert log.read_bytes() == raw  # this machine's log is the stage's own
+    there = mirror(db, tmp_path / "there")
+    there.hydrate()
+    assert (tmp_path / "there" / "runs" / RUN / "logs" / "001-build.log").read_bytes() == stored
+
+
 def test_a_file_written_once_is_refused_with_other_bytes(db: str, tmp_path: Path) -> None:
     root = tmp_path / "state"
     source = mirror(db, root)

@@ -49,6 +49,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from orchestrator.domain.errors import StateError
+from orchestrator.redaction import redact
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import RUN_ID_TICKET, is_run_id, ticket_of
 from orchestrator.storage.postgres.runs import (
@@ -579,6 +580,11 @@ def _write(conn: psycopg.Connection[Any], where: Route, data: bytes) -> None:
             )
         return
     if table == "stage_logs":
+        # A stage's output leaves this machine redacted, as everything else we send out.
+        # The local log stays as the stage wrote it; a hydrate here replaces it with the
+        # redacted copy only where that copy is the longer (``_lacks``), which it can be
+        # once the attempt ended and its log is no longer written.
+        data = redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         conn.execute(
             "INSERT INTO stage_logs (run_id, ticket_id, name, body, size, sha256) "
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "

@@ -427,17 +427,26 @@ STATE_COMMANDS = frozenset(
 def _open_state(config_file: Path, state_dir_override: str | None) -> None:
     """With a PostgreSQL state store configured: open it for the state dir (so what the
     command writes there is published to it) and bring down what other machines wrote.
-    A config that cannot be read is left to the command, which reports it."""
-    from orchestrator.app.services import open_storage_for
+    A config that cannot be read is left to the command, which reports it. Without one,
+    nothing more is imported (the files backend's start-up stays as it was)."""
     from orchestrator.domain.config import load_config
     from orchestrator.domain.errors import ConfigError
-    from orchestrator.storage import state_dir
+    from orchestrator.domain.storage_url import storage_url_from
 
     try:
         loaded = load_config(config_file)
     except ConfigError:
         return
-    opened = open_storage_for(loaded, state_dir(config_file, state_dir_override), os.environ)
+    url = storage_url_from(loaded.config.storage.url, os.environ)
+    if url is None:
+        return
+    from orchestrator.storage import open_storage, state_dir
+
+    opened = open_storage(
+        state_dir(config_file, state_dir_override),
+        url.reveal(),
+        lease_s=loaded.config.distributed.lease_s,
+    )
     hydrate = getattr(opened, "hydrate", None)
     if hydrate is not None:
         hydrate()

@@ -374,3 +374,60 @@ def test_a_head_one_row_behind_moves_as_it_is_and_repair_brings_it_up(
     assert (repaired.kept, repaired.head_fixed) == (3, True)
     assert pg.append(row(4))["seq"] == 4
     assert pg.verify() == VerifyResult(True, 4, None, None)
+
+
+def test_the_history_through_the_indexes_is_the_scans_answer(db: str) -> None:
+    from ledger_rows import conclude, decide
+
+    from orchestrator.storage.ledger.index import history_by_scan, recent_outcomes_by_scan
+
+    pg = PostgresLedger(db)
+    play(
+        pg,  # type: ignore[arg-type]
+        [
+            ("decide", "sig-a", "retry"),
+            ("decide", "sig-b", "mechanical-fix"),
+            ("conclude", 0, "mechanical-fix green: ok"),
+            ("decide", "sig-a", "abandon-human"),
+            ("conclude", 1, "needs-human: x"),
+            ("conclude", 2, "mechanical-fix red"),
+            ("conclude", 0, "mechanical-fix green: again"),
+            ("decide", "", "retry"),
+            ("conclude", 3, "mechanical-fix green: ok"),
+        ],
+    )
+    # Rows the SQL must not trip over, nor count where the scan would not: a decision
+    # whose signature is not text, an outcome whose reason holds a NUL (valid JSON that
+    # PostgreSQL cannot read as text), a decision about sig-a concluded twice.
+    odd = pg.append(row(90, decision={"signature": 5, "verdict": {"action": "retry"}}))
+    conclude(pg, odd, "mechanical-fix green: ok")  # type: ignore[arg-type]
+    nul = decide(pg, 91, "sig-a", "retry")  # type: ignore[arg-type]
+    conclude(pg, nul, "needs-human: \x00 in the reason")  # type: ignore[arg-type]
+    conclude(pg, nul, "mechanical-fix green: late")  # type: ignore[arg-type]
+    every = list(pg.rows())
+    for signature in ("sig-a", "sig-b", "", "5", "nothing"):
+        assert pg.history(signature) == history_by_scan(every, signature), signature
+        for last in (1, 2, 5):
+            assert pg.recent_outcomes(signature, last) == recent_outcomes_by_scan(
+                every, signature, last
+            ), (signature, last)
+    assert pg.history("sig-a")["retry"].total == 4
+
+
+def test_the_history_query_can_use_the_indexes(db: str) -> None:
+    import psycopg
+
+    with psycopg.connect(db) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            line
+            for (line,) in conn.execute(
+                "EXPLAIN SELECT d.seq, o.seq FROM ledger_rows d "
+                "JOIN ledger_rows o ON ledger_member(o.line, 'supersedes') = d.entry_hash "
+                "AND ledger_member(o.line, 'kind') = 'outcome' AND o.seq > d.seq "
+                "WHERE ledger_member(d.line, 'kind') = 'decision' "
+                "AND ledger_member(d.line, 'decision', 'signature') = 'sig-a'"
+            ).fetchall()
+        )
+    assert "ledger_rows_decision_signature" in plan, plan
+    assert "ledger_rows_outcome_supersedes" in plan, plan

@@ -196,12 +196,33 @@ class PostgresLedger:
 
     def history(self, signature: str) -> dict[str, ActionHistory]:
         """Per action: the outcomes recorded for decisions about this failure signature
-        (from a scan of every row: there is no history index in PostgreSQL yet)."""
-        return history_by_scan(self.rows(), signature)
+        (the scan's answer over only the rows that can count: ``_about``)."""
+        return history_by_scan(self._about(signature), signature)
 
     def recent_outcomes(self, signature: str, last: int) -> dict[str, list[RecordedOutcome]]:
-        """Per action: the latest ``last`` outcomes for this failure signature (a scan)."""
-        return recent_outcomes_by_scan(self.rows(), signature, last)
+        """Per action: the latest ``last`` outcomes for this failure signature."""
+        return recent_outcomes_by_scan(self._about(signature), signature, last)
+
+    def _about(self, signature: str) -> list[dict[str, Any]]:
+        """The decision rows about ``signature`` that have an outcome, and those outcomes,
+        in ledger order: every row the scan would credit, found through the indexes of
+        migration 0006 rather than by reading the ledger. The scan itself then judges
+        them, so a row the SQL lets through that the scan would not count is not counted
+        (a signature that is not text, an outcome before its decision)."""
+        with self._transaction(snapshot=True) as conn:
+            found = conn.execute(
+                "SELECT d.seq, d.line, o.seq, o.line FROM ledger_rows d "
+                "JOIN ledger_rows o ON ledger_member(o.line, 'supersedes') = d.entry_hash "
+                "AND ledger_member(o.line, 'kind') = 'outcome' AND o.seq > d.seq "
+                "WHERE ledger_member(d.line, 'kind') = 'decision' "
+                "AND ledger_member(d.line, 'decision', 'signature') = %s",
+                (signature,),
+            ).fetchall()
+        by_seq: dict[int, str] = {}
+        for decision_seq, decision, outcome_seq, outcome in found:
+            by_seq[int(decision_seq)] = decision
+            by_seq[int(outcome_seq)] = outcome
+        return [json.loads(by_seq[seq]) for seq in sorted(by_seq)]
 
     def verify(self) -> VerifyResult:
         """Check every row, the chain and the head, exactly as the file ledger's verify

@@ -283,7 +283,7 @@ class StateMirror:
         self._guard = threading.Lock()
 
     def _transaction(
-        self, *, snapshot: bool = False
+        self, *, snapshot: bool = False, pipeline: bool = False
     ) -> AbstractContextManager[psycopg.Connection[Any]]:
         return transaction(
             self._connect,
@@ -291,6 +291,7 @@ class StateMirror:
             error=StateError,
             unavailable=WHERE,
             snapshot=snapshot,
+            pipeline=pipeline,
         )
 
     def _relative(self, path: Path) -> PurePosixPath:
@@ -345,7 +346,9 @@ class StateMirror:
             if record.run_id != found.run_id:
                 raise StateError(f"state error: {relative}: holds the record of {record.run_id}")
             brought = self._changed_run_files(found.run_id)
-        with self._transaction() as conn:
+        # Pipelined: the BEGIN, the lock and the fence's reads go in one round trip, the
+        # writes and the COMMIT in another (a run's every transition is one of these).
+        with self._transaction(pipeline=True) as conn:
             if lease is not None:
                 check_fence(conn, lease)
             if before_write is not None:

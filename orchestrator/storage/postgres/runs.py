@@ -160,13 +160,15 @@ def check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
     """Lock the ticket's lease row and raise LeaseFencedOut unless it still holds
     ``fence.token`` unexpired. The lock is held until the transaction ends, so no
     takeover can land between this check and the write."""
-    lease = conn.execute(
+    locked = conn.execute(
         "SELECT token, holder, expires_at FROM ticket_leases WHERE ticket_id = %s FOR UPDATE",
         (fence.ticket_id,),
-    ).fetchone()
+    )
     # Read after the lock is held: a save that waited for it must not judge the lease
-    # by the time it started waiting.
-    clock = conn.execute("SELECT clock_timestamp()").fetchone()
+    # by the time it started waiting. (Both are sent before either is read: in a
+    # pipelined transaction they cost one round trip, and run in this order.)
+    now = conn.execute("SELECT clock_timestamp()")
+    lease, clock = locked.fetchone(), now.fetchone()
     if lease is None or clock is None:
         raise LeaseFencedOut(fence.ticket_id, fence.token, None, None, expired=True)
     current, holder, expires_at = int(lease[0]), lease[1], lease[2]

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
@@ -101,10 +101,14 @@ def transaction(
     snapshot: bool = False,
     utc: bool = False,
     unavailable: str | None = None,
+    pipeline: bool = False,
 ) -> Iterator[psycopg.Connection[Any]]:
     """A connection inside one transaction, committed when the block ends well.
 
-    ``snapshot``: a read-only, repeatable-read one; ``utc``: times read back in UTC.
+    ``snapshot``: a read-only, repeatable-read one; ``utc``: times read back in UTC;
+    ``pipeline``: statements are sent without waiting for each answer (psycopg's pipeline
+    mode), so a block that reads only where it must costs a round trip per read, not
+    per statement (the BEGIN and the COMMIT included).
     A driver error becomes ``error(f"{says}: …")``; with ``unavailable`` set, a lost
     connection is ``PostgresUnavailable`` naming it instead (try again later)."""
     try:
@@ -114,7 +118,7 @@ def transaction(
             f"{says}: psycopg is not installed (pip install 'ticket-orchestrator[postgres]')"
         ) from None
     try:
-        with factory() as conn, conn.transaction():
+        with factory() as conn, conn.pipeline() if pipeline else nullcontext(), conn.transaction():
             if snapshot:
                 conn.execute(SNAPSHOT)
             if utc:

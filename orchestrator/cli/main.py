@@ -424,11 +424,31 @@ STATE_COMMANDS = frozenset(
 )
 
 
+def _names_a_database(config_file: Path) -> bool:
+    """Whether a state store is named (``$ORCHESTRATOR_STORAGE_URL``, or ``[storage] url``
+    in the config's TOML), read without validating the config: the files backend's
+    commands (``runs`` among them) must not load pydantic to learn there is none. A
+    config that cannot be read is the command's to report."""
+    import tomllib
+
+    from orchestrator.domain.keys import STORAGE_URL_ENV
+
+    if os.environ.get(STORAGE_URL_ENV):
+        return True
+    try:
+        storage = tomllib.loads(config_file.read_text(encoding="utf-8")).get("storage")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(storage, dict) and storage.get("url") is not None
+
+
 def _open_state(config_file: Path, state_dir_override: str | None) -> None:
     """With a PostgreSQL state store configured: open it for the state dir (so what the
     command writes there is published to it) and bring down what other machines wrote.
     A config that cannot be read is left to the command, which reports it. Without one,
     nothing more is imported (the files backend's start-up stays as it was)."""
+    if not _names_a_database(config_file):
+        return
     from orchestrator.domain.config import load_config
     from orchestrator.domain.errors import ConfigError
     from orchestrator.domain.storage_url import storage_url_from

@@ -379,7 +379,7 @@ def test_a_head_one_row_behind_moves_as_it_is_and_repair_brings_it_up(
 def test_the_history_through_the_indexes_is_the_scans_answer(db: str) -> None:
     from ledger_rows import conclude, decide
 
-    from orchestrator.storage.ledger.index import history_by_scan, recent_outcomes_by_scan
+    from orchestrator.storage.ledger import history_by_scan, recent_outcomes_by_scan
 
     pg = PostgresLedger(db)
     play(

@@ -73,3 +73,19 @@ def test_a_restarted_server_gets_a_new_connection(
         assert backend_pid(connections) != before  # pinged, found dead, replaced
     finally:
         connections.close()
+
+
+def test_a_kept_connection_the_server_ended_is_replaced_not_failed(pg_url: str) -> None:
+    import psycopg
+
+    connections = ReusedConnections(pg_url)
+    try:
+        for _ in range(3):  # ended just before it is lent again, each time
+            before = backend_pid(connections)
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                assert admin.execute("SELECT pg_terminate_backend(%s)", (before,)).fetchone() == (
+                    True,
+                )
+            assert backend_pid(connections) != before
+    finally:
+        connections.close()

@@ -6,10 +6,12 @@ own — with the server's words, never the URL or its password (``connect`` mask
 from __future__ import annotations
 
 import os
+import select
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
@@ -57,6 +59,9 @@ class ReusedConnections:
         conn = getattr(self._local, "conn", None)
         if conn is not None and (self._local.pid != os.getpid() or conn.closed):
             conn = None
+        if conn is not None and _said_goodbye(conn):
+            self._drop()  # the server ended it (a restart, pg_terminate_backend) meanwhile
+            conn = None
         if conn is not None and time.monotonic() - self._local.used_at > PING_AFTER_IDLE_S:
             try:
                 conn.execute("SELECT 1")
@@ -82,6 +87,17 @@ class ReusedConnections:
 
 
 SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+def _said_goodbye(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection has anything to read: the server never speaks to an
+    idle session unasked (nothing here LISTENs) except to end it, so readable means its
+    FATAL goodbye or a closed socket. No round trip, unlike a ping."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):  # no socket any more
+        return True
+    return bool(readable)
 
 
 def connection_factory(source: str | ConnectionFactory) -> ConnectionFactory:
@@ -118,7 +134,8 @@ def transaction(
             f"{says}: psycopg is not installed (pip install 'ticket-orchestrator[postgres]')"
         ) from None
     try:
-        with factory() as conn, conn.pipeline() if pipeline else nullcontext(), conn.transaction():
+        with ExitStack() as stack:
+            conn = _begun(stack, factory, pipeline=pipeline)
             if snapshot:
                 conn.execute(SNAPSHOT)
             if utc:
@@ -131,3 +148,29 @@ def transaction(
         raise PostgresUnavailable(f"{unavailable}: {reason}", reason) from exc
     except psycopg.Error as exc:
         raise error(f"{says}: {exc}".rstrip()) from exc
+
+
+def _begun(
+    stack: ExitStack, factory: ConnectionFactory, *, pipeline: bool
+) -> psycopg.Connection[Any]:
+    """A connection with its transaction begun, held by ``stack``. A kept connection that
+    fails its BEGIN (the server ended it a moment before: nothing of the caller's ran) is
+    replaced once by a new one; a pipelined BEGIN is not sent until the block first
+    waits, so there a lost connection is the caller's PostgresUnavailable."""
+    import psycopg
+
+    for attempt in (1, 2):
+        inner = ExitStack()
+        conn = inner.enter_context(factory())
+        try:
+            if pipeline:
+                inner.enter_context(conn.pipeline())
+            inner.enter_context(conn.transaction())
+        except psycopg.OperationalError:
+            inner.__exit__(*sys.exc_info())
+            if attempt == 2 or pipeline:
+                raise
+            continue
+        stack.enter_context(inner)
+        return conn
+    raise AssertionError("unreachable")

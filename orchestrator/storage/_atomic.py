@@ -84,7 +84,7 @@ def published_under(
     forget: Callable[[Path], None] = _forget_nothing,
 ) -> Iterator[None]:
     """Inside the block, each file written under ``root`` is handed to
-    ``publish(path, data)`` before it replaces its target; if ``publish`` raises, the
+    ``publish(path, data)`` (``path`` resolved) before it replaces its target; if ``publish`` raises, the
     file is not replaced. Each file ``remove_file`` removes there is handed to
     ``forget(path)`` first. One publisher per root at a time."""
     key = root.resolve()
@@ -101,7 +101,8 @@ def published_under(
 
 def _publisher(
     path: Path,
-) -> tuple[Callable[[Path, bytes], None], Callable[[Path], None]] | None:
+) -> tuple[Path, tuple[Callable[[Path, bytes], None], Callable[[Path], None]]] | None:
+    """(``path`` resolved, its root's publisher), or None where nothing publishes."""
     if not _PUBLISHERS:  # the files backend: no lookup at all
         return None
     resolved = path.resolve()
@@ -109,16 +110,16 @@ def _publisher(
         found = list(_PUBLISHERS.items())
     for root, publisher in found:
         if resolved.is_relative_to(root):
-            return publisher
+            return resolved, publisher
     return None
 
 
 def remove_file(path: Path) -> None:
     """Remove a state-dir file (gone already is fine), and where its writes are
     published, from there first: a removed file must not come back with the next copy."""
-    publisher = _publisher(path)
-    if publisher is not None:
-        publisher[1](path)
+    found = _publisher(path)
+    if found is not None:
+        found[1][1](found[0])
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -149,9 +150,9 @@ def atomic_write(
         check = _BEFORE_REPLACE.get()
         if check is not None:
             check()
-        publisher = _publisher(path) if mirrored else None
-        if publisher is not None:
-            publisher[0](path, data)
+        found = _publisher(path) if mirrored else None
+        if found is not None:
+            found[1][0](found[0], data)  # handed the resolved path: it is resolved once
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -274,6 +274,8 @@ class StateMirror:
     ``source``: a ``postgresql://`` URL, or a function returning a connection."""
 
     def __init__(self, source: str | ConnectionFactory, root: Path) -> None:
+        self._root_resolved: Path | None = None
+        self._snapshot_sent: set[str] = set()
         self._connect = connection_factory(source)
         self.root = root
         # What this process published of the files it reads itself (a run's logs, its
@@ -295,11 +297,26 @@ class StateMirror:
         )
 
     def _relative(self, path: Path) -> PurePosixPath:
-        root = self.root.resolve()
-        resolved = path.resolve()
+        return self.relative_of(path.resolve())
+
+    def relative_of(self, resolved: Path) -> PurePosixPath:
+        """The state-dir path of an already resolved path (ValueError outside the root)."""
+        root = self._resolved_root()
         if not resolved.is_relative_to(root):
-            raise ValueError(f"{path}: not under the state dir {root}")
+            raise ValueError(f"{resolved}: not under the state dir {root}")
         return PurePosixPath(resolved.relative_to(root).as_posix())
+
+    def _resolved_root(self) -> Path:
+        if self._root_resolved is None:
+            self._root_resolved = self.root.resolve()
+        return self._root_resolved
+
+    def publish_relative(
+        self, relative: PurePosixPath, data: bytes, *, fence: LeaseToken | None = None
+    ) -> None:
+        """``publish`` of a path already made relative to the state dir (``relative_of``):
+        the storage's hot path, which has resolved it once already."""
+        self._publish(relative, data, fence=fence)
 
     # -- publishing ---------------------------------------------------------------
 
@@ -353,10 +370,10 @@ class StateMirror:
                 check_fence(conn, lease)
             if before_write is not None:
                 before_write(conn)
-            hold_state_seq(conn)
             if record is not None:
-                write_record(conn, record, text)
+                write_record(conn, record, text)  # holds state_seq itself
             else:
+                hold_state_seq(conn)
                 _write(conn, found, data)
             for extra in brought:
                 _write(conn, extra.route, extra.data)
@@ -364,30 +381,36 @@ class StateMirror:
             self._fresh_cache()
             for extra in brought:
                 self._published[extra.path] = extra.stamp
+            if record is not None:
+                self._snapshot_sent.add(record.run_id)
         return 1 + len(brought)
 
     def _fresh_cache(self) -> None:
         if self._published_pid != os.getpid():  # a forked child has sent nothing yet
             self._published.clear()
+            self._snapshot_sent.clear()
             self._published_pid = os.getpid()
 
     def _changed_run_files(self, run_id: str) -> list[_Found]:
         """The run's workspace files (not its clone) changed since this process last
         published them, read from disk. Symbolic links are not followed: a link in a
-        ticket snapshot must not publish whatever it points to."""
+        ticket snapshot must not publish whatever it points to. The ticket snapshot is
+        written once, before the run's first record: it is walked until this process has
+        published that record, the logs and the run dir's own files every time."""
         run_dir = self.root / "runs" / run_id
-        found = []
+        found: list[_Found] = []
         with self._guard:
             self._fresh_cache()
             sent = dict(self._published)
-        for path in _files_under(
-            run_dir, keep=lambda d: d.parent != run_dir or d.name in _RUN_DIR_SUBDIRS
-        ):
-            where = route(PurePosixPath(path.relative_to(self.root).as_posix()))
+            walk_snapshot = run_id not in self._snapshot_sent
+        prefix = PurePosixPath("runs", run_id)
+        for entry, relative in _run_entries(run_dir, prefix, walk_snapshot=walk_snapshot):
+            where = route(relative)
             if where is None:
                 continue
+            path = Path(entry.path)
             try:
-                stat = path.lstat()
+                stat = entry.stat(follow_symlinks=False)
                 stamp = (stat.st_size, stat.st_mtime_ns)
                 if sent.get(path) == stamp:
                     continue
@@ -411,6 +434,7 @@ class StateMirror:
         with_records = {r.parts[1].removesuffix(".json") for r in records}
         with self._guard:
             self._published.clear()  # send everything again
+            self._snapshot_sent.clear()
         count = 0
         for relative in others:
             if len(relative.parts) > 2 and relative.parts[1] in with_records:
@@ -527,6 +551,33 @@ def _record_text(relative: PurePosixPath, data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise StateError(f"state error: {relative}: a run record is not UTF-8") from None
+
+
+def _run_entries(
+    run_dir: Path, prefix: PurePosixPath, *, walk_snapshot: bool
+) -> Iterator[tuple[os.DirEntry[str], PurePosixPath]]:
+    """The regular files (never a link) of a run's workspace that may be mirrored, with
+    their state-dir paths: the run dir's own, its logs, and (``walk_snapshot``) its
+    ticket snapshot, hidden names skipped; never its clone."""
+    stack: list[tuple[str, PurePosixPath, bool]] = [(str(run_dir), prefix, True)]
+    while stack:
+        directory, relative, top = stack.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                wanted = (
+                    not top or entry.name == "logs" or (entry.name == "ticket" and walk_snapshot)
+                )
+                if wanted:
+                    stack.append((entry.path, relative / entry.name, False))
+            elif entry.is_file(follow_symlinks=False):
+                yield entry, relative / entry.name
 
 
 def _files_under(top: Path, *, keep: Callable[[Path], bool]) -> Iterator[Path]:

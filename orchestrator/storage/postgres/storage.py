@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cached_property
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.errors import TicketLocked
@@ -124,7 +124,7 @@ class PostgresStorage:
         self._connect.close()
 
     def _publish(self, path: Path, data: bytes) -> None:
-        relative = PurePosixPath(path.resolve().relative_to(self.root.resolve()).as_posix())
+        relative = self.mirror.relative_of(path)  # resolved by the caller (_atomic)
         found = route(relative)  # which ticket's lease fences it (None: not kept, or no ticket's)
         fence = None if found is None else self.locks.fence_of(found.ticket_id)
         # Issue 30: a restart of PostgreSQL (or a dropped connection) while a stage ran
@@ -133,7 +133,7 @@ class PostgresStorage:
         pause = OUTAGE_PAUSES_S[0]
         while True:
             try:
-                self.mirror.publish(path, data, fence=fence)
+                self.mirror.publish_relative(relative, data, fence=fence)
                 return
             except PostgresUnavailable:
                 if time.monotonic() + pause > deadline:

@@ -99,6 +99,18 @@ def test_counts_over_machines_sum_each_tickets_runs(tmp_path: Path) -> None:
     assert counts_over(states, "a") == {}
 
 
+def scripted_fleet(
+    tmp_path: Path, config: Path, calls: Path, machines: list[SeparateMachines]
+) -> SeparateMachines:
+    """Machines one and two, each a scripted-model worker (concurrency 2) that counts its
+    model calls in ``calls``; every machine with the one approval key."""
+    fleet = SeparateMachines(tmp_path, config, env=APPROVAL_KEY)
+    machines.append(fleet)
+    for name in ("one", "two"):
+        fleet.start(name, argv=[sys.executable, str(SCRIPTED_WORKER), "{config}", str(calls), "2"])
+    return fleet
+
+
 @pytest.mark.slow
 def test_tickets_over_two_machines_sharing_only_the_database_run_once_and_verify(
     pg_url: str,
@@ -112,10 +124,7 @@ def test_tickets_over_two_machines_sharing_only_the_database_run_once_and_verify
     )
     batch_config, tickets, ids = queue_from(tmp_path, config, 8)
     calls = tmp_path / "model-calls.txt"
-    fleet = SeparateMachines(tmp_path, config, env=APPROVAL_KEY)
-    machines.append(fleet)
-    for name in ("one", "two"):
-        fleet.start(name, argv=[sys.executable, str(SCRIPTED_WORKER), "{config}", str(calls), "2"])
+    fleet = scripted_fleet(tmp_path, config, calls, machines)
     for name in ("one", "two"):
         fleet.wait_ready(name)
     done = run_batch_from(batch_config, tickets)
@@ -398,10 +407,7 @@ def test_the_batch_budget_of_model_calls_is_exact_across_machines(
     )
     batch_config, tickets, ids = queue_from(tmp_path, config, 5)
     calls = tmp_path / "model-calls.txt"
-    fleet = SeparateMachines(tmp_path, config, env=APPROVAL_KEY)
-    machines.append(fleet)
-    for name in ("one", "two"):
-        fleet.start(name, argv=[sys.executable, str(SCRIPTED_WORKER), "{config}", str(calls), "2"])
+    fleet = scripted_fleet(tmp_path, config, calls, machines)
     done = run_batch_from(batch_config, tickets)
     rows = json_lines(done.stdout)
     statuses = sorted(str(r["status"]) for r in rows if "ticket" in r)

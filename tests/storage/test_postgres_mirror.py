@@ -11,7 +11,7 @@ import os
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -19,6 +19,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.postgres import Route, rebase_record, route
+from orchestrator.storage.postgres.mirror import Table
 
 try:  # the pure tests run without the driver; the others skip in ``db``
     import psycopg
@@ -223,15 +224,8 @@ def rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ..
         return list(conn.execute(sql, params).fetchall())
 
 
-MIRROR_TABLES = (
-    "verdicts",
-    "transcripts",
-    "approvals",
-    "batches",
-    "stage_logs",
-    "run_files",
-    "state_files",
-)
+# Every table the mirror writes, but the run records' own.
+MIRROR_TABLES = tuple(t for t in get_args(Table) if t != "runs")
 
 
 def count_rows(url: str) -> int:

@@ -255,15 +255,18 @@ def prune_base_checks(layout: StateLayout, cutoff: datetime, *, dry_run: bool) -
 def prune_batch_logs(
     layout: StateLayout, cutoff: datetime, *, dry_run: bool
 ) -> Iterator[PrunedBatch]:
-    """The worker logs of every batch none of whose files was written after ``cutoff``:
-    removed (unless ``dry_run``). A batch still going rewrites its record after each
-    ticket and its workers write their logs as they go, so it is never that old. A batch
-    with no record (one from before records) keeps its logs: they are its only trace of
-    which runs it touched."""
+    """The worker logs, and the copies of the tickets it queued to a fleet that shares no
+    disk (``layout.batch_ticket_dir``), of every batch none of whose files was written
+    after ``cutoff``: removed (unless ``dry_run``). A batch still going rewrites its record
+    after each ticket and its workers write their logs as they go, so it is never that
+    old. A batch with no record (one from before records) keeps its logs: they are its
+    only trace of which runs it touched."""
     for batch_id in layout.batch_ids():
         logs = layout.batch_worker_logs(batch_id)
+        copies = layout.batch_dir(batch_id) / "tickets"
+        removable = [*logs, *([copies] if copies.is_dir() else [])]
         record = layout.batch_record_path(batch_id)
-        if not logs or not record.is_file():
+        if not removable or not record.is_file():
             continue
         try:
             newest = max(p.stat().st_mtime for p in (record, *logs))
@@ -272,11 +275,11 @@ def prune_batch_logs(
             continue
         if newest >= cutoff.timestamp():
             continue
-        freed = sum(disk_bytes(p) for p in logs)
+        freed = sum(disk_bytes(p) for p in removable)
         if dry_run:
-            yield PrunedBatch(batch_id, tuple(logs), freed)
+            yield PrunedBatch(batch_id, tuple(removable), freed)
             continue
-        yield _unlink_all(batch_id, logs, freed)
+        yield _unlink_all(batch_id, removable, freed)
 
 
 def _unlink_all(name: str, paths: list[Path], freed: int) -> PrunedBatch:
@@ -285,7 +288,7 @@ def _unlink_all(name: str, paths: list[Path], freed: int) -> PrunedBatch:
     removed: list[Path] = []
     for path in paths:
         try:
-            path.unlink()
+            _remove(path)
         except OSError as exc:
             freed -= sum(disk_bytes(p) for p in paths if p not in removed)
             why = f"cannot remove {path}: {exc.strerror}"

@@ -327,3 +327,22 @@ def test_prune_removes_old_base_checks_and_keeps_young_ones(tmp_path: Path) -> N
     assert prune(state, "30d", out, dry_run=False, clock=lambda: now) == 0
     assert "freed 2 base-check file(s) (200 B)" in out.getvalue()
     assert not any(p.exists() for p in old) and young.exists()
+
+
+def test_prune_frees_an_old_batchs_queued_ticket_copies(tmp_path: Path) -> None:
+    """A fleet batch with PostgreSQL copies each queued ticket under its batch directory
+    (``tickets/``): a week of cron must not keep them all."""
+    state = tmp_path / "state"
+    batch = state / "batches" / "20261201T000000Z-ab12"
+    copy = batch / "tickets" / "T-1"
+    copy.mkdir(parents=True)
+    (copy / "T-1.md").write_text("+++\nid = 'T-1'\n+++\n")
+    (copy / "spec.txt").write_text("what it refers to")
+    (batch / "batch.json").write_text("{}")
+    now = datetime.now(UTC)
+    old = (now - timedelta(days=2)).timestamp()
+    os.utime(batch / "batch.json", (old, old))
+    out = io.StringIO()
+    assert prune(state, "1d", out, dry_run=False, clock=lambda: now) == 0
+    assert f"freed batch {batch.name}: tickets (" in out.getvalue()
+    assert sorted(p.name for p in batch.iterdir()) == ["batch.json"]  # its record stays

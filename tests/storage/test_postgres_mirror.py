@@ -552,3 +552,19 @@ def test_postgres_runs_save_still_works_and_draws_a_seq(db: str, tmp_path: Path)
         there, note="again"
     )
     assert os.stat(there / "runs" / f"{RUN}.json").st_mode & 0o777 == 0o600
+
+
+def test_forget_of_a_batchs_ticket_copies_keeps_its_record(db: str, tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    source = mirror(db, root)
+    layout = StateLayout(root)
+    record = write(layout.batch_record_path("b1"), b"{}")
+    copy = write(layout.batch_ticket_dir("b1", "T-1") / "T-1.md", b"ticket")
+    other = write(layout.batch_ticket_dir("b2", "T-1") / "T-1.md", b"ticket")
+    for path in (record, copy, other):
+        source.publish(path, path.read_bytes())
+    source.forget([layout.batch_dir("b1") / "tickets"])
+    assert sorted(rows(db, "SELECT batch_id, name FROM batches")) == [
+        ("b1", "batch.json"),
+        ("b2", "tickets/T-1/T-1.md"),
+    ]

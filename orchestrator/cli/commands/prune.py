@@ -96,6 +96,8 @@ def prune(
             out.write(f"skipped batch {batch.batch_id}: {batch.skipped}\n")
             if not batch.removed:
                 continue
+        if not dry_run:
+            storage.forget(batch.removed)  # the ticket copies' rows too (PostgreSQL)
         batches += 1
         total += batch.bytes
         what = ", ".join(p.name for p in batch.removed)

@@ -703,6 +703,14 @@ def _deletions(relative: PurePosixPath) -> list[tuple[str, tuple[Any, ...]]]:
                 ]
         if len(parts) == 2 and parts[0] == "batches" and _BATCH_ID.fullmatch(parts[1]):
             return [("DELETE FROM batches WHERE batch_id = %s", (parts[1],))]
+        if len(parts) == 3 and parts[0] == "batches" and parts[2] == "tickets":
+            if _BATCH_ID.fullmatch(parts[1]):  # the batch's queued-ticket copies
+                return [
+                    (
+                        "DELETE FROM batches WHERE batch_id = %s AND starts_with(name, %s)",
+                        (parts[1], "tickets/"),
+                    )
+                ]
         return []
     if where.table == "runs":
         return [(f"DELETE FROM {table} WHERE run_id = %s", (where.run_id,)) for table in RUN_TABLES]

@@ -152,3 +152,18 @@ def test_doctor_reaches_the_state_store_and_never_shows_its_password(
     refused = bad.cli("run", str(ticket), "--no-preflight", code=75)
     assert "cannot reach PostgreSQL at postgresql://postgres:***@" in refused.stderr, refused.stderr
     assert "not-the-password" not in refused.stdout + refused.stderr
+
+
+def test_a_local_batch_with_workers_runs_on_the_database_too(pg_url: str, tmp_path: Path) -> None:
+    one = Machine(tmp_path / "one", pg_url, bash_stage("a", "echo a") + bash_stage("b", "echo b"))
+    tickets = tmp_path / "one" / "tickets"
+    for ticket_id in ("T-1", "T-2", "T-3"):
+        write_ticket(tickets, ticket_id)
+    done = one.cli("batch", "--tickets", str(tickets), "--jobs", "2", "--json")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if '"ticket"' in line]
+    assert sorted((r["ticket"], r["status"]) for r in rows) == [
+        ("T-1", "completed"), ("T-2", "completed"), ("T-3", "completed"),
+    ], done.stdout + done.stderr  # fmt: skip
+    two = Machine(tmp_path / "two", pg_url, bash_stage("a", "true") + bash_stage("b", "true"))
+    listed = [json.loads(line) for line in two.cli("runs", "--json").stdout.splitlines()]
+    assert sorted(r["ticket_id"] for r in listed) == ["T-1", "T-2", "T-3"], listed

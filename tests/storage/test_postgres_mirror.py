@@ -568,3 +568,26 @@ def test_forget_of_a_batchs_ticket_copies_keeps_its_record(db: str, tmp_path: Pa
         ("b1", "batch.json"),
         ("b2", "tickets/T-1/T-1.md"),
     ]
+
+
+def test_a_fleet_task_brings_down_its_queued_ticket_and_nothing_else(
+    db: str, tmp_path: Path
+) -> None:
+    here = tmp_path / "batch-machine"
+    source = mirror(db, here)
+    layout = StateLayout(here)
+    mine = write(layout.batch_ticket_dir("b1", "T-1") / "T-1.md", b"mine")
+    spec = write(layout.batch_ticket_dir("b1", "T-1") / "files" / "spec.txt", b"its spec")
+    other = write(layout.batch_ticket_dir("b1", "T-10") / "T-10.md", b"another's")
+    log = write(layout.logs_dir(RUN) / "001-a.log", b"someone else's log\n")
+    for path in (mine, spec, other):
+        source.publish(path, path.read_bytes())
+    data = record(here).model_dump_json(indent=2).encode()
+    source.publish(write(layout.record_path(RUN), data), data)
+    assert log.exists()
+    worker = tmp_path / "worker"
+    assert mirror(db, worker).hydrate(queued=("b1", "T-1")) == 2
+    assert tree(worker) == {
+        "batches/b1/tickets/T-1/T-1.md": b"mine",
+        "batches/b1/tickets/T-1/files/spec.txt": b"its spec",
+    }

@@ -132,7 +132,9 @@ def _run_on_database(
     the database's tables, and this machine's state dir is only its working copy. No
     Redis lock or fence is needed; Redis is only Celery's broker."""
     if not ticket_file.is_absolute():  # queued by a machine that shares no disk with this one
-        storage.hydrate()  # the batch's copy of the ticket, among what else is new
+        # The batch's copy of this ticket only: the ticket's runs come down with its
+        # lease, and nothing else of the fleet's is this worker's to read.
+        storage.hydrate(queued=(batch_id, ticket_id))
         ticket_file = storage.root / ticket_file
     budget = storage.batch_budget(batch_id, config.batch, config.prices)
     services = replace(

@@ -472,12 +472,17 @@ class StateMirror:
 
     # -- hydrating ----------------------------------------------------------------
 
-    def hydrate(self, *, ticket_id: str | None = None) -> int:
+    def hydrate(
+        self, *, ticket_id: str | None = None, queued: tuple[str, str] | None = None
+    ) -> int:
         """Write into the local root every mirrored row the local copy lacks or differs
         from; how many files were written. With ``ticket_id``: every row of that
-        ticket's runs; without: every row newer than the last hydrate (``mirror.json``)."""
+        ticket's runs; with ``queued`` (batch id, ticket id): that batch's copy of that
+        ticket only (what a fleet task needs before it can read its ticket); with
+        neither: every row newer than the last hydrate (``mirror.json``)."""
         since, upto, identity = 0, None, ""
-        if ticket_id is None:
+        whole = ticket_id is None and queued is None
+        if whole:
             identity, upto = self._barrier()
             marker = self._marker()
             if marker is not None and marker[0] == identity and marker[1] <= upto:
@@ -485,7 +490,7 @@ class StateMirror:
         with self._transaction(snapshot=True) as conn:
             rows = [
                 self._local_form(row)
-                for row in _rows(conn, since=since, upto=upto, ticket_id=ticket_id)
+                for row in _rows(conn, since=since, upto=upto, ticket_id=ticket_id, queued=queued)
             ]
             wanted = [row for row in rows if self._lacks(row)]
             wanted = _with_log_bodies(conn, wanted)
@@ -494,7 +499,7 @@ class StateMirror:
         for row in wanted:
             assert row.body is not None
             atomic_write(self.root / row.route.relpath(), row.body, mirrored=False)
-        if ticket_id is None and upto is not None:
+        if whole and upto is not None:
             mark = json.dumps({"database": identity, "seq": upto}, indent=2).encode()
             atomic_write(self.root / MARKER_NAME, mark, mirrored=False)
         return len(wanted)
@@ -743,8 +748,22 @@ _SELECTS: Final[dict[Table, str]] = {
 
 
 def _rows(
-    conn: psycopg.Connection[Any], *, since: int, upto: int | None, ticket_id: str | None
+    conn: psycopg.Connection[Any],
+    *,
+    since: int,
+    upto: int | None,
+    ticket_id: str | None,
+    queued: tuple[str, str] | None = None,
 ) -> Iterator[_Row]:
+    if queued is not None:
+        batch_id, queued_ticket = queued
+        found = conn.execute(
+            f"{_SELECTS['batches']} WHERE batch_id = %s AND starts_with(name, %s)",
+            (batch_id, f"tickets/{queued_ticket}/"),
+        )
+        for row in found.fetchall():
+            yield _row("batches", row)
+        return
     for table, select in _SELECTS.items():
         if ticket_id is not None:
             if table in ("batches", "state_files"):

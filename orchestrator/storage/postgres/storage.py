@@ -146,9 +146,13 @@ class PostgresStorage:
         too, so no machine's next ``hydrate`` brings them back."""
         self.mirror.forget(removed)
 
-    def hydrate(self, *, ticket_id: str | None = None) -> int:
-        """Bring down what the database has that this copy lacks; how many files."""
-        return self.mirror.hydrate(ticket_id=ticket_id)
+    def hydrate(
+        self, *, ticket_id: str | None = None, queued: tuple[str, str] | None = None
+    ) -> int:
+        """Bring down what the database has that this copy lacks (all of it, one
+        ticket's runs, or one queued ticket's copy: ``StateMirror.hydrate``); how many
+        files."""
+        return self.mirror.hydrate(ticket_id=ticket_id, queued=queued)
 
     @property
     def runs(self) -> RunStore:

@@ -134,6 +134,7 @@ def test_a_decision_taken_on_one_machine_is_approved_and_carried_out_on_the_othe
     assert not (three.state / "runs" / run_id / "logs").exists()
 
 
+@pytest.mark.slow
 def test_doctor_reaches_the_state_store_and_never_shows_its_password(
     pg_url: str, tmp_path: Path
 ) -> None:
@@ -154,6 +155,7 @@ def test_doctor_reaches_the_state_store_and_never_shows_its_password(
     assert "not-the-password" not in refused.stdout + refused.stderr
 
 
+@pytest.mark.slow
 def test_a_local_batch_with_workers_runs_on_the_database_too(pg_url: str, tmp_path: Path) -> None:
     one = Machine(tmp_path / "one", pg_url, bash_stage("a", "echo a") + bash_stage("b", "echo b"))
     tickets = tmp_path / "one" / "tickets"

@@ -57,6 +57,18 @@ if TYPE_CHECKING:
 OUTAGE_PAUSES_S = (0.1, 2.0)
 
 
+def held_elsewhere(ticket_id: str, holder: str) -> TicketLocked:
+    """TicketLocked (what every caller of a ticket lock answers), naming the lease's
+    holder (``host:pid:…``) and that it lasts until its holder lets go or ``lease_s``
+    passes, as a flock's holder is named by its pid."""
+    locked = TicketLocked(ticket_id, None)
+    locked.args = (
+        f"skipped: {ticket_id} is locked by {holder} (its lease in the database, held "
+        "until that process lets go of it or the lease runs out)",
+    )
+    return locked
+
+
 class PostgresTicketLocks:
     """The ticket lock as a lease in the database: held by one process on any machine,
     renewed by a heartbeat while held, taken over by another only once it ran out. While
@@ -85,7 +97,7 @@ class PostgresTicketLocks:
                         claim(self._storage.leases, ticket_id, ttl_s=self._storage.lease_s)
                     )
                 except TicketClaimed as exc:
-                    raise TicketLocked(ticket_id, None) from exc
+                    raise held_elsewhere(ticket_id, exc.holder) from exc
                 self._held[ticket_id] = lease.fence
                 # What another machine wrote of this ticket, before anything reads it.
                 self._storage.mirror.hydrate(ticket_id=ticket_id)

@@ -191,8 +191,8 @@ def test_the_heartbeat_marks_the_claim_lost_and_stops(db: str, beats: Beats) -> 
         )
         beats.wait_for(lambda heard: heard[-1] is False, "the beat that finds it lost")
         assert held.lost
-        held._thread.join(DEADLINE_S)
-        assert not held._thread.is_alive()
+        held._heartbeat._thread.join(DEADLINE_S)
+        assert not held._heartbeat._thread.is_alive()
         assert beats.heard.count(False) == 1  # it stopped beating once lost
 
 

@@ -19,23 +19,19 @@ The heartbeat and the database going away
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from orchestrator.domain.errors import StateError
+from orchestrator.storage.heartbeat import BeatOutcome, Heartbeat
 from orchestrator.storage.postgres.connect import PostgresUnavailable
-from orchestrator.storage.postgres.runs import WHERE, LeaseToken, PostgresLeases
-from orchestrator.storage.postgres.session import transaction
+from orchestrator.storage.postgres.runs import LeaseToken, PostgresLeases
 from orchestrator.storage.redis.coordination import holder_token
 from orchestrator.storage.redis.errors import TicketClaimed
 
-# What a beat heard: True renewed, False lost to another holder, None unreachable.
-BeatOutcome = bool | None
-
 
 class PostgresClaim:
-    """A ticket's lease won by this worker, and the heartbeat renewing it.
+    """A ticket's lease won by this worker, and the heartbeat renewing it
+    (``storage/heartbeat.py``).
 
     ``fence`` is what its fenced writes present; ``lost`` turns True once a renewal found
     the ticket another holder's; ``last_error`` is the last renewal's failure to reach the
@@ -57,17 +53,12 @@ class PostgresClaim:
         self.holder = holder
         self.token = token
         self.ttl_s = ttl_s
-        self.interval_s = interval_s if interval_s is not None else ttl_s / 3
-        self.renewals = 0
-        self.last_error: str | None = None
-        self._leases = leases
-        self._lost = threading.Event()
-        self._stop = threading.Event()
-        self._on_beat = _on_beat
-        self._thread = threading.Thread(
-            target=self._beat_until_stopped,
+        self._heartbeat = Heartbeat(
+            lambda: leases.renew(ticket_id, holder, token, ttl_s),
+            unreachable=PostgresUnavailable,
+            interval_s=interval_s if interval_s is not None else ttl_s / 3,
             name=f"pg-lease-heartbeat-{ticket_id}",
-            daemon=True,
+            _on_beat=_on_beat,
         )
 
     @property
@@ -78,44 +69,27 @@ class PostgresClaim:
     @property
     def lost(self) -> bool:
         """True once a renewal found the ticket taken over (or released) by another."""
-        return self._lost.is_set()
+        return self._heartbeat.lost.is_set()
+
+    @property
+    def renewals(self) -> int:
+        return self._heartbeat.renewals
+
+    @property
+    def last_error(self) -> str | None:
+        return self._heartbeat.last_error
 
     def beat(self) -> BeatOutcome:
         """Renew the lease once, now: True renewed, False lost (and ``lost`` is set),
         None when the database could not be reached (``last_error`` says why)."""
-        if self._lost.is_set():
-            outcome: BeatOutcome = False
-        else:
-            try:
-                held = self._leases.renew(self.ticket_id, self.holder, self.token, self.ttl_s)
-            except PostgresUnavailable as exc:
-                self.last_error = str(exc)
-                outcome = None
-            else:
-                self.last_error = None
-                if held:
-                    self.renewals += 1
-                else:
-                    self._lost.set()
-                outcome = held
-        if self._on_beat is not None:
-            self._on_beat(outcome)
-        return outcome
-
-    def _beat_until_stopped(self) -> None:
-        # An Event's wait, not a sleep: stopping the heartbeat wakes it at once.
-        while not self._stop.wait(self.interval_s):
-            if self.beat() is False:
-                return
+        return self._heartbeat.beat()
 
     def _start_heartbeat(self) -> None:
-        self._thread.start()
+        self._heartbeat.start()
 
     def _stop_heartbeat(self) -> None:
         """Stop renewing (at the block's end; a test seam to let the lease run out)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._heartbeat.stop()
 
 
 @contextmanager
@@ -133,7 +107,7 @@ def claim(
     who = holder or holder_token()
     token = leases.acquire(ticket_id, who, ttl_s)
     if token is None:
-        raise TicketClaimed(ticket_id, _holder_of(leases, ticket_id))
+        raise TicketClaimed(ticket_id, leases.holder(ticket_id) or "unknown")
     held = PostgresClaim(leases, ticket_id, who, token, ttl_s, _on_beat=_on_beat)
     held._start_heartbeat()
     try:
@@ -144,21 +118,3 @@ def claim(
         # and token), and a database that is down lets the lease run out by itself.
         with suppress(PostgresUnavailable):
             leases.release(ticket_id, who, token)
-
-
-def _holder_of(leases: PostgresLeases, ticket_id: str) -> str:
-    """Who holds the ticket, for the refusal's message: ``acquire`` answers None alone.
-    Asked on the leases' own connections; "unknown" when the lease was released between
-    the refused acquire and this question, or the database went away meanwhile."""
-    try:
-        with transaction(
-            leases._connect, says=f"state error: {WHERE}", error=StateError, unavailable=WHERE
-        ) as conn:
-            found = conn.execute(
-                "SELECT holder FROM ticket_leases WHERE ticket_id = %s "
-                "AND expires_at > clock_timestamp()",
-                (ticket_id,),
-            ).fetchone()
-    except PostgresUnavailable:
-        return "unknown"
-    return str(found[0]) if found is not None and found[0] is not None else "unknown"

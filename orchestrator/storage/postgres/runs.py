@@ -39,6 +39,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import describe_validation_error
 from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import is_run_id, ticket_of
+from orchestrator.storage.postgres.connect import PostgresUnavailable
 from orchestrator.storage.postgres.session import (
     ConnectionFactory,
     connection_factory,
@@ -143,6 +144,21 @@ class PostgresLeases:
                 (seconds, ticket_id, holder, token),
             ).fetchone()
         return renewed is not None
+
+    def holder(self, ticket_id: str) -> str | None:
+        """Who holds the ticket's lease now (None: nobody, or it ran out); for a refusal's
+        message, never for a decision (it may change the moment it is read). A database
+        that cannot be reached says nobody it knows of."""
+        try:
+            with _transaction(self._connect) as conn:
+                found = conn.execute(
+                    "SELECT holder FROM ticket_leases WHERE ticket_id = %s "
+                    "AND expires_at > clock_timestamp()",
+                    (ticket_id,),
+                ).fetchone()
+        except PostgresUnavailable:
+            return None
+        return None if found is None or found[0] is None else str(found[0])
 
     def release(self, ticket_id: str, holder: str, token: int) -> bool:
         """Give the lease up (the token stays, so the next lease takes token + 1); False

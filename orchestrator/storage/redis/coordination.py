@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from types import TracebackType
 
+from orchestrator.storage.heartbeat import Heartbeat as LeaseHeartbeat
 from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
 
@@ -161,12 +160,12 @@ class RedisFence:
         )
 
 
-class Heartbeat:
-    """Renews a lease every third of its time to live, on a daemon thread, until stopped
-    or lost. ``lost`` is set when another worker took the ticket; a store that cannot be
-    reached is retried on the next beat (the lease may still be valid) and remembered in
-    ``last_error``. Use as a context manager around the run. (``_on_beat`` hears each
-    beat: True renewed, False lost, None unreachable.)"""
+class Heartbeat(LeaseHeartbeat):
+    """Renews a lease every third of its time to live (``storage/heartbeat.py``) until
+    stopped or lost. ``lost`` is set when another worker took the ticket; a store that
+    cannot be reached is retried on the next beat (the lease may still be valid) and
+    remembered in ``last_error``. Use as a context manager around the run. (``_on_beat``
+    hears each beat: True renewed, False lost, None unreachable.)"""
 
     def __init__(
         self,
@@ -176,45 +175,15 @@ class Heartbeat:
         interval_s: float | None = None,
         _on_beat: Callable[[bool | None], None] | None = None,
     ) -> None:
+        super().__init__(
+            lambda: leases.renew(lease),
+            unreachable=CoordinationUnavailable,
+            interval_s=interval_s if interval_s is not None else lease.ttl_s / 3,
+            name=f"lease-heartbeat-{lease.ticket_id}",
+            _on_beat=_on_beat,
+        )
         self.leases = leases
         self.lease = lease
-        self.interval_s = interval_s if interval_s is not None else lease.ttl_s / 3
-        self.lost = threading.Event()
-        self.last_error: str | None = None
-        self._stop = threading.Event()
-        self._on_beat = _on_beat
-        self._thread = threading.Thread(
-            target=self._beat, name=f"lease-heartbeat-{lease.ticket_id}", daemon=True
-        )
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                held = self.leases.renew(self.lease)
-            except CoordinationUnavailable as exc:
-                self.last_error = str(exc)
-                if self._on_beat is not None:
-                    self._on_beat(None)
-                continue
-            self.last_error = None
-            if self._on_beat is not None:
-                self._on_beat(held)
-            if not held:
-                self.lost.set()
-                return
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @dataclass(frozen=True)
@@ -224,7 +193,7 @@ class Claim:
 
     lease: Lease
     fence: RedisFence
-    heartbeat: Heartbeat
+    heartbeat: LeaseHeartbeat
 
 
 @contextmanager

@@ -404,7 +404,15 @@ class StateMirror:
             sent = dict(self._published)
             walk_snapshot = run_id not in self._snapshot_sent
         prefix = PurePosixPath("runs", run_id)
-        for entry, relative in _run_entries(run_dir, prefix, walk_snapshot=walk_snapshot):
+
+        def keep(directory: PurePosixPath) -> bool:  # its logs; its snapshot, until sent
+            if directory.parent != prefix:
+                return True
+            return directory.name in _RUN_DIR_SUBDIRS and (
+                directory.name != "ticket" or walk_snapshot
+            )
+
+        for entry, relative in _files(run_dir, prefix, keep):
             where = route(relative)
             if where is None:
                 continue
@@ -425,8 +433,7 @@ class StateMirror:
         with its run's files; how many files were published."""
         records: list[PurePosixPath] = []
         others: list[PurePosixPath] = []
-        for path in _files_under(self.root, keep=self._worth_walking):
-            relative = PurePosixPath(path.relative_to(self.root).as_posix())
+        for _, relative in _files(self.root, PurePosixPath(), _worth_walking):
             where = route(relative)
             if where is None:
                 continue
@@ -443,14 +450,6 @@ class StateMirror:
         for relative in records:
             count += self._publish(relative, (self.root / relative).read_bytes())
         return count
-
-    def _worth_walking(self, directory: Path) -> bool:
-        relative = directory.relative_to(self.root).parts
-        if len(relative) == 1:
-            return relative[0] in ("runs", "batches", "notify", "intake")
-        if len(relative) == 3 and relative[0] == "runs":
-            return relative[2] in _RUN_DIR_SUBDIRS
-        return True
 
     # -- forgetting ---------------------------------------------------------------
 
@@ -533,7 +532,7 @@ class StateMirror:
                 return True
             if size != row.size:
                 return size < row.size  # a longer local log is this machine's, still growing
-            return hashlib.sha256(path.read_bytes()).hexdigest() != row.sha256
+            return _sha256(path.read_bytes()) != row.sha256
         try:
             return path.read_bytes() != row.body
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -558,15 +557,26 @@ def _record_text(relative: PurePosixPath, data: bytes) -> str:
         raise StateError(f"state error: {relative}: a run record is not UTF-8") from None
 
 
-def _run_entries(
-    run_dir: Path, prefix: PurePosixPath, *, walk_snapshot: bool
+def _worth_walking(directory: PurePosixPath) -> bool:
+    """The directories ``publish_tree`` walks: those that hold mirrored files (never a
+    run's clone)."""
+    parts = directory.parts
+    if len(parts) == 1:
+        return parts[0] in ("runs", "batches", "notify", "intake")
+    if len(parts) == 3 and parts[0] == "runs":
+        return parts[2] in _RUN_DIR_SUBDIRS
+    return True
+
+
+def _files(
+    top: Path, relative: PurePosixPath, keep: Callable[[PurePosixPath], bool]
 ) -> Iterator[tuple[os.DirEntry[str], PurePosixPath]]:
-    """The regular files (never a link) of a run's workspace that may be mirrored, with
-    their state-dir paths: the run dir's own, its logs, and (``walk_snapshot``) its
-    ticket snapshot, hidden names skipped; never its clone."""
-    stack: list[tuple[str, PurePosixPath, bool]] = [(str(run_dir), prefix, True)]
+    """The regular files (never a link) under ``top`` with their state-dir paths (``top``
+    is ``relative``), into the directories ``keep`` accepts, hidden names skipped, in
+    name order."""
+    stack: list[tuple[str, PurePosixPath]] = [(str(top), relative)]
     while stack:
-        directory, relative, top = stack.pop()
+        directory, here = stack.pop()
         try:
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
@@ -576,25 +586,10 @@ def _run_entries(
             if entry.name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                wanted = (
-                    not top or entry.name == "logs" or (entry.name == "ticket" and walk_snapshot)
-                )
-                if wanted:
-                    stack.append((entry.path, relative / entry.name, False))
+                if keep(here / entry.name):
+                    stack.append((entry.path, here / entry.name))
             elif entry.is_file(follow_symlinks=False):
-                yield entry, relative / entry.name
-
-
-def _files_under(top: Path, *, keep: Callable[[Path], bool]) -> Iterator[Path]:
-    """Regular files under ``top`` (not following links), into directories ``keep``
-    accepts, hidden ones skipped."""
-    for directory, subdirs, names in os.walk(top):
-        here = Path(directory)
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and keep(here / d))
-        for name in sorted(names):
-            path = here / name
-            if not name.startswith(".") and path.is_file() and not path.is_symlink():
-                yield path
+                yield entry, here / entry.name
 
 
 def _write(conn: psycopg.Connection[Any], where: Route, data: bytes) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -160,17 +159,16 @@ def _begun(
     import psycopg
 
     for attempt in (1, 2):
-        inner = ExitStack()
-        conn = inner.enter_context(factory())
-        try:
-            if pipeline:
-                inner.enter_context(conn.pipeline())
-            inner.enter_context(conn.transaction())
-        except psycopg.OperationalError:
-            inner.__exit__(*sys.exc_info())
-            if attempt == 2 or pipeline:
-                raise
-            continue
-        stack.enter_context(inner)
-        return conn
+        with ExitStack() as inner:
+            conn = inner.enter_context(factory())
+            try:
+                if pipeline:
+                    inner.enter_context(conn.pipeline())
+                inner.enter_context(conn.transaction())
+            except psycopg.OperationalError:
+                if attempt == 2 or pipeline:
+                    raise
+                continue  # the dead connection is dropped as the block ends
+            stack.enter_context(inner.pop_all())
+            return conn
     raise AssertionError("unreachable")

@@ -54,6 +54,7 @@ from orchestrator.domain.runs import (
     clone_needed_by,
     new_run_id,
     recloned,
+    undecided_failure,
 )
 from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
 from orchestrator.execution import runner
@@ -341,20 +342,6 @@ def _reclone_if_elsewhere(record: RunRecord, services: Services) -> RunRecord:
     services.storage.runs.save(record)
     services.reporter.note(record.reclones[-1].note())
     return record
-
-
-def undecided_failure(record: RunRecord) -> Attempt | None:
-    """The run's last attempt, if it finished failed and no decision was taken about it
-    (the orchestrator died in between), and the run did not go on from its first stage
-    since (its clone was not there: ``recloned``)."""
-    last = record.attempts[-1] if record.attempts else None
-    if last is None or last.status is not AttemptStatus.FINISHED or last.ok:
-        return None
-    if any(v.attempt == last.number for v in record.verdicts):
-        return None
-    if any(r.after_attempt >= last.number for r in record.reclones):
-        return None
-    return last
 
 
 def _after_failure(

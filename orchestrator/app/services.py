@@ -23,18 +23,15 @@ from orchestrator.domain.config import LoadedConfig, ModelConfig
 from orchestrator.domain.git_identity import identity_environ
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.runs import utcnow
-from orchestrator.domain.storage_url import storage_url_from
 from orchestrator.execution.attempts import GreenRecorder
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter, reporter_for
-from orchestrator.storage import BaselineStore, NotifyOutbox, open_storage, resolve_state_dir
+from orchestrator.storage import BaselineStore, NotifyOutbox, open_configured, resolve_state_dir
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from orchestrator.storage import StateStorage, Storage
+    from orchestrator.storage import Storage
 
 
 def no_gateway() -> ModelGateway | Unavailable | None:
@@ -109,26 +106,12 @@ def model_gateway_factory(
     return build
 
 
-def open_storage_for(
-    loaded: LoadedConfig, state_dir: Path, environ: Mapping[str, str]
-) -> StateStorage:
-    """The state dir's storage as the config (or ``$ORCHESTRATOR_STORAGE_URL``) says: its
-    files, or their working copy of a PostgreSQL database's record (opened once per
-    process; ``storage.open_state`` hands it to code given only the state dir)."""
-    url = storage_url_from(loaded.config.storage.url, environ)
-    return open_storage(
-        state_dir,
-        None if url is None else url.reveal(),
-        lease_s=loaded.config.distributed.lease_s,
-    )
-
-
 def build_services(
     loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
 ) -> Services:
     """The real services: the runner, the configured model, this terminal."""
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
-    storage = open_storage_for(loaded, state_dir, environ)
+    storage = open_configured(loaded, state_dir, environ)
     storage.sweep_stale_temps()  # what killed writes left behind
     git = loaded.config.git
     reporter = reporter_for(out, environ)

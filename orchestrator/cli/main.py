@@ -451,25 +451,15 @@ def _open_state(config_file: Path, state_dir_override: str | None) -> None:
         return
     from orchestrator.domain.config import load_config
     from orchestrator.domain.errors import ConfigError
-    from orchestrator.domain.storage_url import storage_url_from
+    from orchestrator.storage import FileStorage, open_configured, state_dir
 
     try:
         loaded = load_config(config_file)
     except ConfigError:
         return
-    url = storage_url_from(loaded.config.storage.url, os.environ)
-    if url is None:
-        return
-    from orchestrator.storage import open_storage, state_dir
-
-    opened = open_storage(
-        state_dir(config_file, state_dir_override),
-        url.reveal(),
-        lease_s=loaded.config.distributed.lease_s,
-    )
-    hydrate = getattr(opened, "hydrate", None)
-    if hydrate is not None:
-        hydrate()
+    opened = open_configured(loaded, state_dir(config_file, state_dir_override), os.environ)
+    if not isinstance(opened, FileStorage):  # ``[storage] url`` could be unset after all
+        opened.hydrate()
 
 
 def _dispatch(args: argparse.Namespace) -> int:

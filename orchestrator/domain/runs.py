@@ -351,16 +351,26 @@ def clone_needed_by(record: RunRecord, stages: Sequence[StageConfig]) -> str | N
 def _failure_to_decide_on(record: RunRecord) -> Attempt | None:
     """The failed attempt a decision is still owed or being carried out for: the run is
     recovering or awaiting an answer, or it recorded a failure and no verdict about it."""
+    if record.state not in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
+        return undecided_failure(record)
     failed = record.last_failed_attempt()
     if failed is None or any(r.after_attempt >= failed.number for r in record.reclones):
         return None
-    if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
-        return failed
-    if record.attempts[-1].number == failed.number and not any(
-        v.attempt == failed.number for v in record.verdicts
-    ):
-        return failed
-    return None
+    return failed
+
+
+def undecided_failure(record: RunRecord) -> Attempt | None:
+    """The run's last attempt, if it finished failed and no decision was taken about it
+    (the orchestrator died in between), and the run did not go on from its first stage
+    since (its clone was not there: ``recloned``)."""
+    last = record.attempts[-1] if record.attempts else None
+    if last is None or last.status is not AttemptStatus.FINISHED or last.ok:
+        return None
+    if any(v.attempt == last.number for v in record.verdicts):
+        return None
+    if any(r.after_attempt >= last.number for r in record.reclones):
+        return None
+    return last
 
 
 def recloned(record: RunRecord, *, at: datetime, needed_by: str) -> RunRecord:

@@ -115,6 +115,8 @@ _FROM: dict[str, str] = {
     "open_state": "open",
     "StateStorage": "open",
     "open_storage": "open",
+    "open_configured": "open",
+    "open_database": "open",
     "close_storages": "open",
 }
 __all__ = [
@@ -173,6 +175,8 @@ __all__ = [
     "is_batch_id",
     "is_run_id",
     "latest_batch_id",
+    "open_configured",
+    "open_database",
     "open_state",
     "open_storage",
     "os_user",
@@ -278,7 +282,14 @@ if TYPE_CHECKING:
         state_dir_problem,
     )
     from orchestrator.storage.notify_outbox import NotifyOutbox, OutboxEntry
-    from orchestrator.storage.open import StateStorage, close_storages, open_state, open_storage
+    from orchestrator.storage.open import (
+        StateStorage,
+        close_storages,
+        open_configured,
+        open_database,
+        open_state,
+        open_storage,
+    )
     from orchestrator.storage.protocols import (
         Approvals,
         Budgets,

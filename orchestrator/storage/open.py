@@ -11,12 +11,14 @@ backend never imports the driver or the PostgreSQL stores.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from orchestrator.storage.files import FileStorage
 
 if TYPE_CHECKING:
+    from orchestrator.domain.config import LoadedConfig
     from orchestrator.storage.postgres.storage import PostgresStorage
 
 # What a state dir's storage is in this process (for annotations).
@@ -31,6 +33,23 @@ def open_storage(root: Path, url: str | None, *, lease_s: float) -> StateStorage
     PostgreSQL storage of it, opened (migrated, publishing) on first call; else files."""
     if url is None:
         return open_state(root)
+    return open_database(root, url, lease_s=lease_s)
+
+
+def open_configured(loaded: LoadedConfig, root: Path, environ: Mapping[str, str]) -> StateStorage:
+    """``root``'s storage as the config (or ``$ORCHESTRATOR_STORAGE_URL``) says: its
+    files, or their working copy of a PostgreSQL database's record."""
+    from orchestrator.domain.storage_url import storage_url_from  # pydantic: only here
+
+    url = storage_url_from(loaded.config.storage.url, environ)
+    return open_storage(
+        root, None if url is None else url.reveal(), lease_s=loaded.config.distributed.lease_s
+    )
+
+
+def open_database(root: Path, url: str, *, lease_s: float) -> PostgresStorage:
+    """The process's one PostgreSQL storage of ``root`` on ``url``, opened (migrated,
+    publishing) on first call."""
     key = root.resolve()
     with _GUARD:
         found = _OPEN.get(key)

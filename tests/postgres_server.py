@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 from once import built_once
-from server_output import NotReady, keep_draining, read_until_ready
+from server_output import start_until_ready
 
 READY = "database system is ready to accept connections"
 START_DEADLINE_S = 20.0
@@ -197,30 +197,14 @@ class PostgresServer:
 
     def _start_on(self, port: int) -> bool:
         self.output = []
-        self.process = subprocess.Popen(
-            self._argv(port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=_server_env(),
-            **self.run_as.popen_kwargs(),  # type: ignore[arg-type]
-        )
-        assert self.process.stdout is not None
-        stdout = self.process.stdout
-        try:
-            ready = read_until_ready(stdout, READY, START_DEADLINE_S, self.output)
-        except NotReady:
-            self._kill()
-            raise PostgresServerError(
-                f"postgres on port {port} was not ready after {START_DEADLINE_S} s:\n"
-                + "".join(self.output[-30:])
-            ) from None
-        if not ready:  # it exited (a port taken by someone else, a bad option)
-            self.process.wait()
+        started = start_until_ready(
+            self._argv(port), READY, START_DEADLINE_S, self.output,
+            name=f"postgres on port {port}", error=PostgresServerError,
+            env=_server_env(), **self.run_as.popen_kwargs(),
+        )  # fmt: skip
+        if started is None:
             return False
-        # Keep reading its output so the server never blocks on a full pipe.
-        self._drain = keep_draining(stdout, self.output)
+        self.process, self._drain = started
         return True
 
     def _kill(self) -> None:

@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from server_output import NotReady, keep_draining, read_until_ready
+from server_output import start_until_ready
 
 READY = "Ready to accept connections"
 START_DEADLINE_S = 15.0
@@ -92,28 +92,13 @@ class RedisServer:
 
     def _start_on(self, port: int) -> bool:
         self.output = []
-        self.process = subprocess.Popen(
-            self._argv(port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        stdout = self.process.stdout
-        try:
-            ready = read_until_ready(stdout, READY, START_DEADLINE_S, self.output)
-        except NotReady:
-            self._kill()
-            raise RedisServerError(
-                f"redis-server on port {port} was not ready after {START_DEADLINE_S} s:\n"
-                + "".join(self.output[-30:])
-            ) from None
-        if not ready:  # it exited (a port taken by someone else, a bad option)
-            self.process.wait()
+        started = start_until_ready(
+            self._argv(port), READY, START_DEADLINE_S, self.output,
+            name=f"redis-server on port {port}", error=RedisServerError,
+        )  # fmt: skip
+        if started is None:
             return False
-        # Keep reading its output so the server never blocks on a full pipe.
-        self._drain = keep_draining(stdout, self.output)
+        self.process, self._drain = started
         self._confirm_ping(port)
         return True
 

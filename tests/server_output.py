@@ -1,15 +1,18 @@
-"""What the tests' own servers (redis-server, postgres) share: their output read until
-they say they are ready — waited for with a deadline, never slept on — and then read on
-so that a full pipe never blocks them."""
+"""What the tests' own servers (redis-server, postgres) share: started in a process group
+of their own, their output read until they say they are ready — waited for with a
+deadline, never slept on — and then read on so that a full pipe never blocks them."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import selectors
+import signal
+import subprocess
 import threading
 import time
-from typing import IO
+from collections.abc import Sequence
+from typing import IO, Any
 
 
 class NotReady(Exception):
@@ -51,3 +54,37 @@ def keep_draining(stdout: IO[bytes], output: list[str]) -> threading.Thread:
     thread = threading.Thread(target=drain, daemon=True)
     thread.start()
     return thread
+
+
+def start_until_ready(
+    argv: Sequence[str],
+    ready: str,
+    deadline_s: float,
+    output: list[str],
+    *,
+    name: str,
+    error: type[Exception],
+    **popen: Any,
+) -> tuple[subprocess.Popen[bytes], threading.Thread] | None:
+    """Start ``argv`` in a session of its own and read its output into ``output`` until
+    it says ``ready``: the running process and the thread draining it on, or None when
+    it exited first (try another port). Not ready within ``deadline_s``: its whole group
+    killed, and ``error`` raised naming ``name`` and the output's last lines."""
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, **popen,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        started = read_until_ready(process.stdout, ready, deadline_s, output)
+    except NotReady:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise error(
+            f"{name} was not ready after {deadline_s} s:\n" + "".join(output[-30:])
+        ) from None
+    if not started:  # a port taken by someone else, a bad option
+        process.wait()
+        return None
+    return process, keep_draining(process.stdout, output)

@@ -199,6 +199,38 @@ def run_rows(url: str, ticket_id: str) -> list[str]:
     )
 
 
+def start_batch(batch_config: Path, tickets: Path) -> subprocess.Popen[str]:
+    """``batch --backend celery --json`` from the batch's own directory, not waited for."""
+    return subprocess.Popen(
+        batch_cmd(batch_config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
+        env=subprocess_env(), cwd=batch_config.parent,
+    )  # fmt: skip
+
+
+def stalled_on_one(
+    pg_url: str, broker_url: str, namespace: str, tmp_path: Path,
+    machines: list[SeparateMachines], *, ticket: str, n: int, lease_s: float, after: str = "",
+) -> tuple[SeparateMachines, subprocess.Popen[bytes], subprocess.Popen[str], list[str]]:  # fmt: skip
+    """A batch of ``n`` tickets on machine one alone (short lease and visibility), once
+    ``ticket``'s stage b runs there and stalls: the fleet, machine one's worker, the
+    batch, the ticket ids. Stages: a, b, then ``after``."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(BATCH_DEADLINE_S)
+        port = listener.getsockname()[1]
+        stages = counted("a") + stall_on("one", "b", ticket, port) + after
+        config = write_database_fleet_config(
+            tmp_path / "template", broker_url, namespace, pg_url, stages,
+            visibility_s=3.0, lease_s=lease_s,
+        )  # fmt: skip
+        batch_config, tickets, ids = queue_from(tmp_path, config, n)
+        fleet = SeparateMachines(tmp_path, config)
+        machines.append(fleet)
+        first = fleet.start("one")
+        batch = start_batch(batch_config, tickets)
+        wait_started(listener)
+    return fleet, first, batch, ids
+
+
 @pytest.mark.slow
 def test_a_machine_killed_mid_stage_has_its_ticket_finished_once_by_the_other(
     pg_url: str,
@@ -207,24 +239,11 @@ def test_a_machine_killed_mid_stage_has_its_ticket_finished_once_by_the_other(
     tmp_path: Path,
     machines: list[SeparateMachines],
 ) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        listener.settimeout(BATCH_DEADLINE_S)
-        port = listener.getsockname()[1]
-        stages = counted("a") + stall_on("one", "b", "T-01", port) + counted("c")
-        # A short visibility timeout and lease: the lost machine's ticket comes back soon.
-        config = write_database_fleet_config(
-            tmp_path / "template", redis_server.url, namespace, pg_url, stages,
-            visibility_s=3.0, lease_s=3.0,
-        )  # fmt: skip
-        batch_config, tickets, ids = queue_from(tmp_path, config, 3)
-        fleet = SeparateMachines(tmp_path, config)
-        machines.append(fleet)
-        first = fleet.start("one")
-        batch = subprocess.Popen(
-            batch_cmd(batch_config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
-            env=subprocess_env(), cwd=batch_config.parent,
-        )  # fmt: skip
-        wait_started(listener)
+    # A short visibility timeout and lease: the lost machine's ticket comes back soon.
+    fleet, first, batch, ids = stalled_on_one(
+        pg_url, redis_server.url, namespace, tmp_path, machines,
+        ticket="T-01", n=3, lease_s=3.0, after=counted("c"),
+    )  # fmt: skip
     os.killpg(first.pid, signal.SIGKILL)  # the machine is lost: worker and pool, no goodbye
     first.wait()
     fleet.start("two")
@@ -253,22 +272,9 @@ def test_a_machine_paused_past_its_lease_is_refused_by_the_database_when_it_wake
     tmp_path: Path,
     machines: list[SeparateMachines],
 ) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        listener.settimeout(BATCH_DEADLINE_S)
-        stages = counted("a") + stall_on("one", "b", "T-00", listener.getsockname()[1])
-        config = write_database_fleet_config(
-            tmp_path / "template", redis_server.url, namespace, pg_url, stages,
-            visibility_s=3.0, lease_s=2.0,
-        )  # fmt: skip
-        batch_config, tickets, _ = queue_from(tmp_path, config, 1)
-        fleet = SeparateMachines(tmp_path, config)
-        machines.append(fleet)
-        first = fleet.start("one")
-        batch = subprocess.Popen(
-            batch_cmd(batch_config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
-            env=subprocess_env(), cwd=batch_config.parent,
-        )  # fmt: skip
-        wait_started(listener)
+    fleet, first, batch, _ = stalled_on_one(
+        pg_url, redis_server.url, namespace, tmp_path, machines, ticket="T-00", n=1, lease_s=2.0
+    )
     # Paused once the database holds the running attempt.
     wait_for(
         lambda: attempts_in_database(pg_url, "T-00")[-1:] == [("b", "running")],
@@ -315,10 +321,7 @@ def held_batch(
         fleet_list.append(fleet)
         fleet.start("one", concurrency=2)
         fleet.start("two", concurrency=2)
-        batch = subprocess.Popen(
-            batch_cmd(batch_config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
-            env=subprocess_env(), cwd=batch_config.parent,
-        )  # fmt: skip
+        batch = start_batch(batch_config, tickets)
         connection, _ = listener.accept()
         with connection:
             assert connection.makefile().readline().startswith("started ")

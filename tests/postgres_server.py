@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 from once import built_once
-from server_output import start_until_ready
+from server_output import free_loopback_port, start_until_ready
 
 READY = "database system is ready to accept connections"
 START_DEADLINE_S = 20.0
@@ -79,14 +79,6 @@ def postgres_bindir(
         if all(os.access(bindir / name, os.X_OK) for name in ("initdb", "postgres")):
             return bindir
     return None
-
-
-def free_loopback_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PostgresServerError(RuntimeError):

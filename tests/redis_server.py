@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from server_output import start_until_ready
+from server_output import free_loopback_port, start_until_ready
 
 READY = "Ready to accept connections"
 START_DEADLINE_S = 15.0
@@ -25,12 +25,6 @@ STOP_DEADLINE_S = 10.0
 
 def redis_server_binary() -> str | None:
     return shutil.which("redis-server")
-
-
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServerError(RuntimeError):

@@ -8,11 +8,19 @@ import contextlib
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Sequence
 from typing import IO, Any
+
+
+def free_loopback_port() -> int:
+    """A port nothing listens on now (the server may still lose it: then try another)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class NotReady(Exception):

@@ -9,12 +9,13 @@ import sys
 import traceback
 
 import pytest
+from server_output import free_loopback_port
 
 from orchestrator.domain.errors import EXIT_LOCKED
 from orchestrator.storage.postgres import PostgresUnavailable, connect
 
 from conftest import ROOT
-from postgres_server import PostgresServer, free_loopback_port
+from postgres_server import PostgresServer
 
 SECRET = "s3cret-Pa55word-never-shown"
 

@@ -82,7 +82,7 @@ def postgres() -> Iterator[BenchPostgres | None]:
     password = secrets.token_urlsafe(18)
     # Outside any directory of root's mode 0700: the server user must reach it.
     top = Path(tempfile.mkdtemp(prefix="bench-pg-"))
-    server = module.PostgresServer(bindir, top, password, run_as)
+    server = module.PostgresServer(bindir, top, password, run_as, durable=True)
     try:
         module.initdb(bindir, top / "data", password, run_as)
         server.start()

@@ -145,11 +145,19 @@ def initdb(bindir: Path, data: Path, password: str, run_as: RunAs) -> None:
         raise PostgresServerError(f"initdb exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
 
 
+_NOT_DURABLE = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+
+
 class PostgresServer:
     """A server on the cluster in ``<top>/data``, its socket in ``<top>/socket``."""
 
-    def __init__(self, bindir: Path, top: Path, password: str, run_as: RunAs) -> None:
+    def __init__(
+        self, bindir: Path, top: Path, password: str, run_as: RunAs, *, durable: bool = False
+    ) -> None:
         self.bindir = bindir
+        # The tests' server commits without flushing (fsync off): nothing a test proves
+        # needs a power cut survived. A benchmark's is ``durable``, as a user's would be.
+        self.durable = durable
         self.top = top
         self.password = password
         self.run_as = run_as
@@ -169,9 +177,7 @@ class PostgresServer:
             "-p", str(port),
             "-k", str(self.top / "socket"),
             "-c", "listen_addresses=127.0.0.1",
-            "-c", "fsync=off",
-            "-c", "synchronous_commit=off",
-            "-c", "full_page_writes=off",
+            *(() if self.durable else _NOT_DURABLE),
             "-c", "max_connections=50",
         ]  # fmt: skip
 

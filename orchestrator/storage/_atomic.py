@@ -69,7 +69,7 @@ def checked_before_replace(check: Callable[[], None]) -> Iterator[None]:
 # backend: ``postgres/mirror.py``), by state dir. Per process, not per context: a batch's
 # worker threads and the plain functions that write under the state dir (batch records,
 # the notify outbox) must all be published, and threads do not inherit a ContextVar.
-_PUBLISHERS: dict[Path, tuple[Callable[[Path, bytes], None], Callable[[Path], None]]] = {}
+_PUBLISHERS: dict[Path, tuple[Callable[[Path, bytes], bool], Callable[[Path], None]]] = {}
 _PUBLISHERS_LOCK = threading.Lock()
 
 
@@ -80,12 +80,13 @@ def _forget_nothing(path: Path) -> None:
 @contextmanager
 def published_under(
     root: Path,
-    publish: Callable[[Path, bytes], None],
+    publish: Callable[[Path, bytes], bool],
     forget: Callable[[Path], None] = _forget_nothing,
 ) -> Iterator[None]:
     """Inside the block, each file written under ``root`` is handed to
-    ``publish(path, data)`` (``path`` resolved) before it replaces its target; if ``publish`` raises, the
-    file is not replaced. Each file ``remove_file`` removes there is handed to
+    ``publish(path, data)`` (``path`` resolved) before it replaces its target; if
+    ``publish`` raises, the file is not replaced. It answers whether it kept the file
+    (True: the local copy is then not fsynced, see ``atomic_write``). Each file ``remove_file`` removes there is handed to
     ``forget(path)`` first. One publisher per root at a time."""
     key = root.resolve()
     with _PUBLISHERS_LOCK:
@@ -101,7 +102,7 @@ def published_under(
 
 def _publisher(
     path: Path,
-) -> tuple[Path, tuple[Callable[[Path, bytes], None], Callable[[Path], None]]] | None:
+) -> tuple[Path, tuple[Callable[[Path, bytes], bool], Callable[[Path], None]]] | None:
     """(``path`` resolved, its root's publisher), or None where nothing publishes."""
     if not _PUBLISHERS:  # the files backend: no lookup at all
         return None
@@ -134,25 +135,35 @@ def atomic_write(
     owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed. Inside
     ``checked_before_replace``, its check runs just before the rename; under a root
     ``published_under`` names, the file is published first (unless ``mirrored`` is
-    False: a copy being brought down from where it is published)."""
+    False: a copy being brought down from where it is published).
+
+    A file its publisher kept (it answered True) is not fsynced here: its record is
+    where it was published, committed before the rename, and this copy is only the
+    machine's working copy. Only a reboot loses what was not flushed, and after one the
+    copy is compared with the record again (``postgres/mirror.py``, "Hydrating")."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    found = _publisher(path) if mirrored else None
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
     )
+    published = False
     try:
         with os.fdopen(fd, "wb") as fh:
             if mode is not None:
                 os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
-        crash_point(CrashPoint.TEMP_FILE)
-        check = _BEFORE_REPLACE.get()
-        if check is not None:
-            check()
-        found = _publisher(path) if mirrored else None
-        if found is not None:
-            found[1][0](found[0], data)  # handed the resolved path: it is resolved once
+            if found is None:
+                os.fsync(fh.fileno())
+            crash_point(CrashPoint.TEMP_FILE)
+            check = _BEFORE_REPLACE.get()
+            if check is not None:
+                check()
+            if found is not None:
+                # Handed the resolved path: it is resolved once.
+                published = found[1][0](found[0], data)
+                if not published:
+                    os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -160,6 +171,8 @@ def atomic_write(
         except FileNotFoundError:
             pass
         raise
+    if published:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

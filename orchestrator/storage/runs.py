@@ -24,7 +24,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import read_model
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage._locks import holder_lock
-from orchestrator.storage.crash_points import CrashPoint, crash_point
+from orchestrator.storage.crash_points import MACHINE_LOCAL, CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
 
 
@@ -114,10 +114,11 @@ class RunStore:
 
     def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
         """Replace the run's record; ``point`` names the step this write persists (the
-        crash-point tests kill the process right after it)."""
+        crash-point tests kill the process right after it). A write of a fact of this
+        machine alone (``MACHINE_LOCAL``) is not published where the state is shared."""
         with interrupts_held():
             data = record.model_dump_json(indent=2).encode()
-        atomic_write(self.record_path(record.run_id), data)
+        atomic_write(self.record_path(record.run_id), data, mirrored=point not in MACHINE_LOCAL)
         if point is not None:
             crash_point(point)
 

@@ -482,6 +482,29 @@ def test_incremental_hydrate_writes_only_new_rows(db: str, tmp_path: Path) -> No
     assert (there / "runs" / f"{RUN}.verdict-1.json").read_bytes() == b"v1"
 
 
+def test_hydrate_after_a_reboot_compares_every_file_again(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A published file is not fsynced where it lands: a reboot may have lost or torn it
+    although the marker says it was brought. After one, nothing is taken on trust."""
+    from orchestrator.storage.postgres import mirror as mirror_module
+
+    here, there = tmp_path / "a", tmp_path / "b"
+    layout = StateLayout(here)
+    mirror(db, here).publish(layout.verdict_path(RUN, 1), b"v1")
+    target = mirror(db, there)
+    assert target.hydrate() == 1
+    assert json.loads((there / "mirror.json").read_text())["boot"] == mirror_module.boot_id()
+    torn = there / "runs" / f"{RUN}.verdict-1.json"
+    torn.write_bytes(b"")  # what a power cut can leave of a file never flushed
+    assert target.hydrate() == 0  # the same boot: the marker holds
+    assert torn.read_bytes() == b""
+    monkeypatch.setattr(mirror_module, "boot_id", lambda: "another-boot")
+    assert target.hydrate() == 1
+    assert torn.read_bytes() == b"v1"
+    assert json.loads((there / "mirror.json").read_text())["boot"] == "another-boot"
+
+
 def test_a_local_log_longer_than_the_database_s_is_kept(db: str, tmp_path: Path) -> None:
     here, there = tmp_path / "a", tmp_path / "b"
     log = StateLayout(here).logs_dir(RUN) / "001-implement.log"

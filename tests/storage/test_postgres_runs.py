@@ -351,12 +351,20 @@ def test_a_connection_dropped_in_a_fenced_save_writes_nothing(db: str) -> None:
     assert runs.load(first.run_id) == second
 
 
-def test_the_runs_migration_needs_no_other_but_the_first_two(pg_url: str, tmp_path: Path) -> None:
-    """0004 stands on 0001 and 0002 alone: a database may get it before 0003 exists."""
+def test_the_run_store_needs_no_migration_but_the_runs_and_the_publish(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A run store stands on 0004 (its tables) and 0007 (the write's function) over the
+    first two alone: the budgets' 0003 and the mirror's 0005 may come later."""
     package = files("orchestrator.storage.postgres") / "migrations"
-    for name in ("0001_schema_version.sql", "0002_ledger.sql", "0004_runs.sql"):
+    for name in (
+        "0001_schema_version.sql",
+        "0002_ledger.sql",
+        "0004_runs.sql",
+        "0007_publish.sql",
+    ):
         (tmp_path / name).write_bytes((package / name).read_bytes())
     with psycopg.connect(pg_url) as conn:
-        assert migrate(conn, directory=tmp_path) == [1, 2, 4]
+        assert migrate(conn, directory=tmp_path) == [1, 2, 4, 7]
     assert PostgresLeases(pg_url).acquire("T-1", "A", 30) == 1
     PostgresRuns(pg_url).save(record("T-1", AT), fence=("T-1", 1))

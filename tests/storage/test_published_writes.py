@@ -4,11 +4,13 @@ backend's write-through: the database first, then the working copy)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
 import pytest
 
+from orchestrator.domain.runs import RunState
 from orchestrator.storage._atomic import atomic_write, published_under
 
 
@@ -20,8 +22,9 @@ def test_a_write_under_the_root_is_published_before_it_lands(tmp_path: Path) -> 
     root = tmp_path / "state"
     seen: list[tuple[Path, bytes, bool]] = []
 
-    def publish(path: Path, data: bytes) -> None:
+    def publish(path: Path, data: bytes) -> bool:
         seen.append((path, data, path.exists()))
+        return True
 
     with published_under(root, publish):
         atomic_write(root / "runs" / "a.json", b"one")
@@ -38,7 +41,7 @@ def test_a_refused_publish_leaves_the_old_file_and_no_temp(tmp_path: Path) -> No
     target = root / "runs" / "a.json"
     atomic_write(target, b"old")
 
-    def publish(path: Path, data: bytes) -> None:
+    def publish(path: Path, data: bytes) -> bool:
         raise Refused(path.name)
 
     with published_under(root, publish), pytest.raises(Refused):
@@ -50,7 +53,7 @@ def test_a_refused_publish_leaves_the_old_file_and_no_temp(tmp_path: Path) -> No
 def test_every_thread_publishes_not_only_the_one_that_registered(tmp_path: Path) -> None:
     root = tmp_path / "state"
     seen: list[str] = []
-    with published_under(root, lambda path, data: seen.append(path.name)):
+    with published_under(root, lambda path, data: bool(seen.append(path.name))):
         workers = [
             threading.Thread(target=atomic_write, args=(root / f"{n}.json", b"x")) for n in range(4)
         ]
@@ -63,9 +66,9 @@ def test_every_thread_publishes_not_only_the_one_that_registered(tmp_path: Path)
 
 def test_one_publisher_per_root(tmp_path: Path) -> None:
     with (
-        published_under(tmp_path, lambda path, data: None),
+        published_under(tmp_path, lambda path, data: False),
         pytest.raises(RuntimeError, match="already published"),
-        published_under(tmp_path / ".", lambda path, data: None),
+        published_under(tmp_path / ".", lambda path, data: False),
     ):
         pass
 
@@ -77,7 +80,7 @@ def test_a_removed_file_is_forgotten_where_it_is_published_first(tmp_path: Path)
     target = root / "runs" / "a.json"
     atomic_write(target, b"x")
     forgotten: list[tuple[Path, bool]] = []
-    with published_under(root, lambda path, data: None, lambda path: forgotten.append(
+    with published_under(root, lambda path, data: False, lambda path: forgotten.append(
         (path, path.exists())
     )):  # fmt: skip
         remove_file(target)
@@ -85,3 +88,64 @@ def test_a_removed_file_is_forgotten_where_it_is_published_first(tmp_path: Path)
     assert forgotten == [(target, True), (target, False)]
     assert not target.exists()
     remove_file(target)  # no publisher: just gone
+
+
+def test_a_file_its_publisher_kept_is_not_fsynced_here_and_every_other_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's commit is a published file's durability; the local file is a
+    working copy. A file the publisher did not keep (a key, a lock, a cache) and every
+    write with no publisher are flushed, file and directory, before the write returns."""
+    import os
+
+    root = tmp_path / "state"
+    flushed: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        flushed.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with published_under(root, lambda path, data: path.parent.name == "runs"):
+        atomic_write(root / "runs" / "a.json", b"kept")
+        assert flushed == []
+        atomic_write(root / "keys" / "k", b"not kept")
+        assert len(flushed) == 2  # the file, then its directory
+        atomic_write(root / "runs" / "b.json", b"brought", mirrored=False)
+        assert len(flushed) == 4
+    atomic_write(root / "runs" / "c.json", b"no publisher")
+    assert len(flushed) == 6
+    assert (root / "runs" / "a.json").read_bytes() == b"kept"
+
+
+def test_a_save_of_this_machine_s_process_group_is_kept_here_alone(tmp_path: Path) -> None:
+    """A stage's process group is a pid of this machine: the record naming it is written
+    here and not published, so no other machine reads it and kills what it names."""
+    from datetime import UTC, datetime
+
+    from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
+    from orchestrator.storage.crash_points import CrashPoint
+    from orchestrator.storage.runs import RunStore
+
+    root = tmp_path / "state"
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    run_id = new_run_id("T-1", at)
+    run_dir = f"{root}/runs/{run_id}"
+    record = RunRecord(
+        run_id=run_id, ticket_id="T-1", ticket_title="t", ticket_kind="bug",
+        ticket_path="/t.md", ticket_snapshot=f"{run_dir}/ticket/t.md", ticket_sha256="0" * 64,
+        repository="/r.git", base_branch="main", work_branch="orchestrator/T-1",
+        config_path="/c.toml", config_sha256="0" * 64, run_dir=run_dir,
+        clone_dir=f"{run_dir}/clone", created_at=at, updated_at=at,
+        stages=(StageRecord(name="implement"),),
+    )  # fmt: skip
+    store = RunStore(root)
+    seen: list[str] = []
+    with published_under(root, lambda path, data: bool(seen.append(json.loads(data)["state"]))):
+        store.save(record, CrashPoint.ATTEMPT_STARTED)
+        grouped = record.model_copy(update={"state": RunState.RUNNING})
+        store.save(grouped, CrashPoint.ATTEMPT_GROUP)
+        assert store.load(run_id) == grouped  # written here all the same
+        store.save(grouped, CrashPoint.ATTEMPT_FINISHED)
+    assert seen == [record.state.value, "running"]

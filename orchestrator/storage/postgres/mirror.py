@@ -3,11 +3,12 @@ working copy, the database is the record (schema: ``migrations/0005_state_files.
 
 Publishing
     Every file the stores write under the state dir is handed, before it is renamed into
-    place (``_atomic.published_under``), to ``StateMirror.publish``: one transaction that
-    checks the ticket's lease first when the writer holds one (``runs.check_fence``, under
-    the lease row's lock), then writes the file's row with the next ``state_seq`` number.
-    A worker that lost its ticket is refused by the database, and its file is not written
-    either. A run record brings along, in the same transaction, whatever changed of its
+    place (``_atomic.published_under``), to ``StateMirror.publish``: one statement, so
+    one transaction (``publish_state``, migration 0007), that checks the ticket's lease
+    first when the writer holds one (under the lease row's lock), then writes the file's
+    row with the next ``state_seq`` number. A worker that lost its ticket is refused by
+    the database, and its file is not written either. A published file is not fsynced
+    locally: the commit is its durability, and the local file a working copy. A run record brings along, in the same transaction, whatever changed of its
     run's files that no atomic write of this process saw (stage logs, the ticket
     snapshot, what a stage program wrote in the run's directory).
 
@@ -24,7 +25,9 @@ Hydrating
     ``hydrate`` writes into the local state dir what the database holds and the local
     copy lacks: everything of one ticket (taken with its lease), or everything newer than
     the last time (``mirror.json`` under the root keeps that seq, with the database's
-    identity: another database starts again from nothing). "Newer than" is safe although
+    identity and the machine's boot: another database, or a reboot, which may have lost
+    published files never flushed here, starts again from nothing, comparing every
+    file). "Newer than" is safe although
     transactions commit out of their seq order: the reader first takes ``STATE_SEQ_LOCK``
     exclusively for an instant, so every number drawn up to then belongs to a finished
     transaction, and reads no further than that. A run record names the machine that
@@ -45,6 +48,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
+from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
@@ -55,11 +59,12 @@ from orchestrator.storage.layout import RUN_ID_TICKET, is_run_id, ticket_of
 from orchestrator.storage.postgres.runs import (
     STATE_SEQ_LOCK,
     LeaseToken,
+    StateRow,
     check_fence,
     check_record,
-    hold_state_seq,
     parse_record,
-    write_record,
+    publish_rows,
+    record_row,
 )
 from orchestrator.storage.postgres.session import (
     ConnectionFactory,
@@ -285,7 +290,7 @@ class StateMirror:
         self._guard = threading.Lock()
 
     def _transaction(
-        self, *, snapshot: bool = False, pipeline: bool = False
+        self, *, snapshot: bool = False, implicit: bool = False, pipeline: bool = False
     ) -> AbstractContextManager[psycopg.Connection[Any]]:
         return transaction(
             self._connect,
@@ -293,6 +298,7 @@ class StateMirror:
             error=StateError,
             unavailable=WHERE,
             snapshot=snapshot,
+            implicit=implicit,
             pipeline=pipeline,
         )
 
@@ -313,10 +319,11 @@ class StateMirror:
 
     def publish_relative(
         self, relative: PurePosixPath, data: bytes, *, fence: LeaseToken | None = None
-    ) -> None:
+    ) -> bool:
         """``publish`` of a path already made relative to the state dir (``relative_of``):
-        the storage's hot path, which has resolved it once already."""
-        self._publish(relative, data, fence=fence)
+        the storage's hot path, which has resolved it once already. Whether the file is
+        mirrored (and so was published)."""
+        return self._publish(relative, data, fence=fence) > 0
 
     # -- publishing ---------------------------------------------------------------
 
@@ -354,7 +361,6 @@ class StateMirror:
                 f"not fenced by ticket {lease.ticket_id}'s lease"
             )
         brought: list[_Found] = []
-        text, record = "", None
         if found.table == "runs":
             assert found.run_id is not None
             text = _record_text(relative, data)
@@ -362,21 +368,22 @@ class StateMirror:
             check_record(record)
             if record.run_id != found.run_id:
                 raise StateError(f"state error: {relative}: holds the record of {record.run_id}")
+            first = record_row(record, text)
             brought = self._changed_run_files(found.run_id)
-        # Pipelined: the BEGIN, the lock and the fence's reads go in one round trip, the
-        # writes and the COMMIT in another (a run's every transition is one of these).
-        with self._transaction(pipeline=True) as conn:
-            if lease is not None:
-                check_fence(conn, lease)
-            if before_write is not None:
+        else:
+            record, first = None, _state_row(found, data)
+        rows = [first, *(_state_row(extra.route, extra.data) for extra in brought)]
+        if before_write is None:
+            # The fence, the state_seq lock and every row in one statement: one round trip
+            # (migration 0007; a run's every transition is one of these).
+            with self._transaction(implicit=True) as conn:
+                publish_rows(conn, rows, lease)
+        else:
+            with self._transaction() as conn:
+                if lease is not None:
+                    check_fence(conn, lease)
                 before_write(conn)
-            if record is not None:
-                write_record(conn, record, text)  # holds state_seq itself
-            else:
-                hold_state_seq(conn)
-                _write(conn, found, data)
-            for extra in brought:
-                _write(conn, extra.route, extra.data)
+                publish_rows(conn, rows)
         with self._guard:
             self._fresh_cache()
             for extra in brought:
@@ -486,7 +493,7 @@ class StateMirror:
             marker = self._marker()
             if marker is not None and marker[0] == identity and marker[1] <= upto:
                 since = marker[1]
-        with self._transaction(snapshot=True) as conn:
+        with self._transaction(snapshot=True, pipeline=True) as conn:
             rows = [
                 self._local_form(row)
                 for row in _rows(conn, since=since, upto=upto, ticket_id=ticket_id, queued=queued)
@@ -499,7 +506,9 @@ class StateMirror:
             assert row.body is not None
             atomic_write(self.root / row.route.relpath(), row.body, mirrored=False)
         if whole and upto is not None:
-            mark = json.dumps({"database": identity, "seq": upto}, indent=2).encode()
+            mark = json.dumps(
+                {"database": identity, "seq": upto, "boot": boot_id()}, indent=2
+            ).encode()
             atomic_write(self.root / MARKER_NAME, mark, mirrored=False)
         return len(wanted)
 
@@ -519,9 +528,13 @@ class StateMirror:
     def _marker(self) -> tuple[str, int] | None:
         try:
             marker = json.loads((self.root / MARKER_NAME).read_bytes())
-            return str(marker["database"]), int(marker["seq"])
+            database, seq, boot = str(marker["database"]), int(marker["seq"]), marker["boot"]
         except (OSError, ValueError, TypeError, KeyError):
             return None  # none yet, or damaged: start again from nothing
+        # Published files are not fsynced here (``atomic_write``): a reboot since the
+        # marker may have lost some, so everything is compared again after one.
+        booted = boot_id()
+        return (database, seq) if booted and boot == booted else None
 
     def _lacks(self, row: _Row) -> bool:
         path = self.root / row.route.relpath()
@@ -548,6 +561,17 @@ class StateMirror:
             return row
         rebased = rebase_record(text, old_root, os.path.abspath(self.root))
         return row._replace(body=rebased.encode())
+
+
+@cache
+def boot_id() -> str:
+    """This boot of this machine's kernel (Linux: ``/proc/sys/kernel/random/boot_id``,
+    the same in every container it runs), or "" where it cannot be told. Unflushed
+    writes outlive any process that made them, and are lost only when the kernel goes."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _record_text(relative: PurePosixPath, data: bytes) -> str:
@@ -592,83 +616,31 @@ def _files(
                 yield entry, here / entry.name
 
 
-def _write(conn: psycopg.Connection[Any], where: Route, data: bytes) -> None:
-    """The row of one file, in the caller's transaction (which holds ``state_seq``)."""
-    table, run, ticket = where.table, where.run_id, where.ticket_id
-    if table in WRITTEN_ONCE:
-        if table == "verdicts":
-            sql = (
-                "INSERT INTO verdicts (run_id, ticket_id, number, body, sha256) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1"
-            )
-            params: tuple[Any, ...] = (run, ticket, where.number, data, _sha256(data))
-            key = "run_id = %s AND number = %s"
-            key_params: tuple[Any, ...] = (run, where.number)
-        elif table == "approvals":
-            sql = (
-                "INSERT INTO approvals (run_id, ticket_id, number, body) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1"
-            )
-            params, key, key_params = (
-                (run, ticket, where.number, data),
-                "run_id = %s AND number = %s",
-                (run, where.number),
-            )
-        else:
-            sql = (
-                "INSERT INTO transcripts (run_id, ticket_id, name, body) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1"
-            )
-            params, key, key_params = (
-                (run, ticket, where.name, data),
-                "run_id = %s AND name = %s",
-                (run, where.name),
-            )
-        if conn.execute(sql, params).fetchone() is not None:
-            return
-        held = conn.execute(f"SELECT body FROM {table} WHERE {key}", key_params).fetchone()
-        if held is not None and bytes(held[0]) != data:
-            raise StateError(
-                f"state error: {where.relpath()}: already in {WHERE} with other bytes "
-                f"({table} are written once)"
-            )
-        return
-    if table == "stage_logs":
+def _state_row(where: Route, data: bytes) -> StateRow:
+    """The row of one file that is not a run record, as ``publish_rows`` writes it."""
+    path = where.relpath().as_posix()
+    if where.table == "stage_logs":
         # A stage's output leaves this machine redacted, as everything else we send out.
         # The local log stays as the stage wrote it; a hydrate here replaces it with the
         # redacted copy only where that copy is the longer (``_lacks``), which it can be
         # once the attempt ended and its log is no longer written.
         data = redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        conn.execute(
-            "INSERT INTO stage_logs (run_id, ticket_id, name, body, size, sha256) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
-            "body = EXCLUDED.body, size = EXCLUDED.size, sha256 = EXCLUDED.sha256, "
-            "seq = EXCLUDED.seq WHERE stage_logs.sha256 <> EXCLUDED.sha256",
-            (run, ticket, where.name, zlib.compress(data), len(data), _sha256(data)),
-        )
-    elif table == "run_files":
-        conn.execute(
-            "INSERT INTO run_files (run_id, ticket_id, name, body) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (run_id, name) DO UPDATE SET body = EXCLUDED.body, "
-            "seq = EXCLUDED.seq WHERE run_files.body <> EXCLUDED.body",
-            (run, ticket, where.name, data),
-        )
-    elif table == "batches":
-        conn.execute(
-            "INSERT INTO batches (batch_id, name, body) VALUES (%s, %s, %s) "
-            "ON CONFLICT (batch_id, name) DO UPDATE SET body = EXCLUDED.body, "
-            "seq = EXCLUDED.seq WHERE batches.body <> EXCLUDED.body",
-            (where.batch_id, where.name, data),
-        )
-    elif table == "state_files":
-        conn.execute(
-            "INSERT INTO state_files (path, body) VALUES (%s, %s) "
-            "ON CONFLICT (path) DO UPDATE SET body = EXCLUDED.body, "
-            "seq = EXCLUDED.seq WHERE state_files.body <> EXCLUDED.body",
-            (where.name, data),
-        )
-    else:  # pragma: no cover - runs rows are written by write_record
-        raise AssertionError(table)
+        return StateRow(
+            "stage_logs", path, zlib.compress(data), key=where.run_id,
+            ticket_id=where.ticket_id, name=where.name, size=len(data), sha256=_sha256(data),
+        )  # fmt: skip
+    if where.table == "runs":  # pragma: no cover - a record's row is record_row's
+        raise AssertionError(path)
+    return StateRow(
+        where.table,
+        path,
+        data,
+        key=where.batch_id if where.table == "batches" else where.run_id,
+        ticket_id=where.ticket_id,
+        number=where.number,
+        name=where.name,
+        sha256=_sha256(data) if where.table == "verdicts" else None,
+    )
 
 
 def _sha256(data: bytes) -> str:
@@ -759,13 +731,18 @@ def _rows(
         for row in found.fetchall():
             yield _row("batches", row)
         return
+    # Every table's query is sent before any answer is read: pipelined, one round trip.
+    sent = []
     for table, select in _SELECTS.items():
         if ticket_id is not None:
             if table in ("batches", "state_files"):
                 continue
-            found = conn.execute(f"{select} WHERE ticket_id = %s", (ticket_id,))
+            sent.append((table, conn.execute(f"{select} WHERE ticket_id = %s", (ticket_id,))))
         else:
-            found = conn.execute(f"{select} WHERE seq > %s AND seq <= %s", (since, upto))
+            sent.append(
+                (table, conn.execute(f"{select} WHERE seq > %s AND seq <= %s", (since, upto)))
+            )
+    for table, found in sent:
         for row in found.fetchall():
             yield _row(table, row)
 

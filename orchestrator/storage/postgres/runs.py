@@ -11,9 +11,10 @@ Leases
 Fenced writes
     The Redis fence checks a token and then the file lands: a worker paused between the
     answer and the rename still writes after a takeover (``storage/redis/fence.py`` says
-    the window is narrowed, not closed). Here a fenced ``save`` is one transaction: it
-    locks the ticket's lease row (``SELECT ... FOR UPDATE``), checks that the token is
-    still this worker's and the lease has not run out, writes the record, and commits.
+    the window is narrowed, not closed). Here a fenced ``save`` is one statement, so one
+    transaction (``publish_state``, migration 0007): it locks the ticket's lease row
+    (``SELECT ... FOR UPDATE``), checks that the token is still this worker's and the
+    lease has not run out, writes the record, and commits.
     A takeover (``acquire``) must update that row, so it waits for the save to commit; a
     save that waited for a takeover reads the new token and is refused (``FencedOut``,
     the type the Celery worker already catches). Check and write cannot be separated.
@@ -28,8 +29,11 @@ psycopg is imported when a connection is first used, not when this module is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import base64
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
@@ -83,10 +87,25 @@ class LeaseFencedOut(FencedOut):
         )
 
 
-def _transaction(factory: ConnectionFactory) -> AbstractContextManager[psycopg.Connection[Any]]:
+def _transaction(
+    factory: ConnectionFactory, *, pipeline: bool = False
+) -> AbstractContextManager[psycopg.Connection[Any]]:
     """One transaction: a connection lost (or never made) is PostgresUnavailable; other
     driver errors are StateError."""
-    return transaction(factory, says=f"state error: {WHERE}", error=StateError, unavailable=WHERE)
+    return transaction(
+        factory,
+        says=f"state error: {WHERE}",
+        error=StateError,
+        unavailable=WHERE,
+        pipeline=pipeline,
+    )
+
+
+def _statement(factory: ConnectionFactory) -> AbstractContextManager[psycopg.Connection[Any]]:
+    """A connection for one statement, its own transaction (no BEGIN, no COMMIT)."""
+    return transaction(
+        factory, says=f"state error: {WHERE}", error=StateError, unavailable=WHERE, implicit=True
+    )
 
 
 def _seconds(ttl_s: float) -> float:
@@ -109,7 +128,8 @@ class PostgresLeases:
         holds it (its own win, asked again after the answer was lost); None while another
         holder's lease lasts."""
         seconds = _seconds(ttl_s)
-        with _transaction(self._connect) as conn:
+        # Pipelined: the insert, the lock and the update go in one round trip.
+        with _transaction(self._connect, pipeline=True) as conn:
             conn.execute(
                 "INSERT INTO ticket_leases (ticket_id, holder, token, expires_at) "
                 "VALUES (%s, NULL, 0, '-infinity') ON CONFLICT (ticket_id) DO NOTHING",
@@ -137,7 +157,7 @@ class PostgresLeases:
         or released. A lease that ran out with nobody taking the ticket is still this
         holder's (its token is the current one), as with the Redis leases."""
         seconds = _seconds(ttl_s)
-        with _transaction(self._connect) as conn:
+        with _statement(self._connect) as conn:
             renewed = conn.execute(
                 "UPDATE ticket_leases SET expires_at = clock_timestamp() + %s * interval '1 second' "
                 "WHERE ticket_id = %s AND holder = %s AND token = %s RETURNING token",
@@ -150,7 +170,7 @@ class PostgresLeases:
         message, never for a decision (it may change the moment it is read). A database
         that cannot be reached says nobody it knows of."""
         try:
-            with _transaction(self._connect) as conn:
+            with _statement(self._connect) as conn:
                 found = conn.execute(
                     "SELECT holder FROM ticket_leases WHERE ticket_id = %s "
                     "AND expires_at > clock_timestamp()",
@@ -163,7 +183,7 @@ class PostgresLeases:
     def release(self, ticket_id: str, holder: str, token: int) -> bool:
         """Give the lease up (the token stays, so the next lease takes token + 1); False
         when it was no longer this holder's (nothing is changed then)."""
-        with _transaction(self._connect) as conn:
+        with _statement(self._connect) as conn:
             released = conn.execute(
                 "UPDATE ticket_leases SET holder = NULL, expires_at = clock_timestamp() "
                 "WHERE ticket_id = %s AND holder = %s AND token = %s RETURNING token",
@@ -174,23 +194,11 @@ class PostgresLeases:
 
 def check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
     """Lock the ticket's lease row and raise LeaseFencedOut unless it still holds
-    ``fence.token`` unexpired. The lock is held until the transaction ends, so no
+    ``fence.token`` unexpired (the database's ``state_fence``, migration 0007: the one
+    definition of the fence). The lock is held until the transaction ends, so no
     takeover can land between this check and the write."""
-    locked = conn.execute(
-        "SELECT token, holder, expires_at FROM ticket_leases WHERE ticket_id = %s FOR UPDATE",
-        (fence.ticket_id,),
-    )
-    # Read after the lock is held: a save that waited for it must not judge the lease
-    # by the time it started waiting. (Both are sent before either is read: in a
-    # pipelined transaction they cost one round trip, and run in this order.)
-    now = conn.execute("SELECT clock_timestamp()")
-    lease, clock = locked.fetchone(), now.fetchone()
-    if lease is None or clock is None:
-        raise LeaseFencedOut(fence.ticket_id, fence.token, None, None, expired=True)
-    current, holder, expires_at = int(lease[0]), lease[1], lease[2]
-    expired = not expires_at > clock[0]
-    if current != fence.token or expired:
-        raise LeaseFencedOut(fence.ticket_id, fence.token, current, holder, expired)
+    with _refusals(fence, ()):
+        conn.execute("SELECT state_fence(%s, %s)", (fence.ticket_id, fence.token))
 
 
 # Taken (shared) by every transaction that draws from ``state_seq`` before it draws, and
@@ -199,10 +207,91 @@ def check_fence(conn: psycopg.Connection[Any], fence: LeaseToken) -> None:
 # the transactions holding them commit in any order (``mirror.StateMirror.hydrate``).
 STATE_SEQ_LOCK = 0x6F72_6368_0005  # "orch", migration 0005
 
+# The SQLSTATEs of migration 0007's functions: fenced out, and a file written once
+# already there with other bytes.
+_FENCED_OUT = "OR001"
+_WRITTEN_ONCE = "OR002"
 
-def hold_state_seq(conn: psycopg.Connection[Any]) -> None:
-    """Before a write that draws a ``state_seq`` number, in its transaction."""
-    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (STATE_SEQ_LOCK,))
+
+class StateRow(NamedTuple):
+    """One row ``publish_rows`` writes: the table, its key (``key`` is the run id, or the
+    batch id for ``batches``; ``number`` or ``name`` as the table keys it), the body as
+    stored, and ``path``, the state-dir file it is, for messages. ``size`` and ``sha256``
+    go with verdicts (the hash) and stage logs (both of the uncompressed bytes);
+    ``created`` with a run record."""
+
+    table: str
+    path: str
+    body: bytes
+    key: str | None = None
+    ticket_id: str | None = None
+    number: int | None = None
+    name: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    created: datetime | None = None
+
+
+def publish_rows(
+    conn: psycopg.Connection[Any], rows: Sequence[StateRow], fence: LeaseToken | None = None
+) -> None:
+    """Write ``rows`` in one statement (``publish_state``, migration 0007): with ``fence``,
+    only while that lease is current (else LeaseFencedOut, and nothing is written), each
+    row with the next ``state_seq`` number drawn under ``STATE_SEQ_LOCK``. Outside a
+    transaction block the statement is its own transaction, one round trip. A file
+    written once found with other bytes is a StateError naming it."""
+    with _refusals(fence, rows):
+        conn.execute(
+            "SELECT publish_state(%s, %s, %s, %s::jsonb)",
+            (
+                None if fence is None else fence.ticket_id,
+                None if fence is None else fence.token,
+                STATE_SEQ_LOCK,
+                json.dumps([_as_json(row) for row in rows]),
+            ),
+        )
+
+
+def _as_json(row: StateRow) -> dict[str, Any]:
+    """One element of ``publish_state``'s ``rows``."""
+    return {
+        "table": row.table,
+        "key": row.key,
+        "ticket_id": row.ticket_id,
+        "number": row.number,
+        "name": row.name,
+        "size": row.size,
+        "sha256": row.sha256,
+        "created": None if row.created is None else row.created.isoformat(),
+        "body": base64.b64encode(row.body).decode("ascii"),
+    }
+
+
+@contextmanager
+def _refusals(fence: LeaseToken | None, rows: Sequence[StateRow]) -> Iterator[None]:
+    """The functions' refusals as this module's errors; any other driver error as is."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate == _FENCED_OUT and fence is not None:
+            said = json.loads(exc.diag.message_detail or "{}")
+            current = said.get("current")
+            raise LeaseFencedOut(
+                fence.ticket_id,
+                fence.token,
+                None if current is None else int(current),
+                said.get("holder"),
+                bool(said.get("expired", True)),
+            ) from None
+        if exc.sqlstate == _WRITTEN_ONCE:
+            row = rows[int(exc.diag.message_detail or "0")]
+            raise StateError(
+                f"state error: {row.path}: already in the PostgreSQL state mirror with "
+                f"other bytes ({row.table} are written once)"
+            ) from None
+        raise
 
 
 def check_record(record: RunRecord) -> None:
@@ -215,18 +304,15 @@ def check_record(record: RunRecord) -> None:
         )
 
 
-def write_record(conn: psycopg.Connection[Any], record: RunRecord, text: str) -> None:
-    """Upsert the run's row with ``text`` (its record as the file store writes it), in
-    the caller's transaction. Once migration 0005 is in, a trigger gives every write of
-    the row the next ``state_seq`` number (so this runs on a database without it too)."""
-    hold_state_seq(conn)
-    conn.execute(
-        "INSERT INTO runs (run_id, ticket_id, created_at, updated_at, record) "
-        "VALUES (%s, %s, %s, clock_timestamp(), %s) "
-        "ON CONFLICT (run_id) DO UPDATE SET ticket_id = EXCLUDED.ticket_id, "
-        "created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
-        "record = EXCLUDED.record",
-        (record.run_id, record.ticket_id, record.created_at, text),
+def record_row(record: RunRecord, text: str) -> StateRow:
+    """The ``runs`` row of ``record``, stored as ``text`` (as the file store writes it)."""
+    return StateRow(
+        "runs",
+        f"runs/{record.run_id}.json",
+        text.encode("utf-8"),
+        key=record.run_id,
+        ticket_id=record.ticket_id,
+        created=record.created_at,
     )
 
 
@@ -262,12 +348,16 @@ class PostgresRuns:
             )
         with interrupts_held():
             data = record.model_dump_json(indent=2)
-        with _transaction(self._connect) as conn:
-            if lease is not None:
-                check_fence(conn, lease)
-            if _before_write is not None:
+        row = record_row(record, data)
+        if _before_write is None:
+            with _statement(self._connect) as conn:
+                publish_rows(conn, (row,), lease)
+        else:
+            with _transaction(self._connect) as conn:
+                if lease is not None:
+                    check_fence(conn, lease)
                 _before_write(conn)
-            write_record(conn, record, data)
+                publish_rows(conn, (row,))
         if point is not None:
             crash_point(point)
 

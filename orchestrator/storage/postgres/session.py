@@ -117,13 +117,16 @@ def transaction(
     utc: bool = False,
     unavailable: str | None = None,
     pipeline: bool = False,
+    implicit: bool = False,
 ) -> Iterator[psycopg.Connection[Any]]:
     """A connection inside one transaction, committed when the block ends well.
 
     ``snapshot``: a read-only, repeatable-read one; ``utc``: times read back in UTC;
     ``pipeline``: statements are sent without waiting for each answer (psycopg's pipeline
     mode), so a block that reads only where it must costs a round trip per read, not
-    per statement (the BEGIN and the COMMIT included).
+    per statement (the BEGIN and the COMMIT included); ``implicit``: no BEGIN and no
+    COMMIT, for a block of one statement, which the server runs as a transaction of its
+    own (one round trip in all).
     A driver error becomes ``error(f"{says}: …")``; with ``unavailable`` set, a lost
     connection is ``PostgresUnavailable`` naming it instead (try again later)."""
     try:
@@ -134,7 +137,10 @@ def transaction(
         ) from None
     try:
         with ExitStack() as stack:
-            conn = _begun(stack, factory, pipeline=pipeline)
+            if implicit:
+                conn = stack.enter_context(factory())
+            else:
+                conn = _begun(stack, factory, pipeline=pipeline)
             if snapshot:
                 conn.execute(SNAPSHOT)
             if utc:

@@ -135,7 +135,7 @@ class PostgresStorage:
         self._attached.close()
         self._connect.close()
 
-    def _publish(self, path: Path, data: bytes) -> None:
+    def _publish(self, path: Path, data: bytes) -> bool:
         relative = self.mirror.relative_of(path)  # resolved by the caller (_atomic)
         found = route(relative)  # which ticket's lease fences it (None: not kept, or no ticket's)
         fence = None if found is None else self.locks.fence_of(found.ticket_id)
@@ -145,8 +145,7 @@ class PostgresStorage:
         pause = OUTAGE_PAUSES_S[0]
         while True:
             try:
-                self.mirror.publish_relative(relative, data, fence=fence)
-                return
+                return self.mirror.publish_relative(relative, data, fence=fence)
             except PostgresUnavailable:
                 if time.monotonic() + pause > deadline:
                     raise

@@ -1,8 +1,8 @@
 """A PostgreSQL server of a benchmark's own (not a benchmark: dev.sh runs bench_*.py only).
 
-The tests' own server (tests/postgres_server.py) is reused as is: ``initdb`` in a temp
-dir, a free loopback port, ``fsync=off``, SCRAM with a random password, run as
-``nobody`` when this is root (PostgreSQL refuses root). ``postgres()`` yields it started,
+The tests' own server (tests/postgres_server.py) is reused: ``initdb`` in a temp dir, a
+free loopback port, SCRAM with a random password, run as ``nobody`` when this is root
+(PostgreSQL refuses root); unlike the tests' it is durable (fsync on), as a user's is. ``postgres()`` yields it started,
 or ``None`` with the reason printed as a ``skipped:`` line when PostgreSQL, psycopg (the
 ``postgres`` extra) or that module's own imports (pytest, the ``test`` extra) are missing:
 a benchmark skips, it does not fail.

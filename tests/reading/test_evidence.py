@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain import log_line
@@ -303,7 +303,10 @@ def reference_hits(data: bytes, *, words: bool = False) -> list[tuple[int, int, 
     if lines and lines[-1] == b"":
         lines = lines[:-1]
     for number, line in enumerate(lines, start=1):
-        seen = plain_bytes(line)  # as a reader sees it; the offset is the line's own
+        # As a reader sees it, its line break included: "\r\r\n" is one CRLF break (a PTY's
+        # onlcr over CRLF output), not a redraw of the line as empty, which the line cut
+        # from its break would read as. The offset is the line's own.
+        seen = plain_bytes(line + b"\n")[:-1]
         signature = next((s for s, rx in each if rx.match(seen + b"\n")), None)
         if signature is None and words and seen.strip() and vocabulary.search(seen, 0, len(seen)):
             signature = WORDS
@@ -364,6 +367,8 @@ def coloured_line(draw: st.DrawFn) -> str:
     chunk=st.integers(1, 700),
     prefilter=st.sampled_from([_PREFILTER, None]),
 )
+# Found by a CI run: two carriage returns before the break are one CRLF break.
+@example(lines=["test result: ok. 3 passed; 0 failed\r\r"], chunk=1, prefilter=None)
 def test_a_drawn_log_is_scanned_as_a_reader_sees_it_whatever_the_chunk_size(
     tmp_path: Path, lines: list[str], chunk: int, prefilter: Prefilter | None
 ) -> None:

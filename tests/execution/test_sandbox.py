@@ -228,12 +228,15 @@ def test_a_recipe_command_writes_only_the_clone_reaches_no_network_and_sees_only
         "ORCH_PROCESS_MARK": seen["env"]["ORCH_PROCESS_MARK"],  # type: ignore[index]
         "PWD": str(clone),  # bwrap's --chdir sets it
     }  # fmt: skip
-    # /tmp inside is private: it holds the sandbox's home, the bound clone's path, and this
-    # installation when it lives under /tmp (a CI checkout there) — nothing else.
-    installed = {
-        p.parts[2] for p in INSTALLATION if p.parts[:2] == ("/", "tmp") and len(p.parts) > 2
+    # /tmp inside is private: it holds the sandbox's home, and the bound clone's path and
+    # this installation where they live under /tmp (the suite's temp dir may be elsewhere,
+    # a CI checkout there) — nothing else.
+    under_tmp = {
+        p.parts[2]
+        for p in (clone, *INSTALLATION)
+        if p.parts[:2] == ("/", "tmp") and len(p.parts) > 2
     }
-    assert seen["tmp"] == sorted({SANDBOX_HOME.split("/")[2], clone.parts[2], *installed})
+    assert seen["tmp"] == sorted({SANDBOX_HOME.split("/")[2], *under_tmp})
 
 
 def test_a_read_only_root_stops_writes_next_to_the_clone(tmp_path: Path) -> None:

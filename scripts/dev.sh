@@ -67,7 +67,12 @@ suite_tmpdir() {
     local free_mb
     free_mb="$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')"
     [ -n "$free_mb" ] && [ "$free_mb" -ge "$SUITE_TMP_MIN_MB" ] || return 1
-    mktemp -d /dev/shm/orchestrator-tests.XXXXXX
+    local made
+    made="$(mktemp -d /dev/shm/orchestrator-tests.XXXXXX)" || return 1
+    # As /tmp is: the tests hand directories under it to another user (PostgreSQL runs as
+    # nobody under root), who must reach them; mktemp's 0700 would stop it at the door.
+    chmod 1777 "$made"
+    echo "$made"
 }
 
 run_tests() {

@@ -9,8 +9,10 @@ and pytest over every shape again (about 15 s of CPU a build) and evaluating it 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 from once import built_once, computed_once
@@ -34,6 +36,25 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Co
             print(f"corpus: {line}")
 
     return built_once(tmp_path_factory, pytestconfig, "corpus", build_corpus)
+
+
+# Two shapes of the built corpus and their padded twins: for a test of a command or a
+# script over a corpus (its output, its errors), not of the eval's quality. A second
+# where the whole corpus costs a quarter of a minute of CPU a run.
+FEW: Final = ("commit-order-squash", "commit-order-two")
+
+
+@pytest.fixture
+def few_cases(corpus_dir: Path, tmp_path: Path) -> Path:
+    few = tmp_path / "few-cases"
+    few.mkdir()
+    for entry in corpus_dir.iterdir():
+        if entry.is_file():  # the corpus's own files (the ticket its cases share)
+            shutil.copy2(entry, few / entry.name)
+    for case in FEW:
+        for case_id in (case, f"{case}-padded"):
+            shutil.copytree(corpus_dir / case_id, few / case_id)
+    return few
 
 
 @pytest.fixture(scope="session")

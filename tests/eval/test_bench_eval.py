@@ -1,5 +1,6 @@
-"""`bench/bench_eval.py` runs to the end over the session's corpus and prints every
-measurement and a verdict per target (no number is asserted: the bench reports it)."""
+"""`bench/bench_eval.py` runs to the end over a corpus and prints every measurement and a
+verdict per target (no number is asserted: the bench reports it). A few of the session's
+cases, padded twins included: the whole corpus is evaluated by test_offline_eval.py."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from conftest import ROOT, subprocess_env
 
 @pytest.mark.slow
 @pytest.mark.quick
-def test_bench_eval_reports_prompt_size_and_recall(corpus_dir: Path) -> None:
+def test_bench_eval_reports_prompt_size_and_recall(few_cases: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "bench/bench_eval.py", "--corpus", str(corpus_dir)], cwd=ROOT,
+        [sys.executable, "bench/bench_eval.py", "--corpus", str(few_cases)], cwd=ROOT,
         env=subprocess_env(), capture_output=True, text=True, timeout=100,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

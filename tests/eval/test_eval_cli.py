@@ -10,14 +10,18 @@ import pytest
 from orchestrator.cli.commands import eval as eval_command
 from orchestrator.cli.main import main
 
+# What these tests prove is the command's (its table, its JSON, its report file, its
+# errors), not the eval's: a few real cases (``few_cases``) are enough; the whole corpus
+# is evaluated by test_offline_eval.py.
+
 
 @pytest.mark.slow
 def test_the_table_names_every_measure(
-    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    few_cases: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)  # no config.toml here: the default caps apply
-    assert main(["eval", "--corpus", str(corpus_dir)]) == 0
+    assert main(["eval", "--corpus", str(few_cases)]) == 0
     table = capsys.readouterr().out
     for measure in (
         "classifier accuracy", "playbook accuracy", "model calls avoided",
@@ -28,18 +32,18 @@ def test_the_table_names_every_measure(
 
 @pytest.mark.slow
 def test_json_and_the_report_file_hold_the_same_results(
-    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    few_cases: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "out" / "eval.json"
     report.parent.mkdir()
-    assert main(["eval", "--corpus", str(corpus_dir), "--json", "--report", str(report)]) == 0
+    assert main(["eval", "--corpus", str(few_cases), "--json", "--report", str(report)]) == 0
     printed = json.loads(capsys.readouterr().out)
     written = json.loads(report.read_text())
     assert printed == written
     summary = printed["summary"]
-    assert summary["cases"] == len(printed["cases"]) == len(list(corpus_dir.glob("*/label.json")))
+    assert summary["cases"] == len(printed["cases"]) == len(list(few_cases.glob("*/label.json")))
     assert summary["model_calls_made"] + summary["model_calls_avoided"] == summary["cases"]
     assert printed["live"] is None
     # The bundle text itself never goes into a report: it is for the model only.
@@ -64,12 +68,12 @@ def test_a_missing_corpus_or_a_cap_without_live_is_a_usage_error(
 
 @pytest.mark.slow
 def test_a_report_that_cannot_be_written_is_a_usage_error(
-    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    few_cases: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "no-such-dir" / "eval.json"
-    assert main(["eval", "--corpus", str(corpus_dir), "--report", str(report)]) == 2
+    assert main(["eval", "--corpus", str(few_cases), "--report", str(report)]) == 2
     assert f"cannot write the report {report}: No such file or directory" in capsys.readouterr().err
 
 

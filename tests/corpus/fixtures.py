@@ -10,7 +10,7 @@ and pytest over every shape again (about 15 s of CPU a build) and evaluating it 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -20,6 +20,7 @@ from once import built_once, computed_once
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
 from orchestrator.eval.corpus import load_corpus
+from orchestrator.eval.layers import TICKET_FILE
 from orchestrator.eval.offline import CaseResult, Summary, evaluate
 from orchestrator.eval.report import render_table
 
@@ -44,17 +45,20 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Co
 FEW: Final = ("commit-order-squash", "commit-order-two")
 
 
+def some_cases(corpus_dir: Path, dest: Path, case_ids: Iterable[str]) -> Path:
+    """A corpus at ``dest`` of these cases of ``corpus_dir``, with the ticket they share."""
+    dest.mkdir(parents=True)
+    for case_id in case_ids:
+        shutil.copytree(corpus_dir / case_id, dest / case_id)
+    shutil.copy(corpus_dir / TICKET_FILE, dest / TICKET_FILE)
+    return dest
+
+
 @pytest.fixture
 def few_cases(corpus_dir: Path, tmp_path: Path) -> Path:
-    few = tmp_path / "few-cases"
-    few.mkdir()
-    for entry in corpus_dir.iterdir():
-        if entry.is_file():  # the corpus's own files (the ticket its cases share)
-            shutil.copy2(entry, few / entry.name)
-    for case in FEW:
-        for case_id in (case, f"{case}-padded"):
-            shutil.copytree(corpus_dir / case_id, few / case_id)
-    return few
+    return some_cases(
+        corpus_dir, tmp_path / "few-cases", (i for c in FEW for i in (c, f"{c}-padded"))
+    )
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from orchestrator.eval.offline import evaluate
 from orchestrator.recovery.gateway import ModelReply, ScriptedGateway
 from orchestrator.recovery.prompt import build_prompt, facts_for
 
+from corpus.fixtures import some_cases
+
 RETRY = json.dumps({"action": "retry", "summary": "re-run the code stage with the failure"})
 PRICES = {"scripted": PriceConfig(input_per_mtok=3.0, output_per_mtok=15.0)}
 # Three that reach the model, one that never does (a bad key is a person's job).
@@ -28,11 +29,7 @@ PICKED = ("git-merge-conflict", "mypy-return-type", "pytest-assert", "claude-aut
 
 @pytest.fixture
 def small_corpus(corpus_dir: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "small"
-    for case_id in PICKED:
-        shutil.copytree(corpus_dir / case_id, dest / case_id)
-    shutil.copy(corpus_dir / layers.TICKET_FILE, dest / layers.TICKET_FILE)
-    return dest
+    return some_cases(corpus_dir, tmp_path / "small", PICKED)
 
 
 def _clock() -> itertools.count[float]:

@@ -86,8 +86,9 @@ def published_under(
     """Inside the block, each file written under ``root`` is handed to
     ``publish(path, data)`` (``path`` resolved) before it replaces its target; if
     ``publish`` raises, the file is not replaced. It answers whether it kept the file
-    (True: the local copy is then not fsynced, see ``atomic_write``). Each file ``remove_file`` removes there is handed to
-    ``forget(path)`` first. One publisher per root at a time."""
+    (True: the local copy is then not fsynced, see ``atomic_write``). Each file
+    ``remove_file`` removes there is handed to ``forget(path)`` first. One publisher per
+    root at a time."""
     key = root.resolve()
     with _PUBLISHERS_LOCK:
         if key in _PUBLISHERS:

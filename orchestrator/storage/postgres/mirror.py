@@ -60,10 +60,9 @@ from orchestrator.storage.postgres.runs import (
     STATE_SEQ_LOCK,
     LeaseToken,
     StateRow,
-    check_fence,
     check_record,
     parse_record,
-    publish_rows,
+    publish_fenced,
     record_row,
 )
 from orchestrator.storage.postgres.session import (
@@ -373,17 +372,9 @@ class StateMirror:
         else:
             record, first = None, _state_row(found, data)
         rows = [first, *(_state_row(extra.route, extra.data) for extra in brought)]
-        if before_write is None:
-            # The fence, the state_seq lock and every row in one statement: one round trip
-            # (migration 0007; a run's every transition is one of these).
-            with self._transaction(implicit=True) as conn:
-                publish_rows(conn, rows, lease)
-        else:
-            with self._transaction() as conn:
-                if lease is not None:
-                    check_fence(conn, lease)
-                before_write(conn)
-                publish_rows(conn, rows)
+        publish_fenced(
+            lambda: self._transaction(implicit=True), self._transaction, rows, lease, before_write
+        )
         with self._guard:
             self._fresh_cache()
             for extra in brought:

@@ -252,6 +252,32 @@ def publish_rows(
         )
 
 
+Connecting = Callable[[], AbstractContextManager["psycopg.Connection[Any]"]]
+
+
+def publish_fenced(
+    statement: Connecting,
+    transaction: Connecting,
+    rows: Sequence[StateRow],
+    fence: LeaseToken | None,
+    before_write: Callable[[psycopg.Connection[Any]], None] | None = None,
+) -> None:
+    """``publish_rows`` on a connection for one statement (``statement()``: the fence,
+    the lock and the rows in one round trip; a run's every transition is one of these).
+    With the test seam ``before_write``, in a transaction (``transaction()``) that checks
+    the fence, calls it, then writes: what a test does there happens between the check
+    and the write, as in the one statement."""
+    if before_write is None:
+        with statement() as conn:
+            publish_rows(conn, rows, fence)
+        return
+    with transaction() as conn:
+        if fence is not None:
+            check_fence(conn, fence)
+        before_write(conn)
+        publish_rows(conn, rows)
+
+
 def _as_json(row: StateRow) -> dict[str, Any]:
     """One element of ``publish_state``'s ``rows``."""
     return {
@@ -348,16 +374,13 @@ class PostgresRuns:
             )
         with interrupts_held():
             data = record.model_dump_json(indent=2)
-        row = record_row(record, data)
-        if _before_write is None:
-            with _statement(self._connect) as conn:
-                publish_rows(conn, (row,), lease)
-        else:
-            with _transaction(self._connect) as conn:
-                if lease is not None:
-                    check_fence(conn, lease)
-                _before_write(conn)
-                publish_rows(conn, (row,))
+        publish_fenced(
+            lambda: _statement(self._connect),
+            lambda: _transaction(self._connect),
+            (record_row(record, data),),
+            lease,
+            _before_write,
+        )
         if point is not None:
             crash_point(point)
 
@@ -366,7 +389,7 @@ class PostgresRuns:
         or what is stored is not a valid run record."""
         if not is_run_id(run_id):
             raise StateError(f"state error: {run_id!r} is not a run id")
-        with _transaction(self._connect) as conn:
+        with _statement(self._connect) as conn:
             found = conn.execute("SELECT record FROM runs WHERE run_id = %s", (run_id,)).fetchone()
         if found is None:
             raise StateError(f"state error: run {run_id}: no such run record in {WHERE}")
@@ -376,7 +399,7 @@ class PostgresRuns:
         """The ticket's most recent run (latest ``created_at``; on a tie, the first run id
         in order, as the file store's scan of names keeps it), or None. A damaged record
         of the ticket raises StateError naming the run, never passed over."""
-        with _transaction(self._connect) as conn:
+        with _statement(self._connect) as conn:
             found = conn.execute(
                 "SELECT run_id, record FROM runs WHERE ticket_id = %s "
                 'ORDER BY created_at DESC, run_id COLLATE "C" LIMIT 1',

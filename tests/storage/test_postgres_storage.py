@@ -37,3 +37,70 @@ def test_one_storage_per_state_dir_and_its_ticket_lock_holds_across_machines(
     finally:
         close_storages()
     assert isinstance(open_state(tmp_path / "one"), FileStorage)  # closed: files again
+
+
+_PUBLISH_THEN_DIE = """
+import os, signal, sys
+from pathlib import Path
+from orchestrator.storage import open_storage
+from orchestrator.storage._atomic import atomic_write
+
+root, url, path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+data = sys.stdin.buffer.read()
+storage = open_storage(root, url, lease_s=60)
+published = storage.mirror.publish_relative
+
+def publish_then_die(*args, **kwargs):
+    published(*args, **kwargs)  # committed in the database...
+    os.kill(os.getpid(), signal.SIGKILL)  # ...and killed before the local rename
+
+storage.mirror.publish_relative = publish_then_die
+with storage.locks.ticket("T-1"):
+    atomic_write(path, data)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the_database(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """kill -9 at the write this backend adds: the database has the record and this
+    machine's copy does not. Taking the ticket's lease brings it down (its hydrate), and
+    the killed write's temp file is swept as any other's."""
+    import signal
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
+
+    from conftest import subprocess_env
+
+    root = (tmp_path / "state").resolve()
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    run_id = new_run_id("T-1", at)
+    run_dir = f"{root}/runs/{run_id}"
+    data = RunRecord(
+        run_id=run_id, ticket_id="T-1", ticket_title="t", ticket_kind="bug",
+        ticket_path="/t.md", ticket_snapshot=f"{run_dir}/ticket/t.md", ticket_sha256="0" * 64,
+        repository="/r.git", base_branch="main", work_branch="orchestrator/T-1",
+        config_path="/c.toml", config_sha256="0" * 64, run_dir=run_dir,
+        clone_dir=f"{run_dir}/clone", created_at=at, updated_at=at,
+        stages=(StageRecord(name="implement"),),
+    ).model_dump_json(indent=2).encode()  # fmt: skip
+    record = root / "runs" / f"{run_id}.json"
+    child = subprocess.run(
+        [sys.executable, "-c", _PUBLISH_THEN_DIE, str(root), pg_url, str(record)],
+        input=data, capture_output=True, env=subprocess_env(), timeout=50,
+    )  # fmt: skip
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    assert not record.exists()
+    left = [p.name for p in record.parent.iterdir()]
+    assert len(left) == 1 and left[0].endswith(".tmp"), left
+    try:
+        storage = open_storage(root, pg_url, lease_s=60)
+        assert storage.hydrate(ticket_id="T-1") == 1
+        assert record.read_bytes() == data
+        assert [p.name for p in storage.sweep_stale_temps()] == left
+    finally:
+        close_storages()

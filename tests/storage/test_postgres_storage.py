@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.storage import FileStorage, close_storages, open_state, open_storage
+from orchestrator.storage.open import open_database
 
 
 def test_a_state_dir_without_a_database_is_its_files(tmp_path: Path) -> None:
@@ -70,25 +71,15 @@ def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the
     import signal
     import subprocess
     import sys
-    from datetime import UTC, datetime
 
-    from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
+    from notify_fixtures import run_record
 
     from conftest import subprocess_env
 
-    root = (tmp_path / "state").resolve()
-    at = datetime(2026, 12, 4, tzinfo=UTC)
-    run_id = new_run_id("T-1", at)
-    run_dir = f"{root}/runs/{run_id}"
-    data = RunRecord(
-        run_id=run_id, ticket_id="T-1", ticket_title="t", ticket_kind="bug",
-        ticket_path="/t.md", ticket_snapshot=f"{run_dir}/ticket/t.md", ticket_sha256="0" * 64,
-        repository="/r.git", base_branch="main", work_branch="orchestrator/T-1",
-        config_path="/c.toml", config_sha256="0" * 64, run_dir=run_dir,
-        clone_dir=f"{run_dir}/clone", created_at=at, updated_at=at,
-        stages=(StageRecord(name="implement"),),
-    ).model_dump_json(indent=2).encode()  # fmt: skip
-    record = root / "runs" / f"{run_id}.json"
+    root = tmp_path / "state"
+    made = run_record()
+    data = made.model_dump_json(indent=2).encode()
+    record = root / "runs" / f"{made.run_id}.json"
     child = subprocess.run(
         [sys.executable, "-c", _PUBLISH_THEN_DIE, str(root), pg_url, str(record)],
         input=data, capture_output=True, env=subprocess_env(), timeout=50,
@@ -98,7 +89,7 @@ def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the
     left = [p.name for p in record.parent.iterdir()]
     assert len(left) == 1 and left[0].endswith(".tmp"), left
     try:
-        storage = open_storage(root, pg_url, lease_s=60)
+        storage = open_database(root, pg_url, lease_s=60)
         assert storage.hydrate(ticket_id="T-1") == 1
         assert record.read_bytes() == data
         assert [p.name for p in storage.sweep_stale_temps()] == left

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain.runs import RunState
+from orchestrator.domain.lifecycle import RunState
 from orchestrator.storage._atomic import atomic_write, published_under
 
 
@@ -53,7 +53,12 @@ def test_a_refused_publish_leaves_the_old_file_and_no_temp(tmp_path: Path) -> No
 def test_every_thread_publishes_not_only_the_one_that_registered(tmp_path: Path) -> None:
     root = tmp_path / "state"
     seen: list[str] = []
-    with published_under(root, lambda path, data: bool(seen.append(path.name))):
+
+    def publish(path: Path, data: bytes) -> bool:
+        seen.append(path.name)
+        return False
+
+    with published_under(root, publish):
         workers = [
             threading.Thread(target=atomic_write, args=(root / f"{n}.json", b"x")) for n in range(4)
         ]
@@ -122,30 +127,24 @@ def test_a_file_its_publisher_kept_is_not_fsynced_here_and_every_other_one_is(
 def test_a_save_of_this_machine_s_process_group_is_kept_here_alone(tmp_path: Path) -> None:
     """A stage's process group is a pid of this machine: the record naming it is written
     here and not published, so no other machine reads it and kills what it names."""
-    from datetime import UTC, datetime
+    from notify_fixtures import run_record
 
-    from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.runs import RunStore
 
     root = tmp_path / "state"
-    at = datetime(2026, 12, 4, tzinfo=UTC)
-    run_id = new_run_id("T-1", at)
-    run_dir = f"{root}/runs/{run_id}"
-    record = RunRecord(
-        run_id=run_id, ticket_id="T-1", ticket_title="t", ticket_kind="bug",
-        ticket_path="/t.md", ticket_snapshot=f"{run_dir}/ticket/t.md", ticket_sha256="0" * 64,
-        repository="/r.git", base_branch="main", work_branch="orchestrator/T-1",
-        config_path="/c.toml", config_sha256="0" * 64, run_dir=run_dir,
-        clone_dir=f"{run_dir}/clone", created_at=at, updated_at=at,
-        stages=(StageRecord(name="implement"),),
-    )  # fmt: skip
+    record = run_record(state=RunState.PENDING)
     store = RunStore(root)
     seen: list[str] = []
-    with published_under(root, lambda path, data: bool(seen.append(json.loads(data)["state"]))):
+
+    def publish(path: Path, data: bytes) -> bool:
+        seen.append(json.loads(data)["state"])
+        return True
+
+    with published_under(root, publish):
         store.save(record, CrashPoint.ATTEMPT_STARTED)
         grouped = record.model_copy(update={"state": RunState.RUNNING})
         store.save(grouped, CrashPoint.ATTEMPT_GROUP)
-        assert store.load(run_id) == grouped  # written here all the same
+        assert store.load(record.run_id) == grouped  # written here all the same
         store.save(grouped, CrashPoint.ATTEMPT_FINISHED)
     assert seen == [record.state.value, "running"]

@@ -28,7 +28,7 @@ from procfs import is_dead, proc_field, proc_state
 
 from orchestrator.domain.config import LogsConfig, parse_config
 from orchestrator.domain.errors import ConfigError, Interrupted
-from orchestrator.execution import process
+from orchestrator.execution import process, runner
 from orchestrator.execution.process import (
     EXIT_TIMEOUT,
     Cancelled,
@@ -235,16 +235,32 @@ def live_with(name: str, value: str) -> list[int]:
     return found
 
 
-def test_a_stage_that_keeps_forking_new_sessions_leaves_nothing(tmp_path: Path) -> None:
+def test_a_stage_that_keeps_forking_new_sessions_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A forker in a session of its own goes on starting sessions while the stage exits
-    and while the reaper kills: the reaper kills until no descendant is left."""
+    and while the reaper kills: the reaper kills until no descendant is left, so the
+    runner's sweep behind it (``end_orphans``) is handed nothing.
+
+    The forker, not a clock, ends the stage (TERM after its 200th fork), and it forks
+    at most 1,000 times: timed by the clock, a stage starved under load let it fork
+    ~1,200 sessions a second for as long as the starvation lasted (24 s of killing on
+    CI, and the machine's pids run out at 32,768)."""
     tag = f"{os.getpid()}-{tmp_path.name}"
-    started = tmp_path / "forking"
-    forker = "while :; do setsid sleep 300 & done"
-    script = (
-        f"setsid sh -c {shlex.quote(f'echo $$ > {shlex.quote(str(started))}; {forker}')} & "
-        f"while [ ! -s {shlex.quote(str(started))} ]; do sleep 0.01; done; sleep 0.2; exit 0"
+    forker = (
+        'i=0; while [ "$i" -lt 1000 ]; do setsid sleep 300 & i=$((i + 1)); '
+        '[ "$i" -ne 200 ] || kill -TERM "$1"; done; exec sleep 300'
     )
+    script = f"trap 'exit 0' TERM; setsid sh -c {shlex.quote(forker)} forker $$ & wait"
+    swept: list[int] = []
+
+    def end_orphans(since: int | None) -> list[int]:
+        ended = real_end_orphans(since)
+        swept.extend(ended)
+        return ended
+
+    real_end_orphans = runner.end_orphans
+    monkeypatch.setattr(runner, "end_orphans", end_orphans)
     outcome = run_process(
         ProcessRequest(
             ("sh", "-c", script), cwd=tmp_path, env={**os.environ, "ORCH_TEST_FORKER": tag},
@@ -253,6 +269,7 @@ def test_a_stage_that_keeps_forking_new_sessions_leaves_nothing(tmp_path: Path) 
     )  # fmt: skip
 
     assert outcome.exit_code == 0
+    assert swept == []
     assert live_with("ORCH_TEST_FORKER", tag) == []
 
 

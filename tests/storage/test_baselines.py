@@ -400,6 +400,10 @@ n = 0
 while True:
     n += 1
     print(f"learning {n}", flush=True)
+    # The test's go-ahead: without it, a test starved under load reads line n late,
+    # while this loop has already written baseline n + 1 and more.
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit(0)
     store.record_green("REPO", "unit", log)
 """
 
@@ -416,15 +420,19 @@ def test_a_kill_9_around_the_write_leaves_the_last_whole_baseline(
     state = tmp_path / "state"
     writer = subprocess.Popen(
         [sys.executable, "-c", KILLED_WRITER, str(state), str(log)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=subprocess_env(),
     )
-    assert writer.stdout is not None
-    # Each line is said before a learn-merge-write: the kill lands around the write after
-    # the first ``kill_after`` ones (a blocking read is the wait).
-    for _ in range(kill_after + 1):
-        assert writer.stdout.readline().startswith("learning")
+    assert writer.stdin is not None and writer.stdout is not None
+    # Each line is said before a learn-merge-write, which waits for our "go": the first
+    # ``kill_after`` writes end whole (the next line says so), and the kill lands around
+    # the one after them, which is the last the writer may start.
+    for n in range(1, kill_after + 2):
+        assert writer.stdout.readline() == f"learning {n}\n"
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
     writer.kill()
     writer.wait(timeout=30)
     store, warnings = store_of(tmp_path)

@@ -86,13 +86,16 @@ warm_rewrite_cache() {
     local files=() half
     mapfile -t files < <(cd "$ROOT" && find tests -name 'test_*.py' -not -path '*/__pycache__/*' | sort)
     half=$(((${#files[@]} + 1) / 2))
-    local part
+    local part pids=()
     for part in "${files[*]:0:half}" "${files[*]:half}"; do
         # shellcheck disable=SC2086  # a list of paths without spaces, split on purpose
         (cd "$ROOT" && env -u PYTHONDONTWRITEBYTECODE "$PY" -m pytest --collect-only -q \
             -p no:cacheprovider $part >/dev/null 2>&1) &
+        pids+=("$!")
     done
-    wait || true  # a module that fails to import is reported by the run itself
+    # These two by pid: a bare `wait` would also wait for test-under-load's busy loops,
+    # which never end. A module that fails to import is reported by the run itself.
+    wait "${pids[@]}" || true
 }
 
 run_tests() {

@@ -3,6 +3,12 @@ one, marked ``quick`` (see tests/suite_clock.py)."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +45,69 @@ def test_the_limit_grows_with_the_runnable_processes_per_core(
     workers: int, busy: int, cores: int, expected: float
 ) -> None:
     assert per_core(workers, busy, cores) == expected
+
+
+# `test-under-load` on a project of one test file: its own dev.sh, the suite's venv.
+TINY_TESTS = {
+    "passes": "def test_one():\n    pass\n",
+    "fails": "def test_one():\n    assert False, 'on purpose'\n",
+}
+
+
+def _busy_loop_alive(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return b"while True: pass" in cmdline and state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("outcome", ["passes", "fails"])
+def test_test_under_load_runs_the_suite_beside_busy_loops_and_stops_them(
+    tmp_path: Path, outcome: str
+) -> None:
+    """It ends (an earlier version waited for its own busy loops forever, where
+    PYTHONDONTWRITEBYTECODE is set, as on CI's machines), says how the runs went, exits
+    as they did, stops at the first failing run, and leaves no busy loop behind."""
+    venv = Path(sys.prefix)
+    if not (venv / ".orchestrator-installed").is_file():
+        reason = f"the suite's venv ({venv}) was not made by scripts/dev.sh setup"
+        print(f"test-under-load test skipped: {reason}")
+        pytest.skip(reason)
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(HERE.parent / "scripts" / "dev.sh", root / "scripts" / "dev.sh")
+    (root / ".venv").symlink_to(venv)  # no pyproject.toml here: setup installs nothing
+    (root / "orchestrator").mkdir()
+    (root / "tests").mkdir()
+    (root / "tests" / "test_one.py").write_text(TINY_TESTS[outcome])
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    script = ["bash", "scripts/dev.sh", "test-under-load", "2", "-n", "0", "-p", "no:cacheprovider"]
+    child = subprocess.Popen(
+        script, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:  # it hangs: end it and its busy loops, then fail below
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+    busy = re.search(r"pids (\d+) (\d+)", output)
+    assert busy is not None, output
+    assert not [pid for pid in map(int, busy.groups()) if _busy_loop_alive(pid)], output
+    if outcome == "passes":
+        assert child.returncode == 0, output
+        assert "=== loaded run 2 of 2: exit 0" in output
+        assert "=== 2 loaded runs in a row passed" in output
+    else:
+        assert child.returncode == 1, output
+        assert "=== loaded run 1 of 2: exit 1" in output
+        assert "loaded run 2" not in output

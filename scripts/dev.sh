@@ -81,13 +81,36 @@ suite_tmpdir() {
 # to collect the suite uncached, 4 s cached). Written here first, in two processes of
 # half the files each; the workers read it (reading is allowed with the variable set).
 # Where the variable is unset the workers write it themselves, and nothing is done here.
+# Only the files whose rewritten copy is missing or out of date (pytest keeps the source's
+# hash in it, bytes 8-16, and checks it the same way): in the edit loop that is the few
+# just edited, or none, and then no collect process is started at all.
 warm_rewrite_cache() {
     [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || return 0
     local files=() half
-    mapfile -t files < <(cd "$ROOT" && find tests -name 'test_*.py' -not -path '*/__pycache__/*' | sort)
+    mapfile -t files < <(cd "$ROOT" && "$PY" - <<'STALE'
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+
+tag = f"{sys.implementation.cache_tag}-pytest-{importlib.metadata.version('pytest')}"
+for source in sorted(Path("tests").rglob("test_*.py")):
+    if "__pycache__" in source.parts:
+        continue
+    rewritten = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+    try:
+        header = rewritten.read_bytes()[:16]
+    except OSError:
+        header = b""
+    if header[8:16] != importlib.util.source_hash(source.read_bytes())[:8]:
+        print(source)
+STALE
+    )
+    [ "${#files[@]}" -gt 0 ] || return 0
     half=$(((${#files[@]} + 1) / 2))
     local part pids=()
     for part in "${files[*]:0:half}" "${files[*]:half}"; do
+        [ -n "$part" ] || continue # one file: one process (an empty list would collect all)
         # shellcheck disable=SC2086  # a list of paths without spaces, split on purpose
         (cd "$ROOT" && env -u PYTHONDONTWRITEBYTECODE "$PY" -m pytest --collect-only -q \
             -p no:cacheprovider $part >/dev/null 2>&1) &

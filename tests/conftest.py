@@ -35,10 +35,11 @@ PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if TIER == "full" else "
 settings.load_profile(PROFILE)
 
 
-def examples(full: int) -> int:
+def examples(full: int, *, least: int = 10) -> int:
     """How many examples a property test draws: ``full`` in the full tier, a fifth (at
-    least 10) in the quick one, so the edit loop stays quick and CI still searches hard."""
-    return full if PROFILE == "ci" else max(10, full // 5)
+    least ``least``) in the quick one, so the edit loop stays quick and CI still searches
+    hard. A test whose every example is a whole run can ask for fewer than 10."""
+    return full if PROFILE == "ci" else max(least, full // 5)
 
 
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "GITHUB_TOKEN")

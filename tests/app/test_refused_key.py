@@ -7,6 +7,8 @@ import io
 import os
 from pathlib import Path
 
+import pytest
+
 from orchestrator.app.refused_key import RefusedKeyLatch
 from orchestrator.cli.commands.batch import batch
 from orchestrator.domain.lifecycle import HaltReason
@@ -76,6 +78,7 @@ def test_no_model_and_a_spent_budget_pass_through() -> None:
     assert RefusedKeyLatch(lambda: spent, "KEY", print)() == spent
 
 
+@pytest.mark.slow
 def test_a_batch_asks_a_model_with_a_refused_key_once(tmp_path: Path) -> None:
     """Three tickets whose check fails, a model that refuses its key: the first decision
     asks (and is charged), the other two wait for the next batch, uncharged, and the

@@ -166,7 +166,6 @@ def edit_verdict(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
 # ---- identical --------------------------------------------------------------------------
 
 
-@pytest.mark.quick
 def test_every_run_replays_identical_without_a_call_a_process_or_a_write(runs: Runs) -> None:
     before = snapshot(runs.root)
     cases = [(runs.state, ROOT / "config.toml", r) for r in runs.demo.values()]
@@ -477,6 +476,7 @@ def test_a_reply_longer_than_any_old_cut_replays_identical(tmp_path: Path) -> No
     assert result.calls_replayed == 2
 
 
+@pytest.mark.quick
 def test_secrets_in_a_reply_are_redacted_before_it_is_stored(tmp_path: Path) -> None:
     config, ticket = small_pipeline(tmp_path)
     token = "ghp_" + "a1B2c3D4e5" * 4

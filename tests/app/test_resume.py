@@ -63,6 +63,7 @@ def resume_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_dry_run_block_resumed_with_dry_run_false_runs_only_what_was_blocked(
     tmp_path: Path,
 ) -> None:
@@ -124,6 +125,7 @@ def test_from_an_earlier_stage_reruns_it_and_everything_after_keeping_what_came_
     assert done.resumes[0].by == "erin" and done.resumes[0].stage == "implement"
 
 
+@pytest.mark.slow
 def test_a_later_stage_is_refused_while_an_earlier_one_has_not_completed(tmp_path: Path) -> None:
     pipeline = (
         counted("implement") + counted("lint") + counted("publish", "side_effectful = true\n")
@@ -164,6 +166,7 @@ def test_a_failed_run_resumes_at_the_failed_stage_once_the_program_is_installed(
     assert done.resumes[0].from_state is RunState.FAILED
 
 
+@pytest.mark.slow
 def test_a_completed_run_is_not_resumed(tmp_path: Path) -> None:
     _, record = blocked_run(tmp_path)
     assert resume_cli(tmp_path, record.run_id, DRY_RUN="false").returncode == 0
@@ -183,6 +186,7 @@ def test_a_ticket_being_run_is_refused_clearly(tmp_path: Path) -> None:
     assert RunStore(tmp_path / "state").load(record.run_id).resumes == ()
 
 
+@pytest.mark.slow
 def test_only_the_tickets_latest_run_is_resumed(tmp_path: Path) -> None:
     h, record = blocked_run(tmp_path)
     newer = h.run(Path(record.ticket_path))  # needs-human is terminal: a new run starts

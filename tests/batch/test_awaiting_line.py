@@ -15,8 +15,8 @@ from orchestrator.storage import RunStore
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reports"))
 from fixture_batch import FixtureBatch, run_fixture_batch
 
-# The fixture batch runs three tickets through real stages (a few seconds): the slow tier,
-# kept in the quick one as well (the behaviour is a user-visible line).
+# The fixture batch runs three tickets through real stages (a few seconds): the slow tier.
+# The quick one keeps the line's rendering, which needs no batch.
 pytestmark = pytest.mark.slow
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
@@ -27,7 +27,6 @@ def fixture_batch(tmp_path_factory: pytest.TempPathFactory) -> FixtureBatch:
     return run_fixture_batch(tmp_path_factory.mktemp("awaiting"))
 
 
-@pytest.mark.quick
 def test_the_summary_of_the_decision_it_waits_on(fixture_batch: FixtureBatch) -> None:
     record = RunStore(fixture_batch.state_dir).latest_for_ticket("T-FLAKY")
     assert record is not None and record.state == "awaiting-approval"
@@ -36,7 +35,6 @@ def test_the_summary_of_the_decision_it_waits_on(fixture_batch: FixtureBatch) ->
     assert done is not None and awaiting_summary(done) == ""
 
 
-@pytest.mark.quick
 def test_it_is_redacted_on_one_line_and_cut(fixture_batch: FixtureBatch) -> None:
     record = RunStore(fixture_batch.state_dir).latest_for_ticket("T-FLAKY")
     assert record is not None

@@ -86,6 +86,7 @@ def test_two_files_with_one_id_are_both_refused_naming_each_other_and_the_rest_r
     assert runs_of(tmp_path, "T-01") == []  # and neither file did
 
 
+@pytest.mark.quick
 def test_run_on_a_second_file_with_a_taken_id_names_the_file_that_has_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -200,7 +201,6 @@ def test_a_failed_stage_prints_its_last_error_lines_under_the_batch_line(
     assert re.match(rf"^{STAMP} batch ", lines[-1])
 
 
-@pytest.mark.quick
 def test_json_lines_carry_the_time_and_the_error_lines(tmp_path: Path) -> None:
     config = write_config(tmp_path, bash_stage("build", "echo 'fatal: no way' >&2; exit 1"))
     tickets = tmp_path / "tickets"

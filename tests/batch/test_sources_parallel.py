@@ -68,6 +68,7 @@ def assert_no_token(tmp_path: Path, output: str) -> None:
     assert_not_leaked([TOKEN], output, tmp_path / "state")
 
 
+@pytest.mark.slow
 def test_jobs_n_reads_the_sources_once_and_its_workers_run_what_it_took_in(
     tmp_path: Path, github_fake: FakeGitHub
 ) -> None:

@@ -90,6 +90,7 @@ def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference()
     assert_judged(out, r"deciding with 3,000 rows <= 20 ms more .* ")
 
 
+@pytest.mark.slow
 def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
     from sandbox_required import require_sandbox
 
@@ -149,6 +150,7 @@ def test_prompt_bench_reports_both_versions_on_the_demos_decisions() -> None:
     assert all(float(ratio) < 1.0 for _, ratio in rows), out
 
 
+@pytest.mark.slow
 def test_redaction_bench_runs_and_reports_the_ratio_against_one_regex_pass() -> None:
     out = bench_output(
         "bench/bench_redaction.py",

@@ -176,6 +176,7 @@ def test_the_quick_line_by_line_count_is_the_exhaustive_one() -> None:
     assert bench.altered_alone(text, whole) == bench.exhaustive_altered_alone(text)
 
 
+@pytest.mark.slow
 def test_the_quick_line_by_line_count_is_the_exhaustive_one_on_real_logs() -> None:
     paths = bench.log_paths(bench.CI_LOGS)
     if not paths:

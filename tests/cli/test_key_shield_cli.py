@@ -136,6 +136,7 @@ def assert_no_canary(text: str) -> None:
     assert "canary" not in text
 
 
+@pytest.mark.slow
 def test_a_stage_finds_no_key_in_the_orchestrators_environment(tmp_path: Path) -> None:
     report, everything = attack(tmp_path)
     reaper, orchestrator = report[0], report[-1]

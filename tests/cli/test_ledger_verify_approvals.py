@@ -66,7 +66,6 @@ def verify(state: Path, capsys: pytest.CaptureFixture[str], *more: str) -> tuple
     return code, said.out, said.err
 
 
-@pytest.mark.quick
 def test_an_honest_state_dir_verifies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,6 +171,7 @@ def _old_state(tmp_path: Path) -> Path:
     return state
 
 
+@pytest.mark.quick
 def test_an_old_state_dir_verifies_and_names_its_unsigned_approvals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

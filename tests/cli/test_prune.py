@@ -245,7 +245,6 @@ def test_durations() -> None:
     assert datetime.now(UTC) - parse_duration("1d") < datetime.now(UTC)
 
 
-@pytest.mark.quick
 def test_show_tells_a_log_lost_otherwise_from_a_pruned_one(
     finished_and_live: tuple[Path, Path],
 ) -> None:
@@ -305,6 +304,7 @@ def test_prune_frees_an_old_batchs_worker_logs_and_the_report_still_reads_it(
     assert "report: 2 run(s)" in shown.stdout and "T-1" in page.read_text()
 
 
+@pytest.mark.quick
 def test_prune_removes_old_base_checks_and_keeps_young_ones(tmp_path: Path) -> None:
     """The base checks are a cache (``base_checks/``): old results and logs go, young
     ones stay; a later ticket on a pruned base checks it again."""

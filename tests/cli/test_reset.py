@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
@@ -41,6 +43,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_reset_records_who_and_why_and_the_next_run_has_fresh_caps(tmp_path: Path) -> None:
     h, gateway, ticket = spent_caps(tmp_path)
     proc = cli(tmp_path, "T-1", "--reason", "the flaky runner was replaced", "--by", "alice")
@@ -73,6 +76,7 @@ def test_reset_records_who_and_why_and_the_next_run_has_fresh_caps(tmp_path: Pat
     assert h.budget() == (1, 0)
 
 
+@pytest.mark.slow
 def test_reset_without_a_reason_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     spent_caps(tmp_path)
     before = (tmp_path / "state" / "ledger.jsonl").read_bytes()

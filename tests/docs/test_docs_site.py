@@ -29,6 +29,7 @@ def _needs_mkdocs() -> None:
         pytest.skip(reason)
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     _needs_mkdocs()
     site = tmp_path / "site"

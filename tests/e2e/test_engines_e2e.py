@@ -30,7 +30,6 @@ def harness(tmp_path: Path, mode: str, gateway: ScriptedGateway) -> Harness:
     return Harness(write_pipeline(tmp_path, CLAUDE), gateway, environ=environ)
 
 
-@pytest.mark.quick
 def test_a_successful_engine_run_is_recorded_and_its_work_committed(tmp_path: Path) -> None:
     h = harness(tmp_path, "success", ScriptedGateway([]))
     record = h.run(write_ticket(tmp_path / "t", kind="feature", body="Add a greeting."))
@@ -60,6 +59,7 @@ def test_a_rate_limited_engine_is_retried_after_back_offs_without_asking_the_mod
     assert h.budget() == (0, 0)  # neither a diagnosis nor a code retry was spent
 
 
+@pytest.mark.quick
 def test_an_auth_failure_goes_straight_to_a_person(tmp_path: Path) -> None:
     gateway = ScriptedGateway([])
     h = harness(tmp_path, "auth", gateway)

@@ -108,6 +108,7 @@ def test_split_writes_linked_sub_tickets_and_ends_split(tmp_path: Path) -> None:
     assert subs[0].repository_location() == str((tmp_path / "origin.git").resolve())
 
 
+@pytest.mark.quick
 def test_abandon_human_writes_a_hand_off(tmp_path: Path) -> None:
     make_origin(tmp_path)
     gateway = ScriptedGateway(
@@ -315,7 +316,6 @@ def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -
     assert kinds == ["decision", "outcome"]
 
 
-@pytest.mark.quick
 def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(
     tmp_path: Path,
 ) -> None:

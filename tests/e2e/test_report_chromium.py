@@ -84,6 +84,7 @@ def _publish_the_demo(root: Path) -> None:
     assert code == 3  # CARDS-3 needs a person; the other two completed
 
 
+@pytest.mark.quick
 def test_the_console_check_hears_a_script_error(tmp_path: Path) -> None:
     """The check below can fail: a page that logs an error is caught."""
     binary = chromium()
@@ -116,7 +117,6 @@ def test_the_demo_report_renders_with_no_console_errors(
         assert brightness > 192, corner
 
 
-@pytest.mark.quick
 def test_the_demo_report_prints(demo_page: Path, tmp_path: Path) -> None:
     """Printed (to PDF, as a person's browser would), it is pages with text on them."""
     binary = chromium()

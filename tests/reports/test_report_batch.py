@@ -64,7 +64,6 @@ def test_the_fixture_batch_ran_as_designed(fixture: FixtureBatch) -> None:
     assert fixture.exit_code == 3  # needs a human
 
 
-@pytest.mark.quick
 def test_every_run_and_decision_of_the_batch_is_on_the_page(fixture: FixtureBatch) -> None:
     page = parse(fixture.page.read_text())
     text = page.all_text
@@ -266,6 +265,7 @@ def test_the_batch_record_names_every_ticket_and_its_run(fixture: FixtureBatch) 
     assert record["ended_at"] is not None and record["backend"] == "local"
 
 
+@pytest.mark.quick
 def test_a_page_that_cannot_be_written_at_the_end_is_said_and_fails_the_batch(
     tmp_path: Path,
 ) -> None:

@@ -92,6 +92,7 @@ def test_the_patch_engine_runs_no_hook_and_no_fsmonitor(
     assert len(branch_subjects(ctx.clone_dir)) == 2
 
 
+@pytest.mark.slow
 def test_the_commit_order_check_runs_no_hook_and_no_fsmonitor(
     ctx: StageContext, tmp_path: Path, canary: Path
 ) -> None:
@@ -102,6 +103,7 @@ def test_the_commit_order_check_runs_no_hook_and_no_fsmonitor(
     assert out == "lint-bug-commit-order: OK (2 commits)\n"
 
 
+@pytest.mark.slow
 def test_open_pr_runs_no_hook_and_no_fsmonitor(
     ctx: StageContext, tmp_path: Path, canary: Path, layout: DemoLayout
 ) -> None:
@@ -115,6 +117,7 @@ def test_open_pr_runs_no_hook_and_no_fsmonitor(
 # ---- a config that reaches out ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_commit_order_check_fetches_nothing_from_a_planted_promisor(
     ctx: StageContext, tmp_path: Path, canary: Path
 ) -> None:
@@ -146,6 +149,7 @@ REDIRECTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("redirect", REDIRECTS)
 def test_open_pr_is_never_redirected(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout, redirect: str
@@ -243,6 +247,7 @@ def test_the_clone_stage_refuses_a_transport_that_runs_a_command(
     assert not canary.exists() and not ctx.clone_dir.exists()
 
 
+@pytest.mark.slow
 def test_the_work_branch_is_pushed_to_the_repository_by_its_url(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout
 ) -> None:

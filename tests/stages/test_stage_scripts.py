@@ -125,6 +125,7 @@ def test_clone_errors_are_one_line(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_implement_applies_the_series_and_is_idempotent(ctx: StageContext, tmp_path: Path) -> None:
     ok(run_stage("clone.py", ctx, tmp_path))
     out = ok(run_stage("implement_patch.py", ctx, tmp_path))
@@ -172,6 +173,7 @@ def test_implement_fails_cleanly_when_the_patch_does_not_apply(
     assert not repo.is_dirty(untracked_files=True)
 
 
+@pytest.mark.slow
 def test_open_pr_pushes_and_records(ctx: StageContext, tmp_path: Path) -> None:
     ok(run_stage("clone.py", ctx, tmp_path))
     ok(run_stage("implement_patch.py", ctx, tmp_path))

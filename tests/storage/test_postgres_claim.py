@@ -148,6 +148,7 @@ def test_a_second_claimer_is_refused_naming_the_holder(db: str) -> None:
         assert lease_row(db, "T-1") == (first.holder, 1, True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_heartbeat_keeps_a_one_second_lease_for_three_seconds(db: str, beats: Beats) -> None:
     leases = PostgresLeases(db)
@@ -196,6 +197,7 @@ def test_the_heartbeat_marks_the_claim_lost_and_stops(db: str, beats: Beats) -> 
         assert beats.heard.count(False) == 1  # it stopped beating once lost
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_the_heartbeat_survives_a_server_restart(
     db: str, beats: Beats, postgres_server: PostgresServer

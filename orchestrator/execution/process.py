@@ -60,7 +60,9 @@ class ProcessRequest:
     marker line between them says how much was dropped); None: no cap.
     ``shown``: the log header's command instead of ``argv``, when ``argv`` only wraps it
     (a sandbox shows what it runs).
-    ``confine``: limits and a descriptor the process gets before its exec."""
+    ``confine``: limits and a descriptor the process gets before its exec.
+    ``inherit``: descriptors of ours the process is given, as ``(ours, its number)`` (a
+    sandbox's channel to its egress proxy); every other one is closed."""
 
     argv: tuple[str, ...]
     cwd: Path
@@ -76,6 +78,7 @@ class ProcessRequest:
     max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES
     shown: str | None = None
     confine: Confinement | None = None
+    inherit: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_log_bytes is not None and self.max_log_bytes < MIN_LOG_BYTES:

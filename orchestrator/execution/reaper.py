@@ -385,6 +385,25 @@ def _confine(confine: dict[str, Any] | None) -> None:  # pragma: no cover - in t
         posix.close(read_end)
 
 
+def _inherit(pairs: Any) -> None:  # pragma: no cover - in the child
+    """The descriptors the runner handed us for the stage, each at the number it
+    asked for (``dup2`` clears close-on-exec there); the original closed."""
+    targets = {target for _, target in pairs}
+    for ours, target in pairs:
+        if ours != target:
+            posix.dup2(ours, target)
+    for ours, _ in pairs:
+        if ours not in targets:
+            posix.close(ours)
+
+
+def _drop_inherited(spec: dict[str, Any]) -> None:
+    """Ours once the stage has its copies: a channel whose every end is gone is how
+    the other side learns the stage is."""
+    for ours, _ in spec.get("inherit") or ():
+        _quietly(posix.close, ours)
+
+
 def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str, Any]:
     """Fork and exec the stage in a session of its own, stdin and output in place: its
     pid, or what could not be done (``step``: cwd or exec, and the errno). The child
@@ -409,6 +428,7 @@ def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str
             posix.dup2(output, 1)
             posix.dup2(output, 2)
             step = "confine"
+            _inherit(spec.get("inherit") or ())
             _confine(spec.get("confine"))
             step = "cwd"
             posix.chdir(spec["cwd"])
@@ -441,6 +461,7 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
         report({"error": {"step": "stdin", "errno": exc.errno or 0}})
         return 0
     started = start_stage(spec, stdin, write_end)
+    _drop_inherited(spec)
     posix.close(write_end)
     posix.close(stdin)
     if isinstance(started, dict):

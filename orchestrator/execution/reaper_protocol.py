@@ -37,6 +37,7 @@ def reaper_spec(request: ProcessRequest, env: Mapping[str, str], parent: int) ->
         "kill_after_s": request.kill_after_s,
         "parent": parent,
         "confine": confined,
+        "inherit": [list(pair) for pair in request.inherit],
     }
     return marshal.dumps(spec)
 

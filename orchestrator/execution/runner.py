@@ -121,6 +121,7 @@ def _start(
     stdout: IO[bytes] | int,
     stderr: IO[bytes] | int,
     mark: str,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """``Popen`` in a new session (the child leads its own group), carrying a start mark.
     Our SIGINT/SIGTERM handler raises wherever the main thread is; when that is inside
@@ -133,7 +134,7 @@ def _start(
             proc = subprocess.Popen(
                 argv, cwd=cwd, env={**env, START_MARK: mark},
                 stdin=stdin, stdout=stdout, stderr=stderr,
-                start_new_session=True, close_fds=True,
+                start_new_session=True, close_fds=True, pass_fds=pass_fds,
             )  # fmt: skip
             STARTED.pids.add(proc.pid)
         return proc
@@ -182,7 +183,7 @@ def run_process(request: ProcessRequest) -> ProcessOutcome:
     t0 = time.monotonic()
     mark = _new_mark()
     try:
-        reaper = _start_reaper(request.log_path, mark)
+        reaper = _start_reaper(request.log_path, mark, tuple(ours for ours, _ in request.inherit))
     except OSError as exc:
         ending = _Ending(
             EXIT_CANNOT_EXECUTE, error=f"cannot start the stage's reaper: {exc.strerror}"
@@ -208,16 +209,20 @@ def _header(request: ProcessRequest, started_at: datetime) -> str:
     return f"# orchestrator: {started_at.isoformat()} cwd={request.cwd}\n# $ {command}\n"
 
 
-def _start_reaper(log_path: Path, mark: str) -> subprocess.Popen[bytes]:
+def _start_reaper(
+    log_path: Path, mark: str, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
     """The stage's reaper, its spec still to be written on its stdin. Its own stderr is
     the log: if it ever fails, the reason is where the stage's output would have been.
     It runs from "/" so that a missing working directory is the stage's failure to
-    report, not the reaper's."""
+    report, not the reaper's. ``pass_fds``: what the stage inherits (the reaper hands
+    them on)."""
     log_fd = open_log(log_path)
     try:
         return _start(
             (sys.executable, "-I", "-S", "-c", _REAPER_BOOT), cwd=Path("/"), env={},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, mark=mark,
+            pass_fds=pass_fds,
         )  # fmt: skip
     finally:
         os.close(log_fd)

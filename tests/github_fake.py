@@ -12,7 +12,9 @@ Collaborator permissions: ``GET /repos/{o}/{n}/collaborators/{login}/permission`
 Issue comments: ``GET``/``POST /repos/{o}/{n}/issues/{N}/comments`` (``per_page``,
 ``page``), ``PATCH /repos/{o}/{n}/issues/comments/{id}`` (each edit keeps the body it
 replaced in the comment's ``history``), and ``GET /user`` (the token's account, ``LOGIN``).
-``add_comment`` seeds a comment by any account (a forged one, say).
+``add_comment`` seeds a comment by any account (a forged one, say); its ``user`` is
+shaped as GitHub's: ``login``, ``id`` and ``type`` ("Bot" for a ``…[bot]`` login, "User"
+otherwise, unless ``account_type`` says another).
 
 Issue labels: ``GET``/``POST /repos/{o}/{n}/issues/{N}/labels`` and ``DELETE
 …/labels/{name}``, on the issue's ``labels``.
@@ -95,13 +97,16 @@ class FakeGitHub:
         self.issues.setdefault(repo, []).append(issue)
         return issue
 
-    def add_comment(self, repo: str, number: int, body: str, login: str = LOGIN) -> dict[str, Any]:
+    def add_comment(self, repo: str, number: int, body: str, login: str = LOGIN,
+                    account_type: str | None = None) -> dict[str, Any]:  # fmt: skip
         """A comment on issue ``number`` of ``repo``, written by ``login``."""
         comment_id = self.next_comment_id
         self.next_comment_id += 1
         stamp = f"2026-01-02T00:00:{comment_id % 60:02d}Z"
+        kind = account_type or ("Bot" if login.endswith("[bot]") else "User")
+        user = {"login": login, "id": 100 + sum(map(ord, login)), "type": kind}
         comment = {
-            "id": comment_id, "issue": number, "body": body, "user": {"login": login},
+            "id": comment_id, "issue": number, "body": body, "user": user,
             "created_at": stamp, "updated_at": stamp, "history": [],
             "html_url": f"https://github.com/{repo}/issues/{number}#issuecomment-{comment_id}",
         }  # fmt: skip

@@ -1,6 +1,8 @@
 """A loopback fake GitLab (REST API v4) for tests: one ``ThreadingHTTPServer`` on
 127.0.0.1, answering in the real API's shapes for the endpoints the orchestrator uses —
-merge requests, issues, notes (with their edit history), members' access levels, users —
+merge requests, issues, notes (with their edit history), members' access levels, users
+(``GET /users/:id`` says ``bot``: true for a username in ``bots``; a note's author is
+shaped as GitLab's, without it) —
 with GitLab's pagination (``Link`` and ``x-next-page``, ``per_page``), and failures on
 demand: ``fail(status, times)`` answers the next requests with that status (429 with
 ``Retry-After`` and ``RateLimit-*``, 401, 403, 404, 500 …). Every request is recorded.
@@ -40,6 +42,7 @@ class FakeGitLab:
     token: str
     projects: dict[str, dict[str, Any]] = field(default_factory=dict)
     users: dict[str, int] = field(default_factory=dict)  # username → id
+    bots: set[str] = field(default_factory=set)  # usernames whose account is a bot
     requests: list[Recorded] = field(default_factory=list)
     failures: list[tuple[int, dict[str, str], Any]] = field(default_factory=list)
     # Each write that succeeds is carried out, then answered with the next status here.
@@ -74,8 +77,9 @@ class FakeGitLab:
         project = self.projects[path]
         issue = next(i for i in project["issues"] if i["iid"] == iid)
         note = {"id": project["next_note"], "body": body, "system": system,
-                "author": {"username": author}, "created_at": created_at,
-                "updated_at": created_at, "history": []}  # fmt: skip
+                "author": {"id": self.users.get(author, 0), "username": author,
+                           "name": author.title(), "state": "active"},
+                "created_at": created_at, "updated_at": created_at, "history": []}  # fmt: skip
         project["next_note"] += 1
         issue["notes"].append(note)
         return note
@@ -109,6 +113,12 @@ class FakeGitLab:
             name = query.get("username", "")
             found = [{"id": self.users[name], "username": name}] if name in self.users else []
             return 200, {}, found
+        if m := re.fullmatch(r"/api/v4/users/(\d+)", raw_path):
+            named = [name for name, uid in self.users.items() if uid == int(m.group(1))]
+            if not named:
+                return 404, {}, {"message": "404 User Not Found"}
+            return 200, {}, {"id": int(m.group(1)), "username": named[0],
+                             "state": "active", "bot": named[0] in self.bots}  # fmt: skip
         match = re.fullmatch(r"/api/v4/projects/([^/]+)/(.*)", raw_path)
         if match is None or unquote(match.group(1)) not in self.projects:
             return 404, {}, {"message": "404 Project Not Found"}

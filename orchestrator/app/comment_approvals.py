@@ -7,9 +7,13 @@ Per paused run: the issue's comments created after the decision was put to a per
 oldest first; the first command comment not already in the ledger is weighed:
 
 * edited after it was written (its ``updated_at`` is not its ``created_at``), naming
-  another verdict than the one waiting, or from an account without write access to the
-  repository, asked of the forge now (GitHub: collaborator permission admin, maintain or
-  write; GitLab: access level Developer or above): refused. A ledger row says who, why
+  another verdict than the one waiting, from an account that is no person (issue 40:
+  whatever its permission — the forge's own word on the account, never the comment's
+  text: GitHub's ``user.type`` must be ``"User"`` and the login must not end in
+  ``[bot]``; GitLab's ``GET /users/:id`` must say ``bot: false`` and the username must
+  not be an access token's ``project_N_bot…``/``group_N_bot…``), or from an account
+  without write access to the repository, asked of the forge now (GitHub: collaborator
+  permission admin, maintain or write; GitLab: access level Developer or above): refused. A ledger row says who, why
   and the comment's URL, nothing is answered, and the next command comment is weighed;
 * otherwise: answered as ``orchestrator approve``/``reject`` answers (``answers.py``:
   signed, bound to the verdict file), by ``github:<login>`` / ``gitlab:<username>``,
@@ -33,7 +37,7 @@ from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
-from orchestrator.domain.comment_commands import CommentCommand, parse_command
+from orchestrator.domain.comment_commands import CommentCommand, bot_name, parse_command
 from orchestrator.domain.errors import StateError, TicketError, TicketLocked, UsageError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
@@ -59,6 +63,11 @@ class CommentThreads(Protocol):
     kind: str  # "github" | "gitlab": the prefix of an approver's name
 
     def comments(self, number: int) -> Sequence[Comment]: ...
+
+    def not_a_person(self, comment: Comment) -> str | None:
+        """Why the comment's author is not known to be a person, or None when the forge
+        says it is one."""
+        ...
 
     def may_write(self, author: str) -> bool: ...
 
@@ -101,6 +110,15 @@ class _GitHubThreads:
     def comments(self, number: int) -> Sequence[Comment]:
         return self._forge.issue_comments(number)
 
+    def not_a_person(self, comment: Comment) -> str | None:
+        if bot_name(self.kind, comment.author):
+            return "its login is a bot's ([bot])"
+        if comment.author_person is None:
+            return "GitHub did not say which type of account wrote it"
+        if not comment.author_person:
+            return "GitHub says its account is no user (type Bot or another)"
+        return None
+
     def may_write(self, author: str) -> bool:
         return self._forge.permission(author) in GITHUB_WRITE
 
@@ -113,6 +131,16 @@ class _GitLabThreads:
 
     def comments(self, number: int) -> Sequence[Comment]:
         return [note for note in self._forge.issue_comments(number) if not note.system]
+
+    def not_a_person(self, comment: Comment) -> str | None:
+        if bot_name(self.kind, comment.author):
+            return "its username is an access token's bot user's"
+        if comment.author_person is False:
+            return "GitLab says its author is a bot"
+        bot = self._forge.user_is_bot(comment.author)  # asked now, as the permission is
+        if bot is None:
+            return "GitLab did not say whether its account is a bot"
+        return "GitLab says its account is a bot" if bot else None
 
     def may_write(self, author: str) -> bool:
         level = self._forge.access_level(author)
@@ -132,6 +160,7 @@ class _Note(Comment, Protocol):
 class _GitLabLike(Protocol):
     def issue_comments(self, iid: int) -> Sequence[_Note]: ...
     def access_level(self, user: str | int) -> int | None: ...
+    def user_is_bot(self, user: str | int) -> bool | None: ...
 
 
 def comment_decision_id(run_id: str, kind: str, comment_id: int) -> str:
@@ -214,6 +243,8 @@ def _weigh_run(
             continue  # weighed by an earlier batch
         by = f"{thread.kind}:{comment.author}"
         why = _refusal(comment, command, ref.number)
+        if why is None and (bot := thread.not_a_person(comment)) is not None:
+            why = f"{by} is no person ({bot}); approvals come from people only"
         if why is None and not thread.may_write(comment.author):  # asked now, not cached
             why = f"{by} has no write access to {origin.project}"
         if why is not None:

@@ -29,6 +29,22 @@ _LAYOUT: Final = frozenset("\n\r\t")
 _HIDDEN: Final = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
 
 
+# The names forges give accounts that are no person (issue 40): GitHub's apps
+# (``github-actions[bot]``; no person's login may hold a bracket) and GitLab's project
+# and group access tokens' users (``project_{id}_bot_{random}``, ``group_{id}_bot_{random}``,
+# ``project_{id}_bot{n}`` before 16.x). A person who picked such a name is refused too.
+_BOT_NAMES: Final = {
+    "github": re.compile(r".*\[bot\]", re.IGNORECASE | re.DOTALL),
+    "gitlab": re.compile(r"(?:project|group)_[0-9]+_bot(?:_[0-9a-z]+|[0-9]*)", re.IGNORECASE),
+}
+
+
+def bot_name(kind: str, name: str) -> bool:
+    """Whether ``name`` is, on forge ``kind``, the name of an account no person holds."""
+    pattern = _BOT_NAMES.get(kind)
+    return pattern is not None and pattern.fullmatch(name) is not None
+
+
 @dataclass(frozen=True)
 class CommentCommand:
     """What a comment asks of the run: ``approved`` or not, the verdict it names (None:

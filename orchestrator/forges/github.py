@@ -9,7 +9,8 @@ Requests (GitHub REST API, version 2022-11-28, "Pulls": https://docs.github.com/
            "errors": [{"resource": "PullRequest", "code": "custom",
                        "message": "A pull request already exists for o:branch."}]}
     GET  /repos/{owner}/{name}/issues/{n}/comments?per_page=100&page=P
-         → [{"id", "body", "user": {"login"}, "created_at", "updated_at", "html_url"}, …]
+         → [{"id", "body", "user": {"login", "type"}, "created_at", "updated_at",
+             "html_url"}, …]; ``type`` is "User" for a person, "Bot" for an app's account
     POST /repos/{owner}/{name}/issues/{n}/comments {"body"} → 201 {"id", …}
     PATCH /repos/{owner}/{name}/issues/comments/{id} {"body"} → 200
     GET  /repos/{owner}/{name}/issues/{n}/labels → [{"name", …}, …]
@@ -83,7 +84,10 @@ _URLS = (
 
 @dataclass(frozen=True)
 class IssueComment:
-    """A comment on an issue (or pull request): ``author`` is its account's login."""
+    """A comment on an issue (or pull request): ``author`` is its account's login;
+    ``author_person`` whether GitHub says that account is a person (``user.type``
+    ``"User"``: True; any other type, ``"Bot"`` say: False; no type: None), never read
+    from the comment's text."""
 
     id: int
     body: str
@@ -91,6 +95,7 @@ class IssueComment:
     created_at: str
     updated_at: str
     url: str
+    author_person: bool | None = None
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -331,7 +336,13 @@ def _comment(data: Mapping[str, Any]) -> IssueComment:
         created_at=str(data.get("created_at") or ""),
         updated_at=str(data.get("updated_at") or ""),
         url=str(data.get("html_url") or ""),
+        author_person=_person(user),
     )
+
+
+def _person(user: object) -> bool | None:
+    kind = user.get("type") if isinstance(user, dict) else None
+    return kind == "User" if isinstance(kind, str) else None
 
 
 def _pull_request(response: HttpResponse, *, created: bool) -> PullRequest:

@@ -13,6 +13,8 @@ Requests (https://docs.gitlab.com/api/ — the project is named by its URL-encod
     POST /projects/:id/issues/:iid/notes {"body"};  PUT …/notes/:note_id {"body"}
     PUT  /projects/:id/issues/:iid {"add_labels": "a,b", "remove_labels": "c"}: others kept
     GET  /users?username=   GET /projects/:id/members/all/:user_id → {"access_level": 30}
+    GET  /users/:id → {"id", "username", "bot": false, …}: whether the account is a bot
+         (a project or group access token's user, a service account, GitLab's own)
     GET  /user → {"username", …}: whose token this is
 
 Every request carries ``PRIVATE-TOKEN: <token>`` and nothing else secret; the token is in
@@ -58,7 +60,10 @@ _PROJECT = re.compile(rf"^{_SEGMENT}(?:/{_SEGMENT})+$")
 class IssueNote:
     """A comment on an issue; ``system`` notes are GitLab's own ("changed the label").
     ``updated_at`` differs from ``created_at`` once the note was edited (it is GitLab's
-    ``last_edited_at`` when it sends one); ``url`` is the note's place on the issue page."""
+    ``last_edited_at`` when it sends one); ``url`` is the note's place on the issue page.
+    ``author_person`` is the note's own word on its author (``author.bot`` false: True;
+    true: False), None when the note does not say — GitLab's notes mostly do not, and
+    ``GitLabForge.user_is_bot`` asks the account itself."""
 
     id: int
     body: str
@@ -67,6 +72,7 @@ class IssueNote:
     created_at: str = ""
     updated_at: str = ""
     url: str = ""
+    author_person: bool | None = None
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -232,6 +238,21 @@ class GitLabForge(RestForge):
             raise ForgeError("outage", "GitLab's member has no access_level")
         return level
 
+    def user_is_bot(self, user: str | int) -> bool | None:
+        """Whether GitLab says the account ``user`` (a username or a numeric id) is a bot
+        (``GET /users/:id``, its ``bot``); None when there is no such user or GitLab does
+        not say."""
+        user_id = user if isinstance(user, int) else self._user_id(user)
+        if user_id is None:
+            return None
+        response = self._send("GET", f"{self._api}/users/{user_id}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._error(response, f"cannot read the account of user {user}")
+        bot = _object(response, "the user").get("bot")
+        return bot if isinstance(bot, bool) else None
+
     def _user_id(self, username: str) -> int | None:
         response = self._send("GET", f"{self._api}/users", params={"username": username})
         if response.status_code != 200:
@@ -316,12 +337,15 @@ def _note(data: Mapping[str, Any], issue_page: str = "") -> IssueNote:
     if not isinstance(note_id, int):
         raise ForgeError("outage", "GitLab's note has no id")
     created = str(data.get("created_at") or "")
+    author = data.get("author")
+    bot = author.get("bot") if isinstance(author, dict) else None
     return IssueNote(
         id=note_id,
         body=str(data.get("body") or ""),
-        author=_username(data.get("author")),
+        author=_username(author),
         system=bool(data.get("system")),
         created_at=created,
         updated_at=str(data.get("last_edited_at") or data.get("updated_at") or created),
         url=f"{issue_page}#note_{note_id}" if issue_page else "",
+        author_person=not bot if isinstance(bot, bool) else None,
     )

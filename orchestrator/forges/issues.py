@@ -29,6 +29,11 @@ class Comment(Protocol):
     def updated_at(self) -> str: ...
     @property
     def url(self) -> str: ...
+    @property
+    def author_person(self) -> bool | None:
+        """The forge's own word, in the comment's author object, on whether the author is
+        a person (True) or an app's or a token's account (False); None when it does not say."""
+        ...
 
 
 class IssueTracker(Protocol):

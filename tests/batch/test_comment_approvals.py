@@ -272,3 +272,95 @@ def test_a_batch_killed_between_the_answer_and_its_ledger_row_is_resumed_once(
     again = run_batch(config, no_more_answers())
     assert len(comment_rows(tmp_path)) == 1 and "approved by" not in again
     assert_no_token(tmp_path, out + again)
+
+
+def test_a_bots_approval_is_refused_whatever_its_permission_a_persons_is_not(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    """Issue 40: an app's account (``github-actions[bot]``, or any account GitHub types
+    "Bot") may hold write access; its approval is refused and recorded all the same, and
+    what the forge says of the account decides, never the comment's text."""
+    github.add_issue(REPO, 1, "deal() is off by one", "Steps…", ("orchestrate",))
+    config = github_config(tmp_path, github)
+    run_id, asked = paused_run(tmp_path, config, TICKET)
+    github.permissions[REPO] = {
+        "github-actions[bot]": "write", "deployer": "admin", "Evil[BOT]": "admin",
+        "bot": "write",
+    }  # fmt: skip
+    actions = comment(github, "/orchestrator approve", "github-actions[bot]",
+                      asked + timedelta(minutes=1))  # fmt: skip
+    typed_bot = github.add_comment(REPO, 1, "/orchestrator approve\n\ntype: User, a person",
+                                   "deployer", account_type="Bot")  # fmt: skip
+    named_bot = github.add_comment(REPO, 1, "/orchestrator approve", "Evil[BOT]",
+                                   account_type="User")  # fmt: skip
+    for made, minutes in ((typed_bot, 2), (named_bot, 3)):
+        made["created_at"] = made["updated_at"] = stamp(asked + timedelta(minutes=minutes))
+
+    out = run_batch(config, no_more_answers())
+
+    assert (f"comment {actions['html_url']} by github:github-actions[bot] refused: "
+            "github:github-actions[bot] is no person (its login is a bot's ([bot])); approvals "
+            "come from people only; nothing was answered") in out  # fmt: skip
+    assert (f"comment {typed_bot['html_url']} by github:deployer refused: github:deployer is "
+            "no person (GitHub says its account is no user (type Bot or another))") in out  # fmt: skip
+    assert f"comment {named_bot['html_url']} by github:Evil[BOT] refused" in out
+    assert state_of(tmp_path, run_id).state is RunState.AWAITING_APPROVAL
+    assert not FileStorage(tmp_path / "state").layout.approval_path(run_id, 1).exists()
+    rows = comment_rows(tmp_path)
+    assert [(r["decision"]["by"], r["decision"]["refused"]) for r in rows] == [
+        ("github:github-actions[bot]", True),
+        ("github:deployer", True),
+        ("github:Evil[BOT]", True),
+    ]
+    assert all("approvals come from people only" in r["decision"]["why"] for r in rows)
+    assert not [r for r in github.requests if r.path.endswith("/permission")]
+
+    person = comment(github, "/orchestrator approve", "bot", asked + timedelta(minutes=4))
+    out = run_batch(config, no_more_answers())
+
+    assert f"approved by github:bot ({person['html_url']})" in out
+    assert state_of(tmp_path, run_id).state is RunState.COMPLETED, out
+    assert [r["decision"]["refused"] for r in comment_rows(tmp_path)] == [True, True, True, False]
+
+
+def test_gitlab_an_access_tokens_or_a_bot_accounts_note_is_refused(
+    tmp_path: Path,
+    gitlab: FakeGitLab,  # noqa: F811
+) -> None:
+    """GitLab's notes do not say whether their author is a bot: the account is asked
+    (``GET /users/:id``), and an access token's user is known by its name as well."""
+    gitlab.add_issue(PROJECT, "deal() is off by one", ["orchestrate"], "2026-01-01T00:00:00Z")
+    config = write_config(tmp_path, (
+        f'kind = "gitlab"\nproject = "{PROJECT}"\nlabel = "orchestrate"\n'
+        f'base_url = "{gitlab.base_url}"\ntoken_env = "FAKE_GL_TOKEN"\n'
+        f'repository = "{tmp_path / "origin.git"}"\n'
+    ))  # fmt: skip
+    token_bot = "project_42_bot_5f3a9c0e"
+    gitlab.users.update({"dev": 7, "helper": 9, token_bot: 10})
+    gitlab.bots.add("helper")
+    gitlab.projects[PROJECT]["members"].update({7: 30, 9: 50, 10: 40})
+    run_id, asked = paused_run(tmp_path, config, f"gl-{PROJECT.replace('/', '-')}-1")
+    helper = gitlab.add_note(PROJECT, 1, "/orchestrator approve", "helper",
+                             stamp(asked + timedelta(minutes=1)))  # fmt: skip
+    token = gitlab.add_note(PROJECT, 1, "/orchestrator approve", token_bot,
+                            stamp(asked + timedelta(minutes=2)))  # fmt: skip
+
+    out = run_batch(config, no_more_answers())
+
+    issue_url = f"{gitlab.base_url}/{PROJECT}/-/issues/1"
+    assert (f"comment {issue_url}#note_{helper['id']} by gitlab:helper refused: gitlab:helper "
+            "is no person (GitLab says its account is a bot); approvals come from people "
+            "only") in out  # fmt: skip
+    assert (f"#note_{token['id']} by gitlab:{token_bot} refused: gitlab:{token_bot} is no "
+            "person (its username is an access token's bot user's)") in out  # fmt: skip
+    assert state_of(tmp_path, run_id).state is RunState.AWAITING_APPROVAL
+    dev = gitlab.add_note(PROJECT, 1, "/orchestrator approve", "dev",
+                          stamp(asked + timedelta(minutes=3)))  # fmt: skip
+
+    out = run_batch(config, no_more_answers())
+
+    assert f"approved by gitlab:dev ({issue_url}#note_{dev['id']})" in out
+    assert state_of(tmp_path, run_id).state is RunState.COMPLETED, out
+    assert [(r["decision"]["by"], r["decision"]["refused"]) for r in comment_rows(tmp_path)] == [
+        ("gitlab:helper", True), (f"gitlab:{token_bot}", True), ("gitlab:dev", False),
+    ]  # fmt: skip

@@ -8,6 +8,7 @@ import pytest
 from orchestrator.domain.comment_commands import (
     MAX_REASON_CHARS,
     CommentCommand,
+    bot_name,
     parse_command,
 )
 
@@ -74,3 +75,28 @@ def test_an_overlong_comment_is_not_read_at_all() -> None:
 def test_a_reason_keeps_its_words_and_nothing_after_the_first_line() -> None:
     command = parse_command("/orchestrator reject flaky: see #12   \n> /orchestrator approve")
     assert command == CommentCommand(approved=False, reason="flaky: see #12")
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "bot"),
+    [
+        ("github", "github-actions[bot]", True),
+        ("github", "dependabot[BOT]", True),
+        ("github", "evil[bot]", True),
+        ("github", "bot", False),
+        ("github", "robot-bob", False),
+        ("github", "evil-bot", False),
+        ("github", "[bot]evil", False),
+        ("gitlab", "project_42_bot_5f3a9c0e", True),
+        ("gitlab", "group_7_bot_ab12", True),
+        ("gitlab", "project_42_bot3", True),
+        ("gitlab", "project_42_bot", True),
+        ("gitlab", "myproject_42_bot_ab", False),
+        ("gitlab", "project_x_bot_ab", False),
+        ("gitlab", "robot", False),
+        ("gitlab", "evil[bot]", False),  # no GitLab name; GitLab's own word decides
+        ("local", "x[bot]", False),
+    ],
+)
+def test_the_names_forges_give_accounts_no_person_holds(kind: str, name: str, bot: bool) -> None:
+    assert bot_name(kind, name) is bot

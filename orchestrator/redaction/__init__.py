@@ -6,6 +6,8 @@ or prints.
 
 ``redact`` replaces credentials with ``[REDACTED]``:
 
+* the secrets the process holds, by value, as written, reversed, base64, URL-encoded or
+  hex (``held``: the values come from the environment and the config, ``hold``);
 * token shapes that are secrets on their own, wherever they stand (``vendors``);
 * private-key blocks and the ``data:`` values of a Kubernetes ``Secret`` (``blocks``);
 * values found by their name or the syntax around them: a setting named a secret, a
@@ -17,6 +19,7 @@ and keeps what carries no information (``placeholders``: ``${VAR}``, ``ghp_xxxx`
 a reference to code) and what is public or ciphertext (certificates, SOPS ``ENC[...]``).
 
     core.py          the pass: every rule in order; redact, redact_bytes
+    held.py          the held secrets by value and encoding; the process's registry
     vendors.py       the token-shape table (vendor prefixes as a trie, JWTs, webhooks ...)
     names.py         which names say their value is a secret
     name_rules.py    NAME=value and its relatives, URLs, headers, flags; their rewrites
@@ -46,13 +49,18 @@ from __future__ import annotations
 
 from orchestrator.redaction.core import redact, redact_bytes
 from orchestrator.redaction.edges import drop_cut_edges
+from orchestrator.redaction.held import HeldSecrets, held, hold, holding
 from orchestrator.redaction.personal import SCRUB_MARKS, rewrite_refusal, scrub
 from orchestrator.redaction.placeholders import REDACTED
 
 __all__ = [
     "REDACTED",
     "SCRUB_MARKS",
+    "HeldSecrets",
     "drop_cut_edges",
+    "held",
+    "hold",
+    "holding",
     "redact",
     "redact_bytes",
     "rewrite_refusal",

@@ -16,6 +16,8 @@ from typing import Final
 
 from orchestrator.redaction.blocks import redact_k8s_secret, redact_pem
 from orchestrator.redaction.entropy import redact_random_runs
+from orchestrator.redaction.held import HeldSecrets
+from orchestrator.redaction.held import held as process_held
 from orchestrator.redaction.name_rules import (
     KEYWORD,
     NAME_RULES,
@@ -171,11 +173,15 @@ def _redact_unfiltered(text: str) -> str:
     return _propagate(text, found)
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret this module recognises replaced by ``[REDACTED]``.
+def redact(text: str, held: HeldSecrets | None = None) -> str:
+    """``text`` with every secret this module recognises replaced by ``[REDACTED]``: the
+    values ``held`` (by default, what the process holds: ``held.hold``) in every form
+    first, then every shape.
 
-    Pure, linear in ``len(text)``, and idempotent (``redact(redact(t)) == redact(t)``).
+    Pure for a given ``held``, linear in ``len(text)``, and idempotent
+    (``redact(redact(t)) == redact(t)``).
     """
+    text = (process_held() if held is None else held).redact(text)
     found: set[str] = set()
     text = _whole_text_rules(text, found)
     # REDACTED holds no keyword, so the lines to look at are those of the text as it is.
@@ -184,6 +190,6 @@ def redact(text: str) -> str:
     return _propagate(text, found)
 
 
-def redact_bytes(data: bytes) -> str:
+def redact_bytes(data: bytes, held: HeldSecrets | None = None) -> str:
     """Decode as UTF-8 (undecodable bytes become U+FFFD, never an exception), then redact."""
-    return redact(data.decode("utf-8", errors="replace"))
+    return redact(data.decode("utf-8", errors="replace"), held)

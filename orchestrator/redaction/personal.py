@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.redaction.core import redact
+from orchestrator.redaction.held import HeldSecrets
 from orchestrator.redaction.placeholders import REDACTED
 
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b")
@@ -35,10 +36,11 @@ def _card(match: re.Match[str]) -> str:
     return "[CARD]" if 13 <= len(digits) <= 19 and _luhn(digits) else match.group(0)
 
 
-def scrub(text: str) -> tuple[str, int]:
-    """Secrets and personal data out of ``text``; returns (text, how many were replaced)."""
+def scrub(text: str, held: HeldSecrets | None = None) -> tuple[str, int]:
+    """Secrets (``redact``, with ``held``) and personal data out of ``text``; returns
+    (text, how many were replaced)."""
     count = 0
-    cleaned = redact(text)
+    cleaned = redact(text, held)
     if cleaned != text:
         count += 1
     cleaned, n = EMAIL.subn("[EMAIL]", cleaned)

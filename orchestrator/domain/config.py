@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from orchestrator.domain.broker_url import ConfiguredBrokerUrl
+from orchestrator.domain.egress import EgressEntries
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.domain.notify import NotifyTarget
@@ -270,6 +271,8 @@ class EngineConfig(Frozen):
         if self.command is not None:
             return {**self.settings, "command": list(self.command)}
         return dict(self.settings)
+    # Hosts it may reach besides its kind's provider (domain/egress.py), every stage it runs.
+    egress: EgressEntries = ()
 
     @model_validator(mode="after")
     def _settings_fit_the_adapter(self) -> EngineConfig:

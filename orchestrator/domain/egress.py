@@ -189,3 +189,30 @@ def host_of_url(url: str) -> str | None:
     host, port = parsed
     shown = f"[{host}]" if ":" in host else host
     return f"{shown}:{port}"
+
+
+@dataclass(frozen=True)
+class NetworkAccess:
+    """What a sandboxed stage reaches: ``none`` (no network at all), ``proxy`` (only
+    ``policy``'s hosts, through the egress proxy) or ``open`` (the host's whole network:
+    ``egress = ["*"]``, warned at every start and recorded)."""
+
+    mode: str
+    policy: EgressPolicy | None = None
+
+
+NO_NETWORK = NetworkAccess("none")
+
+
+def network_access(
+    network: bool | None, *, engine: bool, declared: Iterable[str], implied: Iterable[str] = ()
+) -> NetworkAccess:
+    """A stage's, engine's or check's access: ``network`` as configured (unset: an engine
+    has it, as does whatever declares hosts of its own), its ``declared`` egress and the
+    hosts ``implied`` by what it is (an engine kind's provider, a clone's repository)."""
+    declared = tuple(declared)
+    wanted = network if network is not None else (engine or bool(declared))
+    if not wanted:
+        return NO_NETWORK
+    policy = egress_policy(implied, declared)
+    return NetworkAccess("open") if policy.open else NetworkAccess("proxy", policy)

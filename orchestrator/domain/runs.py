@@ -122,6 +122,14 @@ class Attempt(Frozen):
     # "bwrap", or "none" when its config opted it out (a check stage: per check, on
     # each CheckResult). Absent from records written before every stage was sandboxed.
     sandbox: str | None = None
+    # Its network (domain/egress.py): "none", "proxy" (only its allow-list's hosts, through
+    # the egress proxy) or "open" (egress = ["*"]: the whole network, warned at start).
+    # Absent: unsandboxed, a check stage, or a record from before the proxy.
+    egress: str | None = None
+    # What the proxy refused it: distinct ``host:port`` (first refused first, at most 32;
+    # text the sandbox sent, so redacted) and how many refusals in all.
+    egress_denied: tuple[Annotated[str, AfterValidator(redact)], ...] = ()
+    egress_denials: Annotated[int, Field(ge=0)] = 0
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from orchestrator.domain.egress import EgressEntries
 from orchestrator.domain.validation import Frozen, StrictBool, StrictInt, StrictStr
 
 WritablePath = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
@@ -26,12 +27,15 @@ class SandboxOptions(Frozen):
     one may read. In both, ``~/`` is the home of whoever runs the orchestrator, and
     ``{root}``, ``{clone}``, ``{run_dir}`` are the command placeholders; a missing
     writable path in the clone or the config's directory is made (elsewhere it must
-    exist: under the home it may be a file)."""
+    exist: under the home it may be a file). ``egress``: hosts it may reach besides what
+    it is given (``domain/egress.py``: an engine its provider's, a clone its repository's),
+    through the egress proxy; ``["*"]`` is the whole network (warned, recorded)."""
 
     sandbox: SandboxMode | None = None
     network: StrictBool | None = None
     writable: Annotated[tuple[WritablePath, ...], Field(max_length=32)] = ()
     readable: Annotated[tuple[WritablePath, ...], Field(max_length=32)] = ()
+    egress: EgressEntries = ()
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -50,10 +54,15 @@ class SandboxOptions(Frozen):
 
     @model_validator(mode="after")
     def _only_when_sandboxed(self) -> SandboxOptions:
-        if self.sandbox == "none" and (self.network is not None or self.writable or self.readable):
+        if self.sandbox == "none" and (
+            self.network is not None or self.writable or self.readable or self.egress
+        ):
             raise ValueError(
-                "'network', 'writable' and 'readable' are sandbox settings: not with sandbox = \"none\""
+                "'network', 'writable', 'readable' and 'egress' are sandbox settings: not "
+                'with sandbox = "none"'
             )
+        if self.network is False and self.egress:
+            raise ValueError("'egress' names hosts to reach: not with network = false")
         return self
 
 
@@ -81,4 +90,5 @@ def effective_sandbox(check: SandboxOptions | None, stage: SandboxOptions) -> Sa
         network=check.network if check.network is not None else stage.network,
         writable=(*stage.writable, *check.writable),
         readable=(*stage.readable, *check.readable),
+        egress=(*stage.egress, *check.egress),
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
+from orchestrator.app.held_secrets import hold_secrets
 from orchestrator.app.notify import NoNotifier, Notifier, notifier_for
 from orchestrator.app.status_comments import NoStatus, RunStatus, status_for
 from orchestrator.domain.config import LoadedConfig, ModelConfig
@@ -109,7 +110,10 @@ def model_gateway_factory(
 def build_services(
     loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
 ) -> Services:
-    """The real services: the runner, the configured model, this terminal."""
+    """The real services: the runner, the configured model, this terminal. The secrets
+    ``environ`` and the config hold are held from now on (``held_secrets.py``): the
+    fleet's worker builds its services per ticket from the environment it was handed."""
+    hold_secrets(loaded.path, environ)
     state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
     storage = open_configured(loaded, state_dir, environ)
     storage.sweep_stale_temps()  # what killed writes left behind

@@ -463,8 +463,6 @@ def _open_state(config_file: Path, state_dir_override: str | None) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from orchestrator import storage
-
     if args.command == "init":
         from orchestrator.cli.commands import init
 
@@ -479,6 +477,20 @@ def _dispatch(args: argparse.Namespace) -> int:
         # The demo drives this entry point, handed in: it imports no CLI code.
         return demo.demo(args.dir, with_model=args.with_model, cli=main)
     config_file = _config_file(args.config, verbose=args.verbose)
+    if args.command == "runs":  # prints what was redacted when kept, and must start fast
+        return _dispatch_with(args, config_file)
+    from orchestrator.app.held_secrets import holding_secrets
+
+    # Every secret of the environment and the config is redacted by its value from what
+    # this command prints, keeps or sends (redaction/held.py); a Celery worker's pool
+    # processes are its forks, and hold it too.
+    with holding_secrets(config_file, os.environ):
+        return _dispatch_with(args, config_file)
+
+
+def _dispatch_with(args: argparse.Namespace, config_file: Path) -> int:
+    from orchestrator import storage
+
     # doctor, and the preflight before a run's first stage, report it among their checks.
     preflight = not getattr(args, "no_preflight", True) and not getattr(args, "worker", False)
     if args.command != "doctor" and not preflight:

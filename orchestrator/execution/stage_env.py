@@ -21,6 +21,7 @@ from orchestrator.domain.broker_url import BROKER_URL_ENV
 from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
 from orchestrator.domain.placeholders import STAGE_PLACEHOLDERS
 from orchestrator.execution.process import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMEOUT
+from orchestrator.redaction import hold
 from orchestrator.storage import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
@@ -115,6 +116,9 @@ def stage_environ(
         and k not in ORCHESTRATOR_ONLY  # never, whatever pass_env says
         and k != CRASH_ENV  # a test arms the orchestrator, never the stages it starts
     }
+    # A value handed to a stage is one the orchestrator holds from now on: redacted by
+    # value, encoded or not, from whatever the stage prints back (redaction/held.py).
+    hold(env[name] for name in pass_env if name in env)
     env.update(
         ORCH_TICKET_FILE=str(ctx.ticket_file),
         ORCH_TICKET_ID=ctx.ticket_id,

@@ -2,10 +2,12 @@
 run event it asks for once — a webhook (generic JSON, Slack, Teams) by a plain POST, an
 e-mail by SMTP. No new dependency: ``urllib`` and ``smtplib`` do it.
 
-Never blocking or failing a run: every send is bounded (``timeout_s`` per blocking socket
-operation, ``TRIES`` tries, ``BACK_OFF_S`` between them), and nothing raises out of
-``after_run`` or ``catch_up`` — a failure is one line said and an outbox entry. Worst case
-per target and event: ``TRIES * timeout_s + sum(BACK_OFF_S)`` (16.5 s at the default 5 s).
+Never blocking or failing a run: every send is bounded (``timeout_s`` per try, in all:
+resolving, connecting, sending and the answer; ``TRIES`` tries, ``BACK_OFF_S`` between
+them), and nothing raises out of ``after_run`` or ``catch_up`` — a failure is one line said
+and an outbox entry. Worst case per target and event: ``TRIES * timeout_s +
+sum(BACK_OFF_S)`` (16.5 s at the default 5 s). How a send is made — the address checked
+before it is connected to, no redirect followed — is ``app/notify_transport.py``.
 
 Once per run and event: the send comes first, its outbox entry after
 (``storage/notify_outbox.py``), so a crash in between sends again rather than never.
@@ -16,11 +18,8 @@ error's text has it replaced by ``$VAR`` and is redacted before it is said or wr
 
 from __future__ import annotations
 
-import json
 import smtplib
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -29,14 +28,16 @@ from email.message import EmailMessage
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
+from orchestrator.app.notify_transport import Refused, post_json, smtp_send
 from orchestrator.domain.errors import TicketLocked
+from orchestrator.domain.inert import plain
 from orchestrator.domain.notices import (
     Occasion,
+    body_for,
     headline,
     notice_lines,
     notice_of,
     occasion_of,
-    payload_for,
 )
 from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.runs import RunRecord, utcnow
@@ -57,31 +58,11 @@ class Unsent(Exception):
         self.retry = retry
 
 
-# (url, JSON body, timeout) → the HTTP status; raises OSError when there is no answer.
-Post = Callable[[str, bytes, float], int]
-# (target, message, environ) → None; raises OSError or smtplib.SMTPException.
+# (url, JSON body, target) → the HTTP status, within the target's ``timeout_s``; raises
+# Refused (an address it may not be sent to), OSError (TimeoutError) when there is no answer.
+Post = Callable[[str, bytes, NotifyTarget], int]
+# (target, message, environ) → None; raises Refused, OSError or smtplib.SMTPException.
 Mail = Callable[[NotifyTarget, EmailMessage, Mapping[str, str]], None]
-
-
-def urllib_post(url: str, body: bytes, timeout: float) -> int:
-    request = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as answered:
-        return int(answered.code)
-
-
-def smtp_send(target: NotifyTarget, message: EmailMessage, environ: Mapping[str, str]) -> None:
-    host = target.smtp_host or ""
-    with smtplib.SMTP(host, target.smtp_port, timeout=target.timeout_s) as smtp:
-        if target.starttls:
-            smtp.starttls()
-        if target.username_env and target.password_env:
-            smtp.login(environ.get(target.username_env, ""), environ.get(target.password_env, ""))
-        smtp.send_message(message)
 
 
 class Notifier(Protocol):
@@ -117,7 +98,7 @@ class Notify:
     lock: Callable[[str], AbstractContextManager[None]]
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
-    post: Post = urllib_post
+    post: Post = post_json
     mail: Mail = smtp_send
     tries: int = TRIES
     back_off_s: tuple[float, ...] = field(default=BACK_OFF_S)
@@ -203,13 +184,19 @@ class Notify:
         url = self.environ.get(env, "")
         if urlsplit(url).scheme not in ("http", "https"):
             raise Unsent(f"${env} is not set to an http(s) URL", retry=False)
-        body = json.dumps(payload_for(target.kind, notice)).encode()
+        body = body_for(target.kind, notice)
         try:
-            status = self.post(url, body, target.timeout_s)
+            status = self.post(url, body, target)
+        except Refused as exc:
+            raise Unsent(self._scrub(f"${env}: {exc}", url, env), retry=False) from None
         except (OSError, ValueError) as exc:
             raise Unsent(self._scrub(f"{type(exc).__name__}: {exc}", url, env)) from None
         if 200 <= status < 300:
             return
+        if 300 <= status < 400:
+            # A redirect is not followed (it could point anywhere, an internal address
+            # included); it will redirect again.
+            raise Unsent(f"${env} answered HTTP {status}, a redirect: not followed", retry=False)
         # A refusal (404, 403: a wrong or revoked URL) will refuse again; a server error or
         # a rate limit may not.
         raise Unsent(f"${env} answered HTTP {status}", retry=status >= 500 or status == 429)
@@ -219,9 +206,12 @@ class Notify:
         message["Subject"] = headline(notice)
         message["From"] = target.from_ or ""
         message["To"] = ", ".join(target.to)
-        message.set_content("\n".join(notice_lines(notice)) + "\n")
+        # Plain text only, no HTML part: nothing in it renders (``_text`` made it plain).
+        message.set_content(plain("\n".join(notice_lines(notice))) + "\n")
         try:
             self.mail(target, message, self.environ)
+        except Refused as exc:
+            raise Unsent(self._scrub(f"{target.smtp_host}: {exc}"), retry=False) from None
         except (OSError, smtplib.SMTPException) as exc:
             secrets = [self.environ.get(n or "", "") for n in (target.password_env,)]
             raise Unsent(self._scrub(f"{type(exc).__name__}: {exc}", *secrets)) from None

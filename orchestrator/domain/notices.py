@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from orchestrator.domain import inert
+from orchestrator.domain.inert import plain
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.notify import NotifyEvent
 from orchestrator.domain.runs import RunRecord
@@ -50,7 +52,7 @@ def occasion_of(record: RunRecord) -> Occasion | None:
 def _text(value: str | None, limit: int = MAX_TEXT) -> str | None:
     if value is None:
         return None
-    said = redact(value)
+    said = plain(redact(value))
     return said if len(said) <= limit else said[: limit - 1] + "…"
 
 
@@ -114,20 +116,30 @@ def notice_lines(notice: dict[str, Any]) -> list[str]:
 
 
 def payload_for(kind: str, notice: dict[str, Any]) -> dict[str, Any]:
-    """What a webhook of ``kind`` is posted: the notice itself (``webhook``), Slack's
-    ``{"text": ...}``, or a Teams connector's MessageCard."""
+    """What a webhook of ``kind`` is posted: the notice itself (``webhook``: plain strings,
+    the receiver escapes them for whatever it renders), Slack's ``{"text": ...}`` escaped
+    for mrkdwn, or a Teams connector's MessageCard escaped for its Markdown
+    (``domain/inert.py``): a title, a halt's detail or a hand-off pings, links and shows
+    nothing there."""
     if kind == "webhook":
         return notice
-    text = "\n".join(notice_lines(notice))
     if kind == "slack":
-        return {"text": text}
+        # No preview either: a link's preview would fetch and show what it points at.
+        text = inert.slack("\n".join(notice_lines(notice)))
+        return {"text": text, "unfurl_links": False, "unfurl_media": False}
     if kind == "teams":
         return {
             "@type": "MessageCard",
             "@context": "https://schema.org/extensions",
-            "summary": headline(notice),
-            "title": headline(notice),
+            "summary": inert.teams(headline(notice)),
+            "title": inert.teams(headline(notice)),
             # A MessageCard's text is markdown: two spaces end a line.
-            "text": "  \n".join(notice_lines(notice)[1:]),
+            "text": "  \n".join(inert.teams(line) for line in notice_lines(notice)[1:]),
         }
     raise ValueError(f"no webhook payload for a {kind} target")
+
+
+def body_for(kind: str, notice: dict[str, Any]) -> bytes:
+    """The JSON a webhook of ``kind`` is posted, with ``<``, ``>``, ``&`` as ``\\u``
+    escapes (``inert.json_text``)."""
+    return inert.json_text(payload_for(kind, notice)).encode()

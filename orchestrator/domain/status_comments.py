@@ -12,15 +12,18 @@ read by whoever can read the repository. A source with ``status_labels`` also ke
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
+from orchestrator.domain.inert import markdown_block, markdown_inline
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.redaction import redact
 
 MAX_QUOTE: Final = 1500  # of a hand-off, a halt's detail, a decision's summary
 _MARKER: Final = "<!-- orchestrator:status ticket={ticket} -->"
+_URL: Final = re.compile(r"https?://[A-Za-z0-9.:-]+(?:/[A-Za-z0-9._~%/+-]*)?")
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,15 @@ def _quote(text: str) -> str:
     said = redact(text).strip()
     if len(said) > MAX_QUOTE:
         said = said[: MAX_QUOTE - 1] + "…"
-    # An indented block: shown as written, no markdown, no mention or link made live.
-    return "\n".join(f"    {line}" for line in said.splitlines()) or "    (empty)"
+    # A fenced block, shown as written: no markdown, no mention, image or link made live,
+    # no issue closed (an indented block would not be: it cannot interrupt a paragraph,
+    # so it read as Markdown after "Asked:"). ``domain/inert.py`` says why code.
+    return "\n" + markdown_block(said)
+
+
+def _link(url: str) -> str:
+    """The pull request's URL as the forge gave it, when it is only a URL; else as code."""
+    return url if _URL.fullmatch(url) else markdown_inline(url)
 
 
 def _code(text: str) -> str:
@@ -84,7 +94,7 @@ def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
     if state is RunState.COMPLETED:
         lines.append(f"**Completed** (run {run}).")
         if facts.pull_request_url:
-            lines.append(f"\nPull request: {facts.pull_request_url}")
+            lines.append(f"\nPull request: {_link(facts.pull_request_url)}")
     elif state is RunState.AWAITING_APPROVAL:
         pending = [v for v in record.verdicts if v.outcome is None]
         lines.append(f"**Waiting for approval** (run {run}).")

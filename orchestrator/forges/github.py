@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from orchestrator.domain.inert import markdown_block, markdown_inline
 from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 
@@ -122,22 +123,27 @@ def _without_userinfo(url: str) -> str:
 
 
 def pr_body(ticket_body: str, verdict_summaries: Sequence[str], run_id: str) -> str:
-    """The pull request's description: the ticket, then what the run decided on the way."""
+    """The pull request's description: the ticket, then what the run decided on the way.
+    Both were written by others (an issue's author, a model), so both are quoted as code,
+    nothing in them live (``domain/inert.py``): only the line the stage adds after this
+    may close an issue."""
     decisions = (
-        "\n".join(f"- {' '.join(summary.split())}" for summary in verdict_summaries)
+        "\n".join(f"- {markdown_inline(summary)}" for summary in verdict_summaries)
         if verdict_summaries
         else "No failure needed a recovery decision."
     )
     footer = (
-        f"\n\n---\nOpened by the orchestrator, run `{run_id}`.\n\n"
+        f"\n\n---\nOpened by the orchestrator, run `{run_id.replace('`', '')}`.\n\n"
         f"Recovery decisions in this run:\n{decisions}\n"
     )
     body = ticket_body.strip("\n")
     cut_note = "\n\n[… the ticket's text is cut here, at GitHub's limit]"
-    room = MAX_BODY_CHARS - len(footer)
+    # The fences around the text, at their longest: cutting the text cannot lengthen them.
+    lead = "The ticket, as written:\n\n"
+    room = MAX_BODY_CHARS - len(lead) - len(footer) - len(markdown_block(body)) + len(body)
     if len(body) > room:
         body = body[: max(room - len(cut_note), 0)] + cut_note
-    return body + footer
+    return lead + markdown_block(body) + footer
 
 
 def _github_message(response: HttpResponse) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import git
 
+from orchestrator.domain.inert import forge_line
 from orchestrator.domain.tickets import Ticket
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import ForgeError, PullRequest
@@ -132,6 +133,7 @@ def verdict_summaries(state_dir: Path, run_id: str) -> list[str]:
 
 
 # The word each forge closes an issue by when the request is merged.
+_PROJECT = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
 _CLOSING_WORD = {"github": "Fixes", "gitlab": "Closes"}
 
 
@@ -142,6 +144,8 @@ def closing_reference(ticket: Ticket, project: str, *, forge: str) -> str:
     if origin is None or origin.kind != forge:
         return ""
     where = "" if origin.project == project else origin.project
+    if where and not _PROJECT.fullmatch(where):
+        return ""  # a name that is not one could smuggle a second keyword into the line
     return f"{_CLOSING_WORD[forge]} {where}#{origin.number}"
 
 
@@ -173,7 +177,9 @@ class OpenPrRun:
 
     @property
     def title(self) -> str:
-        return self.ticket.fields.title
+        """The ticket's title as the request's: one line, closing no issue and mentioning
+        nobody (``domain/inert.py``)."""
+        return forge_line(self.ticket.fields.title)
 
     def description(self) -> str:
         """The ticket, then what the run decided on the way (``forges.github.pr_body``)."""

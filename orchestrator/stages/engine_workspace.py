@@ -17,6 +17,7 @@ from pathlib import Path
 
 import git
 
+from orchestrator.domain.inert import forge_line
 from orchestrator.stages._stagelib import (
     StageError,
     open_clone,
@@ -72,7 +73,9 @@ def main(environ: Mapping[str, str]) -> None:
             )
             print(f"workspace reset to {environ['ORCH_BASE_REF']}")
         elif mode == "commit":
-            for subject in commit(repo, ticket.fields.title, ticket.fields.kind.value):
+            # A commit's message closes issues when merged: the title's keywords may not.
+            subject_line = forge_line(ticket.fields.title)
+            for subject in commit(repo, subject_line, ticket.fields.kind.value):
                 print(f"committed: {subject}")
         else:
             raise StageError(f"usage: engine_workspace.py prepare|commit (got {mode!r})")

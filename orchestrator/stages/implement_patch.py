@@ -14,6 +14,7 @@ from pathlib import Path
 
 import git
 
+from orchestrator.domain.inert import forge_line
 from orchestrator.domain.tickets import PatchExtras, Ticket
 from orchestrator.stages._stagelib import (
     StageError,
@@ -89,7 +90,8 @@ def main(environ: Mapping[str, str]) -> None:
             apply_series(repo, patch)
         else:
             print(f"applying the diff in {patch.name} and committing it as the ticket title")
-            apply_diff(repo, patch, ticket.fields.title)
+            # A commit's message closes issues when merged: the title's keywords may not.
+            apply_diff(repo, patch, forge_line(ticket.fields.title))
         commits = list(repo.iter_commits(f"{base_ref}..HEAD", reverse=True))
         print(f"{len(commits)} commit(s) on {work}:")
         for commit in commits:

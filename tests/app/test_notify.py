@@ -30,7 +30,10 @@ TOKEN = "XoXb4Zq9TOKENs3cr3t"  # what the URL's path holds: the webhook's creden
 
 
 def hook_target(kind: str = "webhook", **settings: object) -> NotifyTarget:
-    return NotifyTarget.model_validate({"kind": kind, "url_env": "HOOK_URL", **settings})
+    # The test's servers are on loopback, which a target reaches only when allowed by name.
+    return NotifyTarget.model_validate(
+        {"kind": kind, "url_env": "HOOK_URL", "allow_private": ["127.0.0.1"], **settings}
+    )
 
 
 class Rig:
@@ -85,7 +88,8 @@ def test_a_500_is_retried_after_a_back_off_recorded_not_slept(tmp_path: Path) ->
     with webhook_server(500, 500) as hook:
         rig = Rig(tmp_path, (hook_target("slack"),), {"HOOK_URL": hook.url(f"/h/{TOKEN}")})
         rig.notify.after_run(rig.failed_record())
-    assert len(hook.requests) == 3 and set(hook.requests[0]) == {"text"}
+    assert len(hook.requests) == 3
+    assert set(hook.requests[0]) == {"text", "unfurl_links", "unfurl_media"}
     assert rig.slept == [0.5, 1.0]
     (entry,) = rig.outbox.entries()
     assert (entry.status, entry.tries, entry.back_off_s) == ("sent", 3, (0.5, 1.0))
@@ -168,7 +172,7 @@ def test_email_goes_through_smtp(tmp_path: Path) -> None:
         target = NotifyTarget.model_validate({
             "kind": "email", "smtp_host": "127.0.0.1", "smtp_port": box.port,
             "starttls": False, "from": "orch@example.org", "to": ["ops@example.org"],
-            "timeout_s": 2.0,
+            "timeout_s": 2.0, "allow_private": ["127.0.0.1"],
         })  # fmt: skip
         rig = Rig(tmp_path, (target,), {})
         record = rig.failed_record()
@@ -185,6 +189,7 @@ def test_email_to_a_server_that_is_gone_fails_without_raising(tmp_path: Path) ->
     target = NotifyTarget.model_validate({
         "kind": "email", "smtp_host": "127.0.0.1", "smtp_port": closed_port(),
         "from": "orch@example.org", "to": ["ops@example.org"], "timeout_s": 0.5,
+        "allow_private": ["127.0.0.1"],
     })  # fmt: skip
     rig = Rig(tmp_path, (target,), {})
     rig.notify.after_run(rig.failed_record())
@@ -208,6 +213,7 @@ def test_a_real_run_that_needs_a_human_notifies_the_webhook_once(tmp_path: Path)
         header = (
             '[[notify]]\nkind = "webhook"\nurl_env = "HOOK_URL"\n'
             'events = ["needs-human", "failed"]\ntimeout_s = 1.0\n'
+            'allow_private = ["127.0.0.1"]\n'
         )
         config = write_config(
             tmp_path, bash_stage("build", "echo building; exit 3"), header=header, recovery=True
@@ -241,7 +247,10 @@ def test_the_next_batch_sends_what_the_last_one_could_not(tmp_path: Path) -> Non
     from orchestrator.cli.commands.batch import batch
 
     with webhook_server(404) as hook:
-        header = '[[notify]]\nkind = "slack"\nurl_env = "HOOK_URL"\ntimeout_s = 1.0\n'
+        header = (
+            '[[notify]]\nkind = "slack"\nurl_env = "HOOK_URL"\ntimeout_s = 1.0\n'
+            'allow_private = ["127.0.0.1"]\n'
+        )
         config = write_config(tmp_path, bash_stage("build", "exit 3"), header=header)
         tickets = tmp_path / "tickets"
         write_ticket(tickets)

@@ -97,7 +97,8 @@ def test_slack_and_teams_payloads_carry_the_notice_as_text() -> None:
     notice = notice_of(record, Occasion(NotifyEvent.FAILED, 0))
     assert payload_for("webhook", notice) is notice
     slack = payload_for("slack", notice)
-    assert list(slack) == ["text"]
+    assert list(slack) == ["text", "unfurl_links", "unfurl_media"]
+    assert slack["unfurl_links"] is slack["unfurl_media"] is False
     assert slack["text"].startswith("orchestrator: T-1 failed: Fix the thing\n")
     assert "pull request: https://forge/pr/7" in slack["text"]
     teams = payload_for("teams", notice)

@@ -45,8 +45,8 @@ def test_awaiting_approval_says_what_is_asked_and_how_to_answer() -> None:
     body = status_body(record, StatusFacts(asked="retry the build: the mirror flaked"))
     assert body == (
         f"{marker('T-1')}\n**Waiting for approval** (run {RUN}).\n\n"
-        "Asked: decision 2, `retry`:\n"
-        "    retry the build: the mirror flaked\n\n"
+        "Asked: decision 2, `retry`:\n\n"
+        "```text\nretry the build: the mirror flaked\n```\n\n"
         "Answer with a comment whose first line is one of:\n\n"
         "    /orchestrator approve\n    /orchestrator reject <reason>\n\n"
         "or on the orchestrator's host: `orchestrator approve T-1-20261201T030405Z-abcd` / "
@@ -60,18 +60,18 @@ def test_needs_a_person_quotes_the_hand_off_redacted_and_bounded() -> None:
     body = status_body(run_record(RunState.NEEDS_HUMAN, halt=halt()), StatusFacts(handoff=handoff))
     assert body.startswith(
         f"{marker('T-1')}\n**Needs a person** (run {RUN}).\n\n"
-        "Halted: `check_failed` at `a`.\n\nHand-off:\n    # Hand-off\n    The build fails; key "
+        "Halted: `check_failed` at `a`.\n\nHand-off:\n\n```text\n# Hand-off\nThe build fails; key "
     )
     assert secret not in body
     assert len(body) < MAX_QUOTE + 400
-    assert body.endswith("…\n")
+    assert body.endswith("…\n```\n")
 
 
 def test_failed_without_a_hand_off_quotes_the_halt() -> None:
     stop = Halt(reason=HaltReason.STAGE_FAILED, stage=None, detail="clone: no such repo")
     assert status_body(run_record(RunState.FAILED, halt=stop)) == (
-        f"{marker('T-1')}\n**Failed** (run {RUN}).\n\nHalted: `stage_failed`.\n"
-        "    clone: no such repo\n"
+        f"{marker('T-1')}\n**Failed** (run {RUN}).\n\nHalted: `stage_failed`.\n\n"
+        "```text\nclone: no such repo\n```\n"
     )
 
 

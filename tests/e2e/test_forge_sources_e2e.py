@@ -76,7 +76,8 @@ def write_config(tmp_path: Path, github: FakeGitHub, gitlab: FakeGitLab) -> Path
         f'api_url = "{github.url}"\nrepository = "{origin(tmp_path, "widgets")}"\n\n'
         f'[[sources]]\nkind = "gitlab"\nproject = "{PROJECT}"\nlabel = "orchestrate"\n'
         f'base_url = "{gitlab.base_url}"\nrepository = "{origin(tmp_path, "cards")}"\n\n'
-        f'[[notify]]\nkind = "webhook"\nurl_env = "{HOOK_URL}"\n\n'
+        f'[[notify]]\nkind = "webhook"\nurl_env = "{HOOK_URL}"\n'
+        'allow_private = ["127.0.0.1"]\n\n'  # the test's webhook is on loopback
         '[[stages]]\nname = "clone"\n'
         'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
         'cwd = "run"\nnetwork = true\n\n'

@@ -221,9 +221,10 @@ def test_repo_from_url_never_repeats_credentials() -> None:
 def test_pr_body_is_the_ticket_and_the_runs_decisions() -> None:
     body = pr_body("Fix deal().\n", ["retry: the test run hit a flaky network", "escalate-model: too hard"], "T-1-20260105T100000Z-ab12")  # fmt: skip
     assert body == (
-        "Fix deal().\n\n---\nOpened by the orchestrator, run `T-1-20260105T100000Z-ab12`.\n\n"
+        "The ticket, as written:\n\n```text\nFix deal().\n```\n\n---\n"
+        "Opened by the orchestrator, run `T-1-20260105T100000Z-ab12`.\n\n"
         "Recovery decisions in this run:\n"
-        "- retry: the test run hit a flaky network\n- escalate-model: too hard\n"
+        "- ` retry: the test run hit a flaky network `\n- ` escalate-model: too hard `\n"
     )
     assert pr_body("x", [], "r").endswith("Recovery decisions in this run:\nNo failure needed a recovery decision.\n")  # fmt: skip
     huge = pr_body("y" * 100_000, [], "r")
@@ -303,9 +304,9 @@ def test_stage_pushes_opens_records_and_reuses(
         "head_sha": workspace["sha"],
     }
     assert github.pulls[0]["body"] == (
-        "deal(5) hands out four cards.\n\n---\n"
+        "The ticket, as written:\n\n```text\ndeal(5) hands out four cards.\n```\n\n---\n"
         "Opened by the orchestrator, run `T-1-20260105T100000Z-ab12`.\n\n"
-        "Recovery decisions in this run:\n- retry: the fake network flaked\n"
+        "Recovery decisions in this run:\n- ` retry: the fake network flaked `\n"
     )
     first = capsys.readouterr()
     assert first.out.splitlines()[-1] == (

@@ -74,9 +74,9 @@ def test_stage_pushes_opens_records_and_reuses(
     (mr,) = gitlab.projects[PROJECT]["merge_requests"]
     assert (mr["source_branch"], mr["target_branch"]) == ("orch/T-1", "main")
     assert mr["description"] == (
-        "deal(5) hands out four cards.\n\n---\n"
+        "The ticket, as written:\n\n```text\ndeal(5) hands out four cards.\n```\n\n---\n"
         "Opened by the orchestrator, run `T-1-20260105T100000Z-ab12`.\n\n"
-        "Recovery decisions in this run:\n- retry: the fake network flaked\n"
+        "Recovery decisions in this run:\n- ` retry: the fake network flaked `\n"
         "\nCloses #12\n"
     )
     first = capsys.readouterr()

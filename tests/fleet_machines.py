@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_ticket
 from file_watch import wait_for
+from fleet_keys import install_fleet_key
 
 
 def counted(name: str, tail: str = "", **options: object) -> str:
@@ -55,6 +56,7 @@ def write_fleet_config(
         + "\n"
         + stages
     )
+    install_fleet_key(root)  # every task message is signed with it (issue 40)
     return config
 
 
@@ -183,6 +185,7 @@ def machine_config(folder: Path, original: Path) -> Path:
     (folder / "counts").mkdir(parents=True, exist_ok=True)
     copy = folder / "config.toml"
     copy.write_bytes(original.read_bytes())
+    install_fleet_key(folder)  # the fleet's one key pair, copied to each machine
     return copy
 
 

@@ -379,7 +379,9 @@ def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> tuple[st
     from orchestrator.domain.errors import ConfigError, OrchestratorError
 
     try:
-        url = broker_url_from(loaded.config.distributed.broker_url, environ, loaded.path)
+        url = broker_url_from(
+            loaded.config.distributed.broker_url, environ, loaded.path, require_auth=False
+        )
     except ConfigError as exc:
         return "the broker", str(exc)
     from orchestrator.storage.redis import CoordinationStore
@@ -420,6 +422,33 @@ def storage_problem(
     except OrchestratorError as exc:
         return url.masked, getattr(exc, "reason", "") or url.scrub(str(exc))
     return url.masked, None
+
+
+def broker_auth_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> str | None:
+    """Why the broker may not be used unauthenticated (off this machine, with neither a
+    password nor TLS), or None; a URL that cannot be read is ``broker_problem``'s to say."""
+    from orchestrator.domain.broker_url import (
+        authentication_problem,
+        broker_source,
+        broker_url_from,
+    )
+    from orchestrator.domain.errors import ConfigError
+
+    try:
+        url = broker_url_from(
+            loaded.config.distributed.broker_url, environ, loaded.path, require_auth=False
+        )
+    except ConfigError:
+        return None
+    return authentication_problem(url, broker_source(environ, loaded.path))
+
+
+def fleet_key_fact(loaded: LoadedConfig) -> tuple[str, str | None]:
+    """(the fleet's key file, why it cannot sign or verify, or None)."""
+    from orchestrator.app.fleet_key import fleet_key_files, fleet_key_problem
+
+    fleet = fleet_key_files(loaded)
+    return str(fleet.key), fleet_key_problem(fleet)
 
 
 def _broker_configured(loaded: LoadedConfig, environ: Mapping[str, str]) -> bool:
@@ -476,9 +505,12 @@ def gather(
     finally:
         if ask is not None:
             ask.close()
-    broker, broker_said = None, None
+    broker, broker_said, broker_open = None, None, None
+    fleet_key, fleet_key_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker, broker_said = broker_problem(loaded, environ)
+        broker_open = broker_auth_problem(loaded, environ)
+        fleet_key, fleet_key_said = fleet_key_fact(loaded)
     storage, storage_said = storage_problem(loaded, environ)
     found_programs = programs(loaded, environ)
     identity = git_identity(executor, environ)
@@ -507,6 +539,9 @@ def gather(
         state_dir_problem=state_dir_problem(state_dir),
         broker=broker,
         broker_problem=broker_said,
+        broker_auth_problem=broker_open,
+        fleet_key=fleet_key,
+        fleet_key_problem=fleet_key_said,
         storage=storage,
         storage_problem=storage_said,
         sources=source_facts,

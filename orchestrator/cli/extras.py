@@ -15,7 +15,7 @@ def require_distributed(what: str) -> None:
     libraries cannot be imported, rather than failing later as an internal error."""
     import importlib
 
-    for module in ("celery", "redis"):
+    for module in ("celery", "redis", "cryptography"):
         try:
             importlib.import_module(module)
         except ImportError:

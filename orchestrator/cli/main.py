@@ -247,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     storage_command.add_parser(sub)
 
+    from orchestrator.cli.commands import fleet as fleet_command  # argparse only: cheap
+
+    fleet_command.add_parser(sub)
+
     evaluate = sub.add_parser(
         "eval",
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
@@ -678,6 +682,10 @@ def _dispatch_with(args: argparse.Namespace, config_file: Path) -> int:
             args, config_file, storage.state_dir(config_file, args.state_dir), sys.stdout,
             os.environ,
         )  # fmt: skip
+    if args.command == "fleet":
+        from orchestrator.cli.commands import fleet as fleet_command
+
+        return fleet_command.run(args, config_file, sys.stdout)
     raise AssertionError(f"unhandled command {args.command}")
 
 

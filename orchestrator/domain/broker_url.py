@@ -8,6 +8,7 @@ connects asks for the real text (``reveal()``).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -201,20 +202,68 @@ ConfiguredBrokerUrl = Annotated[
 ]
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host name, brackets stripped) is this machine's loopback:
+    ``localhost`` or an address in 127.0.0.0/8 or ::1. A name that only resolves there is
+    not: what it resolves to can change."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+AUTH_FIX = (
+    "put a password in the URL (redis://:PASSWORD@host:6379/0, and requirepass on the "
+    "server) or use TLS (rediss://…)"
+)
+
+
+def authentication_problem(url: MaskedUrl, where: str) -> str | None:
+    """Why the fleet may not use ``url`` as its broker, or None (issue 40): a broker off
+    this machine must authenticate, by a password or TLS, since whoever can write to it
+    can queue work for every worker. A loopback broker may go without."""
+    parts = urlsplit(url.reveal())
+    if parts.scheme == "rediss" or parts.password or is_loopback_host(parts.hostname or ""):
+        return None
+    return (
+        f"{where}: {url.masked} is a broker off this machine with neither a password nor "
+        f"TLS: anyone who can reach it could queue work for the fleet; {AUTH_FIX}"
+    )
+
+
+def broker_source(environ: Mapping[str, str], config_path: object) -> str:
+    """Where the broker URL in use was read: the variable, or the config key and file."""
+    if environ.get(BROKER_URL_ENV, ""):
+        return f"${BROKER_URL_ENV}"
+    return f"{config_path}: distributed.broker_url"
+
+
 def broker_url_from(
-    configured: BrokerUrl | None, environ: Mapping[str, str], config_path: object
+    configured: BrokerUrl | None,
+    environ: Mapping[str, str],
+    config_path: object,
+    *,
+    require_auth: bool = True,
 ) -> BrokerUrl:
     """The broker to use: ``$ORCHESTRATOR_BROKER_URL`` when set, else the config's
-    ``[distributed] broker_url``. A ConfigError names where a bad or missing value is."""
+    ``[distributed] broker_url``. A ConfigError names where a bad or missing value is, or
+    (``require_auth``) where a broker off this machine goes without a password or TLS."""
     from_env = environ.get(BROKER_URL_ENV, "")
     if from_env:
         try:
-            return BrokerUrl(from_env)
+            url = BrokerUrl(from_env)
         except ValueError as exc:
             raise ConfigError(f"config error: ${BROKER_URL_ENV}: {exc}") from None
-    if configured is None:
+    elif configured is None:
         raise ConfigError(
             f"config error: {config_path}: distributed.broker_url: not set (and "
             f"${BROKER_URL_ENV} is empty); a distributed batch needs a redis:// URL"
         )
-    return configured
+    else:
+        url = configured
+    problem = authentication_problem(url, broker_source(environ, config_path))
+    if require_auth and problem is not None:
+        raise ConfigError(f"config error: {problem}")
+    return url

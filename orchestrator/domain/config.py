@@ -225,6 +225,11 @@ class DistributedConfig(Frozen):
     # message: it is queued again).
     outage_wait_s: PositiveSeconds = 300.0
     lost_task_check_s: PositiveSeconds = 30.0
+    # The fleet's signing key and its certificate (issue 40): every task message is
+    # signed with the key and a worker runs only what the certificate verifies. Relative
+    # to this file's directory; ``orchestrator fleet keygen`` makes them (mode 0600).
+    fleet_key: NonEmptyStr = "fleet.key"
+    fleet_certificate: NonEmptyStr = "fleet.crt"
 
 
 class StorageConfig(Frozen):
@@ -266,13 +271,13 @@ class EngineConfig(Frozen):
     settings: dict[str, Any] = Field(default_factory=dict)
     # Secret-looking variables (…KEY, …TOKEN…) the engine may see; all others are withheld.
     pass_env: PassEnv = ()
+    # Hosts it may reach besides its kind's provider (domain/egress.py), every stage it runs.
+    egress: EgressEntries = ()
 
     def adapter_settings(self) -> dict[str, Any]:
         if self.command is not None:
             return {**self.settings, "command": list(self.command)}
         return dict(self.settings)
-    # Hosts it may reach besides its kind's provider (domain/egress.py), every stage it runs.
-    egress: EgressEntries = ()
 
     @model_validator(mode="after")
     def _settings_fit_the_adapter(self) -> EngineConfig:

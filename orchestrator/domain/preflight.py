@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from orchestrator.domain.broker_url import AUTH_FIX
+
 Status = Literal["ok", "skip", "warn", "fail"]
 MARKS: Final[Mapping[Status, str]] = {"ok": "✓", "skip": "-", "warn": "!", "fail": "✗"}
 
@@ -197,6 +199,11 @@ class Facts:
     state_dir_problem: str | None = None
     broker: str | None = None  # the broker's URL, masked; None: no broker needed
     broker_problem: str | None = None
+    # A broker off this machine with neither a password nor TLS (issue 40): refused.
+    broker_auth_problem: str | None = None
+    # The fleet's signing key (issue 40), when a broker is used; why it cannot sign.
+    fleet_key: str | None = None
+    fleet_key_problem: str | None = None
     # The PostgreSQL state store's URL, masked; None: the state dir's files.
     storage: str | None = None
     storage_problem: str | None = None
@@ -459,10 +466,27 @@ def storage_check(facts: Facts) -> Check:
 def broker_check(facts: Facts) -> Check:
     if facts.broker is None:
         return Check("broker", "skip", "no broker needed (only batch --backend celery uses one)")
+    if facts.broker_auth_problem is not None:
+        detail = facts.broker_auth_problem.removesuffix(f"; {AUTH_FIX}")
+        return Check("broker", "fail", detail, AUTH_FIX)
     if facts.broker_problem is None:
         return Check("broker", "ok", f"{facts.broker} answers")
     detail = f"{facts.broker} unreachable: {facts.broker_problem}"
     return Check("broker", "fail", detail, BROKER_FIX)
+
+
+FLEET_KEY_FIX = (
+    "run `orchestrator fleet keygen` once and copy fleet.key and fleet.crt (mode 0600) to "
+    "every machine of the fleet"
+)
+
+
+def fleet_key_check(facts: Facts) -> Check:
+    if facts.fleet_key is None:
+        return Check("fleet-key", "skip", "no broker, no task message to sign")
+    if facts.fleet_key_problem is None:
+        return Check("fleet-key", "ok", f"{facts.fleet_key} signs the fleet's task messages")
+    return Check("fleet-key", "fail", facts.fleet_key_problem, FLEET_KEY_FIX)
 
 
 def checklist(facts: Facts) -> tuple[Check, ...]:
@@ -478,6 +502,7 @@ def checklist(facts: Facts) -> tuple[Check, ...]:
         model_key_check(facts),
         identity_check(facts),
         broker_check(facts),
+        fleet_key_check(facts),
         *notify_checks(facts),
     )
 

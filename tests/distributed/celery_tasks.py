@@ -13,12 +13,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from orchestrator.app.fleet_key import FleetKey
 from orchestrator.batch.celery.celery_app import celery_app
 from orchestrator.domain.broker_url import BrokerUrl
 
 app = celery_app(
     BrokerUrl(os.environ["TEST_BROKER_URL"]),
     namespace=os.environ["TEST_NAMESPACE"],
+    fleet=FleetKey(Path(os.environ["TEST_FLEET_KEY"]), Path(os.environ["TEST_FLEET_CERT"])),
     visibility_timeout_s=float(os.environ.get("TEST_VISIBILITY_TIMEOUT_S", "3600")),
     restore_interval_s=0.5,
 )

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.fleet_key import FleetKey
 from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
 from orchestrator.storage.redis.client import CoordinationStore
 
 from conftest import subprocess_env
+from fleet_keys import install_fleet_key
 from fleet_machines import FleetWorkers
 from lossy_proxy import LossyProxy
 from redis_server import RedisServer, redis_server_binary
@@ -84,6 +86,13 @@ def redis_servers(tmp_path: Path) -> Iterator[ServerFactory]:
 @pytest.fixture
 def redis_server(redis_servers: ServerFactory) -> RedisServer:
     return redis_servers()
+
+
+@pytest.fixture
+def fleet_key(tmp_path: Path) -> FleetKey:
+    """The fleet's signing key and certificate (issue 40), mode 0600, in a folder of the
+    test's own: what ``celery_app`` signs and verifies task messages with."""
+    return install_fleet_key(tmp_path / "fleet-key")
 
 
 @pytest.fixture

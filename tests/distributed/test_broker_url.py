@@ -101,6 +101,8 @@ def test_every_rendering_of_a_configured_url_is_masked(tmp_path: Path) -> None:
         "lease_s": 60.0,
         "outage_wait_s": 300.0,
         "lost_task_check_s": 30.0,
+        "fleet_key": "fleet.key",
+        "fleet_certificate": "fleet.crt",
     }
 
 
@@ -145,7 +147,7 @@ def test_a_bad_broker_url_names_the_file_and_the_key_but_not_the_password(
 
 
 def test_the_environment_overrides_the_config_and_is_checked_as_strictly(tmp_path: Path) -> None:
-    configured = BrokerUrl("redis://config-host:6379/0")
+    configured = BrokerUrl(f"redis://:{PASSWORD}@config-host:6379/0")
     path = tmp_path / "config.toml"
     assert broker_url_from(configured, {}, path) == configured
     assert broker_url_from(configured, {BROKER_URL_ENV: ""}, path) == configured

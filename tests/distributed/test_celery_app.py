@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.fleet_key import FleetKey
 from orchestrator.batch.celery.celery_app import celery_app, celery_settings, queue_name
 from orchestrator.domain.broker_url import BrokerUrl
 
@@ -26,7 +27,9 @@ PASSWORD = "celery-Secret-pw"
 RESULT_DEADLINE_S = 60.0
 
 
-def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
+def test_the_settings_ask_for_late_acks_requeue_on_loss_and_signed_json_only(
+    fleet_key: FleetKey,
+) -> None:
     settings = celery_settings(namespace="fleet", visibility_timeout_s=7200)
     assert settings["task_acks_late"] is True
     assert settings["task_reject_on_worker_lost"] is True
@@ -37,9 +40,14 @@ def test_the_settings_ask_for_late_acks_requeue_on_loss_and_json_only() -> None:
     assert settings["task_default_queue"] == queue_name("fleet") == "fleet.tickets"
     with pytest.raises(ValueError, match="must be positive"):
         celery_settings(namespace="fleet", visibility_timeout_s=0)
-    app = celery_app(BrokerUrl(f"redis://:{PASSWORD}@127.0.0.1:6379/0"), namespace="fleet")
+    app = celery_app(
+        BrokerUrl(f"redis://:{PASSWORD}@127.0.0.1:6379/0"), namespace="fleet", fleet=fleet_key
+    )
     assert app.conf.broker_url == f"redis://:{PASSWORD}@127.0.0.1:6379/0"
     assert app.conf.task_acks_late is True
+    # Task messages are signed JSON and nothing else is accepted; results stay JSON.
+    assert (app.conf.task_serializer, app.conf.accept_content) == ("auth", ["auth"])
+    assert app.conf.result_accept_content == ["json"]
     assert PASSWORD not in repr(settings)
     assert PASSWORD not in str(app.conf.humanize(with_defaults=False, censored=True))
 
@@ -69,14 +77,17 @@ def test_the_result_store_retries_as_long_as_asked_and_by_default_as_celery_does
 
 
 class Fleet:
-    def __init__(self, server: RedisServer, namespace: str, root: Path, visibility_s: float):
+    def __init__(
+        self, server: RedisServer, namespace: str, root: Path, visibility_s: float, key: FleetKey
+    ):
         self.server = server
         self.namespace = namespace
         self.root = root
         self.visibility_s = visibility_s
+        self.key = key
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.app = celery_app(
-            BrokerUrl(server.url), namespace=namespace, visibility_timeout_s=visibility_s
+            BrokerUrl(server.url), namespace=namespace, fleet=key, visibility_timeout_s=visibility_s
         )
 
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
@@ -88,6 +99,8 @@ class Fleet:
             TEST_BROKER_URL=self.server.url,
             TEST_NAMESPACE=self.namespace,
             TEST_VISIBILITY_TIMEOUT_S=str(self.visibility_s),
+            TEST_FLEET_KEY=str(self.key.key),
+            TEST_FLEET_CERT=str(self.key.certificate),
         )
         env["PYTHONPATH"] = f"{HERE}{os.pathsep}{env['PYTHONPATH']}"
         log = (home / "worker.log").open("wb")
@@ -119,13 +132,13 @@ class Fleet:
 
 @pytest.fixture
 def fleet_factory(
-    redis_servers: Callable[..., RedisServer], namespace: str, tmp_path: Path
+    redis_servers: Callable[..., RedisServer], namespace: str, tmp_path: Path, fleet_key: FleetKey
 ) -> Iterator[Callable[[float], Fleet]]:
     fleets: list[Fleet] = []
     server = redis_servers(password=PASSWORD)
 
     def make(visibility_s: float) -> Fleet:
-        fleet = Fleet(server, namespace, tmp_path / f"fleet-{len(fleets)}", visibility_s)
+        fleet = Fleet(server, namespace, tmp_path / f"fleet-{len(fleets)}", visibility_s, fleet_key)
         fleets.append(fleet)
         return fleet
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.fleet_key import FleetKey
 from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.cli.main import main
 from orchestrator.domain.broker_url import BrokerUrl
@@ -172,6 +173,7 @@ def test_a_worker_killed_mid_ticket_has_it_redelivered_and_finished_once(
 def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
     redis_server: RedisServer,
     namespace: str,
+    fleet_key: FleetKey,
     tmp_path: Path,
     machines: list[FleetWorkers],
     whole_group: bool,
@@ -205,7 +207,7 @@ def test_sigterm_stops_the_workers_stage_saves_the_run_and_requeues_it(
     assert [a.status.value for a in record.attempts] == ["finished", "interrupted"]
     assert "requeued" in fleet.log("one")
     fleet.start("two")  # takes the requeued ticket and resumes the run
-    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace)
+    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace, fleet=fleet_key)
     answer = app.AsyncResult(task_id).get(timeout=BATCH_DEADLINE_S)
     assert (answer["ticket"], answer["status"], answer["ran"]) == ("T-00", "completed", True)
     assert answer["run_id"] == record.run_id  # the same run, resumed

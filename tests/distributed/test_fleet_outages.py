@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.fleet_key import FleetKey
 from orchestrator.batch.celery.answers import Answers, Patience, message_place, pause_after
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
@@ -72,6 +73,7 @@ def test_the_pause_between_tries_doubles_up_to_its_cap() -> None:
 def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
     redis_server: RedisServer,
     namespace: str,
+    fleet_key: FleetKey,
     store: CoordinationStore,
     tmp_path: Path,
     machines: list[FleetWorkers],
@@ -102,7 +104,7 @@ def test_a_message_is_in_sight_while_queued_and_while_a_worker_holds_it(
             assert store.client.hlen(keys.unacked) == 1
             assert message_place(store, keys, task_id) == "held"
             connection.sendall(b"go\n")
-    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace)
+    app = celery_app(BrokerUrl(redis_server.url), namespace=namespace, fleet=fleet_key)
     assert app.AsyncResult(task_id).get(timeout=DEADLINE_S)["status"] == "completed"
     until(lambda: store.client.hlen(keys.unacked) == 0, "the message to be acknowledged")
     assert message_place(store, keys, task_id) is None
@@ -273,13 +275,15 @@ def test_a_batch_killed_between_marking_a_ticket_and_queueing_it_wedges_nothing(
 
 
 def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
-    redis_servers: Callable[..., RedisServer], namespace: str
+    redis_servers: Callable[..., RedisServer], namespace: str, fleet_key: FleetKey
 ) -> None:
     server = redis_servers(password="s3cret-Redis-pw")
     url = BrokerUrl(server.url)
     store = CoordinationStore(url, namespace=namespace)
     answers = Answers(
-        partial(celery_app, url, namespace=namespace, patience_s=BATCH_REDIS_PATIENCE_S),
+        partial(
+            celery_app, url, namespace=namespace, fleet=fleet_key, patience_s=BATCH_REDIS_PATIENCE_S
+        ),
         store, broker_keys(namespace),
         Patience(outage_s=1.0, check_s=0.3),
     )  # fmt: skip
@@ -412,13 +416,19 @@ def test_a_task_that_cannot_reach_redis_is_retried_even_when_its_retry_must_wait
 
 @pytest.mark.parametrize("state", ["PENDING", "RETRY"])
 def test_a_task_no_worker_runs_whose_message_is_nowhere_is_lost_and_only_then(
-    redis_server: RedisServer, namespace: str, store: CoordinationStore, state: str
+    redis_server: RedisServer,
+    namespace: str,
+    store: CoordinationStore,
+    state: str,
+    fleet_key: FleetKey,
 ) -> None:
     # A real Celery app on a real Redis, no worker: the task's state and its message are
     # set by hand to each case a batch can find.
     url = BrokerUrl(redis_server.url)
     answers = Answers(
-        partial(celery_app, url, namespace=namespace, patience_s=BATCH_REDIS_PATIENCE_S),
+        partial(
+            celery_app, url, namespace=namespace, fleet=fleet_key, patience_s=BATCH_REDIS_PATIENCE_S
+        ),
         store, broker_keys(namespace), Patience(outage_s=1.0, check_s=0.01),
     )  # fmt: skip
     keys = broker_keys(namespace)

@@ -50,7 +50,7 @@ def test_a_machine_with_everything_passes_with_nothing_to_fix() -> None:
     assert all(c.fix == "" for c in checks)
     assert [c.name for c in checks] == [
         "state-dir", "storage", "program", "sandbox", "forge-token", "model-key",
-        "git-identity", "broker",
+        "git-identity", "broker", "fleet-key",
     ]  # fmt: skip
 
 

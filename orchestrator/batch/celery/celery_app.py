@@ -12,6 +12,11 @@ result store, configured for "each ticket exactly once" under crashes and redeli
 * ``worker_prefetch_multiplier = 1``: a worker holds one ticket per slot, never a queue of
   them that a crash would strand until the visibility timeout;
 * JSON only: a message is data, never a pickle to execute;
+* signed (issue 40): every task message is signed with the fleet's key by Celery's own
+  ``auth`` serializer, and a worker accepts nothing else: an unsigned message, or one
+  signed by a key whose certificate is not the fleet's, is refused by the worker's
+  consumer before any task code runs (logged, and acknowledged or rejected, never
+  requeued). Results stay JSON: they are read by the batch, never executed;
 * every key is under the namespace, so several projects can share one Redis.
 
 Celery is imported only when an app is built: the local mode never loads it.
@@ -19,10 +24,12 @@ Celery is imported only when an app is built: the local mode never loads it.
 
 from __future__ import annotations
 
+import glob
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.app.fleet_key import FleetKey, require_fleet_key
 from orchestrator.domain.broker_url import BrokerUrl
 
 # A 30-minute coding-agent run, its checks and a retry fit well inside six hours.
@@ -133,17 +140,46 @@ def celery_settings(
     }
 
 
+# What a signed message's body is, under the signature; results are plain JSON.
+SIGNED = "auth"
+# The signed serializer's content type: the name is registered only by ``setup_security``,
+# after it disabled the others, so the type is what it is allowed by.
+SIGNED_CONTENT_TYPE = "application/data"
+UNSIGNED_RESULTS = "json"
+
+
+def signing_settings(fleet: FleetKey) -> dict[str, Any]:
+    """Celery's message signing with the fleet's key (pure): tasks are sent signed and
+    only signed ones are accepted; the certificate is the one signer trusted (a store of
+    one file, its path taken literally)."""
+    return {
+        "task_serializer": SIGNED,
+        "accept_content": [SIGNED],
+        "result_serializer": UNSIGNED_RESULTS,
+        "result_accept_content": [UNSIGNED_RESULTS],
+        "event_serializer": UNSIGNED_RESULTS,
+        "security_key": str(fleet.key),
+        "security_certificate": str(fleet.certificate),
+        "security_cert_store": glob.escape(str(fleet.certificate)),
+        "security_digest": "sha256",
+    }
+
+
 def celery_app(
     url: BrokerUrl,
     *,
     namespace: str,
+    fleet: FleetKey,
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
     restore_interval_s: float = DEFAULT_RESTORE_INTERVAL_S,
     patience_s: float | None = None,
 ) -> Any:
-    """A Celery app on the fleet's Redis (Celery has no type hints: typed ``Any``)."""
+    """A Celery app on the fleet's Redis whose task messages are signed with ``fleet``'s
+    key (a ConfigError names a missing or unusable file). Celery has no type hints:
+    typed ``Any``."""
     from celery import Celery  # type: ignore[import-untyped]
 
+    require_fleet_key(fleet)
     app = Celery(namespace, broker=url.reveal(), backend=url.reveal())
     app.conf.update(
         celery_settings(
@@ -153,4 +189,8 @@ def celery_app(
             patience_s=patience_s,
         )
     )
+    app.conf.update(signing_settings(fleet))
+    # Registers the signing serializer and disables every other one but the results'
+    # JSON in this process (kombu's registry is global: a pickle is never loaded).
+    app.setup_security(allowed_serializers=[SIGNED_CONTENT_TYPE, UNSIGNED_RESULTS])
     return app

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from orchestrator.app.fleet_key import fleet_key_files
 from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.ticket_task import TASK_NAME
@@ -105,8 +106,9 @@ def requeue(
     if earlier is not None:
         return Requeued(earlier, batch_id, already=True)
     app = celery_app(
-        url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s
-    )
+        url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),
+        visibility_timeout_s=distributed.visibility_timeout_s,
+    )  # fmt: skip
     try:
         app.send_task(
             TASK_NAME,

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from orchestrator.app.fleet_key import fleet_key_files
 from orchestrator.app.resume import dry_run_blocked
 from orchestrator.app.services import Services, build_services
 from orchestrator.batch.celery.answers import Answers, Patience, lost_note
@@ -153,7 +154,7 @@ def celery_batch(
     )
     answers = Answers(
         partial(
-            celery_app, url, namespace=distributed.namespace,
+            celery_app, url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),
             visibility_timeout_s=distributed.visibility_timeout_s,
             patience_s=BATCH_REDIS_PATIENCE_S,
         ),

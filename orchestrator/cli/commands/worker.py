@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from orchestrator.app.fleet_key import fleet_key_files, require_fleet_key
 from orchestrator.batch.celery.celery_app import celery_app
 from orchestrator.batch.celery.ticket_task import WorkerContext, register
 from orchestrator.batch.celery.worker_process import serve
@@ -62,6 +63,7 @@ def worker(
     loaded = load_config(config_file)
     distributed = loaded.config.distributed
     url = broker_url_from(distributed.broker_url, environ, loaded.path)
+    fleet = require_fleet_key(fleet_key_files(loaded))  # before anything is asked of Redis
     store = CoordinationStore(url, namespace=distributed.namespace)
     store.ping()  # unreachable: one line naming it (masked), exit 75
     # A task that starts, retries or ends as Redis restarts keeps retrying its state's
@@ -69,8 +71,8 @@ def worker(
     # without it, the task fails with the connection error and its batch reports a worker
     # error for a ticket that never went wrong.
     app = celery_app(
-        url, namespace=distributed.namespace, visibility_timeout_s=distributed.visibility_timeout_s,
-        patience_s=distributed.outage_wait_s,
+        url, namespace=distributed.namespace, fleet=fleet,
+        visibility_timeout_s=distributed.visibility_timeout_s, patience_s=distributed.outage_wait_s,
     )  # fmt: skip
     context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
     register(app, context, store)

@@ -524,7 +524,7 @@ def schemas_page() -> str:
 
 
 def stage_contract_page() -> str:
-    from orchestrator.domain.keys import ORCHESTRATOR_ONLY, SECRET_NAME
+    from orchestrator.domain.keys import ORCHESTRATOR_ONLY
     from orchestrator.domain.placeholders import STAGE_PLACEHOLDERS
     from orchestrator.execution import stage_env
     from orchestrator.execution.runner import START_MARK
@@ -537,13 +537,17 @@ def stage_contract_page() -> str:
         f"| `{START_MARK}` | set by the runner on every process it starts"
         " (`execution/runner.py` `START_MARK`) |",
         "",
-        "## What a stage does not see",
+        "## What else a stage sees of the orchestrator's environment",
         "",
         escape_prose(rst_to_md(inspect.getdoc(stage_env.stage_environ) or "")),
         "",
-        f"- secret-looking names: those matching `{SECRET_NAME.pattern}` (case-insensitive)",
-        f"- always withheld: {', '.join(f'`{n}`' for n in sorted(ORCHESTRATOR_ONLY))}",
-        f"- withheld unless named in `pass_env`: `{stage_env.BROKER_URL_ENV}`",
+        "- the base: "
+        + ", ".join(f"`{n}`" for n in stage_env.BASE_ENV_NAMES)
+        + ", "
+        + ", ".join(f"`{p}*`" for p in stage_env.BASE_ENV_PREFIXES),
+        "- the commit identity: " + ", ".join(f"`{n}`" for n in stage_env.IDENTITY_NAMES),
+        "- the names the stage's (and its engine's) `pass_env` lists; nothing else",
+        f"- never, whatever `pass_env` says: {', '.join(f'`{n}`' for n in sorted(ORCHESTRATOR_ONLY))}",
         "",
         "## Placeholders in configured commands",
         "",

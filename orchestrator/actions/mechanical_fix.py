@@ -150,7 +150,7 @@ def apply(
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
     from orchestrator.execution import git, git_calls, integrity
-    from orchestrator.execution.attempts import git_sandbox, stage_context
+    from orchestrator.execution.attempts import git_sandbox, secrets_of, stage_context
     from orchestrator.execution.recipes import recipe_executor, run_recipe
     from orchestrator.execution.stage_env import stage_environ
     from orchestrator.execution.stage_sandbox import hidden_for, home_of
@@ -227,8 +227,12 @@ def apply(
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
         locate=services.locate_bwrap,
-        # Other tickets' clones, the keys, the ledger: out of sight, as for any stage.
-        hidden=hidden_for(services.storage.runs.state_dir, home_of(services.environ)),
+        # Other tickets' clones, the keys, the ledger, the config's directory: out of
+        # sight, as for any stage; a file holding a secret empty wherever it would show.
+        hidden=hidden_for(
+            services.storage.runs.state_dir, home_of(services.environ), services.loaded.root
+        ),
+        masked=secrets_of(services),
     )  # fmt: skip
     if red_reason is None and refused is not None:
         red_reason = refused

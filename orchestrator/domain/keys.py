@@ -26,3 +26,6 @@ def is_secret_name(name: str) -> bool:
 LEDGER_KEY_ENV: Final = "ORCHESTRATOR_LEDGER_KEY"
 APPROVAL_KEY_ENV: Final = "ORCHESTRATOR_APPROVAL_KEY"
 ORCHESTRATOR_ONLY: Final = frozenset({LEDGER_KEY_ENV, APPROVAL_KEY_ENV, STORAGE_URL_ENV})
+# The env file ``orchestrator init`` writes beside the config: it holds every key, so no
+# sandboxed process is ever shown it (``execution/stage_sandbox.secret_files``).
+ENV_FILE: Final = "orchestrator.env"

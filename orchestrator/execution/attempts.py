@@ -34,10 +34,12 @@ from orchestrator.execution.stage_env import StageContext, expand_command, stage
 from orchestrator.execution.stage_sandbox import (
     Role,
     RunPlaces,
+    config_files,
     git_profile,
     global_identity,
     home_of,
     profile,
+    secret_files,
 )
 from orchestrator.reading.failure import read_failure
 from orchestrator.redaction import redact
@@ -97,10 +99,13 @@ def sandboxed(
     ctx: StageContext,
     role: Role = "stage",
     side_effectful: bool = False,
+    command: tuple[str, ...] = (),
 ) -> Executor:
     """The executor a stage, an engine or a check (``role``) runs through: inside the one
     sandbox profile (``stage_sandbox.profile``), unless its config says ``sandbox =
-    "none"``. When the sandbox cannot start here, nothing runs (exit 126, with why)."""
+    "none"``. When the sandbox cannot start here, nothing runs (exit 126, with why).
+    ``command``: its configured command, unexpanded: the files it names under ``{root}``
+    are the only ones of the config's directory it is shown."""
     if options.sandbox == "none":
         return services.executor
     # The paths a config declares may use the command placeholders ({root}, {clone},
@@ -113,17 +118,19 @@ def sandboxed(
         }
     )
     layout = StateLayout.of_run_dir(ctx.run_dir)
+    home = home_of(services.environ)
     places = RunPlaces(
         state_dir=services.storage.runs.state_dir,
         run_dir=ctx.run_dir,
         clone=layout.clone_dir(ctx.run_id),
         ticket_dir=ctx.ticket_file.parent,
         repository=ctx.repository,
-        config_root=services.loaded.root,
-        home=home_of(services.environ),
+        config_root=root,
+        home=home,
         decisions=tuple(f.path for f in verdict_files(layout.runs_dir, run_id=ctx.run_id))
         if side_effectful
         else (),
+        secrets=secrets_of(services),
     )
     spec = profile(
         options,
@@ -133,6 +140,7 @@ def sandboxed(
         limits=services.loaded.config.sandbox,
         identity=global_identity(services.executor, services.environ),
         side_effectful=side_effectful,
+        named=config_files(command, root),
     )
     for path in spec.writable:
         # A missing one in the clone or beside the config is made, as a build would make
@@ -142,6 +150,18 @@ def sandboxed(
             with contextlib.suppress(OSError):
                 path.mkdir(parents=True, exist_ok=True)
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
+
+
+def secrets_of(services: StageServices) -> tuple[Path, ...]:
+    """The files holding a secret that no sandbox of this run may show
+    (``stage_sandbox.secret_files``)."""
+    state_dir = services.storage.runs.state_dir
+    return secret_files(
+        services.loaded.root,
+        StateLayout(state_dir).approval_key_path,
+        home_of(services.environ),
+        services.environ,
+    )
 
 
 def git_sandbox(services: StageServices, clone: Path, *, writes: bool = False) -> Executor:
@@ -158,6 +178,8 @@ def git_sandbox(services: StageServices, clone: Path, *, writes: bool = False) -
         state_dir=services.storage.runs.state_dir,
         home=home_of(services.environ),
         limits=services.loaded.config.sandbox,
+        config_root=services.loaded.root,
+        secrets=secrets_of(services),
     )
     return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
 
@@ -216,7 +238,9 @@ def run_check(
     label = f"{stage.name}:{check.name}"
     options = effective_sandbox(check, stage)
     warn_if_unsandboxed(services, options, f"check {label}")
-    outcome = sandboxed(services, options, cwd=cwd, ctx=ctx, role="check").run(
+    outcome = sandboxed(
+        services, options, cwd=cwd, ctx=ctx, role="check", command=check.command
+    ).run(
         ProcessRequest(
             argv,
             cwd=cwd,
@@ -333,7 +357,12 @@ def run_stage(
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
             services.reporter.stage_started(record, stage.name, number, "")
             outcome = sandboxed(
-                services, stage, cwd=cwd, ctx=ctx, side_effectful=stage.side_effectful
+                services,
+                stage,
+                cwd=cwd,
+                ctx=ctx,
+                side_effectful=stage.side_effectful,
+                command=stage.command,
             ).run(
                 ProcessRequest(
                     argv,

@@ -34,12 +34,17 @@ RECIPE_ENV_PREFIXES = ("GIT_",)
 RecipeSandbox = Literal["bwrap", "none"]
 
 
-def recipe_spec(clone: Path, hidden: tuple[Path, ...] = HIDDEN_ALWAYS) -> SandboxSpec:
-    """The recipe sandbox: the clone writable, nothing else; no network; RECIPE_ENV;
-    ``hidden`` empty (a run's: ``stage_sandbox.hidden_for``)."""
+def recipe_spec(
+    clone: Path, hidden: tuple[Path, ...] = HIDDEN_ALWAYS, masked: tuple[Path, ...] = ()
+) -> SandboxSpec:
+    """The recipe sandbox: the system's directories and this installation read-only, the
+    clone writable, nothing else; no network; RECIPE_ENV; ``hidden`` empty and ``masked``
+    files empty where they would show (a run's: ``stage_sandbox.hidden_for`` and
+    ``secret_files``)."""
     return SandboxSpec(
         writable=(clone,),
         hidden=hidden,
+        masked=masked,
         network=False,
         env_names=RECIPE_ENV,
         env_prefixes=RECIPE_ENV_PREFIXES,
@@ -54,12 +59,13 @@ def recipe_executor(
     mode: RecipeSandbox,
     locate: BwrapLocator = bundled_bwrap,
     hidden: tuple[Path, ...] = HIDDEN_ALWAYS,
+    masked: tuple[Path, ...] = (),
 ) -> tuple[Executor, str | None]:
     """The executor a recipe runs through, and None; or, when the sandbox is asked for
     and cannot start here, the reason the recipe is refused (nothing may run then)."""
     if mode == "none":
         return executor, None
-    sandbox = SandboxedExecutor(executor, recipe_spec(clone, hidden), locate=locate)
+    sandbox = SandboxedExecutor(executor, recipe_spec(clone, hidden, masked), locate=locate)
     reason = sandbox.unavailable()
     if reason is not None:
         return sandbox, (

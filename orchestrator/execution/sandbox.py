@@ -1,8 +1,10 @@
 """A bubblewrap sandbox around any command the orchestrator starts.
 
-The root file system is read-only, ``/tmp`` is a private tmpfs, the homes and whatever
-else the spec hides are empty, only the paths the spec names are writable, there is no
-network unless the spec allows it, the command has its own PID namespace, runs in a new
+What it sees is a list of what is allowed (issue 40): the system's read-only directories
+(``SYSTEM_DIRS``), this installation, and the paths the spec names — nothing else of the
+host's file system. ``/tmp`` is a private tmpfs, whatever the spec hides inside a shown
+path is empty, a file that holds a secret (``masked``) is empty even inside a shown path,
+only the paths the spec names are writable, there is no network unless the spec allows it, the command has its own PID namespace, runs in a new
 session and dies with its parent, no unix socket can be made, the spec's limits hold,
 and its environment is cleared to an explicit list (the only variables bwrap is started
 with). ``bwrap_argv`` builds the wrapping argv and ``confinement`` the limits and seccomp
@@ -85,11 +87,23 @@ class SandboxLimits:
 NO_LIMITS = SandboxLimits()
 # HOME and TMPDIR inside: the private /tmp, whatever the caller's pointed at.
 SANDBOX_ENV: Mapping[str, str] = {"HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
-# Hidden from every sandboxed command (an empty, read-only directory in their place):
-# homes hold keys, tokens and agents' sockets; a caller adds the real $HOME and the
-# state dir. A path the spec binds (this installation, a readable or writable one)
-# shows through where it lies inside one.
+# Hidden from every sandboxed command where it lies inside a shown path (an empty,
+# read-only directory in its place): homes hold keys, tokens and agents' sockets; a
+# caller adds the real $HOME, the state dir and the config's directory. A path the spec
+# binds (this installation, a readable or writable one) shows through where it lies
+# inside one.
 HIDDEN_ALWAYS: tuple[Path, ...] = (Path("/root"), Path("/home"))
+# The only part of the host's root a sandboxed command sees besides what its spec names:
+# programs and libraries, and the system's own configuration (/etc: users and groups,
+# DNS, TLS roots, the loader's cache, git's and the shell's system files) — all
+# read-only, none of it a user's data. /opt holds installed tools (a CI runner's
+# toolcache, vendor compilers) and /nix/store a Nix system's every program. Never /home,
+# /root, /srv, /mnt, /media, /var, /run, /boot, /sys or the host's /tmp: data, sockets
+# and other users' files live there. A merged-/usr link (/bin -> usr/bin) is made as the
+# same link.
+SYSTEM_DIRS: tuple[str, ...] = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,9 @@ class SandboxSpec:
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = HIDDEN_ALWAYS
     read_only: tuple[Path, ...] = ()
+    # Files (or directories) that hold a secret: empty wherever they lie inside a shown
+    # path, even one the spec names itself (an env file under a declared readable).
+    masked: tuple[Path, ...] = ()
     env_names: tuple[str, ...] | None = None
     env_prefixes: tuple[str, ...] = ()
     env_set: Mapping[str, str] = field(default_factory=lambda: dict(SANDBOX_ENV))
@@ -161,32 +178,77 @@ LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 # Where bwrap finds its seccomp program in a start through the reaper.
 SECCOMP_FD = 100
 
+
+def _inside(path: str, place: str, *, strictly: bool = False) -> bool:
+    if path == place:
+        return not strictly
+    return path.startswith(place.rstrip("/") + "/")
+
+
+def _system_mounts() -> tuple[tuple[str, ...], ...]:
+    """How ``SYSTEM_DIRS`` appear inside: a directory bound read-only, a link made as the
+    same link, a missing one not at all. /etc/resolv.conf, where it is a link out of /etc
+    (systemd-resolved's, into /run), brings that one file, not /run."""
+    out: list[tuple[str, ...]] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            out.append(("--symlink", os.readlink(path), path))
+        elif os.path.isdir(path):
+            out.append(("--ro-bind", path, path))
+    resolv = os.path.realpath("/etc/resolv.conf")
+    shown = [p for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    if os.path.isfile(resolv) and not any(_inside(resolv, p) for p in shown):
+        out.append(("--ro-bind", resolv, resolv))
+    return tuple(out)
+
+
+SYSTEM_MOUNTS: tuple[tuple[str, ...], ...] = _system_mounts()
+
+
 # How a path is mounted; at one path the later kind wins (sorted by this order).
-_HIDE, _READ, _WRITE, _READ_AGAIN = range(4)
+_HIDE, _READ, _WRITE, _READ_AGAIN, _MASK = range(5)
 
 
-def _mounts(spec: SandboxSpec, installation: tuple[Path, ...]) -> list[tuple[str, ...]]:
+def _mounts(
+    spec: SandboxSpec,
+    installation: tuple[Path, ...],
+    system: tuple[tuple[str, ...], ...] = SYSTEM_MOUNTS,
+) -> list[tuple[str, ...]]:
     """The binds, in an order where a deeper path always comes after the one it lies
-    in: a state dir hidden inside a readable config root, a clone writable inside the
-    hidden state dir, its ``.git`` read-only inside the writable clone."""
+    in: a state dir hidden inside a readable installation, a clone writable inside the
+    hidden state dir, its ``.git`` read-only inside the writable clone, an env file
+    masked inside a readable directory. A hide or a mask is only made where something
+    shown would otherwise show it (nothing else of the host is there to hide)."""
     planned: dict[tuple[str, int], None] = {}
     for kind, paths in (
         (_HIDE, spec.hidden), (_READ, (*installation, *spec.readable)),
-        (_WRITE, spec.writable), (_READ_AGAIN, spec.read_only),
+        (_WRITE, spec.writable), (_READ_AGAIN, spec.read_only), (_MASK, spec.masked),
     ):  # fmt: skip
-        for path in paths:
-            planned[(os.path.normpath(path), kind)] = None
+        for given in paths:
+            planned[(os.path.normpath(given), kind)] = None
     out: list[tuple[str, ...]] = []
     hidden: list[str] = []
-    bound = {path for path, kind in planned if kind != _HIDE}
+    bound = {path for path, kind in planned if kind in (_READ, _WRITE, _READ_AGAIN)}
+    shown = [*bound, *(m[2] for m in system if m[0] == "--ro-bind")]
     for path, kind in sorted(planned, key=lambda pk: (len(Path(pk[0]).parts), pk[1], pk[0])):
         if kind == _HIDE:
-            # Only an existing directory: the root is read-only, so bwrap cannot make a
-            # mount point for one that is missing (and a missing one hides nothing).
-            # Never "/" (a HOME of "/" is a service account's, not a place to hide).
-            if os.path.isdir(path) and path not in bound and path != "/":
+            # Only an existing directory inside a shown one (a missing one hides
+            # nothing). Never "/" (a HOME of "/" is a service account's).
+            if (
+                path not in bound and path != "/" and os.path.isdir(path)
+                and any(_inside(path, place, strictly=True) for place in shown)
+            ):  # fmt: skip
                 out.append(("--perms", "0555", "--tmpfs", path))
                 hidden.append(path)
+        elif kind == _MASK:
+            # Even at a path bound itself: a secret is never shown, whoever named it.
+            if not any(_inside(path, place) for place in shown):
+                continue
+            if os.path.isdir(path):
+                out.append(("--perms", "0555", "--tmpfs", path))
+                hidden.append(path)
+            elif os.path.exists(path):
+                out.append(("--ro-bind", os.devnull, path))
         elif kind == _WRITE:
             out.append(("--bind", path, path))
         else:
@@ -205,6 +267,7 @@ def bwrap_argv(
     cwd: Path,
     installation: tuple[Path, ...] = INSTALLATION,
     seccomp_fd: int | None = None,
+    system: tuple[tuple[str, ...], ...] = SYSTEM_MOUNTS,
 ) -> tuple[str, ...]:
     """The argv that runs ``argv`` in ``cwd`` inside the sandbox ``spec`` describes.
 
@@ -212,12 +275,16 @@ def bwrap_argv(
     in the run's log and in ``/proc/*/cmdline``, which every local user can read. The
     executor starts bwrap with exactly ``spec.environment(...)`` instead, and bwrap
     hands that on unchanged."""
-    out: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # Never the host's root: its system directories, then what the spec names.
+    out: list[str] = [str(bwrap)]
+    for mount in system:
+        out += mount
+    out += ["--dev", "/dev", "--proc", "/proc"]
     # The private /tmp first: a writable path under /tmp is bound on top of it afterwards.
     if spec.limits.scratch_bytes:
         out += ["--size", str(spec.limits.scratch_bytes)]
     out += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
-    for mount in _mounts(spec, installation):
+    for mount in _mounts(spec, installation, system):
         out += mount
     # Its own PID namespace (nothing of the host in /proc), IPC, UTS, user and network.
     out += ["--unshare-all"]
@@ -401,7 +468,8 @@ def unreachable_executable(
     installation: tuple[Path, ...] = INSTALLATION,
 ) -> str | None:
     """Why ``argv[0]`` cannot be run inside ``spec``'s sandbox, or None: not found on the
-    PATH it will have, or found where the sandbox hides it (a tool under the home)."""
+    PATH it will have, or found where the sandbox does not show it (a tool under the
+    home, /srv or /var: only the system's directories and the spec's paths are there)."""
     name = argv[0] if argv else ""
     if "/" in name:
         found = name if os.access(name, os.X_OK) else None
@@ -418,10 +486,19 @@ def unreachable_executable(
 
 
 def _visible(spec: SandboxSpec, path: Path, installation: tuple[Path, ...]) -> bool:
-    shown = [*installation, *spec.readable, *spec.writable, *spec.read_only]
+    """Whether ``path`` shows inside: under a system directory or a path the spec names,
+    and not under a place hidden (or a secret masked) deeper than that."""
+    shown = [
+        *(Path(p) for p in SYSTEM_DIRS), *installation,
+        *spec.readable, *spec.writable, *spec.read_only,
+    ]  # fmt: skip
+    deepest_shown = max((len(s.parts) for s in shown if path.is_relative_to(s)), default=-1)
+    if deepest_shown < 0:
+        return False  # outside the allow-list: /home, /srv, /var, the host's /tmp…
     hidden = [*spec.hidden, Path("/tmp")]
     deepest_hidden = max((len(h.parts) for h in hidden if path.is_relative_to(h)), default=0)
-    deepest_shown = max((len(s.parts) for s in shown if path.is_relative_to(s)), default=0)
+    if any(path.is_relative_to(m) for m in spec.masked):
+        return False
     return deepest_shown >= deepest_hidden
 
 

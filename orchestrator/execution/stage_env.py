@@ -17,14 +17,25 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.domain.broker_url import BROKER_URL_ENV
-from orchestrator.domain.keys import ORCHESTRATOR_ONLY, is_secret_name
+from orchestrator.domain.git_identity import IDENTITY_ENV
+from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.domain.placeholders import STAGE_PLACEHOLDERS
 from orchestrator.execution.process import EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_TIMEOUT
 from orchestrator.redaction import hold
-from orchestrator.storage import CRASH_ENV
 
 WORK_BRANCH_PREFIX = "orch/"
+
+# What every stage, engine, check and verifier gets of the orchestrator's environment
+# without naming it (issue 40: an allow-list, whatever a name looks like): where programs
+# are, the home, the locale, the time zone, the terminal and the temporary directory (in
+# the sandbox HOME and TMPDIR are its own), and the commit identity the user or the
+# config's [git] table sets. Anything else reaches a stage only through its ``pass_env``.
+BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TZ", "TERM", "TMPDIR")
+BASE_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
+IDENTITY_NAMES: tuple[str, ...] = (
+    *(f"GIT_{role}_{part}" for role in ("AUTHOR", "COMMITTER") for part in ("NAME", "EMAIL")),
+    *IDENTITY_ENV.values(),
+)
 
 # The ORCH_* variables every stage is given, with what each holds: the contract's one
 # written list (``docs/reference/stage-contract.md`` is generated from it; a test holds
@@ -102,19 +113,19 @@ def attempt_marker(run_id: str, attempt: int) -> str:
 def stage_environ(
     base: Mapping[str, str], ctx: StageContext, pass_env: Collection[str] = ()
 ) -> dict[str, str]:
-    """The inherited environment plus the ORCH_* contract. ORCH_* from ``base`` is
-    dropped (a stage never sees a stale value from an orchestrator that started this one),
-    and so is every variable whose name looks like a secret (…TOKEN, …KEY, …PASSWORD…) or
-    that holds one (the broker URL, with the fleet's Redis password) unless the stage or
-    its engine names it in ``pass_env``: the project's own test suite has no business
-    with our API key."""
+    """The base (``BASE_ENV_NAMES``, ``LC_*``, the commit identity), the variables the
+    stage or its engine names in ``pass_env``, and the ORCH_* contract — nothing else of
+    ``base``, whatever its name: a webhook URL, a database URL or ``MY_CREDS`` reaches no
+    stage that did not ask for it. ORCH_* from ``base`` is dropped (a stage never sees a
+    stale value from an orchestrator that started this one), and the orchestrator's own
+    keys are refused whatever ``pass_env`` says."""
+    allowed = {*BASE_ENV_NAMES, *IDENTITY_NAMES, *pass_env}
     env = {
         k: v
         for k, v in base.items()
-        if not k.startswith("ORCH_")
-        and (not (is_secret_name(k) or k == BROKER_URL_ENV) or k in pass_env)
+        if (k in allowed or k.startswith(BASE_ENV_PREFIXES))
+        and not k.startswith("ORCH_")
         and k not in ORCHESTRATOR_ONLY  # never, whatever pass_env says
-        and k != CRASH_ENV  # a test arms the orchestrator, never the stages it starts
     }
     # A value handed to a stage is one the orchestrator holds from now on: redacted by
     # value, encoded or not, from whatever the stage prints back (redaction/held.py).

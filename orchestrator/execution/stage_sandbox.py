@@ -1,11 +1,17 @@
 """The one sandbox profile for everything the orchestrator runs for a ticket: its stages
-(engines included), its checks and the verifier. docs/architecture/sandbox.md states it:
+(engines included), its checks and the verifier. docs/architecture/sandbox.md states it,
+one table per role. What a sandboxed process sees is a list of what is allowed:
 
-  * the root read-only; a private /tmp and HOME (nothing of the real home, /root or
-    /home), sized by ``[sandbox] scratch_mb``;
-  * the state dir hidden, but for what this attempt works on: the run's clone (the
+  * the system's read-only directories (``sandbox.SYSTEM_DIRS``) and this installation;
+    a private /tmp and HOME, sized by ``[sandbox] scratch_mb``; nothing of any home,
+    /srv, /var, /run or the host's /tmp;
+  * of the state dir, only what this attempt works on: the run's clone (the
     verification checkout, for the verifier) and the ticket it was given; a stage that
     works in the run dir (clone) or records a result there (open-pr) gets the run dir;
+  * of the config's directory, only the files its configured command names under
+    ``{root}`` (``{python} {root}/checks/lint.py``), never the directory; a file that
+    holds a secret (``orchestrator.env``, the approval key, a pgpass file) is empty even
+    inside a path the stage declares readable;
   * under a check or the verifier the clone's ``.git`` is read-only: a check cannot plant
     a hook, a config or a ref for the stages and the push that follow;
   * its own PID namespace; no network unless the stage declares it (an engine keeps it);
@@ -17,12 +23,14 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.keys import ENV_FILE
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.sandbox import (
@@ -31,6 +39,7 @@ from orchestrator.execution.sandbox import (
     SandboxLimits,
     SandboxSpec,
 )
+from orchestrator.execution.stage_env import BASE_ENV_NAMES, BASE_ENV_PREFIXES
 
 Role = Literal["stage", "engine", "check"]
 _MB = 1024 * 1024
@@ -50,6 +59,8 @@ class RunPlaces:
     # The run's decision files: a side-effectful stage tells them (the GitHub open-pr
     # writes their summaries into the pull request), read-only.
     decisions: tuple[Path, ...] = ()
+    # The files that hold a secret (``secret_files``): masked wherever they would show.
+    secrets: tuple[Path, ...] = ()
 
 
 def profile(
@@ -61,9 +72,11 @@ def profile(
     limits: SandboxConfig,
     identity: Mapping[str, str] = {},
     side_effectful: bool = False,
+    named: tuple[Path, ...] = (),
 ) -> SandboxSpec:
     """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
-    in, in ``cwd``."""
+    in, in ``cwd``. ``named``: the paths under the config's directory its configured
+    command names (``config_files``), shown read-only."""
     writable = [cwd]
     writable += [
         Path(os.path.normpath(cwd / _expand(extra, places.home))) for extra in options.writable
@@ -73,7 +86,7 @@ def profile(
     local_repository = Path(places.repository) if Path(places.repository).is_absolute() else None
     if side_effectful and local_repository is not None:
         writable.append(local_repository)  # a push to a repository on this machine
-    readable = [places.config_root, places.ticket_dir]
+    readable = [*named, places.ticket_dir]
     if local_repository is not None:
         readable.append(local_repository)
     readable += [_expand(path, places.home) for path in options.readable]
@@ -89,8 +102,9 @@ def profile(
         writable=tuple(dict.fromkeys(writable)),
         network=network,
         readable=tuple(readable),
-        hidden=hidden_for(places.state_dir, places.home),
+        hidden=hidden_for(places.state_dir, places.home, places.config_root),
         read_only=tuple(read_only),
+        masked=places.secrets,
         env_set={**SANDBOX_ENV, **identity},
         # A JavaScript or Java engine reserves far more address space than it uses.
         limits=sandbox_limits(limits, memory=role != "engine"),
@@ -104,15 +118,21 @@ def git_profile(
     state_dir: Path,
     home: Path | None,
     limits: SandboxConfig,
+    config_root: Path | None = None,
+    secrets: tuple[Path, ...] = (),
 ) -> SandboxSpec:
     """The sandbox of the orchestrator's own git calls in ``clone``: the clone readable,
     and writable (with the run dir around it, where ``git worktree add`` makes the
     verification checkout) only for a call that ``writes``; no network; nothing else of
-    the state dir or any home."""
+    the state dir, the config's directory or any home; of the environment it is given,
+    the base (``stage_env.BASE_ENV``) and git's own (hardening and identity)."""
     return SandboxSpec(
         writable=(clone, clone.parent) if writes else (),
         readable=(clone,),
-        hidden=hidden_for(state_dir, home),
+        hidden=hidden_for(state_dir, home, config_root),
+        masked=secrets,
+        env_names=BASE_ENV_NAMES,
+        env_prefixes=(*BASE_ENV_PREFIXES, "GIT_"),
         env_set={**SANDBOX_ENV},
         limits=sandbox_limits(limits),
     )
@@ -127,10 +147,50 @@ def sandbox_limits(limits: SandboxConfig, *, memory: bool = True) -> SandboxLimi
     )
 
 
-def hidden_for(state_dir: Path, home: Path | None) -> tuple[Path, ...]:
-    """What every sandbox of a run hides: every home, the real one, and the state dir
-    (other tickets' clones, the keys, the ledger)."""
-    return (*HIDDEN_ALWAYS, state_dir, *((home,) if home is not None else ()))
+def hidden_for(
+    state_dir: Path, home: Path | None, config_root: Path | None = None
+) -> tuple[Path, ...]:
+    """What every sandbox of a run hides wherever a shown path holds it: every home, the
+    real one, the state dir (other tickets' clones, the keys, the ledger) and the config's
+    directory (its env file holds every key)."""
+    return (
+        *HIDDEN_ALWAYS, state_dir, *((home,) if home is not None else ()),
+        *((config_root,) if config_root is not None else ()),
+    )  # fmt: skip
+
+
+def secret_files(
+    config_root: Path, approval_key: Path, home: Path | None, environ: Mapping[str, str]
+) -> tuple[Path, ...]:
+    """The files this orchestrator knows hold a secret: the env file ``orchestrator
+    init`` writes beside the config (every key), the approval key's directory, and the
+    PostgreSQL password files libpq reads (``$PGPASSFILE``, ``~/.pgpass``). Each as given
+    and with its links resolved (a mask covers the file a link names, too)."""
+    found = [config_root / ENV_FILE, approval_key.parent]
+    if home is not None:
+        found.append(home / ".pgpass")
+    if environ.get("PGPASSFILE"):
+        found.append(Path(environ["PGPASSFILE"]))
+    both = [variant for path in found for variant in (path, Path(os.path.realpath(path)))]
+    return tuple(dict.fromkeys(both))
+
+
+# ``{root}/<path>`` inside an argument (a shell line too): the path runs to the first
+# character a shell would end a word at.
+_ROOT_PATH = re.compile(r"\{root\}(/[^\s'\"`;|&<>()$]+)")
+
+
+def config_files(command: tuple[str, ...], root: Path) -> tuple[Path, ...]:
+    """The paths under the config's directory that a configured command names
+    (``{python} {root}/checks/lint.py``): the ones a sandboxed stage or check is shown
+    of it. Never the directory itself, nor a path that climbs out of it."""
+    found: list[Path] = []
+    for arg in command:
+        for match in _ROOT_PATH.finditer(arg):
+            path = Path(os.path.normpath(f"{root}{match.group(1)}"))
+            if path != root and path.is_relative_to(root):
+                found.append(path)
+    return tuple(dict.fromkeys(found))
 
 
 def home_of(environ: Mapping[str, str]) -> Path | None:

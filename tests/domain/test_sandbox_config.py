@@ -109,11 +109,27 @@ def test_a_stage_gets_the_one_profile_and_its_config_adds_to_it() -> None:
     assert isinstance(build, SandboxedExecutor) and build.inner is svc.executor
     assert build.spec.writable == (clone, ctx.run_dir / "cache", Path("/srv/out"))
     assert build.spec.network is False  # a command's default
-    # The config's root (for {root} scripts), the ticket, and what the stage declared.
-    assert build.spec.readable == (Path("/p"), ctx.run_dir / "ticket", Path("/home/me/.cache/pip"))
-    # Hidden: every home and the whole state dir (this clone is bound back on top).
-    assert build.spec.hidden == (Path("/root"), Path("/home"), Path("/p/state"), Path("/home/me"))
+    # The ticket and what the stage declared: never the config's directory (issue 40).
+    assert build.spec.readable == (ctx.run_dir / "ticket", Path("/home/me/.cache/pip"))
+    # Hidden wherever shown: every home, the whole state dir (this clone is bound back on
+    # top) and the config's directory; its env file and the keys masked even so.
+    assert build.spec.hidden == (
+        Path("/root"), Path("/home"), Path("/p/state"), Path("/home/me"), Path("/p"),
+    )  # fmt: skip
+    assert {Path("/p/orchestrator.env"), Path("/p/state/keys"), Path("/home/me/.pgpass")} <= set(
+        build.spec.masked
+    )
     assert build.spec.read_only == ()
+    # A script the configured command names under {root}: that file, read-only.
+    lint = sandboxed(
+        svc, config.stage("build"), cwd=clone, ctx=ctx,
+        command=("{python}", "{root}/checks/lint.py", "--out={root}/../elsewhere", "{root}"),
+    )  # fmt: skip
+    assert isinstance(lint, SandboxedExecutor)
+    assert lint.spec.readable[0] == Path("/p/checks/lint.py") and Path("/p") not in (
+        lint.spec.readable
+    )
+    assert Path("/elsewhere") not in lint.spec.readable
     env = build.spec.environment({"HOME": "/home/me", "TMPDIR": "/home/me/tmp", "X": "1"})
     assert env["HOME"] == SANDBOX_HOME and env["TMPDIR"] == "/tmp" and env["X"] == "1"
     assert build.spec.limits.max_processes == 2048 and build.spec.limits.scratch_bytes > 0
@@ -167,6 +183,13 @@ def test_the_orchestrator_s_own_git_calls_run_sandboxed_writing_only_when_they_m
     assert read.spec.writable == () and read.spec.readable == (clone,)
     assert read.spec.network is False
     assert Path("/p/state") in read.spec.hidden and Path("/home/me") in read.spec.hidden
+    assert Path("/p") in read.spec.hidden and Path("/p/orchestrator.env") in read.spec.masked
+    # Of what it is handed, the base and git's own (hardening, identity): nothing else.
+    assert read.spec.environment(
+        {"PATH": "/usr/bin", "LC_ALL": "C", "GIT_CONFIG_COUNT": "0",
+         "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x", "ANTHROPIC_API_KEY": "sk"}
+    ) == {"PATH": "/usr/bin", "LC_ALL": "C", "GIT_CONFIG_COUNT": "0", "HOME": SANDBOX_HOME,
+          "TMPDIR": "/tmp"}  # fmt: skip
     write = git_sandbox(svc, clone, writes=True)
     assert isinstance(write, SandboxedExecutor)
     # The run dir too: ``git worktree add`` makes the verification checkout beside it.
@@ -214,6 +237,36 @@ def test_the_orchestrator_s_keys_reach_no_stage_even_one_that_names_them() -> No
     )
     assert env["GITHUB_TOKEN"] == "g"
     assert "ORCHESTRATOR_LEDGER_KEY" not in env and "ORCHESTRATOR_APPROVAL_KEY" not in env
+
+
+def test_a_stage_s_environment_is_an_allow_list_whatever_a_name_looks_like() -> None:
+    """Issue 40: the base, the commit identity, ``pass_env`` and the contract — an
+    unknown variable is dropped whatever its name (a webhook URL, a database URL, odd
+    credentials), a ``pass_env`` one kept, the orchestrator's own refused even there."""
+    environ = {
+        "PATH": "/usr/bin", "HOME": "/home/me", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "TZ": "UTC", "TERM": "xterm", "TMPDIR": "/var/tmp",
+        "GIT_AUTHOR_NAME": "Ada", "ORCHESTRATOR_GIT_AUTHOR_EMAIL": "ada@example.com",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/x",
+        "DATABASE_URL": "postgresql://u:pw@h/db", "DEPLOY_CREDS_B64": "c2VjcmV0",
+        "MY_CREDS": "x", "EDITOR": "vi", "SSH_AUTH_SOCK": "/run/agent",
+        "ORCHESTRATOR_BROKER_URL": "redis://:pw@h/0", "ORCHESTRATOR_CRASH_AT": "x",
+        "ORCH_RUN_ID": "stale", "NEEDED_BY_BUILD": "yes", "ANTHROPIC_API_KEY": "sk-ant",
+        "ORCHESTRATOR_LEDGER_KEY": "l", "ORCHESTRATOR_STORAGE_URL": "postgresql://u:pw@h/s",
+    }  # fmt: skip
+    env = stage_environ(
+        environ, context(),
+        ("NEEDED_BY_BUILD", "ORCHESTRATOR_LEDGER_KEY", "ORCHESTRATOR_STORAGE_URL"),
+    )  # fmt: skip
+    given = {k: v for k, v in env.items() if not k.startswith("ORCH_") and k != "PATH"}
+    assert given == {
+        "HOME": "/home/me", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
+        "TERM": "xterm", "TMPDIR": "/var/tmp", "GIT_AUTHOR_NAME": "Ada",
+        "ORCHESTRATOR_GIT_AUTHOR_EMAIL": "ada@example.com", "NEEDED_BY_BUILD": "yes",
+    }  # fmt: skip
+    assert env["PATH"].endswith(":/usr/bin") and env["ORCH_RUN_ID"] == "T-1-r1"
+    # The same whether the stage is sandboxed or not: stage_environ is all it is given.
+    assert "ANTHROPIC_API_KEY" in stage_environ(environ, context(), ("ANTHROPIC_API_KEY",))
 
 
 def test_declared_paths_expand_the_home_and_the_placeholders_and_missing_ones_are_made_nearby(

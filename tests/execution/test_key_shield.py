@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -38,8 +39,19 @@ def test_it_withholds_what_a_stage_is_never_given() -> None:
     names = ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "ORCHESTRATOR_LEDGER_KEY", "db_password",
              "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "PATH", "HOME", BROKER_URL_ENV]  # fmt: skip
     for name in names:
-        withheld_from_stages = stage_env.is_secret_name(name) or name == BROKER_URL_ENV
-        assert is_withheld(name) is withheld_from_stages, name
+        assert is_withheld(name) is (keys.is_secret_name(name) or name == BROKER_URL_ENV), name
+        # Whatever the shield blanks, no stage is given unless its pass_env names it (a
+        # stage's environment is an allow-list: it withholds far more than these).
+        if is_withheld(name):
+            assert name not in stage_env.stage_environ({name: "v"}, _CONTEXT), name
+
+
+_CONTEXT = stage_env.StageContext(
+    ticket_file=Path("/s/runs/r/ticket/T-1.md"), ticket_id="T-1", ticket_kind="bug-fix",
+    repository="/r", base_branch="main", run_id="r", run_dir=Path("/s/runs/r"),
+    clone_dir=Path("/s/runs/r/clone"), state_dir=Path("/s"), stage="build", engine="",
+    model="", attempt=1,
+)  # fmt: skip
 
 
 def test_the_spans_are_the_values_of_secret_names_only() -> None:

@@ -24,6 +24,7 @@ from orchestrator.execution.sandbox import (
     SandboxSpec,
     bwrap_argv,
     sandbox_available,
+    unreachable_executable,
 )
 
 from gitrepo import commit_files, init_repo
@@ -32,13 +33,23 @@ from sandbox_required import require_sandbox
 BWRAP = Path("/opt/bwrap")
 
 
-def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() -> None:
+# A merged-/usr system, as ``_system_mounts`` finds one.
+SYSTEM = (("--ro-bind", "/usr", "/usr"), ("--symlink", "usr/bin", "/bin"),
+          ("--ro-bind", "/etc", "/etc"))  # fmt: skip
+
+
+def test_the_argv_shows_the_system_directories_read_only_and_only_the_writable_paths_read_write(
+) -> None:  # fmt: skip
+    """An allow-list (issue 40): never the host's root, only the system's directories
+    (a merged-/usr link made as the same link) and the paths the spec names."""
     spec = SandboxSpec(writable=(Path("/tmp/x/clone"), Path("/srv/cache")), hidden=())
     argv = bwrap_argv(
-        spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"), installation=()
-    )
+        spec, ("git", "status"), bwrap=BWRAP, cwd=Path("/tmp/x/clone"), installation=(),
+        system=SYSTEM,
+    )  # fmt: skip
     assert argv == (
-        "/opt/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "/opt/bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+        "--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc",
         "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
         "--bind", "/srv/cache", "/srv/cache", "--bind", "/tmp/x/clone", "/tmp/x/clone",
         "--unshare-all", "--new-session", "--die-with-parent",
@@ -47,15 +58,19 @@ def test_the_argv_binds_root_read_only_and_only_the_writable_paths_read_write() 
     # A path under /tmp that must stay readable is bound read-only before the writable ones.
     seen = bwrap_argv(
         SandboxSpec(writable=(Path("/tmp/r/clone"),), readable=(Path("/tmp/r"),), hidden=()),
-        ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"), installation=(),
+        ("true",), bwrap=BWRAP, cwd=Path("/tmp/r/clone"), installation=(), system=(),
     )  # fmt: skip
-    assert seen[12:18] == (
+    assert seen[9:15] == (
         "--ro-bind-try", "/tmp/r", "/tmp/r", "--bind", "/tmp/r/clone", "/tmp/r/clone",
     )  # fmt: skip
     shared = bwrap_argv(
         SandboxSpec(writable=(), network=True), ("true",), bwrap=BWRAP, cwd=Path("/")
     )
     assert shared[shared.index("--unshare-all") + 1] == "--share-net"
+    # As built on this machine: no root bind, whatever the spec.
+    real = " ".join(bwrap_argv(recipe_spec(Path("/c")), ("true",), bwrap=BWRAP, cwd=Path("/c")))
+    assert "--ro-bind / /" not in real and "--ro-bind-try / /" not in real
+    assert "--ro-bind /usr /usr" in real or "--symlink" in real
 
 
 def test_a_deeper_path_is_mounted_after_the_one_it_lies_in_whatever_its_kind(
@@ -71,7 +86,7 @@ def test_a_deeper_path_is_mounted_after_the_one_it_lies_in_whatever_its_kind(
         writable=(clone,), readable=(root,), hidden=(state, tmp_path / "absent"),
         read_only=(clone / ".git",),
     )  # fmt: skip
-    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=clone, installation=())
+    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=clone, installation=(), system=())
     mounts = argv[argv.index(SANDBOX_HOME) + 1 : argv.index("--unshare-all")]
     assert mounts == (
         "--ro-bind-try", str(root), str(root),
@@ -82,14 +97,70 @@ def test_a_deeper_path_is_mounted_after_the_one_it_lies_in_whatever_its_kind(
     )  # fmt: skip
 
 
+def test_a_secret_file_is_masked_even_inside_a_path_the_spec_names_and_hides_only_what_shows(
+    tmp_path: Path,
+) -> None:
+    """The env file ``init`` writes under a readable config directory is bound over with
+    an empty file, after the directory (even a stage that names the file itself gets it
+    empty); a key directory becomes an empty read-only one. A hide or mask of a place
+    nothing shown holds is not made: nothing of the host is there to hide."""
+    project = tmp_path / "project"
+    keys = project / "keys"
+    keys.mkdir(parents=True)
+    env_file = project / "orchestrator.env"
+    env_file.write_text("ANTHROPIC_API_KEY=sk-ant-x\n")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "home").mkdir(parents=True)
+    (elsewhere / "pgpass").write_text("h:5432:db:u:pw\n")
+    spec = SandboxSpec(
+        writable=(), readable=(project, env_file),
+        hidden=(elsewhere / "home",), masked=(env_file, keys, elsewhere / "pgpass"),
+    )  # fmt: skip
+    argv = bwrap_argv(spec, ("true",), bwrap=BWRAP, cwd=project, installation=(), system=())
+    mounts = argv[argv.index(SANDBOX_HOME) + 1 : argv.index("--unshare-all")]
+    assert mounts == (
+        "--ro-bind-try", str(project), str(project),
+        "--ro-bind-try", str(env_file), str(env_file),
+        "--perms", "0555", "--tmpfs", str(keys),
+        "--ro-bind", os.devnull, str(env_file),
+        "--remount-ro", str(keys),
+    )  # fmt: skip
+
+
+def test_a_program_outside_the_allow_list_is_hidden_and_its_directory_is_the_fix(
+    tmp_path: Path,
+) -> None:
+    """``unreachable_executable`` tells the truth about the allow-list: a tool under a
+    directory no one named (the home, /srv, the host's /tmp) is not there inside, and
+    the message says to add its directory to ``readable``; named, it is found; a system
+    program is always there; a masked file never."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    tool = tools / "my-linter"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin"}
+    said = unreachable_executable(SandboxSpec(writable=(), hidden=()), ("my-linter",), env, ())
+    assert said == (
+        f"executable not found: my-linter is {tool}, which the sandbox hides; add its "
+        'directory to the stage\'s readable = [...] (or run it with sandbox = "none")'
+    )
+    named = SandboxSpec(writable=(), readable=(tools,), hidden=())
+    assert unreachable_executable(named, ("my-linter",), env, ()) is None
+    assert unreachable_executable(SandboxSpec(writable=()), ("git",), env, ()) is None
+    masked = SandboxSpec(writable=(), readable=(tools,), masked=(tool,))
+    assert unreachable_executable(masked, (str(tool),), env, ()) is not None
+
+
 def test_this_installation_stays_readable_even_under_the_private_tmp() -> None:
     """A checkout or venv under /tmp (a CI clone, a throwaway venv) must not vanish behind
     the private /tmp: a sandboxed ``{python}`` needs its interpreter and this package."""
     argv = bwrap_argv(
         SandboxSpec(writable=(Path("/tmp/c/clone"),), hidden=()), ("true",), bwrap=BWRAP,
         cwd=Path("/tmp/c/clone"), installation=(Path("/tmp/ci/.venv"), Path("/tmp/ci")),
+        system=(),
     )  # fmt: skip
-    assert argv[12:21] == (
+    assert argv[9:18] == (
         "--ro-bind-try", "/tmp/ci", "/tmp/ci", "--ro-bind-try", "/tmp/ci/.venv", "/tmp/ci/.venv",
         "--bind", "/tmp/c/clone", "/tmp/c/clone",
     )  # fmt: skip

@@ -21,9 +21,9 @@ from typing import TextIO
 
 from orchestrator import starter
 from orchestrator.domain.errors import UsageError
+from orchestrator.domain.keys import ENV_FILE
 
 TICKETS_DIR = "tickets"
-ENV_FILE = "orchestrator.env"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 

@@ -6,10 +6,11 @@ we do not trust, so:
   it), a short hash of the exact name follows, so two projects never share an id;
 * its title loses control, format and bidi characters and is cut to 200 characters;
 * its body loses the same (newline and tab stay), is cut to ``MAX_BODY_CHARS`` with a
-  note saying so, and is fenced as untrusted issue text in the ticket's body itself, so
-  wherever the body goes (the engine's prompt, a recovery bundle, the pull request) the
-  fence and the warning go with it. The fence's tag is a hash of the text it holds: the
-  text cannot close it early.
+  note saying so, and is fenced as untrusted issue text in the ticket's body itself —
+  its title first, as ``Title: ...``: an outsider wrote that too — so wherever the body
+  goes (the engine's prompt, a recovery bundle, the pull request) the fence and the
+  warning go with it. The fence's tag is a hash of the text it holds: the text cannot
+  close it early.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ def clean_body(body: str, *, max_chars: int = MAX_BODY_CHARS) -> str:
     return text
 
 
-def fence_untrusted(text: str, *, forge: str, url: str) -> str:
-    """``text`` between two marker lines, after a warning that it is untrusted."""
+def fence_untrusted(text: str, *, forge: str, url: str, title: str = "") -> str:
+    """``title`` and ``text`` between two marker lines, after a warning that they are
+    untrusted."""
+    if title:
+        text = f"Title: {title}\n\n{text or '(the issue has no text)'}"
     tag = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return (
         f"The task is described by a {forge} issue ({url}) that someone outside this project "
@@ -109,4 +113,5 @@ def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, 
         ),
     )
     url = fields.origin.url if fields.origin else ""
-    return fields, fence_untrusted(clean_body(issue.body), forge=forge, url=url)
+    body = clean_body(issue.body)
+    return fields, fence_untrusted(body, forge=forge, url=url, title=fields.title)

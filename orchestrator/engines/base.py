@@ -61,6 +61,9 @@ class EngineTask:
     # A re-run after a code failure: what failed, as ``recovery/context/feedback.py``
     # writes it (bounded, redacted, its run data marked untrusted). None on a first run.
     feedback: str | None = None
+    # The title is inside the body's untrusted fence (a ticket taken from an issue:
+    # ``domain/intake.py``), so the prompt does not say it again outside it.
+    title_fenced: bool = False
 
     def prompt_path(self) -> Path:
         """Where an adapter that hands the prompt over as a file puts it (one per attempt,
@@ -149,12 +152,13 @@ def build_prompt(task: EngineTask) -> str:
     next; a stronger model or another engine is not handed a weaker one's partial edits
     as if they were the project's; and a bug fix is split into its two commits from one
     clean diff."""
-    parts = [
-        f"# Ticket {task.ticket_id}: {task.title}",
-        f"Kind: {task.kind}",
-        "## The task",
-        task.body.strip("\n"),
-    ]
+    # The first line is ours alone (the id is ours: ``[a-z0-9-]``); the title, which
+    # someone else may have written, follows it — inside the untrusted fence when it
+    # came from an issue.
+    parts = [f"# Ticket {task.ticket_id}", f"Kind: {task.kind}", "## The task"]
+    if not task.title_fenced:
+        parts.append(f"Title: {' '.join(task.title.split())}")
+    parts.append(task.body.strip("\n"))
     if task.feedback:
         parts.append(task.feedback.strip("\n"))
     parts.append(_INSTRUCTIONS)

@@ -30,6 +30,7 @@ from orchestrator.execution.process import (
 )
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.reading.failure import failure_of_output, log_tail
+from orchestrator.redaction import held
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
 
@@ -75,6 +76,9 @@ def run_engine(
         settings=engine.adapter_settings(),
         attempt=ctx.attempt,
         feedback=feedback,
+        # A ticket an older intake wrote has no title in its fence: it is said outside.
+        title_fenced=ticket.fields.origin is not None
+        and f"Title: {ticket.fields.title}\n" in ticket.body,
     )
     env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir
@@ -94,7 +98,9 @@ def run_engine(
         if not prepared.ok:
             return EngineOutcome(prepared, None, FailureClass.ENGINE_ERROR)
     invocation = adapter.invocation(task)
-    write_files(invocation.files)
+    # The prompt leaves the process: no secret it holds goes with it, in any form (a
+    # pass_env token a failed check printed, quoted back by its feedback).
+    write_files({path: held().redact(text) for path, text in invocation.files.items()})
     outcome = step(invocation.argv, invocation.stdin_path)
     report = adapter.report(
         log_tail(log_path, REPORT_TAIL_BYTES), outcome.exit_code, outcome.timed_out

@@ -66,8 +66,14 @@ from orchestrator.execution.process_groups import (
     kill_stale_group,
     process_start_ticks,
 )
-from orchestrator.execution.process_log import append_log_line, open_log, remove_tail_segments
+from orchestrator.execution.process_log import (
+    append_log_line,
+    open_log,
+    redact_held,
+    remove_tail_segments,
+)
 from orchestrator.execution.reaper_protocol import ReaperReports, reaper_spec, start_failure
+from orchestrator.redaction import held
 
 # The runner's two entry points, and what callers hand them and get back. The types and
 # the group sweeps live beside it (``process``, ``process_groups``); these stay reachable
@@ -340,6 +346,9 @@ def _finished(
     note += f" ({ending.error})" if ending.error else ""
     with contextlib.suppress(OSError):  # a full disk must not cost us the outcome
         append_log_line(request.log_path, note + "\n")
+    with contextlib.suppress(OSError):
+        # The log stays in the run dir: no secret this process holds stays in it.
+        redact_held(request.log_path, held())
     return ProcessOutcome(
         argv=request.argv,
         exit_code=ending.exit_code,

@@ -12,6 +12,7 @@ which quotes the command line; the API gets it in a request header only.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -21,12 +22,14 @@ from typing import Any
 
 import git
 
+from orchestrator.domain.held_secrets import held_values
 from orchestrator.domain.inert import forge_line
 from orchestrator.domain.tickets import Ticket
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import ForgeError, PullRequest
 from orchestrator.forges.github import pr_body
 from orchestrator.reading.signs import FAILURE_MARKER
+from orchestrator.redaction import HeldSecrets, redact
 from orchestrator.stages._stagelib import (
     StageError,
     confirm_pushed,
@@ -184,7 +187,10 @@ class OpenPrRun:
     def description(self) -> str:
         """The ticket, then what the run decided on the way (``forges.github.pr_body``)."""
         summaries = verdict_summaries(self.state_dir, self.run_id)
-        return pr_body(self.ticket.body, summaries, self.run_id)
+        body = pr_body(self.ticket.body, summaries, self.run_id)
+        # It is posted: no secret's shape, and none of this stage's own (its forge token,
+        # whatever its pass_env hands it) in any form (redaction/held.py).
+        return redact(body, held=HeldSecrets(held_values(os.environ)))
 
     def keep(self, pull: PullRequest, *, forge: str, repo: str, sha: str) -> None:
         """Record the request in ``$ORCH_RUN_DIR/pull-request.json``."""

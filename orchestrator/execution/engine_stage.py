@@ -76,6 +76,9 @@ def run_engine(
         settings=engine.adapter_settings(),
         attempt=ctx.attempt,
         feedback=feedback,
+        # A ticket an older intake wrote has no title in its fence: it is said outside.
+        title_fenced=ticket.fields.origin is not None
+        and f"Title: {ticket.fields.title}\n" in ticket.body,
     )
     env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir

@@ -12,6 +12,9 @@
   runner alone, nothing imports it, and it imports nothing of ours. The sandbox's launcher,
   ``orchestrator/execution/sandbox_launch.py``, is the same kind of program: run by path as
   the first step of a sandboxed command, it sets limits and execs bwrap, nothing else.
+  The egress bridge, ``orchestrator/execution/egress_bridge.py``, is one too: run by path
+  inside the sandbox, it forks the helper that passes connections to the egress proxy
+  and execs the command it was given.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 * Only ``orchestrator/reading/prefilter.py`` imports RE2 (an optional speed-up).
 * Only the fleet's Redis stores (``orchestrator/storage/redis/``) import the redis client,
@@ -44,6 +47,7 @@ GITPYTHON_ALLOWED = {"orchestrator/demo/run.py"}
 RUNNER = "orchestrator/execution/runner.py"
 REAPER = "orchestrator/execution/reaper.py"
 LAUNCHER = "orchestrator/execution/sandbox_launch.py"
+BRIDGE = "orchestrator/execution/egress_bridge.py"
 # Stage scripts and checks are the programs the runner starts (``python -m
 # orchestrator.stages.X``), each in its own process: they may run git in their clone.
 # The orchestrator never imports them (test_nothing_imports_the_stage_programs).
@@ -155,7 +159,7 @@ def test_only_the_runner_starts_processes() -> None:
 
 
 def _only_the_runner_starts_processes(path: Path) -> None:
-    if rel(path) in (RUNNER, REAPER, LAUNCHER):
+    if rel(path) in (RUNNER, REAPER, LAUNCHER, BRIDGE):
         return
     tree = parsed(path)
     bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
@@ -202,6 +206,23 @@ def test_the_sandbox_launcher_only_execs_what_it_is_given_and_imports_nothing_of
     assert sorted(set(os_process_calls(parsed(launcher)))) == ["posix.execv"]
     mentions = sorted(
         rel(p) for p in modules() if "sandbox_launch" in p.read_text() and p != launcher
+    )
+    assert mentions == ["orchestrator/execution/sandbox.py"], mentions
+
+
+def test_the_egress_bridge_only_execs_what_it_is_given_and_imports_nothing_of_ours() -> None:
+    """The sandbox's way out to the egress proxy (issue 40): run by path inside the
+    sandbox, before the command, it forks its helper (which only accepts connections and
+    passes their descriptors on) and execs the command it is given; it imports only what
+    Python has built in; only the sandbox module names it."""
+    bridge = ROOT / BRIDGE
+    names = set(imported(parsed(bridge), bridge))
+    assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names), sorted(names)
+    assert not any(matches(n, {"orchestrator"}) for n in names), sorted(names)
+    assert not (names & PROCESS_MODULES)
+    assert sorted(set(os_process_calls(parsed(bridge)))) == ["posix.execv", "posix.fork"]
+    mentions = sorted(
+        rel(p) for p in modules() if "egress_bridge" in p.read_text() and p != bridge
     )
     assert mentions == ["orchestrator/execution/sandbox.py"], mentions
 

@@ -30,6 +30,12 @@ from orchestrator.execution.executor import Executor
 from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
+from orchestrator.execution.stage_egress import (
+    egress_hosts,
+    stage_network,
+    warn_if_open,
+    with_denials,
+)
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import (
     Role,
@@ -100,6 +106,8 @@ def sandboxed(
     role: Role = "stage",
     side_effectful: bool = False,
     command: tuple[str, ...] = (),
+    egress_hosts: tuple[str, ...] = (),
+    egress_denied: dict[str, int] | None = None,
 ) -> Executor:
     """The executor a stage, an engine or a check (``role``) runs through: inside the one
     sandbox profile (``stage_sandbox.profile``), unless its config says ``sandbox =
@@ -141,6 +149,7 @@ def sandboxed(
         identity=global_identity(services.executor, services.environ),
         side_effectful=side_effectful,
         named=config_files(command, root),
+        egress_hosts=egress_hosts,
     )
     for path in spec.writable:
         # A missing one in the clone or beside the config is made, as a build would make
@@ -149,7 +158,11 @@ def sandboxed(
         if path.is_relative_to(cwd) or path.is_relative_to(services.loaded.root):
             with contextlib.suppress(OSError):
                 path.mkdir(parents=True, exist_ok=True)
-    return SandboxedExecutor(services.executor, spec, locate=services.locate_bwrap)
+    # ``egress_hosts``: what it reaches besides its own ``egress`` (``stage_egress``);
+    # ``egress_denied`` collects what its proxy refused.
+    return SandboxedExecutor(
+        services.executor, spec, locate=services.locate_bwrap, egress_denied=egress_denied
+    )
 
 
 def secrets_of(services: StageServices) -> tuple[Path, ...]:
@@ -294,6 +307,9 @@ def run_stage(
     store, loaded = services.storage.runs, services.loaded
     engine, model = engine_and_model(record, stage, loaded.config)
     number = record.counters.attempts + 1
+    hosts = egress_hosts(stage, loaded.config, engine, record.repository, services.environ)
+    access = stage_network(stage, hosts)
+    denied: dict[str, int] = {}  # what the egress proxy refuses this attempt
     attempt = Attempt(
         number=number,
         stage=stage.name,
@@ -302,6 +318,7 @@ def run_stage(
         model=model or None,
         started_at=services.clock(),
         sandbox=None if stage.is_check_stage else sandbox_mode(stage),
+        egress=access.mode if access is not None else None,
     )
     record = (
         record.with_attempt(attempt)
@@ -331,6 +348,7 @@ def run_stage(
 
     if not stage.is_check_stage:
         warn_if_unsandboxed(services, stage, f"stage {stage.name}")
+    warn_if_open(services.reporter, access, f"stage {stage.name}")
     try:
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
@@ -343,7 +361,15 @@ def run_stage(
                 ctx=ctx,
                 environ=dict(services.environ),
                 log_path=logs / f"{number:03d}-{stage.name}.log",
-                executor=sandboxed(services, stage, cwd=cwd, ctx=ctx, role="engine"),
+                executor=sandboxed(
+                    services,
+                    stage,
+                    cwd=cwd,
+                    ctx=ctx,
+                    role="engine",
+                    egress_hosts=hosts,
+                    egress_denied=denied,
+                ),
                 on_start=remember_group,
                 on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
                 tick_s=services.tick_s,
@@ -352,6 +378,7 @@ def run_stage(
                 feedback=engine_feedback(record, stage.name, services.storage.decisions),
             )
             attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
+            attempt = with_denials(attempt, denied)
         else:
             assert stage.command is not None  # the config validates: exactly one kind of work
             argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
@@ -363,6 +390,8 @@ def run_stage(
                 ctx=ctx,
                 side_effectful=stage.side_effectful,
                 command=stage.command,
+                egress_hosts=hosts,
+                egress_denied=denied,
             ).run(
                 ProcessRequest(
                     argv,
@@ -377,7 +406,7 @@ def run_stage(
                     max_log_bytes=loaded.config.logs.max_bytes,
                 )
             )
-            attempt = _finish_attempt(attempt, outcome)
+            attempt = with_denials(_finish_attempt(attempt, outcome), denied)
             named = (
                 None
                 if outcome.ok

@@ -14,6 +14,8 @@ own and the helper is not its child (nothing for it to wait for); the helper die
 the sandbox's PID namespace when the command ends.
 """
 
+from __future__ import annotations
+
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
 import _socket
 import posix
@@ -24,7 +26,7 @@ _NOT_FOUND = 127
 _CANNOT_EXECUTE = 126
 
 
-def _serve(listener, channel):  # pragma: no cover - the helper's side, ends in _exit
+def _serve(listener: _socket.socket, channel: _socket.socket) -> None:  # pragma: no cover
     """Accept for ever; each connection's descriptor goes to the proxy, then ours is
     closed. A proxy that is gone (the channel broken) ends us."""
     null = posix.open("/dev/null", posix.O_RDWR)
@@ -32,7 +34,7 @@ def _serve(listener, channel):  # pragma: no cover - the helper's side, ends in 
         posix.dup2(null, fd)
     while True:
         try:
-            fd, _address = listener._accept()
+            fd, _address = listener._accept()  # type: ignore[attr-defined]
         except OSError:
             continue
         try:
@@ -44,7 +46,7 @@ def _serve(listener, channel):  # pragma: no cover - the helper's side, ends in 
             posix.close(fd)
 
 
-def _exec(command):
+def _exec(command: list[str]) -> None:
     """``execvp``: a name without a slash is looked for along PATH."""
     name = command[0]
     path = posix.environ.get(b"PATH", b"/bin:/usr/bin").decode()
@@ -61,7 +63,7 @@ def _exec(command):
     posix._exit(_CANNOT_EXECUTE if denied else _NOT_FOUND)
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     if len(argv) < 5 or argv[3] != "--":
         raise SystemExit("egress_bridge: usage: CHANNEL_FD PORT -- COMMAND ARGS...")
     channel_fd, port, command = int(argv[1]), int(argv[2]), argv[4:]

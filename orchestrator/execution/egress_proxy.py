@@ -1,7 +1,7 @@
 """The egress proxy: the only way a sandboxed process reaches a host, run here, outside
 the sandbox, in a thread per sandboxed run (issue 40, item 4).
 
-The sandbox has a network namespace with no route out. Its bridge (``egress_bridge.py``)
+The sandbox has a network namespace with no route out. Its bridge (``sandbox.BRIDGE``)
 accepts connections on the namespace's loopback and sends each socket's descriptor over a
 ``socketpair`` whose other end is ours. For every descriptor received we read an HTTP
 proxy request — ``CONNECT host:port`` (what HTTPS clients send), or a plain-HTTP request
@@ -20,6 +20,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +30,24 @@ from orchestrator.domain.egress import EgressPolicy, split_host_port
 # The descriptor number of the channel inside the sandbox, and the loopback port there.
 BRIDGE_FD = 101
 BRIDGE_PORT = 3128
+_PROXY_URL = f"http://127.0.0.1:{BRIDGE_PORT}"
+# What a sandboxed process with egress is told (both spellings: tools read either one).
+# NO_PROXY is empty: nothing goes around the proxy (and nothing could).
+PROXY_ENV: dict[str, str] = {
+    name: value
+    for key, value in (
+        ("HTTPS_PROXY", _PROXY_URL), ("HTTP_PROXY", _PROXY_URL), ("ALL_PROXY", _PROXY_URL),
+        ("NO_PROXY", ""),
+    )
+    for name in (key, key.lower())
+}  # fmt: skip
 MALFORMED = "(malformed request)"
 NOT_A_CONNECTION = "(not a connection)"
 _HEAD_MAX = 16 * 1024
 _HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 30.0
 _MAX_CONNECTIONS = 128
+_CLOSE_S = 5.0
 _PIPE_CHUNK = 1 << 20
 _FDS_PER_MESSAGE = 16
 # Headers a proxy consumes (RFC 9110 §7.6.1), dropped from a forwarded plain request.
@@ -70,11 +83,10 @@ class EgressProxy:
         self._lock = threading.Lock()
         self._denied: Counter[str] = Counter()
         self._open: set[socket.socket] = set()
+        self._serving: list[threading.Thread] = []
         self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
         self._closed = False
-        self._receiver = threading.Thread(
-            target=self._receive, name="egress-proxy", daemon=True
-        )
+        self._receiver = threading.Thread(target=self._receive, name="egress-proxy", daemon=True)
 
     @property
     def sandbox_fd(self) -> int:
@@ -99,7 +111,12 @@ class EgressProxy:
         for sock in live:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        self._receiver.join(timeout=5.0)
+        self._receiver.join(timeout=_CLOSE_S)
+        # Each connection's thread ends once its sockets are shut (its refusal recorded
+        # first); a connect still under way is bounded by its own timeout.
+        deadline = time.monotonic() + _CLOSE_S
+        for thread in self._serving:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._ours.close()
 
     def denied(self) -> list[tuple[str, int]]:
@@ -145,7 +162,10 @@ class EgressProxy:
                 client.close()
                 return
             self._open.add(client)
-        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+        thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
+        self._serving = [t for t in self._serving if t.is_alive()]  # only this thread's
+        self._serving.append(thread)
+        thread.start()
 
     def _deny(self, what: str) -> None:
         with self._lock:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from orchestrator.domain.egress import EgressPolicy
+from orchestrator.execution.egress_proxy import BRIDGE_FD, BRIDGE_PORT, PROXY_ENV, EgressProxy
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.process import (
     EXIT_NOT_FOUND,
@@ -117,7 +119,9 @@ class SandboxSpec:
     fixed values set after. ``home_git_config``: HOME moves into the private /tmp, so git
     is pointed back at the caller's own (read-only) global config, which is where its
     commit identity usually lives. ``seccomp``: refuse unix-socket creation (see
-    ``sandbox_launch``)."""
+    ``sandbox_launch``). ``egress``: the hosts it may reach through the egress proxy (its
+    network namespace has no route out; ``egress_proxy``), None: none unless
+    ``network`` (the host's whole network)."""
 
     writable: tuple[Path, ...]
     network: bool = False
@@ -135,6 +139,7 @@ class SandboxSpec:
     home_git_config: bool = False
     limits: SandboxLimits = NO_LIMITS
     seccomp: bool = True
+    egress: EgressPolicy | None = None
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The sandboxed command's whole environment, given the caller's."""
@@ -177,6 +182,8 @@ INSTALLATION: tuple[Path, ...] = _installation()
 LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 # Where bwrap finds its seccomp program in a start through the reaper.
 SECCOMP_FD = 100
+# Run by path with -I -S inside the sandbox, before the command (see its docstring).
+BRIDGE = Path(__file__).with_name("egress_bridge.py")
 
 
 def _inside(path: str, place: str, *, strictly: bool = False) -> bool:
@@ -292,8 +299,10 @@ def bwrap_argv(
         out += ["--share-net"]
     if seccomp_fd is not None:  # the program is on that descriptor (``confinement``)
         out += ["--seccomp", str(seccomp_fd)]
-    out += ["--new-session", "--die-with-parent", "--chdir", str(cwd), "--", *argv]
-    return tuple(out)
+    out += ["--new-session", "--die-with-parent", "--chdir", str(cwd), "--"]
+    if spec.egress is not None:  # its way out: the bridge to the proxy, then the command
+        out += [sys.executable, "-I", "-S", str(BRIDGE), str(BRIDGE_FD), str(BRIDGE_PORT), "--"]
+    return (*out, *argv)
 
 
 def confinement(spec: SandboxSpec, machine: str | None = None) -> Confinement:
@@ -318,6 +327,8 @@ def describe(spec: SandboxSpec) -> str:
     """One line for a log: the sandbox a command ran in (its full argv is long, and
     ``bwrap_argv`` is what to read for the detail)."""
     network = "network" if spec.network else "no network"
+    if spec.egress is not None:
+        network = f"network through the egress proxy to {spec.egress.describe()}"
     writable = ", ".join(str(p) for p in spec.writable) or "nothing"
     read_only = (
         f"; read-only inside: {', '.join(map(str, spec.read_only))}" if spec.read_only else ""
@@ -400,11 +411,19 @@ class SandboxedExecutor:
     why (exit 126): a sandboxed command is never run unsandboxed."""
 
     def __init__(
-        self, inner: Executor, spec: SandboxSpec, *, locate: BwrapLocator = bundled_bwrap
+        self,
+        inner: Executor,
+        spec: SandboxSpec,
+        *,
+        locate: BwrapLocator = bundled_bwrap,
+        egress_denied: dict[str, int] | None = None,
     ) -> None:
         self.inner = inner
         self.spec = spec
         self.locate = locate
+        # Every destination its egress proxy refused, with how often (``egress_proxy``):
+        # the caller's to read, in the dict it gave.
+        self.egress_denied: dict[str, int] = {} if egress_denied is None else egress_denied
 
     def unavailable(self) -> str | None:
         return sandbox_available(self.inner, self.locate)
@@ -426,18 +445,41 @@ class SandboxedExecutor:
             self.spec, argv, bwrap=self.locate(), cwd=request.cwd,
             seccomp_fd=confine.fd if confine.data else None,
         )  # fmt: skip
-        outcome = self.inner.run(
-            replace(
-                request,
-                argv=wrapped,
-                env=self.spec.environment(request.env),
-                # One header line (log readers skip it as they skip the command's own).
-                shown=f"{request.shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
-                confine=confine,
-            )
+        sandboxed = replace(
+            request,
+            argv=wrapped,
+            env=self.spec.environment(request.env),
+            # One header line (log readers skip it as they skip the command's own).
+            shown=f"{request.shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
+            confine=confine,
         )
+        if self.spec.egress is None:
+            outcome = self.inner.run(sandboxed)
+        else:
+            outcome = self._run_with_proxy(sandboxed, self.spec.egress)
         # Reports show the command that was asked for; the log holds bwrap's own errors.
         return replace(outcome, argv=argv)
+
+    def _run_with_proxy(self, request: ProcessRequest, policy: EgressPolicy) -> ProcessOutcome:
+        """``request`` with its channel to an egress proxy of its own; each refused
+        destination said in the log once it is over (the runner's writer holds the log
+        until then) and kept in ``egress_denied``."""
+        with EgressProxy(policy) as proxy:
+            outcome = self.inner.run(
+                replace(
+                    request,
+                    env={**request.env, **PROXY_ENV},
+                    inherit=(*request.inherit, (proxy.sandbox_fd, BRIDGE_FD)),
+                )
+            )
+        for where, count in proxy.denied():
+            self.egress_denied[where] = self.egress_denied.get(where, 0) + count
+            times = f" ({count} times)" if count > 1 else ""
+            append_log_line(
+                request.log_path,
+                f"# orchestrator: egress denied: {where}{times}; allowed: {policy.describe()}\n",
+            )
+        return outcome
 
     def capture_head(
         self,
@@ -451,7 +493,8 @@ class SandboxedExecutor:
         reason = self.unavailable()
         if reason is not None:
             return CapturedHead(b"", False, None, error=cannot_sandbox(reason))
-        wrapped = launch_argv(self.spec, bwrap_argv(self.spec, argv, bwrap=self.locate(), cwd=cwd))
+        spec = replace(self.spec, egress=None)  # a bounded read reaches no host at all
+        wrapped = launch_argv(spec, bwrap_argv(spec, argv, bwrap=self.locate(), cwd=cwd))
         return self.inner.capture_head(
             wrapped,
             cwd=cwd,

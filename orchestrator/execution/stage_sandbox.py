@@ -14,7 +14,9 @@ one table per role. What a sandboxed process sees is a list of what is allowed:
     inside a path the stage declares readable;
   * under a check or the verifier the clone's ``.git`` is read-only: a check cannot plant
     a hook, a config or a ref for the stages and the push that follow;
-  * its own PID namespace; no network unless the stage declares it (an engine keeps it);
+  * its own PID namespace; no network unless the stage declares it (an engine keeps it),
+    and then only the hosts of its allow-list, through the egress proxy outside
+    (``domain/egress.py``, ``egress_proxy.py``), unless it opts out with ``egress = ["*"]``;
     no unix socket can be created; limits on processes, memory and file size.
 
 ``profile`` is pure, so the profile is pinned by tests without starting anything.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.domain.egress import NetworkAccess, network_access
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ENV_FILE
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
@@ -73,9 +76,11 @@ def profile(
     identity: Mapping[str, str] = {},
     side_effectful: bool = False,
     named: tuple[Path, ...] = (),
+    egress_hosts: tuple[str, ...] = (),
 ) -> SandboxSpec:
     """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
-    in, in ``cwd``. ``named``: the paths under the config's directory its configured
+    in, in ``cwd``. ``egress_hosts``: the hosts it may reach besides its own ``egress``
+    (``stage_access``). ``named``: the paths under the config's directory its configured
     command names (``config_files``), shown read-only."""
     writable = [cwd]
     writable += [
@@ -86,7 +91,10 @@ def profile(
     local_repository = Path(places.repository) if Path(places.repository).is_absolute() else None
     if side_effectful and local_repository is not None:
         writable.append(local_repository)  # a push to a repository on this machine
-    readable = [*named, places.ticket_dir]
+    # A named path the stage may write (``{root}/counts/x`` under a writable
+    # ``{root}/counts``) stays writable: shown read-only on top, it could not be.
+    readable = [p for p in named if not any(p.is_relative_to(w) for w in writable)]
+    readable.append(places.ticket_dir)
     if local_repository is not None:
         readable.append(local_repository)
     readable += [_expand(path, places.home) for path in options.readable]
@@ -97,10 +105,11 @@ def profile(
         # --message-file, a command engine's {prompt_file}): this run's own, read-only.
         readable.append(places.run_dir)
     read_only = [places.clone / ".git"] if role == "check" else []
-    network = options.network if options.network is not None else role == "engine"
+    access = stage_access(options, role, egress_hosts)
     return SandboxSpec(
         writable=tuple(dict.fromkeys(writable)),
-        network=network,
+        network=access.mode == "open",
+        egress=access.policy if access.mode == "proxy" else None,
         readable=tuple(readable),
         hidden=hidden_for(places.state_dir, places.home, places.config_root),
         read_only=tuple(read_only),
@@ -108,6 +117,16 @@ def profile(
         env_set={**SANDBOX_ENV, **identity},
         # A JavaScript or Java engine reserves far more address space than it uses.
         limits=sandbox_limits(limits, memory=role != "engine"),
+    )
+
+
+def stage_access(
+    options: SandboxOptions, role: Role, egress_hosts: tuple[str, ...] = ()
+) -> NetworkAccess:
+    """Which hosts a stage, engine or check reaches (``egress_hosts``: what it is given
+    besides its own ``egress``: an engine's provider, a clone's repository)."""
+    return network_access(
+        options.network, engine=role == "engine", declared=options.egress, implied=egress_hosts
     )
 
 

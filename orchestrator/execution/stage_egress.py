@@ -1,0 +1,92 @@
+"""Which hosts a stage's attempt may reach (issue 40, item 4), and what became of the
+connections it was refused: the parts of an attempt about egress, apart from
+``attempts.py``.
+
+An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``) and what its
+``[engines.X] egress`` adds; any stage adds its own ``egress``. A command stage with
+``network = true`` is given the hosts the orchestrator can tell it needs: the ticket's
+repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
+for a side-effectful stage the forge's API (``ORCHESTRATOR_GITHUB_API_URL``,
+``ORCHESTRATOR_GITLAB_URL`` and the push URL overrides when set, else the public API of
+the forge its command names). The ticket's ``[origin]`` never adds a host: a ticket does
+not choose where a stage may connect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.domain.config import Config, StageConfig
+from orchestrator.domain.egress import ENGINE_HOSTS, NetworkAccess, host_of_url
+from orchestrator.domain.runs import Attempt
+from orchestrator.execution.stage_sandbox import stage_access
+from orchestrator.forges.github import DEFAULT_API_URL as GITHUB_API
+from orchestrator.forges.gitlab import DEFAULT_URL as GITLAB_URL
+from orchestrator.reports.display import Reporter
+
+# The forge stages' own settings that name a host (stages/open_pr_github.py, _gitlab.py).
+FORGE_URL_VARIABLES = (
+    "ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITHUB_PUSH_URL",
+    "ORCHESTRATOR_GITLAB_URL", "ORCHESTRATOR_GITLAB_PUSH_URL",
+)  # fmt: skip
+_FORGE_MODULES = {
+    "orchestrator.stages.open_pr_github": (GITHUB_API,),
+    "orchestrator.stages.open_pr_gitlab": (GITLAB_URL,),
+}
+# The open-pr that picks its forge by the repository's host (stages/open_pr.py).
+_BY_HOST = {"github.com": GITHUB_API, "gitlab.com": GITLAB_URL}
+# At most this many distinct refused destinations are kept on an attempt (all counted).
+MAX_DENIED_KEPT = 32
+
+
+def egress_hosts(
+    stage: StageConfig,
+    config: Config,
+    engine: str,
+    repository: str,
+    environ: Mapping[str, str],
+) -> tuple[str, ...]:
+    """The hosts ``stage`` is given besides its own ``egress`` (see the module's doc)."""
+    if stage.engine is not None:
+        chosen = config.engines.get(engine)
+        if chosen is None:
+            return ()
+        return (*ENGINE_HOSTS.get(chosen.kind, ()), *chosen.egress)
+    hosts = [host_of_url(repository)]
+    if stage.side_effectful:
+        hosts += [host_of_url(environ.get(name, "")) for name in FORGE_URL_VARIABLES]
+        command = " ".join(stage.command or ())
+        for module, urls in _FORGE_MODULES.items():
+            if module in command.split():
+                hosts += [host_of_url(url) for url in urls]
+        repo_host = (host_of_url(repository) or "").rsplit(":", 1)[0]
+        if "orchestrator.stages.open_pr" in command.split() and repo_host in _BY_HOST:
+            hosts.append(host_of_url(_BY_HOST[repo_host]))
+    return tuple(dict.fromkeys(host for host in hosts if host is not None))
+
+
+def warn_if_open(reporter: Reporter, access: NetworkAccess | None, label: str) -> None:
+    """A stage opted out of the egress proxy is said every time it starts."""
+    if access is not None and access.mode == "open":
+        reporter.note(
+            f'warning: {label} reaches the whole network (egress = ["*"] in its config): '
+            "nothing checks which host it connects to"
+        )
+
+
+def stage_network(stage: StageConfig, hosts: tuple[str, ...]) -> NetworkAccess | None:
+    """What ``stage``'s attempt reaches, for its record and its start's warning; None for
+    a check stage (each check has its own) or one outside the sandbox."""
+    if stage.is_check_stage or stage.sandbox == "none":
+        return None
+    return stage_access(stage, "engine" if stage.engine is not None else "stage", hosts)
+
+
+def with_denials(attempt: Attempt, denied: Mapping[str, int]) -> Attempt:
+    """``attempt`` with the destinations its egress proxy refused (none: unchanged)."""
+    if not denied:
+        return attempt
+    return attempt.revised(
+        egress_denied=tuple(list(denied)[:MAX_DENIED_KEPT]),
+        egress_denials=sum(denied.values()),
+    )

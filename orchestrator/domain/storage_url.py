@@ -3,13 +3,20 @@
 
 Like the broker's URL it is never shown with its credentials (``MaskedUrl``): a config
 that is printed, logged or written to a state file cannot leak it. Better still, keep the
-password out of the URL altogether: libpq reads ``$PGPASSWORD`` or ``~/.pgpass``.
+password out of the URL altogether: ``$PGPASSWORD`` (read by ``storage/postgres/connect``
+from our own copy of the environment: the key shield blanks it where libpq would read it)
+or a pgpass file (``$PGPASSFILE``, else ``~/.pgpass``, which libpq reads itself).
+
+A URL given on the command line (``storage export --to``, ``import --from``) may not hold
+a password at all (issue 40): every user of the machine reads a command line (``ps``,
+``/proc/PID/cmdline``). ``command_line_password_problem`` says so and what to use instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from pydantic import PlainSerializer, PlainValidator
 
@@ -63,3 +70,66 @@ def storage_url_from(
         except ValueError as exc:
             raise ConfigError(f"config error: ${STORAGE_URL_ENV}: {exc}") from None
     return configured
+
+
+DEFAULT_PORT = 5432
+PASSWORD_SOURCES = (
+    "$PGPASSWORD",
+    f"the password in ${STORAGE_URL_ENV} (same host and port)",
+    "a pgpass file ($PGPASSFILE, else ~/.pgpass)",
+    "the prompt (on a terminal)",
+)
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is no number)
+    except ValueError:
+        return None
+    return parts
+
+
+def url_password(url: str) -> str | None:
+    """The password ``url`` holds (percent-decoded), or None."""
+    parts = _split(url)
+    if parts is None or parts.password is None:
+        return None
+    return unquote(parts.password) or None
+
+
+def same_server(url: str, other: str) -> bool:
+    """Whether both URLs name one server: the same host (any case) and port (5432 unsaid)."""
+    first, second = _split(url), _split(other)
+    if first is None or second is None or not first.hostname:
+        return False
+    return (first.hostname.lower(), first.port or DEFAULT_PORT) == (
+        (second.hostname or "").lower(),
+        second.port or DEFAULT_PORT,
+    )
+
+
+def command_line_password_problem(option: str, url: StorageUrl) -> str | None:
+    """Why ``url``, given as ``option`` on the command line, is refused (it holds a
+    password, which every user of the machine could read there), or None."""
+    if url_password(url.reveal()) is None:
+        return None
+    return (
+        f"{option}: {url.masked} holds a password, and a command line is readable by every "
+        "user of this machine (ps, /proc/PID/cmdline); leave it out of the URL and give it "
+        f"as {', '.join(PASSWORD_SOURCES[:-1])} or at {PASSWORD_SOURCES[-1]}"
+    )
+
+
+def password_for(url: StorageUrl, environ: Mapping[str, str]) -> str | None:
+    """The password to connect to ``url`` with, when it holds none: ``$PGPASSWORD``, else
+    the one in ``$ORCHESTRATOR_STORAGE_URL`` when that names the same server; None: libpq's
+    own pgpass file, or the prompt."""
+    if url_password(url.reveal()) is not None:
+        return None  # the URL's own (from the environment or the config), libpq reads it
+    if environ.get("PGPASSWORD"):
+        return environ["PGPASSWORD"]
+    configured = environ.get(STORAGE_URL_ENV, "")
+    if configured and same_server(configured, url.reveal()):
+        return url_password(configured)
+    return None

@@ -94,22 +94,26 @@ def test_export_then_import_moves_the_state_and_never_prints_the_password(
     proc = cli(tmp_path, "--state-dir", "b", "ledger", "verify")
     assert (proc.returncode, proc.stdout) == (0, "OK: 3 entries\n"), proc.stderr
 
-    # --to, into the database that now holds it: refused, and said so.
-    proc = cli(tmp_path, "--state-dir", "a", "storage", "export", "--to", pg_url)
+    # --to (no password on the command line: $PGPASSWORD), into the database that now
+    # holds it: refused, and said so.
+    bare = pg_url.replace(f":{password}@", "@")
+    proc = cli(tmp_path, "--state-dir", "a", "storage", "export", "--to", bare,
+               PGPASSWORD=password)  # fmt: skip
     outputs.append(proc)
     assert proc.returncode == 7
     assert proc.stderr == (
         "state error: the PostgreSQL database: refusing to export into a database that is "
         "not empty (it holds 3 ledger row(s), 1 ticket budget(s))\n"
     )
-    proc = cli(tmp_path, "--state-dir", "b", "storage", "import", "--from", pg_url)
+    proc = cli(tmp_path, "--state-dir", "b", "storage", "import", "--from", bare,
+               PGPASSWORD=password)  # fmt: skip
     outputs.append(proc)
     assert proc.returncode == 7
     assert "refusing to import into a state dir that is not empty" in proc.stderr
 
     # A wrong password: unreachable (try again later), and neither password printed.
-    wrong = pg_url.replace(password, "not-the-password-x9")
-    proc = cli(tmp_path, "--state-dir", "a", "storage", "export", "--to", wrong)
+    proc = cli(tmp_path, "--state-dir", "a", "storage", "export", "--to", bare,
+               PGPASSWORD="not-the-password-x9")  # fmt: skip
     outputs.append(proc)
     assert proc.returncode == 75, proc.stderr
     assert "not-the-password-x9" not in proc.stdout + proc.stderr

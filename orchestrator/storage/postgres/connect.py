@@ -5,12 +5,22 @@ psycopg is imported inside ``connect`` only, so importing this module (and the p
 face) costs nothing where the ``postgres`` extra is not installed. A connection that
 cannot be made is ``PostgresUnavailable``, naming the server by its masked URL: no
 message, and no exception it chains, carries the password.
+
+The password, when the URL holds none, is handed to libpq as a connection parameter:
+the one given, else ``$PGPASSWORD`` from our own copy of the environment (``os.environ``).
+libpq would read ``$PGPASSWORD`` with ``getenv``, from the process's exec-time block,
+where the key shield (``execution/key_shield.py``) has blanked it so that no other
+process reads it in /proc/PID/environ; the shield keeps doing so (issue 40). Without
+either, libpq reads a pgpass file (``$PGPASSFILE``, else ``~/.pgpass``) itself.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from orchestrator.domain.broker_url import mask_url, scrub
 from orchestrator.domain.errors import EXIT_LOCKED, OrchestratorError
@@ -36,9 +46,16 @@ class PostgresUnavailable(OrchestratorError):
         self.reason = reason
 
 
-def connect(url: str, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> psycopg.Connection[Any]:
+def connect(
+    url: str,
+    *,
+    timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    password: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> psycopg.Connection[Any]:
     """A connection to the database ``url`` names (not in autocommit: the caller's
-    ``with conn.transaction():`` blocks decide what commits together).
+    ``with conn.transaction():`` blocks decide what commits together); ``password`` (else
+    ``$PGPASSWORD`` in ``environ``, ``os.environ`` by default) when the URL holds none.
 
     Raises ``PostgresUnavailable`` (password masked) when none can be made within
     ``timeout_s``, or when psycopg is not installed."""
@@ -50,13 +67,27 @@ def connect(url: str, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> psycop
             "(pip install 'ticket-orchestrator[postgres]')",
             "psycopg is not installed",
         ) from None
+    given = _password(url, password, os.environ if environ is None else environ)
     try:
         return psycopg.connect(
             url,
             connect_timeout=max(2, math.ceil(timeout_s)),
             application_name=APPLICATION_NAME,
+            password=given,  # None: left out (psycopg drops None parameters)
         )
     except (psycopg.Error, ValueError) as exc:
         reason = scrub(str(exc).strip(), url) or type(exc).__name__
+        if given:
+            reason = reason.replace(given, "***")
     # Raised outside the handler: the driver's error, which may quote the URL, is not chained.
     raise PostgresUnavailable(f"cannot reach PostgreSQL at {mask_url(url)}: {reason}", reason)
+
+
+def _password(url: str, password: str | None, environ: Mapping[str, str]) -> str | None:
+    try:
+        in_url = urlsplit(url).password
+    except ValueError:
+        in_url = None
+    if in_url:
+        return None  # the URL's own, which libpq reads from it
+    return password or environ.get("PGPASSWORD") or None

@@ -38,6 +38,7 @@ _STATUS: Final = re.compile(rb"HTTP/1\.[01] ([1-5][0-9]{2})[ \r]")
 
 Address = tuple[int, tuple[Any, ...]]  # (family, sockaddr) as getaddrinfo gives them
 Resolve = Callable[[str, int], Sequence[Address]]
+Connect = Callable[[Sequence[Address], "Deadline"], socket.socket]
 
 
 class Refused(Exception):
@@ -158,6 +159,7 @@ def post_json(
     *,
     resolve: Resolve = system_resolve,
     clock: Callable[[], float] = time.monotonic,
+    connect_to: Connect | None = None,
 ) -> int:
     """POST ``body`` to ``url`` within ``target.timeout_s`` in all; the answer's status.
     Raises Refused (a private address not allowed by name), TimeoutError, OSError."""
@@ -168,7 +170,7 @@ def post_json(
         raise ValueError("not an http(s) URL")
     port = parts.port or (443 if https else 80)
     addresses = checked_addresses(host, port, target, deadline, resolve)
-    sock = connect(addresses, deadline)
+    sock = (connect_to or connect)(addresses, deadline)
     try:
         if https:
             sock.settimeout(deadline.left())  # the handshake, in all

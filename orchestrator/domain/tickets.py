@@ -118,7 +118,7 @@ class Ticket(Frozen):
         if location.startswith("file://"):
             location = location.removeprefix("file://")
         elif "://" in location or location.startswith("git@"):
-            return None
+            return remote_repository_problem(location)
         return local_repository_problem(Path(location))
 
     def refused_repository(self) -> TicketError | None:
@@ -136,6 +136,27 @@ class Ticket(Frozen):
             if isinstance(ref, str):
                 out.append((self.path.parent / ref).resolve())
         return out
+
+
+def remote_repository_problem(url: str) -> str | None:
+    """Why a remote ``url`` may not be cloned from: it holds a password (issue 40), which
+    would sit in git's command line, readable by every user of the machine, and in the
+    clone stage's environment. None otherwise (only the network tells the rest)."""
+    from urllib.parse import urlsplit
+
+    from orchestrator.domain.broker_url import mask_url
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    if not password:
+        return None
+    return (
+        f"{mask_url(url)} holds a password, which git would show on its command line to "
+        "every user of this machine; leave it out and let git's credential helper or ssh "
+        "give it (open-pr hands the forge's token to git that way)"
+    )
 
 
 def local_repository_problem(path: Path) -> str | None:

@@ -232,6 +232,13 @@ def test_a_local_repository_is_checked_without_running_git(tmp_path: Path) -> No
     ("repository", "problem"),
     [
         ("https://example.invalid/nowhere.git", None),  # remote: the clone stage will tell
+        ("https://x-access-token@example.invalid/r.git", None),  # a name, no password
+        (
+            "https://bob:s3cret-pw@example.invalid/r.git",
+            "https://bob:***@example.invalid/r.git holds a password, which git would show on "
+            "its command line to every user of this machine; leave it out and let git's "
+            "credential helper or ssh give it (open-pr hands the forge's token to git that way)",
+        ),
         ("git@example.invalid:nowhere.git", None),
         ("ssh://git@example.invalid/nowhere.git", None),
         ("../gone.git", "no such directory: {root}/gone.git"),

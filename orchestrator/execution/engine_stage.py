@@ -30,7 +30,7 @@ from orchestrator.execution.process import (
 )
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.reading.failure import failure_of_output, log_tail
-from orchestrator.redaction import held
+from orchestrator.redaction import process_held
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
 
@@ -100,7 +100,7 @@ def run_engine(
     invocation = adapter.invocation(task)
     # The prompt leaves the process: no secret it holds goes with it, in any form (a
     # pass_env token a failed check printed, quoted back by its feedback).
-    write_files({path: held().redact(text) for path, text in invocation.files.items()})
+    write_files({path: process_held().redact(text) for path, text in invocation.files.items()})
     outcome = step(invocation.argv, invocation.stdin_path)
     report = adapter.report(
         log_tail(log_path, REPORT_TAIL_BYTES), outcome.exit_code, outcome.timed_out

@@ -73,7 +73,7 @@ from orchestrator.execution.process_log import (
     remove_tail_segments,
 )
 from orchestrator.execution.reaper_protocol import ReaperReports, reaper_spec, start_failure
-from orchestrator.redaction import held
+from orchestrator.redaction import process_held
 
 # The runner's two entry points, and what callers hand them and get back. The types and
 # the group sweeps live beside it (``process``, ``process_groups``); these stay reachable
@@ -348,7 +348,7 @@ def _finished(
         append_log_line(request.log_path, note + "\n")
     with contextlib.suppress(OSError):
         # The log stays in the run dir: no secret this process holds stays in it.
-        redact_held(request.log_path, held())
+        redact_held(request.log_path, process_held())
     return ProcessOutcome(
         argv=request.argv,
         exit_code=ending.exit_code,

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from orchestrator.redaction.core import redact, redact_bytes
 from orchestrator.redaction.edges import drop_cut_edges
-from orchestrator.redaction.held import HeldSecrets, held, hold, holding
+from orchestrator.redaction.held import HeldSecrets, hold, holding, process_held
 from orchestrator.redaction.personal import SCRUB_MARKS, rewrite_refusal, scrub
 from orchestrator.redaction.placeholders import REDACTED
 
@@ -58,9 +58,9 @@ __all__ = [
     "SCRUB_MARKS",
     "HeldSecrets",
     "drop_cut_edges",
-    "held",
     "hold",
     "holding",
+    "process_held",
     "redact",
     "redact_bytes",
     "rewrite_refusal",

@@ -16,8 +16,7 @@ from typing import Final
 
 from orchestrator.redaction.blocks import redact_k8s_secret, redact_pem
 from orchestrator.redaction.entropy import redact_random_runs
-from orchestrator.redaction.held import HeldSecrets
-from orchestrator.redaction.held import held as process_held
+from orchestrator.redaction.held import HeldSecrets, process_held
 from orchestrator.redaction.name_rules import (
     KEYWORD,
     NAME_RULES,

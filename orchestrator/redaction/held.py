@@ -32,7 +32,7 @@ as a trie took 57 % of ``redact``'s time on the real-log corpus with 50 secrets;
 word index takes about 10 %.)
 
 Which values a process holds is the caller's: ``HeldSecrets(values)`` for a test, the
-process-wide registry (``hold``, ``holding``, ``held``) that ``redact`` reads by default,
+process-wide registry (``hold``, ``holding``, ``process_held``) that ``redact`` reads by default,
 filled where the process starts (``cli/main.py``), where a run's services are built
 (``app/services.py``) and where a stage is handed its ``pass_env`` values
 (``execution/stage_env.py``). Standard library only, as the whole package.
@@ -46,7 +46,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, TypeVar
 from urllib.parse import quote, quote_plus
 
 from orchestrator.redaction.placeholders import REDACTED
@@ -57,6 +57,7 @@ _SHORT: Final = 4
 _NUMBER: Final = re.compile(r"[0-9.,:/ +-]*")
 _WORD: Final = re.compile(r"[a-z]+|[A-Z]+|[A-Z][a-z]+")
 _ESCAPE: Final = re.compile(r"%[0-9A-F]{2}")
+T = TypeVar("T", str, bytes)
 
 
 def worth_holding(value: str) -> bool:
@@ -107,7 +108,7 @@ def _words(data: bytes, size: int) -> Iterator[int]:
         yield int.from_bytes(data[start : start + size], sys.byteorder)
 
 
-def _found_in(words: memoryview[int], index: dict[int, set[str]], found: set[str]) -> None:
+def _found_in(words: memoryview[int], index: dict[int, set[bytes]], found: set[bytes]) -> None:
     """Add to ``found`` the forms of ``index`` behind any of ``words``: one pass in C when
     none is there (the common case), a second to learn which when one is."""
     if index.keys().isdisjoint(words):
@@ -116,22 +117,55 @@ def _found_in(words: memoryview[int], index: dict[int, set[str]], found: set[str
         found.update(index[word])
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching spans as one, in order."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _spans(haystack: T, forms: Iterable[T]) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for form in forms:
+        at = haystack.find(form)
+        while at >= 0:
+            spans.append((at, at + len(form)))
+            at = haystack.find(form, at + 1)
+    return _merged(spans)
+
+
+def _replaced(haystack: T, spans: list[tuple[int, int]], mark: T) -> T:
+    parts: list[T] = []
+    position = 0
+    for start, end in spans:
+        parts += (haystack[position:start], mark)
+        position = end
+    parts.append(haystack[position:])
+    return haystack[:0].join(parts)
+
+
 class HeldSecrets:
     """A matcher for a set of secret values and their encodings. Immutable."""
 
-    __slots__ = ("_long", "_short", "values")
+    __slots__ = ("_long", "_short", "longest", "values")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self.values: frozenset[str] = frozenset(v.strip() for v in values if worth_holding(v))
-        self._long: dict[int, set[str]] = {}
-        self._short: dict[int, set[str]] = {}
+        self._long: dict[int, set[bytes]] = {}
+        self._short: dict[int, set[bytes]] = {}
+        self.longest = 0  # the longest form, in UTF-8 bytes
         for value in self.values:
             for form in encodings(value):
                 data = form.encode("utf-8", "surrogatepass")
+                self.longest = max(self.longest, len(data))
                 long = len(data) >= 2 * _LONG - 1
                 index, size = (self._long, _LONG) if long else (self._short, _SHORT)
                 for word in _words(data, size):
-                    index.setdefault(word, set()).add(form)
+                    index.setdefault(word, set()).add(data)
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -139,10 +173,9 @@ class HeldSecrets:
     def __or__(self, values: Iterable[str]) -> HeldSecrets:
         return HeldSecrets(self.values.union(values))
 
-    def _candidates(self, text: str) -> set[str]:
-        """The forms one of whose words is among the text's aligned words."""
-        data = text.encode("utf-8", "surrogatepass")
-        found: set[str] = set()
+    def _candidates(self, data: bytes) -> set[bytes]:
+        """The forms (UTF-8) one of whose words is among the aligned words of ``data``."""
+        found: set[bytes] = set()
         if self._long and len(data) >= _LONG:
             _found_in(memoryview(data)[: len(data) // _LONG * _LONG].cast("Q"), self._long, found)
         if self._short and len(data) >= _SHORT:
@@ -155,27 +188,25 @@ class HeldSecrets:
         """``text`` with every held value, in every form, replaced by ``[REDACTED]``."""
         if not self.values or len(text) < MIN_CHARS:
             return text
-        spans: list[tuple[int, int]] = []
-        for form in self._candidates(text):
-            at = text.find(form)
-            while at >= 0:
-                spans.append((at, at + len(form)))
-                at = text.find(form, at + 1)
-        if not spans:
+        found = self._candidates(text.encode("utf-8", "surrogatepass"))
+        if not found:
             return text
-        spans.sort()
-        parts: list[str] = []
-        position = 0
-        start, end = spans[0]
-        for next_start, next_end in spans[1:]:
-            if next_start <= end:
-                end = max(end, next_end)
-                continue
-            parts += (text[position:start], REDACTED)
-            position = end
-            start, end = next_start, next_end
-        parts += (text[position:start], REDACTED, text[end:])
-        return "".join(parts)
+        forms = (form.decode("utf-8", "surrogatepass") for form in found)
+        spans = _spans(text, forms)
+        return _replaced(text, spans, REDACTED) if spans else text
+
+    def spans_in(self, data: bytes) -> list[tuple[int, int]]:
+        """Where the held values' forms are in ``data`` (bytes as a log keeps them: UTF-8
+        or not), merged and in order."""
+        if not self.values or len(data) < MIN_CHARS:
+            return []
+        found = self._candidates(data)
+        return _spans(data, found) if found else []
+
+    def redact_data(self, data: bytes) -> bytes:
+        """``data`` with every form replaced by ``[REDACTED]``, every other byte kept."""
+        spans = self.spans_in(data)
+        return _replaced(data, spans, REDACTED.encode()) if spans else data
 
 
 class _Registry:
@@ -190,7 +221,7 @@ class _Registry:
 _REGISTRY: Final = _Registry()
 
 
-def held() -> HeldSecrets:
+def process_held() -> HeldSecrets:
     """What this process holds now (what ``redact`` removes by value by default)."""
     return _REGISTRY.held
 

@@ -10,7 +10,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from orchestrator.domain.held_secrets import held_values, named_variables, url_credentials
-from orchestrator.redaction import REDACTED, HeldSecrets, held, hold, holding, redact, scrub
+from orchestrator.redaction import REDACTED, HeldSecrets, hold, holding, process_held, redact, scrub
 from orchestrator.redaction.held import encodings, worth_holding
 
 R = REDACTED
@@ -154,14 +154,14 @@ def test_linear_time_on_1_mb(text: str) -> None:
 
 
 def test_the_process_registry() -> None:
-    assert not held()  # nothing held outside a command
+    assert not process_held()  # nothing held outside a command
     with holding([TOKEN]) as now:
-        assert now is held() and TOKEN in now.values
+        assert now is process_held() and TOKEN in now.values
         assert redact(f"x {TOKEN[::-1]}") == f"x {R}"
         hold(["later-added-Kq8Lm2Np7"])  # a pass_env value read when a stage starts
         assert redact("later-added-Kq8Lm2Np7") == R
         assert redact("later-added-Kq8Lm2Np7", held=HeldSecrets()) == "later-added-Kq8Lm2Np7"
-    assert not held()
+    assert not process_held()
     assert redact(TOKEN) == TOKEN
 
 

@@ -145,5 +145,7 @@ FAKES = ROOT / "tests" / "fakes"
 CLAUDE = (
     '[engines.claude]\nkind = "claude-code"\nmodels = ["claude-haiku-4-5", "claude-sonnet-4-6"]\n'
     'settings = { permission_mode = "acceptEdits", max_turns = 20 }\n'
+    # What the fake engine does is told by a variable: named, as a user names one.
+    'pass_env = ["FAKE_ENGINE_MODE"]\n'
     '[[stages]]\nname = "implement"\nengine = "claude"\ntimeout_s = 30\n'
 )

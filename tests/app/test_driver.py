@@ -347,7 +347,12 @@ def test_sigterm_stops_the_stage_saves_state_and_exits_130(tmp_path: Path) -> No
 
 
 def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
-    dump = f'env | grep -E "^(ANTHROPIC_API_KEY|GITHUB_TOKEN|SSH_AUTH_SOCK)=" | sort > "{COUNTS}/env-$ORCH_STAGE"'
+    """An allow-list (issue 40): a variable reaches a stage only when it is in the base
+    or the stage names it, whatever its name looks like."""
+    dump = (
+        'env | grep -E "^(ANTHROPIC_API_KEY|GITHUB_TOKEN|SSH_AUTH_SOCK|SLACK_WEBHOOK_URL|LANG)=" '
+        f'| sort > "{COUNTS}/env-$ORCH_STAGE"'
+    )
     config = write_config(
         tmp_path,
         bash_stage("tests", dump) + bash_stage("push", dump, pass_env=["GITHUB_TOKEN"]),
@@ -357,16 +362,16 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
         "ANTHROPIC_API_KEY": "sk-ant-secret",
         "GITHUB_TOKEN": "ghp_secret",
         "SSH_AUTH_SOCK": "/tmp/agent.sock",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x",
+        "LANG": "C.UTF-8",
     }
     services, _ = services_for(config, environ=environ)
     assert (
         run_ticket(load_ticket(write_ticket(tmp_path / "t")), services).state is RunState.COMPLETED
     )
     counts = tmp_path / "counts"
-    assert (counts / "env-tests").read_text() == "SSH_AUTH_SOCK=/tmp/agent.sock\n"
-    assert (
-        counts / "env-push"
-    ).read_text() == "GITHUB_TOKEN=ghp_secret\nSSH_AUTH_SOCK=/tmp/agent.sock\n"
+    assert (counts / "env-tests").read_text() == "LANG=C.UTF-8\n"
+    assert (counts / "env-push").read_text() == "GITHUB_TOKEN=ghp_secret\nLANG=C.UTF-8\n"
 
 
 @pytest.mark.slow

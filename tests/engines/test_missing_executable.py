@@ -40,9 +40,16 @@ def failed_fast(
     """Run a ticket through ``pipeline`` with only git and bash on the PATH, and check it
     failed as a configuration error naming ``executable``."""
     make_origin(tmp_path)
-    environ = {"PATH": bare_path(tmp_path), "HOME": str(tmp_path), "DRY_RUN": "false"}
+    bin_dir = bare_path(tmp_path)
+    environ = {"PATH": bin_dir, "HOME": str(tmp_path), "DRY_RUN": "false"}
     gateway = ScriptedGateway([])
-    h = Harness(write_pipeline(tmp_path, pipeline), gateway, environ=environ)
+    # A PATH directory outside the system's is not in the sandbox unless a stage declares
+    # it readable, as a user would (the clone stage and the last one run git from it).
+    config = write_pipeline(tmp_path, pipeline + f'readable = ["{bin_dir}"]\n')
+    config.write_text(
+        config.read_text().replace('cwd = "run"\n', f'cwd = "run"\nreadable = ["{bin_dir}"]\n')
+    )
+    h = Harness(config, gateway, environ=environ)
     record = h.run(write_ticket(tmp_path / "t"))
     assert record.state is RunState.FAILED
     assert record.halt is not None and record.halt.reason is HaltReason.CONFIG_ERROR

@@ -31,6 +31,7 @@ from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
 from orchestrator.execution.stage_egress import (
+    check_network,
     egress_hosts,
     stage_network,
     warn_if_open,
@@ -251,6 +252,7 @@ def run_check(
     label = f"{stage.name}:{check.name}"
     options = effective_sandbox(check, stage)
     warn_if_unsandboxed(services, options, f"check {label}")
+    warn_if_open(services.reporter, check_network(options), f"check {label}")
     outcome = sandboxed(
         services, options, cwd=cwd, ctx=ctx, role="check", command=check.command
     ).run(

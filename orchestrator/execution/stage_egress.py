@@ -7,9 +7,10 @@ An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``) and what 
 ``network = true`` is given the hosts the orchestrator can tell it needs: the ticket's
 repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
 for a side-effectful stage the forge's API (``ORCHESTRATOR_GITHUB_API_URL``,
-``ORCHESTRATOR_GITLAB_URL`` and the push URL overrides when set, else the public API of
-the forge its command names). The ticket's ``[origin]`` never adds a host: a ticket does
-not choose where a stage may connect.
+``ORCHESTRATOR_GITLAB_URL`` and the push URL overrides when set, the API of each forge
+the config takes issues from (``[[sources]]``), and the public API of the forge its
+command names). The ticket's ``[origin]`` never adds a host: a ticket does not choose
+where a stage may connect.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.egress import ENGINE_HOSTS, NetworkAccess, host_of_url
 from orchestrator.domain.runs import Attempt
+from orchestrator.domain.sandbox import SandboxOptions
+from orchestrator.domain.sources import GitHubSource, GitLabSource
 from orchestrator.execution.stage_sandbox import stage_access
 from orchestrator.forges.github import DEFAULT_API_URL as GITHUB_API
 from orchestrator.forges.gitlab import DEFAULT_URL as GITLAB_URL
@@ -55,6 +58,7 @@ def egress_hosts(
     hosts = [host_of_url(repository)]
     if stage.side_effectful:
         hosts += [host_of_url(environ.get(name, "")) for name in FORGE_URL_VARIABLES]
+        hosts += [host_of_url(url) for url in _source_urls(config)]
         command = " ".join(stage.command or ())
         for module, urls in _FORGE_MODULES.items():
             if module in command.split():
@@ -63,6 +67,18 @@ def egress_hosts(
         if "orchestrator.stages.open_pr" in command.split() and repo_host in _BY_HOST:
             hosts.append(host_of_url(_BY_HOST[repo_host]))
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
+
+
+def _source_urls(config: Config) -> list[str]:
+    """The forges the config takes issues from (``[[sources]]``): an open-pr answers
+    there."""
+    urls = []
+    for source in config.sources:
+        if isinstance(source, GitHubSource):
+            urls.append(source.api_url)
+        elif isinstance(source, GitLabSource):
+            urls.append(source.base_url)
+    return urls
 
 
 def warn_if_open(reporter: Reporter, access: NetworkAccess | None, label: str) -> None:
@@ -80,6 +96,12 @@ def stage_network(stage: StageConfig, hosts: tuple[str, ...]) -> NetworkAccess |
     if stage.is_check_stage or stage.sandbox == "none":
         return None
     return stage_access(stage, "engine" if stage.engine is not None else "stage", hosts)
+
+
+def check_network(options: SandboxOptions) -> NetworkAccess | None:
+    """What a check (its own settings over its stage's) reaches; None outside the
+    sandbox."""
+    return None if options.sandbox == "none" else stage_access(options, "check")
 
 
 def with_denials(attempt: Attempt, denied: Mapping[str, int]) -> Attempt:

@@ -340,7 +340,12 @@ def test_a_sandboxed_check_without_network_cannot_connect(
     assert exit_code == 1
     with pytest.raises(BlockingIOError):
         listener.accept()
-    opened = run_connect_check(tmp_path / "net", port, "sandbox = true\nnetwork = true")
+    # network = true is the egress proxy's allow-list (issue 40): no direct connection.
+    proxied, _ = run_connect_check(tmp_path / "proxy", port, "sandbox = true\nnetwork = true")
+    assert proxied == 1
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    opened = run_connect_check(tmp_path / "net", port, 'sandbox = true\negress = ["*"]')
     assert opened == (0, None)
 
 

@@ -133,14 +133,20 @@ def test_a_stage_gets_the_one_profile_and_its_config_adds_to_it() -> None:
     env = build.spec.environment({"HOME": "/home/me", "TMPDIR": "/home/me/tmp", "X": "1"})
     assert env["HOME"] == SANDBOX_HOME and env["TMPDIR"] == "/tmp" and env["X"] == "1"
     assert build.spec.limits.max_processes == 2048 and build.spec.limits.scratch_bytes > 0
-    # An engine calls its model: it keeps the network, and no address-space limit.
-    engine = sandboxed(svc, config.stage("implement"), cwd=clone, ctx=ctx, role="engine")
-    assert isinstance(engine, SandboxedExecutor) and engine.spec.network is True
+    # An engine calls its model: only through the egress proxy (issue 40), to the hosts it
+    # is given; no address-space limit.
+    engine = sandboxed(
+        svc, config.stage("implement"), cwd=clone, ctx=ctx, role="engine",
+        egress_hosts=("api.example.com",),
+    )  # fmt: skip
+    assert isinstance(engine, SandboxedExecutor) and engine.spec.network is False
+    assert engine.spec.egress is not None and engine.spec.egress.allows("api.example.com", 443)
     assert engine.spec.limits.max_memory_bytes == 0
     # A check: its own network setting over its stage's; the clone's .git read-only.
     check_options = effective_sandbox(config.stage("review").checks[0], config.stage("review"))
     check = sandboxed(svc, check_options, cwd=clone, ctx=ctx, role="check")
-    assert isinstance(check, SandboxedExecutor) and check.spec.network is True
+    assert isinstance(check, SandboxedExecutor) and check.spec.network is False
+    assert check.spec.egress is not None and check.spec.egress.describe() == "no host"
     assert check.spec.read_only == (clone / ".git",)
     assert check.spec.limits.max_memory_bytes == 16 * 1024 * 1024 * 1024
     # Opted out: the plain executor, untouched.

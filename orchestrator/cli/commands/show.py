@@ -42,6 +42,7 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
         who = f" engine={attempt.engine}" + (f" model={attempt.model}" if attempt.model else "")
     # Opted out of the sandbox: said on its line, as every start said it.
     outside = " (unsandboxed)" if attempt.sandbox == "none" else ""
+    outside += " (whole network)" if attempt.egress == "open" else ""
     lines = [
         f"  #{attempt.number} {attempt.stage}{who} [{attempt.status}]{outside} "
         f"{attempt.started_at:%Y-%m-%d %H:%M:%S}Z  {attempt_summary(attempt)}"
@@ -55,6 +56,10 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
                 verdict += ", failures already on the base: passed"
             outside = " (unsandboxed)" if check.sandbox == "none" else ""
             lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s{outside}")
+    if attempt.egress_denials:  # what the egress proxy refused it (issue 40)
+        lines.append(
+            f"      egress denied ({attempt.egress_denials}): {', '.join(attempt.egress_denied)}"
+        )
     lines.extend(_log_lines(attempt, pruned))
     return lines
 

@@ -6,9 +6,7 @@ worker's own task function."""
 
 from __future__ import annotations
 
-import base64
 import io
-import json
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.storage import FileStorage
 from orchestrator.storage.redis import CoordinationStore
 
+from fleet_keys import install_fleet_key, signed_body
 from redis_server import RedisServer
 
 NAMESPACE = "orchestrator"  # the config's default: the test's Redis is its own
@@ -34,7 +33,7 @@ def queued_args(store: CoordinationStore) -> list[list[str]]:
     found = []
     for key in broker_keys(NAMESPACE).queues:
         raw = store.call(lambda client, key=key: client.lrange(key, 0, -1))
-        found += [json.loads(base64.b64decode(json.loads(m)["body"]))[0] for m in raw]
+        found += [signed_body(m)[0] for m in raw]
     return found
 
 
@@ -42,7 +41,7 @@ def work(config: Path, store: CoordinationStore, args: list[str]) -> str:
     """What a worker whose DRY_RUN is false does with the task: its result's status."""
     ticket_id, ticket_file, ticket_dir, batch_id = args
     context = WorkerContext(config, None, env(DRY_RUN="false"), io.StringIO())
-    result = run_claimed(context, store, ticket_id, Path(ticket_dir) / ticket_file, batch_id)
+    result = run_claimed(context, store, ticket_id, ticket_file, ticket_dir, batch_id)
     return result.status
 
 
@@ -59,6 +58,7 @@ def test_approve_queues_the_run_to_the_fleet_and_a_worker_carries_it_out(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     config, run_id = paused(tmp_path)
+    install_fleet_key(config.parent)  # the fleet signs what it queues (issue 40)
     fleet = env(ORCHESTRATOR_BROKER_URL=redis_server.url)  # DRY_RUN armed here
     out = io.StringIO()
     assert answer(config, None, run_id, approved=True, reason=None, out=out, environ=fleet) == 0
@@ -97,6 +97,7 @@ def test_resume_records_the_resume_here_and_the_worker_drives_it(
     tmp_path: Path, redis_server: RedisServer, here: bool
 ) -> None:
     config, run_id = paused(tmp_path)
+    install_fleet_key(config.parent)  # the fleet signs what it queues (issue 40)
     # Carried out here with DRY_RUN armed: stopped at the side-effectful stage.
     assert answer(config, None, run_id, approved=True, reason=None, out=io.StringIO(),
                   environ=env(), now=True) == 3  # fmt: skip

@@ -27,9 +27,11 @@ from orchestrator.app.fleet_key import fleet_key_files
 from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.ticket_task import TASK_NAME
+from orchestrator.batch.record import batch_record
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import FileStorage, copy_queued_ticket
+from orchestrator.storage import FileStorage, StateLayout, copy_queued_ticket, write_batch_record
+from orchestrator.storage.fleet_queue import note_queued
 from orchestrator.storage.redis import CoordinationStore
 
 if TYPE_CHECKING:
@@ -100,6 +102,11 @@ def requeue(
     ticket_file, ticket_dir = task_ticket(
         storage, snapshot, snapshot.parent, batch_id, ticket_id, from_sources=True
     )
+    # The batch of one, recorded with what it queued: a worker runs only that (issue 40).
+    write_batch_record(
+        StateLayout(storage.root), batch_record(batch_id, backend="celery", started_at=now)
+    )
+    note_queued(storage.root, batch_id, [snapshot])
     enqueued = Enqueued(store)
     task_id = str(uuid.uuid4())
     earlier = enqueued.mark(ticket_id, task_id, keep_s=distributed.visibility_timeout_s)

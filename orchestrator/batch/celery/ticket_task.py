@@ -15,7 +15,10 @@ cannot finish now into Celery's own answers:
 * Redis does not answer (restarting): ``retry`` a few seconds later; a write the run
   could not fence was not made, and the retried task resumes before it;
 * fenced out (another worker took the ticket over while this one was paused): nothing
-  is written, and the task ends without a result, since the ticket is the other's.
+  is written, and the task ends without a result, since the ticket is the other's;
+* the message names a ticket file its batch did not queue, or a batch nobody recorded
+  (``storage.fleet_queue``, issue 40): refused before anything runs, one line in the
+  worker's log, and rejected without requeueing.
 
 A redelivered task (its worker was lost) finds the run and resumes it, as the local
 batch resumes an unfinished run: completed stages are not re-run.
@@ -42,6 +45,7 @@ from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import FileStorage
+from orchestrator.storage.fleet_queue import NotQueued, check_ids, queued_ticket
 from orchestrator.storage.postgres import PostgresStorage, PostgresUnavailable
 from orchestrator.storage.redis import (
     CoordinationStore,
@@ -83,18 +87,35 @@ class WorkerContext:
     gateway_factory: GatewayFactory | None = None  # tests script the model
 
 
+def admitted(
+    storage: object, root: Path, ticket_id: str, name: str, where: str, batch_id: str
+) -> Path:
+    """The ticket file the task names, if its batch queued it (``storage.fleet_queue``);
+    NotQueued otherwise, before anything of the ticket is read or run. With PostgreSQL,
+    the batch's copy is brought down from the database first."""
+    check_ids(batch_id, ticket_id)
+    if isinstance(storage, PostgresStorage) and not Path(where).is_absolute():
+        # The batch's copy of this ticket only: the ticket's runs come down with its
+        # lease, and nothing else of the fleet's is this worker's to read.
+        storage.hydrate(queued=(batch_id, ticket_id))
+    return queued_ticket(root, batch_id, ticket_id, name, where)
+
+
 def run_claimed(
     context: WorkerContext,
     store: CoordinationStore,
     ticket_id: str,
-    ticket_file: Path,
+    name: str,
+    where: str,
     batch_id: str,
 ) -> TicketResult:
-    """Claim ``ticket_id`` and run its file to the end (or until it must stop): raises
+    """Claim ``ticket_id`` and run its file (``where``/``name``) to the end (or until it
+    must stop): raises ``NotQueued`` (the batch queued no such file: nothing is run),
     ``TicketClaimed``, ``BackOff``, ``FencedOut`` or ``Interrupted`` for the task to
     answer; any other outcome is the ticket's result, as the local batch reports it."""
     loaded = load_config(context.config_file)
     base = build_services(loaded, context.state_dir_override, context.out, context.environ)
+    ticket_file = admitted(base.storage, base.storage.root, ticket_id, name, where, batch_id)
     if isinstance(base.storage, PostgresStorage):
         return _run_on_database(
             base, base.storage, loaded.config, ticket_id, ticket_file, batch_id, context
@@ -131,11 +152,6 @@ def _run_on_database(
     fenced by it in the transaction that makes it), the batch's budget and the ledger are
     the database's tables, and this machine's state dir is only its working copy. No
     Redis lock or fence is needed; Redis is only Celery's broker."""
-    if not ticket_file.is_absolute():  # queued by a machine that shares no disk with this one
-        # The batch's copy of this ticket only: the ticket's runs come down with its
-        # lease, and nothing else of the fleet's is this worker's to read.
-        storage.hydrate(queued=(batch_id, ticket_id))
-        ticket_file = storage.root / ticket_file
     budget = storage.batch_budget(batch_id, config.batch, config.prices)
     services = replace(
         base,
@@ -171,6 +187,15 @@ def stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def refusal(task_id: str, ticket_id: str, batch_id: str, exc: NotQueued) -> str:
+    """The worker's log line for a message it refused (ids shown as repr: they are the
+    message's, not ours)."""
+    return (
+        f"refused task {task_id!r} (ticket {ticket_id!r}, batch {batch_id!r}): {exc.reason}; "
+        "nothing was run"
+    )
+
+
 def _forget(enqueued: Enqueued, ticket_id: str, task_id: str) -> None:
     """The ticket is no longer queued; if Redis cannot hear it now, the entry expires."""
     with suppress(CoordinationUnavailable):
@@ -190,9 +215,13 @@ def register(app: Any, context: WorkerContext, store: CoordinationStore) -> Any:
     ) -> dict[str, Any]:
         try:
             with stopped_by_sigterm():
-                result = run_claimed(
-                    context, store, ticket_id, Path(queue_dir) / ticket_file, batch_id
-                )
+                result = run_claimed(context, store, ticket_id, ticket_file, queue_dir, batch_id)
+        except NotQueued as exc:
+            # Signed by the fleet, yet naming what no batch queued: refused, said in the
+            # worker's log, and dropped (never requeued, so it does not come back).
+            context.out.write(f"{refusal(self.request.id, ticket_id, batch_id, exc)}\n")
+            context.out.flush()
+            raise Reject(exc.reason, requeue=False) from None
         except TicketClaimed as exc:
             context.out.write(f"{exc}; retrying in {lease_s:.0f}s\n")
             raise self.retry(countdown=lease_s) from None

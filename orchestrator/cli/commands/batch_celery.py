@@ -68,6 +68,7 @@ from orchestrator.storage import (
     open_state,
     write_batch_record,
 )
+from orchestrator.storage.fleet_queue import note_queued
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 
@@ -172,6 +173,8 @@ def celery_batch(
     started_at = services.clock()
     layout = StateLayout(services.storage.runs.state_dir)
     write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
+    # What a worker on the shared disk will agree to run for this batch (issue 40).
+    note_queued(services.storage.runs.state_dir, batch_id, paths)
     results: list[TicketResult] = []
     waiting: list[tuple[str, str, Callable[[], object]]] = []
     sent: set[str] = set()

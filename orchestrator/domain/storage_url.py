@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from pydantic import PlainSerializer, PlainValidator
 
@@ -91,11 +91,15 @@ def _split(url: str) -> SplitResult | None:
 
 
 def url_password(url: str) -> str | None:
-    """The password ``url`` holds (percent-decoded), or None."""
+    """The password ``url`` holds (percent-decoded), before the host or as libpq's
+    ``?password=`` parameter, or None."""
     parts = _split(url)
-    if parts is None or parts.password is None:
+    if parts is None:
         return None
-    return unquote(parts.password) or None
+    if parts.password:
+        return unquote(parts.password)
+    given = parse_qs(parts.query).get("password", [])
+    return next((value for value in given if value), None)
 
 
 def same_server(url: str, other: str) -> bool:

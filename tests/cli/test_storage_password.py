@@ -233,11 +233,21 @@ def emptied(url: str) -> None:
         conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:s3cret@127.0.0.1:1/d",
+        "postgresql://u@127.0.0.1:1/d?sslmode=disable&password=s3cret",  # libpq's parameter
+        "postgres://:s3cret@127.0.0.1:1/d",
+    ],
+)
 def test_a_url_with_a_password_given_as_the_option_is_refused_before_any_connection(
-    tmp_path: Path,
+    tmp_path: Path, url: str
 ) -> None:
-    with pytest.raises(UsageError, match=r"--to: postgresql://u:\*\*\*@127\.0\.0\.1:1/d holds"):
-        storage.database_url("postgresql://u:s3cret@127.0.0.1:1/d", "--to", tmp_path, {})
+    with pytest.raises(UsageError, match=r"--to: postgres(ql)?://.*holds a password") as refused:
+        storage.database_url(url, "--to", tmp_path, {})
+    assert "s3cret" not in str(refused.value)
+    assert storage.database_url("postgresql://u@127.0.0.1:1/d", "--to", tmp_path, {})
 
 
 @pytest.mark.slow

@@ -20,10 +20,10 @@ import math
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from orchestrator.domain.broker_url import mask_url, scrub
 from orchestrator.domain.errors import EXIT_LOCKED, OrchestratorError
+from orchestrator.domain.storage_url import url_password
 
 if TYPE_CHECKING:
     import psycopg
@@ -84,10 +84,6 @@ def connect(
 
 
 def _password(url: str, password: str | None, environ: Mapping[str, str]) -> str | None:
-    try:
-        in_url = urlsplit(url).password
-    except ValueError:
-        in_url = None
-    if in_url:
+    if url_password(url) is not None:
         return None  # the URL's own, which libpq reads from it
     return password or environ.get("PGPASSWORD") or None

@@ -10,7 +10,9 @@ worker``, and its pool processes are forks that inherit both steps):
 1. every secret's value in that exec-time block is overwritten, in place, with NUL bytes.
    Python copied the environment into ``os.environ`` at start-up, and that copy, which is
    what our code reads, is untouched; /proc/PID/environ shows ``NAME=`` and NULs from
-   then on, and so does the C library's ``getenv``, which nothing of ours uses.
+   then on, and so does the C library's ``getenv``. libpq reads ``$PGPASSWORD`` that
+   way (and ``$PGSSLKEY``), so ``storage/postgres/connect`` hands both to libpq from
+   ``os.environ`` instead (issue 40).
 2. the process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): its /proc/PID/mem,
    /proc/PID/environ and ptrace are closed to every process of our user that is not root
    (root with CAP_SYS_PTRACE still reads memory; nothing a process does can stop that,

@@ -12,6 +12,8 @@ libpq would read ``$PGPASSWORD`` with ``getenv``, from the process's exec-time b
 where the key shield (``execution/key_shield.py``) has blanked it so that no other
 process reads it in /proc/PID/environ; the shield keeps doing so (issue 40). Without
 either, libpq reads a pgpass file (``$PGPASSFILE``, else ``~/.pgpass``) itself.
+``$PGSSLKEY`` (the client key's path; its name alone gets it blanked) is handed over the
+same way.
 """
 
 from __future__ import annotations
@@ -67,13 +69,17 @@ def connect(
             "(pip install 'ticket-orchestrator[postgres]')",
             "psycopg is not installed",
         ) from None
-    given = _password(url, password, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    given = _password(url, password, env)
     try:
         return psycopg.connect(
             url,
             connect_timeout=max(2, math.ceil(timeout_s)),
             application_name=APPLICATION_NAME,
-            password=given,  # None: left out (psycopg drops None parameters)
+            # None: left out (psycopg drops None parameters).
+            password=given,
+            # $PGSSLKEY (a path) is blanked by the shield too: its name says KEY.
+            sslkey=None if "sslkey=" in url else env.get("PGSSLKEY") or None,
         )
     except (psycopg.Error, ValueError) as exc:
         reason = scrub(str(exc).strip(), url) or type(exc).__name__

@@ -24,7 +24,7 @@ import git
 
 from orchestrator.domain.held_secrets import held_values
 from orchestrator.domain.inert import forge_line
-from orchestrator.domain.tickets import Ticket
+from orchestrator.domain.tickets import Ticket, remote_repository_problem
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import ForgeError, PullRequest
 from orchestrator.forges.github import pr_body
@@ -279,7 +279,11 @@ def push_branch(
     environ: Mapping[str, str], work: str, base_ref: str, push_url: str, credentials: Credentials
 ) -> str:
     """Push ``work`` (its commits over ``base_ref``) to ``push_url``, named by its URL and
-    with git hardened, and confirm it is there at our head; return its head sha."""
+    with git hardened, and confirm it is there at our head; return its head sha. A URL
+    holding a password is refused: it would be in git's command line (issue 40)."""
+    refused = remote_repository_problem(push_url)
+    if refused is not None:
+        raise StageError(f"cannot push {work}: {refused}")
     token = credentials.token
     with open_clone(Path.cwd(), environ) as repo:
         if work not in repo.heads:

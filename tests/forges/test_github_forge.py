@@ -451,6 +451,25 @@ def test_stage_push_failure_is_one_line_without_the_token(
     assert TOKEN not in err
 
 
+def test_stage_refuses_a_push_url_holding_a_password(
+    stage: ModuleType,
+    workspace: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 40: git would show it on its command line to every user; nothing is pushed."""
+    monkeypatch.chdir(workspace["ctx"].clone_dir)
+    url = "https://bot:pw-in-the-url-4K@github.invalid/octo/cards.git"
+    environ = dict(workspace["environ"], ORCHESTRATOR_GITHUB_PUSH_URL=url)
+    assert stage.main(environ, factory(GitHubRepo())) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "open-pr: cannot push orch/T-1: https://bot:***@github.invalid/octo/cards.git holds a "
+        "password, which git would show on its command line to every user of this machine"
+    )
+    assert "pw-in-the-url-4K" not in err
+
+
 def test_stage_needs_a_github_repository(
     stage: ModuleType,
     workspace: dict[str, Any],

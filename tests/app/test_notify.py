@@ -182,6 +182,7 @@ def test_email_goes_through_smtp(tmp_path: Path) -> None:
     assert "ops@example.org" in message["to"][0]
     assert "Subject: orchestrator: T-1 failed" in message["data"]
     assert "halt: check_failed at a" in message["data"]
+    assert "Content-Type: text/plain" in message["data"] and "text/html" not in message["data"]
     assert [e.status for e in rig.outbox.entries()] == ["sent"]
 
 

@@ -87,17 +87,19 @@ def redirecting_server(location: str) -> Iterator[tuple[int, list[str]]]:
 
 
 @contextmanager
-def dripping_server(every_s: float = 0.5) -> Iterator[tuple[int, list[int]]]:
+def dripping_server(
+    every_s: float = 0.5, answer: bytes = b"HTTP/1.1 200 OK and on and on and on and on\r\n"
+) -> Iterator[tuple[int, list[int]]]:
     """Reads a request, then answers one byte of a status line every ``every_s`` (its own
     pace, on its own thread) until the client hangs up or the test ends; yields its port
     and the bytes it managed to send, per connection."""
     stop = threading.Event()
     sent: list[int] = []
-    answer = b"HTTP/1.1 200 OK and on and on and on and on and on and on and on\r\n"
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
-            self.request.recv(65536)
+            if answer.startswith(b"HTTP"):  # an HTTP client speaks first, SMTP's listens
+                self.request.recv(65536)
             sent.append(0)
             for byte in answer:
                 try:
@@ -197,6 +199,28 @@ def test_a_run_is_held_no_longer_than_the_documented_worst_case(tmp_path: Path) 
     (entry,) = outbox.entries()
     assert (entry.status, entry.tries, entry.error) == ("failed", 3, "TimeoutError: timed out")
     assert len(sent) == 3
+
+
+def test_an_smtp_server_dripping_its_greeting_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
+    with dripping_server(answer=b"220 mail.example ESMTP and on and on and on and on\r\n") as (
+        port,
+        sent,
+    ):
+        mail = NotifyTarget.model_validate({
+            "kind": "email", "smtp_host": "127.0.0.1", "smtp_port": port, "starttls": False,
+            "from": "o@example.org", "to": ["a@example.org"], "timeout_s": 0.6,
+            "allow_private": ["127.0.0.1"],
+        })  # fmt: skip
+        storage, outbox = FileStorage(tmp_path), NotifyOutbox(tmp_path)
+        notify = Notify(targets=(mail,), outbox=outbox, environ={}, say=lambda _l: None,
+                        lock=storage.locks.ticket, tries=1)  # fmt: skip
+        started = time.monotonic()
+        notify.after_run(failed(tmp_path))
+        took = time.monotonic() - started
+    assert took <= 0.6 + 0.3, took
+    assert sent and sent[0] >= 1  # it was greeting, a byte at a time
+    (entry,) = outbox.entries()
+    assert (entry.status, entry.error) == ("failed", "TimeoutError: timed out")
 
 
 # --- addresses ----------------------------------------------------------------------------

@@ -201,6 +201,16 @@ def test_a_run_is_held_no_longer_than_the_documented_worst_case(tmp_path: Path) 
     assert len(sent) == 3
 
 
+def test_a_tls_handshake_that_never_ends_is_cut_off_at_the_deadline() -> None:
+    with listener() as silent:  # connected to (the backlog), never answering
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            post_json(f"https://127.0.0.1:{silent.getsockname()[1]}/h", b"{}",
+                      target(timeout_s=0.5, **LOOPBACK_ALLOWED))  # fmt: skip
+        took = time.monotonic() - started
+    assert 0.45 <= took <= 0.5 + 0.25, took
+
+
 def test_an_smtp_server_dripping_its_greeting_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
     with dripping_server(answer=b"220 mail.example ESMTP and on and on and on and on\r\n") as (
         port,

@@ -34,7 +34,8 @@ from orchestrator.app.recover import recover
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.domain.config import LoadedConfig, StageConfig
-from orchestrator.domain.errors import StateError
+from orchestrator.domain.errors import StateError, TicketError
+from orchestrator.domain.forge_hosts import origin_problem
 from orchestrator.domain.lifecycle import (
     HaltReason,
     RunState,
@@ -56,7 +57,7 @@ from orchestrator.domain.runs import (
     recloned,
     undecided_failure,
 )
-from orchestrator.domain.tickets import Ticket, id_taken_elsewhere
+from orchestrator.domain.tickets import Ticket, id_taken_elsewhere, load_ticket
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import run_stage
 from orchestrator.execution.git import clone_git_dir_problem, config_problem
@@ -89,6 +90,7 @@ def _run(
 ) -> tuple[RunRecord, bool]:
     with services.storage.locks.ticket(ticket.id):
         _refuse_a_second_file(ticket, services)
+        _refuse_a_forge_not_configured(ticket, services)
         if unfinished_only:
             latest = services.storage.runs.latest_for_ticket(ticket.id)
             if latest is not None and is_terminal(latest.state):
@@ -111,9 +113,21 @@ def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
             raise clash
 
 
+def _refuse_a_forge_not_configured(ticket: Ticket, services: Services) -> None:
+    """Raise TicketError when the ticket's ``[origin]`` names a forge, an API or a
+    repository the config does not (``domain/forge_hosts``, issue 40): the open-pr stage
+    would send the forge token there. Before any run is opened or stage started."""
+    problem = origin_problem(ticket, services.loaded.config.sources, services.environ)
+    if problem is not None:
+        raise TicketError(f"ticket error: {problem}; nothing was run")
+
+
 def continue_run(record: RunRecord, services: Services) -> RunRecord:
     """Drive an open run whose ticket's lock the caller holds (``orchestrator resume``)."""
     _require_same_stages(record, services.loaded)
+    snapshot = Path(record.ticket_snapshot)
+    if snapshot.is_file():  # the config may have changed since the run was opened
+        _refuse_a_forge_not_configured(load_ticket(snapshot), services)
     services.reporter.run_opened(record, resumed=True)
     return _drive_and_tell(record, services)
 

@@ -170,8 +170,12 @@ def _installation() -> tuple[Path, ...]:
         Path(orchestrator.__file__).resolve().parent.parent,
     }  # fmt: skip
     too_wide = {Path("/"), Path.home(), *HIDDEN_ALWAYS}
+    # Not the first entry Python put there itself (unless -P): the script's directory,
+    # or for ``python -m orchestrator`` the working directory — the project it was
+    # started in, config and env file included, not something it imports from.
+    entries = sys.path if sys.flags.safe_path else sys.path[1:]
     places |= {
-        Path(entry) for entry in sys.path
+        Path(entry) for entry in entries
         if entry and os.path.isabs(entry) and os.path.exists(entry) and Path(entry) not in too_wide
     }  # fmt: skip
     return tuple(sorted(p for p in places if p.is_absolute()))
@@ -293,6 +297,9 @@ def bwrap_argv(
     out += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
     for mount in _mounts(spec, installation, system):
         out += mount
+    # The root bwrap made (the directories on the way to what is bound) read-only: a
+    # write there would land nowhere yet look allowed. Its binds keep their own modes.
+    out += ["--remount-ro", "/"]
     # Its own PID namespace (nothing of the host in /proc), IPC, UTS, user and network.
     out += ["--unshare-all"]
     if spec.network:

@@ -59,6 +59,22 @@ def with_readme_toml(config: Path) -> None:
     config.write_text(tomli_w.dumps(data))
 
 
+OVERRIDES = (
+    "ORCHESTRATOR_GITHUB_API_URL",
+    "ORCHESTRATOR_GITHUB_REPO",
+    "ORCHESTRATOR_GITHUB_PUSH_URL",
+)
+
+
+def aimed(config: Path, stage_name: str, names: tuple[str, ...]) -> None:
+    """``names`` added to the ``pass_env`` of stage ``stage_name``."""
+    data = tomllib.loads(config.read_text())
+    for stage in data["stages"]:
+        if stage["name"] == stage_name:
+            stage["pass_env"] = [*stage.get("pass_env", []), *names]
+    config.write_text(tomli_w.dumps(data))
+
+
 def test_the_tutorials_config_and_ticket_load(tmp_path: Path) -> None:
     """The quick half: the README's TOML, put into the starter config as step 2 says,
     loads; its ticket parses; its engine is the one `implement` runs."""
@@ -113,6 +129,9 @@ def test_the_first_ticket_tutorial_works_as_written(tmp_path: Path) -> None:
         sh(commands(step1)[-1])
         # 2. The README's TOML into the starter config.
         with_readme_toml(project / "config.toml")
+        # Not the README's: this open-pr talks to the fake GitHub, through the variables
+        # that point it there, named as any variable a stage needs is (issue 40).
+        aimed(project / "config.toml", "open-pr", OVERRIDES)
         # 3. The keys (the model is never asked: this run is green, and the suite forbids it).
         assert [c[1].split("=")[0] for c in commands(step3)] == [
             "ANTHROPIC_API_KEY",

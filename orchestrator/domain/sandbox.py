@@ -20,8 +20,9 @@ class SandboxOptions(Frozen):
     ``sandbox = "none"`` (warned about at start, recorded in the run record); a check
     without its own ``sandbox`` follows its stage. docs/architecture/sandbox.md states the profile:
     read-only root, private /tmp and HOME, the state dir hidden but for this run's clone,
-    no network unless ``network`` (unset: none for commands and checks; an engine keeps
-    it, since it calls its model), no unix sockets, limits from ``[sandbox]``.
+    no network unless ``network`` (unset: none for commands and checks; an engine has
+    it, since it calls its model) and then only the hosts of its allow-list, through the
+    egress proxy (see ``egress``), no unix sockets, limits from ``[sandbox]``.
     ``writable``: more read-write paths (relative to the clone, or absolute);
     ``readable``: paths the sandbox hides (under the home, /root, /home, /tmp) that this
     one may read. In both, ``~/`` is the home of whoever runs the orchestrator, and

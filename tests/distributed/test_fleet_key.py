@@ -13,8 +13,10 @@ import pytest
 from orchestrator.cli.main import main
 from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE
 
+from conftest import bash_stage, write_ticket
 from fleet_keys import install_fleet_key
 from fleet_machines import counted, write_fleet_config
+from sandbox_required import require_sandbox
 
 
 def doctor_says(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
@@ -71,3 +73,22 @@ def test_the_worker_refuses_to_start_without_the_fleet_key(
     err = capsys.readouterr().err
     assert f"the fleet's key {tmp_path / 'fleet.key'} does not exist" in err
     assert "orchestrator fleet keygen" in err
+
+
+def test_a_sandboxed_stage_cannot_read_the_fleet_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Who holds the key can queue work for every worker: a stage (the repository's own
+    tests, an engine) must not see it, though it sits beside the config."""
+    require_sandbox()
+    key = tmp_path / "fleet.key"
+    peek = f"cat {key} {tmp_path / 'fleet.crt'}; ls -la {tmp_path}; exit 0"
+    config = write_fleet_config(tmp_path, "redis://127.0.0.1:1/0", "ns", bash_stage("peek", peek))
+    write_ticket(tmp_path / "tickets", "T-1")
+    assert main(["--config", str(config), "run", str(tmp_path / "tickets" / "T-1.md")]) == 0
+    capsys.readouterr()
+    [log] = (tmp_path / "state" / "runs").glob("*/logs/*peek*.log")
+    seen = log.read_text(errors="replace")
+    assert "No such file or directory" in seen, seen
+    assert "PRIVATE KEY" not in seen and "CERTIFICATE" not in seen
+    assert "fleet.key" not in seen.replace(str(key), "")  # not listed beside the config

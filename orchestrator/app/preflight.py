@@ -28,6 +28,7 @@ from orchestrator.domain.git_identity import (
     identity_environ,
 )
 from orchestrator.domain.lifecycle import dry_run_armed
+from orchestrator.domain.notify import NotifyTarget, public_address
 from orchestrator.domain.preflight import (
     GITHUB,
     GITLAB,
@@ -323,12 +324,35 @@ def notify_targets(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[Not
         if target.url_env is not None:
             url = environ.get(target.url_env, "")
             facts.append(NotifyFact(target.name, target.kind, target.url_env, bool(url),
-                                    _is_http(url)))  # fmt: skip
+                                    _is_http(url), private=_private_url(url, target)))  # fmt: skip
             continue
         named = (target.username_env, target.password_env)
         unset = tuple(name for name in named if name is not None and not environ.get(name))
-        facts.append(NotifyFact(target.name, target.kind, unset_env=unset))
+        private = _refused(target.smtp_host or "", target.smtp_port, target)
+        facts.append(NotifyFact(target.name, target.kind, unset_env=unset, private=private))
     return facts
+
+
+def _private_url(url: str, target: NotifyTarget) -> bool:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    return _refused(parts.hostname or "", port, target)
+
+
+def _refused(host: str, port: int, target: NotifyTarget) -> bool:
+    """Whether a send to ``host`` will be refused, as far as can be told without asking
+    DNS: an IP address that is not public, or localhost, not named in allow_private."""
+    if not host or target.allows_private(host, port):
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return not public_address(host)
+    except ValueError:
+        return False  # a name: resolved, and checked, when it is sent to
 
 
 # git's answer per environment it was asked in: a batch's or a test session's many

@@ -171,6 +171,9 @@ class NotifyFact:
     url_set: bool = False
     url_is_http: bool = False
     unset_env: tuple[str, ...] = ()
+    # Its host is a loopback, link-local or private address (an IP address, or
+    # localhost) that its ``allow_private`` does not name: every send would be refused.
+    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,12 @@ def notify_checks(facts: Facts) -> list[Check]:
                                 + ", or remove username_env/password_env"))  # fmt: skip
         else:
             checks.append(Check("notify", "ok", f"{target.target} (nothing sent)"))
+        if target.private:
+            said = f"{target.kind} ${env}" if env is not None else target.target
+            checks.append(Check("notify", "warn", f"{said}: its host is a loopback, "
+                                "link-local or private address its allow_private does not "
+                                "name: every send will be refused", "if it is yours, add "
+                                'allow_private = ["HOST[:PORT]"] to the target'))  # fmt: skip
     return checks
 
 

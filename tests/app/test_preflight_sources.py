@@ -172,6 +172,26 @@ def test_notify_targets_are_judged_without_their_urls(tmp_path: Path) -> None:
     assert WEBHOOK not in repr((slack, hook, teams, email))
 
 
+def test_a_target_on_loopback_or_a_private_address_is_told_unless_allowed(tmp_path: Path) -> None:
+    """Judged from the URL's host or smtp_host alone (an IP address, or localhost): no
+    name is resolved and nothing is sent."""
+    header = (
+        '[[notify]]\nkind = "webhook"\nurl_env = "A"\n'
+        '[[notify]]\nkind = "webhook"\nurl_env = "B"\nallow_private = ["10.0.0.5:8443"]\n'
+        '[[notify]]\nkind = "slack"\nurl_env = "C"\n'
+        '[[notify]]\nkind = "email"\nsmtp_host = "127.0.0.1"\nfrom = "b@example.org"\n'
+        'to = ["o@example.org"]\n'
+    )
+    loaded = load_config(write_config(tmp_path, STAGE, header=header))
+    environ = {
+        "A": "http://169.254.169.254/latest/meta-data",
+        "B": "https://10.0.0.5:8443/hook",
+        "C": "https://hooks.slack.com/services/T/B/x",
+    }
+    assert [t.private for t in notify_targets(loaded, environ)] == [True, False, False, True]
+    assert notify_targets(loaded, {**environ, "B": "https://10.0.0.5/hook"})[1].private
+
+
 def test_doctor_names_the_variables_never_the_secrets(
     tmp_path: Path,
     github: FakeGitHub,

@@ -116,6 +116,22 @@ def test_an_email_target_warns_when_a_credential_it_names_is_unset() -> None:
     assert (fine.status, fine.detail) == ("ok", "email to ops@example.org (nothing sent)")
 
 
+def test_a_target_on_a_private_address_not_allowed_by_name_warns() -> None:
+    """Issue 40: every send to it would be refused; the warning says so before a run."""
+    hook_set, hook_private, mail_set, mail_private = notify_checks(replace(GOOD, notify=(
+        NotifyFact("webhook $HOOK_URL", "webhook", "HOOK_URL", url_set=True, url_is_http=True,
+                   private=True),
+        NotifyFact("email to ops@example.org", "email", private=True),
+    )))  # fmt: skip
+    assert hook_set.status == mail_set.status == "ok"
+    assert (hook_private.status, hook_private.detail) == (
+        "warn", "webhook $HOOK_URL: its host is a loopback, link-local or private address its "
+        "allow_private does not name: every send will be refused",
+    )  # fmt: skip
+    assert hook_private.fix == 'if it is yours, add allow_private = ["HOST[:PORT]"] to the target'
+    assert mail_private.detail.startswith("email to ops@example.org: its host is a loopback")
+
+
 def test_notify_never_fails_and_no_sources_or_targets_add_no_line() -> None:
     names = [c.name for c in checklist(GOOD)]
     assert "source" not in names and "notify" not in names

@@ -59,7 +59,7 @@ _REFERENCE: Final = (
 )
 # Emphasis around the keyword (``**Fixes** #9``) is looked through: it renders away.
 _CLOSING: Final = re.compile(
-    rf"(?<![\w-])({_KEYWORD})(?=[*_~]*\s*:?[*_~]*\s*{_REFERENCE})", re.IGNORECASE
+    rf"(?<!\w)({_KEYWORD})(?=[*_~]*\s*:?[*_~]*\s*{_REFERENCE})", re.IGNORECASE
 )
 _MENTION: Final = re.compile(r"(?<![\w`])@(?=[\w-])")
 # What builds a link or an image in Markdown (``[text](url)``, ``![x](url)``), and the

@@ -42,6 +42,8 @@ CLOSING = [
     "Closes #13, #14 and #15",
     "**Fixes** #16",
     "Fixes:  #17",
+    "see-Fixes #22",  # a word boundary is all either forge asks before the keyword
+    "(closes #23)",
     "Fi\u200bxes #18",  # a zero-width space: gone, and the keyword with it broken
     "\u202eFixes #19",  # a bidi override
 ]

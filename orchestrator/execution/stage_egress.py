@@ -6,11 +6,11 @@ An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``) and what 
 ``[engines.X] egress`` adds; any stage adds its own ``egress``. A command stage with
 ``network = true`` is given the hosts the orchestrator can tell it needs: the ticket's
 repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
-for a side-effectful stage the forge's API (``ORCHESTRATOR_GITHUB_API_URL``,
-``ORCHESTRATOR_GITLAB_URL`` and the push URL overrides when set, the API of each forge
-the config takes issues from (``[[sources]]``), and the public API of the forge its
-command names). The ticket's ``[origin]`` never adds a host: a ticket does not choose
-where a stage may connect.
+for a side-effectful stage the forges' APIs as ``domain/forge_hosts.py`` says where a
+forge is (each ``[[sources]]`` forge's URL; for the forge its command names,
+``ORCHESTRATOR_GITHUB_API_URL`` / ``ORCHESTRATOR_GITLAB_URL``, else the public API) and
+the push URL overrides when set. The ticket's ``[origin]`` never adds a host: a ticket
+does not choose where a stage may connect.
 """
 
 from __future__ import annotations
@@ -19,25 +19,22 @@ from collections.abc import Mapping
 
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.egress import ENGINE_HOSTS, NetworkAccess, host_of_url
+from orchestrator.domain.forge_hosts import ForgeKind, forge_api, source_api
 from orchestrator.domain.runs import Attempt
 from orchestrator.domain.sandbox import SandboxOptions
 from orchestrator.domain.sources import GitHubSource, GitLabSource
 from orchestrator.execution.stage_sandbox import stage_access
-from orchestrator.forges.github import DEFAULT_API_URL as GITHUB_API
-from orchestrator.forges.gitlab import DEFAULT_URL as GITLAB_URL
 from orchestrator.reports.display import Reporter
 
-# The forge stages' own settings that name a host (stages/open_pr_github.py, _gitlab.py).
-FORGE_URL_VARIABLES = (
-    "ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITHUB_PUSH_URL",
-    "ORCHESTRATOR_GITLAB_URL", "ORCHESTRATOR_GITLAB_PUSH_URL",
-)  # fmt: skip
-_FORGE_MODULES = {
-    "orchestrator.stages.open_pr_github": (GITHUB_API,),
-    "orchestrator.stages.open_pr_gitlab": (GITLAB_URL,),
+# Where the forge stages push instead of the ticket's repository, when set (the API is
+# ``forge_hosts.forge_api``'s: the one rule for where a forge is).
+PUSH_URL_VARIABLES = ("ORCHESTRATOR_GITHUB_PUSH_URL", "ORCHESTRATOR_GITLAB_PUSH_URL")
+_FORGE_MODULES: dict[str, tuple[ForgeKind, ...]] = {
+    "orchestrator.stages.open_pr_github": ("github",),
+    "orchestrator.stages.open_pr_gitlab": ("gitlab",),
 }
 # The open-pr that picks its forge by the repository's host (stages/open_pr.py).
-_BY_HOST = {"github.com": GITHUB_API, "gitlab.com": GITLAB_URL}
+_BY_HOST: dict[str, ForgeKind] = {"github.com": "github", "gitlab.com": "gitlab"}
 # At most this many distinct refused destinations are kept on an attempt (all counted).
 MAX_DENIED_KEPT = 32
 
@@ -57,28 +54,21 @@ def egress_hosts(
         return (*ENGINE_HOSTS.get(chosen.kind, ()), *chosen.egress)
     hosts = [host_of_url(repository)]
     if stage.side_effectful:
-        hosts += [host_of_url(environ.get(name, "")) for name in FORGE_URL_VARIABLES]
-        hosts += [host_of_url(url) for url in _source_urls(config)]
-        command = " ".join(stage.command or ())
-        for module, urls in _FORGE_MODULES.items():
-            if module in command.split():
-                hosts += [host_of_url(url) for url in urls]
+        hosts += [host_of_url(environ.get(name, "")) for name in PUSH_URL_VARIABLES]
+        hosts += [
+            host_of_url(source_api(source))
+            for source in config.sources
+            if isinstance(source, GitHubSource | GitLabSource)
+        ]
+        words = stage.command or ()
+        kinds = [
+            kind for module, named in _FORGE_MODULES.items() if module in words for kind in named
+        ]
         repo_host = (host_of_url(repository) or "").rsplit(":", 1)[0]
-        if "orchestrator.stages.open_pr" in command.split() and repo_host in _BY_HOST:
-            hosts.append(host_of_url(_BY_HOST[repo_host]))
+        if "orchestrator.stages.open_pr" in words and repo_host in _BY_HOST:
+            kinds.append(_BY_HOST[repo_host])
+        hosts += [host_of_url(forge_api(kind, environ)) for kind in kinds]
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
-
-
-def _source_urls(config: Config) -> list[str]:
-    """The forges the config takes issues from (``[[sources]]``): an open-pr answers
-    there."""
-    urls = []
-    for source in config.sources:
-        if isinstance(source, GitHubSource):
-            urls.append(source.api_url)
-        elif isinstance(source, GitLabSource):
-            urls.append(source.base_url)
-    return urls
 
 
 def warn_if_open(reporter: Reporter, access: NetworkAccess | None, label: str) -> None:

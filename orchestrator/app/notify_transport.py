@@ -224,27 +224,27 @@ def smtp_send(
     shut, which ends whatever the session was waiting for."""
     deadline = Deadline(target.timeout_s, clock)
     expired = threading.Event()
-    sockets: list[socket.socket] = []  # the connection, then its TLS wrapping
+    # A duplicate of the connection's descriptor: shutting it down shuts the connection,
+    # whether or not STARTTLS has since wrapped (and detached) the socket smtplib holds.
+    handles: list[socket.socket] = []
 
     def cut() -> None:
         expired.set()
-        for sock in list(sockets):
+        for handle in list(handles):
             try:
-                sock.shutdown(socket.SHUT_RDWR)
+                handle.shutdown(socket.SHUT_RDWR)
             except OSError:
-                pass  # already closed, or detached into its TLS wrapping
+                pass  # already closed
 
     watchdog = threading.Timer(deadline.left(), cut)
     watchdog.daemon = True
     watchdog.start()
     try:
-        with _CheckedSMTP(target, deadline, resolve, sockets.append) as smtp:
+        with _CheckedSMTP(target, deadline, resolve, lambda s: handles.append(s.dup())) as smtp:
             if expired.is_set():
                 raise TimeoutError("timed out")
             if target.starttls:
                 smtp.starttls()
-                if smtp.sock is not None:
-                    sockets.append(smtp.sock)
             if target.username_env and target.password_env:
                 smtp.login(
                     environ.get(target.username_env, ""), environ.get(target.password_env, "")
@@ -256,3 +256,5 @@ def smtp_send(
         raise
     finally:
         watchdog.cancel()
+        for handle in handles:
+            handle.close()

@@ -233,6 +233,46 @@ def test_an_smtp_server_dripping_its_greeting_is_cut_off_at_the_deadline(tmp_pat
     assert (entry.status, entry.error) == ("failed", "TimeoutError: timed out")
 
 
+def test_a_starttls_handshake_that_never_ends_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
+    hold = threading.Event()
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.wfile.write(b"220 mail.example ESMTP\r\n")
+            while line := self.rfile.readline():
+                if line.upper().startswith(b"EHLO"):
+                    self.wfile.write(b"250-mail.example\r\n250 STARTTLS\r\n")
+                elif line.upper().startswith(b"STARTTLS"):
+                    self.wfile.write(b"220 go ahead\r\n")
+                    hold.wait(10)  # and never speak TLS
+                    return
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        mail = NotifyTarget.model_validate({
+            "kind": "email", "smtp_host": "127.0.0.1", "smtp_port": server.server_address[1],
+            "from": "o@example.org", "to": ["a@example.org"], "timeout_s": 0.6,
+            "allow_private": ["127.0.0.1"],
+        })  # fmt: skip
+        storage, outbox = FileStorage(tmp_path), NotifyOutbox(tmp_path)
+        notify = Notify(targets=(mail,), outbox=outbox, environ={}, say=lambda _l: None,
+                        lock=storage.locks.ticket, tries=1)  # fmt: skip
+        started = time.monotonic()
+        notify.after_run(failed(tmp_path))
+        took = time.monotonic() - started
+    finally:
+        hold.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert took <= 0.6 + 0.3, took
+    (entry,) = outbox.entries()
+    assert (entry.status, entry.error) == ("failed", "TimeoutError: timed out")
+
+
 # --- addresses ----------------------------------------------------------------------------
 
 

@@ -155,7 +155,12 @@ def forge_stages(
     armed = dry_run_armed(environ)
     forges = source_forges(loaded)
     return [
-        GitHubFact(stage.name, forge.token_env in stage.pass_env, stage.side_effectful and armed)
+        GitHubFact(
+            stage.name,
+            forge.token_env in stage.pass_env,
+            stage.side_effectful and armed,
+            tuple(v for v in forge.overrides if environ.get(v) and v not in stage.pass_env),
+        )
         for stage in loaded.config.stages
         if forge in stage_forges(stage.command, forges)
     ]

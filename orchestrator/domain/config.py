@@ -269,7 +269,8 @@ class EngineConfig(Frozen):
     command: Argv | None = None
     models: Annotated[tuple[NonEmptyStr, ...], Field(max_length=16)] = ()
     settings: dict[str, Any] = Field(default_factory=dict)
-    # Secret-looking variables (…KEY, …TOKEN…) the engine may see; all others are withheld.
+    # The variables (beyond the base every stage gets) a stage running this engine is
+    # given, by name: a stage's environment is an allow-list (stage_env.stage_environ).
     pass_env: PassEnv = ()
     # Hosts it may reach besides its kind's provider (domain/egress.py), every stage it runs.
     egress: EgressEntries = ()
@@ -341,7 +342,8 @@ class StageConfig(SandboxOptions):
     timeout_s: PositiveSeconds = 600.0
     kill_after_s: PositiveSeconds = 5.0
     side_effectful: StrictBool = False
-    # Secret-looking variables (…KEY, …TOKEN…) this stage may see; all others are withheld.
+    # The variables (beyond the base every stage gets) this stage and its checks are
+    # given, by name: a stage's environment is an allow-list (stage_env.stage_environ).
     pass_env: PassEnv = ()
 
     @model_validator(mode="after")

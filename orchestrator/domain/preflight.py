@@ -72,6 +72,9 @@ class GitHubFact:
     stage: str
     passes_token: bool  # the forge's token is in its pass_env (else it never sees it)
     blocked_by_dry_run: bool  # side-effectful while DRY_RUN is armed: it will not run now
+    # The forge's ``overrides`` set here that its pass_env does not name: a stage's
+    # environment is an allow-list (issue 40), so the stage would not see them.
+    unpassed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,18 @@ class HostedForge:
     token_env: str
     url_env: str  # the stage's override of where the API is
     request: str  # what its stage opens: "pull request", "merge request"
+    # Every variable its stage reads to be pointed elsewhere (the stage module's OVERRIDES).
+    overrides: tuple[str, ...] = ()
 
 
-GITHUB = HostedForge("GitHub", "GITHUB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL", "pull request")
-GITLAB = HostedForge("GitLab", "GITLAB_TOKEN", "ORCHESTRATOR_GITLAB_URL", "merge request")
+GITHUB = HostedForge(
+    "GitHub", "GITHUB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL", "pull request",
+    ("ORCHESTRATOR_GITHUB_REPO", "ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITHUB_PUSH_URL"),
+)  # fmt: skip
+GITLAB = HostedForge(
+    "GitLab", "GITLAB_TOKEN", "ORCHESTRATOR_GITLAB_URL", "merge request",
+    ("ORCHESTRATOR_GITLAB_PROJECT", "ORCHESTRATOR_GITLAB_URL", "ORCHESTRATOR_GITLAB_PUSH_URL"),
+)  # fmt: skip
 
 
 # The stage modules that open requests on a hosted forge, and so need its token; the
@@ -292,6 +303,10 @@ def token_checks(
             checks.append(Check("forge-token", "fail", f"stage {stage.stage} opens a {name} "
                                 f"{request}, but {env} is not in its pass_env",
                                 f'add pass_env = ["{env}"] to stage {stage.stage}'))  # fmt: skip
+        for var in stage.unpassed:
+            checks.append(Check("forge-token", "warn", f"${var} is set, but stage {stage.stage}"
+                                " does not name it in pass_env: the stage will not see it",
+                                f'add "{var}" to stage {stage.stage}\'s pass_env, or unset it'))  # fmt: skip
     needed = [s.stage for s in stages if not s.blocked_by_dry_run]
     if not token_set:
         if needed:

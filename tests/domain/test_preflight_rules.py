@@ -169,6 +169,31 @@ def test_a_github_stage_that_withholds_the_token_fails_and_no_github_stage_skips
     assert only(forge_checks(GOOD)).status == "skip"
 
 
+def test_a_forge_override_set_but_not_passed_is_a_warning_naming_the_fix() -> None:
+    """A stage's environment is an allow-list (issue 40): ``ORCHESTRATOR_GITHUB_API_URL``
+    set for the orchestrator reaches the open-pr stage only if its pass_env names it."""
+    unpassed = replace(GITHUB, unpassed=("ORCHESTRATOR_GITHUB_API_URL",))
+    checks = forge_checks(replace(GOOD, github=(unpassed,), github_token_set=True))
+    [warning] = [c for c in checks if c.status == "warn"]
+    assert warning.detail == (
+        "$ORCHESTRATOR_GITHUB_API_URL is set, but stage open-pr does not name it in pass_env: "
+        "the stage will not see it"
+    )
+    assert (
+        warning.fix == 'add "ORCHESTRATOR_GITHUB_API_URL" to stage open-pr\'s pass_env, or unset it'
+    )
+
+
+def test_the_overrides_the_checklist_knows_are_the_ones_the_stages_read() -> None:
+    from orchestrator.domain.preflight import GITHUB as GITHUB_FORGE
+    from orchestrator.domain.preflight import GITLAB as GITLAB_FORGE
+    from orchestrator.stages import open_pr_github, open_pr_gitlab
+
+    for forge, module in ((GITHUB_FORGE, open_pr_github), (GITLAB_FORGE, open_pr_gitlab)):
+        overrides = module.OVERRIDES
+        assert forge.overrides == (overrides.project, overrides.api_url, overrides.push_url)
+
+
 def test_the_identity_comes_from_git_else_the_config_else_the_fallback_with_a_warning() -> None:
     assert identity_check(GOOD).detail == "commits by Ada <ada@example.org> (git config)"
     configured = identity_check(

@@ -78,6 +78,9 @@ class CheckResult(Frozen):
     # It failed, but only as it already fails on the base commit (``on_red_base =
     # "compare"``): judged passed, its exit code kept as it was.
     already_on_base: bool = False
+    # What the egress proxy refused it, as on an ``Attempt``.
+    egress_denied: tuple[Annotated[str, AfterValidator(redact)], ...] = ()
+    egress_denials: Annotated[int, Field(ge=0)] = 0
 
     @property
     def passed(self) -> bool:

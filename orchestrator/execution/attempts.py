@@ -32,6 +32,7 @@ from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
 from orchestrator.execution.stage_egress import (
     check_network,
+    denial_fields,
     egress_hosts,
     stage_network,
     warn_if_open,
@@ -253,8 +254,15 @@ def run_check(
     options = effective_sandbox(check, stage)
     warn_if_unsandboxed(services, options, f"check {label}")
     warn_if_open(services.reporter, check_network(options), f"check {label}")
+    denied: dict[str, int] = {}  # what the egress proxy refuses it
     outcome = sandboxed(
-        services, options, cwd=cwd, ctx=ctx, role="check", command=check.command
+        services,
+        options,
+        cwd=cwd,
+        ctx=ctx,
+        role="check",
+        command=check.command,
+        egress_denied=denied,
     ).run(
         ProcessRequest(
             argv,
@@ -289,6 +297,7 @@ def run_check(
         failure_class=named.failure.value if named else None,
         failure_detail=named.detail if named else None,
         sandbox=sandbox_mode(options),
+        **denial_fields(denied),
     )
     return judged_against_base(
         result,

@@ -16,6 +16,7 @@ does not choose where a stage may connect.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.egress import ENGINE_HOSTS, NetworkAccess, host_of_url
@@ -98,7 +99,12 @@ def with_denials(attempt: Attempt, denied: Mapping[str, int]) -> Attempt:
     """``attempt`` with the destinations its egress proxy refused (none: unchanged)."""
     if not denied:
         return attempt
-    return attempt.revised(
-        egress_denied=tuple(list(denied)[:MAX_DENIED_KEPT]),
-        egress_denials=sum(denied.values()),
-    )
+    return attempt.revised(**denial_fields(denied))
+
+
+def denial_fields(denied: Mapping[str, int]) -> dict[str, Any]:
+    """The record's ``egress_denied`` and ``egress_denials`` (an attempt's, a check's)."""
+    return {
+        "egress_denied": tuple(list(denied)[:MAX_DENIED_KEPT]),
+        "egress_denials": sum(denied.values()),
+    }

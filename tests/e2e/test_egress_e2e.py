@@ -52,6 +52,15 @@ print("TRIED " + json.dumps(tried))
 """
 
 
+# A review check with network = true that phones home through the proxy: refused too.
+PHONE_HOME = r"""
+import socket, sys
+proxy = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+proxy.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % int(sys.argv[1]))
+print("CHECK " + proxy.recv(4096).split(b"\r\n")[0].decode())
+"""
+
+
 class _Model(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)
@@ -87,6 +96,9 @@ def test_a_hostile_engine_reaches_its_model_and_ships_nothing_anywhere_else(
         f'command = ["{{python}}", "-c", {json.dumps(HOSTILE)}, "{model}", "{port}"]\n'
         f'egress = ["127.0.0.1:{model}"]\n'  # its "model's host"
         '[[stages]]\nname = "implement"\nengine = "evil"\n'
+        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "phone-home"\n'
+        f'command = ["{{python}}", "-c", {json.dumps(PHONE_HOME)}, "{port}"]\n'
+        'network = true\non_red_base = "ignore"\n'
     )
     config = write_pipeline(tmp_path, engine)
     ticket = write_ticket(tmp_path / "t", kind="feature", body="Add a greeting.")
@@ -129,3 +141,11 @@ def test_a_hostile_engine_reaches_its_model_and_ships_nothing_anywhere_else(
         env=env, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert f"egress denied (2): 127.0.0.1:{port}" in shown
+
+    # The check's refusal is on its result, and said under it.
+    (review,) = [a for a in record["attempts"] if a["stage"] == "review"]
+    (check,) = review["checks"]
+    assert (check["egress_denied"], check["egress_denials"]) == ([f"127.0.0.1:{port}"], 1)
+    assert "CHECK HTTP/1.1 403 Forbidden" in Path(check["log_path"]).read_text()
+    assert "      check phone-home: exit 0 in " in shown
+    assert f"        egress denied (1): 127.0.0.1:{port}" in shown

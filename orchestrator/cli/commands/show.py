@@ -56,6 +56,11 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
                 verdict += ", failures already on the base: passed"
             outside = " (unsandboxed)" if check.sandbox == "none" else ""
             lines.append(f"      check {check.name}: {verdict} in {check.duration_s:.2f}s{outside}")
+            if check.egress_denials:
+                lines.append(
+                    f"        egress denied ({check.egress_denials}): "
+                    + ", ".join(check.egress_denied)
+                )
     if attempt.egress_denials:  # what the egress proxy refused it (issue 40)
         lines.append(
             f"      egress denied ({attempt.egress_denials}): {', '.join(attempt.egress_denied)}"

@@ -171,11 +171,14 @@ def secrets_of(services: StageServices) -> tuple[Path, ...]:
     """The files holding a secret that no sandbox of this run may show
     (``stage_sandbox.secret_files``)."""
     state_dir = services.storage.runs.state_dir
+    loaded = services.loaded
     return secret_files(
-        services.loaded.root,
+        loaded.root,
         StateLayout(state_dir).approval_key_path,
         home_of(services.environ),
         services.environ,
+        # The fleet's signing key (beside the config unless [distributed] moves it).
+        also=(loaded.path.parent / loaded.config.distributed.fleet_key,),
     )
 
 

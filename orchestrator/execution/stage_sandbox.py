@@ -179,13 +179,18 @@ def hidden_for(
 
 
 def secret_files(
-    config_root: Path, approval_key: Path, home: Path | None, environ: Mapping[str, str]
+    config_root: Path,
+    approval_key: Path,
+    home: Path | None,
+    environ: Mapping[str, str],
+    also: tuple[Path, ...] = (),
 ) -> tuple[Path, ...]:
     """The files this orchestrator knows hold a secret: the env file ``orchestrator
-    init`` writes beside the config (every key), the approval key's directory, and the
-    PostgreSQL password files libpq reads (``$PGPASSFILE``, ``~/.pgpass``). Each as given
-    and with its links resolved (a mask covers the file a link names, too)."""
-    found = [config_root / ENV_FILE, approval_key.parent]
+    init`` writes beside the config (every key), the approval key's directory, the
+    PostgreSQL password files libpq reads (``$PGPASSFILE``, ``~/.pgpass``), and ``also``
+    (the fleet's signing key). Each as given and with its links resolved (a mask covers
+    the file a link names, too)."""
+    found = [config_root / ENV_FILE, approval_key.parent, *also]
     if home is not None:
         found.append(home / ".pgpass")
     if environ.get("PGPASSFILE"):

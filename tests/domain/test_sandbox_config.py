@@ -116,9 +116,10 @@ def test_a_stage_gets_the_one_profile_and_its_config_adds_to_it() -> None:
     assert build.spec.hidden == (
         Path("/root"), Path("/home"), Path("/p/state"), Path("/home/me"), Path("/p"),
     )  # fmt: skip
-    assert {Path("/p/orchestrator.env"), Path("/p/state/keys"), Path("/home/me/.pgpass")} <= set(
-        build.spec.masked
-    )
+    assert {
+        Path("/p/orchestrator.env"), Path("/p/state/keys"), Path("/home/me/.pgpass"),
+        Path("/p/fleet.key"),
+    } <= set(build.spec.masked)  # fmt: skip
     assert build.spec.read_only == ()
     # A script the configured command names under {root}: that file, read-only.
     lint = sandboxed(

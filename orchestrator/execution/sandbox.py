@@ -43,6 +43,7 @@ from orchestrator.execution.process import (
 )
 from orchestrator.execution.process_log import append_log_line
 from orchestrator.execution.sandbox_launch import seccomp_filter
+from orchestrator.redaction import redact
 
 # Where HOME points inside the sandbox: a directory of its private /tmp, so nothing a
 # command writes "at home" outlives it or lands in the real home.
@@ -479,7 +480,9 @@ class SandboxedExecutor:
                     inherit=(*request.inherit, (proxy.sandbox_fd, BRIDGE_FD)),
                 )
             )
-        for where, count in proxy.denied():
+        for asked, count in proxy.denied():
+            # A name the sandbox sent: it may carry what it read (a key as a host label).
+            where = redact(asked)
             self.egress_denied[where] = self.egress_denied.get(where, 0) + count
             times = f" ({count} times)" if count > 1 else ""
             append_log_line(

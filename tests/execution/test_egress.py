@@ -281,6 +281,10 @@ def through(port, path):
 
 seen["allowed"] = through(allowed, "2000000")
 seen["refused"] = through(refused, "10")
+# A name that carries what it read: refused, and never written down as it was sent.
+conn = socket.create_connection(("127.0.0.1", PROXY_PORT), timeout=20)
+conn.sendall(b"CONNECT " + sys.argv[4].encode() + b":443 HTTP/1.1\r\n\r\n")
+seen["secret"] = conn.recv(4096).split(b"\r\n")[0].decode()
 print(json.dumps(seen))
 """.replace("PROXY_PORT", str(BRIDGE_PORT))
 
@@ -309,9 +313,17 @@ def test_a_sandboxed_engine_reaches_only_its_allowed_host_through_the_proxy(
     host_listener.setblocking(False)
     refused = host_listener.getsockname()[1]
     spec = SandboxSpec(writable=(tmp_path,), egress=egress_policy([f"127.0.0.1:{server}"]))
-    outcome, executor, log = _run(
-        tmp_path, spec, (sys.executable, "-c", INSIDE, str(refused), str(server), str(refused))
+    secret = "sk-ant-api03-" + "k3y" * 14
+    argv = (
+        sys.executable,
+        "-c",
+        INSIDE,
+        str(refused),
+        str(server),
+        str(refused),
+        f"{secret}.x.example",
     )
+    outcome, executor, log = _run(tmp_path, spec, argv)
     assert outcome.exit_code == 0, log  # type: ignore[attr-defined]
     seen = json.loads(next(line for line in log.splitlines() if line.startswith("{")))
     assert seen["proxy_env"] == f"http://127.0.0.1:{BRIDGE_PORT}" and seen["no_proxy"] == ""
@@ -322,7 +334,9 @@ def test_a_sandboxed_engine_reaches_only_its_allowed_host_through_the_proxy(
     with pytest.raises(BlockingIOError):
         host_listener.accept()  # nothing from inside ever reached the host's listener
     host_listener.close()
-    assert executor.egress_denied == {f"127.0.0.1:{refused}": 1}
+    assert seen["secret"] == "HTTP/1.1 403 Forbidden"
+    assert executor.egress_denied == {f"127.0.0.1:{refused}": 1, "[REDACTED].x.example:443": 1}
+    assert "# orchestrator: egress denied: [REDACTED].x.example:443;" in log
     assert f"# orchestrator: egress denied: 127.0.0.1:{refused}; allowed: 127.0.0.1:{server}" in log
 
 

@@ -25,6 +25,7 @@ from leaks import assert_not_leaked
 from orchestrator.app import comment_approvals
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.batch import batch
+from orchestrator.cli.commands.show import show
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage import FileStorage
@@ -314,6 +315,14 @@ def test_a_bots_approval_is_refused_whatever_its_permission_a_persons_is_not(
     ]
     assert all("approvals come from people only" in r["decision"]["why"] for r in rows)
     assert not [r for r in github.requests if r.path.endswith("/permission")]
+    shown = io.StringIO()
+    show(tmp_path / "state", run_id, shown, environ={})  # what the operator reads
+    assert (
+        "comments (answers given on the issue)\n"
+        "  github:github-actions[bot]: approve verdict 1: refused: github:github-actions[bot] "
+        "is no person (its login is a bot's ([bot])); approvals come from people only\n"
+        f"      {actions['html_url']}\n"
+    ) in shown.getvalue()
 
     person = comment(github, "/orchestrator approve", "bot", asked + timedelta(minutes=4))
     out = run_batch(config, no_more_answers())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
@@ -214,6 +215,23 @@ def render(
     return lines
 
 
+def comment_lines(rows: Iterable[Mapping[str, Any]], run_id: str) -> list[str]:
+    """The issue comments weighed as answers to the run (their ledger rows, capability
+    ``answer-by-comment``): who, what became of each and why, and where it is."""
+    lines: list[str] = []
+    for row in rows:
+        if row.get("run") != run_id or row.get("capability") != "answer-by-comment":
+            continue
+        decision = row.get("decision")
+        if not isinstance(decision, Mapping) or row.get("kind") != "decision":
+            continue
+        did = f"{decision.get('action')} verdict {decision.get('verdict')}"
+        said = f"refused: {decision.get('why')}" if decision.get("refused") else "answered"
+        lines.append(f"  {decision.get('by')}: {did}: {said}")
+        lines.append(f"      {decision.get('comment_url')}")
+    return ["comments (answers given on the issue)", *lines] if lines else []
+
+
 def show(
     state_dir: Path,
     run_id: str,
@@ -221,6 +239,7 @@ def show(
     *,
     as_json: bool = False,
     prices: Mapping[str, PriceConfig] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     store = RunStore(state_dir)
     run_id = resolve_run_id(store, run_id)
@@ -230,5 +249,9 @@ def show(
         # is read, so a record written before redaction at the source prints no secret.
         out.write(record.model_dump_json(indent=2) + "\n")
         return 0
-    out.write("\n".join(render(record, store, prices)) + "\n")
+    from orchestrator.app.ledger_link import ledger_for
+
+    ledger = ledger_for(state_dir, os.environ if environ is None else environ)
+    lines = render(record, store, prices) + comment_lines(ledger.rows(), record.run_id)
+    out.write("\n".join(lines) + "\n")
     return 0

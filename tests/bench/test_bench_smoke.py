@@ -261,3 +261,22 @@ def test_reports_bench_runs_and_reports_the_ratio_against_iterparse_and_the_rss(
         r"reading RSS growth <= 64 MB \(\d+\.\d MB\)   ",
         met="targets met in 4 MiB$",
     )
+
+
+@pytest.mark.slow
+def test_held_redaction_bench_runs_and_reports_the_ratio_against_redact_alone() -> None:
+    places = (ROOT.parent / "shared", ROOT.parent.parent / "shared")
+    if not any(any((p / "data" / "ci-logs").glob("*/log.txt")) for p in places):
+        pytest.skip("the real CI logs are not here (they live beside the project)")
+    out = bench_output(
+        "bench/bench_held_redaction.py",
+        "--quick",
+        expected=(
+            "50 secrets held, median of 5 runs each)",
+            "  redact (baseline)     median ",
+            "  redact + held         median ",
+            "  real-log lines the held values altered: 0",
+            "summary",
+        ),
+    )
+    assert_judged(out, r"redact \+ 50 held <= 1.5x redact \(\d+\.\d\dx\)   ")

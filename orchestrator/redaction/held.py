@@ -64,7 +64,7 @@ def worth_holding(value: str) -> bool:
     """Whether ``value`` can be told from ordinary text: 8 characters or more, and not a
     number, a word in one case or a path."""
     value = value.strip()
-    if len(value) < MIN_CHARS or value == REDACTED:
+    if len(value) < MIN_CHARS or value in REDACTED:  # (a part of the mark: never again)
         return False
     if _NUMBER.fullmatch(value) or _WORD.fullmatch(value):
         return False

@@ -102,6 +102,7 @@ def test_a_url_with_the_secret_inside() -> None:
         "./relative/thing",
         "~/.ssh/id_ed25519",
         R,
+        "[REDACTED",  # a part of the mark would grow it at every pass
     ],
 )
 def test_short_or_common_values_are_not_held(value: str) -> None:

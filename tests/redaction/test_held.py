@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import time
+from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -199,3 +200,18 @@ def test_which_values_are_held() -> None:
     }  # fmt: skip
     assert held_values({"UNNAMED": "u-1"}) == set()
     assert list(url_credentials("redis://localhost:6379/0")) == []
+
+
+def test_what_a_command_holds_from_its_environment_and_config(tmp_path: Path) -> None:
+    from orchestrator.app.held_secrets import config_table, holding_secrets
+
+    config = tmp_path / "config.toml"
+    config.write_text('[[stages]]\nname = "x"\ncommand = ["true"]\npass_env = ["HOOK"]\n')
+    environ = {"HOOK": "https://hooks.example/T1/B2/xyz", "PATH": "/usr/bin:/bin"}
+    with holding_secrets(config, environ) as now:
+        assert now.values == {"https://hooks.example/T1/B2/xyz"}
+    assert not process_held()
+    config.write_text("not [ toml")
+    assert config_table(config) is None  # the command that loads it says why
+    with holding_secrets(config, {"GITHUB_TOKEN": "ghs-Kq8Lm2Np7Rt4"}) as now:
+        assert now.values == {"ghs-Kq8Lm2Np7Rt4"}

@@ -24,16 +24,17 @@ never the secret). Every form shorter than ``MIN_CHARS`` is dropped for the same
 
 Linear, and about one pass of a C loop over the text: every form is at least 8 bytes,
 so wherever one occurs it covers an aligned 4-byte word of the text's UTF-8 encoding,
-and one of 15 bytes or more an aligned 8-byte word. Each form's words (at every offset)
-are indexed; the text's aligned words are tested against the index in one set
-operation, without a Python step per position. Only the forms behind a word that was
-found are then searched for with ``str.find``. (A regular expression holding the forms
-as a trie took 57 % of ``redact``'s time on the real-log corpus with 50 secrets; the
-word index takes about 10 %.)
+and one of 15 bytes or more an aligned 8-byte word. One telling word of each form per
+alignment is indexed (``_words``); the text's aligned words are tested against the
+index in one set operation, without a Python step per position. Only the forms behind
+a word that was found are then searched for with ``find``. Measured on the real-log
+corpus with 50 secrets (``bench/bench_held_redaction.py``): a regular expression
+holding the forms as a trie took 57 % of ``redact``'s time; the word index takes
+13-22 %, a hit by every form at each of its places included.
 
 Which values a process holds is the caller's: ``HeldSecrets(values)`` for a test, the
-process-wide registry (``hold``, ``holding``, ``process_held``) that ``redact`` reads by default,
-filled where the process starts (``cli/main.py``), where a run's services are built
+process-wide registry (``hold``, ``holding``, ``process_held``) that ``redact`` reads by
+default, filled where the process starts (``cli/main.py``), where a run's services are built
 (``app/services.py``) and where a stage is handed its ``pass_env`` values
 (``execution/stage_env.py``). Standard library only, as the whole package.
 """

@@ -12,6 +12,7 @@ shell reports for ``git log | head -1`` (128 + SIGPIPE).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -728,9 +729,12 @@ def _main(args: argparse.Namespace) -> int:
         import tempfile
         import traceback
 
+        said = traceback.format_exc()
+        with contextlib.suppress(Exception):  # (a crash of the redaction keeps its trace)
+            said = _redacted_crash(said)
         fd, crash_log = tempfile.mkstemp(prefix="orchestrator-crash-", suffix=".log")
         with os.fdopen(fd, "w") as fh:
-            traceback.print_exc(file=fh)
+            fh.write(said)
         print(
             f"orchestrator: internal error (a bug); traceback written to {crash_log}",
             file=sys.stderr,
@@ -739,6 +743,16 @@ def _main(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _redacted_crash(said: str) -> str:
+    """A crash's traceback as the log kept in /tmp says it: an exception's message may
+    quote a URL with its password or a key, so it is redacted, by shape and by the value
+    of every secret the environment holds (the command's holding has ended by now)."""
+    from orchestrator.domain.held_secrets import held_values
+    from orchestrator.redaction import HeldSecrets, redact
+
+    return redact(said, held=HeldSecrets(held_values(os.environ)))
 
 
 def _silence_stdout() -> None:

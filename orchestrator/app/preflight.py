@@ -537,8 +537,11 @@ def gather(
     broker, broker_said, broker_open = None, None, None
     fleet_key, fleet_key_said = None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
-        broker, broker_said = broker_problem(loaded, environ)
         broker_open = broker_auth_problem(loaded, environ)
+        # A broker that must not be used is not asked anything either.
+        broker, broker_said = (
+            ("the broker", None) if broker_open else broker_problem(loaded, environ)
+        )
         fleet_key, fleet_key_said = fleet_key_fact(loaded)
     storage, storage_said = storage_problem(loaded, environ)
     found_programs = programs(loaded, environ)

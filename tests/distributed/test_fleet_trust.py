@@ -19,12 +19,13 @@ import pytest
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, celery_settings
 from orchestrator.batch.celery.celery_app import queue_name as fleet_queue
 from orchestrator.batch.celery.ticket_task import TASK_NAME
+from orchestrator.cli.main import main
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE
 from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.runs import RunStore
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import subprocess_env, write_ticket
 from file_watch import wait_for
 from fleet_keys import install_fleet_key
 from fleet_machines import FleetWorkers, batch_cmd, counted, counts, write_fleet_config
@@ -139,29 +140,24 @@ def test_rogue_messages_are_refused_logged_and_dropped_and_a_signed_batch_still_
 
 
 def test_a_broker_off_this_machine_without_a_password_is_refused_before_connecting(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 192.0.2.0/24 is TEST-NET-1: nothing answers there, and nothing is asked.
     config = write_fleet_config(tmp_path, "redis://192.0.2.7:6379/0", "ns", counted("a"))
     (tmp_path / "tickets").mkdir()
+    monkeypatch.chdir(tmp_path)
     for argv in (["worker"], ["doctor"], ["batch", "--backend", "celery", "--tickets", "tickets"]):
-        done = subprocess.run(
-            orchestrator_cmd("--config", str(config), *argv), capture_output=True, text=True,
-            env=subprocess_env(), cwd=tmp_path, timeout=60,
-        )  # fmt: skip
-        said = done.stdout + done.stderr
-        assert done.returncode == EXIT_USAGE, (argv, said)
+        code = main(["--config", str(config), *argv])
+        said = "".join(capsys.readouterr())
+        assert code == EXIT_USAGE, (argv, said)
         assert (
             f"{config}: distributed.broker_url: redis://192.0.2.7:6379/0 is a broker off this "
             "machine with neither a password nor TLS"
         ) in said, (argv, said)
         assert "rediss://" in said, (argv, said)
-    # The variable overriding it is named as the culprit, and its password never shown.
-    env = subprocess_env(ORCHESTRATOR_BROKER_URL="redis://fleet@192.0.2.7:6379/0")
-    done = subprocess.run(
-        orchestrator_cmd("--config", str(config), "worker"), capture_output=True, text=True,
-        env=env, cwd=tmp_path, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == EXIT_USAGE
-    assert "$ORCHESTRATOR_BROKER_URL: redis://***@192.0.2.7:6379/0 is a broker off" in done.stderr
-    assert "fleet@" not in done.stdout + done.stderr
+    # The variable overriding it is named as the culprit, and its user-info never shown.
+    monkeypatch.setenv("ORCHESTRATOR_BROKER_URL", "redis://fleet@192.0.2.7:6379/0")
+    assert main(["--config", str(config), "worker"]) == EXIT_USAGE
+    said = "".join(capsys.readouterr())
+    assert "$ORCHESTRATOR_BROKER_URL: redis://***@192.0.2.7:6379/0 is a broker off" in said
+    assert "fleet@" not in said

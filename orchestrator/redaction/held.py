@@ -13,7 +13,8 @@ holds, so each is removed by its value, in the forms a program prints it in:
   bytes of its edges survive, encoded with its neighbours';
 * URL-encoded (``quote`` and ``quote_plus``, with ``/`` kept or escaped, escapes in
   upper and lower case);
-* hex, lower and upper case.
+* hex, lower and upper case;
+* inside a JSON string (quotes and backslashes escaped, ``/`` as ``\\/`` too).
 
 A value is not held when it is too short or too common to be a secret
 (``worth_holding``): shorter than ``MIN_CHARS`` (8: the shortest password a service
@@ -42,6 +43,7 @@ default, filled where the process starts (``cli/main.py``), where a run's servic
 from __future__ import annotations
 
 import base64
+import json
 import re
 import sys
 import threading
@@ -85,6 +87,8 @@ def encodings(value: str) -> frozenset[str]:
     value = value.strip()
     raw = value.encode("utf-8", "surrogatepass")
     forms = {value, value[::-1], raw.hex(), raw.hex().upper()}
+    for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        forms.update((escaped, escaped.replace("/", "\\/")))  # a JSON string, ``\/`` too
     for safe in ("", "/"):
         for quoted in (quote(value, safe=safe), quote_plus(value, safe=safe)):
             forms.update((quoted, _lower_escapes(quoted)))

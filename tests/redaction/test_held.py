@@ -37,6 +37,7 @@ FORMS = {
     "quote keeps /": quote(TOKEN),
     "quote_plus": quote_plus(TOKEN),
     "hex": RAW.hex(),
+    "in a JSON string, / escaped": TOKEN.replace("/", "\\/"),
     "HEX": RAW.hex().upper(),
 }
 

@@ -69,6 +69,8 @@ def _config(tmp_path: Path, *, feedback: bool, mode: str) -> Path:
         + f'[engines.other]\nkind = "command"\nmodels = ["x"]\ncommand = {command}\n'
         + CLONE_STAGE
         + '[[stages]]\nname = "implement"\nengine = "agent"\n'
+        # The agent's script lies beside the config: shown to the stage only by name.
+        + 'readable = ["{root}/agent.py"]\n'
         + '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "project-tests"\n'
         + 'command = ["{python}", "-m", "unittest", "discover", "-s", "tests", "-t", "."]\n'
     )

@@ -22,6 +22,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from orchestrator.domain.config import LoadedConfig, StageConfig
+from orchestrator.domain.forge_hosts import PUBLIC_API, forge_api, source_api
 from orchestrator.domain.git_identity import (
     FALLBACK_IDENTITY,
     configured_identity,
@@ -195,9 +196,10 @@ def ask_github(
     """One authenticated ``GET {api}/user``, as the GitHub stage authenticates (its base
     URL override, its headers): GitHub's status, or the network error (token scrubbed).
     A source gives its own ``api_url`` and ``token_env``."""
-    from orchestrator.forges.github import DEFAULT_API_URL, request_headers
+    from orchestrator.forges.github import request_headers
 
-    api_url = api_url or environ.get(API_URL_ENV, "") or DEFAULT_API_URL
+    # As the stage reads it (its override, else the public API), written as given.
+    api_url = api_url or environ.get(API_URL_ENV, "") or PUBLIC_API["github"]
     return ask_token(environ.get(token_env, ""), api_url, "/user", request_headers, send)
 
 
@@ -209,9 +211,9 @@ def ask_gitlab(
     token_env: str = GITLAB.token_env,
 ) -> ForgeAnswer:
     """One authenticated ``GET {base}/api/v4/user``, as the GitLab stage authenticates."""
-    from orchestrator.forges.gitlab import DEFAULT_URL, request_headers
+    from orchestrator.forges.gitlab import request_headers
 
-    base_url = api_url or environ.get(GITLAB.url_env, "") or DEFAULT_URL
+    base_url = api_url or environ.get(GITLAB.url_env, "") or PUBLIC_API["gitlab"]
     return ask_token(environ.get(token_env, ""), base_url, "/api/v4/user", request_headers, send)
 
 
@@ -250,7 +252,7 @@ class ForgeAsker:
         self, forge: HostedForge, api_url: str | None = None, token_env: str | None = None
     ) -> AskKey:
         env = token_env or forge.token_env
-        url = (api_url or self._environ.get(forge.url_env, "") or _default_url(forge)).rstrip("/")
+        url = forge_api("github" if forge is GITHUB else "gitlab", self._environ, api_url or "")
         key = (forge, url, env)
         if key not in self._asked:
             ask = ask_github if forge is GITHUB else ask_gitlab
@@ -269,13 +271,6 @@ class ForgeAsker:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-
-
-def _default_url(forge: HostedForge) -> str:
-    from orchestrator.forges.github import DEFAULT_API_URL
-    from orchestrator.forges.gitlab import DEFAULT_URL
-
-    return DEFAULT_API_URL if forge is GITHUB else DEFAULT_URL
 
 
 def sources(
@@ -307,9 +302,7 @@ def sources(
 
 
 def _forge_of(source: ForgeSource) -> tuple[HostedForge, str]:
-    if isinstance(source, GitHubSource):
-        return GITHUB, source.api_url
-    return GITLAB, source.base_url
+    return (GITHUB if isinstance(source, GitHubSource) else GITLAB), source_api(source)
 
 
 def _is_http(url: str) -> bool:

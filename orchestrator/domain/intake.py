@@ -19,6 +19,7 @@ import hashlib
 import re
 import unicodedata
 
+from orchestrator.domain.forge_hosts import source_api
 from orchestrator.domain.issues import ForgeIssue
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketFields, TicketOrigin
@@ -94,9 +95,10 @@ def fence_untrusted(text: str, *, forge: str, url: str, title: str = "") -> str:
 def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, str]:
     """The ticket an issue becomes: its fields and its (fenced) body."""
     if isinstance(source, GitHubSource):
-        forge, prefix, project, api_url = "GitHub", "gh", source.repo, source.api_url
+        forge, prefix, project = "GitHub", "gh", source.repo
     else:
-        forge, prefix, project, api_url = "GitLab", "gl", source.project, source.base_url
+        forge, prefix, project = "GitLab", "gl", source.project
+    api_url = source_api(source)  # the one rule for where a forge is (domain/forge_hosts)
     fields = TicketFields(
         id=ticket_id(prefix, project, issue.number),
         title=clean_title(issue.title),

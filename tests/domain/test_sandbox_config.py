@@ -18,7 +18,7 @@ from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import SANDBOX_HOME, SandboxedExecutor
 from orchestrator.execution.stage_env import StageContext, stage_environ
-from orchestrator.execution.stage_sandbox import parse_identity
+from orchestrator.execution.stage_sandbox import parse_identity, secret_files
 from orchestrator.storage.files import FileStorage
 
 from sandbox_required import require_sandbox
@@ -244,6 +244,26 @@ def test_the_orchestrator_s_keys_reach_no_stage_even_one_that_names_them() -> No
     )
     assert env["GITHUB_TOKEN"] == "g"
     assert "ORCHESTRATOR_LEDGER_KEY" not in env and "ORCHESTRATOR_APPROVAL_KEY" not in env
+
+
+def test_the_secret_files_are_known_by_place_and_through_links(tmp_path: Path) -> None:
+    """The env file beside the config is masked where it lies and where a link points
+    (``orchestrator.env -> ~/secrets/orch.env`` is common); the keys' directory, the
+    pgpass files and what the caller adds (the fleet key) too."""
+    tmp_path = tmp_path.resolve()  # the links are resolved: compare with resolved paths
+    project, secrets = tmp_path / "project", tmp_path / "secrets"
+    project.mkdir()
+    secrets.mkdir()
+    (secrets / "orch.env").write_text("GITHUB_TOKEN=x\n")
+    (project / "orchestrator.env").symlink_to(secrets / "orch.env")
+    found = secret_files(
+        project, tmp_path / "state" / "keys" / "approval.key", tmp_path / "home",
+        {"PGPASSFILE": str(tmp_path / "pg" / "pass")}, also=(project / "fleet.key",),
+    )  # fmt: skip
+    assert set(found) == {
+        project / "orchestrator.env", secrets / "orch.env", tmp_path / "state" / "keys",
+        tmp_path / "home" / ".pgpass", tmp_path / "pg" / "pass", project / "fleet.key",
+    }  # fmt: skip
 
 
 def test_a_stage_s_environment_is_an_allow_list_whatever_a_name_looks_like() -> None:

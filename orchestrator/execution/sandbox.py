@@ -253,8 +253,10 @@ def _mounts(
                 out.append(("--perms", "0555", "--tmpfs", path))
                 hidden.append(path)
         elif kind == _MASK:
-            # Even at a path bound itself: a secret is never shown, whoever named it.
-            if not any(_inside(path, place) for place in shown):
+            # Even at a path bound itself: a secret is never shown, whoever named it. A
+            # link is left alone: its target is masked where it shows (the caller gives
+            # both), and a mount on a link whose target is not there would fail.
+            if os.path.islink(path) or not any(_inside(path, place) for place in shown):
                 continue
             if os.path.isdir(path):
                 out.append(("--perms", "0555", "--tmpfs", path))

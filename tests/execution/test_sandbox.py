@@ -128,6 +128,34 @@ def test_a_secret_file_is_masked_even_inside_a_path_the_spec_names_and_hides_onl
     )  # fmt: skip
 
 
+def test_a_masked_env_file_is_unreadable_inside_even_through_a_link(tmp_path: Path) -> None:
+    """Under the real bwrap: a directory declared readable shows its files but not the env
+    file in it; an env file that is a link to elsewhere is no way round (where the target
+    is not shown the link dangles, where it is shown the target is masked too)."""
+    require_sandbox()
+    project, keep = tmp_path / "project", tmp_path / "keep"
+    project.mkdir()
+    keep.mkdir()
+    (project / "config.toml").write_text("state_dir = 'x'\n")
+    (keep / "orch.env").write_text("GITHUB_TOKEN=canary-masked-0000\n")
+    (project / "orchestrator.env").symlink_to(keep / "orch.env")
+    masked = (project / "orchestrator.env", keep / "orch.env")
+    for readable in ((project,), (project, keep)):
+        log = tmp_path / f"log-{len(readable)}"
+        SandboxedExecutor(
+            LocalExecutor(), SandboxSpec(writable=(), readable=readable, masked=masked)
+        ).run(
+            ProcessRequest(
+                ("sh", "-c", f"cat {project}/config.toml; cat {project}/orchestrator.env"),
+                cwd=project, env={"PATH": "/usr/bin:/bin"}, log_path=log, timeout_s=30,
+                kill_after_s=1,
+            )
+        )  # fmt: skip
+        said = log.read_text()
+        assert "state_dir" in said and "canary-masked" not in said, said
+        assert "orchestrator.env: " in said  # No such file (dangling) or Permission denied
+
+
 def test_a_program_outside_the_allow_list_is_hidden_and_its_directory_is_the_fix(
     tmp_path: Path,
 ) -> None:

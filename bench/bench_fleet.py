@@ -97,6 +97,8 @@ def make_queue(work: Path, count: int, url: str) -> tuple[Path, Path]:
         "[recovery]\nenabled = false\n"
         f'[[stages]]\nname = "work"\ncwd = "run"\ncommand = ["sleep", "{STAGE_S}"]\n'
     )
+    # The fleet signs its task messages (issue 40): its key beside the config.
+    subprocess.run(orchestrator(config, "fleet", "keygen"), check=True, capture_output=True)
     tickets = work / "tickets"
     tickets.mkdir()
     for i in range(count):

@@ -62,6 +62,16 @@ def copy_config(folder: Path, text: str) -> Path:
     (folder / "tmp").mkdir(parents=True, exist_ok=True)
     config = folder / "config.toml"
     config.write_text(text)
+    # The fleet's one signing key pair (issue 40), made once and copied to each machine.
+    shared = folder.parent / "fleet-key"
+    if not (shared / "fleet.key").exists():
+        shared.mkdir(exist_ok=True)
+        (shared / "config.toml").write_text(text)
+        subprocess.run(
+            orchestrator(shared / "config.toml", "fleet", "keygen"), check=True, capture_output=True
+        )
+    for name in ("fleet.key", "fleet.crt"):
+        shutil.copy2(shared / name, folder / name)  # mode 0600 kept
     return config
 
 

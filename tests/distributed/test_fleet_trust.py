@@ -8,6 +8,7 @@ refused by ``doctor``, the worker and the batch before anything connects."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import uuid
@@ -16,7 +17,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.batch.celery.celery_app import broker_keys, celery_app, celery_settings
+from orchestrator.batch.celery.celery_app import (
+    broker_keys,
+    celery_app,
+    celery_settings,
+    key_prefix,
+)
 from orchestrator.batch.celery.celery_app import queue_name as fleet_queue
 from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.cli.main import main
@@ -48,6 +54,16 @@ def send(app: Any, namespace: str, args: list[str]) -> str:
     task_id = str(uuid.uuid4())
     app.send_task(TASK_NAME, args=args, task_id=task_id, queue=fleet_queue(namespace))
     return task_id
+
+
+def tampered(raw: str, old: bytes, new: bytes) -> str:
+    """A message as kombu keeps it, its signed body's ``old`` replaced by ``new`` and
+    everything else (the signer, the signature) left as it was."""
+    envelope = json.loads(raw)
+    signed = base64.b64decode(base64.b64decode(envelope["body"]))
+    assert signed.count(old) == 1
+    envelope["body"] = base64.b64encode(base64.b64encode(signed.replace(old, new))).decode()
+    return json.dumps(envelope)
 
 
 def nothing_left(store: CoordinationStore, namespace: str) -> bool:
@@ -105,6 +121,12 @@ def test_rogue_messages_are_refused_logged_and_dropped_and_a_signed_batch_still_
     for args in out_of_bounds.values():
         send(fleet_signed, namespace, args)
     refused = len(out_of_bounds)
+    # A message the fleet signed, altered on the broker: its signature no longer holds.
+    aside = f"{key_prefix(namespace)}aside"
+    fleet_signed.send_task(TASK_NAME, args=["T-66", "T-66.md", "/etc", batch_id], queue="aside")
+    [raw] = store.client.lrange(aside, 0, -1)
+    store.client.delete(aside)
+    store.client.lpush(broker_keys(namespace).queues[0], tampered(raw, b"/etc", b"/tmp"))
     wait_for(
         lambda: (
             fleet.log("one").count("refused task") >= refused and nothing_left(store, namespace)
@@ -118,6 +140,7 @@ def test_rogue_messages_are_refused_logged_and_dropped_and_a_signed_batch_still_
     # Celery's consumer refuses the unsigned and the forged message before any task code.
     assert "application/json" in log or "ContentDisallowed" in log, log
     assert "Unknown certificate" in log or "SecurityError" in log, log
+    assert "Bad signature" in log, log
     assert "is not a ticket batch" in log and "no batch 20990101T000000Z-dead" in log, log
     assert "'../batches' is not a batch id" in log, log
     assert log.count("nothing was run") == refused, log

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.app.fleet_key import fleet_key_files
+from orchestrator.app.fleet_key import fleet_key_files, require_fleet_key
 from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.ticket_task import TASK_NAME
@@ -96,27 +96,28 @@ def requeue(
     (naming the broker, masked) when Redis cannot be reached: nothing is queued then."""
     distributed = loaded.config.distributed
     url = broker_url_from(distributed.broker_url, environ, loaded.path)
+    fleet = require_fleet_key(fleet_key_files(loaded))  # before anything is marked or sent
     store = CoordinationStore(url, namespace=distributed.namespace)
     store.ping()
     batch_id = new_batch_id(now)
     ticket_file, ticket_dir = task_ticket(
         storage, snapshot, snapshot.parent, batch_id, ticket_id, from_sources=True
     )
-    # The batch of one, recorded with what it queued: a worker runs only that (issue 40).
-    write_batch_record(
-        StateLayout(storage.root), batch_record(batch_id, backend="celery", started_at=now)
-    )
-    note_queued(storage.root, batch_id, [snapshot])
     enqueued = Enqueued(store)
     task_id = str(uuid.uuid4())
     earlier = enqueued.mark(ticket_id, task_id, keep_s=distributed.visibility_timeout_s)
     if earlier is not None:
         return Requeued(earlier, batch_id, already=True)
-    app = celery_app(
-        url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),
-        visibility_timeout_s=distributed.visibility_timeout_s,
-    )  # fmt: skip
     try:
+        # The batch of one, recorded with what it queues: a worker runs only that (issue 40).
+        write_batch_record(
+            StateLayout(storage.root), batch_record(batch_id, backend="celery", started_at=now)
+        )
+        note_queued(storage.root, batch_id, [snapshot])
+        app = celery_app(
+            url, namespace=distributed.namespace, fleet=fleet,
+            visibility_timeout_s=distributed.visibility_timeout_s,
+        )  # fmt: skip
         app.send_task(
             TASK_NAME,
             args=[ticket_id, ticket_file, ticket_dir, batch_id],

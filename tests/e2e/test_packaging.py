@@ -36,9 +36,14 @@ def declared_distributions(extra: str | None = None) -> set[str]:
 
 
 # The distributed mode's libraries are an optional extra: only its packages (the fleet's
-# Redis stores and the Celery executor) may import them. Likewise the PostgreSQL driver
-# (the ``postgres`` extra), under the PostgreSQL storage only.
-DISTRIBUTED_PACKAGES = ("orchestrator/storage/redis/", "orchestrator/batch/celery/")
+# Redis stores and the Celery executor, and the fleet's signing key, which ``doctor``
+# checks from the app layer) may import them. Likewise the PostgreSQL driver (the
+# ``postgres`` extra), under the PostgreSQL storage only.
+DISTRIBUTED_PACKAGES = (
+    "orchestrator/storage/redis/",
+    "orchestrator/batch/celery/",
+    "orchestrator/app/fleet_key.py",
+)
 POSTGRES_PACKAGES = ("orchestrator/storage/postgres/",)
 # Each optional extra, and the only packages that may import its libraries.
 OPTIONAL_EXTRAS = {"distributed": DISTRIBUTED_PACKAGES, "postgres": POSTGRES_PACKAGES}

@@ -66,11 +66,16 @@ def test_two_batches_started_together_run_each_ticket_exactly_once(tmp_path: Pat
 def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages(
     tmp_path: Path,
 ) -> None:
-    fifo = tmp_path / "started"
+    # The stage's signals, in a directory it declares readable (it sees nothing else
+    # beside the config): a FIFO it writes to, a file whose presence lets it through.
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    fifo = signals / "started"
     os.mkfifo(fifo)
-    release = tmp_path / "release"
+    release = signals / "release"
     blocking = (
         f'[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\nwritable = ["{COUNTS}"]\n'
+        f'readable = ["{signals}"]\n'
         f'command = ["bash", "-c", "echo x >> {COUNTS}/count-b-$ORCH_TICKET_ID; '
         f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 60; fi"]\n'
     )

@@ -19,13 +19,18 @@ from orchestrator.execution.executor import (
 
 
 def unwrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """The command a sandbox launch runs (after bwrap's own ``--chdir DIR --``), or
-    ``argv`` itself when it is not one."""
+    """The command a sandbox launch runs (after bwrap's own ``--chdir DIR --`` and the
+    egress bridge, where there is one), or ``argv`` itself when it is not one."""
     launched = len(argv) > 3 and argv[3].endswith("sandbox_launch.py")
     if not launched and Path(argv[0]).name != "bwrap":  # bwrap alone: the sandbox's probe
         return argv
     chdir = argv.index("--chdir")
-    return argv[chdir + 3 :]
+    command = argv[chdir + 3 :]
+    # Behind the egress bridge (``python -I -S egress_bridge.py FD PORT -- COMMAND``): the
+    # command is what follows the bridge's own ``--``.
+    if len(command) > 3 and command[3].endswith("egress_bridge.py"):
+        return command[command.index("--") + 1 :]
+    return command
 
 
 @dataclass

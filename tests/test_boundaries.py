@@ -221,9 +221,7 @@ def test_the_egress_bridge_only_execs_what_it_is_given_and_imports_nothing_of_ou
     assert not any(matches(n, {"orchestrator"}) for n in names), sorted(names)
     assert not (names & PROCESS_MODULES)
     assert sorted(set(os_process_calls(parsed(bridge)))) == ["posix.execv", "posix.fork"]
-    mentions = sorted(
-        rel(p) for p in modules() if "egress_bridge" in p.read_text() and p != bridge
-    )
+    mentions = sorted(rel(p) for p in modules() if "egress_bridge" in p.read_text() and p != bridge)
     assert mentions == ["orchestrator/execution/sandbox.py"], mentions
 
 

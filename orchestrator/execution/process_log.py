@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import tempfile
 from pathlib import Path
 
 from orchestrator.redaction import REDACTED, HeldSecrets
@@ -40,19 +39,17 @@ def remove_tail_segments(log_path: Path, reaper_pid: int) -> None:
             leftover.unlink()
 
 
-
 CHUNK = 1 << 20
 
 
-def _holds_any(log_path: Path, held: HeldSecrets, keep: int) -> bool:
-    with open(log_path, "rb") as log:
-        carry = b""
-        while chunk := log.read(CHUNK):
-            block = carry + chunk
-            if held.spans_in(block):
-                return True
-            carry = block[len(block) - keep :] if keep else b""
-    return False
+def same_length_mark(size: int) -> bytes:
+    """What a held value's ``size`` bytes become in a kept log: ``[REDACTED]`` stretched
+    (``[REDACTED*****]``) or shortened (``[******]``) to the same length, so the log is
+    rewritten where it lies, byte for byte, and every other byte keeps its offset."""
+    mark = REDACTED.encode()
+    if size >= len(mark):
+        return mark[:-1] + b"*" * (size - len(mark)) + mark[-1:]
+    return b"[" + b"*" * max(size - 2, 0) + b"]" if size >= 2 else b"*" * size
 
 
 def redact_held(log_path: Path, held: HeldSecrets) -> bool:
@@ -61,45 +58,31 @@ def redact_held(log_path: Path, held: HeldSecrets) -> bool:
     the log stays in the run dir. Only the held values, which one pass in C finds; the
     shape rules, ten times dearer, are applied where a log is read out (the bundle,
     ``show``, the report, the hand-off, the database's copy). Read in blocks, so a
-    64 MiB log costs no 64 MiB of memory; written only when something was found, to a
-    file beside it that then replaces it (mode 0600, as ``open_log`` makes it). Returns
-    whether it changed."""
+    64 MiB log costs no 64 MiB of memory, and each form found is overwritten where it
+    lies by a mark of its length (``same_length_mark``): no second copy of the log is
+    made, so none can be left behind by a kill, and a reader never sees the file
+    replaced. Returns whether it changed."""
     if not held or not log_path.is_file():
         return False
     keep = held.longest - 1
-    if not _holds_any(log_path, held, keep):
-        return False
-    fd, temporary = tempfile.mkstemp(prefix=f".{log_path.name}.", dir=log_path.parent)
-    try:
-        with open(log_path, "rb") as log, os.fdopen(fd, "wb") as out:
-            pending = b""
-            while True:
-                chunk = log.read(CHUNK)
-                block = pending + chunk
-                spans = held.spans_in(block)
-                # What may be the start of a form the block's end cuts waits for the
-                # next block, unless a form found already runs past it.
-                cut = len(block) if not chunk else max(len(block) - keep, 0)
-                for start, end in spans:
-                    if start < cut:
-                        cut = max(cut, end)
-                out.write(_with_marks(block[:cut], [span for span in spans if span[0] < cut]))
-                pending = block[cut:]
-                if not chunk:
-                    break
-        os.replace(temporary, log_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return True
-
-
-def _with_marks(data: bytes, spans: list[tuple[int, int]]) -> bytes:
-    parts: list[bytes] = []
-    position = 0
-    for start, end in spans:
-        parts += (data[position:start], REDACTED.encode())
-        position = end
-    parts.append(data[position:])
-    return b"".join(parts)
+    changed = False
+    with open(log_path, "r+b", buffering=0) as log:
+        at = 0  # the file offset of the block's first byte
+        pending = b""
+        while True:
+            chunk = log.read(CHUNK)
+            block = pending + (chunk or b"")
+            spans = held.spans_in(block)
+            for start, end in spans:
+                os.pwrite(log.fileno(), same_length_mark(end - start), at + start)
+                changed = True
+            if not chunk:
+                break
+            # What may be the start of a form the block's end cuts is read again with
+            # the next block, unless a form found already runs past it.
+            cut = max(len(block) - keep, 0)
+            for start, end in spans:
+                if start < cut:
+                    cut = max(cut, end)
+            pending, at = block[cut:], at + cut
+    return changed

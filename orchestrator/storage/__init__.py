@@ -108,6 +108,10 @@ _FROM: dict[str, str] = {
     "ticket_lock": "runs",
     "ticket_files": "ticket_queue",
     "copy_queued_ticket": "ticket_queue",
+    "NotQueued": "fleet_queue",
+    "check_ids": "fleet_queue",
+    "note_queued": "fleet_queue",
+    "queued_ticket": "fleet_queue",
     "write_sub_ticket": "ticket_queue",
     "read_texts": "transcripts",
     "replies_dir": "transcripts",
@@ -150,6 +154,7 @@ __all__ = [
     "IntakeFiles",
     "JournaledReply",
     "Locks",
+    "NotQueued",
     "NotifyOutbox",
     "OutboxEntry",
     "PrunedMark",
@@ -166,6 +171,7 @@ __all__ = [
     "VerdictRecord",
     "atomic_write",
     "check_digest",
+    "check_ids",
     "close_storages",
     "config_path",
     "copy_queued_ticket",
@@ -175,6 +181,7 @@ __all__ = [
     "is_batch_id",
     "is_run_id",
     "latest_batch_id",
+    "note_queued",
     "open_configured",
     "open_database",
     "open_state",
@@ -186,6 +193,7 @@ __all__ = [
     "prune_batch_logs",
     "prune_runs",
     "publish",
+    "queued_ticket",
     "read_approval",
     "read_batch_queue",
     "read_batch_record",
@@ -265,6 +273,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CRASH_ENV, CrashPoint, crash_point
     from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
     from orchestrator.storage.files import FileStorage, writes_checked_by
+    from orchestrator.storage.fleet_queue import NotQueued, check_ids, note_queued, queued_ticket
     from orchestrator.storage.intake import IntakeFiles
     from orchestrator.storage.layout import (
         LEDGER_FILE,

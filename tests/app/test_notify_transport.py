@@ -270,7 +270,10 @@ def test_a_starttls_handshake_that_never_ends_is_cut_off_at_the_deadline(tmp_pat
         thread.join(5)
     assert took <= 0.6 + 0.3, took
     (entry,) = outbox.entries()
-    assert (entry.status, entry.error) == ("failed", "TimeoutError: timed out")
+    # Whichever ends it first says it: the send's deadline, or the TLS layer's own clock
+    # set from what is left of it ("_ssl.c:…: The handshake operation timed out").
+    assert entry.status == "failed"
+    assert entry.error.startswith("TimeoutError: ") and entry.error.endswith("timed out")
 
 
 # --- addresses ----------------------------------------------------------------------------

@@ -102,9 +102,11 @@ def test_forge_sources_are_asked_even_under_dry_run_and_each_answer_is_judged(
 def test_a_forge_answers_once_for_the_stage_and_the_source_that_share_a_token(
     tmp_path: Path, github: FakeGitHub
 ) -> None:
+    # The forge's API override reaches the stage only when its pass_env names it.
+    open_pr = OPEN_PR.replace('"GITLAB_TOKEN"]', '"GITLAB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL"]')
     config = write_config(
         tmp_path,
-        OPEN_PR,
+        open_pr,
         header=UNBOXED + github_source(github.url, "GITHUB_TOKEN"),
     )
     environ = {"GITHUB_TOKEN": TOKEN, "DRY_RUN": "false", "ORCHESTRATOR_GITHUB_API_URL": github.url}

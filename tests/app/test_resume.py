@@ -148,7 +148,11 @@ def test_a_failed_run_resumes_at_the_failed_stage_once_the_program_is_installed(
     make_origin(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    pipeline = counted("prepare") + '[[stages]]\nname = "lint"\ncommand = ["fancy-lint"]\n'
+    # The sandbox shows the system's directories only: a tool installed elsewhere is
+    # declared readable, as a user would declare it.
+    pipeline = counted("prepare") + (
+        f'[[stages]]\nname = "lint"\ncommand = ["fancy-lint"]\nreadable = ["{bin_dir}"]\n'
+    )
     environ = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "DRY_RUN": "false"}
     h = Harness(write_pipeline(tmp_path, pipeline), ScriptedGateway([]), environ=environ)
     record = h.run(write_ticket(tmp_path / "t"))

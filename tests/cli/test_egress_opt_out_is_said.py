@@ -15,7 +15,6 @@ from conftest import bash_stage, write_config, write_ticket
 from sandbox_required import require_sandbox
 
 
-@pytest.mark.slow
 def test_a_stage_with_the_whole_network_is_warned_recorded_and_shown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

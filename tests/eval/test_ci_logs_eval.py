@@ -3,10 +3,11 @@ issue 25): the corpus as found and padded with 1 MiB of ordinary build output be
 after each log, through the same classifier, precheck and bundle builder the driver uses.
 
 The scorecard is printed (``-s`` or ``-rA`` shows it) and written beside the session's
-temp files. Two tests read it: the goals (``eval.scorecard.GOALS``), met since the
-reading of real logs was rebuilt (e46997a), and a floor at today's figures, stricter
-than the goals: a change that reads these logs worse fails it. Raise the floor when the
-figures improve.
+temp files. Two tests read it: the goals (``eval.scorecard.GOALS``), met on the first 60
+logs since the reading of real logs was rebuilt (e46997a) and missed on the 114 the
+corpus holds now (its 54 newer logs read infrastructure as code: issue 44), and a floor
+at today's figures: a change that reads these logs worse fails it. Raise the floor when
+the figures improve.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # Beside the project (CI, the main checkout); a git worktree sits one level deeper.
 _PLACES = (ROOT.parent / "shared", ROOT.parent.parent / "shared")
 CI_LOGS = next((p / "data" / "ci-logs" for p in _PLACES if (p / "data" / "ci-logs").is_dir()), None)
-CASES = 60
+CASES = 114
 
 # Today's figures (as found / padded); none may get worse. Tokens: today's p95, or the
 # goal where today is under it (a bundle may grow to show a cause, up to the goal).
-FLOOR_FIRST_ROOT_CAUSE = (60, 59)
-FLOOR_CLASS_RIGHT = (58, 58)
-CEILING_UNWARRANTED_CALLS = (2, 2)
+# Measured on the 114 logs on 7 December 2026 (on the first 60: 60/59, 58/58, 2/2).
+FLOOR_FIRST_ROOT_CAUSE = (113, 109)
+FLOOR_CLASS_RIGHT = (90, 89)
+CEILING_UNWARRANTED_CALLS = (21, 22)
 CEILING_BUNDLE_TOKENS_P95 = (GOALS.max_bundle_tokens_p95, GOALS.max_bundle_tokens_p95)
 
 
@@ -78,7 +80,7 @@ def ci_logs_card(
         )
         return card.model_dump_json()
 
-    # Once per run, whichever worker asks first: the 60 logs, each also padded to 2 MiB.
+    # Once per run, whichever worker asks first: the logs, each also padded to 2 MiB.
     return Scorecard.model_validate_json(
         computed_once(tmp_path_factory, pytestconfig, "ci-logs-scorecard", measured)
     )
@@ -89,10 +91,10 @@ def test_the_corpus_is_every_case_as_found_and_padded(ci_logs_card: Scorecard) -
     totals = ci_logs_card.totals
     assert totals.cases == CASES
     assert sum(row.cases for row in ci_logs_card.by_family) == CASES
-    assert len(ci_logs_card.by_family) == 39
+    assert len(ci_logs_card.by_family) == 56
     assert {row.group: row.cases for row in ci_logs_card.by_class} == {
-        "code": 41, "config_error": 7, "timeout": 4, "outage": 3, "network": 2,
-        "auth_error": 1, "resource_exhausted": 1, "rate_limited": 1,
+        "code": 60, "config_error": 16, "timeout": 10, "outage": 7, "network": 8,
+        "auth_error": 4, "resource_exhausted": 6, "rate_limited": 3,
     }  # fmt: skip
     assert ci_logs_card.padded and totals.first_root_cause_padded is not None
 
@@ -121,5 +123,10 @@ def test_failure_reading_does_not_regress_below_todays_figures(ci_logs_card: Sco
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 44: on the 114 logs, class right 90/114 and 89/114 (goal 90 %), "
+    "unwarranted model calls 21 and 22 (goal <= 3): infrastructure read as code",
+)
 def test_failure_reading_meets_the_goals_on_real_ci_logs(ci_logs_card: Scorecard) -> None:
     assert ci_logs_card.goals_missed == ()

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.execution import process_log
 from orchestrator.execution.process import ProcessRequest
-from orchestrator.execution.process_log import redact_held
+from orchestrator.execution.process_log import redact_held, same_length_mark
 from orchestrator.execution.runner import run_process
 from orchestrator.redaction import REDACTED, HeldSecrets, holding
 
@@ -27,11 +27,13 @@ def test_every_form_goes_and_other_bytes_stay(tmp_path: Path) -> None:
     log.write_bytes(b"\xff\xfe bad bytes\n" + "\n".join(FORMS).encode() + b"\nend \xc3\n")
     os.chmod(log, 0o600)
     assert redact_held(log, HELD)
-    marks = "\n".join([REDACTED] * len(FORMS)).encode()
+    marks = b"\n".join(same_length_mark(len(form)) for form in FORMS)
+    inode = log.stat().st_ino
     assert log.read_bytes() == b"\xff\xfe bad bytes\n" + marks + b"\nend \xc3\n"
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert not redact_held(log, HELD)  # nothing left: not rewritten
-    assert [p.name for p in tmp_path.iterdir()] == ["stage.log"]  # no temporary left
+    assert [p.name for p in tmp_path.iterdir()] == ["stage.log"]  # no second copy made
+    assert log.stat().st_ino == inode  # rewritten where it lies
 
 
 @pytest.mark.parametrize("shift", range(0, 40, 3))
@@ -45,7 +47,8 @@ def test_a_form_cut_by_a_block_boundary(
     assert redact_held(log, HELD)
     kept = log.read_text()
     assert not any(form in kept for form in FORMS)
-    assert kept == "x" * (64 - shift) + " " + " ".join([REDACTED] * 12) + " " + "y" * 100
+    marks = " ".join(same_length_mark(len(form)).decode() for form in FORMS * 3)
+    assert kept == "x" * (64 - shift) + " " + marks + " " + "y" * 100
 
 
 def test_nothing_held_or_found_leaves_the_file(tmp_path: Path) -> None:
@@ -68,4 +71,11 @@ def test_the_runner_redacts_the_log_when_its_process_ends(tmp_path: Path) -> Non
     assert outcome.exit_code == 0
     kept = (tmp_path / "stage.log").read_text()
     assert not any(form in kept for form in FORMS)
-    assert kept.count(REDACTED) >= len(FORMS)
+    assert kept.count(REDACTED[:-1]) >= len(FORMS)
+
+
+@pytest.mark.parametrize("size", [2, 8, 9, 10, 11, 40])
+def test_a_mark_is_as_long_as_what_it_covers_and_says_redacted_where_it_fits(size: int) -> None:
+    mark = same_length_mark(size)
+    assert len(mark) == size and mark.startswith(b"[") and mark.endswith(b"]")
+    assert (mark.startswith(REDACTED[:-1].encode())) == (size >= len(REDACTED))

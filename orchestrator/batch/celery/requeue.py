@@ -30,8 +30,13 @@ from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.record import batch_record
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import FileStorage, StateLayout, copy_queued_ticket, write_batch_record
-from orchestrator.storage.fleet_queue import note_queued
+from orchestrator.storage import (
+    FileStorage,
+    StateLayout,
+    copy_queued_ticket,
+    note_queued,
+    write_batch_record,
+)
 from orchestrator.storage.redis import CoordinationStore
 
 if TYPE_CHECKING:

@@ -65,10 +65,10 @@ from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import (
     BATCH_ENV,
     StateLayout,
+    note_queued,
     open_state,
     write_batch_record,
 )
-from orchestrator.storage.fleet_queue import note_queued
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
 

@@ -34,7 +34,7 @@ from orchestrator.domain.keys import STORAGE_URL_ENV
 
 if TYPE_CHECKING:
     from orchestrator.domain.storage_url import StorageUrl
-    from orchestrator.storage.postgres.session import ConnectionFactory
+    from orchestrator.storage.postgres import ConnectionFactory
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

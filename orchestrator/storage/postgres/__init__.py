@@ -55,11 +55,13 @@ from orchestrator.storage.postgres.runs import (
     PostgresLeases,
     PostgresRuns,
 )
+from orchestrator.storage.postgres.session import ConnectionFactory
 from orchestrator.storage.postgres.storage import PostgresStorage, PostgresTicketLocks
 from orchestrator.storage.postgres.transfer import TransferReport, export_state, import_state
 
 __all__ = [
     "CappedCharge",
+    "ConnectionFactory",
     "LeaseFencedOut",
     "LeaseToken",
     "MigrationError",

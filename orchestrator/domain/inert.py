@@ -67,15 +67,20 @@ _MENTION: Final = re.compile(r"(?<![\w`])@(?=[\w-])")
 _LINK_PUNCTUATION: Final = re.compile(r"([\\\[\]])")
 
 
+def visible(text: str, keep: frozenset[str] | set[str] = frozenset()) -> str:
+    """``text`` without control, format (zero-width, bidi), surrogate or private-use
+    characters, except those in ``keep``."""
+    return "".join(
+        char for char in text
+        if char in keep
+        or (char not in _BIDI and unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co"))
+    )  # fmt: skip
+
+
 def plain(text: str) -> str:
     """``text`` without control, format (zero-width, bidi), surrogate or private-use
     characters; newlines (normalised) and tabs kept."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(
-        char for char in text
-        if char in _KEEP
-        or (char not in _BIDI and unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co"))
-    )  # fmt: skip
+    return visible(text.replace("\r\n", "\n").replace("\r", "\n"), _KEEP)
 
 
 def break_closing(text: str) -> str:

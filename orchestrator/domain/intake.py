@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 
 from orchestrator.domain.forge_hosts import source_api
+from orchestrator.domain.inert import visible
 from orchestrator.domain.issues import ForgeIssue
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketFields, TicketOrigin
@@ -28,7 +28,6 @@ MAX_ID_CHARS = 64
 MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 32 * 1024
 _KEEP = {"\n", "\t"}
-_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def ticket_id(prefix: str, project: str, number: int) -> str:
@@ -44,19 +43,9 @@ def ticket_id(prefix: str, project: str, number: int) -> str:
     return f"{prefix}-{safe}"[: MAX_ID_CHARS - len(tail)].rstrip("-") + tail
 
 
-def _visible(text: str, keep: set[str]) -> str:
-    """``text`` without control, format (zero-width, bidi), surrogate or private-use
-    characters, except those in ``keep``."""
-    return "".join(
-        char for char in text
-        if char in keep
-        or (char not in _BIDI and unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co"))
-    )  # fmt: skip
-
-
 def clean_title(title: str) -> str:
     """One line of visible text, at most ``MAX_TITLE_CHARS``; never empty."""
-    line = " ".join(_visible(title, {"\n", "\r", "\t", "\v", "\f"}).split())
+    line = " ".join(visible(title, {"\n", "\r", "\t", "\v", "\f"}).split())
     if len(line) > MAX_TITLE_CHARS:
         line = line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
     return line or "(untitled issue)"
@@ -65,7 +54,7 @@ def clean_title(title: str) -> str:
 def clean_body(body: str, *, max_chars: int = MAX_BODY_CHARS) -> str:
     """Visible text (newlines and tabs kept, line ends normalised), cut to ``max_chars``
     with a note saying so."""
-    text = _visible(body.replace("\r\n", "\n").replace("\r", "\n"), _KEEP).strip()
+    text = visible(body.replace("\r\n", "\n").replace("\r", "\n"), _KEEP).strip()
     if len(text) > max_chars:
         text = (
             text[:max_chars].rstrip()
@@ -110,7 +99,7 @@ def issue_ticket(source: ForgeSource, issue: ForgeIssue) -> tuple[TicketFields, 
             kind=source.kind,
             project=project,
             number=issue.number,
-            url=_visible(issue.url, set())[:500],
+            url=visible(issue.url, set())[:500],
             api_url=api_url.rstrip("/"),
         ),
     )

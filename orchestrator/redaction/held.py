@@ -106,10 +106,14 @@ def encodings(value: str) -> frozenset[str]:
     return frozenset(form for form in forms if len(form) >= MIN_CHARS)
 
 
+_DIGITS_AND_CAPITALS: Final = bytes(range(48, 58)) + bytes(range(65, 91))
+
+
 def _telling(window: bytes) -> int:
     """How unlike ordinary text a window reads: distinct bytes, digits and capitals
-    (``Xq8rTzLm`` over ``https://``)."""
-    return len(set(window)) + sum(48 <= b <= 57 or 65 <= b <= 90 for b in window)
+    (``Xq8rTzLm`` over ``https://``). Counted in C (``translate``): every CLI start
+    indexes the secrets it holds, a few dozen forms each."""
+    return len(set(window)) + len(window) - len(window.translate(None, _DIGITS_AND_CAPITALS))
 
 
 def _words(data: bytes, size: int) -> Iterator[int]:

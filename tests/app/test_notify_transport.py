@@ -167,6 +167,13 @@ def test_a_redirect_is_a_failed_send_and_its_target_sees_nothing(tmp_path: Path)
 
 # --- one deadline per send ----------------------------------------------------------------
 
+# What a loaded machine may add to a deadline before the test sees the clock again (CI
+# runs four workers on two cores). The sends these tests hold apart are unbounded: a
+# dripping server kept the old code 33 s for one try, a handshake that never ends holds
+# it as long as the server waits (10 s and more here). A deadline plus this slack still
+# tells them apart, and scheduling delay cannot trip it.
+SLACK_S = 3.0
+
 
 def test_a_dripping_server_is_cut_off_at_the_sends_deadline() -> None:
     with dripping_server() as (port, sent):
@@ -176,7 +183,7 @@ def test_a_dripping_server_is_cut_off_at_the_sends_deadline() -> None:
                 f"http://127.0.0.1:{port}/h", b"{}", target(timeout_s=0.6, **LOOPBACK_ALLOWED)
             )
         took = time.monotonic() - started
-    assert 0.55 <= took <= 0.6 + 0.25, took
+    assert 0.55 <= took <= 0.6 + SLACK_S, took
     assert sent and sent[0] >= 1  # it was answering, a byte at a time
 
 
@@ -194,7 +201,7 @@ def test_a_run_is_held_no_longer_than_the_documented_worst_case(tmp_path: Path) 
         started = time.monotonic()
         notify.after_run(record)
         took = time.monotonic() - started
-    assert took <= promised + 0.4, f"held {took:.2f} s, promised {promised:.2f} s"
+    assert took <= promised + SLACK_S, f"held {took:.2f} s, promised {promised:.2f} s"
     assert took >= TRIES * timeout_s  # it did wait for each try
     (entry,) = outbox.entries()
     assert (entry.status, entry.tries, entry.error) == ("failed", 3, "TimeoutError: timed out")
@@ -208,7 +215,7 @@ def test_a_tls_handshake_that_never_ends_is_cut_off_at_the_deadline() -> None:
             post_json(f"https://127.0.0.1:{silent.getsockname()[1]}/h", b"{}",
                       target(timeout_s=0.5, **LOOPBACK_ALLOWED))  # fmt: skip
         took = time.monotonic() - started
-    assert 0.45 <= took <= 0.5 + 0.25, took
+    assert 0.45 <= took <= 0.5 + SLACK_S, took
 
 
 def test_an_smtp_server_dripping_its_greeting_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
@@ -227,7 +234,7 @@ def test_an_smtp_server_dripping_its_greeting_is_cut_off_at_the_deadline(tmp_pat
         started = time.monotonic()
         notify.after_run(failed(tmp_path))
         took = time.monotonic() - started
-    assert took <= 0.6 + 0.3, took
+    assert took <= 0.6 + SLACK_S, took
     assert sent and sent[0] >= 1  # it was greeting, a byte at a time
     (entry,) = outbox.entries()
     assert (entry.status, entry.error) == ("failed", "TimeoutError: timed out")
@@ -268,7 +275,7 @@ def test_a_starttls_handshake_that_never_ends_is_cut_off_at_the_deadline(tmp_pat
         server.shutdown()
         server.server_close()
         thread.join(5)
-    assert took <= 0.6 + 0.3, took
+    assert took <= 0.6 + SLACK_S, took
     (entry,) = outbox.entries()
     # Whichever ends it first says it: the send's deadline, or the TLS layer's own clock
     # set from what is left of it ("_ssl.c:…: The handshake operation timed out").

@@ -49,17 +49,17 @@ _ARCHES = {
 _MACHINE_ARCHES = {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64", "arm")}
 
 
-def _insn(code, jt, jf, k):
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return code.to_bytes(2, "little") + bytes((jt, jf)) + (k & 0xFFFFFFFF).to_bytes(4, "little")
 
 
-def seccomp_filter(machine):
+def seccomp_filter(machine: str) -> bytes | None:
     """The BPF program (bytes of ``struct sock_filter``), or None on a machine whose
     syscall numbers are not known here (then no filter: the mounts still hold)."""
     arches = _MACHINE_ARCHES.get(machine)
     if arches is None:
         return None
-    blocks = []
+    blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
     for name in arches:
         audit, socket_nr, uring_nr, socketcall_nr = _ARCHES[name]
         body = [
@@ -79,7 +79,7 @@ def seccomp_filter(machine):
         body.append((_RET_K, 0, 0, _ERRNO | _EACCES))
         body.append((_RET_K, 0, 0, _ALLOW))
         blocks.append((audit, body))
-    program = []
+    program: list[tuple[int, int, int, int]] = []
     for audit, body in blocks:
         program.append((_LD_W_ABS, 0, 0, 4))  # A = arch
         # Not this arch: skip this block (to the next block, or to the final allow).
@@ -89,7 +89,7 @@ def seccomp_filter(machine):
     return b"".join(_insn(*insn) for insn in program)
 
 
-def _limit(which, value):
+def _limit(which: int, value: int) -> None:
     if value <= 0:
         return
     _soft, hard = resource.getrlimit(which)
@@ -99,7 +99,7 @@ def _limit(which, value):
     resource.setrlimit(which, (value, value))
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     processes, memory, file_size, seccomp = (int(a) for a in argv[1:5])
     if argv[5] != "--":
         raise SystemExit("sandbox_launch: usage: N MEM FSIZE SECCOMP -- BWRAP ARGS...")

@@ -36,6 +36,9 @@ class Prefilter(Protocol):
 
     def search(self, text: bytes | bytearray, pos: int, endpos: int) -> _Match | None: ...
 
+    # A scan is cached by its arguments (``scan._scan_once``): a pattern object hashes.
+    def __hash__(self) -> int: ...
+
 
 # A look-around's opening (RE2 has none), and a counted repeat (a possessive mark may
 # follow it).

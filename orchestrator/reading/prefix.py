@@ -74,7 +74,7 @@ def _shape(token: bytes) -> bytes:
 def _token_templates(line: bytes) -> tuple[bytes, ...]:
     """The shape of each of the line's first ``MAX_TOKENS`` tokens, those followed by
     more of the line only."""
-    heads = []
+    heads: list[bytes] = []
     for token in _TOKEN.finditer(line):
         if len(heads) == MAX_TOKENS or token.end() >= len(line.rstrip()):
             break

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import EllipsisType
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from orchestrator.domain import log_line
 from orchestrator.domain.terminal import BARE_CR_BYTES, plain_bytes
@@ -301,7 +301,8 @@ def _scan(
     log's own (``reading.prefix``): a line holding error words is named by the
     signature its text after them matches, and ranked by that text."""
     classified = 0
-    found: dict[tuple[str, bytes], list] = {}
+    # line, offset, signature, template, count, message, level: the count grows in place
+    found: dict[tuple[str, bytes], list[Any]] = {}
     lines = _LineCounter(f.fileno(), first)
     buf = bytearray(chunk_bytes + MAX_LINE_BYTES + 2)
     view = memoryview(buf)

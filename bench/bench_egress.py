@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     proxy_ms = statistics.median(set_up["proxy"]) * 1000
     added = proxy_ms - direct_ms
     print(f"connection set-up (connect + 1-byte request, median of {len(set_up['proxy'])} each):")
-    print(f"  direct {direct_ms:.3f} ms, through the proxy {proxy_ms:.3f} ms: +{added:.3f} ms")
+    print(f"  direct {direct_ms:.3f} ms, through the proxy {proxy_ms:.3f} ms: {added:+.3f} ms")
     ratios = {}
     for name, rates, what in (
         ("paced", paced, f"a stream paced as a model's ({PACED_RATE // MIB} MiB/s, 4 KiB events)"),
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_ok = added <= SETUP_TARGET_MS
     rate_ok = ratios["paced"] >= THROUGHPUT_TARGET
     print(
-        f"{'PASS' if setup_ok else 'FAIL'}: set-up adds {added:.2f} ms (target <= {SETUP_TARGET_MS} ms)"
+        f"{'PASS' if setup_ok else 'FAIL'}: set-up adds {added:+.2f} ms (target <= {SETUP_TARGET_MS} ms)"
     )
     print(
         f"{'PASS' if rate_ok else 'FAIL'}: a streaming response keeps {ratios['paced']:.2f}x "

@@ -301,5 +301,7 @@ def test_egress_bench_runs_and_reports_set_up_and_throughput() -> None:
         "32 MiB as fast as the loopback goes (no target), median of 3 rounds:",
     ):
         assert part in out, out
-    assert re.search(r"^(PASS|FAIL): set-up adds [\d.]+ ms \(target <= 5.0 ms\)$", out, re.M), out
+    # Signed: on a loaded machine the direct connection may time slower than the proxied.
+    added = r"^(PASS|FAIL): set-up adds [+-][\d.]+ ms \(target <= 5.0 ms\)$"
+    assert re.search(added, out, re.M), out
     assert re.search(r"^(PASS|FAIL): a streaming response keeps [\d.]+x", out, re.M), out

@@ -340,15 +340,16 @@ def test_a_sandboxed_engine_reaches_only_its_allowed_host_through_the_proxy(
     assert f"# orchestrator: egress denied: 127.0.0.1:{refused}; allowed: 127.0.0.1:{server}" in log
 
 
-def _bridges() -> list[int]:
-    """Processes running the egress bridge, anywhere on this machine."""
+def _bridges(marker: str) -> list[int]:
+    """Processes running the egress bridge for a command whose argv holds ``marker``
+    (another test's bridges, in other workers, are theirs)."""
     found = []
     for pid in os.listdir("/proc"):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"egress_bridge.py" in cmdline and pid.isdigit():
+        if b"egress_bridge.py" in cmdline and marker.encode() in cmdline and pid.isdigit():
             found.append(int(pid))
     return found
 
@@ -363,15 +364,15 @@ def test_the_bridge_keeps_the_commands_exit_and_leaves_nothing_behind(
     bridge, an exit, a death by signal (bwrap reports 128+N) or our timeout; and once it
     has ended no helper is left."""
     require_sandbox()
-    before = set(_bridges())
+    marker = f"egress-test-{tmp_path.name}"  # in the command's argv: its bridge shows it
     timeout = 2.0 if script.startswith("sleep") else 60.0
     plain = SandboxSpec(writable=(tmp_path,))
     filtered = SandboxSpec(writable=(tmp_path,), egress=egress_policy([]))
     outcomes = [
-        _run(tmp_path, spec, ("sh", "-c", script), timeout_s=timeout)[0]
+        _run(tmp_path, spec, ("sh", "-c", script, marker), timeout_s=timeout)[0]
         for spec in (plain, filtered)
     ]
     seen = [(o.exit_code, o.signal, o.timed_out) for o in outcomes]  # type: ignore[attr-defined]
     assert seen[0] == seen[1]
     assert seen[1][0] == exit_code
-    assert set(_bridges()) <= before
+    assert _bridges(marker) == []

@@ -106,3 +106,32 @@ def test_the_heartbeat_rides_out_a_restart(
         assert beat is True
         assert not heartbeat.lost.is_set()
     leases.fence(lease).check()
+
+
+def test_a_restart_between_loading_a_script_and_running_it_is_ridden_out(
+    redis_servers: Callable[..., RedisServer], namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a fleet met under load: the script's first run found the cache empty, the
+    client loaded it, and the server restarted before the run that follows the load (the
+    client's retry of the refused connection lands on the new, empty server). The restart
+    is real; only its moment is chosen, by stepping in right after the load."""
+    server = redis_servers()
+    store = CoordinationStore(BrokerUrl(server.url), namespace=namespace)
+    budget = FleetBudget(store, "B-1", "calls", 10)
+    assert budget.charge("call-1") == Charged(1, False)
+    store.client.script_flush()  # as after an earlier restart: the next run must load it
+    loads: list[str] = []
+    load = store.client.script_load
+
+    def load_then_restart(source: str) -> str:
+        sha = load(source)
+        loads.append(sha)
+        if len(loads) == 1:
+            server.stop()
+            server.start()  # empty: the script just loaded is gone again
+        return sha
+
+    monkeypatch.setattr(store.client, "script_load", load_then_restart)
+    # The restart emptied the budget's count too (this server keeps nothing): 1 again.
+    assert budget.charge("call-2") == Charged(1, False)
+    assert len(loads) == 2  # loaded once on each server

@@ -14,7 +14,9 @@
   the first step of a sandboxed command, it sets limits and execs bwrap, nothing else.
   The egress bridge, ``orchestrator/execution/egress_bridge.py``, is one too: run by path
   inside the sandbox, it forks the helper that passes connections to the egress proxy
-  and execs the command it was given.
+  and execs the command it was given. The sandbox's init,
+  ``orchestrator/execution/sandbox_init.py``, is one too: run by path as the sandbox's
+  PID 1, it forks and execs the command it was given and reports its wait status.
 * Only ``orchestrator/recovery/anthropic_gateway.py`` imports the model SDK.
 * Only ``orchestrator/reading/prefilter.py`` imports RE2 (an optional speed-up).
 * Only the fleet's Redis stores (``orchestrator/storage/redis/``) import the redis client,
@@ -48,6 +50,7 @@ RUNNER = "orchestrator/execution/runner.py"
 REAPER = "orchestrator/execution/reaper.py"
 LAUNCHER = "orchestrator/execution/sandbox_launch.py"
 BRIDGE = "orchestrator/execution/egress_bridge.py"
+SANDBOX_INIT = "orchestrator/execution/sandbox_init.py"
 # Stage scripts and checks are the programs the runner starts (``python -m
 # orchestrator.stages.X``), each in its own process: they may run git in their clone.
 # The orchestrator never imports them (test_nothing_imports_the_stage_programs).
@@ -159,7 +162,7 @@ def test_only_the_runner_starts_processes() -> None:
 
 
 def _only_the_runner_starts_processes(path: Path) -> None:
-    if rel(path) in (RUNNER, REAPER, LAUNCHER, BRIDGE):
+    if rel(path) in (RUNNER, REAPER, LAUNCHER, BRIDGE, SANDBOX_INIT):
         return
     tree = parsed(path)
     bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
@@ -222,6 +225,20 @@ def test_the_egress_bridge_only_execs_what_it_is_given_and_imports_nothing_of_ou
     assert not (names & PROCESS_MODULES)
     assert sorted(set(os_process_calls(parsed(bridge)))) == ["posix.execv", "posix.fork"]
     mentions = sorted(rel(p) for p in modules() if "egress_bridge" in p.read_text() and p != bridge)
+    assert mentions == ["orchestrator/execution/sandbox.py"], mentions
+
+
+def test_the_sandbox_init_only_runs_what_it_is_given_and_imports_nothing_of_ours() -> None:
+    """The sandbox's PID 1 (issue 41): run by path inside the sandbox, it forks and execs
+    the command it is given and reports how it ended; it imports only what Python has
+    built in; only the sandbox module names it."""
+    init = ROOT / SANDBOX_INIT
+    names = set(imported(parsed(init), init))
+    assert {n.split(".")[0] for n in names} <= set(sys.stdlib_module_names), sorted(names)
+    assert not any(matches(n, {"orchestrator"}) for n in names), sorted(names)
+    assert not (names & PROCESS_MODULES)
+    assert sorted(set(os_process_calls(parsed(init)))) == ["posix.execv", "posix.fork"]
+    mentions = sorted(rel(p) for p in modules() if "sandbox_init" in p.read_text() and p != init)
     assert mentions == ["orchestrator/execution/sandbox.py"], mentions
 
 

@@ -62,7 +62,10 @@ class ProcessRequest:
     (a sandbox shows what it runs).
     ``confine``: limits and a descriptor the process gets before its exec.
     ``inherit``: descriptors of ours the process is given, as ``(ours, its number)`` (a
-    sandbox's channel to its egress proxy); every other one is closed."""
+    sandbox's channel to its egress proxy); every other one is closed.
+    ``status_fd``: the process is a wrapper that reports the raw wait status of the
+    command it runs on this descriptor (the sandbox's PID 1): a command it saw killed by
+    signal N is reported as killed by N, not as the 128+N it exits with."""
 
     argv: tuple[str, ...]
     cwd: Path
@@ -79,6 +82,7 @@ class ProcessRequest:
     shown: str | None = None
     confine: Confinement | None = None
     inherit: tuple[tuple[int, int], ...] = ()
+    status_fd: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_log_bytes is not None and self.max_log_bytes < MIN_LOG_BYTES:

@@ -389,10 +389,17 @@ def _inherit(pairs: Any) -> None:  # pragma: no cover - in the child
     """The descriptors the runner handed us for the stage, each at the number it
     asked for (``dup2`` clears close-on-exec there); the original closed."""
     targets = {target for _, target in pairs}
-    for ours, target in pairs:
+    placed = []
+    for given, target in pairs:
+        # One of ours on another's number would be overwritten before it is placed.
+        ours = given
+        while ours in targets and ours != target:
+            ours = posix.dup(ours)
+        placed.append((ours, target))
+    for ours, target in placed:
         if ours != target:
             posix.dup2(ours, target)
-    for ours, _ in pairs:
+    for ours, _ in placed:
         if ours not in targets:
             posix.close(ours)
 
@@ -447,6 +454,57 @@ def start_stage(spec: dict[str, Any], stdin: int, output: int) -> int | dict[str
     return pid
 
 
+class StatusChannel:
+    """The pipe on which the stage's own first process (the sandbox's PID 1) reports the
+    raw wait status of the command it ran: the stage gets its write end at
+    ``spec["status_fd"]``; none without that key."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.read_end = self.write_end = -1
+        target = spec.get("status_fd")
+        if target is None:
+            return
+        self.read_end, self.write_end = posix.pipe()
+        posix.set_blocking(self.read_end, False)
+        self.spec = {**spec, "inherit": [*(spec.get("inherit") or ()), [self.write_end, target]]}
+
+    def started(self) -> None:
+        """Ours closed once the stage holds its copy: only the stage can write now."""
+        if self.write_end >= 0:
+            posix.close(self.write_end)
+            self.write_end = -1
+
+    def read(self) -> int | None:
+        """The status reported, once every writer is dead; None if none (or not a
+        status)."""
+        if self.read_end < 0:
+            return None
+        try:
+            said = posix.read(self.read_end, 64)
+        except OSError:
+            said = b""
+        posix.close(self.read_end)
+        self.read_end = -1
+        try:
+            status = int(said.strip() or b"-1")
+        except ValueError:
+            return None
+        return status if 0 <= status <= 0xFFFF else None
+
+
+def inner_signal(code: int, inner: int | None) -> int | None:
+    """The signal that killed the command inside, when the stage's own exit ``code`` is
+    what its first process made of it: 128+N for a command killed by N. A report that
+    does not agree with the exit is ignored (a command could write one itself: then it
+    could claim only what killing itself with N would have said), and so is one where
+    the stage itself was killed (its own signal is the news then)."""
+    if inner is None or code <= 128 or not posix.WIFSIGNALED(inner):
+        return None
+    signum = posix.WTERMSIG(inner)
+    return signum if code == 128 + signum else None
+
+
 def supervise(spec: dict[str, Any], wake: int) -> int:
     me = posix.getpid()
     read_end, write_end = posix.pipe()
@@ -460,8 +518,10 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
     except OSError as exc:
         report({"error": {"step": "stdin", "errno": exc.errno or 0}})
         return 0
-    started = start_stage(spec, stdin, write_end)
+    status = StatusChannel(spec)
+    started = start_stage(status.spec, stdin, write_end)
     _drop_inherited(spec)
+    status.started()
     posix.close(write_end)
     posix.close(stdin)
     if isinstance(started, dict):
@@ -505,11 +565,14 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
         drain(read_end, log)
     log.finish()
     posix.close(log_fd)
-    status = children.stage_status
-    if status is None:  # unkillable (uninterruptible sleep) past the bound
+    inner = status.read()
+    if children.stage_status is None:  # unkillable (uninterruptible sleep) past the bound
         report({"signal": SIGKILL, "lost": True})
         return -SIGKILL
-    code = posix.waitstatus_to_exitcode(status)
+    code = posix.waitstatus_to_exitcode(children.stage_status)
+    signum = inner_signal(code, inner)
+    if signum is not None:
+        code = -signum
     report({"signal": -code} if code < 0 else {"exit": code})
     return code
 

@@ -38,6 +38,7 @@ def reaper_spec(request: ProcessRequest, env: Mapping[str, str], parent: int) ->
         "parent": parent,
         "confine": confined,
         "inherit": [list(pair) for pair in request.inherit],
+        "status_fd": request.status_fd,
     }
     return marshal.dumps(spec)
 

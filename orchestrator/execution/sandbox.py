@@ -189,6 +189,10 @@ LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 SECCOMP_FD = 100
 # Run by path with -I -S inside the sandbox, before the command (see its docstring).
 BRIDGE = Path(__file__).with_name("egress_bridge.py")
+# The sandbox's PID 1 in a start through the reaper: it runs the command and reports its
+# wait status on STATUS_FD, so a signal that killed it is not lost (see its docstring).
+SANDBOX_INIT = Path(__file__).with_name("sandbox_init.py")
+STATUS_FD = 102
 
 
 def _inside(path: str, place: str, *, strictly: bool = False) -> bool:
@@ -282,8 +286,11 @@ def bwrap_argv(
     installation: tuple[Path, ...] = INSTALLATION,
     seccomp_fd: int | None = None,
     system: tuple[tuple[str, ...], ...] = SYSTEM_MOUNTS,
+    status_fd: int | None = None,
 ) -> tuple[str, ...]:
     """The argv that runs ``argv`` in ``cwd`` inside the sandbox ``spec`` describes.
+    ``status_fd``: the sandbox's PID 1 is ``sandbox_init.py`` (in bwrap's own init's
+    place), which reports the command's wait status on that descriptor.
 
     The environment is not on this command line: values given to ``--setenv`` would be
     in the run's log and in ``/proc/*/cmdline``, which every local user can read. The
@@ -309,7 +316,11 @@ def bwrap_argv(
         out += ["--share-net"]
     if seccomp_fd is not None:  # the program is on that descriptor (``confinement``)
         out += ["--seccomp", str(seccomp_fd)]
+    if status_fd is not None:
+        out += ["--as-pid-1"]
     out += ["--new-session", "--die-with-parent", "--chdir", str(cwd), "--"]
+    if status_fd is not None:
+        out += [sys.executable, "-I", "-S", str(SANDBOX_INIT), str(status_fd), "--"]
     if spec.egress is not None:  # its way out: the bridge to the proxy, then the command
         out += [sys.executable, "-I", "-S", str(BRIDGE), str(BRIDGE_FD), str(BRIDGE_PORT), "--"]
     return (*out, *argv)
@@ -386,14 +397,15 @@ def _probe(executor: Executor, bwrap: Path) -> str | None:
     spec = SandboxSpec(writable=())
     confine = confinement(spec)
     argv = bwrap_argv(
-        spec, ("true",), bwrap=bwrap, cwd=root, seccomp_fd=confine.fd if confine.data else None
-    )
+        spec, ("true",), bwrap=bwrap, cwd=root,
+        seccomp_fd=confine.fd if confine.data else None, status_fd=STATUS_FD,
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="orch-bwrap-probe-") as scratch:
         log = Path(scratch) / "probe.log"
         outcome = executor.run(
             ProcessRequest(
                 argv, cwd=root, env={}, log_path=log, timeout_s=_PROBE_TIMEOUT_S,
-                kill_after_s=1.0, confine=confine,
+                kill_after_s=1.0, confine=confine, status_fd=STATUS_FD,
             )
         )  # fmt: skip
         if outcome.ok:
@@ -453,7 +465,7 @@ class SandboxedExecutor:
         confine = confinement(self.spec)
         wrapped = bwrap_argv(
             self.spec, argv, bwrap=self.locate(), cwd=request.cwd,
-            seccomp_fd=confine.fd if confine.data else None,
+            seccomp_fd=confine.fd if confine.data else None, status_fd=STATUS_FD,
         )  # fmt: skip
         sandboxed = replace(
             request,
@@ -462,6 +474,8 @@ class SandboxedExecutor:
             # One header line (log readers skip it as they skip the command's own).
             shown=f"{request.shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
             confine=confine,
+            # Its PID 1 says whether a signal ended the command (bwrap's exit cannot).
+            status_fd=STATUS_FD,
         )
         if self.spec.egress is None:
             outcome = self.inner.run(sandboxed)

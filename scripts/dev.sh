@@ -130,10 +130,14 @@ run_tests() {
             *) args+=("$arg") ;;
         esac
     done
-    local selection=()
+    local selection=() goal_s=$FULL_GOAL_S name="full suite"
     if [ "$tier" = quick ]; then
         selection=(-m "not slow or quick")
+        goal_s=$QUICK_GOAL_S name="quick tier"
     fi
+    local started load
+    started="$(clock_s)"
+    load="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")"
     # The suite starts the orchestrator (and the tests' helper scripts) in some hundreds of
     # processes. Compiled once here, each loads the bytecode; where PYTHONDONTWRITEBYTECODE
     # is set (CI's machines set it) each would otherwise compile the package from source
@@ -152,7 +156,29 @@ run_tests() {
         "$PY" -m pytest -q -n "${TEST_WORKERS:-$("$PY" -c 'import os; print(2 * (os.cpu_count() or 1))')}" --dist worksteal "${selection[@]}" "${args[@]}" \
         || status=$?
     [ -z "$memory_tmp" ] || rm -rf "$memory_tmp"  # each run's own, now (a loaded series runs several)
+    tier_time "$name" "$started" "$goal_s" "$load"
     return "$status"
+}
+
+# The tiers' goals on two idle cores, printed against what each run took, from this script's
+# start (set-up included: pip when pyproject.toml changed, compiling, the rewrite cache) to
+# the tests' end. The quick tier is the edit loop's; the full suite is CI's.
+QUICK_GOAL_S=120
+FULL_GOAL_S=600
+SETUP_STARTED=""
+
+clock_s() {
+    date +%s.%N
+}
+
+tier_time() {
+    local name="$1" started="$2" goal_s="$3" load="$4"
+    awk -v name="$name" -v began="${SETUP_STARTED:-$started}" -v started="$started" \
+        -v ended="$(clock_s)" -v goal="$goal_s" -v load="$load" 'BEGIN {
+            took = ended - began
+            printf "%s: %.0f s (goal %d s on two idle cores: %s), set-up %.0f s of it; load average %s at its start\n",
+                name, took, goal, (took <= goal ? "met" : "MISSED"), started - began, load
+        }'
 }
 
 # Flakiness is found under load, not on an idle machine: two busy loops take both cores'
@@ -271,6 +297,7 @@ case "$cmd" in
         setup
         ;;
     test)
+        SETUP_STARTED="$(clock_s)"
         setup
         cd "$ROOT"
         run_tests "$@"

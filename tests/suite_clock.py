@@ -16,7 +16,10 @@ The tiers: the full suite, and the quick one (``-m "not slow or quick"``): every
 marked ``slow``, plus those marked ``quick`` as well: the one test a file of slow tests
 keeps there, so the quick tier still runs every test file, and property tests whose quick
 profile draws a fifth of the examples. ``files_without_a_quick_test`` is what
-collection found missing (``tests/test_tiers.py`` asserts it is empty).
+collection found missing (``tests/test_tiers.py`` asserts it is empty). The end-to-end
+folder (``FULL_TIER_ONLY``) is exempt: each of its tests drives the real CLI through real
+stages, forges and sandboxes for seconds, and the quick tier proves their parts; its
+few tests that take well under a second stay quick all the same.
 
 The rule: a test of the tier being run whose own time is over ``LIMIT_S`` on a core of its
 own (``limit_s``: grown by the runnable processes per core) fails the run, by name, unless
@@ -46,6 +49,8 @@ LIMIT_S = 10.0
 # grows with the runnable processes per core: a budget, not a clock that trips on load.
 BUSY_ENV = "SUITE_CLOCK_BUSY_PROCESSES"
 QUICK_TIER = "not slow or quick"  # scripts/dev.sh test --quick selects this
+# Test files that need no test in the quick tier: end to end, seconds each (CI runs them).
+FULL_TIER_ONLY = ("tests/e2e/",)
 SLOWEST = 20
 FOLDERS = 15
 FIXTURES = 15
@@ -204,7 +209,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = item.nodeid.split("::", 1)[0]
         in_quick = item.get_closest_marker("slow") is None or item.get_closest_marker("quick")
         files[path] = files.get(path, False) or bool(in_quick)
-    config.stash[_FILES_WITHOUT_QUICK] = sorted(path for path, has in files.items() if not has)
+    config.stash[_FILES_WITHOUT_QUICK] = sorted(
+        path for path, has in files.items() if not has and not path.startswith(FULL_TIER_ONLY)
+    )
     config.stash[_FILES_COLLECTED] = set(files)
 
 

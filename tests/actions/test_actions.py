@@ -363,6 +363,7 @@ def test_split_apply_writes_tickets_the_loader_reads_back(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "tickets").iterdir()) == ["T-1.1.md", "T-1.2.md"]
 
 
+@pytest.mark.slow
 def test_a_green_mechanical_fix_resumes_at_the_failed_stage(tmp_path: Path) -> None:
     rec = record(tmp_path)
     make_clone(rec)
@@ -429,6 +430,7 @@ def report_diff(report: dict[str, object]) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_red_mechanical_fix_keeps_its_result_restores_and_falls_back(tmp_path: Path) -> None:
     rec = record(tmp_path)
     repo = make_clone(rec)
@@ -455,6 +457,7 @@ def test_a_red_mechanical_fix_keeps_its_result_restores_and_falls_back(tmp_path:
     assert (report["status"], report["restored"], report["head_before"]) == ("red", True, before)
 
 
+@pytest.mark.slow
 def test_two_mechanical_fixes_in_one_run_keep_both_reports(tmp_path: Path) -> None:
     rec = record(tmp_path)
     make_clone(rec)
@@ -543,6 +546,7 @@ def test_a_rejected_approval_stops_without_running_anything(tmp_path: Path) -> N
     assert executor.started == []
 
 
+@pytest.mark.slow
 def test_show_finds_each_verdicts_report_and_an_older_state_dirs_one(tmp_path: Path) -> None:
     from orchestrator.cli.commands.show import show
     from orchestrator.domain.runs import VerdictRef

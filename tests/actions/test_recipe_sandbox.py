@@ -190,6 +190,7 @@ open("fixed", "w").write("so the check goes green and the clone is kept\\n")
 ATTACK_RECIPE = (f"{PYTHON} attack.py", "git add -A", "git commit -m attack")
 
 
+@pytest.mark.slow
 def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read_secrets(
     tmp_path: Path, listener: socket.socket
 ) -> None:
@@ -237,6 +238,7 @@ def test_an_adversarial_recipe_cannot_escape_the_clone_reach_the_network_or_read
     assert "SOME_SETTING" not in open_seen["env"] and "PATH" in open_seen["env"]
 
 
+@pytest.mark.slow
 def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
     require_sandbox()
     rec = record(tmp_path)
@@ -258,6 +260,7 @@ def test_a_harmless_recipe_goes_green_in_the_sandbox(tmp_path: Path) -> None:
     assert all(a[0].endswith("/bwrap") and "--unshare-all" in a for a in recipe_starts)
 
 
+@pytest.mark.slow
 def test_an_explicit_opt_out_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
     rec = record(tmp_path)
     make_clone(rec)
@@ -329,6 +332,7 @@ def run_connect_check(
     return result.exit_code, result.error
 
 
+@pytest.mark.slow
 def test_a_sandboxed_check_without_network_cannot_connect(
     tmp_path: Path, listener: socket.socket
 ) -> None:

@@ -134,6 +134,7 @@ def forge_on_the_decision(h: Harness, *, by: str) -> None:
     h.services = replace(h.services, reporter=ForgesOnTheDecision(h.out))
 
 
+@pytest.mark.slow
 @pytest.mark.quick
 @pytest.mark.parametrize("sandbox", ["", 'sandbox = "none"\n'], ids=["sandboxed", "unsandboxed"])
 def test_an_approval_a_check_wrote_before_the_decision_was_put_to_a_person_is_refused(

@@ -37,6 +37,7 @@ def paused(tmp_path: Path) -> tuple[Harness, str]:
     return h, record.run_id
 
 
+@pytest.mark.slow
 @pytest.mark.quick
 def test_an_unsure_proposal_waits_and_approve_carries_it_out(tmp_path: Path) -> None:
     h, run_id = paused(tmp_path)

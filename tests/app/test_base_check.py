@@ -49,6 +49,7 @@ def check_runs(tmp_path: Path) -> int:
     return len(counted.read_text().splitlines()) if counted.exists() else 0
 
 
+@pytest.mark.slow
 @pytest.mark.quick  # the promise: a red base costs no engine or model
 def test_a_red_base_stops_before_any_engine_or_model_and_is_checked_once(
     tmp_path: Path,

@@ -366,6 +366,7 @@ def _assert_consistent(root: Path) -> None:
 QUICK_CASE = "model-reply"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
     [pytest.param(c, marks=pytest.mark.quick) if c.id == QUICK_CASE else c for c in CASES],

@@ -187,6 +187,7 @@ def test_a_dripping_server_is_cut_off_at_the_sends_deadline() -> None:
     assert sent and sent[0] >= 1  # it was answering, a byte at a time
 
 
+@pytest.mark.slow
 def test_a_run_is_held_no_longer_than_the_documented_worst_case(tmp_path: Path) -> None:
     """The guide: worst case per target and event ``3 * timeout_s + 1.5 s``. Measured
     with the real back-off sleeps against a server that drips a byte every 0.5 s (before

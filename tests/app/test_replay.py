@@ -476,6 +476,7 @@ def test_a_reply_longer_than_any_old_cut_replays_identical(tmp_path: Path) -> No
     assert result.calls_replayed == 2
 
 
+@pytest.mark.slow
 @pytest.mark.quick
 def test_secrets_in_a_reply_are_redacted_before_it_is_stored(tmp_path: Path) -> None:
     config, ticket = small_pipeline(tmp_path)

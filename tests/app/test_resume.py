@@ -99,6 +99,7 @@ def test_a_dry_run_block_resumed_with_dry_run_false_runs_only_what_was_blocked(
     assert line.endswith("by dana from needs-human (dry_run_block), at stage publish"), line
 
 
+@pytest.mark.slow
 def test_resuming_while_dry_run_is_still_armed_is_refused_and_changes_nothing(
     tmp_path: Path,
 ) -> None:
@@ -111,6 +112,7 @@ def test_resuming_while_dry_run_is_still_armed_is_refused_and_changes_nothing(
     assert not (tmp_path / "state" / "ledger.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_from_an_earlier_stage_reruns_it_and_everything_after_keeping_what_came_before(
     tmp_path: Path,
 ) -> None:
@@ -142,6 +144,7 @@ def test_a_later_stage_is_refused_while_an_earlier_one_has_not_completed(tmp_pat
     assert "has no stage 'nope' (its stages: clone, implement, lint, publish)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_run_resumes_at_the_failed_stage_once_the_program_is_installed(
     tmp_path: Path,
 ) -> None:
@@ -181,6 +184,7 @@ def test_a_completed_run_is_not_resumed(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_ticket_being_run_is_refused_clearly(tmp_path: Path) -> None:
     _, record = blocked_run(tmp_path)
     with FileStorage(tmp_path / "state").locks.ticket(record.ticket_id):
@@ -234,6 +238,7 @@ def test_which_stopped_runs_may_be_resumed(
             check_resume(state, halt)
 
 
+@pytest.mark.slow
 def test_a_run_whose_config_changed_is_refused_before_anything_is_recorded(
     tmp_path: Path,
 ) -> None:

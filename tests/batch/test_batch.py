@@ -101,6 +101,7 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
     assert "already-completed" in second.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.quick
 def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) -> None:
     failing = (

@@ -120,6 +120,7 @@ def no_more_answers() -> ScriptedGateway:
     return ScriptedGateway([])  # a model call now would fail the test
 
 
+@pytest.mark.slow
 def test_a_collaborators_approval_resumes_the_run_in_the_next_batch(
     tmp_path: Path, github: FakeGitHub
 ) -> None:
@@ -154,6 +155,7 @@ def test_a_collaborators_approval_resumes_the_run_in_the_next_batch(
     assert_no_token(tmp_path, out + again)
 
 
+@pytest.mark.slow
 def test_a_strangers_and_an_edited_comment_are_refused_and_a_reject_ends_the_run(
     tmp_path: Path, github: FakeGitHub
 ) -> None:
@@ -196,6 +198,7 @@ def test_a_strangers_and_an_edited_comment_are_refused_and_a_reject_ends_the_run
     assert len(comment_rows(tmp_path)) == 4
 
 
+@pytest.mark.slow
 def test_gitlab_a_developers_note_approves_a_reporters_is_refused(
     tmp_path: Path,
     gitlab: FakeGitLab,  # noqa: F811
@@ -239,6 +242,7 @@ class Killed(BaseException):
     """The process dying: nothing in the batch handles it (it is no ``Exception``)."""
 
 
+@pytest.mark.slow
 def test_a_batch_killed_between_the_answer_and_its_ledger_row_is_resumed_once(
     tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,6 +279,7 @@ def test_a_batch_killed_between_the_answer_and_its_ledger_row_is_resumed_once(
     assert_no_token(tmp_path, out + again)
 
 
+@pytest.mark.slow
 def test_a_bots_approval_is_refused_whatever_its_permission_a_persons_is_not(
     tmp_path: Path, github: FakeGitHub
 ) -> None:

@@ -128,6 +128,7 @@ def start(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Pope
     )
 
 
+@pytest.mark.slow
 def test_two_batches_racing_over_one_issue_run_it_once_with_one_status_comment(
     tmp_path: Path, github_fake: FakeGitHub
 ) -> None:

@@ -101,6 +101,7 @@ def _rate(hits: int, total: int) -> str:
 
 # Where every library is installed the quick run compiles kingfisher's catalog four times
 # (about 20 s alone; more on a busy machine); without them it takes a second or two.
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_test_would() -> (
     None
@@ -185,6 +186,7 @@ def test_quick_run_prints_a_row_per_redactor_and_ours_is_measured_as_the_corpus_
         assert "no library measured" in conclusion, conclusion
 
 
+@pytest.mark.slow
 def test_a_library_that_is_not_installed_is_skipped_with_its_install_command(
     tmp_path: Path,
 ) -> None:

@@ -191,6 +191,7 @@ def test_the_quick_line_by_line_count_is_the_exhaustive_one_on_real_logs() -> No
         assert bench.altered_alone(text, whole) == bench.exhaustive_altered_alone(text), path
 
 
+@pytest.mark.slow
 def test_a_run_over_the_corpus_prints_the_figures() -> None:
     if not bench.CORPUS.is_file():
         if os.environ.get("CI") == "true":

@@ -117,6 +117,7 @@ def test_reject_still_ends_the_run_at_once(tmp_path: Path) -> None:
     assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (1, 0)
 
 
+@pytest.mark.slow
 def test_the_cli_approves_and_resume_carries_the_answer_out_at_once(tmp_path: Path) -> None:
     config, run_id = paused(tmp_path)
     approved = subprocess.run(

@@ -87,6 +87,7 @@ def test_a_run_awaiting_an_answer_keeps_its_clone_however_old(tmp_path: Path) ->
     assert (clone / ".git").is_dir()
 
 
+@pytest.mark.slow
 def test_a_blocked_run_keeps_its_clone_and_resumes_after_prune(tmp_path: Path) -> None:
     h, record = blocked(tmp_path)
     out = io.StringIO()
@@ -103,6 +104,7 @@ def test_a_blocked_run_keeps_its_clone_and_resumes_after_prune(tmp_path: Path) -
     assert (count(tmp_path, "implement"), count(tmp_path, "publish")) == (1, 1)
 
 
+@pytest.mark.slow
 def test_a_run_no_longer_its_tickets_latest_is_pruned(tmp_path: Path) -> None:
     h, record = blocked(tmp_path)
     newer = h.run(Path(record.ticket_path))  # needs-human is terminal: a new run starts
@@ -113,6 +115,7 @@ def test_a_run_no_longer_its_tickets_latest_is_pruned(tmp_path: Path) -> None:
     assert not Path(record.clone_dir).exists() and Path(newer.clone_dir).is_dir()
 
 
+@pytest.mark.slow
 def test_a_clone_freed_anyway_makes_resume_name_the_clone_stage(tmp_path: Path) -> None:
     h, record = blocked(tmp_path)
     out = io.StringIO()

@@ -88,6 +88,7 @@ def test_reset_without_a_reason_is_refused_and_changes_nothing(tmp_path: Path) -
     assert BudgetStore(tmp_path / "state").load("T-1").resets == ()
 
 
+@pytest.mark.slow
 def test_reset_defaults_to_the_os_user_and_keeps_secrets_out_of_the_ledger(
     tmp_path: Path,
 ) -> None:
@@ -101,6 +102,7 @@ def test_reset_defaults_to_the_os_user_and_keeps_secrets_out_of_the_ledger(
     assert row["decision"]["by"] == "carol"
 
 
+@pytest.mark.slow
 def test_reset_of_a_ticket_being_run_is_refused(tmp_path: Path) -> None:
     spent_caps(tmp_path)
     with FileStorage(tmp_path / "state").locks.ticket("T-1"):
@@ -118,12 +120,14 @@ def test_reset_of_a_ticket_with_nothing_spent_records_nothing(tmp_path: Path) ->
     assert not (tmp_path / "state" / "ledger.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_reset_refuses_what_is_not_a_ticket_id(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text('state_dir = "state"\n')
     proc = cli(tmp_path, "../etc", "--reason", "x")
     assert proc.returncode == 2 and "is not a ticket id" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_reset_cut_short_after_its_ledger_row_is_finished_by_the_next_one(
     tmp_path: Path,
 ) -> None:

@@ -64,6 +64,7 @@ def until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.quick
 def test_a_password_in_the_url_on_the_command_line_is_refused_saying_what_to_use(
     tmp_path: Path,

@@ -169,6 +169,7 @@ def test_the_environment_overrides_the_config_and_is_checked_as_strictly(tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_the_broker_password_reaches_no_output_no_state_file_and_no_stage(tmp_path: Path) -> None:
     """A real run with the URL in the config and in the environment: the stage prints its
     whole environment into its log, and the password is nowhere afterwards."""

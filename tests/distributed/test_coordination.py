@@ -242,6 +242,7 @@ def wait_until_expired(store: CoordinationStore, key: str) -> None:
         pubsub.close()
 
 
+@pytest.mark.slow
 def test_a_holder_stopped_past_its_lease_is_fenced_out_after_another_took_over(
     holder_process: tuple[subprocess.Popen[str], Path], store: CoordinationStore
 ) -> None:

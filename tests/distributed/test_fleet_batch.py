@@ -491,6 +491,7 @@ def test_a_batch_budget_of_model_calls_is_never_exceeded_across_workers(
         assert budget.spent("diagnosis") == budget.spent("retry") <= 1
 
 
+@pytest.mark.slow
 def test_a_worker_without_a_reachable_broker_says_so_in_one_line(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

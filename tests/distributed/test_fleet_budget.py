@@ -7,6 +7,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from orchestrator.app.budgeted_calls import BudgetedGateway
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.config import BatchConfig, PriceConfig
@@ -19,6 +21,7 @@ from .conftest import Workers
 from redis_server import RedisServer
 
 
+@pytest.mark.slow
 def test_concurrent_worker_processes_never_exceed_the_cap_and_each_unit_is_counted_once(
     redis_server: RedisServer, namespace: str, workers: Workers
 ) -> None:
@@ -95,6 +98,7 @@ def test_a_redelivered_charge_with_the_same_key_is_not_counted_twice(
     assert refused.reason == "batch budget spent: 3/3 calls (a charge of 1 was refused)"
 
 
+@pytest.mark.slow
 def test_redelivered_charges_racing_from_several_processes_count_once(
     redis_server: RedisServer, namespace: str, workers: Workers
 ) -> None:

@@ -27,6 +27,7 @@ def doctor_says(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, o
     return dict(fleet)
 
 
+@pytest.mark.slow
 def test_keygen_makes_a_private_pair_once_and_doctor_checks_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

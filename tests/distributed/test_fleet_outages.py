@@ -274,6 +274,7 @@ def test_a_batch_killed_between_marking_a_ticket_and_queueing_it_wedges_nothing(
     assert Enqueued(store).current("T-00") is None  # the task ended its own mark
 
 
+@pytest.mark.slow
 def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     redis_servers: Callable[..., RedisServer], namespace: str, fleet_key: FleetKey
 ) -> None:

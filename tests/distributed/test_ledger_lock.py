@@ -15,6 +15,7 @@ from .conftest import Workers
 from redis_server import RedisServer
 
 
+@pytest.mark.slow
 def test_the_lock_serialises_appends_from_several_processes(
     redis_server: RedisServer, namespace: str, workers: Workers, tmp_path: Path
 ) -> None:

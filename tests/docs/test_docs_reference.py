@@ -37,6 +37,7 @@ def generator() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_the_committed_pages_are_what_the_code_says() -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60
@@ -45,6 +46,7 @@ def test_the_committed_pages_are_what_the_code_says() -> None:
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_page_that_drifts_from_the_code_fails_the_check(
     generator: ModuleType,
     tmp_path: Path,

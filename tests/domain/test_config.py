@@ -116,6 +116,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
         load_config(tmp_path / "absent.toml")
 
 
+@pytest.mark.slow
 def test_bad_config_exits_2_with_one_message_and_no_traceback(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(MINIMAL + "[recovery]\nmax_retries_per_ticket = 1000\n")

@@ -109,6 +109,7 @@ def test_missing_and_binary_ticket_files(tmp_path: Path) -> None:
     assert refusal(binary).startswith(f"ticket error: {binary}: not UTF-8 text")
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_malformed_ticket_and_creates_no_state(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text((ROOT / "config.toml").read_text().replace("{root}", str(ROOT)))

@@ -135,7 +135,7 @@ def leaks(root: Path, needles: list[str], skip: set[Path]) -> list[str]:
 
 @pytest.mark.parametrize(
     "declared",
-    [pytest.param(False, marks=pytest.mark.quick), True],
+    [False, True],
     ids=["default", "readable-root"],
 )
 def test_a_hostile_unit_test_sees_no_key_in_the_readme_setup(outside: Path, declared: bool) -> None:

@@ -37,7 +37,6 @@ reports = ["reports/*.xml"]
 
 
 @pytest.mark.slow
-@pytest.mark.quick
 def test_the_failing_cases_of_a_declared_report_reach_the_bundle(tmp_path: Path) -> None:
     make_origin(
         tmp_path,

@@ -89,7 +89,6 @@ def count(state: Path, name: str, ticket: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-@pytest.mark.quick
 def test_cron_batches_make_progress_and_tell_the_truth(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(CONFIG)

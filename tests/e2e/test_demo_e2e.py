@@ -125,6 +125,7 @@ def test_orchestrator_demo_runs_anywhere_with_its_packaged_config(
     assert all(f"CARDS-{n}" in text for n in (1, 2, 3)) and "abandon-human" in text
 
 
+@pytest.mark.slow
 def test_the_demo_piped_into_head_ends_quietly_with_the_pipe_status(tmp_path: Path) -> None:
     """`orchestrator demo | head -1`: the demo stops when its reader goes away, with the
     status a shell reports for a closed pipe, and no traceback."""

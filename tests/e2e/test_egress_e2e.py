@@ -21,7 +21,7 @@ from conftest import orchestrator_cmd, subprocess_env, write_ticket
 from harness import make_origin, write_pipeline
 from sandbox_required import require_sandbox
 
-pytestmark = [pytest.mark.slow, pytest.mark.quick]  # the file's one test, 3 s
+pytestmark = pytest.mark.slow  # the file's one test
 
 MODEL_REPLY = b"the model says: add a greeting"
 

@@ -108,11 +108,7 @@ RERUNS = {
 GIVE_UP = {"action": "abandon-human", "summary": "the same failure again"}
 
 
-@pytest.mark.parametrize(
-    "action",
-    # The quick tier keeps one: the edit loop still sees a re-run recover.
-    [pytest.param(a, marks=pytest.mark.quick) if a == "retry" else a for a in sorted(RERUNS)],
-)
+@pytest.mark.parametrize("action", sorted(RERUNS))
 def test_a_rerun_told_what_failed_recovers(tmp_path: Path, action: str) -> None:
     code, record, calls, said = _run(tmp_path, [RERUNS[action], GIVE_UP], feedback=True)
     assert (code, str(record.state)) == (0, "completed"), said

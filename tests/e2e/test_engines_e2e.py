@@ -59,7 +59,6 @@ def test_a_rate_limited_engine_is_retried_after_back_offs_without_asking_the_mod
     assert h.budget() == (0, 0)  # neither a diagnosis nor a code retry was spent
 
 
-@pytest.mark.quick
 def test_an_auth_failure_goes_straight_to_a_person(tmp_path: Path) -> None:
     gateway = ScriptedGateway([])
     h = harness(tmp_path, "auth", gateway)

@@ -127,6 +127,7 @@ def stamp(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@pytest.mark.slow
 def test_github_and_gitlab_issues_to_pull_requests_with_status_approval_and_notices(
     tmp_path: Path, forges: tuple[FakeGitHub, FakeGitLab, Webhook]
 ) -> None:

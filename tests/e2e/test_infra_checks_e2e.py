@@ -90,7 +90,6 @@ def test_a_checks_own_failure_class_line_is_honoured(tmp_path: Path) -> None:
     assert record.attempts[-1].failure_class is None
 
 
-@pytest.mark.quick
 def test_an_assertion_after_a_refused_connection_is_still_the_codes(tmp_path: Path) -> None:
     output = (
         "echo 'WARNING client: [Errno 111] Connection refused (retrying)'; "

@@ -64,6 +64,7 @@ def imported_top_level_modules() -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_directly_imported_library_is_declared() -> None:
     """A library used only through another's dependencies breaks the day that other
     drops it: whatever the package imports itself, it declares."""
@@ -92,6 +93,7 @@ def undeclared_imports(imported: dict[str, set[str]]) -> dict[str, list[str]]:
     return undeclared
 
 
+@pytest.mark.slow
 def test_psycopg_is_the_postgres_extras_and_only_its_package_may_import_it() -> None:
     assert "psycopg" in declared_distributions("postgres")
     inside = "orchestrator/storage/postgres/connect.py"

@@ -56,6 +56,7 @@ class Machine:
         return done
 
 
+@pytest.mark.slow
 def test_what_one_machine_runs_the_other_shows_and_verifies(pg_url: str, tmp_path: Path) -> None:
     stages = bash_stage("a", "echo hello from a") + bash_stage("b", "echo and b >&2")
     one = Machine(tmp_path / "one", pg_url, stages)

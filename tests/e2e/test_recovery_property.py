@@ -111,10 +111,9 @@ replies = st.one_of(
 
 # Forty examples in all, every one a run of the real driver (about a second of CPU each):
 # drawn as two independent halves, so two workers share them instead of one running the
-# suite's longest test alone at its end. The quick tier draws one half, at a fifth: four
-# examples and the one below.
+# suite's longest test alone at its end.
 @pytest.mark.slow
-@pytest.mark.parametrize("half", [pytest.param(1, marks=pytest.mark.quick), 2])
+@pytest.mark.parametrize("half", [1, 2])
 @settings(
     max_examples=examples(20, least=4),
     deadline=None,

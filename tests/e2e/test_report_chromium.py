@@ -84,7 +84,6 @@ def _publish_the_demo(root: Path) -> None:
     assert code == 3  # CARDS-3 needs a person; the other two completed
 
 
-@pytest.mark.quick
 def test_the_console_check_hears_a_script_error(tmp_path: Path) -> None:
     """The check below can fail: a page that logs an error is caught."""
     binary = chromium()

@@ -57,6 +57,7 @@ def failed_fast(
     return h, gateway, record
 
 
+@pytest.mark.slow
 def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) -> None:
     h, gateway, record = failed_fast(tmp_path, CLAUDE, "claude")
     implement = [a for a in record.attempts if a.stage == "implement"]
@@ -68,6 +69,7 @@ def test_an_engine_that_is_not_installed_fails_fast_naming_it(tmp_path: Path) ->
     assert budget.charges == ()  # neither an infra retry nor a diagnosis was spent
 
 
+@pytest.mark.slow
 def test_a_stage_program_that_is_not_installed_fails_fast_too(tmp_path: Path) -> None:
     stage = '[[stages]]\nname = "lint"\ncommand = ["no-such-linter-xyz", "--check"]\n'
     h, gateway, record = failed_fast(tmp_path, stage, "no-such-linter-xyz")

@@ -35,6 +35,7 @@ def test_each_log_is_the_runners_and_holds_its_root_cause(corpus_dir: Path) -> N
         assert label.root_cause in plain(text), label.id  # as a reader sees it (no colours)
 
 
+@pytest.mark.slow
 def test_padded_cases_carry_megabytes_around_the_failure(corpus_dir: Path) -> None:
     before, after = padding()
     for case in load_corpus(corpus_dir):

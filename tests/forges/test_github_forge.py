@@ -416,6 +416,7 @@ def test_stage_without_a_token_says_so_in_one_line(
         assert "orch/T-1" not in origin.heads  # nothing was pushed
 
 
+@pytest.mark.slow
 def test_stage_script_without_a_token_exits_1_with_no_traceback(
     workspace: dict[str, Any],
 ) -> None:

@@ -54,6 +54,7 @@ def from_issue(workspace: dict[str, Any], project: str) -> None:
     ticket.write_text(f"+++\n{head}{ORIGIN_TABLE.format(project=project)}+++\n{body}")
 
 
+@pytest.mark.slow
 def test_stage_pushes_opens_records_and_reuses(
     workspace: dict[str, Any], gitlab: FakeGitLab, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,6 +96,7 @@ def test_stage_pushes_opens_records_and_reuses(
         assert TOKEN not in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("status", "times", "kind", "code", "failure_class"),
     [
@@ -142,6 +144,7 @@ def test_stage_without_a_token_fails_as_configured(
     assert gitlab.requests == []
 
 
+@pytest.mark.slow
 def test_stage_script_without_a_token_exits_1_with_no_traceback(
     workspace: dict[str, Any],
 ) -> None:

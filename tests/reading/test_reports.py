@@ -94,6 +94,7 @@ def test_passes():
 """
 
 
+@pytest.mark.slow
 def test_a_real_pytest_report_gives_each_failing_case_with_its_place(clone: Path) -> None:
     write(clone, "tests/test_cart.py", FAILING_TESTS)
     started = time.time()

@@ -326,6 +326,7 @@ def test_real_git_clone_of_a_host_that_does_not_resolve(tmp_path: Path) -> None:
     assert found is not None and (found.failure, found.sign.name) == (N, "dns"), done.stderr
 
 
+@pytest.mark.slow
 def test_real_pip_against_a_closed_port(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "pip", "download", "--isolated", "--no-cache-dir"]
     argv += ["--retries", "1", "--timeout", "2", "--index-url", "http://127.0.0.1:1/", "x"]

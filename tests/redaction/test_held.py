@@ -137,6 +137,7 @@ def test_non_ascii_text_and_values() -> None:
 MB = 1 << 20
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(20, method="thread")
 @pytest.mark.parametrize(
     "text",

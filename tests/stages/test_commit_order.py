@@ -217,6 +217,7 @@ def test_base_defaults_to_origin_main(squashed_clone: Path) -> None:
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 def test_arguments_override_the_environment(squashed_clone: Path) -> None:
     # HEAD as base leaves nothing to judge; --kind feature skips before reading anything.
     result = run_check(
@@ -274,6 +275,7 @@ def _path_with_our_python() -> str:
     return str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not _dev_sh_can_import_git(),
     reason="dev.sh needs .venv/bin/python or a python3 with GitPython on PATH",

@@ -82,6 +82,7 @@ def clone_head(ctx: StageContext) -> str:
 # ---- hooks and fsmonitor -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_patch_engine_runs_no_hook_and_no_fsmonitor(
     ctx: StageContext, tmp_path: Path, canary: Path
 ) -> None:
@@ -169,6 +170,7 @@ def test_open_pr_is_never_redirected(
     assert not (ctx.run_dir / "pull-request.json").exists()
 
 
+@pytest.mark.slow
 def test_open_pr_records_nothing_when_the_push_did_not_land(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout
 ) -> None:
@@ -189,6 +191,7 @@ def test_open_pr_records_nothing_when_the_push_did_not_land(
     assert not (ctx.run_dir / "pull-request.json").exists()
 
 
+@pytest.mark.slow
 def test_the_github_stage_opens_nothing_when_the_push_did_not_land(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -218,6 +221,7 @@ def test_the_github_stage_opens_nothing_when_the_push_did_not_land(
 # ---- a .git that is not the clone's -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_open_pr_refuses_a_git_file_that_points_at_another_repository(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout
 ) -> None:
@@ -235,6 +239,7 @@ def test_open_pr_refuses_a_git_file_that_points_at_another_repository(
     assert not (ctx.run_dir / "pull-request.json").exists()
 
 
+@pytest.mark.slow
 def test_the_clone_stage_refuses_a_transport_that_runs_a_command(
     ctx: StageContext, tmp_path: Path, canary: Path
 ) -> None:

@@ -92,6 +92,7 @@ def test_clone_creates_the_work_branch(ctx: StageContext, tmp_path: Path) -> Non
     assert "on new branch orch/CARDS-2 from origin/main" in out
 
 
+@pytest.mark.slow
 def test_clone_replaces_a_leftover_clone(ctx: StageContext, tmp_path: Path) -> None:
     ctx.clone_dir.mkdir()
     (ctx.clone_dir / "half-written").write_text("from an interrupted attempt")
@@ -100,6 +101,7 @@ def test_clone_replaces_a_leftover_clone(ctx: StageContext, tmp_path: Path) -> N
     assert "removed the clone left by an earlier attempt" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("repository", "base_branch", "message"),
     [
@@ -143,6 +145,7 @@ def test_implement_applies_the_series_and_is_idempotent(ctx: StageContext, tmp_p
     assert (head.author.name, head.committer.name) == ("Dana Dealer", "orchestrator")
 
 
+@pytest.mark.slow
 def test_implement_applies_a_plain_diff_as_one_commit(
     ctx: StageContext, tmp_path: Path, layout: DemoLayout
 ) -> None:
@@ -156,6 +159,7 @@ def test_implement_applies_a_plain_diff_as_one_commit(
     assert (ctx.clone_dir / "README.md").read_text() == "# cards\n\nNow documented.\n"
 
 
+@pytest.mark.slow
 def test_implement_fails_cleanly_when_the_patch_does_not_apply(
     ctx: StageContext, tmp_path: Path
 ) -> None:
@@ -209,6 +213,7 @@ def test_open_pr_pushes_and_records(ctx: StageContext, tmp_path: Path) -> None:
     assert record_path.read_bytes() == first  # same head: the same record
 
 
+@pytest.mark.slow
 def test_open_pr_refuses_an_empty_branch(ctx: StageContext, tmp_path: Path) -> None:
     ok(run_stage("clone.py", ctx, tmp_path))
     result = run_stage("open_pr_local.py", ctx, tmp_path)

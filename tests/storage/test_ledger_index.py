@@ -114,6 +114,7 @@ def test_rows_of_a_decision_are_read_by_offset_not_by_a_scan(
     assert ledger.rows_of("no such decision") == []
 
 
+@pytest.mark.slow
 def test_an_index_left_behind_catches_up_from_the_tail_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

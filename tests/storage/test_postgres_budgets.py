@@ -48,6 +48,7 @@ def terminate(url: str, pid: int) -> None:
 # --------------------------------------------------------------------------- same values
 
 
+@pytest.mark.slow
 def test_a_scripted_sequence_gives_the_file_stores_budgets(db: str, tmp_path: Path) -> None:
     in_file, pg = BudgetStore(tmp_path), PostgresBudgets(db)
     recovery = RecoveryConfig(max_retries_per_ticket=2, max_infra_retries_per_ticket=2)
@@ -146,6 +147,7 @@ def _run_two(target: Any, *args: Any) -> None:
     assert [proc.exitcode for proc in procs] == [0, 0]
 
 
+@pytest.mark.slow
 def test_two_processes_charging_one_cap_get_exactly_the_cap(db: str) -> None:
     _run_two(_charge_many, db, 30, 25)
     budget = PostgresBudgets(db).load("T-1")
@@ -159,6 +161,7 @@ def test_two_processes_charging_one_cap_get_exactly_the_cap(db: str) -> None:
     assert count == 25 and positions == list(range(25))
 
 
+@pytest.mark.slow
 def test_two_processes_charging_without_a_cap_lose_no_charge(db: str) -> None:
     _run_two(_charge_many, db, 40, None)
     budget = PostgresBudgets(db).load("T-1")
@@ -175,6 +178,7 @@ def _reserve_many(url: str, worker: str, count: int, start: Any) -> None:
             budget.record("model-a", 1000, 100, key=f"{worker}-{n}")
 
 
+@pytest.mark.slow
 def test_two_processes_reserving_one_batch_budget_get_exactly_its_calls(db: str) -> None:
     _run_two(_reserve_many, db, 30)
     budget = PostgresBatchBudget(db, "B-1", BatchConfig(max_model_calls=25), PRICES)
@@ -185,6 +189,7 @@ def test_two_processes_reserving_one_batch_budget_get_exactly_its_calls(db: str)
     assert budget.read().calls == 25 and budget.read().input_tokens == 25_000
 
 
+@pytest.mark.slow
 def test_the_batch_budget_refuses_as_the_file_budget_does(db: str, tmp_path: Path) -> None:
     for caps in (
         BatchConfig(max_model_calls=3),

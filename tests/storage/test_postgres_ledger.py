@@ -150,6 +150,7 @@ def _append_many(url: str, writer: str, count: int, start: Any) -> None:
         ledger.append(row(n, decision_id=f"{writer}-{n}"))
 
 
+@pytest.mark.slow
 def test_two_processes_appending_make_one_chain(db: str) -> None:
     ctx = multiprocessing.get_context("fork")
     start = ctx.Barrier(2)

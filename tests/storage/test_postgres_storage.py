@@ -61,6 +61,7 @@ with storage.locks.ticket("T-1"):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the_database(
     pg_url: str, tmp_path: Path

@@ -188,6 +188,7 @@ def holder(kind: str, root: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 def test_a_ticket_held_by_another_process_is_reported_with_its_pid(tmp_path: Path) -> None:
     proc = holder("ticket", tmp_path)
     try:
@@ -202,6 +203,7 @@ def test_a_ticket_held_by_another_process_is_reported_with_its_pid(tmp_path: Pat
         assert (tmp_path / "locks" / "CARDS-1.lock").read_text() == f"{os.getpid()}\n"
 
 
+@pytest.mark.slow
 def test_flock_without_waiting_refuses_and_with_missing_ok_yields_none(tmp_path: Path) -> None:
     proc = holder("plain", tmp_path)
     try:

@@ -207,9 +207,7 @@ def lingering(marker: str) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize(
-    "where", ["check", "stage", "engine"]
-)
+@pytest.mark.parametrize("where", ["check", "stage", "engine"])
 def test_a_hostile_project_reaches_nothing_outside_its_clone(outside: Path, where: str) -> None:
     """``check``: the attack is the project's own test. ``stage``: it is what a coding
     stage runs (a command stage), which may write the clone's ``.git`` (it commits):

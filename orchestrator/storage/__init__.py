@@ -81,6 +81,7 @@ _FROM: dict[str, str] = {
     "VerdictFile": "layout",
     "is_run_id": "layout",
     "run_record_paths": "layout",
+    "run_records_by_ticket": "layout",
     "ticket_of": "layout",
     "verdict_files": "layout",
     "config_path": "locate",
@@ -102,6 +103,7 @@ _FROM: dict[str, str] = {
     "prune_runs": "retention",
     "read_mark": "retention",
     "resolve_run_id": "run_ids",
+    "LatestRuns": "runs",
     "RunStore": "runs",
     "interrupts_held": "runs",
     "read_record_file": "runs",
@@ -153,6 +155,7 @@ __all__ = [
     "FileStorage",
     "IntakeFiles",
     "JournaledReply",
+    "LatestRuns",
     "Locks",
     "NotQueued",
     "NotifyOutbox",
@@ -206,6 +209,7 @@ __all__ = [
     "resolve_state_dir",
     "rotate_log",
     "run_record_paths",
+    "run_records_by_ticket",
     "state_dir",
     "state_dir_problem",
     "ticket_files",
@@ -281,6 +285,7 @@ if TYPE_CHECKING:
         VerdictFile,
         is_run_id,
         run_record_paths,
+        run_records_by_ticket,
         ticket_of,
         verdict_files,
     )
@@ -317,6 +322,12 @@ if TYPE_CHECKING:
         read_mark,
     )
     from orchestrator.storage.run_ids import resolve_run_id
-    from orchestrator.storage.runs import RunStore, interrupts_held, read_record_file, ticket_lock
+    from orchestrator.storage.runs import (
+        LatestRuns,
+        RunStore,
+        interrupts_held,
+        read_record_file,
+        ticket_lock,
+    )
     from orchestrator.storage.ticket_queue import copy_queued_ticket, ticket_files, write_sub_ticket
     from orchestrator.storage.transcripts import read_texts, replies_dir, write_texts

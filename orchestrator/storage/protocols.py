@@ -5,6 +5,7 @@ worker's shared store (a database, a bucket) implements these same protocols; th
 cases in ``app/`` depend on them, not on paths.
 
     Runs           run records: save after every transition, load, latest of a ticket
+                   (or of many tickets at once)
     Decisions      verdict files: one per decision, written once, found by run or ticket
     Approvals      the answer to a decision, written once (signed: approvals.py)
     Budgets        per-ticket charges, keyed so a re-executed decision never pays twice
@@ -15,7 +16,7 @@ cases in ``app/`` depend on them, not on paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
         RepairResult,
         VerifyResult,
     )
-    from orchestrator.storage.runs import RunStore
+    from orchestrator.storage.runs import LatestRuns, RunStore
 
 
 class Runs(Protocol):
@@ -47,6 +48,12 @@ class Runs(Protocol):
     def load(self, run_id: str) -> RunRecord: ...
 
     def latest_for_ticket(self, ticket_id: str) -> RunRecord | None: ...
+
+    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
+        """Each ticket's latest run id (as ``latest_for_ticket`` picks it), found for all
+        of them at once: one listing, one query; a ticket with a damaged record is in
+        ``unreadable``."""
+        ...
 
     def run_dir(self, run_id: str) -> Path:
         """The run's workspace (ticket snapshot, clone, logs): always a local directory,

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord
@@ -25,7 +25,7 @@ from orchestrator.domain.validation import read_model
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage._locks import holder_lock
 from orchestrator.storage.crash_points import MACHINE_LOCAL, CrashPoint, crash_point
-from orchestrator.storage.layout import StateLayout, is_run_id, run_record_paths
+from orchestrator.storage.layout import StateLayout, is_run_id, run_records_by_ticket
 
 
 def read_record_file(path: Path) -> RunRecord:
@@ -131,20 +131,55 @@ class RunStore:
         """The ticket's most recent run. Only this ticket's records are read (by name), so
         another ticket's damaged file cannot block it; a damaged record of its own raises
         StateError with the path and the reason rather than being silently passed over."""
-        best: tuple[str, Path] | None = None
-        for path in run_record_paths(self.runs_dir, ticket_id):
+        paths = run_records_by_ticket(self.runs_dir, (ticket_id,)).get(ticket_id)
+        return read_record_file(_latest_of(ticket_id, paths)) if paths else None
+
+    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
+        """Each ticket's most recent run id, as ``latest_for_ticket`` picks it, from one
+        listing of ``runs/`` for all of them (never one per ticket), each record read once
+        as plain JSON (no validation: only its ticket and start are looked at). A ticket
+        with no run is in neither map; one with a record that cannot be read is in
+        ``unreadable`` with the reason (``latest_for_ticket`` raises it)."""
+        latest: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
+        if not ticket_ids:
+            return LatestRuns(latest, unreadable)
+        for ticket_id, paths in run_records_by_ticket(self.runs_dir, ticket_ids).items():
             try:
-                raw = json.loads(path.read_bytes())
-            except OSError as exc:
-                raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
-            except ValueError as exc:
-                raise StateError(f"state error: {path}: not valid JSON: {exc}") from None
-            if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
-                raise StateError(f"state error: {path}: not a run record of {ticket_id}")
-            created = str(raw.get("created_at", ""))
-            if best is None or created > best[0]:
-                best = (created, path)
-        return read_record_file(best[1]) if best else None
+                latest[ticket_id] = _latest_of(ticket_id, paths).stem
+            except StateError as exc:
+                unreadable[ticket_id] = str(exc)
+        return LatestRuns(latest, unreadable)
+
+
+class LatestRuns(NamedTuple):
+    """``Runs.latest_runs``'s answer: ticket → its latest run id, and ticket → why one of
+    its records could not be read (its latest is then unknown)."""
+
+    run_ids: dict[str, str]
+    unreadable: dict[str, str]
+
+
+def _latest_of(ticket_id: str, paths: Iterable[Path]) -> Path:
+    """The record among ``paths`` (one ticket's, in name order) with the latest
+    ``created_at`` as written; on a tie, the first by name. Every one is read: a damaged
+    record of the ticket is a StateError, never passed over."""
+    best: tuple[str, Path] | None = None
+    for path in paths:
+        try:
+            raw = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
+        except ValueError as exc:
+            raise StateError(f"state error: {path}: not valid JSON: {exc}") from None
+        if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
+            raise StateError(f"state error: {path}: not a run record of {ticket_id}")
+        created = str(raw.get("created_at", ""))
+        if best is None or created > best[0]:
+            best = (created, path)
+    if best is None:
+        raise StateError(f"state error: no run record of {ticket_id}")
+    return best[1]
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -50,7 +50,7 @@ from orchestrator.storage.postgres.session import (
     transaction,
 )
 from orchestrator.storage.redis.errors import FencedOut
-from orchestrator.storage.runs import interrupts_held
+from orchestrator.storage.runs import LatestRuns, interrupts_held
 
 if TYPE_CHECKING:
     import psycopg
@@ -411,6 +411,34 @@ class PostgresRuns:
         if record.ticket_id != ticket_id:
             raise StateError(f"state error: run {found[0]}: not a run record of {ticket_id}")
         return record
+
+    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
+        """Each ticket's latest run id, as ``latest_for_ticket`` picks it, in one query
+        for all of them (never one per ticket). Each latest record is read as plain JSON
+        (its ticket checked, not the whole record validated); one that is not a run record
+        of its ticket puts the ticket in ``unreadable``."""
+        wanted = sorted(set(ticket_ids))
+        if not wanted:
+            return LatestRuns({}, {})
+        with _statement(self._connect) as conn:
+            found = conn.execute(
+                "SELECT DISTINCT ON (ticket_id) ticket_id, run_id, record FROM runs "
+                'WHERE ticket_id = ANY(%s) ORDER BY ticket_id, created_at DESC, run_id COLLATE "C"',
+                (wanted,),
+            ).fetchall()
+        latest: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
+        for ticket_id, run_id, text in found:
+            try:
+                raw = json.loads(text)
+            except ValueError as exc:
+                unreadable[ticket_id] = f"state error: run {run_id} in {WHERE}: not valid JSON: {exc}"
+                continue
+            if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
+                unreadable[ticket_id] = f"state error: run {run_id}: not a run record of {ticket_id}"
+                continue
+            latest[ticket_id] = run_id
+        return LatestRuns(latest, unreadable)
 
 
 def parse_record(run_id: str, text: str) -> RunRecord:

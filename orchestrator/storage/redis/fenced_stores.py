@@ -12,14 +12,14 @@ local mode does not wrap its stores at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.storage.files import writes_checked_by
 from orchestrator.storage.redis.fence import Fence
-from orchestrator.storage.runs import RunStore
+from orchestrator.storage.runs import LatestRuns, RunStore
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -57,6 +57,9 @@ class FencedRuns:
 
     def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
         return self.inner.latest_for_ticket(ticket_id)
+
+    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
+        return self.inner.latest_runs(ticket_ids)
 
     def run_dir(self, run_id: str) -> Path:
         return self.inner.run_dir(run_id)

@@ -109,6 +109,13 @@ def parsed(path: Path) -> ast.AST:
     return ast.parse(path.read_text(), filename=str(path))
 
 
+@functools.cache
+def imports_in(path: Path) -> tuple[str, ...]:
+    """``imported`` over the module's tree, walked once for every rule below: walking
+    the package's trees again for each rule was most of these tests' time."""
+    return tuple(imported(parsed(path), path))
+
+
 def each_module(check: Callable[[Path], None], paths: Iterable[Path]) -> list[str]:
     """``check`` on every module: what it refused, one line a module (empty: none). One
     test per rule over the whole package, rather than one per module: the same
@@ -152,7 +159,7 @@ def _nothing_in_recovery_can_execute_anything(path: Path) -> None:
         "orchestrator.app.substrate",
         "git",
     }
-    bad = sorted({name for name in imported(tree, path) if matches(name, forbidden)})
+    bad = sorted({name for name in imports_in(path) if matches(name, forbidden)})
     assert bad == [], f"{rel(path)} imports {bad}"
     assert list(os_process_calls(tree)) == [], rel(path)
 
@@ -165,13 +172,13 @@ def _only_the_runner_starts_processes(path: Path) -> None:
     if rel(path) in (RUNNER, REAPER, LAUNCHER, BRIDGE, SANDBOX_INIT):
         return
     tree = parsed(path)
-    bad = sorted({name for name in imported(tree, path) if matches(name, PROCESS_MODULES)})
+    bad = sorted({name for name in imports_in(path) if matches(name, PROCESS_MODULES)})
     assert bad == [], (
         f"{rel(path)} imports {bad}: processes start in orchestrator/execution/runner.py only"
     )
     assert list(os_process_calls(tree)) == [], rel(path)
     if rel(path) not in GITPYTHON_ALLOWED:
-        uses_git = sorted({n for n in imported(tree, path) if matches(n, {"git"})})
+        uses_git = sorted({n for n in imports_in(path) if matches(n, {"git"})})
         assert uses_git == [], f"{rel(path)} imports GitPython, which starts git processes"
 
 
@@ -186,9 +193,7 @@ def test_the_reaper_is_the_runners_other_half_and_nothing_else() -> None:
     assert not (names & PROCESS_MODULES), "it forks and execs itself, without subprocess"
     assert sorted(set(os_process_calls(parsed(reaper)))) == ["posix.execve", "posix.fork"]
     for path in modules():
-        bad = {
-            n for n in imported(parsed(path), path) if matches(n, {"orchestrator.execution.reaper"})
-        }
+        bad = {n for n in imports_in(path) if matches(n, {"orchestrator.execution.reaper"})}
         assert bad == set(), f"{rel(path)} imports the reaper: only the runner runs it, by path"
     mentions = sorted(rel(p) for p in modules() if "reaper.py" in p.read_text() and p != reaper)
     assert mentions == [RUNNER], mentions
@@ -247,7 +252,7 @@ def test_only_the_gateway_imports_the_model_sdk() -> None:
 
 
 def _only_the_gateway_imports_the_model_sdk(path: Path) -> None:
-    names = {n for n in imported(parsed(path), path) if matches(n, SDK_MODULES)}
+    names = {n for n in imports_in(path) if matches(n, SDK_MODULES)}
     if rel(path) == "orchestrator/recovery/anthropic_gateway.py":
         assert "anthropic" in names
     else:
@@ -261,7 +266,7 @@ def test_only_the_prefilter_imports_re2() -> None:
 def _only_the_prefilter_imports_re2(path: Path) -> None:
     # The scan's speed-up is optional (no wheel on some platforms): one module decides
     # whether it is there, and everything else works through it.
-    names = {n for n in imported(parsed(path), path) if matches(n, {"re2"})}
+    names = {n for n in imports_in(path) if matches(n, {"re2"})}
     if rel(path) == "orchestrator/reading/prefilter.py":
         assert "re2" in names
     else:
@@ -305,7 +310,7 @@ def test_nothing_imports_the_stage_programs() -> None:
 
 def _nothing_imports_the_stage_programs(path: Path) -> None:
     """A stage is a separate program; importing one would run its git calls in-process."""
-    bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.stages"})})
+    bad = sorted({n for n in imports_in(path) if matches(n, {"orchestrator.stages"})})
     assert bad == [], f"{rel(path)} imports {bad}: stages run through the runner only"
 
 
@@ -327,7 +332,7 @@ def test_nothing_the_pipeline_imports_imports_the_demo() -> None:
 def _nothing_the_pipeline_imports_imports_the_demo(path: Path) -> None:
     """The demo is a fixture builder (GitPython, example data), not part of the product:
     the pipeline must run, and install, as if it were absent."""
-    bad = sorted({n for n in imported(parsed(path), path) if matches(n, {"orchestrator.demo"})})
+    bad = sorted({n for n in imports_in(path) if matches(n, {"orchestrator.demo"})})
     assert bad == [], f"{rel(path)} imports {bad}: only `orchestrator demo` may"
 
 
@@ -382,9 +387,8 @@ def test_nothing_in_recovery_names_an_actions_apply() -> None:
 
 
 def _nothing_in_recovery_names_an_actions_apply(path: Path) -> None:
-    tree = parsed(path)
     bad = sorted(
-        n for n in imported(tree, path)
+        n for n in imports_in(path)
         if n.startswith("orchestrator.actions.") and n.rsplit(".", 1)[-1] in ("apply", "stop")
     )  # fmt: skip
     assert bad == [], f"{rel(path)} imports {bad}"
@@ -469,9 +473,10 @@ def test_only_the_fleet_packages_import_the_queue_and_only_lazily() -> None:
 
 
 def _only_the_fleet_packages_import_the_queue_and_only_lazily(path: Path) -> None:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
+    assert isinstance(tree, ast.Module)
     for library, owner in QUEUE_IMPORTERS.items():
-        anywhere = {n for n in imported(tree, path) if matches(n, {library})}
+        anywhere = {n for n in imports_in(path) if matches(n, {library})}
         if owner not in path.parents:
             assert anywhere == set(), (
                 f"{rel(path)} imports {sorted(anywhere)}: only {rel(owner)}/ may"

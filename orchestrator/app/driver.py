@@ -457,6 +457,8 @@ def describe_failure(attempt: Attempt) -> str:
     tail = f": {said}; {where}" if said else f"; {where}"
     if check is not None:
         how = "timed out" if check.timed_out else f"exited {check.exit_code}"
+        if check.signal and not check.timed_out:
+            how = f"was killed by signal {check.signal}"
         return f"check {check.name!r} {how}{tail}"
     if attempt.error:
         return f"stage {attempt.stage!r}: {attempt.error}; {where}"

@@ -64,6 +64,8 @@ class CheckResult(Frozen):
     command: tuple[str, ...]
     exit_code: int | None
     timed_out: bool = False
+    # N when it was killed by signal N (its exit code is then 128+N), as on an ``Attempt``.
+    signal: int | None = None
     skipped: bool = False
     duration_s: float = 0.0
     log_path: str | None = None
@@ -93,6 +95,7 @@ class FailingCheck(Frozen):
     exit_code: int | None
     timed_out: bool
     log_path: str | None
+    signal: int | None = None
 
 
 class Attempt(Frozen):

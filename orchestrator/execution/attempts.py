@@ -294,6 +294,7 @@ def run_check(
         command=outcome.argv,
         exit_code=outcome.exit_code,
         timed_out=outcome.timed_out,
+        signal=outcome.signal,
         duration_s=round(outcome.duration_s, 6),
         log_path=str(outcome.log_path),
         error=outcome.error,
@@ -526,6 +527,7 @@ def _run_checks(
                 exit_code=result.exit_code,
                 timed_out=result.timed_out,
                 log_path=result.log_path,
+                signal=result.signal,
             )
             named = result
             break
@@ -538,6 +540,7 @@ def _run_checks(
             "duration_s": round((ended - attempt.started_at).total_seconds(), 6),
             "exit_code": failing.exit_code if failing else 0,
             "timed_out": failing.timed_out if failing else False,
+            "signal": failing.signal if failing else None,
             "log_path": failing.log_path if failing else last_log,
             "checks": tuple(results),
             "failing_check": failing,

@@ -114,10 +114,12 @@ def run_recipe(
         )
         commands.append(
             {"argv": list(argv), "exit_code": outcome.exit_code, "timed_out": outcome.timed_out,
-             "log_path": str(outcome.log_path), "error": outcome.error}
+             "signal": outcome.signal, "log_path": str(outcome.log_path), "error": outcome.error}
         )  # fmt: skip
         if not outcome.ok:
             how = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"
+            if outcome.signal:
+                how = f"was killed by signal {outcome.signal} (exit {outcome.exit_code})"
             return RecipeRun(tuple(commands), f"recipe command {index} {how}")
         stop = between()
         if stop is not None:

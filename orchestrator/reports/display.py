@@ -36,6 +36,8 @@ def attempt_summary(attempt: Attempt) -> str:
     if attempt.failing_check is not None:
         check = attempt.failing_check
         how = "timed out" if check.timed_out else f"exited {check.exit_code}"
+        if check.signal and not check.timed_out:
+            how = f"killed by signal {check.signal}"
         return f"check {check.name} {how} after {took}"
     if attempt.error:
         return f"failed: {attempt.error}"

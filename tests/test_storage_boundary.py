@@ -212,13 +212,14 @@ def test_only_the_ledger_package_imports_its_inner_modules() -> None:
         *(ROOT / "tests").rglob("*.py"),
         *(ROOT / "bench").rglob("*.py"),
     ]
+    # An import of the ledger's inner modules names the ledger, whether absolute or
+    # relative: a file that never says "ledger" is not parsed (most of the tests are not).
+    texts = {path: path.read_text() for path in sources if LEDGER_DIR not in path.parents}
     offending = [
         f"{rel(path)}:{line}: {name}"
-        for path in sorted(sources)
-        if LEDGER_DIR not in path.parents
-        for line, name in inner_ledger_imports(
-            ast.parse(path.read_text(), filename=str(path)), inner
-        )
+        for path, text in sorted(texts.items())
+        if "ledger" in text
+        for line, name in inner_ledger_imports(ast.parse(text, filename=str(path)), inner)
     ]
     assert offending == [], f"import these from {LEDGER} (its __init__) instead:\n" + "\n".join(
         offending

@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import textwrap
+import threading
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class Workshop:
         self.root = root
         self.home = root / "_home"
         self.home.mkdir(parents=True, exist_ok=True)
+        self.mypy_cache_lock = threading.Lock()
 
     def project(self, name: str, files: dict[str, str]) -> Path:
         where = self.root / name
@@ -376,10 +378,25 @@ def ruff_format_check(ws: Workshop) -> Ran:
     return _ruff(ws, "ruff-format", "def f( a,b ):\n  return {'a':a,'b':b}\n", "format", "--check")
 
 
+def _mypy_standard_library(ws: Workshop) -> Path:
+    """A mypy cache of the standard library's stubs (--strict), made once per build: each
+    mypy shape starts from a copy of it (1.3 s of CPU a run cold, 0.3 s warm). A cache
+    changes how long mypy takes, not what it prints."""
+    cache = ws.root / "_mypy_cache-stdlib"
+    with ws.mypy_cache_lock:
+        if not cache.is_dir():
+            where = ws.project("mypy-stdlib", {"clean.py": "X: int = 1\n"})
+            warm = ws.root / "_mypy_cache-stdlib.partial"
+            ws.quiet((PY, "-m", "mypy", "--strict", "--cache-dir", str(warm), "clean.py"), where)
+            warm.rename(cache)
+    return cache
+
+
 def _mypy(ws: Workshop, name: str, source: str, *, colour: bool = False, json: bool = False) -> Ran:
     where = ws.project(name, {"typed.py": source})
     # One cache per run: the shapes run in parallel, and mypy's cache is not for sharing.
     cache = ws.root / f"_mypy_cache-{name}"
+    shutil.copytree(_mypy_standard_library(ws), cache)
     return ws.run(
         (PY, "-m", "mypy", "--strict", "--cache-dir", str(cache),
          "--color-output" if colour else "--no-color-output",

@@ -37,10 +37,27 @@ class Links:
 
     def __init__(self, page_path: Path) -> None:
         self.base = os.path.abspath(page_path.parent)
+        self._relative: dict[str, str] = {}
 
     def href(self, target: Path) -> str:
-        relative = os.path.relpath(os.path.abspath(target), self.base)
-        return esc(quote(Path(relative).as_posix(), safe="/"))
+        relative = self._relative_of(os.path.abspath(target))
+        return esc(quote(relative.replace(os.sep, "/"), safe="/"))
+
+    def _relative_of(self, path: str) -> str:
+        """``os.path.relpath(path, self.base)`` for a normalised absolute path, with each
+        directory's answer kept: a page links thousands of files in a few directories,
+        and relpath splits both paths apart each time (issue 41)."""
+        found = self._relative.get(path)
+        if found is None:
+            parent, name = os.path.split(path)
+            if not name or path == self.base or self.base.startswith(path + os.sep):
+                # the page's directory or one above it: relpath counts the steps
+                found = os.path.relpath(path, self.base)
+            else:
+                above = self._relative_of(parent)
+                found = name if above == os.curdir else os.path.join(above, name)
+            self._relative[path] = found
+        return found
 
     def a(self, target: Path | None, label: str) -> str:
         if target is None:

@@ -23,7 +23,7 @@ from orchestrator.reports.report_data import (
     ReportData,
     Spend,
 )
-from orchestrator.reports.run_reader import Context, run_view
+from orchestrator.reports.run_reader import Context, Files, run_view
 from orchestrator.storage import (
     LATEST,
     BatchRecord,
@@ -113,9 +113,7 @@ def _superseded(storage: StateStorage, records: list[RunRecord]) -> frozenset[st
     made a report over 1,000 tickets take seconds)."""
     latest = storage.runs.latest_runs({r.ticket_id for r in records}).run_ids
     return frozenset(
-        r.run_id
-        for r in records
-        if r.ticket_id in latest and latest[r.ticket_id] != r.run_id
+        r.run_id for r in records if r.ticket_id in latest and latest[r.ticket_id] != r.run_id
     )
 
 
@@ -176,7 +174,8 @@ def read_report(
             scope = f"runs active since {cutoff:%Y-%m-%d %H:%M:%S}Z"
     records.sort(key=lambda r: (_aware(r.created_at), r.run_id))
     superseded = _superseded(storage, records)
-    runs = tuple(run_view(storage, record, context) for record in records)
+    files = Files()
+    runs = tuple(run_view(storage, record, context, files) for record in records)
     warnings += [
         f"{run.run_id}: decision {d.number}: {d.unreadable}"
         for run in runs

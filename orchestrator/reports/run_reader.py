@@ -7,7 +7,9 @@ links found where it is now, beside the run's record.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +52,48 @@ class Context:
     config_file: Path | None = None
 
 
-def _exists(path: str | Path | None) -> Path | None:
-    if not path:
-        return None
-    found = Path(path)
-    return found.resolve() if found.is_file() else None
+class Files:
+    """Which files exist, each as its resolved path (``Path.resolve``), for one report.
+    A report looks for thousands of files: what is not a symbolic link resolves to its
+    directory's resolved path plus its name, so each directory is resolved once and each
+    file costs one ``lstat`` (resolving each file walked every directory above it)."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, str] = {}
+
+    def _real_dir(self, directory: str) -> str:
+        real = self._dirs.get(directory)
+        if real is None:
+            parent, name = os.path.split(directory)
+            try:
+                mode = os.lstat(directory).st_mode
+            except OSError:
+                mode = 0
+            if name in ("", os.curdir) or not stat.S_ISDIR(mode):  # a link, or gone
+                real = os.path.realpath(directory)
+            else:
+                real = os.path.join(self._real_dir(parent), name)
+            self._dirs[directory] = real
+        return real
+
+    def __call__(self, path: str | Path | None) -> Path | None:
+        if not path:
+            return None
+        text = os.fspath(path)
+        try:
+            mode = os.lstat(text).st_mode
+        except (OSError, ValueError):
+            return None
+        parent, name = os.path.split(text)
+        if (
+            stat.S_ISREG(mode)
+            and os.path.isabs(text)
+            and name
+            and os.pardir not in text.split(os.sep)
+        ):
+            return Path(self._real_dir(parent), name)
+        found = Path(text)  # a link, a relative path, or not a file: as it always was
+        return found.resolve() if found.is_file() else None
 
 
 class _Workspace:
@@ -63,17 +102,18 @@ class _Workspace:
     backup) has them under its own run directory instead, and the old place may hold
     someone else's files by now, so only the run's own directory is looked in."""
 
-    def __init__(self, recorded_run_dir: str, run_dir: Path) -> None:
+    def __init__(self, recorded_run_dir: str, run_dir: Path, files: Files) -> None:
         self.recorded = Path(recorded_run_dir)
         self.run_dir = run_dir
+        self.exists = files
 
     def file(self, recorded: str | Path | None) -> Path | None:
         if not recorded:
             return None
         path = Path(recorded)
         if path.is_relative_to(self.recorded):
-            return _exists(self.run_dir / path.relative_to(self.recorded))
-        return _exists(path)
+            return self.exists(self.run_dir / path.relative_to(self.recorded))
+        return self.exists(path)
 
 
 def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
@@ -188,12 +228,12 @@ def _cost(record: VerdictRecord, prices: Mapping[str, PriceConfig]) -> float | N
 
 
 def _decision(
-    storage: StateStorage, record: RunRecord, ref: VerdictRef, context: Context
+    storage: StateStorage, record: RunRecord, ref: VerdictRef, context: Context, exists: Files
 ) -> DecisionView:
     layout = storage.layout
     # Beside the run record, whatever path the record kept (a state dir may have moved).
-    verdict_file = _exists(layout.verdict_path(record.run_id, ref.number))
-    bundle_file = _exists(layout.bundle_path(record.run_id, ref.number))
+    verdict_file = exists(layout.verdict_path(record.run_id, ref.number))
+    bundle_file = exists(layout.bundle_path(record.run_id, ref.number))
     decided: VerdictRecord | None = None
     unreadable = None
     if verdict_file is None:
@@ -278,13 +318,17 @@ def _awaiting(
     )
 
 
-def run_view(storage: StateStorage, record: RunRecord, context: Context) -> RunView:
-    """One run, with everything the page shows about it."""
+def run_view(
+    storage: StateStorage, record: RunRecord, context: Context, files: Files | None = None
+) -> RunView:
+    """One run, with everything the page shows about it (``files``: the report's, shared
+    by its runs)."""
+    exists = files if files is not None else Files()
     layout = storage.layout
     pruned = read_mark(layout, record.run_id)
-    decisions = tuple(_decision(storage, record, ref, context) for ref in record.verdicts)
-    handoff_file = _exists(layout.handoff_path(record.run_id))
-    workspace = _Workspace(record.run_dir, layout.run_dir(record.run_id))
+    decisions = tuple(_decision(storage, record, ref, context, exists) for ref in record.verdicts)
+    handoff_file = exists(layout.handoff_path(record.run_id))
+    workspace = _Workspace(record.run_dir, layout.run_dir(record.run_id), exists)
     handoff_text = None
     if handoff_file is not None:
         try:
@@ -319,5 +363,5 @@ def run_view(storage: StateStorage, record: RunRecord, context: Context) -> RunV
             + f", at stage {r.stage}"
             for r in record.resumes
         ),
-        record_file=_exists(layout.record_path(record.run_id)),
+        record_file=exists(layout.record_path(record.run_id)),
     )

@@ -432,10 +432,14 @@ class PostgresRuns:
             try:
                 raw = json.loads(text)
             except ValueError as exc:
-                unreadable[ticket_id] = f"state error: run {run_id} in {WHERE}: not valid JSON: {exc}"
+                unreadable[ticket_id] = (
+                    f"state error: run {run_id} in {WHERE}: not valid JSON: {exc}"
+                )
                 continue
             if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
-                unreadable[ticket_id] = f"state error: run {run_id}: not a run record of {ticket_id}"
+                unreadable[ticket_id] = (
+                    f"state error: run {run_id}: not a run record of {ticket_id}"
+                )
                 continue
             latest[ticket_id] = run_id
         return LatestRuns(latest, unreadable)

@@ -20,6 +20,10 @@ exactly our subtree in /proc, and it ends with us:
 
 The runner talks to us over our stdin (one JSON spec, then EOF) and stdout (JSON lines:
 ``started`` once the stage runs, then exactly one of ``exit``, ``signal`` or ``error``).
+A stage that is only a wrapper (a sandbox: bwrap turns a command's death by signal N into
+an exit 128+N) may be handed a pipe (``status_fd``) on which its first process reports
+the command's raw wait status: ``signal`` N is then reported where the stage's exit is
+128+N and that status says N (``inner_signal``).
 Only we hold those pipes; the stage never sees them, so nothing it leaves behind can make
 the runner's read hang. Without /proc or prctl (not Linux) the stage's group is all we
 can find; the runner's own sweeps still run.

@@ -122,7 +122,10 @@ class SandboxSpec:
     commit identity usually lives. ``seccomp``: refuse unix-socket creation (see
     ``sandbox_launch``). ``egress``: the hosts it may reach through the egress proxy (its
     network namespace has no route out; ``egress_proxy``), None: none unless
-    ``network`` (the host's whole network)."""
+    ``network`` (the host's whole network). ``reports_signal``: the sandbox's PID 1 is
+    ``sandbox_init.py``, which tells a command killed by signal N from one that exited
+    128+N (one more ``python -I -S`` start); False keeps bwrap's own init (the
+    orchestrator's own git calls, which need only whether git succeeded)."""
 
     writable: tuple[Path, ...]
     network: bool = False
@@ -141,6 +144,7 @@ class SandboxSpec:
     limits: SandboxLimits = NO_LIMITS
     seccomp: bool = True
     egress: EgressPolicy | None = None
+    reports_signal: bool = True
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The sandboxed command's whole environment, given the caller's."""
@@ -463,9 +467,10 @@ class SandboxedExecutor:
             # failed command, not one that was never there).
             return _refused(argv, log_path, missing, exit_code=EXIT_NOT_FOUND)
         confine = confinement(self.spec)
+        status_fd = STATUS_FD if self.spec.reports_signal else None
         wrapped = bwrap_argv(
             self.spec, argv, bwrap=self.locate(), cwd=request.cwd,
-            seccomp_fd=confine.fd if confine.data else None, status_fd=STATUS_FD,
+            seccomp_fd=confine.fd if confine.data else None, status_fd=status_fd,
         )  # fmt: skip
         sandboxed = replace(
             request,
@@ -475,7 +480,7 @@ class SandboxedExecutor:
             shown=f"{request.shown or shlex.join(argv)}    # sandbox: {describe(self.spec)}",
             confine=confine,
             # Its PID 1 says whether a signal ended the command (bwrap's exit cannot).
-            status_fd=STATUS_FD,
+            status_fd=status_fd,
         )
         if self.spec.egress is None:
             outcome = self.inner.run(sandboxed)

@@ -67,7 +67,12 @@ STAGE_VARIABLES: tuple[tuple[str, str], ...] = (
 # How a stage's ending is written in its attempt's ``exit_code``, beyond the status the
 # process itself exited with (a stage's own 0 is success, anything else a failure).
 RECORDED_EXIT_STATUSES: tuple[tuple[str, str], ...] = (
-    ("128+N", "killed by signal N (`signal` is set)"),
+    (
+        "128+N",
+        "killed by signal N (`signal` is set), whether it raised it, was sent it or the "
+        "kernel's OOM killer sent it, in the sandbox or not; a program that itself exits "
+        "128+N (`exit 139`) is recorded with `signal` null",
+    ),
     (str(EXIT_TIMEOUT), "our timeout stopped it (`timed_out: true`)"),
     (str(EXIT_CANNOT_EXECUTE), "the program could not be executed (`error` says why)"),
     (

@@ -154,6 +154,8 @@ def git_profile(
         env_prefixes=(*BASE_ENV_PREFIXES, "GIT_"),
         env_set={**SANDBOX_ENV},
         limits=sandbox_limits(limits),
+        # Only whether git succeeded matters here: no init of ours to start (issue 41).
+        reports_signal=False,
     )
 
 

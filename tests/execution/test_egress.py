@@ -361,8 +361,8 @@ def test_the_bridge_keeps_the_commands_exit_and_leaves_nothing_behind(
     tmp_path: Path, script: str, exit_code: int
 ) -> None:
     """The command's status is its own (the bridge execs it): the same as without the
-    bridge, an exit, a death by signal (bwrap reports 128+N) or our timeout; and once it
-    has ended no helper is left."""
+    bridge, an exit, a death by signal (128+N, and the signal: issue 41) or our timeout;
+    and once it has ended no helper is left."""
     require_sandbox()
     marker = f"egress-test-{tmp_path.name}"  # in the command's argv: its bridge shows it
     timeout = 2.0 if script.startswith("sleep") else 60.0
@@ -375,4 +375,5 @@ def test_the_bridge_keeps_the_commands_exit_and_leaves_nothing_behind(
     seen = [(o.exit_code, o.signal, o.timed_out) for o in outcomes]  # type: ignore[attr-defined]
     assert seen[0] == seen[1]
     assert seen[1][0] == exit_code
+    assert seen[1][1] == (exit_code - 128 if exit_code > 128 else None)
     assert _bridges(marker) == []

@@ -24,10 +24,12 @@ from pathlib import Path
 import pytest
 from procfs import is_dead
 
+from orchestrator.domain.sandbox import SandboxConfig
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.process import ProcessOutcome, ProcessRequest
 from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import STATUS_FD, SandboxedExecutor
+from orchestrator.execution.stage_sandbox import git_profile
 
 from sandbox_required import require_sandbox
 
@@ -135,6 +137,32 @@ def test_a_report_the_command_forges_is_believed_only_where_the_exit_agrees(
     outcome = run("sandbox", ("sh", "-c", script), tmp_path)
     assert (outcome.exit_code, outcome.signal) == (3, None)
     assert "leaked" not in (tmp_path / "stage.log").read_text().splitlines()
+
+
+def test_the_orchestrators_own_git_calls_keep_bwraps_init_and_stages_get_ours(
+    tmp_path: Path,
+) -> None:
+    """Only what records a signal pays for the init's start: a git call needs only
+    whether git succeeded."""
+    require_sandbox()
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    git = git_profile(
+        clone, writes=False, state_dir=tmp_path / "state", home=None, limits=SandboxConfig()
+    )
+    inits = []
+    for spec in (recipe_spec(clone), git):
+        log = tmp_path / f"{len(inits)}.log"
+        outcome = SandboxedExecutor(LocalExecutor(), spec).run(
+            ProcessRequest(
+                ("cat", "/proc/1/cmdline"), cwd=clone, env=ENV, log_path=log, timeout_s=30,
+                kill_after_s=1,
+            )
+        )  # fmt: skip
+        assert outcome.ok, log.read_text()
+        inits.append(log.read_text().splitlines()[2])
+    assert "sandbox_init.py" in inits[0]
+    assert "sandbox_init" not in inits[1] and "bwrap" in inits[1]
 
 
 # --------------------------------------------------------------------------- from outside

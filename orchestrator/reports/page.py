@@ -10,7 +10,7 @@ is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -216,9 +216,24 @@ def _charts(data: ReportData) -> str:
 
 def render_page(data: ReportData, page_path: Path) -> str:
     """The whole page for ``data``, its links relative to ``page_path``'s directory."""
+    return "".join(page_parts(data, page_path))
+
+
+def page_parts(data: ReportData, page_path: Path) -> Iterator[str]:
+    """The page for ``data`` in the order it is read, a run at a time: what a writer
+    encodes as it goes, so a thousand runs' page is never held twice as text (issue 41)."""
     links = Links(page_path)
     now = data.generated_at
-    body = [
+    yield (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
+        # Belt and braces behind the escaping: this page may run no script and fetch
+        # nothing, whatever a ticket or a model managed to put into it.
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{esc(data.title)}</title><style>{STYLE}</style></head><body>"
+    )
+    yield from (
         f"<header><h1>{esc(data.title)}</h1>"
         f"<p>Generated {when(now)} from <code>{esc(data.state_dir)}</code>.</p>"
         '<nav aria-label="Sections"><ul><li><a href="#summary">Summary</a></li>'
@@ -229,27 +244,16 @@ def render_page(data: ReportData, page_path: Path) -> str:
         _waiting(data, links),
         _charts(data),
         '<section id="tickets" aria-labelledby="tickets-h"><h2 id="tickets-h">Tickets</h2>',
-    ]
+    )
     if not data.runs:
-        body.append("<p>No runs.</p>")
-    body.extend(render_run(run, links, now) for run in data.runs)
-    body.append("</section>")
+        yield "<p>No runs.</p>"
+    yield from (render_run(run, links, now) for run in data.runs)
+    yield "</section>"
     if data.warnings:
-        body.append(
+        yield (
             '<section id="warnings" aria-labelledby="warnings-h"><h2 id="warnings-h">'
             "Files that could not be read</h2><ul>"
             + "".join(f"<li>{esc(w)}</li>" for w in data.warnings)
             + "</ul></section>"
         )
-    body.append("</main>")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="color-scheme" content="light dark">'
-        # Belt and braces behind the escaping: this page may run no script and fetch
-        # nothing, whatever a ticket or a model managed to put into it.
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{esc(data.title)}</title><style>{STYLE}</style></head><body>"
-        + "".join(body)
-        + "</body></html>\n"
-    )
+    yield "</main></body></html>\n"

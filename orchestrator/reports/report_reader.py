@@ -8,7 +8,7 @@ becomes a warning on the page (and a line on stderr from the command), never a c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from orchestrator.reports.report_data import (
     BatchView,
     BudgetView,
     ReportData,
+    RunView,
     Spend,
 )
 from orchestrator.reports.run_reader import Context, Files, run_view
@@ -79,14 +80,27 @@ def _batch_run_ids(
     return list(dict.fromkeys(found)), frozenset(latest.values()) - reported
 
 
-def _load(storage: StateStorage, paths: Iterable[Path], warnings: list[str]) -> list[RunRecord]:
-    records = []
+def _load(
+    storage: StateStorage,
+    paths: Iterable[Path],
+    warnings: list[str],
+    context: Context,
+    keep: Callable[[RunRecord], bool] = lambda record: True,
+) -> list[RunView]:
+    """The runs at ``paths`` that ``keep`` keeps, each record read (and validated) once
+    and turned into what the page shows before the next is read: a thousand records are
+    never held at once (issue 41)."""
+    files = Files()
+    views = []
     for path in paths:
         try:
-            records.append(read_record_file(path))
+            record = read_record_file(path)
         except StateError as exc:
             warnings.append(str(exc))
-    return records
+            continue
+        if keep(record):
+            views.append(run_view(storage, record, context, files))
+    return views
 
 
 def _budget(batch: BatchRecord, storage: StateStorage, context: Context) -> BudgetView:
@@ -106,7 +120,7 @@ def _budget(batch: BatchRecord, storage: StateStorage, context: Context) -> Budg
     return BudgetView(spent, caps.max_model_calls, caps.max_tokens, caps.max_cost_usd)
 
 
-def _superseded(storage: StateStorage, records: list[RunRecord]) -> frozenset[str]:
+def _superseded(storage: StateStorage, records: list[RunView]) -> frozenset[str]:
     """The selected runs that are not their ticket's latest run in the state dir. A
     ticket whose records cannot all be read keeps its runs (the page warns of them).
     Every ticket's latest from one listing of the runs (issue 41: one listing a ticket
@@ -153,29 +167,36 @@ def read_report(
             )
         run_ids, if_active = _batch_run_ids(storage, batch, warnings)
         paths = [storage.layout.record_path(r) for r in run_ids]
-        records = [
-            r
-            for r in _load(storage, (p for p in paths if p.is_file()), warnings)
-            if r.run_id not in if_active or _aware(r.updated_at) >= _aware(batch.started_at)
-        ]
+        began = _aware(batch.started_at)
+        views = _load(
+            storage,
+            (p for p in paths if p.is_file()),
+            warnings,
+            context,
+            lambda r: r.run_id not in if_active or _aware(r.updated_at) >= began,
+        )
         scope = f"batch {batch.batch_id}"
     elif selection.run_ids:
         ids = [resolve_run_id(storage.runs, given) for given in selection.run_ids]
-        records = _load(
-            storage, (storage.layout.record_path(r) for r in dict.fromkeys(ids)), warnings
+        views = _load(
+            storage, (storage.layout.record_path(r) for r in dict.fromkeys(ids)), warnings, context
         )
         scope = "runs " + ", ".join(dict.fromkeys(ids))
     else:
-        records = _load(storage, run_record_paths(storage.layout.runs_dir), warnings)
         scope = "every run"
-        if selection.since is not None:
-            cutoff = _aware(selection.since)
-            records = [r for r in records if _aware(r.updated_at) >= cutoff]
+        cutoff = None if selection.since is None else _aware(selection.since)
+        views = _load(
+            storage,
+            run_record_paths(storage.layout.runs_dir),
+            warnings,
+            context,
+            lambda r: cutoff is None or _aware(r.updated_at) >= cutoff,
+        )
+        if cutoff is not None:
             scope = f"runs active since {cutoff:%Y-%m-%d %H:%M:%S}Z"
-    records.sort(key=lambda r: (_aware(r.created_at), r.run_id))
-    superseded = _superseded(storage, records)
-    files = Files()
-    runs = tuple(run_view(storage, record, context, files) for record in records)
+    views.sort(key=lambda r: (_aware(r.created_at), r.run_id))
+    superseded = _superseded(storage, views)
+    runs = tuple(views)
     warnings += [
         f"{run.run_id}: decision {d.number}: {d.unreadable}"
         for run in runs

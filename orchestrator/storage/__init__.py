@@ -8,6 +8,7 @@ below, whose file primitives (atomic writes, flocks) are private to the package.
     files         FileStorage(state_dir): the files backend, the default
     layout        every name under the state dir, and the finders
     runs          the run store, the ticket lock;  run_ids  what a RUN argument names
+    run_listing   each record's head, unvalidated, for a listing (``orchestrator runs``)
     decisions     verdict files;  approvals  approval records, signed
     budget        per-ticket charges;  batch_budget  one batch's model budget
     ledger/       the hash-chained decision ledger and its index (a subpackage)
@@ -103,6 +104,7 @@ _FROM: dict[str, str] = {
     "prune_runs": "retention",
     "read_mark": "retention",
     "resolve_run_id": "run_ids",
+    "run_headers": "run_listing",
     "LatestRuns": "runs",
     "RunStore": "runs",
     "interrupts_held": "runs",
@@ -208,6 +210,7 @@ __all__ = [
     "resolve_run_id",
     "resolve_state_dir",
     "rotate_log",
+    "run_headers",
     "run_record_paths",
     "run_records_by_ticket",
     "state_dir",
@@ -322,6 +325,7 @@ if TYPE_CHECKING:
         read_mark,
     )
     from orchestrator.storage.run_ids import resolve_run_id
+    from orchestrator.storage.run_listing import run_headers
     from orchestrator.storage.runs import (
         LatestRuns,
         RunStore,

@@ -74,7 +74,7 @@ def name_slug(name: str) -> str:
 def run_record_paths(runs_dir: Path, ticket_id: str | None = None) -> Iterator[Path]:
     """``runs/<run-id>.json`` files (of one ticket, if given), in name order."""
     wanted = None if ticket_id is None else (ticket_id,)
-    for _, name in _record_names(runs_dir, wanted):
+    for _, name in record_names(runs_dir, wanted):
         yield runs_dir / name
 
 
@@ -86,7 +86,7 @@ def run_records_by_ticket(
     gives ticket by ticket, without listing the directory once per ticket (issue 41: a
     report over 1,000 tickets listed its 4,000 entries 1,000 times)."""
     found: dict[str, list[Path]] = {}
-    for ticket, name in _record_names(runs_dir, ticket_ids):
+    for ticket, name in record_names(runs_dir, ticket_ids):
         found.setdefault(ticket, []).append(runs_dir / name)
     return found
 
@@ -95,7 +95,9 @@ def run_records_by_ticket(
 _RECORD_TAIL = len("-20261201T030405Z-0000.json")
 
 
-def _record_names(runs_dir: Path, ticket_ids: Collection[str] | None) -> Iterator[tuple[str, str]]:
+def record_names(
+    runs_dir: Path, ticket_ids: Collection[str] | None = None
+) -> Iterator[tuple[str, str]]:
     """(ticket, file name) of each run record in ``runs/``, in name order, from one
     ``os.listdir`` (a C call; ``Path.glob`` matched each of thousands of names in Python).
     A missing ``runs/`` has none; one that cannot be listed is a StateError."""
@@ -107,7 +109,8 @@ def _record_names(runs_dir: Path, ticket_ids: Collection[str] | None) -> Iterato
         raise StateError(f"state error: {runs_dir}: cannot list: {exc.strerror}") from None
     wanted = None if ticket_ids is None else frozenset(ticket_ids)
     for name in sorted(names):
-        if len(name) <= _RECORD_TAIL or not name.endswith(".json"):
+        # (``Z-<4 hex>.json``: a record's end; a verdict's, bundle's... is not)
+        if len(name) <= _RECORD_TAIL or name[-11] != "Z" or not name.endswith(".json"):
             continue
         # A record's ticket is its name without the fixed-length tail: a set look-up, and
         # the pattern only for a name of a wanted ticket.

@@ -17,11 +17,12 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.storage._atomic import atomic_write
 
 
-def publish(path: Path, text: str, *, what: str) -> Path:
-    """Write ``text`` to ``path`` atomically; a place that cannot be written is a usage
-    error naming it (``what``: the option that named it)."""
+def publish(path: Path, text: str | bytes, *, what: str) -> Path:
+    """Write ``text`` (or its UTF-8 ``bytes``) to ``path`` atomically; a place that
+    cannot be written is a usage error naming it (``what``: the option that named it)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        atomic_write(path, text.encode("utf-8"), mode=0o666 & ~_umask())
+        atomic_write(path, data, mode=0o666 & ~_umask())
     except OSError as exc:
         raise UsageError(f"{what}: cannot write {path}: {exc.strerror or exc}") from None
     return path

@@ -39,10 +39,12 @@ def context_of(config_file: Path) -> Context:
 
 
 def write_page(data: ReportData, path: Path, *, what: str) -> Path:
-    from orchestrator.reports.page import render_page
+    from orchestrator.reports.page import page_parts
 
     page = path.expanduser().absolute()
-    return publish(page, render_page(data, page), what=what)
+    # Encoded a part at a time: the page (thousands of runs) is held once, as bytes, not
+    # as text and again as its join and its encoding (issue 41: peak memory).
+    return publish(page, b"".join(p.encode("utf-8") for p in page_parts(data, page)), what=what)
 
 
 def write_metrics(data: ReportData, path: Path, *, what: str) -> Path:

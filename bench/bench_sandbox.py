@@ -8,7 +8,9 @@ through the ``LocalExecutor`` as it is today and through the ``SandboxedExecutor
 the recipe's own sandbox spec (clone writable, no network, the recipe environment). A
 check's start is ``true`` run plain and inside the full stage profile (homes and the
 state dir hidden, the clone writable with its ``.git`` read-only, the limits and the
-seccomp filter): what every stage and check now pays to start.
+seccomp filter): what every stage and check now pays to start. Of that, the share of the
+sandbox's init (``sandbox_init.py``, the PID 1 that tells a signal from an exit: one
+``python -I -S`` start) is timed against the same profile with bwrap's own init.
 Trials are interleaved so a busy moment slows both alike; the target is the difference of
 the medians: at most ``TARGET_MS`` added per sandboxed command. The one-time probe that
 checks the sandbox can start is timed apart (it is paid once per process).
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +81,7 @@ def timed_run(
     return elapsed
 
 
-def check_profile(state: Path, clone: Path) -> SandboxedExecutor:
+def check_profile(state: Path, clone: Path, *, reports_signal: bool = True) -> SandboxedExecutor:
     run_dir = clone.parent
     places = RunPlaces(
         state_dir=state, run_dir=run_dir, clone=clone, ticket_dir=run_dir / "ticket",
@@ -86,7 +89,7 @@ def check_profile(state: Path, clone: Path) -> SandboxedExecutor:
         home=Path(os.environ["HOME"]) if os.environ.get("HOME") else None,
     )  # fmt: skip
     spec = profile(SandboxOptions(), "check", cwd=clone, places=places, limits=SandboxConfig())
-    return SandboxedExecutor(LocalExecutor(), spec)
+    return SandboxedExecutor(LocalExecutor(), replace(spec, reports_signal=reports_signal))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark failed: the sandbox cannot start here: {reason}", file=sys.stderr)
         return 1
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    samples: dict[str, list[float]] = {"plain": [], "sandboxed": [], "start": [], "check": []}
+    samples: dict[str, list[float]] = {
+        "plain": [], "sandboxed": [], "start": [], "check": [], "no-init": [],
+    }  # fmt: skip
     try:
         with tempfile.TemporaryDirectory(prefix="orch-bench-sandbox-") as scratch:
             clone = Path(scratch) / "state" / "runs" / "B-1-r" / "clone"
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             make_repo(clone)
             sandboxed = SandboxedExecutor(local, recipe_spec(clone))
             checked = check_profile(Path(scratch) / "state", clone)
+            no_init = check_profile(Path(scratch) / "state", clone, reports_signal=False)
             logs = Path(scratch) / "logs"
             for trial in range(trials):  # interleaved
                 samples["plain"].append(timed_run(local, clone, logs / f"p{trial}.log", env))
@@ -123,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                 samples["check"].append(
                     timed_run(checked, clone, logs / f"c{trial}.log", env, ("true",))
                 )
+                samples["no-init"].append(
+                    timed_run(no_init, clone, logs / f"n{trial}.log", env, ("true",))
+                )
             inside = (logs / "s0.log").read_text()
             if "file3.txt" not in inside:
                 raise BenchError(f"the sandboxed git status did not see the change:\n{inside}")
@@ -130,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
 
-    plain, boxed, start, check = (
-        statistics.median(samples[k]) * 1000 for k in ("plain", "sandboxed", "start", "check")
+    plain, boxed, start, check, no_init_check = (
+        statistics.median(samples[k]) * 1000
+        for k in ("plain", "sandboxed", "start", "check", "no-init")
     )
     added, check_added = boxed - plain, check - start
     ok, check_ok = added <= TARGET_MS, check_added <= TARGET_MS
@@ -145,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  unsandboxed      median    {start:8.2f} ms")
     print(f"  sandboxed        median    {check:8.2f} ms")
     print(f"  added per start            {check_added:8.2f} ms  (target <= {TARGET_MS:g} ms)")
+    init_ms = check - no_init_check
+    print(f"  of which the sandbox's init {init_ms:7.2f} ms  (against bwrap's own init)")
     print("summary")
     label = f"sandbox adds <= {TARGET_MS:g} ms per recipe command"
     print(f"  {label} ({added:+.2f} ms)   {'PASS' if ok else 'FAIL'}")

@@ -139,6 +139,26 @@ def test_a_report_the_command_forges_is_believed_only_where_the_exit_agrees(
     assert "leaked" not in (tmp_path / "stage.log").read_text().splitlines()
 
 
+@pytest.mark.parametrize(
+    ("code", "inner", "expected"),
+    [
+        (139, 11, 11),  # the init saw SIGSEGV (raw status 11) and bwrap exited 128+11
+        (134, 6 | 0x80, 6),  # SIGABRT with a core dumped
+        (139, 139 << 8, None),  # the command itself exited 139
+        (3, 11, None),  # a report the exit does not agree with
+        (137, 11, None),  # nor this one: 137 is 128+9
+        (-9, 11, None),  # bwrap itself was killed: its own signal is the news
+        (139, None, None),  # no report (or not a number)
+    ],
+)
+def test_the_reaper_believes_the_inits_status_only_where_the_exit_agrees(
+    code: int, inner: int | None, expected: int | None
+) -> None:
+    from orchestrator.execution import reaper
+
+    assert reaper.inner_signal(code, inner) == expected
+
+
 def test_the_orchestrators_own_git_calls_keep_bwraps_init_and_stages_get_ours(
     tmp_path: Path,
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.domain.errors import UnknownRun
+from orchestrator.domain.errors import StateError, UnknownRun
 from orchestrator.storage.layout import is_run_id, run_record_paths, ticket_of
 from orchestrator.storage.runs import RunStore
 
@@ -24,7 +24,12 @@ def resolve_run_id(store: RunStore, given: str) -> str:
         return given
     if TICKET_ID.match(given) is None:
         raise UnknownRun(f"state error: {given!r} is neither a run id nor a ticket id")
-    latest = store.latest_for_ticket(given)
+    # Only the run's id is wanted (the command reads and validates the record itself):
+    # the ticket's records are looked at as plain JSON, from one listing.
+    found = store.latest_runs((given,))
+    if given in found.unreadable:
+        raise StateError(found.unreadable[given])
+    latest = found.run_ids.get(given)
     if latest is None:
         known = [path.stem for path in run_record_paths(store.runs_dir)]
         guesses = close_ids(given, known)
@@ -33,7 +38,7 @@ def resolve_run_id(store: RunStore, given: str) -> str:
             f"state error: no run {given!r} under {store.runs_dir} "
             f"(neither a recorded run id nor a ticket id with runs){hint}"
         )
-    return latest.run_id
+    return latest
 
 
 def close_ids(given: str, run_ids: list[str]) -> list[str]:

@@ -226,16 +226,26 @@ def test_report_bench_runs_and_judges_both_targets() -> None:
         "6",
         expected=(
             "setup (6 runs from 2 real seed runs, through the storage writers)",
-            "report over 6 runs (3 decisions), median of 5",
+            "setup (a week: 7 older and 1 newer runs of the same tickets, 1 only queued; "
+            "16 run records, ",
+            "report over 6 runs (3 decisions), median of 5: today (6 tickets, one run each",
+            "report over 6 runs (3 decisions), median of 5: week (6 tickets, 16 runs; ",
             "  read model only (baseline) ",
             "  report (read, render, write)",
             "  page size ",
+            "  peak memory added ",
+            "orchestrator runs over the week's 16 runs, median of 3",
         ),
     )
     assert_judged(
         out,
         r"report time \S+s \(target <= 2s\)  ",
         r"page size \S+ MB \(target <= 5 MB\)  ",
+        r"memory added \S+ MB \(target <= 5 MB\)  ",
+        r"report time \(week\) \S+s \(target <= 2s\)  ",
+        r"page size \(week\) \S+ MB \(target <= 5 MB\)  ",
+        r"memory added \(week\) \S+ MB \(target <= 5 MB\)  ",
+        r"runs \(week\) \d+ ms \(target <= 4x python \+ 100 ms = \d+ ms\)  ",
         met="targets met$",
     )
 

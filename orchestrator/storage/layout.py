@@ -108,7 +108,11 @@ def record_names(
     except OSError as exc:
         raise StateError(f"state error: {runs_dir}: cannot list: {exc.strerror}") from None
     wanted = None if ticket_ids is None else frozenset(ticket_ids)
-    for name in sorted(names):
+    if wanted is not None and len(wanted) == 1:  # one ticket (a driver's): its names only
+        [prefix] = wanted
+        names = [name for name in names if name.startswith(f"{prefix}-")]
+    found = []
+    for name in names:
         # (``Z-<4 hex>.json``: a record's end; a verdict's, bundle's... is not)
         if len(name) <= _RECORD_TAIL or name[-11] != "Z" or not name.endswith(".json"):
             continue
@@ -119,7 +123,10 @@ def record_names(
             continue
         match = RUN_ID.match(name[:-5])
         if match is not None and match.group("ticket") == ticket:
-            yield ticket, name
+            found.append((name, ticket))
+    found.sort()  # only what was found: a ticket's few records, not the whole listing
+    for name, ticket in found:
+        yield ticket, name
 
 
 # NamedTuple, not a dataclass: importing dataclasses (and inspect) costs the read-only

@@ -106,14 +106,35 @@ class _Workspace:
         self.recorded = Path(recorded_run_dir)
         self.run_dir = run_dir
         self.exists = files
+        # The same answer as text, for an absolute plain path (what the store records): a
+        # report asks this of thousands of files, and Path.relative_to parses each.
+        self._prefix = os.path.normpath(recorded_run_dir).rstrip(os.sep) + os.sep
+        self._plain = _plain(recorded_run_dir)
 
     def file(self, recorded: str | Path | None) -> Path | None:
         if not recorded:
             return None
-        path = Path(recorded)
-        if path.is_relative_to(self.recorded):
-            return self.exists(self.run_dir / path.relative_to(self.recorded))
-        return self.exists(path)
+        if self._plain and _plain(recorded):
+            path = os.path.normpath(recorded)
+            if path.startswith(self._prefix):
+                return self.exists(os.path.join(self.run_dir, path[len(self._prefix) :]))
+            if path + os.sep != self._prefix:
+                return self.exists(path)
+        path_ = Path(recorded)
+        if path_.is_relative_to(self.recorded):
+            return self.exists(self.run_dir / path_.relative_to(self.recorded))
+        return self.exists(path_)
+
+
+def _plain(path: str | Path) -> bool:
+    """Absolute, with no ``..`` (which ``Path`` keeps and ``normpath`` would fold) and
+    not under ``//`` (which both keep, and ``Path`` counts as a root of its own)."""
+    text = os.fspath(path)
+    return (
+        os.path.isabs(text)
+        and not text.startswith(os.sep * 2)
+        and os.pardir not in text.split(os.sep)
+    )
 
 
 def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:

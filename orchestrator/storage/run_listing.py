@@ -52,9 +52,19 @@ def read_run_header(
     path: str, keys: Collection[str], head_keys: Collection[str] = ()
 ) -> dict[str, Any]:
     """The record's members before ``"stages"`` when they hold every one of
-    ``head_keys`` (by default ``keys``) and the record ends as the store ends one (a
-    record cut short is then parsed whole, and refused as before), else all of its
-    members. ValueError when it is not a JSON object with ``keys``."""
+    ``head_keys`` (by default ``keys``), else all of its members (``read_record_head``).
+    ValueError when it is not a JSON object with ``keys``."""
+    found = read_record_head(path, head_keys or keys)
+    if not isinstance(found, dict) or not all(k in found for k in keys):
+        raise ValueError("missing run record fields")
+    return found
+
+
+def read_record_head(path: str, head_keys: Collection[str]) -> Any:
+    """The record's members before ``"stages"`` when they hold every one of
+    ``head_keys`` and the record ends as the store ends one (a record cut short is then
+    parsed whole, and refused as before); else the whole file's JSON value. OSError when
+    it cannot be read, ValueError when it is not JSON."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         data = os.read(fd, _READ)
@@ -68,9 +78,6 @@ def read_run_header(
             head = json.loads(data[: cut - 1] + b"\n}")
         except ValueError:
             head = None
-        if isinstance(head, dict) and all(k in head for k in head_keys or keys):
+        if isinstance(head, dict) and all(k in head for k in head_keys):
             return head
-    whole = json.loads(data)
-    if not isinstance(whole, dict) or not all(k in whole for k in keys):
-        raise ValueError("missing run record fields")
-    return whole
+    return json.loads(data)

@@ -26,6 +26,7 @@ from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage._locks import holder_lock
 from orchestrator.storage.crash_points import MACHINE_LOCAL, CrashPoint, crash_point
 from orchestrator.storage.layout import StateLayout, is_run_id, run_records_by_ticket
+from orchestrator.storage.run_listing import read_record_head
 
 
 def read_record_file(path: Path) -> RunRecord:
@@ -160,6 +161,9 @@ class LatestRuns(NamedTuple):
     unreadable: dict[str, str]
 
 
+_LATEST_KEYS = ("ticket_id", "created_at")
+
+
 def _latest_of(ticket_id: str, paths: Iterable[Path]) -> Path:
     """The record among ``paths`` (one ticket's, in name order) with the latest
     ``created_at`` as written; on a tie, the first by name. Every one is read: a damaged
@@ -167,7 +171,9 @@ def _latest_of(ticket_id: str, paths: Iterable[Path]) -> Path:
     best: tuple[str, Path] | None = None
     for path in paths:
         try:
-            raw = json.loads(path.read_bytes())
+            # Only its ticket and start are wanted: the head of a record as the store
+            # writes it (a record cut short, or laid out otherwise, is read whole).
+            raw = read_record_head(str(path), _LATEST_KEYS)
         except OSError as exc:
             raise StateError(f"state error: {path}: cannot read: {exc.strerror}") from None
         except ValueError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from orchestrator.reports.page_parts import Links
-from orchestrator.reports.run_reader import Files
+from orchestrator.reports.run_reader import Files, _Workspace
 
 
 def _tree(root: Path) -> list[str]:
@@ -66,3 +66,34 @@ def test_links_are_what_relpath_says_from_any_page_directory(tmp_path: Path) -> 
                 page_dir,
                 target,
             )
+
+
+def test_a_runs_files_are_looked_for_in_its_directory_as_path_relative_to_said(
+    tmp_path: Path,
+) -> None:
+    _tree(tmp_path)
+    here = tmp_path / "state/runs/R-1"
+    recorded_dirs = ["/elsewhere/runs/R-1", "/elsewhere/runs/R-1/", "/", str(here), "runs/R-1"]
+    recorded = [
+        "/elsewhere/runs/R-1/logs/001-build.log",
+        "/elsewhere/runs/R-1/./logs/001-build.log",
+        "/elsewhere/runs/R-1//logs/to-elsewhere.log",
+        "/elsewhere/runs/R-1/../R-1/logs/001-build.log",
+        "/elsewhere/runs/R-1",
+        "/elsewhere/runs/R-10/logs/001-build.log",
+        "//elsewhere/runs/R-1/logs/001-build.log",
+        str(here / "logs/001-build.log"),
+        str(tmp_path / "elsewhere/real.log"),
+        "runs/R-1/logs/001-build.log",
+        "logs/001-build.log",
+    ]
+
+    def before(recorded_dir: str, given: str) -> Path | None:
+        path, base = Path(given), Path(recorded_dir)
+        found = here / path.relative_to(base) if path.is_relative_to(base) else path
+        return found.resolve() if found.is_file() else None
+
+    for recorded_dir in recorded_dirs:
+        workspace = _Workspace(recorded_dir, here, Files())
+        for given in recorded:
+            assert workspace.file(given) == before(recorded_dir, given), (recorded_dir, given)

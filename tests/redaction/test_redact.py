@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -599,47 +601,80 @@ def test_keywords_match_ascii_case_only() -> None:
     assert redact("a\n" + "İ" * 50 + "\nb token=x12") == "a\n" + "İ" * 50 + f"\nb token={R}"
 
 
-# Inputs built to make a backtracking pattern rescan what it already consumed: with
-# quadratic behaviour each takes hours, with linear well under a second. The timeout uses
-# a thread because a signal cannot interrupt one long call into the regex engine.
-MB = 1 << 20
-ADVERSARIAL = {
-    "key-run": "key" * (MB // 3),
-    "name-run-no-sep": "a_key_" * (MB // 6),
-    "seps": "token:" * (MB // 6),
-    "eyJ": "eyJ" * (MB // 3),
-    "eyJ-dots": "eyJa.eyJ" * (MB // 8),
-    "scheme-dots": "a." * (MB // 2),
-    "url-colons": "x://a:" + "b:" * (MB // 2),
-    "url-schemes": "x://" * (MB // 4),
-    "url-ats": "x://a:" + "b@" * (MB // 2),
-    "url-ats-hosts": "x://a:b@c" * (MB // 9),
-    "vendor-names": "aws_secret, " * (MB // 12),
-    "vendor-name-runs": "-_" * (MB // 2) + "key=" + "A" * 40,
-    "cloudflare": "cloudflare:" * (MB // 11),
-    "pem-begins": "-----BEGIN " * (MB // 11),
-    "pem-near-miss": ("-----BEGIN " + "A" * 40) * (MB // 51),
-    "pem-ends": "-----END PRIVATE KEY-----" * (MB // 25),
-    "escapes": 'token="' + "\\\\" * (MB // 2),
-    "sk": "sk-" * (MB // 3),
-    "auth": "authorization: " * (MB // 15),
-    "spaces": "key" + " " * MB,
-    "akia": "AKIA" * (MB // 4),
-    "one-line": "x" * MB,
-    "needle-lines": "key\n" * (MB // 4),
-    "all-needles-one-line": "sk-ghp_akiaxoxeyj://authorization token secret" * (MB // 48),
-    "k8s-secret-documents": ("kind: Secret\ndata:\n  a: YWRtaW46cGFzc3dvcmQ=\n---\n") * (MB // 48),
-    "xml-value-spaces": "<token>a" + " " * MB + "b",
-    "xml-heads": "<token>" * (MB // 7),
-    "call-pairs": '("api_token", ' * (MB // 14),
-    "signatures": "?sig=" * (MB // 5),
-    "public-blocks": "-----BEGIN CERTIFICATE-----" * (MB // 27),
-    "random-runs": ("Ab1" * 20 + " ") * (MB // 61),
+# Inputs built to make a backtracking pattern rescan what it already consumed, each of
+# about n characters. Linear time is told from quadratic by two sizes, not by one big
+# input and a clock: redacting 16 times the text takes about 16 times the CPU if the work
+# is linear, 256 times if it is quadratic, and the test allows 48. A quadratic term is
+# caught once it is a sixth of the linear one at 16 KiB: a smaller term than the 1 MiB
+# input under a 20 s timeout this replaces could tell, at half of its work. CPU time of
+# this thread, the less of two texts of each size, so a busy machine does not trip it;
+# each text is redacted once, freshly made (redaction caches what it judged of a name: a
+# text redacted twice is cheaper the second time). The timeout stays, for a quadratic
+# term so large that the bigger text alone would take minutes; it uses a thread because a
+# signal cannot interrupt one long call into the regex engine.
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "key-run": lambda n: "key" * (n // 3),
+    "name-run-no-sep": lambda n: "a_key_" * (n // 6),
+    "seps": lambda n: "token:" * (n // 6),
+    "eyJ": lambda n: "eyJ" * (n // 3),
+    "eyJ-dots": lambda n: "eyJa.eyJ" * (n // 8),
+    "scheme-dots": lambda n: "a." * (n // 2),
+    "url-colons": lambda n: "x://a:" + "b:" * (n // 2),
+    "url-schemes": lambda n: "x://" * (n // 4),
+    "url-ats": lambda n: "x://a:" + "b@" * (n // 2),
+    "url-ats-hosts": lambda n: "x://a:b@c" * (n // 9),
+    "vendor-names": lambda n: "aws_secret, " * (n // 12),
+    "vendor-name-runs": lambda n: "-_" * (n // 2) + "key=" + "A" * 40,
+    "cloudflare": lambda n: "cloudflare:" * (n // 11),
+    "pem-begins": lambda n: "-----BEGIN " * (n // 11),
+    "pem-near-miss": lambda n: ("-----BEGIN " + "A" * 40) * (n // 51),
+    "pem-ends": lambda n: "-----END PRIVATE KEY-----" * (n // 25),
+    "escapes": lambda n: 'token="' + "\\\\" * (n // 2),
+    "sk": lambda n: "sk-" * (n // 3),
+    "auth": lambda n: "authorization: " * (n // 15),
+    "spaces": lambda n: "key" + " " * n,
+    "akia": lambda n: "AKIA" * (n // 4),
+    "one-line": lambda n: "x" * n,
+    "needle-lines": lambda n: "key\n" * (n // 4),
+    "all-needles-one-line": lambda n: "sk-ghp_akiaxoxeyj://authorization token secret" * (n // 48),
+    "k8s-secret-documents": lambda n: (
+        "kind: Secret\ndata:\n  a: YWRtaW46cGFzc3dvcmQ=\n---\n" * (n // 48)
+    ),
+    "xml-value-spaces": lambda n: "<token>a" + " " * n + "b",
+    "xml-heads": lambda n: "<token>" * (n // 7),
+    "call-pairs": lambda n: '("api_token", ' * (n // 14),
+    "signatures": lambda n: "?sig=" * (n // 5),
+    "public-blocks": lambda n: "-----BEGIN CERTIFICATE-----" * (n // 27),
+    "random-runs": lambda n: ("Ab1" * 20 + " ") * (n // 61),
 }
+SMALL = 16 * 1024
+GROWTH = 16
+ALLOWED = 48  # linear: about 16; quadratic: about 256
+SLACK_S = 0.002  # the clock's jitter, on the few inputs redacted in a millisecond
+# A second text of each size: one more of the longest repeated unit (61 characters).
+OTHER = 64
+
+
+def _cpu_seconds(text: str) -> float:
+    started = time.thread_time()
+    out = redact(text)
+    spent = time.thread_time() - started
+    assert isinstance(out, str)
+    return spent
+
+
+def _grows_linearly(make: Callable[[int], str]) -> tuple[bool, float, float]:
+    _cpu_seconds(make(SMALL // GROWTH))  # what redaction compiles or caches on first use
+    small = min(_cpu_seconds(make(SMALL)), _cpu_seconds(make(SMALL + OTHER)))
+    large = min(_cpu_seconds(make(SMALL * GROWTH)), _cpu_seconds(make(SMALL * GROWTH + OTHER)))
+    return large <= ALLOWED * small + SLACK_S, small, large
 
 
 @pytest.mark.timeout(20, method="thread")
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_linear_time_on_adversarial_input(name: str) -> None:
-    out = redact(ADVERSARIAL[name])
-    assert isinstance(out, str)
+    linear, small, large = _grows_linearly(ADVERSARIAL[name])
+    assert linear, (
+        f"{name}: {SMALL:,} characters took {small * 1000:.1f} ms of CPU, "
+        f"{SMALL * GROWTH:,} took {large * 1000:.1f} ms ({large / small:.0f} times)"
+    )

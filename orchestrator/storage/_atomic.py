@@ -129,9 +129,10 @@ def remove_file(path: Path) -> None:
 
 
 def atomic_write(
-    path: Path, data: bytes, *, mode: int | None = None, mirrored: bool = True
+    path: Path, data: bytes | Iterable[bytes], *, mode: int | None = None, mirrored: bool = True
 ) -> None:
-    """Write ``data`` to a temp file in ``path``'s directory, fsync it, rename it over
+    """Write ``data`` (bytes, or its parts in order: a big file written as it is made,
+    never held whole) to a temp file in ``path``'s directory, fsync it, rename it over
     ``path``, then fsync the directory so the rename itself is durable. The file is the
     owner's alone (0600) unless ``mode`` says otherwise, set before it is renamed. Inside
     ``checked_before_replace``, its check runs just before the rename; under a root
@@ -144,6 +145,8 @@ def atomic_write(
     copy is compared with the record again (``postgres/mirror.py``, "Hydrating")."""
     path.parent.mkdir(parents=True, exist_ok=True)
     found = _publisher(path) if mirrored else None
+    if found is not None and not isinstance(data, bytes):
+        data = b"".join(data)  # what is published is the whole file
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp"
     )
@@ -152,7 +155,10 @@ def atomic_write(
         with os.fdopen(fd, "wb") as fh:
             if mode is not None:
                 os.fchmod(fh.fileno(), mode)
-            fh.write(data)
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                fh.writelines(data)
             fh.flush()
             if found is None:
                 os.fsync(fh.fileno())
@@ -161,6 +167,7 @@ def atomic_write(
             if check is not None:
                 check()
             if found is not None:
+                assert isinstance(data, bytes)  # joined above
                 # Handed the resolved path: it is resolved once.
                 published = found[1][0](found[0], data)
                 if not published:

@@ -11,16 +11,18 @@ file would (0666 less the umask): it is written to be read by a web server or a 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
 from orchestrator.storage._atomic import atomic_write
 
 
-def publish(path: Path, text: str | bytes, *, what: str) -> Path:
-    """Write ``text`` (or its UTF-8 ``bytes``) to ``path`` atomically; a place that
-    cannot be written is a usage error naming it (``what``: the option that named it)."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
+def publish(path: Path, text: str | Iterable[str], *, what: str) -> Path:
+    """Write ``text`` (or its parts, each encoded and written as it comes: a big page is
+    never held whole) to ``path`` atomically, as UTF-8; a place that cannot be written is
+    a usage error naming it (``what``: the option that named it)."""
+    data = text.encode("utf-8") if isinstance(text, str) else (p.encode("utf-8") for p in text)
     try:
         atomic_write(path, data, mode=0o666 & ~_umask())
     except OSError as exc:

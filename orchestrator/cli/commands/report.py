@@ -42,9 +42,9 @@ def write_page(data: ReportData, path: Path, *, what: str) -> Path:
     from orchestrator.reports.page import page_parts
 
     page = path.expanduser().absolute()
-    # Encoded a part at a time: the page (thousands of runs) is held once, as bytes, not
-    # as text and again as its join and its encoding (issue 41: peak memory).
-    return publish(page, b"".join(p.encode("utf-8") for p in page_parts(data, page)), what=what)
+    # Written a part at a time as it is made: the page (thousands of runs) is never held
+    # whole, let alone as text, its join and its encoding at once (issue 41: memory).
+    return publish(page, page_parts(data, page), what=what)
 
 
 def write_metrics(data: ReportData, path: Path, *, what: str) -> Path:

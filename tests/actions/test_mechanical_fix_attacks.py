@@ -229,6 +229,7 @@ def test_a_commit_does_not_run_hooks_found_through_core_hooks_path(scene: Scene)
     scene.assert_contained()
 
 
+@pytest.mark.slow  # 1.4 s alone: recipe, verification, rollback
 def test_a_poisoned_clone_config_runs_nothing_in_the_recipe_or_the_rollback(
     scene: Scene,
 ) -> None:
@@ -373,6 +374,7 @@ def test_a_committed_fix_is_green_and_verified_on_what_ships(scene: Scene) -> No
 # ---- protected paths ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 1.25 s alone: recipe, verification, rollback
 def test_deleting_the_failing_test_and_committing_is_red_with_the_path_named(
     scene: Scene,
 ) -> None:
@@ -412,6 +414,7 @@ def test_protected_globs_cover_directories_and_files_at_any_depth() -> None:
     assert shipping.protected_hits(paths, []) == []
 
 
+@pytest.mark.slow  # 1.2 s alone: recipe, verification, rollback
 def test_a_check_that_declares_protected_paths_uses_them(tmp_path: Path) -> None:
     declared = CONFIG.replace(
         'command = ["bash", "tests/run.sh"]',

@@ -4,6 +4,7 @@ line must reach the bundle — within its caps, byte-identical when built twice.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -18,15 +19,15 @@ import pytest
 from orchestrator.domain.config import ContextLimits
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
-# The slow tier, and the edit loop too: each test starts a real tool (pytest, ruff, gcc,
-# javac…) and reads megabytes around its output — 2-3 s alone, 13-17 s beside a full
-# suite's heaviest neighbours from a fresh clone, over the 10 s guard (a different test
-# each run).
-pytestmark = [pytest.mark.slow, pytest.mark.quick]
+# Each test starts a real tool (pytest, ruff, gcc, javac…) and reads 4 MiB around its
+# output: most take 0.1-0.7 s alone and stay in the quick tier; those over 1 s (the JVM's,
+# pip's and mypy's start, the million-byte storm) are marked slow.
+SLOW = pytest.mark.slow
 
 PAD_BYTES = 2 * 1024 * 1024
 
 
+@functools.cache  # the same bytes for every test: made once
 def padding(tag: str, size: int) -> bytes:
     line = f"{tag} ordinary progress: step done, all fine, nothing to see here\n".encode()
     return b"".join(line.replace(b"step", b"step %d" % i) for i in range(size // len(line)))
@@ -162,6 +163,7 @@ def test_python_import_error(tmp_path: Path) -> None:
     assert_found(bundle, log, "ModuleNotFoundError: No module named 'nonexistent_module_xyz'")
 
 
+@SLOW
 def test_pip_install_of_a_missing_package(tmp_path: Path) -> None:
     output = run(
         [sys.executable, "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
@@ -230,6 +232,7 @@ def test_rustc(tmp_path: Path) -> None:
     assert_found(bundle, log, "error[E0308]: mismatched types")
 
 
+@SLOW
 def test_javac(tmp_path: Path) -> None:
     javac = tool("javac")
     (tmp_path / "Deal.java").write_text('class Deal { int n = "one"; }\n')
@@ -249,7 +252,9 @@ def test_node_exception(tmp_path: Path) -> None:
     "make_output",
     [
         pytest.param(lambda: b"", id="nothing"),
-        pytest.param(lambda: b"E   assert 1 == 2\n" * 50_000, id="a million-byte storm"),
+        pytest.param(
+            lambda: b"E   assert 1 == 2\n" * 50_000, id="a million-byte storm", marks=SLOW
+        ),
         pytest.param(lambda: b"x" * (3 * 1024 * 1024), id="one 3 MiB line"),
     ],
 )
@@ -278,6 +283,7 @@ def test_ruff(tmp_path: Path) -> None:
     assert_found(bundle, log, "deal.py:1:8: F401")
 
 
+@SLOW
 def test_mypy(tmp_path: Path) -> None:
     module("mypy")
     (tmp_path / "deal.py").write_text('n: int = "one"\n')

@@ -27,6 +27,8 @@ from orchestrator.reading.signatures import SIGNATURES, WORDS
 from orchestrator.reading.templates import template_of
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
+from conftest import examples
+
 # Every scan test runs twice: with the RE2 pre-pass (installed with the project) and with
 # ``re`` alone (a platform without the wheel). The hits must be the same.
 _PREFILTER = re2_prefilter()
@@ -322,7 +324,9 @@ def reference_hits(data: bytes, *, words: bool = False) -> list[tuple[int, int, 
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     lines=st.lists(LINE_KINDS, max_size=60),
@@ -360,7 +364,9 @@ def coloured_line(draw: st.DrawFn) -> str:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     lines=st.lists(coloured_line(), max_size=50),
@@ -475,7 +481,7 @@ EDITED_LINES = st.tuples(
 
 
 @needs_re2
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(line=EDITED_LINES)
 def test_the_prepass_lets_through_every_line_a_signature_matches(line: str) -> None:
     assert _PREFILTER is not None
@@ -553,7 +559,9 @@ def test_a_line_longer_than_the_carry_is_skipped_not_misnumbered(
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(200),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.binary(max_size=4000), budget=st.integers(0, 2000), chunk=st.integers(1, 300))
 def test_arbitrary_bytes_never_crash_nor_exceed_the_budget(

@@ -12,7 +12,6 @@ name of the run-id shape is a run record.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Collection, Iterator
@@ -67,6 +66,8 @@ def name_slug(name: str) -> str:
     ``..``, then ``-`` and 12 hex digits of its SHA-256. Pure."""
     readable = re.sub(r"\.{2,}", ".", _SLUG_UNSAFE.sub("-", name))
     readable = readable[-_SLUG_READABLE:].strip(".-")
+    import hashlib  # here: every command's start imports this module, few make a slug
+
     digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return f"{readable}-{digest}" if readable else digest
 

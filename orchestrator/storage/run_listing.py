@@ -31,14 +31,18 @@ _READ = 1 << 16
 
 
 def run_headers(
-    runs_dir: Path, keys: Collection[str], also: Collection[str] = ()
+    runs_dir: Path,
+    keys: Collection[str],
+    also: Collection[str] = (),
+    ticket_ids: Collection[str] | None = None,
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """Each run record of ``runs_dir`` in name order (its path, as text), as its members
-    (every one of ``keys``, and ``also`` where the record has them), or as why it cannot
-    be read (a message, for a warning)."""
+    """Each run record of ``runs_dir`` (of ``ticket_ids`` only, if given: no other is
+    read) in name order (its path, as text), as its members (every one of ``keys``, and
+    ``also`` where the record has them), or as why it cannot be read (a message, for a
+    warning)."""
     directory = os.fspath(runs_dir)
     wanted = (*keys, *also)
-    for _, name in record_names(runs_dir):
+    for _, name in record_names(runs_dir, ticket_ids):
         path = os.path.join(directory, name)
         found: dict[str, Any] | str
         try:
@@ -73,9 +77,10 @@ def read_record_head(path: str, head_keys: Collection[str]) -> Any:
     finally:
         os.close(fd)
     cut = data.find(_HEAD_END)
-    if cut > 0 and data[cut - 1 : cut] == b"," and data.rstrip().endswith(_WHOLE_END):
+    whole = data.endswith(_WHOLE_END) or data.rstrip().endswith(_WHOLE_END)
+    if cut > 0 and data[cut - 1 : cut] == b"," and whole:
         try:
-            head = json.loads(data[: cut - 1] + b"\n}")
+            head = json.loads(data[: cut - 1].decode() + "\n}")
         except ValueError:
             head = None
         if isinstance(head, dict) and all(k in head for k in head_keys):

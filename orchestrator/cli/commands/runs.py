@@ -38,9 +38,13 @@ def humanize_age(seconds: float) -> str:
     return f"{int(seconds // 86400)}d"
 
 
-def read_run_headers(runs_dir: Path, errors: TextIO) -> list[dict[str, Any]]:
+def read_run_headers(
+    runs_dir: Path, errors: TextIO, ticket: str | None = None
+) -> list[dict[str, Any]]:
+    """Each record's head (of one ticket's records only, if given: no other is read)."""
     headers = []
-    for path, raw in run_headers(runs_dir, COLUMNS, also=("created_at",)):
+    tickets = None if ticket is None else (ticket,)
+    for path, raw in run_headers(runs_dir, COLUMNS, also=("created_at",), ticket_ids=tickets):
         if isinstance(raw, str):
             print(f"warning: {path}: unreadable run record: {raw}", file=errors)
             continue
@@ -60,7 +64,7 @@ def runs(
 ) -> int:
     headers = [
         h
-        for h in read_run_headers(StateLayout(state_dir).runs_dir, errors)
+        for h in read_run_headers(StateLayout(state_dir).runs_dir, errors, ticket)
         if (state is None or h["state"] == state) and (ticket is None or h["ticket_id"] == ticket)
     ]
     now = datetime.now(UTC)
@@ -80,10 +84,12 @@ def runs(
         rows.append(
             (raw["run_id"], raw["ticket_id"], raw["state"], raw["current_stage"] or "-", age)
         )
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write(
+    widths = [max(len(str(cell)) for cell in column) for column in zip(*rows, strict=True)]
+    out.write(
+        "".join(
             "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             + "\n"
+            for row in rows
         )
+    )
     return 0

@@ -65,7 +65,11 @@ class ProcessRequest:
     sandbox's channel to its egress proxy); every other one is closed.
     ``status_fd``: the process is a wrapper that reports the raw wait status of the
     command it runs on this descriptor (the sandbox's PID 1): a command it saw killed by
-    signal N is reported as killed by N, not as the 128+N it exits with."""
+    signal N is reported as killed by N, not as the 128+N it exits with.
+    ``wraps_pid_namespace``: the process is a wrapper (bwrap) that runs the command in a
+    PID namespace of its own, and its death ends everything inside at once: a stop's
+    TERM goes only to the processes inside (never to the wrapper, nor to the namespace's
+    init), so the command gets its grace; the KILL at the grace's end goes to all."""
 
     argv: tuple[str, ...]
     cwd: Path
@@ -83,6 +87,7 @@ class ProcessRequest:
     confine: Confinement | None = None
     inherit: tuple[tuple[int, int], ...] = ()
     status_fd: int | None = None
+    wraps_pid_namespace: bool = False
 
     def __post_init__(self) -> None:
         if self.max_log_bytes is not None and self.max_log_bytes < MIN_LOG_BYTES:

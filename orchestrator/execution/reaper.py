@@ -12,7 +12,8 @@ exactly our subtree in /proc, and it ends with us:
   * when the stage's main process exits (any status), or when we are told to stop (TERM,
     INT or HUP from the runner on timeout, interruption or cancel; TERM from the kernel
     when the thread that started us dies, even by SIGKILL), every remaining descendant is
-    KILLed and reaped; a stop first TERMs them all and waits up to ``kill_after_s``;
+    KILLed and reaped; a stop first TERMs them all and waits up to ``kill_after_s``
+    (a sandbox's wrapper and its init excepted: ``terminate``);
   * the log is written here, capped: the head is kept, then the tail in a few rotating
     segment files next to the log, so disk use stays under the cap and memory stays flat
     however much the stage prints; at the end head + a marker line + tail are assembled;
@@ -161,6 +162,56 @@ def _signal_all(pids: list[int], pgid: int, signum: int) -> None:
     _quietly(posix.killpg, pgid, signum)
     for pid in pids:
         _quietly(posix.kill, pid, signum)
+
+
+def _nspid(pid: int) -> list[int] | None:
+    """``pid`` as each PID namespace sees it, from /proc's own down to the process's
+    (``NSpid`` in /proc/PID/status, Linux 4.1 on); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"NSpid:"):
+                    return [int(n) for n in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def inside_namespace(me: int, pids: list[int]) -> list[int] | None:
+    """Those of ``pids`` in a PID namespace below ours, but the sandbox's init (PID 1 of
+    the namespace just below): the command and everything it started, however it left
+    its group or its parent (an orphan inside is re-parented to that init, which is
+    ours). None where the kernel does not say (then there is no telling)."""
+    mine = _nspid(me)
+    if not mine:
+        return None
+    depth = len(mine)
+    inside = []
+    for pid in pids:
+        levels = _nspid(pid)
+        if levels is None or len(levels) <= depth:
+            continue  # gone, or outside (the wrapper)
+        if len(levels) == depth + 1 and levels[-1] == 1:
+            continue  # the sandbox's init: it ends when the command does
+        inside.append(pid)
+    return inside
+
+
+def terminate(me: int, stage: int, wraps_pid_namespace: bool) -> None:
+    """A stop's TERM, the start of its grace: to the stage's group and every process
+    below us, one by one. A stage that wraps its command in a PID namespace (bwrap) is
+    spared, and so is the namespace's init: the wrapper's death kills that init (bwrap's
+    ``--die-with-parent``), and the kernel then KILLs everything inside at once, so the
+    command would get no grace. Only the processes inside get TERM then; the KILL at the
+    grace's end (``kill_everything``) reaches all, the wrapper first. Without NSpid
+    (Linux before 4.1) everything gets TERM, as for any stage."""
+    pids = live_descendants(me)
+    inside = inside_namespace(me, pids) if wraps_pid_namespace else None
+    if inside is None:
+        _signal_all(pids, stage, SIGTERM)
+        return
+    for pid in inside:
+        _quietly(posix.kill, pid, SIGTERM)
 
 
 class Children:
@@ -563,7 +614,7 @@ def supervise(spec: dict[str, Any], wake: int) -> int:
                 received = posix.read(wake, 4096)
                 if stop_by is None and any(s in received for s in _STOP_SIGNALS):
                     stop_by = time.monotonic() + float(spec["kill_after_s"])
-                    _signal_all(live_descendants(me), stage, SIGTERM)
+                    terminate(me, stage, bool(spec.get("wraps_pid_namespace")))
     kill_everything(me, stage, children)
     if pipe_open:
         drain(read_end, log)

@@ -39,6 +39,7 @@ def reaper_spec(request: ProcessRequest, env: Mapping[str, str], parent: int) ->
         "confine": confined,
         "inherit": [list(pair) for pair in request.inherit],
         "status_fd": request.status_fd,
+        "wraps_pid_namespace": request.wraps_pid_namespace,
     }
     return marshal.dumps(spec)
 

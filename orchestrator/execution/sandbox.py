@@ -481,6 +481,8 @@ class SandboxedExecutor:
             confine=confine,
             # Its PID 1 says whether a signal ended the command (bwrap's exit cannot).
             status_fd=status_fd,
+            # bwrap's monitor must outlive a stop's TERM, or the command gets no grace.
+            wraps_pid_namespace=True,
         )
         if self.spec.egress is None:
             outcome = self.inner.run(sandboxed)

@@ -22,8 +22,10 @@ sandbox: the kernel KILLs whatever is left in a PID namespace whose init is gone
 It installs no signal handler, on purpose: a namespace's init receives no signal it does
 not handle (but KILL from outside), so nothing inside can kill it and the TERM of a stop
 leaves it waiting; that TERM reaches the command anyway, since the reaper signals every
-process below it one by one (the namespace's processes are in the host's /proc too), and
-passing it on from here would deliver it twice.
+process inside the namespace one by one (they are in the host's /proc too, and an orphan
+inside is re-parented here, so below the reaper), and passing it on from here would
+deliver it twice. The reaper spares this process and bwrap's monitor outside: the
+monitor's death would end the sandbox at once, and the command's grace with it.
 """
 
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers

@@ -73,7 +73,11 @@ RECORDED_EXIT_STATUSES: tuple[tuple[str, str], ...] = (
         "kernel's OOM killer sent it, in the sandbox or not; a program that itself exits "
         "128+N (`exit 139`) is recorded with `signal` null",
     ),
-    (str(EXIT_TIMEOUT), "our timeout stopped it (`timed_out: true`)"),
+    (
+        str(EXIT_TIMEOUT),
+        "our timeout stopped it (`timed_out: true`): TERM to everything it started, "
+        "`kill_after_s` to finish (a `trap` on TERM runs), then KILL; in the sandbox or not",
+    ),
     (str(EXIT_CANNOT_EXECUTE), "the program could not be executed (`error` says why)"),
     (
         str(EXIT_NOT_FOUND),

@@ -300,15 +300,18 @@ def _pad(log: bytes, before: bytes, after: bytes, engine: bool) -> bytes:
     return head + before + body[:footer_at] + after + body[footer_at:]
 
 
-def build(dest: Path, *, workers: int = 4, pad_bytes: int = PAD_BYTES) -> list[str]:
-    """Run every shape, write its case and its padded twin under ``dest``. Returns what was
-    skipped (one line each). Raises if a root-cause line is not in the log it labels."""
+def build(
+    dest: Path, *, workers: int = 4, pad_bytes: int = PAD_BYTES, only: tuple[str, ...] = ()
+) -> list[str]:
+    """Run every shape (or those ``only`` names), write its case and its padded twin under
+    ``dest``. Returns what was skipped (one line each). Raises if a root-cause line is not
+    in the log it labels."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / TICKET_FILE).write_text(DEFAULT_TICKET)
     before, after = padding(size=pad_bytes)
     skipped: list[str] = []
     runnable: list[Shape] = []
-    for shape in SHAPES:
+    for shape in [shape for shape in SHAPES if not only or shape.id in only]:
         why = missing_need(shape)
         if why is None:
             runnable.append(shape)

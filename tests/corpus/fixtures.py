@@ -55,10 +55,24 @@ def some_cases(corpus_dir: Path, dest: Path, case_ids: Iterable[str]) -> Path:
 
 
 @pytest.fixture
-def few_cases(corpus_dir: Path, tmp_path: Path) -> Path:
-    return some_cases(
-        corpus_dir, tmp_path / "few-cases", (i for c in FEW for i in (c, f"{c}-padded"))
-    )
+def few_cases(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> Path:
+    # From the whole corpus where a test of this run needs it anyway; else (a run of only
+    # the tests that need a few cases) only these shapes are built: 2 of 64.
+    if any("corpus_dir" in item.fixturenames for item in request.session.items):
+        source: Path = request.getfixturevalue("corpus_dir")
+    else:
+
+        def build_few(where: Path) -> None:
+            for line in build(where, only=FEW):
+                print(f"corpus: {line}")
+
+        source = built_once(tmp_path_factory, pytestconfig, "corpus-few", build_few)
+    return some_cases(source, tmp_path / "few-cases", (i for c in FEW for i in (c, f"{c}-padded")))
 
 
 @pytest.fixture(scope="session")

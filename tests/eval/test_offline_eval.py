@@ -9,11 +9,16 @@ the failure). No case is exempt.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from orchestrator.eval.offline import CaseResult, Summary
+from orchestrator.domain.config import ContextLimits
+from orchestrator.eval.corpus import load_corpus
+from orchestrator.eval.offline import CaseResult, Summary, evaluate
 
 from corpus.build import SHAPES
+from corpus.fixtures import FEW
 
 CASE_IDS = tuple(i for s in SHAPES for i in (s.id, f"{s.id}-padded"))
 
@@ -89,3 +94,22 @@ def test_the_summary_reports_recall_and_bundle_size(
     assert summary.unwarranted_model_calls == ()
     # The bundle is capped (96 KiB by default), whatever the log's size.
     assert 0 < summary.bundle_tokens_p50 <= summary.bundle_tokens_p95 <= 96 * 1024 // 4 + 1024
+
+
+def test_a_few_cases_are_read_as_labelled_without_the_whole_corpus(few_cases: Path) -> None:
+    """The three requirements on two shapes and their padded twins, through the same
+    layers: what a run gets that builds only these (a few seconds, not the whole corpus's
+    half minute of CPU). The squash is the playbook's to decide; two violations are not."""
+    results, summary = evaluate(load_corpus(few_cases), few_cases, ContextLimits())
+    found = {r.id: r for r in results}
+    assert set(found) == {i for c in FEW for i in (c, f"{c}-padded")}
+    for result in results:
+        assert result.observed_class == result.label_class, result.id
+        assert result.root_cause_in_bundle, result.id
+    assert summary.root_cause_recall == summary.root_cause_recall_padded == 1.0
+    for padded in ("", "-padded"):
+        squash = found[f"commit-order-squash{padded}"]
+        assert (squash.decided_by, squash.action, squash.model_call_made) == (
+            "playbook", "mechanical-fix", False,
+        )  # fmt: skip
+        assert found[f"commit-order-two{padded}"].model_call_made

@@ -396,16 +396,29 @@ def test_orphans_of_a_killed_reaper_are_ended_in_a_process_with_other_threads(
 # --------------------------------------------------------------------------- the log cap
 
 
+# Prints ``wanted`` lines (10 bytes each) as fast as it can, 10,000 to a write, and after
+# each write looks at what the log and its tail segments take on disk: the samples come
+# with the bytes printed, not with the clock, so a slow machine takes as many. At its end
+# it says how many lines it printed, the most it saw on disk and how many looks it took.
 _PRODUCER = """
-import sys, time
-lines, seconds, done = 0, float(sys.argv[1]), sys.argv[2]
+import os, sys
+wanted, log, done = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+directory, name = os.path.split(log)
 out = sys.stdout.buffer
-end = time.monotonic() + seconds
-while time.monotonic() < end:
+lines = most = looks = 0
+while lines < wanted:
     out.write(b"".join(b"%09d\\n" % i for i in range(lines, lines + 10000)))
     lines += 10000
+    used = 0
+    for entry in os.listdir(directory):
+        if entry == name or entry.startswith("." + name + "."):
+            try:
+                used += os.stat(os.path.join(directory, entry)).st_size
+            except FileNotFoundError:  # a segment rotated away between listing and stat
+                pass
+    most, looks = max(most, used), looks + 1
 out.flush()
-open(done, "w").write(str(lines))
+open(done, "w").write(f"{lines} {most} {looks}")
 """
 
 
@@ -430,28 +443,23 @@ def test_a_stage_printing_without_pause_keeps_running_and_its_log_keeps_head_and
     producer.write_text(_PRODUCER)
     done = tmp_path / "done"
     log = tmp_path / "stage.log"
-    on_disk: list[int] = []
-
-    def disk_use(_: float) -> None:
-        total = 0
-        for path in (log, *tmp_path.glob(".stage.log.*")):
-            try:
-                total += path.stat().st_size
-            except FileNotFoundError:  # a segment rotated away between listing and stat
-                pass
-        on_disk.append(total)
+    # Twelve times the cap: a log that kept up with the first cap's worth only, or held
+    # the stage back once it was full, would never see the end of it.
+    wanted = 12 * cap // 10
 
     outcome = run_process(
         ProcessRequest(
-            (sys.executable, str(producer), "0.5", str(done)), cwd=tmp_path, env=dict(os.environ),
-            log_path=log, timeout_s=60, kill_after_s=1, on_tick=disk_use, tick_s=0.01,
-            max_log_bytes=cap,
+            (sys.executable, str(producer), str(wanted), str(log), str(done)), cwd=tmp_path,
+            env=dict(os.environ), log_path=log, timeout_s=60, kill_after_s=1, max_log_bytes=cap,
         )
     )  # fmt: skip
 
     assert (outcome.exit_code, outcome.timed_out, outcome.error) == (0, False, None)
-    total = int(done.read_text()) * 10  # the producer ran to its end and says how much it printed
-    assert total > 10 * cap
+    # The producer ran to its end and says how much it printed and what it saw on disk.
+    lines, most_on_disk, looks = (int(n) for n in done.read_text().split())
+    total = lines * 10
+    assert total >= 12 * cap
+    assert looks == lines // 10000
     data = log.read_bytes()
     lines = data.split(b"\n")
     header = len(lines[0]) + len(lines[1]) + 2
@@ -470,7 +478,7 @@ def test_a_stage_printing_without_pause_keeps_running_and_its_log_keeps_head_and
     assert stated_cap == cap
     assert len(head) + len(tail) <= cap
     assert len(head) >= cap // 2 - 10 and len(tail) >= cap // 4
-    assert on_disk and max(on_disk) <= cap + header, max(on_disk)
+    assert most_on_disk <= cap + header, most_on_disk
     assert list(tmp_path.glob(".stage.log.*")) == []  # the tail segments were assembled away
     assert os.stat(log).st_mode & 0o777 == 0o600
 

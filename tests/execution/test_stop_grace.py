@@ -12,7 +12,9 @@ get TERM; at its end everything gets KILL, as before, and nothing survives.
 The stage's handler takes a moment (as a cleanup that flushes or removes a lock file
 does) before it writes its file: it runs to the end only if the sandbox outlives the TERM.
 No test waits on a sleep of its own: the stage says it has set its trap by opening a FIFO
-(``armed``), and the test stops it only once it has.
+(``armed``), and the test stops it only once it has; a timeout then comes at once, the
+runner's clock put forward to the deadline (the reaper's grace stays real time), so a
+slow start never lets the timeout come first.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ import shlex
 import signal
 import threading
 import time
-from collections.abc import Callable
+import types
 from pathlib import Path
 
 import pytest
 from procfs import is_dead
 
 from orchestrator.domain.errors import Interrupted
+from orchestrator.execution import runner
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.process import (
     EXIT_TIMEOUT,
@@ -48,6 +51,8 @@ MODES = ("sandbox", "none")
 ENV = {"PATH": "/usr/bin:/bin"}
 # Far longer than any handler here takes: the grace is never what ends these stages.
 LONG_GRACE_S = 30.0
+# The runner's timeout: it comes once the stage is armed (``RunnerClock``), never before.
+TIMEOUT_S = 300.0
 _markers = itertools.count()
 
 
@@ -64,17 +69,36 @@ def executor_for(mode: str, clone: Path) -> Executor:
     return LocalExecutor()
 
 
-class Stage:
-    """A stage run in ``clone`` (its working directory) with a FIFO ``armed`` there."""
+class RunnerClock:
+    """The runner's clock, put forward to the stage's deadline once the stage is armed:
+    the timeout comes then, however long the machine took to start it (the reaper,
+    another process, keeps the real clock: the grace is real time)."""
 
-    def __init__(self, mode: str, tmp_path: Path) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ahead = 0.0
+        clock = types.SimpleNamespace(
+            **{name: getattr(time, name) for name in dir(time) if not name.startswith("_")}
+        )
+        clock.monotonic = lambda: time.monotonic() + self.ahead
+        monkeypatch.setattr(runner, "time", clock)
+
+    def jump(self, seconds: float) -> None:
+        self.ahead += seconds
+
+
+class Stage:
+    """A stage run in ``clone`` (its working directory) with a FIFO ``armed`` there,
+    stopped once it has opened it: ``stop`` is how (a timeout, a cancel, an interruption)."""
+
+    def __init__(self, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.clone = tmp_path / "clone"
         self.clone.mkdir()
         self.armed = self.clone / "armed"
         os.mkfifo(self.armed)
         self.log = tmp_path / "stage.log"
         self.executor = executor_for(mode, self.clone)
-        self.was_armed = False
+        self.clock = RunnerClock(monkeypatch)
+        self.stopped_at: float | None = None  # the real clock's time of the stop
 
     def wait_armed(self) -> None:
         """Returns once the stage has opened and closed ``armed`` (its trap is set)."""
@@ -86,22 +110,28 @@ class Stage:
             assert poller.poll(60_000), "the stage never said it had set its trap"
         finally:
             os.close(fd)
-        self.was_armed = True
+        self.stopped_at = time.monotonic()
 
     def run(
-        self,
-        script: str,
-        *,
-        timeout_s: float = 60.0,
-        kill_after_s: float = LONG_GRACE_S,
-        on_start: Callable[[ProcessIdentity], None] | None = None,
-        cancel: threading.Event | None = None,
+        self, script: str, stop: str = "timeout", *, kill_after_s: float = LONG_GRACE_S
     ) -> ProcessOutcome:
+        """Runs ``script``, stopped by ``stop`` once armed; the runner's own timeout is
+        far away until then."""
+        cancel = threading.Event()
+
+        def armed_then_stopped(_: ProcessIdentity) -> None:
+            self.wait_armed()
+            if stop == "timeout":
+                self.clock.jump(TIMEOUT_S)
+            elif stop == "cancel":  # the batch's stop: set from another thread
+                cancel.set()
+            else:  # Ctrl-C or SIGTERM: the CLI's handler raises wherever the main thread is
+                raise Interrupted(signal.SIGINT)
+
         return self.executor.run(
             ProcessRequest(
                 ("sh", "-c", script), cwd=self.clone, env=ENV, log_path=self.log,
-                timeout_s=timeout_s, kill_after_s=kill_after_s,
-                on_start=on_start,
+                timeout_s=TIMEOUT_S, kill_after_s=kill_after_s, on_start=armed_then_stopped,
                 cancel=cancel,
             )
         )  # fmt: skip
@@ -129,9 +159,16 @@ def survivors(mark: str) -> list[int]:
     return found
 
 
+def sleeping(mark: str) -> str:
+    """Shell that starts ``sleep MARK`` in the background and goes on once it runs: a
+    TERM that lands between the shell's fork and the exec is lost (the child still has
+    the shell's handler), and the sleep would then last until the KILL."""
+    return f'sleep {mark} & while read c < /proc/$!/comm && [ "$c" != sleep ]; do :; done; '
+
+
 def cleans_up(mark: str) -> str:
     """Traps TERM; its handler takes a moment, then writes ``handled`` and exits."""
-    return f"trap 'sleep 0.3; echo cleaned > handled; exit 0' TERM; sleep {mark} & : > armed; wait"
+    return f"trap 'sleep 0.3; echo cleaned > handled; exit 0' TERM; {sleeping(mark)}: > armed; wait"
 
 
 # --------------------------------------------------------------------------- every way a stop comes
@@ -139,39 +176,30 @@ def cleans_up(mark: str) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_timed_out_stage_that_traps_term_runs_its_handler_to_the_end(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stage, mark = Stage(mode, tmp_path), marker()
+    stage, mark = Stage(mode, tmp_path, monkeypatch), marker()
 
-    # The runner's clock runs while on_start waits: once it returns, the stage is armed
-    # and the deadline (a second from the start) comes at once or soon after.
-    t0 = time.monotonic()
-    outcome = stage.run(cleans_up(mark), timeout_s=1.0, on_start=lambda _: stage.wait_armed())
-    wall = time.monotonic() - t0
+    outcome = stage.run(cleans_up(mark), "timeout")
+    ended_at = time.monotonic()
 
-    assert stage.was_armed, "the stage was not armed before its timeout: " + stage.tail()
     assert stage.handled() == "cleaned"
     # The record of a timeout is as it always was.
     assert (outcome.exit_code, outcome.timed_out, outcome.signal) == (EXIT_TIMEOUT, True, None)
     assert survivors(mark) == []
     # The grace ended when the stage did, not when it ran out.
-    assert wall < LONG_GRACE_S, wall
+    assert stage.stopped_at is not None and ended_at - stage.stopped_at < LONG_GRACE_S
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_cancelled_stage_that_traps_term_runs_its_handler_to_the_end(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The batch's stop: it sets the stage's cancel from another thread."""
-    stage, mark = Stage(mode, tmp_path), marker()
-    cancel = threading.Event()
-
-    def armed_then_cancel(_: ProcessIdentity) -> None:
-        stage.wait_armed()
-        cancel.set()
+    stage, mark = Stage(mode, tmp_path, monkeypatch), marker()
 
     with pytest.raises(Cancelled):
-        stage.run(cleans_up(mark), on_start=armed_then_cancel, cancel=cancel)
+        stage.run(cleans_up(mark), "cancel")
 
     assert stage.handled() == "cleaned"
     assert survivors(mark) == []
@@ -179,18 +207,14 @@ def test_a_cancelled_stage_that_traps_term_runs_its_handler_to_the_end(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_interrupted_orchestrator_gives_a_stage_that_traps_term_its_grace(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C or SIGTERM of the orchestrator: its handler raises ``Interrupted`` wherever
     the main thread is, here while the runner waits for the stage."""
-    stage, mark = Stage(mode, tmp_path), marker()
-
-    def armed_then_interrupted(_: ProcessIdentity) -> None:
-        stage.wait_armed()
-        raise Interrupted(signal.SIGINT)
+    stage, mark = Stage(mode, tmp_path, monkeypatch), marker()
 
     with pytest.raises(Interrupted):
-        stage.run(cleans_up(mark), on_start=armed_then_interrupted)
+        stage.run(cleans_up(mark), "interrupt")
 
     assert stage.handled() == "cleaned"
     assert survivors(mark) == []
@@ -201,25 +225,24 @@ def test_an_interrupted_orchestrator_gives_a_stage_that_traps_term_its_grace(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_process_that_left_the_commands_group_and_parent_gets_its_grace_too(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A double-forked child in a session of its own (re-parented to the sandbox's init,
     or to the reaper without one) is TERMed with the rest. The command waits for it to
     say it is done (a FIFO): in the sandbox, the command's end ends everything inside."""
-    stage, mark = Stage(mode, tmp_path), marker()
+    stage, mark = Stage(mode, tmp_path, monkeypatch), marker()
     os.mkfifo(stage.clone / "done")
     escaped = (
         "trap 'sleep 0.3; echo cleaned > handled-escaped; echo > done; exit 0' TERM; "
-        f"sleep {mark} & : > armed; wait"
+        f"{sleeping(mark)}: > armed; wait"
     )
     script = (
         "trap 'read said < done; echo cleaned > handled; exit 0' TERM; "
-        f"sleep {mark} & ( setsid sh -c {shlex.quote(escaped)} & ); wait"
+        f"{sleeping(mark)}( setsid sh -c {shlex.quote(escaped)} & ); wait"
     )
 
-    outcome = stage.run(script, timeout_s=1.0, on_start=lambda _: stage.wait_armed())
+    outcome = stage.run(script, "timeout")
 
-    assert stage.was_armed, stage.tail()
     assert stage.handled("handled-escaped") == "cleaned"
     assert stage.handled() == "cleaned"
     assert (outcome.exit_code, outcome.timed_out, outcome.signal) == (EXIT_TIMEOUT, True, None)
@@ -228,25 +251,23 @@ def test_a_process_that_left_the_commands_group_and_parent_gets_its_grace_too(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_what_ignores_term_is_killed_at_the_graces_end_and_nothing_survives(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The command and a double-forked child in a session of its own both ignore TERM
     (inherited across exec): the grace runs out, KILL ends them, the record is a
     timeout's."""
-    stage, mark = Stage(mode, tmp_path), marker()
+    stage, mark = Stage(mode, tmp_path, monkeypatch), marker()
     grace = 0.5
-    script = f"trap '' TERM; ( setsid sleep {mark} & ); : > armed; sleep {mark} & wait"
+    script = f"trap '' TERM; ( setsid sleep {mark} & ); sleep {mark} & : > armed; wait"
 
-    t0 = time.monotonic()
-    outcome = stage.run(
-        script, timeout_s=1.0, kill_after_s=grace, on_start=lambda _: stage.wait_armed()
-    )
-    wall = time.monotonic() - t0
+    outcome = stage.run(script, "timeout", kill_after_s=grace)
+    ended_at = time.monotonic()
 
     assert (outcome.exit_code, outcome.timed_out, outcome.signal) == (EXIT_TIMEOUT, True, None)
     assert survivors(mark) == []
     # The KILL came at the grace's end, not with the TERM.
-    assert wall >= 1.0 + grace, (wall, stage.tail())
+    assert stage.stopped_at is not None
+    assert ended_at - stage.stopped_at >= grace, stage.tail()
 
 
 # --------------------------------------------------------------------------- which processes

@@ -11,7 +11,9 @@ sends each accepted socket's descriptor over CHANNEL_FD (``SCM_RIGHTS``); the pr
 the request from it and decides, outside, whether to connect anywhere. This process then
 drops both sockets and execs COMMAND, so the command's exit status and signals are its
 own and the helper is not its child (nothing for it to wait for); the helper dies with
-the sandbox's PID namespace when the command ends.
+the sandbox's PID namespace when the command ends. It ignores TERM: a stop's TERM goes to
+every process inside the sandbox, and the command's cleanup may still need its way out
+during the grace; the KILL at the grace's end ends it, if the command's end did not.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def main(argv: list[str]) -> None:
     child = posix.fork()
     if child == 0:  # pragma: no cover - the helper's side
         try:
+            _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # the command's grace is ours
             if posix.fork() == 0:
                 _serve(listener, channel)
         finally:

@@ -24,6 +24,8 @@ import os
 import select
 import shlex
 import signal
+import socket
+import sys
 import threading
 import time
 import types
@@ -32,8 +34,10 @@ from pathlib import Path
 import pytest
 from procfs import is_dead
 
+from orchestrator.domain.egress import egress_policy
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution import runner
+from orchestrator.execution.egress_proxy import BRIDGE_PORT
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.process import (
     EXIT_TIMEOUT,
@@ -43,7 +47,7 @@ from orchestrator.execution.process import (
     ProcessRequest,
 )
 from orchestrator.execution.recipes import recipe_spec
-from orchestrator.execution.sandbox import SandboxedExecutor
+from orchestrator.execution.sandbox import SandboxedExecutor, SandboxSpec
 
 from sandbox_required import require_sandbox
 
@@ -90,13 +94,23 @@ class Stage:
     """A stage run in ``clone`` (its working directory) with a FIFO ``armed`` there,
     stopped once it has opened it: ``stop`` is how (a timeout, a cancel, an interruption)."""
 
-    def __init__(self, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        mode: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        *,
+        egress: list[str] | None = None,
+    ) -> None:
         self.clone = tmp_path / "clone"
         self.clone.mkdir()
         self.armed = self.clone / "armed"
         os.mkfifo(self.armed)
         self.log = tmp_path / "stage.log"
         self.executor = executor_for(mode, self.clone)
+        if egress is not None:  # a sandbox whose only way out is its egress proxy
+            spec = SandboxSpec(writable=(self.clone,), egress=egress_policy(egress))
+            self.executor = SandboxedExecutor(LocalExecutor(), spec)
         self.clock = RunnerClock(monkeypatch)
         self.stopped_at: float | None = None  # the real clock's time of the stop
 
@@ -113,10 +127,14 @@ class Stage:
         self.stopped_at = time.monotonic()
 
     def run(
-        self, script: str, stop: str = "timeout", *, kill_after_s: float = LONG_GRACE_S
+        self,
+        script: str | tuple[str, ...],
+        stop: str = "timeout",
+        *,
+        kill_after_s: float = LONG_GRACE_S,
     ) -> ProcessOutcome:
-        """Runs ``script``, stopped by ``stop`` once armed; the runner's own timeout is
-        far away until then."""
+        """Runs ``script`` (shell, or an argv), stopped by ``stop`` once armed; the
+        runner's own timeout is far away until then."""
         cancel = threading.Event()
 
         def armed_then_stopped(_: ProcessIdentity) -> None:
@@ -130,7 +148,8 @@ class Stage:
 
         return self.executor.run(
             ProcessRequest(
-                ("sh", "-c", script), cwd=self.clone, env=ENV, log_path=self.log,
+                ("sh", "-c", script) if isinstance(script, str) else script,
+                cwd=self.clone, env=ENV, log_path=self.log,
                 timeout_s=TIMEOUT_S, kill_after_s=kill_after_s, on_start=armed_then_stopped,
                 cancel=cancel,
             )
@@ -268,6 +287,46 @@ def test_what_ignores_term_is_killed_at_the_graces_end_and_nothing_survives(
     # The KILL came at the grace's end, not with the TERM.
     assert stage.stopped_at is not None
     assert ended_at - stage.stopped_at >= grace, stage.tail()
+
+
+# Its TERM handler asks the egress proxy for an allowed host once a moment has passed, as
+# an engine that saves its session or reports its usage on the way out would.
+ASKS_ON_THE_WAY_OUT = r"""
+import os, signal, socket, sys, time
+port, proxy = int(sys.argv[1]), int(sys.argv[2])
+def on_term(signum, frame):
+    time.sleep(0.3)
+    try:
+        conn = socket.create_connection(("127.0.0.1", proxy), timeout=20)
+        conn.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % port)
+        said = conn.recv(4096).split(b"\r\n")[0].decode()
+    except OSError as exc:
+        said = type(exc).__name__
+    open("handled", "w").write(said)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+os.close(os.open("armed", os.O_WRONLY))
+while True:
+    signal.pause()
+"""
+
+
+def test_a_sandboxed_commands_cleanup_still_reaches_its_allowed_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The egress bridge's helper is inside the sandbox, so the stop's TERM reaches it
+    too; it ignores TERM (it ends with the sandbox, or at the KILL), so the command's way
+    out stays open through its grace."""
+    require_sandbox()
+    with socket.create_server(("127.0.0.1", 0)) as host:  # connected to, never read
+        port = host.getsockname()[1]
+        stage = Stage("sandbox", tmp_path, monkeypatch, egress=[f"127.0.0.1:{port}"])
+        argv = (sys.executable, "-c", ASKS_ON_THE_WAY_OUT, str(port), str(BRIDGE_PORT))
+
+        outcome = stage.run(argv, "timeout")
+
+    assert stage.handled().startswith("HTTP/1.1 200"), stage.handled()
+    assert (outcome.exit_code, outcome.timed_out, outcome.signal) == (EXIT_TIMEOUT, True, None)
 
 
 # --------------------------------------------------------------------------- which processes

@@ -13,6 +13,7 @@ from orchestrator.eval.corpus import CorpusError, load_corpus
 from corpus.build import PAD_BYTES, SHAPES, padding
 
 
+@pytest.mark.slow
 def test_at_least_forty_shapes_each_with_a_padded_twin(corpus_dir: Path) -> None:
     cases = load_corpus(corpus_dir)
     ids = {case.label.id for case in cases}
@@ -25,6 +26,7 @@ def test_at_least_forty_shapes_each_with_a_padded_twin(corpus_dir: Path) -> None
             "resource_exhausted", "network", "outage"} <= classes  # fmt: skip
 
 
+@pytest.mark.slow
 def test_each_log_is_the_runners_and_holds_its_root_cause(corpus_dir: Path) -> None:
     for case in load_corpus(corpus_dir):
         text = case.log_path.read_text(errors="replace")
@@ -72,13 +74,15 @@ def _copy_case(corpus_dir: Path, case_id: str, dest: Path) -> Path:
     return where
 
 
-def test_a_bad_label_is_refused_naming_the_case_and_key(corpus_dir: Path, tmp_path: Path) -> None:
-    where = _copy_case(corpus_dir, "pytest-assert", tmp_path)
+# The refusals need one real case, not the whole corpus: ``few_cases`` builds only its two
+# shapes when nothing else in the run asks for the whole (as in the quick tier).
+def test_a_bad_label_is_refused_naming_the_case_and_key(few_cases: Path, tmp_path: Path) -> None:
+    where = _copy_case(few_cases, "commit-order-two", tmp_path)
     label = json.loads((where / "label.json").read_text())
     label["failure_class"] = "cosmic_rays"
     (where / "label.json").write_text(json.dumps(label))
     with pytest.raises(
-        CorpusError, match=r"pytest-assert/label.json: .*unknown class 'cosmic_rays'"
+        CorpusError, match=r"commit-order-two/label.json: .*unknown class 'cosmic_rays'"
     ):
         load_corpus(tmp_path)
 
@@ -90,11 +94,11 @@ def test_a_bad_label_is_refused_naming_the_case_and_key(corpus_dir: Path, tmp_pa
 
 
 def test_a_case_without_its_log_or_an_empty_corpus_is_refused(
-    corpus_dir: Path, tmp_path: Path
+    few_cases: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(CorpusError, match="no cases"):
         load_corpus(tmp_path)
-    where = _copy_case(corpus_dir, "pytest-assert", tmp_path)
+    where = _copy_case(few_cases, "commit-order-two", tmp_path)
     (where / "log.txt").unlink()
     with pytest.raises(CorpusError, match=r"has no log\.txt"):
         load_corpus(tmp_path)

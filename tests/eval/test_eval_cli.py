@@ -55,14 +55,14 @@ def test_json_and_the_report_file_hold_the_same_results(
 
 def test_a_missing_corpus_or_a_cap_without_live_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    corpus_dir: Path,
+    few_cases: Path,
 ) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)
     assert main(["eval", "--corpus", str(tmp_path / "absent")]) == 2
     assert "no corpus at" in capsys.readouterr().err
-    assert main(["eval", "--corpus", str(corpus_dir), "--max-cost-usd", "1"]) == 2
+    assert main(["eval", "--corpus", str(few_cases), "--max-cost-usd", "1"]) == 2
     assert "--max-cost-usd applies to eval --live only" in capsys.readouterr().err
-    assert main(["eval", "--corpus", str(corpus_dir), "--live"]) == 2
+    assert main(["eval", "--corpus", str(few_cases), "--live"]) == 2
     assert "eval --live needs --max-cost-usd" in capsys.readouterr().err
 
 

@@ -5,6 +5,10 @@ Three requirements hold for every case: its class is told correctly; an infrastr
 resource failure never costs a model call; the labelled root-cause line reaches the bundle
 the model would see (padded cases included: a megabyte of ordinary output before and after
 the failure). No case is exempt.
+
+The whole corpus (built by running mypy, ruff, pytest and more over tiny projects: about
+20 s of CPU) is the full tier's; the quick tier reads two of its shapes
+(``few_cases``) through the same evaluation.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ def _result(offline: tuple[dict[str, CaseResult], Summary], case_id: str) -> Cas
     return results[case_id]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_each_failure_is_classified_as_labelled(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
@@ -41,6 +46,7 @@ def test_each_failure_is_classified_as_labelled(
 INFRA_IDS = tuple(i for s in SHAPES if not s.model_call_warranted for i in (s.id, f"{s.id}-padded"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", INFRA_IDS)
 def test_no_model_call_where_none_is_warranted(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
@@ -52,6 +58,7 @@ def test_no_model_call_where_none_is_warranted(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_root_cause_reaches_the_bundle(
     offline: tuple[dict[str, CaseResult], Summary], case_id: str
@@ -60,6 +67,7 @@ def test_root_cause_reaches_the_bundle(
     assert result.root_cause_in_bundle
 
 
+@pytest.mark.slow
 def test_every_verdict_decided_without_the_model_is_acceptable(
     offline: tuple[dict[str, CaseResult], Summary],
 ) -> None:
@@ -76,6 +84,7 @@ def test_every_verdict_decided_without_the_model_is_acceptable(
     assert results["commit-order-two"].model_call_made
 
 
+@pytest.mark.slow
 def test_the_summary_reports_recall_and_bundle_size(
     offline: tuple[dict[str, CaseResult], Summary],
 ) -> None:

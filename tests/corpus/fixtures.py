@@ -55,24 +55,26 @@ def some_cases(corpus_dir: Path, dest: Path, case_ids: Iterable[str]) -> Path:
 
 
 @pytest.fixture
-def few_cases(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    pytestconfig: pytest.Config,
-    tmp_path: Path,
-) -> Path:
-    # From the whole corpus where a test of this run needs it anyway; else (a run of only
-    # the tests that need a few cases) only these shapes are built: 2 of 64.
-    if any("corpus_dir" in item.fixturenames for item in request.session.items):
-        source: Path = request.getfixturevalue("corpus_dir")
-    else:
-
-        def build_few(where: Path) -> None:
-            for line in build(where, only=FEW):
-                print(f"corpus: {line}")
-
-        source = built_once(tmp_path_factory, pytestconfig, "corpus-few", build_few)
+def few_cases(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    source = corpus_holding(request, FEW)
     return some_cases(source, tmp_path / "few-cases", (i for c in FEW for i in (c, f"{c}-padded")))
+
+
+def corpus_holding(request: pytest.FixtureRequest, shapes: tuple[str, ...]) -> Path:
+    """A built corpus that holds ``shapes`` (and their padded twins): the whole corpus where
+    a test of this run needs it anyway; else (a run of only the tests that need a few
+    cases, as the quick tier is) only these shapes, built once per run. Copy from it."""
+    if any("corpus_dir" in item.fixturenames for item in request.session.items):
+        whole: Path = request.getfixturevalue("corpus_dir")
+        return whole
+
+    def build_these(where: Path) -> None:
+        for line in build(where, only=shapes):
+            print(f"corpus: {line}")
+
+    name = "corpus-" + "+".join(sorted(shapes))
+    tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    return built_once(tmp_path_factory, request.config, name, build_these)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from orchestrator.eval.offline import evaluate
 from orchestrator.recovery.gateway import ModelReply, ScriptedGateway
 from orchestrator.recovery.prompt import build_prompt, facts_for
 
-from corpus.fixtures import some_cases
+from corpus.fixtures import corpus_holding, some_cases
 
 RETRY = json.dumps({"action": "retry", "summary": "re-run the code stage with the failure"})
 PRICES = {"scripted": PriceConfig(input_per_mtok=3.0, output_per_mtok=15.0)}
@@ -28,8 +28,8 @@ PICKED = ("git-merge-conflict", "mypy-return-type", "pytest-assert", "claude-aut
 
 
 @pytest.fixture
-def small_corpus(corpus_dir: Path, tmp_path: Path) -> Path:
-    return some_cases(corpus_dir, tmp_path / "small", PICKED)
+def small_corpus(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    return some_cases(corpus_holding(request, PICKED), tmp_path / "small", PICKED)
 
 
 def _clock() -> itertools.count[float]:

@@ -17,19 +17,23 @@ from orchestrator.execution.executor import (
     ProcessRequest,
 )
 
+# What the sandbox puts between bwrap and the command, each run as ``python -I -S FILE
+# ARGS -- COMMAND``: the sandbox's init (its PID 1, which reports a signal) and the egress
+# bridge.
+_IN_BETWEEN = ("sandbox_init.py", "egress_bridge.py")
+
 
 def unwrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """The command a sandbox launch runs (after bwrap's own ``--chdir DIR --`` and the
-    egress bridge, where there is one), or ``argv`` itself when it is not one."""
+    """The command a sandbox launch runs (after bwrap's own ``--chdir DIR --``, the
+    sandbox's init and the egress bridge, where there are), or ``argv`` itself when it is
+    not one."""
     launched = len(argv) > 3 and argv[3].endswith("sandbox_launch.py")
     if not launched and Path(argv[0]).name != "bwrap":  # bwrap alone: the sandbox's probe
         return argv
     chdir = argv.index("--chdir")
     command = argv[chdir + 3 :]
-    # Behind the egress bridge (``python -I -S egress_bridge.py FD PORT -- COMMAND``): the
-    # command is what follows the bridge's own ``--``.
-    if len(command) > 3 and command[3].endswith("egress_bridge.py"):
-        return command[command.index("--") + 1 :]
+    while len(command) > 3 and command[3].endswith(_IN_BETWEEN):
+        command = command[command.index("--") + 1 :]
     return command
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_records import run_record as record
 
 from orchestrator.domain.errors import StateError
-from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
+from orchestrator.domain.runs import RunRecord, new_run_id
 from orchestrator.reports.report_reader import Selection, read_report
 from orchestrator.reports.run_reader import Context
 from orchestrator.storage import (
@@ -31,20 +32,6 @@ from orchestrator.storage import (
 from orchestrator.storage.layout import RUN_ID
 
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
-
-
-def record(ticket_id: str, created: datetime, suffix: str = "") -> RunRecord:
-    run_id = new_run_id(ticket_id, created)
-    if suffix:
-        run_id = f"{run_id[:-4]}{suffix}"
-    return RunRecord(
-        run_id=run_id, ticket_id=ticket_id, ticket_title=f"Fix {ticket_id}",
-        ticket_kind="bug", ticket_path=f"/t/{ticket_id}.md", ticket_snapshot="/s/t.md",
-        ticket_sha256="0" * 64, repository="/r.git", base_branch="main",
-        work_branch=f"orchestrator/{ticket_id}", config_path="/c.toml", config_sha256="0" * 64,
-        run_dir=f"/s/runs/{run_id}", clone_dir=f"/s/runs/{run_id}/clone",
-        created_at=created, updated_at=created, stages=(StageRecord(name="implement"),),
-    )  # fmt: skip
 
 
 def latest_before(runs_dir: Path, ticket_id: str) -> str | None:

@@ -21,9 +21,11 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
+from run_records import run_record  # noqa: E402
+
 from orchestrator.domain.errors import StateError  # noqa: E402 - after the skip without psycopg
 from orchestrator.domain.lifecycle import RunState  # noqa: E402
-from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id  # noqa: E402
+from orchestrator.domain.runs import RunRecord  # noqa: E402
 from orchestrator.storage.postgres import PostgresUnavailable, migrate  # noqa: E402
 from orchestrator.storage.postgres.runs import (  # noqa: E402
     PostgresLeases,
@@ -44,17 +46,7 @@ def db(pg_url: str) -> str:
 
 
 def record(ticket_id: str, created: datetime, note: str = "", suffix: str = "") -> RunRecord:
-    run_id = new_run_id(ticket_id, created)
-    if suffix:
-        run_id = f"{run_id[:-4]}{suffix}"
-    return RunRecord(
-        run_id=run_id, ticket_id=ticket_id, ticket_title=f"Fix the thing {note} é ✓",
-        ticket_kind="bug", ticket_path=f"/t/{ticket_id}.md", ticket_snapshot="/s/t.md",
-        ticket_sha256="0" * 64, repository="/r.git", base_branch="main",
-        work_branch=f"orchestrator/{ticket_id}", config_path="/c.toml", config_sha256="0" * 64,
-        run_dir=f"/s/runs/{run_id}", clone_dir=f"/s/runs/{run_id}/clone",
-        created_at=created, updated_at=created, stages=(StageRecord(name="implement"),),
-    )  # fmt: skip
+    return run_record(ticket_id, created, title=f"Fix the thing {note} é ✓", suffix=suffix)
 
 
 def until(condition: Callable[[], bool], what: str) -> None:

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_records import run_record
 
 from orchestrator.cli.commands.runs import COLUMNS, runs
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.runs import Halt, RunRecord, StageRecord, new_run_id
+from orchestrator.domain.runs import Halt, RunRecord, new_run_id
 from orchestrator.storage import RunStore, run_record_paths
 from orchestrator.storage.run_listing import read_run_header
 
@@ -23,16 +24,8 @@ AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 
 
 def record(ticket_id: str, created: datetime, **update: Any) -> RunRecord:
-    run_id = new_run_id(ticket_id, created)
-    made = RunRecord(
-        run_id=run_id, ticket_id=ticket_id, ticket_title='a "quoted"\n title, with "stages": [',
-        ticket_kind="bug", ticket_path=f"/t/{ticket_id}.md", ticket_snapshot="/s/t.md",
-        ticket_sha256="0" * 64, repository="/r.git", base_branch="main",
-        work_branch=f"orchestrator/{ticket_id}", config_path="/c.toml", config_sha256="0" * 64,
-        run_dir=f"/s/runs/{run_id}", clone_dir=f"/s/runs/{run_id}/clone",
-        created_at=created, updated_at=created, stages=(StageRecord(name="implement"),),
-    )  # fmt: skip
-    return made.model_copy(update=update)
+    # A title with what the head's reader looks for: it must not be fooled by it.
+    return run_record(ticket_id, created, title='a "quoted"\n title, with "stages": [', **update)
 
 
 def listed_before(state_dir: Path) -> tuple[str, str]:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
-__all__ = ["Prefilter", "atom_end", "class_end", "prefilter_for", "units", "widened"]
+__all__ = ["Prefilter", "any_word", "atom_end", "class_end", "prefilter_for", "units", "widened"]
 
 
 class _Match(Protocol):
@@ -150,4 +150,25 @@ def prefilter_for(
     options.max_mem = 8 << 20
     expression = b"\n(?:" + b"|".join(line_forms) + b")"
     compiled: Prefilter = re2.compile(expression, options)
+    return compiled
+
+
+def any_word(
+    words: Iterable[bytes], *, import_re2: Callable[[], Any] = _import_re2
+) -> Prefilter | None:
+    """One RE2 expression that finds any of ``words`` (literal bytes, read as Latin-1),
+    anywhere: the infrastructure signs' gate (``signs.read_up``). None when RE2 is not
+    installed."""
+    re2 = import_re2()
+    if re2 is None:
+        return None
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.never_capture = True
+    # Every byte spelt as itself or as an escape: nothing in a word is syntax.
+    spelt = (
+        b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in word)
+        for word in words
+    )
+    compiled: Prefilter = re2.compile(b"|".join(spelt), options)
     return compiled

@@ -28,6 +28,11 @@ the same line carries a sign. On one line an assertion wins, then the signs in t
 ``TAIL_LINES`` lines of at most ``TAIL_BYTES``; when they decide nothing, the caller may
 read further up a long log (``execution.engine_stage``: around its root-cause lines).
 
+Reading a long log up costs little: most lines hold none of the words a check needs
+(``literals.needed``), and one search for all of them (RE2's, ``prefilter.any_word``)
+spares such a line every check but the alternatives that need no word. The gates only
+skip a check that cannot match, so every line decides as it would without them.
+
 Why an OOM kill needs the exit status too: "Killed" and "Out of memory" are common words
 and the kernel's own report goes to its log, not to the program. The sign counts only
 when the process ended by SIGKILL (exit status 137) and our timeout did not send it —
@@ -45,6 +50,8 @@ from typing import Final, Literal
 from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import FailureClass
+from orchestrator.reading.literals import alternatives, needed
+from orchestrator.reading.prefilter import any_word
 
 # A stage that is not an engine (the GitHub forge, a user's script) can name an
 # infrastructure failure on a line of its output: "::failure-class::rate_limited".
@@ -377,6 +384,85 @@ CODE_REPORTS: re.Pattern[str] = re.compile(
 CODE: Final = "code"
 
 
+@dataclass(frozen=True)
+class _Gated:
+    """One check (``CODE_SIGNS``, a sign's pattern, ``CODE_REPORTS``) behind gates. A
+    pattern matches where one of its top-level alternatives does; on an ASCII line,
+    lower-cased, an alternative in ``parts`` can match only where one of its words is
+    (``literals.needed``), and ``rest`` holds the alternatives that have none."""
+
+    pattern: re.Pattern[str]
+    parts: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
+    rest: re.Pattern[str] | None
+
+    def search(self, line: str, low: str | None) -> bool:
+        """Whether ``pattern`` matches ``line``. ``low``: ``line.lower()`` when the line is
+        ASCII, "" when it is ASCII and holds none of the words, None when it is not ASCII
+        (the pattern is run)."""
+        if low is None:
+            return self.pattern.search(line) is not None
+        if low:
+            for words, part in self.parts:
+                if any(word in low for word in words) and part.search(line) is not None:
+                    return True
+        return self.rest is not None and self.rest.search(line) is not None
+
+
+def _gated(pattern: re.Pattern[str]) -> _Gated:
+    parts: list[tuple[tuple[str, ...], re.Pattern[str]]] = []
+    rest: list[str] = []
+    for alternative in alternatives(pattern.pattern):
+        found = needed(alternative, pattern.flags)
+        if found is None:
+            rest.append(alternative)
+        else:
+            parts.append((tuple(sorted(found)), re.compile(alternative, pattern.flags)))
+    return _Gated(
+        pattern,
+        tuple(parts),
+        re.compile("|".join(rest), pattern.flags) if rest else None,
+    )
+
+
+# Most lines a long log holds can match nothing here; on an ASCII line one search for the
+# words every gated alternative needs says so, and then only the alternatives with no
+# such words are run (the order of the checks is kept, so the same check decides).
+_CODE_SIGNS_GATED: Final = _gated(CODE_SIGNS)
+_SIGNS_GATED: Final = tuple((sign, _gated(sign.pattern)) for sign in SIGNS)
+_CODE_REPORTS_GATED: Final = _gated(CODE_REPORTS)
+# The signs a line with none of the words may still show (with no words, only a rest).
+_SIGNS_WITH_REST: Final = tuple((sign, gated) for sign, gated in _SIGNS_GATED if gated.rest)
+_WORDS: Final = sorted(
+    {
+        word
+        for gated in (_CODE_SIGNS_GATED, _CODE_REPORTS_GATED, *(g for _, g in _SIGNS_GATED))
+        for words, _ in gated.parts
+        for word in words
+    }
+)
+# RE2 finds any of them in one pass over the line; ``re`` alone where RE2 is not installed.
+_ANY_WORD_RE2: Final = any_word(word.encode("ascii") for word in _WORDS)
+_ANY_WORD: Final = re.compile("|".join(map(re.escape, _WORDS)))
+
+
+def _gate_view(line: str) -> str | None:
+    """What the gates read of ``line``: lower-cased when it is ASCII, "" when it is ASCII
+    and holds none of their words (each gate then runs only its rest), None when it is not
+    ASCII (each pattern is run)."""
+    if not line.isascii():
+        return None
+    low = line.lower()
+    return low if _has_a_word(low) else ""
+
+
+def _has_a_word(low: str) -> bool:
+    """Whether the lower-cased ASCII line ``low`` holds one of the gates' words."""
+    if _ANY_WORD_RE2 is None:
+        return _ANY_WORD.search(low) is not None
+    data = low.encode("ascii")
+    return _ANY_WORD_RE2.search(data, 0, len(data)) is not None
+
+
 def tail_lines(text: str, *, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
     """The last ``max_lines`` lines within the last ``max_bytes`` characters' worth of
     UTF-8 (a partial first line is dropped when the text was cut)."""
@@ -429,16 +515,17 @@ def read_up(
             stripped = stripped[note.end() :].strip()
         if not stripped:
             continue
-        if CODE_SIGNS.search(stripped):
+        low = _gate_view(stripped)
+        if _CODE_SIGNS_GATED.search(stripped, low):
             return CODE
-        for sign in SIGNS:
+        for sign, gated in _SIGNS_GATED if low != "" else _SIGNS_WITH_REST:
             if sign.needs_status is not None and exit_code != sign.needs_status:
                 continue
             if sign.needs_kill and not killed:
                 continue
-            if sign.pattern.search(stripped):
+            if gated.search(stripped, low):
                 return Recognised(sign, _one_line(stripped))
-        if CODE_REPORTS.search(stripped):
+        if _CODE_REPORTS_GATED.search(stripped, low):
             return CODE
     return None
 

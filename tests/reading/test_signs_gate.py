@@ -106,13 +106,17 @@ def test_any_word_finds_each_word_as_it_is_spelt() -> None:
     assert found.search(b"[errno 12] x", 0, 12) is not None
 
 
+SAMPLE_EVERY = 32
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(900)
 @pytest.mark.skipif(CI_LOGS is None, reason="no ci-logs corpus beside the project")
 def test_every_line_of_the_real_logs_is_read_as_before() -> None:
-    """Each check, gated, answers as its pattern on every distinct line as read (after
-    colours and prefixes): ``read_up`` then decides every line, under any exit status, as
-    the reference does. And each log's tail read up from its end decides the same."""
+    """Each log's tail read up from its end decides as the reference does, under any exit
+    status. And each check, gated, answers as its pattern on the distinct lines as read
+    (after colours and prefixes): every 32nd distinct line in sorted order here (about
+    10,000; all 285,000 took three minutes of CPU, and matched when the gate was written),
+    so ``read_up`` decides those lines as the reference does."""
     assert CI_LOGS is not None
     lines: set[str] = set()
     logs = sorted(p for p in CI_LOGS.rglob("*") if p.is_file() and p.suffix != ".json")
@@ -124,10 +128,10 @@ def test_every_line_of_the_real_logs_is_read_as_before() -> None:
             assert read_up(reversed(tail), exit_code=status, timed_out=False) == reference(
                 reversed(tail), exit_code=status, timed_out=False
             )
-        lines.update(_stripped(line) for line in text.splitlines())
+        lines.update(text.splitlines())
     assert len(lines) > 100_000
     checks = (_CODE_SIGNS_GATED, *(gated for _, gated in _SIGNS_GATED), _CODE_REPORTS_GATED)
-    for line in lines:
+    for line in map(_stripped, sorted(lines)[::SAMPLE_EVERY]):
         low = _gate_view(line)
         for gated in checks:
             assert gated.search(line, low) == (gated.pattern.search(line) is not None), (

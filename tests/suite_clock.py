@@ -49,8 +49,15 @@ LIMIT_S = 10.0
 # grows with the runnable processes per core: a budget, not a clock that trips on load.
 BUSY_ENV = "SUITE_CLOCK_BUSY_PROCESSES"
 QUICK_TIER = "not slow or quick"  # scripts/dev.sh test --quick selects this
-# Test files that need no test in the quick tier: end to end, seconds each (CI runs them).
-FULL_TIER_ONLY = ("tests/e2e/",)
+# Test files that need no test in the quick tier: end to end, seconds each (CI runs them):
+# the end-to-end folder, and the files whose only tests run whole batches through Celery
+# workers or real stages.
+FULL_TIER_ONLY = (
+    "tests/e2e/",
+    "tests/distributed/test_fleet_report.py",
+    "tests/distributed/test_fleet_sources.py",
+    "tests/reports/test_waiting_latest_only.py",
+)
 SLOWEST = 20
 FOLDERS = 15
 FIXTURES = 15

@@ -19,7 +19,6 @@ from prometheus_text import parse as parse_metrics
 from redis_server import RedisServer
 
 
-@pytest.mark.quick
 @pytest.mark.slow
 def test_a_fleet_batch_writes_its_report_and_metrics(
     redis_server: RedisServer, namespace: str, tmp_path: Path, machines: list[FleetWorkers]

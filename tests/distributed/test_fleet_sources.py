@@ -27,6 +27,7 @@ def github_fake() -> Iterator[FakeGitHub]:
         yield fake
 
 
+@pytest.mark.slow
 def test_a_celery_batch_queues_the_labelled_issues_it_took_in_and_workers_run_each_once(
     redis_server: RedisServer,
     namespace: str,

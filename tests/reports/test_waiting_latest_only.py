@@ -19,7 +19,7 @@ from orchestrator.storage import RunStore
 from fixture_batch import FixtureBatch, run_fixture_batch
 
 # The fixture batch runs three tickets through real stages (a few seconds).
-pytestmark = [pytest.mark.slow, pytest.mark.quick]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -167,8 +167,7 @@ def any_word(
     options.never_capture = True
     # Every byte spelt as itself or as an escape: nothing in a word is syntax.
     spelt = (
-        b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in word)
-        for word in words
+        b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in word) for word in words
     )
     compiled: Prefilter = re2.compile(b"|".join(spelt), options)
     return compiled

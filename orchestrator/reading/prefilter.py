@@ -133,6 +133,15 @@ def _import_re2() -> Any:
     return re2
 
 
+def _latin1_options(re2: Any) -> Any:
+    """RE2's options for both pre-passes: bytes read as Latin-1 (one byte one character,
+    as ``re`` reads them), nothing captured (only where a match starts is asked)."""
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.never_capture = True
+    return options
+
+
 def prefilter_for(
     line_forms: Iterable[bytes], *, import_re2: Callable[[], Any] = _import_re2
 ) -> Prefilter | None:
@@ -142,9 +151,7 @@ def prefilter_for(
     re2 = import_re2()
     if re2 is None:
         return None
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1
-    options.never_capture = True
+    options = _latin1_options(re2)
     # The automaton's state cache. RE2 falls back to a much slower engine when a search
     # outgrows it; 8 MiB holds the whole table's states with room to spare.
     options.max_mem = 8 << 20
@@ -162,9 +169,7 @@ def any_word(
     re2 = import_re2()
     if re2 is None:
         return None
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1
-    options.never_capture = True
+    options = _latin1_options(re2)
     # Every byte spelt as itself or as an escape: nothing in a word is syntax.
     spelt = (
         b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in word) for word in words

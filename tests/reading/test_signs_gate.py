@@ -36,6 +36,8 @@ from orchestrator.reading.signs import (
     tail_lines,
 )
 
+from conftest import examples
+
 ROOT = Path(__file__).resolve().parents[2]
 # Where tests/eval/test_ci_logs_eval.py finds the corpus: beside the project (or a worktree).
 _PLACES = (ROOT.parent / "shared", ROOT.parent.parent / "shared")
@@ -204,7 +206,7 @@ _PIECES = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(_PIECES, max_size=8), st.booleans())
 def test_generated_lines_are_read_as_before(pieces: list[str], swap: bool) -> None:
     line = "".join(pieces)

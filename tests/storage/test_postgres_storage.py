@@ -96,3 +96,36 @@ def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the
         assert [p.name for p in storage.sweep_stale_temps()] == left
     finally:
         close_storages()
+
+
+def test_a_connection_cut_while_the_schema_migrates_is_unavailable_then_opens(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker opening its storage as the server restarts (its connection cut mid-way
+    through the migration) is told PostgreSQL is unavailable, which the worker retries
+    later, not a state error that spends the ticket; the next open works."""
+    import psycopg
+
+    from orchestrator.storage.postgres.connect import PostgresUnavailable
+    from orchestrator.storage.postgres.migrate import migrate
+    cuts: list[int] = []
+
+    def cut_then_migrate(conn: psycopg.Connection[object]) -> list[int]:
+        if not cuts:
+            pid = conn.info.backend_pid
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                row = admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone()
+            cuts.append(pid)
+            assert row == (True,)
+        return migrate(conn)
+
+    monkeypatch.setattr("orchestrator.storage.postgres.storage.migrate", cut_then_migrate)
+    try:
+        with pytest.raises(PostgresUnavailable, match="schema migration"):
+            open_storage(tmp_path / "one", pg_url, lease_s=60)
+        assert open_state(tmp_path / "one").__class__.__name__ == "FileStorage"  # not kept
+        opened = open_storage(tmp_path / "one", pg_url, lease_s=60)
+        assert opened.__class__.__name__ == "PostgresStorage"
+        assert len(cuts) == 1
+    finally:
+        close_storages()

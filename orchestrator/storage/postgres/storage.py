@@ -33,7 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.domain.errors import TicketLocked
+from orchestrator.domain.errors import StateError, TicketLocked
 from orchestrator.storage._atomic import published_under
 from orchestrator.storage.files import ApprovalFiles, FileStorage, VerdictFiles
 from orchestrator.storage.layout import StateLayout
@@ -44,7 +44,7 @@ from orchestrator.storage.postgres.ledger import PostgresLedger
 from orchestrator.storage.postgres.migrate import migrate
 from orchestrator.storage.postgres.mirror import StateMirror, route
 from orchestrator.storage.postgres.runs import LeaseToken, PostgresLeases
-from orchestrator.storage.postgres.session import ReusedConnections
+from orchestrator.storage.postgres.session import ReusedConnections, transaction
 from orchestrator.storage.redis.errors import TicketClaimed
 
 if TYPE_CHECKING:
@@ -124,7 +124,16 @@ class PostgresStorage:
     def attach(self) -> PostgresStorage:
         """Bring the schema up to date and publish this state dir's writes from now on."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
+        # A connection lost mid-migration (the server restarting as a worker opens its
+        # storage) is PostgresUnavailable like any other write's: the caller tries again
+        # later; the migration's own transaction rolled back whatever it had done.
+        with transaction(
+            self._connect,
+            says="state error: migrating the PostgreSQL schema",
+            error=StateError,
+            unavailable="the PostgreSQL schema migration",
+            implicit=True,
+        ) as conn:
             migrate(conn)
         self._attached.enter_context(
             published_under(self.root, self._publish, lambda path: self.forget([path]))

@@ -108,6 +108,7 @@ def test_a_connection_cut_while_the_schema_migrates_is_unavailable_then_opens(
 
     from orchestrator.storage.postgres.connect import PostgresUnavailable
     from orchestrator.storage.postgres.migrate import migrate
+
     cuts: list[int] = []
 
     def cut_then_migrate(conn: psycopg.Connection[object]) -> list[int]:

@@ -185,6 +185,10 @@ class PriceConfig(Frozen):
     input_per_mtok: Money
     output_per_mtok: Money
 
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        """What ``input_tokens`` in and ``output_tokens`` out cost at these prices."""
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
 
 class BatchConfig(Frozen):
     """Caps on one batch's model use, checked before each call; 0 means no cap. Once a

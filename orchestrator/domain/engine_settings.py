@@ -12,10 +12,40 @@ from orchestrator.domain.placeholders import placeholder_problems
 
 Known = Mapping[str, type | tuple[type, ...]]
 
-CLAUDE_CODE: Known = {"permission_mode": str, "max_turns": int, "extra_args": list}
-CODEX: Known = {"sandbox": str, "extra_args": list}
+CLAUDE_CODE: Known = {
+    "permission_mode": str,
+    "max_turns": int,
+    "retries": int,
+    "extra_args": list,
+}
+CODEX: Known = {"sandbox": str, "retries": int, "extra_args": list}
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
-AIDER: Known = {"extra_args": list}
+AIDER: Known = {"retries": int, "extra_args": list}
+# How often an engine may retry a failed model request itself before it gives up
+# (``[engines.NAME] retries``): Claude Code's own default is 10, aider's about 9 over a
+# minute, each holding the stage while our own back-off would also wait. None by
+# default: an overloaded provider ends the attempt as ``outage`` at once, and our
+# back-off (``[routing]``) decides the one bounded wait.
+DEFAULT_ENGINE_RETRIES = 0
+MAX_ENGINE_RETRIES = 20
+
+
+def retries_problems(settings: Mapping[str, Any]) -> list[str]:
+    retries = settings.get("retries")
+    if isinstance(retries, int) and not isinstance(retries, bool):
+        if not 0 <= retries <= MAX_ENGINE_RETRIES:
+            return [f"retries: must be 0 to {MAX_ENGINE_RETRIES} (got {retries})"]
+    return []
+
+
+def engine_retries(settings: Mapping[str, Any]) -> int:
+    """The engine's own retry count: ``retries`` as configured, else the default."""
+    value = settings.get("retries", DEFAULT_ENGINE_RETRIES)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"retries: must be an integer (got {value!r})")
+    return value
+
+
 COMMAND: Known = {"command": list, "prompt_on_stdin": bool}
 PATCH: Known = {}
 
@@ -50,7 +80,7 @@ def _claude_code(settings: Mapping[str, Any]) -> list[str]:
     turns = settings.get("max_turns")
     if isinstance(turns, int) and not isinstance(turns, bool) and turns < 1:
         problems.append(f"max_turns: must be at least 1 (got {turns})")
-    return problems
+    return problems + retries_problems(settings)
 
 
 def _codex(settings: Mapping[str, Any]) -> list[str]:
@@ -58,7 +88,7 @@ def _codex(settings: Mapping[str, Any]) -> list[str]:
     sandbox = settings.get("sandbox")
     if isinstance(sandbox, str) and sandbox not in CODEX_SANDBOXES:
         problems.append(f"sandbox: must be one of {', '.join(CODEX_SANDBOXES)} (got {sandbox!r})")
-    return problems
+    return problems + retries_problems(settings)
 
 
 def _command(settings: Mapping[str, Any]) -> list[str]:
@@ -78,7 +108,7 @@ def _command(settings: Mapping[str, Any]) -> list[str]:
 CHECKS: Mapping[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "claude-code": _claude_code,
     "codex": _codex,
-    "aider": lambda settings: check_known_keys(settings, AIDER),
+    "aider": lambda settings: check_known_keys(settings, AIDER) + retries_problems(settings),
     "command": _command,
     "patch": lambda settings: check_known_keys(settings, PATCH),
 }

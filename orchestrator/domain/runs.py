@@ -122,6 +122,13 @@ class Attempt(Frozen):
     # exit 0 and still have failed (aider does, when every API call failed).
     turns: int | None = None
     cost_usd: float | None = None
+    # True: ``cost_usd`` is ours, estimated from the tokens and ``[prices]`` (the engine
+    # said none); False: the engine's own figure, or no cost at all.
+    cost_estimated: bool = False
+    input_tokens: Annotated[int, Field(ge=0)] | None = None
+    output_tokens: Annotated[int, Field(ge=0)] | None = None
+    cache_read_tokens: Annotated[int, Field(ge=0)] | None = None
+    cache_write_tokens: Annotated[int, Field(ge=0)] | None = None
     final_message: EngineWords = None
     failure_class: str | None = None
     failure_detail: StageText = None

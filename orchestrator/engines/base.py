@@ -75,25 +75,57 @@ def _no_files() -> Mapping[Path, str]:
     return MappingProxyType({})
 
 
+def _no_env() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class Invocation:
     """How to start the engine. ``files`` are written (atomically, UTF-8) by the
-    orchestrator before the process starts, e.g. the prompt file ``stdin_path`` names."""
+    orchestrator before the process starts, e.g. the prompt file ``stdin_path`` names.
+    ``env``: variables the adapter sets for the engine alone (its own retry count, say),
+    on top of the stage's allow-listed environment; values the adapter chose, never a
+    secret (a secret reaches an engine only by the engine's ``pass_env``)."""
 
     argv: tuple[str, ...]
     stdin_path: Path | None = None
     files: Mapping[Path, str] = field(default_factory=_no_files)
+    env: Mapping[str, str] = field(default_factory=_no_env)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens an attempt used, summed over its model calls, as the engine's own events
+    say them; ``None`` where the tool does not say. ``input_tokens`` counts the input
+    not read from a cache (Anthropic's ``input_tokens``; OpenAI's ``input_tokens`` less
+    its ``cached_input_tokens``), so the four add up to what was sent and received."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.input_tokens is not None or self.output_tokens is not None
+
+
+NO_USAGE = Usage()
 
 
 @dataclass(frozen=True)
 class EngineReport:
-    """What the engine's own output says happened. ``None`` where the tool does not say."""
+    """What the engine's own output says happened. ``None`` where the tool does not say.
+
+    ``turns``: the model calls the attempt made (each request to the provider that
+    answered), counted the same way for every engine so two engines' turns compare."""
 
     turns: int | None
     cost_usd: float | None
     final_message: str | None
     failure: FailureClass | None  # None: the engine reports success
     detail: str | None  # one line: why it failed (the engine's words), else None
+    usage: Usage = NO_USAGE
 
 
 class EngineAdapter(Protocol):

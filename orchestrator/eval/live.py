@@ -63,14 +63,10 @@ def _tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
-def _cost(price: PriceConfig, input_tokens: int, output_tokens: int) -> float:
-    return (input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok) / 1e6
-
-
 def worst_case_usd(prompt: str, price: PriceConfig, *, max_tokens: int, max_reasks: int) -> float:
     """What one diagnosis may cost at most: every call of it at full length."""
     schema = json.dumps(verdict_json_schema())
-    per_call = _cost(price, _tokens(SYSTEM) + _tokens(prompt) + _tokens(schema), max_tokens)
+    per_call = price.cost_usd(_tokens(SYSTEM) + _tokens(prompt) + _tokens(schema), max_tokens)
     return per_call * (1 + max_reasks)
 
 
@@ -124,7 +120,7 @@ def run_live(
         )  # fmt: skip
         latency = clock() - started
         usage = decision.usage
-        cost = _cost(price, usage.input_tokens, usage.output_tokens)
+        cost = price.cost_usd(usage.input_tokens, usage.output_tokens)
         spent += cost
         action = decision.verdict.action
         results.append(

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.domain.config import CheckConfig, LoadedConfig, StageConfig
+from orchestrator.domain.config import CheckConfig, LoadedConfig, PriceConfig, StageConfig
 from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
@@ -23,6 +23,7 @@ from orchestrator.domain.runs import (
     engine_and_model,
 )
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
+from orchestrator.engines.base import NO_USAGE, EngineReport
 from orchestrator.execution import runner
 from orchestrator.execution.against_base import judged_against_base
 from orchestrator.execution.engine_stage import EngineOutcome, run_engine
@@ -392,7 +393,9 @@ def run_stage(
                 max_log_bytes=loaded.config.logs.max_bytes,
                 feedback=engine_feedback(record, stage.name, services.storage.decisions),
             )
-            attempt = _with_engine_report(_finish_attempt(attempt, result.process), result)
+            attempt = _with_engine_report(
+                _finish_attempt(attempt, result.process), result, loaded.config.prices
+            )
             attempt = with_denials(attempt, denied)
         else:
             assert stage.command is not None  # the config validates: exactly one kind of work
@@ -453,12 +456,42 @@ def run_stage(
     return record, attempt
 
 
-def _with_engine_report(attempt: Attempt, result: EngineOutcome) -> Attempt:
+def engine_cost(
+    report: EngineReport, model: str | None, prices: Mapping[str, PriceConfig]
+) -> tuple[float | None, bool]:
+    """The attempt's cost and whether it is our estimate: the engine's own figure when it
+    says one; else, with its tokens known and ``[prices]`` naming the model (as written,
+    or after its provider prefix: aider's ``anthropic/claude-…``), tokens times prices, cache
+    reads and writes priced as input (an upper bound); else unknown."""
+    if report.cost_usd is not None:
+        return report.cost_usd, False
+    usage = report.usage
+    if not usage.known or model is None:
+        return None, False
+    price = prices.get(model) or prices.get(model.rsplit("/", 1)[-1])
+    if price is None:
+        return None, False
+    sent = sum(
+        n or 0 for n in (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    )
+    return round(price.cost_usd(sent, usage.output_tokens or 0), 6), True
+
+
+def _with_engine_report(
+    attempt: Attempt, result: EngineOutcome, prices: Mapping[str, PriceConfig]
+) -> Attempt:
     report = result.report
+    usage = report.usage if report else NO_USAGE
+    cost, estimated = engine_cost(report, attempt.model, prices) if report else (None, False)
     # ``revised``: the engine's own words are redacted (and cut) as they enter the record.
     return attempt.revised(
         turns=report.turns if report else None,
-        cost_usd=report.cost_usd if report else None,
+        cost_usd=cost,
+        cost_estimated=estimated,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
         final_message=report.final_message if report else None,
         failure_class=result.failure_class.value if result.failure_class else None,
         failure_detail=result.detail or (report.detail if report else None) or None,

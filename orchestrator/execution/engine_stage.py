@@ -83,10 +83,13 @@ def run_engine(
     env = stage_environ(environ, ctx, (*stage.pass_env, *engine.pass_env))
     cwd = ctx.clone_dir
 
-    def step(argv: tuple[str, ...], stdin: Path | None = None) -> ProcessOutcome:
+    def step(
+        argv: tuple[str, ...], stdin: Path | None = None, own: Mapping[str, str] | None = None
+    ) -> ProcessOutcome:
         return executor.run(
             ProcessRequest(
-                argv, cwd=cwd, env=env, log_path=log_path, timeout_s=stage.timeout_s,
+                argv, cwd=cwd, env={**env, **(own or {})}, log_path=log_path,
+                timeout_s=stage.timeout_s,
                 kill_after_s=stage.kill_after_s, on_start=on_start, on_tick=on_tick,
                 tick_s=tick_s, stdin_path=stdin, max_log_bytes=max_log_bytes,
             )
@@ -101,7 +104,7 @@ def run_engine(
     # The prompt leaves the process: no secret it holds goes with it, in any form (a
     # pass_env token a failed check printed, quoted back by its feedback).
     write_files({path: process_held().redact(text) for path, text in invocation.files.items()})
-    outcome = step(invocation.argv, invocation.stdin_path)
+    outcome = step(invocation.argv, invocation.stdin_path, invocation.env)
     report = adapter.report(
         log_tail(log_path, REPORT_TAIL_BYTES), outcome.exit_code, outcome.timed_out
     )

@@ -33,9 +33,7 @@ class Spend:
 
 def estimate_cost(prices: dict[str, PriceConfig], model: str, inp: int, out: int) -> float:
     price = prices.get(model)
-    if price is None:
-        return 0.0
-    return (inp * price.input_per_mtok + out * price.output_per_mtok) / 1_000_000
+    return 0.0 if price is None else price.cost_usd(inp, out)
 
 
 def over_cap(spend: Spend, caps: BatchConfig) -> str | None:

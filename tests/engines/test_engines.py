@@ -325,8 +325,12 @@ def test_command_placeholders(tmp_path: Path) -> None:
 def test_settings_are_checked_when_the_config_is_loaded() -> None:
     assert claude_code.ADAPTER.check_settings({"permission_mode": "plan", "max_turns": 5}) == []
     assert claude_code.ADAPTER.check_settings({"max_turn": 5, "max_turns": 0}) == [
-        "max_turn: unknown setting (known: extra_args, max_turns, permission_mode)",
+        "max_turn: unknown setting (known: extra_args, max_turns, permission_mode, retries)",
         "max_turns: must be at least 1 (got 0)",
+    ]
+    assert codex.ADAPTER.check_settings({"retries": 21}) == ["retries: must be 0 to 20 (got 21)"]
+    assert aider.ADAPTER.check_settings({"retries": True}) == [
+        "retries: must not be a boolean (got True)"
     ]
     assert codex.ADAPTER.check_settings({"sandbox": "yolo"}) == [
         "sandbox: must be one of read-only, workspace-write, danger-full-access (got 'yolo')"

@@ -120,7 +120,9 @@ class SandboxSpec:
     fixed values set after. ``home_git_config``: HOME moves into the private /tmp, so git
     is pointed back at the caller's own (read-only) global config, which is where its
     commit identity usually lives. ``seccomp``: refuse unix-socket creation (see
-    ``sandbox_launch``). ``egress``: the hosts it may reach through the egress proxy (its
+    ``sandbox_launch``); ``unix_datagrams``: but let unix datagram sockets be made (a
+    coding engine's own sandbox needs one), in a sandbox without the host's network
+    only. ``egress``: the hosts it may reach through the egress proxy (its
     network namespace has no route out; ``egress_proxy``), None: none unless
     ``network`` (the host's whole network). ``reports_signal``: the sandbox's PID 1 is
     ``sandbox_init.py``, which tells a command killed by signal N from one that exited
@@ -143,6 +145,7 @@ class SandboxSpec:
     home_git_config: bool = False
     limits: SandboxLimits = NO_LIMITS
     seccomp: bool = True
+    unix_datagrams: bool = False
     egress: EgressPolicy | None = None
     reports_signal: bool = True
 
@@ -344,8 +347,14 @@ def confinement(spec: SandboxSpec, machine: str | None = None) -> Confinement:
         )
         if value > 0
     )
-    program = seccomp_filter(machine or os.uname().machine) if spec.seccomp else None
+    machine = machine or os.uname().machine
+    program = seccomp_filter(machine, unix_datagrams=_datagrams(spec)) if spec.seccomp else None
     return Confinement(rlimits=rlimits, fd=SECCOMP_FD, data=program or b"")
+
+
+def _datagrams(spec: SandboxSpec) -> bool:
+    # With the host's network the host's abstract unix sockets are in reach: none then.
+    return spec.unix_datagrams and not spec.network
 
 
 def describe(spec: SandboxSpec) -> str:
@@ -368,7 +377,7 @@ def launch_argv(spec: SandboxSpec, wrapped: tuple[str, ...]) -> tuple[str, ...]:
     return (
         sys.executable, "-I", "-S", str(LAUNCHER),
         str(limits.max_processes), str(limits.max_memory_bytes), str(limits.max_file_bytes),
-        "1" if spec.seccomp else "0", "--", *wrapped,
+        ("2" if _datagrams(spec) else "1") if spec.seccomp else "0", "--", *wrapped,
     )  # fmt: skip
 
 

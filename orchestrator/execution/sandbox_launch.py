@@ -8,7 +8,8 @@ child before the exec (``sandbox.confinement``), so it pays for no extra interpr
 
     sandbox_launch.py MAX_PROCESSES MAX_MEMORY_BYTES MAX_FILE_BYTES SECCOMP -- BWRAP ARGS...
 
-A limit of 0 leaves that limit as it was; SECCOMP is 1 or 0.
+A limit of 0 leaves that limit as it was; SECCOMP is 0 (no filter), 1 (the filter) or 2
+(the filter with unix datagram sockets allowed, below).
 
 The filter refuses ``socket(AF_UNIX, ...)`` (EACCES): with the host's file system bound
 read-only a sandboxed command can still *see* a unix socket somewhere on it (a Redis, a
@@ -18,6 +19,16 @@ program's own processes use it). ``io_uring_setup`` is refused too (ENOSYS, so p
 fall back to plain calls): io_uring could open a socket without the ``socket`` call the
 filter looks at. Abstract-namespace unix sockets are per network namespace, so a command
 without network cannot reach the host's anyway; the filter covers the ones that keep it.
+
+``unix_datagrams`` (a coding engine's sandbox, issue 42) lets ``socket(AF_UNIX,
+SOCK_DGRAM)`` through, and only that type: an agent's own sandbox needs it (Codex's
+bundled bwrap sets up the loopback of its network namespace with ``if_nametoindex``,
+which opens one to ask the kernel). A stream socket (a Docker daemon, a Redis, an ssh
+agent, a database) stays refused at its creation. A datagram socket reaches only a
+datagram socket, and only one it can see: abstract ones live in the network namespace,
+which is the sandbox's own (``sandbox.confinement`` gives datagrams only to a sandbox
+without the host's network), and a path one must be on a path the sandbox shows — the
+host's (syslog's ``/dev/log``, journald's and systemd's under ``/run``) are not.
 """
 
 import _signal  # type: ignore[import-not-found]  # ``signal`` without its enum wrappers
@@ -27,6 +38,7 @@ import sys
 
 # struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (its low half, little-endian).
 _LD_W_ABS = 0x20
+_AND_K = 0x54
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _RET_K = 0x06
@@ -35,6 +47,8 @@ _ERRNO = 0x00050000
 _EACCES = 13
 _ENOSYS = 38
 _AF_UNIX = 1
+_SOCK_DGRAM = 2
+_SOCK_TYPE_MASK = 0xF  # the type, without SOCK_NONBLOCK and SOCK_CLOEXEC
 _X32_BIT = 0x40000000
 
 # arch → (AUDIT_ARCH value, socket syscall, io_uring_setup syscall, socketcall or -1)
@@ -53,9 +67,10 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return code.to_bytes(2, "little") + bytes((jt, jf)) + (k & 0xFFFFFFFF).to_bytes(4, "little")
 
 
-def seccomp_filter(machine: str) -> bytes | None:
+def seccomp_filter(machine: str, *, unix_datagrams: bool = False) -> bytes | None:
     """The BPF program (bytes of ``struct sock_filter``), or None on a machine whose
-    syscall numbers are not known here (then no filter: the mounts still hold)."""
+    syscall numbers are not known here (then no filter: the mounts still hold).
+    ``unix_datagrams``: ``socket(AF_UNIX, SOCK_DGRAM)`` is allowed (see the module's doc)."""
     arches = _MACHINE_ARCHES.get(machine)
     if arches is None:
         return None
@@ -73,9 +88,17 @@ def seccomp_filter(machine: str) -> bytes | None:
         if socketcall_nr >= 0:  # socketcall's arguments are behind a pointer: refuse it
             body.append((_JEQ_K, 0, 1, socketcall_nr))
             body.append((_RET_K, 0, 0, _ERRNO | _EACCES))
-        body.append((_JEQ_K, 0, 3, socket_nr))
-        body.append((_LD_W_ABS, 0, 0, 16))  # A = args[0] (the domain)
-        body.append((_JEQ_K, 0, 1, _AF_UNIX))
+        if unix_datagrams:
+            body.append((_JEQ_K, 0, 6, socket_nr))
+            body.append((_LD_W_ABS, 0, 0, 16))  # A = args[0] (the domain)
+            body.append((_JEQ_K, 0, 4, _AF_UNIX))
+            body.append((_LD_W_ABS, 0, 0, 24))  # A = args[1] (the type and its flags)
+            body.append((_AND_K, 0, 0, _SOCK_TYPE_MASK))
+            body.append((_JEQ_K, 1, 0, _SOCK_DGRAM))
+        else:
+            body.append((_JEQ_K, 0, 3, socket_nr))
+            body.append((_LD_W_ABS, 0, 0, 16))  # A = args[0] (the domain)
+            body.append((_JEQ_K, 0, 1, _AF_UNIX))
         body.append((_RET_K, 0, 0, _ERRNO | _EACCES))
         body.append((_RET_K, 0, 0, _ALLOW))
         blocks.append((audit, body))
@@ -107,7 +130,8 @@ def main(argv: list[str]) -> None:
     _limit(resource.RLIMIT_NPROC, processes)
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_FSIZE, file_size)
-    program = seccomp_filter(posix.uname().machine) if seccomp else None
+    machine = posix.uname().machine
+    program = seccomp_filter(machine, unix_datagrams=seccomp == 2) if seccomp else None
     if program is not None:
         read_end, write_end = posix.pipe()
         posix.write(write_end, program)  # a few hundred bytes: within any pipe's buffer

@@ -17,7 +17,9 @@ one table per role. What a sandboxed process sees is a list of what is allowed:
   * its own PID namespace; no network unless the stage declares it (an engine keeps it),
     and then only the hosts of its allow-list, through the egress proxy outside
     (``domain/egress.py``, ``egress_proxy.py``), unless it opts out with ``egress = ["*"]``;
-    no unix socket can be created; limits on processes, memory and file size.
+    no unix socket can be created, but for a coding engine a datagram one (what its
+    own sandbox needs: see ``sandbox_launch``); limits on processes, memory and file
+    size.
 
 ``profile`` is pure, so the profile is pinned by tests without starting anything.
 """
@@ -117,6 +119,8 @@ def profile(
         env_set={**SANDBOX_ENV, **identity},
         # A JavaScript or Java engine reserves far more address space than it uses.
         limits=sandbox_limits(limits, memory=role != "engine"),
+        # Codex's own sandbox (workspace-write) cannot start without one (issue 42).
+        unix_datagrams=role == "engine",
     )
 
 

@@ -7,7 +7,7 @@ cache outside the clone, for the contract tests.
 ``<cache>`` is ``$ORCHESTRATOR_AGENT_CACHE``, else ``~/.cache/orchestrator-contract/<hash>``
 where the hash names the pinned versions (a new pin installs beside the old one, never
 over it). Each part is installed once and then found by its marker file; pytest-xdist
-workers take a file lock, so one installs while the others wait and then find it done.
+workers take a file lock per part, so one installs while the others wait and then find it done.
 
 Where the registry cannot be reached the tests skip with the reason printed, except under
 ``CI=true``, where they fail: CI must run them, not quietly stop looking. A registry that
@@ -67,9 +67,10 @@ class RegistryUnreachable(Exception):
 
 
 @contextlib.contextmanager
-def _install_lock(cache: Path) -> Iterator[None]:
+def _install_lock(cache: Path, part: str) -> Iterator[None]:
+    """One install of ``part`` at a time; the parts install side by side."""
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".install.lock", "w") as lock:
+    with open(cache / f".{part}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
 
@@ -193,7 +194,7 @@ def _skip_or_fail(reason: str) -> None:
 
 def npm_prefix() -> Path:
     cache = cache_dir()
-    with _install_lock(cache):
+    with _install_lock(cache, "npm"):
         try:
             return _install_npm(cache)
         except RegistryUnreachable as exc:
@@ -203,7 +204,7 @@ def npm_prefix() -> Path:
 
 def aider_venv() -> Path:
     cache = cache_dir()
-    with _install_lock(cache):
+    with _install_lock(cache, "aider"):
         try:
             return _install_aider(cache)
         except RegistryUnreachable as exc:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
+from orchestrator.domain.engine_files import LISTED_PATHS
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen
 from orchestrator.redaction import redact
@@ -41,6 +42,15 @@ StageText = Annotated[str | None, AfterValidator(_redacted)]
 ENGINE_WORDS_CHARS = 2000
 EngineWords = Annotated[
     str | None, AfterValidator(lambda text: (_redacted(text) or "")[:ENGINE_WORDS_CHARS] or None)
+]
+
+
+# Paths the engine's work touched, named by it: each redacted, then cut; at most
+# LISTED_PATHS of them.
+LISTED_PATH_CHARS = 300
+ListedPaths = Annotated[
+    tuple[Annotated[str, AfterValidator(lambda text: redact(text)[:LISTED_PATH_CHARS])], ...],
+    AfterValidator(lambda paths: paths[:LISTED_PATHS]),
 ]
 
 
@@ -129,6 +139,15 @@ class Attempt(Frozen):
     output_tokens: Annotated[int, Field(ge=0)] | None = None
     cache_read_tokens: Annotated[int, Field(ge=0)] | None = None
     cache_write_tokens: Annotated[int, Field(ge=0)] | None = None
+    # What the engine's commit holds, as git names the paths, and what was left out of it
+    # as the engine's own (its chat history and caches; an ignore file committed without
+    # the engine's lines is in both): at most LISTED_PATHS each, redacted and cut; the
+    # counts say how many in all. None: no commit step ran (a failed attempt, ``patch``,
+    # an older record).
+    committed_paths: ListedPaths | None = None
+    committed_count: Annotated[int, Field(ge=0)] | None = None
+    left_out_paths: ListedPaths = ()
+    left_out_count: Annotated[int, Field(ge=0)] = 0
     final_message: EngineWords = None
     failure_class: str | None = None
     failure_detail: StageText = None

@@ -495,7 +495,21 @@ def _with_engine_report(
         final_message=report.final_message if report else None,
         failure_class=result.failure_class.value if result.failure_class else None,
         failure_detail=result.detail or (report.detail if report else None) or None,
+        **_workspace_fields(result),
     )
+
+
+def _workspace_fields(result: EngineOutcome) -> dict[str, object]:
+    """What the workspace committed and left out as the engine's own, as the record has it."""
+    summary = result.workspace
+    if summary is None:
+        return {}
+    return {
+        "committed_paths": summary.committed,
+        "committed_count": summary.committed_count,
+        "left_out_paths": summary.left_out,
+        "left_out_count": summary.left_out_count,
+    }
 
 
 def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt:

@@ -4,7 +4,8 @@ adapter, read what the engine reported, commit its work.
     engine_workspace.py prepare    (not for ``patch``, which resets and commits itself)
     <the adapter's invocation>     prompt file / stdin written first
     adapter.report(log tail)       turns, cost, final message, failure class
-    engine_workspace.py commit     only when the engine succeeded
+    engine_workspace.py commit     only when the engine succeeded; its last line says
+                                   what it committed and left out as the engine's own
 
 All three steps write to the attempt's one log, through the executor.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.domain.config import EngineConfig, StageConfig
+from orchestrator.domain.engine_files import WorkspaceSummary, read_summary
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.engines import EngineReport, EngineTask, adapter_for
 from orchestrator.engines.base import FailureClass
@@ -33,6 +35,7 @@ from orchestrator.reading.failure import failure_of_output, log_tail
 from orchestrator.redaction import process_held
 
 REPORT_TAIL_BYTES = 4 * 1024 * 1024  # the key events (result, errors) are at the end
+SUMMARY_BYTES = 1024 * 1024  # the commit step's output: a few lines and its summary
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class EngineOutcome:
     failure_class: FailureClass | None
     # What named the class when it was not the engine's report (an exhausted resource).
     detail: str | None = None
+    # What the workspace committed and left out as the engine's own; None: no commit step
+    # ran, or it said nothing this module could read.
+    workspace: WorkspaceSummary | None = None
 
 
 def run_engine(
@@ -117,7 +123,20 @@ def run_engine(
         if named is not None and named.failure is FailureClass.RESOURCE_EXHAUSTED:
             return EngineOutcome(outcome, report, named.failure, named.detail)
     if failure is None and engine.kind != "patch":
+        # Its summary is read only from what the commit step printed: the engine has
+        # ended (nothing of it survives its step), so a line it printed is not in there.
+        start = log_path.stat().st_size if log_path.exists() else 0
         committed = step((*workspace, "commit"))
         if not committed.ok:
             return EngineOutcome(committed, report, FailureClass.ENGINE_ERROR)
+        return EngineOutcome(outcome, report, failure, workspace=_summary(log_path, start))
     return EngineOutcome(outcome, report, failure)
+
+
+def _summary(log_path: Path, start: int) -> WorkspaceSummary | None:
+    try:
+        with log_path.open("rb") as log:
+            log.seek(start)
+            return read_summary(log.read(SUMMARY_BYTES).decode("utf-8", "replace"))
+    except OSError:
+        return None

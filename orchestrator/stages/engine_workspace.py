@@ -5,6 +5,11 @@
     python stages/engine_workspace.py commit    commit what the engine changed: the
                                                  orchestrator owns the commits
 
+Only the project's changes are committed (``domain/engine_files.py``): an engine's own
+new files (aider's ``.aider*``) and the lines it added to an ignore file to hide them are
+left out. The step prints what it committed and left out as its last line, which the
+orchestrator reads into the attempt's record.
+
 On a bug-fix ticket the work is committed in two steps — production code first, then the
 test-only changes — so the fix lands before the test that pins it (the order
 ``lint-bug-commit-order`` checks). Otherwise one commit, titled after the ticket.
@@ -12,11 +17,24 @@ test-only changes — so the fix lands before the test that pins it (the order
 
 from __future__ import annotations
 
+import os
+import stat
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from orchestrator.domain.engine_files import (
+    WorkspaceSummary,
+    engine_own,
+    is_ignore_file,
+    kept_ignore_change,
+    left_out_name,
+    summarise,
+    summary_line,
+)
 from orchestrator.domain.inert import forge_line
 from orchestrator.stages._stagelib import (
     StageError,
@@ -29,34 +47,119 @@ from orchestrator.stages.checks.commit_order import classify_path
 from orchestrator.stages.implement_patch import reset_to_base
 
 
-def changed_paths(repo: git.Repo) -> list[str]:
-    """Everything the engine touched: modified, deleted and new (untracked) files."""
-    repo.git.add("-A")
-    return sorted({d.a_path or d.b_path for d in repo.index.diff("HEAD")} - {None})  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class Change:
+    """One path the engine changed, as ``git status`` names it, and what is committed of
+    it: ``content`` None stages the file as it is in the work tree; else those bytes (an
+    ignore file without the engine's own lines)."""
+
+    path: str
+    content: bytes | None = None
 
 
-def commit(repo: git.Repo, title: str, kind: str) -> list[str]:
-    """Commit the staged work; returns the subjects of the commits made."""
-    paths = changed_paths(repo)
-    if not paths:
-        print("nothing to commit: the engine changed no file")
-        return []
+def worked_paths(repo: git.Repo) -> tuple[list[tuple[str, bool]], list[str]]:
+    """What the engine changed against ``HEAD``, each path with whether ``HEAD`` holds it,
+    and the new files the clone's ignore rules hide that are named as an engine's own
+    (listed as left out: with an engine's line in ``.gitignore``, its files are hidden).
+    The index is reset to ``HEAD`` first: what the engine staged is no choice of ours."""
+    repo.git.reset("-q")
+    listing = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    changed = [(entry[3:], entry[:2] != "??") for entry in listing.split("\0") if entry]
+    hidden = repo.git.status(
+        "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=normal"
+    )
+    ignored = [entry[3:] for entry in hidden.split("\0") if entry.startswith("!! ")]
+    return changed, [p for p in ignored if engine_own(p.rstrip("/"), tracked=False)]
+
+
+def decide(repo: git.Repo) -> tuple[list[Change], list[str]]:
+    """What of the engine's work is committed, and what is left out as the engine's own
+    (``domain/engine_files.py``)."""
+    changed, hidden_own = worked_paths(repo)
+    kept: list[Change] = []
+    left_out = [left_out_name(path) for path in hidden_own]
+    for path, tracked in changed:
+        if engine_own(path, tracked=tracked):
+            left_out.append(left_out_name(path))
+        elif is_ignore_file(path) and (text := _regular_text(repo, path)) is not None:
+            before = _base_text(repo, path) if tracked else None
+            content = kept_ignore_change(before, text)
+            if content is None:
+                left_out.append(path)
+            elif content != text:
+                kept.append(Change(path, content.encode("utf-8")))
+                left_out.append(path)  # committed, without the engine's lines
+            else:
+                kept.append(Change(path))
+        else:
+            kept.append(Change(path))
+    return kept, sorted(dict.fromkeys(left_out))
+
+
+def _regular_text(repo: git.Repo, path: str) -> str | None:
+    """The work tree's file at ``path`` as text; None for a link, a deleted file or one
+    that is not UTF-8 (committed as it is)."""
+    full = Path(repo.working_dir, path)
+    try:
+        if not stat.S_ISREG(full.lstat().st_mode):
+            return None
+        return full.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _base_text(repo: git.Repo, path: str) -> str | None:
+    try:
+        mode = repo.git.ls_tree("HEAD", "--", path).split(" ", 1)[0]
+        if mode not in ("100644", "100755"):
+            return None
+        data: bytes = repo.git.cat_file("blob", f"HEAD:{path}", stdout_as_string=False)
+        return data.decode("utf-8")
+    except (git.GitCommandError, UnicodeDecodeError):
+        return None
+
+
+def stage(repo: git.Repo, changes: list[Change]) -> None:
+    """Stage exactly ``changes``: a path as the work tree has it (a deletion included),
+    or the bytes chosen for it."""
+    as_is = [c.path for c in changes if c.content is None]
+    for start in range(0, len(as_is), 500):
+        repo.git.add("-A", "--", *as_is[start : start + 500])
+    for change in changes:
+        if change.content is None:
+            continue
+        with tempfile.TemporaryFile() as blob:
+            blob.write(change.content)
+            blob.seek(0)
+            sha = repo.git.hash_object("-w", "--no-filters", "--stdin", istream=blob)
+        executable = os.access(Path(repo.working_dir, change.path), os.X_OK)
+        mode = "100755" if executable else "100644"
+        repo.git.update_index("--add", "--cacheinfo", f"{mode},{sha},{change.path}")
+
+
+def commit(repo: git.Repo, title: str, kind: str) -> tuple[list[str], WorkspaceSummary]:
+    """Commit the project's part of the engine's work; returns the subjects of the
+    commits made and what was committed and left out."""
+    # Every path below is a name, never a pattern: ``*.py`` is the file named so.
+    repo.git.update_environment(GIT_LITERAL_PATHSPECS="1")
+    kept, left_out = decide(repo)
+    summary = summarise(sorted(c.path for c in kept), left_out)
+    if not kept:
+        print("nothing to commit: the engine changed no file of the project")
+        return [], summary
     if kind != "bug-fix":
+        stage(repo, kept)
         repo.git.commit("-m", title)
-        return [title]
-    tests = [p for p in paths if classify_path(p) == "test"]
-    production = [p for p in paths if p not in tests]
+        return [title], summary
+    tests = [c for c in kept if classify_path(c.path) == "test"]
+    production = [c for c in kept if c not in tests]
     made = []
-    if production:
-        if tests:  # unstage the tests: they go in the second commit
-            repo.git.reset("-q", "--", *tests)
-        repo.git.commit("-m", f"fix: {title}")
-        made.append(f"fix: {title}")
-    if tests:
-        repo.git.add("--", *tests)
-        repo.git.commit("-m", f"test: {title}")
-        made.append(f"test: {title}")
-    return made
+    for changes, subject in ((production, f"fix: {title}"), (tests, f"test: {title}")):
+        if changes:
+            stage(repo, changes)
+            repo.git.commit("-m", subject)
+            made.append(subject)
+    return made, summary
 
 
 def main(environ: Mapping[str, str]) -> None:
@@ -75,8 +178,13 @@ def main(environ: Mapping[str, str]) -> None:
         elif mode == "commit":
             # A commit's message closes issues when merged: the title's keywords may not.
             subject_line = forge_line(ticket.fields.title)
-            for subject in commit(repo, subject_line, ticket.fields.kind.value):
+            made, summary = commit(repo, subject_line, ticket.fields.kind.value)
+            for subject in made:
                 print(f"committed: {subject}")
+            for path in summary.left_out:
+                print(f"left out (the engine's own): {path!r}")
+            # Last: the orchestrator reads it from what this step printed.
+            print(summary_line(summary), flush=True)
         else:
             raise StageError(f"usage: engine_workspace.py prepare|commit (got {mode!r})")
 

@@ -12,8 +12,6 @@ for the identity) and the sandbox probe go through the runner like every other.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +19,13 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from orchestrator.domain.config import LoadedConfig, StageConfig
+from orchestrator.app.engine_probe import (
+    EngineProbes,
+    locate_program,
+    shown_program,
+    stand_in_context,
+)
+from orchestrator.domain.config import LoadedConfig
 from orchestrator.domain.forge_hosts import PUBLIC_API, forge_api, source_api
 from orchestrator.domain.git_identity import (
     FALLBACK_IDENTITY,
@@ -47,7 +51,7 @@ from orchestrator.domain.preflight import (
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
-from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
+from orchestrator.execution.stage_env import expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity
 from orchestrator.storage import state_dir_problem
 
@@ -60,47 +64,14 @@ API_URL_ENV = GITHUB.url_env
 HOSTED = (GITHUB, GITLAB)
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
-# Where the run's own directories will be: no command can be looked for under them yet.
-_LATER = "/nonexistent/orchestrator-preflight"
-_CLONE, _RUN = Path(f"{_LATER}-clone"), Path(f"{_LATER}-run-dir")
-
-
-def _context(stage: str) -> StageContext:
-    return StageContext(
-        ticket_file=_RUN / "ticket.md", ticket_id="PREFLIGHT-1", ticket_kind="feature",
-        repository="", base_branch="main", run_id="preflight", run_dir=_RUN,
-        clone_dir=_CLONE, state_dir=Path(_LATER), stage=stage, engine="", model="", attempt=1,
-    )  # fmt: skip
-
-
-def locate_program(program: str, path: str) -> tuple[str | None, bool]:
-    """(where ``program`` is, or None; whether it can only be looked for in the run)."""
-    if program.startswith(_LATER):
-        return None, True
-    if "/" in program:
-        if not os.path.isabs(program):
-            return None, True  # relative to the clone or the run directory
-        return (program if os.path.isfile(program) and os.access(program, os.X_OK) else None), False
-    return shutil.which(program, path=path), False
-
-
-def _engine_program(stage: StageConfig, loaded: LoadedConfig) -> str:
-    from orchestrator.engines import EngineTask, adapter_for
-
-    engine = loaded.config.engines[stage.engine or ""]
-    task = EngineTask(
-        ticket_id="PREFLIGHT-1", title="preflight", kind="feature", body="", clone_dir=_CLONE,
-        run_dir=_RUN, model=stage.model or (engine.models[0] if engine.models else ""),
-        settings=engine.adapter_settings(), attempt=1,
-    )  # fmt: skip
-    return adapter_for(engine.kind).invocation(task).argv[0]
 
 
 def programs(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[ProgramFact]:
-    """The program of every stage, check and engine command, looked for on its stage's PATH."""
+    """The program of every stage and check command, looked for on its stage's PATH (an
+    engine's: ``engine_probe``, in its sandbox)."""
     facts = []
     for stage in loaded.config.stages:
-        ctx = _context(stage.name)
+        ctx = stand_in_context(stage.name)
         engine_env = loaded.config.engines[stage.engine].pass_env if stage.engine else ()
         path = stage_environ(environ, ctx, (*stage.pass_env, *engine_env)).get("PATH", "")
         commands: list[tuple[str, str]] = []
@@ -112,15 +83,9 @@ def programs(loaded: LoadedConfig, environ: Mapping[str, str]) -> list[ProgramFa
             (where, expand_command((argv0,), root=loaded.root, ctx=ctx)[0])
             for where, argv0 in commands
         ]
-        if stage.engine is not None:
-            expanded.append(
-                (f"engine {stage.engine} (stage {stage.name})", _engine_program(stage, loaded))
-            )
         for where, program in expanded:
             found, later = locate_program(program, path)
-            # Shown as written: the stand-ins for the run's directories mean nothing to anyone.
-            shown = program.replace(str(_CLONE), "{clone}").replace(str(_RUN), "{run_dir}")
-            facts.append(ProgramFact(where, shown, found, later))
+            facts.append(ProgramFact(where, shown_program(program), found, later))
     return facts
 
 
@@ -503,6 +468,12 @@ def gather(
         if needs_bwrap or recipes_sandboxed
         else (lambda: None)
     )
+    # Each engine's program looked for in its sandbox; ``doctor`` starts it there, the
+    # starts running (on threads) while the rest is read.
+    engines = EngineProbes(
+        loaded, state_dir, environ, executor=executor, locate_bwrap=locate_bwrap,
+        start=backend == "doctor",
+    )  # fmt: skip
     github, gitlab = forge_stages(loaded, environ, GITHUB), forge_stages(loaded, environ, GITLAB)
     token_set = bool(environ.get(TOKEN_ENV))
     gitlab_token_set = bool(environ.get(GITLAB.token_env))
@@ -541,6 +512,7 @@ def gather(
     identity = git_identity(executor, environ)
     return Facts(
         programs=found_programs,
+        engines=engines.facts(),
         pass_env=pass_env(loaded, environ),
         recovery_enabled=config.recovery.enabled,
         model_key_env=config.model.api_key_env,

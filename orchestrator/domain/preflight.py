@@ -53,6 +53,64 @@ class ProgramFact:
     later: bool = False
 
 
+# How each engine kind is started to see that it starts, no model asked: its own
+# ``--version``. A ``command`` engine's program is the user's (what it does with any
+# argument is unknown, a model call included), so it is not run: inside its sandbox,
+# ``sh`` looks it up on the PATH there and tests that it can be executed (the ``{program}``
+# stands for it). ``patch`` runs the orchestrator's own Python: nothing to start.
+VERSION_PROBE: Final = ("{program}", "--version")
+LOOKUP_PROBE: Final = ("/bin/sh", "-c", 'p=$(command -v "$0") && test -x "$p" && echo "$p"',
+                       "{program}")  # fmt: skip
+ENGINE_PROBES: Final[Mapping[str, tuple[str, ...] | None]] = {
+    "claude-code": VERSION_PROBE, "codex": VERSION_PROBE, "aider": VERSION_PROBE,
+    "command": LOOKUP_PROBE, "patch": None,
+}  # fmt: skip
+
+
+def probe_argv(kind: str, program: str) -> tuple[str, ...] | None:
+    """The argv that shows an engine of ``kind`` starts (``ENGINE_PROBES``), or None."""
+    probe = ENGINE_PROBES.get(kind, LOOKUP_PROBE)
+    return None if probe is None else tuple(program if a == "{program}" else a for a in probe)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What starting an engine's program in its sandbox (``probe_argv``) came to: it
+    exited 0 (``said``: the first line it printed, its version), or not (``said``: its
+    last words), or it was stopped at the probe's timeout."""
+
+    ok: bool
+    said: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+    timeout_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class EngineFact:
+    """An engine stage's program as its attempt will start it: looked for on the PATH of
+    its sandbox (``found``; None: not there), the files starting it takes that the
+    sandbox hides (``hidden``: the program, the file its links lead to, its script's
+    interpreter) and the places to add to the stage's ``readable`` to show them
+    (``readable``, as a config writes them); what starting it said (``probe``; None: not
+    started, see ``not_started``)."""
+
+    where: str  # "engine claude-code (stage implement)"
+    stage: str
+    kind: str
+    program: str
+    found: str | None = None
+    resolved: str | None = None  # ``found`` with its links followed
+    later: bool = False  # under the clone or the run dir: there only once the run is
+    sandboxed: bool = True
+    hidden: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
+    declared: tuple[str, ...] = ()  # the stage's own readable, as written
+    probe: ProbeResult | None = None
+    not_started: str = ""  # why it was not started ("" and no probe: nothing to start)
+    argv: tuple[str, ...] = ()  # what the probe runs
+
+
 @dataclass(frozen=True)
 class PassEnvFact:
     """A variable a stage's or engine's ``pass_env`` names (``who``: "stage x", "engine
@@ -190,6 +248,7 @@ class NotifyFact:
 @dataclass(frozen=True)
 class Facts:
     programs: Sequence[ProgramFact] = ()
+    engines: Sequence[EngineFact] = ()
     pass_env: Sequence[PassEnvFact] = ()
     recovery_enabled: bool = True
     model_key_env: str = "ANTHROPIC_API_KEY"
@@ -245,6 +304,67 @@ def program_checks(facts: Facts) -> list[Check]:
             at = f" ({fact.found})" if fact.found != fact.program else ""
             checks.append(Check("program", "ok", f"{fact.where}: {fact.program}{at}"))
     return checks
+
+
+def readable_fix(fact: EngineFact) -> str:
+    """The ``readable`` line that shows what the sandbox hides of an engine's program:
+    the whole line when the stage has none, else the entries to add to its own."""
+    quoted = ", ".join(f'"{path}"' for path in fact.readable)
+    if not fact.declared:
+        return f"add readable = [{quoted}] to stage {fact.stage}"
+    whole = ", ".join(f'"{path}"' for path in (*fact.declared, *fact.readable))
+    return f"add {quoted} to stage {fact.stage}'s readable: readable = [{whole}]"
+
+
+def engine_check(fact: EngineFact) -> Check:
+    """One ``engine`` check: the program is there in the engine's sandbox, and (where
+    ``orchestrator doctor`` started it) it starts."""
+    said = f"{fact.where}: {fact.program}"
+    outside = "" if fact.sandboxed else ' (unsandboxed: sandbox = "none")'
+    if fact.kind == "patch":
+        return Check("engine", "ok", f"{fact.where}: the orchestrator applies the patch "
+                     "itself: nothing to start")  # fmt: skip
+    if fact.later:
+        return Check("engine", "skip", f"{said} is checked when the clone exists")
+    if fact.found is None:
+        fix = (
+            f"make {fact.program} executable, or correct the command"
+            if "/" in fact.program
+            else f"install {fact.program}, or put its directory on PATH (the stage's PATH "
+            "is this one, with the orchestrator's interpreter's directory first)"
+        )
+        return Check("engine", "fail", f"{said} not found{outside}", fix)
+    at = f" ({fact.found})" if fact.found != fact.program else ""
+    if fact.hidden:
+        lead = f" → {fact.resolved}" if fact.resolved and fact.resolved != fact.found else ""
+        return Check("engine", "fail", f"{said} is {fact.found}{lead}; its sandbox hides "
+                     f"{', '.join(fact.hidden)}: an attempt cannot start it",
+                     readable_fix(fact))  # fmt: skip
+    probe = fact.probe
+    there = "in its sandbox" if fact.sandboxed else outside.strip()
+    if probe is None:
+        why = f" ({fact.not_started})" if fact.not_started else ""
+        return Check("engine", "ok", f"{said}{at} is there {there}{why}")
+    shown = " ".join(fact.argv)
+    if probe.ok:
+        words = f": {probe.said}" if probe.said else ""
+        return Check("engine", "ok", f"{said}{at} starts {there}{words}")
+    if probe.timed_out:
+        how = f"did not end within {probe.timeout_s:g} s"
+    else:
+        how = f"failed (exit {probe.exit_code})"
+    words = f": {probe.said}" if probe.said else ""
+    hint = (
+        "run it by hand to see why; files of its install the sandbox hides (a library, "
+        "its node_modules or its venv) go in the stage's readable = [...]"
+        if fact.sandboxed
+        else "run it by hand to see why"
+    )
+    return Check("engine", "fail", f"{said}{at}: `{shown}` {how}{outside}{words}", hint)
+
+
+def engine_checks(facts: Facts) -> list[Check]:
+    return [engine_check(fact) for fact in facts.engines]
 
 
 def pass_env_checks(facts: Facts) -> list[Check]:
@@ -519,6 +639,7 @@ def checklist(facts: Facts) -> tuple[Check, ...]:
         state_dir_check(facts),
         storage_check(facts),
         *program_checks(facts),
+        *engine_checks(facts),
         *pass_env_checks(facts),
         sandbox_check(facts),
         *source_checks(facts),

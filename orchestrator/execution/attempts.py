@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -30,7 +30,7 @@ from orchestrator.execution.engine_stage import EngineOutcome, run_engine
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
-from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor
+from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, SandboxSpec
 from orchestrator.execution.stage_egress import (
     check_network,
     denial_fields,
@@ -100,8 +100,27 @@ class StageServices(Protocol):
     def record_green(self) -> GreenRecorder | None: ...
 
 
+@dataclass(frozen=True)
+class SandboxHost:
+    """What building a sandbox takes of the services: the preflight builds one without
+    a run's stores (``SandboxHost.of`` takes it from a run's)."""
+
+    loaded: LoadedConfig
+    state_dir: Path
+    environ: Mapping[str, str]
+    executor: Executor
+    locate_bwrap: BwrapLocator
+
+    @classmethod
+    def of(cls, services: StageServices | SandboxHost) -> SandboxHost:
+        if isinstance(services, SandboxHost):
+            return services
+        return cls(services.loaded, services.storage.runs.state_dir, services.environ,
+                   services.executor, services.locate_bwrap)  # fmt: skip
+
+
 def sandboxed(
-    services: StageServices,
+    services: StageServices | SandboxHost,
     options: SandboxOptions,
     *,
     cwd: Path,
@@ -119,9 +138,41 @@ def sandboxed(
     are the only ones of the config's directory it is shown."""
     if options.sandbox == "none":
         return services.executor
+    host = SandboxHost.of(services)
+    spec = sandbox_spec(
+        host, options, cwd=cwd, ctx=ctx, role=role, side_effectful=side_effectful,
+        command=command, egress_hosts=egress_hosts,
+    )  # fmt: skip
+    for path in spec.writable:
+        # A missing one in the clone or beside the config is made, as a build would make
+        # it; elsewhere (the home: ~/.claude.json is a file) it must exist, and bwrap
+        # says which one it cannot bind.
+        if path.is_relative_to(cwd) or path.is_relative_to(host.loaded.root):
+            with contextlib.suppress(OSError):
+                path.mkdir(parents=True, exist_ok=True)
+    # ``egress_hosts``: what it reaches besides its own ``egress`` (``stage_egress``);
+    # ``egress_denied`` collects what its proxy refused.
+    return SandboxedExecutor(
+        host.executor, spec, locate=host.locate_bwrap, egress_denied=egress_denied
+    )
+
+
+def sandbox_spec(
+    host: SandboxHost,
+    options: SandboxOptions,
+    *,
+    cwd: Path,
+    ctx: StageContext,
+    role: Role = "stage",
+    side_effectful: bool = False,
+    command: tuple[str, ...] = (),
+    egress_hosts: tuple[str, ...] = (),
+) -> SandboxSpec:
+    """The sandbox ``sandboxed`` runs in, built and nothing else (no directory made):
+    the preflight reads what it will show."""
     # The paths a config declares may use the command placeholders ({root}, {clone},
     # {run_dir}) and ``~/``.
-    root = services.loaded.root
+    root = host.loaded.root
     options = options.model_copy(
         update={
             "writable": expand_command(options.writable, root=root, ctx=ctx),
@@ -129,9 +180,9 @@ def sandboxed(
         }
     )
     layout = StateLayout.of_run_dir(ctx.run_dir)
-    home = home_of(services.environ)
+    home = home_of(host.environ)
     places = RunPlaces(
-        state_dir=services.storage.runs.state_dir,
+        state_dir=host.state_dir,
         run_dir=ctx.run_dir,
         clone=layout.clone_dir(ctx.run_id),
         ticket_dir=ctx.ticket_file.parent,
@@ -141,38 +192,27 @@ def sandboxed(
         decisions=tuple(f.path for f in verdict_files(layout.runs_dir, run_id=ctx.run_id))
         if side_effectful
         else (),
-        secrets=secrets_of(services),
+        secrets=secrets_of(host),
     )
-    spec = profile(
+    return profile(
         options,
         role,
         cwd=cwd,
         places=places,
-        limits=services.loaded.config.sandbox,
-        identity=global_identity(services.executor, services.environ),
+        limits=host.loaded.config.sandbox,
+        identity=global_identity(host.executor, host.environ),
         side_effectful=side_effectful,
         named=config_files(command, root),
         egress_hosts=egress_hosts,
     )
-    for path in spec.writable:
-        # A missing one in the clone or beside the config is made, as a build would make
-        # it; elsewhere (the home: ~/.claude.json is a file) it must exist, and bwrap
-        # says which one it cannot bind.
-        if path.is_relative_to(cwd) or path.is_relative_to(services.loaded.root):
-            with contextlib.suppress(OSError):
-                path.mkdir(parents=True, exist_ok=True)
-    # ``egress_hosts``: what it reaches besides its own ``egress`` (``stage_egress``);
-    # ``egress_denied`` collects what its proxy refused.
-    return SandboxedExecutor(
-        services.executor, spec, locate=services.locate_bwrap, egress_denied=egress_denied
-    )
 
 
-def secrets_of(services: StageServices) -> tuple[Path, ...]:
+def secrets_of(services: StageServices | SandboxHost) -> tuple[Path, ...]:
     """The files holding a secret that no sandbox of this run may show
     (``stage_sandbox.secret_files``)."""
-    state_dir = services.storage.runs.state_dir
-    loaded = services.loaded
+    host = SandboxHost.of(services)
+    state_dir = host.state_dir
+    loaded = host.loaded
     return secret_files(
         loaded.root,
         StateLayout(state_dir).approval_key_path,

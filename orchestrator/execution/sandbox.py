@@ -570,6 +570,12 @@ def unreachable_executable(
     return None
 
 
+def shows(spec: SandboxSpec, path: Path, installation: tuple[Path, ...] = INSTALLATION) -> bool:
+    """Whether the absolute ``path`` is there inside ``spec``'s sandbox (the preflight
+    asks it of an engine's program, the file its link names and its interpreter)."""
+    return _visible(spec, path, installation)
+
+
 def _visible(spec: SandboxSpec, path: Path, installation: tuple[Path, ...]) -> bool:
     """Whether ``path`` shows inside: under a system directory or a path the spec names,
     and not under a place hidden (or a secret masked) deeper than that."""

@@ -64,11 +64,11 @@ def test_programs_are_expanded_as_the_runner_does_and_looked_for_on_the_stage_pa
             ("cloned", '["{clone}/tools/x"]'),
         ),
     )
+    # An engine's program is looked for in its sandbox (tests/app/test_engine_probe.py).
     found = programs(load_config(config), {"PATH": str(tool.parent)})
     shown = {f.where: (f.program, f.found, f.later) for f in found}
     assert shown == {
         "stage a": (sys.executable, sys.executable, False),
-        "engine agent (stage b)": ("my-agent", None, False),
         "check review:lint": ("my-linter", str(tool), False),
         "check review:own": (str(tool), str(tool), False),
         "check review:wrapper": ("./gradlew", None, True),

@@ -13,24 +13,46 @@ Settings (``[engines.NAME]``):
     permission_mode   "acceptEdits" (default: may edit files), "plan" (read-only), or any
                       mode the installed claude accepts ("default", "bypassPermissions", …)
     max_turns         optional positive int → ``--max-turns``
+    retries           how often Claude Code retries a failed API request itself (0 to 20,
+                      default 0: our back-off decides the wait) → ``CLAUDE_CODE_MAX_RETRIES``
+                      in its environment (``Invocation.env``); its own default is 10
     extra_args        optional list of strings appended to argv
 
-Output format (stream-json, one JSON object per line; sources: Claude Code headless docs
-"--output-format stream-json", the Agent SDK's ``SDKResultMessage`` /
-``SDKAssistantMessage`` types as mirrored by the ``claude-codes`` and
-``claude-code-agent`` crates on docs.rs, and recorded fixtures in public test suites):
+Output format (stream-json, one JSON object per line; as the released 2.1.332 prints it
+against the contract tests' scripted API, captured in ``tests/engines/data/claude-code/``;
+also Claude Code's headless docs and the Agent SDK's ``SDKResultMessage`` /
+``SDKAssistantMessage`` types):
     {"type":"system","subtype":"init","session_id":…,"model":…,"permissionMode":…,"tools":[…]}
-    {"type":"assistant","message":{…,"content":[{"type":"text","text":…}]},"session_id":…}
-        — an API failure is an assistant message with ``"error"``: "rate_limit" |
-          "authentication_failed" | "billing_error" | "server_error" | "invalid_request" |
-          "unknown", its text "API Error: 529 {…overloaded_error…}"
+    {"type":"assistant","message":{"id":"msg_…","model":…,"content":[one block],
+     "usage":{…as at the stream's start…}},"session_id":…}
+        — one event per content block, so one API reply is several events sharing
+          ``message.id``; an API failure is an assistant message of model "<synthetic>"
+          with ``"error"``: "rate_limit" | "authentication_failed" | "billing_error" |
+          "server_error" | "invalid_request" | "unknown", its text "API Error: 529
+          Overloaded. …" or "Invalid API key · Fix external API key"
     {"type":"user","message":{…tool_result…}}
     {"type":"result","subtype":"success"|"error_max_turns"|"error_during_execution"|
      "error_max_budget_usd","is_error":bool,"num_turns":int,"total_cost_usd":float,
-     "duration_ms":int,"result":str,"api_error_status":int|null,"errors":[str],…}
+     "duration_ms":int,"result":str,"api_error_status":int|null,"errors":[str],
+     "usage":{"input_tokens","output_tokens","cache_read_input_tokens",
+              "cache_creation_input_tokens",…},
+     "modelUsage":{MODEL:{"inputTokens","outputTokens","cacheReadInputTokens",
+                          "cacheCreationInputTokens","costUSD",…}},…}
         — a failed API call still ends with subtype "success" and ``is_error: true``, its
           message in ``result`` ("Invalid API key · Please run /login", "Credit balance
           is too low", "API Error: 429 …"); the process then exits 1.
+
+Turns: the model calls that answered, i.e. the distinct ``message.id`` of the assistant
+events that are not an API error (a subagent's calls count too). ``num_turns`` is not
+that: it also counts the call a failed request was (401: 1) and the turn ``--max-turns``
+refused (2 answered calls under ``--max-turns 2`` report 3). Only when the output is cut
+(its init event is not in the tail we read) is ``num_turns`` used, less those.
+
+Usage: the result's ``modelUsage`` summed over its models (the main model and any other
+it used: a subagent's, a title's), else its ``usage``. Without a result (our timeout
+stopped it, it crashed) the assistant events give each answered call's input and cache
+tokens; its output tokens are unknown then (those events carry the stream's opening count).
+Cost: the result's ``total_cost_usd`` (Claude Code's own, at list prices).
 
 Classification (after our timeout, which is ``timeout``):
     result success, not is_error, exit 0                 → success
@@ -49,21 +71,28 @@ Classification (after our timeout, which is ``timeout``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.domain.engine_settings import settings_problems
+from orchestrator.domain.engine_settings import engine_retries, settings_problems
 from orchestrator.engines.base import (
+    NO_USAGE,
     EngineReport,
     EngineTask,
     FailureClass,
     Invocation,
+    Usage,
     build_prompt,
     string_list,
 )
 from orchestrator.engines.classify import crashed, json_events, last_words, match_infra, one_line
 
 DEFAULT_PERMISSION_MODE = "acceptEdits"
+RETRIES_VARIABLE = "CLAUDE_CODE_MAX_RETRIES"
+# The model Claude Code names on a message it made up itself (an API error's text).
+_SYNTHETIC = "<synthetic>"
+_MODEL_USAGE = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+_USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 _BY_STATUS = {
     401: FailureClass.AUTH_ERROR,
@@ -108,6 +137,61 @@ def _float(value: object) -> float | None:
     return float(value)
 
 
+def _answered(events: list[dict[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each model call that answered, by its message id: the message itself."""
+    calls: dict[str, Mapping[str, Any]] = {}
+    for event in events:
+        message = event.get("message")
+        if event["type"] != "assistant" or "error" in event or not isinstance(message, dict):
+            continue
+        if message.get("model") == _SYNTHETIC or not isinstance(message.get("id"), str):
+            continue
+        calls.setdefault(message["id"], message)
+    return calls
+
+
+def _sum(rows: Sequence[Mapping[str, Any]], keys: tuple[str, ...]) -> tuple[int | None, ...]:
+    totals: list[int | None] = []
+    for key in keys:
+        values = [_int(row.get(key)) for row in rows]
+        known = [v for v in values if v is not None]
+        totals.append(sum(known) if known else None)
+    return tuple(totals)
+
+
+def _turns(
+    events: list[dict[str, Any]], result: Mapping[str, Any] | None, answered: int
+) -> int | None:
+    whole = any(e["type"] == "system" and e.get("subtype") == "init" for e in events)
+    if whole:
+        return answered
+    if result is None:
+        return answered or None
+    reported = _int(result.get("num_turns"))
+    if reported is None:
+        return None
+    unanswered = int(result.get("subtype") == "error_max_turns") + int(
+        _int(result.get("api_error_status")) is not None
+    )
+    return max(0, reported - unanswered)
+
+
+def _usage(result: Mapping[str, Any] | None, calls: dict[str, Mapping[str, Any]]) -> Usage:
+    if result is not None:
+        by_model = result.get("modelUsage")
+        if isinstance(by_model, dict) and by_model:
+            rows = [row for row in by_model.values() if isinstance(row, dict)]
+            return Usage(*_sum(rows, _MODEL_USAGE))
+        usage = result.get("usage")
+        return Usage(*_sum([usage], _USAGE)) if isinstance(usage, dict) else NO_USAGE
+    rows = [m["usage"] for m in calls.values() if isinstance(m.get("usage"), dict)]
+    if not rows:
+        return NO_USAGE
+    # The events carry the stream's opening usage: input and cache are final, output not.
+    inp, _output, read, write = _sum(rows, _USAGE)
+    return Usage(inp, None, read, write)
+
+
 class ClaudeCodeAdapter:
     name = "claude-code"
 
@@ -132,20 +216,25 @@ class ClaudeCodeAdapter:
         argv += string_list(settings, "extra_args")
         prompt_file = task.prompt_path()
         return Invocation(
-            argv=tuple(argv), stdin_path=prompt_file, files={prompt_file: build_prompt(task)}
+            argv=tuple(argv),
+            stdin_path=prompt_file,
+            files={prompt_file: build_prompt(task)},
+            env={RETRIES_VARIABLE: str(engine_retries(settings))},
         )
 
     def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
         events = json_events(output)
         results = [e for e in events if e["type"] == "result"]
         result = results[-1] if results else None
-        turns = _int(result.get("num_turns")) if result else None
+        calls = _answered(events)
+        turns = _turns(events, result, len(calls))
+        usage = _usage(result, calls)
         cost = _float(result.get("total_cost_usd")) if result else None
         text = result.get("result") if result else None
         final_message = text if isinstance(text, str) else None
 
         def done(failure: FailureClass | None, detail: str | None) -> EngineReport:
-            return EngineReport(turns, cost, final_message, failure, detail)
+            return EngineReport(turns, cost, final_message, failure, detail, usage)
 
         if timed_out:
             return done(FailureClass.TIMEOUT, "stopped by the stage timeout")

@@ -28,6 +28,7 @@ from orchestrator.engines import (
     match_infra,
     patch,
 )
+from orchestrator.engines.base import Usage
 from orchestrator.execution.process import EXIT_TIMEOUT, ProcessOutcome, ProcessRequest
 from orchestrator.execution.runner import run_process
 from orchestrator.storage._atomic import atomic_write
@@ -159,11 +160,12 @@ def test_what_each_engine_reports_on_success(tmp_path: Path) -> None:
         task = make_task(tmp_path / engine)
         _, _, reports[engine] = run_engine(adapter_for(engine), task, "success")
     assert reports["claude-code"] == EngineReport(
-        turns=3,
+        turns=2,  # two model calls answered
         cost_usd=0.0421,
         final_message="Done: wrote CHANGED_BY_CLAUDE.txt.",
         failure=None,
         detail=None,
+        usage=Usage(2100, 312, cache_read_tokens=1200, cache_write_tokens=1200),
     )
     # Codex reports tokens, never a cost.
     assert reports["codex"] == EngineReport(
@@ -175,7 +177,7 @@ def test_what_each_engine_reports_on_success(tmp_path: Path) -> None:
 
 def test_failure_reports_carry_the_engines_words(tmp_path: Path) -> None:
     _, _, claude = run_engine(claude_code.ADAPTER, make_task(tmp_path / "c"), "auth")
-    assert claude.detail == "Invalid API key · Please run /login"
+    assert claude.detail == "Invalid API key · Fix external API key"
     _, _, codex_report = run_engine(codex.ADAPTER, make_task(tmp_path / "x"), "rate_limited")
     assert codex_report.detail == (
         "exceeded retry limit, last status: 429 Too Many Requests, request id: 9c84b52ce87fbe62-SJC"
@@ -411,8 +413,9 @@ def claude_result(**fields: object) -> str:
 def test_claude_sample_success_ignores_what_tools_printed() -> None:
     # The tool output mentions a 429; the run succeeded, and that is all that counts.
     report = claude_code.ADAPTER.report(CLAUDE_SUCCESS, 0, False)
+    # Turns: the two model calls that answered (not its num_turns); tokens from its usage.
     assert report == EngineReport(
-        4, 0.1182, "Fixed the back-off: it now honours Retry-After.", None, None
+        2, 0.1182, "Fixed the back-off: it now honours Retry-After.", None, None, Usage(9, 412)
     )
 
 
@@ -422,7 +425,7 @@ def test_claude_max_turns_is_code_even_when_a_tool_printed_an_infra_word() -> No
     text = "Still working on the rate limit back-off in client.py (429 handling)."
     lines.append(claude_result(subtype="error_max_turns", num_turns=30, result=text))
     report = claude_code.ADAPTER.report("\n".join(lines), 1, False)
-    assert (report.failure, report.turns) == (F.CODE, 30)
+    assert (report.failure, report.turns) == (F.CODE, 1)  # the one call in its output
 
 
 @pytest.mark.parametrize(

@@ -25,18 +25,20 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.preflight import EngineFact, ProbeResult, probe_argv
-from orchestrator.engines import EngineTask, adapter_for
-from orchestrator.engines.base import Invocation
-from orchestrator.execution.attempts import SandboxHost, sandbox_spec, sandboxed
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, sandbox_available, shows
-from orchestrator.execution.stage_egress import egress_hosts
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.redaction import redact
+
+if TYPE_CHECKING:
+    from orchestrator.engines import EngineTask
+    from orchestrator.engines.base import Invocation
+    from orchestrator.execution.attempts import SandboxHost
 
 PROBE_TIMEOUT_S = 20.0
 _SAID_CHARS = 300
@@ -94,6 +96,8 @@ class Located:
 
 
 def _task(stage: StageConfig, loaded: LoadedConfig, ctx: StageContext) -> EngineTask:
+    from orchestrator.engines import EngineTask
+
     engine = loaded.config.engines[stage.engine or ""]
     return EngineTask(
         ticket_id=ctx.ticket_id, title="preflight", kind=ctx.ticket_kind, body="",
@@ -185,16 +189,26 @@ def as_written(place: Path, home: Path | None) -> str:
     return str(place)
 
 
-def locate(host: SandboxHost, stage: StageConfig, ctx: StageContext, home: Path | None) -> Located:
-    """The static part: where the program is, and what of it the sandbox hides."""
-    loaded = host.loaded
+def locate(
+    loaded: LoadedConfig,
+    host: SandboxHost | None,
+    stage: StageConfig,
+    ctx: StageContext,
+    home: Path | None,
+) -> Located:
+    """The static part: where the program is, and what of it the sandbox hides (``host``:
+    None only when no engine has a program, all being ``patch``)."""
     engine = loaded.config.engines[stage.engine or ""]
     where = f"engine {stage.engine} (stage {stage.name})"
     sandboxed_ = stage.sandbox != "none"
     fact = EngineFact(where, stage.name, engine.kind, "", sandboxed=sandboxed_,
                       declared=stage.readable)  # fmt: skip
-    if engine.kind == "patch":
+    if engine.kind == "patch" or host is None:
         return Located(fact, stage, ctx, None)
+    from orchestrator.engines import adapter_for
+    from orchestrator.execution.attempts import sandbox_spec
+    from orchestrator.execution.stage_egress import egress_hosts
+
     invocation = adapter_for(engine.kind).invocation(_task(stage, loaded, ctx))
     program = invocation.argv[0]
     env = _environ(stage, loaded, ctx, host.environ, invocation)
@@ -250,6 +264,9 @@ def probe(host: SandboxHost, located: Located) -> EngineFact:
     if argv is None or located.invocation is None:
         return fact
     fact = replace(fact, argv=argv)
+    from orchestrator.execution.attempts import sandboxed
+    from orchestrator.execution.stage_egress import egress_hosts
+
     if fact.sandboxed:
         problem = sandbox_available(host.executor, host.locate_bwrap)
         if problem is not None:
@@ -305,12 +322,17 @@ class EngineProbes:
         locate_bwrap: BwrapLocator,
         start: bool,
     ) -> None:
-        host = SandboxHost(loaded, state_dir, environ, executor, locate_bwrap)
+        stages = [stage for stage in loaded.config.stages if stage.engine is not None]
+        host = None
+        # All ``patch`` (the starter config): nothing to look for, nor to import for it.
+        if any(loaded.config.engines[stage.engine or ""].kind != "patch" for stage in stages):
+            from orchestrator.execution.attempts import SandboxHost
+
+            host = SandboxHost(loaded, state_dir, environ, executor, locate_bwrap)
         home = Path(environ["HOME"]) if environ.get("HOME") else None
         self._located = [
-            locate(host, stage, stand_in_context(stage.name, stage.engine or ""), home)
-            for stage in loaded.config.stages
-            if stage.engine is not None
+            locate(loaded, host, stage, stand_in_context(stage.name, stage.engine or ""), home)
+            for stage in stages
         ]  # fmt: skip
         self._started: dict[tuple[object, ...], Future[EngineFact]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -319,7 +341,7 @@ class EngineProbes:
             if start and located.invocation is not None and located.fact.found is not None
             and not located.fact.hidden and not located.fact.later
         ]  # fmt: skip
-        if startable:
+        if startable and host is not None:
             self._pool = ThreadPoolExecutor(
                 max_workers=min(4, len(startable)), thread_name_prefix="preflight-engine"
             )

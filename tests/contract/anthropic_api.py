@@ -14,6 +14,13 @@ authentication_error, 529 overloaded_error, 503, …) or ``Reply.hanging()``. A 
 that is not the agent's own turn (no ``tools`` in it: a title or topic request, a quota
 probe) gets a short text answer without using the script, and ``POST
 /v1/messages/count_tokens`` gets a count; both are still recorded.
+
+What Claude Code 2.1.332 sends in print mode (``claude -p``), seen here: only its own
+turns, ``POST /v1/messages?beta=true``, streamed, with its tools, one per model call
+(and one per retry of a failed call); no ``count_tokens``, no title or topic request,
+with or without ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``. Its retries of a 5xx or 529
+do not raise ``x-stainless-retry-count`` (Claude Code retries above the SDK, and prints an
+``api_retry`` event for each). The side routes are for litellm and for later releases.
 """
 
 from __future__ import annotations

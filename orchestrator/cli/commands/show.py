@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal as signals
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -20,6 +21,79 @@ if TYPE_CHECKING:
     from orchestrator.domain.transcripts import ModelCall, ToolCall
 
 
+# A failure class said in words (``engines/base.FailureClass``, and the classes a stage's
+# or check's failure reading names): what ``show`` says before the detail.
+CLASS_WORDS: Mapping[str, str] = {
+    "rate_limited": "the provider throttled the requests",
+    "quota_exhausted": "the account's credits or usage quota ran out",
+    "auth_error": "the provider refused the key or login",
+    "outage": "the provider was overloaded or down",
+    "timeout": "the stage's timeout stopped it",
+    "engine_error": "the engine crashed or could not start",
+    "config_error": "its program could not be started (not installed, or hidden by the sandbox)",
+    "resource_exhausted": "the machine ran out of disk or memory",
+    "network": "the network to a host failed",
+    "code": "the engine ran, but its work did not pass",
+}
+_REASON_CHARS = 200
+
+
+def _looks_like_json(text: str) -> bool:
+    """An engine's event (its result object, an API error body) rather than words."""
+    stripped = text.strip()
+    return stripped.startswith(("{", "[")) or '{"' in stripped
+
+
+def reason_line(failure_class: str | None, detail: str | None) -> str | None:
+    """A failure in one line of words: ``the provider was overloaded or down (outage):
+    API Error: 529``; the detail left out where it is an engine's JSON (cut, it would be
+    neither JSON nor words) and cut at ``_REASON_CHARS`` otherwise. None: no class."""
+    if not failure_class:
+        return None
+    words = CLASS_WORDS.get(failure_class)
+    said = f"{words} ({failure_class})" if words else failure_class
+    first = (detail or "").strip().splitlines()[0].strip() if (detail or "").strip() else ""
+    if not first or _looks_like_json(first):
+        return said
+    if len(first) > _REASON_CHARS:
+        first = first[: _REASON_CHARS - 1] + "…"
+    return f"{said}: {first}"
+
+
+def usage_line(attempt: Attempt) -> str | None:
+    """An engine attempt's turns, tokens and cost, as far as the engine said them (an
+    estimated cost with ``~`` and said so); None when it said none of them (a record
+    from before they were kept, too)."""
+    parts = []
+    if attempt.turns is not None:
+        parts.append(f"{attempt.turns} turn{'s' if attempt.turns != 1 else ''}")
+    if attempt.input_tokens is not None or attempt.output_tokens is not None:
+        tokens = f"{attempt.input_tokens or 0} input + {attempt.output_tokens or 0} output tokens"
+        cache = [
+            f"{n} {what}"
+            for n, what in ((attempt.cache_read_tokens, "read"),
+                            (attempt.cache_write_tokens, "written"))
+            if n
+        ]  # fmt: skip
+        parts.append(tokens + (f" (cache: {', '.join(cache)})" if cache else ""))
+    if attempt.cost_usd is not None:
+        cost = f"{attempt.cost_usd:.4f}".rstrip("0").rstrip(".")
+        if attempt.cost_estimated:
+            parts.append(f"~${cost} (estimated from [prices])")
+        else:
+            parts.append(f"${cost}")
+    return ", ".join(parts) if parts else None
+
+
+def killed_by(number: int) -> str:
+    """``killed by signal 9 (SIGKILL)``."""
+    try:
+        name = f" ({signals.Signals(number).name})"
+    except ValueError:
+        name = ""
+    return f"killed by signal {number}{name}"
+
+
 def _log_lines(attempt: Attempt, pruned: PrunedMark | None) -> list[str]:
     """Where the attempt's log is and, for a failure, its last error lines; or that
     retention removed the log (``orchestrator prune``), or that it is missing."""
@@ -33,7 +107,11 @@ def _log_lines(attempt: Attempt, pruned: PrunedMark | None) -> list[str]:
         else:
             lines.append(f"      log missing: {log}")
         return lines
-    lines.extend(f"      | {said}" for said in error_lines_of(log) if not attempt.ok)
+    if not attempt.ok:
+        said = error_lines_of(log)
+        if attempt.engine:  # an engine's events are its reason line's, said in words
+            said = [line for line in said if not _looks_like_json(line)]
+        lines.extend(f"      | {line}" for line in said)
     return lines
 
 
@@ -53,6 +131,8 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
             lines.append(f"      check {check.name}: skipped (not for this ticket kind)")
         else:
             verdict = "timed out" if check.timed_out else f"exit {check.exit_code}"
+            if check.signal and not check.timed_out:
+                verdict = f"{killed_by(check.signal)} (exit {check.exit_code})"
             if check.already_on_base:  # on_red_base = "compare": judged passed
                 verdict += ", failures already on the base: passed"
             outside = " (unsandboxed)" if check.sandbox == "none" else ""
@@ -62,6 +142,12 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
                     f"        egress denied ({check.egress_denials}): "
                     + ", ".join(check.egress_denied)
                 )
+    usage = usage_line(attempt) if attempt.engine else None
+    if usage is not None:
+        lines.append(f"      usage: {usage}")
+    reason = None if attempt.ok else reason_line(attempt.failure_class, attempt.failure_detail)
+    if reason is not None:
+        lines.append(f"      reason: {reason}")
     if attempt.egress_denials:  # what the egress proxy refused it (issue 40)
         lines.append(
             f"      egress denied ({attempt.egress_denials}): {', '.join(attempt.egress_denied)}"
@@ -79,8 +165,11 @@ def _recipe_lines(fix_path: Path, number: int) -> list[str]:
     if fix.get("verdict") != number:
         return []
     lines = [
-        f"recipe: {shlex.join(c['argv'])} → exit {c['exit_code']}" for c in fix.get("commands", [])
-    ]
+        f"recipe: {shlex.join(c['argv'])} → "
+        + (f"{killed_by(c['signal'])} (exit {c['exit_code']})" if c.get("signal")
+           else f"exit {c['exit_code']}")
+        for c in fix.get("commands", [])
+    ]  # fmt: skip
     verification = fix.get("verification") or {}
     if verification:
         lines.append(

@@ -5,6 +5,7 @@ config that applies them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,8 +19,20 @@ CLAUDE_CODE: Known = {
     "retries": int,
     "extra_args": list,
 }
-CODEX: Known = {"sandbox": str, "retries": int, "extra_args": list}
+CODEX: Known = {
+    "sandbox": str,
+    "base_url": str,
+    "env_key": str,
+    "retries": int,
+    "extra_args": list,
+}
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+# Where Codex sends its Responses API requests, and the variable that holds its key
+# (``engines/codex.py`` gives Codex a provider entry with both).
+CODEX_BASE_URL = "https://api.openai.com/v1"
+CODEX_ENV_KEY = "OPENAI_API_KEY"
+_URL = re.compile(r"^https?://[^\s\"'\\]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 AIDER: Known = {"retries": int, "extra_args": list}
 # How often an engine may retry a failed model request itself before it gives up
 # (``[engines.NAME] retries``): Claude Code's own default is 10, aider's about 9 over a
@@ -88,6 +101,12 @@ def _codex(settings: Mapping[str, Any]) -> list[str]:
     sandbox = settings.get("sandbox")
     if isinstance(sandbox, str) and sandbox not in CODEX_SANDBOXES:
         problems.append(f"sandbox: must be one of {', '.join(CODEX_SANDBOXES)} (got {sandbox!r})")
+    url = settings.get("base_url")
+    if isinstance(url, str) and not _URL.match(url):
+        problems.append(f"base_url: must be an http:// or https:// URL (got {url!r})")
+    key = settings.get("env_key")
+    if isinstance(key, str) and not _ENV_NAME.match(key):
+        problems.append(f"env_key: must be an environment variable's name (got {key!r})")
     return problems + retries_problems(settings)
 
 

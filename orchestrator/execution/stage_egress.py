@@ -2,7 +2,8 @@
 connections it was refused: the parts of an attempt about egress, apart from
 ``attempts.py``.
 
-An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``) and what its
+An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``), or the host of
+the ``base_url`` its settings point it at instead (Codex's), and what its
 ``[engines.X] egress`` adds; any stage adds its own ``egress``. A command stage with
 ``network = true`` is given the hosts the orchestrator can tell it needs: the ticket's
 repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
@@ -52,7 +53,10 @@ def egress_hosts(
         chosen = config.engines.get(engine)
         if chosen is None:
             return ()
-        return (*ENGINE_HOSTS.get(chosen.kind, ()), *chosen.egress)
+        base_url = chosen.settings.get("base_url")
+        moved = host_of_url(base_url) if isinstance(base_url, str) else None
+        provider = (moved,) if moved else ENGINE_HOSTS.get(chosen.kind, ())
+        return (*provider, *chosen.egress)
     hosts = [host_of_url(repository)]
     if stage.side_effectful:
         hosts += [host_of_url(environ.get(name, "")) for name in PUSH_URL_VARIABLES]

@@ -105,6 +105,8 @@ EXPECTED = [
     ("codex", {}, "error", F.CODE),
     ("codex", {}, "rate_limited", F.RATE_LIMITED),
     ("codex", {}, "auth", F.AUTH_ERROR),
+    ("codex", {}, "overloaded", F.OUTAGE),
+    ("codex", {}, "unwritten", F.CONFIG_ERROR),  # exit 0, yet its file change failed
     ("aider", {}, "success", None),
     ("aider", {}, "error", F.ENGINE_ERROR),
     ("aider", {}, "rate_limited", F.RATE_LIMITED),
@@ -167,10 +169,11 @@ def test_what_each_engine_reports_on_success(tmp_path: Path) -> None:
         detail=None,
         usage=Usage(2100, 312, cache_read_tokens=1200, cache_write_tokens=1200),
     )
-    # Codex reports tokens, never a cost.
+    # Codex reports tokens, never a cost; a file change, then the answer: two calls.
     assert reports["codex"] == EngineReport(
-        1, None, "Added CHANGED_BY_CODEX.txt as the ticket asks.", None, None
-    )
+        2, None, "Added CHANGED_BY_CODEX.txt as the ticket asks.", None, None,
+        usage=Usage(1000, 60, cache_read_tokens=1100, cache_write_tokens=0),
+    )  # fmt: skip
     # Two LLM calls; the cost is aider's running session total.
     assert reports["aider"] == EngineReport(2, 0.0118, None, None, None)
 
@@ -287,10 +290,13 @@ def test_claude_code_argv(tmp_path: Path) -> None:
 
 def test_codex_argv(tmp_path: Path) -> None:
     task = make_task(tmp_path, settings={"extra_args": ["--skip-git-repo-check"]})
-    assert codex.ADAPTER.invocation(task).argv == (
+    argv = codex.ADAPTER.invocation(task).argv
+    assert argv[:7] + argv[-2:] == (
         "codex", "exec", "--json", "-m", "model-small", "--sandbox", "workspace-write",
         "--skip-git-repo-check", "-",
     )  # fmt: skip
+    # Its provider (base URL, key variable, retries): tests/engines/test_codex_output.py.
+    assert argv[7:11] == ("-c", codex.provider_entry({}), "-c", 'model_provider="orchestrator"')
 
 
 def test_aider_argv(tmp_path: Path) -> None:
@@ -491,7 +497,10 @@ def codex_failed(message: str) -> str:
 
 def test_codex_sample_recovered_error_is_success() -> None:
     report = codex.ADAPTER.report(CODEX_RECOVERED, 0, False)
-    assert report == EngineReport(1, None, "deal() now hands out n cards.", None, None)
+    assert report == EngineReport(
+        2, None, "deal() now hands out n cards.", None, None,
+        usage=Usage(315, 122, cache_read_tokens=24448),  # no cache writes said
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

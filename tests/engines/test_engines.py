@@ -174,8 +174,10 @@ def test_what_each_engine_reports_on_success(tmp_path: Path) -> None:
         2, None, "Added CHANGED_BY_CODEX.txt as the ticket asks.", None, None,
         usage=Usage(1000, 60, cache_read_tokens=1100, cache_write_tokens=0),
     )  # fmt: skip
-    # Two LLM calls; the cost is aider's running session total.
-    assert reports["aider"] == EngineReport(2, 0.0118, None, None, None)
+    # Two LLM calls; the cost is aider's running session total; "sent" less the cache.
+    assert reports["aider"] == EngineReport(
+        2, 0.0118, None, None, None, usage=Usage(4000, 150, 2000, 300)
+    )
 
 
 def test_failure_reports_carry_the_engines_words(tmp_path: Path) -> None:
@@ -306,10 +308,14 @@ def test_aider_argv(tmp_path: Path) -> None:
     assert invocation.argv == (
         "aider", "--message-file", str(prompt_file), "--model", "model-small",
         "--yes-always", "--no-auto-commits", "--no-dirty-commits", "--no-pretty",
-        "--no-check-update", "--no-show-release-notes", "--no-analytics",
+        "--no-stream", "--no-gitignore", "--chat-history-file", os.devnull,
+        "--input-history-file", os.devnull, "--no-check-update", "--no-show-release-notes",
+        "--no-analytics",
     )  # fmt: skip
     assert invocation.stdin_path is None
-    assert dict(invocation.files) == {prompt_file: build_prompt(task)}
+    assert invocation.files[prompt_file] == build_prompt(task)
+    # Its retry count: tests/engines/test_aider_output.py.
+    assert set(invocation.files) == {prompt_file, tmp_path / "run" / "aider-2" / "sitecustomize.py"}
 
 
 def test_command_placeholders(tmp_path: Path) -> None:
@@ -559,7 +565,7 @@ Applied edit to client.py
 
 def test_aider_sample_recovered_rate_limit_is_success() -> None:
     assert aider.ADAPTER.report(AIDER_RECOVERED, 0, False) == EngineReport(
-        1, 0.03, None, None, None
+        1, 0.03, None, None, None, usage=Usage(3200, 1100, 0, 0)
     )
 
 

@@ -163,6 +163,10 @@ def test_a_fix_lands_goes_green_and_its_usage_is_recorded_and_shown(
     assert FAKE_KEY not in json.dumps(run.record) and FAKE_KEY not in run.log()
     shown = run.show()
     assert "implement engine=claude model=claude-sonnet-4-6" in shown
+    assert (
+        "usage: 2 turns, 1020 input + 60 output tokens (cache: 1400 read, 300 written), $0.0055"
+        in shown
+    )
     assert FAKE_KEY not in shown
 
 
@@ -178,7 +182,10 @@ def test_a_bad_key_is_an_auth_error_asked_once(tmp_path: Path, claude_bin: Path)
     assert attempt["cost_usd"] == 0 and not attempt["cost_estimated"]
     assert FAKE_KEY not in json.dumps(run.record) and FAKE_KEY not in run.log()
     shown = run.show()
-    assert "implement engine=claude model=claude-sonnet-4-6" in shown
+    assert (
+        "reason: the provider refused the key or login (auth_error): "
+        "Invalid API key · Fix external API key"
+    ) in shown
     assert FAKE_KEY not in shown
 
 

@@ -256,7 +256,7 @@ def _said(log: Path, *, first: bool) -> str:
     return said if len(said) <= _SAID_CHARS else said[: _SAID_CHARS - 1] + "…"
 
 
-def probe(host: SandboxHost, located: Located) -> EngineFact:
+def probe(host: SandboxHost, located: Located, timeout_s: float = PROBE_TIMEOUT_S) -> EngineFact:
     """Start the program in the stage's sandbox (``probe_argv``), in stand-in directories
     of a run (a temporary clone and run dir), and say what it came to."""
     fact, stage, ctx = located.fact, located.stage, located.ctx
@@ -284,7 +284,7 @@ def probe(host: SandboxHost, located: Located) -> EngineFact:
         log = Path(scratch) / "probe.log"
         outcome = executor.run(
             ProcessRequest(
-                argv, cwd=_cwd(stage, here), log_path=log, timeout_s=PROBE_TIMEOUT_S,
+                argv, cwd=_cwd(stage, here), log_path=log, timeout_s=timeout_s,
                 env=_environ(stage, loaded, here, host.environ, located.invocation),
                 kill_after_s=2.0,
             )
@@ -296,7 +296,7 @@ def probe(host: SandboxHost, located: Located) -> EngineFact:
         fact,
         probe=ProbeResult(
             ok=outcome.ok, said=said, exit_code=outcome.exit_code,
-            timed_out=outcome.timed_out, timeout_s=PROBE_TIMEOUT_S,
+            timed_out=outcome.timed_out, timeout_s=timeout_s,
         ),
     )  # fmt: skip
 
@@ -321,6 +321,7 @@ class EngineProbes:
         executor: Executor,
         locate_bwrap: BwrapLocator,
         start: bool,
+        timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
         stages = [stage for stage in loaded.config.stages if stage.engine is not None]
         host = None
@@ -348,7 +349,7 @@ class EngineProbes:
             for located in startable:
                 key = _same_start(located.stage)
                 if key not in self._started:
-                    self._started[key] = self._pool.submit(probe, host, located)
+                    self._started[key] = self._pool.submit(probe, host, located, timeout_s)
 
     def facts(self) -> list[EngineFact]:
         try:

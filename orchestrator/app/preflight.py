@@ -20,6 +20,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from orchestrator.app.engine_probe import (
+    PROBE_TIMEOUT_S,
     EngineProbes,
     locate_program,
     shown_program,
@@ -454,10 +455,12 @@ def gather(
     executor: Executor | None = None,
     locate_bwrap: BwrapLocator = bundled_bwrap,
     send: Send = send_get,
+    engine_timeout_s: float = PROBE_TIMEOUT_S,
 ) -> Facts:
     """The facts the checklist is decided from. ``backend``: ``celery`` needs the broker;
     ``doctor`` tries it when one is configured; ``local`` does not. ``ask_forge``: False
-    never asks a forge (the benchmark)."""
+    never asks a forge (the benchmark). ``engine_timeout_s``: how long ``doctor`` waits
+    for an engine's ``--version``."""
     config = loaded.config
     executor = executor or LocalExecutor()
     needs_bwrap = sandboxed(loaded)
@@ -472,7 +475,7 @@ def gather(
     # starts running (on threads) while the rest is read.
     engines = EngineProbes(
         loaded, state_dir, environ, executor=executor, locate_bwrap=locate_bwrap,
-        start=backend == "doctor",
+        start=backend == "doctor", timeout_s=engine_timeout_s,
     )  # fmt: skip
     github, gitlab = forge_stages(loaded, environ, GITHUB), forge_stages(loaded, environ, GITLAB)
     token_set = bool(environ.get(TOKEN_ENV))

@@ -70,12 +70,16 @@ class Counting:
 
 
 def engine_checks(
-    path: Path, environ: dict[str, str], backend: str = "doctor", executor: Executor | None = None
+    path: Path,
+    environ: dict[str, str],
+    backend: str = "doctor",
+    executor: Executor | None = None,
+    timeout_s: float = 20.0,
 ) -> list[Check]:
     loaded = load_config(path)
     facts = gather(
         loaded, loaded.root / "state", environ, backend=backend,  # type: ignore[arg-type]
-        ask_forge=False, executor=executor,
+        ask_forge=False, executor=executor, engine_timeout_s=timeout_s,
     )  # fmt: skip
     return [check for check in checklist(facts) if check.name == "engine"]
 
@@ -209,6 +213,20 @@ def test_a_program_that_fails_its_version_fails_with_its_last_words(tmp_path: Pa
         "(exit 1): starting up / Error: cannot load libclaude.so: no such file"
     )
     assert check.fix.startswith("run it by hand to see why")
+
+
+def test_a_program_that_does_not_answer_is_stopped_at_the_timeout(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    install(tools, "#!/bin/sh\necho waiting for a terminal\nexec sleep 60\n")
+    started = time.monotonic()
+    [check] = engine_checks(
+        config(tmp_path, stage(readable=f'["{tools}"]')), environ_with(tools), timeout_s=1.0
+    )
+    assert time.monotonic() - started < 15
+    assert check.status == "fail"
+    assert check.detail.endswith(
+        "`claude --version` did not end within 1 s: waiting for a terminal"
+    ), check.detail
 
 
 def test_a_program_that_is_nowhere_is_not_found(tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ PIP_PACKAGES = {"aider-chat": AIDER_VERSION}
 INSTALL_TIMEOUT_S = 900
 PROBE_TIMEOUT_S = 30
 MARKER = ".contract-installed"
+# The line of a failed probe that says why (npm's FetchError, pip's ERROR or retry warning).
+_TELLING = ("reason:", "FetchError", "ERROR:", "Error:", "NewConnectionError")
 # Quiet installs: no update notices, audits, funding pleas or version checks.
 _QUIET = {
     "npm_config_update_notifier": "false",
@@ -112,8 +114,9 @@ def _probe(argv: list[str]) -> str | None:
         return str(exc)
     if done.returncode == 0:
         return None
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    telling = [line for line in lines if any(word in line for word in _TELLING)]
+    return (telling or lines or [f"exit {done.returncode}"])[0]
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -149,8 +152,26 @@ def _install_npm(cache: Path) -> Path:
         if unreachable is not None:
             raise RegistryUnreachable(f"the npm registry cannot be reached: {unreachable}")
         pytest.fail(f"npm install of {' '.join(pins)} failed (log {log}):\n{_tail(log)}")
+    _check_starts(prefix / "node_modules" / ".bin" / "claude", CLAUDE_CODE_VERSION, log)
+    _check_starts(prefix / "node_modules" / ".bin" / "codex", CODEX_VERSION, log)
     (prefix / MARKER).write_text(json.dumps(NPM_PACKAGES) + "\n")
     return prefix
+
+
+def _check_starts(program: Path, version: str, log: Path) -> None:
+    """Once, after an install: the program starts and says its version (Claude Code's
+    native binary is put in place by its postinstall script, which an npm that skips
+    install scripts would leave out)."""
+    try:
+        done = subprocess.run([str(program), "--version"], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"{program} --version did not run after its install (log {log}): {exc}")
+    if done.returncode != 0 or version not in done.stdout:
+        pytest.fail(
+            f"{program} --version after its install: exit {done.returncode}, "
+            f"{(done.stdout + done.stderr).strip()[:300]!r} (expected {version}; log {log})"
+        )
 
 
 def _aider_installed(venv: Path) -> bool:
@@ -181,6 +202,7 @@ def _install_aider(cache: Path) -> Path:
                     f"the Python package index cannot be reached: {unreachable}"
                 )
             pytest.fail(f"pip install of {' '.join(pins)} failed (log {log}):\n{_tail(log)}")
+    _check_starts(venv / "bin" / "aider", AIDER_VERSION, log)
     (venv / MARKER).write_text(json.dumps(PIP_PACKAGES) + "\n")
     return venv
 

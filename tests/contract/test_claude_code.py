@@ -4,10 +4,12 @@ CLI, inside its sandbox, against the scripted Messages API on loopback.
 Each run is one ticket in a real git repository: a clone stage, Claude Code as the
 ``implement`` engine, a review check. Recovery is off, so each run is one engine attempt
 whose class and record the test reads. The engine's egress allow-list names the model
-server's ``127.0.0.1:PORT`` (the kind's own ``api.anthropic.com`` stays on the list by
-``domain/egress.ENGINE_HOSTS``, but nothing is sent there: ``ANTHROPIC_BASE_URL`` points at
-the server and non-essential traffic is off, and every request Claude Code made is counted
-at the server). The fake API key reaches Claude Code only by the engine's ``pass_env``.
+server's ``127.0.0.1:PORT``; the kind's own ``api.anthropic.com`` stays on it too
+(``domain/egress.ENGINE_HOSTS`` has no way to drop it), but nothing is sent there:
+``ANTHROPIC_BASE_URL`` points at the server and non-essential traffic (telemetry, error
+reports, update checks) is off. With those, Claude Code 2.1.332 sends only its turns
+(tried by hand with every other connection sent to a dead proxy), and each test counts
+them at the server. The fake API key reaches Claude Code only by the engine's ``pass_env``.
 """
 
 from __future__ import annotations

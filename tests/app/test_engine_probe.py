@@ -21,6 +21,7 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
 
 from conftest import write_config, write_ticket
+from harness import FAKES
 
 VERSION = "2.1.332 (Claude Code)"
 CLAUDE = f"""#!/bin/sh
@@ -270,3 +271,19 @@ def test_a_command_engine_is_looked_up_inside_not_run_and_patch_has_nothing_to_s
     assert patch_check.detail == (
         "engine patch (stage p): the orchestrator applies the patch itself: nothing to start"
     )
+
+
+def test_the_fakes_start_in_the_sandbox_as_the_released_binaries_do(tmp_path: Path) -> None:
+    """``doctor`` on the fast tier's engines: each fake answers ``--version`` with what the
+    released binary prints (claude 2.1.332, codex 0.171.0, aider 0.86.1)."""
+    engines = (
+        '[engines.claude]\nkind = "claude-code"\nmodels = ["m"]\n'
+        '[engines.codex]\nkind = "codex"\nmodels = ["m"]\n'
+        '[engines.aider]\nkind = "aider"\nmodels = ["m"]\n'
+    )
+    path = config(tmp_path, stage("a", "claude"), stage("b", "codex"), stage("c", "aider"),
+                  engine=engines)  # fmt: skip
+    checks = engine_checks(path, environ_with(FAKES))
+    assert [check.detail.rsplit(": ", 1)[-1] for check in checks] == [
+        "2.1.332 (Claude Code)", "codex-cli 0.171.0", "aider 0.86.1",
+    ], checks  # fmt: skip

@@ -79,6 +79,7 @@ Classification (after our timeout, which is ``timeout``):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -182,8 +183,13 @@ def usage_of(events: Sequence[Mapping[str, Any]]) -> Usage:
     )
 
 
-def _failed_changes(items: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The paths of every file change Codex reported failed."""
+# The runner's header line names the working directory (``runner``): the clone.
+_CWD = re.compile(r"^# orchestrator: \S+ cwd=(?P<cwd>/.*)$", re.MULTILINE)
+
+
+def _failed_changes(items: Sequence[Mapping[str, Any]], cwd: str | None) -> list[str]:
+    """The paths of every file change Codex reported failed, relative to the clone when
+    they lie in it (Codex names them absolute)."""
     paths: list[str] = []
     for item in items:
         if item.get("type") != "file_change" or item.get("status") != "failed":
@@ -195,7 +201,9 @@ def _failed_changes(items: Sequence[Mapping[str, Any]]) -> list[str]:
             if isinstance(change, dict) and change.get("path")
         ]
         paths += named or ["(no path given)"]
-    return paths
+    if cwd is None:
+        return paths
+    return [p.removeprefix(cwd.rstrip("/") + "/") for p in paths]
 
 
 class CodexAdapter:
@@ -248,13 +256,14 @@ class CodexAdapter:
 
         if timed_out:
             return done(FailureClass.TIMEOUT, "stopped by the stage timeout")
-        unwritten = _failed_changes(items)
+        header = _CWD.search(output)
+        unwritten = _failed_changes(items, header.group("cwd") if header else None)
         if unwritten:
             return done(
                 FailureClass.CONFIG_ERROR,
                 one_line(
-                    f"codex could not write its change to {', '.join(unwritten)} (its file "
-                    "change failed: Codex's own sandbox or the file system refused it)"
+                    f"codex could not write {', '.join(unwritten)}: its file change failed "
+                    "(Codex's own sandbox or the file system refused the write)"
                 ),
             )
         if exit_code == 0 and completed and not failed:

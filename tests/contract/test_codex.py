@@ -174,6 +174,10 @@ def test_a_fix_lands_in_codexs_own_sandbox_goes_green_and_is_recorded_and_shown(
     assert FAKE_KEY not in json.dumps(run.record) and FAKE_KEY not in run.log()
     shown = run.show()
     assert f"implement engine=codex model={MODEL}" in shown
+    assert (
+        "usage: 2 turns, 1000 input + 60 output tokens (cache: 1100 read), ~$0.0032 "
+        "(estimated from [prices])"
+    ) in shown
     assert FAKE_KEY not in shown
 
 
@@ -194,7 +198,11 @@ def test_a_bad_key_is_an_auth_error_and_an_overload_an_outage_after_the_retries(
     assert (attempt["turns"], attempt["input_tokens"]) == (0, None)
     assert FAKE_KEY not in json.dumps(bad_key.record) and FAKE_KEY not in bad_key.log()
     shown = bad_key.show()
-    assert f"implement engine=codex model={MODEL}" in shown and FAKE_KEY not in shown
+    assert (
+        "reason: the provider refused the key or login (auth_error): unexpected status 401 "
+        "Unauthorized: Incorrect API key provided"
+    ) in shown
+    assert "usage: 0 turns" in shown and FAKE_KEY not in shown
 
     overloaded = run_codex(
         tmp_path / "overload", codex_bin, [error(503), error(529), error(529), error(529)],
@@ -206,6 +214,10 @@ def test_a_bad_key_is_an_auth_error_and_an_overload_an_outage_after_the_retries(
     assert attempt["failure_class"] == "outage", overloaded.log()
     assert "529" in attempt["failure_detail"]
     assert attempt["turns"] == 0
+    assert (
+        "reason: the provider was overloaded or down (outage): unexpected status 529"
+        in overloaded.show()
+    )
 
 
 def test_a_hung_api_is_stopped_by_the_stage_timeout(tmp_path: Path, codex_bin: Path) -> None:
@@ -223,6 +235,9 @@ def test_a_hung_api_is_stopped_by_the_stage_timeout(tmp_path: Path, codex_bin: P
     assert len(run.script.turns) == 2
     assert attempt["turns"] == 1
     assert (attempt["input_tokens"], attempt["output_tokens"]) == (None, None)
+    shown = run.show()
+    assert "usage: 1 turn\n" in shown
+    assert "reason: the stage's timeout stopped it (timeout)" in shown
 
 
 def test_a_file_change_codex_could_not_write_fails_the_attempt(
@@ -247,11 +262,14 @@ def test_a_file_change_codex_could_not_write_fails_the_attempt(
     assert (Path(run.record["clone_dir"]) / "greeting.py").read_text() == BROKEN
     assert attempt["exit_code"] == 0  # Codex itself calls this run a success
     assert attempt["failure_class"] == "config_error", run.log()
-    assert "codex could not write its change to" in attempt["failure_detail"]
-    assert "greeting.py" in attempt["failure_detail"]
+    assert attempt["failure_detail"] == (
+        "codex could not write greeting.py: its file change failed (Codex's own sandbox or "
+        "the file system refused the write)"
+    )
     assert run.record["state"] == "failed"
     shown = run.show()
     assert f"implement engine=codex model={MODEL}" in shown and "(whole network)" in shown
+    assert "(config_error): codex could not write greeting.py: its file change failed" in shown
 
 
 CAPTURE = "ORCHESTRATOR_CONTRACT_CAPTURE"

@@ -39,8 +39,14 @@ def test_a_file_change_codex_could_not_write_is_a_config_error_though_it_exited_
     report = ADAPTER.report(captured("file_change_failed"), 0, False)
     assert report.failure is FailureClass.CONFIG_ERROR
     assert report.detail == (
-        "codex could not write its change to /work/clone/greeting.py (its file change failed: "
-        "Codex's own sandbox or the file system refused it)"
+        "codex could not write /work/clone/greeting.py: its file change failed (Codex's own "
+        "sandbox or the file system refused the write)"
+    )
+    # In the log the runner's header names the clone: the path is said inside it.
+    logged = "# orchestrator: 2026-01-01T00:00:00+00:00 cwd=/work/clone\n# $ codex exec\n"
+    in_log = ADAPTER.report(logged + captured("file_change_failed"), 0, False)
+    assert in_log.detail is not None and in_log.detail.startswith(
+        "codex could not write greeting.py:"
     )
     assert report.final_message == "Fixed the greeting."  # what the model believed
     assert report.turns == 2

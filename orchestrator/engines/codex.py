@@ -8,7 +8,7 @@
 ``-`` as the prompt reads it from stdin. ``--json`` prints events as JSONL. ``--sandbox``
 is ``read-only`` | ``workspace-write`` | ``danger-full-access``: Codex's own sandbox, inside
 ours (its bundled bwrap needs a unix datagram socket to start, which our engine sandbox
-allows: ``execution/sandbox_launch.py``). Approvals are never asked for in ``exec``.
+allows: docs/architecture/sandbox.md). Approvals are never asked for in ``exec``.
 
 The provider: Codex 0.17x reads where to send requests from a ``model_providers`` entry
 (``OPENAI_BASE_URL`` alone does not move it, and its built-in ``openai`` provider may not

@@ -18,7 +18,7 @@ one table per role. What a sandboxed process sees is a list of what is allowed:
     and then only the hosts of its allow-list, through the egress proxy outside
     (``domain/egress.py``, ``egress_proxy.py``), unless it opts out with ``egress = ["*"]``;
     no unix socket can be created, but for a coding engine a datagram one (what its
-    own sandbox needs: see ``sandbox_launch``); limits on processes, memory and file
+    own sandbox needs: ``SandboxSpec.unix_datagrams``); limits on processes, memory and file
     size.
 
 ``profile`` is pure, so the profile is pinned by tests without starting anything.

@@ -57,12 +57,13 @@ class Change:
     content: bytes | None = None
 
 
-def worked_paths(repo: git.Repo) -> tuple[list[tuple[str, bool]], list[str]]:
-    """What the engine changed against ``HEAD``, each path with whether ``HEAD`` holds it,
+def worked_paths(repo: git.Repo, base: str = "HEAD") -> tuple[list[tuple[str, bool]], list[str]]:
+    """What the engine changed against ``base``, each path with whether ``base`` holds it,
     and the new files the clone's ignore rules hide that are named as an engine's own
     (listed as left out: with an engine's line in ``.gitignore``, its files are hidden).
-    The index is reset to ``HEAD`` first: what the engine staged is no choice of ours."""
-    repo.git.reset("-q")
+    The branch and the index are reset to ``base`` first, the work tree kept: what the
+    engine staged or committed itself is no choice of ours."""
+    repo.git.reset("-q", base, "--")
     listing = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
     changed = [(entry[3:], entry[:2] != "??") for entry in listing.split("\0") if entry]
     hidden = repo.git.status(
@@ -72,10 +73,10 @@ def worked_paths(repo: git.Repo) -> tuple[list[tuple[str, bool]], list[str]]:
     return changed, [p for p in ignored if engine_own(p.rstrip("/"), tracked=False)]
 
 
-def decide(repo: git.Repo) -> tuple[list[Change], list[str]]:
+def decide(repo: git.Repo, base: str = "HEAD") -> tuple[list[Change], list[str]]:
     """What of the engine's work is committed, and what is left out as the engine's own
     (``domain/engine_files.py``)."""
-    changed, hidden_own = worked_paths(repo)
+    changed, hidden_own = worked_paths(repo, base)
     kept: list[Change] = []
     left_out = [left_out_name(path) for path in hidden_own]
     for path, tracked in changed:
@@ -137,12 +138,22 @@ def stage(repo: git.Repo, changes: list[Change]) -> None:
         repo.git.update_index("--add", "--cacheinfo", f"{mode},{sha},{change.path}")
 
 
-def commit(repo: git.Repo, title: str, kind: str) -> tuple[list[str], WorkspaceSummary]:
-    """Commit the project's part of the engine's work; returns the subjects of the
-    commits made and what was committed and left out."""
+def commit(
+    repo: git.Repo, title: str, kind: str, base: str | None = None
+) -> tuple[list[str], WorkspaceSummary]:
+    """Commit the project's part of the engine's work on top of ``base`` (where the
+    attempt started; default ``HEAD``); returns the subjects of the commits made and what
+    was committed and left out. Commits the engine made itself are folded in: their
+    changes are judged and committed like the rest."""
     # Every path below is a name, never a pattern: ``*.py`` is the file named so.
     repo.git.update_environment(GIT_LITERAL_PATHSPECS="1")
-    kept, left_out = decide(repo)
+    start = "HEAD"
+    if base is not None:
+        start = repo.git.rev_parse("--verify", "--end-of-options", f"{base}^{{commit}}")
+        own = repo.git.rev_list("--count", f"{start}..HEAD")
+        if own != "0":
+            print(f"the engine made {own} commit(s) itself: its changes are committed anew")
+    kept, left_out = decide(repo, start)
     summary = summarise(sorted(c.path for c in kept), left_out)
     if not kept:
         print("nothing to commit: the engine changed no file of the project")
@@ -178,7 +189,9 @@ def main(environ: Mapping[str, str]) -> None:
         elif mode == "commit":
             # A commit's message closes issues when merged: the title's keywords may not.
             subject_line = forge_line(ticket.fields.title)
-            made, summary = commit(repo, subject_line, ticket.fields.kind.value)
+            made, summary = commit(
+                repo, subject_line, ticket.fields.kind.value, environ.get("ORCH_BASE_REF")
+            )
             for subject in made:
                 print(f"committed: {subject}")
             for path in summary.left_out:

@@ -259,3 +259,42 @@ def test_the_commit_step_prints_its_summary_last(tmp_path: Path) -> None:
     subjects = [c.summary for c in repo.iter_commits("HEAD", max_count=2)]
     assert subjects == ["test: Ticket T-1", "fix: Ticket T-1"]
     assert not any(".aider" in name or name == ".gitignore" for name in _committed(repo))
+
+
+def test_what_the_engine_committed_itself_is_judged_like_the_rest(tmp_path: Path) -> None:
+    """A commit of the engine's own (a ``command`` engine's ``git add -A && git commit``)
+    is folded into the orchestrator's: its chat history does not ride along in it."""
+    repo = _repo(tmp_path, {"app.py": "x = 1\n"})
+    base = repo.head.commit.hexsha
+    clone = Path(repo.working_dir)
+    _aider_was_here(clone)
+    (clone / "app.py").write_text("x = 2\n")
+    repo.git.add("-A", "-f")
+    repo.git.commit("-m", "engine's own commit")
+    (clone / "sub").mkdir()
+    (clone / "sub" / ".gitignore").write_text(".aider*\n")  # one deeper: the same rule
+    (clone / "sub" / "kept.py").write_text("k = 1\n")
+
+    made, summary = commit(repo, "Ticket T-1", "feature", base)
+
+    assert made == ["Ticket T-1"]
+    assert repo.head.commit.parents[0].hexsha == base
+    assert set(_committed(repo)) == {"app.py", "sub/kept.py"}
+    assert summary.left_out == (
+        ".aider.chat.history.md",
+        ".aider.input.history",
+        ".aider.tags.cache.v4/",
+        ".gitignore",
+        "sub/.gitignore",
+    )
+
+
+def test_a_linked_ignore_file_is_committed_as_the_link_it_is(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, {"app.py": "x = 1\n", "ignores.txt": "build/\n.aider*\n"})
+    clone = Path(repo.working_dir)
+    (clone / ".gitignore").symlink_to("ignores.txt")  # git does not read a linked one
+
+    _, summary = commit(repo, "Ticket T-1", "feature")
+
+    assert summary.committed == (".gitignore",) and summary.left_out == ()
+    assert _committed(repo)[".gitignore"] == b"ignores.txt"

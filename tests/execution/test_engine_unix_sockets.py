@@ -20,7 +20,12 @@ import pytest
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.process import ProcessRequest
-from orchestrator.execution.sandbox import SandboxedExecutor, SandboxSpec, confinement
+from orchestrator.execution.sandbox import (
+    SandboxedExecutor,
+    SandboxSpec,
+    confinement,
+    launch_argv,
+)
 from orchestrator.execution.sandbox_launch import seccomp_filter
 from orchestrator.execution.stage_sandbox import Role, RunPlaces, profile
 
@@ -187,3 +192,27 @@ def test_only_the_engine_role_gets_datagrams_and_only_without_the_hosts_network(
     opened = spec("engine", ("*",))
     assert opened.network and confinement(opened).data == seccomp_filter(MACHINE)
     assert confinement(spec("check")).data == seccomp_filter(MACHINE)
+    # A start without the reaper (a bounded read) gets the same filter from the launcher.
+    seccomp_arg = [launch_argv(s, ("bwrap",))[7] for s in (engine, opened, spec("stage"))]
+    assert seccomp_arg == ["2", "1", "1"]
+
+
+def test_a_start_through_the_launcher_gets_the_same_filter(
+    host_sockets: dict[str, socket.socket | str],
+) -> None:
+    """``capture_head`` (no reaper) starts bwrap through ``sandbox_launch``: same program."""
+    require_sandbox()
+    clone = Path(str(host_sockets["clone"]))
+    executor = SandboxedExecutor(
+        LocalExecutor(), SandboxSpec(writable=(clone,), unix_datagrams=True)
+    )
+    captured = executor.capture_head(
+        (sys.executable, "-c", PROBE, str(host_sockets["args"])), cwd=clone,
+        env={"PATH": "/usr/bin:/bin"}, max_bytes=4096, timeout_s=30,
+    )  # fmt: skip
+    assert captured.exit_code == 0, captured
+    seen = json.loads(captured.data.decode().split("SEEN ", 1)[1])
+    assert (seen["dgram"], seen["stream"], seen["host_dgram_abstract"]) == (
+        "made", "EACCES", "ECONNREFUSED",
+    )  # fmt: skip
+    nothing_arrived(host_sockets)

@@ -298,3 +298,23 @@ def test_a_linked_ignore_file_is_committed_as_the_link_it_is(tmp_path: Path) -> 
 
     assert summary.committed == (".gitignore",) and summary.left_out == ()
     assert _committed(repo)[".gitignore"] == b"ignores.txt"
+
+
+def test_an_engine_printing_a_summary_line_of_its_own_is_not_believed(tmp_path: Path) -> None:
+    """The orchestrator reads the summary only from what the commit step printed (the
+    log from where that step began): a line the engine printed before is not read, even
+    when the commit step printed none."""
+    from orchestrator.execution.engine_stage import _summary
+
+    forged = summary_line(summarise(["innocent.py"], []))
+    genuine = summary_line(summarise(["greeting.py"], [".aider.chat.history.md"]))
+    log = tmp_path / "attempt.log"
+    engine_part = f"aider says:\n{forged}\n# orchestrator: exit 0 after 1.0s\n"
+    log.write_text(
+        engine_part + f"# $ python -m orchestrator.stages.engine_workspace commit\n{genuine}\n"
+    )
+    start = len(engine_part.encode())
+    found = _summary(log, start)
+    assert found is not None and found.committed == ("greeting.py",)
+    log.write_text(engine_part + "# orchestrator: exit 0 after 0.3s\n")
+    assert _summary(log, start) is None

@@ -67,6 +67,8 @@ Classification (after our timeout, which is ``timeout``):
     a ``file_change`` reported ``failed``                   → config_error (Codex could not
       write its change: its own sandbox setting or the machine; retrying cannot help)
     exit 0 with turn.completed and no turn.failed          → success
+    "Missing environment variable: `OPENAI_API_KEY`." (its ``env_key`` is not set: not
+      in the engine's ``pass_env``)                         → auth_error
     turn.failed / error messages name an infra cause (``classify.match_infra``, e.g.
       "unexpected status 401 Unauthorized", "unexpected status 503 Service Unavailable",
       "exceeded retry limit, last status: 429 …", "stream disconnected …") → that class
@@ -183,6 +185,9 @@ def usage_of(events: Sequence[Mapping[str, Any]]) -> Usage:
     )
 
 
+# Codex's words when the variable its provider's ``env_key`` names is not set (the
+# engine's ``pass_env`` does not name it): a person fixes the credentials.
+_NO_KEY = re.compile(r"^Missing environment variable: `?(?P<name>[A-Za-z_][A-Za-z0-9_]*)`?")
 # The runner's header line names the working directory (``runner``): the clone.
 _CWD = re.compile(r"^# orchestrator: \S+ cwd=(?P<cwd>/.*)$", re.MULTILINE)
 
@@ -273,6 +278,13 @@ class CodexAdapter:
         # that codex recovered from before the turn finally failed for another reason.
         texts = [m for m in (_error_message(e) for e in [*failed[-1:], *reversed(fatal)]) if m]
         detail = one_line(texts[0]) if texts else None
+        missing = _NO_KEY.match(texts[0]) if texts else None
+        if missing is not None:
+            name = missing.group("name")
+            return done(
+                FailureClass.AUTH_ERROR,
+                f"codex found no API key: {name} is not set (name it in the engine's pass_env)",
+            )
         failure = match_infra("\n".join(texts))
         if failure is not None:
             return done(failure, detail)

@@ -68,6 +68,23 @@ def test_a_failed_request_is_its_infrastructure_class_with_no_call_answered(
     assert report.turns == 0 and report.usage == Usage()
 
 
+# Codex 0.171.0 run without the variable its provider's env_key names (no pass_env).
+NO_KEY = """\
+{"type":"thread.started","thread_id":"00000000-0000-4000-8000-000000000000"}
+{"type":"turn.started"}
+{"type":"error","message":"Missing environment variable: `OPENAI_API_KEY`."}
+{"type":"turn.failed","error":{"message":"Missing environment variable: `OPENAI_API_KEY`."}}
+"""
+
+
+def test_a_key_that_is_not_passed_is_an_auth_error_not_code() -> None:
+    report = ADAPTER.report(NO_KEY, 0, False)
+    assert report.failure is FailureClass.AUTH_ERROR
+    assert report.detail == (
+        "codex found no API key: OPENAI_API_KEY is not set (name it in the engine's pass_env)"
+    )
+
+
 def test_a_hang_is_a_timeout_that_keeps_the_call_that_answered() -> None:
     report = ADAPTER.report(captured("timeout"), 124, True)
     assert (report.failure, report.turns, report.usage) == (FailureClass.TIMEOUT, 1, Usage())

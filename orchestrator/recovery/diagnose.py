@@ -147,7 +147,8 @@ def infra_decision(failure: Failure, caps: Caps) -> Decision:
     if cls in FAILS_AS_CONFIGURED:
         why = (
             f"configuration error ({cls}{said}): install the program or fix the stage's "
-            "command or PATH, then `orchestrator resume` the run; retrying cannot help"
+            "command, PATH or sandbox settings, then `orchestrator resume` the run; retrying "
+            "cannot help"
         )
         return Decision(Source.INFRA, abandon(why), True, why, halt=FAILS_AS_CONFIGURED[cls])
     if cls in FREED_BY_A_PERSON:

@@ -249,7 +249,8 @@ def test_a_file_change_codex_could_not_write_fails_the_attempt(
     cannot start and its apply_patch fails. That is ``config_error`` (a person changes
     the sandbox setting; a retry fails the same way), never a success. The network is
     the host's here, but Codex reaches only the server: its base_url is the server, its
-    other traffic is switched off, and the server counts every request."""
+    other traffic is switched off (under the proxy, the first test's run is refused
+    nothing with the same switches), and the server counts every request."""
     run = run_codex(
         tmp_path,
         codex_bin,

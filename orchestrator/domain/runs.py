@@ -45,11 +45,21 @@ EngineWords = Annotated[
 ]
 
 
-# Paths the engine's work touched, named by it: each redacted, then cut; at most
-# LISTED_PATHS of them.
+# Paths the engine's work touched, named by it: each made text (a name that is not UTF-8
+# has its odd bytes replaced), redacted, then cut; at most LISTED_PATHS of them.
 LISTED_PATH_CHARS = 300
+
+
+def _listed_path(name: str) -> str:
+    try:
+        text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        text = name.encode("utf-8", "replace").decode("utf-8")
+    return redact(text)[:LISTED_PATH_CHARS]
+
+
 ListedPaths = Annotated[
-    tuple[Annotated[str, AfterValidator(lambda text: redact(text)[:LISTED_PATH_CHARS])], ...],
+    tuple[Annotated[str, AfterValidator(_listed_path)], ...],
     AfterValidator(lambda paths: paths[:LISTED_PATHS]),
 ]
 

@@ -64,13 +64,20 @@ def worked_paths(repo: git.Repo, base: str = "HEAD") -> tuple[list[tuple[str, bo
     The branch and the index are reset to ``base`` first, the work tree kept: what the
     engine staged or committed itself is no choice of ours."""
     repo.git.reset("-q", base, "--")
-    listing = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-    changed = [(entry[3:], entry[:2] != "??") for entry in listing.split("\0") if entry]
-    hidden = repo.git.status(
-        "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=normal"
-    )
-    ignored = [entry[3:] for entry in hidden.split("\0") if entry.startswith("!! ")]
+    changed = [
+        (entry[3:], entry[:2] != "??")
+        for entry in _entries(repo, "--untracked-files=all", "--no-renames")
+    ]
+    hidden = _entries(repo, "--ignored=matching", "--untracked-files=normal")
+    ignored = [entry[3:] for entry in hidden if entry.startswith("!! ")]
     return changed, [p for p in ignored if engine_own(p.rstrip("/"), tracked=False)]
+
+
+def _entries(repo: git.Repo, *options: str) -> list[str]:
+    """``git status -z``'s entries, each name as the file system has it (a name that is
+    not UTF-8 keeps its bytes, as ``os.fsdecode`` does)."""
+    listing: bytes = repo.git.status("--porcelain=v1", "-z", *options, stdout_as_string=False)
+    return [os.fsdecode(entry) for entry in listing.split(b"\0") if entry]
 
 
 def decide(repo: git.Repo, base: str = "HEAD") -> tuple[list[Change], list[str]]:

@@ -4,6 +4,7 @@ out of the commit and listed as such, whatever the ticket's own change is."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -318,3 +319,38 @@ def test_an_engine_printing_a_summary_line_of_its_own_is_not_believed(tmp_path: 
     assert found is not None and found.committed == ("greeting.py",)
     log.write_text(engine_part + "# orchestrator: exit 0 after 0.3s\n")
     assert _summary(log, start) is None
+
+
+def test_a_name_that_is_not_utf8_is_committed_as_it_is(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, {"app.py": "x = 1\n"})
+    clone = Path(repo.working_dir)
+    (clone / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    (clone / os.fsdecode(b".aider.\xff")).write_text("its own\n")
+
+    made, summary = commit(repo, "Ticket T-1", "feature")
+
+    assert made == ["Ticket T-1"]
+    names = repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", stdout_as_string=False)
+    assert set(names.split(b"\0")) - {b""} == {b"app.py", b"caf\xe9.txt"}
+    assert summary.left_out == (os.fsdecode(b".aider.\xff"),)
+    assert "\\udce9" in summary_line(summary)  # one line of JSON, whatever the name
+
+
+def test_the_record_keeps_any_name_as_text_bounded() -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator.domain.runs import Attempt, AttemptStatus
+
+    attempt = Attempt(
+        number=1,
+        stage="implement",
+        status=AttemptStatus.FINISHED,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        committed_paths=(os.fsdecode(b"caf\xe9.txt"), "x" * 400),
+        committed_count=2,
+        left_out_paths=tuple(f".aider.{i}" for i in range(70)),
+        left_out_count=70,
+    )
+    again = Attempt.model_validate_json(attempt.model_dump_json())  # a name is never a crash
+    assert again.committed_paths == ("caf\ufffd.txt", "x" * 300)
+    assert len(again.left_out_paths) == 50 and again.left_out_count == 70

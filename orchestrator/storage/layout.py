@@ -403,7 +403,10 @@ STATE_FILES: tuple[StateFile, ...] = (
         "(command, engine, model, start, end, duration, exit code, `timed_out`, signal, log "
         "path, check results — each with its `failure_class`/`failure_detail` when it failed "
         "for the machine, the network or a missing program — failing check, `failure_class`, "
-        "`failure_detail`), counters, halt reason, and `resumes` (each resume: who, when, "
+        "`failure_detail`; for an engine, its turns, tokens and cost, and what the workspace "
+        "committed and left out as the engine's own: `committed_paths`, `committed_count`, "
+        "`left_out_paths`, `left_out_count`), counters, halt reason, and `resumes` (each "
+        "resume: who, when, "
         "from which state and halt, from which stage)",
         ("runs_dir", "record_path"),
     ),
@@ -428,6 +431,11 @@ STATE_FILES: tuple[StateFile, ...] = (
     StateFile(
         "runs/<run-id>/prompt-<n>.txt",
         "the prompt a coding engine was given for attempt *n*",
+    ),
+    StateFile(
+        "runs/<run-id>/aider-<n>/sitecustomize.py",
+        "for an `aider` engine's attempt *n*: sets aider's own retry bound from `retries` "
+        "(on its `PYTHONPATH`; see the guide's *aider*)",
     ),
     StateFile(
         "runs/<run-id>/pull-request.json",

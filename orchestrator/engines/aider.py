@@ -44,7 +44,8 @@ Output: plain text. What we read from it (``aider/coders/base_coder.py``,
      message, $0.0091 session."  (the cost on a line of its own when both cache figures
      are there; no cost at all when aider has no price for the model)
         — one per model reply: ``turns`` counts them (the model calls that answered;
-          a failed call prints none, and neither does aider's own chat summary); the
+          a failed call prints none, and neither does aider's own chat summary; none
+          after its "Aider v…" banner is 0 turns and 0 tokens, not unknown); the
           usage sums them: "sent" is the input with the cache written and read, so
           input = sent - cache write - cache hit; figures of 1,000 and more are rounded
           as aider prints them ("3.8k", "12k"); ``cost_usd`` is the last session total,
@@ -162,6 +163,7 @@ _USAGE = re.compile(
 _COST = re.compile(
     r"^(?:.*\s)?Cost: \$(?P<message>[\d.,]+) message, \$(?P<session>[\d.,]+) session"
 )
+_BANNER = "Aider v"  # its start-up line: "Aider v0.86.1"
 _BY_EXCEPTION = {
     "RateLimitError": FailureClass.RATE_LIMITED,
     "RouterRateLimitError": FailureClass.RATE_LIMITED,
@@ -223,9 +225,12 @@ class AiderAdapter:
     def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
         lines = _plain_lines(output)
         usage = [(i, m) for i, m in ((i, _USAGE.match(line)) for i, line in enumerate(lines)) if m]
-        turns = len(usage) or None
+        # Once aider is running it reports every call that answered: none reported is
+        # none answered (a bad key: 0 turns, as for every engine), not "unknown".
+        started = any(line.startswith(_BANNER) for line in lines)
+        turns = len(usage) if usage or started else None
         cost = _session_cost(lines, [i for i, _ in usage])
-        spent = _usage([m for _, m in usage])
+        spent = _usage([m for _, m in usage]) if usage or not started else Usage(0, 0, 0, 0)
 
         def done(failure: FailureClass | None, detail: str | None) -> EngineReport:
             return EngineReport(turns, cost, None, failure, detail, spent)

@@ -200,7 +200,9 @@ def test_a_bad_key_is_an_auth_error_asked_once(tmp_path: Path, aider_bin: Path) 
     assert attempt["failure_class"] == "auth_error"
     assert attempt["failure_detail"].startswith("litellm.AuthenticationError: AnthropicException")
     assert len(run.messages.turns) == 1  # a 401 is not retried, whatever `retries` says
-    assert (attempt["turns"], attempt["input_tokens"], attempt["cost_usd"]) == (None, None, None)
+    # No call answered: 0 turns and tokens, as for every engine; an estimate of nothing.
+    assert (attempt["turns"], attempt["input_tokens"], attempt["output_tokens"]) == (0, 0, 0)
+    assert (attempt["cost_usd"], attempt["cost_estimated"]) == (0, True)
     assert attempt["committed_paths"] is None  # no commit step after a failure
     assert FAKE_KEY not in json.dumps(run.record) and FAKE_KEY not in run.log()
     assert "auth_error" in run.show()
@@ -228,7 +230,7 @@ def test_a_hung_api_is_stopped_by_the_stage_timeout(tmp_path: Path, aider_bin: P
     attempt = run.attempt
     assert (attempt["timed_out"], attempt["failure_class"]) == (True, "timeout")
     assert len(run.messages.turns) == 1
-    assert attempt["turns"] is None and attempt["committed_paths"] is None
+    assert attempt["turns"] == 0 and attempt["committed_paths"] is None
 
 
 CAPTURE = "ORCHESTRATOR_CONTRACT_CAPTURE"

@@ -60,7 +60,11 @@ def test_a_bad_key_is_an_auth_error_though_aider_exits_zero() -> None:
     assert report.failure is FailureClass.AUTH_ERROR
     assert report.detail is not None
     assert report.detail.startswith("litellm.AuthenticationError: AnthropicException - ")
-    assert (report.turns, report.cost_usd, report.usage.known) == (None, None, False)
+    # aider ran and no call answered: 0 turns, 0 tokens (its cost it does not say).
+    assert (report.turns, report.cost_usd, report.usage) == (0, None, Usage(0, 0, 0, 0))
+    # Before its banner nothing is known: a start that failed says nothing of calls.
+    unstarted = aider.ADAPTER.report("Message file not found: x\n", 1, False)
+    assert (unstarted.turns, unstarted.usage.known) == (None, False)
 
 
 def test_an_overload_retried_as_configured_then_given_up_is_an_outage() -> None:

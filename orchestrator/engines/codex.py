@@ -3,7 +3,9 @@
     codex exec --json -m M --sandbox S
           -c model_providers.orchestrator={name=…, base_url=…, env_key=…,
              wire_api="responses", request_max_retries=N, stream_max_retries=0}
-          -c model_provider="orchestrator" [extra_args...] -   < runs/<run>/prompt-<attempt>.txt
+          -c model_provider="orchestrator" -c analytics.enabled=false
+          --disable plugins --disable apps --disable remote_plugin
+          [extra_args...] -   < runs/<run>/prompt-<attempt>.txt
 
 ``-`` as the prompt reads it from stdin. ``--json`` prints events as JSONL. ``--sandbox``
 is ``read-only`` | ``workspace-write`` | ``danger-full-access``: Codex's own sandbox, inside
@@ -211,6 +213,15 @@ def _failed_changes(items: Sequence[Mapping[str, Any]], cwd: str | None) -> list
     return [p.removeprefix(cwd.rstrip("/") + "/") for p in paths]
 
 
+# Codex 0.171 asks chatgpt.com (analytics, plugins, apps) and github.com (remote plugins)
+# unless told not to: a run talks to its model and nothing else. The sandbox would
+# refuse them anyway; off, they are not egress denials in every attempt's record.
+QUIET = (
+    "-c", "analytics.enabled=false",
+    "--disable", "plugins", "--disable", "apps", "--disable", "remote_plugin",
+)  # fmt: skip
+
+
 class CodexAdapter:
     name = "codex"
 
@@ -231,6 +242,7 @@ class CodexAdapter:
             provider_entry(task.settings),
             "-c",
             f'model_provider="{PROVIDER}"',
+            *QUIET,
             *string_list(task.settings, "extra_args"),
             "-",
         )

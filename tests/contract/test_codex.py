@@ -51,9 +51,6 @@ FIX = (
     "*** Begin Patch\n*** Update File: greeting.py\n@@\n"
     '-GREETING = "helo"\n+GREETING = "hello"\n*** End Patch\n'
 )
-# Codex's own switches for a run that talks to its model and nothing else.
-QUIET = ["-c", "analytics.enabled=false", "--disable", "plugins", "--disable", "apps",
-         "--disable", "remote_plugin"]  # fmt: skip
 
 
 @dataclass
@@ -99,8 +96,8 @@ def run_codex(
         '[[stages]]\nname = "clone"\n'
         'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\ncwd = "run"\n'
         f'[engines.codex]\nkind = "codex"\nmodels = ["{MODEL}"]\n'
-        f'settings = {{ sandbox = "workspace-write", base_url = "{server.url}/v1", '
-        f"extra_args = {json.dumps(QUIET)}{settings} }}\n"
+        f'settings = {{ sandbox = "workspace-write", base_url = "{server.url}/v1"'
+        f"{settings} }}\n"
         'pass_env = ["OPENAI_API_KEY"]\n'
         f"{egress}"
         f'[[stages]]\nname = "implement"\nengine = "codex"\ntimeout_s = {timeout_s}\n'

@@ -127,7 +127,13 @@ def provider(argv: tuple[str, ...]) -> dict[str, object]:
 def test_codex_is_pointed_at_its_provider_with_the_retry_count(tmp_path: Path) -> None:
     argv = ADAPTER.invocation(task(tmp_path, extra_args=["--skip-git-repo-check"])).argv
     assert argv[:7] == ("codex", "exec", "--json", "-m", "gpt-5.5", "--sandbox", "workspace-write")
-    assert argv[-4:] == ("-c", 'model_provider="orchestrator"', "--skip-git-repo-check", "-")
+    assert argv[-12:] == (
+        "-c", 'model_provider="orchestrator"',
+        # Codex's analytics and plugins stay off: a run talks to its model and nothing else.
+        "-c", "analytics.enabled=false",
+        "--disable", "plugins", "--disable", "apps", "--disable", "remote_plugin",
+        "--skip-git-repo-check", "-",
+    )  # fmt: skip
     assert provider(argv) == {
         "name": "orchestrator", "base_url": "https://api.openai.com/v1",
         "env_key": "OPENAI_API_KEY", "wire_api": "responses",

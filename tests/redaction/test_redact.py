@@ -351,6 +351,9 @@ def test_redacts_next_to_the_reference_filters(text: str, expected: str) -> None
         '24448, "output_tokens": 122}}',
         '"usage": {"input_tokens": 2100, "output_tokens": 312}, "max_tokens=4096"',
         '{"type": "system", "subtype": "init", "apiKeySource": "ANTHROPIC_API_KEY"}',
+        # aider's usage line, its counts grouped or abbreviated
+        "Tokens: 3.8k sent, 1,700 cache hit, 60 received. Cost: $0.01 message.",
+        "Tokens: 12k sent, 1.2M cache write, 345 received.",
     ],
 )
 def test_leaves_ordinary_text_alone(text: str) -> None:

@@ -64,7 +64,7 @@ def test_a_failing_engines_words_enter_the_record_redacted(tmp_path: Path) -> No
         number=1, stage="code", status=AttemptStatus.RUNNING, started_at=datetime.now(UTC)
     )
     outcome = EngineOutcome(process=process, report=report, failure_class=report.failure)
-    kept = _with_engine_report(attempt, outcome)
+    kept = _with_engine_report(attempt, outcome, {})
     assert kept.failure_detail is not None and "rejected by origin" in kept.failure_detail
     assert TOKEN not in kept.model_dump_json()
 

@@ -59,6 +59,19 @@ def test_a_record_from_before_usage_was_kept_loads_and_shows_as_it_did() -> None
     assert len(lines) == 1 and lines[0].startswith("  #2 implement engine=claude")
 
 
+def test_what_the_commit_took_and_left_out_is_shown() -> None:
+    lines = _attempt_lines(
+        attempt(committed_paths=["greeting.py", ".gitignore"], committed_count=2,
+                left_out_paths=[".aider.chat.history.md", ".gitignore"], left_out_count=3)
+    )  # fmt: skip
+    assert lines[1:] == [
+        "      committed: greeting.py, .gitignore",
+        "      left out as the engine's own: .aider.chat.history.md, .gitignore and 1 more",
+    ]
+    nothing = _attempt_lines(attempt(committed_paths=[], committed_count=0))
+    assert nothing[1:] == ["      committed: nothing (the engine changed no file of the project)"]
+
+
 def test_a_failed_attempt_says_its_class_in_words_and_its_detail() -> None:
     lines = _attempt_lines(
         attempt(exit_code=1, failure_class="outage", failure_detail="API Error: 529 Overloaded")

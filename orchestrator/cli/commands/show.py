@@ -30,7 +30,10 @@ CLASS_WORDS: Mapping[str, str] = {
     "outage": "the provider was overloaded or down",
     "timeout": "the stage's timeout stopped it",
     "engine_error": "the engine crashed or could not start",
-    "config_error": "its program could not be started (not installed, or hidden by the sandbox)",
+    # Its program is missing or hidden by the sandbox, or (Codex) its own sandbox could
+    # not write a file: either way the machine or the config must change, not the code.
+    "config_error": "the machine or the configuration must change (a program missing or "
+    "hidden by the sandbox, a file the engine could not write)",
     "resource_exhausted": "the machine ran out of disk or memory",
     "network": "the network to a host failed",
     "code": "the engine ran, but its work did not pass",
@@ -83,6 +86,30 @@ def usage_line(attempt: Attempt) -> str | None:
         else:
             parts.append(f"${cost}")
     return ", ".join(parts) if parts else None
+
+
+def _listed(paths: tuple[str, ...], count: int) -> str:
+    more = count - len(paths)
+    return ", ".join(paths) + (f" and {more} more" if more > 0 else "")
+
+
+def workspace_lines(attempt: Attempt) -> list[str]:
+    """What the commit after an engine took of its work, and what it left out as the
+    engine's own (aider's ``.aider*``, its lines in ``.gitignore``); nothing when no
+    commit step ran (a failed attempt, a record from before it was kept)."""
+    if attempt.committed_paths is None:
+        return []
+    lines = [
+        f"committed: {_listed(attempt.committed_paths, attempt.committed_count)}"
+        if attempt.committed_count
+        else "committed: nothing (the engine changed no file of the project)"
+    ]
+    if attempt.left_out_count:
+        lines.append(
+            "left out as the engine's own: "
+            + _listed(attempt.left_out_paths, attempt.left_out_count)
+        )
+    return lines
 
 
 def killed_by(number: int) -> str:
@@ -148,6 +175,7 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
     reason = None if attempt.ok else reason_line(attempt.failure_class, attempt.failure_detail)
     if reason is not None:
         lines.append(f"      reason: {reason}")
+    lines.extend(f"      {line}" for line in workspace_lines(attempt))
     if attempt.egress_denials:  # what the egress proxy refused it (issue 40)
         lines.append(
             f"      egress denied ({attempt.egress_denials}): {', '.join(attempt.egress_denied)}"

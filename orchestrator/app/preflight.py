@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -27,7 +28,7 @@ from orchestrator.app.engine_probe import (
     stand_in_context,
 )
 from orchestrator.domain.config import LoadedConfig
-from orchestrator.domain.forge_hosts import PUBLIC_API, forge_api, source_api
+from orchestrator.domain.forge_hosts import PUBLIC_API, forge_api, forge_location, source_api
 from orchestrator.domain.git_identity import (
     FALLBACK_IDENTITY,
     configured_identity,
@@ -126,7 +127,12 @@ def forge_stages(
             stage.name,
             forge.token_env in stage.pass_env,
             stage.side_effectful and armed,
-            tuple(v for v in forge.overrides if environ.get(v) and v not in stage.pass_env),
+            # Where the forge is reaches the stage as a value (stage_egress.forge_urls).
+            tuple(
+                v
+                for v in forge.overrides
+                if environ.get(v) and v not in stage.pass_env and v != forge.url_env
+            ),
         )
         for stage in loaded.config.stages
         if forge in stage_forges(stage.command, forges)
@@ -485,7 +491,15 @@ def gather(
 
     def asked(stages: list[GitHubFact], is_set: bool, forge: HostedForge) -> AskKey | None:
         needed = any(not s.blocked_by_dry_run for s in stages)
-        return ask.want(forge) if ask is not None and is_set and needed else None
+        if ask is None or not is_set or not needed:
+            return None
+        # The host the stage will be handed (issue 43): a source's, the override, the public.
+        return ask.want(forge, locations[forge].url)
+
+    locations = {
+        forge: forge_location("github" if forge is GITHUB else "gitlab", config.sources, environ)
+        for forge in HOSTED
+    }
 
     # Every forge is asked at once (the stages' tokens, then the sources'), then waited for.
     github_key, gitlab_key = (
@@ -494,9 +508,11 @@ def gather(
     )
     try:
         source_facts = sources(loaded, environ, ask)
-        forge = ask.answer(github_key) if ask is not None and github_key is not None else None
-        gitlab_forge = (
-            ask.answer(gitlab_key) if ask is not None and gitlab_key is not None else None
+        forge, gitlab_forge = (
+            replace(ask.answer(key), named_by=locations[hosted].named_by)
+            if ask is not None and key is not None
+            else None
+            for key, hosted in ((github_key, GITHUB), (gitlab_key, GITLAB))
         )
     finally:
         if ask is not None:

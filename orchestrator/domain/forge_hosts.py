@@ -3,7 +3,9 @@
 A token (``GITHUB_TOKEN``, ``GITLAB_TOKEN``, a source's ``token_env``) goes only to a
 forge the operator named: a source's ``api_url`` (GitHub) or ``base_url`` (GitLab) in the
 config, the orchestrator's own ``ORCHESTRATOR_GITHUB_API_URL`` / ``ORCHESTRATOR_GITLAB_URL``,
-else the forge's public host. A ticket or an issue never chooses it: a ticket's
+else the forge's public host. ``forge_location`` is that rule for every caller (issue 43:
+preflight and ``doctor``, intake, status comments, approvals, the open-pr stage and its
+egress), and says which of the three it was. A ticket or an issue never chooses it: a ticket's
 ``[origin]`` (written by intake from the config, but a file anyone may write) must name a
 source of the config, that source's API, and that source's repository; otherwise it is
 refused before any stage starts, so no request carries the token anywhere else.
@@ -12,6 +14,7 @@ refused before any stage starts, so no request carries the token anywhere else.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
@@ -52,6 +55,50 @@ def forge_api(kind: ForgeKind, environ: Mapping[str, str], configured: str = "")
     """The API a token of ``kind`` is sent to: ``configured`` (a source's), else the
     orchestrator's override, else the public host."""
     return (configured or environ.get(API_URL_ENV[kind], "") or PUBLIC_API[kind]).rstrip("/")
+
+
+Named = Literal["config", "override", "default"]
+
+
+@dataclass(frozen=True)
+class ForgeLocation:
+    """Where a forge of ``kind`` is (``url``, no trailing slash) and what said so:
+    ``config`` (a source's ``api_url``/``base_url``), ``override`` (the orchestrator's
+    ``ORCHESTRATOR_*`` variable) or ``default`` (the public host); ``named_by`` says it
+    in words, for ``doctor``'s line."""
+
+    kind: ForgeKind
+    url: str
+    named: Named
+    named_by: str
+
+
+def source_location(source: GitHubSource | GitLabSource) -> ForgeLocation:
+    """Where a forge source reads its issues and writes its comments: its own URL (the
+    key's default, the public host, when it names none)."""
+    kind: ForgeKind = "github" if isinstance(source, GitHubSource) else "gitlab"
+    key = "api_url" if kind == "github" else "base_url"
+    if key in source.model_fields_set:
+        return ForgeLocation(kind, source_api(source), "config",
+                             f"source {source.source_id}'s {key}")  # fmt: skip
+    return ForgeLocation(kind, source_api(source), "default",
+                         f"the public host: source {source.source_id} names no {key}")  # fmt: skip
+
+
+def forge_location(
+    kind: ForgeKind, sources: Sequence[Source], environ: Mapping[str, str]
+) -> ForgeLocation:
+    """Where the forge of ``kind`` is for this config and environment: the first
+    ``[[sources]]`` of that kind (its URL, as ``source_location`` says), else the
+    orchestrator's override, else the public host. Pure: the one answer preflight, the
+    open-pr stage's environment and its egress allow-list all take."""
+    for source in sources:
+        if isinstance(source, GitHubSource | GitLabSource) and source.kind == kind:
+            return source_location(source)
+    override = environ.get(API_URL_ENV[kind], "").strip()
+    if override:
+        return ForgeLocation(kind, override.rstrip("/"), "override", f"${API_URL_ENV[kind]}")
+    return ForgeLocation(kind, PUBLIC_API[kind], "default", "the public host")
 
 
 def push_host(repository: str) -> str | None:

@@ -208,6 +208,8 @@ class ForgeAnswer:
     api_url: str
     status: int | None = None
     error: str | None = None
+    # What named that host (``forge_hosts.ForgeLocation.named_by``): said on doctor's line.
+    named_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -443,7 +445,9 @@ def token_checks(
         checks.append(Check("forge-token", "ok", f"${env} is set (not tried: DRY_RUN "
                             "is armed)" if not needed else f"${env} is set"))  # fmt: skip
     else:
-        checks.append(answered("forge-token", "", env, answer, forge.url_env,
+        key = "api_url" if forge is GITHUB else "base_url"
+        where = f"the {name} source's {key} (without one, ${forge.url_env})"
+        checks.append(answered("forge-token", "", env, answer, where,
                                f"may push and open {request}s"))  # fmt: skip
     return checks
 
@@ -452,16 +456,17 @@ def answered(name: str, said: str, env: str, answer: ForgeAnswer, url_key: str, 
     """What a forge's answer to the token in ``env`` means: unreachable or refused (401,
     403) fail, accepted (2xx) is ok, anything else warns. ``said`` prefixes the detail
     ("source gh-x: "), ``url_key`` is where the forge's URL is set, ``may`` what the token
-    must be allowed."""
+    must be allowed. The host asked is named, and what named it (issue 43)."""
+    host = answer.api_url + (f" ({answer.named_by})" if answer.named_by else "")
     if answer.error is not None:
-        return Check(name, "fail", f"{said}cannot reach {answer.api_url}: {answer.error}",
+        return Check(name, "fail", f"{said}cannot reach {host}: {answer.error}",
                      f"check the network, or {url_key}")  # fmt: skip
     if answer.status in (401, 403):
-        return Check(name, "fail", f"{said}{answer.api_url} refused ${env} (HTTP "
+        return Check(name, "fail", f"{said}{host} refused ${env} (HTTP "
                      f"{answer.status})", f"export a {env} that is valid and {may}")  # fmt: skip
     if answer.status is not None and 200 <= answer.status < 300:
-        return Check(name, "ok", f"{said}${env} accepted by {answer.api_url}")
-    return Check(name, "warn", f"{said}{answer.api_url} answered HTTP {answer.status} to the "
+        return Check(name, "ok", f"{said}${env} accepted by {host}")
+    return Check(name, "warn", f"{said}{host} answered HTTP {answer.status} to the "
                  "token check", "run `orchestrator doctor` again later; if it persists, "
                  f"check {url_key}")  # fmt: skip
 

@@ -35,6 +35,7 @@ from orchestrator.execution.stage_egress import (
     check_network,
     denial_fields,
     egress_hosts,
+    forge_urls,
     stage_network,
     warn_if_open,
     with_denials,
@@ -454,7 +455,11 @@ def run_stage(
                 ProcessRequest(
                     argv,
                     cwd=cwd,
-                    env=stage_environ(services.environ, ctx, stage.pass_env),
+                    env={
+                        **stage_environ(services.environ, ctx, stage.pass_env),
+                        # Where its forge is, as its egress allows it (issue 43).
+                        **forge_urls(stage, loaded.config, record.repository, services.environ),
+                    },
                     log_path=logs / f"{number:03d}-{stage.name}.log",
                     timeout_s=stage.timeout_s,
                     kill_after_s=stage.kill_after_s,

@@ -9,8 +9,9 @@ the ``base_url`` its settings point it at instead (Codex's), and what its
 repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
 for a side-effectful stage the forges' APIs as ``domain/forge_hosts.py`` says where a
 forge is (each ``[[sources]]`` forge's URL; for the forge its command names,
-``ORCHESTRATOR_GITHUB_API_URL`` / ``ORCHESTRATOR_GITLAB_URL``, else the public API) and
-the push URL overrides when set. The ticket's ``[origin]`` never adds a host: a ticket
+``forge_hosts.forge_location``) and the push URL overrides when set. ``forge_urls`` hands
+a forge stage the same resolved URL as a value (``ORCH_GITHUB_API_URL``,
+``ORCH_GITLAB_URL``), so what the stage asks and what its egress allows are one answer. The ticket's ``[origin]`` never adds a host: a ticket
 does not choose where a stage may connect.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.egress import ENGINE_HOSTS, NetworkAccess, host_of_url
-from orchestrator.domain.forge_hosts import ForgeKind, forge_api, source_api
+from orchestrator.domain.forge_hosts import ForgeKind, forge_location, source_api
 from orchestrator.domain.runs import Attempt
 from orchestrator.domain.sandbox import SandboxOptions
 from orchestrator.domain.sources import GitHubSource, GitLabSource
@@ -65,15 +66,46 @@ def egress_hosts(
             for source in config.sources
             if isinstance(source, GitHubSource | GitLabSource)
         ]
-        words = stage.command or ()
-        kinds = [
-            kind for module, named in _FORGE_MODULES.items() if module in words for kind in named
+        hosts += [
+            host_of_url(forge_location(kind, config.sources, environ).url)
+            for kind in _stage_kinds(stage, repository)
         ]
-        repo_host = (host_of_url(repository) or "").rsplit(":", 1)[0]
-        if "orchestrator.stages.open_pr" in words and repo_host in _BY_HOST:
-            kinds.append(_BY_HOST[repo_host])
-        hosts += [host_of_url(forge_api(kind, environ)) for kind in kinds]
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
+
+
+def _stage_kinds(stage: StageConfig, repository: str) -> list[ForgeKind]:
+    """The forges a stage's command opens requests on without an issue's [origin]."""
+    words = stage.command or ()
+    kinds = [kind for module, named in _FORGE_MODULES.items() if module in words for kind in named]
+    repo_host = (host_of_url(repository) or "").rsplit(":", 1)[0]
+    if "orchestrator.stages.open_pr" in words and repo_host in _BY_HOST:
+        kinds.append(_BY_HOST[repo_host])
+    return kinds
+
+
+# The values a forge stage is handed: where each forge is, as ``forge_location`` says.
+FORGE_URL_VARIABLES: dict[ForgeKind, str] = {
+    "github": "ORCH_GITHUB_API_URL",
+    "gitlab": "ORCH_GITLAB_URL",
+}
+
+
+def forge_urls(
+    stage: StageConfig, config: Config, repository: str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """``ORCH_GITHUB_API_URL`` / ``ORCH_GITLAB_URL`` for a side-effectful stage that opens
+    requests on that forge (its module's, or for ``open_pr`` each forge it may choose):
+    the URL ``egress_hosts`` allowed, so the stage never needs an ``ORCHESTRATOR_*``
+    variable in its ``pass_env`` to find a self-hosted forge."""
+    if stage.command is None or not stage.side_effectful:
+        return {}
+    kinds = _stage_kinds(stage, repository)
+    if "orchestrator.stages.open_pr" in stage.command:
+        kinds += [s.kind for s in config.sources if isinstance(s, GitHubSource | GitLabSource)]
+    return {
+        FORGE_URL_VARIABLES[kind]: forge_location(kind, config.sources, environ).url
+        for kind in dict.fromkeys(kinds)
+    }
 
 
 def warn_if_open(reporter: Reporter, access: NetworkAccess | None, label: str) -> None:

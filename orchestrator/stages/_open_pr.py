@@ -242,8 +242,11 @@ def forge_target(
     form: str,
     default_api: str,
     default_push: Callable[[str, str], str],
+    resolved_env: str = "",
 ) -> ForgeTarget:
-    """Each override when set. The project: the one the ticket's repository URL names,
+    """The API: when the orchestrator hands the stage where its forge is (``$<resolved_env>``,
+    ``ORCH_GITHUB_API_URL``: what its egress allows, issue 43), the API the ticket's issue
+    was read from, else that value. Run by hand without it: each override when set. The project: the one the ticket's repository URL names,
     else (a local path, a mirror) the project of the issue it was taken from (its
     ``[origin]``, on this forge). For a ticket taken from an issue of this forge, the API
     its source read the issue from, and the push goes to the ticket's repository (what
@@ -257,7 +260,13 @@ def forge_target(
         if ours is None:
             raise
         project = ours.project
-    api_url = environ.get(overrides.api_url, "") or (ours.api_url if ours else "") or default_api
+    resolved = environ.get(resolved_env, "") if resolved_env else ""
+    if resolved:
+        api_url = (ours.api_url if ours else "") or resolved
+    else:
+        api_url = (
+            environ.get(overrides.api_url, "") or (ours.api_url if ours else "") or default_api
+        )
     api_url = api_url.rstrip("/")
     push_url = environ.get(overrides.push_url, "") or (
         run.repository if ours else default_push(api_url, project)

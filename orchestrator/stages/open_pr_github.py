@@ -87,6 +87,7 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
         environ, run, forge="github", overrides=OVERRIDES, parse=repo_from_url,
         form="owner/name", default_api=DEFAULT_API_URL,
         default_push=lambda _api, repo: f"https://github.com/{repo}.git",
+        resolved_env="ORCH_GITHUB_API_URL",
     )  # fmt: skip
     repo, push_url, api_url = target.project, target.push_url, target.api_url
 

@@ -77,6 +77,7 @@ def open_merge_request(
         environ, run, forge="gitlab", overrides=OVERRIDES, parse=project_from_url,
         form="group/name", default_api=DEFAULT_URL,
         default_push=lambda base_url, project: f"{base_url}/{project}.git",
+        resolved_env="ORCH_GITLAB_URL",
     )  # fmt: skip
     project, base_url, push_url = target.project, target.api_url, target.push_url
 

@@ -102,20 +102,21 @@ def test_forge_sources_are_asked_even_under_dry_run_and_each_answer_is_judged(
 def test_a_forge_answers_once_for_the_stage_and_the_source_that_share_a_token(
     tmp_path: Path, github: FakeGitHub
 ) -> None:
-    # The forge's API override reaches the stage only when its pass_env names it.
-    open_pr = OPEN_PR.replace('"GITLAB_TOKEN"]', '"GITLAB_TOKEN", "ORCHESTRATOR_GITHUB_API_URL"]')
+    # Issue 43: the forge named only by the source's api_url (no ORCHESTRATOR_* variable)
+    # is where the stage's token is checked too; the line says what named that host.
     config = write_config(
         tmp_path,
-        open_pr,
+        OPEN_PR,
         header=UNBOXED + github_source(github.url, "GITHUB_TOKEN"),
     )
-    environ = {"GITHUB_TOKEN": TOKEN, "DRY_RUN": "false", "ORCHESTRATOR_GITHUB_API_URL": github.url}
+    environ = {"GITHUB_TOKEN": TOKEN, "DRY_RUN": "false"}
     checks = checklist(gather(load_config(config), tmp_path / "state", environ))
     shown = [(c.name, c.status, c.detail) for c in checks if c.name in ("source", "forge-token")]
     assert shown == [
         ("source", "ok", f"gh-octo-widgets: $GITHUB_TOKEN accepted by {github.url}"),
-        ("forge-token", "ok", f"$GITHUB_TOKEN accepted by {github.url}"),
-    ]
+        ("forge-token", "ok",
+         f"$GITHUB_TOKEN accepted by {github.url} (source gh-octo-widgets's api_url)"),
+    ]  # fmt: skip
     assert len(github.requests) == 1
 
 

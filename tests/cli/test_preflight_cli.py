@@ -148,7 +148,8 @@ def test_a_token_github_refuses(
     monkeypatch.setenv("ORCHESTRATOR_GITHUB_API_URL", fake_github)
     err = refused(
         capsys, ["--config", str(config), "run", str(ticket)], tmp_path / "state",
-        f"✗ forge-token: {fake_github} refused $GITHUB_TOKEN (HTTP 401) — fix: export a "
+        f"✗ forge-token: {fake_github} ($ORCHESTRATOR_GITHUB_API_URL) refused $GITHUB_TOKEN "
+        "(HTTP 401) — fix: export a "
         "GITHUB_TOKEN that is valid",
     )  # fmt: skip
     assert FakeGitHub.seen == [("/api/v3/user", "Bearer ghp_revoked_0123456789")]

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
-    """A spent cap or a configuration error ends the ticket ``failed``; anything else
-    ``needs-human`` with the halt the decision recorded (a plain abandon: ``abandoned``)."""
+    """A spent cap or a configuration error ends the ticket ``failed``; an outage that
+    outlasted the back-off waits (``waiting-infra``); anything else ``needs-human`` with
+    the halt the decision recorded (a plain abandon: ``abandoned``)."""
     if facts.cap_exhausted:
         return Dispatch(
             verdict.action, facts.approval, terminal=RunState.FAILED.value,
@@ -30,6 +31,12 @@ def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
         return Dispatch(
             verdict.action, facts.approval, terminal=RunState.FAILED.value,
             halt=HaltReason.CONFIG_ERROR.value,
+        )  # fmt: skip
+    if facts.halt_reason == HaltReason.INFRA_UNAVAILABLE.value:
+        # Not an end: an outage outlasted the back-off, and the next batch goes on.
+        return Dispatch(
+            verdict.action, facts.approval, terminal=RunState.WAITING_INFRA.value,
+            halt=HaltReason.INFRA_UNAVAILABLE.value,
         )  # fmt: skip
     reason = facts.halt_reason or HaltReason.ABANDONED.value
     return Dispatch(

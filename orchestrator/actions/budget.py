@@ -39,16 +39,36 @@ class RetryCharge:
     retry_after_s: float | None = None  # the back-off owed before the re-run
 
 
+def infra_retries_spent(budget: TicketBudget, since: datetime | None) -> int:
+    """The infrastructure retries that count against the cap: those charged since the
+    run last went on after waiting out an outage (``domain.infra_wait``; None: all)."""
+    return sum(
+        1 for c in budget.current() if c.kind == "infra-retry" and (since is None or c.at >= since)
+    )
+
+
 def decide_charge(
-    budget: TicketBudget, *, key: str, infra: bool, recovery: RecoveryConfig, now: datetime
+    budget: TicketBudget,
+    *,
+    key: str,
+    infra: bool,
+    recovery: RecoveryConfig,
+    now: datetime,
+    infra_since: datetime | None = None,
 ) -> RetryCharge:
-    """Whether the verdict keyed ``key`` may re-run, and after how long. Pure."""
+    """Whether the verdict keyed ``key`` may re-run, and after how long. Pure.
+    ``infra_since``: infrastructure retries charged before it were an outage's that the
+    run waited out across batches, and no longer count (issue 43)."""
     kind: ChargeKind = "infra-retry" if infra else "retry"
     limit = recovery.max_infra_retries_per_ticket if infra else recovery.max_retries_per_ticket
     if budget.has(kind, key):  # charged before a crash: go on, waiting only what is left
-        owed = back_off_owed(budget, key=key, recovery=recovery, now=now) if infra else None
+        owed = (
+            back_off_owed(budget, key=key, recovery=recovery, now=now, since=infra_since)
+            if infra
+            else None
+        )
         return RetryCharge(kind, key, granted=True, retry_after_s=owed)
-    spent = budget.spent(kind)
+    spent = infra_retries_spent(budget, infra_since) if infra else budget.spent(kind)
     if spent >= limit:
         return RetryCharge(
             kind, key, granted=False,
@@ -67,17 +87,26 @@ def charge_retry(
     infra: bool,
     recovery: RecoveryConfig,
     at: datetime,
+    infra_since: datetime | None = None,
 ) -> RetryCharge:
     """Decide, and persist the charge when granted — before anything it pays for runs."""
     key = charge_key(run_id, verdict_number)
-    charge = decide_charge(budgets.load(ticket_id), key=key, infra=infra, recovery=recovery, now=at)
+    charge = decide_charge(
+        budgets.load(ticket_id), key=key, infra=infra, recovery=recovery, now=at,
+        infra_since=infra_since,
+    )  # fmt: skip
     if charge.granted:
         budgets.charge(ticket_id, charge.kind, key, run_id=run_id, at=at)
     return charge
 
 
 def back_off_owed(
-    budget: TicketBudget, *, key: str, recovery: RecoveryConfig, now: datetime
+    budget: TicketBudget,
+    *,
+    key: str,
+    recovery: RecoveryConfig,
+    now: datetime,
+    since: datetime | None = None,
 ) -> float | None:
     """What is left of the back-off verdict ``key`` was charged, at ``now``: the charge's
     time and its place among the ticket's infra retries are persisted, so a wait cut
@@ -86,7 +115,7 @@ def back_off_owed(
     # a charge from before a reset keeps the place it had among all of them.
     index = None
     for charges in (budget.current(), budget.charges):
-        infra = [c for c in charges if c.kind == "infra-retry"]
+        infra = [c for c in charges if c.kind == "infra-retry" and (since is None or c.at >= since)]
         index = next((i for i, c in enumerate(infra) if c.key == key), None)
         if index is not None:
             break

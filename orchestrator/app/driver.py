@@ -36,6 +36,13 @@ from orchestrator.app.stores import approvals_of
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError, TicketError
 from orchestrator.domain.forge_hosts import origin_problem
+from orchestrator.domain.infra_wait import (
+    infra_wait_expired,
+    infra_window_start,
+    left_waiting,
+    outage_since,
+    waited_hours,
+)
 from orchestrator.domain.lifecycle import (
     HaltReason,
     RunState,
@@ -138,6 +145,9 @@ def _drive_and_tell(record: RunRecord, services: Services) -> RunRecord:
     bounded and never raises."""
     services.status.show(record, services.reporter.note)
     record = _drive(record, services)
+    if record.state is RunState.WAITING_INFRA:
+        # An outage already older than the configured age is not waited on again.
+        record = _stop_if_waited_too_long(record, services)
     services.reporter.run_finished(record)
     services.notifier.after_run(record)
     services.status.show(record, services.reporter.note)
@@ -265,6 +275,10 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     if record.state is RunState.PENDING:
         record = record.transition(RunState.RUNNING, now=services.clock())
         store.save(record, CrashPoint.RUN_STARTED)
+    if record.state is RunState.WAITING_INFRA:
+        record = _end_the_wait(record, services)
+        if is_terminal(record.state):
+            return record
     if record.state is RunState.AWAITING_APPROVAL and not _answered(record, services):
         services.reporter.note(
             f"awaiting approval: `orchestrator approve {record.run_id}` or "
@@ -331,6 +345,47 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
             return record
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record, CrashPoint.RUN_ENDED)
+    return record
+
+
+def _stop_if_waited_too_long(record: RunRecord, services: Services) -> RunRecord:
+    """A run waiting out an outage (``waiting-infra``) whose outage is older than
+    ``[recovery] infra_wait_max_h``: stopped ``needs-human`` (``infra_wait_expired``),
+    saved, so the notification path tells a person. Otherwise returned as it is."""
+    max_h = services.loaded.config.recovery.infra_wait_max_h
+    now = services.clock()
+    since = outage_since(record) or record.updated_at
+    if not infra_wait_expired(since, now, max_h):
+        return record
+    waited = record.halt
+    stage = waited.stage if waited else record.current_stage
+    halt = Halt(
+        reason=HaltReason.INFRA_WAIT_EXPIRED,
+        stage=stage,
+        detail=(
+            f"the infrastructure stayed down for {waited_hours(since, now)} h (since "
+            f"{since:%Y-%m-%dT%H:%M:%SZ}), longer than [recovery] infra_wait_max_h = {max_h} "
+            f"in {services.loaded.path}; last: {waited.detail if waited else '-'}. Once the "
+            f"forge, model provider or network is back: `orchestrator resume {record.run_id}`"
+        ),
+    )
+    record = record.transition(RunState.NEEDS_HUMAN, now=now, halt=halt, stage=stage)
+    services.storage.runs.save(record, CrashPoint.RUN_ENDED)
+    return record
+
+
+def _end_the_wait(record: RunRecord, services: Services) -> RunRecord:
+    """A run that waited out an outage (``waiting-infra``) is taken up again: too old
+    (``_stop_if_waited_too_long``), a person is told; else it goes on from the stage that
+    failed, with a fresh round of infrastructure retries (``infra_window_start``)."""
+    record = _stop_if_waited_too_long(record, services)
+    if is_terminal(record.state):
+        return record
+    record = left_waiting(record, at=services.clock())
+    services.storage.runs.save(record, CrashPoint.RESUMED)
+    services.reporter.note(
+        f"the outage it waited on may be over: going on at stage {record.current_stage!r}"
+    )
     return record
 
 
@@ -444,6 +499,7 @@ def owed_back_off(record: RunRecord, services: Services) -> float | None:
         key=charge_key(record.run_id, last.number),
         recovery=services.loaded.config.recovery,
         now=services.clock(),
+        since=infra_window_start(record),
     )
 
 

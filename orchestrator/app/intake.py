@@ -10,6 +10,9 @@ and run it once, and nothing is rewritten under a run in progress):
   queued so the run resumes (``run_unfinished``); another process holding it: queued,
   and the queue reports it locked;
 * a run that ended: not queued (with a pull request: "already has our pull request");
+  but a run DRY_RUN stopped is queued, so the first batch that may act goes on with it
+  (issue 43), and one a person can resume says so rather than "finished" (``ended``);
+  a run waiting out an outage (``waiting-infra``) has not ended: queued, it goes on;
 * an issue no longer listed (closed, or its label taken away) starts no new work: its
   file stays, and is not queued.
 
@@ -30,7 +33,8 @@ from pydantic import ValidationError
 
 from orchestrator.domain.errors import StateError, TicketError, TicketLocked
 from orchestrator.domain.intake import clean_title, issue_ticket
-from orchestrator.domain.lifecycle import is_terminal
+from orchestrator.domain.lifecycle import HaltReason, is_terminal, later_batch_may_resume
+from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource, Source
 from orchestrator.domain.tickets import load_ticket, parse_ticket, render_ticket
 from orchestrator.domain.validation import describe_validation_error
@@ -155,9 +159,7 @@ def _one(
         with locks.ticket(ticket_id):
             latest = runs.latest_for_ticket(ticket_id)
             if latest is not None and is_terminal(latest.state):
-                if latest.pull_request:
-                    return entry(SKIPPED, f"already has our pull request {latest.pull_request}")
-                return entry(SKIPPED, f"finished: {latest.state} ({latest.run_id})")
+                return entry(*ended(latest))
             if latest is not None:
                 return entry(QUEUED, f"resumes its unfinished run {latest.run_id} ({latest.state})")
             before = intake.read(source.source_id, ticket_id)
@@ -170,6 +172,28 @@ def _one(
         return entry(QUEUED, f"running elsewhere ({exc})")
     except StateError as exc:
         return entry(SKIPPED, f"state error: {exc}")
+
+
+def ended(latest: RunRecord) -> tuple[str, str]:
+    """What intake does with a ticket whose latest run stopped, and why. A run stopped
+    for a reason a later batch removes (DRY_RUN: ``later_batch_may_resume``) is queued,
+    never "finished": the queue goes on with it once the batch may act, or says again
+    why not (issue 43). Any other stop is not queued; one a person can undo says how."""
+    halt = latest.halt.reason if latest.halt else None
+    where = f" at {latest.halt.stage!r}" if latest.halt and latest.halt.stage else ""
+    if latest.pull_request:
+        return SKIPPED, f"already has our pull request {latest.pull_request}"
+    if later_batch_may_resume(latest.state, halt):
+        return QUEUED, (
+            f"stopped by DRY_RUN{where} ({latest.run_id}): the first batch with "
+            "DRY_RUN=false goes on from there"
+        )
+    if halt is not None and halt is not HaltReason.HUMAN_REJECTED:
+        return SKIPPED, (
+            f"stopped: {latest.state} ({halt}){where} ({latest.run_id}); "
+            f"`orchestrator resume {latest.run_id}` once its cause is fixed"
+        )
+    return SKIPPED, f"finished: {latest.state} ({latest.run_id})"
 
 
 def directory_report(source_id: str, directory: Path, runs: Runs) -> SourceReport:
@@ -198,12 +222,8 @@ def _file_entry(path: Path, runs: Runs) -> IntakeEntry:
             ticket.id, ticket.fields.title, SKIPPED, f"state error: {exc}", path=path
         )
     if latest is not None and is_terminal(latest.state):
-        reason = (
-            f"already has our pull request {latest.pull_request}"
-            if latest.pull_request
-            else f"finished: {latest.state} ({latest.run_id})"
-        )
-        return IntakeEntry(ticket.id, ticket.fields.title, SKIPPED, reason, path=path)
+        status, reason = ended(latest)
+        return IntakeEntry(ticket.id, ticket.fields.title, status, reason, path=path)
     reason = "new" if latest is None else f"resumes its unfinished run {latest.run_id}"
     return IntakeEntry(ticket.id, ticket.fields.title, QUEUED, reason, path=path)
 

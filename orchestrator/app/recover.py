@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.actions.budget import infra_retries_spent
 from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, out_of_turn, refused
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
@@ -35,6 +36,7 @@ from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
+from orchestrator.domain.infra_wait import infra_window_start
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef, engine_and_model
@@ -362,7 +364,8 @@ def _decide(
         caps=Caps(
             diagnoses_used=budget.spent("diagnosis"),
             max_diagnoses=config.recovery.max_diag_invocations_per_ticket,
-            infra_retries_used=budget.spent("infra-retry"),
+            # An outage's retries that an earlier batch waited out do not count (issue 43).
+            infra_retries_used=infra_retries_spent(budget, infra_window_start(record)),
             max_infra_retries=config.recovery.max_infra_retries_per_ticket,
         ),
         history=link.recent_history(signature, now=services.clock()),

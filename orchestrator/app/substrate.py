@@ -28,6 +28,7 @@ from orchestrator.actions.registry import REGISTRY, plan_dispatch
 from orchestrator.app.services import Services
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.infra_wait import infra_window_start
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import RunRecord
@@ -88,6 +89,7 @@ def apply(
         infra=failure_of(proposal).infra is not None,
         recovery=config.recovery,
         at=services.clock(),
+        infra_since=infra_window_start(record),
     )
     if not charge.granted:
         return abandon.stop(

@@ -15,6 +15,8 @@ resumes it from the blocked stage (``resume_dry_run_block``: once, under the tic
 lock). A batch where DRY_RUN is still armed says so on the ticket's line, naming whose
 environment decides: the batch's here, the worker's on a fleet (``decides``). A run whose
 answer a person recorded (``approve``) is not terminal: the next batch carries it out.
+Nor is a run that waits out an outage (``waiting-infra``, issue 43): the next batch goes
+on from the stage that failed, or tells a person once the outage is too old.
 """
 
 from __future__ import annotations
@@ -98,6 +100,15 @@ def still_blocked(record: RunRecord, decides: str) -> str:
     )
 
 
+def waiting_detail(record: RunRecord, max_h: float) -> str:
+    """The line's detail for a run that waits out an outage (``waiting-infra``)."""
+    stage = record.halt.stage if record.halt else record.current_stage
+    return (
+        f"waiting out an outage at {stage!r}: the next batch goes on from there, its caps "
+        f"untouched; a person is told once it has lasted {max_h:g} h"
+    )
+
+
 def run_one(
     path: Path,
     services: Services,
@@ -160,6 +171,8 @@ def run_one(
     detail = ""
     if record.halt is not None and record.halt.reason.value == DRY_RUN_BLOCK:
         detail = still_blocked(record, decides)
+    elif record.state is RunState.WAITING_INFRA:
+        detail = waiting_detail(record, services.loaded.config.recovery.infra_wait_max_h)
     elif record.halt is not None:
         detail = f"{record.halt.reason} at {record.halt.stage}"
     elif record.state is RunState.AWAITING_APPROVAL:

@@ -19,6 +19,8 @@ EXIT_PRIORITY: tuple[tuple[str, int], ...] = (
     ("refused", errors.EXIT_USAGE),
     ("needs-human", errors.EXIT_NEEDS_HUMAN),
     ("awaiting-approval", errors.EXIT_NEEDS_HUMAN),
+    # An outage outlasted the back-off: nothing for a person yet; try again later.
+    ("waiting-infra", errors.EXIT_LOCKED),
 )
 RESULT_PREFIX = '{"ticket"'
 DRY_RUN_BLOCK = "dry_run_block"

@@ -5,8 +5,16 @@ time, terminal states with no way out, and typed halt reasons. Pure: no I/O.
                   │  ▲
                   ▼  │
                recovering ◄─► awaiting-approval
-                  │
+                  │  │
+                  │  └──► waiting-infra ──► running (the next batch) | needs-human (too old)
                   └──► needs-human | failed | split        (terminal, like completed)
+
+``waiting-infra`` is a waiting state, not an end (issue 43): the forge, the model
+provider or the network stayed down through the in-batch back-off, so the run waits for
+the next batch, which goes on from the failed stage — or, once the outage is older than
+``[recovery] infra_wait_max_h``, stops it ``needs-human`` (``infra_wait_expired``) and a
+person is told. Moving there needs a halt reason (``infra_unavailable``: which stage,
+what failed), as a halt does.
 
 A move that the table does not list raises ``IllegalTransition``; nothing leaves a
 terminal state by itself. Every halt into ``needs-human`` or ``failed`` carries a
@@ -34,6 +42,7 @@ class RunState(StrEnum):
     RUNNING = "running"
     RECOVERING = "recovering"
     AWAITING_APPROVAL = "awaiting-approval"
+    WAITING_INFRA = "waiting-infra"  # an outage outlasted the back-off: the next batch goes on
     COMPLETED = "completed"
     NEEDS_HUMAN = "needs-human"
     FAILED = "failed"
@@ -63,6 +72,11 @@ class HaltReason(StrEnum):
     # A review check already fails on the base commit, before any change: nothing a ticket
     # does can make it pass, so no engine or model is paid for it (``on_red_base``).
     BASE_RED = "base_red"
+    # The forge, the model provider or the network failed through the in-batch back-off:
+    # the run waits (``waiting-infra``) for the next batch, its caps untouched.
+    INFRA_UNAVAILABLE = "infra_unavailable"
+    # ... and stayed down past ``[recovery] infra_wait_max_h``: a person is told.
+    INFRA_WAIT_EXPIRED = "infra_wait_expired"
 
 
 S = RunState
@@ -70,9 +84,13 @@ TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
     {
         S.PENDING: frozenset({S.RUNNING, S.NEEDS_HUMAN, S.FAILED}),
         S.RUNNING: frozenset({S.RUNNING, S.RECOVERING, S.COMPLETED, S.NEEDS_HUMAN, S.FAILED}),
-        S.RECOVERING: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}),
+        S.RECOVERING: frozenset(
+            {S.RUNNING, S.AWAITING_APPROVAL, S.WAITING_INFRA, S.NEEDS_HUMAN, S.FAILED, S.SPLIT}
+        ),
         # Answered: back to recovering, where the approved decision is carried out.
         S.AWAITING_APPROVAL: frozenset({S.RECOVERING, S.NEEDS_HUMAN}),
+        # The next run of it: on from the failed stage, or a person is told (too old).
+        S.WAITING_INFRA: frozenset({S.RUNNING, S.NEEDS_HUMAN}),
         S.COMPLETED: frozenset(),
         S.NEEDS_HUMAN: frozenset(),
         S.FAILED: frozenset(),
@@ -80,8 +98,9 @@ TRANSITIONS: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
     }
 )
 TERMINAL: Final[frozenset[RunState]] = frozenset(s for s, out in TRANSITIONS.items() if not out)
-# Terminal states reached by a halt must say why; success and split must not.
-HALT_REQUIRED: Final[frozenset[RunState]] = frozenset({S.NEEDS_HUMAN, S.FAILED})
+# Terminal states reached by a halt must say why; success and split must not. So must
+# waiting for the infrastructure: which stage waits, for what.
+HALT_REQUIRED: Final[frozenset[RunState]] = frozenset({S.NEEDS_HUMAN, S.FAILED, S.WAITING_INFRA})
 # What a person's ``resume`` may do: the terminal states a stopped run may leave, and
 # where to. Every halt but the ones below may be resumed from these.
 RESUMES: Final[Mapping[RunState, frozenset[RunState]]] = MappingProxyType(
@@ -124,6 +143,29 @@ def check_resume(current: RunState, halt: HaltReason | None) -> None:
             f"a run that ended {halt} cannot be resumed: a person rejected its proposal; "
             "start a new run of the ticket instead"
         )
+
+
+# The halts a later batch removes by itself once their cause is gone (issue 43): DRY_RUN
+# stopped a side-effectful stage, and the batch may now act. (``waiting-infra`` is not a
+# halt but a waiting state: every run of the ticket goes on from it.)
+LATER_BATCH_HALTS: Final[frozenset[HaltReason]] = frozenset({HaltReason.DRY_RUN_BLOCK})
+
+
+def later_batch_may_resume(state: RunState, halt: HaltReason | None) -> bool:
+    """Whether what stopped a run in ``state`` (``halt``) is something a later batch can
+    find gone by itself — so the ticket is never reported finished. Pure."""
+    if state is RunState.WAITING_INFRA:
+        return True
+    return state is RunState.NEEDS_HUMAN and halt in LATER_BATCH_HALTS
+
+
+def batch_resumes(state: RunState, halt: HaltReason | None, *, dry_run: bool) -> bool:
+    """Whether a batch whose environment has DRY_RUN armed (``dry_run``) or not goes on
+    with a run in ``state`` stopped for ``halt``: a waiting run always (it decides itself
+    whether it has waited too long), a run DRY_RUN stopped only when the batch may act."""
+    if state is RunState.WAITING_INFRA:
+        return True
+    return later_batch_may_resume(state, halt) and not dry_run
 
 
 def halt_reason_for_failure(*, timed_out: bool, check_stage: bool) -> HaltReason:

@@ -4,8 +4,9 @@ finding, creating and editing it is ``app/status_comments.py``.
 The comment opens with a hidden marker naming the ticket; it is ours only when it also
 was written by the token's own account (anyone can paste the marker into a comment of
 theirs). Its text is rewritten in place as the run goes: started, waiting for approval
-(what is asked and how to answer), needing a person (the hand-off), failed, completed
-(the pull request). Every text quoted from the run is redacted and bounded: the issue is
+(what is asked and how to answer), stopped by DRY_RUN or waiting out an outage (what
+the next batch does: issue 43), needing a person (the hand-off), failed, completed (the
+pull request). Every text quoted from the run is redacted and bounded: the issue is
 read by whoever can read the repository. A source with ``status_labels`` also keeps one
 ``orchestrator:<status>`` label on the issue (``status_labels``), at the same moments.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from orchestrator.domain.inert import markdown_block, markdown_inline
-from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.lifecycle import RunState, later_batch_may_resume
 from orchestrator.domain.runs import RunRecord
 from orchestrator.redaction import redact
 
@@ -43,6 +44,8 @@ STATUS_LABELS: Final[dict[RunState, str]] = {
     RunState.RUNNING: "orchestrator:running",
     RunState.RECOVERING: "orchestrator:running",
     RunState.AWAITING_APPROVAL: "orchestrator:awaiting-approval",
+    # Still ours, going on in the next batch: no label of its own (issue 43).
+    RunState.WAITING_INFRA: "orchestrator:running",
     RunState.NEEDS_HUMAN: "orchestrator:needs-human",
     RunState.FAILED: "orchestrator:failed",
     RunState.COMPLETED: "orchestrator:completed",
@@ -111,6 +114,15 @@ def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
             f"{_code(f'orchestrator approve {record.run_id}')} / "
             f"{_code(f'orchestrator reject {record.run_id} --reason ...')}",
         ]
+    elif later_batch_may_resume(state, record.halt.reason if record.halt else None):
+        # Not a person's to do: the first batch that may act goes on (issue 43).
+        stage = record.halt.stage if record.halt else None
+        at = f" at {_code(stage)}" if stage else ""
+        lines.append(f"**Stopped by DRY_RUN** before a side effect (run {run}{at}).")
+        lines.append(
+            "\nNothing is needed here: the first batch whose environment has "
+            f"{_code('DRY_RUN=false')} goes on from there, and this comment says how it went."
+        )
     elif state in (RunState.NEEDS_HUMAN, RunState.FAILED):
         word = "Needs a person" if state is RunState.NEEDS_HUMAN else "Failed"
         lines.append(f"**{word}** (run {run}).")
@@ -120,6 +132,18 @@ def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
         if facts.handoff:
             lines += ["\nHand-off:", _quote(facts.handoff)]
         elif record.halt is not None and record.halt.detail:
+            lines.append(_quote(record.halt.detail))
+    elif state is RunState.WAITING_INFRA:
+        stage = record.halt.stage if record.halt else record.current_stage
+        at = f" at {_code(stage)}" if stage else ""
+        lines.append(f"**Waiting for the infrastructure** (run {run}{at}).")
+        lines.append(
+            "\nThe forge, the model provider or the network kept failing through the "
+            "back-off. Nothing is needed from you: the next batch goes on from there, with "
+            "this ticket's caps untouched. If the outage lasts longer than "
+            f"{_code('[recovery] infra_wait_max_h')}, a person is asked here."
+        )
+        if record.halt is not None and record.halt.detail:
             lines.append(_quote(record.halt.detail))
     elif state is RunState.SPLIT:
         subs = ", ".join(_code(sub) for sub in record.sub_tickets) or "-"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchestrator.domain.infra_wait import waits_out
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.proposals import Caps, Failure, PromptFacts, Source
 from orchestrator.domain.transcripts import CallError, CallPurpose
@@ -160,6 +161,15 @@ def infra_decision(failure: Failure, caps: Caps) -> Decision:
     if cls in NEEDS_A_PERSON:
         why = f"infrastructure failure ({cls}{said}): a person must fix it; retrying cannot"
         return Decision(Source.INFRA, abandon(why), True, why, halt=NEEDS_A_PERSON[cls])
+    if caps.infra_retries_used >= caps.max_infra_retries and waits_out(cls):
+        # The world's failure, not the ticket's: the run waits for the next batch
+        # (``waiting-infra``), which goes on with its caps untouched (issue 43).
+        why = (
+            f"infrastructure failure ({cls}{said}) through this batch's back-off "
+            f"({caps.infra_retries_used}/{caps.max_infra_retries} retries): waiting for the "
+            "next batch"
+        )
+        return Decision(Source.INFRA, abandon(why), True, why, halt=HaltReason.INFRA_UNAVAILABLE)
     if caps.infra_retries_used >= caps.max_infra_retries:
         why = (
             f"infrastructure failure ({cls}{said}); infrastructure retries spent "

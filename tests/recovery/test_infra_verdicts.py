@@ -76,6 +76,20 @@ def test_a_network_failure_is_retried_after_a_back_off_under_the_infra_cap(
             diagnoses_used=0, max_diagnoses=2, infra_retries_used=3, max_infra_retries=3
         ),
     )  # fmt: skip
-    assert spent is not None and spent.halt is HaltReason.CAP_EXHAUSTED
+    # The back-off spent on the network (the world's failure): the run waits for the next
+    # batch (issue 43), still without a model; a crashed engine (the ticket's own) stops.
+    assert spent is not None and spent.halt is HaltReason.INFRA_UNAVAILABLE
     assert spent.verdict.action == "abandon-human" and spent.usage.calls == 0
-    assert "infrastructure retries spent (3/3 for this ticket)" in spent.reason
+    assert spent.reason == (
+        f"infrastructure failure (network: {DNS}) through this batch's back-off (3/3 "
+        "retries): waiting for the next batch"
+    )
+    crashed = precheck(
+        ctx=decision_context(tmp_path), failure=failure("engine_error", "segfault"),
+        clone_exists=True,
+        caps=Caps(
+            diagnoses_used=0, max_diagnoses=2, infra_retries_used=3, max_infra_retries=3
+        ),
+    )  # fmt: skip
+    assert crashed is not None and crashed.halt is HaltReason.CAP_EXHAUSTED
+    assert "infrastructure retries spent (3/3 for this ticket)" in crashed.reason

@@ -84,8 +84,11 @@ def batch(
     published: tuple[Path | None, Path | None] = (None, None),
     stderr: TextIO | None = None,
     preflight: bool = True,
+    clock: Callable[[], datetime] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> int:
-    """``gateway_factory`` replaces the configured model (tests script it); ``published``
+    """``gateway_factory`` replaces the configured model (tests script it); ``clock`` and
+    ``sleep`` the batch's time (a test's own: a back-off, an outage's age); ``published``
     is where the batch's HTML report and metrics go when it ends (``--report``,
     ``--metrics``); ``preflight``: check the machine once, before any ticket (a
     ``--jobs N`` worker does not: its batch did)."""
@@ -98,6 +101,10 @@ def batch(
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
+    if clock is not None:
+        services = replace(services, clock=clock)
+    if sleep is not None:
+        services = replace(services, sleep=sleep)
     batch_id = (
         environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     )

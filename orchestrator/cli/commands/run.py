@@ -23,6 +23,7 @@ EXIT_FOR_STATE: Mapping[RunState, int] = {
     RunState.FAILED: errors.EXIT_FAILED,
     RunState.SPLIT: errors.EXIT_SPLIT,
     RunState.AWAITING_APPROVAL: errors.EXIT_AWAITING_APPROVAL,
+    RunState.WAITING_INFRA: errors.EXIT_LOCKED,  # an outage outlasted the back-off: later
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import git
@@ -46,7 +47,7 @@ PROJECT_FILES = {
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_the_guides_first_day_on_a_self_hosted_github(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
     if not ORCHESTRATOR.is_file():
         pytest.skip(f"no installed orchestrator command at {ORCHESTRATOR}")
     guide = first_day()

@@ -84,6 +84,7 @@ def _stage_kinds(stage: StageConfig, repository: str) -> list[ForgeKind]:
 
 
 # The values a forge stage is handed: where each forge is, as ``forge_location`` says.
+FORGE_MAX_WAIT = "ORCH_FORGE_MAX_WAIT_S"
 FORGE_URL_VARIABLES: dict[ForgeKind, str] = {
     "github": "ORCH_GITHUB_API_URL",
     "gitlab": "ORCH_GITLAB_URL",
@@ -102,10 +103,12 @@ def forge_urls(
     kinds = _stage_kinds(stage, repository)
     if "orchestrator.stages.open_pr" in stage.command:
         kinds += [s.kind for s in config.sources if isinstance(s, GitHubSource | GitLabSource)]
-    return {
+    urls = {
         FORGE_URL_VARIABLES[kind]: forge_location(kind, config.sources, environ).url
         for kind in dict.fromkeys(kinds)
     }
+    # And how long one of its requests may wait out a rate limit.
+    return {**urls, FORGE_MAX_WAIT: f"{config.recovery.forge_max_wait_s:g}"} if urls else {}
 
 
 def warn_if_open(reporter: Reporter, access: NetworkAccess | None, label: str) -> None:

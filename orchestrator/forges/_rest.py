@@ -10,10 +10,22 @@ are named by the caller (``network_errors``) and become ``ForgeError(kind="outag
 from __future__ import annotations
 
 import functools
+import math
+import re
+import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Protocol
 
 from orchestrator.forges.base import ForgeError, OpensIdempotently
+
+Sleep = Callable[[float], None]
+Clock = Callable[[], float]
+MAX_TRIES = 3
+# How long one request waits out rate limits in all, unless the caller says (the open-pr
+# stage is told ``[recovery] forge_max_wait_s``): past it, the next batch asks.
+MAX_WAIT_S = 60.0
 
 # Methods that do once what they do twice (RFC 9110 9.2.2): safe to send again after a
 # 5xx or a dropped connection.
@@ -47,6 +59,144 @@ class HttpClient(Protocol):
     ) -> HttpResponse: ...
 
 
+# --- rate limits (issue 43) -------------------------------------------------------------
+# GitHub: a primary limit is 403 (or 429) with ``x-ratelimit-remaining: 0`` and the epoch
+# it resets at in ``x-ratelimit-reset``; a secondary limit is 403 or 429 with
+# ``Retry-After`` (seconds) and a body saying "secondary rate limit". GitLab: 429 with
+# ``Retry-After`` and ``RateLimit-Reset`` (an epoch). Each is the server saying it did
+# not act: always safe to send again, after the wait it asks for.
+_RATE_WORDS = re.compile(r"rate[ -]?limit", re.IGNORECASE)
+# A wait asked for past this is read as "not in this batch" (a year says nothing more).
+FAR_S = 366 * 24 * 3600.0
+
+
+def header(response: HttpResponse, name: str) -> str:
+    """The header ``name`` of ``response``, looked up without regard to case; '' if none."""
+    headers = response.headers
+    value = headers.get(name) if hasattr(headers, "get") else None
+    if value is None:
+        lowered = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == lowered), "")
+    return str(value).strip()
+
+
+def rate_limited(response: HttpResponse) -> bool:
+    """429, or a 403 that says a rate limit is spent: by its headers (``Retry-After``, a
+    remaining count of 0) or its words (GitHub's "secondary rate limit"). Any other 403
+    is the token not being allowed."""
+    status = response.status_code
+    if status == 429:
+        return True
+    if status != 403:
+        return False
+    if (
+        header(response, "x-ratelimit-remaining") == "0"
+        or header(response, "ratelimit-remaining") == "0"
+        or header(response, "retry-after")
+    ):
+        return True
+    return bool(_RATE_WORDS.search(_said(response)))
+
+
+def _said(response: HttpResponse) -> str:
+    message = json_fields(response).get("message")
+    return message if isinstance(message, str) else ""
+
+
+def _number(text: str) -> float | None:
+    """A finite number of seconds or an epoch, or None (garbage, NaN, infinity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _retry_after(text: str, now: float) -> float | None:
+    """``Retry-After`` as seconds from ``now``: delay-seconds or an HTTP-date (RFC 9110
+    10.2.3); None when it is neither. A negative delay or a date past is 0."""
+    if not text:
+        return None
+    seconds = _number(text)
+    if seconds is not None:
+        return max(seconds, 0.0)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(when.timestamp() - now, 0.0)
+
+
+def wait_asked(response: HttpResponse, attempt: int, now: float) -> float:
+    """Seconds the server asked us to wait before sending again: ``Retry-After``, else the
+    reset epoch of ``x-ratelimit-reset`` / ``ratelimit-reset`` (plus a second: the limit
+    turns at the end of that second), else 1, 2, 4… by ``attempt``. Never negative, at
+    most ``FAR_S``; what cannot be read falls back to the doubling."""
+    asked = _retry_after(header(response, "retry-after"), now)
+    if asked is None:
+        for key in ("x-ratelimit-reset", "ratelimit-reset"):
+            reset = _number(header(response, key))
+            if reset is not None:
+                asked = max(reset - now, 0.0) + 1.0
+                break
+    if asked is None:
+        asked = float(2**attempt)
+    return min(asked, FAR_S)
+
+
+def retry_at(response: HttpResponse, now: float) -> float:
+    """The epoch at which a rate-limited answer says to ask again."""
+    return now + wait_asked(response, 0, now)
+
+
+def when(epoch: float) -> str:
+    """An epoch as the guide and ``show`` write times: ``2026-12-07T11:00:00Z``."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def send_with_backoff(
+    send: Callable[[], HttpResponse],
+    *,
+    sleep: Sleep = time.sleep,
+    clock: Clock = time.time,
+    tries: int = MAX_TRIES,
+    max_wait_s: float = MAX_WAIT_S,
+    idempotent: bool = True,
+    network_errors: tuple[type[BaseException], ...] = (),
+) -> HttpResponse:
+    """``send()`` again while the answer is rate-limited, up to ``tries`` sends and
+    ``max_wait_s`` of waiting in all; when ``idempotent``, also while it is a 5xx or
+    ``send`` raises one of ``network_errors``. A wait longer than what is left of the
+    budget is not started: the last answer is returned for the caller to report (the
+    last network error raised)."""
+    waited = 0.0
+    for attempt in range(tries):
+        try:
+            response = send()
+        except network_errors:
+            if not idempotent or attempt == tries - 1:
+                raise
+            wait = float(2**attempt)
+            if waited + wait > max_wait_s:
+                raise
+            sleep(wait)
+            waited += wait
+            continue
+        failing = idempotent and response.status_code >= 500
+        if not (rate_limited(response) or failing):
+            return response
+        if attempt == tries - 1:
+            break
+        wait = wait_asked(response, attempt, clock())
+        if waited + wait > max_wait_s:
+            break
+        sleep(wait)
+        waited += wait
+    return response
+
+
 def json_body(response: HttpResponse, forge: str) -> Any:
     """The answer's JSON; an answer that is none is the forge failing (``outage``)."""
     try:
@@ -73,7 +223,8 @@ class RestForge(OpensIdempotently):
     every request carries (the token is in them, and nowhere else) and how to read the
     forge's words in an answer (``message``)."""
 
-    __slots__ = ("_client", "_headers", "_message", "_network_errors", "_token", "subject")
+    __slots__ = ("_client", "_clock", "_headers", "_max_wait_s", "_message", "_network_errors",
+                 "_sleep", "_token", "subject")  # fmt: skip
     FORGE: ClassVar[str]
     TOKEN_ENV: ClassVar[str]
 
@@ -86,9 +237,13 @@ class RestForge(OpensIdempotently):
         subject: str,
         headers: Callable[[str], dict[str, str]],
         message: Callable[[HttpResponse], str],
+        sleep: Sleep = time.sleep,
+        clock: Clock = time.time,
+        max_wait_s: float = MAX_WAIT_S,
     ) -> None:
         if not token:
             raise ValueError(f"a {self.FORGE} token is required")
+        self._sleep, self._clock, self._max_wait_s = sleep, clock, max_wait_s
         self._client = client
         self._token = token
         self._headers = headers(token)
@@ -97,10 +252,12 @@ class RestForge(OpensIdempotently):
         self._message = message
 
     def _retrying(self, send: Callable[[], HttpResponse], *, idempotent: bool) -> HttpResponse:
-        """``send()``; a forge that waits out rate limits says how here. A request that
-        is not ``idempotent`` (a POST) must not be sent again after a 5xx or a dropped
-        connection: the forge may have acted on it (a second comment)."""
-        return send()
+        """``send()``, a rate limit waited out (every request: the server did not act),
+        a 5xx or a dropped connection sent again only when ``idempotent``: after a POST
+        the forge may have acted (a second comment, a second pull request)."""
+        return send_with_backoff(send, sleep=self._sleep, clock=self._clock,
+                                 max_wait_s=self._max_wait_s, idempotent=idempotent,
+                                 network_errors=self._network_errors)  # fmt: skip
 
     def _send(
         self,
@@ -146,6 +303,16 @@ class RestForge(OpensIdempotently):
                 "auth", f"{doing}: {forge} rejected the token (401){said_part}; "
                 f"check {self.TOKEN_ENV}"
             )  # fmt: skip
+        if rate_limited(response):
+            # Still limited after the wait this process allows (issue 43): never a
+            # refusal of the token, but a time to ask again, for the next batch.
+            again = retry_at(response, self._clock())
+            return ForgeError(
+                "rate_limited",
+                f"{doing}: {forge}'s rate limit ({status}){said_part}; it asks to wait "
+                f"until {when(again)}, past the {self._max_wait_s:g} s one request may wait",
+                retry_at=again,
+            )
         if status == 403:
             hint = self._forbidden_hint(response)
             return ForgeError(
@@ -156,8 +323,6 @@ class RestForge(OpensIdempotently):
                 "not_found",
                 f"{doing}: {self.subject} not found (404), or the token cannot see it",
             )
-        if status == 429:
-            return ForgeError("rate_limited", f"{doing}: {forge}'s rate limit (429){said_part}")
         if status >= 500:
             return ForgeError("outage", f"{doing}: {forge} is failing ({status}){said_part}")
         return ForgeError("rejected", f"{doing}: {forge} refused it ({status}){said_part}")

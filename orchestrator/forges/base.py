@@ -10,12 +10,15 @@ from typing import Protocol
 
 
 class ForgeError(Exception):
-    """A forge refused or could not be reached. ``str()`` is one line, free of secrets."""
+    """A forge refused or could not be reached. ``str()`` is one line, free of secrets.
+    ``retry_at``: for ``rate_limited``, the epoch the forge said to ask again at (past the
+    wait this process allows: the next batch asks), else None."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, retry_at: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.retry_at = retry_at
 
     def __repr__(self) -> str:
         return f"ForgeError(kind={self.kind!r}, message={self.message!r})"
@@ -47,15 +50,23 @@ def open_or_reuse(
     find: Callable[[], PullRequest | None], create: Callable[[], PullRequest | Refusal]
 ) -> PullRequest:
     """The idempotent open every forge shares: the open request ``find`` finds, else the
-    one ``create`` makes; a create that lost a race is answered by looking again."""
+    one ``create`` makes; a create that lost a race, or whose answer was a 5xx or never
+    came (``outage``), is answered by looking again."""
     existing = find()
     if existing is not None:
         return existing
-    made = create()
+    try:
+        made = create()
+    except ForgeError as exc:
+        if exc.kind != "outage":
+            raise
+        made = Refusal(exc)
     if isinstance(made, PullRequest):
         return made
-    if made.lost_race:
-        # Someone (a concurrent run, a person) opened it between our look and our ask.
+    if made.lost_race or made.error.kind == "outage":
+        # Lost race: someone (a concurrent run, a person) opened it between our look and
+        # our ask. Outage: a create is never sent twice (it is not idempotent), but the
+        # forge may have made it before failing to answer (issue 43): look before failing.
         existing = find()
         if existing is not None:
             return existing

@@ -33,23 +33,40 @@ in tests); this module does not import it, and the client's transport errors are
 the caller (``network_errors``) and translated here into ``ForgeError(kind="outage")``.
 
     ForgeError(kind)   auth       401: the token is missing, wrong or expired
-                       forbidden  403: the token may not do this (or the rate limit is spent)
+                       forbidden  403: the token may not do this (its words say so)
                        not_found  404: no such repository, or the token cannot see it
                        rejected   422 and other 4xx: GitHub refused the request, its words
-                       rate_limited 429: secondary rate limit
+                       rate_limited 429, or a 403 with ``Retry-After``, a remaining count
+                                  of 0 or words of a (secondary) rate limit, still after
+                                  waiting as long as one request may (``retry_at``: when)
                        outage     5xx, or the network failed
+
+Every request waits out a rate limit (``Retry-After``, ``x-ratelimit-reset``) through the
+injected ``sleep`` within ``max_wait_s`` (``_rest.send_with_backoff``); a GET, PATCH or
+DELETE is sent again after a 5xx or a dropped connection, a POST never (a second comment,
+a second pull request): opening looks for the request again instead (``base.open_or_reuse``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from orchestrator.domain.inert import markdown_block, markdown_inline
-from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
+from orchestrator.forges._rest import (
+    MAX_WAIT_S,
+    Clock,
+    HttpClient,
+    HttpResponse,
+    RestForge,
+    Sleep,
+    json_body,
+    json_fields,
+)
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 
 __all__ = [
@@ -179,6 +196,9 @@ class GitHubForge(RestForge):
         token: str,
         *,
         network_errors: tuple[type[BaseException], ...] = (OSError,),
+        sleep: Sleep = time.sleep,
+        clock: Clock = time.time,
+        max_wait_s: float = MAX_WAIT_S,
     ) -> None:
         match = _REPO.match(repo)
         if match is None:
@@ -190,6 +210,9 @@ class GitHubForge(RestForge):
             subject=repo,
             headers=request_headers,
             message=_github_message,
+            sleep=sleep,
+            clock=clock,
+            max_wait_s=max_wait_s,
         )
         self.repo = repo
         self.owner = match.group("owner")

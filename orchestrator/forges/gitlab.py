@@ -29,7 +29,8 @@ sent again only after a 429: after a 5xx or a dropped connection GitLab may have
                        forbidden    403: the token may not do this
                        not_found    404: no such project (or issue), or the token cannot see it
                        rejected     400, 409, 422 and other 4xx: GitLab refused, its words
-                       rate_limited 429, still after waiting
+                       rate_limited 429 (or a 403 that says a rate limit), still after
+                                    waiting as long as one request may (``retry_at``: when)
                        outage       5xx still after waiting, the network failed, or a next
                                     page on another host
 """
@@ -38,14 +39,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
-from orchestrator.forges.http import PagingError, Sleep, fetch_pages, send_with_backoff
+from orchestrator.forges.http import MAX_WAIT_S, Clock, PagingError, Sleep, fetch_pages
 from orchestrator.forges.issues import ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
@@ -117,7 +118,7 @@ def gitlab_message(response: HttpResponse) -> str:
 class GitLabForge(RestForge):
     """Merge requests, issues, notes and members of one project, with one token."""
 
-    __slots__ = ("_api", "_sleep", "project")
+    __slots__ = ("_api", "project")
     FORGE = "GitLab"
     TOKEN_ENV = "GITLAB_TOKEN"
 
@@ -130,6 +131,8 @@ class GitLabForge(RestForge):
         *,
         network_errors: tuple[type[BaseException], ...] = (OSError,),
         sleep: Sleep = time.sleep,
+        clock: Clock = time.time,
+        max_wait_s: float = MAX_WAIT_S,
     ) -> None:
         if not _PROJECT.match(project):
             raise ValueError(f"project must be 'group/name' or 'group/sub/name' (got {project!r})")
@@ -140,17 +143,15 @@ class GitLabForge(RestForge):
             subject=project,
             headers=request_headers,
             message=gitlab_message,
+            sleep=sleep,
+            clock=clock,
+            max_wait_s=max_wait_s,
         )
         self._api = f"{base_url.rstrip('/')}/api/v4"
-        self._sleep = sleep
         self.project = project
 
     def __repr__(self) -> str:
         return f"GitLabForge(api={self._api!r}, project={self.project!r})"
-
-    def _retrying(self, send: Callable[[], HttpResponse], *, idempotent: bool) -> HttpResponse:
-        return send_with_backoff(send, sleep=self._sleep, idempotent=idempotent,
-                                 network_errors=self._network_errors)  # fmt: skip
 
     # --- merge requests ------------------------------------------------------------------
 
@@ -280,7 +281,8 @@ class GitLabForge(RestForge):
 
     def _pages(self, tail: str, params: Mapping[str, str], doing: str) -> Iterator[dict[str, Any]]:
         pages = fetch_pages(self._client, self._path(tail), params=params, headers=self._headers,
-                            sleep=self._sleep, network_errors=self._network_errors)  # fmt: skip
+                            sleep=self._sleep, clock=self._clock, max_wait_s=self._max_wait_s,
+                            network_errors=self._network_errors)  # fmt: skip
         try:
             for response in pages:
                 yield from self._listed(response, f"cannot {doing}")

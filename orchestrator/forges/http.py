@@ -29,20 +29,42 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from orchestrator.forges.github import HttpClient, HttpResponse
+from orchestrator.forges._rest import (
+    MAX_TRIES,
+    MAX_WAIT_S,
+    Clock,
+    HttpClient,
+    HttpResponse,
+    Sleep,
+    rate_limited,
+    send_with_backoff,
+    wait_asked,
+)
+
+__all__ = [
+    "MAX_TRIES",
+    "MAX_WAIT_S",
+    "Clock",
+    "Headers",
+    "PagingError",
+    "Response",
+    "Sleep",
+    "UrllibClient",
+    "fetch_pages",
+    "next_link",
+    "rate_limited",
+    "scrub",
+    "send_with_backoff",
+    "wait_asked",
+]
 
 TIMEOUT_S = 30.0
 # GitHub caps an issue body at 65536 characters: a page of 100 is a few MB at most.
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
-MAX_TRIES = 3
-MAX_WAIT_S = 60.0
 MAX_PAGES = 50
-
-Sleep = Callable[[float], None]
-Clock = Callable[[], float]
 
 
 class Headers(Mapping[str, str]):
@@ -142,73 +164,6 @@ def scrub(text: str, *secrets: str) -> str:
     return " ".join(text.split())
 
 
-def rate_limited(response: HttpResponse) -> bool:
-    """429, or a 403 that says the (primary or secondary) rate limit is spent."""
-    if response.status_code == 429:
-        return True
-    headers = response.headers
-    return response.status_code == 403 and (
-        headers.get("x-ratelimit-remaining") == "0"
-        or headers.get("ratelimit-remaining") == "0"
-        or "retry-after" in {key.lower() for key in headers}
-    )
-
-
-def wait_asked(response: HttpResponse, attempt: int, now: float) -> float:
-    """Seconds the server asked us to wait (``Retry-After``, else the reset epoch of
-    ``x-ratelimit-reset``/``ratelimit-reset``), else 1, 2, 4… by attempt."""
-    headers = Headers(dict(response.headers))
-    retry_after = headers.get("retry-after", "").strip()
-    if retry_after.isdigit():
-        return float(retry_after)
-    for key in ("x-ratelimit-reset", "ratelimit-reset"):
-        reset = headers.get(key, "").strip()
-        if reset.isdigit():
-            return max(float(reset) - now, 0.0) + 1.0
-    return float(2**attempt)
-
-
-def send_with_backoff(
-    send: Callable[[], HttpResponse],
-    *,
-    sleep: Sleep = time.sleep,
-    clock: Clock = time.time,
-    tries: int = MAX_TRIES,
-    max_wait_s: float = MAX_WAIT_S,
-    idempotent: bool = True,
-    network_errors: tuple[type[BaseException], ...] = (),
-) -> HttpResponse:
-    """``send()`` again while the answer is rate-limited, up to ``tries`` sends and
-    ``max_wait_s`` of waiting in all; when ``idempotent``, also while it is a 5xx or
-    ``send`` raises one of ``network_errors``. A wait longer than what is left of the
-    budget is not started: the last answer is returned for the caller to report (the
-    last network error raised)."""
-    waited = 0.0
-    for attempt in range(tries):
-        try:
-            response = send()
-        except network_errors:
-            if not idempotent or attempt == tries - 1:
-                raise
-            wait = float(2**attempt)
-            if waited + wait > max_wait_s:
-                raise
-            sleep(wait)
-            waited += wait
-            continue
-        failing = idempotent and response.status_code >= 500
-        if not (rate_limited(response) or failing):
-            return response
-        if attempt == tries - 1:
-            break
-        wait = wait_asked(response, attempt, clock())
-        if waited + wait > max_wait_s:
-            break
-        sleep(wait)
-        waited += wait
-    return response
-
-
 _NEXT = re.compile(r'<([^>]*)>\s*;[^,]*\brel="?next"?', re.IGNORECASE)
 
 
@@ -238,6 +193,7 @@ def fetch_pages(
     clock: Clock = time.time,
     max_pages: int = MAX_PAGES,
     network_errors: tuple[type[BaseException], ...] = (),
+    max_wait_s: float = MAX_WAIT_S,
 ) -> Iterator[HttpResponse]:
     """Each page's answer, from ``url`` (absolute) along ``Link: rel="next"``, each sent
     with back-off (a GET: a 5xx and ``network_errors`` are retried too). A non-200 answer
@@ -252,6 +208,7 @@ def fetch_pages(
             sleep=sleep,
             clock=clock,
             network_errors=network_errors,
+            max_wait_s=max_wait_s,
         )
         yield response
         following = next_link(response.headers) if response.status_code == 200 else None

@@ -28,6 +28,7 @@ from orchestrator.domain.tickets import Ticket, remote_repository_problem
 from orchestrator.execution.git import overriding
 from orchestrator.forges.base import ForgeError, PullRequest
 from orchestrator.forges.github import pr_body
+from orchestrator.forges.http import MAX_WAIT_S
 from orchestrator.reading.signs import FAILURE_MARKER
 from orchestrator.redaction import HeldSecrets, redact
 from orchestrator.stages._stagelib import (
@@ -272,6 +273,22 @@ def forge_target(
         run.repository if ours else default_push(api_url, project)
     )
     return ForgeTarget(project, api_url, push_url)
+
+
+# How long one forge request may wait out a rate limit, as the orchestrator hands it
+# (``[recovery] forge_max_wait_s``); past it the stage fails ``rate_limited`` and the
+# next batch asks again (issue 43).
+MAX_WAIT_ENV = "ORCH_FORGE_MAX_WAIT_S"
+
+
+def max_wait_s(environ: Mapping[str, str]) -> float:
+    """``$ORCH_FORGE_MAX_WAIT_S`` when it is a number of seconds from 0 to a day, else the
+    forges' own default."""
+    try:
+        given = float(environ.get(MAX_WAIT_ENV, ""))
+    except ValueError:
+        return MAX_WAIT_S
+    return given if 0.0 <= given <= 86400.0 else MAX_WAIT_S
 
 
 def require_token(environ: Mapping[str, str], token_env: str, forge: str) -> str:

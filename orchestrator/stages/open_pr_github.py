@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 
 import httpx2
 
 from orchestrator.forges.base import Forge
 from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, repo_from_url
+from orchestrator.forges.http import Clock, Sleep
 from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
     FORGE_FAILURE_CLASS,
@@ -80,7 +82,12 @@ def push_environment(token: str, git_env: Mapping[str, str] | None = None) -> di
     return _open_pr.push_environment(credentials(token), git_env)
 
 
-def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory) -> None:
+def open_pull_request(
+    environ: Mapping[str, str],
+    client_factory: ClientFactory,
+    sleep: Sleep = time.sleep,
+    clock: Clock = time.time,
+) -> None:
     token = require_token(environ, TOKEN_ENV, "github")
     run = OpenPrRun.from_environ(environ)
     target = forge_target(
@@ -97,16 +104,24 @@ def open_pull_request(environ: Mapping[str, str], client_factory: ClientFactory)
     if fixes:
         body += f"\n{fixes}\n"
     with client_factory(api_url) as client:
-        forge: Forge = GitHubForge(client, repo, token, network_errors=(httpx2.TransportError,))
+        forge: Forge = GitHubForge(
+            client, repo, token, network_errors=(httpx2.TransportError,), sleep=sleep,
+            clock=clock, max_wait_s=_open_pr.max_wait_s(environ),
+        )  # fmt: skip
         pull = forge.open_pull_request(head=run.work, base=run.base, title=run.title, body=body)
     run.keep(pull, forge="github", repo=repo, sha=head_sha)
     verb = "opened" if pull.created else "reused the open"
     print(f"{verb} pull request #{pull.number}: {pull.url}")
 
 
-def main(environ: Mapping[str, str], client_factory: ClientFactory = default_client) -> int:
+def main(
+    environ: Mapping[str, str],
+    client_factory: ClientFactory = default_client,
+    sleep: Sleep = time.sleep,
+    clock: Clock = time.time,
+) -> int:
     """Run the stage; expected failures are one line on stderr and an exit code."""
-    return run_open_pr("github", lambda: open_pull_request(environ, client_factory))
+    return run_open_pr("github", lambda: open_pull_request(environ, client_factory, sleep, clock))
 
 
 if __name__ == "__main__":

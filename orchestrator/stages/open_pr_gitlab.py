@@ -89,8 +89,9 @@ def open_merge_request(
         description += f"\n{closes}\n"
     with client_factory(base_url) as client:
         forge: Forge = GitLabForge(
-            client, base_url, project, token, network_errors=(httpx2.TransportError,), sleep=sleep
-        )
+            client, base_url, project, token, network_errors=(httpx2.TransportError,), sleep=sleep,
+            max_wait_s=_open_pr.max_wait_s(environ),
+        )  # fmt: skip
         merge_request = forge.open_pull_request(
             head=run.work, base=run.base, title=run.title, body=description
         )

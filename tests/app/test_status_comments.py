@@ -26,6 +26,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource, GitLabSource
 from orchestrator.domain.status_comments import marker
 from orchestrator.domain.tickets import load_ticket
+from orchestrator.forges.github import GitHubForge
 from orchestrator.forges.gitlab import GitLabForge
 from orchestrator.forges.http import UrllibClient
 
@@ -43,9 +44,16 @@ def github() -> Iterator[FakeGitHub]:
         yield fake
 
 
-def github_status(fake: FakeGitHub) -> StatusComments:
+def github_status(fake: FakeGitHub, sleeps: list[float] | None = None) -> StatusComments:
     source = GitHubSource(kind="github", repo=REPO, label="orchestrate", api_url=fake.url)
-    return StatusComments((source,), {"GITHUB_TOKEN": TOKEN})
+    waits = sleeps if sleeps is not None else []
+
+    def thread(source: ForgeSource, project: str, token: str) -> IssueThread:
+        # The real GitHub forge, its waits counted instead of slept (issue 43).
+        assert isinstance(source, GitHubSource)
+        return GitHubForge(UrllibClient(source.api_url), project, token, sleep=waits.append)
+
+    return StatusComments((source,), {"GITHUB_TOKEN": TOKEN}, thread_for=thread)
 
 
 def issue_ticket(directory: Path, kind: str = "github", project: str = REPO) -> Path:
@@ -135,9 +143,11 @@ def test_a_failing_forge_is_one_line_and_the_run_goes_on(
 ) -> None:
     config = write_config(tmp_path, bash_stage("build", "echo building"))
     out = io.StringIO()
+    sleeps: list[float] = []
     services = make_services(load_config(config), tmp_path / "state", out=out,
-                             environ={"PATH": "/usr/bin:/bin"}, status=github_status(github))  # fmt: skip
-    for _ in range(2):  # at the start and at the end: every status fails
+                             environ={"PATH": "/usr/bin:/bin"},
+                             status=github_status(github, sleeps))  # fmt: skip
+    for _ in range(2 * 3):  # at the start and at the end, each GET asked 3 times: all fail
         github.answer(500, body={"message": f"Server Error {TOKEN}"})
 
     record = run_ticket(load_ticket(issue_ticket(tmp_path / "tickets")), services)
@@ -152,6 +162,7 @@ def test_a_failing_forge_is_one_line_and_the_run_goes_on(
         for line in said
     )
     assert TOKEN not in out.getvalue()
+    assert sleeps == [1.0, 2.0] * 2  # waited on the clock the test holds, never slept
 
 
 def test_a_ticket_from_no_issue_or_without_a_token_writes_nothing(

@@ -42,9 +42,14 @@ class FakeGitHub:
         return answer
 
 
-def forge_with(handler: Handler) -> GitHubForge:
+NOW = 1767600000.0 - 3600  # the clock the forge reads: an hour before the reset below
+
+
+def forge_with(handler: Handler, sleeps: list[float] | None = None) -> GitHubForge:
     client = httpx2.Client(base_url=API, transport=httpx2.MockTransport(handler))
-    return GitHubForge(client, "octo/cards", TOKEN, network_errors=(httpx2.TransportError,))
+    waits = sleeps if sleeps is not None else []
+    return GitHubForge(client, "octo/cards", TOKEN, network_errors=(httpx2.TransportError,),
+                       sleep=waits.append, clock=lambda: NOW)  # fmt: skip
 
 
 def assert_github_headers(request: httpx2.Request) -> None:
@@ -112,9 +117,11 @@ def test_a_pull_request_opened_meanwhile_is_reused() -> None:
     [
         (401, {}, {"message": "Bad credentials"}, "auth",
          "cannot list pull requests of octo/cards: GitHub rejected the token (401): Bad credentials; check GITHUB_TOKEN"),
+        # Issue 43: a spent rate limit is no refusal of the token, and an hour is past
+        # what one request waits: the next batch asks again.
         (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1767600000"},
-         {"message": "API rate limit exceeded for user ID 1."}, "forbidden",
-         "cannot list pull requests of octo/cards: the token may not do this (403): API rate limit exceeded for user ID 1.; the API rate limit is spent (resets at epoch 1767600000)"),
+         {"message": "API rate limit exceeded for user ID 1."}, "rate_limited",
+         "cannot list pull requests of octo/cards: GitHub's rate limit (403): API rate limit exceeded for user ID 1.; it asks to wait until 2026-01-05T08:00:01Z, past the 60 s one request may wait"),
         (403, {}, {"message": "Resource not accessible by personal access token"}, "forbidden",
          "cannot list pull requests of octo/cards: the token may not do this (403): Resource not accessible by personal access token"),
         (404, {}, {"message": "Not Found"}, "not_found",
@@ -133,12 +140,15 @@ def test_listing_errors(
         if body is not None
         else httpx2.Response(status, headers=headers, text="<html>Bad Gateway</html>")
     )
-    forge = forge_with(FakeGitHub(answer))
+    sleeps: list[float] = []
+    forge = forge_with(FakeGitHub(answer, answer, answer), sleeps)
     with pytest.raises(ForgeError) as caught:
         open_t1(forge)
     assert (caught.value.kind, str(caught.value)) == (kind, message)
     for text in (str(caught.value), repr(caught.value), repr(forge)):
         assert TOKEN not in text
+    # A listing is a GET: a 5xx is asked twice more, 1 s then 2 s later; nothing else is.
+    assert sleeps == ([1.0, 2.0] if status >= 500 else [])
 
 
 def test_a_rejected_pull_request_says_what_github_said() -> None:
@@ -163,9 +173,10 @@ def test_a_message_that_echoes_the_token_is_scrubbed() -> None:
 
 
 def test_a_network_failure_is_an_outage() -> None:
-    github = FakeGitHub(httpx2.ConnectError("[Errno 111] Connection refused"))
+    github = FakeGitHub(*[httpx2.ConnectError("[Errno 111] Connection refused")] * 3)
     with pytest.raises(ForgeError) as caught:
         open_t1(forge_with(github))
+    assert len(github.requests) == 3  # a GET: sent again after a dropped connection
     assert (caught.value.kind, str(caught.value)) == (
         "outage",
         "cannot reach GitHub: [Errno 111] Connection refused",
@@ -382,10 +393,12 @@ def test_stage_turns_forge_errors_into_exit_codes(
     monkeypatch.chdir(workspace["ctx"].clone_dir)
 
     def make(api_url: str) -> httpx2.Client:
-        github = FakeGitHub(httpx2.Response(status, json={"message": "no"}))
+        github = FakeGitHub(*[httpx2.Response(status, json={"message": "no"})] * 3)
         return httpx2.Client(base_url=api_url, transport=httpx2.MockTransport(github))
 
-    assert stage.main(workspace["environ"], make) == code
+    sleeps: list[float] = []
+    assert stage.main(workspace["environ"], make, sleeps.append) == code
+    assert sleeps == ([1.0, 2.0] if status >= 500 else [])
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert lines[0].startswith(f"open-pr: github {kind}: ")

@@ -20,8 +20,9 @@ def github() -> Iterator[FakeGitHub]:
         yield fake
 
 
-def forge(fake: FakeGitHub, token: str = TOKEN) -> GitHubForge:
-    return GitHubForge(UrllibClient(fake.url), REPO, token)
+def forge(fake: FakeGitHub, token: str = TOKEN, sleeps: list[float] | None = None) -> GitHubForge:
+    waits = sleeps if sleeps is not None else []
+    return GitHubForge(UrllibClient(fake.url), REPO, token, sleep=waits.append)
 
 
 def test_the_permission_is_read_at_the_time_it_is_asked(github: FakeGitHub) -> None:
@@ -45,9 +46,12 @@ def test_a_missing_account_is_none_and_a_refusal_an_error_without_the_token(
 ) -> None:
     github.answer(404, body={"message": "Not Found"})
     assert forge(github).permission("ghost") is None
-    github.answer(500, body={"message": f"boom {TOKEN}"})
+    for _ in range(3):  # a GET: asked three times in all
+        github.answer(500, body={"message": f"boom {TOKEN}"})
+    sleeps: list[float] = []
     with pytest.raises(ForgeError) as failed:
-        forge(github).permission("alice")
+        forge(github, sleeps=sleeps).permission("alice")
     assert failed.value.kind == "outage" and TOKEN not in str(failed.value)
+    assert sleeps == [1.0, 2.0]
     with pytest.raises(ForgeError, match="rejected the token"):
         forge(github, "ghp_wrong").permission("alice")

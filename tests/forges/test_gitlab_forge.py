@@ -26,7 +26,11 @@ def forge_for(gitlab: FakeGitLab, client: httpx2.Client, sleeps: list[float] | N
               token: str = TOKEN) -> GitLabForge:  # fmt: skip
     return GitLabForge(client, gitlab.base_url, PROJECT, token,
                        network_errors=(httpx2.TransportError,),
-                       sleep=(sleeps if sleeps is not None else []).append)  # fmt: skip
+                       sleep=(sleeps if sleeps is not None else []).append,
+                       clock=lambda: NOW)  # fmt: skip
+
+
+NOW = 1767600000.0  # 2026-01-05T08:00:00Z, the clock the forge reads
 
 
 def no_sleep(seconds: float) -> None:
@@ -160,7 +164,8 @@ def test_a_rate_limit_longer_than_the_budget_is_rate_limited_at_once(
         open_t1(forge_for(gitlab, client, sleeps))
     assert (caught.value.kind, str(caught.value)) == (
         "rate_limited",
-        f"cannot list merge requests of {PROJECT}: GitLab's rate limit (429): 429 fake",
+        f"cannot list merge requests of {PROJECT}: GitLab's rate limit (429): 429 fake; it "
+        "asks to wait until 2026-01-05T09:00:00Z, past the 60 s one request may wait",
     )
     assert sleeps == []  # an hour is past what a stage may wait: said at once, not slept
 

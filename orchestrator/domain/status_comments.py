@@ -114,7 +114,9 @@ def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
             f"{_code(f'orchestrator approve {record.run_id}')} / "
             f"{_code(f'orchestrator reject {record.run_id} --reason ...')}",
         ]
-    elif later_batch_may_resume(state, record.halt.reason if record.halt else None):
+    elif state is RunState.NEEDS_HUMAN and later_batch_may_resume(
+        state, record.halt.reason if record.halt else None
+    ):
         # Not a person's to do: the first batch that may act goes on (issue 43).
         stage = record.halt.stage if record.halt else None
         at = f" at {_code(stage)}" if stage else ""

@@ -9,8 +9,9 @@ without hiding the others.
 
 - ``run_id``: the run (RUN)
 - ``ticket_id``: its ticket (TICKET)
-- ``state``: its state: pending, running, recovering, awaiting-approval, completed,
-  failed, needs-human (STATE)
+- ``state``: its state: pending, running, recovering, awaiting-approval, waiting-infra
+  (an outage outlasted the back-off: the next batch goes on), completed, failed,
+  needs-human (STATE)
 - ``current_stage``: the stage it is at or stopped at, or null (STAGE)
 - ``updated_at``: when its record last changed, ISO 8601 (what AGE is counted from)
 - ``created_at``: when it started, ISO 8601

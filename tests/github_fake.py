@@ -19,6 +19,14 @@ otherwise, unless ``account_type`` says another).
 Issue labels: ``GET``/``POST /repos/{o}/{n}/issues/{N}/labels`` and ``DELETE
 …/labels/{name}``, on the issue's ``labels``.
 
+Rate limits and outages as GitHub answers them (issue 43), on the requests they are meant
+for: ``on(method, path_suffix, status, headers, body, times)`` queues an answer for the
+next matching requests only (``secondary_limit``: a 403 with ``Retry-After`` whose body
+says "secondary rate limit", or the same as a 429; ``primary_limit``: a 403 with
+``x-ratelimit-remaining: 0`` and the epoch of ``x-ratelimit-reset``; ``burst``: 5xx
+answers, a 502 as GitHub's HTML page). Header values are sent as given, so a test can
+feed a year, a negative number, an HTTP-date or garbage.
+
 Pull requests: ``GET /repos/{o}/{n}/pulls`` (``head=owner:branch``, ``base``, ``state``)
 and ``POST /repos/{o}/{n}/pulls`` (``title``, ``head``, ``base``, ``body``; 422 "A pull
 request already exists" for a second open one on the same head and base), kept in
@@ -68,6 +76,8 @@ class FakeGitHub:
     # requests are read and answered with nothing: the connection is closed.
     acted_then_failed: list[int] = field(default_factory=list)
     drops: int = 0
+    # (method, path suffix, status, headers, body): answered to the next matching request.
+    routed: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
 
     def add_issue(
         self,
@@ -134,6 +144,40 @@ class FakeGitHub:
     def answer(self, status: int, headers: dict[str, str] | None = None, body: Any = None) -> None:
         self.answers.append((status, headers or {}, body if body is not None else {}))
 
+    def on(self, method: str, path_suffix: str, status: int,
+           headers: dict[str, str] | None = None, body: Any = None, times: int = 1) -> None:  # fmt: skip
+        """Answer the next ``times`` ``method`` requests whose path ends with ``path_suffix``
+        (``/pulls``, ``/comments``, ``/user``) with this, before anything else."""
+        answer = (method, path_suffix, status, headers or {}, body if body is not None else {})
+        self.routed.extend([answer] * times)
+
+    def secondary_limit(self, method: str, path_suffix: str, retry_after: str = "60",
+                        times: int = 1, status: int = 403) -> None:  # fmt: skip
+        """GitHub's secondary rate limit: 403 (or 429) with ``Retry-After``."""
+        body = {"message": "You have exceeded a secondary rate limit. Please wait a few "
+                "minutes before you try again. If you reach out to GitHub Support for help, "
+                "please include the request ID 0000:1111:2222.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-"
+                "the-rest-api#about-secondary-rate-limits", "status": str(status)}  # fmt: skip
+        self.on(method, path_suffix, status, {"Retry-After": retry_after}, body, times)
+
+    def primary_limit(self, method: str, path_suffix: str, reset: str, times: int = 1) -> None:
+        """GitHub's primary rate limit spent: 403, remaining 0, the reset epoch."""
+        headers = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
+                   "x-ratelimit-used": "5000", "x-ratelimit-reset": reset,
+                   "x-ratelimit-resource": "core"}  # fmt: skip
+        body = {"message": "API rate limit exceeded for user ID 1. If you reach out to "
+                "GitHub Support for help, please include the request ID 0000:1111:2222.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-"
+                "the-rest-api", "status": "403"}  # fmt: skip
+        self.on(method, path_suffix, 403, headers, body, times)
+
+    def burst(self, method: str, path_suffix: str, times: int, status: int = 502) -> None:
+        """``times`` failing answers: a 502 is GitHub's HTML page, a 500/503 its JSON."""
+        body: Any = (b"<html><body><h1>502 Bad Gateway</h1></body></html>" if status == 502
+                     else {"message": "Server Error"})  # fmt: skip
+        self.on(method, path_suffix, status, {}, body, times)
+
 
 def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -155,6 +199,10 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             if fake.answers:
                 status, headers, body = fake.answers.pop(0)
                 return self._send(status, body, headers)
+            for index, (method, suffix, status, headers, body) in enumerate(fake.routed):
+                if method == self.command and split.path.endswith(suffix):
+                    del fake.routed[index]
+                    return self._send(status, body, headers)
             if self.headers.get("Authorization") != "Bearer " + "ghp_" + "fake-token-123":
                 return self._send(401, {"message": "Bad credentials"})
             parts = split.path.strip("/").split("/")
@@ -283,9 +331,12 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             if self.command != "GET" and status < 300 and fake.acted_then_failed:
                 status, body = fake.acted_then_failed.pop(0), {"message": "Server Error"}
-            data = json.dumps(body).encode()
+            raw = isinstance(body, bytes)  # an HTML error page, as a proxy in front sends
+            data = body if raw else json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header(
+                "Content-Type", "text/html" if raw else "application/json; charset=utf-8"
+            )
             self.send_header("Content-Length", str(len(data)))
             for key, value in (headers or {}).items():
                 self.send_header(key, value)

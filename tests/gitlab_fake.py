@@ -45,6 +45,8 @@ class FakeGitLab:
     bots: set[str] = field(default_factory=set)  # usernames whose account is a bot
     requests: list[Recorded] = field(default_factory=list)
     failures: list[tuple[int, dict[str, str], Any]] = field(default_factory=list)
+    # (method, path suffix, status, headers, body): answered to the next matching request.
+    routed: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
     # Each write that succeeds is carried out, then answered with the next status here.
     acted_then_failed: list[int] = field(default_factory=list)
     default_per_page: int = 20
@@ -90,6 +92,25 @@ class FakeGitLab:
         answer = body if body is not None else {"message": f"{status} fake"}
         self.failures.extend([(status, headers or {}, answer)] * times)
 
+    def on(self, method: str, path_suffix: str, status: int,
+           headers: dict[str, str] | None = None, body: Any = None, times: int = 1) -> None:  # fmt: skip
+        """Answer the next ``times`` ``method`` requests whose path ends with ``path_suffix``
+        (``/merge_requests``, ``/notes``, ``/user``) with this, before anything else."""
+        answer = body if body is not None else {"message": f"{status} fake"}
+        self.routed.extend([(method, path_suffix, status, headers or {}, answer)] * times)
+
+    def rate_limit(self, method: str, path_suffix: str, retry_after: str = "60",
+                   reset: str = "", times: int = 1) -> None:  # fmt: skip
+        """GitLab's rate limit as its Rack::Attack answers it: 429, ``Retry-After``, the
+        ``RateLimit-*`` headers (``RateLimit-Reset`` an epoch) and "Retry later" as text."""
+        headers = {"Retry-After": retry_after, "RateLimit-Limit": "600",
+                   "RateLimit-Observed": "601", "RateLimit-Remaining": "0"}  # fmt: skip
+        if reset:
+            headers["RateLimit-Reset"] = reset
+        if not retry_after:
+            del headers["Retry-After"]
+        self.on(method, path_suffix, 429, headers, b"Retry later\n", times)
+
     # --- the API -------------------------------------------------------------------------
 
     def handle(self, method: str, raw_path: str, query: dict[str, str], body: Any,
@@ -98,6 +119,10 @@ class FakeGitLab:
             self.requests.append(Recorded(method, raw_path, query, headers, body))
             if self.failures:
                 return self.failures.pop(0)
+            for index, (verb, suffix, status, extra, answer) in enumerate(self.routed):
+                if verb == method and raw_path.endswith(suffix):
+                    del self.routed[index]
+                    return status, extra, answer
             if headers.get("private-token") != self.token:
                 return 401, {}, {"message": "401 Unauthorized"}
             answer = self._route(method, raw_path, query, body)
@@ -237,9 +262,10 @@ def _handler(gitlab: FakeGitLab) -> type[BaseHTTPRequestHandler]:
             status, extra, answer = gitlab.handle(
                 self.command, parts.path, dict(parse_qsl(parts.query)), body, headers
             )
-            data = json.dumps(answer).encode()
+            raw = isinstance(answer, bytes)  # "Retry later", as Rack::Attack says it
+            data = answer if raw else json.dumps(answer).encode()
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", "text/plain" if raw else "application/json")
             self.send_header("content-length", str(len(data)))
             for name, value in extra.items():
                 self.send_header(name, value)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from orchestrator.forges._rest import retry_at, when
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.github import HttpClient, HttpResponse, request_headers
 from orchestrator.forges.http import PagingError, Sleep, fetch_pages, rate_limited, scrub
@@ -96,8 +97,10 @@ class GitHubIssues:
         if status == 401:
             return ForgeError("auth", f"{doing}: GitHub rejected the token (401){said_part}")
         if rate_limited(response):
+            again = retry_at(response, time.time())
             return ForgeError("rate_limited", f"{doing}: GitHub's rate limit ({status}), "
-                              "still spent after waiting")  # fmt: skip
+                              f"still spent after waiting; it asks to wait until {when(again)}",
+                              retry_at=again)  # fmt: skip
         if status == 403:
             return ForgeError("forbidden", f"{doing}: the token may not read them (403){said_part}")
         if status == 404:

@@ -1,0 +1,120 @@
+"""Issue 43 through the CLI: a self-hosted GitHub named only by the source's ``api_url``
+(no ``ORCHESTRATOR_*`` variable anywhere) is where ``doctor`` checks the stage's token
+and says so, where a ``DRY_RUN=false`` batch's preflight asks (it used to ask the public
+host and exit 2), and where the open-pr stage, a real subprocess in the sandbox, opens the
+pull request. A secondary rate limit on ``POST /pulls`` that outlasts the wait one
+request may take is no ``auth_error``: the ticket waits for the next batch, which opens
+exactly one pull request. No wait is slept: the limit asks for a year, the back-off is 0."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import git
+import pytest
+from github_fake import TOKEN, FakeGitHub, serve_github
+
+from orchestrator.cli.main import main
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.storage import FileStorage
+
+from gitrepo import commit_files, init_repo
+
+REPO = "octo/widgets"
+TICKET = "gh-octo-widgets-7"
+IMPLEMENT = 'echo "fixed: $ORCH_TICKET_ID" > FIX.txt && git add FIX.txt && git commit -qm fix'
+YEAR = str(365 * 24 * 3600)
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serve_github() as fake:
+        yield fake
+
+
+def write_config(tmp_path: Path, github: FakeGitHub) -> Path:
+    work = init_repo(tmp_path / "work")
+    commit_files(work, {"README.md": "widgets\n"}, "initial")
+    bare = tmp_path / "widgets.git"
+    git.Repo.clone_from(work.working_dir, bare, bare=True).close()
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'state_dir = "state"\n'
+        # An outage or a limit is retried once at once, then waits for the next batch.
+        "[recovery]\ninfra_backoff_s = 0.0\nmax_infra_retries_per_ticket = 1\n"
+        '[git]\nauthor_name = "Orchestrator"\nauthor_email = "bot@example.org"\n\n'
+        f'[[sources]]\nkind = "github"\nrepo = "{REPO}"\nlabel = "orchestrate"\n'
+        f'api_url = "{github.url}"\nrepository = "{bare}"\n\n'
+        '[[stages]]\nname = "clone"\n'
+        'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
+        'cwd = "run"\nnetwork = true\n\n'
+        f'[[stages]]\nname = "implement"\ncommand = ["bash", "-c", {json.dumps(IMPLEMENT)}]\n\n'
+        '[[stages]]\nname = "open-pr"\n'
+        'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]\n'
+        'side_effectful = true\nnetwork = true\npass_env = ["GITHUB_TOKEN"]\n'
+    )
+    return config
+
+
+@pytest.fixture
+def environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITLAB_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("DRY_RUN", "false")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("environ")
+def test_the_source_url_alone_serves_doctor_preflight_and_the_pull_request(
+    tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    github.add_issue(REPO, 7, "deal() hands out one card too few", "Steps…", ("orchestrate",))
+    config = write_config(tmp_path, github)
+
+    main(["--config", str(config), "doctor"])
+    said = capsys.readouterr().out
+    assert (
+        f"✓ forge-token: $GITHUB_TOKEN accepted by {github.url} (source gh-octo-widgets's "
+        "api_url)" in said
+    ), said
+
+    asked = len(github.requests)
+    assert main(["--config", str(config), "batch"]) == 0, capsys.readouterr()
+    # The preflight asked the self-hosted forge, not api.github.com.
+    assert [r.path for r in github.requests[asked:] if r.path == "/user"]
+    [pull] = github.pulls[REPO]
+    assert pull["head"]["ref"] == f"orch/{TICKET}" and pull["body"].endswith("Fixes #7\n")
+    run = FileStorage(tmp_path / "state").runs.latest_for_ticket(TICKET)
+    assert run is not None and run.state is RunState.COMPLETED
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("environ")
+def test_a_rate_limit_on_post_pulls_waits_for_the_next_batch_not_a_person(
+    tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    github.add_issue(REPO, 7, "deal() hands out one card too few", "Steps…", ("orchestrate",))
+    config = write_config(tmp_path, github)
+    # Each open-pr attempt of the first batch meets a secondary limit asking for a year.
+    github.secondary_limit("POST", "/pulls", retry_after=YEAR, times=2)
+
+    main(["--config", str(config), "batch"])
+    first = capsys.readouterr()
+    run = FileStorage(tmp_path / "state").runs.latest_for_ticket(TICKET)
+    assert run is not None and run.state is not RunState.NEEDS_HUMAN, first
+    assert run.state is RunState.WAITING_INFRA, first
+    assert github.pulls.get(REPO, []) == []
+    failed = [a for a in run.attempts if a.stage == "open-pr"]
+    assert failed and all(a.failure_class == "rate_limited" for a in failed), failed
+    assert "auth_error" not in first.out + first.err
+
+    assert main(["--config", str(config), "batch"]) == 0, capsys.readouterr()
+    [pull] = github.pulls[REPO]  # exactly one
+    assert pull["body"].endswith("Fixes #7\n")
+    again = FileStorage(tmp_path / "state").runs.latest_for_ticket(TICKET)
+    assert again is not None and again.state is RunState.COMPLETED
+    assert again.run_id == run.run_id  # the same run went on: the ticket was not spent

@@ -97,7 +97,8 @@ def forge_urls(
     """``ORCH_GITHUB_API_URL`` / ``ORCH_GITLAB_URL`` for a side-effectful stage that opens
     requests on that forge (its module's, or for ``open_pr`` each forge it may choose):
     the URL ``egress_hosts`` allowed, so the stage never needs an ``ORCHESTRATOR_*``
-    variable in its ``pass_env`` to find a self-hosted forge."""
+    variable in its ``pass_env`` to find a self-hosted forge; and
+    ``ORCH_FORGE_MAX_WAIT_S``, ``[recovery] forge_max_wait_s``."""
     if stage.command is None or not stage.side_effectful:
         return {}
     kinds = _stage_kinds(stage, repository)

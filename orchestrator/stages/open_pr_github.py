@@ -10,19 +10,25 @@ sees in ``ps``), not from a remote URL or ``.git/config``, and so not from GitPy
 error text, which quotes the command line; the API gets it in a request header only. No
 message this script prints contains it.
 
+Handed by the orchestrator (issue 43): ``ORCH_GITHUB_API_URL``, where GitHub is as
+``domain/forge_hosts.forge_location`` says (a source's ``api_url``, else
+``ORCHESTRATOR_GITHUB_API_URL``, else the public API): the host its egress allows, used
+unless the ticket's ``[origin]`` names its source's; ``ORCH_FORGE_MAX_WAIT_S``, how long
+one request may wait out a rate limit (``[recovery] forge_max_wait_s``).
+
 Overrides (named ``ORCHESTRATOR_*``: the orchestrator drops inherited ``ORCH_*`` values
 before a stage starts):
     ORCHESTRATOR_GITHUB_REPO      ``owner/name`` when the ticket's repository is not a
                                   github.com URL (a mirror, a local path)
-    ORCHESTRATOR_GITHUB_API_URL   the API's base URL (GitHub Enterprise:
-                                  ``https://HOST/api/v3``); default https://api.github.com
+    ORCHESTRATOR_GITHUB_API_URL   the API's base URL, read only when the stage is run
+                                  without ``ORCH_GITHUB_API_URL`` (by hand)
     ORCHESTRATOR_GITHUB_PUSH_URL  where to push instead of ``https://github.com/<repo>.git``
                                   (a GitHub Enterprise host; in tests, a local bare repository)
 
 Exit codes: 0 the pull request is open (created or reused); 1 bad input, or the push failed
 for a reason that is not GitHub's (one line); 3 GitHub refused — the push or the API —
 (auth, forbidden, not_found, rejected); 4 GitHub could not be used now (outage,
-rate_limited). Running it again for the same branch reuses the pull request.
+rate_limited: a limit longer than the wait allowed, said with the time to ask again). Running it again for the same branch reuses the pull request.
 
 When the ticket was taken from a GitHub issue (its ``[origin]``), the pull request is
 opened on that issue's repository through the API its source read it from, the branch is

@@ -12,9 +12,16 @@ opened on that issue's project on the host its source read it from, the branch i
 to the ticket's repository (the source's ``repository``: what was cloned), and the
 description ends with ``Closes #N`` so merging closes the issue.
 
+Handed by the orchestrator (issue 43): ``ORCH_GITLAB_URL``, where GitLab is as
+``domain/forge_hosts.forge_location`` says (a source's ``base_url``, else
+``ORCHESTRATOR_GITLAB_URL``, else https://gitlab.com): the host its egress allows, used
+unless the ticket's ``[origin]`` names its source's; ``ORCH_FORGE_MAX_WAIT_S``, how long
+one request may wait out a rate limit.
+
 Overrides (named ``ORCHESTRATOR_*``: the orchestrator drops inherited ``ORCH_*`` values
 before a stage starts):
-    ORCHESTRATOR_GITLAB_URL       the GitLab host's base URL; default https://gitlab.com
+    ORCHESTRATOR_GITLAB_URL       the GitLab host's base URL, read only when the stage is
+                                  run without ``ORCH_GITLAB_URL`` (by hand)
     ORCHESTRATOR_GITLAB_PROJECT   ``group/sub/name`` when the ticket's repository is not a
                                   GitLab URL (a mirror, a local path)
     ORCHESTRATOR_GITLAB_PUSH_URL  where to push instead of ``<url>/<project>.git`` (in

@@ -14,12 +14,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain.lifecycle import HaltReason, RunState, later_batch_may_resume
 from orchestrator.reports.charts import bar_chart
 from orchestrator.reports.page_parts import Links, anchor, esc, spend_line, table, usd, when
 from orchestrator.reports.page_run import render_run
 from orchestrator.reports.page_style import STYLE
 from orchestrator.reports.report_data import (
     ReportData,
+    RunView,
     awaiting,
     decision_mix,
     infra_retries,
@@ -125,6 +127,26 @@ def _cap(value: float) -> str:
     return f"{value:g}"
 
 
+def goes_on_by_itself(run: RunView) -> bool:
+    """The run waits out an outage, or DRY_RUN stopped it: the next batch that may act
+    takes it up (``lifecycle.later_batch_may_resume``). Pure."""
+    try:
+        state = RunState(run.state)
+        halt = HaltReason(run.halt.reason) if run.halt else None
+    except ValueError:  # a record of a state or halt this version does not know
+        return False
+    return later_batch_may_resume(state, halt)
+
+
+def _goes_on(run: RunView) -> str:
+    why = f"{run.halt.reason} at {run.halt.stage}: {run.halt.detail}" if run.halt else ""
+    return (
+        f'<article class="waiting"><h3>Goes on in the next batch by itself ({esc(run.state)}): '
+        f'<a href="#{esc(anchor(run.run_id))}">{esc(run.ticket_id)}</a></h3>'
+        f"<p>{esc(why)}</p></article>"
+    )
+
+
 def _waiting(data: ReportData, links: Links) -> str:
     parts = [
         '<section id="waiting" aria-labelledby="waiting-h">'
@@ -132,9 +154,13 @@ def _waiting(data: ReportData, links: Links) -> str:
     ]
     current = latest_of_each_ticket(data)
     pending = awaiting(current)
-    stuck = [r for r in current if r.state == "needs-human"]
+    # A run a later batch goes on with by itself (issue 43) waits for nobody.
+    later = [r for r in current if goes_on_by_itself(r)]
+    stuck = [r for r in current if r.state == "needs-human" and r not in later]
     if not pending and not stuck:
-        parts.append("<p>Nothing waits for a person.</p></section>")
+        parts.append("<p>Nothing waits for a person.</p>")
+        parts += [_goes_on(run) for run in later]
+        parts.append("</section>")
         return "".join(parts)
     for item in pending:
         parts.append(
@@ -158,6 +184,7 @@ def _waiting(data: ReportData, links: Links) -> str:
                if run.handoff_file else "")
             + "</article>"
         )  # fmt: skip
+    parts += [_goes_on(run) for run in later]
     parts.append("</section>")
     return "".join(parts)
 

@@ -4,7 +4,9 @@ the cap, what intake and the status comment say of a run a later batch goes on w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from notify_fixtures import run_record
@@ -31,6 +33,8 @@ from orchestrator.domain.lifecycle import (
 )
 from orchestrator.domain.runs import Attempt, AttemptStatus, Halt, ResumeRecord
 from orchestrator.domain.status_comments import status_body
+from orchestrator.reports.page import render_page
+from orchestrator.reports.report_data import HaltView, ReportData, RunView
 from orchestrator.storage import TicketBudget
 from orchestrator.storage.budget import Charge
 
@@ -176,3 +180,32 @@ def test_the_status_comment_says_what_the_next_batch_does() -> None:
     other = status_body(run_record(RunState.NEEDS_HUMAN, halt=WAITING.model_copy(
         update={"reason": HaltReason.INFRA_WAIT_EXPIRED})))  # fmt: skip
     assert "**Needs a person**" in other and "infra_wait_expired" in other
+
+
+def test_the_report_lists_a_run_the_next_batch_takes_up_as_waiting_for_nobody(
+    tmp_path: Path,
+) -> None:
+    def view(ticket: str, state: str, halt: HaltView | None) -> RunView:
+        return RunView(
+            run_id=f"{ticket}-run", ticket_id=ticket, title="t", kind="bug-fix", state=state,
+            current_stage="open-pr", created_at=T0, updated_at=T0, halt=halt,
+        )  # fmt: skip
+
+    data = ReportData(
+        title="r", scope="all", generated_at=T0, state_dir=tmp_path, runs=(
+            view("T-OUT", "waiting-infra", HaltView("infra_unavailable", "open-pr", "503")),
+            view("T-DRY", "needs-human", HaltView("dry_run_block", "open-pr", "armed")),
+        ),
+    )  # fmt: skip
+    page = render_page(data, tmp_path / "page.html")
+    start = page.index('<section id="waiting"')
+    section = page[start : page.index("</section>", start)]
+    assert "Nothing waits for a person." in section and "Needs a person" not in section
+    assert "Goes on in the next batch by itself (waiting-infra)" in section
+    assert "Goes on in the next batch by itself (needs-human)" in section
+    assert "infra_unavailable at open-pr: 503" in section
+    stuck = replace(data, runs=(
+        view("T-RED", "needs-human", HaltView("base_red", "review", "red")),
+    ))  # fmt: skip
+    page = render_page(stuck, tmp_path / "page.html")
+    assert "Needs a person: " in page and "Goes on in the next batch" not in page

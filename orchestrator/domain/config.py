@@ -115,10 +115,11 @@ class RecoveryConfig(Frozen):
     # limit the forge names (Retry-After, a reset time) before it fails ``rate_limited``
     # and the ticket waits for a later batch (issue 43).
     forge_max_wait_s: Annotated[float, Field(strict=True, ge=0.0, le=3600.0)] = 60.0
-    # Once that back-off is used up, an outage of the forge, the model provider or the
-    # network (rate_limited, outage, network) puts the run in ``waiting-infra`` for the
-    # next batch, its caps untouched; an outage older than this many hours stops it
-    # ``needs-human`` (``infra_wait_expired``) and a person is told (issue 43).
+    # Once the infra back-off (``infra_backoff_s``) is used up, an outage of the forge,
+    # the model provider or the network (rate_limited, outage, network) puts the run in
+    # ``waiting-infra`` for the next batch, its caps untouched; an outage older than this
+    # many hours stops it ``needs-human`` (``infra_wait_expired``) and a person is told
+    # (issue 43).
     infra_wait_max_h: Annotated[float, Field(strict=True, ge=0.0, le=24.0 * 90)] = 24.0
     # Re-asks after a reply that failed validation (not after API errors).
     max_reasks: Annotated[StrictInt, Field(ge=0, le=3)] = 1

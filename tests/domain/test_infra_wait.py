@@ -13,8 +13,8 @@ from notify_fixtures import run_record
 
 from orchestrator.actions.budget import decide_charge, infra_retries_spent
 from orchestrator.app.intake import QUEUED, SKIPPED, ended
-from orchestrator.domain.config import RecoveryConfig
-from orchestrator.domain.errors import IllegalTransition
+from orchestrator.domain.config import RecoveryConfig, load_config
+from orchestrator.domain.errors import ConfigError, IllegalTransition
 from orchestrator.domain.infra_wait import (
     NEXT_RUN,
     infra_wait_expired,
@@ -209,3 +209,25 @@ def test_the_report_lists_a_run_the_next_batch_takes_up_as_waiting_for_nobody(
     ))  # fmt: skip
     page = render_page(stuck, tmp_path / "page.html")
     assert "Needs a person: " in page and "Goes on in the next batch" not in page
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("-1", "Input should be greater than or equal to 0 (got -1)"),
+        ('"a day"', "Input should be a valid number"),
+        ("3000", "Input should be less than or equal to 2160"),
+    ],
+)
+def test_a_bad_infra_wait_max_h_names_the_key_and_the_file(
+    tmp_path: Path, value: str, said: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[recovery]\ninfra_wait_max_h = {value}\n\n[[stages]]\nname = "x"\ncommand = ["true"]\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert str(caught.value).startswith(
+        f"config error: {config}: recovery.infra_wait_max_h: {said}"
+    )

@@ -9,12 +9,15 @@ exactly one pull request. No wait is slept: the limit asks for a year, the back-
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import git
 import pytest
 from github_fake import TOKEN, FakeGitHub, serve_github
+from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.cli.main import main
 from orchestrator.domain.lifecycle import RunState
@@ -34,28 +37,36 @@ def github() -> Iterator[FakeGitHub]:
         yield fake
 
 
-def write_config(tmp_path: Path, github: FakeGitHub) -> Path:
+def write_config(tmp_path: Path, github: FakeGitHub | FakeGitLab) -> Path:
     work = init_repo(tmp_path / "work")
     commit_files(work, {"README.md": "widgets\n"}, "initial")
     bare = tmp_path / "widgets.git"
     git.Repo.clone_from(work.working_dir, bare, bare=True).close()
+    forge = "github" if isinstance(github, FakeGitHub) else "gitlab"
     config = tmp_path / "config.toml"
     config.write_text(
         'state_dir = "state"\n'
         # An outage or a limit is retried once at once, then waits for the next batch.
         "[recovery]\ninfra_backoff_s = 0.0\nmax_infra_retries_per_ticket = 1\n"
         '[git]\nauthor_name = "Orchestrator"\nauthor_email = "bot@example.org"\n\n'
-        f'[[sources]]\nkind = "github"\nrepo = "{REPO}"\nlabel = "orchestrate"\n'
-        f'api_url = "{github.url}"\nrepository = "{bare}"\n\n'
-        '[[stages]]\nname = "clone"\n'
+        + source(github, bare)
+        + '[[stages]]\nname = "clone"\n'
         'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\n'
         'cwd = "run"\nnetwork = true\n\n'
         f'[[stages]]\nname = "implement"\ncommand = ["bash", "-c", {json.dumps(IMPLEMENT)}]\n\n'
         '[[stages]]\nname = "open-pr"\n'
-        'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]\n'
-        'side_effectful = true\nnetwork = true\npass_env = ["GITHUB_TOKEN"]\n'
+        f'command = ["{{python}}", "-P", "-m", "orchestrator.stages.open_pr_{forge}"]\n'
+        f'side_effectful = true\nnetwork = true\npass_env = ["{forge.upper()}_TOKEN"]\n'
     )
     return config
+
+
+def source(fake: FakeGitHub | FakeGitLab, bare: Path) -> str:
+    if isinstance(fake, FakeGitHub):
+        return (f'[[sources]]\nkind = "github"\nrepo = "{REPO}"\nlabel = "orchestrate"\n'
+                f'api_url = "{fake.url}"\nrepository = "{bare}"\n\n')  # fmt: skip
+    return (f'[[sources]]\nkind = "gitlab"\nproject = "{PROJECT}"\nlabel = "orchestrate"\n'
+            f'base_url = "{fake.base_url}"\nrepository = "{bare}"\n\n')  # fmt: skip
 
 
 @pytest.fixture
@@ -64,6 +75,7 @@ def environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITLAB_TOKEN", GITLAB_TOKEN)
     monkeypatch.setenv("DRY_RUN", "false")
 
 
@@ -118,3 +130,36 @@ def test_a_rate_limit_on_post_pulls_waits_for_the_next_batch_not_a_person(
     again = FileStorage(tmp_path / "state").runs.latest_for_ticket(TICKET)
     assert again is not None and again.state is RunState.COMPLETED
     assert again.run_id == run.run_id  # the same run went on: the ticket was not spent
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("environ")
+def test_a_self_managed_gitlab_by_its_base_url_alone_and_its_429_on_the_merge_request(
+    tmp_path: Path, gitlab: FakeGitLab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gitlab.add_issue(PROJECT, "Shuffle is not random", ["orchestrate"], "2026-01-01T00:00:00Z")
+    config = write_config(tmp_path, gitlab)
+    ticket = f"gl-{PROJECT.replace('/', '-')}-1"
+
+    main(["--config", str(config), "doctor"])
+    said = capsys.readouterr().out
+    assert (
+        f"✓ forge-token: $GITLAB_TOKEN accepted by {gitlab.base_url} (source "
+        f"{ticket.removesuffix('-1')}'s base_url)" in said
+    ), said
+
+    # GitLab's 429 with only RateLimit-Reset, a year away, on each open-pr attempt.
+    reset = str(int(time.time()) + int(YEAR))
+    gitlab.rate_limit("POST", "/merge_requests", retry_after="", reset=reset, times=2)
+    main(["--config", str(config), "batch"])
+    first = capsys.readouterr()
+    run = FileStorage(tmp_path / "state").runs.latest_for_ticket(ticket)
+    assert run is not None and run.state is RunState.WAITING_INFRA, first
+    assert gitlab.projects[PROJECT]["merge_requests"] == []
+
+    assert main(["--config", str(config), "batch"]) == 0, capsys.readouterr()
+    [merge_request] = gitlab.projects[PROJECT]["merge_requests"]
+    assert merge_request["description"].endswith("Closes #1\n")
+    again = FileStorage(tmp_path / "state").runs.latest_for_ticket(ticket)
+    assert again is not None and again.state is RunState.COMPLETED
+    assert again.run_id == run.run_id

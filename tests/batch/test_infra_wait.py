@@ -32,6 +32,7 @@ from notify_fixtures import Webhook, webhook_server
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.cli.commands.runs import runs
+from orchestrator.cli.commands.show import show
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.storage import CRASH_ENV, FileStorage
 
@@ -182,6 +183,12 @@ def test_an_outage_longer_than_the_back_off_waits_and_the_next_batch_opens_one_p
     listed = io.StringIO()
     runs(tmp_path / "state", listed)
     assert "waiting-infra" in listed.getvalue().splitlines()[1]
+    shown = io.StringIO()
+    show(tmp_path / "state", record.run_id, shown)
+    assert "state    waiting-infra at open-pr" in shown.getvalue()
+    assert "waiting  the next batch goes on from the failed stage, its caps untouched" in (
+        shown.getvalue()
+    )
 
     # The next batch, an hour on: one more failed attempt, then the forge answers. The
     # retries the outage spent in the first batch no longer count: the cap (2) allows it.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
@@ -281,6 +282,11 @@ def render(
         )
     if record.halt is not None:
         lines.append(f"halt     {record.halt.reason} at {record.halt.stage}: {record.halt.detail}")
+    if record.state is RunState.WAITING_INFRA:  # issue 43: not a stop, and nobody's to act on
+        lines.append(
+            "waiting  the next batch goes on from the failed stage, its caps untouched; a "
+            "person is told once the outage is [recovery] infra_wait_max_h old"
+        )
     for resumed in record.resumes:  # a person's hand in the run, in order
         left = f" ({resumed.halt.reason})" if resumed.halt is not None else ""
         lines.append(

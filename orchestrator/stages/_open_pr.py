@@ -98,6 +98,8 @@ def push_environment(credentials: Credentials, git_env: Mapping[str, str] | None
 # What git says when the forge refuses the push or cannot be reached (git's and the
 # forges' own wording; the URL in it carries no credentials: we never put them there).
 _PUSH_FAILURES = (
+    # A rate limit first: its 403 or 429 says the forge did not act (issue 43).
+    ("rate_limited", re.compile(r"returned error: 429|rate[ -]?limit", re.IGNORECASE)),
     ("auth", re.compile(r"authentication failed|could not read (?:username|password)|"
                         r"invalid username or (?:password|token)|HTTP Basic: Access denied",
                         re.IGNORECASE)),

@@ -529,6 +529,8 @@ def test_the_credential_helper_answers_git_with_the_token_from_the_environment(
         ("remote: Permission to octo/cards.git denied to ci-bot.; fatal: unable to access 'https://github.com/octo/cards.git/': The requested URL returned error: 403", "forbidden"),
         ("fatal: unable to access 'https://github.com/octo/cards.git/': Could not resolve host: github.com", "outage"),
         ("fatal: unable to access 'https://github.com/octo/cards.git/': The requested URL returned error: 502", "outage"),
+        ("fatal: unable to access 'https://github.com/octo/cards.git/': The requested URL returned error: 429", "rate_limited"),
+        ("remote: You have exceeded a secondary rate limit.; fatal: unable to access 'https://ghe.example/o/r.git/': The requested URL returned error: 403", "rate_limited"),
         ("fatal: '/srv/nowhere.git' does not appear to be a git repository", None),
         ("error: failed to push some refs to 'https://github.com/octo/cards.git'", None),
     ],

@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ class Shell:
 
     project: Path
     home: Path
+    transcript: list[str] = field(default_factory=list)  # everything every command said
 
     def run(self, script: list[str], *, expect: int | None = 0) -> tuple[int, str]:
         done = subprocess.run(
@@ -84,6 +85,7 @@ class Shell:
             timeout=240,
         )
         said = done.stdout + done.stderr
+        self.transcript.append(said)
         if expect is not None:
             assert done.returncode == expect, f"{script}: exit {done.returncode}\n{said}"
         return done.returncode, said
@@ -117,7 +119,10 @@ def fill_env(project: Path, values: dict[str, str]) -> None:
     env_file = project / "orchestrator.env"
     lines = env_file.read_text().splitlines()
     lines = [f"PATH={FAKES}:{line[5:]}" if line.startswith("PATH=") else line for line in lines]
-    lines += [f"{name}={value}" for name, value in values.items()]
+    for name, value in values.items():
+        # init's file names each variable in a commented line: filled in where it stands.
+        assert f"#{name}=" in lines, (name, lines)
+        lines[lines.index(f"#{name}=")] = f"{name}={value}"
     env_file.write_text("\n".join(lines) + "\n")
 
 

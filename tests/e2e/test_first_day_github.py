@@ -31,6 +31,7 @@ from first_day import (
     run_record,
 )
 from github_fake import LOGIN, TOKEN, serve_github
+from leaks import assert_not_leaked
 
 from harness import make_origin
 
@@ -150,6 +151,8 @@ def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
         assert dry_body in edited["history"], edited["history"]  # the dry one, edited
         posts = [r for r in github.requests if r.method == "POST" and r.path.endswith("/comments")]
         assert len(posts) == 1, [r.path for r in posts]
+        creates = [r for r in github.requests if r.method == "POST" and r.path.endswith("/pulls")]
+        assert len(creates) == 1, [r.path for r in github.requests]  # asked once, answered at once
         # "(the ledger records the resume, by `batch`)" (batches-and-cron.md)
         rows = ledger_rows(project)
         assert len(rows) == 1 and TICKET in json.dumps(rows), rows
@@ -169,7 +172,9 @@ def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
         assert re.search(rf"^  skip +{TICKET} .*\(already has our pull request ", said, re.M), said
         assert len(github.pulls[REPO]) == 1 and len(ledger_rows(project)) == 1
         assert [c["id"] for c in github.comments_on(REPO, 7)] == [status["id"]]
-        assert TOKEN not in said
+        # The token and the key are in orchestrator.env only: not in anything said, stored or posted.
+        assert_not_leaked([TOKEN, AGENT_KEY], "\n".join(shell.transcript) + json.dumps([github.pulls, github.comments]),
+                          project / ".state")  # fmt: skip
 
 
 def runs(shell: Shell, env: str) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from first_day import (
     run_record,
 )
 from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
+from leaks import assert_not_leaked
 
 from harness import make_origin
 
@@ -152,6 +153,10 @@ def test_the_guides_first_day_on_a_self_managed_gitlab(tmp_path: Path, gitlab: F
     assert dry_body in edited["history"], edited["history"]  # the dry one, edited
     posts = [r for r in gitlab.requests if r.method == "POST" and r.path.endswith("/notes")]
     assert len(posts) == 1, [r.path for r in posts]
+    creates = [
+        r for r in gitlab.requests if r.method == "POST" and r.path.endswith("/merge_requests")
+    ]
+    assert len(creates) == 1, [r.path for r in gitlab.requests]  # asked once, answered at once
     # "(the ledger records the resume, by `batch`)" (batches-and-cron.md)
     rows = ledger_rows(project)
     assert len(rows) == 1 and TICKET in json.dumps(rows), rows
@@ -171,7 +176,9 @@ def test_the_guides_first_day_on_a_self_managed_gitlab(tmp_path: Path, gitlab: F
     assert re.search(rf"^  skip +{TICKET} .*\(already has our pull request ", said, re.M), said
     assert len(merge_requests) == 1 and len(ledger_rows(project)) == 1
     assert [n["id"] for n in issues[0]["notes"]] == [status["id"]]
-    assert TOKEN not in said
+    # The token and the key are in orchestrator.env only: not in anything said, stored or posted.
+    assert_not_leaked([TOKEN, AGENT_KEY], "\n".join(shell.transcript) + json.dumps(gitlab.projects),
+                      project / ".state")  # fmt: skip
 
 
 def runs(shell: Shell, env: str) -> list[dict[str, Any]]:

@@ -127,8 +127,8 @@ def origin_problem(
     """Why the forge named by ``ticket``'s ``[origin]`` is not one the operator named, or
     None. The open-pr stage sends the token to the origin's API and pushes to the
     ticket's repository: so for an origin of a configured source, both must be that
-    source's; for any other origin, the API must be the forge's own (the orchestrator's
-    override, else the public host) and a push that leaves this machine must go there."""
+    source's; for any other origin, the API must be the forge's own (``forge_location``:
+    the one its egress allows) and a push that leaves this machine must go there."""
     origin = ticket.fields.origin
     if origin is None:
         return None
@@ -151,7 +151,7 @@ def origin_problem(
                 f"be pushed with the token; {refused}"
             )
         return None
-    own = forge_api(origin.kind, environ)
+    own = forge_location(origin.kind, sources, environ).url  # where the stage may reach
     if not same_api(named, own):
         return (
             f"ticket {ticket.id}: its [origin] names {named} as the {origin.kind} API, not "

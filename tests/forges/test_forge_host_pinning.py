@@ -146,6 +146,13 @@ def test_the_origin_must_name_the_configured_source_its_api_and_its_repository(
         is None
     )
     assert problem("/srv/w.git", "", environ=override, name="gh-x") is not None
+    # Issue 43: with a GitHub source configured, the forge's own API is that source's
+    # (forge_location: what the open-pr stage's egress allows), not the override.
+    other = source(api_url="https://ghe2.example.com/api/v3", name="gh-other")
+    assert problem("/srv/w.git", "https://ghe2.example.com/api/v3", (other,), name="gh-x") is None
+    assert "the forge's API here is https://ghe2.example.com/api/v3" in str(
+        problem("/srv/w.git", "https://ghe.example.com/api/v3", (other,), override, name="gh-x")
+    )
 
 
 def test_where_a_push_goes() -> None:

@@ -33,6 +33,7 @@ ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 CRON_PATH = "/usr/bin:/bin"
 # A key of the right shape for the fake agent; nothing is ever sent with it.
 AGENT_KEY = "sk-ant-api03-" + "firstday0" * 8
+AUTHOR = ("Issue Bot", "issue-bot@example.org")  # step 2's [git]
 
 
 def section(text: str, heading: str) -> str:
@@ -93,8 +94,9 @@ class Shell:
 
 def configure(project: Path, forge_toml: str, source: dict[str, Any]) -> dict[str, Any]:
     """Step 2: the agent for `implement`, the forge's ``[[sources]]`` table (its values
-    replaced by ``source``: where the test's forge and repository are) and the `open-pr`
-    stage, put into the starter config as the guide says. Returns the source table."""
+    replaced by ``source``: where the test's forge and repository are), ``[git]`` and the
+    `open-pr` stage, put into the starter config as the guide says. Returns the source
+    table."""
     given = tomllib.loads(forge_toml)
     agent = agent_toml()
     config = project / "config.toml"
@@ -109,6 +111,8 @@ def configure(project: Path, forge_toml: str, source: dict[str, Any]) -> dict[st
     assert set(source) - {"repository"} <= set(table), (source, table)
     table = {**table, **source}
     data["sources"] = [table]
+    # "uncomment `[git]` and name who the commits are by"
+    data["git"] = {"author_name": AUTHOR[0], "author_email": AUTHOR[1]}
     config.write_text(tomli_w.dumps(data))
     return table
 

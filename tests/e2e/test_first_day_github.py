@@ -19,6 +19,7 @@ import git
 import pytest
 from first_day import (
     AGENT_KEY,
+    AUTHOR,
     ORCHESTRATOR,
     Shell,
     arm_for_real,
@@ -85,7 +86,7 @@ def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
             "orchestrator doctor",
         ]
         _, said = shell.run(commands(env))
-        assert "✗" not in said, said
+        assert "✗" not in said and "! git-identity" not in said, said
         assert github.url in said, said  # doctor says which host it asked
 
         # "**4. Label an issue** `orchestrate` on the forge ..., and see what the next batch
@@ -113,6 +114,12 @@ def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
         assert "DRY_RUN" in status["body"] and "`open-pr`" in status["body"], status["body"]
         assert "DRY_RUN=false" in status["body"], status["body"]
         assert github.comments_on(REPO, 8) == []
+        # "`orchestrator tickets` now lists it `run gh-owner-name-7 <title> (stopped by DRY_RUN
+        # at 'open-pr' (RUN): the first batch with DRY_RUN=false goes on from there)`"
+        _, said = shell.run(commands(env)[:1] + commands(tickets))
+        assert re.search(
+            rf"^  run +{TICKET} .*\(stopped by DRY_RUN at 'open-pr' \({TICKET}-\S+\): the first "
+            r"batch with DRY_RUN=false goes on from there\)$", said, re.M), said  # fmt: skip
         [blocked] = runs(shell, env)
         blocked_record = run_record(project, blocked["run_id"])
         assert blocked_record["halt"]["reason"] == "dry_run_block", blocked_record
@@ -137,6 +144,7 @@ def test_the_guides_first_day_on_a_self_hosted_github(tmp_path: Path) -> None:
         assert pull["body"].rstrip().endswith("Fixes #7"), pull["body"]
         pushed = git.Repo(origin).commit(f"orch/{TICKET}")
         assert "CHANGED_BY_CLAUDE.txt" in pushed.tree  # the (fake) agent's work
+        assert (pushed.author.name, pushed.author.email) == AUTHOR
         [done] = runs(shell, env)
         assert done["run_id"] == blocked["run_id"] and done["state"] == "completed", done
         record = run_record(project, done["run_id"])

@@ -21,6 +21,7 @@ import git
 import pytest
 from first_day import (
     AGENT_KEY,
+    AUTHOR,
     ORCHESTRATOR,
     Shell,
     arm_for_real,
@@ -88,7 +89,7 @@ def test_the_guides_first_day_on_a_self_managed_gitlab(tmp_path: Path, gitlab: F
     assert "\n#DRY_RUN=false\n" in env_text and "ORCHESTRATOR_GITLAB" not in env_text
     assert commands(env) == ["set -a && . ./orchestrator.env && set +a", "orchestrator doctor"]
     _, said = shell.run(commands(env))
-    assert "✗" not in said, said
+    assert "✗" not in said and "! git-identity" not in said, said
     assert gitlab.base_url in said, said  # doctor says which host it asked
 
     # "**4. Label an issue** `orchestrate` on the forge ..., and see what the next batch
@@ -116,6 +117,12 @@ def test_the_guides_first_day_on_a_self_managed_gitlab(tmp_path: Path, gitlab: F
     assert "DRY_RUN" in dry_body and "`open-pr`" in dry_body, dry_body
     assert "DRY_RUN=false" in dry_body, dry_body
     assert issues[1]["notes"] == []
+    # "`orchestrator tickets` now lists it `run gh-owner-name-7 <title> (stopped by DRY_RUN
+    # at 'open-pr' (RUN): the first batch with DRY_RUN=false goes on from there)`"
+    _, said = shell.run(commands(env)[:1] + commands(tickets))
+    assert re.search(
+        rf"^  run +{TICKET} .*\(stopped by DRY_RUN at 'open-pr' \({TICKET}-\S+\): the first "
+        r"batch with DRY_RUN=false goes on from there\)$", said, re.M), said  # fmt: skip
     [blocked] = runs(shell, env)
     blocked_record = run_record(project, blocked["run_id"])
     assert blocked_record["halt"]["reason"] == "dry_run_block", blocked_record
@@ -139,6 +146,7 @@ def test_the_guides_first_day_on_a_self_managed_gitlab(tmp_path: Path, gitlab: F
     assert merge_request["description"].rstrip().endswith("Closes #1"), merge_request
     pushed = git.Repo(origin).commit(f"orch/{TICKET}")
     assert "CHANGED_BY_CLAUDE.txt" in pushed.tree  # the (fake) agent's work
+    assert (pushed.author.name, pushed.author.email) == AUTHOR
     [done] = runs(shell, env)
     assert done["run_id"] == blocked["run_id"] and done["state"] == "completed", done
     record = run_record(project, done["run_id"])

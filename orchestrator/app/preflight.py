@@ -497,7 +497,9 @@ def gather(
         return ask.want(forge, locations[forge].url)
 
     locations = {
-        forge: forge_location("github" if forge is GITHUB else "gitlab", config.sources, environ)
+        forge: forge_location(
+            "github" if forge is GITHUB else "gitlab", config.sources, environ, config.stages
+        )
         for forge in HOSTED
     }
 

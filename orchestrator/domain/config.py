@@ -22,7 +22,7 @@ from orchestrator.domain.keys import ORCHESTRATOR_ONLY
 from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.placeholders import placeholder_problems
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
-from orchestrator.domain.sources import Source
+from orchestrator.domain.sources import HttpUrl, Source
 from orchestrator.domain.storage_url import ConfiguredStorageUrl
 from orchestrator.domain.validation import (
     Argv,
@@ -359,6 +359,10 @@ class StageConfig(SandboxOptions):
     # The variables (beyond the base every stage gets) this stage and its checks are
     # given, by name: a stage's environment is an allow-list (stage_env.stage_environ).
     pass_env: PassEnv = ()
+    # For a stage running orchestrator.stages.open_pr_github / open_pr_gitlab: where that
+    # forge is (GitHub Enterprise's https://HOST/api/v3, a self-managed GitLab's base URL)
+    # for tickets no [[sources]] entry took in (domain/forge_hosts.forge_location, issue 43).
+    forge_url: HttpUrl | None = None
 
     @model_validator(mode="after")
     def _one_kind_of_work(self) -> StageConfig:
@@ -370,6 +374,12 @@ class StageConfig(SandboxOptions):
             )
         if self.model is not None and self.engine is None:
             raise ValueError("'model' is only meaningful with 'engine'")
+        forge_modules = ("orchestrator.stages.open_pr_github", "orchestrator.stages.open_pr_gitlab")
+        if self.forge_url is not None and not any(m in (self.command or ()) for m in forge_modules):
+            raise ValueError(
+                "'forge_url' is only meaningful for a stage that runs "
+                "orchestrator.stages.open_pr_github or orchestrator.stages.open_pr_gitlab"
+            )
 
         names = [c.name for c in self.checks]
         if len(names) != len(set(names)):

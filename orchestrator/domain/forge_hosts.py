@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 from urllib.parse import urlsplit
 
 from orchestrator.domain.sources import GitHubSource, GitLabSource, Source
@@ -85,13 +85,40 @@ def source_location(source: GitHubSource | GitLabSource) -> ForgeLocation:
                          f"the public host: source {source.source_id} names no {key}")  # fmt: skip
 
 
+class ForgeStage(Protocol):
+    """What of a stage's config says where its forge is (``config.StageConfig``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def command(self) -> tuple[str, ...] | None: ...
+    @property
+    def forge_url(self) -> str | None: ...
+
+
+# The stage modules that open requests on one forge, which a stage's ``forge_url`` names.
+STAGE_MODULES: Final[Mapping[str, ForgeKind]] = {
+    "orchestrator.stages.open_pr_github": "github",
+    "orchestrator.stages.open_pr_gitlab": "gitlab",
+}
+
+
 def forge_location(
-    kind: ForgeKind, sources: Sequence[Source], environ: Mapping[str, str]
+    kind: ForgeKind,
+    sources: Sequence[Source],
+    environ: Mapping[str, str],
+    stages: Sequence[ForgeStage] = (),
 ) -> ForgeLocation:
-    """Where the forge of ``kind`` is for this config and environment: the first
-    ``[[sources]]`` of that kind (its URL, as ``source_location`` says), else the
-    orchestrator's override, else the public host. Pure: the one answer preflight, the
-    open-pr stage's environment and its egress allow-list all take."""
+    """Where the forge of ``kind`` is for this config and environment: the ``forge_url``
+    of a stage that runs that forge's open-pr module, else the first ``[[sources]]`` of
+    that kind (its URL, as ``source_location`` says), else the orchestrator's override,
+    else the public host. Pure: the one answer preflight, the open-pr stage's environment
+    and its egress allow-list all take."""
+    for stage in stages:
+        runs = [STAGE_MODULES[word] for word in stage.command or () if word in STAGE_MODULES]
+        if stage.forge_url and kind in runs:
+            return ForgeLocation(kind, stage.forge_url.rstrip("/"), "config",
+                                 f"stage {stage.name}'s forge_url")  # fmt: skip
     for source in sources:
         if isinstance(source, GitHubSource | GitLabSource) and source.kind == kind:
             return source_location(source)

@@ -67,7 +67,7 @@ def egress_hosts(
             if isinstance(source, GitHubSource | GitLabSource)
         ]
         hosts += [
-            host_of_url(forge_location(kind, config.sources, environ).url)
+            host_of_url(forge_location(kind, config.sources, environ, config.stages).url)
             for kind in _stage_kinds(stage, repository)
         ]
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
@@ -105,7 +105,7 @@ def forge_urls(
     if "orchestrator.stages.open_pr" in stage.command:
         kinds += [s.kind for s in config.sources if isinstance(s, GitHubSource | GitLabSource)]
     urls = {
-        FORGE_URL_VARIABLES[kind]: forge_location(kind, config.sources, environ).url
+        FORGE_URL_VARIABLES[kind]: forge_location(kind, config.sources, environ, config.stages).url
         for kind in dict.fromkeys(kinds)
     }
     # And how long one of its requests may wait out a rate limit.

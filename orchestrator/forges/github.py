@@ -54,7 +54,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from orchestrator.domain.inert import markdown_block, markdown_inline
 from orchestrator.forges._rest import (
@@ -89,15 +89,34 @@ MAX_PAGES = 50  # 5000 comments on one issue: past that, something is wrong
 _NAME = r"[A-Za-z0-9_.-]+"
 _REPO = re.compile(rf"^(?P<owner>{_NAME})/(?P<name>{_NAME})$")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
-_URLS = (
-    re.compile(
-        rf"^https?://(?:[^@/]+@)?github\.com/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"
-    ),
-    re.compile(
-        rf"^ssh://git@github\.com(?::22)?/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"
-    ),
-    re.compile(rf"^git@github\.com:(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$"),
-)
+
+
+def _url_patterns(host: str) -> tuple[re.Pattern[str], ...]:
+    """The remote URLs of a repository on the GitHub at ``host`` (github.com, or a
+    GitHub Enterprise host): https, ssh and scp-like."""
+    at = re.escape(host)
+    return (
+        re.compile(
+            rf"^https?://(?:[^@/]+@)?{at}/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$",
+            re.IGNORECASE,
+        ),
+        re.compile(
+            rf"^ssh://git@{at}(?::22)?/(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$",
+            re.IGNORECASE,
+        ),
+        re.compile(rf"^git@{at}:(?P<owner>{_NAME})/(?P<name>{_NAME}?)(?:\.git)?/?$", re.IGNORECASE),
+    )
+
+
+def web_url(api_url: str) -> str:
+    """The web (and git) address of the GitHub whose API is ``api_url``:
+    ``https://api.github.com`` → ``https://github.com``; GitHub Enterprise's
+    ``https://HOST/api/v3`` → ``https://HOST``."""
+    parts = urlsplit(api_url.strip())
+    host = parts.netloc
+    if host.lower() == "api.github.com":
+        host = "github.com"
+    return f"{parts.scheme or 'https'}://{host}"
 
 
 @dataclass(frozen=True)
@@ -125,9 +144,11 @@ def request_headers(token: str) -> dict[str, str]:
     }
 
 
-def repo_from_url(url: str) -> str:
-    """``owner/name`` from a GitHub remote URL (https, ssh, scp-like); ValueError otherwise."""
-    for pattern in _URLS:
+def repo_from_url(url: str, host: str = "github.com") -> str:
+    """``owner/name`` from a remote URL (https, ssh, scp-like) of a repository on the
+    GitHub at ``host`` (github.com unless a GitHub Enterprise host is named); ValueError
+    otherwise."""
+    for pattern in _url_patterns(host):
         match = pattern.match(url.strip())
         if match and match.group("name").removesuffix(".git") not in ("", ".", ".."):
             return f"{match.group('owner')}/{match.group('name')}"

@@ -42,11 +42,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
 
 import httpx2
 
 from orchestrator.forges.base import Forge
-from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, repo_from_url
+from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, repo_from_url, web_url
 from orchestrator.forges.http import Clock, Sleep
 from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
@@ -66,6 +67,7 @@ from orchestrator.stages._open_pr import (
 __all__ = ["FORGE_FAILURE_CLASS", "NotConfigured", "push_failure_kind", "verdict_summaries"]
 
 TOKEN_ENV = "GITHUB_TOKEN"
+RESOLVED_ENV = "ORCH_GITHUB_API_URL"  # where GitHub is, as the orchestrator resolved it
 USERNAME = "x-access-token"
 CREDENTIAL_HELPER = _open_pr.credential_helper(TOKEN_ENV, USERNAME)
 OVERRIDES = Overrides(
@@ -88,6 +90,14 @@ def push_environment(token: str, git_env: Mapping[str, str] | None = None) -> di
     return _open_pr.push_environment(credentials(token), git_env)
 
 
+def _repo(url: str, host: str) -> str:
+    """``owner/name`` of a repository URL on ``host`` (the GitHub named), else github.com."""
+    try:
+        return repo_from_url(url, host)
+    except ValueError:
+        return repo_from_url(url)
+
+
 def open_pull_request(
     environ: Mapping[str, str],
     client_factory: ClientFactory,
@@ -96,11 +106,16 @@ def open_pull_request(
 ) -> None:
     token = require_token(environ, TOKEN_ENV, "github")
     run = OpenPrRun.from_environ(environ)
+    # The GitHub the orchestrator named (a GitHub Enterprise host, say): its repository
+    # URLs name the project, and a branch is pushed there (issue 43).
+    named = environ.get(RESOLVED_ENV) or environ.get(OVERRIDES.api_url) or DEFAULT_API_URL
+    web = web_url(named)
     target = forge_target(
-        environ, run, forge="github", overrides=OVERRIDES, parse=repo_from_url,
-        form="owner/name", default_api=DEFAULT_API_URL,
-        default_push=lambda _api, repo: f"https://github.com/{repo}.git",
-        resolved_env="ORCH_GITHUB_API_URL",
+        environ, run, forge="github", overrides=OVERRIDES, form="owner/name",
+        parse=lambda url: _repo(url, urlsplit(web).netloc),
+        default_api=DEFAULT_API_URL,
+        default_push=lambda _api, repo: f"{web}/{repo}.git",
+        resolved_env=RESOLVED_ENV,
     )  # fmt: skip
     repo, push_url, api_url = target.project, target.push_url, target.api_url
 

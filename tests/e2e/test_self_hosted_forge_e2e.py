@@ -23,6 +23,7 @@ from orchestrator.cli.main import main
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.storage import FileStorage
 
+from conftest import write_ticket
 from gitrepo import commit_files, init_repo
 
 REPO = "octo/widgets"
@@ -163,3 +164,36 @@ def test_a_self_managed_gitlab_by_its_base_url_alone_and_its_429_on_the_merge_re
     again = FileStorage(tmp_path / "state").runs.latest_for_ticket(ticket)
     assert again is not None and again.state is RunState.COMPLETED
     assert again.run_id == run.run_id
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("environ")
+def test_a_ticket_file_for_github_enterprise_by_the_stage_forge_url_alone(
+    tmp_path: Path, github: FakeGitHub, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # No [[sources]]: the open-pr stage's forge_url names the GitHub (issue 43).
+    config = write_config(tmp_path, github)
+    text = config.read_text()
+    start = text.index("[[sources]]")
+    config.write_text(
+        text[:start] + text[text.index("[[stages]]", start):]
+        + f'forge_url = "{github.url}"\n'
+        + 'pass_env = ["GITHUB_TOKEN", "ORCHESTRATOR_GITHUB_REPO", "ORCHESTRATOR_GITHUB_PUSH_URL"]\n'
+    )  # fmt: skip
+    config.write_text(config.read_text().replace('pass_env = ["GITHUB_TOKEN"]\n', "", 1))
+    bare = tmp_path / "widgets.git"
+    write_ticket(tmp_path / "tickets", "T-1", repository=str(bare))
+    github.pulls[REPO] = []
+    monkeypatch.setenv("ORCHESTRATOR_GITHUB_REPO", REPO)
+    monkeypatch.setenv("ORCHESTRATOR_GITHUB_PUSH_URL", str(bare))
+
+    main(["--config", str(config), "doctor"])
+    said = capsys.readouterr().out
+    assert (
+        f"✓ forge-token: $GITHUB_TOKEN accepted by {github.url} (stage open-pr's forge_url)" in said
+    ), said
+    tickets = str(tmp_path / "tickets")
+    assert main(["--config", str(config), "batch", "--tickets", tickets]) == 0, capsys.readouterr()
+    [pull] = github.pulls[REPO]
+    assert pull["head"]["ref"] == "orch/T-1"

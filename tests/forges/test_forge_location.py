@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.domain.config import Config, parse_config
 from orchestrator.domain.egress import host_of_url
+from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.forge_hosts import forge_location, source_location
 from orchestrator.execution.stage_egress import egress_hosts, forge_urls
 
@@ -80,3 +83,26 @@ def test_the_stage_is_handed_the_url_its_egress_allows() -> None:
     # A stage that acts on no forge is handed nothing.
     quiet = config("", module="open_pr_gitlab", side_effectful=False)
     assert forge_urls(quiet.stages[0], quiet, "/srv/p.git", env) == {}
+
+
+def test_the_open_pr_stage_may_name_its_forge_and_only_a_forge_stage_may() -> None:
+    own = parse_config(
+        '[[stages]]\nname = "open-pr"\n'
+        'command = ["{python}", "-P", "-m", "orchestrator.stages.open_pr_github"]\n'
+        f'side_effectful = true\nforge_url = "{GHE}/"\n',
+        Path("c.toml"),
+    )
+    env = {"ORCHESTRATOR_GITHUB_API_URL": "https://other.example/api/v3"}
+    found = forge_location("github", own.sources, env, own.stages)
+    assert (found.url, found.named, found.named_by) == (
+        GHE, "config", "stage open-pr's forge_url",
+    )  # fmt: skip
+    assert forge_location("gitlab", own.sources, {}, own.stages).named == "default"
+    [stage] = own.stages
+    assert forge_urls(stage, own, "/srv/w.git", env)["ORCH_GITHUB_API_URL"] == GHE
+    assert "ghe.example.com:443" in egress_hosts(stage, own, "", "/srv/w.git", env)
+    with pytest.raises(ConfigError, match="'forge_url' is only meaningful for a stage that runs"):
+        parse_config(
+            '[[stages]]\nname = "x"\ncommand = ["true"]\nforge_url = "https://ghe.example.com"\n',
+            Path("c.toml"),
+        )

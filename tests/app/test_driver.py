@@ -418,8 +418,9 @@ def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     h.services = dataclasses.replace(h.services, clock=lambda: charged_at + timedelta(seconds=100))
     record = h.run(ticket)
     assert h.slept == [500.0, 600.0, 600.0]  # the rest of the first; then the next two
-    assert record.state is RunState.NEEDS_HUMAN and record.halt is not None
-    assert record.halt.reason is HaltReason.CAP_EXHAUSTED
+    # A rate limit is the world's: the back-off used up, the run waits (issue 43).
+    assert record.state is RunState.WAITING_INFRA and record.halt is not None
+    assert record.halt.reason is HaltReason.INFRA_UNAVAILABLE
 
 
 class _RefusingExecutor:

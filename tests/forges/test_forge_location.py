@@ -14,6 +14,7 @@ from orchestrator.domain.egress import host_of_url
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.forge_hosts import forge_location, source_location
 from orchestrator.execution.stage_egress import egress_hosts, forge_urls
+from orchestrator.forges.github import repo_from_url, web_url
 
 GHE = "https://ghe.example.com/api/v3"
 GITLAB = "https://gitlab.example.org"
@@ -106,3 +107,14 @@ def test_the_open_pr_stage_may_name_its_forge_and_only_a_forge_stage_may() -> No
             '[[stages]]\nname = "x"\ncommand = ["true"]\nforge_url = "https://ghe.example.com"\n',
             Path("c.toml"),
         )
+
+
+def test_a_github_enterprise_repository_url_names_its_project_on_that_host_only() -> None:
+    assert web_url("https://api.github.com") == "https://github.com"
+    assert web_url(GHE) == "https://ghe.example.com"
+    host = "ghe.example.com"
+    assert repo_from_url("https://ghe.example.com/octo/widgets.git", host) == "octo/widgets"
+    assert repo_from_url("git@ghe.example.com:octo/widgets.git", host) == "octo/widgets"
+    for elsewhere in ("https://evil.example/octo/widgets.git", "https://ghe.example.com.evil/o/w"):
+        with pytest.raises(ValueError, match="not a GitHub repository URL"):
+            repo_from_url(elsewhere, host)

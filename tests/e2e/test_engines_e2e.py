@@ -52,8 +52,9 @@ def test_a_rate_limited_engine_is_retried_after_back_offs_without_asking_the_mod
     assert gateway.calls == 0 and h.builds == 0
     assert [a.failure_class for a in record.attempts[1:]] == ["rate_limited"] * 4
     assert h.slept == [30.0, 60.0, 120.0]  # doubling back-off, recorded not waited for
-    assert record.state is RunState.NEEDS_HUMAN
-    assert record.halt is not None and record.halt.reason is HaltReason.CAP_EXHAUSTED
+    # The provider's throttle is the world's: the back-off used up, it waits (issue 43).
+    assert record.state is RunState.WAITING_INFRA
+    assert record.halt is not None and record.halt.reason is HaltReason.INFRA_UNAVAILABLE
     sources = {v.source for v in record.verdicts}
     assert sources == {"infra"}
     assert h.budget() == (0, 0)  # neither a diagnosis nor a code retry was spent

@@ -146,7 +146,8 @@ def status_body(record: RunRecord, facts: StatusFacts = StatusFacts()) -> str:
             f"{_code('[recovery] infra_wait_max_h')}, a person is asked here."
         )
         if record.halt is not None and record.halt.detail:
-            lines.append(_quote(record.halt.detail))
+            # What failed, without where the hand-off lies on this host: not the issue's.
+            lines.append(_quote(record.halt.detail.split("; hand-off: ")[0]))
     elif state is RunState.SPLIT:
         subs = ", ".join(_code(sub) for sub in record.sub_tickets) or "-"
         lines.append(f"**Split** into sub-tickets (run {run}): {subs}.")

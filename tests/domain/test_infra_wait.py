@@ -169,7 +169,9 @@ def test_intake_queues_a_run_dry_run_stopped_and_never_calls_a_resumable_stop_fi
 
 
 def test_the_status_comment_says_what_the_next_batch_does() -> None:
-    waiting = status_body(run_record(RunState.WAITING_INFRA, halt=WAITING))
+    waiting = status_body(run_record(RunState.WAITING_INFRA, halt=WAITING.model_copy(
+        update={"detail": "503 x3; hand-off: /srv/orch/.state/runs/x.handoff.md"})))  # fmt: skip
+    assert "/srv/orch" not in waiting
     assert "**Waiting for the infrastructure** (run `T-1-20261201T030405Z-abcd` at `open-pr`)" in (
         waiting
     )

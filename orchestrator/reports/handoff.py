@@ -44,6 +44,17 @@ def next_steps(halt: str, run_id: str, ticket_id: str) -> list[str]:
             f"or `DRY_RUN=false orchestrator resume {run_id}` now (the environment that runs "
             "it decides DRY_RUN)"
         ]
+    if halt == "infra_unavailable":  # issue 43: a waiting run, not a stop
+        return [
+            "- nothing yet: the next batch goes on from the failed stage, its caps untouched; "
+            "a person is told if the outage outlasts `[recovery] infra_wait_max_h`",
+            f"- or {resume} now, once the forge, the model provider or the network is back",
+        ]
+    if halt == "infra_wait_expired":
+        return [
+            "- once the forge, the model provider or the network answers again: "
+            f"{resume} (it goes on from the stage that failed)"
+        ]
     if halt == "cap_exhausted":
         return [
             f'- its caps are spent: `orchestrator reset {ticket_id} --reason "…"`, then {resume}'
@@ -66,7 +77,11 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
     lines = [
         f"# Hand-off: {record.ticket_id} — {record.ticket_title}",
         "",
-        f"Run `{record.run_id}` stopped and needs a human.",
+        (
+            f"Run `{record.run_id}` waits out an outage; the next batch goes on with it."
+            if facts.halt == "infra_unavailable"
+            else f"Run `{record.run_id}` stopped and needs a human."
+        ),
         "",
         f"**Why:** {facts.why}",
         "",

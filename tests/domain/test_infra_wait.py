@@ -33,6 +33,7 @@ from orchestrator.domain.lifecycle import (
 )
 from orchestrator.domain.runs import Attempt, AttemptStatus, Halt, ResumeRecord
 from orchestrator.domain.status_comments import status_body
+from orchestrator.reports.handoff import next_steps
 from orchestrator.reports.page import render_page
 from orchestrator.reports.report_data import HaltView, ReportData, RunView
 from orchestrator.storage import TicketBudget
@@ -233,3 +234,13 @@ def test_a_bad_infra_wait_max_h_names_the_key_and_the_file(
     assert str(caught.value).startswith(
         f"config error: {config}: recovery.infra_wait_max_h: {said}"
     )
+
+
+def test_the_hand_off_of_a_waiting_run_says_nobody_need_act_yet() -> None:
+    waiting = next_steps("infra_unavailable", "R-1", "T-1")
+    assert waiting[0].startswith("- nothing yet: the next batch goes on from the failed stage")
+    assert "`orchestrator resume R-1` now" in waiting[1]
+    assert next_steps("infra_wait_expired", "R-1", "T-1") == [
+        "- once the forge, the model provider or the network answers again: "
+        "`orchestrator resume R-1` (it goes on from the stage that failed)"
+    ]

@@ -87,6 +87,7 @@ def intake_says(config: Path) -> tuple[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.quick  # this file's one test in the quick tier (a few seconds)
 def test_the_first_batch_with_dry_run_false_opens_the_pull_request_a_dry_batch_stopped(
     tmp_path: Path, github: FakeGitHub
 ) -> None:

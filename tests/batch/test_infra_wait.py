@@ -28,12 +28,15 @@ from typing import Any
 import git
 import pytest
 from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
-from notify_fixtures import Webhook, webhook_server
+from notify_fixtures import Webhook, run_record, webhook_server
 
+from orchestrator.batch.queue import waiting_detail
+from orchestrator.batch.results import TicketResult, exit_code
 from orchestrator.cli.commands.batch import batch
 from orchestrator.cli.commands.runs import runs
 from orchestrator.cli.commands.show import show
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import Halt
 from orchestrator.storage import CRASH_ENV, FileStorage
 
 from gitrepo import commit_files, init_repo
@@ -284,3 +287,21 @@ def test_a_kill_right_after_a_batch_took_the_run_out_of_waiting_loses_nothing(
     assert record.state is RunState.COMPLETED and code == 0, out
     assert len(github.pulls[REPO]) == 1 and len(record.resumes) == 1
     assert spent(storage) == ["infra-retry", "infra-retry"]
+
+
+@pytest.mark.quick
+def test_a_waiting_ticket_makes_the_batch_exit_75_unless_something_worse_happened() -> None:
+    def result(status: str) -> TicketResult:
+        return TicketResult(TICKET, status, "R-1", "", 0.0, True)
+
+    assert exit_code([result("waiting-infra"), result("completed")]) == 75
+    assert exit_code([result("waiting-infra"), result("needs-human")]) == 3
+    assert exit_code([result("waiting-infra"), result("failed")]) == 4
+    assert waiting_detail(
+        run_record(RunState.WAITING_INFRA, halt=Halt(
+            reason=HaltReason.INFRA_UNAVAILABLE, stage="open-pr", detail="503")),
+        24.0,
+    ) == (
+        "waiting out an outage at 'open-pr': the next batch goes on from there, its caps "
+        "untouched; a person is told once it has lasted 24 h"
+    )  # fmt: skip

@@ -34,6 +34,7 @@ from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, sandbox_available, shows
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.redaction import redact
+from orchestrator.storage import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.engines import EngineTask
@@ -272,8 +273,8 @@ def probe(host: SandboxHost, located: Located, timeout_s: float = PROBE_TIMEOUT_
         if problem is not None:
             return replace(fact, not_started="not started: the sandbox cannot start here")
     with tempfile.TemporaryDirectory(prefix="orch-doctor-") as scratch:
-        run_dir = Path(scratch) / "runs" / "preflight"
-        clone = run_dir / "clone"
+        layout = StateLayout(Path(scratch))  # a stand-in state dir, laid out as a run's
+        run_dir, clone = layout.run_dir("preflight"), layout.clone_dir("preflight")
         clone.mkdir(parents=True)
         here = replace(ctx, run_dir=run_dir, clone_dir=clone, ticket_file=run_dir / "ticket.md",
                        state_dir=Path(scratch))  # fmt: skip

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orchestrator.app.driver import run_unfinished
-from orchestrator.app.resume import ResumeRefused, dry_run_blocked, resume_dry_run_block
+from orchestrator.app.resume import ResumeRefused, resume_dry_run_block
 from orchestrator.app.services import Services
 from orchestrator.batch.results import DRY_RUN_BLOCK, STATE_ERROR, TicketResult, timestamp
 from orchestrator.domain import errors
@@ -37,7 +37,13 @@ from orchestrator.domain.errors import (
     TicketError,
     TicketLocked,
 )
-from orchestrator.domain.lifecycle import RunState, dry_run_armed, dry_run_continuation
+from orchestrator.domain.lifecycle import (
+    RunState,
+    batch_resumes,
+    dry_run_armed,
+    dry_run_continuation,
+    later_batch_may_resume,
+)
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
@@ -149,8 +155,9 @@ def run_one(
         return result(path.name, "refused", None, str(exc), False)
     try:
         record, drove = run_unfinished(ticket, services)
-        if not drove and dry_run_blocked(record):
-            if dry_run_armed(services.environ):
+        halt = record.halt.reason if record.halt else None
+        if not drove and later_batch_may_resume(record.state, halt):
+            if not batch_resumes(record.state, halt, dry_run=dry_run_armed(services.environ)):
                 return result(
                     ticket.id, f"already-{record.state}", record.run_id,
                     still_blocked(record, decides), False,

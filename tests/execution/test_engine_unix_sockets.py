@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,7 +77,17 @@ print("SEEN " + json.dumps(seen))
 def host_sockets(tmp_path: Path) -> Iterator[dict[str, socket.socket | str]]:
     """The host's sockets: a stream one in the engine's own clone (the most visible place
     there is), a datagram one in a directory the sandbox does not show (as journald's
-    and syslog's are, under /run), and an abstract datagram one."""
+    and syslog's are, under /run), and an abstract datagram one. In a short directory of
+    its own: a socket's path has at most 107 bytes, which a deep ``tmp_path`` (CI's
+    basetemp, a long test name) passes."""
+    short = Path(tempfile.mkdtemp(prefix="orch-us-", dir="/tmp"))
+    try:
+        yield from _host_sockets(short, tmp_path.name)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def _host_sockets(tmp_path: Path, name: str) -> Iterator[dict[str, socket.socket | str]]:
     clone = tmp_path / "clone"
     clone.mkdir()
     hidden = tmp_path / "run"
@@ -87,7 +99,7 @@ def host_sockets(tmp_path: Path) -> Iterator[dict[str, socket.socket | str]]:
     dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     dgram.bind(str(hidden / "journal.sock"))
     dgram.setblocking(False)
-    abstract_name = f"orch-test-{os.getpid()}-{tmp_path.name}"
+    abstract_name = f"orch-test-{os.getpid()}-{name}"
     abstract = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     abstract.bind("\0" + abstract_name)
     abstract.setblocking(False)

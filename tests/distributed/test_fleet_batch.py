@@ -333,21 +333,32 @@ def test_a_ticket_claimed_by_another_live_worker_is_retried_later_never_run_twic
     config = write_fleet_config(tmp_path, redis_server.url, namespace, counted("a"), lease_s=1.0)
     tickets = tmp_path / "tickets"
     write_tickets(tickets, 1)
-    # Another worker (this test) holds the ticket for a while, without renewing.
-    held = TicketLeases(store, ttl_s=8.0).acquire("T-00")
+    # Another worker (this test) holds the ticket until the fleet's worker has been
+    # refused it at least once, then lets go: held for a time instead, a busy machine
+    # could start the worker only after the lease ran out, and nothing would be refused.
+    leases = TicketLeases(store, ttl_s=float(BATCH_DEADLINE_S))
+    held = leases.acquire("T-00")
     assert not isinstance(held, HeldElsewhere)
     fleet = FleetWorkers(tmp_path, config)
     machines.append(fleet)
     fleet.start("one")
-    done = subprocess.run(
-        batch_cmd(config, tickets, "--json"), capture_output=True, text=True,
-        env=subprocess_env(), cwd=tmp_path, timeout=BATCH_DEADLINE_S,
+    batch = subprocess.Popen(
+        batch_cmd(config, tickets, "--json"), stdout=subprocess.PIPE, text=True,
+        env=subprocess_env(), cwd=tmp_path,
     )  # fmt: skip
-    rows = [row for row in json_lines(done.stdout) if "ticket" in row]
-    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], done.stdout
+    refused = f"ticket T-00 is claimed by another worker ({held.holder}); retrying in 1s"
+    try:
+        fleet.wait_in_log("one", refused, deadline_s=BATCH_DEADLINE_S)
+        assert counts(tmp_path / "state", "a") == {}  # refused: nothing of it ran
+        assert leases.release(held)
+        stdout, _ = batch.communicate(timeout=BATCH_DEADLINE_S)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.communicate()
+    rows = [row for row in json_lines(stdout) if "ticket" in row]
+    assert [(r["ticket"], r["status"]) for r in rows] == [("T-00", "completed")], stdout
     assert counts(tmp_path / "state", "a") == {"T-00": 1}
-    log = fleet.log("one")
-    assert f"ticket T-00 is claimed by another worker ({held.holder}); retrying in 1s" in log
 
 
 @pytest.mark.slow

@@ -43,7 +43,10 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_AWAITING_APPROVAL: "awaiting approval",
     EXIT_STATE: "unreadable state file, or no run answers to the run or ticket id given",
     EXIT_DIFFERENT: "replay: a decision came out differently (or could not be replayed)",
-    EXIT_LOCKED: "the ticket is locked by another orchestrator process",
+    EXIT_LOCKED: (
+        "try again later: the ticket is locked by another orchestrator process, a run waits "
+        "out an outage (waiting-infra), or a batch could not read a source"
+    ),
     EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)",
     EXIT_BROKEN_PIPE: "the reader of the output went away (a closed pipe); ended quietly",
 }

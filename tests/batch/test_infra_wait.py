@@ -101,6 +101,9 @@ def write_config(tmp_path: Path, github: FakeGitHub, max_h: float = 6) -> Path:
     config.write_text(
         'state_dir = "state"\n[recovery]\nmax_infra_retries_per_ticket = 2\n'
         f"infra_backoff_s = 30.0\ninfra_wait_max_h = {max_h}\n"
+        # The open-pr stage sends each forge request once and waits for nothing: the
+        # in-batch back-off (the test's clock) and the next batch do the waiting here.
+        "forge_max_wait_s = 0.0\n"
         '[git]\nauthor_name = "Orchestrator"\nauthor_email = "bot@example.org"\n\n'
         f'[[sources]]\nkind = "github"\nrepo = "{REPO}"\nlabel = "orchestrate"\n'
         f'api_url = "{github.url}"\nrepository = "{origin}"\n\n'

@@ -43,6 +43,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.forges._rest import MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
@@ -83,8 +84,12 @@ class Weighed:
     answered: bool
 
 
-def threads_for(source: ForgeSource, environ: Mapping[str, str]) -> CommentThreads:
-    """The comment threads of ``source`` over the network, its token read from ``token_env``."""
+def threads_for(
+    source: ForgeSource, environ: Mapping[str, str], max_wait_s: float = MAX_WAIT_S
+) -> CommentThreads:
+    """The comment threads of ``source`` over the network, its token read from
+    ``token_env``; a rate limit waited out for ``max_wait_s`` at most
+    (``[recovery] forge_max_wait_s``), past which the run waits for the next batch."""
     from orchestrator.forges.http import UrllibClient
 
     token = environ.get(source.token_env, "")
@@ -95,10 +100,14 @@ def threads_for(source: ForgeSource, environ: Mapping[str, str]) -> CommentThrea
     if isinstance(source, GitHubSource):
         from orchestrator.forges.github import GitHubForge
 
-        return _GitHubThreads(GitHubForge(UrllibClient(source.api_url), source.repo, token))
+        return _GitHubThreads(
+            GitHubForge(UrllibClient(source.api_url), source.repo, token, max_wait_s=max_wait_s)
+        )
     from orchestrator.forges.gitlab import GitLabForge
 
-    return _GitLabThreads(GitLabForge(UrllibClient(), source.base_url, source.project, token))
+    return _GitLabThreads(
+        GitLabForge(UrllibClient(), source.base_url, source.project, token, max_wait_s=max_wait_s)
+    )
 
 
 class _GitHubThreads:
@@ -185,7 +194,13 @@ def answer_from_comments(
         if not paused:
             continue  # no request to the forge when no run waits
         try:
-            thread = threads(source) if threads else threads_for(source, services.environ)
+            thread = (
+                threads(source)
+                if threads
+                else threads_for(
+                    source, services.environ, services.loaded.config.recovery.forge_max_wait_s
+                )
+            )
         except ForgeError as exc:
             lines.append(f"comments of {source.source_id}: not read: {exc.kind}: {exc}")
             continue

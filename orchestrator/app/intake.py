@@ -38,6 +38,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource, Source
 from orchestrator.domain.tickets import load_ticket, parse_ticket, render_ticket
 from orchestrator.domain.validation import describe_validation_error
+from orchestrator.forges._rest import MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import ForgeIssue, IssueTracker
 from orchestrator.storage import IntakeFiles, Locks, Runs
@@ -72,9 +73,14 @@ class SourceReport:
 
 
 def tracker_for(
-    source: ForgeSource, environ: Mapping[str, str], sleep: Callable[[float], None]
+    source: ForgeSource,
+    environ: Mapping[str, str],
+    sleep: Callable[[float], None],
+    max_wait_s: float = MAX_WAIT_S,
 ) -> IssueTracker:
-    """The issue tracker of a source, its token read from ``token_env``."""
+    """The issue tracker of a source, its token read from ``token_env``; a rate limit is
+    waited out for ``max_wait_s`` at most (``[recovery] forge_max_wait_s``), past which
+    the source's error says when to ask again."""
     from orchestrator.forges.http import UrllibClient
 
     token = environ.get(source.token_env, "")
@@ -83,10 +89,14 @@ def tracker_for(
     if isinstance(source, GitHubSource):
         from orchestrator.forges.github_issues import GitHubIssues
 
-        return GitHubIssues(UrllibClient(), source.api_url, source.repo, token, sleep=sleep)
+        return GitHubIssues(
+            UrllibClient(), source.api_url, source.repo, token, sleep=sleep, max_wait_s=max_wait_s
+        )
     from orchestrator.forges.gitlab import GitLabForge
 
-    return GitLabForge(UrllibClient(), source.base_url, source.project, token, sleep=sleep)
+    return GitLabForge(
+        UrllibClient(), source.base_url, source.project, token, sleep=sleep, max_wait_s=max_wait_s
+    )
 
 
 def take_in(
@@ -237,6 +247,7 @@ def gather(
     sleep: Callable[[float], None] = time.sleep,
     trackers: Callable[[ForgeSource], IssueTracker] | None = None,
     write: bool = True,
+    max_wait_s: float = MAX_WAIT_S,
 ) -> list[SourceReport]:
     """Every source's report, in config order: a directory's files (``path`` relative to
     the config file's directory), a forge's issues taken in (``write=False``: only said).
@@ -248,7 +259,9 @@ def gather(
             reports.append(directory_report(source.source_id, root / source.path, storage.runs))
             continue
         try:
-            tracker = trackers(source) if trackers else tracker_for(source, environ, sleep)
+            tracker = (
+                trackers(source) if trackers else tracker_for(source, environ, sleep, max_wait_s)
+            )
         except ForgeError as exc:
             reports.append(SourceReport(source.source_id, source.kind, error=f"{exc.kind}: {exc}"))
             continue

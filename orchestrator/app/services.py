@@ -134,5 +134,5 @@ def build_services(
             reporter.note,
             storage.locks.ticket,
         ),
-        status=status_for(loaded.config.sources, environ),
+        status=status_for(loaded.config.sources, environ, loaded.config.recovery.forge_max_wait_s),
     )

@@ -18,6 +18,7 @@ bounded by a timeout, and GitLab's back-off is capped (``MAX_WAIT_S``).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,7 @@ from orchestrator.domain.status_comments import (
     status_labels,
 )
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
+from orchestrator.forges._rest import MAX_WAIT_S as FORGE_MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
@@ -79,18 +81,22 @@ def _capped_sleep(seconds: float) -> None:
     time.sleep(min(seconds, MAX_WAIT_S))
 
 
-def forge_thread(source: ForgeSource, project: str, token: str) -> IssueThread:
-    """The real forge of ``source``'s kind for ``project``, over urllib."""
+def forge_thread(
+    source: ForgeSource, project: str, token: str, *, max_wait_s: float = FORGE_MAX_WAIT_S
+) -> IssueThread:
+    """The real forge of ``source``'s kind for ``project``, over urllib; a rate limit is
+    waited out for ``max_wait_s`` at most (``[recovery] forge_max_wait_s``)."""
     from orchestrator.forges.http import UrllibClient
 
     if isinstance(source, GitHubSource):
         from orchestrator.forges.github import GitHubForge
 
-        return GitHubForge(UrllibClient(source.api_url, timeout_s=TIMEOUT_S), project, token)
+        return GitHubForge(UrllibClient(source.api_url, timeout_s=TIMEOUT_S), project, token,
+                           max_wait_s=max_wait_s)  # fmt: skip
     from orchestrator.forges.gitlab import GitLabForge
 
     return GitLabForge(UrllibClient(timeout_s=TIMEOUT_S), source.base_url, project, token,
-                       sleep=_capped_sleep)  # fmt: skip
+                       sleep=_capped_sleep, max_wait_s=max_wait_s)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -210,10 +216,15 @@ def facts_of(record: RunRecord) -> StatusFacts:
     return StatusFacts(handoff=handoff, asked=asked, pull_request_url=pull_request)
 
 
-def status_for(sources: Sequence[Source], environ: Mapping[str, str]) -> RunStatus:
-    """Status comments for the forge sources whose token is set; else nothing."""
+def status_for(
+    sources: Sequence[Source], environ: Mapping[str, str], max_wait_s: float = FORGE_MAX_WAIT_S
+) -> RunStatus:
+    """Status comments for the forge sources whose token is set; else nothing. A rate
+    limit is waited out for ``max_wait_s`` at most (``[recovery] forge_max_wait_s``)."""
     forges = tuple(
         s for s in sources
         if isinstance(s, GitHubSource | GitLabSource) and environ.get(s.token_env)
     )  # fmt: skip
-    return StatusComments(forges, environ) if forges else NoStatus()
+    if not forges:
+        return NoStatus()
+    return StatusComments(forges, environ, functools.partial(forge_thread, max_wait_s=max_wait_s))

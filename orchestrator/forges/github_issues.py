@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from orchestrator.forges._rest import retry_at, when
+from orchestrator.forges._rest import MAX_WAIT_S, retry_at, when
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.github import HttpClient, HttpResponse, request_headers
 from orchestrator.forges.http import PagingError, Sleep, fetch_pages, rate_limited, scrub
@@ -32,7 +32,15 @@ _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 class GitHubIssues:
     """The ``IssueTracker`` of one GitHub repository."""
 
-    __slots__ = ("_api_url", "_client", "_network_errors", "_sleep", "_token", "repo")
+    __slots__ = (
+        "_api_url",
+        "_client",
+        "_max_wait_s",
+        "_network_errors",
+        "_sleep",
+        "_token",
+        "repo",
+    )
 
     def __init__(
         self,
@@ -43,6 +51,7 @@ class GitHubIssues:
         sleep: Sleep = time.sleep,
         *,
         network_errors: tuple[type[BaseException], ...] = (OSError,),
+        max_wait_s: float = MAX_WAIT_S,
     ) -> None:
         if _REPO.match(repo) is None:
             raise ValueError(f"repository must be 'owner/name' (got {repo!r})")
@@ -51,6 +60,8 @@ class GitHubIssues:
         self._token = token
         self._sleep = sleep
         self._network_errors = network_errors
+        # ``[recovery] forge_max_wait_s``: past it, the source's error says when to ask again.
+        self._max_wait_s = max_wait_s
         self.repo = repo
 
     def __repr__(self) -> str:
@@ -74,6 +85,7 @@ class GitHubIssues:
             for page in fetch_pages(
                 self._client, url, params=params, headers=request_headers(self._token),
                 sleep=self._sleep, network_errors=self._network_errors,
+                max_wait_s=self._max_wait_s,
             ):  # fmt: skip
                 if page.status_code != 200:
                     raise self._error(page)

@@ -381,3 +381,17 @@ def gitlab_status(
 
     status = StatusComments((source,), {"GITLAB_TOKEN": GITLAB_TOKEN}, thread_for=thread_for)
     return status, issue_ticket(tmp_path, "gitlab", PROJECT), sleeps
+
+
+def test_the_status_comments_wait_a_rate_limit_out_for_the_configured_time_at_most() -> None:
+    # [recovery] forge_max_wait_s reaches the forge the comments are written with (issue 43),
+    # GitHub's and GitLab's alike; not the fixed 60 s every forge call used to wait.
+    sources = (
+        GitHubSource(kind="github", repo="o/r", label="go"),
+        GitLabSource(kind="gitlab", project="g/p", label="go", base_url="https://gl.example"),
+    )
+    status = status_for(sources, {"GITHUB_TOKEN": "t", "GITLAB_TOKEN": "t"}, 7.0)
+    assert isinstance(status, StatusComments)
+    for source in sources:
+        thread = status.thread_for(source, "o/r" if source.kind == "github" else "g/p", "t")
+        assert getattr(thread, "_max_wait_s") == 7.0  # noqa: B009 - the forge's own slot

@@ -378,3 +378,16 @@ def test_gitlab_an_access_tokens_or_a_bot_accounts_note_is_refused(
     assert [(r["decision"]["by"], r["decision"]["refused"]) for r in comment_rows(tmp_path)] == [
         ("gitlab:helper", True), (f"gitlab:{token_bot}", True), ("gitlab:dev", False),
     ]  # fmt: skip
+
+
+def test_the_approvals_forge_waits_a_rate_limit_out_for_the_configured_time_at_most() -> None:
+    # [recovery] forge_max_wait_s reaches the forge the comments are read from (issue 43).
+    from orchestrator.domain.sources import GitHubSource, GitLabSource
+
+    environ = {"GITHUB_TOKEN": "t", "GITLAB_TOKEN": "t"}
+    for source in (
+        GitHubSource(kind="github", repo="o/r", label="go"),
+        GitLabSource(kind="gitlab", project="g/p", label="go", base_url="https://gl.example"),
+    ):
+        threads = comment_approvals.threads_for(source, environ, 7.0)
+        assert getattr(threads, "_forge")._max_wait_s == 7.0  # noqa: B009 - the forge's own slot

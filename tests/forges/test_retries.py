@@ -219,3 +219,27 @@ def test_the_intake_takes_in_an_issue_after_a_dropped_connection(
     assert report.error is None
     assert [(e.ticket_id, e.status) for e in report.entries] == [("gh-octo-widgets-1", QUEUED)]
     assert waits == [1.0]
+
+
+@pytest.mark.parametrize(("retry_after", "waited"), [("30", []), ("3", [3.0])])
+def test_the_intake_waits_a_rate_limit_out_only_within_the_configured_wait(
+    tmp_path: Path, github: FakeGitHub, retry_after: str, waited: list[float]
+) -> None:
+    # [recovery] forge_max_wait_s = 5: a limit of 30 s (within the fixed 60 s the intake
+    # used to wait) is handed on, the source's error saying when to ask again.
+    github.add_issue(REPO, 1, "one", "body", ("go",))
+    github.secondary_limit("GET", "/issues", retry_after=retry_after)
+    source = GitHubSource(kind="github", repo=REPO, label="go", api_url=github.url)
+    waits: list[float] = []
+
+    (report,) = gather((source,), tmp_path, FileStorage(tmp_path / "state"),
+                       environ={"GITHUB_TOKEN": TOKEN}, sleep=waits.append, max_wait_s=5.0)  # fmt: skip
+
+    assert waits == waited
+    if waited:
+        assert report.error is None
+        assert [e.ticket_id for e in report.entries] == ["gh-octo-widgets-1"]
+    else:
+        assert report.error is not None and report.error.startswith("rate_limited: ")
+        assert "it asks to wait until" in report.error and report.entries == ()
+        assert len(github.requests) == 1  # asked once, not again after the wait it was refused

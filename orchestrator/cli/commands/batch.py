@@ -216,7 +216,9 @@ def take_in_sources(
 
     paths: list[Path] = []
     failed = 0
-    for report in gather(loaded.config.sources, loaded.root, storage, environ=environ):
+    wait_s = loaded.config.recovery.forge_max_wait_s
+    for report in gather(loaded.config.sources, loaded.root, storage, environ=environ,
+                         max_wait_s=wait_s):  # fmt: skip
         if report.error is not None:
             failed += 1
             out.write(f"{timestamp(clock())} source {report.source} ({report.kind}): "

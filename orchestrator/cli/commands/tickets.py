@@ -60,7 +60,8 @@ def tickets(
     loaded = load_config(config_file)
     storage = open_state(state_dir(config_file, state_dir_override))
     sources, root = sources_of(loaded, tickets_dir)
-    reports = gather(sources, root, storage, environ=environ, write=False)
+    reports = gather(sources, root, storage, environ=environ, write=False,
+                     max_wait_s=loaded.config.recovery.forge_max_wait_s)  # fmt: skip
     for report in reports:
         if as_json:
             row = {

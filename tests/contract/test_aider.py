@@ -22,27 +22,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import git
 import pytest
 
 from .anthropic_api import Tokens, error, reply, text
 from .model_server import ModelServer, Reply, Request, Script, Step
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from sandbox_required import require_sandbox
+from .ticket_run import Run, pipeline, project, run_ticket
 
 pytestmark = pytest.mark.slow
 
 FAKE_KEY = "sk-ant-api03-contract-test-key-not-real-aider-0123456789"
 MODEL = "anthropic/claude-sonnet-4-6"
-BROKEN = 'GREETING = "helo"\n'
 FIXED = 'GREETING = "hello"\n'
-CHECK = "import greeting; assert greeting.GREETING == 'hello', greeting.GREETING"
 # What aider knows of the model: enough not to look it up, and no price.
 METADATA = {MODEL: {"max_input_tokens": 200000, "max_output_tokens": 64000,
                     "litellm_provider": "anthropic", "mode": "chat"}}  # fmt: skip
@@ -64,76 +57,30 @@ class Messages:
         return error(404, f"not found: {request.path}", "not_found_error")
 
 
-@dataclass
-class Run:
-    record: dict[str, Any]
-    attempt: dict[str, Any]
-    output: str
-    server: ModelServer
-    messages: Messages
-    config: Path
-    env: dict[str, str]
-
-    def show(self) -> str:
-        return subprocess.run(
-            orchestrator_cmd("--config", str(self.config), "show", self.record["run_id"]),
-            env=self.env, capture_output=True, text=True, timeout=60, check=True,
-        ).stdout  # fmt: skip
-
-    def log(self) -> str:
-        return Path(self.attempt["log_path"]).read_text()
-
-
 def run_aider(
     tmp_path: Path, aider: Path, steps: list[Step], *, retries: int = 0, timeout_s: int = 90
 ) -> Run:
     """One ticket through clone → implement (aider) → review, recovery off."""
-    require_sandbox()
-    work = init_repo(tmp_path / "work")
-    commit_files(work, {"greeting.py": BROKEN, ".gitignore": "build/\n"}, "initial")
-    bare_clone(tmp_path / "work", tmp_path / "origin.git")
+    project(tmp_path, {".gitignore": "build/\n"})
     messages = Messages(steps)
     server = ModelServer(messages, lifetime_s=timeout_s + 60)
     aider_dir = tmp_path / "aider"
     aider_dir.mkdir()
     metadata = aider_dir / "model-metadata.json"
     metadata.write_text(json.dumps(METADATA))
-    venv = aider.parent.parent
-    config = tmp_path / "config.toml"
-    config.write_text(
-        'state_dir = "state"\n'
-        "[recovery]\nenabled = false\n" + PRICES + '[[stages]]\nname = "clone"\n'
-        'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\ncwd = "run"\n'
+    engine = (
         f'[engines.aider]\nkind = "aider"\nmodels = ["{MODEL}"]\n'
         f'settings = {{ retries = {retries}, extra_args = ["--model-metadata-file", '
         f'"{metadata}"] }}\n'
         'pass_env = ["ANTHROPIC_API_KEY", "ANTHROPIC_API_BASE"]\n'
         f'egress = ["{server.host_port}"]\n'
-        f'[[stages]]\nname = "implement"\nengine = "aider"\ntimeout_s = {timeout_s}\n'
-        "kill_after_s = 2\n"
-        # The released aider lives in the agents' cache, which the sandbox hides.
-        f'readable = ["{venv.resolve()}", "{aider_dir}"]\n'
-        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "greeting"\n'
-        f'command = ["{{python}}", "-c", "{CHECK}"]\non_red_base = "ignore"\n'
     )
-    ticket = write_ticket(tmp_path / "t", kind="feature", body="Fix the greeting's spelling.")
-    env = subprocess_env(
-        HOME=str(tmp_path),
-        DRY_RUN="false",
-        PATH=f"{aider.parent}:{subprocess_env()['PATH']}",
-        ANTHROPIC_API_KEY=FAKE_KEY,
-        ANTHROPIC_API_BASE=server.url,
-    )
-    with server:
-        done = subprocess.run(
-            orchestrator_cmd("--config", str(config), "run", str(ticket)),
-            env=env, capture_output=True, text=True, timeout=timeout_s + 90, check=False,
-        )  # fmt: skip
-    output = done.stdout + done.stderr
-    (path,) = (tmp_path / "state" / "runs").glob("T-1-*.json")
-    record = json.loads(path.read_text())
-    (attempt,) = [a for a in record["attempts"] if a["stage"] == "implement"]
-    return Run(record, attempt, output, server, messages, config, env)
+    readable = [str(aider.parent.parent.resolve()), str(aider_dir)]
+    config = pipeline(engine, "aider", timeout_s=timeout_s, readable=readable, head=PRICES)
+    return run_ticket(
+        tmp_path, config, server, messages, program=aider, deadline_s=timeout_s + 90,
+        ANTHROPIC_API_KEY=FAKE_KEY, ANTHROPIC_API_BASE=server.url,
+    )  # fmt: skip
 
 
 def whole(path: str, content: str) -> str:
@@ -179,7 +126,7 @@ def test_a_fix_lands_goes_green_commits_no_aider_file_and_its_usage_is_estimated
     assert (attempt["cost_usd"], attempt["cost_estimated"]) == (0.0123, True)
     # Nothing but the model server was asked: no update check, price list or analytics.
     assert attempt["egress"] == "proxy" and attempt["egress_denials"] == 0, attempt
-    assert len(run.messages.turns) == 2
+    assert len(run.script.turns) == 2
     assert {r.headers.get("x-api-key") for r in run.server.requests} == {FAKE_KEY}
     assert FAKE_KEY not in json.dumps(run.record) and FAKE_KEY not in run.log()
     shown = run.show()
@@ -199,7 +146,7 @@ def test_a_bad_key_is_an_auth_error_asked_once(tmp_path: Path, aider_bin: Path) 
     assert attempt["exit_code"] == 0  # aider exits 0 all the same
     assert attempt["failure_class"] == "auth_error"
     assert attempt["failure_detail"].startswith("litellm.AuthenticationError: AnthropicException")
-    assert len(run.messages.turns) == 1  # a 401 is not retried, whatever `retries` says
+    assert len(run.script.turns) == 1  # a 401 is not retried, whatever `retries` says
     # No call answered: 0 turns and tokens, as for every engine; an estimate of nothing.
     assert (attempt["turns"], attempt["input_tokens"], attempt["output_tokens"]) == (0, 0, 0)
     assert (attempt["cost_usd"], attempt["cost_estimated"]) == (0, True)
@@ -218,7 +165,7 @@ def test_an_overloaded_api_is_an_outage_after_the_configured_retries(
     attempt = run.attempt
     assert attempt["failure_class"] == "outage"
     assert "overloaded_error" in attempt["failure_detail"]
-    assert len(run.messages.turns) == 2
+    assert len(run.script.turns) == 2
     assert run.log().count("Retrying in ") == 1
     assert attempt["duration_s"] < 60
 
@@ -229,7 +176,7 @@ def test_a_hung_api_is_stopped_by_the_stage_timeout(tmp_path: Path, aider_bin: P
     run = run_aider(tmp_path, aider_bin, [Reply.hanging()], timeout_s=25)
     attempt = run.attempt
     assert (attempt["timed_out"], attempt["failure_class"]) == (True, "timeout")
-    assert len(run.messages.turns) == 1
+    assert len(run.script.turns) == 1
     assert attempt["turns"] == 0 and attempt["committed_paths"] is None
 
 

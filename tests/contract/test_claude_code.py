@@ -17,27 +17,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import git
 import pytest
 
-from .anthropic_api import AnthropicScript, Tokens, anthropic_server, error, reply, text, tool_use
-from .model_server import ModelServer, Reply, Step
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from sandbox_required import require_sandbox
+from .anthropic_api import Tokens, anthropic_server, error, reply, text, tool_use
+from .model_server import Reply, Step
+from .ticket_run import Run, pipeline, project, run_ticket
 
 pytestmark = pytest.mark.slow
 
 FAKE_KEY = "sk-ant-api03-contract-test-key-not-real-0123456789"
 MODEL = "claude-sonnet-4-6"
-BROKEN = 'GREETING = "helo"\n'
 FIXED = 'GREETING = "hello"\n'
-CHECK = "import greeting; assert greeting.GREETING == 'hello', greeting.GREETING"
 # Claude Code's own switches for a run that talks to its model and nothing else.
 QUIET = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -46,26 +39,6 @@ QUIET = {
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_BUG_COMMAND": "1",
 }
-
-
-@dataclass
-class Run:
-    record: dict[str, Any]
-    attempt: dict[str, Any]
-    output: str
-    server: ModelServer
-    script: AnthropicScript
-    config: Path
-    env: dict[str, str]
-
-    def show(self) -> str:
-        return subprocess.run(
-            orchestrator_cmd("--config", str(self.config), "show", self.record["run_id"]),
-            env=self.env, capture_output=True, text=True, timeout=60, check=True,
-        ).stdout  # fmt: skip
-
-    def log(self) -> str:
-        return Path(self.attempt["log_path"]).read_text()
 
 
 def run_claude(
@@ -77,54 +50,20 @@ def run_claude(
     timeout_s: int = 60,
 ) -> Run:
     """One ticket through clone → implement (Claude Code) → review, recovery off."""
-    require_sandbox()
-    work = init_repo(tmp_path / "work")
-    commit_files(work, {"greeting.py": BROKEN}, "initial")
-    bare_clone(tmp_path / "work", tmp_path / "origin.git")
+    project(tmp_path)
     server, script = anthropic_server(steps, lifetime_s=timeout_s + 60)
     quiet = ", ".join(f'"{name}"' for name in QUIET)
-    config = tmp_path / "config.toml"
-    config.write_text(
-        'state_dir = "state"\n'
-        "[recovery]\nenabled = false\n"
-        '[[stages]]\nname = "clone"\n'
-        'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\ncwd = "run"\n'
+    engine = (
         f'[engines.claude]\nkind = "claude-code"\nmodels = ["{MODEL}"]\n'
         f'settings = {{ permission_mode = "acceptEdits"{settings} }}\n'
         f'pass_env = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", {quiet}]\n'
         f'egress = ["{server.host_port}"]\n'
-        f'[[stages]]\nname = "implement"\nengine = "claude"\ntimeout_s = {timeout_s}\n'
-        "kill_after_s = 2\n"
-        # The released binary lives in the agents' cache, which the sandbox hides.
-        f'readable = ["{claude.parent.parent}"]\n'
-        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "greeting"\n'
-        f'command = ["{{python}}", "-c", "{CHECK}"]\non_red_base = "ignore"\n'
     )
-    ticket = write_ticket(tmp_path / "t", kind="feature", body="Fix the greeting's spelling.")
-    env = subprocess_env(
-        HOME=str(tmp_path),
-        DRY_RUN="false",
-        PATH=f"{claude.parent}:{subprocess_env()['PATH']}",
-        ANTHROPIC_API_KEY=FAKE_KEY,
-        ANTHROPIC_BASE_URL=server.url,
-        **QUIET,
-    )
-    with server:
-        done = subprocess.run(
-            orchestrator_cmd("--config", str(config), "run", str(ticket)),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s + 60,
-            check=False,
-        )
-    output = done.stdout + done.stderr
-    records = list((tmp_path / "state" / "runs").glob("T-1-*.json"))
-    assert len(records) == 1, output
-    (path,) = records
-    record = json.loads(path.read_text())
-    (attempt,) = [a for a in record["attempts"] if a["stage"] == "implement"]
-    return Run(record, attempt, output, server, script, config, env)
+    config = pipeline(engine, "claude", timeout_s=timeout_s, readable=[str(claude.parent.parent)])
+    return run_ticket(
+        tmp_path, config, server, script, program=claude, deadline_s=timeout_s + 60,
+        ANTHROPIC_API_KEY=FAKE_KEY, ANTHROPIC_BASE_URL=server.url, **QUIET,
+    )  # fmt: skip
 
 
 def test_a_fix_lands_goes_green_and_its_usage_is_recorded_and_shown(

@@ -16,18 +16,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import git
 import pytest
 
-from .model_server import ModelServer, Reply, Step
+from .model_server import Reply, Step
 from .openai_api import (
     MODEL,
-    OpenAIScript,
     Tokens,
     apply_patch,
     error,
@@ -37,40 +33,16 @@ from .openai_api import (
     reasoning,
     respond,
 )
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from sandbox_required import require_sandbox
+from .ticket_run import BROKEN, Run, pipeline, project, run_ticket
 
 pytestmark = pytest.mark.slow
 
 FAKE_KEY = "sk-proj-contract-test-key-not-real-0123456789abcdef"
-BROKEN = 'GREETING = "helo"\n'
 FIXED = 'GREETING = "hello"\n'
-CHECK = "import greeting; assert greeting.GREETING == 'hello', greeting.GREETING"
 FIX = (
     "*** Begin Patch\n*** Update File: greeting.py\n@@\n"
     '-GREETING = "helo"\n+GREETING = "hello"\n*** End Patch\n'
 )
-
-
-@dataclass
-class Run:
-    record: dict[str, Any]
-    attempt: dict[str, Any]
-    output: str
-    server: ModelServer
-    script: OpenAIScript
-    config: Path
-    env: dict[str, str]
-
-    def show(self) -> str:
-        return subprocess.run(
-            orchestrator_cmd("--config", str(self.config), "show", self.record["run_id"]),
-            env=self.env, capture_output=True, text=True, timeout=60, check=True,
-        ).stdout  # fmt: skip
-
-    def log(self) -> str:
-        return Path(self.attempt["log_path"]).read_text()
 
 
 def run_codex(
@@ -83,52 +55,24 @@ def run_codex(
     egress: str = "",
 ) -> Run:
     """One ticket through clone → implement (Codex) → review, recovery off."""
-    require_sandbox()
-    work = init_repo(tmp_path / "work")
-    commit_files(work, {"greeting.py": BROKEN}, "initial")
-    bare_clone(tmp_path / "work", tmp_path / "origin.git")
+    project(tmp_path)
     server, script = openai_server(steps, lifetime_s=timeout_s + 60)
-    config = tmp_path / "config.toml"
-    config.write_text(
-        'state_dir = "state"\n'
-        "[recovery]\nenabled = false\n"
-        f'[prices."{MODEL}"]\ninput_per_mtok = 1.25\noutput_per_mtok = 10.0\n'
-        '[[stages]]\nname = "clone"\n'
-        'command = ["{python}", "-P", "-m", "orchestrator.stages.clone"]\ncwd = "run"\n'
+    engine = (
         f'[engines.codex]\nkind = "codex"\nmodels = ["{MODEL}"]\n'
         f'settings = {{ sandbox = "workspace-write", base_url = "{server.url}/v1"'
         f"{settings} }}\n"
         'pass_env = ["OPENAI_API_KEY"]\n'
         f"{egress}"
-        f'[[stages]]\nname = "implement"\nengine = "codex"\ntimeout_s = {timeout_s}\n'
-        "kill_after_s = 2\n"
-        # The released binary lives in the agents' cache, which the sandbox hides.
-        f'readable = ["{codex.resolve().parent.parent.parent.parent}"]\n'
-        '[[stages]]\nname = "review"\n[[stages.checks]]\nname = "greeting"\n'
-        f'command = ["{{python}}", "-c", "{CHECK}"]\non_red_base = "ignore"\n'
     )
-    ticket = write_ticket(tmp_path / "t", kind="feature", body="Fix the greeting's spelling.")
-    env = subprocess_env(
-        HOME=str(tmp_path),
-        DRY_RUN="false",
-        PATH=f"{codex.parent}:{subprocess_env()['PATH']}",
+    prices = f'[prices."{MODEL}"]\ninput_per_mtok = 1.25\noutput_per_mtok = 10.0\n'
+    config = pipeline(
+        engine, "codex", timeout_s=timeout_s, head=prices,
+        readable=[str(codex.resolve().parent.parent.parent.parent)],
+    )  # fmt: skip
+    return run_ticket(
+        tmp_path, config, server, script, program=codex, deadline_s=timeout_s + 60,
         OPENAI_API_KEY=FAKE_KEY,
-    )
-    with server:
-        done = subprocess.run(
-            orchestrator_cmd("--config", str(config), "run", str(ticket)),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s + 60,
-            check=False,
-        )
-    output = done.stdout + done.stderr
-    records = list((tmp_path / "state" / "runs").glob("T-1-*.json"))
-    assert len(records) == 1, output
-    record = json.loads(records[0].read_text())
-    (attempt,) = [a for a in record["attempts"] if a["stage"] == "implement"]
-    return Run(record, attempt, output, server, script, config, env)
+    )  # fmt: skip
 
 
 def test_a_fix_lands_in_codexs_own_sandbox_goes_green_and_is_recorded_and_shown(

@@ -9,6 +9,7 @@ after a crash neither spends twice nor restarts the wait.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -37,6 +38,15 @@ class RetryCharge:
     granted: bool
     refusal: str | None = None  # why the budget refuses (the cap is spent)
     retry_after_s: float | None = None  # the back-off owed before the re-run
+
+
+def diagnoses_spent(budget: TicketBudget, unavailable: Iterable[str] = ()) -> int:
+    """The diagnoses that count against the cap: not those of the decisions (ids
+    ``unavailable``) whose model call the provider's outage failed (issue 43)."""
+    prefixes = tuple(f"{decision_id}:" for decision_id in unavailable)
+    return sum(
+        1 for c in budget.current() if c.kind == "diagnosis" and not c.key.startswith(prefixes)
+    )
 
 
 def infra_retries_spent(budget: TicketBudget, since: datetime | None) -> int:

@@ -395,7 +395,7 @@ def _decided(record: RunRecord) -> bool:
     failed = record.last_failed_attempt()
     if record.state not in (RunState.RECOVERING, RunState.AWAITING_APPROVAL) or failed is None:
         return False
-    return any(v.attempt == failed.number for v in record.verdicts)
+    return any(v.attempt == failed.number and not v.model_unavailable for v in record.verdicts)
 
 
 def _reclone_if_elsewhere(record: RunRecord, services: Services) -> RunRecord:

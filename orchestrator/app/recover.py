@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.actions.budget import infra_retries_spent
+from orchestrator.actions.budget import diagnoses_spent, infra_retries_spent
 from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, out_of_turn, refused
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
@@ -37,7 +37,7 @@ from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.infra_wait import infra_window_start
-from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
@@ -183,7 +183,11 @@ def recover(
 ) -> tuple[RunRecord, Effect]:
     """Decide what to do about ``attempt``'s failure and, once approved, do it."""
     store = services.storage.runs
-    ref = next((v for v in record.verdicts if v.attempt == attempt.number), None)
+    # A decision the model provider's outage left undecided (issue 43) is decided again.
+    ref = next(
+        (v for v in record.verdicts if v.attempt == attempt.number and not v.model_unavailable),
+        None,
+    )
     fresh = ref is None  # decided in this call: nothing of ours has answered it yet
     # A person was asked about this decision: the run waits for their answer. It stays
     # ``awaiting-approval`` on disk until what the answer decided is carried out (the
@@ -209,9 +213,10 @@ def recover(
             action=decided.action,
             path=str(store.verdict_path(record.run_id, decided.number)),
             sha256=decided_sha256,
+            model_unavailable=_model_unavailable(decided),
         )
         record = record.with_verdict(ref)
-        if decided.usage.calls:
+        if decided.usage.calls and not ref.model_unavailable:
             counters = record.counters.model_copy(
                 update={"diagnoses": record.counters.diagnoses + 1}
             )
@@ -288,6 +293,17 @@ def recover(
     return record, effect
 
 
+def _model_unavailable(decided: VerdictRecord) -> bool:
+    """The model provider's outage failed the decision's call: the run waits
+    (``waiting-infra``) and a later run decides the failure again (issue 43)."""
+    return decided.source == "model" and decided.halt == HaltReason.INFRA_UNAVAILABLE.value
+
+
+def decision_id_of(run_id: str, attempt: int, number: int) -> str:
+    """The id of a run's decision ``number`` about ``attempt``: its charges' keys begin so."""
+    return f"{run_id}:attempt-{attempt}:verdict-{number}"
+
+
 @dataclass(frozen=True)
 class Deferred:
     """No decision now: the model may not be asked yet (a spent batch budget)."""
@@ -339,7 +355,7 @@ def _decide(
     signature = failure_signature(stage, attempt)
     link = LedgerLink.for_services(services)
     ctx = RecoveryContext(
-        decision_id=f"{record.run_id}:attempt-{attempt.number}:verdict-{number}",
+        decision_id=decision_id_of(record.run_id, attempt.number, number),
         ticket_id=record.ticket_id,
         run_id=record.run_id,
         attempt=attempt.number,
@@ -362,7 +378,15 @@ def _decide(
         inputs_hash=link.inputs_hash(bundle_json),
         clone_exists=clone_exists,
         caps=Caps(
-            diagnoses_used=budget.spent("diagnosis"),
+            # Diagnoses the model provider's outage failed do not count (issue 43).
+            diagnoses_used=diagnoses_spent(
+                budget,
+                (
+                    decision_id_of(record.run_id, v.attempt, v.number)
+                    for v in record.verdicts
+                    if v.model_unavailable
+                ),
+            ),
             max_diagnoses=config.recovery.max_diag_invocations_per_ticket,
             # An outage's retries that an earlier batch waited out do not count (issue 43).
             infra_retries_used=infra_retries_spent(budget, infra_window_start(record)),

@@ -17,7 +17,8 @@ from datetime import datetime
 from typing import Final
 
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.runs import AttemptStatus, ResumeRecord, RunRecord
+from orchestrator.domain.runs import Attempt, AttemptStatus, ResumeRecord, RunRecord
+from orchestrator.domain.transcripts import CallError
 
 # The failure classes (``engines.base.FailureClass`` and the forge's, ``forges``) that
 # are the world's and pass by themselves: a throttle, a service down, the network.
@@ -30,6 +31,20 @@ NEXT_RUN = "next-run"
 def waits_out(failure_class: str | None) -> bool:
     """Whether a failure of this class, its retries spent, waits for a later batch."""
     return failure_class in WAITED_OUT_CLASSES
+
+
+# How a model call fails when the model provider, not the ticket, is the trouble: a
+# throttle, an overloaded or failing service (5xx, 529), the network, a timeout. A key
+# refused, a refusal, a malformed or cut-off reply, a 4xx or our own bug are not.
+MODEL_OUTAGES: Final[frozenset[CallError]] = frozenset(
+    {CallError.RATE_LIMITED, CallError.SERVER, CallError.CONNECTION, CallError.TIMEOUT}
+)
+
+
+def model_call_waits_out(error: CallError | None) -> bool:
+    """Whether a diagnosis whose model call failed so (after the gateway's own retries)
+    waits for a later batch to decide, its diagnosis not counted against the cap."""
+    return error in MODEL_OUTAGES
 
 
 def _ends_a_wait(entry: ResumeRecord) -> bool:
@@ -69,7 +84,17 @@ def outage_since(record: RunRecord) -> datetime | None:
         if floor is not None and at < floor:
             break
         since = at
+    finished = [a for a in record.attempts if a.status is not AttemptStatus.INTERRUPTED]
+    last = finished[-1] if finished else None
+    if since is None and last is not None and not last.ok and _model_unavailable(record, last):
+        # The failure's decision waits for the model provider: the outage began as it failed.
+        at = last.ended_at or last.started_at
+        since = at if floor is None or at >= floor else None
     return since
+
+
+def _model_unavailable(record: RunRecord, attempt: Attempt) -> bool:
+    return any(v.attempt == attempt.number and v.model_unavailable for v in record.verdicts)
 
 
 def infra_wait_expired(since: datetime, now: datetime, max_hours: float) -> bool:

@@ -210,6 +210,9 @@ class VerdictRef(Frozen):
     action: str
     path: str
     outcome: str | None = None
+    # The model provider's outage failed its call (issue 43): the run waited, the failure
+    # is decided again by a later run, and its diagnosis does not count against the cap.
+    model_unavailable: bool = False
     # The verdict file's sha256 when the run took the decision: a file changed after it
     # (while it waits for a person, say) is approved by nobody and carried out never.
     # Absent from records written before it was kept.
@@ -416,7 +419,7 @@ def undecided_failure(record: RunRecord) -> Attempt | None:
     last = record.attempts[-1] if record.attempts else None
     if last is None or last.status is not AttemptStatus.FINISHED or last.ok:
         return None
-    if any(v.attempt == last.number for v in record.verdicts):
+    if any(v.attempt == last.number and not v.model_unavailable for v in record.verdicts):
         return None
     if any(r.after_attempt >= last.number for r in record.reclones):
         return None

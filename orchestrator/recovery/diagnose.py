@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.domain.infra_wait import waits_out
+from orchestrator.domain.infra_wait import model_call_waits_out, waits_out
 from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.proposals import Caps, Failure, PromptFacts, Source
 from orchestrator.domain.transcripts import CallError, CallPurpose
@@ -100,6 +100,21 @@ def call_failed(reply: ModelReply) -> str:
     if reply.error_kind is CallError.GATEWAY_RAISED:
         return f"model gateway failed: {reply.error}"
     return f"model call failed: {reply.error or 'no text in reply'}"
+
+
+def failed_call_decision(reply: ModelReply, usage: Usage, transcript: Transcript) -> Decision:
+    """A call that gave no usable answer: the model provider's outage (after the
+    gateway's own retries) waits for a later batch to decide (``infra_unavailable``:
+    ``waiting-infra``, issue 43); any other failure stops the run (``model_error``)."""
+    why = call_failed(reply)
+    halt = HaltReason.MODEL_ERROR
+    if model_call_waits_out(reply.failure):
+        why += ": the model provider is unavailable; not decided now, the next batch decides it"
+        halt = HaltReason.INFRA_UNAVAILABLE
+    return Decision(
+        Source.MODEL, abandon(why), False, why, halt=halt, model=reply.model, usage=usage,
+        transcript=transcript,
+    )  # fmt: skip
 
 
 def _halt_for(verdict: Verdict) -> HaltReason | None:
@@ -292,11 +307,7 @@ def _ask(
         transcript = transcript.plus(exchange.transcript)
         usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
         if reply.failure is not None or reply.text is None:
-            why = call_failed(reply)
-            return Decision(
-                Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
-                model=reply.model, usage=usage, transcript=transcript,
-            )  # fmt: skip
+            return failed_call_decision(reply, usage, transcript)
         if exchange.lone_surrogates:
             # Said the same way live and on replay (whose stored text has U+FFFD there).
             last_proposal, verdict = None, None

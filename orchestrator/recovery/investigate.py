@@ -27,7 +27,7 @@ from orchestrator.domain.proposals import PromptFacts, Source
 from orchestrator.domain.transcripts import CallPurpose
 from orchestrator.domain.verdicts import DecisionContext, abandon
 from orchestrator.domain.vocabulary import semantic_errors
-from orchestrator.recovery.diagnose import Decision, Usage, call_failed, no_model_decision
+from orchestrator.recovery.diagnose import Decision, Usage, failed_call_decision, no_model_decision
 from orchestrator.recovery.gateway import ModelGateway, ModelRequest, Unavailable
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt
 from orchestrator.recovery.transcript import Transcript, call_model, tool_record
@@ -122,9 +122,7 @@ def bounded_investigation(
         transcript = transcript.plus(exchange.transcript)
         usage = usage.plus(1, reply.input_tokens, reply.output_tokens)
         if reply.text is None or reply.failure is not None:
-            why = call_failed(reply)
-            return Decision(Source.MODEL, abandon(why), False, why, halt=HaltReason.MODEL_ERROR,
-                            model=reply.model, usage=usage, transcript=transcript)  # fmt: skip
+            return failed_call_decision(reply, usage, transcript)
         step, error = (
             (None, LONE_SURROGATES) if exchange.lone_surrogates else parse_reply(reply.text)
         )

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anthropic._base_client
 import httpx2
 import pytest
+from notify_fixtures import run_record
 from services import make_services
 
 from orchestrator.actions.budget import diagnoses_spent
@@ -26,12 +28,20 @@ from orchestrator.app.replay import replay
 from orchestrator.domain.config import load_config
 from orchestrator.domain.infra_wait import MODEL_OUTAGES, model_call_waits_out, outage_since
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import (
+    Attempt,
+    AttemptStatus,
+    Halt,
+    ResumeRecord,
+    RunRecord,
+    VerdictRef,
+    undecided_failure,
+)
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.domain.transcripts import CallError
 from orchestrator.recovery.anthropic_gateway import AnthropicGateway
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ScriptedGateway
-from orchestrator.storage.budget import BudgetStore
+from orchestrator.storage.budget import BudgetStore, Charge, ChargeKind, TicketBudget
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
@@ -43,6 +53,7 @@ pytestmark = pytest.mark.timeout(60)
 ACTIONS = ("retry", "escalate-model", "switch-engine", "split", "abandon-human", "mechanical-fix")
 ENVIRON = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "DRY_RUN": "false"}
 MODEL = "claude-sonnet-4-6"
+T0 = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)
 VERDICT = {"action": "abandon-human", "summary": "the build script is broken"}
 
 
@@ -55,6 +66,43 @@ def test_only_the_providers_outages_wait_for_a_later_batch(error: CallError) -> 
     assert model_call_waits_out(error) is (error in waits)
     assert MODEL_OUTAGES == waits
     assert not model_call_waits_out(None)
+
+
+def test_the_diagnoses_an_outage_spoiled_do_not_count_against_the_cap() -> None:
+    def charge(key: str, kind: ChargeKind = "diagnosis") -> Charge:
+        return Charge(kind=kind, key=key, run_id="R", at=T0)
+
+    budget = TicketBudget(ticket_id="T-1", charges=(
+        charge("R:attempt-2:verdict-1:diagnosis-1"),  # the provider was down
+        charge("R:attempt-2:verdict-2:diagnosis-2"),
+        charge("R:attempt-2:verdict-10:diagnosis-3"),  # not verdict-1's, for all its prefix
+        charge("R:attempt-2:verdict-1:retry-1", "retry"),
+    ))  # fmt: skip
+    assert diagnoses_spent(budget) == budget.spent("diagnosis") == 3
+    assert diagnoses_spent(budget, ["R:attempt-2:verdict-1"]) == 2
+
+
+def test_a_failure_waiting_to_be_decided_is_as_old_as_the_failure() -> None:
+    failed = Attempt(
+        number=2, stage="build", status=AttemptStatus.FINISHED, started_at=T0,
+        ended_at=T0 + timedelta(minutes=3), exit_code=1, failure_class="code",
+    )  # fmt: skip
+    ref = VerdictRef(number=1, attempt=2, source="model", action="abandon-human", path="v1")
+    record = run_record(RunState.WAITING_INFRA, attempts=(failed,), verdicts=(ref,))
+    assert outage_since(record) is None  # a code failure the model decided: no outage
+    waiting = record.model_copy(
+        update={"verdicts": (ref.model_copy(update={"model_unavailable": True}),)}
+    )
+    assert outage_since(waiting) == T0 + timedelta(minutes=3)
+    # Once a person resumed it after the wait ran out, its age starts again from there.
+    expired = Halt(reason=HaltReason.INFRA_WAIT_EXPIRED, stage="build", detail="-")
+    resumed = waiting.model_copy(update={"resumes": (ResumeRecord(
+        at=T0 + timedelta(minutes=9), by="alice", from_state=RunState.NEEDS_HUMAN,
+        halt=expired, stage="build",
+    ),)})  # fmt: skip
+    assert outage_since(resumed) is None
+    # A failure the provider's outage left undecided is decided again by the next run.
+    assert undecided_failure(record) is None and undecided_failure(waiting) == failed
 
 
 # ---- through a run -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.cli.main import main
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.runs import RunRecord
 from orchestrator.storage import FileStorage
 
 from conftest import write_ticket
@@ -68,6 +69,11 @@ def source(fake: FakeGitHub | FakeGitLab, bare: Path) -> str:
                 f'api_url = "{fake.url}"\nrepository = "{bare}"\n\n')  # fmt: skip
     return (f'[[sources]]\nkind = "gitlab"\nproject = "{PROJECT}"\nlabel = "orchestrate"\n'
             f'base_url = "{fake.base_url}"\nrepository = "{bare}"\n\n')  # fmt: skip
+
+
+def attempts_said(run: RunRecord) -> list[tuple[str, int | None, str | None, str | None]]:
+    """Each attempt's stage, exit, class and detail: what a failed assertion says."""
+    return [(a.stage, a.exit_code, a.failure_class, a.failure_detail) for a in run.attempts]
 
 
 @pytest.fixture
@@ -118,8 +124,8 @@ def test_a_rate_limit_on_post_pulls_waits_for_the_next_batch_not_a_person(
     main(["--config", str(config), "batch"])
     first = capsys.readouterr()
     run = FileStorage(tmp_path / "state").runs.latest_for_ticket(TICKET)
-    assert run is not None and run.state is not RunState.NEEDS_HUMAN, first
-    assert run.state is RunState.WAITING_INFRA, first
+    assert run is not None, first
+    assert run.state is RunState.WAITING_INFRA, (first, run.halt, attempts_said(run))
     assert github.pulls.get(REPO, []) == []
     failed = [a for a in run.attempts if a.stage == "open-pr"]
     assert failed and all(a.failure_class == "rate_limited" for a in failed), failed
@@ -155,7 +161,8 @@ def test_a_self_managed_gitlab_by_its_base_url_alone_and_its_429_on_the_merge_re
     main(["--config", str(config), "batch"])
     first = capsys.readouterr()
     run = FileStorage(tmp_path / "state").runs.latest_for_ticket(ticket)
-    assert run is not None and run.state is RunState.WAITING_INFRA, first
+    assert run is not None, first
+    assert run.state is RunState.WAITING_INFRA, (first, run.halt, attempts_said(run))
     assert gitlab.projects[PROJECT]["merge_requests"] == []
 
     assert main(["--config", str(config), "batch"]) == 0, capsys.readouterr()

@@ -55,6 +55,18 @@ def _no_model_and_armed_dry_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
 
 
 @pytest.fixture(autouse=True)
+def _held_secrets_end_with_the_test() -> Iterator[None]:
+    """What a test's in-process CLI held (its ``pass_env`` values) is let go after it.
+    Held, a value stays redacted from every later log of the worker process: a fake
+    engine's ``FAKE_ENGINE_MODE=rate_limited`` turned a later test's
+    ``::failure-class::rate_limited`` line into ``[REDACTED]``, and its class was lost."""
+    from orchestrator.redaction.held import holding
+
+    with holding(()):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """A gateway without an injected (mock) http client cannot be built in a test."""
     # Cheap: the module imports the SDK only when a gateway is built.

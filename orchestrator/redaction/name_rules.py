@@ -334,7 +334,9 @@ def _assignment(found: set[str], match: re.Match[str]) -> str:
 # A count as tools print one: 345, 1,700 (thousands grouped) or 3.8k / 1.2M (aider's
 # "Tokens: 3.8k sent, 60 received."). Never a secret, and only after a name ending in
 # ``tokens``: the singular ``token: 3.8k`` is still redacted.
-_COUNT: Final = re.compile(r"[0-9]{1,12}|[0-9]{1,3}(?:,[0-9]{3}){1,4}|[0-9]{1,6}(?:\.[0-9]{1,2})?[kKmM]")
+_COUNT: Final = re.compile(
+    r"[0-9]{1,12}|[0-9]{1,3}(?:,[0-9]{3}){1,4}|[0-9]{1,6}(?:\.[0-9]{1,2})?[kKmM]"
+)
 
 
 _Rewrite = Callable[[set[str], re.Match[str]], str]

@@ -353,10 +353,15 @@ def test_exception_in_on_tick_terminates_the_group_and_propagates(tmp_path: Path
     script = f"trap '' TERM; {script}; wait"
     identities: list[ProcessIdentity] = []
 
-    def on_tick(elapsed: float) -> None:
-        raise Interrupted(signal.SIGTERM)  # what cli's SIGTERM handler raises
+    raised: list[float] = []
 
-    t0 = time.monotonic()
+    def on_tick(elapsed: float) -> None:
+        # Once the stage has started and its grandchild is there (a tick may come first
+        # on a busy machine, before the reaper reported the start).
+        if identities and pidfile.exists() and pidfile.read_text().strip():
+            raised.append(time.monotonic())
+            raise Interrupted(signal.SIGTERM)  # what cli's SIGTERM handler raises
+
     with pytest.raises(Interrupted):
         run(
             ("sh", "-c", script),
@@ -367,13 +372,14 @@ def test_exception_in_on_tick_terminates_the_group_and_propagates(tmp_path: Path
             on_tick=on_tick,
             tick_s=0.2,
         )
-    wall = time.monotonic() - t0
+    stopped_after = time.monotonic() - raised[0]
 
     assert len(identities) == 1
     assert_no_live_member(identities[0].pgid)
     grandchild = read_pid(pidfile)
     assert is_dead(grandchild), f"grandchild {grandchild} is {proc_state(grandchild)}"
-    assert wall < 0.2 + 0.5 + 1.0, f"wall {wall:.3f}s: not terminated promptly"
+    # Stopped by the exception (TERM, 0.5 s of grace, KILL), not by the 30 s timeout.
+    assert stopped_after < 10.0, f"{stopped_after:.3f}s after the exception: not stopped by it"
 
 
 # The stage's TERM trap runs (and can clean up) before anything is KILLed. `wait` is

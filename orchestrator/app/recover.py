@@ -56,7 +56,7 @@ from orchestrator.recovery.context import (
 )
 from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
-from orchestrator.recovery.playbook import check_output_of
+from orchestrator.recovery.playbook import builtin_playbook, check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import (
     AUTO,
@@ -393,6 +393,9 @@ def _decide(
             max_infra_retries=config.recovery.max_infra_retries_per_ticket,
         ),
         history=link.recent_history(signature, now=services.clock()),
+    )
+    ctx = ctx.model_copy(
+        update={"known": builtin_playbook().match(ctx.failure, None, stage=stage.name)}
     )
     charges = 0
 

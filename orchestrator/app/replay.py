@@ -47,6 +47,7 @@ from orchestrator.recovery.gateway import ModelGateway, Unavailable
 from orchestrator.recovery.graph import run_graph
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.investigate import Tool, investigator
+from orchestrator.recovery.playbook import builtin_playbook
 from orchestrator.recovery.prompt import PROMPT_VERSION, PROMPTS
 from orchestrator.recovery.transcript import TranscriptPlayer
 from orchestrator.storage import (
@@ -306,6 +307,10 @@ def replay_verdict(
     limitations = _limitations(verdict, calls)
     bundle_text, bundle_hash = _bundle_text(verdict, limitations)
     ctx = verdict.inputs.model_copy(update={"bundle_text": bundle_text})
+    if ctx.known is None and verdict.source == "playbook" and verdict.playbook_entry:
+        # Decided before the matched entry was kept in the inputs (issue 44): only the
+        # built-in entries decided then, and they are matched again as they were.
+        ctx = ctx.model_copy(update={"known": builtin_playbook().match(ctx.failure, None)})
     then = verdict.proposal
 
     player = TranscriptPlayer(calls, texts, model_name=verdict.model or REPLAY_MODEL)

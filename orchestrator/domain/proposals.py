@@ -18,7 +18,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.playbook import PlaybookMatch
 from orchestrator.domain.validation import Frozen
 from orchestrator.domain.verdicts import DecisionContext, Verdict
 
@@ -133,6 +135,12 @@ class RecoveryContext(Frozen):
     # The confidence and routing rules the decision is made under (see ``confidence``);
     # inputs read from a verdict file that does not say were made under the first.
     confidence_rules: int = CONFIDENCE_RULES
+    # The failure's deciding lines, masked (issue 44): what a playbook entry learned from
+    # this decision would match. None in files written before there was one.
+    failure_signature: FailureSignature | None = None
+    # The promoted playbook entry that matched, resolved before the graph ran, so that
+    # replay decides the same without the playbook's files. None: no entry matched.
+    known: PlaybookMatch | None = None
 
 
 class SourceEvidence(Frozen):

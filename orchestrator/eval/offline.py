@@ -23,6 +23,7 @@ from orchestrator.eval.corpus import LOG_FILE, Case
 from orchestrator.eval.padding import PAD_BYTES, PAD_SEED, pad_log
 from orchestrator.recovery.context import build_bundle
 from orchestrator.recovery.diagnose import precheck
+from orchestrator.recovery.playbook import builtin_playbook
 
 # A fresh ticket: nothing spent yet, the starter config's caps.
 FRESH_CAPS = Caps(diagnoses_used=0, max_diagnoses=2, infra_retries_used=0, max_infra_retries=3)
@@ -66,7 +67,10 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
     observed = layers.observed_class(case)
     ctx = layers.decision_context(label)
     failure = layers.failure_of(case, observed, limits)
-    decision = precheck(ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS)
+    decision = precheck(
+        ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS,
+        known=builtin_playbook().match(failure, None),
+    )  # fmt: skip
     bundle = build_bundle(layers.bundle_inputs(case, corpus_dir), limits)
     rendered = bundle.render()
     action = decision.verdict.action if decision is not None else None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.domain.infra_wait import model_call_waits_out, waits_out
 from orchestrator.domain.lifecycle import HaltReason
+from orchestrator.domain.playbook import PlaybookMatch
 from orchestrator.domain.proposals import Caps, Failure, PromptFacts, Source
 from orchestrator.domain.transcripts import CallError, CallPurpose
 from orchestrator.domain.verdicts import (
@@ -38,7 +39,6 @@ from orchestrator.recovery.gateway import (
     ModelRequest,
     Unavailable,
 )
-from orchestrator.recovery.playbook import match_playbook
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt
 from orchestrator.recovery.transcript import Transcript, call_model
 from orchestrator.recovery.verdict import (
@@ -197,9 +197,16 @@ def infra_decision(failure: Failure, caps: Caps) -> Decision:
 
 
 def precheck(
-    *, ctx: DecisionContext, failure: Failure, clone_exists: bool, caps: Caps
+    *,
+    ctx: DecisionContext,
+    failure: Failure,
+    clone_exists: bool,
+    caps: Caps,
+    known: PlaybookMatch | None = None,
 ) -> Decision | None:
-    """Layer 1: a decision that needs no model, or None when the model must be asked."""
+    """Layer 1: a decision that needs no model, or None when the model must be asked.
+    ``known``: the promoted playbook entry that matched the failure (``Playbook.match``),
+    resolved by the caller so the decision's inputs keep it."""
     if failure.infra is not None:
         return infra_decision(failure, caps)
     if not clone_exists:
@@ -214,9 +221,8 @@ def precheck(
             Source.SYNTHETIC, abandon(why), True, why, halt=HaltReason.PRECONDITION_FAILED
         )
 
-    known = match_playbook(failure)
     if known is not None:
-        entry, proposal = known
+        entry, proposal = known.entry, known.decision
         verdict, errors = _checked(proposal, ctx)
         if verdict is not None:
             return Decision(
@@ -269,9 +275,10 @@ def decide(
     max_reasks: int,
     max_tokens: int,
     prompt_version: str = PROMPT_VERSION,
+    known: PlaybookMatch | None = None,
 ) -> Decision:
     """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
-    early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps)
+    early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps, known=known)
     if early is not None:
         return early
     return ask_model(

@@ -74,8 +74,9 @@ class PreCheck:
             return state
         ctx = state.ctx
         early = precheck(
-            ctx=ctx.decision, failure=ctx.failure, clone_exists=ctx.clone_exists, caps=ctx.caps
-        )
+            ctx=ctx.decision, failure=ctx.failure, clone_exists=ctx.clone_exists, caps=ctx.caps,
+            known=ctx.known,
+        )  # fmt: skip
         return replace(state, early=early)
 
 

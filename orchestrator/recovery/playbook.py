@@ -1,87 +1,121 @@
-"""Known failures with known repairs, consulted before any model is asked.
+"""Known failures with known repairs, consulted before any model is asked (issue 44: the
+playbook is files, ``domain.playbook``, learned from decisions that proved right).
 
-Each entry matches on the failing check's name and its output, and builds a verdict as
-plain data. A playbook verdict costs no model call and goes through exactly the same
-validation and execution as a model's: the table can propose, never bypass.
+``Playbook`` indexes the promoted entries: a signature entry by its key (one dict look-up,
+whatever the number of entries), a pattern entry by its check. ``match`` returns the one
+that decides a failure as plain data (``PlaybookMatch``), which the decision's inputs keep
+so replay decides the same; it costs no model call and goes through exactly the same
+validation and execution as a model's verdict: the table can propose, never bypass.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.failure_signature import FailureSignature
+from orchestrator.domain.playbook import EntryStatus, PlaybookEntry, PlaybookMatch, parse_entry
 from orchestrator.domain.proposals import Failure
 from orchestrator.reading.last_words import regions_up
 from orchestrator.recovery.context import tail_bytes
 from orchestrator.redaction import redact
+from orchestrator.starter import builtin_playbook_texts
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _filled(value: Any, groups: Mapping[str, str]) -> Any:
+    """``value`` (a decision's JSON) with ``{name}`` placeholders of the pattern's named
+    groups filled in; a filled value loses its single quotes, so a template's quoting holds
+    whatever the check printed. Other braces are left alone."""
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(
+            lambda m: groups[m.group(1)].replace("'", "") if m.group(1) in groups else m.group(0),
+            value,
+        )
+    if isinstance(value, list):
+        return [_filled(v, groups) for v in value]
+    if isinstance(value, dict):
+        return {k: _filled(v, groups) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
-class PlaybookEntry:
-    name: str
-    check: str
-    pattern: re.Pattern[str]
-    build: Callable[[re.Match[str], Failure], dict[str, Any]]
+class Playbook:
+    """The promoted entries, indexed. Built once per process or decision; pure lookups."""
+
+    by_key: Mapping[str, PlaybookEntry] = field(default_factory=dict)
+    by_check: Mapping[str, tuple[tuple[PlaybookEntry, re.Pattern[str]], ...]] = field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def of(cls, entries: Iterable[PlaybookEntry]) -> Playbook:
+        """Index ``entries``: only promoted ones decide. Two promoted entries with the same
+        signature: the first (in the order given) decides."""
+        by_key: dict[str, PlaybookEntry] = {}
+        by_check: dict[str, list[tuple[PlaybookEntry, re.Pattern[str]]]] = {}
+        for entry in entries:
+            if entry.status is not EntryStatus.PROMOTED:
+                continue
+            key = entry.match.signature_key()
+            if key is not None:
+                by_key.setdefault(key, entry)
+            elif entry.match.pattern is not None and entry.match.check is not None:
+                compiled = re.compile(entry.match.pattern, re.MULTILINE)
+                by_check.setdefault(entry.match.check, []).append((entry, compiled))
+        return cls(by_key, {c: tuple(found) for c, found in by_check.items()})
+
+    def __len__(self) -> int:
+        return len(self.by_key) + sum(len(found) for found in self.by_check.values())
+
+    def match(
+        self, failure: Failure, signature: FailureSignature | None, *, stage: str | None = None
+    ) -> PlaybookMatch | None:
+        """The promoted entry that decides this failure, or None: a signature entry whose
+        key is the failure's (never for a signature with no deciding line), else the first
+        pattern entry of the failing check whose pattern matches its output (the tail, then
+        the region further up)."""
+        if signature is not None and not signature.empty:
+            entry = self.by_key.get(signature.key)
+            if entry is not None:
+                return PlaybookMatch(entry=entry.id, decision=dict(entry.decision), learned=True)
+        if failure.check is None:
+            return None
+        for entry, pattern in self.by_check.get(failure.check, ()):
+            if entry.match.stage is not None and stage is not None and entry.match.stage != stage:
+                continue
+            for text in (failure.output, failure.output_further_up):
+                found = pattern.search(text) if text else None
+                if found:
+                    groups = {k: v for k, v in found.groupdict().items() if v is not None}
+                    return PlaybookMatch(
+                        entry=entry.id, decision=_filled(entry.decision, groups), learned=False
+                    )
+        return None
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "") + "'"
+def builtin_entries() -> tuple[PlaybookEntry, ...]:
+    """The entries shipped with orchestrator (``starter/playbook/``)."""
+    return tuple(
+        parse_entry(text, f"orchestrator/starter/playbook/{name}")
+        for name, text in builtin_playbook_texts()
+    )
 
 
-def _split_squashed_commit(match: re.Match[str], failure: Failure) -> dict[str, Any]:
-    # Undo the squashed commit (keeping its changes), commit the
-    # production part under the original subject, then the tests on their own.
-    subject = match.group("subject")
-    return {
-        "action": "mechanical-fix",
-        "summary": (
-            "bug-fix ticket squashed the code fix and its test into one commit; "
-            "lint-bug-commit-order needs the non-test commit to land first"
-        ),
-        "repair_plan": {
-            "verification_check": "bash scripts/dev.sh lint-bug-commit-order",
-            "commands": [
-                "git -C <clone> reset --soft HEAD~1",
-                "git -C <clone> restore --staged -- tests/",
-                f"git -C <clone> commit -m {_quote(subject)}",
-                "git -C <clone> add -- tests/",
-                f"git -C <clone> commit -m {_quote('test: pin ' + subject)}",
-            ],
-        },
-    }
-
-
-PLAYBOOK: tuple[PlaybookEntry, ...] = (
-    PlaybookEntry(
-        name="commit-order-squash",
-        check="lint-bug-commit-order",
-        # Exactly one violation, and it is the squash of fix and test into one commit.
-        pattern=re.compile(
-            r'^[0-9a-f]{7,40} "(?P<subject>[^"\n]{1,200})": touches both production code and tests'
-            r".*\n(?:.*\n)*?lint-bug-commit-order: FAILED \(1 violation\(s\)\)",
-            re.MULTILINE,
-        ),
-        build=_split_squashed_commit,
-    ),
-)
+def builtin_playbook() -> Playbook:
+    return Playbook.of(builtin_entries())
 
 
 def match_playbook(failure: Failure) -> tuple[str, dict[str, Any]] | None:
-    """The first entry whose check and pattern match: (entry name, verdict object)."""
-    if failure.check is None:
-        return None
-    for entry in PLAYBOOK:
-        if entry.check != failure.check:
-            continue
-        for text in (failure.output, failure.output_further_up):
-            found = entry.pattern.search(text) if text else None
-            if found:
-                return entry.name, entry.build(found, failure)
-    return None
+    """The built-in entry that matches ``failure`` (by pattern): (entry id, verdict object).
+    What a decision made before playbook entries were files is replayed against."""
+    found = builtin_playbook().match(failure, None)
+    return (found.entry, found.decision) if found is not None else None
 
 
 def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | None]:

@@ -21,3 +21,17 @@ def config_text() -> str:
 def example_ticket_text() -> str:
     """An example ticket, named so that ``orchestrator batch`` does not queue it."""
     return files(__package__).joinpath(EXAMPLE_TICKET_NAME).read_text(encoding="utf-8")
+
+
+PLAYBOOK_DIR = "playbook"
+
+
+def builtin_playbook_texts() -> tuple[tuple[str, str], ...]:
+    """The built-in playbook entries (file name, TOML text), in name order: the same format
+    as a project's ``playbook/*.toml``, which take their place by name."""
+    folder = files(__package__).joinpath(PLAYBOOK_DIR)
+    return tuple(
+        (item.name, item.read_text(encoding="utf-8"))
+        for item in sorted(folder.iterdir(), key=lambda i: i.name)
+        if item.name.endswith(".toml")
+    )

@@ -24,6 +24,7 @@ from orchestrator.recovery.gateway import (
     ScriptedGateway,
     charged_factory,
 )
+from orchestrator.recovery.playbook import builtin_playbook
 from orchestrator.recovery.prompt import build_prompt
 from orchestrator.recovery.transcript import TranscriptPlayer
 
@@ -58,10 +59,12 @@ def run(
         events.append("gateway built")
         return gateway
 
+    failure = failure or Failure(check="project-tests", output="FAILED test_deal", ticket_title="t")
     decision = decide(
         ctx=ctx,
-        failure=failure
-        or Failure(check="project-tests", output="FAILED test_deal", ticket_title="t"),
+        failure=failure,
+        # The built-in entries, as the app resolves a failure's match before deciding.
+        known=builtin_playbook().match(failure, None),
         facts=FACTS,
         bundle_text="<<<BEGIN UNTRUSTED section: diff>>>\n+x\n<<<END section: diff>>>",
         clone_exists=clone_exists,

@@ -40,6 +40,7 @@ from orchestrator.recovery.graph import (
 from orchestrator.recovery.graph_state import GraphDeps, GraphState, Guardrail, Verification
 from orchestrator.recovery.guardrail import paths_outside, scrub_object
 from orchestrator.recovery.judge import Judge, judge_draw
+from orchestrator.recovery.playbook import builtin_playbook
 from orchestrator.recovery.transcript import Transcript, call_model
 from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.redaction import scrub
@@ -133,9 +134,9 @@ def test_entry_binds_identity(tmp_path: Path) -> None:
 
 
 def test_pre_check_decides_known_failures_without_a_model(tmp_path: Path) -> None:
-    ctx = context(
-        tmp_path, failure=Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
-    )
+    squash = Failure(check="lint-bug-commit-order", output=SQUASH, ticket_title="t")
+    # The app resolves the matching entry into the inputs before the graph runs.
+    ctx = context(tmp_path, failure=squash, known=builtin_playbook().match(squash, None))
     ctx = ctx.model_copy(
         update={
             "decision": ctx.decision.model_copy(update={"failing_check": "lint-bug-commit-order"})
@@ -143,6 +144,10 @@ def test_pre_check_decides_known_failures_without_a_model(tmp_path: Path) -> Non
     )
     state = PreCheck().run(GraphState(ctx=ctx), deps())
     assert state.early is not None and state.early.source is Source.PLAYBOOK
+    assert state.early.playbook_entry == "commit-order-squash"
+    # The same failure with no entry resolved goes to the model: the graph matches nothing.
+    unresolved = PreCheck().run(GraphState(ctx=ctx.model_copy(update={"known": None})), deps())
+    assert unresolved.early is None
     missing = PreCheck().run(GraphState(ctx=context(tmp_path, clone_exists=False)), deps())
     assert missing.early is not None and missing.early.halt is HaltReason.PRECONDITION_FAILED
     spent = PreCheck().run(

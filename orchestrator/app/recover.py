@@ -32,10 +32,12 @@ from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, ou
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
 from orchestrator.app.ledger_link import LedgerLink
+from orchestrator.app.playbook import load_playbook, store_for
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.config import StageConfig
+from orchestrator.domain.failure_signature import signature_of as signature_of_failure
 from orchestrator.domain.infra_wait import infra_window_start
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
@@ -45,6 +47,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
+from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.reports import ReportReading, read_reports
 from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
@@ -56,7 +59,7 @@ from orchestrator.recovery.context import (
 )
 from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
-from orchestrator.recovery.playbook import builtin_playbook, check_output_of
+from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import (
     AUTO,
@@ -394,8 +397,25 @@ def _decide(
         ),
         history=link.recent_history(signature, now=services.clock()),
     )
+    # The failure's signature (its deciding lines, masked) and the promoted playbook entry
+    # that knows it, if one does: kept in the inputs, so replay decides the same (issue 44).
+    deciding = signature_of_failure(
+        stage.name,
+        decision_ctx.failing_check,
+        attempt.failure_class,
+        deciding_lines(
+            _failed_log(attempt),
+            failure_class=attempt.failure_class,
+            detail=attempt.failure_detail,
+            limits=config.recovery.context,
+        ),
+    )
+    playbook = load_playbook(store_for(services.loaded.root), services.reporter.note)
     ctx = ctx.model_copy(
-        update={"known": builtin_playbook().match(ctx.failure, None, stage=stage.name)}
+        update={
+            "failure_signature": deciding,
+            "known": playbook.match(ctx.failure, deciding, stage=stage.name),
+        }
     )
     charges = 0
 

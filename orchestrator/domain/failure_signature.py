@@ -62,8 +62,16 @@ _MASKS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         re.compile(r"\b(?:[a-zA-Z0-9-]+\.)+(?:com|org|net|io|dev|edu|gov|cloud|co|uk|de)\b"),
         "<host>",
     ),
-    # A number standing alone (not part of a word: E0425, x86_64 and utf8 are kept).
-    (re.compile(r"(?<![A-Za-z0-9_])\d+(?![A-Za-z_])"), "<n>"),
+    # A number standing alone, with a unit if it has one (``0.58s``, ``10m0s``, ``3.2MiB``);
+    # not part of a word: E0425, x86_64 and utf8 are kept.
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?:\d+(?:[.,]\d+)?(?:ns|us|ms|s|sec|secs|m|min|mins|h|b|kb|kib|mb"
+            r"|mib|gb|gib|k)?)+(?![A-Za-z0-9_])",
+            re.IGNORECASE,
+        ),
+        "<n>",
+    ),
 )
 _SPACES: Final = re.compile(r"\s+")
 

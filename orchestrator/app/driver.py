@@ -30,6 +30,7 @@ from pathlib import Path
 
 from orchestrator.actions.budget import back_off_owed, charge_key
 from orchestrator.app.base_check import base_check_due, check_the_base
+from orchestrator.app.learning import learn
 from orchestrator.app.recover import recover
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
@@ -339,10 +340,14 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
                 return record
         record, attempt = run_stage(record, stage, services)
         if attempt.ok:
+            # A re-run a decision made may have gone green: the playbook learns it (issue 44).
+            learn(record, services)
             continue
         record, stop = _after_failure(record, stage, attempt, services)
         if stop:
             return record
+    # Whatever a kill between a stage passing and its lesson left unlearned (issue 44).
+    learn(record, services)
     record = record.transition(RunState.COMPLETED, now=services.clock())
     store.save(record, CrashPoint.RUN_ENDED)
     return record

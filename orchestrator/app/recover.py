@@ -31,6 +31,7 @@ from orchestrator.actions.budget import diagnoses_spent, infra_retries_spent
 from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, out_of_turn, refused
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
+from orchestrator.app.learning import learn
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.app.playbook import load_playbook, store_for
 from orchestrator.app.services import Services
@@ -200,6 +201,9 @@ def recover(
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
         store.save(record, CrashPoint.RECOVERING)
     if ref is None:
+        # What the run's earlier decisions proved: a learned entry whose re-run failed
+        # again is retired before the playbook is read, so this failure goes to the model.
+        learn(record, services)
         decided = _decide(record, stage, attempt, services)
         if isinstance(decided, Deferred):
             # Nothing decided, nothing charged: the run stays ``recovering`` and the next
@@ -293,6 +297,8 @@ def recover(
     else:
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
     store.save(record, CrashPoint.OUTCOME)
+    # A mechanical fix is green or red now: proposed, or its learned entry retired.
+    learn(record, services)
     return record, effect
 
 

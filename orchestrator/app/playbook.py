@@ -6,20 +6,27 @@
   approved that then went green): the same decision is proposed for the failure's
   signature, or, when an entry with the same signature and decision is there, its
   provenance grows by one agreeing outcome (and it is promoted when the config allows
-  promotion after that many);
+  promotion after that many: ``promote_after_of``);
 * ``retire``: a learned entry whose decision failed verification decides nothing more;
 * ``promote``: a person's word (the command, or a comment where approvals by comment
   are on).
 
 Every change is one whole-file write under the playbook's lock (``storage.playbook``).
+Given a ``ledger``, each event (proposed, agreed, promoted, retired) is first appended to
+it as a ``playbook`` row (``event_row``): the entry, the event, its signature key, the
+decision's action, the run and verdict, who approved or promoted it and why it was
+retired. The row is keyed by the entry's revision, so an event cut short between its row
+and its file and done again finds its row instead of appending a second one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
+from orchestrator.domain.config import Config
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.playbook import (
@@ -30,7 +37,16 @@ from orchestrator.domain.playbook import (
     entry_id_for,
 )
 from orchestrator.recovery.playbook import Playbook
+from orchestrator.redaction import scrub
+from orchestrator.storage import DecisionLedger
+from orchestrator.storage.ledger import LedgerRow, inputs_hash
 from orchestrator.storage.playbook import PlaybookStore
+
+CAPABILITY: Final = "playbook"
+KIND: Final = "playbook"
+EVENTS: Final = ("proposed", "agreed", "promoted", "retired")
+MAX_WHO_CHARS: Final = 200
+MAX_REASON_CHARS: Final = 1000
 
 
 def store_for(config_root: Path) -> PlaybookStore:
@@ -38,16 +54,118 @@ def store_for(config_root: Path) -> PlaybookStore:
     return PlaybookStore(config_root)
 
 
+def promote_after_of(config: Config) -> int | None:
+    """``[playbook] promote_after`` as ``propose`` takes it: None when only a person
+    promotes (0, the default), else how many agreeing outcomes promote an entry."""
+    return config.playbook.promote_after or None
+
+
+# The last index built, and the entries it was built from: a decision in a long batch
+# whose playbook did not change reuses it (the store hands back the same parsed entries
+# while their files are unchanged).
+_last_index: tuple[tuple[PlaybookEntry, ...], Playbook] | None = None
+
+
 def load_playbook(store: PlaybookStore, note: Callable[[str], None]) -> Playbook:
     """The promoted entries, indexed. A file that is not an entry is reported through
     ``note`` (by name, with its bad key) and left out: the run goes on without it."""
-    return Playbook.of(store.entries(on_error=lambda exc: note(f"playbook: {exc}")))
+    global _last_index
+    entries = store.entries(on_error=lambda exc: note(f"playbook: {exc}"))
+    last = _last_index
+    if last is not None and len(last[0]) == len(entries):
+        if all(a is b for a, b in zip(last[0], entries, strict=True)):
+            return last[1]
+    playbook = Playbook.of(entries)
+    _last_index = (entries, playbook)
+    return playbook
 
 
 def _same_decision(a: dict[str, object], b: dict[str, object]) -> bool:
     """Two decisions agree when they would do the same: the same action and, for a
     mechanical fix, the same plan (a summary's wording does not matter)."""
     return a.get("action") == b.get("action") and a.get("repair_plan") == b.get("repair_plan")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """What a person typed as it is recorded: one line, secrets and personal data out."""
+    return scrub(" ".join(text.split()))[0][:limit]
+
+
+def event_decision_id(entry: PlaybookEntry, event: str) -> str:
+    """The ledger key of one event of an entry: ``playbook:<entry>:<event>:<revision>``."""
+    return f"playbook:{entry.id}:{event}:{entry.revision}"
+
+
+def event_row(
+    entry: PlaybookEntry,
+    event: str,
+    *,
+    at: datetime,
+    by: str | None = None,
+    reason: str | None = None,
+    provenance: Provenance | None = None,
+    comment_url: str | None = None,
+) -> LedgerRow:
+    """The ledger row of ``event`` (one of ``EVENTS``) of ``entry`` as it is after it.
+    ``provenance``: the proven outcome the event is about (the one that proposed or
+    agreed; a retirement's failed run), else the entry's latest. ``by``: who promoted or
+    retired it (a person, ``github:<login>``, ``auto: N agreeing outcomes``); None for the
+    orchestrator's own retirement after a failed verification. No secret reaches it: the
+    signature lines are redacted before they are masked, and what a person typed is
+    scrubbed here."""
+    if event not in EVENTS:
+        raise ValueError(f"not a playbook event: {event!r}")
+    about = provenance or (entry.provenance[-1] if entry.provenance else None)
+    person = by is not None and not by.startswith("auto:")
+    if event == "promoted":
+        said = f"promoted by {by}"
+    elif event == "retired":
+        said = f"retired: {reason}" if reason else "retired"
+    elif event == "agreed":
+        said = f"agreed: {entry.agreeing} agreeing outcomes"
+    else:
+        said = "proposed"
+    decision = {
+        "event": event,
+        "entry": entry.id,
+        "status": entry.status.value,
+        "revision": entry.revision,
+        "signature_key": entry.match.signature_key(),
+        "stage": entry.match.stage,
+        "check": entry.match.check,
+        "failure_class": entry.match.failure_class,
+        "action": str(entry.decision.get("action", "")),
+        "agreeing": entry.agreeing,
+        "verdict": about.verdict if about is not None else None,
+        "decided_by": about.source if about is not None else None,
+        "approved_by": about.approved_by if about is not None else None,
+        "by": by,
+        "reason": reason,
+        "comment_url": comment_url,
+    }
+    return LedgerRow(
+        kind=KIND,
+        decision_id=event_decision_id(entry, event),
+        ticket=(about.ticket_id or "") if about is not None else "",
+        run=about.run_id if about is not None else "",
+        capability=CAPABILITY,
+        inputs_hash=inputs_hash(entry.match.model_dump(mode="json")),
+        model_version=None,
+        prompt_version=None,
+        source="human" if person else "playbook",
+        decision=decision,
+        outcome=said,
+        ts=at.astimezone(UTC).isoformat(),
+    )
+
+
+def _record(ledger: DecisionLedger | None, rows: Sequence[LedgerRow]) -> None:
+    """Append each row unless an earlier, cut-short attempt at the same event did."""
+    if ledger is None:
+        return
+    for row in rows:
+        if not any(r.get("kind") == KIND for r in ledger.rows_of(row.decision_id)):
+            ledger.append(row)
 
 
 def propose(
@@ -58,12 +176,14 @@ def propose(
     provenance: Provenance,
     description: str,
     promote_after: int | None = None,
+    ledger: DecisionLedger | None = None,
 ) -> PlaybookEntry | None:
     """Propose ``decision`` for failures with ``signature``, or add one agreeing outcome to
     the entry that proposes it already (promoting it once ``promote_after`` outcomes agree,
     when that is set). None when nothing is learned: the signature has no deciding line,
     or an entry for the same signature decides otherwise (a person settles that), or the
-    entry was retired (its decision failed once: agreeing outcomes do not revive it)."""
+    entry was retired (its decision failed once: agreeing outcomes do not revive it).
+    Given ``ledger``, each event's row is appended before the file is written."""
     if signature.empty:
         return None
     action = str(decision.get("action", ""))
@@ -76,12 +196,15 @@ def propose(
             ),
             None,
         )
+        rows: list[LedgerRow] = []
         if existing is not None:
             if existing.status is EntryStatus.RETIRED or not _same_decision(
                 existing.decision, decision
             ):
                 return None
             entry = existing.agreed(provenance)
+            if entry is not existing:
+                rows.append(event_row(entry, "agreed", at=provenance.at, provenance=provenance))
         else:
             entry = PlaybookEntry(
                 id=entry_id_for(signature, action),
@@ -94,43 +217,87 @@ def propose(
                 ),
                 decision=dict(decision),
                 provenance=(provenance,),
+                revision=1,
             )
+            rows.append(event_row(entry, "proposed", at=provenance.at, provenance=provenance))
         if (
             entry.status is EntryStatus.PROPOSED
             and promote_after is not None
             and entry.agreeing >= promote_after
         ):
-            entry = entry.promoted(by=f"auto: {entry.agreeing} agreeing outcomes", at=provenance.at)
+            by = f"auto: {entry.agreeing} agreeing outcomes"
+            entry = entry.promoted(by=by, at=provenance.at)
+            rows.append(event_row(entry, "promoted", at=provenance.at, by=by))
         if entry != existing:
+            _record(ledger, rows)
             store.write(entry)
         return entry
 
 
-def retire(store: PlaybookStore, entry_id: str, *, reason: str, at: datetime) -> PlaybookEntry:
-    """Retire the entry: it decides nothing more. Raises UsageError for no such entry."""
+def _entry(store: PlaybookStore, entry_id: str) -> PlaybookEntry:
+    entry = store.get(entry_id)
+    if entry is None:
+        raise UsageError(f"playbook: no entry {entry_id!r} in {store.dir} (nor built in)")
+    return entry
+
+
+def retire(
+    store: PlaybookStore,
+    entry_id: str,
+    *,
+    reason: str,
+    at: datetime,
+    ledger: DecisionLedger | None = None,
+    by: str | None = None,
+    provenance: Provenance | None = None,
+) -> PlaybookEntry:
+    """Retire the entry: it decides nothing more. Raises UsageError for no such entry.
+    ``by``: the person who retired it (None: the orchestrator, after its decision failed
+    verification); ``provenance``: that failed run, for the ledger row."""
     with store.locked():
-        entry = store.get(entry_id)
-        if entry is None:
-            raise UsageError(f"playbook: no entry {entry_id!r} in {store.dir}")
+        entry = _entry(store, entry_id)
         if entry.status is EntryStatus.RETIRED:
             return entry
-        retired = entry.retired(reason=reason[:2000], at=at)
+        why = _one_line(reason, MAX_REASON_CHARS)
+        who = _one_line(by, MAX_WHO_CHARS) if by is not None else None
+        retired = entry.retired(reason=why, at=at)
+        _record(
+            ledger,
+            [event_row(retired, "retired", at=at, by=who, reason=why, provenance=provenance)],
+        )
         store.write(retired)
         return retired
 
 
-def promote(store: PlaybookStore, entry_id: str, *, by: str, at: datetime) -> PlaybookEntry:
+def promote(
+    store: PlaybookStore,
+    entry_id: str,
+    *,
+    by: str,
+    at: datetime,
+    ledger: DecisionLedger | None = None,
+    comment_url: str | None = None,
+) -> PlaybookEntry:
     """Promote the entry: it decides the next matching failure with no model call. Raises
-    UsageError for no such entry; ConfigError for a file that is not an entry."""
+    UsageError for no such entry; ConfigError for a file that is not an entry.
+    ``comment_url``: the comment a person promoted it by, for the ledger row."""
     with store.locked():
-        entry = store.get(entry_id)
-        if entry is None:
-            raise UsageError(f"playbook: no entry {entry_id!r} in {store.dir}")
+        entry = _entry(store, entry_id)
         if entry.status is EntryStatus.PROMOTED:
             return entry
-        promoted = entry.promoted(by=by, at=at)
+        who = _one_line(by, MAX_WHO_CHARS) or "unknown"
+        promoted = entry.promoted(by=who, at=at)
+        _record(ledger, [event_row(promoted, "promoted", at=at, by=who, comment_url=comment_url)])
         store.write(promoted)
         return promoted
 
 
-__all__ = ["load_playbook", "promote", "propose", "retire", "store_for"]
+__all__ = [
+    "event_row",
+    "load_playbook",
+    "promote",
+    "promote_after_of",
+    "propose",
+    "retire",
+    "store_for",
+]

@@ -246,6 +246,15 @@ class DistributedConfig(Frozen):
     fleet_certificate: NonEmptyStr = "fleet.crt"
 
 
+class PlaybookConfig(Frozen):
+    """When a learned playbook entry decides without a person (issue 44). ``promote_after``
+    0: only a person promotes an entry (``orchestrator playbook promote``, or a comment
+    where approvals by comment are on); N: an entry is promoted once N proven outcomes
+    agree with it (the one that proposed it counts)."""
+
+    promote_after: Annotated[StrictInt, Field(ge=0, le=1000)] = 0
+
+
 class StorageConfig(Frozen):
     """Where the state is kept. Unset: the state dir's files, the default. A
     ``postgresql://`` URL (``$ORCHESTRATOR_STORAGE_URL`` overrides it): run records,
@@ -417,6 +426,7 @@ class Config(Frozen):
     sandbox: SandboxConfig = SandboxConfig()
     distributed: DistributedConfig = DistributedConfig()
     storage: StorageConfig = StorageConfig()
+    playbook: PlaybookConfig = PlaybookConfig()
     git: GitConfig = GitConfig()
     prices: dict[NonEmptyStr, PriceConfig] = Field(default_factory=dict)
     engines: dict[Name, EngineConfig] = Field(default_factory=dict)

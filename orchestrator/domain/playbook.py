@@ -110,6 +110,10 @@ class PlaybookEntry(Frozen):
     promoted_at: datetime | None = None
     retired_reason: StrictStr | None = None
     retired_at: datetime | None = None
+    # How many times the entry changed (proposed, agreed, promoted, retired): its ledger
+    # rows are keyed by it, so an event cut short between its row and its file, and done
+    # again, finds its row rather than appending a second one. A hand-written file: 0.
+    revision: Annotated[StrictInt, Field(ge=0)] = 0
 
     @field_validator("decision")
     @classmethod
@@ -125,10 +129,14 @@ class PlaybookEntry(Frozen):
 
     def promoted(self, *, by: str, at: datetime) -> PlaybookEntry:
         return self.revised(status=EntryStatus.PROMOTED, promoted_by=by, promoted_at=at,
-                            retired_reason=None, retired_at=None)  # fmt: skip
+                            retired_reason=None, retired_at=None,
+                            revision=self.revision + 1)  # fmt: skip
 
     def retired(self, *, reason: str, at: datetime) -> PlaybookEntry:
-        return self.revised(status=EntryStatus.RETIRED, retired_reason=reason, retired_at=at)
+        return self.revised(
+            status=EntryStatus.RETIRED, retired_reason=reason, retired_at=at,
+            revision=self.revision + 1,
+        )  # fmt: skip
 
     def agreed(self, provenance: Provenance) -> PlaybookEntry:
         """One more proven outcome; the same decision of the same run counts once."""
@@ -137,7 +145,9 @@ class PlaybookEntry(Frozen):
             for p in self.provenance
         ):
             return self
-        return self.revised(provenance=(*self.provenance, provenance))
+        return self.revised(
+            provenance=(*self.provenance, provenance), revision=self.revision + 1
+        )
 
 
 def entry_id_for(signature: FailureSignature, action: str) -> str:

@@ -11,6 +11,8 @@ silently used.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,28 @@ PLAYBOOK_DIR: Final = "playbook"
 LOCK_NAME: Final = ".playbook.lock"
 BUILTIN: Final = "built-in"
 
+# (inode, mtime in ns, size): a file with all three unchanged holds what it held.
+_Stat = tuple[int, int, int]
+# Entries parsed in this process, by file: a decision in a long batch reads a directory of
+# a thousand entries by stat()ing them, not by parsing a thousand TOML files (issue 44's
+# benchmark, bench/bench_playbook.py). Bounded; cleared whole when full.
+_PARSED: dict[Path, tuple[_Stat, PlaybookEntry]] = {}
+_MAX_CACHED: Final = 20_000
+
+
+@functools.cache
+def builtin_entries() -> tuple[PlaybookEntry, ...]:
+    """The entries shipped with orchestrator (``starter/playbook/``), parsed once."""
+    return tuple(
+        parse_entry(text, f"orchestrator/starter/{PLAYBOOK_DIR}/{name}")
+        for name, text in builtin_playbook_texts()
+    )
+
+
+def is_builtin(entry: PlaybookEntry) -> bool:
+    """Whether ``entry`` is a built-in one as shipped (no project file takes its place)."""
+    return any(entry is shipped for shipped in builtin_entries())
+
 
 class PlaybookStore:
     """The entries of one project: ``root`` is the directory holding its config.toml."""
@@ -46,10 +70,27 @@ class PlaybookStore:
             )
         return self.dir / f"{entry_id}{SUFFIX}"
 
-    def _project_files(self) -> list[Path]:
-        if not self.dir.is_dir():
+    def _project_files(self) -> list[tuple[Path, _Stat]]:
+        """The entry files, in name order, each with what says whether it changed."""
+        try:
+            listed = list(os.scandir(self.dir))
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.is_file())
+        except OSError as exc:
+            raise ConfigError(f"{self.dir}: cannot be listed: {exc}") from None
+        found: list[tuple[Path, _Stat]] = []
+        for item in listed:
+            if not item.name.endswith(SUFFIX):
+                continue
+            try:
+                if not item.is_file():
+                    continue
+                st = item.stat()
+            except OSError:
+                continue  # removed since it was listed
+            found.append((Path(item.path), (st.st_ino, st.st_mtime_ns, st.st_size)))
+        found.sort(key=lambda f: f[0].name)
+        return found
 
     def entries(
         self, *, on_error: Callable[[ConfigError], None] | None = None
@@ -58,9 +99,9 @@ class PlaybookStore:
         no project file replaces. A file that is not an entry raises ConfigError, or, given
         ``on_error``, is reported to it and left out (a run goes on without it)."""
         found: list[PlaybookEntry] = []
-        for path in self._project_files():
+        for path, stat in self._project_files():
             try:
-                entry = self._read(path)
+                entry = self._read(path, stat)
             except ConfigError as exc:
                 if on_error is None:
                     raise
@@ -68,13 +109,16 @@ class PlaybookStore:
                 continue
             found.append(entry)
         ids = {e.id for e in found}
-        for name, text in builtin_playbook_texts():
-            entry = parse_entry(text, f"orchestrator/starter/{PLAYBOOK_DIR}/{name}")
+        for entry in builtin_entries():
             if entry.id not in ids:
                 found.append(entry)
         return tuple(found)
 
-    def _read(self, path: Path) -> PlaybookEntry:
+    def _read(self, path: Path, stat: _Stat | None = None) -> PlaybookEntry:
+        """The entry in ``path``; parsed once per process while its file is unchanged (the
+        same inode, mtime and size: every write replaces the file, so a new inode)."""
+        if stat is not None and (cached := _PARSED.get(path)) is not None and cached[0] == stat:
+            return cached[1]
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -82,6 +126,10 @@ class PlaybookStore:
         entry = parse_entry(text, str(path))
         if f"{entry.id}{SUFFIX}" != path.name:
             raise ConfigError(f"{path}: id: {entry.id!r} is not the file's name")
+        if stat is not None:
+            if len(_PARSED) >= _MAX_CACHED:
+                _PARSED.clear()
+            _PARSED[path] = (stat, entry)
         return entry
 
     def get(self, entry_id: str) -> PlaybookEntry | None:
@@ -89,7 +137,7 @@ class PlaybookStore:
         path = self.path(entry_id)
         if path.is_file():
             return self._read(path)
-        return next((e for e in self.entries() if e.id == entry_id), None)
+        return next((e for e in builtin_entries() if e.id == entry_id), None)
 
     def write(self, entry: PlaybookEntry) -> Path:
         """Write ``entry`` as its file (replacing it whole). Hold ``locked()`` around a

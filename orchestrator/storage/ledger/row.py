@@ -39,7 +39,10 @@ class LedgerRow(Frozen):
     (``seq``, ``prev_hash``, ``entry_hash``; and ``ts`` when it is None). Validated when
     made, so a malformed row never reaches the ledger's lock."""
 
-    kind: Literal["decision", "outcome", "trace"]
+    # ``playbook``: an event of a playbook entry (proposed, agreed, promoted, retired; issue
+    # 44), keyed ``playbook:<entry>:<event>:<revision>``: provenance, never a decision's
+    # outcome, so the history (``index.py``) does not count it.
+    kind: Literal["decision", "outcome", "trace", "playbook"]
     decision_id: Annotated[StrictStr, Field(min_length=1)]
     ticket: StrictStr
     run: StrictStr

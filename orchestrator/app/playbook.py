@@ -63,20 +63,24 @@ def promote_after_of(config: Config) -> int | None:
 # The last index built, and the entries it was built from: a decision in a long batch
 # whose playbook did not change reuses it (the store hands back the same parsed entries
 # while their files are unchanged).
-_last_index: tuple[tuple[PlaybookEntry, ...], Playbook] | None = None
+_LAST_INDEX: dict[Path, tuple[tuple[PlaybookEntry, ...], Playbook]] = {}
 
 
 def load_playbook(store: PlaybookStore, note: Callable[[str], None]) -> Playbook:
     """The promoted entries, indexed. A file that is not an entry is reported through
     ``note`` (by name, with its bad key) and left out: the run goes on without it."""
-    global _last_index
     entries = store.entries(on_error=lambda exc: note(f"playbook: {exc}"))
-    last = _last_index
-    if last is not None and len(last[0]) == len(entries):
-        if all(a is b for a, b in zip(last[0], entries, strict=True)):
-            return last[1]
+    last = _LAST_INDEX.get(store.dir)
+    if (
+        last is not None
+        and len(last[0]) == len(entries)
+        and all(a is b for a, b in zip(last[0], entries, strict=True))
+    ):
+        return last[1]
     playbook = Playbook.of(entries)
-    _last_index = (entries, playbook)
+    if len(_LAST_INDEX) > 16:
+        _LAST_INDEX.clear()
+    _LAST_INDEX[store.dir] = (entries, playbook)
     return playbook
 
 
@@ -234,7 +238,9 @@ def propose(
         return entry
 
 
-def _entry(store: PlaybookStore, entry_id: str) -> PlaybookEntry:
+def get_entry(store: PlaybookStore, entry_id: str) -> PlaybookEntry:
+    """The entry with this id. Raises UsageError naming the playbook's directory when
+    there is none; ConfigError (its path and bad key) when its file is not an entry."""
     entry = store.get(entry_id)
     if entry is None:
         raise UsageError(f"playbook: no entry {entry_id!r} in {store.dir} (nor built in)")
@@ -255,7 +261,7 @@ def retire(
     ``by``: the person who retired it (None: the orchestrator, after its decision failed
     verification); ``provenance``: that failed run, for the ledger row."""
     with store.locked():
-        entry = _entry(store, entry_id)
+        entry = get_entry(store, entry_id)
         if entry.status is EntryStatus.RETIRED:
             return entry
         why = _one_line(reason, MAX_REASON_CHARS)
@@ -282,7 +288,7 @@ def promote(
     UsageError for no such entry; ConfigError for a file that is not an entry.
     ``comment_url``: the comment a person promoted it by, for the ledger row."""
     with store.locked():
-        entry = _entry(store, entry_id)
+        entry = get_entry(store, entry_id)
         if entry.status is EntryStatus.PROMOTED:
             return entry
         who = _one_line(by, MAX_WHO_CHARS) or "unknown"
@@ -294,6 +300,7 @@ def promote(
 
 __all__ = [
     "event_row",
+    "get_entry",
     "load_playbook",
     "promote",
     "promote_after_of",

@@ -252,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     fleet_command.add_parser(sub)
 
+    from orchestrator.cli.commands import playbook as playbook_command  # argparse only: cheap
+
+    playbook_command.add_parser(sub)
+
     evaluate = sub.add_parser(
         "eval",
         help="measure the classifier, playbook and bundle (and, --live, the model) on a "
@@ -425,6 +429,7 @@ STATE_COMMANDS = frozenset(
         "baseline",
         "tickets",
         "ledger",
+        "playbook",
     }
 )
 
@@ -682,6 +687,13 @@ def _dispatch_with(args: argparse.Namespace, config_file: Path) -> int:
         return storage_command.run(
             args, config_file, storage.state_dir(config_file, args.state_dir), sys.stdout,
             os.environ,
+        )  # fmt: skip
+    if args.command == "playbook":
+        from orchestrator.cli.commands import playbook as playbook_command
+
+        return playbook_command.run(
+            args, config_file, storage.state_dir(config_file, args.state_dir), sys.stdout,
+            sys.stderr, os.environ,
         )  # fmt: skip
     if args.command == "fleet":
         from orchestrator.cli.commands import fleet as fleet_command

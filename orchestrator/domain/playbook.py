@@ -145,9 +145,7 @@ class PlaybookEntry(Frozen):
             for p in self.provenance
         ):
             return self
-        return self.revised(
-            provenance=(*self.provenance, provenance), revision=self.revision + 1
-        )
+        return self.revised(provenance=(*self.provenance, provenance), revision=self.revision + 1)
 
 
 def entry_id_for(signature: FailureSignature, action: str) -> str:
@@ -177,6 +175,10 @@ def render_entry(entry: PlaybookEntry) -> str:
     """The entry as its TOML file holds it: the header a reviewer reads first, then what it
     matches, what it decides and where it came from. None values are left out."""
     data = entry.model_dump(mode="json", exclude_none=True)
+    # An empty list says nothing a reader needs (no provenance: a person wrote it; no
+    # signature: it matches by pattern), and parsing gives it back as the default.
+    data = {k: v for k, v in data.items() if v != []}
+    data["match"] = {k: v for k, v in data["match"].items() if v != []}
     return tomli_w.dumps(data, multiline_strings=True)
 
 

@@ -27,8 +27,11 @@ gone, is told (``reporter.note``) and skipped.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from orchestrator.app.approval_gate import answer_of
-from orchestrator.app.playbook import propose, retire, store_for
+from orchestrator.app.ledger_link import LedgerLink
+from orchestrator.app.playbook import promote_after_of, propose, retire, store_for
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.domain.errors import ConfigError, StateError, UsageError
@@ -74,13 +77,6 @@ def _facts(
     return facts, decided
 
 
-def _promote_after(services: Services) -> int | None:
-    """``[playbook] promote_after`` when the config has it (None: a person promotes)."""
-    playbook = getattr(services.loaded.config, "playbook", None)
-    value = getattr(playbook, "promote_after", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _seen(store: PlaybookStore, record: RunRecord) -> tuple[set[int], set[str]]:
     """The run's verdicts some entry already holds an outcome of, and the retired entries:
     what a second call (a resume, the next stage) need not do again."""
@@ -122,8 +118,26 @@ def learn(record: RunRecord, services: Services) -> None:
         if lesson.do == "propose" and lesson.verdict not in agreed:
             _propose(store, record, lesson, *gathered[lesson.verdict], services)
         elif lesson.do == "retire" and lesson.entry is not None and lesson.entry not in retired:
-            _retire(store, record, lesson, lesson.entry, services)
+            facts, decided = gathered[lesson.verdict]
+            provenance = _provenance(record, lesson, facts, decided, services.clock())
+            _retire(store, lesson, lesson.entry, provenance, services)
             retired.add(lesson.entry)
+
+
+def _provenance(
+    record: RunRecord, lesson: Lesson, facts: DecisionFacts, decided: VerdictRecord, at: datetime
+) -> Provenance:
+    """The decision's line in an entry's provenance (or in its retirement's ledger row)."""
+    return Provenance(
+        run_id=record.run_id,
+        ticket_id=record.ticket_id,
+        verdict=facts.number,
+        decision_id=decided.decision_id,
+        source=facts.source,
+        approved_by=facts.approved_by,
+        outcome=lesson.why,
+        at=at,
+    )
 
 
 def _propose(
@@ -140,16 +154,7 @@ def _propose(
     # The decision as it was carried out: the validated verdict object, which the entry's
     # next use validates again exactly as a model's reply is.
     decision = verdict.model_dump(mode="json")
-    provenance = Provenance(
-        run_id=record.run_id,
-        ticket_id=record.ticket_id,
-        verdict=facts.number,
-        decision_id=decided.decision_id,
-        source=facts.source,
-        approved_by=facts.approved_by,
-        outcome=lesson.why,
-        at=services.clock(),
-    )
+    provenance = _provenance(record, lesson, facts, decided, services.clock())
     summary = getattr(verdict, "summary", "") or ""
     where = f"{facts.check or facts.stage} ({signature.failure_class})"
     entry = propose(
@@ -158,7 +163,8 @@ def _propose(
         decision=decision,
         provenance=provenance,
         description=f"{facts.action} for {where}: {summary}".strip().rstrip(":"),
-        promote_after=_promote_after(services),
+        promote_after=promote_after_of(services.loaded.config),
+        ledger=LedgerLink.for_services(services).ledger,
     )
     if entry is None:
         services.reporter.note(
@@ -174,11 +180,22 @@ def _propose(
 
 
 def _retire(
-    store: PlaybookStore, record: RunRecord, lesson: Lesson, entry_id: str, services: Services
+    store: PlaybookStore,
+    lesson: Lesson,
+    entry_id: str,
+    provenance: Provenance,
+    services: Services,
 ) -> None:
-    reason = f"{lesson.why} (run {record.run_id}, verdict {lesson.verdict})"
+    reason = f"{lesson.why} (run {provenance.run_id}, verdict {lesson.verdict})"
     try:
-        retire(store, entry_id, reason=reason, at=services.clock())
+        retire(
+            store,
+            entry_id,
+            reason=reason,
+            at=provenance.at,
+            ledger=LedgerLink.for_services(services).ledger,
+            provenance=provenance,
+        )
     except (UsageError, ConfigError) as exc:  # removed or broken by hand meanwhile
         services.reporter.note(f"playbook: entry {entry_id} not retired: {exc}")
         return

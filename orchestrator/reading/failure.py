@@ -27,8 +27,10 @@ from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import missing_executable, output_lines
+from orchestrator.reading.bulk import file_stretches, read_up_stretches
 from orchestrator.reading.evidence import Evidence, extract_evidence
 from orchestrator.reading.last_words import last_marker, regions_up
+from orchestrator.reading.scan import scan_hits
 from orchestrator.reading.signs import FAILURE_MARKER, Recognised, read_up, tail_lines
 from orchestrator.reading.telling import telling_line_of
 from orchestrator.redaction import redact
@@ -54,6 +56,8 @@ __all__ = [
 NAMED_TAIL_BYTES = 64 * 1024
 # When those decide nothing, how far up a long log is read (``last_words``).
 DEFAULT_SCAN_BYTES = 64 * 1024 * 1024
+# The runner's own lines in a stage's log (``engines.classify.output_lines``): not read.
+RUNNER_LINES = ("# orchestrator: ", "# $ ")
 
 
 class Outcome(Protocol):
@@ -200,6 +204,11 @@ def _named_further_up(
         marked = marked_failure(line) if line is not None else None
         if marked is not None:
             return NamedFailure(marked, None)
+        below = _below_the_last_cause(log_path, exit_code=exit_code, scan_bytes=scan_bytes)
+        if isinstance(below, Recognised):
+            return NamedFailure(below.failure, below.detail())
+        if below is not None:
+            return below
         for region in regions_up(log_path, scan_bytes):
             found = read_named(region, exit_code=exit_code, timed_out=False)
             if found is not None:
@@ -207,6 +216,28 @@ def _named_further_up(
     except OSError:
         return None  # an unreadable log names nothing; the tail's reading stands
     return None
+
+
+def _below_the_last_cause(
+    log_path: Path, *, exit_code: int | None, scan_bytes: int
+) -> Recognised | Literal["code"] | None:
+    """Every line from the lowest root-cause line of the scan window (the evidence
+    signatures' lowest hit; the window's first line when there is none) to the end, read
+    up as the tail is (``bulk``): the program's last words when more than the tail's
+    worth of ordinary output follows them — a CI's own "No output has been received in
+    the last 10 minutes" under a megabyte of a test run's progress. Raises OSError."""
+    scan = scan_hits(log_path, scan_bytes, words=True)
+    start = max((hit.offset for hit in scan.hits), default=scan.window_start)
+    with log_path.open("rb") as fh:
+        if not scan.hits and start > 0:  # the window's first whole line
+            fh.seek(start - 1)
+            start += len(fh.readline()) - 1
+        return read_up_stretches(
+            file_stretches(fh, start, scan.size),
+            exit_code=exit_code,
+            timed_out=False,
+            ignore=RUNNER_LINES,
+        )
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,14 @@ words is not called an OOM kill: someone else may have sent it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
 from orchestrator.engines.base import FailureClass
+from orchestrator.reading import mechanisms
 from orchestrator.reading.literals import alternatives, needed
 from orchestrator.reading.prefilter import any_word
 
@@ -76,6 +77,11 @@ class Sign:
     needs_kill: bool = False
     # Only when the program ended with this status (the shell's 127: not found).
     needs_status: int | None = None
+    # What may be the consequence of another failure above it (a package not found when
+    # the package index could not be downloaded): the lines above are read for a cause.
+    symptom: bool = False
+    # A line this matches is not the sign (a server on the loopback is the code's own).
+    unless: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,11 @@ def _sign(
     *alternatives: str,
     needs_kill: bool = False,
     needs_status: int | None = None,
+    symptom: bool = False,
+    unless: re.Pattern[str] | None = None,
 ) -> Sign:
     pattern = re.compile("|".join(alternatives), re.IGNORECASE)
-    return Sign(name, failure, what, pattern, needs_kill, needs_status)
+    return Sign(name, failure, what, pattern, needs_kill, needs_status, symptom, unless)
 
 
 R, N, C = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK, FailureClass.CONFIG_ERROR
@@ -115,21 +123,14 @@ T, L, A, OUT = (
 )
 # The shell's status for a command it could not find.
 NOT_FOUND_STATUS = 127
+# How far above a symptom (``Sign.symptom``) its cause is looked for: a package manager's
+# index failures and its "Unable to locate package" sit a few lines apart.
+SYMPTOM_LINES = 60
 
-# The hosts of the package registries: a 5xx or 429 next to one is the registry's.
-_REGISTRY_HOSTS = (
-    r"(?:pypi\.org|files\.pythonhosted\.org|registry\.npmjs\.org|registry\.yarnpkg\.com"
-    r"|(?:index|static)\.crates\.io|crates\.io|proxy\.golang\.org|sum\.golang\.org"
-    r"|registry-1\.docker\.io|auth\.docker\.io|ghcr\.io|quay\.io|repo1?\.maven\.org"
-    r"|rubygems\.org|api\.nuget\.org)"
-)
-_HTTP_FAILURE = r"(?:5\d\d|429)"
-# A status said to be one: "503 Service Unavailable", "status: 429", "HTTP 502" — never a
-# bare number ("pkg-1.0.whl (429 kB)" is a size).
-_STATUS = (
-    rf"(?:\b{_HTTP_FAILURE} (?:Service Unavailable|Bad Gateway|Gateway Time-?out"
-    rf"|Internal Server Error|Too Many Requests|(?:Server|Client) Error)"
-    rf"|\b(?:status|HTTP|error)(?: code)?:? ?{_HTTP_FAILURE}\b)"
+# A URL on this machine: an HTTP status from a server the check itself started (a test's
+# web app answering 500) is the code's, not a service's.
+_LOOPBACK = re.compile(
+    r"://(?:localhost|127\.\d+\.\d+\.\d+|\[::1\]|0\.0\.0\.0)(?![\w.-])", re.IGNORECASE
 )
 
 SIGNS: tuple[Sign, ...] = (
@@ -155,6 +156,14 @@ SIGNS: tuple[Sign, ...] = (
         # matters here: "memoryerror" in prose is not the exception.
         r"(?-i:^(?:E\s+)?MemoryError\b)",
     ),
+    # A runtime's own report that its heap is spent (V8, the JVM, Go, Rust, .NET, ...):
+    # the runtime says so itself, so no exit status is needed (``mechanisms``).
+    _sign(
+        "runtime-out-of-memory",
+        R,
+        "the runtime ran out of memory",
+        *mechanisms.RUNTIME_OUT_OF_MEMORY,
+    ),
     _sign(
         "oom-kill",
         R,
@@ -172,11 +181,13 @@ SIGNS: tuple[Sign, ...] = (
         "a service limited the rate of requests",
         r"\btoomanyrequests\b",
         r"\btoo many requests\b",
-        r"^npm (?:ERR!|error) code E429\b",
-        r"\b(?:status|HTTP|error|code)(?: code)?:? ?429\b",
+        *mechanisms.said_number("429"),
+        *mechanisms.http_said(mechanisms.RATE_LIMIT),
+        r"\btoo many 429 error responses\b",
         r"\brate limit (?:exceeded|reached)",
         r"\breached your (?:pull )?rate limit",
         r"\bsecondary rate limit",
+        unless=_LOOPBACK,
     ),
     # Credentials missing or refused: nothing a retry or a code change fixes.
     _sign(
@@ -186,7 +197,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bno valid credential sources\b",
         r"\bunable to locate credentials\b",
         r"\bNoCredentialProviders\b",
-        r"\b(?:status|HTTP|error|code)(?: code)?:? ?401\b",
+        *mechanisms.said_number("401"),
         r"\b401 Unauthorized\b",
         r"\bauthentication (?:required|failed)\b",
         r"\bbad credentials\b",
@@ -195,7 +206,17 @@ SIGNS: tuple[Sign, ...] = (
         r"\b(?:missing|invalid|expired) (?:api |access |auth )?(?:token|credentials)\b",
         r"\brequires authentication\b",
     ),
-    # A job that ran out of time: the CI's own limit, a runner's, a test harness's.
+    # A service that refused what the credentials asked for: an HTTP 401, 403 or 407 as
+    # a client reports it, a registry's DENIED, a forge refusing a push.
+    _sign(
+        "access-refused",
+        A,
+        "a service refused access (HTTP 401/403)",
+        *mechanisms.ACCESS_REFUSED,
+        unless=_LOOPBACK,
+    ),
+    # A job that ran out of time: the CI's own limit, a runner's, a test harness's on
+    # the whole run (a single test's timeout is the code's).
     _sign(
         "job-timeout",
         T,
@@ -203,15 +224,13 @@ SIGNS: tuple[Sign, ...] = (
         r"\bexited with 124\b",
         r"\bexit (?:code|status):? 124\b",
         r"^Tests? timed out\b",
-        r"\btimed out after \d+ ?(?:s|sec|seconds?|m|min|minutes?)\b",
+        *mechanisms.JOB_TIME_LIMITS,
         r"\btimed out waiting for\b",
-        r"\bno output has been received in the last \d+",
-        r"\bexceeded the maximum (?:time|execution time)\b",
         r"\bTEST-UNEXPECTED-TIMEOUT\b",
         r"\bDeadline ?Exceeded\b",
     ),
     # The host answered, wrongly: its certificate is not for its name, a package index
-    # lists what it does not serve. (A registry's 5xx is the network's, above: retried.)
+    # lists what it does not serve.
     _sign(
         "service-broken",
         OUT,
@@ -221,12 +240,22 @@ SIGNS: tuple[Sign, ...] = (
         r"^(?:E|Err|W): Failed to fetch \S+\s+(?:4\d\d|5\d\d)\b",
         r"\bcould not be found at the URI\b",
     ),
+    # A server's error (HTTP 5xx) as a client reports it, or on a line naming a package
+    # registry's host: the service failed, and a later retry may find it back.
+    _sign(
+        "server-error",
+        OUT,
+        "a service answered with a server error (HTTP 5xx)",
+        *mechanisms.HTTP_5XX,
+        unless=_LOOPBACK,
+    ),
     # The machine or the build's own settings lack something no code change in the project
     # gives: a system package no repository provides, a simulator destination, a TLS
     # version the client cannot speak. (Not a 404 on a download: a cache step after the
     # failure meets one as often as the build does. Not a read-only file system: in the
     # sandbox every write outside a stage's writable paths meets one, and a check that
-    # fails on its own after such a write is the code's.)
+    # fails on its own after such a write is the code's.) A package that cannot be found
+    # is what a package index that failed to download looks like: a symptom.
     _sign(
         "unresolvable-system-package",
         C,
@@ -237,6 +266,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bhas no installation candidate\b",
         r"\bPackages? required (?:and available )?but (?:not available|unsuitable)",
         r"\bNo package \S+ available\b",
+        symptom=True,
     ),
     _sign(
         "environment",
@@ -244,6 +274,22 @@ SIGNS: tuple[Sign, ...] = (
         "the build environment is not set up for this",
         r"\bUnable to find a destination matching\b",
         r"\bReceived fatal alert: protocol_version\b",
+        *mechanisms.USER_NAMESPACE,
+    ),
+    # A compiler, linker or toolchain version the machine lacks (a symptom too: its
+    # download may have failed above).
+    _sign(
+        "missing-toolchain",
+        C,
+        "a compiler or toolchain the build needs is missing",
+        *mechanisms.MISSING_TOOLCHAIN,
+        symptom=True,
+    ),
+    _sign(
+        "exec-format",
+        C,
+        "a program is not executable on this machine (ENOEXEC)",
+        *mechanisms.EXEC_FORMAT,
     ),
     _sign(
         "tls",
@@ -262,31 +308,15 @@ SIGNS: tuple[Sign, ...] = (
         N,
         "a host name could not be resolved (DNS)",
         r"temporary failure in name resolution",
+        r"\btemporary failure resolving\b",  # apt's words for EAI_AGAIN
         r"could not resolve host",
         r"\bgetaddrinfo\b",
         r"name or service not known",
+        r"\bname does not resolve\b",  # musl's EAI_NONAME
         r"nodename nor servname provided",
         r"\bEAI_AGAIN\b",
         r"\blookup \S+(?: on \S+)?: no such host",
         r"could not resolve hostname",
-    ),
-    _sign(
-        "registry-unavailable",
-        N,
-        "a package registry answered with an error status",
-        # pip
-        rf"HTTP error {_HTTP_FAILURE} while getting",
-        rf"too many {_HTTP_FAILURE} error responses",
-        # npm / yarn
-        rf"^npm (?:ERR!|error) code E{_HTTP_FAILURE}\b",
-        rf"^npm (?:ERR!|error) {_HTTP_FAILURE} ",
-        # cargo
-        rf"failed to get successful HTTP response from .*\bgot {_HTTP_FAILURE}\b",
-        # docker
-        rf"received unexpected HTTP status: {_HTTP_FAILURE}\b",
-        # any line naming a registry's host and a failure status ("go: reading https://
-        # proxy.golang.org/...: 503 Service Unavailable", requests' "... for url: ...")
-        rf"^(?=.*{_REGISTRY_HOSTS})(?=.*{_STATUS})",
     ),
     _sign(
         "connection-refused",
@@ -299,7 +329,8 @@ SIGNS: tuple[Sign, ...] = (
         "connection-reset",
         N,
         "a connection was reset",
-        r"connection reset by peer",
+        # "Connection reset by peer" (ECONNRESET's words), Java's "Connection reset".
+        r"\bconnection reset\b",
         r"\bECONNRESET\b",
     ),
     _sign(
@@ -320,6 +351,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bETIMEDOUT\b",
         r"\bReadTimeoutError\b",
         r"\bConnectTimeoutError\b",
+        r"\bOperation timed out\b",  # curl's (28), ETIMEDOUT's words on BSD and macOS
     ),
     _sign(
         "connection-failed",
@@ -331,6 +363,7 @@ SIGNS: tuple[Sign, ...] = (
         r"failed to connect to \S+ port \d+",
         r"could not create connection to \S+",
         r"^Connection error\b",
+        *mechanisms.NETWORK_SAID,
     ),
     # A check or stage whose shell could not find the program it names: the machine or the
     # config lacks it, as when the runner cannot start the program at all. The status must
@@ -445,21 +478,25 @@ _ANY_WORD_RE2: Final = any_word(word.encode("ascii") for word in _WORDS)
 _ANY_WORD: Final = re.compile("|".join(map(re.escape, _WORDS)))
 
 
+# The characters beyond ASCII that ``re`` matches to an ASCII letter when it ignores case
+# (its simple case folding, and its own equivalences of i and s): the gates' view spells
+# each as that letter, so a word's absence from the view still rules a match out.
+_ASCII_FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
 def _gate_view(line: str) -> str | None:
-    """What the gates read of ``line``: lower-cased when it is ASCII, "" when it is ASCII
-    and holds none of their words (each gate then runs only its rest), None when it is not
-    ASCII (each pattern is run)."""
-    if not line.isascii():
-        return None
-    low = line.lower()
+    """What the gates read of ``line``: lower-cased (beyond ASCII, after ``_ASCII_FOLDS``),
+    or "" when it holds none of their words (each gate then runs only its rest)."""
+    low = line.lower() if line.isascii() else line.translate(_ASCII_FOLDS).lower()
     return low if _has_a_word(low) else ""
 
 
 def _has_a_word(low: str) -> bool:
-    """Whether the lower-cased ASCII line ``low`` holds one of the gates' words."""
+    """Whether the lower-cased line ``low`` holds one of the gates' (ASCII) words."""
     if _ANY_WORD_RE2 is None:
         return _ANY_WORD.search(low) is not None
-    data = low.encode("ascii")
+    # Read as Latin-1 bytes: a word's ASCII bytes never match inside a longer character.
+    data = low.encode("utf-8", "surrogatepass")
     return _ANY_WORD_RE2.search(data, 0, len(data)) is not None
 
 
@@ -503,18 +540,28 @@ def read_up(
 ) -> Recognised | Literal["code"] | None:
     """Read ``lines`` (last first) until one decides: an infrastructure sign, ``CODE``
     (an assertion, or a report about the code with no sign beside it), or None when no
-    line said either — the caller may then look further up the log. Pure."""
+    line said either — the caller may then look further up the log. A sign that may be
+    a symptom (``Sign.symptom``) decides only when the ``SYMPTOM_LINES`` lines above it
+    hold no other sign (which then decides: its cause) before a line about the code.
+    Pure."""
     if timed_out:
         return CODE  # our timeout stopped it: that is ``timeout``, told apart by the caller
-    killed = exit_code == KILLED_STATUS
-    for line in lines:
-        # As a reader sees it: no colours, after a CI runner's or build tool's prefix,
-        # and a workflow annotation's message as the tool's own line.
-        stripped = without_prefix(plain(line).strip()).strip()
-        if stripped.startswith("::") and (note := _ANNOTATION.match(stripped)) is not None:
-            stripped = stripped[note.end() :].strip()
+    decide = line_decider(exit_code=exit_code, killed=exit_code == KILLED_STATUS)
+    return read_lines_up(((-i, line) for i, line in enumerate(lines)), decide)
+
+
+Decision = Recognised | Literal["code"] | None
+
+
+def line_decider(*, exit_code: int | None, killed: bool) -> Callable[[str], Decision]:
+    """What one line decides on its own, for a program that ended with ``exit_code``:
+    an assertion (``CODE``), else the first sign in table order, else a report about
+    the code (``CODE``), else None."""
+
+    def decide(line: str) -> Decision:
+        stripped = stripped_line(line)
         if not stripped:
-            continue
+            return None
         low = _gate_view(stripped)
         if _CODE_SIGNS_GATED.search(stripped, low):
             return CODE
@@ -523,11 +570,70 @@ def read_up(
                 continue
             if sign.needs_kill and not killed:
                 continue
-            if gated.search(stripped, low):
+            if gated.search(stripped, low) and not excepted(sign, stripped):
                 return Recognised(sign, _one_line(stripped))
         if _CODE_REPORTS_GATED.search(stripped, low):
             return CODE
-    return None
+        return None
+
+    return decide
+
+
+def stripped_line(line: str) -> str:
+    """A line as a reader sees it: no colours, after a CI runner's or build tool's
+    prefix, and a workflow annotation's message as the tool's own line."""
+    stripped = without_prefix(plain(line).strip()).strip()
+    if stripped.startswith("::") and (note := _ANNOTATION.match(stripped)) is not None:
+        stripped = stripped[note.end() :].strip()
+    return stripped
+
+
+def excepted(sign: Sign, line: str) -> bool:
+    """Whether ``line`` is one the sign leaves alone (``Sign.unless``)."""
+    return sign.unless is not None and sign.unless.search(line) is not None
+
+
+def read_lines_up(
+    numbered: Iterable[tuple[int, str]], decide: Callable[[str], Decision]
+) -> Decision:
+    """The first of the ``numbered`` lines (last first, each with its line number) that
+    ``decide`` decides; but a symptom's cause within ``SYMPTOM_LINES`` lines above it
+    first (``read_up``). Lines that decide nothing may be left out. Pure."""
+    symptom: Recognised | None = None
+    symptom_at = 0
+    for number, line in numbered:
+        if symptom is not None and symptom_at - number > SYMPTOM_LINES:
+            break
+        found = decide(line)
+        if found is None:
+            continue
+        if symptom is None:
+            if isinstance(found, Recognised) and found.sign.symptom:
+                symptom, symptom_at = found, number
+                continue
+            return found
+        if found == CODE:
+            break  # the code's line above it: the symptom stands as what was seen
+        if not found.sign.symptom:
+            return found  # its cause
+    return symptom
+
+
+def gate_words() -> list[str]:
+    """Every word a gated alternative needs (lower-case): a line without one of them,
+    ASCII, can match only the alternatives in ``rest_forms``."""
+    return list(_WORDS)
+
+
+def rest_forms() -> list[tuple[str, bool]]:
+    """The alternatives that need no word (assertions, signs, reports about the code),
+    each with whether it ignores case."""
+    checks = (_CODE_SIGNS_GATED, *(gated for _, gated in _SIGNS_GATED), _CODE_REPORTS_GATED)
+    return [
+        (gated.rest.pattern, bool(gated.rest.flags & re.IGNORECASE))
+        for gated in checks
+        if gated.rest is not None
+    ]
 
 
 def _one_line(text: str) -> str:

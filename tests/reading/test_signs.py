@@ -80,17 +80,17 @@ RECOGNISED = [
     ("Error response from daemon: Get \"https://registry-1.docker.io/v2/\": net/http: TLS handshake timeout", 1, N, "tls"),
     ("fatal: unable to access 'https://h/x.git/': server certificate verification failed. CAfile: none CRLfile: none", 128, N, "tls"),
     # a registry's 5xx or 429, in each tool's words
-    ("ERROR: HTTP error 503 while getting https://files.pythonhosted.org/packages/x.whl", 1, N, "registry-unavailable"),
-    ("HTTPError: 503 Server Error: Service Unavailable for url: https://pypi.org/simple/requests/", 1, N, "registry-unavailable"),
-    ("npm ERR! code E503", 1, N, "registry-unavailable"),
+    ("ERROR: HTTP error 503 while getting https://files.pythonhosted.org/packages/x.whl", 1, OUT, "server-error"),
+    ("HTTPError: 503 Server Error: Service Unavailable for url: https://pypi.org/simple/requests/", 1, OUT, "server-error"),
+    ("npm ERR! code E503", 1, OUT, "server-error"),
     ("npm error code E429", 1, L, "rate-limited"),
-    ("npm ERR! 502 Bad Gateway - GET https://registry.npmjs.org/left-pad", 1, N, "registry-unavailable"),
+    ("npm ERR! 502 Bad Gateway - GET https://registry.npmjs.org/left-pad", 1, OUT, "server-error"),
     (
         "  failed to get successful HTTP response from `https://index.crates.io/config.json` "
         "(108.138.64.68), got 503",
-        101, N, "registry-unavailable",
+        101, OUT, "server-error",
     ),
-    ("Error response from daemon: received unexpected HTTP status: 500 Internal Server Error", 1, N, "registry-unavailable"),
+    ("Error response from daemon: received unexpected HTTP status: 500 Internal Server Error", 1, OUT, "server-error"),
     # A 429 is a rate limit wherever it comes from (issue 25: its own class, not the network's).
     ("toomanyrequests: You have reached your pull rate limit.", 1, L, "rate-limited"),
     ("go: example.com/m@v1.0.0: reading https://proxy.golang.org/example.com/m/@v/v1.0.0.info: 429 Too Many Requests", 1, L, "rate-limited"),

@@ -32,6 +32,7 @@ from orchestrator.reading.signs import (
     Recognised,
     _gate_view,
     _one_line,
+    read_lines_up,
     read_up,
     tail_lines,
 )
@@ -49,16 +50,18 @@ STATUSES = (1, None, NOT_FOUND_STATUS, KILLED_STATUS)
 def reference(
     lines: Iterable[str], *, exit_code: int | None, timed_out: bool
 ) -> Recognised | Literal["code"] | None:
-    """``read_up`` as it was before the gates: every check run on every line."""
+    """``read_up`` without the gates: every check run on every line (the symptom's look-up
+    above is ``read_lines_up``'s, shared: it is not what the gates change)."""
     if timed_out:
         return CODE
     killed = exit_code == KILLED_STATUS
-    for line in lines:
+
+    def decide(line: str) -> Recognised | Literal["code"] | None:
         stripped = without_prefix(plain(line).strip()).strip()
         if stripped.startswith("::") and (note := _ANNOTATION.match(stripped)) is not None:
             stripped = stripped[note.end() :].strip()
         if not stripped:
-            continue
+            return None
         if CODE_SIGNS.search(stripped):
             return CODE
         for sign in SIGNS:
@@ -66,11 +69,15 @@ def reference(
                 continue
             if sign.needs_kill and not killed:
                 continue
-            if sign.pattern.search(stripped):
+            if sign.pattern.search(stripped) and not (
+                sign.unless is not None and sign.unless.search(stripped)
+            ):
                 return Recognised(sign, _one_line(stripped))
         if CODE_REPORTS.search(stripped):
             return CODE
-    return None
+        return None
+
+    return read_lines_up(((-i, line) for i, line in enumerate(lines)), decide)
 
 
 def assert_same(line: str) -> None:

@@ -27,6 +27,10 @@ from orchestrator.redaction import redact
 _SIGN_DETAIL: Final = re.compile(r"^.*? \[[a-z0-9-]+\]: (?P<line>.+)$")
 # A marked line of a rendered excerpt: ">  12| text".
 _MARKED: Final = re.compile(r"^>\s*\d+\| (?P<text>.*)$")
+# The runner's own lines at the head of a log (``execution.runner``): the command line
+# holds the words its failure prints (``bash -c '... echo error: ...'``), and the sandbox's
+# description; neither is the failure, and a signature made of them is the config's.
+_RUNNER_LINES: Final = ("# orchestrator: ", "# $ ")
 
 
 def deciding_lines(
@@ -59,6 +63,7 @@ def deciding_lines(
             m.group("text").strip()
             for line in best.text.splitlines()
             if (m := _MARKED.match(line)) is not None
+            and not m.group("text").startswith(_RUNNER_LINES)
         ]
         if marked:
             return tuple(marked[:MAX_LINES])

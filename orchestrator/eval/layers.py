@@ -2,7 +2,9 @@
 meets them (``execution.attempts``, ``execution.engine_stage``, ``app.recover``):
 
     observed_class   the failure class the attempt would be recorded with
+    reading          that class and the detail it is recorded with (the sign that named it)
     failure_of       the ``Failure`` the recovery precheck and the playbook look at
+    signature_of     the failure's signature, as ``app.recover`` makes it (issue 44)
     decision_context the facts a verdict is checked against (a fixed, typical setup)
     bundle_inputs    what the bundle would be built from: the case's log as the failed
                      log and (for a check) as the check's output, a typical ticket and run
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.domain.failure_signature import FailureSignature
+from orchestrator.domain.failure_signature import signature_of as signature_of_lines
 from orchestrator.domain.proposals import Failure
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.engines import adapter_for
@@ -26,6 +30,7 @@ from orchestrator.engines.classify import classify
 from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES
+from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.failure import log_tail, read_failure
 from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.context import BundleInputs
@@ -54,6 +59,12 @@ DEFAULT_TICKET: Final = (
 def observed_class(case: Case) -> str:
     """The class the attempt would be recorded with ("code" when none: the recovery
     loop treats an unclassified failure as code)."""
+    return reading(case)[0]
+
+
+def reading(case: Case) -> tuple[str, str | None]:
+    """The class the attempt would be recorded with and its ``failure_detail`` (what
+    named the class: a sign's ``what [sign]: line``, redacted; None when nothing did)."""
     label = case.label
     if label.source == "engine":
         assert label.engine is not None  # the label validator requires it
@@ -61,12 +72,11 @@ def observed_class(case: Case) -> str:
             log_tail(case.log_path, REPORT_TAIL_BYTES), label.exit_code, label.timed_out
         )
         found = classify(label.exit_code, label.timed_out, report, start_error=label.start_error)
-    elif label.source == "stage":
-        named = read_failure(_outcome(case), kind="stage").named
-        found = named.failure if named is not None else None
-    else:
-        found = check_class(case)
-    return found.value if found is not None else "code"
+        return (found.value if found is not None else "code"), None
+    named = read_failure(_outcome(case), kind="stage" if label.source == "stage" else "check").named
+    if named is None:
+        return "code", None
+    return named.failure.value, named.detail
 
 
 def check_class(case: Case) -> FailureClass | None:
@@ -100,8 +110,11 @@ def decision_context(label: CaseLabel) -> DecisionContext:
     )
 
 
-def failure_of(case: Case, failure_class: str, limits: ContextLimits) -> Failure:
-    """The ``Failure`` ``app.recover`` would hand to the precheck for this case."""
+def failure_of(
+    case: Case, failure_class: str, limits: ContextLimits, detail: str | None = None
+) -> Failure:
+    """The ``Failure`` ``app.recover`` would hand to the precheck for this case (its
+    infrastructure detail: the attempt's ``failure_detail``, else its start error)."""
     label = case.label
     check_output, further_up = "", None
     if label.check is not None and label.source == "check":
@@ -111,10 +124,22 @@ def failure_of(case: Case, failure_class: str, limits: ContextLimits) -> Failure
         output=check_output,
         ticket_title="Fix the failing check",
         infra=failure_class if failure_class != "code" else None,
-        infra_detail=label.start_error,
+        infra_detail=detail or label.start_error,
         stage_said=telling_line_of(case.log_path),
         output_further_up=further_up,
     )
+
+
+def signature_of(
+    case: Case, failure_class: str, detail: str | None, limits: ContextLimits
+) -> FailureSignature:
+    """The failure's signature exactly as ``app.recover`` makes it: the failing stage and
+    check of the decision's context, the recorded class, the log's deciding lines."""
+    ctx = decision_context(case.label)
+    lines = deciding_lines(
+        case.log_path, failure_class=failure_class, detail=detail, limits=limits
+    )
+    return signature_of_lines(ctx.failing_stage, ctx.failing_check, failure_class, lines)
 
 
 def bundle_inputs(case: Case, corpus_dir: Path) -> BundleInputs:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -42,6 +42,8 @@ class LiveResult(Frozen):
     cost_usd: float
     latency_s: float
     reason: str
+    # The verdict as validated (what the learning pass proposes when the label accepts it).
+    verdict: dict[str, Any] | None = None
 
 
 class LiveSummary(Frozen):
@@ -135,6 +137,7 @@ def run_live(
                 cost_usd=round(cost, 6),
                 latency_s=round(latency, 3),
                 reason=decision.reason[:300],
+                verdict=decision.verdict.model_dump(mode="json") if decision.valid else None,
             )
         )
     latencies = [round(r.latency_s * 1000) for r in results]

@@ -1,8 +1,10 @@
 """The offline evaluation: every case through the deterministic layers, no model.
 
-Per case: the class the attempt would get, the precheck's decision (infra verdict,
-playbook entry, or "ask the model"), whether the labelled root-cause line reaches the
-bundle the model would be shown, and that bundle's size. The summary turns those into the
+Per case: the class the attempt would get, the failure's signature (issue 44), the
+precheck's decision (infra verdict, playbook entry, or "ask the model") with the playbook
+given (the built-in entries unless a pass of ``eval.learning`` gives its own), whether the
+labelled root-cause line reaches the bundle the model would be shown, and that bundle's
+size. The summary turns those into the
 numbers ``orchestrator eval`` reports. Pure apart from reading the corpus files.
 """
 
@@ -16,14 +18,15 @@ from typing import Annotated
 from pydantic import Field
 
 from orchestrator.domain.config import ContextLimits
-from orchestrator.domain.proposals import Caps
+from orchestrator.domain.failure_signature import FailureSignature
+from orchestrator.domain.proposals import Caps, Failure
 from orchestrator.domain.validation import Frozen
 from orchestrator.eval import layers
-from orchestrator.eval.corpus import LOG_FILE, Case
+from orchestrator.eval.corpus import LOG_FILE, Case, CaseLabel
 from orchestrator.eval.padding import PAD_BYTES, PAD_SEED, pad_log
 from orchestrator.recovery.context import build_bundle
-from orchestrator.recovery.diagnose import precheck
-from orchestrator.recovery.playbook import builtin_playbook
+from orchestrator.recovery.diagnose import Decision, precheck
+from orchestrator.recovery.playbook import Playbook, builtin_playbook
 
 # A fresh ticket: nothing spent yet, the starter config's caps.
 FRESH_CAPS = Caps(diagnoses_used=0, max_diagnoses=2, infra_retries_used=0, max_infra_retries=3)
@@ -50,8 +53,24 @@ class CaseResult(Frozen):
     # Any of the label's root-cause lines (the primary one or a further one) in the bundle.
     any_root_cause_in_bundle: bool = False
     bundle_bytes: Annotated[int, Field(ge=0)]
+    # Where it failed (the decision context's stage and check) and its signature (its
+    # deciding lines, masked) and key: what a playbook entry learned from it matches.
+    stage: str = ""
+    check: str | None = None
+    signature: tuple[str, ...] = ()
+    signature_key: str | None = None
     # The rendered bundle, kept for the live evaluation (never persisted in a report).
     bundle_text: str = Field(default="", exclude=True, repr=False)
+    # The failure the precheck was given, kept so a later pass of ``eval.learning``
+    # decides it again with its own playbook without reading the log again.
+    failure: Failure | None = Field(default=None, exclude=True, repr=False)
+
+    @property
+    def failure_signature(self) -> FailureSignature:
+        return FailureSignature(
+            stage=self.stage, check=self.check, failure_class=self.observed_class,
+            lines=self.signature,
+        )  # fmt: skip
 
     @property
     def class_correct(self) -> bool:
@@ -62,18 +81,40 @@ class CaseResult(Frozen):
         return self.bundle_bytes // BYTES_PER_TOKEN
 
 
-def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseResult:
-    label = case.label
-    observed = layers.observed_class(case)
+def decide(
+    label: CaseLabel, failure: Failure, signature: FailureSignature, playbook: Playbook
+) -> Decision | None:
+    """The precheck's decision, as ``app.recover._decide`` makes it: the promoted entry
+    of ``playbook`` that matches the failure's signature (or a pattern entry its output),
+    then the precheck on a fresh ticket. None: the model would be asked."""
     ctx = layers.decision_context(label)
-    failure = layers.failure_of(case, observed, limits)
-    decision = precheck(
-        ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS,
-        known=builtin_playbook().match(failure, None),
-    )  # fmt: skip
+    known = playbook.match(failure, signature, stage=ctx.failing_stage)
+    return precheck(ctx=ctx, failure=failure, clone_exists=True, caps=FRESH_CAPS, known=known)
+
+
+def _decided(label: CaseLabel, decision: Decision | None) -> dict[str, object]:
+    action = decision.verdict.action if decision is not None else None
+    return {
+        "model_call_made": decision is None,
+        "decided_by": decision.source.value if decision is not None else "model",
+        "action": action,
+        "action_acceptable": None if action is None else action in label.acceptable_actions,
+        "playbook_entry": decision.playbook_entry if decision is not None else None,
+    }
+
+
+def evaluate_case(
+    case: Case, corpus_dir: Path, limits: ContextLimits, playbook: Playbook | None = None
+) -> CaseResult:
+    label = case.label
+    observed, detail = layers.reading(case)
+    failure = layers.failure_of(case, observed, limits, detail)
+    signature = layers.signature_of(case, observed, detail, limits)
+    decision = decide(
+        label, failure, signature, builtin_playbook() if playbook is None else playbook
+    )
     bundle = build_bundle(layers.bundle_inputs(case, corpus_dir), limits)
     rendered = bundle.render()
-    action = decision.verdict.action if decision is not None else None
     root_causes = (label.root_cause, *label.root_cause_also)
     return CaseResult(
         id=label.id,
@@ -82,18 +123,29 @@ def evaluate_case(case: Case, corpus_dir: Path, limits: ContextLimits) -> CaseRe
         label_class=label.failure_class,
         observed_class=observed,
         model_call_warranted=label.model_call_warranted,
-        model_call_made=decision is None,
-        decided_by=decision.source.value if decision is not None else "model",
-        action=action,
-        action_acceptable=None if action is None else action in label.acceptable_actions,
         expected_playbook_entry=label.playbook_entry,
-        playbook_entry=decision.playbook_entry if decision is not None else None,
         root_cause=label.root_cause,
         root_cause_in_bundle=label.root_cause in rendered,
         any_root_cause_in_bundle=any(line in rendered for line in root_causes),
         bundle_bytes=len(rendered.encode("utf-8")),
+        stage=signature.stage,
+        check=signature.check,
+        signature=signature.lines,
+        signature_key=None if signature.empty else signature.key,
         bundle_text=rendered,
+        failure=failure,
+        **_decided(label, decision),  # type: ignore[arg-type]
     )
+
+
+def redecided(result: CaseResult, label: CaseLabel, playbook: Playbook) -> CaseResult:
+    """``result`` decided again with ``playbook`` (a later pass of ``eval.learning``): the
+    same failure and signature through the same ``decide``; its class, bundle and root
+    cause are the log's and do not change."""
+    if result.failure is None:
+        raise ValueError(f"{result.id}: no failure kept to decide again")
+    decision = decide(label, result.failure, result.failure_signature, playbook)
+    return result.model_copy(update=_decided(label, decision))
 
 
 def percentile(values: Sequence[int], q: float) -> int:
@@ -179,20 +231,23 @@ def summarise(results: Sequence[CaseResult]) -> Summary:
 
 
 def evaluate(
-    cases: Sequence[Case], corpus_dir: Path, limits: ContextLimits
-) -> tuple[tuple[CaseResult, ...], Summary]:
-    results = tuple(evaluate_case(case, corpus_dir, limits) for case in cases)
+    cases: Sequence[Case], corpus_dir: Path, limits: ContextLimits,
+    playbook: Playbook | None = None,
+) -> tuple[tuple[CaseResult, ...], Summary]:  # fmt: skip
+    playbook = builtin_playbook() if playbook is None else playbook
+    results = tuple(evaluate_case(case, corpus_dir, limits, playbook) for case in cases)
     return results, summarise(results)
 
 
 def evaluate_padded(
     cases: Sequence[Case], corpus_dir: Path, limits: ContextLimits, *,
-    pad_bytes: int = PAD_BYTES, seed: int = PAD_SEED,
+    pad_bytes: int = PAD_BYTES, seed: int = PAD_SEED, playbook: Playbook | None = None,
 ) -> tuple[CaseResult, ...]:  # fmt: skip
     """Every case again, its log buried in ``pad_bytes`` of ordinary build output before
     and after (``eval.padding``). Each padded log is written to a temporary directory
     outside the corpus, evaluated and removed before the next is written."""
     results = []
+    playbook = builtin_playbook() if playbook is None else playbook
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-pad-") as scratch:
         for case in cases:
             padded_log = Path(scratch) / case.label.id / LOG_FILE
@@ -201,6 +256,6 @@ def evaluate_padded(
                 pad_log(case.log_path.read_bytes(), size=pad_bytes, seed=seed, salt=case.label.id)
             )
             padded = Case(case.label.model_copy(update={"padded": True}), padded_log)
-            results.append(evaluate_case(padded, corpus_dir, limits))
+            results.append(evaluate_case(padded, corpus_dir, limits, playbook))
             padded_log.unlink()
     return tuple(results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.eval.learning import CrossCase, Learning, PassFigures
 from orchestrator.eval.live import LiveSummary
 from orchestrator.eval.offline import CaseResult, Summary
 from orchestrator.eval.scorecard import GroupRow, Scorecard
@@ -88,6 +89,7 @@ def as_json(
     results: Sequence[CaseResult],
     live: LiveSummary | None = None,
     card: Scorecard | None = None,
+    learning: Learning | None = None,
 ) -> dict[str, Any]:
     cases = []
     for result in results:
@@ -100,6 +102,7 @@ def as_json(
         "cases": cases,
         "live": live.model_dump(mode="json") if live is not None else None,
         "scorecard": card.model_dump(mode="json") if card is not None else None,
+        "learning": learning.model_dump(mode="json") if learning is not None else None,
     }
 
 
@@ -187,6 +190,11 @@ def render_scorecard(card: Scorecard) -> str:
             f"≥ {g.class_right:.0%}",
         ),
         _measure(
+            "code read as infrastructure", str(t.code_read_as_infra_found),
+            None if t.code_read_as_infra_padded is None else str(t.code_read_as_infra_padded),
+            f"≤ {g.max_code_read_as_infra} each",
+        ),
+        _measure(
             "unwarranted model calls", str(t.unwarranted_calls_found),
             None if t.unwarranted_calls_padded is None else str(t.unwarranted_calls_padded),
             f"≤ {g.max_unwarranted_calls} each",
@@ -206,4 +214,82 @@ def render_scorecard(card: Scorecard) -> str:
             f"  {m.id:<{width}}  {'padded  ' if m.padded else 'as found'}  {m.kind}: {m.reason}"
             for m in card.misses
         )
+    return "\n".join(lines) + "\n"
+
+
+def _pass_table(passes: Sequence[PassFigures]) -> list[str]:
+    header = ["pass", "cases", "class right", "root cause in bundle", "calls",
+              "warranted", "unwarranted", "by playbook", "tokens to the model"]  # fmt: skip
+    table = [header]
+    for p in passes:
+        counts = (p.cases, p.class_right, p.root_cause_in_bundle, p.calls, p.calls_warranted,
+                  p.calls_unwarranted, p.decided_by_playbook)  # fmt: skip
+        table.append([p.name, *map(str, counts), f"{p.tokens:,}"])
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    out = []
+    for n, line in enumerate(table):
+        cells = [
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return out
+
+
+def _cross(found: Sequence[CrossCase]) -> str:
+    wrong = sum(not c.acceptable for c in found)
+    return f"{len(found)} ({wrong} deciding what the label does not accept)"
+
+
+def render_learning(learning: Learning) -> str:
+    """The learning passes for people: each pass's figures side by side, what was learned,
+    the goal (no second-pass call for a proven failure) and what kept a failure from it."""
+    pairs = [p for p in (learning.found, learning.padded) if p is not None]
+    passes = [f for p in pairs for f in (p.first, p.second)]
+    if learning.cross is not None:
+        passes.append(learning.cross)
+    lines = ["learning: the corpus decided twice, the first pass's proven decisions promoted"]
+    if learning.offline:
+        lines += [
+            "  offline: a model call's decision is taken as the label's first acceptable action",
+            "  (a right model's): the second pass measures whether the signature finds the same",
+            "  failure again and the playbook decides it with no call, not the model",
+        ]
+    lines += _pass_table(passes)
+    for pair in pairs:
+        name = pair.first.name.removeprefix("1st ")
+        proven = pair.proven
+        by: dict[str, int] = {}
+        for proof in proven:
+            by[proof.source] = by.get(proof.source, 0) + 1
+        sources = ", ".join(f"{source} {count}" for source, count in sorted(by.items()))
+        lines.append(
+            f"{name}: {len(proven)} of {pair.first.cases} first-pass decisions proven "
+            f"({sources or 'none'}); {pair.entries_promoted} entries promoted"
+        )
+        calls = pair.second_calls_for_proven
+        lines.append(f"  second-pass calls for proven failures: {len(calls)} (goal 0)")
+        lines.extend(f"    {case_id}" for case_id in calls)
+        lines.append(f"  cross-case matches: {_cross(pair.cross_case)}")
+        lines.extend(
+            f"    {c.case} decided by {c.entry} (learned from {', '.join(c.learned_from)})"
+            for c in pair.cross_case
+        )
+        not_learned = [p for p in proven if p.decision is not None and p.entry is None]
+        unproven = [p for p in pair.proofs if not p.proven]
+        for title, items in (("proven, not learned", not_learned), ("not proven", unproven)):
+            if items:
+                lines.append(f"  {title} ({len(items)}):")
+                lines.extend(f"    {p.id}: {p.why}" for p in items)
+        lines.extend(f"  {note}" for note in pair.notes)
+    if learning.cross is not None:
+        lines.append(
+            f"cross pass: {learning.cross_matched} of {learning.cross_learned} failures "
+            "learned as found decided by their entry when padded, with no call"
+        )
+        lines.append(f"  signatures changed by padding: {len(learning.signature_changed)}")
+        lines.extend(f"    {changed}" for changed in learning.signature_changed)
+        lines.append(f"  cross-case matches: {_cross(learning.cross_case_padded)}")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,13 @@ corpus of real CI logs (``../shared/data/ci-logs``). ``--pad`` evaluates every c
 with its log buried in ordinary build output (written to a temporary directory, never
 into the corpus); a ci-logs corpus, or a padded run, also gets the scorecard: by tool
 family and by class, found and padded side by side, the goals of issue 25 and every miss.
+
+Every eval is also measured as learning (``eval.learning``, issue 44): the first pass's
+proven decisions are promoted into a temporary playbook and every failure is decided
+again, its model calls counted (with ``--pad``: padded too, and the padded logs against
+what was learned as found). It is always on: it reads no log again (each failure's
+signature is made in the first pass) and costs well under a second, and the goal it
+measures (no second call for a failure decided right once) is one of the eval's.
 """
 
 from __future__ import annotations
@@ -136,9 +143,10 @@ def run_eval(
         raise UsageError("--max-cost-usd applies to eval --live only")
     from orchestrator.domain.config import ContextLimits
     from orchestrator.eval.corpus import load_corpus
+    from orchestrator.eval.learning import measure, verdicts_of
     from orchestrator.eval.live import LiveSettings, run_live
     from orchestrator.eval.offline import evaluate, evaluate_padded, summarise
-    from orchestrator.eval.report import as_json, render_scorecard, render_table
+    from orchestrator.eval.report import as_json, render_learning, render_scorecard, render_table
     from orchestrator.eval.scorecard import scorecard
 
     cases = load_corpus(corpus_dir)
@@ -170,7 +178,11 @@ def run_eval(
             ),
             clock=clock,
         )  # fmt: skip
-    document = as_json(summary, results, live_summary, card)
+    learning = measure(
+        cases, found, padded,
+        live=verdicts_of(live_summary) if live_summary is not None else None,
+    )  # fmt: skip
+    document = as_json(summary, results, live_summary, card, learning)
     if report_path is not None:
         # A report the user named, not state: a plain write, its failure a usage error.
         try:
@@ -183,6 +195,7 @@ def run_eval(
         out.write(render_table(summary, live_summary, with_misses=card is None))
         if card is not None:
             out.write("\n" + render_scorecard(card))
+        out.write("\n" + render_learning(learning))
         if report_path is not None:
             out.write(f"report written to {report_path}\n")
     return 0

@@ -15,14 +15,17 @@ NO_FAMILY: Final = "(no family)"
 
 
 class Goals(Frozen):
-    """What failure reading should reach on logs nobody here wrote (issue 25), as shares
-    of the corpus (57/60, 54/60, 90 %) and as counts."""
+    """What failure reading should reach on logs nobody here wrote (issue 44), as shares
+    of the corpus (95 %, 90 %, 95 %) and as counts. Precision first: not one failure of
+    the code may be read as infrastructure (it would be retried or abandoned, never
+    fixed), so a class is named only on a mechanism's evidence."""
 
-    first_root_cause_found: float = 57 / 60
-    first_root_cause_padded: float = 54 / 60
-    class_right: float = 0.90
-    max_unwarranted_calls: int = 3  # as found, and again padded
+    first_root_cause_found: float = 0.95
+    first_root_cause_padded: float = 0.90
+    class_right: float = 0.95
+    max_unwarranted_calls: int = 5  # as found, and again padded
     max_bundle_tokens_p95: int = 3_000
+    max_code_read_as_infra: int = 0  # as found, and again padded
 
 
 GOALS: Final = Goals()
@@ -59,6 +62,9 @@ class Totals(Frozen):
     unwarranted_calls_padded: int | None
     bundle_tokens_p95_found: int
     bundle_tokens_p95_padded: int | None
+    # Failures labelled ``code`` read as a class of infrastructure (precision's misses).
+    code_read_as_infra_found: int = 0
+    code_read_as_infra_padded: int | None = None
 
 
 MissKind = Literal["class", "root cause", "unwarranted call"]
@@ -87,6 +93,10 @@ def _count(results: Sequence[CaseResult], test: Callable[[CaseResult], bool]) ->
 
 def _unwarranted(result: CaseResult) -> bool:
     return result.model_call_made and not result.model_call_warranted
+
+
+def _code_read_as_infra(result: CaseResult) -> bool:
+    return result.label_class == "code" and result.observed_class != "code"
 
 
 def _row(group: str, found: Sequence[CaseResult], padded: Sequence[CaseResult] | None) -> GroupRow:
@@ -170,6 +180,15 @@ def _goals_missed(totals: Totals, goals: Goals) -> tuple[str, ...]:
             missed.append(
                 f"unwarranted model calls {how}: {calls} (goal ≤ {goals.max_unwarranted_calls})"
             )
+    for how, wrong in (
+        ("as found", t.code_read_as_infra_found),
+        ("padded", t.code_read_as_infra_padded),
+    ):
+        if wrong is not None and wrong > goals.max_code_read_as_infra:
+            missed.append(
+                f"code failures read as infrastructure {how}: {wrong} "
+                f"(goal ≤ {goals.max_code_read_as_infra})"
+            )
     for how, p95 in (
         ("as found", t.bundle_tokens_p95_found),
         ("padded", t.bundle_tokens_p95_padded),
@@ -209,6 +228,8 @@ def scorecard(
         unwarranted_calls_padded=overall.unwarranted_padded,
         bundle_tokens_p95_found=overall.tokens_p95_found,
         bundle_tokens_p95_padded=overall.tokens_p95_padded,
+        code_read_as_infra_found=_count(found, _code_read_as_infra),
+        code_read_as_infra_padded=None if padded is None else _count(padded, _code_read_as_infra),
     )
     misses = [m for r in found for m in _misses_of(r)]
     misses += [m for r in padded or () for m in _misses_of(r)]

@@ -93,6 +93,7 @@ def test_the_table_prints_every_group_the_totals_and_the_misses() -> None:
     assert "padded 2/4" in table
     assert "class told apart                as found 3/4 (75.0 %)" in table
     assert "unwarranted model calls         as found 1" in table
+    assert "code read as infrastructure     as found 0                padded 0" in table
     assert "(goal ≤ 3,000)" in table
     assert "  03-net  padded    root cause: not in the bundle: 'cause of 03-net'" in table
     assert "misses (7):" in table
@@ -141,6 +142,20 @@ def test_every_goal_is_checked() -> None:
         "bundle tokens p95 padded: 2100 (goal ≤ 500)",
     )
     assert GOALS.max_bundle_tokens_p95 == 3_000
+
+
+def test_a_code_failure_read_as_infrastructure_misses_its_goal() -> None:
+    """Precision (issue 44): not one failure of the code may be read as infrastructure
+    (it would be retried or abandoned, never fixed), as found or padded."""
+    wrong = _result("05-py", observed_class="network", model_call_made=False)
+    card = scorecard((*FOUND, wrong), (*PADDED, wrong.model_copy(update={"padded": True})))
+    assert (card.totals.code_read_as_infra_found, card.totals.code_read_as_infra_padded) == (1, 1)
+    assert "code failures read as infrastructure as found: 1 (goal ≤ 0)" in card.goals_missed
+    assert "code failures read as infrastructure padded: 1 (goal ≤ 0)" in card.goals_missed
+    # Infrastructure read as another class of infrastructure is a class miss, not this one.
+    other = _result("06-net", label_class="network", observed_class="outage")
+    assert scorecard((*FOUND, other)).totals.code_read_as_infra_found == 0
+    assert (GOALS.class_right, GOALS.max_code_read_as_infra) == (0.95, 0)
 
 
 def test_padded_results_must_be_the_same_cases() -> None:

@@ -44,8 +44,15 @@ _MASKS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
     # A URL: scheme and the rest up to a space or a closing quote/bracket.
     (re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]]+"), "<url>"),
-    (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
+    # An address's domain ends in letters: ``left-pad@1.2.3`` is a package at a version.
+    (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"), "<email>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
+    # A host name: dotted labels ending in a top-level domain of letters. Before hashes
+    # and versions, which would otherwise take a label of digits (``cdn7.a1b2c3d.com``).
+    (
+        re.compile(r"\b(?:[a-zA-Z0-9-]+\.)+(?:com|org|net|io|dev|edu|gov|cloud|co|uk|de)\b"),
+        "<host>",
+    ),
     (re.compile(r"\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"), "<uuid>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     # A hash: 7 or more hex digits holding at least one digit and one letter.
@@ -56,11 +63,6 @@ _MASKS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (
         re.compile(r"(?:(?<![\w.])~|(?<![\w.:/])(?:[A-Za-z]:)?)[/\\](?:[^\s/\\'\"():,]+[/\\])+"),
         "<dir>/",
-    ),
-    # A host name: dotted labels ending in a top-level domain of letters.
-    (
-        re.compile(r"\b(?:[a-zA-Z0-9-]+\.)+(?:com|org|net|io|dev|edu|gov|cloud|co|uk|de)\b"),
-        "<host>",
     ),
     # A number standing alone, with a unit if it has one (``0.58s``, ``10m0s``, ``3.2MiB``);
     # not part of a word: E0425, x86_64 and utf8 are kept.

@@ -220,7 +220,7 @@ def judge(result: CaseResult, label: CaseLabel, live: Mapping[str, ModelVerdict]
     return Proof(id=result.id, source=source, proven=True, decision=verdict)
 
 
-def _learned(
+def learn(
     results: Sequence[CaseResult], proofs: Sequence[Proof], scratch: Path
 ) -> tuple[Playbook, tuple[Proof, ...], dict[str, tuple[str, ...]], int, tuple[str, ...]]:
     """Propose each proven model decision for its failure's signature, promote the entries
@@ -331,7 +331,7 @@ def two_passes(
     passes, the learned playbook and each learned entry's cases."""
     proofs = [judge(r, labels[r.id], live) for r in results]
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-playbook-") as scratch:
-        playbook, judged, learned_from, promoted, notes = _learned(results, proofs, Path(scratch))
+        playbook, judged, learned_from, promoted, notes = learn(results, proofs, Path(scratch))
     second = tuple(redecided(r, labels[r.id], playbook) for r in results)
     proven = {p.id for p in judged if p.proven}
     pair = PassPair(

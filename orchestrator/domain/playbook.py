@@ -72,6 +72,9 @@ class Match(Frozen):
             raise ValueError("give exactly one of `signature` (masked lines) or `pattern`")
         if self.pattern is not None and self.check is None:
             raise ValueError("a `pattern` reads a check's output: name the `check`")
+        if self.signature and self.stage is None:
+            # A signature is of one stage's failure: without it the entry could never match.
+            raise ValueError("a `signature` is a stage's failure: name the `stage`")
         return self
 
     def signature_key(self) -> str | None:

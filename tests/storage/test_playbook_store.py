@@ -1,0 +1,148 @@
+"""The playbook's files (issue 44): a project file takes the place of the built-in entry of
+its id; a file that is not an entry is named with its key (raised, or reported and left
+out); an entry is parsed again once its file changes; and runs that learn the same
+failure at the same time, in separate processes, agree into one entry with one ledger
+row per event."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from orchestrator.app.playbook import load_playbook, store_for
+from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.playbook import EntryStatus, parse_entry, render_entry
+from orchestrator.storage.ledger import Ledger
+from orchestrator.storage.playbook import PlaybookStore, builtin_entries, is_builtin
+
+from conftest import subprocess_env
+
+BUILT_IN = "commit-order-squash"
+AT = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def test_a_project_file_takes_the_built_in_entrys_place(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    [shipped] = builtin_entries()
+    assert store.entries() == (shipped,) and is_builtin(store.entries()[0])
+
+    store.write(shipped.retired(reason="we squash on purpose", at=AT))
+
+    [entry] = store.entries()
+    assert entry.status is EntryStatus.RETIRED and not is_builtin(entry)
+    assert store.get(BUILT_IN) == entry
+    assert len(load_playbook(store, note=lambda _: None)) == 0  # a retired entry decides nothing
+
+
+def test_a_bad_file_is_named_with_its_key_or_reported_and_left_out(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    store.dir.mkdir()
+    bad = store.dir / "broken.toml"
+    bad.write_text('id = "broken"\n[match]\ncheck = "x"\npattern = "("\n[decision]\naction = "r"\n')
+    (store.dir / "README.md").write_text("not an entry, not read")
+    misnamed = store.dir / "other-name.toml"
+    misnamed.write_text(render_entry(builtin_entries()[0]))
+
+    with pytest.raises(ConfigError) as exc:
+        store.entries()
+    assert str(exc.value).startswith(f"{bad}: match.pattern: not a regular expression")
+
+    notes: list[str] = []
+    playbook = load_playbook(store, notes.append)
+
+    assert len(playbook) == 1  # the built-in entry, whose id no good file takes
+    assert notes[0].startswith(f"playbook: {bad}: match.pattern: not a regular expression")
+    assert notes[1] == f"playbook: {misnamed}: id: '{BUILT_IN}' is not the file's name"
+    with pytest.raises(ConfigError, match="is not an entry id"):
+        store.path("../escape")
+
+
+def test_an_entry_is_read_again_once_its_file_changes(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    [shipped] = builtin_entries()
+    store.write(shipped.retired(reason="first", at=AT))
+    first = store.entries()
+    assert store.entries()[0] is first[0]  # unchanged: the parsed entry is kept
+
+    path = store.path(BUILT_IN)
+    path.write_text(path.read_text().replace('"first"', '"second, by hand"'))  # same inode
+
+    [entry] = store.entries()
+    assert entry.retired_reason == "second, by hand"
+
+
+PROPOSER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from orchestrator.app.playbook import propose, store_for
+    from orchestrator.domain.failure_signature import signature_of
+    from orchestrator.domain.playbook import Provenance
+    from orchestrator.storage.ledger import Ledger
+
+    root, run = Path(sys.argv[1]), sys.argv[2]
+    signature = signature_of(
+        "build", "project-tests", "network", ["error: failed to fetch https://a.example.com/x"]
+    )
+    sys.stdin.read()  # every proposer is started before any goes on
+    entry = propose(
+        store_for(root),
+        signature=signature,
+        decision={"action": "retry", "summary": run},
+        provenance=Provenance(run_id=run, verdict=1, source="infra", approved_by="auto",
+                              outcome="retry green", at=datetime.now(UTC)),
+        description="a registry outage",
+        promote_after=3,
+        ledger=Ledger(root / "state" / "ledger.jsonl"),
+    )
+    print(entry.id if entry else "-")
+    """
+)
+
+
+@pytest.mark.slow
+def test_concurrent_proposers_agree_into_one_entry(tmp_path: Path) -> None:
+    runs = [f"CARDS-{n}-20261207T120000Z-aaaa" for n in range(1, 5)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROPOSER, str(tmp_path), run],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=subprocess_env(),
+            text=True,
+        )
+        for run in runs
+    ]
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()  # go
+    said = []
+    for proc in procs:
+        assert proc.stdout is not None and proc.stderr is not None
+        said.append((proc.stdout.read(), proc.stderr.read()))
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        proc.stderr.close()
+
+    assert all(proc.returncode == 0 for proc in procs), said
+    [entry_id] = {out.strip() for out, _ in said}
+    files = sorted(p.name for p in (tmp_path / "playbook").glob("*.toml"))
+    assert files == [f"{entry_id}.toml"]
+    path = tmp_path / "playbook" / files[0]
+    entry = parse_entry(path.read_text(), str(path))
+    assert sorted(p.run_id for p in entry.provenance) == runs
+    assert entry.status is EntryStatus.PROMOTED
+    assert entry.promoted_by == "auto: 3 agreeing outcomes"
+    ledger = Ledger(tmp_path / "state" / "ledger.jsonl")
+    events = [r["decision"]["event"] for r in ledger.rows()]
+    assert events == ["proposed", "agreed", "agreed", "promoted", "agreed"]
+    assert ledger.verify().ok
+    assert store_for(tmp_path).get(entry_id) == entry

@@ -115,13 +115,16 @@ def learn(record: RunRecord, services: Services) -> None:
     store = store_for(services.loaded.root)
     agreed, retired = _seen(store, record)
     for lesson in todo:
-        if lesson.do == "propose" and lesson.verdict not in agreed:
-            _propose(store, record, lesson, *gathered[lesson.verdict], services)
-        elif lesson.do == "retire" and lesson.entry is not None and lesson.entry not in retired:
-            facts, decided = gathered[lesson.verdict]
-            provenance = _provenance(record, lesson, facts, decided, services.clock())
-            _retire(store, lesson, lesson.entry, provenance, services)
-            retired.add(lesson.entry)
+        try:
+            if lesson.do == "propose" and lesson.verdict not in agreed:
+                _propose(store, record, lesson, *gathered[lesson.verdict], services)
+            elif lesson.do == "retire" and lesson.entry is not None and lesson.entry not in retired:
+                facts, decided = gathered[lesson.verdict]
+                provenance = _provenance(record, lesson, facts, decided, services.clock())
+                _retire(store, lesson, lesson.entry, provenance, services)
+                retired.add(lesson.entry)
+        except OSError as exc:  # the playbook's directory or lock: told, the run goes on
+            services.reporter.note(f"playbook: verdict {lesson.verdict} not learned from: {exc}")
 
 
 def _provenance(

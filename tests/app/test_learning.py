@@ -5,6 +5,7 @@ again is retired before the next decision, which asks the model."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -17,10 +18,12 @@ from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.learning import learn
 from orchestrator.app.playbook import promote, store_for
+from orchestrator.cli.commands.approve import answer
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.playbook import EntryStatus, PlaybookEntry
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ScriptedGateway
+from orchestrator.storage.approvals import os_user
 from orchestrator.storage.playbook import PlaybookStore
 
 from conftest import COUNTS, ROOT, subprocess_env, write_ticket
@@ -106,6 +109,31 @@ def test_a_learned_retry_whose_stage_fails_again_is_retired_and_the_model_asked(
     )
     assert events(h) == ["proposed", "promoted", "retired"]
     assert f"playbook: entry {entry.id} retired" in h.out.getvalue()
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_persons_approved_decision_that_went_green_is_proposed_in_their_name(
+    tmp_path: Path, approved: bool
+) -> None:
+    make_origin(tmp_path)
+    (tmp_path / "counts").mkdir()
+    # Default thresholds: a fresh model verdict waits for a person.
+    h = Harness(write_pipeline(tmp_path, BUILD, routing=""), ScriptedGateway([reply(RETRY)]))
+    record = h.run(write_ticket(tmp_path / "t", repository="../origin.git"))
+    assert record.state is RunState.AWAITING_APPROVAL
+    assert learned(tmp_path) == []
+    answer(
+        tmp_path / "config.toml", None, record.run_id, approved=approved, reason="no",
+        out=io.StringIO(), environ=dict(h.services.environ), now=True,
+    )  # fmt: skip
+    if not approved:  # what a person rejected did not run: nothing to learn
+        assert learned(tmp_path) == []
+        return
+    [entry] = learned(tmp_path)
+    [proof] = entry.provenance
+    assert (proof.approved_by, proof.outcome) == (
+        os_user(), "retry green: build passes (attempt 3)",
+    )  # fmt: skip
 
 
 def _cli(root: Path, crash: str | None) -> subprocess.CompletedProcess[str]:

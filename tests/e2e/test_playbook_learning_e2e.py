@@ -259,3 +259,36 @@ def test_a_proven_fix_is_learned_promoted_used_without_the_model_and_retired_whe
     assert [r["decision"]["event"] for r in playbook_rows(tmp_path)] == [
         "proposed", "promoted", "agreed", "retired",
     ]  # fmt: skip
+
+
+def test_promote_after_n_agreeing_outcomes_the_entry_decides_without_a_person(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.toml").write_text(config_text("[playbook]\npromote_after = 2\n"))
+    (tmp_path / "lint.sh").write_text(LINT + "\n")
+    tickets = tmp_path / "tickets"
+    fake = FakeModel()
+    for number, line in ((1, 3), (2, 11)):
+        # Proposed by the first, still the model's to decide on the second (a proposed
+        # entry decides nothing), which agrees: two outcomes promote it.
+        repo = origin(tmp_path, f"r{number}", {"notes.in": notes(line)})
+        fake.script = [FIX]
+        ticket = write_ticket(tickets, f"T-{number}", repository=repo)
+        code, said = cli(tmp_path, fake, "run", str(ticket))
+        assert code == 0, said
+        assert fake.requests == number
+    [entry] = entries(tmp_path)
+    assert entry.status is EntryStatus.PROMOTED
+    assert entry.promoted_by == "auto: 2 agreeing outcomes"
+    assert [(p.ticket_id, p.source) for p in entry.provenance] == [
+        ("T-1", "model"), ("T-2", "model"),
+    ]  # fmt: skip
+    repo = origin(tmp_path, "r3", {"notes.in": notes(40)})
+    code, said = cli(tmp_path, fake, "run", str(write_ticket(tickets, "T-3", repository=repo)))
+    assert code == 0, said
+    assert fake.requests == 2  # the third is decided by the entry
+    [decided] = [read_verdict(Path(v.path)) for v in latest_run(tmp_path, "T-3").verdicts]
+    assert (decided.source, decided.playbook_entry) == ("playbook", entry.id)
+    assert [r["decision"]["event"] for r in playbook_rows(tmp_path)] == [
+        "proposed", "agreed", "promoted", "agreed",
+    ]  # fmt: skip

@@ -313,7 +313,7 @@ def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -
         LedgerLink.record_decision = real  # type: ignore[method-assign]
     assert record.state is RunState.COMPLETED and gateway.calls == 1
     kinds = [r["kind"] for r in ledger_for(tmp_path / "state", {}).rows()]
-    assert kinds == ["decision", "outcome"]
+    assert kinds == ["decision", "outcome", "playbook"]  # the green retry, proposed (issue 44)
 
 
 def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(

@@ -18,8 +18,9 @@ What "proved right" means here, with no run to verify anything:
   own verdict is proposed, and only when the label accepts its action.
 
 The proven decisions are learned through the run's own entry path: ``app.playbook.propose``
-then ``promote`` into a ``PlaybookStore`` in a temporary directory (removed once read),
-read back with ``load_playbook``, so the second pass goes through the same files, parser
+then ``promote`` into a ``PlaybookStore`` in a temporary directory (removed once every pass
+is done: the playbook reads an entry's file when a failure's key names it), read back with
+``load_playbook``, so the second pass goes through the same files, parser
 and index as a run. Each failure is then decided again by ``offline.decide`` (the same
 match and precheck as the first pass and the run loop) with that playbook.
 
@@ -107,7 +108,7 @@ class PassFigures(Frozen):
 
 
 class CrossCase(Frozen):
-    """A learned entry that decided a failure it was not learned from."""
+    """A learned entry that decided a failure while it was learned from another one."""
 
     entry: str
     learned_from: tuple[str, ...]
@@ -299,14 +300,16 @@ def _failure_id(result: CaseResult) -> str:
 def cross_cases(
     results: Sequence[CaseResult], learned_from: Mapping[str, tuple[str, ...]]
 ) -> tuple[CrossCase, ...]:
-    """Each decision a learned entry made about a failure it was not learned from."""
+    """Each decision a learned entry made about a failure when the entry was learned from
+    another failure too, or only: two failures with one signature. Where their decisions
+    agreed the entry fits both (``acceptable``); where they did not, the second was not
+    learned and the entry decides it wrongly."""
     found = []
     for r in results:
-        if r.playbook_entry not in learned_from:
+        if r.playbook_entry is None or r.playbook_entry not in learned_from:
             continue
-        assert r.playbook_entry is not None
         sources = learned_from[r.playbook_entry]
-        if _failure_id(r) in {s.removesuffix("-padded") for s in sources} | set(sources):
+        if not {s.removesuffix("-padded") for s in sources} - {_failure_id(r)}:
             continue
         found.append(
             CrossCase(
@@ -323,15 +326,17 @@ def cross_cases(
 def two_passes(
     results: Sequence[CaseResult],
     labels: Mapping[str, CaseLabel],
+    scratch: Path,
     *,
     name: str,
     live: Mapping[str, ModelVerdict] | None = None,
 ) -> tuple[PassPair, Playbook, dict[str, tuple[str, ...]]]:
-    """Learn from the first pass ``results``, decide every failure again: the pair of
-    passes, the learned playbook and each learned entry's cases."""
+    """Learn from the first pass ``results`` into a playbook under ``scratch`` and decide
+    every failure again: the pair of passes, the learned playbook (which reads its entries
+    from ``scratch`` when a failure's key names one: keep it until done) and each learned
+    entry's cases."""
     proofs = [judge(r, labels[r.id], live) for r in results]
-    with tempfile.TemporaryDirectory(prefix="orchestrator-eval-playbook-") as scratch:
-        playbook, judged, learned_from, promoted, notes = learn(results, proofs, Path(scratch))
+    playbook, judged, learned_from, promoted, notes = learn(results, proofs, scratch)
     second = tuple(redecided(r, labels[r.id], playbook) for r in results)
     proven = {p.id for p in judged if p.proven}
     pair = PassPair(
@@ -354,13 +359,29 @@ def measure(
     live: Mapping[str, ModelVerdict] | None = None,
 ) -> Learning:
     """The learning passes over the first pass's results: as found, and (given the padded
-    first pass) padded, and the padded logs decided with what was learned as found."""
+    first pass) padded, and the padded logs decided with what was learned as found. The
+    playbooks are written in a temporary directory, removed once every pass is done."""
+    with tempfile.TemporaryDirectory(prefix="orchestrator-eval-playbook-") as scratch:
+        return _measured(cases, found, padded, live, Path(scratch))
+
+
+def _measured(
+    cases: Sequence[Case],
+    found: Sequence[CaseResult],
+    padded: Sequence[CaseResult],
+    live: Mapping[str, ModelVerdict] | None,
+    scratch: Path,
+) -> Learning:
     labels = {case.label.id: case.label for case in cases}
-    pair, playbook, learned_from = two_passes(found, labels, name="as found", live=live)
+    pair, playbook, learned_from = two_passes(
+        found, labels, scratch / "as-found", name="as found", live=live
+    )
     if not padded:
         return Learning(offline=live is None, found=pair)
     padded_labels = {r.id: labels[r.id].model_copy(update={"padded": True}) for r in padded}
-    padded_pair, _, _ = two_passes(padded, padded_labels, name="padded", live=live)
+    padded_pair, _, _ = two_passes(
+        padded, padded_labels, scratch / "padded", name="padded", live=live
+    )
     cross = tuple(redecided(r, padded_labels[r.id], playbook) for r in padded)
     entry_of = {p.id: p.entry for p in pair.proofs if p.decision is not None and p.entry}
     as_found = {r.id: r for r in found}

@@ -292,4 +292,8 @@ def render_learning(learning: Learning) -> str:
         lines.append(f"  signatures changed by padding: {len(learning.signature_changed)}")
         lines.extend(f"    {changed}" for changed in learning.signature_changed)
         lines.append(f"  cross-case matches: {_cross(learning.cross_case_padded)}")
+        lines.extend(
+            f"    {c.case} decided by {c.entry} (learned from {', '.join(c.learned_from)})"
+            for c in learning.cross_case_padded
+        )
     return "\n".join(lines) + "\n"

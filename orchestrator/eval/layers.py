@@ -136,9 +136,7 @@ def signature_of(
     """The failure's signature exactly as ``app.recover`` makes it: the failing stage and
     check of the decision's context, the recorded class, the log's deciding lines."""
     ctx = decision_context(case.label)
-    lines = deciding_lines(
-        case.log_path, failure_class=failure_class, detail=detail, limits=limits
-    )
+    lines = deciding_lines(case.log_path, failure_class=failure_class, detail=detail, limits=limits)
     return signature_of_lines(ctx.failing_stage, ctx.failing_check, failure_class, lines)
 
 

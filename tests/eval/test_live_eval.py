@@ -145,6 +145,13 @@ def test_the_cli_live_path_reports_agreement_and_cost(
     assert document["live"]["asked"] == 3
     assert document["live"]["agreement"] == 1.0
     assert document["summary"]["model_calls_made"] == 3
+    # The live verdicts (a retry each, which the labels accept) are what is learned: the
+    # second pass asks about none of them.
+    assert document["learning"]["offline"] is False
+    learned = document["learning"]["found"]
+    assert (learned["first"]["calls"], learned["second"]["calls"]) == (3, 0)
+    decisions = [p["decision"]["action"] for p in learned["proofs"] if p["decision"]]
+    assert decisions == ["retry"] * 3
 
     with pytest.raises(UsageError, match="no model key"):
         run_eval(

@@ -22,14 +22,16 @@ and its file and done again finds its row instead of appending a second one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
 from orchestrator.domain.config import Config
-from orchestrator.domain.errors import UsageError
+from orchestrator.domain.errors import ConfigError, UsageError
 from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.playbook import (
+    SUFFIX,
     EntryStatus,
     Match,
     PlaybookEntry,
@@ -40,13 +42,14 @@ from orchestrator.recovery.playbook import Playbook
 from orchestrator.redaction import scrub
 from orchestrator.storage import DecisionLedger
 from orchestrator.storage.ledger import LedgerRow, inputs_hash
-from orchestrator.storage.playbook import PlaybookStore
+from orchestrator.storage.playbook import LazyEntries, PlaybookStore, builtin_entries
 
 CAPABILITY: Final = "playbook"
 KIND: Final = "playbook"
 EVENTS: Final = ("proposed", "agreed", "promoted", "retired")
 MAX_WHO_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 1000
+_PROMOTED: Final = EntryStatus.PROMOTED.value
 
 
 def store_for(config_root: Path) -> PlaybookStore:
@@ -60,28 +63,37 @@ def promote_after_of(config: Config) -> int | None:
     return config.playbook.promote_after or None
 
 
-# The last index built, and the entries it was built from: a decision in a long batch
-# whose playbook did not change reuses it (the store hands back the same parsed entries
-# while their files are unchanged).
-_LAST_INDEX: dict[Path, tuple[tuple[PlaybookEntry, ...], Playbook]] = {}
-
-
 def load_playbook(store: PlaybookStore, note: Callable[[str], None]) -> Playbook:
     """The promoted entries, indexed. A file that is not an entry is reported through
-    ``note`` (by name, with its bad key) and left out: the run goes on without it."""
-    entries = store.entries(on_error=lambda exc: note(f"playbook: {exc}"))
-    last = _LAST_INDEX.get(store.dir)
-    if (
-        last is not None
-        and len(last[0]) == len(entries)
-        and all(a is b for a, b in zip(last[0], entries, strict=True))
-    ):
-        return last[1]
-    playbook = Playbook.of(entries)
-    if len(_LAST_INDEX) > 16:
-        _LAST_INDEX.clear()
-    _LAST_INDEX[store.dir] = (entries, playbook)
-    return playbook
+    ``note`` (by name, with its bad key) and left out: the run goes on without it.
+
+    A signature entry is read from its file only when a failure's key names it
+    (``storage.playbook.LazyEntries``): a decision stats the playbook's files and reads
+    its index, not a thousand TOML files. Pattern entries, few and written by people, are
+    read now."""
+
+    def report(exc: ConfigError) -> None:
+        note(f"playbook: {exc}")
+
+    rows = store.index(on_error=report)
+    keyed: dict[str, str] = {}
+    read_now: list[PlaybookEntry] = []
+    for name, row in rows.items():
+        if row.status != _PROMOTED:
+            continue
+        if row.key is not None:
+            keyed.setdefault(row.key, name)
+            continue
+        try:
+            entry = store.read_current(name)
+        except ConfigError as exc:
+            report(exc)
+            continue
+        if entry is not None:
+            read_now.append(entry)
+    read_now += [e for e in builtin_entries() if f"{e.id}{SUFFIX}" not in rows]
+    eager = Playbook.of(read_now)
+    return Playbook(LazyEntries(store, keyed, eager.by_key, report), eager.by_check)
 
 
 def _same_decision(a: dict[str, object], b: dict[str, object]) -> bool:
@@ -172,6 +184,19 @@ def _record(ledger: DecisionLedger | None, rows: Sequence[LedgerRow]) -> None:
             ledger.append(row)
 
 
+def _with_key(store: PlaybookStore, key: str) -> PlaybookEntry | None:
+    """The entry whose signature's key is ``key`` (the first, in name order), found
+    through the index; a file that is not an entry is passed over (``load_playbook``
+    reports it)."""
+    for name, row in store.index(on_error=lambda _exc: None).items():
+        if row.key == key:
+            with suppress(ConfigError):
+                entry = store.read_current(name)
+                if entry is not None and entry.match.signature_key() == key:
+                    return entry
+    return next((e for e in builtin_entries() if e.match.signature_key() == key), None)
+
+
 def propose(
     store: PlaybookStore,
     *,
@@ -192,14 +217,7 @@ def propose(
         return None
     action = str(decision.get("action", ""))
     with store.locked():
-        existing = next(
-            (
-                e
-                for e in store.entries(on_error=lambda _exc: None)
-                if e.match.signature_key() == signature.key
-            ),
-            None,
-        )
+        existing = _with_key(store, signature.key)
         rows: list[LedgerRow] = []
         if existing is not None:
             if existing.status is EntryStatus.RETIRED or not _same_decision(

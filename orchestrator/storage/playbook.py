@@ -7,21 +7,39 @@ Every write replaces the whole file atomically under the directory's lock: two r
 learn the same failure at once agree into one entry rather than one overwriting the other.
 A file that is not an entry is reported by name with its bad key (``ConfigError``), never
 silently used.
+
+Reading a thousand entries for one decision
+    Parsing a TOML file and validating its entry costs about half a millisecond, and
+    even stat()ing a thousand files costs a few: a decision must not pay either for
+    every entry of a large playbook (issue 44: matching against 1,000 promoted entries
+    within 5 ms, ``bench/bench_playbook.py``). So the directory keeps an index,
+    ``.index.json`` (a cache: safe to delete, no need to commit it): the directory's
+    inode and mtime as it last saw them, and per file its inode, mtime and size and what
+    a look-up needs of its entry (its signature's key, its status, its check).
+    ``index()`` answers from it while the directory has not changed, and otherwise
+    re-reads what changed. The index is only ever a hint of which file to read: the
+    entry that decides is read from its file and validated when it is looked up
+    (``LazyEntries``), and its key and status checked again, so an index that is stale
+    or lies can hide an entry but never make one decide. Parsed entries are also kept
+    in this process while their file is unchanged.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.playbook import (
     ENTRY_ID,
     SUFFIX,
+    EntryStatus,
     PlaybookEntry,
     parse_entry,
     render_entry,
@@ -32,15 +50,31 @@ from orchestrator.storage._locks import flock
 
 PLAYBOOK_DIR: Final = "playbook"
 LOCK_NAME: Final = ".playbook.lock"
+INDEX_NAME: Final = ".index.json"
+INDEX_VERSION: Final = 1
 BUILTIN: Final = "built-in"
 
 # (inode, mtime in ns, size): a file with all three unchanged holds what it held.
 _Stat = tuple[int, int, int]
-# Entries parsed in this process, by file: a decision in a long batch reads a directory of
-# a thousand entries by stat()ing them, not by parsing a thousand TOML files (issue 44's
-# benchmark, bench/bench_playbook.py). Bounded; cleared whole when full.
-_PARSED: dict[Path, tuple[_Stat, PlaybookEntry]] = {}
+# Entries parsed in this process, by file. Bounded; cleared whole when full.
+_PARSED: dict[str, tuple[_Stat, PlaybookEntry]] = {}
 _MAX_CACHED: Final = 20_000
+# The last index read, by its file: (its stat, (the directory it saw, its rows)).
+_INDEXES: dict[str, tuple[_Stat, tuple[tuple[int, int] | None, dict[str, IndexRow]]]] = {}
+_SETTLED_NS: Final = 2_000_000_000
+
+
+class IndexRow(NamedTuple):
+    """What the index keeps of one entry file."""
+
+    stat: _Stat
+    key: str | None  # its signature's key; None for a pattern entry
+    status: str
+    check: str | None
+
+
+def row_of(entry: PlaybookEntry, stat: _Stat) -> IndexRow:
+    return IndexRow(stat, entry.match.signature_key(), entry.status.value, entry.match.check)
 
 
 @functools.cache
@@ -57,6 +91,10 @@ def is_builtin(entry: PlaybookEntry) -> bool:
     return any(entry is shipped for shipped in builtin_entries())
 
 
+def _stat_of(st: os.stat_result) -> _Stat:
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class PlaybookStore:
     """The entries of one project: ``root`` is the directory holding its config.toml."""
 
@@ -70,17 +108,18 @@ class PlaybookStore:
             )
         return self.dir / f"{entry_id}{SUFFIX}"
 
-    def _project_files(self) -> list[tuple[Path, _Stat]]:
-        """The entry files, in name order, each with what says whether it changed."""
+    def _project_files(self) -> list[tuple[str, _Stat]]:
+        """The entry files' names, in name order, each with what says whether it changed."""
         try:
             listed = list(os.scandir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
             raise ConfigError(f"{self.dir}: cannot be listed: {exc}") from None
-        found: list[tuple[Path, _Stat]] = []
+        found: dict[str, _Stat] = {}
         for item in listed:
-            if not item.name.endswith(SUFFIX):
+            name = item.name
+            if not name.endswith(SUFFIX) or name.startswith("."):
                 continue
             try:
                 if not item.is_file():
@@ -88,9 +127,8 @@ class PlaybookStore:
                 st = item.stat()
             except OSError:
                 continue  # removed since it was listed
-            found.append((Path(item.path), (st.st_ino, st.st_mtime_ns, st.st_size)))
-        found.sort(key=lambda f: f[0].name)
-        return found
+            found[name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        return [(name, found[name]) for name in sorted(found)]
 
     def entries(
         self, *, on_error: Callable[[ConfigError], None] | None = None
@@ -99,9 +137,9 @@ class PlaybookStore:
         no project file replaces. A file that is not an entry raises ConfigError, or, given
         ``on_error``, is reported to it and left out (a run goes on without it)."""
         found: list[PlaybookEntry] = []
-        for path, stat in self._project_files():
+        for name, stat in self._project_files():
             try:
-                entry = self._read(path, stat)
+                entry = self._read(name, stat)
             except ConfigError as exc:
                 if on_error is None:
                     raise
@@ -114,29 +152,42 @@ class PlaybookStore:
                 found.append(entry)
         return tuple(found)
 
-    def _read(self, path: Path, stat: _Stat | None = None) -> PlaybookEntry:
-        """The entry in ``path``; parsed once per process while its file is unchanged (the
-        same inode, mtime and size: every write replaces the file, so a new inode)."""
-        if stat is not None and (cached := _PARSED.get(path)) is not None and cached[0] == stat:
+    def _read(self, name: str, stat: _Stat | None = None) -> PlaybookEntry:
+        """The entry in file ``name``; parsed once per process while the file is unchanged
+        (the same inode, mtime and size: every write replaces the file, so a new inode)."""
+        path = self.dir / name
+        where = str(path)
+        if stat is not None and (cached := _PARSED.get(where)) is not None and cached[0] == stat:
             return cached[1]
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot be read: {exc}") from None
-        entry = parse_entry(text, str(path))
-        if f"{entry.id}{SUFFIX}" != path.name:
+        entry = parse_entry(text, where)
+        if f"{entry.id}{SUFFIX}" != name:
             raise ConfigError(f"{path}: id: {entry.id!r} is not the file's name")
         if stat is not None:
             if len(_PARSED) >= _MAX_CACHED:
                 _PARSED.clear()
-            _PARSED[path] = (stat, entry)
+            _PARSED[where] = (stat, entry)
         return entry
+
+    def read_current(self, name: str) -> PlaybookEntry | None:
+        """The entry in file ``name`` as it is now (None: the file is gone). Raises
+        ConfigError for a file that is not an entry."""
+        try:
+            stat = _stat_of(os.stat(self.dir / name))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ConfigError(f"{self.dir / name}: cannot be read: {exc}") from None
+        return self._read(name, stat)
 
     def get(self, entry_id: str) -> PlaybookEntry | None:
         """The entry with this id (the project's file, else the built-in one), or None."""
         path = self.path(entry_id)
         if path.is_file():
-            return self._read(path)
+            return self._read(path.name)
         return next((e for e in builtin_entries() if e.id == entry_id), None)
 
     def write(self, entry: PlaybookEntry) -> Path:
@@ -151,3 +202,149 @@ class PlaybookStore:
         """The directory's lock: one writer changes the playbook at a time."""
         with flock(self.dir / LOCK_NAME):
             yield
+
+    # ------------------------------------------------------------------ the index
+
+    def index(
+        self, *, on_error: Callable[[ConfigError], None], rescan: bool = False
+    ) -> dict[str, IndexRow]:
+        """Every project file that holds an entry, by name (in name order), with its row.
+
+        While the directory is as the index last saw it (its inode and mtime: a file
+        added, removed or replaced, as every write here and git's checkouts do, moves
+        them), the index's rows are the answer, with no file opened or stat()ed. Else,
+        or with ``rescan``, every file is stat()ed, one whose stat is not its row's is
+        parsed and its row made again, and the index rewritten. A file edited in place
+        moves neither: it is read again when the directory next changes, or by a
+        ``rescan`` (``orchestrator playbook list`` does one); until then the index can
+        only hide its change, never act on it (``LazyEntries`` reads what decides from
+        the file). A file that is not an entry is reported to ``on_error`` and left out
+        (parsed, and reported, again at the next rescan)."""
+        try:
+            st = os.stat(self.dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        except OSError as exc:
+            raise ConfigError(f"{self.dir}: cannot be read: {exc}") from None
+        directory = (st.st_ino, st.st_mtime_ns)
+        seen, stored = self._read_index()
+        if seen == directory and not rescan:
+            return stored
+        rows: dict[str, IndexRow] = {}
+        for name, stat in self._project_files():
+            row = stored.get(name)
+            if row is None or row.stat != stat:
+                try:
+                    row = row_of(self._read(name, stat), stat)
+                except ConfigError as exc:
+                    on_error(exc)
+                    continue
+            rows[name] = row
+        # A directory changed in the last two seconds may change again within the same
+        # mtime tick (a coarse clock): not trusted yet, so the next look rescans.
+        trusted = directory if time.time_ns() - st.st_mtime_ns > _SETTLED_NS else None
+        if rows != stored or trusted != seen:
+            self._write_index(rows, trusted)
+        return rows
+
+    def _read_index(self) -> tuple[tuple[int, int] | None, dict[str, IndexRow]]:
+        """(the directory as the index saw it, the rows); (None, {}) when there is no
+        index or it cannot be read (every file is then parsed, and the index written)."""
+        path = self.dir / INDEX_NAME
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None, {}
+        stat = _stat_of(st)
+        cached = _INDEXES.get(str(path))
+        if cached is not None and cached[0] == stat:
+            return cached[1]
+        try:
+            raw = json.loads(path.read_bytes())
+            if raw["version"] != INDEX_VERSION:
+                return None, {}
+            seen = None if raw["dir"] is None else (int(raw["dir"][0]), int(raw["dir"][1]))
+            rows = {
+                str(name): IndexRow(
+                    (int(ino), int(mtime), int(size)),
+                    None if key is None else str(key),
+                    str(status),
+                    None if check is None else str(check),
+                )
+                for name, (ino, mtime, size, key, status, check) in raw["files"].items()
+            }
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None, {}  # torn by two writers at once, or not ours: rebuilt
+        _INDEXES[str(path)] = (stat, (seen, rows))
+        return seen, rows
+
+    def _write_index(self, rows: dict[str, IndexRow], seen: tuple[int, int] | None) -> None:
+        """Written in place, not renamed into the directory, which would move the
+        directory's mtime that the index records. Two writers at once can tear it: it
+        then does not parse, and is rebuilt. Best effort: a directory that cannot be
+        written (a read-only checkout) is rescanned at each look instead."""
+        path = self.dir / INDEX_NAME
+        if not path.exists():
+            seen = None  # making the file moves the directory: the next look rescans
+        data = {
+            "version": INDEX_VERSION,
+            "dir": None if seen is None else list(seen),
+            "files": {
+                name: [*row.stat, row.key, row.status, row.check] for name, row in rows.items()
+            },
+        }
+        body = json.dumps(data, sort_keys=True).encode()
+        with suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(body)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            # Kept as written: a rewrite of the same size within one mtime tick would
+            # otherwise read as the one before it.
+            _INDEXES[str(path)] = (_stat_of(os.stat(path)), (seen, rows))
+
+
+class LazyEntries(Mapping[str, PlaybookEntry]):
+    """The promoted signature entries by key, read from their files when looked up: the
+    file named by the index is read and validated, and its entry counts only if it is
+    still promoted and its key is still the one asked for. ``eager``: entries already
+    read (the built-in ones), used when no project file has the key."""
+
+    def __init__(
+        self,
+        store: PlaybookStore,
+        names: Mapping[str, str],
+        eager: Mapping[str, PlaybookEntry],
+        note: Callable[[ConfigError], None],
+    ) -> None:
+        self._store = store
+        self._names = dict(names)
+        self._eager = {k: v for k, v in eager.items() if k not in self._names}
+        self._note = note
+
+    def __getitem__(self, key: str) -> PlaybookEntry:
+        name = self._names.get(key)
+        if name is None:
+            return self._eager[key]
+        try:
+            entry = self._store.read_current(name)
+        except ConfigError as exc:
+            self._note(exc)
+            raise KeyError(key) from None
+        if (
+            entry is None
+            or entry.status is not EntryStatus.PROMOTED
+            or entry.match.signature_key() != key
+        ):
+            raise KeyError(key)
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._names
+        yield from self._eager
+
+    def __len__(self) -> int:
+        return len(self._names) + len(self._eager)

@@ -6,6 +6,8 @@ row per event."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,9 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app.playbook import load_playbook, store_for
+from orchestrator.app.playbook import load_playbook, promote, propose, store_for
 from orchestrator.domain.errors import ConfigError
-from orchestrator.domain.playbook import EntryStatus, parse_entry, render_entry
+from orchestrator.domain.failure_signature import FailureSignature, signature_of
+from orchestrator.domain.playbook import (
+    EntryStatus,
+    PlaybookEntry,
+    Provenance,
+    parse_entry,
+    render_entry,
+)
+from orchestrator.domain.proposals import Failure
 from orchestrator.storage.ledger import Ledger
 from orchestrator.storage.playbook import PlaybookStore, builtin_entries, is_builtin
 
@@ -146,3 +156,85 @@ def test_concurrent_proposers_agree_into_one_entry(tmp_path: Path) -> None:
     assert events == ["proposed", "agreed", "agreed", "promoted", "agreed"]
     assert ledger.verify().ok
     assert store_for(tmp_path).get(entry_id) == entry
+
+
+# ------------------------------------------------------------------ the index
+
+
+def learned(store: PlaybookStore, status: EntryStatus) -> tuple[PlaybookEntry, FailureSignature]:
+    signature = signature_of("build", "project-tests", "code", ["E   NameError: name 'deck'"])
+    entry = propose(
+        store,
+        signature=signature,
+        decision={"action": "retry", "summary": "flaky"},
+        provenance=Provenance(
+            run_id="CARDS-1-20261207T120000Z-aaaa", source="model", outcome="green", at=AT
+        ),
+        description="d",
+    )
+    assert entry is not None
+    if status is EntryStatus.PROMOTED:
+        entry = promote(store, entry.id, by="alice", at=AT)
+    return entry, signature
+
+
+def settle(store: PlaybookStore) -> None:
+    """The index made, and the directory as if it last changed a minute ago (the index
+    trusts only a directory that has not changed in the last two seconds)."""
+    store.index(on_error=print)
+    st = os.stat(store.dir)
+    os.utime(store.dir, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+
+
+def edit_in_place(path: Path, old: str, new: str) -> None:
+    """As an editor that writes into the file does: the same inode, the directory
+    untouched."""
+    text = path.read_text().replace(old, new)
+    with path.open("r+") as f:
+        f.write(text)
+        f.truncate()
+
+
+FAILURE = Failure(check="project-tests", output="", ticket_title="t")
+
+
+def test_an_index_that_is_stale_never_makes_an_entry_decide(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    entry, signature = learned(store, EntryStatus.PROMOTED)
+    settle(store)
+    assert load_playbook(store, print).match(FAILURE, signature) is not None
+    index = json.loads((store.dir / ".index.json").read_text())
+    assert index["files"][f"{entry.id}.toml"][4] == "promoted"
+
+    edit_in_place(store.path(entry.id), 'status = "promoted"', 'status = "retired"')
+
+    assert load_playbook(store, print).match(FAILURE, signature) is None  # read from the file
+
+
+def test_a_file_promoted_in_place_is_seen_at_the_next_rescan(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    entry, signature = learned(store, EntryStatus.PROPOSED)
+    settle(store)
+    assert load_playbook(store, print).match(FAILURE, signature) is None
+
+    edit_in_place(store.path(entry.id), 'status = "proposed"', 'status = "promoted"')
+
+    assert load_playbook(store, print).match(FAILURE, signature) is None  # hidden, not wrong
+    store.index(on_error=print, rescan=True)  # as `orchestrator playbook list` does
+    found = load_playbook(store, print).match(FAILURE, signature)
+    assert found is not None and found.entry == entry.id
+
+
+def test_a_new_file_is_seen_and_a_torn_index_is_rebuilt(tmp_path: Path) -> None:
+    store = PlaybookStore(tmp_path)
+    store.dir.mkdir()
+    settle(store)
+    assert load_playbook(store, print).match(FAILURE, None) is None
+    entry, signature = learned(store, EntryStatus.PROMOTED)  # a new file: the directory moves
+
+    assert load_playbook(store, print).match(FAILURE, signature) is not None
+    (store.dir / ".index.json").write_text('{"version": 1, "dir": [1, 2], "files": {"a')
+    notes: list[str] = []
+    found = load_playbook(store, notes.append).match(FAILURE, signature)
+    assert found is not None and found.entry == entry.id and notes == []
+    assert json.loads((store.dir / ".index.json").read_text())["version"] == 1

@@ -109,6 +109,7 @@ def _file_of(store: PlaybookStore, entry: PlaybookEntry) -> Path | None:
 
 def _list(store: PlaybookStore, status: str | None, as_json: bool, out: TextIO, err: TextIO) -> int:
     bad: list[ConfigError] = []
+    store.index(on_error=lambda _exc: None, rescan=True)  # files edited in place: seen now
     entries = [
         e for e in store.entries(on_error=bad.append) if status is None or e.status.value == status
     ]

@@ -10,12 +10,16 @@ What "proved right" means here, with no run to verify anything:
   decided before the playbook is read (an entry for it would never be consulted), and a
   playbook entry decides again by itself;
 * a model call's decision: offline there is no verdict, so it is taken as the one a model
-  that was right would give, the label's first acceptable action that needs no plan of its
-  own (``retry``, ``escalate-model``, ``switch-engine``, ``abandon-human``; a
-  ``mechanical-fix`` or ``split`` is a plan only a model writes). Offline the second pass
-  therefore measures whether the signature finds the same failure again and the playbook
-  decides it without a call, not whether the model was right. With ``--live`` the model's
-  own verdict is proposed, and only when the label accepts its action.
+  that was right would give, the label's first acceptable action that the run learns from
+  and that needs no plan of its own (a re-run: ``retry``, ``escalate-model``,
+  ``switch-engine``; a ``mechanical-fix`` is a plan only a model writes). Offline the
+  second pass therefore measures whether the signature finds the same failure again and
+  the playbook decides it without a call, not whether the model was right. With
+  ``--live`` the model's own verdict is proposed, and only when the label accepts its
+  action;
+* as in the run (``domain.learning``), a model's ``abandon-human`` or ``split`` is never
+  proven: it ends the ticket and nothing verifies it. A failure whose label accepts only
+  a person (a configuration error read as the code's) is asked about again.
 
 The proven decisions are learned through the run's own entry path: ``app.playbook.propose``
 then ``promote`` into a ``PlaybookStore`` in a temporary directory (removed once every pass
@@ -42,6 +46,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from orchestrator.app.playbook import load_playbook, promote, propose
+from orchestrator.domain.learning import NEVER_LEARNED, RERUN_ACTIONS
 from orchestrator.domain.playbook import Provenance
 from orchestrator.domain.validation import Frozen
 from orchestrator.eval import layers
@@ -55,8 +60,10 @@ RUN_ID: Final = "orchestrator-eval"
 APPROVED_BY: Final = "orchestrator eval"
 # A fixed time: the same corpus writes the same entries.
 AT: Final = datetime(2026, 1, 1, tzinfo=UTC)
-# The actions a stand-in for a right model's verdict can take without a plan of its own.
-STAND_IN_ACTIONS: Final = ("retry", "escalate-model", "switch-engine", "abandon-human")
+# The actions a stand-in for a right model's verdict can take: those the run learns from
+# (a re-run proves right when the stage passes) that need no plan of their own.
+STAND_IN_ACTIONS: Final = tuple(a for a in ("retry", "escalate-model", "switch-engine")
+                                if a in RERUN_ACTIONS)  # fmt: skip
 _SUMMARY: Final = "the decision a right model would give (orchestrator eval, offline)"
 
 
@@ -209,16 +216,23 @@ def judge(result: CaseResult, label: CaseLabel, live: Mapping[str, ModelVerdict]
                 proven=False,
                 why=f"the model answered {answer.action}: the label does not accept it",
             )
+        if answer.action in NEVER_LEARNED:
+            return Proof(id=result.id, source=source, proven=False, why=_ends(answer.action))
         return Proof(id=result.id, source=source, proven=True, decision=answer.verdict)
     verdict = stand_in(label)
     if verdict is None:
-        return Proof(
-            id=result.id,
-            source=source,
-            proven=False,
-            why="every acceptable action needs a plan only a model writes",
+        ends = [a for a in label.acceptable_actions if a in NEVER_LEARNED]
+        why = (
+            _ends(ends[0])
+            if ends and ends == list(label.acceptable_actions)
+            else "every acceptable action the run learns from needs a plan only a model writes"
         )
+        return Proof(id=result.id, source=source, proven=False, why=why)
     return Proof(id=result.id, source=source, proven=True, decision=verdict)
+
+
+def _ends(action: str) -> str:
+    return f"{action} ends the ticket: nothing verifies it, the run never learns it"
 
 
 def learn(

@@ -133,20 +133,22 @@ def test_an_unproven_decision_is_not_learned_and_still_asks_the_model(small_corp
     plan_only = next(p for p in pair.proofs if p.id == "05-plan-only")
     assert not plan_only.proven and plan_only.entry is None
     assert "plan" in plan_only.why
-    assert [p.id for p in pair.proofs if not p.proven] == ["05-plan-only"]
+    # A model's abandon-human (all a config error's label accepts) ends the ticket:
+    # nothing verifies it, and the run never learns it.
+    assert [p.id for p in pair.proofs if not p.proven] == ["03-assert-as-config", "05-plan-only"]
+    assert "ends the ticket" in next(p.why for p in pair.proofs if p.id == "03-assert-as-config")
     second_calls = pair.second.calls
     assert second_calls == 1  # 05-plan-only, asked again
 
 
 def test_a_signature_two_answers_share_is_a_cross_case_match(small_corpus: Path) -> None:
-    """The same log labelled config_error: its stand-in (abandon-human) disagrees with the
-    entry 01 proposed (retry), so it is not learned, and that entry decides it wrongly:
-    the negative check counts it."""
+    """The same log labelled config_error: not learned (a person is all its label
+    accepts), and the entry 01 and 02 taught (retry) decides it wrongly: the negative
+    check counts it."""
     _, _, measured = _passes(small_corpus)
     pair = measured.found
     misread = next(p for p in pair.proofs if p.id == "03-assert-as-config")
-    assert misread.proven and misread.entry is None
-    assert misread.why == "an entry for the same signature decides otherwise"
+    assert not misread.proven and misread.entry is None
     # 01 and 02 (the same failure on another day) share an entry, whose decision fits
     # both; 03 is decided by it too, and its label does not accept that.
     assert [(c.case, c.acceptable) for c in pair.cross_case] == [
@@ -198,6 +200,11 @@ def test_live_verdicts_are_learned_only_when_the_label_accepts_them(small_corpus
             verdict={"action": "abandon-human", "summary": "no"},
             acceptable=False,
         ),
+        "03-assert-as-config": ModelVerdict(
+            action="abandon-human",
+            verdict={"action": "abandon-human", "summary": "config"},
+            acceptable=True,
+        ),
         "05-plan-only": ModelVerdict(action="abandon-human", acceptable=False),
     }
     measured = measure(cases, found, live=live)
@@ -206,7 +213,12 @@ def test_live_verdicts_are_learned_only_when_the_label_accepts_them(small_corpus
     assert not proofs["02-assert-again"].proven and proofs["02-assert-again"].entry is None
     assert "abandon-human" in proofs["02-assert-again"].why
     assert proofs["05-plan-only"].why == "the model's reply was not a valid verdict"
-    assert proofs["03-assert-as-config"].why == "the model was not asked (the cost cap)"
+    assert not proofs["03-assert-as-config"].proven  # right, but a person's: not learned
+    assert "ends the ticket" in proofs["03-assert-as-config"].why
+    assert (
+        "the model was not asked"
+        in judge(next(r for r in found if r.id == "05-plan-only"), cases[-1].label, {}).why
+    )
     assert not measured.offline
     assert measured.found.second_calls_for_proven == ()
     # 02 shares 01's signature: 01's promoted entry decides it too, with the model's answer.

@@ -134,6 +134,9 @@ class PassPair(Frozen):
     # Proven first-pass failures the second pass still sends to the model (goal: none).
     second_calls_for_proven: tuple[str, ...]
     cross_case: tuple[CrossCase, ...]
+    # Failures of the corpus with one signature, whoever decided them (a shared signature
+    # only decides wrongly through a learned entry: ``cross_case``): "a (class), b (class)".
+    shared_signatures: tuple[str, ...] = ()
     # What reading the temporary playbook back reported (a file it could not read).
     notes: tuple[str, ...] = ()
 
@@ -337,6 +340,20 @@ def cross_cases(
     return tuple(found)
 
 
+def shared_signatures(results: Sequence[CaseResult]) -> tuple[str, ...]:
+    """Each signature two or more failures of ``results`` have, as the failures (with
+    their labelled class) that have it."""
+    by_key: dict[str, dict[str, str]] = {}
+    for r in results:
+        if r.signature_key is not None:
+            by_key.setdefault(r.signature_key, {}).setdefault(_failure_id(r), r.label_class)
+    return tuple(
+        ", ".join(f"{case} ({cls})" for case, cls in failures.items())
+        for failures in by_key.values()
+        if len(failures) > 1
+    )
+
+
 def two_passes(
     results: Sequence[CaseResult],
     labels: Mapping[str, CaseLabel],
@@ -360,6 +377,7 @@ def two_passes(
         entries_promoted=promoted,
         second_calls_for_proven=tuple(r.id for r in second if r.id in proven and r.model_call_made),
         cross_case=cross_cases(second, learned_from),
+        shared_signatures=shared_signatures(results),
         notes=notes,
     )
     return pair, playbook, learned_from

@@ -253,7 +253,7 @@ def render_learning(learning: Learning) -> str:
     lines = ["learning: the corpus decided twice, the first pass's proven decisions promoted"]
     if learning.offline:
         lines += [
-            "  offline: a model call's decision is taken as the label's first acceptable action",
+            "  offline: a model call's decision is taken as the label's first acceptable re-run",
             "  (a right model's): the second pass measures whether the signature finds the same",
             "  failure again and the playbook decides it with no call, not the model",
         ]
@@ -277,6 +277,9 @@ def render_learning(learning: Learning) -> str:
             f"    {c.case} decided by {c.entry} (learned from {', '.join(c.learned_from)})"
             for c in pair.cross_case
         )
+        shared = pair.shared_signatures
+        lines.append(f"  signatures two failures share: {len(shared)}")
+        lines.extend(f"    {failures}" for failures in shared)
         not_learned = [p for p in proven if p.decision is not None and p.entry is None]
         unproven = [p for p in pair.proofs if not p.proven]
         for title, items in (("proven, not learned", not_learned), ("not proven", unproven)):

@@ -155,6 +155,9 @@ def test_a_signature_two_answers_share_is_a_cross_case_match(small_corpus: Path)
         ("01-assert", True), ("02-assert-again", True), ("03-assert-as-config", False),
     ]  # fmt: skip
     assert {c.learned_from for c in pair.cross_case} == {("01-assert", "02-assert-again")}
+    assert pair.shared_signatures == (
+        "01-assert (code), 02-assert-again (code), 03-assert-as-config (config_error)",
+    )
     entry = pair.cross_case[0].entry
     # A decided case the label does not accept, by a learned entry: shown as such.
     assert pair.second.playbook_not_acceptable == (f"03-assert-as-config: {entry} decided retry",)
@@ -293,7 +296,7 @@ def test_real_ci_logs_learned_as_found_are_decided_with_no_call_when_padded(
     for pair in (measured.found, measured.padded):
         assert pair is not None
         assert pair.second_calls_for_proven == () and pair.second.calls == 0
-        assert pair.cross_case == ()
+        assert pair.cross_case == () and pair.shared_signatures == ()
     # The same failure in 512 KiB of other output: the same signature, so the entry
     # learned from the log as found decides it with no call.
     assert measured.signature_changed == ()

@@ -49,7 +49,6 @@ KIND: Final = "playbook"
 EVENTS: Final = ("proposed", "agreed", "promoted", "retired")
 MAX_WHO_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 1000
-_PROMOTED: Final = EntryStatus.PROMOTED.value
 
 
 def store_for(config_root: Path) -> PlaybookStore:
@@ -75,15 +74,9 @@ def load_playbook(store: PlaybookStore, note: Callable[[str], None]) -> Playbook
     def report(exc: ConfigError) -> None:
         note(f"playbook: {exc}")
 
-    rows = store.index(on_error=report)
-    keyed: dict[str, str] = {}
+    index = store.index(on_error=report)
     read_now: list[PlaybookEntry] = []
-    for name, row in rows.items():
-        if row.status != _PROMOTED:
-            continue
-        if row.key is not None:
-            keyed.setdefault(row.key, name)
-            continue
+    for name in index.patterns:
         try:
             entry = store.read_current(name)
         except ConfigError as exc:
@@ -91,9 +84,9 @@ def load_playbook(store: PlaybookStore, note: Callable[[str], None]) -> Playbook
             continue
         if entry is not None:
             read_now.append(entry)
-    read_now += [e for e in builtin_entries() if f"{e.id}{SUFFIX}" not in rows]
+    read_now += [e for e in builtin_entries() if f"{e.id}{SUFFIX}" not in index.files]
     eager = Playbook.of(read_now)
-    return Playbook(LazyEntries(store, keyed, eager.by_key, report), eager.by_check)
+    return Playbook(LazyEntries(store, index.decide, eager.by_key, report), eager.by_check)
 
 
 def _same_decision(a: dict[str, object], b: dict[str, object]) -> bool:
@@ -188,12 +181,12 @@ def _with_key(store: PlaybookStore, key: str) -> PlaybookEntry | None:
     """The entry whose signature's key is ``key`` (the first, in name order), found
     through the index; a file that is not an entry is passed over (``load_playbook``
     reports it)."""
-    for name, row in store.index(on_error=lambda _exc: None).items():
-        if row.key == key:
-            with suppress(ConfigError):
-                entry = store.read_current(name)
-                if entry is not None and entry.match.signature_key() == key:
-                    return entry
+    name = store.index(on_error=lambda _exc: None).keys.get(key)
+    if name is not None:
+        with suppress(ConfigError):
+            entry = store.read_current(name)
+            if entry is not None and entry.match.signature_key() == key:
+                return entry
     return next((e for e in builtin_entries() if e.match.signature_key() == key), None)
 
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.playbook import (
@@ -59,22 +59,41 @@ _Stat = tuple[int, int, int]
 # Entries parsed in this process, by file. Bounded; cleared whole when full.
 _PARSED: dict[str, tuple[_Stat, PlaybookEntry]] = {}
 _MAX_CACHED: Final = 20_000
-# The last index read, by its file: (its stat, (the directory it saw, its rows)).
-_INDEXES: dict[str, tuple[_Stat, tuple[tuple[int, int] | None, dict[str, IndexRow]]]] = {}
+# The last index read, by its file: (its stat, the index).
+_INDEXES: dict[str, tuple[_Stat, Index]] = {}
 _SETTLED_NS: Final = 2_000_000_000
+# A row of the index's ``files``: inode, mtime, size, signature key, status, check.
+_Row = list[Any]
 
 
-class IndexRow(NamedTuple):
-    """What the index keeps of one entry file."""
+class Index(NamedTuple):
+    """The playbook's index as a look-up uses it (see the module docstring)."""
 
-    stat: _Stat
-    key: str | None  # its signature's key; None for a pattern entry
-    status: str
-    check: str | None
+    seen: tuple[int, int] | None  # the directory's (inode, mtime) it was made from
+    files: Mapping[str, _Row]  # every file that holds an entry, by name, in name order
+    keys: Mapping[str, str]  # a signature's key → the first file (in name order) with it
+    decide: Mapping[str, str]  # the same for promoted entries only
+    patterns: tuple[str, ...]  # the promoted pattern entries' files
 
 
-def row_of(entry: PlaybookEntry, stat: _Stat) -> IndexRow:
-    return IndexRow(stat, entry.match.signature_key(), entry.status.value, entry.match.check)
+def row_of(entry: PlaybookEntry, stat: _Stat) -> _Row:
+    return [*stat, entry.match.signature_key(), entry.status.value, entry.match.check]
+
+
+def index_of(seen: tuple[int, int] | None, files: Mapping[str, _Row]) -> Index:
+    keys: dict[str, str] = {}
+    decide: dict[str, str] = {}
+    patterns: list[str] = []
+    for name, (_ino, _mtime, _size, key, status, _check) in files.items():
+        promoted = status == EntryStatus.PROMOTED.value
+        if key is None:
+            if promoted:
+                patterns.append(name)
+            continue
+        keys.setdefault(key, name)
+        if promoted:
+            decide.setdefault(key, name)
+    return Index(seen, dict(files), keys, decide, tuple(patterns))
 
 
 @functools.cache
@@ -175,6 +194,8 @@ class PlaybookStore:
     def read_current(self, name: str) -> PlaybookEntry | None:
         """The entry in file ``name`` as it is now (None: the file is gone). Raises
         ConfigError for a file that is not an entry."""
+        if not name.endswith(SUFFIX) or not ENTRY_ID.match(name.removesuffix(SUFFIX)):
+            raise ConfigError(f"{self.dir}: {name!r} is not an entry's file name")
         try:
             stat = _stat_of(os.stat(self.dir / name))
         except FileNotFoundError:
@@ -205,16 +226,14 @@ class PlaybookStore:
 
     # ------------------------------------------------------------------ the index
 
-    def index(
-        self, *, on_error: Callable[[ConfigError], None], rescan: bool = False
-    ) -> dict[str, IndexRow]:
-        """Every project file that holds an entry, by name (in name order), with its row.
+    def index(self, *, on_error: Callable[[ConfigError], None], rescan: bool = False) -> Index:
+        """The index of the project's files (see the module docstring).
 
         While the directory is as the index last saw it (its inode and mtime: a file
         added, removed or replaced, as every write here and git's checkouts do, moves
-        them), the index's rows are the answer, with no file opened or stat()ed. Else,
-        or with ``rescan``, every file is stat()ed, one whose stat is not its row's is
-        parsed and its row made again, and the index rewritten. A file edited in place
+        them), the stored index is the answer, with no entry file opened or stat()ed.
+        Else, or with ``rescan``, every file is stat()ed, one whose stat is not its row's
+        is parsed and its row made again, and the index rewritten. A file edited in place
         moves neither: it is read again when the directory next changes, or by a
         ``rescan`` (``orchestrator playbook list`` does one); until then the index can
         only hide its change, never act on it (``LazyEntries`` reads what decides from
@@ -223,77 +242,80 @@ class PlaybookStore:
         try:
             st = os.stat(self.dir)
         except (FileNotFoundError, NotADirectoryError):
-            return {}
+            return index_of(None, {})
         except OSError as exc:
             raise ConfigError(f"{self.dir}: cannot be read: {exc}") from None
         directory = (st.st_ino, st.st_mtime_ns)
-        seen, stored = self._read_index()
-        if seen == directory and not rescan:
+        stored = self._read_index()
+        if stored.seen == directory and not rescan:
             return stored
-        rows: dict[str, IndexRow] = {}
+        files: dict[str, _Row] = {}
         for name, stat in self._project_files():
-            row = stored.get(name)
-            if row is None or row.stat != stat:
+            row = stored.files.get(name)
+            if row is None or tuple(row[:3]) != stat:
                 try:
                     row = row_of(self._read(name, stat), stat)
                 except ConfigError as exc:
                     on_error(exc)
                     continue
-            rows[name] = row
+            files[name] = row
         # A directory changed in the last two seconds may change again within the same
         # mtime tick (a coarse clock): not trusted yet, so the next look rescans.
         trusted = directory if time.time_ns() - st.st_mtime_ns > _SETTLED_NS else None
-        if rows != stored or trusted != seen:
-            self._write_index(rows, trusted)
-        return rows
+        made = index_of(trusted, files)
+        if files != stored.files or trusted != stored.seen:
+            made = self._write_index(made)
+        return made
 
-    def _read_index(self) -> tuple[tuple[int, int] | None, dict[str, IndexRow]]:
-        """(the directory as the index saw it, the rows); (None, {}) when there is no
-        index or it cannot be read (every file is then parsed, and the index written)."""
+    def _read_index(self) -> Index:
+        """The stored index; an empty one when there is none or it cannot be read (every
+        file is then parsed, and the index written again)."""
         path = self.dir / INDEX_NAME
         try:
-            st = os.stat(path)
+            stat = _stat_of(os.stat(path))
         except OSError:
-            return None, {}
-        stat = _stat_of(st)
+            return index_of(None, {})
         cached = _INDEXES.get(str(path))
         if cached is not None and cached[0] == stat:
             return cached[1]
         try:
             raw = json.loads(path.read_bytes())
             if raw["version"] != INDEX_VERSION:
-                return None, {}
+                raise ValueError("another version")
             seen = None if raw["dir"] is None else (int(raw["dir"][0]), int(raw["dir"][1]))
-            rows = {
-                str(name): IndexRow(
-                    (int(ino), int(mtime), int(size)),
-                    None if key is None else str(key),
-                    str(status),
-                    None if check is None else str(check),
-                )
-                for name, (ino, mtime, size, key, status, check) in raw["files"].items()
-            }
-        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return None, {}  # torn by two writers at once, or not ours: rebuilt
-        _INDEXES[str(path)] = (stat, (seen, rows))
-        return seen, rows
+            files, decide, keys = raw["files"], raw["decide"], raw["keys"]
+            patterns = tuple(raw["patterns"])
+            # What a look-up uses is checked for its types here (cheap); a file's name is
+            # checked when it is read (``read_current``).
+            for table in (files, decide, keys):
+                if not isinstance(table, dict):
+                    raise TypeError("not a table")
+            for name in (*decide.values(), *keys.values(), *patterns):
+                if not isinstance(name, str):
+                    raise TypeError("not a name")
+            index = Index(seen, files, keys, decide, patterns)
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            return index_of(None, {})  # torn by two writers at once, or not ours: rebuilt
+        _INDEXES[str(path)] = (stat, index)
+        return index
 
-    def _write_index(self, rows: dict[str, IndexRow], seen: tuple[int, int] | None) -> None:
+    def _write_index(self, index: Index) -> Index:
         """Written in place, not renamed into the directory, which would move the
         directory's mtime that the index records. Two writers at once can tear it: it
         then does not parse, and is rebuilt. Best effort: a directory that cannot be
         written (a read-only checkout) is rescanned at each look instead."""
         path = self.dir / INDEX_NAME
         if not path.exists():
-            seen = None  # making the file moves the directory: the next look rescans
+            index = index._replace(seen=None)  # making the file moves the directory
         data = {
             "version": INDEX_VERSION,
-            "dir": None if seen is None else list(seen),
-            "files": {
-                name: [*row.stat, row.key, row.status, row.check] for name, row in rows.items()
-            },
+            "dir": None if index.seen is None else list(index.seen),
+            "files": index.files,
+            "keys": index.keys,
+            "decide": index.decide,
+            "patterns": list(index.patterns),
         }
-        body = json.dumps(data, sort_keys=True).encode()
+        body = json.dumps(data).encode()
         with suppress(OSError):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
@@ -304,7 +326,8 @@ class PlaybookStore:
                 os.close(fd)
             # Kept as written: a rewrite of the same size within one mtime tick would
             # otherwise read as the one before it.
-            _INDEXES[str(path)] = (_stat_of(os.stat(path)), (seen, rows))
+            _INDEXES[str(path)] = (_stat_of(os.stat(path)), index)
+        return index
 
 
 class LazyEntries(Mapping[str, PlaybookEntry]):

@@ -19,6 +19,10 @@ oldest first; the first command comment not already in the ledger is weighed:
   signed, bound to the verdict file), by ``github:<login>`` / ``gitlab:<username>``,
   with the comment's URL in the approval and in a ledger row.
 
+The same issues answer for the playbook (issue 44): ``/orchestrator playbook promote
+<entry-id>`` on the issue of a ticket a proposed entry was learned from promotes it, under
+the same rules (``promote_from_comments``).
+
 Every comment weighed has its ledger row, keyed by run and comment id, so no batch weighs
 it twice. A batch killed between a comment's answer and its ledger row is resumed by the
 next: the answer on disk, signed and naming that comment's URL, is recognised as the
@@ -35,11 +39,24 @@ from typing import Protocol
 
 from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict
+from orchestrator.app.playbook import promote as playbook_promote
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
-from orchestrator.domain.comment_commands import CommentCommand, bot_name, parse_command
-from orchestrator.domain.errors import StateError, TicketError, TicketLocked, UsageError
+from orchestrator.domain.comment_commands import (
+    CommentCommand,
+    bot_name,
+    parse_command,
+    parse_playbook_command,
+)
+from orchestrator.domain.errors import (
+    ConfigError,
+    StateError,
+    TicketError,
+    TicketLocked,
+    UsageError,
+)
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.playbook import EntryStatus, PlaybookEntry
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
@@ -52,8 +69,10 @@ from orchestrator.storage.ledger import (
     key_from_env,
     person_decision,
 )
+from orchestrator.storage.playbook import PlaybookStore
 
 CAPABILITY = "answer-by-comment"
+PLAYBOOK_CAPABILITY = "playbook-by-comment"
 GITHUB_WRITE = frozenset({"admin", "maintain", "write"})
 GITLAB_DEVELOPER = 30
 
@@ -376,6 +395,162 @@ def _record(
             at=services.clock(),
         )
     )
+
+
+# ---------------------------------------------------------------- playbook promotion
+
+
+def playbook_comment_id(kind: str, comment_id: int) -> str:
+    """The ledger key of a ``/orchestrator playbook promote`` comment weighed: one row
+    per comment, ever."""
+    return f"playbook:comment-{kind}-{comment_id}"
+
+
+def promote_from_comments(
+    sources: Sequence[ForgeSource],
+    storage: StateStorage,
+    playbook: PlaybookStore,
+    *,
+    environ: Mapping[str, str],
+    clock: Callable[[], datetime],
+    max_wait_s: float = MAX_WAIT_S,
+    threads: Callable[[ForgeSource], CommentThreads] | None = None,
+) -> list[str]:
+    """Proposed playbook entries promoted by ``/orchestrator playbook promote <entry-id>``
+    on the issue of a ticket the entry was learned from (issue 44), by the same rules as an
+    approval: a comment written after the entry was proposed, not edited, by a person with
+    write access (asked of the forge now), is the promotion (by ``github:<login>``, its URL
+    in the entry's ledger row); anyone else's is refused, with a ledger row saying who and
+    why. Every comment weighed has its row (keyed by the comment), so none is weighed
+    twice; no forge is asked when no entry waits. The lines to print."""
+    waiting = _proposed_entries(playbook)
+    if not waiting:
+        return []
+    ledger = storage.ledger(key_from_env(environ))
+    intake = IntakeFiles(storage.layout)
+    lines: list[str] = []
+    for source in sources:
+        issues = _issues_of(source, intake, waiting)
+        if not issues:
+            continue
+        try:
+            thread = threads(source) if threads else threads_for(source, environ, max_wait_s)
+        except ForgeError as exc:
+            lines.append(f"comments of {source.source_id}: not read: {exc.kind}: {exc}")
+            continue
+        for number, (ticket_id, entry_ids) in sorted(issues.items()):
+            try:
+                lines += _weigh_promotions(
+                    thread, number, ticket_id, entry_ids, waiting, playbook, ledger, clock
+                )
+            except ForgeError as exc:
+                lines.append(f"{ticket_id}: comments not read ({exc.kind}: {exc}); "
+                             "the playbook's entries wait for the next batch")  # fmt: skip
+    return lines
+
+
+def _proposed_entries(playbook: PlaybookStore) -> dict[str, PlaybookEntry]:
+    """The project's proposed entries, by id, found through the playbook's index (a file
+    that is not an entry is passed over here: the run that reads the playbook names it)."""
+    waiting: dict[str, PlaybookEntry] = {}
+    for name, row in playbook.index(on_error=lambda _exc: None).files.items():
+        if row[4] != EntryStatus.PROPOSED.value:
+            continue
+        try:
+            entry = playbook.read_current(name)
+        except ConfigError:
+            continue
+        if entry is not None and entry.status is EntryStatus.PROPOSED and entry.provenance:
+            waiting[entry.id] = entry
+    return waiting
+
+
+def _issues_of(
+    source: ForgeSource, intake: IntakeFiles, waiting: Mapping[str, PlaybookEntry]
+) -> dict[int, tuple[str, frozenset[str]]]:
+    """The source's issues whose tickets a waiting entry was learned from: by issue
+    number, the ticket and those entries."""
+    learned_from: dict[str, set[str]] = {}
+    for entry in waiting.values():
+        for provenance in entry.provenance:
+            if provenance.ticket_id:
+                learned_from.setdefault(provenance.ticket_id, set()).add(entry.id)
+    found: dict[int, tuple[str, frozenset[str]]] = {}
+    for path in intake.paths(source.source_id):
+        if path.stem not in learned_from:
+            continue
+        try:
+            origin = load_ticket(path).fields.origin
+        except TicketError:
+            continue  # the intake and the queue report these
+        if origin is not None and origin.source == source.source_id:
+            found[origin.number] = (path.stem, frozenset(learned_from[path.stem]))
+    return found
+
+
+def _weigh_promotions(
+    thread: CommentThreads,
+    number: int,
+    ticket_id: str,
+    entry_ids: frozenset[str],
+    waiting: Mapping[str, PlaybookEntry],
+    playbook: PlaybookStore,
+    ledger: DecisionLedger,
+    clock: Callable[[], datetime],
+) -> list[str]:
+    since = min(waiting[e].provenance[0].at for e in entry_ids)
+    lines: list[str] = []
+    for comment in thread.comments(number):
+        created = _when(comment.created_at)
+        if created is None or created <= since:
+            continue
+        entry_id = parse_playbook_command(comment.body)
+        if entry_id is None:
+            continue
+        key = playbook_comment_id(thread.kind, comment.id)
+        if any(row.get("kind") == "decision" for row in ledger.rows_of(key)):
+            continue  # weighed by an earlier batch
+        by = f"{thread.kind}:{comment.author}"
+        why: str | None = None
+        if comment.updated_at != comment.created_at:
+            why = "it was edited after it was written"
+        elif entry_id not in entry_ids or entry_id not in waiting:
+            why = f"{entry_id} is not a proposed entry learned from {ticket_id}"
+        if why is None and (bot := thread.not_a_person(comment)) is not None:
+            why = f"{by} is no person ({bot}); entries are promoted by people only"
+        if why is None and not thread.may_write(comment.author):  # asked now, not cached
+            why = f"{by} has no write access to the repository"
+        if why is None:
+            try:
+                playbook_promote(playbook, entry_id, by=by, at=clock(), ledger=ledger,
+                                 comment_url=comment.url)  # fmt: skip
+            except (UsageError, ConfigError) as exc:  # its file went, or is no entry now
+                why = str(exc)
+        if why is None:
+            lines.append(f"{ticket_id}: playbook entry {entry_id} promoted by {by} ({comment.url})")
+        else:
+            lines.append(f"{ticket_id}: comment {comment.url} by {by} refused: {why}; "
+                         "nothing was promoted")  # fmt: skip
+        ledger.append(
+            person_decision(
+                decision_id=key,
+                ticket=ticket_id,
+                run="",
+                capability=PLAYBOOK_CAPABILITY,
+                inputs={"body": comment.body, "url": comment.url},
+                decision={
+                    "action": "playbook-promote",
+                    "entry": entry_id,
+                    "by": by,
+                    "comment_id": comment.id,
+                    "comment_url": comment.url,
+                    "refused": why is not None,
+                    "why": why,
+                },
+                at=clock(),
+            )
+        )
+    return lines
 
 
 def _when(stamp: str) -> datetime | None:

@@ -181,7 +181,7 @@ def _with_key(store: PlaybookStore, key: str) -> PlaybookEntry | None:
     """The entry whose signature's key is ``key`` (the first, in name order), found
     through the index; a file that is not an entry is passed over (``load_playbook``
     reports it)."""
-    name = store.index(on_error=lambda _exc: None).keys.get(key)
+    name = store.index(on_error=lambda _exc: None).with_key(key)
     if name is not None:
         with suppress(ConfigError):
             entry = store.read_current(name)

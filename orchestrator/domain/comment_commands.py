@@ -1,5 +1,7 @@
 """An issue comment as an answer to a paused run (issue 28): ``/orchestrator approve``
-(optionally ``approve N``, naming the verdict) or ``/orchestrator reject <reason>``. Pure.
+(optionally ``approve N``, naming the verdict) or ``/orchestrator reject <reason>``; or
+as a person's word on a playbook entry learned from the issue's ticket (issue 44):
+``/orchestrator playbook promote <entry-id>``. Pure.
 
 The command must be the comment's whole first line; nothing else in the comment counts.
 A quoted line (``> /orchestrator approve``) or one inside a code block is someone else's
@@ -23,6 +25,10 @@ MAX_VERDICT: Final = 9_999
 
 _APPROVE = re.compile(r"/orchestrator[ \t]+approve(?:[ \t]+(?P<number>[1-9][0-9]{0,3}))?[ \t]*")
 _REJECT = re.compile(r"/orchestrator[ \t]+reject[ \t]+(?P<reason>\S.*?)[ \t]*")
+# An entry id as ``domain.playbook.ENTRY_ID`` spells it.
+_PROMOTE = re.compile(
+    r"/orchestrator[ \t]+playbook[ \t]+promote[ \t]+(?P<entry>[a-z0-9][a-z0-9-]{0,63})[ \t]*"
+)
 # Allowed layout characters; every other Cc/Cf (bidi overrides, zero-width joiners, NUL,
 # escape sequences) makes the comment no command.
 _LAYOUT: Final = frozenset("\n\r\t")
@@ -75,3 +81,13 @@ def parse_command(body: str, *, _max_chars: int = MAX_COMMENT_CHARS) -> CommentC
             return None
         return CommentCommand(approved=False, reason=reason)
     return None
+
+
+def parse_playbook_command(body: str, *, _max_chars: int = MAX_COMMENT_CHARS) -> str | None:
+    """The entry id a ``/orchestrator playbook promote <entry-id>`` comment names, or None,
+    read by the same rules as an approval (see the module docstring)."""
+    if not body or len(body) > _max_chars or hidden_characters(body):
+        return None
+    first = body.split("\n", 1)[0].removesuffix("\r")
+    found = _PROMOTE.fullmatch(first)
+    return found.group("entry") if found is not None else None

@@ -51,7 +51,7 @@ from orchestrator.storage._locks import flock
 PLAYBOOK_DIR: Final = "playbook"
 LOCK_NAME: Final = ".playbook.lock"
 INDEX_NAME: Final = ".index.json"
-INDEX_VERSION: Final = 1
+INDEX_VERSION: Final = 2
 BUILTIN: Final = "built-in"
 
 # (inode, mtime in ns, size): a file with all three unchanged holds what it held.
@@ -71,9 +71,14 @@ class Index(NamedTuple):
 
     seen: tuple[int, int] | None  # the directory's (inode, mtime) it was made from
     files: Mapping[str, _Row]  # every file that holds an entry, by name, in name order
-    keys: Mapping[str, str]  # a signature's key → the first file (in name order) with it
-    decide: Mapping[str, str]  # the same for promoted entries only
+    # A promoted entry's signature key → the first file (in name order) with it.
+    decide: Mapping[str, str]
     patterns: tuple[str, ...]  # the promoted pattern entries' files
+
+    def with_key(self, key: str) -> str | None:
+        """The first file (in name order) whose entry's signature key is ``key``, in any
+        status (what ``propose`` looks for; a scan: proposing is rare)."""
+        return next((name for name, row in self.files.items() if row[3] == key), None)
 
 
 def row_of(entry: PlaybookEntry, stat: _Stat) -> _Row:
@@ -81,19 +86,16 @@ def row_of(entry: PlaybookEntry, stat: _Stat) -> _Row:
 
 
 def index_of(seen: tuple[int, int] | None, files: Mapping[str, _Row]) -> Index:
-    keys: dict[str, str] = {}
     decide: dict[str, str] = {}
     patterns: list[str] = []
     for name, (_ino, _mtime, _size, key, status, _check) in files.items():
-        promoted = status == EntryStatus.PROMOTED.value
-        if key is None:
-            if promoted:
-                patterns.append(name)
+        if status != EntryStatus.PROMOTED.value:
             continue
-        keys.setdefault(key, name)
-        if promoted:
+        if key is None:
+            patterns.append(name)
+        else:
             decide.setdefault(key, name)
-    return Index(seen, dict(files), keys, decide, tuple(patterns))
+    return Index(seen, dict(files), decide, tuple(patterns))
 
 
 @functools.cache
@@ -283,17 +285,17 @@ class PlaybookStore:
             if raw["version"] != INDEX_VERSION:
                 raise ValueError("another version")
             seen = None if raw["dir"] is None else (int(raw["dir"][0]), int(raw["dir"][1]))
-            files, decide, keys = raw["files"], raw["decide"], raw["keys"]
+            files, decide = raw["files"], raw["decide"]
             patterns = tuple(raw["patterns"])
             # What a look-up uses is checked for its types here (cheap); a file's name is
             # checked when it is read (``read_current``).
-            for table in (files, decide, keys):
+            for table in (files, decide):
                 if not isinstance(table, dict):
                     raise TypeError("not a table")
-            for name in (*decide.values(), *keys.values(), *patterns):
+            for name in (*decide.values(), *patterns):
                 if not isinstance(name, str):
                     raise TypeError("not a name")
-            index = Index(seen, files, keys, decide, patterns)
+            index = Index(seen, files, decide, patterns)
         except (OSError, ValueError, TypeError, KeyError, IndexError):
             return index_of(None, {})  # torn by two writers at once, or not ours: rebuilt
         _INDEXES[str(path)] = (stat, index)
@@ -311,7 +313,6 @@ class PlaybookStore:
             "version": INDEX_VERSION,
             "dir": None if index.seen is None else list(index.seen),
             "files": index.files,
-            "keys": index.keys,
             "decide": index.decide,
             "patterns": list(index.patterns),
         }

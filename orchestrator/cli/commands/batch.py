@@ -253,13 +253,24 @@ def read_taken_in(storage: StateStorage, batch_id: str) -> list[Path]:
 def answer_from_issue_comments(
     loaded: LoadedConfig, storage: StateStorage, services: Services, out: TextIO
 ) -> None:
-    """Paused runs answered by ``/orchestrator approve|reject`` on their issues, before the
+    """Paused runs answered by ``/orchestrator approve|reject`` on their issues, and
+    proposed playbook entries promoted by ``/orchestrator playbook promote``, before the
     queue runs (which then carries the answers out); one line per comment weighed."""
     from orchestrator.app.comment_approvals import answer_from_comments
     from orchestrator.domain.sources import DirectorySource
 
     forge_sources = [s for s in loaded.config.sources if not isinstance(s, DirectorySource)]
     for line in answer_from_comments(forge_sources, storage, services):
+        out.write(f"{timestamp(services.clock())} {line}\n")
+    # and proposed playbook entries promoted by `/orchestrator playbook promote ID` (issue 44)
+    from orchestrator.app.comment_approvals import promote_from_comments
+    from orchestrator.app.playbook import store_for
+
+    promoted = promote_from_comments(
+        forge_sources, storage, store_for(loaded.root), environ=services.environ,
+        clock=services.clock, max_wait_s=loaded.config.recovery.forge_max_wait_s,
+    )  # fmt: skip
+    for line in promoted:
         out.write(f"{timestamp(services.clock())} {line}\n")
     out.flush()
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from orchestrator.app.engine_probe import (
@@ -28,6 +28,7 @@ from orchestrator.app.engine_probe import (
     stand_in_context,
 )
 from orchestrator.domain.config import LoadedConfig
+from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.forge_hosts import PUBLIC_API, forge_api, forge_location, source_api
 from orchestrator.domain.git_identity import (
     FALLBACK_IDENTITY,
@@ -565,7 +566,29 @@ def gather(
         sources=source_facts,
         notify=notify_targets(loaded, environ),
         origin_stages=origin_stages(loaded),
+        **playbook_facts(loaded),
     )
+
+
+def playbook_facts(loaded: LoadedConfig) -> dict[str, Any]:
+    """What ``doctor`` says of the project's playbook (issue 44): every file read again
+    (a rescan: one edited in place too), each that is not an entry named."""
+    from orchestrator.app.playbook import store_for
+
+    store = store_for(loaded.root)
+    if not store.dir.is_dir():
+        return {}
+    problems: list[str] = []
+    try:
+        index = store.index(on_error=lambda exc: problems.append(str(exc)), rescan=True)
+    except ConfigError as exc:
+        return {"playbook": str(store.dir), "playbook_problems": (str(exc),)}
+    return {
+        "playbook": str(store.dir),
+        "playbook_entries": len(index.files),
+        "playbook_promoted": len(index.decide) + len(index.patterns),
+        "playbook_problems": tuple(problems),
+    }
 
 
 class _Background:

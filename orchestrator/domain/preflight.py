@@ -286,6 +286,12 @@ class Facts:
     notify: Sequence[NotifyFact] = ()
     # Stages that open their request on a ticket's [origin] forge, while no source is a forge.
     origin_stages: Sequence[str] = ()
+    # The project's playbook directory (issue 44); None: it has none. Its entry files, the
+    # promoted ones, and each file that is not an entry (its path and bad key).
+    playbook: str | None = None
+    playbook_entries: int = 0
+    playbook_promoted: int = 0
+    playbook_problems: Sequence[str] = ()
 
 
 def program_checks(facts: Facts) -> list[Check]:
@@ -638,6 +644,22 @@ def fleet_key_check(facts: Facts) -> Check:
     return Check("fleet-key", "fail", facts.fleet_key_problem, FLEET_KEY_FIX)
 
 
+PLAYBOOK_FIX = "fix the key named, or remove the file (`orchestrator playbook list` re-reads it)"
+
+
+def playbook_checks(facts: Facts) -> list[Check]:
+    """A project with a playbook: how many entries, and each file that is not one (a run
+    goes on without it: a warning). No line for a project without one."""
+    if facts.playbook is None:
+        return []
+    if facts.playbook_problems:
+        return [
+            Check("playbook", "warn", problem, PLAYBOOK_FIX) for problem in facts.playbook_problems
+        ]
+    said = f"{facts.playbook}: {facts.playbook_entries} entries, {facts.playbook_promoted} promoted"
+    return [Check("playbook", "ok", said)]
+
+
 def checklist(facts: Facts) -> tuple[Check, ...]:
     """Every check, in the order a person fixes things: the machine, then the config."""
     return (
@@ -654,6 +676,7 @@ def checklist(facts: Facts) -> tuple[Check, ...]:
         broker_check(facts),
         fleet_key_check(facts),
         *notify_checks(facts),
+        *playbook_checks(facts),
     )
 
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app.playbook import propose, store_for
+from orchestrator.app.playbook import promote_after_of, propose, store_for
 from orchestrator.cli.main import main
+from orchestrator.domain.config import load_config
+from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.failure_signature import signature_of
 from orchestrator.domain.playbook import EntryStatus, Provenance, parse_entry
 from orchestrator.storage.ledger import Ledger
@@ -226,3 +228,54 @@ def test_promote_in_a_fresh_interpreter_as_cron_or_a_person_would(config: Path) 
     assert [r["decision_id"] for r in playbook_rows(config)][-1] == (
         f"playbook:{entry_id}:promoted:2"
     )
+
+
+def test_doctor_names_a_bad_entry_file_and_counts_the_entries(
+    capsys: pytest.CaptureFixture[str], config: Path
+) -> None:
+    learned(config)
+    capsys.readouterr()
+    assert main(["doctor", "--json", "--config", str(config)]) in (0, 2)
+    [said] = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "playbook"]
+    assert said["status"] == "ok"
+    assert said["detail"] == f"{config.parent / 'playbook'}: 1 entries, 0 promoted"
+
+    bad = config.parent / "playbook" / "broken.toml"
+    bad.write_text('id = "broken"\n[match]\ncheck = "x"\npattern = "("\n[decision]\naction = "r"\n')
+    main(["doctor", "--json", "--config", str(config)])
+
+    [said] = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "playbook"]
+    assert said["status"] == "warn"
+    assert said["detail"].startswith(f"{bad}: match.pattern: not a regular expression")
+
+
+def test_show_json_and_no_secret_in_a_row_or_a_file(
+    capsys: pytest.CaptureFixture[str], config: Path
+) -> None:
+    entry_id = learned(config)
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+    code, _, _ = cli(capsys, config, "retire", entry_id, "--reason", f"leaked {token} here")
+
+    assert code == 0
+    code, out, _ = cli(capsys, config, "show", entry_id, "--json")
+    shown = json.loads(out)
+    assert shown["builtin"] is False and shown["entry"]["status"] == "retired"
+    assert [r["decision"]["event"] for r in shown["ledger"]] == ["proposed", "retired"]
+    assert token not in out
+    for path in (config.parent / "playbook").iterdir():
+        assert token not in path.read_text()
+    assert token not in (config.parent / "state" / "ledger.jsonl").read_text()
+    assert "leaked" in shown["entry"]["retired_reason"]
+
+
+def test_promote_after_is_read_from_the_config_and_a_bad_value_is_named(tmp_path: Path) -> None:
+    good = write_config(tmp_path / "a", STAGES, header="[playbook]\npromote_after = 3\n")
+    off = write_config(tmp_path / "b", STAGES)
+    bad = write_config(tmp_path / "c", STAGES, header="[playbook]\npromote_after = -1\n")
+
+    assert promote_after_of(load_config(good).config) == 3
+    assert promote_after_of(load_config(off).config) is None
+    with pytest.raises(ConfigError) as exc:
+        load_config(bad)
+    assert str(exc.value).startswith(f"config error: {bad.resolve()}: playbook.promote_after: ")

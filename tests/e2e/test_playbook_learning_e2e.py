@@ -259,6 +259,13 @@ def test_a_proven_fix_is_learned_promoted_used_without_the_model_and_retired_whe
     assert [r["decision"]["event"] for r in playbook_rows(tmp_path)] == [
         "proposed", "promoted", "agreed", "retired",
     ]  # fmt: skip
+    # Each decision replays the same from its files, the retired entry's included: the
+    # entry that decided is in the decision's inputs, not read from the playbook again.
+    for run in (second, third):
+        code, said = cli(tmp_path, fake, "replay", run.run_id)
+        assert code == 0, said
+        assert said.count(": identical (") == len(run.verdicts), said
+    assert fake.requests == 2
 
 
 def test_promote_after_n_agreeing_outcomes_the_entry_decides_without_a_person(

@@ -15,7 +15,7 @@ Reading a thousand entries for one decision
     within 5 ms, ``bench/bench_playbook.py``). So the directory keeps an index,
     ``.index.json`` (a cache: safe to delete, no need to commit it): the directory's
     inode and mtime as it last saw them, and per file its inode, mtime and size and what
-    a look-up needs of its entry (its signature's key, its status, its check).
+    a look-up needs of its entry (its signature's key and its status).
     ``index()`` answers from it while the directory has not changed, and otherwise
     re-reads what changed. The index is only ever a hint of which file to read: the
     entry that decides is read from its file and validated when it is looked up
@@ -51,7 +51,7 @@ from orchestrator.storage._locks import flock
 PLAYBOOK_DIR: Final = "playbook"
 LOCK_NAME: Final = ".playbook.lock"
 INDEX_NAME: Final = ".index.json"
-INDEX_VERSION: Final = 2
+INDEX_VERSION: Final = 3
 BUILTIN: Final = "built-in"
 
 # (inode, mtime in ns, size): a file with all three unchanged holds what it held.
@@ -62,7 +62,7 @@ _MAX_CACHED: Final = 20_000
 # The last index read, by its file: (its stat, the index).
 _INDEXES: dict[str, tuple[_Stat, Index]] = {}
 _SETTLED_NS: Final = 2_000_000_000
-# A row of the index's ``files``: inode, mtime, size, signature key, status, check.
+# A row of the index's ``files``: inode, mtime, size, signature key, status.
 _Row = list[Any]
 
 
@@ -82,14 +82,15 @@ class Index(NamedTuple):
 
 
 def row_of(entry: PlaybookEntry, stat: _Stat) -> _Row:
-    return [*stat, entry.match.signature_key(), entry.status.value, entry.match.check]
+    return [*stat, entry.match.signature_key(), entry.status.value]
 
 
 def index_of(seen: tuple[int, int] | None, files: Mapping[str, _Row]) -> Index:
     decide: dict[str, str] = {}
     patterns: list[str] = []
-    for name, (_ino, _mtime, _size, key, status, _check) in files.items():
-        if status != EntryStatus.PROMOTED.value:
+    promoted = EntryStatus.PROMOTED.value
+    for name, (_ino, _mtime, _size, key, status) in files.items():
+        if status != promoted:
             continue
         if key is None:
             patterns.append(name)
@@ -285,17 +286,12 @@ class PlaybookStore:
             if raw["version"] != INDEX_VERSION:
                 raise ValueError("another version")
             seen = None if raw["dir"] is None else (int(raw["dir"][0]), int(raw["dir"][1]))
-            files, decide = raw["files"], raw["decide"]
-            patterns = tuple(raw["patterns"])
-            # What a look-up uses is checked for its types here (cheap); a file's name is
-            # checked when it is read (``read_current``).
-            for table in (files, decide):
-                if not isinstance(table, dict):
-                    raise TypeError("not a table")
-            for name in (*decide.values(), *patterns):
-                if not isinstance(name, str):
-                    raise TypeError("not a name")
-            index = Index(seen, files, decide, patterns)
+            files = raw["files"]
+            if not isinstance(files, dict):
+                raise TypeError("not a table")
+            # A row of another shape fails here; a file's name is checked when it is read
+            # (``read_current``), and what the file holds when it decides.
+            index = index_of(seen, files)
         except (OSError, ValueError, TypeError, KeyError, IndexError):
             return index_of(None, {})  # torn by two writers at once, or not ours: rebuilt
         _INDEXES[str(path)] = (stat, index)
@@ -313,8 +309,6 @@ class PlaybookStore:
             "version": INDEX_VERSION,
             "dir": None if index.seen is None else list(index.seen),
             "files": index.files,
-            "decide": index.decide,
-            "patterns": list(index.patterns),
         }
         body = json.dumps(data).encode()
         with suppress(OSError):

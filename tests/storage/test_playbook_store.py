@@ -233,8 +233,8 @@ def test_a_new_file_is_seen_and_a_torn_index_is_rebuilt(tmp_path: Path) -> None:
     entry, signature = learned(store, EntryStatus.PROMOTED)  # a new file: the directory moves
 
     assert load_playbook(store, print).match(FAILURE, signature) is not None
-    (store.dir / ".index.json").write_text('{"version": 2, "dir": [1, 2], "files": {"a')
+    (store.dir / ".index.json").write_text('{"version": 3, "dir": [1, 2], "files": {"a')
     notes: list[str] = []
     found = load_playbook(store, notes.append).match(FAILURE, signature)
     assert found is not None and found.entry == entry.id and notes == []
-    assert json.loads((store.dir / ".index.json").read_text())["version"] == 2
+    assert json.loads((store.dir / ".index.json").read_text())["version"] == 3

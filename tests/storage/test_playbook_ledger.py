@@ -124,3 +124,20 @@ def test_the_postgresql_ledger_takes_them_too(
     exported = tmp_path / "exported.jsonl"
     assert export_ledger(database, exported).ok  # the file ledger's own verify
     assert list(Ledger(exported).rows())[2:] == stored
+
+
+def test_an_event_cut_short_after_its_row_appends_no_second_row(tmp_path: Path) -> None:
+    from orchestrator.app.playbook import promote, store_for
+
+    store = store_for(tmp_path)
+    made = entry()
+    store.write(made)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    # killed between the row and the file: the row is there, the file still says proposed
+    ledger.append(event_row(made.promoted(by="bob", at=AT), "promoted", at=AT, by="bob"))
+
+    promote(store, made.id, by="bob", at=AT, ledger=ledger)
+
+    assert [r["decision_id"] for r in ledger.rows()] == [f"playbook:{made.id}:promoted:2"]
+    now = store.get(made.id)
+    assert now is not None and now.promoted_by == "bob" and now.revision == 2

@@ -17,7 +17,9 @@ far above the end (``failure``): the lines below that line are its last words to
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, Final, Literal
 
 from orchestrator.domain.terminal import plain
@@ -33,6 +35,7 @@ from orchestrator.reading.signs import (
 )
 
 __all__ = [
+    "Stretch",
     "candidate_expression",
     "file_stretches",
     "read_up_bytes",
@@ -82,92 +85,128 @@ _CANDIDATES: Final = _compile()
 CHUNK_BYTES: Final = 1 << 20
 
 
-def _candidate_lines(stretch: bytes) -> list[tuple[int, int, int]]:
-    """Each line of ``stretch`` the expression matches on: (its start, its end without
-    the LF, how many lines lie before it in the stretch)."""
+# A stretch of whole lines: ``buffer[begin:end]``.
+Stretch = tuple[bytes, int, int]
+
+
+def _candidate_lines(buffer: bytes, begin: int, end: int) -> list[tuple[int, int, int]]:
+    """Each line of ``buffer[begin:end]`` the expression matches on: (its start, its end
+    without the LF, how many lines lie above it in the stretch)."""
     found: list[tuple[int, int, int]] = []
-    end = len(stretch)
-    pos = counted_to = line_no = 0
+    pos = counted_to = begin
+    line_no = 0
     while pos < end:
-        match = _CANDIDATES.search(stretch, pos, end)
+        match = _CANDIDATES.search(buffer, pos, end)
         if match is None:
             break
         at = match.start()
-        line_start = stretch.rfind(b"\n", 0, at) + 1
-        line_end = stretch.find(b"\n", at, end)
+        line_start = buffer.rfind(b"\n", begin, at) + 1 or begin
+        line_end = buffer.find(b"\n", at, end)
         line_end = end if line_end < 0 else line_end
-        line_no += stretch.count(b"\n", counted_to, line_start)
+        line_no += buffer.count(b"\n", counted_to, line_start)
         counted_to = line_start
         found.append((line_start, line_end, line_no))
         pos = line_end + 1
     return found
 
 
-def _numbered_up(stretches: Iterable[bytes]) -> Iterator[tuple[int, str]]:
-    """The candidate lines of ``stretches`` (whole lines, the last stretch first), last
-    first, each numbered as ``str.splitlines`` counts the lines of them all, from the end
-    (the last line is -1): an LF-line that holds another break counts as the lines it
-    parts into."""
-    below = 0  # the lines below the stretch being read
-    last = True
-    for stretch in stretches:
-        lines = stretch.count(b"\n") + (last and stretch[-1:] not in (b"\n", b""))
-        last = False
-        extra = 0  # lines the candidates below (in this stretch) part into beyond one
-        for line_start, line_end, line_no in reversed(_candidate_lines(stretch)):
-            piece = stretch[line_start:line_end].decode("utf-8", "replace")
-            pieces = piece.splitlines() or [""]
-            under = below + (lines - 1 - line_no) + extra
-            for offset in range(len(pieces) - 1, -1, -1):
-                yield -(under + len(pieces) - offset), pieces[offset]
-            extra += len(pieces) - 1
-        below += lines + extra
+def _numbered_up(stretches: Iterable[Stretch], ahead: int) -> Iterator[tuple[int, str]]:
+    """The candidate lines of ``stretches`` (the last stretch first), last first, each
+    numbered as ``str.splitlines`` counts lines (an LF-line that holds another break
+    counts as the lines it parts into), from the top of the lowest stretch that holds
+    one: only the differences count, so no line below it, nor any stretch until then,
+    is counted."""
+    base: int | None = None  # the number of the stretch's first line
+    for (buffer, begin, end), found in _searched(stretches, ahead):
+        if base is None and not found:
+            continue
+        pieces = [buffer[a:b].decode("utf-8", "replace").splitlines() or [""] for a, b, _ in found]
+        if base is None:
+            base = 0
+        else:  # a stretch above a read one ends with its LF: its lines, as splitlines counts
+            base -= buffer.count(b"\n", begin, end) + sum(len(p) - 1 for p in pieces)
+        numbers, extra = [], 0  # the lines the candidates above part into beyond one
+        for (_, _, line_no), piece in zip(found, pieces, strict=True):
+            numbers.append(base + line_no + extra)
+            extra += len(piece) - 1
+        for first, piece in zip(reversed(numbers), reversed(pieces), strict=True):
+            for offset in range(len(piece) - 1, -1, -1):
+                yield first + offset, piece[offset]
 
 
-def _stretches_of(data: bytes, start: int, end: int, chunk_bytes: int) -> Iterator[bytes]:
+# Stretches searched at once beyond the first: RE2 lets go of the GIL while it searches,
+# so on a machine with a core to spare a long reading takes about half the time. What a
+# reading that stops early has searched for nothing is bounded by this many stretches.
+SEARCH_AHEAD: Final = 2
+
+
+def _searched(
+    stretches: Iterable[Stretch], ahead: int
+) -> Iterator[tuple[Stretch, list[tuple[int, int, int]]]]:
+    """Each stretch with its candidate lines, in order. The first is searched here (most
+    readings stop in it); the ones above it ``ahead`` at a time on threads (none: here)."""
+    upward = iter(stretches)
+    first = next(upward, None)
+    if first is None:
+        return
+    yield first, _candidate_lines(*first)
+    if ahead < 1:
+        yield from ((stretch, _candidate_lines(*stretch)) for stretch in upward)
+        return
+    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="read-up") as pool:
+        pending: deque[tuple[Stretch, Future[list[tuple[int, int, int]]]]] = deque()
+        for stretch in upward:
+            pending.append((stretch, pool.submit(_candidate_lines, *stretch)))
+            if len(pending) >= ahead:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+
+
+def _stretches_of(data: bytes, start: int, end: int, chunk_bytes: int) -> Iterator[Stretch]:
     """``data[start:end]`` (``start`` a line's start) in stretches of whole lines, the
-    last first."""
+    last first (nothing copied)."""
     hi = end
     while hi > start:
         lo = max(start, hi - chunk_bytes)
         if lo > start:
             lo = data.rfind(b"\n", start, lo) + 1 or start
-        yield data[lo:hi]
+        yield data, lo, hi
         hi = lo
 
 
 def file_stretches(
     fh: BinaryIO, start: int, end: int, *, chunk_bytes: int = CHUNK_BYTES
-) -> Iterator[bytes]:
+) -> Iterator[Stretch]:
     """The lines of an open file from ``start`` (a line's start) to ``end``, in stretches
     of whole lines read one at a time, the last first: the memory a reading holds stays
-    about ``CHUNK_BYTES`` however long the log."""
-    hi, carried = end, b""
+    about ``chunk_bytes`` however long the log (a line longer than that is read whole).
+    A stretch's cut first line is read again with the stretch above it."""
+    hi, size = end, chunk_bytes
     while hi > start:
-        lo = max(start, hi - chunk_bytes)
+        lo = max(start, hi - size)
         fh.seek(lo)
-        block = fh.read(hi - lo) + carried
+        block = fh.read(hi - lo)
         cut = block.find(b"\n") + 1 if lo > start else 0
-        if lo > start and cut == 0:
-            carried, hi = block, lo  # one line longer than a stretch: read on up
+        if lo > start and cut in (0, len(block)):
+            size *= 2  # no whole line in it: read more
             continue
-        carried = block[:cut]
-        if block[cut:]:
-            yield block[cut:]
-        hi = lo
-    if carried:
-        yield carried
+        yield block, cut, len(block)
+        hi, size = lo + cut, chunk_bytes
 
 
 def read_up_stretches(
-    stretches: Iterable[bytes],
+    stretches: Iterable[Stretch],
     *,
     exit_code: int | None,
     timed_out: bool,
     ignore: tuple[str, ...] = (),
+    search_ahead: int = SEARCH_AHEAD,
 ) -> Recognised | Literal["code"] | None:
     """``read_up`` over every line of ``stretches`` (whole lines of UTF-8, decoded with
-    replacement, the last stretch first), last first: the same decision, reading only
+    replacement, the last stretch first; see ``file_stretches``), last first: the same decision, reading only
     the lines that may decide. A line that starts with one of ``ignore`` as a reader sees
     it (the runner's own header and footer) is not read. Pure."""
     if timed_out:
@@ -179,7 +218,7 @@ def read_up_stretches(
         def decide(line: str) -> Recognised | Literal["code"] | None:
             return None if plain(line).startswith(ignore) else decide_own(line)
 
-    return read_lines_up(_numbered_up(stretches), decide)
+    return read_lines_up(_numbered_up(stretches, search_ahead), decide)
 
 
 def read_up_bytes(

@@ -313,9 +313,21 @@ def test_the_bulk_reading_decides_as_read_up(
 @given(st.lists(_LINES, max_size=30), st.integers(min_value=4, max_value=120))
 def test_a_file_read_in_stretches_is_read_whole(lines: list[str], chunk: int) -> None:
     data = "\n".join(lines).encode("utf-8")
-    stretches = list(bulk.file_stretches(io.BytesIO(data), 0, len(data), chunk_bytes=chunk))
+    stretches = [
+        buffer[begin:end]
+        for buffer, begin, end in bulk.file_stretches(
+            io.BytesIO(data), 0, len(data), chunk_bytes=chunk
+        )
+    ]
     assert b"".join(reversed(stretches)) == data
     assert all(s.endswith(b"\n") for s in stretches[1:])
+    # and read as the whole is
+    found = bulk.read_up_stretches(
+        bulk.file_stretches(io.BytesIO(data), 0, len(data), chunk_bytes=chunk),
+        exit_code=1,
+        timed_out=False,
+    )
+    assert found == read_up(reversed(data.decode().splitlines()), exit_code=1, timed_out=False)
 
 
 def test_the_bulk_reading_skips_the_runners_own_lines() -> None:

@@ -51,6 +51,11 @@ from orchestrator.storage._locks import flock
 PLAYBOOK_DIR: Final = "playbook"
 LOCK_NAME: Final = ".playbook.lock"
 INDEX_NAME: Final = ".index.json"
+GITIGNORE: Final = ".gitignore"
+_IGNORED: Final = (
+    "# orchestrator's lock and index of this directory: the machine's, not the team's\n"
+    f"{LOCK_NAME}\n{INDEX_NAME}\n"
+)
 INDEX_VERSION: Final = 3
 BUILTIN: Final = "built-in"
 
@@ -223,8 +228,13 @@ class PlaybookStore:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """The directory's lock: one writer changes the playbook at a time."""
+        """The directory's lock: one writer changes the playbook at a time. The first
+        writer also leaves a ``.gitignore`` there naming the lock and the index: the
+        entries are the team's to commit, those two files the machine's."""
         with flock(self.dir / LOCK_NAME):
+            ignore = self.dir / GITIGNORE
+            if not ignore.exists():
+                atomic_write(ignore, _IGNORED.encode("utf-8"), mode=0o644, mirrored=False)
             yield
 
     # ------------------------------------------------------------------ the index

@@ -238,3 +238,33 @@ def test_a_new_file_is_seen_and_a_torn_index_is_rebuilt(tmp_path: Path) -> None:
     found = load_playbook(store, notes.append).match(FAILURE, signature)
     assert found is not None and found.entry == entry.id and notes == []
     assert json.loads((store.dir / ".index.json").read_text())["version"] == 3
+
+
+def test_the_lock_and_the_index_are_ignored_by_git_and_the_entries_are_not(
+    tmp_path: Path,
+) -> None:
+    """The entries are the team's to review and commit; the lock and the index are this
+    machine's. A real ``git status`` of the project after a proposal shows the entry and
+    the .gitignore, never the lock or the index."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    store = store_for(tmp_path)
+    signature = signature_of(
+        "review", "lint", "code", ["app.py:3:1: F401 'os' imported but unused"]
+    )
+    entry = propose(
+        store,
+        signature=signature,
+        decision={"action": "retry", "summary": "flaky"},
+        provenance=Provenance(run_id="r-1", source="model", outcome="review passed", at=AT),
+        description="a lint failure a retry fixed",
+    )
+    assert entry is not None
+    load_playbook(store, note=lambda _said: None)  # writes the index
+    assert (store.dir / ".index.json").exists() and (store.dir / ".playbook.lock").exists()
+    shown = subprocess.run(
+        ["git", "-C", str(tmp_path), "status", "--porcelain", "--untracked-files=all"],
+        check=True, capture_output=True, text=True,
+    ).stdout.split("\n")  # fmt: skip
+    assert sorted(line for line in shown if line) == sorted(
+        ["?? playbook/.gitignore", f"?? playbook/{entry.id}.toml"]
+    )

@@ -173,17 +173,18 @@ NOT_INFRASTRUCTURE = [
     "-- Check for working C compiler: /usr/bin/cc - skipped",
     # the words of a permission, not a service's refusal
     "bash: ./deploy.sh: Permission denied",
-    # a connection's own timeout is the network's, not the job's
-    "ssh: connect to host example.org port 22: Connection timed out after 120 seconds",
 ]
 
 
 @pytest.mark.parametrize("line", NOT_INFRASTRUCTURE)
 def test_code_failures_that_mention_the_words_are_not_infrastructure(line: str) -> None:
-    found = recognise(f"{line}\n", exit_code=1, timed_out=False)
-    assert found is None or found.failure is N, line  # the last one is the network's
-    if "Connection timed out after" in line:
-        assert found is not None and found.sign.name == "connection-timeout"
+    assert recognise(f"{line}\n", exit_code=1, timed_out=False) is None, line
+
+
+def test_a_connections_own_timeout_is_the_networks_not_the_jobs() -> None:
+    line = "ssh: connect to host example.org port 22: Connection timed out after 120 seconds"
+    found = recognise(f"{line}\n", exit_code=255, timed_out=False)
+    assert found is not None and (found.failure, found.sign.name) == (N, "connection-timeout")
 
 
 # ---- a symptom and its cause above it --------------------------------------------------

@@ -1,21 +1,31 @@
 """Infrastructure failures recognised in a failed program's own output: a table of named
 signs, and one pure function that reads the end of the output against it.
 
-Three classes are told this way, for stages and checks alike (engines classify their own
-error events, ``classify``):
+Every infrastructure class is told this way, for stages and checks alike (engines
+classify their own error events, ``classify``), each sign naming a mechanism — what
+happened — in the words its own layer prints for it, never one tool's habit (issue 44;
+``mechanisms`` lists the words and their sources):
 
 * ``resource_exhausted`` — the machine ran out of something: the disk (ENOSPC "No space
   left on device"), a disk quota (EDQUOT "Disk quota exceeded"), memory (ENOMEM "Cannot
-  allocate memory", Python's ``MemoryError``, a compiler whose back end was killed, or an
-  OOM kill — see below).
+  allocate memory", Python's ``MemoryError``, a runtime's own out-of-memory report — V8,
+  the JVM, Go, Rust, .NET —, a compiler whose back end was killed, or an OOM kill — see
+  below).
+* ``outage``, ``rate_limited``, ``auth_error`` — a service answered: an HTTP status as a
+  client reports it, by family (5xx, 429, 401/403/407); a certificate not for its host;
+  credentials missing or refused. Never a bare number, never a 404, never a server on the
+  loopback (the check's own).
+* ``timeout`` — the job's own time limit (the CI's, a runner's on the whole run).
 * ``network`` — the way to a host failed: DNS ("Could not resolve host", "Temporary
   failure in name resolution", getaddrinfo, "Name or service not known", Go's "no such
   host"), a refused, reset, unreachable, failed or timed-out connection, TLS (certificate
-  verification, the handshake), and a package registry answering 5xx or 429 (pip, npm,
-  cargo, docker, Go's module proxy), in the tools' own words or naming the registry's host.
-* ``config_error`` — the shell could not find a program the command names ("bash: line 1:
-  eslint: command not found", status 127): the machine lacks it, as when the runner itself
-  cannot start the program.
+  verification, the handshake), a tool saying its error was the network's.
+* ``config_error`` — the machine lacks what the build needs: a program the shell could
+  not find ("bash: line 1: eslint: command not found", status 127), a system package, a
+  compiler or toolchain, a binary it can execute (ENOEXEC), a rootless container's ids.
+  A package or compiler that cannot be found may be a symptom (``Sign.symptom``): another
+  sign within ``SYMPTOM_LINES`` above it, before a line about the code, is its cause and
+  decides (apt's index that failed to download above its "Unable to locate package").
 
 Why the end, and why the last sign: a program's last words say why it stopped; an
 earlier "Connection refused" (a retried download, a test's captured log) says nothing
@@ -26,12 +36,15 @@ compiler's, type checker's or linter's report about the code (``CODE_REPORTS``),
 the same line carries a sign. On one line an assertion wins, then the signs in table order
 (the precise ones first), then a report about the code. ``recognise`` reads the last
 ``TAIL_LINES`` lines of at most ``TAIL_BYTES``; when they decide nothing, the caller may
-read further up a long log (``execution.engine_stage``: around its root-cause lines).
+read further up a long log (``failure``: every line below its lowest root-cause line, in
+bulk — ``bulk`` —, then around its root-cause lines).
 
 Reading a long log up costs little: most lines hold none of the words a check needs
 (``literals.needed``), and one search for all of them (RE2's, ``prefilter.any_word``)
 spares such a line every check but the alternatives that need no word. The gates only
-skip a check that cannot match, so every line decides as it would without them.
+skip a check that cannot match, so every line decides as it would without them — beyond
+ASCII too: the few characters ``re`` folds onto an ASCII letter are spelt as that letter
+in the gates' view (``_ASCII_FOLDS``).
 
 Why an OOM kill needs the exit status too: "Killed" and "Out of memory" are common words
 and the kernel's own report goes to its log, not to the program. The sign counts only

@@ -35,8 +35,10 @@ layer prints for it, taken from that layer's documentation or source:
   create executables" / "no acceptable C compiler found in $PATH", CMake's "No
   CMAKE_C_COMPILER could be found", spack's "No compilers found for operating system",
   rustc's "linker `cc` not found", the tool cache's "Unable to find Node version 'x' for
-  platform linux and architecture x64" (setup-node, setup-go and their kin) and
-  setup-python's "Version 3.6 with arch x64 not found"; and a language runtime's own
+  platform linux and architecture x64" (setup-node, setup-go and their kin),
+  setup-python's "Version 3.6 with arch x64 not found", rustup's "toolchain 'x' is not
+  installed", pyenv's "version `x' is not installed", macOS's "xcrun: error: invalid
+  active developer path", the JVM launchers' "JAVA_HOME is not set"; and a language runtime's own
   development headers (``Python.h``, ``ruby.h``, Perl's ``EXTERN.h``, the JDK's
   ``jni.h``): a C extension that includes them is right by construction, so their
   absence is the machine's (a project's own missing header stays the code's).
@@ -52,9 +54,14 @@ layer prints for it, taken from that layer's documentation or source:
   required"), GitHub's "Permission to o/r.git denied to u", GitLab's "HTTP Basic: Access
   denied", npm's ``E401``/``E403``.
 * a tool saying the network failed it (``NETWORK_SAID``): cargo's "spurious network
-  error" (it retries only those), libgit2's error class ``class=Net (12)``, Java's
-  ``SocketException: Connection reset``, apt's "Temporary failure resolving", musl's
-  "Name does not resolve".
+  error" (it retries only those), libgit2's error class ``class=Net (12)``, Node's
+  "socket hang up", ECONNABORTED's "Connection aborted", http.client's
+  ``RemoteDisconnected``, OpenSSL's ``SSL_ERROR_SYSCALL``, Go's "i/o timeout" (and, in
+  ``signs``, Java's "Connection reset", apt's "Temporary failure resolving", musl's "Name
+  does not resolve").
+* a container engine the machine lacks (``CONTAINER_ENGINE``): the Docker client's
+  "Cannot connect to the Docker daemon at unix:///var/run/docker.sock" and "permission
+  denied while trying to connect to the Docker daemon socket".
 
 Strings only (each one alternative of a sign's pattern, compiled case-insensitively
 unless it says otherwise): ``signs.py`` composes them, and ``literals.needed`` finds the
@@ -184,6 +191,11 @@ MISSING_TOOLCHAIN: Final = (
     r"\bUnable to find \S+ version '[^']*' for platform \S+ and architecture\b",
     r"\bversion '?[\w.+-]+'? with arch(?:itecture)? '?[\w-]+'? (?:was )?not found\b",
     r"\bMicrosoft Visual C\+\+ [\d.]+ or greater is required\b",  # pip on Windows
+    r"\bxcrun: error: invalid active developer path\b",  # macOS without its tools
+    r"\bJAVA_HOME is (?:not set|set to an invalid directory)\b",  # gradlew, mvnw
+    r"\bUnable to locate a Java Runtime\b",  # macOS's java stub
+    r"\btoolchain '[^']+' is not installed\b",  # rustup
+    r"\bpyenv: version [`'][^`']+' is not installed\b",
     # a language runtime's own development headers
     r"\bfatal error: (?:Python|pyconfig|ruby|EXTERN|jni)\.h: No such file or directory",
 )
@@ -205,4 +217,16 @@ USER_NAMESPACE: Final = (
 NETWORK_SAID: Final = (
     r"\bspurious network error\b",  # cargo: it retries only network errors
     r"(?-i:\bclass=Net \(12\))",  # libgit2's GIT_ERROR_NET
+    r"\bsocket hang up\b",  # Node's words for a connection closed under a request
+    r"\bConnection aborted\b",  # ECONNABORTED's words (urllib3, requests)
+    r"\bECONNABORTED\b",
+    r"(?-i:\bRemoteDisconnected\b)",  # http.client: closed without a response
+    r"\bSSL_ERROR_SYSCALL\b",  # OpenSSL: the connection broke under TLS
+    r"\bi/o timeout\b",  # Go's net: a dial or read that timed out
+)
+
+# A container engine the machine does not run, or does not let this user reach.
+CONTAINER_ENGINE: Final = (
+    r"\bCannot connect to the Docker daemon at\b",
+    r"\bpermission denied while trying to connect to the Docker daemon socket\b",
 )

@@ -218,6 +218,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bPermission denied \(publickey",
         r"\b(?:missing|invalid|expired) (?:api |access |auth )?(?:token|credentials)\b",
         r"\brequires authentication\b",
+        r"\binvalid username or password\b",  # a forge refusing what git sent
     ),
     # A service that refused what the credentials asked for: an HTTP 401, 403 or 407 as
     # a client reports it, a registry's DENIED, a forge refusing a push.
@@ -288,6 +289,7 @@ SIGNS: tuple[Sign, ...] = (
         r"\bUnable to find a destination matching\b",
         r"\bReceived fatal alert: protocol_version\b",
         *mechanisms.USER_NAMESPACE,
+        *mechanisms.CONTAINER_ENGINE,
     ),
     # A compiler, linker or toolchain version the machine lacks (a symptom too: its
     # download may have failed above).

@@ -129,11 +129,24 @@ FROM_THE_DOCS = [
     # rootless containers
     ("Error: writing blob: adding layer: potentially insufficient UIDs or GIDs available in user namespace (requested 0:42 for /etc/gshadow)", C, "environment"),
     ('cannot find UID/GID for user runner: no subuid ranges found for user "runner" in /etc/subuid', C, "environment"),
+    ("xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools), missing xcrun at: /Library/Developer/CommandLineTools/usr/bin/xcrun", C, "missing-toolchain"),
+    ("ERROR: JAVA_HOME is not set and no 'java' command could be found in your PATH.", C, "missing-toolchain"),
+    ("error: toolchain 'nightly-2020-01-01-x86_64-unknown-linux-gnu' is not installed", C, "missing-toolchain"),
+    ("pyenv: version `3.9.1' is not installed (set by /home/runner/work/app/.python-version)", C, "missing-toolchain"),
+    # a container engine the machine does not run
+    ("docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", C, "environment"),
+    ("permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock", C, "environment"),
+    # a forge refusing the credentials git sent
+    ("remote: Invalid username or password.", A, "credentials"),
     # the network, in a tool's or the C library's words
     ("java.net.SocketException: Connection reset", N, "connection-reset"),
     ("curl: (28) Operation timed out after 30001 milliseconds with 0 bytes received", N, "connection-timeout"),
     ("fatal: unable to access 'https://h/x/': Could not resolve host: h", N, "dns"),
     ("wget: bad address 'h.example.org': Name does not resolve", N, "dns"),
+    ("npm ERR! network socket hang up", N, "connection-failed"),
+    ("requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed connection without response'))", N, "connection-failed"),
+    ("fatal: unable to access 'https://h/x.git/': OpenSSL SSL_read: SSL_ERROR_SYSCALL, errno 104", N, "connection-failed"),
+    ('go: example.com/m@v1.0.0: Get "https://proxy.golang.org/example.com/m/@v/v1.0.0.mod": dial tcp 142.250.1.1:443: i/o timeout', N, "connection-failed"),
 ]  # fmt: skip
 
 

@@ -81,11 +81,11 @@ _REASONS_5XX: Final = (
 
 def said_number(code: str) -> tuple[str, ...]:
     """A status said to be one, in the plainest words ("status: 429", "HTTP 401",
-    "error code 429"), each spelt out so that its gate word holds the number."""
+    "error code 503"), each spelt out so that its gate word holds the number. Not "error
+    500" alone: an application's own log says that of the page it rendered."""
     return tuple(
-        rf"\b{word}{code_word}{separator}{code}\b"
-        for word in ("status", "HTTP", "error", "code")
-        for code_word in ("", " code")
+        rf"\b{words}{separator}{code}\b"
+        for words in ("status", "status code", "HTTP", "HTTP code", "HTTP status", "error code")
         for separator in (" ", ":", ": ", "=")
     )
 

@@ -216,7 +216,9 @@ SIGNS: tuple[Sign, ...] = (
         r"\bbad credentials\b",
         r"\bcould not read Username\b",
         r"\bPermission denied \(publickey",
-        r"\b(?:missing|invalid|expired) (?:api |access |auth )?(?:token|credentials)\b",
+        # a token said to be one: a parser's "invalid token" is the code's syntax
+        r"\b(?:missing|invalid|expired) (?:api |access |auth )(?:token|credentials)\b",
+        r"\b(?:missing|invalid|expired) credentials\b",
         r"\brequires authentication\b",
         r"\binvalid username or password\b",  # a forge refusing what git sent
     ),

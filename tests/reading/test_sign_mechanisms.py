@@ -186,6 +186,11 @@ NOT_INFRASTRUCTURE = [
     "-- Check for working C compiler: /usr/bin/cc - skipped",
     # the words of a permission, not a service's refusal
     "bash: ./deploy.sh: Permission denied",
+    # an application's own log of the page it rendered
+    "22:04:05.115 [main] ERROR com.example.front.ErrorView - Error 500",
+    # a parser's token is not a credential
+    "SyntaxError: invalid token",
+    "WARNING: CSS error: 'style.css' [26:15] Error in style rule. (Invalid token \"(\".",
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -164,6 +165,11 @@ def _measure(name: str, found: str, padded: str | None, goal: str = "") -> str:
     return (text + (f" (goal {goal})" if goal else "")).rstrip()
 
 
+def _at_least(share: float, cases: int) -> int:
+    """The fewest of ``cases`` that reach ``share`` (95 % of 114 is 109, not 108)."""
+    return math.ceil(share * cases - 1e-9)
+
+
 def render_scorecard(card: Scorecard) -> str:
     """The scorecard for people: by family, by class, the totals beside their goals, the
     goals missed and every miss with its reason."""
@@ -180,7 +186,8 @@ def render_scorecard(card: Scorecard) -> str:
         _measure(
             "first root cause in the bundle", f"{t.first_root_cause_found}/{n}",
             of_n(t.first_root_cause_padded),
-            f"≥ {g.first_root_cause_found * n:.0f} as found, ≥ {g.first_root_cause_padded * n:.0f} padded",
+            f"≥ {_at_least(g.first_root_cause_found, n)} as found, "
+            f"≥ {_at_least(g.first_root_cause_padded, n)} padded",
         ),
         _measure("any root cause in the bundle", f"{t.any_root_cause_found}/{n}",
                  of_n(t.any_root_cause_padded)),

@@ -10,6 +10,8 @@ below, whose file primitives (atomic writes, flocks) are private to the package.
     runs          the run store, the ticket lock;  run_ids  what a RUN argument names
     run_listing   each record's head, unvalidated, for a listing (``orchestrator runs``)
     decisions     verdict files;  approvals  approval records, signed
+    playbook      the project's playbook entries (``<config root>/playbook/``), and the
+                  built-in ones
     budget        per-ticket charges;  batch_budget  one batch's model budget
     ledger/       the hash-chained decision ledger and its index (a subpackage)
     redis/        the fleet's stores on Redis (a subpackage; redis imported lazily)
@@ -126,6 +128,10 @@ _FROM: dict[str, str] = {
     "open_configured": "open",
     "open_database": "open",
     "close_storages": "open",
+    "LazyEntries": "playbook",
+    "PlaybookStore": "playbook",
+    "builtin_entries": "playbook",
+    "is_builtin": "playbook",
 }
 __all__ = [
     "AUTO",
@@ -158,10 +164,12 @@ __all__ = [
     "IntakeFiles",
     "JournaledReply",
     "LatestRuns",
+    "LazyEntries",
     "Locks",
     "NotQueued",
     "NotifyOutbox",
     "OutboxEntry",
+    "PlaybookStore",
     "PrunedMark",
     "RunStore",
     "Runs",
@@ -175,6 +183,7 @@ __all__ = [
     "VerdictFile",
     "VerdictRecord",
     "atomic_write",
+    "builtin_entries",
     "check_digest",
     "check_ids",
     "close_storages",
@@ -184,6 +193,7 @@ __all__ = [
     "estimate_cost",
     "interrupts_held",
     "is_batch_id",
+    "is_builtin",
     "is_run_id",
     "latest_batch_id",
     "note_queued",
@@ -306,6 +316,12 @@ if TYPE_CHECKING:
         open_database,
         open_state,
         open_storage,
+    )
+    from orchestrator.storage.playbook import (
+        LazyEntries,
+        PlaybookStore,
+        builtin_entries,
+        is_builtin,
     )
     from orchestrator.storage.protocols import (
         Approvals,

@@ -39,8 +39,7 @@ from orchestrator.domain.errors import EXIT_USAGE, UsageError
 if TYPE_CHECKING:
     from orchestrator.domain.errors import ConfigError
     from orchestrator.domain.playbook import PlaybookEntry
-    from orchestrator.storage import DecisionLedger
-    from orchestrator.storage.playbook import PlaybookStore
+    from orchestrator.storage import DecisionLedger, PlaybookStore
 
 STATUSES: Final = ("proposed", "promoted", "retired")
 COLUMNS: Final = ("ID", "STATUS", "AGREE", "WHERE", "CLASS", "ACTION", "DESCRIPTION")
@@ -102,7 +101,7 @@ def _fields(entry: PlaybookEntry, path: Path | None) -> dict[str, Any]:
 
 
 def _file_of(store: PlaybookStore, entry: PlaybookEntry) -> Path | None:
-    from orchestrator.storage.playbook import is_builtin
+    from orchestrator.storage import is_builtin
 
     return None if is_builtin(entry) else store.path(entry.id)
 

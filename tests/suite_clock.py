@@ -33,12 +33,14 @@ each phase's report (``user_properties``), which is where the tables are made.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import time
 from collections import Counter, defaultdict
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +96,10 @@ class _Clock:
 
 
 _clock = _Clock()
+
+
+# A file to write every test's times to (JSON), when set.
+TIMES_ENV = "ORCHESTRATOR_SUITE_TIMES"
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -294,6 +300,18 @@ def pytest_terminal_summary(
     write(f"by fixture, setup and teardown over all uses (top {FIXTURES}):")
     for fixture, seconds in _clock.fixture_s.most_common(FIXTURES):
         write(f"  {seconds:7.1f} s  {_clock.fixture_uses[fixture]:5d} uses  {fixture}")
+    if dump := os.environ.get(TIMES_ENV):
+        # Every test's times, for a look past the top 20 (where a suite's minutes hide).
+        Path(dump).write_text(
+            json.dumps(
+                {
+                    n: {"total": t.total, "own": t.own, "cpu": t.cpu}
+                    for n, t in _clock.tests.items()
+                },
+                indent=0,
+            ),
+            encoding="utf-8",
+        )
     if _clock.over_limit:
         terminalreporter.write_line(
             f"FAILED: {len(_clock.over_limit)} test(s) took over {limit_s(config):.0f} s of their "

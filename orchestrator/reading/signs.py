@@ -55,10 +55,11 @@ words is not called an OOM kill: someone else may have sent it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from orchestrator.domain.log_line import without_prefix
 from orchestrator.domain.terminal import plain
@@ -85,7 +86,8 @@ class Sign:
     name: str
     failure: FailureClass
     what: str  # the words a verdict's reason uses
-    pattern: re.Pattern[str]
+    # Its alternatives, joined: compiled (ignoring case) when first read, not on import.
+    source: str
     # Only when the process died of a SIGKILL that was not ours (the OOM killer's).
     needs_kill: bool = False
     # Only when the program ended with this status (the shell's 127: not found).
@@ -95,6 +97,10 @@ class Sign:
     symptom: bool = False
     # A line this matches is not the sign (a server on the loopback is the code's own).
     unless: re.Pattern[str] | None = None
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -123,8 +129,9 @@ def _sign(
     symptom: bool = False,
     unless: re.Pattern[str] | None = None,
 ) -> Sign:
-    pattern = re.compile("|".join(alternatives), re.IGNORECASE)
-    return Sign(name, failure, what, pattern, needs_kill, needs_status, symptom, unless)
+    return Sign(
+        name, failure, what, "|".join(alternatives), needs_kill, needs_status, symptom, unless
+    )
 
 
 R, N, C = FailureClass.RESOURCE_EXHAUSTED, FailureClass.NETWORK, FailureClass.CONFIG_ERROR
@@ -474,25 +481,70 @@ def _gated(pattern: re.Pattern[str]) -> _Gated:
     )
 
 
+@dataclass(frozen=True)
+class _Gates:
+    """Every check behind its gates, and the words the gates look for (``_gates``)."""
+
+    code_signs: _Gated
+    signs: tuple[tuple[Sign, _Gated], ...]
+    code_reports: _Gated
+    # The signs a line with none of the words may still show (with no words, only a rest).
+    signs_with_rest: tuple[tuple[Sign, _Gated], ...]
+    words: tuple[str, ...]
+    # RE2 finds any of them in one pass over the line; ``re`` alone where RE2 is not
+    # installed.
+    any_word_re2: Any
+    any_word: re.Pattern[str]
+
+
 # Most lines a long log holds can match nothing here; on an ASCII line one search for the
 # words every gated alternative needs says so, and then only the alternatives with no
 # such words are run (the order of the checks is kept, so the same check decides).
-_CODE_SIGNS_GATED: Final = _gated(CODE_SIGNS)
-_SIGNS_GATED: Final = tuple((sign, _gated(sign.pattern)) for sign in SIGNS)
-_CODE_REPORTS_GATED: Final = _gated(CODE_REPORTS)
-# The signs a line with none of the words may still show (with no words, only a rest).
-_SIGNS_WITH_REST: Final = tuple((sign, gated) for sign, gated in _SIGNS_GATED if gated.rest)
-_WORDS: Final = sorted(
-    {
-        word
-        for gated in (_CODE_SIGNS_GATED, _CODE_REPORTS_GATED, *(g for _, g in _SIGNS_GATED))
-        for words, _ in gated.parts
-        for word in words
-    }
-)
-# RE2 finds any of them in one pass over the line; ``re`` alone where RE2 is not installed.
-_ANY_WORD_RE2: Final = any_word(word.encode("ascii") for word in _WORDS)
-_ANY_WORD: Final = re.compile("|".join(map(re.escape, _WORDS)))
+# Made on the first line read, not on import: splitting and compiling some 230
+# alternatives costs tens of milliseconds, which every process that imports the driver
+# paid, and only one that reads a failure needs.
+@functools.cache
+def _gates() -> _Gates:
+    code_signs = _gated(CODE_SIGNS)
+    signs = tuple((sign, _gated(sign.pattern)) for sign in SIGNS)
+    code_reports = _gated(CODE_REPORTS)
+    words = tuple(
+        sorted(
+            {
+                word
+                for gated in (code_signs, code_reports, *(g for _, g in signs))
+                for words, _ in gated.parts
+                for word in words
+            }
+        )
+    )
+    return _Gates(
+        code_signs=code_signs,
+        signs=signs,
+        code_reports=code_reports,
+        signs_with_rest=tuple((sign, gated) for sign, gated in signs if gated.rest),
+        words=words,
+        any_word_re2=any_word(word.encode("ascii") for word in words),
+        any_word=re.compile("|".join(map(re.escape, words))),
+    )
+
+
+_LAZY: Final = {
+    "_CODE_SIGNS_GATED": "code_signs",
+    "_SIGNS_GATED": "signs",
+    "_CODE_REPORTS_GATED": "code_reports",
+    "_SIGNS_WITH_REST": "signs_with_rest",
+    "_WORDS": "words",
+    "_ANY_WORD_RE2": "any_word_re2",
+    "_ANY_WORD": "any_word",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The gates under their old names (the gate's tests read them), made when first asked."""
+    if name in _LAZY:
+        return getattr(_gates(), _LAZY[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The characters beyond ASCII that ``re`` matches to an ASCII letter when it ignores case
@@ -510,11 +562,12 @@ def _gate_view(line: str) -> str | None:
 
 def _has_a_word(low: str) -> bool:
     """Whether the lower-cased line ``low`` holds one of the gates' (ASCII) words."""
-    if _ANY_WORD_RE2 is None:
-        return _ANY_WORD.search(low) is not None
+    gates = _gates()
+    if gates.any_word_re2 is None:
+        return gates.any_word.search(low) is not None
     # Read as Latin-1 bytes: a word's ASCII bytes never match inside a longer character.
     data = low.encode("utf-8", "surrogatepass")
-    return _ANY_WORD_RE2.search(data, 0, len(data)) is not None
+    return gates.any_word_re2.search(data, 0, len(data)) is not None
 
 
 def tail_lines(text: str, *, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
@@ -574,22 +627,23 @@ def line_decider(*, exit_code: int | None, killed: bool) -> Callable[[str], Deci
     """What one line decides on its own, for a program that ended with ``exit_code``:
     an assertion (``CODE``), else the first sign in table order, else a report about
     the code (``CODE``), else None."""
+    gates = _gates()
 
     def decide(line: str) -> Decision:
         stripped = stripped_line(line)
         if not stripped:
             return None
         low = _gate_view(stripped)
-        if _CODE_SIGNS_GATED.search(stripped, low):
+        if gates.code_signs.search(stripped, low):
             return CODE
-        for sign, gated in _SIGNS_GATED if low != "" else _SIGNS_WITH_REST:
+        for sign, gated in gates.signs if low != "" else gates.signs_with_rest:
             if sign.needs_status is not None and exit_code != sign.needs_status:
                 continue
             if sign.needs_kill and not killed:
                 continue
             if gated.search(stripped, low) and not excepted(sign, stripped):
                 return Recognised(sign, _one_line(stripped))
-        if _CODE_REPORTS_GATED.search(stripped, low):
+        if gates.code_reports.search(stripped, low):
             return CODE
         return None
 
@@ -639,13 +693,14 @@ def read_lines_up(
 def gate_words() -> list[str]:
     """Every word a gated alternative needs (lower-case): a line without one of them,
     ASCII, can match only the alternatives in ``rest_forms``."""
-    return list(_WORDS)
+    return list(_gates().words)
 
 
 def rest_forms() -> list[tuple[str, bool]]:
     """The alternatives that need no word (assertions, signs, reports about the code),
     each with whether it ignores case."""
-    checks = (_CODE_SIGNS_GATED, *(gated for _, gated in _SIGNS_GATED), _CODE_REPORTS_GATED)
+    gates = _gates()
+    checks = (gates.code_signs, *(gated for _, gated in gates.signs), gates.code_reports)
     return [
         (gated.rest.pattern, bool(gated.rest.flags & re.IGNORECASE))
         for gated in checks

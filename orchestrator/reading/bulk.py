@@ -16,6 +16,7 @@ far above the end (``failure``): the lines below that line are its last words to
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -67,7 +68,10 @@ def candidate_expression() -> bytes:
     return b"|".join((b"(?i:" + words + b")", *rests, _UNUSUAL))
 
 
-def _compile() -> Any:
+# Compiled when a stretch is first read, not on import (RE2's automaton for every word
+# costs tens of milliseconds, and most processes that import the driver read no failure).
+@functools.cache
+def _candidates() -> Any:
     expression = candidate_expression()
     re2 = _import_re2()
     if re2 is None:
@@ -75,9 +79,6 @@ def _compile() -> Any:
     options = _latin1_options(re2)
     options.max_mem = 64 << 20  # the automaton's states for every word, with room
     return re2.compile(expression, options)
-
-
-_CANDIDATES: Final = _compile()
 
 
 # Read from the end in stretches of about this much: a decision near the end (the common
@@ -95,8 +96,9 @@ def _candidate_lines(buffer: bytes, begin: int, end: int) -> list[tuple[int, int
     found: list[tuple[int, int, int]] = []
     pos = counted_to = begin
     line_no = 0
+    candidates = _candidates()
     while pos < end:
-        match = _CANDIDATES.search(buffer, pos, end)
+        match = candidates.search(buffer, pos, end)
         if match is None:
             break
         at = match.start()

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_signs.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from bench_evidence import ordinary  # noqa: E402
+from bench_evidence import BenchError, ordinary, time_command  # noqa: E402
 from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.reading.bulk import (  # noqa: E402
@@ -64,10 +63,6 @@ PLANTED = (
 )
 SIGN = "server-error"
 PER_LINE_BYTES = 8 * MiB
-
-
-class BenchError(Exception):
-    """The fixture or the reading was wrong: the timings would mean nothing."""
 
 
 def make_log(path: Path, size: int) -> None:
@@ -119,15 +114,6 @@ def time_per_line(log: Path) -> float:
     elapsed = time.perf_counter() - started
     if not isinstance(found, Recognised) or found.sign.name != SIGN:
         raise BenchError(f"read_up did not recognise the planted line: {found!r}")
-    return elapsed
-
-
-def time_command(argv: list[str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise BenchError(f"{argv[:2]} failed: {done.stderr.decode(errors='replace')[:300]}")
     return elapsed
 
 

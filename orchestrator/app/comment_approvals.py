@@ -32,10 +32,10 @@ comment's own, and only its missing row (accepted) is written. Every other comme
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict
@@ -74,6 +74,9 @@ CAPABILITY = "answer-by-comment"
 PLAYBOOK_CAPABILITY = "playbook-by-comment"
 GITHUB_WRITE = frozenset({"admin", "maintain", "write"})
 GITLAB_DEVELOPER = 30
+
+
+T = TypeVar("T")
 
 
 class CommentThreads(Protocol):
@@ -264,22 +267,15 @@ def _weigh_run(
     decided, _ = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
     asked_at = decided.created_at
     weighed: list[Weighed] = []
-    for comment in thread.comments(origin.number):
-        created = _when(comment.created_at)
-        if created is None or created <= asked_at:
-            continue
-        command = parse_command(comment.body)
-        if command is None:
-            continue
-        key = comment_decision_id(record.run_id, thread.kind, comment.id)
-        if any(row.get("kind") == "decision" for row in ledger.rows_of(key)):
-            continue  # weighed by an earlier batch
+    unweighed = _unweighed(
+        thread, origin.number, asked_at, parse_command,
+        lambda comment_id: comment_decision_id(record.run_id, thread.kind, comment_id), ledger,
+    )  # fmt: skip
+    for comment, command, key in unweighed:
         by = f"{thread.kind}:{comment.author}"
-        why = _refusal(comment, command, ref.number)
-        if why is None and (bot := thread.not_a_person(comment)) is not None:
-            why = f"{by} is no person ({bot}); approvals come from people only"
-        if why is None and not thread.may_write(comment.author):  # asked now, not cached
-            why = f"{by} has no write access to {origin.project}"
+        why = _refusal(comment, command, ref.number) or _not_allowed(
+            thread, comment, by, rule="approvals come from people only", where=origin.project
+        )
         if why is not None:
             _record(ledger, key, record, ref.number, by, comment, command, services, why=why)
             weighed.append(Weighed(record.ticket_id, comment.url, by, (
@@ -291,6 +287,42 @@ def _weigh_run(
         )
         break
     return weighed
+
+
+def _unweighed(
+    thread: CommentThreads,
+    number: int,
+    since: datetime,
+    parse: Callable[[str], T | None],
+    key_of: Callable[[int], str],
+    ledger: DecisionLedger,
+) -> Iterator[tuple[Comment, T, str]]:
+    """The comments on issue ``number`` written after ``since`` that hold a command
+    (``parse``) and that no earlier batch weighed (their ledger key, ``key_of`` their id,
+    has a row): each with its command and its key, in the thread's order."""
+    for comment in thread.comments(number):
+        created = _when(comment.created_at)
+        if created is None or created <= since:
+            continue
+        command = parse(comment.body)
+        if command is None:
+            continue
+        key = key_of(comment.id)
+        if any(row.get("kind") == "decision" for row in ledger.rows_of(key)):
+            continue  # weighed by an earlier batch
+        yield comment, command, key
+
+
+def _not_allowed(
+    thread: CommentThreads, comment: Comment, by: str, *, rule: str, where: str
+) -> str | None:
+    """Why ``comment``'s author may not give this answer, or None: a bot (``rule`` says
+    people give it), or no write access to ``where`` (asked of the forge now, not cached)."""
+    if (bot := thread.not_a_person(comment)) is not None:
+        return f"{by} is no person ({bot}); {rule}"
+    if not thread.may_write(comment.author):
+        return f"{by} has no write access to {where}"
+    return None
 
 
 def _refusal(comment: Comment, command: CommentCommand, waiting: int) -> str | None:
@@ -499,26 +531,20 @@ def _weigh_promotions(
 ) -> list[str]:
     since = min(waiting[e].provenance[0].at for e in entry_ids)
     lines: list[str] = []
-    for comment in thread.comments(number):
-        created = _when(comment.created_at)
-        if created is None or created <= since:
-            continue
-        entry_id = parse_playbook_command(comment.body)
-        if entry_id is None:
-            continue
-        key = playbook_comment_id(thread.kind, comment.id)
-        if any(row.get("kind") == "decision" for row in ledger.rows_of(key)):
-            continue  # weighed by an earlier batch
+    unweighed = _unweighed(
+        thread, number, since, parse_playbook_command,
+        lambda comment_id: playbook_comment_id(thread.kind, comment_id), ledger,
+    )  # fmt: skip
+    for comment, entry_id, key in unweighed:
         by = f"{thread.kind}:{comment.author}"
         why: str | None = None
         if comment.updated_at != comment.created_at:
             why = "it was edited after it was written"
         elif entry_id not in entry_ids or entry_id not in waiting:
             why = f"{entry_id} is not a proposed entry learned from {ticket_id}"
-        if why is None and (bot := thread.not_a_person(comment)) is not None:
-            why = f"{by} is no person ({bot}); entries are promoted by people only"
-        if why is None and not thread.may_write(comment.author):  # asked now, not cached
-            why = f"{by} has no write access to the repository"
+        why = why or _not_allowed(
+            thread, comment, by, rule="entries are promoted by people only", where="the repository"
+        )
         if why is None:
             try:
                 playbook_promote(playbook, entry_id, by=by, at=clock(), ledger=ledger,

@@ -141,17 +141,7 @@ def _group_table(title: str, rows: Sequence[GroupRow], padded: bool) -> list[str
         if padded:
             cells.append(_tokens(row.tokens_p50_padded, row.tokens_p95_padded))
         table.append(cells)
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    out = []
-    for n, line in enumerate(table):
-        cells = [
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("| " + " | ".join(cells) + " |")
-        if n == 0:
-            out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
-    return out
+    return _markdown_table(table)
 
 
 def _share(count: int, cases: int) -> str:
@@ -232,17 +222,7 @@ def _pass_table(passes: Sequence[PassFigures]) -> list[str]:
         counts = (p.cases, p.class_right, p.root_cause_in_bundle, p.calls, p.calls_warranted,
                   p.calls_unwarranted, p.decided_by_playbook)  # fmt: skip
         table.append([p.name, *map(str, counts), f"{p.tokens:,}"])
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    out = []
-    for n, line in enumerate(table):
-        cells = [
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("| " + " | ".join(cells) + " |")
-        if n == 0:
-            out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
-    return out
+    return _markdown_table(table)
 
 
 def _cross(found: Sequence[CrossCase]) -> str:
@@ -307,3 +287,19 @@ def render_learning(learning: Learning) -> str:
             for c in learning.cross_case_padded
         )
     return "\n".join(lines) + "\n"
+
+
+def _markdown_table(table: list[list[str]]) -> list[str]:
+    """``table`` (its header first) as Markdown lines: the first column left-aligned, the
+    rest right-aligned, each as wide as its widest cell."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    out = []
+    for n, line in enumerate(table):
+        cells = [
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return out

@@ -52,6 +52,7 @@ def events(h: Harness) -> list[str]:
     return [r["decision"]["event"] for r in rows if r.get("kind") == "playbook"]
 
 
+@pytest.mark.quick  # the file's one test in the quick tier (about half a second)
 def test_a_retry_that_turned_green_is_proposed_once_however_often_the_run_learns(
     tmp_path: Path,
 ) -> None:

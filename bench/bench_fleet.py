@@ -1,6 +1,6 @@
 """Benchmark: a fleet of Celery workers against the local batch, on the same queue.
 
-    python bench/bench_fleet.py [--quick]
+    python bench/bench_fleet.py [--quick] [--tickets N]
 
 40 tickets (16 with --quick) whose one stage sleeps 0.5 s, run twice from a fresh state:
 
@@ -169,7 +169,14 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    count = 16 if parser.parse_args().quick else 40
+    parser.add_argument(
+        "--tickets", type=int, metavar="N",
+        help="the queue's size (default 40; 16 with --quick): the suite's smoke run uses a few",
+    )  # fmt: skip
+    args = parser.parse_args()
+    count = args.tickets or (16 if args.quick else 40)
+    if count < 1:
+        parser.error("--tickets: at least 1")
     if shutil.which("redis-server") is None:
         print("skipped: redis-server is not installed (apt-get install redis-server)")
         return 0

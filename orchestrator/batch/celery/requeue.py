@@ -15,11 +15,10 @@ it there.
 from __future__ import annotations
 
 import os
-import secrets
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from orchestrator.batch.celery.celery_app import celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.record import batch_record
+from orchestrator.batch.session import new_batch_id
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage import (
@@ -42,10 +42,6 @@ from orchestrator.storage.redis import CoordinationStore
 if TYPE_CHECKING:
     from orchestrator.domain.config import LoadedConfig
     from orchestrator.storage import StateStorage
-
-
-def new_batch_id(now: datetime) -> str:
-    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
 def located(path: Path, tickets_dir: Path, *, from_sources: bool) -> tuple[str, str]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +50,7 @@ from orchestrator.batch.results import (
     summary,
     timestamp,
 )
+from orchestrator.batch.session import batch_id_from
 from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
@@ -60,7 +60,6 @@ from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import (
-    BATCH_ENV,
     SharedBudget,
     StateStorage,
     open_state,
@@ -105,9 +104,7 @@ def batch(
         services = replace(services, clock=clock)
     if sleep is not None:
         services = replace(services, sleep=sleep)
-    batch_id = (
-        environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    )
+    batch_id = batch_id_from(environ, datetime.now(UTC))
     storage = open_state(services.storage.runs.state_dir)
     budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
     failed_sources = 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 import time
 import uuid
@@ -48,6 +47,7 @@ from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
 from orchestrator.batch.record import batch_record
 from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
+from orchestrator.batch.session import batch_id_from
 from orchestrator.cli.commands.batch import (
     answer_from_issue_comments,
     take_in_sources,
@@ -63,7 +63,6 @@ from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import (
-    BATCH_ENV,
     StateLayout,
     note_queued,
     open_state,
@@ -150,9 +149,7 @@ def celery_batch(
     store.ping()  # unreachable: CoordinationUnavailable names it, masked; nothing queued
     services = build_services(loaded, state_dir_override, out, environ)
     services = replace(services, reporter=QuietReporter(out))
-    batch_id = (
-        environ.get(BATCH_ENV) or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    )
+    batch_id = batch_id_from(environ, datetime.now(UTC))
     answers = Answers(
         partial(
             celery_app, url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),

@@ -22,6 +22,7 @@ from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from, told_about
 from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSteps
+from orchestrator.domain.errors import StateError
 from orchestrator.domain.recipes import plan_recipe
 from orchestrator.domain.verdicts import MechanicalFixVerdict
 
@@ -168,20 +169,23 @@ def apply(
     ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
     env = stage_environ(services.environ, ctx)
     # Carried out before a kill: what it did stands, and is not done twice.
-    previous = store.read_mechanical_fix(record.run_id, n) or {}
-    earlier = previous.get("head_before")
-    if previous.get("status") == "green":
+    try:
+        previous = store.read_mechanical_fix(record.run_id, n)
+    except StateError:
+        previous = None  # not readable: the fix runs as if it never had
+    earlier = previous.head_before if previous is not None else None
+    if previous is not None and previous.status == "green":
         head = git_calls.head_commit(
             services.executor, clone, git.clone_git_env(services.executor, clone, env)
         )
-        if head is not None and head == previous.get("verified_commit"):
+        if head is not None and head == previous.verified_commit:
             return record.reset_stages_from(plan.rerun), Effect(
                 outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
             )
-    if previous.get("status") == "red" and previous.get("restored") is not None:
+    if previous is not None and previous.status == "red" and previous.restored is not None:
         return rerun_from(
             told_about(record, plan.fallback, applying, config), plan.fallback,
-            f"mechanical-fix red ({previous.get('red_reason')}); fell back to retry of {plan.fallback}",
+            f"mechanical-fix red ({previous.red_reason}); fell back to retry of {plan.fallback}",
         )  # fmt: skip
     report: dict[str, Any] = {
         "run_id": record.run_id,

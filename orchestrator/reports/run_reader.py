@@ -6,17 +6,16 @@ links found where it is now, beside the run's record.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import attempt_summary, failed_log
@@ -192,49 +191,25 @@ def _attempt(attempt: Attempt, pruned: PrunedMark | None, workspace: _Workspace)
     )
 
 
-def _recipe(report: Mapping[str, Any] | None, number: int) -> RecipeView | None:
-    """The mechanical fix decision ``number`` ran, from its report (JSON as written: each
-    field is checked for its type, since the file is read as it is, not validated)."""
-    if not report or report.get("verdict") != number:
+def _recipe(report: FixReport | None, number: int) -> RecipeView | None:
+    """The mechanical fix decision ``number`` ran, from its report."""
+    if report is None or report.verdict != number:
         return None
-    commands = []
-    listed = report.get("commands")
-    for command in listed if isinstance(listed, list) else ():
-        if isinstance(command, dict) and isinstance(command.get("argv"), list):
-            exit_code = command.get("exit_code")
-            commands.append(
-                (
-                    shlex.join(str(a) for a in command["argv"]),
-                    exit_code if isinstance(exit_code, int) else None,
-                )
-            )
-    verifier = report.get("verifier")
-    verification = report.get("verification")
-    verifier_exit = verification.get("exit_code") if isinstance(verification, dict) else None
-    red_reason = report.get("red_reason")
-    status = report.get("status")
-    sandbox = report.get("sandbox")
     return RecipeView(
-        commands=tuple(commands),
-        verifier=str(verifier.get("check")) if isinstance(verifier, dict) else None,
-        verifier_exit=verifier_exit if isinstance(verifier_exit, int) else None,
-        status=str(status) if status is not None else None,
-        red_reason=str(red_reason) if red_reason else None,
-        sandbox=str(sandbox) if sandbox else None,
+        commands=tuple((shlex.join(c.argv), c.exit_code) for c in report.commands),
+        verifier=report.verifier.check,
+        verifier_exit=report.verification.exit_code if report.verification else None,
+        status=report.status,
+        red_reason=report.red_reason or None,
+        sandbox=report.sandbox or None,
     )
 
 
-def _fix_report(storage: StateStorage, run_id: str, number: int) -> dict[str, Any] | None:
+def _fix_report(storage: StateStorage, run_id: str, number: int) -> FixReport | None:
     """Decision ``number``'s mechanical-fix report; older state dirs kept only the run's
     latest (``_recipe`` checks it is this decision's)."""
     found = storage.runs.read_mechanical_fix(run_id, number)
-    if found is not None:
-        return found
-    try:
-        latest = json.loads(storage.runs.mechanical_fix_path(run_id).read_bytes())
-    except (OSError, ValueError):
-        return None
-    return latest if isinstance(latest, dict) else None
+    return found if found is not None else storage.runs.read_mechanical_fix(run_id)
 
 
 def _cost(record: VerdictRecord, prices: Mapping[str, PriceConfig]) -> float | None:
@@ -270,7 +245,10 @@ def _decision(
         approval, unreadable = None, unreadable or str(exc)
     recipe = None
     if ref.action == "mechanical-fix":
-        recipe = _recipe(_fix_report(storage, record.run_id, ref.number), ref.number)
+        try:
+            recipe = _recipe(_fix_report(storage, record.run_id, ref.number), ref.number)
+        except StateError as exc:
+            unreadable = unreadable or str(exc)
     return DecisionView(
         number=ref.number,
         attempt=ref.attempt,

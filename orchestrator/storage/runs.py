@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import read_model
 from orchestrator.storage._atomic import atomic_write
@@ -93,14 +94,12 @@ class RunStore:
         crash_point(CrashPoint.FIX_REPORT)
         return path
 
-    def read_mechanical_fix(self, run_id: str, number: int) -> dict[str, Any] | None:
-        """Verdict ``number``'s mechanical-fix report as last written, or None (none yet,
-        or not readable: the fix then runs as if it never had)."""
-        try:
-            report = json.loads(self.layout.mechanical_fix_report_path(run_id, number).read_bytes())
-        except (OSError, ValueError):
-            return None
-        return report if isinstance(report, dict) else None
+    def read_mechanical_fix(self, run_id: str, number: int | None = None) -> FixReport | None:
+        """Verdict ``number``'s mechanical-fix report as last written (without a number,
+        the run's latest), or None when there is none; StateError names the file and the
+        key when it is not a valid report."""
+        path = self.mechanical_fix_path(run_id, number)
+        return read_model(path, FixReport, "mechanical-fix report")
 
     def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
         """Files a stage's process reads (an engine's prompt), written into the run's

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from orchestrator.storage.budget import BudgetStore
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.ledger import Ledger
+    from orchestrator.storage.redis.client import CoordinationStore
+    from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
     from orchestrator.storage.runs import RunStore
 
 
@@ -191,6 +193,19 @@ class FileStorage:
         from orchestrator.storage.batch_budget import BatchBudget
 
         return BatchBudget(self.layout.batch_budget_path(batch_id), caps, prices)
+
+    def fleet_batch_budget(
+        self,
+        coordination: CoordinationStore,
+        batch_id: str,
+        caps: BatchConfig,
+        prices: dict[str, PriceConfig],
+    ) -> FleetBatchBudget:
+        """The budget a fleet's workers charge for a batch: each machine has its own
+        files, so the fleet's budget is the coordination store's (Redis)."""
+        from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
+
+        return FleetBatchBudget(coordination, batch_id, caps, prices)
 
 
 if TYPE_CHECKING:

@@ -27,46 +27,28 @@ that has not reached a terminal state, N at a time. Built for cron.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 from orchestrator.app.budgeted_calls import budgeted_factory
 from orchestrator.app.refused_key import RefusedKeyLatch
-from orchestrator.app.services import Services, build_services
-from orchestrator.batch.queue import queue, run_queue
-from orchestrator.batch.record import batch_record
-from orchestrator.batch.results import (
-    TicketResult,
-    dry_run_blocked,
-    dry_run_notice,
-    exit_code,
-    summary,
-    timestamp,
-)
-from orchestrator.batch.session import batch_id_from
+from orchestrator.app.services import build_services
+from orchestrator.batch.queue import run_queue
+from orchestrator.batch.results import TicketResult, exit_code, timestamp
+from orchestrator.batch.session import close_batch, listed, open_batch
 from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
-from orchestrator.domain.config import LoadedConfig, load_config
+from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import (
-    SharedBudget,
-    StateStorage,
-    open_state,
-    read_batch_queue,
-    write_batch_queue,
-    write_batch_record,
-)
 
 
 def batch(
@@ -95,8 +77,7 @@ def batch(
         raise errors.UsageError("batch: --jobs must be at least 1")
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
-    # With [[sources]], the queue is what they yield, once the state dir is known.
-    paths = [] if loaded.config.sources else queue(tickets_dir)
+    paths = listed(loaded, tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
@@ -104,17 +85,12 @@ def batch(
         services = replace(services, clock=clock)
     if sleep is not None:
         services = replace(services, sleep=sleep)
-    batch_id = batch_id_from(environ, datetime.now(UTC))
-    storage = open_state(services.storage.runs.state_dir)
-    budget = storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
-    failed_sources = 0
-    if loaded.config.sources and worker:
-        paths = read_taken_in(storage, batch_id)  # its batch read the sources, once
-    elif loaded.config.sources:
-        paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
-        answer_from_issue_comments(loaded, storage, services, out)
-        if jobs > 1:
-            write_taken_in(storage, batch_id, paths)
+    session = open_batch(
+        loaded, services, paths, backend="local", out=out, as_json=as_json or worker,
+        environ=environ, worker=worker, jobs=jobs,
+    )  # fmt: skip
+    batch_id = session.batch_id
+    budget = session.storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
 
     def say(line: str) -> None:
         print(f"batch: {line}", file=out, flush=True)
@@ -136,36 +112,24 @@ def batch(
     if not worker:  # notices an earlier batch did not get out (its parent's job for a worker)
         services.notifier.catch_up()
 
-    started = time.monotonic()
-    started_at = services.clock()
+    # A --jobs N worker is part of its parent's batch, which records it.
+    session.start(record=not worker)
     reported: list[TicketResult] = []
 
-    def record_progress() -> None:
-        # After each ticket too: a batch killed halfway still says which runs it touched.
-        if not worker:  # a --jobs N worker is part of its parent's batch, which records it
-            write_batch_record(
-                storage.layout,
-                batch_record(batch_id, backend="local", started_at=started_at, results=reported),
-            )
-
     def emit(result: TicketResult) -> None:
-        if worker or as_json:
-            out.write(json.dumps(asdict(result)) + "\n")
-        else:
-            out.write("".join(f"{line}\n" for line in result.lines()))
-        out.flush()
+        session.show(result)
         reported.append(result)
-        record_progress()
+        if not worker:  # after each ticket too: a batch killed halfway says which runs it touched
+            session.record(reported)
 
-    record_progress()
     results: list[TicketResult] = []
     interrupted = False
     try:
         if jobs == 1 or worker:
-            run_queue(paths, services, emit, results)
+            run_queue(session.paths, services, emit, results)
         else:
             results = run_workers(
-                jobs, config_file, services, tickets_dir, batch_id, storage.layout, environ
+                jobs, config_file, services, tickets_dir, batch_id, session.storage.layout, environ
             )
             for result in results:
                 emit(result)
@@ -184,117 +148,8 @@ def batch(
             at=timestamp(services.clock()),
         )  # fmt: skip
         results.append(last)
-    write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
-    write_batch_record(
-        storage.layout,
-        batch_record(
-            batch_id, backend="local", started_at=started_at, results=results,
-            spend=budget.read(), ended_at=services.clock(), interrupted=interrupted,
-        ),
-    )  # fmt: skip
-    code = exit_code(results)
-    if failed_sources and code == errors.EXIT_COMPLETED:
-        code = errors.EXIT_LOCKED  # a source could not be read: try again later
-    if not publish_batch(storage.root, config_file, batch_id, *published, stderr or sys.stderr):
-        return code or errors.EXIT_USAGE
-    return code
 
+    def publish(state_dir: Path, batch_id: str) -> bool:
+        return publish_batch(state_dir, config_file, batch_id, *published, stderr or sys.stderr)
 
-def take_in_sources(
-    loaded: LoadedConfig,
-    storage: StateStorage,
-    environ: Mapping[str, str],
-    out: TextIO,
-    clock: Callable[[], datetime],
-) -> tuple[list[Path], int]:
-    """Read every ``[[sources]]`` (forge issues become ticket files first): the files
-    to queue, and how many sources could not be read (each said in one line)."""
-    from orchestrator.app.intake import gather
-
-    paths: list[Path] = []
-    failed = 0
-    wait_s = loaded.config.recovery.forge_max_wait_s
-    for report in gather(loaded.config.sources, loaded.root, storage, environ=environ,
-                         max_wait_s=wait_s):  # fmt: skip
-        if report.error is not None:
-            failed += 1
-            out.write(f"{timestamp(clock())} source {report.source} ({report.kind}): "
-                      f"FAILED: {report.error}\n")  # fmt: skip
-        paths += report.queued
-    out.flush()
-    return paths, failed
-
-
-def write_taken_in(storage: StateStorage, batch_id: str, paths: list[Path]) -> None:
-    """The queue the sources yielded, for this batch's ``--jobs N`` workers: they run it
-    as it is, so the forges are asked once per batch, not once per worker. Written before
-    any worker starts, and never again."""
-    write_batch_queue(storage.layout, batch_id, paths)
-
-
-def read_taken_in(storage: StateStorage, batch_id: str) -> list[Path]:
-    """A worker's queue: what its batch took in from the sources (``write_taken_in``)."""
-    path = storage.layout.batch_queue_path(batch_id)
-    try:
-        listed = read_batch_queue(storage.layout, batch_id)
-    except (OSError, ValueError) as exc:
-        raise errors.UsageError(
-            f"batch --worker: cannot read the queue its batch took in from [[sources]] "
-            f"({path}): {exc}; a worker never reads the sources itself"
-        ) from None
-    if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
-        raise errors.UsageError(f"batch --worker: {path}: not a list of ticket paths")
-    return [Path(p) for p in listed]
-
-
-def answer_from_issue_comments(
-    loaded: LoadedConfig, storage: StateStorage, services: Services, out: TextIO
-) -> None:
-    """Paused runs answered by ``/orchestrator approve|reject`` on their issues, and
-    proposed playbook entries promoted by ``/orchestrator playbook promote``, before the
-    queue runs (which then carries the answers out); one line per comment weighed."""
-    from orchestrator.app.comment_approvals import answer_from_comments
-    from orchestrator.domain.sources import DirectorySource
-
-    forge_sources = [s for s in loaded.config.sources if not isinstance(s, DirectorySource)]
-    for line in answer_from_comments(forge_sources, storage, services):
-        out.write(f"{timestamp(services.clock())} {line}\n")
-    # and proposed playbook entries promoted by `/orchestrator playbook promote ID` (issue 44)
-    from orchestrator.app.comment_approvals import promote_from_comments
-    from orchestrator.app.playbook import store_for
-
-    promoted = promote_from_comments(
-        forge_sources, storage, store_for(loaded.root), environ=services.environ,
-        clock=services.clock, max_wait_s=loaded.config.recovery.forge_max_wait_s,
-    )  # fmt: skip
-    for line in promoted:
-        out.write(f"{timestamp(services.clock())} {line}\n")
-    out.flush()
-
-
-def write_summary(
-    out: TextIO,
-    batch_id: str,
-    results: list[TicketResult],
-    seconds: float,
-    budget: SharedBudget,
-    services: Services,
-    as_json: bool,
-) -> None:
-    """The batch's closing lines: the DRY_RUN notice, then the counts and the spend."""
-    report = summary(batch_id, results, seconds, budget)
-    at = timestamp(services.clock())
-    notice = dry_run_notice(results, at)
-    if as_json:
-        report["at"] = at
-        report["dry_run_blocked"] = dry_run_blocked(results)
-        out.write(json.dumps({"summary": report}) + "\n")
-    else:
-        if notice is not None:
-            out.write(notice + "\n")
-        counts = ", ".join(f"{n} {s}" for s, n in report["counts"].items()) or "no tickets"  # type: ignore[attr-defined]
-        out.write(
-            f"{at} batch {batch_id}: {report['tickets']} ticket(s): {counts} in "
-            f"{report['seconds']}s; model calls {report['model_calls']}, tokens "
-            f"{report['tokens']}, ~${report['estimated_cost_usd']}\n"
-        )
+    return close_batch(session, results, budget, publish, interrupted=interrupted)

@@ -27,11 +27,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
@@ -44,15 +42,9 @@ from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.requeue import task_ticket
 from orchestrator.batch.celery.ticket_task import TASK_NAME
-from orchestrator.batch.queue import duplicate_ids, queue, queue_ids
-from orchestrator.batch.record import batch_record
-from orchestrator.batch.results import STATE_ERROR, TicketResult, exit_code, timestamp
-from orchestrator.batch.session import batch_id_from
-from orchestrator.cli.commands.batch import (
-    answer_from_issue_comments,
-    take_in_sources,
-    write_summary,
-)
+from orchestrator.batch.queue import duplicate_ids, queue_ids
+from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
+from orchestrator.batch.session import close_batch, listed, open_batch
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
@@ -62,27 +54,13 @@ from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import (
-    StateLayout,
-    note_queued,
-    open_state,
-    write_batch_record,
-)
-from orchestrator.storage.postgres import PostgresStorage
-from orchestrator.storage.redis import CoordinationStore, FleetBatchBudget
+from orchestrator.storage import note_queued, open_state
+from orchestrator.storage.redis import CoordinationStore
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
 # retries with its own back-off, bounded by ``outage_wait_s``, so Celery's own retries
 # (20 reconnections over about 19 s, by default) are kept short here.
 BATCH_REDIS_PATIENCE_S = 1.0
-
-
-def _emit(out: TextIO, result: TicketResult, as_json: bool) -> None:
-    if as_json:
-        out.write(json.dumps(asdict(result)) + "\n")
-    else:
-        out.write("".join(f"{line}\n" for line in result.lines()))
-    out.flush()
 
 
 def _settled(path: Path, services: Services, refused: Mapping[Path, str]) -> TicketResult | str:
@@ -140,7 +118,7 @@ def celery_batch(
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
     loaded = load_config(config_file)
     # With [[sources]], the queue is what they yield, once the broker has answered.
-    paths = [] if loaded.config.sources else queue(tickets_dir)
+    paths = listed(loaded, tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr, backend="celery")
     distributed = loaded.config.distributed
@@ -149,7 +127,6 @@ def celery_batch(
     store.ping()  # unreachable: CoordinationUnavailable names it, masked; nothing queued
     services = build_services(loaded, state_dir_override, out, environ)
     services = replace(services, reporter=QuietReporter(out))
-    batch_id = batch_id_from(environ, datetime.now(UTC))
     answers = Answers(
         partial(
             celery_app, url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),
@@ -160,18 +137,18 @@ def celery_batch(
         broker_keys(distributed.namespace),
         Patience(distributed.outage_wait_s, distributed.lost_task_check_s),
     )  # fmt: skip
-    failed_sources = 0
-    if loaded.config.sources:
-        storage = open_state(services.storage.runs.state_dir)
-        paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
-        answer_from_issue_comments(loaded, storage, services, out)
+    session = open_batch(
+        loaded, services, paths, backend="celery", out=out, as_json=as_json, environ=environ
+    )
+    batch_id, paths = session.batch_id, session.paths
     enqueued = Enqueued(store)
-    started = time.monotonic()
-    started_at = services.clock()
-    layout = StateLayout(services.storage.runs.state_dir)
-    write_batch_record(layout, batch_record(batch_id, backend="celery", started_at=started_at))
+    session.start()
     # What a worker on the shared disk will agree to run for this batch (issue 40).
     note_queued(services.storage.runs.state_dir, batch_id, paths)
+
+    def publish(state_dir: Path, batch_id: str) -> bool:
+        return publish_batch(state_dir, config_file, batch_id, *published, stderr or sys.stderr)
+
     results: list[TicketResult] = []
     waiting: list[tuple[str, str, Callable[[], object]]] = []
     sent: set[str] = set()
@@ -179,7 +156,7 @@ def celery_batch(
     for path in paths:
         settled = _settled(path, services, refused)
         if isinstance(settled, TicketResult):
-            _emit(out, settled, as_json)
+            session.show(settled)
             results.append(settled)
             continue
         task_id = str(uuid.uuid4())
@@ -207,7 +184,7 @@ def celery_batch(
             how = "queued" if earlier is None else "already queued"
             line = TicketResult(settled, how, None, f"task {earlier or task_id}", 0.0, False,
                                 at=timestamp(services.clock()))  # fmt: skip
-            _emit(out, line, as_json)
+            session.show(line)
     if not wait:
         # Nobody waits for these: a task another batch queued whose message the broker
         # lost would be "already queued" until its mark expires (the visibility timeout).
@@ -225,45 +202,21 @@ def celery_batch(
         queued = [
             TicketResult(t, "queued", None, f"task {task}", 0.0, False) for t, task, _ in waiting
         ]
-        write_batch_record(
-            layout,
-            batch_record(batch_id, backend="celery", started_at=started_at,
-                         results=results + queued),
-        )  # fmt: skip
-        if not publish_batch(
-            services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
-        ):
+        session.record(results + queued)
+        if not publish(session.storage.root, batch_id):
             return errors.EXIT_USAGE
         # A source that could not be read: cron tries again later.
-        return errors.EXIT_LOCKED if failed_sources else errors.EXIT_COMPLETED
+        return errors.EXIT_LOCKED if session.failed_sources else errors.EXIT_COMPLETED
     for ticket_id, task_id, resend in waiting:
         answer = answers.wait(
             task_id, resend=resend, timeout_s=wait_timeout_s,
             said=partial(_note, stderr or sys.stderr, batch_id, ticket_id),
         )  # fmt: skip
         result = _result_of(ticket_id, answer, services)
-        _emit(out, result, as_json)
+        session.show(result)
         results.append(result)
-    # With the state in PostgreSQL the workers charge the database's batch budget, not
-    # Redis's: the summary read Redis's and said 0 model calls (issue 30).
-    budget = (
-        services.storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
-        if isinstance(services.storage, PostgresStorage)
-        else FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+    # The storage owns the fleet's budget: PostgreSQL's, else Redis's (issue 30).
+    budget = session.storage.fleet_batch_budget(
+        store, batch_id, loaded.config.batch, loaded.config.prices
     )
-    write_summary(out, batch_id, results, time.monotonic() - started, budget, services, as_json)
-    write_batch_record(
-        layout,
-        batch_record(
-            batch_id, backend="celery", started_at=started_at, results=results,
-            spend=budget.read(), ended_at=services.clock(),
-        ),
-    )  # fmt: skip
-    code = exit_code(results)
-    if failed_sources and code == errors.EXIT_COMPLETED:
-        code = errors.EXIT_LOCKED  # a source could not be read: try again later
-    if not publish_batch(
-        services.storage.runs.state_dir, config_file, batch_id, *published, stderr or sys.stderr
-    ):
-        return code or errors.EXIT_USAGE
-    return code
+    return close_batch(session, results, budget, publish)

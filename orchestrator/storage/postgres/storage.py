@@ -49,6 +49,7 @@ from orchestrator.storage.redis.errors import TicketClaimed
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import BatchConfig, PriceConfig
+    from orchestrator.storage.redis.client import CoordinationStore
     from orchestrator.storage.runs import RunStore
 
 # A write that finds the database gone (restarting, its connection cut) is sent again,
@@ -197,6 +198,17 @@ class PostgresStorage:
         self, batch_id: str, caps: BatchConfig, prices: dict[str, PriceConfig]
     ) -> PostgresBatchBudget:
         return PostgresBatchBudget(self._connect, batch_id, caps, prices)
+
+    def fleet_batch_budget(
+        self,
+        coordination: CoordinationStore,
+        batch_id: str,
+        caps: BatchConfig,
+        prices: dict[str, PriceConfig],
+    ) -> PostgresBatchBudget:
+        """The budget a fleet's workers charge for a batch: the database's, which every
+        worker shares (not Redis's: the summary once read that and said 0 calls, issue 30)."""
+        return self.batch_budget(batch_id, caps, prices)
 
     def sweep_stale_temps(self) -> list[Path]:
         return self._files.sweep_stale_temps()

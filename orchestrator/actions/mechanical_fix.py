@@ -14,15 +14,16 @@ run's latest is also written under the older one-per-run name.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from, told_about
 from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.errors import StateError
+from orchestrator.domain.fix_report import FixReport, FixStatus, Verifier
 from orchestrator.domain.recipes import plan_recipe
 from orchestrator.domain.verdicts import MechanicalFixVerdict
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.domain.config import CheckConfig, StageConfig
     from orchestrator.domain.runs import CheckResult, RunRecord
     from orchestrator.execution.attempts import StageServices
+    from orchestrator.execution.executor import Executor
     from orchestrator.execution.integrity import Snapshot
     from orchestrator.execution.stage_env import StageContext
 
@@ -118,31 +120,82 @@ def _contained(git_files: Snapshot, guarded_git: list[Path], clone: Path) -> str
     return None
 
 
-def _refuse(
-    record: RunRecord,
-    report: dict[str, Any],
-    why: str,
-    fallback: str,
-    services: StageServices,
-    applying: Applying,
-) -> tuple[RunRecord, Effect]:
-    """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
-    own, or its config says what only an attacker would). Nothing ran, so nothing is put
-    back: a git call to restore it is exactly what may not happen."""
-    report.update(status="red", red_reason=f"recipe refused: {why}; nothing was run")
-    report.update(refused=why, restored=False)
-    services.storage.runs.write_mechanical_fix(record.run_id, report["verdict"], report)
-    services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
-    return rerun_from(
-        told_about(record, fallback, applying, services.loaded.config),
-        fallback,
-        f"mechanical-fix red ({report['red_reason']}); fell back to retry of {fallback}",
-    )
-
-
 def _relative(paths: list[str], clone: Path) -> list[str]:
     root = clone.resolve()
     return [str(Path(p).relative_to(root)) if Path(p).is_relative_to(root) else p for p in paths]
+
+
+@dataclass(frozen=True)
+class _Fix:
+    """One decision's fix as it is carried out: what each step reads."""
+
+    record: RunRecord
+    applying: Applying
+    plan: Dispatch
+    services: StageServices
+    rerun: str  # resumed at when green
+    fallback: str  # re-run when red
+    stage: StageConfig
+    check: CheckConfig
+    clone: Path
+    n: int
+    logs: Path
+    ctx: StageContext
+    env: dict[str, str]
+
+    @classmethod
+    def of(
+        cls, record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+    ) -> _Fix:
+        from orchestrator.execution.attempts import stage_context
+        from orchestrator.execution.stage_env import stage_environ
+        from orchestrator.storage import StateLayout
+
+        assert plan.rerun is not None and plan.fallback is not None
+        stage = applying.failing_stage
+        ctx = stage_context(
+            record, stage.name, "", "", record.counters.attempts, services.storage.runs
+        )
+        return cls(
+            record, applying, plan, services, plan.rerun, plan.fallback, stage,
+            check=next(c for c in stage.checks if c.name == plan.verify_check),
+            clone=Path(record.clone_dir), n=applying.number,
+            logs=StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id),
+            ctx=ctx, env=stage_environ(services.environ, ctx),
+        )  # fmt: skip
+
+    def save(self, report: FixReport) -> FixReport:
+        """The report's one write: the plan, then the result, then the rollback."""
+        self.services.storage.runs.write_mechanical_fix(self.record.run_id, self.n, report.stored())
+        return report
+
+    def green(self) -> tuple[RunRecord, Effect]:
+        return self.record.reset_stages_from(self.rerun), Effect(
+            outcome=f"mechanical-fix green: {self.check.name} passes", resume_at=self.rerun
+        )
+
+    def fall_back(self, red_reason: str | None, then: str = "") -> tuple[RunRecord, Effect]:
+        then = then or f"fell back to retry of {self.fallback}"
+        config = self.services.loaded.config
+        return rerun_from(
+            told_about(self.record, self.fallback, self.applying, config),
+            self.fallback, f"mechanical-fix red ({red_reason}); {then}",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Hardened:
+    """The clone made safe for the recipe and our git calls, and what the recipe may
+    not change, noted before it runs."""
+
+    in_box: Executor  # for our git calls that check files out or read the work tree
+    git_env: dict[str, str]  # hooks, pagers, drivers… switched off
+    guarded_git: list[Path]  # git's own files
+    git_files: Snapshot
+    guarded: list[Path]  # the check's own files
+    before: dict[str, str]  # their digests
+    head_before: str | None
+    status_before: list[str] | None
 
 
 def apply(
@@ -150,84 +203,118 @@ def apply(
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""
-    from orchestrator.execution import git, git_calls, integrity
-    from orchestrator.execution.attempts import git_sandbox, secrets_of, stage_context
-    from orchestrator.execution.recipes import recipe_executor, run_recipe
-    from orchestrator.execution.stage_env import stage_environ
-    from orchestrator.execution.stage_sandbox import hidden_for, home_of
-    from orchestrator.storage import StateLayout
+    from orchestrator.execution import git
 
-    verdict = applying.verdict
-    assert isinstance(verdict, MechanicalFixVerdict)  # the plan was made from this verdict
-    assert plan.rerun is not None and plan.fallback is not None
-    config, store = services.loaded.config, services.storage.runs
-    clone = Path(record.clone_dir)
-    stage = applying.failing_stage
-    check = next(c for c in stage.checks if c.name == plan.verify_check)
-    n = applying.number
-    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)
-    ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
-    env = stage_environ(services.environ, ctx)
-    # Carried out before a kill: what it did stands, and is not done twice.
-    try:
-        previous = store.read_mechanical_fix(record.run_id, n)
-    except StateError:
-        previous = None  # not readable: the fix runs as if it never had
-    earlier = previous.head_before if previous is not None else None
-    if previous is not None and previous.status == "green":
-        head = git_calls.head_commit(
-            services.executor, clone, git.clone_git_env(services.executor, clone, env)
-        )
-        if head is not None and head == previous.verified_commit:
-            return record.reset_stages_from(plan.rerun), Effect(
-                outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
-            )
-    if previous is not None and previous.status == "red" and previous.restored is not None:
-        return rerun_from(
-            told_about(record, plan.fallback, applying, config), plan.fallback,
-            f"mechanical-fix red ({previous.red_reason}); fell back to retry of {plan.fallback}",
-        )  # fmt: skip
-    report: dict[str, Any] = {
-        "run_id": record.run_id,
-        "verdict": n,
-        "source": applying.source,
-        "summary": verdict.summary,
-        "repair_plan": verdict.repair_plan.model_dump(),
-        "argv": [list(a) for a in plan.recipe],
-        "verifier": {"check": check.name, "command": list(check.command)},
-        "commands": [],
-        "sandbox": config.recovery.recipe_sandbox,
-        "status": "running",
-    }
+    assert isinstance(applying.verdict, MechanicalFixVerdict)  # the plan was made from it
+    fix = _Fix.of(record, applying, plan, services)
+    resumed = _resume(fix)
+    if not isinstance(resumed, str | None):
+        return resumed
+    report = _planned(fix, applying.verdict)
     # Before any git call in the clone (the driver checks the same before it decides;
     # this holds for a decision carried out later, after an approval or a kill).
-    untrusted = git.clone_git_dir_problem(clone) or git.config_problem(
-        services.executor, clone, env
+    untrusted = git.clone_git_dir_problem(fix.clone) or git.config_problem(
+        services.executor, fix.clone, fix.env
     )
     if untrusted is not None:
-        return _refuse(record, report, untrusted, plan.fallback, services, applying)
+        return _refuse(fix, report, untrusted)
+    hardened, report = _harden(fix, report, restart_from=resumed)
+    report, tampered = _run_contained(fix, hardened, report)
+    report = fix.save(_judge(fix, hardened, report))
+    if report.red_reason is None:
+        services.reporter.note(f"mechanical fix verified: {fix.check.name} is green")
+        return fix.green()
+    services.reporter.note(f"mechanical fix red ({report.red_reason}); falling back to a retry")
+    return _roll_back(fix, hardened, report, tampered)
+
+
+def _resume(fix: _Fix) -> tuple[RunRecord, Effect] | str | None:
+    """Carried out before a kill: what it did stands, and is not done twice. Its outcome
+    when it had finished (green on the HEAD it verified; red and rolled back), else the
+    commit a fix cut short started from (None: none had started)."""
+    from orchestrator.execution import git, git_calls
+
+    try:
+        previous = fix.services.storage.runs.read_mechanical_fix(fix.record.run_id, fix.n)
+    except StateError:
+        return None  # not readable: the fix runs as if it never had
+    if previous is None:
+        return None
+    if previous.status == "green":
+        executor = fix.services.executor
+        env = git.clone_git_env(executor, fix.clone, fix.env)
+        head = git_calls.head_commit(executor, fix.clone, env)
+        if head is not None and head == previous.verified_commit:
+            return fix.green()
+    if previous.status == "red" and previous.restored is not None:
+        return fix.fall_back(previous.red_reason)
+    return previous.head_before
+
+
+def _planned(fix: _Fix, verdict: MechanicalFixVerdict) -> FixReport:
+    return FixReport(
+        run_id=fix.record.run_id, verdict=fix.n, source=fix.applying.source,
+        summary=verdict.summary, repair_plan=verdict.repair_plan, argv=fix.plan.recipe,
+        verifier=Verifier(check=fix.check.name, command=fix.check.command), commands=(),
+        sandbox=fix.services.loaded.config.recovery.recipe_sandbox, status="running",
+    )  # fmt: skip
+
+
+def _refuse(fix: _Fix, report: FixReport, why: str) -> tuple[RunRecord, Effect]:
+    """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
+    own, or its config says what only an attacker would). Nothing ran, so nothing is put
+    back: a git call to restore it is exactly what may not happen."""
+    red_reason = f"recipe refused: {why}; nothing was run"
+    fix.save(report.revised(status="red", red_reason=red_reason, refused=why, restored=False))
+    fix.services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
+    return fix.fall_back(red_reason)
+
+
+def _harden(fix: _Fix, report: FixReport, restart_from: str | None) -> tuple[_Hardened, FixReport]:
+    """Git made safe in the clone (its hooks, pagers, drivers off), a fix cut short
+    started again from its first commit, what the recipe may not change noted, and the
+    plan written with the commit it starts from."""
+    from orchestrator.execution import git, git_calls, integrity
+    from orchestrator.execution.attempts import git_sandbox
+
+    clone, executor, n = fix.clone, fix.services.executor, fix.n
     # Our git calls that check files out or read the work tree (status, diff, reset,
     # clean) run in the sandbox: what the clone's config names would run there. Config
     # reads and rev-parse run nothing, and read the user's own identity: not boxed.
-    in_box = git_sandbox(services, clone, writes=True)
-    if isinstance(earlier, str):
+    in_box = git_sandbox(fix.services, clone, writes=True)
+    if restart_from is not None:
         # Cut short: start again from the commit it started from (what it left is kept).
         git_calls.keep_and_restore(
-            in_box, clone, keep_as=f"refs/orchestrator/{record.run_id}/recipe-{n}-cut",
-            restore_to=earlier, env=env, log_prefix=logs / f"verdict-{n}-resume-restore",
+            in_box, clone, keep_as=f"refs/orchestrator/{fix.record.run_id}/recipe-{n}-cut",
+            restore_to=restart_from, env=fix.env,
+            log_prefix=fix.logs / f"verdict-{n}-resume-restore",
         )  # fmt: skip
-    guarded = check_files(check.command, clone)
+    guarded = check_files(fix.check.command, clone)
     before = file_digests(guarded)
-    # Recipes and our own git calls in the clone: hooks, pagers, drivers… switched off.
-    clone_config = git.read_clone_config(services.executor, clone, env)
-    git_env = git.git_env_for(clone_config, env)
+    clone_config = git.read_clone_config(executor, clone, fix.env)
+    git_env = git.git_env_for(clone_config, fix.env)
     guarded_git = integrity.guarded_paths(clone, git.configured_hooks_path(clone_config))
     git_files = integrity.snapshot(guarded_git)
-    pre_recipe = git_calls.head_commit(services.executor, clone, git_env)
-    report["head_before"] = pre_recipe
-    store.write_mechanical_fix(record.run_id, n, report)  # the plan, before it runs
+    head_before = git_calls.head_commit(executor, clone, git_env)
+    report = fix.save(report.revised(head_before=head_before))  # the plan, before it runs
     status_before = git_calls.status_entries(in_box, clone, git_env)
-    red_reason = "; ".join(plan.recipe_errors) if plan.recipe_errors else None
+    hardened = _Hardened(
+        in_box, git_env, guarded_git, git_files, guarded, before, head_before, status_before
+    )
+    return hardened, report
+
+
+def _run_contained(
+    fix: _Fix, hardened: _Hardened, report: FixReport
+) -> tuple[FixReport, list[str]]:
+    """The recipe, run in its sandbox; red when it is refused, a command fails, or it
+    changed git's own files or left a link out of the clone."""
+    from orchestrator.execution import git, integrity
+    from orchestrator.execution.attempts import secrets_of
+    from orchestrator.execution.recipes import recipe_executor, run_recipe
+    from orchestrator.execution.stage_sandbox import hidden_for, home_of
+
+    services, config, clone, h = fix.services, fix.services.loaded.config, fix.clone, hardened
     recipe_runner, refused = recipe_executor(
         services.executor, clone=clone, mode=config.recovery.recipe_sandbox,
         locate=services.locate_bwrap,
@@ -238,110 +325,115 @@ def apply(
         ),
         masked=secrets_of(services),
     )  # fmt: skip
-    if red_reason is None and refused is not None:
-        red_reason = refused
-    tampered: list[str] = []
-    if red_reason is None:
-        ran = run_recipe(
-            plan.recipe,
-            executor=recipe_runner,
-            clone=clone,
-            env=git_env,
-            log_path=lambda i: logs / f"verdict-{n}-recipe-{i}.log",
-            timeout_s=config.recovery.recipe_command_timeout_s,
-            kill_after_s=stage.kill_after_s,
-            note=services.reporter.note,
-            # What one command left must not be used by the next: git's own files, links
-            # out, and the config git now reads (recomputed: a new include, a new driver).
-            between=lambda: (
-                _contained(git_files, guarded_git, clone)
-                or git.config_drift(services.executor, clone, env, git_env)
-            ),
-            max_log_bytes=config.logs.max_bytes,
-        )
-        report["commands"], red_reason = list(ran.commands), ran.red_reason
-        tampered = integrity.changes(git_files, integrity.snapshot(guarded_git))
-        red_reason = _contained(git_files, guarded_git, clone) or red_reason
-    if red_reason is None:
-        status_after = git_calls.status_entries(in_box, clone, git_env)
-        left = uncommitted(status_before, status_after)
-        report["uncommitted"] = left
-        protected = (
-            list(check.protected)
-            if check.protected is not None
-            else default_protected(check.command, _relative([str(p) for p in guarded], clone))
-        )
-        report["protected"] = protected
-        committed = (
-            git_calls.changed_paths(in_box, clone, git_env, pre_recipe, "HEAD")
-            if pre_recipe is not None
-            else []
-        )
-        touched = None if committed is None else committed + [e[3:] for e in left if len(e) > 3]
-        hits = protected_hits(touched or [], protected)
-        if touched is None:
-            red_reason = "could not list the paths the recipe changed"
-        elif hits and left:
-            red_reason = f"the recipe changed protected paths: {hits}"
-        elif left:
-            red_reason = f"the recipe left uncommitted changes: {left}"
-    if red_reason is None:
-        # What ships is the committed result: the check runs on a clean checkout of HEAD.
-        report["verified_commit"] = git_calls.head_commit(services.executor, clone, git_env)
-        result = _verify_on_checkout(
-            record, check, stage, ctx, services, git_env, logs / f"verdict-{n}-verify", n
-        )
-        if isinstance(result, str):
-            red_reason = f"could not check out the recipe's result for verification: {result}"
-        else:
-            report["verification"] = result.model_dump(mode="json")
-            changed = [p for p, d in file_digests(guarded).items() if before.get(p) != d]
-            if changed:  # a pass by a weakened check does not count
-                red_reason = f"the recipe changed the check's own files: {changed}"
-            elif hits:  # so is a pass by deleting or rewriting the tests that failed
-                red_reason = f"the recipe changed protected paths: {hits}"
-            elif not result.passed:
-                red_reason = (
-                    f"verification check {check.name!r} still fails (exit {result.exit_code})"
-                )
-    report["status"] = "green" if red_reason is None else "red"
-    report["red_reason"] = red_reason
-    store.write_mechanical_fix(record.run_id, n, report)
-    if red_reason is None:
-        services.reporter.note(f"mechanical fix verified: {check.name} is green")
-        return record.reset_stages_from(plan.rerun), Effect(
-            outcome=f"mechanical-fix green: {check.name} passes", resume_at=plan.rerun
-        )
-    services.reporter.note(f"mechanical fix red ({red_reason}); falling back to a retry")
-    # The fallback retry must not build on the red result (nor on a weakened check).
-    ref = f"refs/orchestrator/{record.run_id}/recipe-{n}"
+    red_reason = "; ".join(fix.plan.recipe_errors) if fix.plan.recipe_errors else refused
+    if red_reason is not None:
+        return report.revised(red_reason=red_reason), []
+    ran = run_recipe(
+        fix.plan.recipe, executor=recipe_runner, clone=clone, env=h.git_env,
+        log_path=lambda i: fix.logs / f"verdict-{fix.n}-recipe-{i}.log",
+        timeout_s=config.recovery.recipe_command_timeout_s, kill_after_s=fix.stage.kill_after_s,
+        note=services.reporter.note,
+        # What one command left must not be used by the next: git's own files, links
+        # out, and the config git now reads (recomputed: a new include, a new driver).
+        between=lambda: (
+            _contained(h.git_files, h.guarded_git, clone)
+            or git.config_drift(services.executor, clone, fix.env, h.git_env)
+        ),
+        max_log_bytes=config.logs.max_bytes,
+    )  # fmt: skip
+    tampered = integrity.changes(h.git_files, integrity.snapshot(h.guarded_git))
+    red_reason = _contained(h.git_files, h.guarded_git, clone) or ran.red_reason
+    return report.revised(commands=ran.commands, red_reason=red_reason), tampered
+
+
+def _judge(fix: _Fix, hardened: _Hardened, report: FixReport) -> FixReport:
+    """Judged on what will ship: only committed work, leaving the protected paths alone,
+    then the original check on a clean checkout of the new HEAD."""
+    if report.red_reason is None:
+        report, hits = _judge_tree(fix, hardened, report)
+        if report.red_reason is None:
+            report = _verify(fix, hardened, report, hits)
+    status: FixStatus = "green" if report.red_reason is None else "red"
+    return report.revised(status=status, red_reason=report.red_reason)
+
+
+def _judge_tree(fix: _Fix, hardened: _Hardened, report: FixReport) -> tuple[FixReport, list[str]]:
+    """What the recipe left in the clone: uncommitted work, protected paths it changed."""
+    from orchestrator.execution import git_calls
+
+    clone, check, h = fix.clone, fix.check, hardened
+    left = uncommitted(h.status_before, git_calls.status_entries(h.in_box, clone, h.git_env))
+    protected = (
+        list(check.protected)
+        if check.protected is not None
+        else default_protected(check.command, _relative([str(p) for p in h.guarded], clone))
+    )
+    committed = (
+        git_calls.changed_paths(h.in_box, clone, h.git_env, h.head_before, "HEAD")
+        if h.head_before is not None
+        else []
+    )
+    touched = None if committed is None else committed + [e[3:] for e in left if len(e) > 3]
+    hits = protected_hits(touched or [], protected)
+    red_reason = None
+    if touched is None:
+        red_reason = "could not list the paths the recipe changed"
+    elif hits and left:
+        red_reason = f"the recipe changed protected paths: {hits}"
+    elif left:
+        red_reason = f"the recipe left uncommitted changes: {left}"
+    return report.revised(uncommitted=left, protected=protected, red_reason=red_reason), hits
+
+
+def _verify(fix: _Fix, hardened: _Hardened, report: FixReport, hits: list[str]) -> FixReport:
+    """What ships is the committed result: the check runs on a clean checkout of HEAD."""
+    from orchestrator.execution import git_calls
+
+    head = git_calls.head_commit(fix.services.executor, fix.clone, hardened.git_env)
+    report = report.revised(verified_commit=head)
+    result = _verify_on_checkout(
+        fix.record, fix.check, fix.stage, fix.ctx, fix.services, hardened.git_env,
+        fix.logs / f"verdict-{fix.n}-verify", fix.n,
+    )  # fmt: skip
+    if isinstance(result, str):
+        why = f"could not check out the recipe's result for verification: {result}"
+        return report.revised(red_reason=why)
+    red_reason = None
+    changed = [p for p, d in file_digests(hardened.guarded).items() if hardened.before.get(p) != d]
+    if changed:  # a pass by a weakened check does not count
+        red_reason = f"the recipe changed the check's own files: {changed}"
+    elif hits:  # so is a pass by deleting or rewriting the tests that failed
+        red_reason = f"the recipe changed protected paths: {hits}"
+    elif not result.passed:
+        red_reason = f"verification check {fix.check.name!r} still fails (exit {result.exit_code})"
+    return report.revised(verification=result, red_reason=red_reason)
+
+
+def _roll_back(
+    fix: _Fix, hardened: _Hardened, report: FixReport, tampered: list[str]
+) -> tuple[RunRecord, Effect]:
+    """Red: the fallback retry must not build on the red result (nor on a weakened
+    check). The result is kept as a ref and the clone restored to where it started."""
+    from orchestrator.execution import git, git_calls, integrity
+
+    clone, n = fix.clone, fix.n
     if tampered:
         # First: the rollback's own git calls read this config.
-        integrity.restore(git_files, integrity.snapshot(guarded_git))
-        report["restored_git_files"] = _relative(tampered, clone)
+        integrity.restore(hardened.git_files, integrity.snapshot(hardened.guarded_git))
+        report = report.revised(restored_git_files=_relative(tampered, clone))
     elsewhere = git.clone_git_dir_problem(clone)
     if elsewhere is not None:
         # A rollback would reset another repository: the clone stays as it is, for a
         # person (the driver stops the run before anything works in it again).
-        report.update(restored=False, not_restored=elsewhere)
-        store.write_mechanical_fix(record.run_id, n, report)
-        return rerun_from(
-            told_about(record, plan.fallback, applying, config),
-            plan.fallback,
-            f"mechanical-fix red ({red_reason}); the clone was not restored",
-        )
-    report["kept_as"] = ref
-    report["restored"] = git_calls.keep_and_restore(
-        in_box, clone, keep_as=ref, restore_to=pre_recipe, env=env,
-        log_prefix=logs / f"verdict-{n}-restore",
+        fix.save(report.revised(restored=False, not_restored=elsewhere))
+        return fix.fall_back(report.red_reason, "the clone was not restored")
+    ref = f"refs/orchestrator/{fix.record.run_id}/recipe-{n}"
+    restored = git_calls.keep_and_restore(
+        hardened.in_box, clone, keep_as=ref, restore_to=hardened.head_before, env=fix.env,
+        log_prefix=fix.logs / f"verdict-{n}-restore",
     )  # fmt: skip
-    store.write_mechanical_fix(record.run_id, n, report)
-    fallback = plan.fallback
-    return rerun_from(
-        told_about(record, fallback, applying, config),
-        fallback,
-        f"mechanical-fix red ({red_reason}); fell back to retry of {fallback}",
-    )
+    fix.save(report.revised(kept_as=ref, restored=restored))
+    return fix.fall_back(report.red_reason)
 
 
 SPEC: ActionSteps[MechanicalFixVerdict] = ActionSteps(name="mechanical-fix", plan=plan, apply=apply)

@@ -74,33 +74,29 @@ def file_digests(paths: list[Path]) -> dict[str, str]:
     return out
 
 
-def _verify_on_checkout(
-    record: RunRecord,
-    check: CheckConfig,
-    stage: StageConfig,
-    ctx: StageContext,
-    services: StageServices,
-    git_env: dict[str, str],
-    log_prefix: Path,
-    number: int,
-) -> CheckResult | str:
-    """Run ``check`` on a clean checkout of the clone's HEAD (removed afterwards), or say
-    why the checkout could not be made (a config refused as read from there, too)."""
+def _verify_on_checkout(fix: _Fix, git_env: dict[str, str]) -> CheckResult | str:
+    """Run the fix's check on a clean checkout of the clone's HEAD (removed afterwards),
+    or say why the checkout could not be made (a config refused as read from there, too)."""
     from orchestrator.execution import git_calls
     from orchestrator.execution.attempts import git_sandbox, run_check
 
-    clone = Path(record.clone_dir)
-    checkout = Path(record.run_dir) / f"verify-{number}"
+    clone, run_dir, log_prefix = (
+        fix.clone,
+        Path(fix.record.run_dir),
+        fix.logs / f"verdict-{fix.n}-verify",
+    )
+    checkout = run_dir / f"verify-{fix.n}"
     checkout_log = log_prefix.with_name(f"{log_prefix.name}-checkout.log")
-    in_box = git_sandbox(services, clone, writes=True)  # a checkout runs the clone's config
+    in_box = git_sandbox(fix.services, clone, writes=True)  # a checkout runs the clone's config
     unmade = git_calls.add_checkout(in_box, clone, checkout, git_env, checkout_log)
     if unmade is not None:
         git_calls.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
         return unmade
     try:
-        cwd = checkout if stage.cwd == "clone" else Path(record.run_dir)
-        log = log_prefix.with_name(f"{log_prefix.name}-{check.name}.log")
-        return run_check(check, stage, replace(ctx, clone_dir=checkout), cwd, log, services)
+        cwd = checkout if fix.stage.cwd == "clone" else run_dir
+        log = log_prefix.with_name(f"{log_prefix.name}-{fix.check.name}.log")
+        ctx = replace(fix.ctx, clone_dir=checkout)
+        return run_check(fix.check, fix.stage, ctx, cwd, log, fix.services)
     finally:
         git_calls.remove_checkout(in_box, clone, checkout, git_env, checkout_log)
 
@@ -217,7 +213,14 @@ def apply(
         services.executor, fix.clone, fix.env
     )
     if untrusted is not None:
-        return _refuse(fix, report, untrusted)
+        # Red before anything ran, and nothing is put back: a git call to restore the
+        # clone is exactly what may not happen.
+        red_reason = f"recipe refused: {untrusted}; nothing was run"
+        fix.save(
+            report.revised(status="red", red_reason=red_reason, refused=untrusted, restored=False)
+        )
+        services.reporter.note(f"mechanical fix refused ({untrusted}); falling back to a retry")
+        return fix.fall_back(red_reason)
     hardened, report = _harden(fix, report, restart_from=resumed)
     report, tampered = _run_contained(fix, hardened, report)
     report = fix.save(_judge(fix, hardened, report))
@@ -237,7 +240,7 @@ def _resume(fix: _Fix) -> tuple[RunRecord, Effect] | str | None:
     try:
         previous = fix.services.storage.runs.read_mechanical_fix(fix.record.run_id, fix.n)
     except StateError:
-        return None  # not readable: the fix runs as if it never had
+        previous = None  # not readable: the fix runs as if it never had
     if previous is None:
         return None
     if previous.status == "green":
@@ -258,16 +261,6 @@ def _planned(fix: _Fix, verdict: MechanicalFixVerdict) -> FixReport:
         verifier=Verifier(check=fix.check.name, command=fix.check.command), commands=(),
         sandbox=fix.services.loaded.config.recovery.recipe_sandbox, status="running",
     )  # fmt: skip
-
-
-def _refuse(fix: _Fix, report: FixReport, why: str) -> tuple[RunRecord, Effect]:
-    """Red before anything ran: the clone cannot be worked in (its ``.git`` is not its
-    own, or its config says what only an attacker would). Nothing ran, so nothing is put
-    back: a git call to restore it is exactly what may not happen."""
-    red_reason = f"recipe refused: {why}; nothing was run"
-    fix.save(report.revised(status="red", red_reason=red_reason, refused=why, restored=False))
-    fix.services.reporter.note(f"mechanical fix refused ({why}); falling back to a retry")
-    return fix.fall_back(red_reason)
 
 
 def _harden(fix: _Fix, report: FixReport, restart_from: str | None) -> tuple[_Hardened, FixReport]:
@@ -391,10 +384,7 @@ def _verify(fix: _Fix, hardened: _Hardened, report: FixReport, hits: list[str]) 
 
     head = git_calls.head_commit(fix.services.executor, fix.clone, hardened.git_env)
     report = report.revised(verified_commit=head)
-    result = _verify_on_checkout(
-        fix.record, fix.check, fix.stage, fix.ctx, fix.services, hardened.git_env,
-        fix.logs / f"verdict-{fix.n}-verify", fix.n,
-    )  # fmt: skip
+    result = _verify_on_checkout(fix, hardened.git_env)
     if isinstance(result, str):
         why = f"could not check out the recipe's result for verification: {result}"
         return report.revised(red_reason=why)

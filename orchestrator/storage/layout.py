@@ -480,7 +480,10 @@ STATE_FILES: tuple[StateFile, ...] = (
         "`protected` (the globs applied), `verified_commit` (the commit the check ran on), "
         "`restored_git_files` (git files put back), `green`/`red` and `red_reason` (written "
         "as the plan, with `head_before`, before it runs, then updated; read back by a "
-        "resumed fix, so it is never carried out twice)",
+        "resumed fix, so it is never carried out twice). A key is written once it is known; "
+        "the record is `FixReport` (`orchestrator/domain/fix_report.py`), and a report that "
+        "is not one is named with its key (`orchestrator report` warns; a fix resumed over "
+        "it runs as if it never had)",
         ("mechanical_fix_report_path",),
     ),
     StateFile(

@@ -103,6 +103,11 @@ class BatchSession:
             ),
         )  # fmt: skip
 
+    def budget(self) -> SharedBudget:
+        """The batch's model budget, from the storage that owns it (its workers share it)."""
+        caps, prices = self.loaded.config.batch, self.loaded.config.prices
+        return self.storage.batch_budget(self.batch_id, caps, prices)
+
     def show(self, result: TicketResult, *, as_json: bool | None = None) -> None:
         """One ticket's result: its lines, or one JSON object."""
         if self.as_json if as_json is None else as_json:
@@ -163,6 +168,15 @@ def close_batch(
     if not publish(session.storage.root, session.batch_id):
         return code or errors.EXIT_USAGE
     return code
+
+
+def close_queued(session: BatchSession, queued: list[TicketResult], publish: Publish) -> int:
+    """A batch nobody waits for (``--no-wait``): its record says what was queued, its page
+    too; a source that could not be read: cron tries again later."""
+    session.record(queued)
+    if not publish(session.storage.root, session.batch_id):
+        return errors.EXIT_USAGE
+    return errors.EXIT_LOCKED if session.failed_sources else errors.EXIT_COMPLETED
 
 
 def take_in_sources(

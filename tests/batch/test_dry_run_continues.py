@@ -14,9 +14,9 @@ import pytest
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.services import build_services
+from orchestrator.batch.celery.backend import settled as _settled
 from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.cli.commands.batch import batch
-from orchestrator.cli.commands.batch_celery import _settled
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway

@@ -142,8 +142,8 @@ def test_on_a_fleet_the_answered_run_is_queued_and_the_worker_carries_it_out(
     tmp_path: Path,
 ) -> None:
     from orchestrator.app.services import build_services
+    from orchestrator.batch.celery.backend import settled as _settled
     from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
-    from orchestrator.cli.commands.batch_celery import _settled
     from orchestrator.domain.config import load_config
 
     config, run_id = paused(tmp_path)

@@ -18,9 +18,9 @@ import pytest
 
 from orchestrator.app.fleet_key import FleetKey
 from orchestrator.batch.celery.answers import Answers, Patience, message_place, pause_after
+from orchestrator.batch.celery.backend import BATCH_REDIS_PATIENCE_S
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
-from orchestrator.cli.commands.batch_celery import BATCH_REDIS_PATIENCE_S
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED
 from orchestrator.storage.redis.client import CoordinationStore

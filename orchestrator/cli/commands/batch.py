@@ -35,20 +35,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.app.budgeted_calls import budgeted_factory
-from orchestrator.app.refused_key import RefusedKeyLatch
 from orchestrator.app.services import build_services
-from orchestrator.batch.queue import run_queue
-from orchestrator.batch.results import TicketResult, exit_code, timestamp
+from orchestrator.batch.local import LocalBackend
+from orchestrator.batch.results import exit_code
 from orchestrator.batch.session import close_batch, listed, open_batch
-from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.report import check_destinations, publish_batch
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
-from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
-from orchestrator.reports.display import QuietReporter
 
 
 def batch(
@@ -81,73 +76,16 @@ def batch(
     if preflight:
         gate(loaded, state_dir_override, environ, stderr or sys.stderr)
     services = build_services(loaded, state_dir_override, out, environ)
-    if clock is not None:
-        services = replace(services, clock=clock)
-    if sleep is not None:
-        services = replace(services, sleep=sleep)
+    services = replace(services, clock=clock or services.clock, sleep=sleep or services.sleep)
     session = open_batch(
         loaded, services, paths, backend="local", out=out, as_json=as_json or worker,
         environ=environ, worker=worker, jobs=jobs,
     )  # fmt: skip
-    batch_id = session.batch_id
-    budget = session.storage.batch_budget(batch_id, loaded.config.batch, loaded.config.prices)
-
-    def say(line: str) -> None:
-        print(f"batch: {line}", file=out, flush=True)
-
-    services = replace(
-        services,
-        reporter=QuietReporter(out),
-        notifier=services.notifier.saying(say),
-        gateway_factory=budgeted_factory(
-            RefusedKeyLatch(
-                gateway_factory or services.gateway_factory,
-                loaded.config.model.api_key_env,
-                say=say,
-            ),
-            budget,
-        ),
-    )
-
-    if not worker:  # notices an earlier batch did not get out (its parent's job for a worker)
-        services.notifier.catch_up()
-
-    # A --jobs N worker is part of its parent's batch, which records it.
-    session.start(record=not worker)
-    reported: list[TicketResult] = []
-
-    def emit(result: TicketResult) -> None:
-        session.show(result)
-        reported.append(result)
-        if not worker:  # after each ticket too: a batch killed halfway says which runs it touched
-            session.record(reported)
-
-    results: list[TicketResult] = []
-    interrupted = False
-    try:
-        if jobs == 1 or worker:
-            run_queue(session.paths, services, emit, results)
-        else:
-            results = run_workers(
-                jobs, config_file, services, tickets_dir, batch_id, session.storage.layout, environ
-            )
-            for result in results:
-                emit(result)
-    except Stopped as stopped:
-        interrupted = True
-        results = stopped.results
-        for result in results:
-            emit(result)
-    except Interrupted:
-        interrupted = True
+    budget = session.budget()
+    local = LocalBackend(config_file, tickets_dir, jobs, worker, environ, gateway_factory)
+    results, interrupted = local.run(session, budget)
     if worker:
         return errors.EXIT_INTERRUPTED if interrupted else exit_code(results)
-    if interrupted and not any(r.status == "interrupted" for r in results):
-        last = TicketResult(
-            "-", "interrupted", None, "state saved; the next batch resumes", 0.0, True,
-            at=timestamp(services.clock()),
-        )  # fmt: skip
-        results.append(last)
 
     def publish(state_dir: Path, batch_id: str) -> bool:
         return publish_batch(state_dir, config_file, batch_id, *published, stderr or sys.stderr)

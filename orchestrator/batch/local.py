@@ -19,7 +19,6 @@ from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import SharedBudget
 
 
 @dataclass(frozen=True)
@@ -34,10 +33,10 @@ class LocalBackend:
     environ: Mapping[str, str]
     gateway_factory: GatewayFactory | None = None
 
-    def run(self, session: BatchSession, budget: SharedBudget) -> tuple[list[TicketResult], bool]:
+    def run(self, session: BatchSession) -> tuple[list[TicketResult], bool]:
         """Every ticket's result, and whether the batch was interrupted (then, unless
         a worker, its last line says the state is saved)."""
-        services = self._services(session, budget)
+        services = self._services(session)
         if not self.worker:  # notices an earlier batch did not get out (its parent's job)
             services.notifier.catch_up()
         session.start(record=not self.worker)  # a worker's batch records it
@@ -75,7 +74,7 @@ class LocalBackend:
             ))  # fmt: skip
         return results, interrupted
 
-    def _services(self, session: BatchSession, budget: SharedBudget) -> Services:
+    def _services(self, session: BatchSession) -> Services:
         """The session's services with the batch's budget and the batch's own voice."""
         out = session.out
 
@@ -93,6 +92,6 @@ class LocalBackend:
                     session.loaded.config.model.api_key_env,
                     say=say,
                 ),
-                budget,
+                session.budget(),
             ),
         )

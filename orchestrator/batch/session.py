@@ -38,9 +38,9 @@ from orchestrator.storage import (
     write_batch_record,
 )
 
-# Where the batch's page and metrics go when it ends (the CLI's ``--report``, ``--metrics``):
-# given the state dir and the batch id, False when one could not be written.
-Publish = Callable[[Path, str], bool]
+# The batch's page and metrics written when it ends (the CLI's ``--report``, ``--metrics``):
+# False when one could not be written.
+Publish = Callable[[], bool]
 
 
 def new_batch_id(now: datetime) -> str:
@@ -108,9 +108,9 @@ class BatchSession:
         caps, prices = self.loaded.config.batch, self.loaded.config.prices
         return self.storage.batch_budget(self.batch_id, caps, prices)
 
-    def show(self, result: TicketResult, *, as_json: bool | None = None) -> None:
+    def show(self, result: TicketResult) -> None:
         """One ticket's result: its lines, or one JSON object."""
-        if self.as_json if as_json is None else as_json:
+        if self.as_json:
             self.out.write(json.dumps(asdict(result)) + "\n")
         else:
             self.out.write("".join(f"{line}\n" for line in result.lines()))
@@ -140,8 +140,8 @@ def open_batch(
     elif loaded.config.sources:
         paths, failed_sources = take_in_sources(loaded, storage, environ, out, services.clock)
         answer_from_issue_comments(loaded, storage, services, out)
-        if jobs > 1:
-            write_taken_in(storage, batch_id, paths)
+        if jobs > 1:  # its --jobs N workers run it as it is: the forges are asked once
+            write_batch_queue(storage.layout, batch_id, paths)
     return BatchSession(
         batch_id, backend, loaded, storage, services, out, as_json, paths, failed_sources
     )
@@ -165,7 +165,7 @@ def close_batch(
     code = exit_code(results)
     if session.failed_sources and code == errors.EXIT_COMPLETED:
         code = errors.EXIT_LOCKED  # a source could not be read: try again later
-    if not publish(session.storage.root, session.batch_id):
+    if not publish():
         return code or errors.EXIT_USAGE
     return code
 
@@ -174,7 +174,7 @@ def close_queued(session: BatchSession, queued: list[TicketResult], publish: Pub
     """A batch nobody waits for (``--no-wait``): its record says what was queued, its page
     too; a source that could not be read: cron tries again later."""
     session.record(queued)
-    if not publish(session.storage.root, session.batch_id):
+    if not publish():
         return errors.EXIT_USAGE
     return errors.EXIT_LOCKED if session.failed_sources else errors.EXIT_COMPLETED
 
@@ -204,15 +204,8 @@ def take_in_sources(
     return paths, failed
 
 
-def write_taken_in(storage: StateStorage, batch_id: str, paths: list[Path]) -> None:
-    """The queue the sources yielded, for this batch's ``--jobs N`` workers: they run it
-    as it is, so the forges are asked once per batch, not once per worker. Written before
-    any worker starts, and never again."""
-    write_batch_queue(storage.layout, batch_id, paths)
-
-
 def read_taken_in(storage: StateStorage, batch_id: str) -> list[Path]:
-    """A worker's queue: what its batch took in from the sources (``write_taken_in``)."""
+    """A worker's queue: what its batch took in from the sources (``open_batch``)."""
     path = storage.layout.batch_queue_path(batch_id)
     try:
         listed = read_batch_queue(storage.layout, batch_id)

@@ -1,10 +1,7 @@
 """The Celery backend of a batch: its open session's queue handed to a fleet of workers
-(``orchestrator worker``) through Redis, one task per ticket that is neither refused
-nor terminal already, and (unless ``--no-wait``) each task's answer waited for.
-
-A ticket whose id another file also claims, or whose file cannot be read, is refused
-here; a ticket is queued at most once while it is queued and not finished (a second
-batch waits for the first one's task). The worker decides again under its claim."""
+(``orchestrator worker``) through Redis, one task per ticket that is neither refused nor
+terminal already, and (unless ``--no-wait``) each task's answer waited for (what is
+refused, queued and said: ``cli/commands/batch_celery.py``)."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -63,31 +64,25 @@ def batch(
     clock: Callable[[], datetime] | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> int:
-    """``gateway_factory`` replaces the configured model (tests script it); ``clock`` and
-    ``sleep`` the batch's time (a test's own: a back-off, an outage's age); ``published``
-    is where the batch's HTML report and metrics go when it ends (``--report``,
-    ``--metrics``); ``preflight``: check the machine once, before any ticket (a
-    ``--jobs N`` worker does not: its batch did)."""
+    """``gateway_factory``: the model (tests script it); ``clock``, ``sleep``: the batch's
+    time (a test's: a back-off, an outage's age); ``published``: ``--report``,
+    ``--metrics``; ``preflight``: check the machine once (a ``--jobs N`` worker does not)."""
     if jobs < 1:
         raise errors.UsageError("batch: --jobs must be at least 1")
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
-    loaded = load_config(config_file)
+    loaded, err = load_config(config_file), stderr or sys.stderr
     paths = listed(loaded, tickets_dir)
     if preflight:
-        gate(loaded, state_dir_override, environ, stderr or sys.stderr)
+        gate(loaded, state_dir_override, environ, err)
     services = build_services(loaded, state_dir_override, out, environ)
     services = replace(services, clock=clock or services.clock, sleep=sleep or services.sleep)
-    session = open_batch(
-        loaded, services, paths, backend="local", out=out, as_json=as_json or worker,
-        environ=environ, worker=worker, jobs=jobs,
-    )  # fmt: skip
-    budget = session.budget()
+    session = open_batch(loaded, services, paths, backend="local", out=out, environ=environ,
+                         as_json=as_json or worker, worker=worker, jobs=jobs)  # fmt: skip
     local = LocalBackend(config_file, tickets_dir, jobs, worker, environ, gateway_factory)
-    results, interrupted = local.run(session, budget)
+    results, interrupted = local.run(session)
     if worker:
         return errors.EXIT_INTERRUPTED if interrupted else exit_code(results)
-
-    def publish(state_dir: Path, batch_id: str) -> bool:
-        return publish_batch(state_dir, config_file, batch_id, *published, stderr or sys.stderr)
-
-    return close_batch(session, results, budget, publish, interrupted=interrupted)
+    done = partial(
+        publish_batch, session.storage.root, config_file, session.batch_id, *published, err
+    )
+    return close_batch(session, results, session.budget(), done, interrupted=interrupted)

@@ -28,6 +28,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -58,12 +59,12 @@ def celery_batch(
     ``--no-wait``, once its tickets are queued: the page then shows what was queued);
     ``preflight``: check this machine and the broker once, before anything is queued."""
     check_destinations((("batch --report", published[0]), ("batch --metrics", published[1])))
-    loaded = load_config(config_file)
+    loaded, err = load_config(config_file), stderr or sys.stderr
     # With [[sources]], the queue is what they yield, once the broker has answered.
     paths = listed(loaded, tickets_dir)
     if preflight:
-        gate(loaded, state_dir_override, environ, stderr or sys.stderr, backend="celery")
-    fleet = CeleryBackend.connect(loaded, environ, stderr or sys.stderr)
+        gate(loaded, state_dir_override, environ, err, backend="celery")
+    fleet = CeleryBackend.connect(loaded, environ, err)
     services = build_services(loaded, state_dir_override, out, environ)
     services = replace(services, reporter=QuietReporter(out))
     session = open_batch(
@@ -71,10 +72,9 @@ def celery_batch(
     )
     session.start()
     results = fleet.run(session, tickets_dir, wait=wait, timeout_s=wait_timeout_s)
-
-    def publish(state_dir: Path, batch_id: str) -> bool:
-        return publish_batch(state_dir, config_file, batch_id, *published, stderr or sys.stderr)
-
+    done = partial(
+        publish_batch, session.storage.root, config_file, session.batch_id, *published, err
+    )
     if not wait:
-        return close_queued(session, results, publish)
-    return close_batch(session, results, fleet.budget(session), publish)
+        return close_queued(session, results, done)
+    return close_batch(session, results, fleet.budget(session), done)

@@ -40,8 +40,8 @@ from orchestrator.app.services import build_services
 from orchestrator.batch.local import LocalBackend
 from orchestrator.batch.results import exit_code
 from orchestrator.batch.session import close_batch, listed, open_batch
-from orchestrator.cli.commands.doctor import gate
-from orchestrator.cli.commands.report import check_destinations, publish_batch
+from orchestrator.cli.preflight import gate
+from orchestrator.cli.published import check_destinations, publish_batch
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
 from orchestrator.recovery.gateway import GatewayFactory

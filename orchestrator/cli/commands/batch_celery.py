@@ -35,8 +35,8 @@ from typing import TextIO
 from orchestrator.app.services import build_services
 from orchestrator.batch.celery.backend import CeleryBackend
 from orchestrator.batch.session import close_batch, close_queued, listed, open_batch
-from orchestrator.cli.commands.doctor import gate
-from orchestrator.cli.commands.report import check_destinations, publish_batch
+from orchestrator.cli.preflight import gate
+from orchestrator.cli.published import check_destinations, publish_batch
 from orchestrator.domain.config import load_config
 from orchestrator.reports.display import QuietReporter
 

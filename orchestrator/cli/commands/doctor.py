@@ -8,6 +8,7 @@ queued) call it. A failure stops the command with exit 2 before a run record, a 
 row or a model call exists; warnings are printed once, one line each, and the run goes
 on (``resume`` keeps them to itself: the run's start said them, and a resume that is
 refused should say only why). ``--no-preflight`` skips it (scripts that checked already).
+``gate`` lives in ``cli/preflight.py``, which the commands import (not this module).
 
 ``--json`` fields (one object):
 
@@ -26,65 +27,10 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE, OrchestratorError
-
-if TYPE_CHECKING:
-    from orchestrator.app.preflight import Backend
-    from orchestrator.domain.config import LoadedConfig
-    from orchestrator.domain.preflight import Check
-
-
-class PreflightFailed(OrchestratorError):
-    """A run cannot succeed here: the failing checks, each with its fix."""
-
-    exit_code = EXIT_USAGE
-
-    def __init__(self, failures: list[Check]) -> None:
-        from orchestrator.domain.preflight import line
-
-        super().__init__(
-            "preflight: a run cannot succeed here, so nothing was started:\n"
-            + "".join(f"  {line(check)}\n" for check in failures)
-            + "(`orchestrator doctor` lists every check; --no-preflight skips them)"
-        )
-        self.failures = failures
-
-
-def _checks(
-    loaded: LoadedConfig,
-    state_dir_override: str | None,
-    environ: Mapping[str, str],
-    backend: Backend,
-) -> tuple[Check, ...]:
-    from orchestrator.app.preflight import gather
-    from orchestrator.domain.preflight import checklist
-    from orchestrator.storage import resolve_state_dir
-
-    state_dir = resolve_state_dir(loaded.root, loaded.config.state_dir, state_dir_override)
-    return checklist(gather(loaded, state_dir, environ, backend=backend))
-
-
-def gate(
-    loaded: LoadedConfig,
-    state_dir_override: str | None,
-    environ: Mapping[str, str],
-    err: TextIO,
-    *,
-    backend: Backend = "local",
-    warn: bool = True,
-) -> None:
-    """Before a run's first stage: raise ``PreflightFailed`` (exit 2) when a run cannot
-    succeed; print each warning on ``err``, once (unless not ``warn``)."""
-    from orchestrator.domain.preflight import failed, line, warned
-
-    checks = _checks(loaded, state_dir_override, environ, backend)
-    failures = failed(checks)
-    if failures:
-        raise PreflightFailed(failures)
-    for check in warned(checks) if warn else ():
-        print(f"preflight: {line(check)}", file=err, flush=True)
+from orchestrator.cli.preflight import checks as preflight_checks
+from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE
 
 
 def doctor(
@@ -99,7 +45,7 @@ def doctor(
     from orchestrator.domain.preflight import failed, line
 
     loaded = load_config(config_file)
-    checks = _checks(loaded, state_dir_override, environ, "doctor")
+    checks = preflight_checks(loaded, state_dir_override, environ, "doctor")
     ok = not failed(checks)
     if as_json:
         document = {

@@ -15,9 +15,9 @@ from typing import TextIO
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.resume import resume_run
 from orchestrator.app.services import build_services
-from orchestrator.cli.commands.doctor import gate
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
+from orchestrator.cli.preflight import gate
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import is_terminal

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.services import build_services
-from orchestrator.cli.commands.doctor import gate
+from orchestrator.cli.preflight import gate
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import RunState

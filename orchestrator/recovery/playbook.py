@@ -111,13 +111,6 @@ def builtin_playbook() -> Playbook:
     return Playbook.of(builtin_entries())
 
 
-def match_playbook(failure: Failure) -> tuple[str, dict[str, Any]] | None:
-    """The built-in entry that matches ``failure`` (by pattern): (entry id, verdict object).
-    What a decision made before playbook entries were files is replayed against."""
-    found = builtin_playbook().match(failure, None)
-    return (found.entry, found.decision) if found is not None else None
-
-
 def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | None]:
     """What the playbook reads of a failed check's log, redacted: its tail, and when the log
     is longer than that, the region around its lowest root-cause line (None otherwise, or

@@ -42,6 +42,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -182,46 +183,28 @@ def judge(result: CaseResult, label: CaseLabel, live: Mapping[str, ModelVerdict]
     """Whether the first pass's decision about ``result`` proved right, and what decision
     to propose for its signature (a model's only: see the module's docstring)."""
     source = result.decided_by
+    proof = partial(Proof, id=result.id, source=source)
     if not result.model_call_made:
         if not result.action_acceptable:
-            return Proof(
-                id=result.id,
-                source=source,
-                proven=False,
-                why=f"decided {result.action}: the label does not accept it",
-            )
+            return proof(proven=False, why=f"decided {result.action}: the label does not accept it")
         why = (
             "decided before the playbook is read: no entry needed"
             if source == "infra"
             else f"decided by playbook entry {result.playbook_entry!r} already"
         )
-        return Proof(id=result.id, source=source, proven=True, entry=result.playbook_entry, why=why)
+        return proof(proven=True, entry=result.playbook_entry, why=why)
     if live is not None:
         answer = live.get(result.id)
         if answer is None:
-            return Proof(
-                id=result.id,
-                source=source,
-                proven=False,
-                why="the model was not asked (the cost cap)",
-            )
+            return proof(proven=False, why="the model was not asked (the cost cap)")
         if answer.verdict is None:
-            return Proof(
-                id=result.id,
-                source=source,
-                proven=False,
-                why="the model's reply was not a valid verdict",
-            )
+            return proof(proven=False, why="the model's reply was not a valid verdict")
         if not answer.acceptable:
-            return Proof(
-                id=result.id,
-                source=source,
-                proven=False,
-                why=f"the model answered {answer.action}: the label does not accept it",
-            )
+            why = f"the model answered {answer.action}: the label does not accept it"
+            return proof(proven=False, why=why)
         if answer.action in NEVER_LEARNED:
-            return Proof(id=result.id, source=source, proven=False, why=_ends(answer.action))
-        return Proof(id=result.id, source=source, proven=True, decision=answer.verdict)
+            return proof(proven=False, why=_ends(answer.action))
+        return proof(proven=True, decision=answer.verdict)
     verdict = stand_in(label)
     if verdict is None:
         ends = [a for a in label.acceptable_actions if a in NEVER_LEARNED]
@@ -230,8 +213,8 @@ def judge(result: CaseResult, label: CaseLabel, live: Mapping[str, ModelVerdict]
             if ends and ends == list(label.acceptable_actions)
             else "every acceptable action the run learns from needs a plan only a model writes"
         )
-        return Proof(id=result.id, source=source, proven=False, why=why)
-    return Proof(id=result.id, source=source, proven=True, decision=verdict)
+        return proof(proven=False, why=why)
+    return proof(proven=True, decision=verdict)
 
 
 def _ends(action: str) -> str:

@@ -158,26 +158,16 @@ def _excerpts(inputs: BundleInputs, limits: ContextLimits) -> dict[SectionName, 
         tail = _absent("no log for the failed stage")
     # The check's log is the direct evidence when there is one; else the stage's own.
     known = inputs.baseline.knows if inputs.baseline is not None else None
-    if inputs.check_log is not None:
-        evidence, confident = _evidence(
-            inputs.check_log,
-            "the check's log",
-            limits,
-            sent=check,
-            cap=limits.max_check_output_bytes,
-            roots=roots,
-            known=known,
-        )
-    else:
-        evidence, confident = _evidence(
-            inputs.failed_log,
-            "the failed stage's log",
-            limits,
-            sent=tail,
-            cap=limits.max_log_tail_bytes,
-            roots=roots,
-            known=known,
-        )
+    by_check = inputs.check_log is not None
+    evidence, confident = _evidence(
+        inputs.check_log if by_check else inputs.failed_log,
+        "the check's log" if by_check else "the failed stage's log",
+        limits,
+        sent=check if by_check else tail,
+        cap=limits.max_check_output_bytes if by_check else limits.max_log_tail_bytes,
+        roots=roots,
+        known=known,
+    )
     if inputs.reports is not None:
         evidence, from_reports = _with_reports(evidence, inputs.reports, limits, roots)
         # A failing case a test report names is a cause stated outright.

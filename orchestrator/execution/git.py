@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
-    from orchestrator.execution.executor import Executor
+    from orchestrator.execution.executor import CapturedHead, Executor
 
 MAX_CONFIG_LISTING_BYTES = 1_000_000
 
@@ -183,14 +183,7 @@ def read_clone_config(
 ) -> list[tuple[str, str, str]]:
     """The clone's config (includes followed) and the user's global config, as
     (scope, name, value) entries. Reading config runs nothing."""
-    listing = executor.capture_head(
-        CONFIG_LISTING,
-        cwd=clone,
-        env=listing_env(base_env),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=30,
-    )
-    return parse_config_listing(listing.data)
+    return parse_config_listing(_list(executor, clone, CONFIG_LISTING, listing_env(base_env)).data)
 
 
 def read_own_config(
@@ -198,16 +191,18 @@ def read_own_config(
 ) -> list[tuple[str, str, str]] | None:
     """What the clone's own config files say (``OWN_CONFIG_LISTING``), or None when git
     could not list them all."""
-    listing = executor.capture_head(
-        OWN_CONFIG_LISTING,
-        cwd=clone,
-        env=hardened_git_env(base_env),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=30,
-    )
+    listing = _list(executor, clone, OWN_CONFIG_LISTING, hardened_git_env(base_env))
     if listing.exit_code != 0 or listing.truncated:
         return None
     return parse_config_listing(listing.data)
+
+
+def _list(
+    executor: Executor, clone: Path, listing: tuple[str, ...], env: Mapping[str, str]
+) -> CapturedHead:
+    return executor.capture_head(
+        listing, cwd=clone, env=env, max_bytes=MAX_CONFIG_LISTING_BYTES, timeout_s=30
+    )
 
 
 # What a clone's own config may not say, and why. The hardening switches off, in every

@@ -145,7 +145,7 @@ class _Fix:
     ) -> _Fix:
         from orchestrator.execution.attempts import stage_context
         from orchestrator.execution.stage_env import stage_environ
-        from orchestrator.storage import StateLayout
+        from orchestrator.storage.layout import StateLayout
 
         assert plan.rerun is not None and plan.fallback is not None
         stage = applying.failing_stage

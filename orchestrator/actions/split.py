@@ -53,7 +53,7 @@ def apply(
 ) -> tuple[RunRecord, Effect]:
     from pathlib import Path
 
-    from orchestrator.storage import write_sub_ticket
+    from orchestrator.storage.ticket_queue import write_sub_ticket
 
     verdict = applying.verdict
     assert isinstance(verdict, SplitVerdict)  # the plan was made from this verdict

@@ -14,14 +14,8 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.runs import Halt, RunRecord, VerdictRef
-from orchestrator.storage import (
-    AUTO,
-    Approval,
-    ApprovalRefused,
-    CrashPoint,
-    SignedApprovals,
-    VerdictRecord,
-)
+from orchestrator.storage import Approval, CrashPoint, VerdictRecord
+from orchestrator.storage.approvals import AUTO, ApprovalRefused, SignedApprovals
 
 
 def answer_of(approvals: SignedApprovals, run_id: str, number: int, digest: str) -> Approval | str:

@@ -28,7 +28,8 @@ from orchestrator.execution.git_calls import head_commit
 from orchestrator.execution.stage_env import StageContext
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reports.handoff import render_base_red_handoff
-from orchestrator.storage import BaseCheck, BaseCheckStore, CrashPoint
+from orchestrator.storage import BaseCheck, CrashPoint
+from orchestrator.storage.base_checks import BaseCheckStore
 
 __all__ = ["base_check_due", "check_the_base"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest, Unavailable
-from orchestrator.storage import SharedBudget, over_cap
+from orchestrator.storage.batch_budget import SharedBudget, over_cap
 
 
 class BudgetedGateway:

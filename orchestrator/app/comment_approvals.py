@@ -64,11 +64,13 @@ from orchestrator.forges._rest import MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
-from orchestrator.storage import DecisionLedger, IntakeFiles, PlaybookStore, StateStorage
+from orchestrator.storage import DecisionLedger, StateStorage
+from orchestrator.storage.intake import IntakeFiles
 from orchestrator.storage.ledger import (
     key_from_env,
     person_decision,
 )
+from orchestrator.storage.playbook import PlaybookStore
 
 CAPABILITY = "answer-by-comment"
 PLAYBOOK_CAPABILITY = "playbook-by-comment"

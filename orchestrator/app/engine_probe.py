@@ -34,7 +34,7 @@ from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import BwrapLocator, sandbox_available, shows
 from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.redaction import redact
-from orchestrator.storage import StateLayout
+from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.engines import EngineTask

@@ -41,7 +41,8 @@ from orchestrator.domain.validation import describe_validation_error
 from orchestrator.forges._rest import MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import ForgeIssue, IssueTracker
-from orchestrator.storage import IntakeFiles, Locks, Runs
+from orchestrator.storage import Locks, Runs
+from orchestrator.storage.intake import IntakeFiles
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import LoadedConfig
@@ -209,7 +210,7 @@ def ended(latest: RunRecord) -> tuple[str, str]:
 def directory_report(source_id: str, directory: Path, runs: Runs) -> SourceReport:
     """A directory source: every ticket file is queued (the queue refuses a malformed or
     duplicate one, and passes over one whose run ended); the entries say which will run."""
-    from orchestrator.storage import ticket_files
+    from orchestrator.storage.ticket_queue import ticket_files
 
     if not directory.is_dir():
         return SourceReport(

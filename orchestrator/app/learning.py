@@ -38,7 +38,8 @@ from orchestrator.domain.errors import ConfigError, StateError, UsageError
 from orchestrator.domain.learning import NEVER_LEARNED, DecisionFacts, Lesson, lessons
 from orchestrator.domain.playbook import EntryStatus, Provenance
 from orchestrator.domain.runs import RunRecord, VerdictRef
-from orchestrator.storage import Approval, PlaybookStore, VerdictRecord
+from orchestrator.storage import Approval, VerdictRecord
+from orchestrator.storage.playbook import PlaybookStore
 
 __all__ = ["learn"]
 

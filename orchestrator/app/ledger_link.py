@@ -151,7 +151,7 @@ def mend(ledger: DecisionLedger, verdict: VerdictFile, *, ts: str) -> str | None
     their inputs, or one that does not read)."""
     from orchestrator.recovery.audit import ledger_entries
     from orchestrator.recovery.graph import NODE_ORDER
-    from orchestrator.storage import read_verdict
+    from orchestrator.storage.decisions import read_verdict
 
     try:
         decided = read_verdict(verdict.path)

@@ -42,7 +42,8 @@ from orchestrator.domain.notices import (
 from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.runs import RunRecord, utcnow
 from orchestrator.redaction import redact
-from orchestrator.storage import NotifyOutbox, OutboxEntry
+from orchestrator.storage import OutboxEntry
+from orchestrator.storage.notify_outbox import NotifyOutbox
 
 TRIES: Final = 3
 BACK_OFF_S: Final = (0.5, 1.0)  # before the second try, before the third

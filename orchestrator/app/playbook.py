@@ -40,8 +40,9 @@ from orchestrator.domain.playbook import (
 )
 from orchestrator.recovery.playbook import Playbook
 from orchestrator.redaction import scrub
-from orchestrator.storage import DecisionLedger, LazyEntries, PlaybookStore, builtin_entries
+from orchestrator.storage import DecisionLedger
 from orchestrator.storage.ledger import LedgerRow, inputs_hash
+from orchestrator.storage.playbook import LazyEntries, PlaybookStore, builtin_entries
 
 CAPABILITY: Final = "playbook"
 KIND: Final = "playbook"

@@ -62,17 +62,12 @@ from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.storage import (
-    AUTO,
-    Approval,
-    BaselineStore,
-    CallJournals,
-    CrashPoint,
-    JournaledReply,
-    VerdictRecord,
-    read_verdict,
-    write_texts,
-)
+from orchestrator.storage import Approval, CrashPoint, JournaledReply, VerdictRecord
+from orchestrator.storage.approvals import AUTO
+from orchestrator.storage.baselines import BaselineStore
+from orchestrator.storage.call_journal import CallJournals
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.transcripts import write_texts
 
 DIFF_TIMEOUT_S = 60.0
 

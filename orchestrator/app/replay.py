@@ -50,15 +50,12 @@ from orchestrator.recovery.investigate import Tool, investigator
 from orchestrator.recovery.playbook import builtin_playbook
 from orchestrator.recovery.prompt import PROMPT_VERSION, PROMPTS
 from orchestrator.recovery.transcript import TranscriptPlayer
-from orchestrator.storage import (
-    RunStore,
-    VerdictRecord,
-    read_texts,
-    read_verdict,
-    replies_dir,
-    verdict_files,
-)
+from orchestrator.storage import VerdictRecord
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.ledger import inputs_hash
+from orchestrator.storage.runs import RunStore
+from orchestrator.storage.transcripts import read_texts, replies_dir
 
 __all__ = [
     "Difference",

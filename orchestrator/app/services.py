@@ -29,7 +29,9 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
 from orchestrator.reports.display import Reporter, reporter_for
-from orchestrator.storage import BaselineStore, NotifyOutbox, open_configured, resolve_state_dir
+from orchestrator.storage import open_configured, resolve_state_dir
+from orchestrator.storage.baselines import BaselineStore
+from orchestrator.storage.notify_outbox import NotifyOutbox
 
 if TYPE_CHECKING:
     from orchestrator.storage import Storage

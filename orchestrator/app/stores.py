@@ -5,7 +5,7 @@ the worker's claim), signed when written and verified when read with the approva
 from __future__ import annotations
 
 from orchestrator.app.services import Services
-from orchestrator.storage import ApprovalKeys, SignedApprovals
+from orchestrator.storage.approvals import ApprovalKeys, SignedApprovals
 
 
 def approval_keys_of(services: Services) -> ApprovalKeys:

@@ -48,7 +48,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import awaiting_summary, failed_log, final_failure
-from orchestrator.storage import ticket_files
+from orchestrator.storage.ticket_queue import ticket_files
 
 
 def queue(tickets_dir: Path) -> list[Path]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from orchestrator.domain import errors
-from orchestrator.storage import SharedBudget
+from orchestrator.storage.batch_budget import SharedBudget
 
 STATE_ERROR = "state-error"  # its state could not be read or brought forward
 # Worst first: the batch's exit code is the first of these that any ticket reached.

@@ -27,12 +27,9 @@ from orchestrator.batch.results import (
 )
 from orchestrator.domain import errors
 from orchestrator.domain.config import LoadedConfig
-from orchestrator.storage import (
-    BATCH_ENV,
-    SharedBudget,
-    Spend,
-    StateStorage,
-    open_state,
+from orchestrator.storage import Spend, StateStorage, open_state
+from orchestrator.storage.batch_budget import BATCH_ENV, SharedBudget
+from orchestrator.storage.batch_record import (
     read_batch_queue,
     write_batch_queue,
     write_batch_record,

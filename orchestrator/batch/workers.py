@@ -15,7 +15,8 @@ from orchestrator.app.services import Services
 from orchestrator.batch.results import TicketResult, merge, worker_results
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution.process import ProcessOutcome, ProcessRequest
-from orchestrator.storage import BATCH_ENV, StateLayout
+from orchestrator.storage.batch_budget import BATCH_ENV
+from orchestrator.storage.layout import StateLayout
 
 
 def run_workers(

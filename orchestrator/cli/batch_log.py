@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.domain.errors import UsageError
-from orchestrator.storage import rotate_log
+from orchestrator.storage.published import rotate_log
 
 MAX_BYTES = 10 * 1024 * 1024
 

@@ -11,7 +11,7 @@ from typing import TextIO
 from orchestrator.domain.errors import OrchestratorError, UsageError
 from orchestrator.reports.report_data import ReportData
 from orchestrator.reports.report_reader import Context, Selection, read_report
-from orchestrator.storage import publish
+from orchestrator.storage.published import publish
 
 
 def context_of(config_file: Path) -> Context:

@@ -159,7 +159,7 @@ def orchestrator_command() -> str:
 
 def print_what_to_read(state_dir: Path) -> None:
     """Point at the files that say what was decided and why."""
-    from orchestrator.storage import StateLayout, run_record_paths
+    from orchestrator.storage.layout import StateLayout, run_record_paths
 
     relative = os.path.relpath(state_dir)
     command = orchestrator_command()

@@ -55,7 +55,7 @@ from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.eval.live import LiveSummary
 from orchestrator.eval.offline import CaseResult, redecided
 from orchestrator.recovery.playbook import Playbook
-from orchestrator.storage import PlaybookStore
+from orchestrator.storage.playbook import PlaybookStore
 
 RUN_ID: Final = "orchestrator-eval"
 APPROVED_BY: Final = "orchestrator eval"

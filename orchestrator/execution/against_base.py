@@ -11,7 +11,8 @@ from orchestrator.domain.runs import CheckResult
 from orchestrator.domain.sandbox import effective_sandbox
 from orchestrator.execution.stage_env import StageContext
 from orchestrator.reading.base_compare import base_templates, failing_lines, judge
-from orchestrator.storage import BaseCheckKey, BaseCheckStore, check_digest
+from orchestrator.storage import BaseCheckKey
+from orchestrator.storage.base_checks import BaseCheckStore, check_digest
 
 
 def base_check_key(check: CheckConfig, stage: StageConfig, ctx: StageContext) -> BaseCheckKey:

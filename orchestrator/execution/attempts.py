@@ -54,7 +54,9 @@ from orchestrator.execution.stage_sandbox import (
 from orchestrator.reading.failure import read_failure
 from orchestrator.redaction import redact
 from orchestrator.reports.display import Reporter
-from orchestrator.storage import CrashPoint, RunStore, StateLayout, verdict_files
+from orchestrator.storage import CrashPoint
+from orchestrator.storage.layout import StateLayout, verdict_files
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from orchestrator.storage import Storage

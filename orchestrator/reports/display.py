@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from orchestrator.reading.telling import error_lines_of, telling_line_of
-from orchestrator.storage import StateLayout
+from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import Attempt, RunRecord
@@ -83,7 +83,7 @@ def awaiting_summary(record: RunRecord, *, limit: int = AWAITING_SUMMARY_CHARS) 
     nothing or its verdict file cannot be read: the line still names the command)."""
     from orchestrator.domain.errors import StateError
     from orchestrator.redaction import redact
-    from orchestrator.storage import read_verdict
+    from orchestrator.storage.decisions import read_verdict
 
     if record.state != "awaiting-approval":
         return ""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.telling import error_lines_of
 from orchestrator.reports.display import failed_log
-from orchestrator.storage import StateLayout
+from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.storage import BaseCheck

@@ -25,18 +25,16 @@ from orchestrator.reports.report_data import (
     Spend,
 )
 from orchestrator.reports.run_reader import Context, Files, run_view
-from orchestrator.storage import (
+from orchestrator.storage import BatchRecord, StateStorage, open_state
+from orchestrator.storage.batch_record import (
     LATEST,
-    BatchRecord,
-    StateStorage,
     is_batch_id,
     latest_batch_id,
-    open_state,
     read_batch_record,
-    read_record_file,
-    resolve_run_id,
-    run_record_paths,
 )
+from orchestrator.storage.layout import run_record_paths
+from orchestrator.storage.run_ids import resolve_run_id
+from orchestrator.storage.runs import read_record_file
 
 __all__ = ["Context", "Selection", "read_report"]
 

@@ -29,14 +29,10 @@ from orchestrator.reports.report_data import (
     RecipeView,
     RunView,
 )
-from orchestrator.storage import (
-    PrunedMark,
-    StateStorage,
-    VerdictRecord,
-    estimate_cost,
-    read_mark,
-    read_verdict,
-)
+from orchestrator.storage import PrunedMark, StateStorage, VerdictRecord
+from orchestrator.storage.batch_budget import estimate_cost
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.retention import read_mark
 
 AWAITING_APPROVAL = "awaiting-approval"
 

@@ -29,7 +29,7 @@ from orchestrator.stages._stagelib import (
     stage_ticket,
     transport_env,
 )
-from orchestrator.storage import atomic_write
+from orchestrator.storage._atomic import atomic_write
 
 RECORD_NAME = "pull-request.json"
 

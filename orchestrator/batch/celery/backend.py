@@ -29,7 +29,9 @@ from orchestrator.domain.config import LoadedConfig
 from orchestrator.domain.errors import TicketError
 from orchestrator.domain.lifecycle import is_terminal
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import SharedBudget, note_queued, open_state
+from orchestrator.storage import open_state
+from orchestrator.storage.batch_budget import SharedBudget
+from orchestrator.storage.fleet_queue import note_queued
 from orchestrator.storage.redis import CoordinationStore
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait

@@ -30,14 +30,12 @@ from orchestrator.batch.record import batch_record
 from orchestrator.batch.session import new_batch_id
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import (
-    FileStorage,
-    StateLayout,
-    copy_queued_ticket,
-    note_queued,
-    write_batch_record,
-)
+from orchestrator.storage import FileStorage
+from orchestrator.storage.batch_record import write_batch_record
+from orchestrator.storage.fleet_queue import note_queued
+from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.redis import CoordinationStore
+from orchestrator.storage.ticket_queue import copy_queued_ticket
 
 if TYPE_CHECKING:
     from orchestrator.domain.config import LoadedConfig

@@ -44,7 +44,8 @@ from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.display import QuietReporter
-from orchestrator.storage import FileStorage, NotQueued, check_ids, queued_ticket
+from orchestrator.storage import FileStorage
+from orchestrator.storage.fleet_queue import NotQueued, check_ids, queued_ticket
 from orchestrator.storage.postgres import PostgresStorage, PostgresUnavailable
 from orchestrator.storage.redis import (
     CoordinationStore,

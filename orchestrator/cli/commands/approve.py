@@ -29,7 +29,9 @@ from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import EXIT_COMPLETED, UsageError
 from orchestrator.domain.lifecycle import RunState, dry_run_armed
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import os_user, resolve_run_id, ticket_of
+from orchestrator.storage.approvals import os_user
+from orchestrator.storage.layout import ticket_of
+from orchestrator.storage.run_ids import resolve_run_id
 
 
 def next_batch(config: Config, environ: Mapping[str, str]) -> str:

@@ -92,7 +92,8 @@ def green_logs(state_dir: Path, check: str, out: TextIO) -> list[GreenLog]:
     """Every passing run of ``check`` the run records list, oldest first. A record that
     does not read is named on ``out`` and passed over."""
     from orchestrator.domain.errors import StateError
-    from orchestrator.storage import StateLayout, read_record_file, run_record_paths
+    from orchestrator.storage.layout import StateLayout, run_record_paths
+    from orchestrator.storage.runs import read_record_file
 
     found: list[GreenLog] = []
     for path in run_record_paths(StateLayout(state_dir).runs_dir):
@@ -129,7 +130,7 @@ def rebuild(
     ``runs`` green logs on disk, replacing the stored one. StateError when there is no
     green log of it to learn from."""
     from orchestrator.reading.baseline import Baseline, learn
-    from orchestrator.storage import BaselineStore
+    from orchestrator.storage.baselines import BaselineStore
 
     def warn(text: str) -> None:
         out.write(f"warning: {text}\n")
@@ -186,7 +187,7 @@ def rebuild(
 
 def list_baselines(state_dir: Path, out: TextIO) -> int:
     """One line per stored baseline; a damaged one is named with why (exit 7)."""
-    from orchestrator.storage import BaselineStore
+    from orchestrator.storage.baselines import BaselineStore
 
     found = BaselineStore(state_dir).stored()
     if not found:
@@ -210,7 +211,7 @@ def list_baselines(state_dir: Path, out: TextIO) -> int:
 
 
 def prune(state_dir: Path, days: float, out: TextIO) -> int:
-    from orchestrator.storage import BaselineStore
+    from orchestrator.storage.baselines import BaselineStore
 
     removed = BaselineStore(state_dir).prune(older_than_days=days)
     for path in removed:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.cli.arguments import positive
 from orchestrator.domain.errors import EXIT_STATE
-from orchestrator.storage import LEDGER_FILE
+from orchestrator.storage.layout import LEDGER_FILE
 
 if TYPE_CHECKING:
     from orchestrator.storage import DecisionLedger, StateStorage
@@ -130,7 +130,7 @@ def run(
             out.write(f"FAILED{where}: {result.reason}\n")
             return EXIT_STATE
         from orchestrator.app.ledger_link import unrecorded  # here: `show` stays light
-        from orchestrator.storage import UNSIGNED_BEFORE
+        from orchestrator.storage.approvals import UNSIGNED_BEFORE
 
         missing = unrecorded(ledger, storage.decisions.find())
         if missing:
@@ -196,7 +196,7 @@ def _approval_problems(
     """Every approval file checked against the approval key and the verdict file it
     answers: those that do not verify (with why), and those of the unsigned old shape."""
     from orchestrator.domain.errors import StateError
-    from orchestrator.storage import UNSIGNED_BEFORE, ApprovalKeys, problem, read_approval
+    from orchestrator.storage.approvals import UNSIGNED_BEFORE, ApprovalKeys, problem, read_approval
 
     found = storage.approvals.find()
     if not found:

@@ -39,7 +39,8 @@ from orchestrator.domain.errors import EXIT_USAGE, UsageError
 if TYPE_CHECKING:
     from orchestrator.domain.errors import ConfigError
     from orchestrator.domain.playbook import PlaybookEntry
-    from orchestrator.storage import DecisionLedger, PlaybookStore
+    from orchestrator.storage import DecisionLedger
+    from orchestrator.storage.playbook import PlaybookStore
 
 STATUSES: Final = ("proposed", "promoted", "retired")
 COLUMNS: Final = ("ID", "STATUS", "AGREE", "WHERE", "CLASS", "ACTION", "DESCRIPTION")
@@ -101,7 +102,7 @@ def _fields(entry: PlaybookEntry, path: Path | None) -> dict[str, Any]:
 
 
 def _file_of(store: PlaybookStore, entry: PlaybookEntry) -> Path | None:
-    from orchestrator.storage import is_builtin
+    from orchestrator.storage.playbook import is_builtin
 
     return None if is_builtin(entry) else store.path(entry.id)
 
@@ -226,7 +227,7 @@ def run(
     from orchestrator.app.ledger_link import ledger_for
     from orchestrator.app.playbook import get_entry, promote, retire, store_for
     from orchestrator.domain.playbook import EntryStatus
-    from orchestrator.storage import os_user
+    from orchestrator.storage.approvals import os_user
 
     if not config_file.is_file():
         raise UsageError(

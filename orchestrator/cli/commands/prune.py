@@ -16,13 +16,9 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.domain import errors
-from orchestrator.storage import (
-    StateLayout,
-    open_state,
-    prune_base_checks,
-    prune_batch_logs,
-    prune_runs,
-)
+from orchestrator.storage import open_state
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.retention import prune_base_checks, prune_batch_logs, prune_runs
 
 _DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

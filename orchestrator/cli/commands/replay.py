@@ -16,7 +16,8 @@ from orchestrator.app.replay import ReplayResult
 from orchestrator.app.replay import replay as replay_run
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import EXIT_DIFFERENT
-from orchestrator.storage import RunStore, resolve_run_id
+from orchestrator.storage.run_ids import resolve_run_id
+from orchestrator.storage.runs import RunStore
 
 MAX_VALUE_CHARS: Final = 200
 

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.reset import reset_caps
-from orchestrator.storage import os_user
+from orchestrator.storage.approvals import os_user
 
 SPENT_NAMES = {"diagnosis": "diagnoses", "retry": "retries", "infra-retry": "infra retries"}
 

@@ -21,7 +21,8 @@ from orchestrator.cli.preflight import gate
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import is_terminal
-from orchestrator.storage import os_user, resolve_run_id
+from orchestrator.storage.approvals import os_user
+from orchestrator.storage.run_ids import resolve_run_id
 
 
 class ResumeLocked(TicketLocked):

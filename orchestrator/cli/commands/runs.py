@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.storage import StateLayout, run_headers
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.run_listing import run_headers
 
 COLUMNS = ("run_id", "ticket_id", "state", "current_stage", "updated_at")
 

@@ -29,7 +29,8 @@ from typing import Final, TextIO
 
 from orchestrator.cli.choices import ACTIONS, SOURCES
 from orchestrator.domain.errors import StateError, UsageError
-from orchestrator.storage import VerdictRecord, open_state, read_verdict
+from orchestrator.storage import VerdictRecord, open_state
+from orchestrator.storage.decisions import read_verdict
 
 SUMMARY_CHARS: Final = 60
 

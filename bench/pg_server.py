@@ -26,7 +26,7 @@ TESTS = ROOT / "tests"
 def _server_module() -> Any:
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
-    import postgres_server  # type: ignore[import-not-found]  # tests/, imports pytest
+    from support import postgres_server  # type: ignore[import-not-found]  # tests/, imports pytest
 
     return postgres_server
 

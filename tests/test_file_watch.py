@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import file_watch
-from file_watch import wait_for
+from support import file_watch
+from support.file_watch import wait_for
 
 
 def test_a_write_in_the_folder_wakes_the_wait_not_the_recheck(

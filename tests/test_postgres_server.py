@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import postgres_server
-from postgres_server import PostgresServer, RunAs, postgres_bindir
+from support import postgres_server
+from support.postgres_server import PostgresServer, RunAs, postgres_bindir
 
 
 def test_pg_url_is_a_fresh_database_the_password_opens(

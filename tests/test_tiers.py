@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from procfs import is_dead
 
-from suite_clock import QUICK_TIER, files_collected, files_without_a_quick_test, per_core
+from support.procfs import is_dead
+from support.suite_clock import QUICK_TIER, files_collected, files_without_a_quick_test, per_core
 
 HERE = Path(__file__).resolve().parent
 

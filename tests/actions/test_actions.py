@@ -14,7 +14,6 @@ from typing import Any
 
 import git
 import pytest
-from services import make_services
 
 from orchestrator.actions import abandon, budget, mechanical_fix, rerun, split
 from orchestrator.actions.plan import Applying, Dispatch, PlanFacts
@@ -46,8 +45,9 @@ from orchestrator.domain.verdicts import (
 from orchestrator.storage.approvals import Approval
 from orchestrator.storage.budget import BudgetStore
 
-from gitrepo import commit_files, init_repo
-from recording_executor import RecordingExecutor, unwrapped
+from support.gitrepo import commit_files, init_repo
+from support.recording_executor import RecordingExecutor, unwrapped
+from support.services import make_services
 
 CONFIG = """
 state_dir = "state"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import make_services
 
 from orchestrator.actions import mechanical_fix, shipping
 from orchestrator.actions.plan import Applying, PlanFacts
@@ -25,8 +24,9 @@ from orchestrator.domain.verdicts import MechanicalFixVerdict, RepairPlan
 from orchestrator.execution.git import driver_overrides, hardened_git_env
 from orchestrator.storage.approvals import Approval
 
-from gitrepo import commit_files, init_repo
-from recording_executor import RecordingExecutor
+from support.gitrepo import commit_files, init_repo
+from support.recording_executor import RecordingExecutor
+from support.services import make_services
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CONFIG = """

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import git
 import pytest
-from services import make_services
 
 from orchestrator.actions import mechanical_fix
 from orchestrator.actions.plan import Applying, PlanFacts
@@ -31,9 +30,10 @@ from orchestrator.execution.attempts import run_check, stage_context
 from orchestrator.execution.sandbox import SANDBOX_HOME, BwrapLocator, bundled_bwrap
 from orchestrator.storage.approvals import Approval
 
-from gitrepo import commit_files, init_repo
-from recording_executor import RecordingExecutor
-from sandbox_required import require_sandbox
+from support.gitrepo import commit_files, init_repo
+from support.recording_executor import RecordingExecutor
+from support.sandbox_required import require_sandbox
+from support.services import make_services
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PYTHON = Path(sys.executable).name  # a bare name on the allow-list, found through PATH

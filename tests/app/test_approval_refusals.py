@@ -34,7 +34,7 @@ from orchestrator.storage.approvals import (
 from orchestrator.storage.files import FileStorage
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -179,7 +179,7 @@ def test_an_approval_signed_with_the_real_key_before_the_question_is_refused(
 def test_an_automatic_approval_there_before_its_decision_was_taken_is_refused(
     tmp_path: Path,
 ) -> None:
-    from harness import ALL_AUTO
+    from support.harness import ALL_AUTO
 
     h = harness(tmp_path, fails_once("build"), routing=ALL_AUTO)
     forge_on_the_decision(h, by="auto")
@@ -272,7 +272,7 @@ def test_a_run_killed_while_carrying_out_an_approval_finishes_it_when_resumed(
 
 
 def test_an_automatic_approval_is_signed_and_bound_too(tmp_path: Path) -> None:
-    from harness import ALL_AUTO
+    from support.harness import ALL_AUTO
 
     h = harness(tmp_path, fails_once("build"), routing=ALL_AUTO)
     record = h.run(write_ticket(tmp_path / "t"))

@@ -20,7 +20,7 @@ from orchestrator.storage.approvals import approval_path, os_user, read_approval
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
-from harness import Harness, flaky, make_origin, reply, write_pipeline
+from support.harness import Harness, flaky, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,7 @@ def test_the_ledger_remembers_green_recipes_by_signature_and_age(tmp_path: Path)
     from orchestrator.app.ledger_link import LedgerLink
     from orchestrator.recovery.confidence import HALF_LIFE_DAYS
 
-    from harness import demo_harness
+    from support.harness import demo_harness
 
     h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
     first = h.run(tickets["CARDS-1"])

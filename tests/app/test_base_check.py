@@ -17,7 +17,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import COUNTS, write_ticket
-from harness import Harness, make_origin, write_pipeline
+from support.harness import Harness, make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
 

@@ -24,13 +24,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from scripted_cli import (
-    CALLS_ENV,
-    SCRIPT_ENV,
-    FileScriptedGateway,
-    requests_made,
-    run_here,
-)
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.demo.run import build_demo
@@ -42,11 +35,18 @@ from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.runs import read_record_file
 
 from conftest import ROOT, subprocess_env, untimed, write_ticket
-from harness import flaky, reply
+from support.harness import flaky, reply
+from support.scripted_cli import (
+    CALLS_ENV,
+    SCRIPT_ENV,
+    FileScriptedGateway,
+    requests_made,
+    run_here,
+)
 
 pytestmark = pytest.mark.slow
 
-SCRIPTED_CLI = ROOT / "tests" / "scripted_cli.py"
+SCRIPTED_CLI = ROOT / "tests" / "support" / "scripted_cli.py"
 KILLED = -signal.SIGKILL
 # A clone the decision can look at (an empty repository: no diff), without a network.
 CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'

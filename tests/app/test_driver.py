@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
@@ -36,7 +35,8 @@ from conftest import (
     write_config,
     write_ticket,
 )
-from recording_executor import RecordingExecutor
+from support.recording_executor import RecordingExecutor
+from support.services import make_services
 
 
 def services_for(
@@ -378,7 +378,7 @@ def test_secrets_reach_only_the_stages_that_name_them(tmp_path: Path) -> None:
 def test_sigterm_during_an_infra_back_off_stops_at_once(tmp_path: Path) -> None:
     """The back-off is the driver's wait, after the decision and its charge are saved:
     SIGTERM ends it promptly, and the run stays resumable."""
-    from harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
+    from support.harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
 
     make_origin(tmp_path)
     config = write_pipeline(tmp_path, CLAUDE, recovery="infra_backoff_s = 3600.0\n")

@@ -13,8 +13,6 @@ import signal
 import subprocess
 from pathlib import Path
 
-from services import make_services
-
 from orchestrator.app.driver import run_ticket
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import RunState
@@ -30,6 +28,7 @@ from conftest import (
     write_config,
     write_ticket,
 )
+from support.services import make_services
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a",

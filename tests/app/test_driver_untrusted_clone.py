@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.domain.config import load_config
@@ -19,6 +18,7 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelGateway
 
 from conftest import bash_stage, write_config, write_ticket
+from support.services import make_services
 
 # The stage that makes the clone, as the clone stage would (cwd = run), and then:
 MAKE_CLONE = (

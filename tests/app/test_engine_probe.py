@@ -21,7 +21,7 @@ from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
 
 from conftest import write_config, write_ticket
-from harness import FAKES
+from support.harness import FAKES
 
 VERSION = "2.1.332 (Claude Code)"
 CLAUDE = f"""#!/bin/sh

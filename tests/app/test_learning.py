@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.learning import learn
@@ -27,7 +26,8 @@ from orchestrator.storage.approvals import os_user
 from orchestrator.storage.playbook import PlaybookStore
 
 from conftest import COUNTS, ROOT, subprocess_env, write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
+from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 
 pytestmark = pytest.mark.slow
 
@@ -143,7 +143,7 @@ def _cli(root: Path, crash: str | None) -> subprocess.CompletedProcess[str]:
     if crash is None:
         return run_here(root, argv, subprocess_env(DRY_RUN="false", **extra))
     return subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "scripted_cli.py"), *argv], cwd=root,
+        [sys.executable, str(ROOT / "tests" / "support" / "scripted_cli.py"), *argv], cwd=root,
         env=subprocess_env(DRY_RUN="false", ORCHESTRATOR_CRASH_AT=crash, **extra),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -18,8 +18,6 @@ from typing import Any
 import anthropic._base_client
 import httpx2
 import pytest
-from notify_fixtures import run_record
-from services import make_services
 
 from orchestrator.actions.budget import diagnoses_spent
 from orchestrator.app.driver import run_ticket
@@ -46,7 +44,9 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.notify_fixtures import run_record
+from support.services import make_services
 
 pytestmark = pytest.mark.timeout(60)
 

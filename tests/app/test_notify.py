@@ -11,8 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from notify_fixtures import HANG, closed_port, halt, run_record, smtp_server, webhook_server
-from services import make_services
 
 from orchestrator.app.driver import run_ticket, run_unfinished
 from orchestrator.app.notify import Notify, notifier_for
@@ -23,6 +21,8 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage import FileStorage, NotifyOutbox
 
 from conftest import bash_stage, write_config, write_ticket
+from support.notify_fixtures import HANG, closed_port, halt, run_record, smtp_server, webhook_server
+from support.services import make_services
 
 pytestmark = pytest.mark.timeout(30)
 

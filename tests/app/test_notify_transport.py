@@ -19,7 +19,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from notify_fixtures import halt, run_record, webhook_server
 
 from orchestrator.app.notify import BACK_OFF_S, TRIES, Notify
 from orchestrator.app.notify_transport import Address, Deadline, Refused, post_json
@@ -28,6 +27,8 @@ from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.notify import NotifyTarget
 from orchestrator.storage import FileStorage, NotifyOutbox
+
+from support.notify_fixtures import halt, run_record, webhook_server
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -13,9 +13,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
-from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.app.preflight import (
     forge_stages,
@@ -30,6 +27,9 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.preflight import GITHUB, GITLAB, checklist
 
 from conftest import write_config
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
 
 UNBOXED = '[sandbox]\ngit = "none"\n'
 STAGE = '[[stages]]\nname = "x"\ncommand = ["true"]\ncwd = "run"\nsandbox = "none"\n'

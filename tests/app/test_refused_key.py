@@ -17,7 +17,7 @@ from orchestrator.recovery.gateway import ModelReply, ModelRequest, ScriptedGate
 from orchestrator.storage.budget import BudgetStore
 
 from conftest import write_ticket
-from harness import make_origin, write_pipeline
+from support.harness import make_origin, write_pipeline
 
 REQUEST = ModelRequest(system="s", prompt="p", json_schema={}, max_tokens=10)
 REFUSED = ModelReply(
@@ -163,7 +163,7 @@ def _run_with_key(tmp_path: Path, monkeypatch, key: str | None, fake: KeyedFake)
     from orchestrator.app.replay import replay
     from orchestrator.recovery import anthropic_gateway
 
-    from harness import Harness
+    from support.harness import Harness
 
     monkeypatch.setattr(app_services, "_KEY_REFUSALS", {})
     monkeypatch.setattr(anthropic_gateway, "gateway_from_config", lambda model, environ: fake)

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 import tomli_w
-from once import built_once
-from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.replay import Difference, ReplayResult, replay
@@ -35,7 +33,9 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.runs import RunStore
 
 from conftest import ROOT, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.once import built_once
+from support.services import make_services
 
 pytestmark = pytest.mark.slow
 

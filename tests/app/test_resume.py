@@ -24,7 +24,7 @@ from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import RunStore
 
 from conftest import COUNTS, orchestrator_cmd, subprocess_env, write_ticket
-from harness import Harness, make_origin, write_pipeline
+from support.harness import Harness, make_origin, write_pipeline
 
 
 def counted(name: str, extra: str = "") -> str:

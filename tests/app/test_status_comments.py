@@ -12,11 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
-from gitlab_fake import TOKEN as GITLAB_TOKEN
-from notify_fixtures import run_record
-from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.status_comments import IssueThread, NoStatus, StatusComments, status_for
@@ -31,6 +26,11 @@ from orchestrator.forges.gitlab import GitLabForge
 from orchestrator.forges.http import UrllibClient
 
 from conftest import bash_stage, write_config, write_ticket
+from support.github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
+from support.notify_fixtures import run_record
+from support.services import make_services
 
 pytestmark = pytest.mark.timeout(30)
 

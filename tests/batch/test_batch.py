@@ -16,7 +16,7 @@ from orchestrator.cli.commands.batch import batch
 from orchestrator.storage.decisions import read_verdict
 
 from conftest import COUNTS, orchestrator_cmd, subprocess_env, untimed, write_ticket
-from harness import SameAnswerModel
+from support.harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.runs import RunStore
 
 from conftest import untimed, write_ticket
-from harness import SameAnswerModel
+from support.harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 

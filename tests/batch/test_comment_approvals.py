@@ -16,11 +16,6 @@ from typing import Any
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab
-from gitlab_fake import TOKEN as GITLAB_TOKEN
-from gitlab_fake import gitlab_server as gitlab  # noqa: F401  (the fixture)
-from leaks import assert_not_leaked
 
 from orchestrator.app import comment_approvals
 from orchestrator.app.ledger_link import ledger_for
@@ -32,7 +27,12 @@ from orchestrator.storage import FileStorage
 from orchestrator.storage.approvals import read_approval
 
 from conftest import COUNTS
-from harness import reply
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
+from support.gitlab_fake import gitlab_server as gitlab  # noqa: F401  (the fixture)
+from support.harness import reply
+from support.leaks import assert_not_leaked
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-1"

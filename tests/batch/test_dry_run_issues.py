@@ -17,14 +17,14 @@ from typing import Any
 
 import git
 import pytest
-from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.cli.commands.tickets import tickets
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.storage import FileStorage
 
-from gitrepo import commit_files, init_repo
+from support.github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
+from support.gitrepo import commit_files, init_repo
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-3"

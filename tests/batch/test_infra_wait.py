@@ -27,8 +27,6 @@ from typing import Any
 
 import git
 import pytest
-from github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
-from notify_fixtures import Webhook, run_record, webhook_server
 
 from orchestrator.batch.queue import waiting_detail
 from orchestrator.batch.results import TicketResult, exit_code
@@ -39,7 +37,9 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt
 from orchestrator.storage import CRASH_ENV, FileStorage
 
-from gitrepo import commit_files, init_repo
+from support.github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
+from support.gitrepo import commit_files, init_repo
+from support.notify_fixtures import Webhook, run_record, webhook_server
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-7"

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from leaks import assert_not_leaked
 
 from orchestrator.app.intake import QUEUED, SKIPPED, gather
 from orchestrator.cli.commands.batch import batch
@@ -24,6 +22,8 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage import FileStorage
 
 from conftest import COUNTS, bash_stage
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.leaks import assert_not_leaked
 
 REPO = "octo/widgets"
 
@@ -183,7 +183,7 @@ def test_a_ticket_held_by_a_running_batch_is_not_rewritten(
 
 
 def test_gitlab_issues_are_taken_in_too(tmp_path: Path) -> None:
-    from gitlab_fake import serve
+    from support.gitlab_fake import serve
 
     serve_gitlab = contextlib.contextmanager(serve)
     token = "glpat-" + "fake-gitlab-token"

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from leaks import assert_not_leaked
 
 from orchestrator.storage import BATCH_ENV
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env
-from file_watch import wait_for
+from support.file_watch import wait_for
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.leaks import assert_not_leaked
 
 REPO = "octo/widgets"
 LISTING = f"/repos/{REPO}/issues"

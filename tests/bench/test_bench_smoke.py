@@ -92,7 +92,7 @@ def test_ledger_history_bench_runs_and_reports_both_timings_and_the_difference()
 
 @pytest.mark.slow
 def test_sandbox_bench_runs_and_reports_the_added_time_per_command() -> None:
-    from sandbox_required import require_sandbox
+    from support.sandbox_required import require_sandbox
 
     require_sandbox()
     out = bench_output(
@@ -195,7 +195,7 @@ def test_evidence_bench_runs_and_reports_the_ratio_against_grep_and_the_rss() ->
 def test_fleet_bench_runs_both_batches_and_judges_both_targets() -> None:
     import os
 
-    from redis_server import redis_server_binary
+    from support.redis_server import redis_server_binary
 
     if redis_server_binary() is None:
         if os.environ.get("CI") == "true":
@@ -300,7 +300,7 @@ def test_held_redaction_bench_runs_and_reports_the_ratio_against_redact_alone() 
 # verdict for each target (no timing asserted).
 @pytest.mark.slow
 def test_egress_bench_runs_and_reports_set_up_and_throughput() -> None:
-    from sandbox_required import require_sandbox
+    from support.sandbox_required import require_sandbox
 
     require_sandbox()
     result = subprocess.run(

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from approval_pipeline import env, paused, ran, run_batch
 
 from orchestrator.cli.commands.approve import answer
 from orchestrator.domain.errors import UsageError
@@ -23,6 +22,7 @@ from orchestrator.storage import FileStorage
 from orchestrator.storage.approvals import os_user
 
 from conftest import orchestrator_cmd, subprocess_env
+from support.approval_pipeline import env, paused, ran, run_batch
 
 
 def state(tmp_path: Path, run_id: str) -> RunState:

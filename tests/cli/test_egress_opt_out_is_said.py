@@ -12,7 +12,7 @@ from orchestrator.cli.main import main
 from orchestrator.storage.runs import read_record_file
 
 from conftest import bash_stage, write_config, write_ticket
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
 
 
 def test_a_stage_with_the_whole_network_is_warned_recorded_and_shown(

@@ -31,7 +31,7 @@ from orchestrator.storage.approvals import (
 from orchestrator.storage.files import FileStorage
 
 from conftest import ROOT, subprocess_env, write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 

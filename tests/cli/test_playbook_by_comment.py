@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from leaks import assert_not_leaked
 
 from orchestrator.app.comment_approvals import promote_from_comments
 from orchestrator.app.intake import take_in, tracker_for
@@ -29,6 +27,9 @@ from orchestrator.domain.playbook import EntryStatus, PlaybookEntry, Provenance
 from orchestrator.domain.sources import GitHubSource
 from orchestrator.storage import FileStorage, IntakeFiles
 from orchestrator.storage.ledger import Ledger
+
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.leaks import assert_not_leaked
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-1"

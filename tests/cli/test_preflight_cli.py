@@ -20,7 +20,7 @@ import pytest
 from orchestrator.cli.main import main
 
 from conftest import write_config, write_ticket
-from harness import CLONE_STAGE, make_origin
+from support.harness import CLONE_STAGE, make_origin
 
 # Machine-independent: nothing here needs the sandbox (its own tests prove it).
 UNBOXED = '[sandbox]\ngit = "none"\n'

@@ -24,7 +24,7 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.storage.runs import read_record_file, ticket_lock
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
-from harness import make_origin, write_pipeline
+from support.harness import make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import COUNTS, write_ticket
-from harness import Harness, flaky, make_origin, reply, write_pipeline
+from support.harness import Harness, flaky, make_origin, reply, write_pipeline
 
 
 def counted(name: str, extra: str = "") -> str:

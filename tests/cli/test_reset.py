@@ -17,7 +17,7 @@ from orchestrator.storage.files import FileStorage
 from orchestrator.storage.ledger import LedgerRow
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
 
 ALWAYS_FAILS = '[[stages]]\nname = "build"\ncommand = ["bash", "-c", "echo broken; exit 1"]\n'
 RETRY = reply({"action": "retry", "summary": "flaky: try again"})

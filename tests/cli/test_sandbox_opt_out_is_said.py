@@ -11,7 +11,7 @@ from orchestrator.cli.main import main
 from orchestrator.storage.runs import read_record_file
 
 from conftest import bash_stage, write_config, write_ticket
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
 
 
 def test_an_opted_out_stage_and_check_are_warned_recorded_and_shown(

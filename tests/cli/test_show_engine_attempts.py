@@ -17,7 +17,7 @@ from orchestrator.cli.commands.show import _attempt_lines, _recipe_lines, reason
 from orchestrator.domain.runs import Attempt, CheckResult
 
 from conftest import write_ticket
-from harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
+from support.harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
 
 STARTED = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from ledger_rows import conclude, decide
 
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.ledger import Ledger
 
 from conftest import orchestrator_cmd, subprocess_env
+from support.ledger_rows import conclude, decide
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

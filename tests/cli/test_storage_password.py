@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from ledger_rows import decide
 
 from orchestrator.cli.commands import storage
 from orchestrator.domain.errors import UsageError
@@ -28,6 +27,7 @@ from orchestrator.storage.postgres import PostgresUnavailable
 from orchestrator.storage.postgres.migrate import MIGRATION_LOCK
 
 from conftest import orchestrator_cmd, subprocess_env
+from support.ledger_rows import decide
 
 DEADLINE_S = 60.0
 VERIFIED = "  ledger verify (database): OK: 1 entries\n"

@@ -17,8 +17,8 @@ from typing import Any
 
 from .model_server import ModelServer
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from sandbox_required import require_sandbox
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.sandbox_required import require_sandbox
 
 BROKEN = 'GREETING = "helo"\n'
 # The review's check, run by the orchestrator (not by the agent).

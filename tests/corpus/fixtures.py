@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from once import built_once, computed_once
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
@@ -25,6 +24,7 @@ from orchestrator.eval.offline import CaseResult, Summary, evaluate
 from orchestrator.eval.report import render_table
 
 from corpus.build import build
+from support.once import built_once, computed_once
 
 _REPORTED: list[str] = []
 _WORKER_KEY = "orchestrator-eval-tables"

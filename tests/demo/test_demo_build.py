@@ -13,7 +13,7 @@ from orchestrator.demo.run import EXPECTED, MARKER, DemoLayout, build_demo, mism
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.stages.checks.commit_order import find_violations, read_branch_commits
 
-from gitrepo import clone
+from support.gitrepo import clone
 
 
 @pytest.fixture(scope="module")

@@ -25,12 +25,11 @@ from orchestrator.domain.broker_url import BROKER_URL_ENV, BrokerUrl
 from orchestrator.storage.redis.client import CoordinationStore
 
 from conftest import subprocess_env
-from fleet_keys import install_fleet_key
-from fleet_machines import FleetWorkers
-from lossy_proxy import LossyProxy
-from redis_server import RedisServer, redis_server_binary
-
-HERE = Path(__file__).resolve().parent
+from support import SUPPORT
+from support.fleet_keys import install_fleet_key
+from support.fleet_machines import FleetWorkers
+from support.lossy_proxy import LossyProxy
+from support.redis_server import RedisServer, redis_server_binary
 
 MISSING = (
     "redis-server is not installed: the distributed tests need a real one "
@@ -126,7 +125,7 @@ def machines() -> Iterator[list[FleetWorkers]]:
 
 
 class Workers:
-    """Worker processes running one of this directory's scripts, each in its own process
+    """Worker processes running one of tests/support's scripts, each in its own process
     group; all of them are killed after the test if still running."""
 
     def __init__(self) -> None:
@@ -134,7 +133,7 @@ class Workers:
 
     def start(self, script: str, *args: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
-            [sys.executable, str(HERE / script), *args],
+            [sys.executable, str(SUPPORT / script), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -20,9 +20,9 @@ from orchestrator.batch.celery.celery_app import celery_app, celery_settings, qu
 from orchestrator.domain.broker_url import BrokerUrl
 
 from conftest import subprocess_env
-from redis_server import RedisServer
+from support import SUPPORT
+from support.redis_server import RedisServer
 
-HERE = Path(__file__).resolve().parent
 PASSWORD = "celery-Secret-pw"
 RESULT_DEADLINE_S = 60.0
 
@@ -102,7 +102,7 @@ class Fleet:
             TEST_FLEET_KEY=str(self.key.key),
             TEST_FLEET_CERT=str(self.key.certificate),
         )
-        env["PYTHONPATH"] = f"{HERE}{os.pathsep}{env['PYTHONPATH']}"
+        env["PYTHONPATH"] = f"{SUPPORT}{os.pathsep}{env['PYTHONPATH']}"
         log = (home / "worker.log").open("wb")
         worker = subprocess.Popen(
             [

@@ -43,9 +43,9 @@ from orchestrator.storage.redis.fenced_stores import (
 from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env
-from redis_server import RedisServer
+from support import SUPPORT
+from support.redis_server import RedisServer
 
-HERE = Path(__file__).resolve().parent
 NOW = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)
 DEADLINE_S = 30.0
 
@@ -208,7 +208,7 @@ def holder_process(
 ) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     output = tmp_path / "owner.txt"
     process = subprocess.Popen(
-        [sys.executable, str(HERE / "lease_holder.py"), redis_server.url, namespace, "T-1", "1.0", str(output)],
+        [sys.executable, str(SUPPORT / "lease_holder.py"), redis_server.url, namespace, "T-1", "1.0", str(output)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

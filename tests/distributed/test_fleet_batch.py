@@ -26,8 +26,9 @@ from orchestrator.storage.redis.coordination import HeldElsewhere, TicketLeases
 from orchestrator.storage.runs import RunStore
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env
-from file_watch import wait_for
-from fleet_machines import (
+from support import SUPPORT
+from support.file_watch import wait_for
+from support.fleet_machines import (
     FleetWorkers,
     batch_cmd,
     counted,
@@ -36,7 +37,7 @@ from fleet_machines import (
     write_fleet_config,
     write_tickets,
 )
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 BATCH_DEADLINE_S = 120.0
 
@@ -483,7 +484,7 @@ def test_a_batch_budget_of_model_calls_is_never_exceeded_across_workers(
     calls = tmp_path / "model-calls.txt"
     fleet = FleetWorkers(tmp_path, config)
     machines.append(fleet)
-    script = [sys.executable, str(Path(__file__).parent / "scripted_worker.py")]
+    script = [sys.executable, str(SUPPORT / "scripted_worker.py")]
     for name in ("one", "two"):
         fleet.start(name, argv=[*script, str(config), str(calls)])
     done = subprocess.run(

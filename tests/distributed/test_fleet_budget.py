@@ -18,7 +18,7 @@ from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.redis.fleet_budget import Charged, FleetBatchBudget, FleetBudget, Refused
 
 from .conftest import Workers
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 
 @pytest.mark.slow

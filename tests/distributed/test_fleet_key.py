@@ -14,9 +14,9 @@ from orchestrator.cli.main import main
 from orchestrator.domain.errors import EXIT_COMPLETED, EXIT_USAGE
 
 from conftest import bash_stage, write_ticket
-from fleet_keys import install_fleet_key
-from fleet_machines import counted, write_fleet_config
-from sandbox_required import require_sandbox
+from support.fleet_keys import install_fleet_key
+from support.fleet_machines import counted, write_fleet_config
+from support.sandbox_required import require_sandbox
 
 
 def doctor_says(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:

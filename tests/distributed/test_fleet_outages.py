@@ -27,7 +27,7 @@ from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.redis.errors import CoordinationUnavailable
 
 from conftest import subprocess_env
-from fleet_machines import (
+from support.fleet_machines import (
     FleetWorkers,
     batch_cmd,
     counted,
@@ -37,8 +37,8 @@ from fleet_machines import (
     write_fleet_config,
     write_tickets,
 )
-from lossy_proxy import LossyProxy
-from redis_server import RedisServer
+from support.lossy_proxy import LossyProxy
+from support.redis_server import RedisServer
 
 DEADLINE_S = 90.0
 QUICK = "lost_task_check_s = 0.3\n"

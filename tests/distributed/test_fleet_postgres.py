@@ -24,8 +24,9 @@ import pytest
 from orchestrator.storage.postgres import PostgresRuns
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_ticket
-from file_watch import wait_for
-from fleet_machines import (
+from support import SUPPORT
+from support.file_watch import wait_for
+from support.fleet_machines import (
     SeparateMachines,
     batch_cmd,
     counted,
@@ -33,11 +34,11 @@ from fleet_machines import (
     machine_config,
     write_database_fleet_config,
 )
-from postgres_server import PostgresServer
-from redis_server import RedisServer
+from support.postgres_server import PostgresServer
+from support.redis_server import RedisServer
 
 BATCH_DEADLINE_S = 120.0
-SCRIPTED_WORKER = Path(__file__).parent / "scripted_worker.py"
+SCRIPTED_WORKER = SUPPORT / "scripted_worker.py"
 # Fails the first time it runs for a ticket on a machine, passes after: a decision each.
 FLAKY_BUILD = (
     "[routing]\nretry = 0.0\n"

@@ -13,10 +13,16 @@ from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env
-from fleet_machines import FleetWorkers, batch_cmd, counted, write_fleet_config, write_tickets
-from page_checks import check_links, parse
-from prometheus_text import parse as parse_metrics
-from redis_server import RedisServer
+from support.fleet_machines import (
+    FleetWorkers,
+    batch_cmd,
+    counted,
+    write_fleet_config,
+    write_tickets,
+)
+from support.page_checks import check_links, parse
+from support.prometheus_text import parse as parse_metrics
+from support.redis_server import RedisServer
 
 
 @pytest.mark.slow

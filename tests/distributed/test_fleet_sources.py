@@ -11,11 +11,11 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
 
 from conftest import subprocess_env
-from fleet_machines import FleetWorkers, counted, counts, run_batch, write_fleet_config
-from redis_server import RedisServer
+from support.fleet_machines import FleetWorkers, counted, counts, run_batch, write_fleet_config
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.redis_server import RedisServer
 
 REPO = "octo/widgets"
 LISTING = f"/repos/{REPO}/issues"

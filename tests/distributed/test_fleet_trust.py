@@ -32,10 +32,10 @@ from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env, write_ticket
-from file_watch import wait_for
-from fleet_keys import install_fleet_key
-from fleet_machines import FleetWorkers, batch_cmd, counted, counts, write_fleet_config
-from redis_server import RedisServer
+from support.file_watch import wait_for
+from support.fleet_keys import install_fleet_key
+from support.fleet_machines import FleetWorkers, batch_cmd, counted, counts, write_fleet_config
+from support.redis_server import RedisServer
 
 DEADLINE_S = 60.0
 

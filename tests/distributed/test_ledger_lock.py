@@ -12,7 +12,7 @@ from orchestrator.storage.redis.errors import LockLost, LockTimeout
 from orchestrator.storage.redis.ledger_lock import RedisLock, ledger_lock
 
 from .conftest import Workers
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from orchestrator.storage.redis.coordination import Lease, TicketLeases
 from orchestrator.storage.redis.fleet_budget import Charged, FleetBudget
 from orchestrator.storage.redis.ledger_lock import ledger_lock
 
-from lossy_proxy import LossyProxy
+from support.lossy_proxy import LossyProxy
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import io
 from pathlib import Path
 
 import pytest
-from approval_pipeline import env, paused, ran
 
 from orchestrator.batch.celery.celery_app import broker_keys
 from orchestrator.batch.celery.requeue import located
@@ -22,8 +21,9 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.storage import FileStorage
 from orchestrator.storage.redis import CoordinationStore
 
-from fleet_keys import install_fleet_key, signed_body
-from redis_server import RedisServer
+from support.approval_pipeline import env, paused, ran
+from support.fleet_keys import install_fleet_key, signed_body
+from support.redis_server import RedisServer
 
 NAMESPACE = "orchestrator"  # the config's default: the test's Redis is its own
 

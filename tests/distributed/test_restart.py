@@ -15,7 +15,7 @@ from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut
 from orchestrator.storage.redis.fleet_budget import Charged, FleetBudget
 from orchestrator.storage.redis.ledger_lock import ledger_lock
 
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 PASSWORD = "s3cret-Redis-pw"
 DEADLINE_S = 30.0

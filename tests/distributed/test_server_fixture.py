@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orchestrator.storage.redis.client import CoordinationStore
 
-from redis_server import RedisServer
+from support.redis_server import RedisServer
 
 
 def test_the_server_answers_and_restarts_on_the_same_port(

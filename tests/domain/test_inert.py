@@ -11,7 +11,6 @@ import json
 
 import markdown
 import pytest
-from markdown_live import GITHUB_CLOSING, GITLAB_CLOSING, MENTION, what_acts
 
 from orchestrator.domain.inert import (
     break_closing,
@@ -23,6 +22,8 @@ from orchestrator.domain.inert import (
     slack,
     teams,
 )
+
+from support.markdown_live import GITHUB_CLOSING, GITLAB_CLOSING, MENTION, what_acts
 
 CLOSING = [
     "Fixes #999",

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from notify_fixtures import run_record
 
 from orchestrator.actions.budget import decide_charge, infra_retries_spent
 from orchestrator.app.intake import QUEUED, SKIPPED, ended
@@ -38,6 +37,8 @@ from orchestrator.reports.page import render_page
 from orchestrator.reports.report_data import HaltView, ReportData, RunView
 from orchestrator.storage import TicketBudget
 from orchestrator.storage.budget import Charge
+
+from support.notify_fixtures import run_record
 
 T0 = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)
 WAITING = Halt(reason=HaltReason.INFRA_UNAVAILABLE, stage="open-pr", detail="503 x3")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from notify_fixtures import AT, halt, run_record, verdict
 
 from orchestrator.domain.config import parse_config
 from orchestrator.domain.errors import ConfigError
@@ -14,6 +13,8 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.notices import MAX_TEXT, Occasion, notice_of, occasion_of, payload_for
 from orchestrator.domain.notify import NotifyEvent
 from orchestrator.domain.runs import ResumeRecord
+
+from support.notify_fixtures import AT, halt, run_record, verdict
 
 STAGES = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
 

@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from services import make_services
 
 from orchestrator.app.services import Services
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
@@ -21,7 +20,8 @@ from orchestrator.execution.stage_env import StageContext, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity, secret_files
 from orchestrator.storage.files import FileStorage
 
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
+from support.services import make_services
 
 BASE = """
 [engines.coder]

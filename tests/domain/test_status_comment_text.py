@@ -3,8 +3,6 @@ needs (the pull request, what is asked and how to answer, the hand-off), redacte
 
 from __future__ import annotations
 
-from notify_fixtures import halt, run_record, verdict
-
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt
 from orchestrator.domain.status_comments import (
@@ -14,6 +12,8 @@ from orchestrator.domain.status_comments import (
     marker,
     status_body,
 )
+
+from support.notify_fixtures import halt, run_record, verdict
 
 RUN = "`T-1-20261201T030405Z-abcd`"
 

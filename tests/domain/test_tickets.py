@@ -18,7 +18,7 @@ from orchestrator.domain.tickets import (
 )
 
 from conftest import ROOT, examples, orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
+from support.gitrepo import bare_clone, commit_files, init_repo
 
 
 def refusal(path: Path) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import tomli_w
 
 from conftest import ROOT
-from harness import FAKES
+from support.harness import FAKES
 
 GUIDE = ROOT / "docs" / "guide" / "sources-and-notifications.md"
 README = ROOT / "README.md"

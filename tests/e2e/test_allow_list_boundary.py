@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from sandbox_required import require_sandbox
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.sandbox_required import require_sandbox
 
 pytestmark = pytest.mark.slow
 

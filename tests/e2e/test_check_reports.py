@@ -15,7 +15,7 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
 
 # A report with a failing case of its own, an hour old when the check starts (as one a CI
 # cache restored): stale whatever it says.

@@ -26,7 +26,7 @@ from orchestrator.storage.ledger import LedgerRow, inputs_hash
 from orchestrator.storage.runs import RunStore
 
 from conftest import untimed, write_ticket
-from harness import SameAnswerModel
+from support.harness import SameAnswerModel
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import git
 import pytest
 
 from conftest import ROOT
-from gitrepo import commit_files, init_repo
+from support.gitrepo import commit_files, init_repo
 
 README = ROOT / "README.md"
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"

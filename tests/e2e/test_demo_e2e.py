@@ -9,7 +9,6 @@ from pathlib import Path
 
 import git
 import pytest
-from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.demo.run import build_demo
@@ -18,7 +17,8 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.tickets import load_ticket
 
 from conftest import ROOT
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
+from support.services import make_services
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import git
 import pytest
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from harness import make_origin, write_pipeline
-from sandbox_required import require_sandbox
+from support.harness import make_origin, write_pipeline
+from support.sandbox_required import require_sandbox
 
 pytestmark = pytest.mark.slow  # the file's one test
 

@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 
 import pytest
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 
 from orchestrator.domain.runs import RunRecord
 
 from conftest import write_ticket
-from harness import ALL_AUTO, CLONE_STAGE, make_origin, reply
+from support.harness import ALL_AUTO, CLONE_STAGE, make_origin, reply
+from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
 
 pytestmark = pytest.mark.slow
 

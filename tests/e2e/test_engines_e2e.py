@@ -14,7 +14,7 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import write_ticket
-from harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
+from support.harness import CLAUDE, FAKES, Harness, make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_a_code_failure_still_goes_to_the_decision(tmp_path: Path) -> None:
 def test_a_command_engine_reads_its_prompt_file_through_the_sandbox(tmp_path: Path) -> None:
     """Its prompt is a file in the run dir ({prompt_file}; aider's --message-file is one
     too): the engine, sandboxed like every stage, must be able to read it."""
-    from sandbox_required import require_sandbox
+    from support.sandbox_required import require_sandbox
 
     require_sandbox()
     make_origin(tmp_path)

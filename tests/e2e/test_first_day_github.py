@@ -31,10 +31,10 @@ from first_day import (
     ledger_rows,
     run_record,
 )
-from github_fake import LOGIN, TOKEN, serve_github
-from leaks import assert_not_leaked
 
-from harness import make_origin
+from support.github_fake import LOGIN, TOKEN, serve_github
+from support.harness import make_origin
+from support.leaks import assert_not_leaked
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-7"

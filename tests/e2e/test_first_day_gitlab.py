@@ -33,10 +33,10 @@ from first_day import (
     ledger_rows,
     run_record,
 )
-from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
-from leaks import assert_not_leaked
 
-from harness import make_origin
+from support.gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
+from support.harness import make_origin
+from support.leaks import assert_not_leaked
 
 TICKET = "gl-grp-sub-cards-1"
 LOGIN = "bot"  # the fake token's account

@@ -18,12 +18,6 @@ from typing import Any
 
 import git
 import pytest
-from github_fake import LOGIN, FakeGitHub, serve_github
-from github_fake import TOKEN as GITHUB_TOKEN
-from gitlab_fake import TOKEN as GITLAB_TOKEN
-from gitlab_fake import FakeGitLab, serve
-from leaks import assert_not_leaked
-from notify_fixtures import Webhook, webhook_server
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.domain.lifecycle import RunState
@@ -31,8 +25,14 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage import FileStorage
 
 from conftest import COUNTS
-from gitrepo import commit_files, init_repo
-from harness import reply
+from support.github_fake import LOGIN, FakeGitHub, serve_github
+from support.github_fake import TOKEN as GITHUB_TOKEN
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
+from support.gitlab_fake import FakeGitLab, serve
+from support.gitrepo import commit_files, init_repo
+from support.harness import reply
+from support.leaks import assert_not_leaked
+from support.notify_fixtures import Webhook, webhook_server
 
 REPO = "octo/widgets"
 PROJECT = "grp/cards"

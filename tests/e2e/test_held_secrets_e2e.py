@@ -29,7 +29,7 @@ from orchestrator.recovery.gateway import ModelGateway, ModelReply, ModelRequest
 from orchestrator.redaction import HeldSecrets, redact
 
 from conftest import write_ticket
-from harness import ALL_AUTO, CLONE_STAGE, make_origin, reply
+from support.harness import ALL_AUTO, CLONE_STAGE, make_origin, reply
 
 TOKEN = "dpl+9fK2/mQ7xR4~vL8Zq"  # no vendor's shape, too short for the random-run rule
 HOOK = "https://hooks.example.com/services/T0AB12CD/B0EF34GH/Xq8rTzLm2Np7"

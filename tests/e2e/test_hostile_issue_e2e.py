@@ -18,10 +18,6 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import LOGIN, FakeGitHub, serve_github
-from github_fake import TOKEN as GITHUB_TOKEN
-from markdown_live import GITHUB_CLOSING, GITLAB_CLOSING, MENTION, what_acts
-from notify_fixtures import run_record, verdict
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.domain.intake import issue_ticket
@@ -36,8 +32,12 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage import FileStorage
 
 from conftest import COUNTS
-from gitrepo import commit_files, init_repo
-from harness import reply
+from support.github_fake import LOGIN, FakeGitHub, serve_github
+from support.github_fake import TOKEN as GITHUB_TOKEN
+from support.gitrepo import commit_files, init_repo
+from support.harness import reply
+from support.markdown_live import GITHUB_CLOSING, GITLAB_CLOSING, MENTION, what_acts
+from support.notify_fixtures import run_record, verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -143,7 +143,7 @@ def test_a_hostile_issue_through_the_pieces(tmp_path: Path) -> None:
 
 
 def test_a_hostile_issue_closes_pings_and_shows_nothing(tmp_path: Path) -> None:
-    from sandbox_required import require_sandbox
+    from support.sandbox_required import require_sandbox
 
     require_sandbox()
     with serve_github() as github:

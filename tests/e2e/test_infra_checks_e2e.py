@@ -15,7 +15,7 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
-from harness import Harness, make_origin, reply, write_pipeline
+from support.harness import Harness, make_origin, reply, write_pipeline
 
 pytestmark = pytest.mark.slow
 

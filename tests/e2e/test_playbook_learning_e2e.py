@@ -35,8 +35,8 @@ from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.playbook import PlaybookStore
 
 from conftest import write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from harness import ALL_AUTO, CLONE_STAGE
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.harness import ALL_AUTO, CLONE_STAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

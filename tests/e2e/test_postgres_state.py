@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
 
 from conftest import ROOT, bash_stage, subprocess_env, write_config, write_ticket
-from harness import reply
+from support.harness import reply
+from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
 
 DEADLINE_S = 120.0
 
 
-SCRIPTED_CLI = ROOT / "tests" / "scripted_cli.py"
+SCRIPTED_CLI = ROOT / "tests" / "support" / "scripted_cli.py"
 # A clone the decision can look at (an empty repository), made without a network.
 CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import git
 import pytest
 import tomli_w
-from github_fake import TOKEN, serve_github
 
 from conftest import ROOT
-from harness import FAKES, make_origin
+from support.github_fake import TOKEN, serve_github
+from support.harness import FAKES, make_origin
 
 README = ROOT / "README.md"
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"

@@ -21,9 +21,9 @@ from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.runs import RunStore
 
 from conftest import write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from harness import Harness, demo_harness, flaky, make_origin, reply, write_pipeline
-from recording_executor import RecordingExecutor
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.harness import Harness, demo_harness, flaky, make_origin, reply, write_pipeline
+from support.recording_executor import RecordingExecutor
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from services import make_services
 
 from orchestrator.app.driver import run_ticket
 from orchestrator.domain.config import load_config
@@ -23,8 +22,9 @@ from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.storage.decisions import read_verdict
 
 from conftest import examples, write_ticket
-from hostile_json import hostile_replies
-from recording_executor import RecordingExecutor
+from support.hostile_json import hostile_replies
+from support.recording_executor import RecordingExecutor
+from support.services import make_services
 
 PIPELINE = """\
 state_dir = "state"

@@ -16,13 +16,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from once import built_once
 
 from orchestrator.cli.commands.batch import batch
 from orchestrator.demo.run import build_demo
 
 from conftest import ROOT
 from png_pixels import colours
+from support.once import built_once
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
-from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.cli.main import main
 from orchestrator.domain.lifecycle import RunState
@@ -25,7 +22,10 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.storage import FileStorage
 
 from conftest import write_ticket
-from gitrepo import commit_files, init_repo
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
+from support.gitrepo import commit_files, init_repo
 
 REPO = "octo/widgets"
 TICKET = "gh-octo-widgets-7"

@@ -27,14 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ledger_rows import conclude, decide
 
 from orchestrator.app.ledger_link import ledger_for
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import bare_clone, commit_files, init_repo
-from redis_server import RedisServer, redis_server_binary
-from sandbox_required import require_sandbox
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.ledger_rows import conclude, decide
+from support.redis_server import RedisServer, redis_server_binary
+from support.sandbox_required import require_sandbox
 
 pytestmark = pytest.mark.slow
 

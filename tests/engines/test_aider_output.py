@@ -19,7 +19,7 @@ from orchestrator.engines.base import EngineReport, EngineTask, FailureClass, Us
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import write_ticket
-from harness import FAKES, Harness, make_origin, write_pipeline
+from support.harness import FAKES, Harness, make_origin, write_pipeline
 
 DATA = Path(__file__).parent / "data" / "aider"
 

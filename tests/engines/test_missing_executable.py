@@ -18,7 +18,7 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.budget import BudgetStore
 
 from conftest import write_ticket
-from harness import CLAUDE, Harness, make_origin, write_pipeline
+from support.harness import CLAUDE, Harness, make_origin, write_pipeline
 
 R_CRASHED = EngineReport(None, None, None, FailureClass.ENGINE_ERROR, "exit 127: x")
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from once import computed_once
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.validation import Frozen
@@ -24,6 +23,8 @@ from orchestrator.eval.learning import Learning, measure
 from orchestrator.eval.offline import evaluate, evaluate_padded
 from orchestrator.eval.report import render_learning, render_scorecard
 from orchestrator.eval.scorecard import GOALS, Scorecard, scorecard
+
+from support.once import computed_once
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beside the project (CI, the main checkout); a git worktree sits one level deeper.

@@ -44,7 +44,7 @@ from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import SandboxedExecutor, SandboxSpec
 from orchestrator.execution.stage_egress import egress_hosts
 
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
 
 # ---------------------------------------------------------------------------- the list
 

@@ -31,7 +31,7 @@ from orchestrator.execution.sandbox import (
 from orchestrator.execution.sandbox_launch import seccomp_filter
 from orchestrator.execution.stage_sandbox import Role, RunPlaces, profile
 
-from sandbox_required import require_sandbox
+from support.sandbox_required import require_sandbox
 
 MACHINE = os.uname().machine
 

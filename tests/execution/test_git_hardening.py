@@ -27,7 +27,7 @@ from orchestrator.execution.git import (
 )
 from orchestrator.execution.git_calls import add_checkout, changed_paths
 
-from gitrepo import commit_files, init_repo
+from support.gitrepo import commit_files, init_repo
 
 
 def settings(env: dict[str, str]) -> list[tuple[str, str]]:

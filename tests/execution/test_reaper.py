@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from procfs import is_dead, proc_field, proc_state
 
 from orchestrator.domain.config import LogsConfig, parse_config
 from orchestrator.domain.errors import ConfigError, Interrupted
@@ -41,6 +40,7 @@ from orchestrator.execution.runner import run_process
 from orchestrator.reading.telling import telling_line
 
 from conftest import ROOT, subprocess_env
+from support.procfs import is_dead, proc_field, proc_state
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="the reaper's guarantees are Linux's"

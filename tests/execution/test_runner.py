@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procfs import is_dead, proc_state
 
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution import process_groups, runner
@@ -46,6 +45,7 @@ from orchestrator.execution.process_groups import (
 from orchestrator.execution.runner import run_process
 
 from conftest import ROOT, subprocess_env
+from support.procfs import is_dead, proc_state
 
 TIMEOUT_S = 1.0
 GRACE_S = 1.0

@@ -27,8 +27,8 @@ from orchestrator.execution.sandbox import (
     unreachable_executable,
 )
 
-from gitrepo import commit_files, init_repo
-from sandbox_required import require_sandbox
+from support.gitrepo import commit_files, init_repo
+from support.sandbox_required import require_sandbox
 
 BWRAP = Path("/opt/bwrap")
 

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from services import make_services
 
 from orchestrator.app.services import Services
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
@@ -23,8 +22,9 @@ from orchestrator.execution.attempts import run_stage
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.recipes import recipe_executor, run_recipe
 
-from gitrepo import commit_files, init_repo
-from sandbox_required import require_sandbox
+from support.gitrepo import commit_files, init_repo
+from support.sandbox_required import require_sandbox
+from support.services import make_services
 
 NOW = datetime(2026, 12, 7, 6, 0, tzinfo=UTC)
 MODES = ("sandbox", "none")

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from procfs import is_dead
 
 from orchestrator.domain.sandbox import SandboxConfig
 from orchestrator.execution.executor import Executor, LocalExecutor
@@ -31,7 +30,8 @@ from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import STATUS_FD, SandboxedExecutor
 from orchestrator.execution.stage_sandbox import git_profile
 
-from sandbox_required import require_sandbox
+from support.procfs import is_dead
+from support.sandbox_required import require_sandbox
 
 MODES = ("sandbox", "none")
 ENV = {"PATH": "/usr/bin:/bin"}

@@ -32,7 +32,6 @@ import types
 from pathlib import Path
 
 import pytest
-from procfs import is_dead
 
 from orchestrator.domain.egress import egress_policy
 from orchestrator.domain.errors import Interrupted
@@ -49,7 +48,8 @@ from orchestrator.execution.process import (
 from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import SandboxedExecutor, SandboxSpec
 
-from sandbox_required import require_sandbox
+from support.procfs import is_dead
+from support.sandbox_required import require_sandbox
 
 MODES = ("sandbox", "none")
 ENV = {"PATH": "/usr/bin:/bin"}

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import git
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
 
 from orchestrator.domain.errors import EXIT_USAGE
 from orchestrator.domain.forge_hosts import origin_problem, push_host
@@ -21,7 +20,8 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage.runs import RunStore
 
 from conftest import orchestrator_cmd, subprocess_env, write_ticket
-from gitrepo import commit_files, init_repo
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitrepo import commit_files, init_repo
 
 REPO = "octo/widgets"
 SOURCE_ID = "gh-octo-widgets"

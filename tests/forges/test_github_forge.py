@@ -15,12 +15,12 @@ from typing import Any
 import git
 import httpx2
 import pytest
-from open_pr_workspace import stage_workspace as open_pr_workspace
 
 from orchestrator.execution.stage_env import StageContext
 from orchestrator.forges import ForgeError, GitHubForge, PullRequest, pr_body, repo_from_url
 
 from conftest import subprocess_env
+from support.open_pr_workspace import stage_workspace as open_pr_workspace
 
 TOKEN = "ghp_TESTtoken0123456789abcdefSECRET"
 API = "https://api.github.com"

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
 
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.github_issues import GitHubIssues
 from orchestrator.forges.http import UrllibClient, send_with_backoff
+
+from support.github_fake import TOKEN, FakeGitHub, serve_github
 
 REPO = "octo/widgets"
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
 
 from orchestrator.forges import ForgeError, GitHubForge
 from orchestrator.forges.http import UrllibClient
+
+from support.github_fake import TOKEN, FakeGitHub, serve_github
 
 REPO = "octo/widgets"
 

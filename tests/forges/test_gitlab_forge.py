@@ -8,10 +8,11 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
 
 from orchestrator.forges import ForgeError, GitLabForge, PullRequest, project_from_url
 from orchestrator.forges.issues import ForgeIssue
+
+from support.gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
 
 ENCODED = "/api/v4/projects/grp%2Fsub%2Fcards"
 

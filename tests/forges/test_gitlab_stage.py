@@ -13,13 +13,13 @@ from typing import Any
 import git
 import httpx2
 import pytest
-from gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
-from open_pr_workspace import stage_workspace as open_pr_workspace
 
 from orchestrator.stages import open_pr_gitlab as stage
 from orchestrator.stages._open_pr import Credentials, push_environment
 
 from conftest import subprocess_env
+from support.gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
+from support.open_pr_workspace import stage_workspace as open_pr_workspace
 
 ORIGIN_TABLE = '\n[origin]\nsource = "gl"\nkind = "gitlab"\nproject = "{project}"\nnumber = 12\n'
 

@@ -15,9 +15,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
-from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.forges._rest import FAR_S, wait_asked
 from orchestrator.forges.base import ForgeError
@@ -25,6 +22,10 @@ from orchestrator.forges.github import GitHubForge
 from orchestrator.forges.github_issues import GitHubIssues
 from orchestrator.forges.gitlab import GitLabForge
 from orchestrator.forges.http import Headers, Response, UrllibClient
+
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
 
 pytestmark = pytest.mark.timeout(30)
 

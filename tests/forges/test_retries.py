@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_fake import TOKEN, FakeGitHub, serve_github
-from gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
-from gitlab_fake import TOKEN as GITLAB_TOKEN
 
 from orchestrator.app.intake import QUEUED, gather
 from orchestrator.domain.sources import GitHubSource
@@ -22,6 +19,10 @@ from orchestrator.forges.github_issues import GitHubIssues
 from orchestrator.forges.gitlab import GitLabForge
 from orchestrator.forges.http import Headers, Response, UrllibClient, send_with_backoff
 from orchestrator.storage import FileStorage
+
+from support.github_fake import TOKEN, FakeGitHub, serve_github
+from support.gitlab_fake import PROJECT, FakeGitLab, gitlab_server  # noqa: F401 - the fixture
+from support.gitlab_fake import TOKEN as GITLAB_TOKEN
 
 pytestmark = pytest.mark.timeout(30)
 

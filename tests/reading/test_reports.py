@@ -23,7 +23,7 @@ from orchestrator.reading.reports import (
 )
 
 from conftest import ROOT, examples, subprocess_env
-from hostile_json import json_values, nested
+from support.hostile_json import json_values, nested
 
 MiB = 1 << 20
 

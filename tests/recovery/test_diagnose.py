@@ -29,8 +29,8 @@ from orchestrator.recovery.prompt import build_prompt
 from orchestrator.recovery.transcript import TranscriptPlayer
 
 from conftest import examples
-from hostile_json import hostile_replies
-from recovery_fixtures import decision_context, prompt_facts
+from support.hostile_json import hostile_replies
+from support.recovery_fixtures import decision_context, prompt_facts
 
 CLONE = Path("/nonexistent/clone")
 CTX = decision_context(CLONE)

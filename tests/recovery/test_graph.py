@@ -46,8 +46,8 @@ from orchestrator.recovery.verdict import validate_verdict_object
 from orchestrator.redaction import scrub
 
 from conftest import examples
-from hostile_json import hostile_replies
-from recovery_fixtures import decision_context, prompt_facts
+from support.hostile_json import hostile_replies
+from support.recovery_fixtures import decision_context, prompt_facts
 
 THRESHOLDS = {
     "retry": 0.8, "escalate-model": 0.8, "switch-engine": 0.8, "split": 0.9,

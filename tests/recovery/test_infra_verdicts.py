@@ -12,7 +12,7 @@ from orchestrator.domain.proposals import Caps, Failure, Source
 from orchestrator.recovery.diagnose import precheck
 from orchestrator.recovery.graph import run_graph
 
-from recovery_fixtures import decision_context
+from support.recovery_fixtures import decision_context
 
 DISK = "the disk is full (ENOSPC) [disk-full]: OSError: [Errno 28] No space left on device"
 DNS = "a host name could not be resolved (DNS) [dns]: Could not resolve host: pypi.org"

@@ -18,8 +18,8 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.recovery.investigate import DisallowedTool, bounded_investigation
 
 from conftest import examples
-from hostile_json import hostile_replies, json_values
-from recovery_fixtures import decision_context, prompt_facts
+from support.hostile_json import hostile_replies, json_values
+from support.recovery_fixtures import decision_context, prompt_facts
 
 CTX = decision_context(Path("/c"), ladders={"patch": ("small", "large")})
 FACTS = prompt_facts(CTX)
@@ -127,7 +127,7 @@ def test_in_the_pipeline_the_loop_is_traced_into_the_ledger_and_a_cap_hit_waits_
     from orchestrator.domain.lifecycle import RunState
 
     from conftest import write_ticket
-    from harness import Harness, flaky, make_origin, write_pipeline
+    from support.harness import Harness, flaky, make_origin, write_pipeline
 
     make_origin(tmp_path, {"README.md": "hello\n", "app.py": "print('hi')\n"})
     config = write_pipeline(

@@ -20,7 +20,7 @@ from orchestrator.recovery.transcript import (
     text_digest,
 )
 
-from recovery_fixtures import decision_context, prompt_facts
+from support.recovery_fixtures import decision_context, prompt_facts
 
 THRESHOLDS = {a: 0.5 for a in ("retry", "escalate-model", "switch-engine", "split")} | {
     "abandon-human": 0.0,

@@ -21,7 +21,7 @@ from orchestrator.domain.vocabulary import semantic_errors
 from orchestrator.recovery.verdict import parse_verdict, validate_verdict_object
 
 from conftest import examples
-from hostile_json import hostile_replies
+from support.hostile_json import hostile_replies
 
 SEED_FIX = {
     "action": "mechanical-fix",

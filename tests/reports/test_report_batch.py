@@ -23,8 +23,8 @@ from fixture_batch import (
     FixtureBatch,
     run_fixture_batch,
 )
-from page_checks import check_links, parse
-from prometheus_text import parse as parse_metrics
+from support.page_checks import check_links, parse
+from support.prometheus_text import parse as parse_metrics
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from orchestrator.cli import main as cli
 
 from conftest import ROOT
-from page_checks import parse
+from support.page_checks import parse
 
 OLD_RUN = "CARDS-1-20261130T232650Z-1a8b"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from orchestrator.cli import main as cli
 
 from conftest import ROOT
-from page_checks import check_links, parse
+from support.page_checks import check_links, parse
 
 OLD_STATE = ROOT / "tests" / "data" / "old_state"
 

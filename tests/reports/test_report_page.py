@@ -29,8 +29,8 @@ from orchestrator.reports.report_data import (
 )
 from orchestrator.reports.run_reader import answer_commands
 
-from page_checks import parse
-from prometheus_text import parse as parse_metrics
+from support.page_checks import parse
+from support.prometheus_text import parse as parse_metrics
 
 EVIL = "\"><script>alert(1)</script><img src=x onerror=alert(2)>&amp;'"
 T0 = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)

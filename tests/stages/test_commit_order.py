@@ -19,7 +19,7 @@ from orchestrator.stages.checks.commit_order import (
 )
 
 from conftest import ROOT, subprocess_env
-from gitrepo import commit_files, origin_and_clone
+from support.gitrepo import commit_files, origin_and_clone
 
 BASE_FILES = {"app/core.py": "x = 1\n", "tests/test_core.py": "def test(): pass\n"}
 

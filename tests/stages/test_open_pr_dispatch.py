@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from open_pr_workspace import stage_workspace
 
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.signs import FAILURE_MARKER
@@ -18,6 +17,8 @@ from orchestrator.stages import open_pr, open_pr_github, open_pr_gitlab
 from orchestrator.stages._open_pr import OpenPrRun, forge_target
 from orchestrator.stages._stagelib import StageError
 from orchestrator.stages.open_pr import forge_of
+
+from support.open_pr_workspace import stage_workspace
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from orchestrator.demo.run import DemoLayout, build_demo
 from orchestrator.execution.stage_env import StageContext, stage_environ
 
 from conftest import subprocess_env
-from gitrepo import bare_clone
+from support.gitrepo import bare_clone
 
 WORK = "orch/CARDS-2"
 # Every hook git could run for what the stages do: commit, am, checkout, push, gc.

@@ -16,7 +16,7 @@ from orchestrator.demo.run import DemoLayout, build_demo
 from orchestrator.execution.stage_env import StageContext, stage_environ
 
 from conftest import subprocess_env
-from gitrepo import clone
+from support.gitrepo import clone
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from services import make_services
 
 from orchestrator.app.driver import Services, run_ticket
 from orchestrator.domain.config import load_config
@@ -25,6 +24,7 @@ from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.layout import StateLayout, name_slug
 
 from conftest import subprocess_env, write_config, write_ticket
+from support.services import make_services
 
 REPO = "https://example.com/team/deal.git"
 GREEN = b"collected 12 items\ntests/test_deal.py ............ [100%]\n12 passed in 0.52s\n"

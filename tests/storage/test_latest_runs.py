@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_records import run_record as record
 
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord, new_run_id
@@ -30,6 +29,8 @@ from orchestrator.storage import (
     write_batch_record,
 )
 from orchestrator.storage.layout import RUN_ID
+
+from support.run_records import run_record as record
 
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from ledger_rows import ACTIONS, SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.domain.proposals import History
 from orchestrator.storage.ledger import ActionHistory, Ledger, LedgerError
 
 from conftest import ROOT, examples, subprocess_env
+from support.ledger_rows import ACTIONS, SIGNATURES, conclude, decide, ledger_steps, play
 
 
 def scanned_history(ledger: Ledger, signature: str) -> dict[str, History]:

@@ -9,13 +9,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ledger_rows import SIGNATURES, conclude, decide, ledger_steps, play
 
 from orchestrator.app.ledger_link import LedgerLink
 from orchestrator.recovery.confidence import HALF_LIFE_DAYS
 from orchestrator.storage.ledger import Ledger, recent_outcomes_by_scan
 
 from conftest import examples
+from support.ledger_rows import SIGNATURES, conclude, decide, ledger_steps, play
 
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 

@@ -27,7 +27,7 @@ from orchestrator.storage.postgres import (  # noqa: E402
 from orchestrator.storage.postgres.claim import BeatOutcome  # noqa: E402
 from orchestrator.storage.redis import FencedOut, TicketClaimed  # noqa: E402
 
-from postgres_server import PostgresServer  # noqa: E402
+from support.postgres_server import PostgresServer  # noqa: E402
 
 DEADLINE_S = 15.0
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)

@@ -9,13 +9,13 @@ import sys
 import traceback
 
 import pytest
-from server_output import free_loopback_port
 
 from orchestrator.domain.errors import EXIT_LOCKED
 from orchestrator.storage.postgres import PostgresUnavailable, connect
 
 from conftest import ROOT
-from postgres_server import PostgresServer
+from support.postgres_server import PostgresServer
+from support.server_output import free_loopback_port
 
 SECRET = "s3cret-Pa55word-never-shown"
 

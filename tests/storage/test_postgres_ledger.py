@@ -14,8 +14,6 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from ledger_rows import play  # noqa: E402
-
 from orchestrator.storage.ledger import (  # noqa: E402 - after the skip without psycopg
     Ledger,
     LedgerError,
@@ -29,6 +27,8 @@ from orchestrator.storage.postgres.ledger import (  # noqa: E402
     export_ledger,
     import_ledger,
 )
+
+from support.ledger_rows import play  # noqa: E402
 
 KEY = b"k" * 32
 
@@ -378,9 +378,9 @@ def test_a_head_one_row_behind_moves_as_it_is_and_repair_brings_it_up(
 
 
 def test_the_history_through_the_indexes_is_the_scans_answer(db: str) -> None:
-    from ledger_rows import conclude, decide
-
     from orchestrator.storage.ledger import history_by_scan, recent_outcomes_by_scan
+
+    from support.ledger_rows import conclude, decide
 
     pg = PostgresLedger(db)
     play(

@@ -21,8 +21,6 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from run_records import run_record  # noqa: E402
-
 from orchestrator.domain.errors import StateError  # noqa: E402 - after the skip without psycopg
 from orchestrator.domain.lifecycle import RunState  # noqa: E402
 from orchestrator.domain.runs import RunRecord  # noqa: E402
@@ -33,6 +31,8 @@ from orchestrator.storage.postgres.runs import (  # noqa: E402
 )
 from orchestrator.storage.redis import FencedOut  # noqa: E402
 from orchestrator.storage.runs import RunStore  # noqa: E402
+
+from support.run_records import run_record  # noqa: E402
 
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 DEADLINE_S = 15.0

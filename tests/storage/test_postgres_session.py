@@ -11,7 +11,7 @@ import pytest
 from orchestrator.domain.errors import StateError
 from orchestrator.storage.postgres.session import ReusedConnections, transaction
 
-from postgres_server import PostgresServer
+from support.postgres_server import PostgresServer
 
 
 def backend_pid(connections: ReusedConnections) -> int:

@@ -73,9 +73,8 @@ def test_killed_between_the_commit_and_the_rename_the_record_comes_back_from_the
     import subprocess
     import sys
 
-    from notify_fixtures import run_record
-
     from conftest import subprocess_env
+    from support.notify_fixtures import run_record
 
     root = tmp_path / "state"
     made = run_record()

@@ -32,7 +32,7 @@ from orchestrator.storage.postgres.transfer import (  # noqa: E402
 )
 
 from conftest import write_ticket  # noqa: E402
-from harness import Harness, make_origin, reply, write_pipeline  # noqa: E402
+from support.harness import Harness, make_origin, reply, write_pipeline  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 BATCH = "20260301T090000Z-b1"

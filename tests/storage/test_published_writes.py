@@ -127,10 +127,10 @@ def test_a_file_its_publisher_kept_is_not_fsynced_here_and_every_other_one_is(
 def test_a_save_of_this_machine_s_process_group_is_kept_here_alone(tmp_path: Path) -> None:
     """A stage's process group is a pid of this machine: the record naming it is written
     here and not published, so no other machine reads it and kills what it names."""
-    from notify_fixtures import run_record
-
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.runs import RunStore
+
+    from support.notify_fixtures import run_record
 
     root = tmp_path / "state"
     record = run_record(state=RunState.PENDING)

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_records import run_record
 
 from orchestrator.cli.commands.runs import COLUMNS, runs
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt, RunRecord, new_run_id
 from orchestrator.storage import RunStore, run_record_paths
 from orchestrator.storage.run_listing import read_run_header
+
+from support.run_records import run_record
 
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 

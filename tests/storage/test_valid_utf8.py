@@ -14,7 +14,7 @@ from orchestrator.recovery.transcript import text_digest
 from orchestrator.storage.decisions import VerdictRecord, read_verdict, write_verdict
 from orchestrator.storage.transcripts import read_texts, write_texts
 
-from recovery_fixtures import decision_context, prompt_facts
+from support.recovery_fixtures import decision_context, prompt_facts
 
 
 def record(tmp_path: Path) -> VerdictRecord:

@@ -18,7 +18,7 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage import FileStorage
 
 from conftest import COUNTS, untimed, write_ticket
-from harness import reply
+from support.harness import reply
 
 # Fails its first run only: the model says "retry", which waits for a person.
 FLAKY = f'n=$(cat {COUNTS}/build 2>/dev/null | wc -l); echo x >> {COUNTS}/build; [ "$n" -ge 1 ]'

@@ -3,7 +3,7 @@ script (a gateway like ``ScriptedGateway``, whose script and call count are file
 nothing leaves the machine. For tests that drive (and kill) the orchestrator as cron
 would; the SDK's own path is tested through a MockTransport elsewhere.
 
-    python tests/scripted_cli.py --config ... run TICKET
+    python tests/support/scripted_cli.py --config ... run TICKET
 
 ``$ORCH_TEST_MODEL_SCRIPT`` is a JSON file: the reply texts, in order. Every request is
 counted in ``$ORCH_TEST_MODEL_CALLS`` (one line each) before it is answered, so the count

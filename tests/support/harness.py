@@ -10,8 +10,6 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from services import make_services
-
 from orchestrator.app.driver import run_ticket
 from orchestrator.demo.run import build_demo
 from orchestrator.domain.config import load_config
@@ -22,7 +20,8 @@ from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.files import FileStorage
 
 from conftest import COUNTS, ROOT
-from gitrepo import bare_clone, commit_files, init_repo
+from support.gitrepo import bare_clone, commit_files, init_repo
+from support.services import make_services
 
 CLONE_STAGE = """
 [[stages]]

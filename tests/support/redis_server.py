@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from server_output import free_loopback_port, start_until_ready
+from support.server_output import free_loopback_port, start_until_ready
 
 READY = "Ready to accept connections"
 START_DEADLINE_S = 15.0

@@ -40,8 +40,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from once import built_once
-from server_output import free_loopback_port, start_until_ready
+
+from support.once import built_once
+from support.server_output import free_loopback_port, start_until_ready
 
 READY = "database system is ready to accept connections"
 START_DEADLINE_S = 20.0

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_ticket
-from file_watch import wait_for
-from fleet_keys import install_fleet_key
+from support.file_watch import wait_for
+from support.fleet_keys import install_fleet_key
 
 
 def counted(name: str, tail: str = "", **options: object) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 from orchestrator.execution.stage_env import StageContext, stage_environ
 
 from conftest import write_ticket
-from gitrepo import bare_clone, clone, commit_files, init_repo
+from support.gitrepo import bare_clone, clone, commit_files, init_repo
 
 
 def stage_workspace(tmp_path: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A PostgreSQL server of a benchmark's own (not a benchmark: dev.sh runs bench_*.py only).
 
-The tests' own server (tests/postgres_server.py) is reused: ``initdb`` in a temp dir, a
+The tests' own server (tests/support/postgres_server.py) is reused: ``initdb`` in a temp dir, a
 free loopback port, SCRAM with a random password, run as ``nobody`` when this is root
 (PostgreSQL refuses root); unlike the tests' it is durable (fsync on), as a user's is. ``postgres()`` yields it started,
 or ``None`` with the reason printed as a ``skipped:`` line when PostgreSQL, psycopg (the
@@ -40,7 +40,7 @@ def missing() -> str | None:
     try:
         module = _server_module()
     except ImportError as exc:
-        return f"tests/postgres_server.py cannot be imported ({exc}; pip install -e '.[test]')"
+        return f"tests/support/postgres_server.py cannot be imported ({exc}; pip install -e '.[test]')"
     if module.postgres_bindir() is None:
         return (
             "PostgreSQL is not installed (initdb and postgres; "

@@ -1,4 +1,4 @@
-"""tests/file_watch.py: a wait on another process's file wakes on the write itself."""
+"""tests/support/file_watch.py: a wait on another process's file wakes on the write itself."""
 
 from __future__ import annotations
 

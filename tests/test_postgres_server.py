@@ -1,4 +1,4 @@
-"""The test PostgreSQL server itself (tests/postgres_server.py): a fresh database per
+"""The test PostgreSQL server itself (tests/support/postgres_server.py): a fresh database per
 test, password authentication, a restart on the same port that keeps the data."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The quick tier runs every test file but the end-to-end ones: a file whose tests are all
-marked ``slow`` keeps one, marked ``quick`` (see tests/suite_clock.py)."""
+marked ``slow`` keeps one, marked ``quick`` (see tests/support/suite_clock.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ tools, and the offline evaluation over it, also computed once per run. A plugin
 ``conftest`` would shadow the top-level one that tests import helpers from.
 
 Under pytest-xdist every worker asks for the corpus and its evaluation; the first builds
-each (``tests/once.py``) and the others read that one, instead of each running mypy, ruff
+each (``tests/support/once.py``) and the others read that one, instead of each running mypy, ruff
 and pytest over every shape again (about 15 s of CPU a build) and evaluating it again."""
 
 from __future__ import annotations

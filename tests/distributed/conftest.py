@@ -108,7 +108,7 @@ def store(redis_server: RedisServer, namespace: str) -> Iterator[CoordinationSto
 
 @pytest.fixture
 def proxy(redis_server: RedisServer) -> Iterator[LossyProxy]:
-    """``tests/lossy_proxy.py`` in front of ``redis_server``: it can lose an answer."""
+    """``tests/support/lossy_proxy.py`` in front of ``redis_server``: it can lose an answer."""
     assert redis_server.port is not None
     lossy = LossyProxy(redis_server.port)
     yield lossy

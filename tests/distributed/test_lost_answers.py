@@ -10,7 +10,7 @@ connection. Every write of the fleet must read its own earlier effect as its own
 * a lock or lease given back by the first send is given back (not "expired while held");
 * a budget charge counted by the first send is not counted twice.
 
-The proxy in between is real TCP in front of a real Redis (``tests/lossy_proxy.py``).
+The proxy in between is real TCP in front of a real Redis (``tests/support/lossy_proxy.py``).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def console_lines(log: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo_page(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
-    # The demo's batch and its page, made once per test run (tests/once.py), not once per
+    # The demo's batch and its page, made once per test run (tests/support/once.py), not once per
     # worker that draws one of these tests: the tests only read the page.
     root = built_once(tmp_path_factory, pytestconfig, "demo-report", _publish_the_demo)
     return root / "site" / "report.html"

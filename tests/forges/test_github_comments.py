@@ -1,4 +1,4 @@
-"""GitHub issue comments over loopback HTTP (tests/github_fake.py): listed across pages,
+"""GitHub issue comments over loopback HTTP (tests/support/github_fake.py): listed across pages,
 created, edited in place (the fake keeps each edit's history), whose token it is; a
 refusal is a typed error of one line without the token."""
 

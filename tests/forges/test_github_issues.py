@@ -1,4 +1,4 @@
-"""GitHub issues over loopback HTTP (tests/github_fake.py): pagination by Link headers,
+"""GitHub issues over loopback HTTP (tests/support/github_fake.py): pagination by Link headers,
 rate limits waited out with the waits asserted (nothing sleeps), 404/5xx/401 as typed
 errors without the token, pull requests skipped."""
 

@@ -1,4 +1,4 @@
-"""The GitLab forge against a loopback fake GitLab (``tests/gitlab_fake.py``) that answers
+"""The GitLab forge against a loopback fake GitLab (``tests/support/gitlab_fake.py``) that answers
 in the real API's shapes: merge requests, issues across pages, notes edited in place,
 access levels, rate limits waited out with an injected sleep, failures mapped to kinds."""
 

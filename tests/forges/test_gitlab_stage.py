@@ -1,5 +1,5 @@
 """The ``open-pr`` GitLab stage end to end, in process: a real local bare repository as
-the push target, the loopback fake GitLab (``tests/gitlab_fake.py``) as the API."""
+the push target, the loopback fake GitLab (``tests/support/gitlab_fake.py``) as the API."""
 
 from __future__ import annotations
 

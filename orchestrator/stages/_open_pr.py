@@ -26,7 +26,7 @@ from orchestrator.domain.held_secrets import held_values
 from orchestrator.domain.inert import forge_line
 from orchestrator.domain.tickets import Ticket, remote_repository_problem
 from orchestrator.execution.git import overriding
-from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges.base import Forge, ForgeError, PullRequest
 from orchestrator.forges.github import pr_body
 from orchestrator.forges.http import MAX_WAIT_S
 from orchestrator.reading.signs import FAILURE_MARKER
@@ -195,11 +195,19 @@ class OpenPrRun:
         # whatever its pass_env hands it) in any form (redaction/held.py).
         return redact(body, held=HeldSecrets(held_values(os.environ)))
 
-    def keep(self, pull: PullRequest, *, forge: str, repo: str, sha: str) -> None:
-        """Record the request in ``$ORCH_RUN_DIR/pull-request.json``."""
-        data = record(pull, forge=forge, repo=repo, head=self.work, base=self.base,
+    def open_on(self, forge: Forge, *, name: str, project: str, sha: str, shown: str) -> None:
+        """Open (or reuse) the request, its description closing the ticket's issue, record
+        it in ``$ORCH_RUN_DIR/pull-request.json`` and say so (``shown``: its number's prefix)."""
+        body = self.description()
+        closes = closing_reference(self.ticket, project, forge=name)
+        if closes:
+            body += f"\n{closes}\n"
+        pull = forge.open_pull_request(head=self.work, base=self.base, title=self.title, body=body)
+        data = record(pull, forge=name, repo=project, head=self.work, base=self.base,
                       title=self.title, sha=sha)  # fmt: skip
         atomic_write(self.run_dir / RECORD_NAME, data)
+        verb = "opened" if pull.created else "reused the open"
+        print(f"{verb} {shown}{pull.number}: {pull.url}")
 
 
 def forge_repository(

@@ -46,7 +46,6 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from orchestrator.forges.base import Forge
 from orchestrator.forges.github import DEFAULT_API_URL, GitHubForge, repo_from_url, web_url
 from orchestrator.forges.http import Clock, Sleep
 from orchestrator.stages import _open_pr
@@ -120,19 +119,12 @@ def open_pull_request(
     repo, push_url, api_url = target.project, target.push_url, target.api_url
 
     head_sha = _open_pr.push_branch(environ, run.work, run.base_ref, push_url, credentials(token))
-    body = run.description()
-    fixes = _open_pr.closing_reference(run.ticket, repo, forge="github")
-    if fixes:
-        body += f"\n{fixes}\n"
     with client_factory(api_url) as client:
-        forge: Forge = GitHubForge(
+        forge = GitHubForge(
             client, repo, token, network_errors=(httpx2.TransportError,), sleep=sleep,
             clock=clock, max_wait_s=_open_pr.max_wait_s(environ),
         )  # fmt: skip
-        pull = forge.open_pull_request(head=run.work, base=run.base, title=run.title, body=body)
-    run.keep(pull, forge="github", repo=repo, sha=head_sha)
-    verb = "opened" if pull.created else "reused the open"
-    print(f"{verb} pull request #{pull.number}: {pull.url}")
+        run.open_on(forge, name="github", project=repo, sha=head_sha, shown="pull request #")
 
 
 def main(

@@ -40,8 +40,6 @@ from collections.abc import Callable, Mapping
 
 import httpx2
 
-from orchestrator.domain.tickets import Ticket
-from orchestrator.forges.base import Forge
 from orchestrator.forges.gitlab import DEFAULT_URL, GitLabForge, project_from_url
 from orchestrator.forges.http import Sleep
 from orchestrator.stages import _open_pr
@@ -69,12 +67,6 @@ def default_client(base_url: str) -> httpx2.Client:
     return httpx2.Client(base_url=base_url, timeout=HTTP_TIMEOUT_S)
 
 
-def closing_reference(ticket: Ticket, project: str) -> str:
-    """``Closes #N`` when the ticket came from a GitLab issue (``group/x#N`` for an issue
-    of another project); '' otherwise."""
-    return _open_pr.closing_reference(ticket, project, forge="gitlab")
-
-
 def open_merge_request(
     environ: Mapping[str, str], client_factory: ClientFactory, sleep: Sleep = time.sleep
 ) -> None:
@@ -90,21 +82,12 @@ def open_merge_request(
 
     credentials = Credentials(token_env=TOKEN_ENV, username=USERNAME, token=token)
     head_sha = push_branch(environ, run.work, run.base_ref, push_url, credentials)
-    description = run.description()
-    closes = closing_reference(run.ticket, project)
-    if closes:
-        description += f"\n{closes}\n"
     with client_factory(base_url) as client:
-        forge: Forge = GitLabForge(
+        forge = GitLabForge(
             client, base_url, project, token, network_errors=(httpx2.TransportError,), sleep=sleep,
             max_wait_s=_open_pr.max_wait_s(environ),
         )  # fmt: skip
-        merge_request = forge.open_pull_request(
-            head=run.work, base=run.base, title=run.title, body=description
-        )
-    run.keep(merge_request, forge="gitlab", repo=project, sha=head_sha)
-    verb = "opened" if merge_request.created else "reused the open"
-    print(f"{verb} merge request !{merge_request.number}: {merge_request.url}")
+        run.open_on(forge, name="gitlab", project=project, sha=head_sha, shown="merge request !")
 
 
 def main(

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from orchestrator.forges.base import ForgeError, OpensIdempotently
 
@@ -217,6 +217,15 @@ def json_fields(response: HttpResponse) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+class Retrying(TypedDict, total=False):
+    """How a forge sends a request again (``send_with_backoff``), as a subclass passes it on."""
+
+    network_errors: tuple[type[BaseException], ...]
+    sleep: Sleep
+    clock: Clock
+    max_wait_s: float
+
+
 class RestForge(OpensIdempotently):
     """A forge over REST, one token. A subclass names itself (``FORGE``, ``TOKEN_ENV``)
     and is built with the ``subject`` it serves (a repository, a project), the headers
@@ -232,11 +241,11 @@ class RestForge(OpensIdempotently):
         self,
         client: HttpClient,
         token: str,
-        network_errors: tuple[type[BaseException], ...],
         *,
         subject: str,
         headers: Callable[[str], dict[str, str]],
         message: Callable[[HttpResponse], str],
+        network_errors: tuple[type[BaseException], ...] = (OSError,),
         sleep: Sleep = time.sleep,
         clock: Clock = time.time,
         max_wait_s: float = MAX_WAIT_S,

@@ -50,20 +50,17 @@ a second pull request): opening looks for the request again instead (``base.open
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote, urlsplit
 
 from orchestrator.domain.inert import markdown_block, markdown_inline
 from orchestrator.forges._rest import (
-    MAX_WAIT_S,
-    Clock,
     HttpClient,
     HttpResponse,
     RestForge,
-    Sleep,
+    Retrying,
     json_body,
     json_fields,
 )
@@ -215,11 +212,7 @@ class GitHubForge(RestForge):
         client: HttpClient,
         repo: str,
         token: str,
-        *,
-        network_errors: tuple[type[BaseException], ...] = (OSError,),
-        sleep: Sleep = time.sleep,
-        clock: Clock = time.time,
-        max_wait_s: float = MAX_WAIT_S,
+        **retrying: Unpack[Retrying],
     ) -> None:
         match = _REPO.match(repo)
         if match is None:
@@ -227,13 +220,10 @@ class GitHubForge(RestForge):
         super().__init__(
             client,
             token,
-            network_errors,
             subject=repo,
             headers=request_headers,
             message=_github_message,
-            sleep=sleep,
-            clock=clock,
-            max_wait_s=max_wait_s,
+            **retrying,
         )
         self.repo = repo
         self.owner = match.group("owner")

@@ -38,15 +38,21 @@ sent again only after a 429: after a 5xx or a dropped connection GitLab may have
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote, urlsplit
 
-from orchestrator.forges._rest import HttpClient, HttpResponse, RestForge, json_body, json_fields
+from orchestrator.forges._rest import (
+    HttpClient,
+    HttpResponse,
+    RestForge,
+    Retrying,
+    json_body,
+    json_fields,
+)
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
-from orchestrator.forges.http import MAX_WAIT_S, Clock, PagingError, Sleep, fetch_pages
+from orchestrator.forges.http import PagingError, fetch_pages
 from orchestrator.forges.issues import ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
@@ -128,24 +134,17 @@ class GitLabForge(RestForge):
         base_url: str,
         project: str,
         token: str,
-        *,
-        network_errors: tuple[type[BaseException], ...] = (OSError,),
-        sleep: Sleep = time.sleep,
-        clock: Clock = time.time,
-        max_wait_s: float = MAX_WAIT_S,
+        **retrying: Unpack[Retrying],
     ) -> None:
         if not _PROJECT.match(project):
             raise ValueError(f"project must be 'group/name' or 'group/sub/name' (got {project!r})")
         super().__init__(
             client,
             token,
-            network_errors,
             subject=project,
             headers=request_headers,
             message=gitlab_message,
-            sleep=sleep,
-            clock=clock,
-            max_wait_s=max_wait_s,
+            **retrying,
         )
         self._api = f"{base_url.rstrip('/')}/api/v4"
         self.project = project

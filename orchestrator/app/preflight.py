@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -63,7 +64,6 @@ Backend = Literal["local", "celery", "doctor"]
 Send = Callable[[str, Mapping[str, str]], int]
 
 TOKEN_ENV = GITHUB.token_env
-API_URL_ENV = GITHUB.url_env
 HOSTED = (GITHUB, GITLAB)
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
@@ -159,35 +159,33 @@ def send_get(url: str, headers: Mapping[str, str]) -> int:
     return UrllibClient(timeout_s=FORGE_TIMEOUT_S).request("GET", url, headers=headers).status_code
 
 
-def ask_github(
+def ask_forge(
+    forge: HostedForge,
     environ: Mapping[str, str],
     send: Send = send_get,
     *,
     api_url: str | None = None,
-    token_env: str = GITHUB.token_env,
+    token_env: str | None = None,
 ) -> ForgeAnswer:
-    """One authenticated ``GET {api}/user``, as the GitHub stage authenticates (its base
-    URL override, its headers): GitHub's status, or the network error (token scrubbed).
-    A source gives its own ``api_url`` and ``token_env``."""
-    from orchestrator.forges.github import request_headers
+    """One authenticated ``GET`` of the token's user, as ``forge``'s stage authenticates
+    (its base URL override, its headers): the forge's status, or the network error (token
+    scrubbed). A source gives its own ``api_url`` and ``token_env``."""
+    if forge is GITHUB:
+        from orchestrator.forges.github import request_headers
 
+        public, user = PUBLIC_API["github"], "/user"
+    else:
+        from orchestrator.forges.gitlab import request_headers
+
+        public, user = PUBLIC_API["gitlab"], "/api/v4/user"
     # As the stage reads it (its override, else the public API), written as given.
-    api_url = api_url or environ.get(API_URL_ENV, "") or PUBLIC_API["github"]
-    return ask_token(environ.get(token_env, ""), api_url, "/user", request_headers, send)
+    api_url = api_url or environ.get(forge.url_env, "") or public
+    token = environ.get(token_env or forge.token_env, "")
+    return ask_token(token, api_url, user, request_headers, send)
 
 
-def ask_gitlab(
-    environ: Mapping[str, str],
-    send: Send = send_get,
-    *,
-    api_url: str | None = None,
-    token_env: str = GITLAB.token_env,
-) -> ForgeAnswer:
-    """One authenticated ``GET {base}/api/v4/user``, as the GitLab stage authenticates."""
-    from orchestrator.forges.gitlab import request_headers
-
-    base_url = api_url or environ.get(GITLAB.url_env, "") or PUBLIC_API["gitlab"]
-    return ask_token(environ.get(token_env, ""), base_url, "/api/v4/user", request_headers, send)
+ask_github = partial(ask_forge, GITHUB)
+ask_gitlab = partial(ask_forge, GITLAB)
 
 
 def ask_token(
@@ -228,9 +226,8 @@ class ForgeAsker:
         url = forge_api("github" if forge is GITHUB else "gitlab", self._environ, api_url or "")
         key = (forge, url, env)
         if key not in self._asked:
-            ask = ask_github if forge is GITHUB else ask_gitlab
             self._asked[key] = self._pool.submit(
-                ask, self._environ, self._send, api_url=url, token_env=env
+                ask_forge, forge, self._environ, self._send, api_url=url, token_env=env
             )
         return key
 

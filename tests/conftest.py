@@ -19,8 +19,14 @@ from hypothesis import HealthCheck, settings
 ROOT = Path(__file__).resolve().parent.parent
 
 # The failure corpus and the offline eval over it (built once per session, on first use);
-# a real PostgreSQL server and a fresh database on it (``pg_url``) for any test that asks.
-pytest_plugins = ["corpus.fixtures", "support.suite_clock", "support.postgres_server"]
+# a real PostgreSQL server and a fresh database on it (``pg_url``) for any test that asks;
+# real Redis servers and worker processes for the fleet's tests.
+pytest_plugins = [
+    "corpus.fixtures",
+    "support.suite_clock",
+    "support.postgres_server",
+    "support.fleet_fixtures",
+]
 
 # Property tests: the full profile in the full tier (`scripts/dev.sh test`, which CI runs)
 # and a quick one in the quick tier (`--quick`); a bare `pytest` takes the full one only

@@ -57,8 +57,8 @@ QUICK_TIER = "not slow or quick"  # scripts/dev.sh test --quick selects this
 FULL_TIER_ONLY = (
     "tests/e2e/",
     "tests/contract/",
-    "tests/distributed/test_fleet_report.py",
-    "tests/distributed/test_fleet_sources.py",
+    "tests/batch/celery/test_fleet_report.py",
+    "tests/batch/celery/test_fleet_sources.py",
     "tests/reports/test_waiting_latest_only.py",
 )
 SLOWEST = 20

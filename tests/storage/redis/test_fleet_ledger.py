@@ -21,7 +21,7 @@ from orchestrator.storage.redis.fleet_ledger import FleetLedger
 from orchestrator.storage.redis.fleet_stores import FleetStorage
 from orchestrator.storage.redis.ledger_lock import ledger_lock
 
-from .conftest import Workers
+from support.fleet_fixtures import Workers
 from support.redis_server import RedisServer
 
 NOW = datetime(2026, 12, 1, 3, 0, 0, tzinfo=UTC)

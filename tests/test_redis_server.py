@@ -1,4 +1,4 @@
-"""The fixture itself: a real server, reachable, restartable on the same port."""
+"""The test Redis server itself (tests/support/redis_server.py): a real server, reachable, restartable on the same port."""
 
 from __future__ import annotations
 

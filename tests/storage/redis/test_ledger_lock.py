@@ -11,7 +11,7 @@ from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.redis.errors import LockLost, LockTimeout
 from orchestrator.storage.redis.ledger_lock import RedisLock, ledger_lock
 
-from .conftest import Workers
+from support.fleet_fixtures import Workers
 from support.redis_server import RedisServer
 
 

@@ -17,7 +17,7 @@ from orchestrator.storage.batch_budget import BatchBudget, Spend
 from orchestrator.storage.redis.client import CoordinationStore
 from orchestrator.storage.redis.fleet_budget import Charged, FleetBatchBudget, FleetBudget, Refused
 
-from .conftest import Workers
+from support.fleet_fixtures import Workers
 from support.redis_server import RedisServer
 
 

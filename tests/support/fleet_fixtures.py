@@ -1,4 +1,4 @@
-"""Fixtures for the distributed tests: a real ``redis-server`` per test (``redis_server``;
+"""Fixtures for the fleet's tests (a pytest plugin): a real ``redis-server`` per test (``redis_server``;
 ``redis_servers`` starts more, with persistence or a password, and each can be restarted
 on its port), a coordination store on it under a namespace of the test's own, and
 ``workers``: real worker processes, each in its own process group.

@@ -72,13 +72,6 @@ from orchestrator.storage.transcripts import write_texts
 DIFF_TIMEOUT_S = 60.0
 
 
-def _failed_log(attempt: Attempt) -> Path | None:
-    """The log of what failed: the failing check's, else the stage's."""
-    check = attempt.failing_check
-    path = check.log_path if check is not None else attempt.log_path
-    return Path(path) if path else None
-
-
 def _clone_exists(record: RunRecord) -> bool:
     return (Path(record.clone_dir) / ".git").exists()
 
@@ -373,7 +366,7 @@ def _decide(
             # A record's stage text is redacted as the record is built, revised or read
             # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
             infra_detail=attempt.failure_detail or attempt.error or None,
-            stage_said=telling_line_of(_failed_log(attempt)),
+            stage_said=telling_line_of(attempt.failed_log),
             output_further_up=further_up,
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
@@ -405,7 +398,7 @@ def _decide(
         decision_ctx.failing_check,
         attempt.failure_class,
         deciding_lines(
-            _failed_log(attempt),
+            attempt.failed_log,
             failure_class=attempt.failure_class,
             detail=attempt.failure_detail,
             limits=config.recovery.context,

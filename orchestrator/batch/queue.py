@@ -47,7 +47,9 @@ from orchestrator.domain.lifecycle import (
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.telling import error_lines_of
-from orchestrator.reports.display import awaiting_summary, failed_log, final_failure
+from orchestrator.redaction import redact
+from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.ticket_queue import ticket_files
 
 
@@ -88,9 +90,33 @@ def queue_ids(paths: list[Path]) -> dict[Path, str]:
 
 
 def _error_lines(record: RunRecord) -> tuple[str, ...]:
-    """The last error lines of the stage the run ended failing in, for under its line."""
-    attempt = final_failure(record)
-    return () if attempt is None else tuple(error_lines_of(failed_log(attempt)))
+    """The last error lines of the stage the run ended failing in (not on a DRY_RUN block
+    or a decision after a later success), for under its line."""
+    if record.state == "completed" or not record.attempts:
+        return ()
+    last = max(record.attempts, key=lambda a: a.number)
+    return () if last.ok else tuple(error_lines_of(last.failed_log))
+
+
+AWAITING_SUMMARY_CHARS = 200
+
+
+def awaiting_summary(record: RunRecord, *, limit: int = AWAITING_SUMMARY_CHARS) -> str:
+    """What the decision an awaiting-approval run waits on proposes: its verdict's
+    summary, redacted, on one line, cut to ``limit`` characters ("" when the run waits on
+    nothing or its verdict file cannot be read: the line still names the command)."""
+    if record.state != "awaiting-approval":
+        return ""
+    pending = next((v for v in reversed(record.verdicts) if v.outcome is None), None)
+    if pending is None:
+        return ""
+    path = StateLayout.of_run_dir(Path(record.run_dir)).verdict_path(record.run_id, pending.number)
+    try:
+        summary = read_verdict(path).verdict.summary
+    except (StateError, OSError):
+        return ""
+    text = " ".join(redact(summary).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 BATCH_ENVIRONMENT = "the batch's"

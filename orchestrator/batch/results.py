@@ -43,7 +43,7 @@ class TicketResult:
     halt: str | None = None  # the halt reason this batch's run of the ticket ended with
     # The failed stage's last error lines from its log, redacted (reading/telling.py).
     error_lines: tuple[str, ...] = ()
-    # What an awaiting-approval run's decision proposes (reports.display.awaiting_summary).
+    # What an awaiting-approval run's decision proposes (queue.awaiting_summary).
     summary: str = ""
 
     def line(self) -> str:

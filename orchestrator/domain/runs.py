@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field
@@ -181,6 +182,12 @@ class Attempt(Frozen):
             and not self.timed_out
             and self.failure_class is None
         )
+
+    @property
+    def failed_log(self) -> Path | None:
+        """The log that says why it failed: its failing check's, else its own."""
+        log = self.failing_check.log_path if self.failing_check is not None else self.log_path
+        return Path(log) if log else None
 
 
 class StageRecord(Frozen):

@@ -48,20 +48,13 @@ def attempt_summary(attempt: Attempt) -> str:
     return f"exit {attempt.exit_code} in {took}"
 
 
-def failed_log(attempt: Attempt) -> Path | None:
-    """The log that says why ``attempt`` failed: its failing check's, else its own."""
-    check = attempt.failing_check
-    log = check.log_path if check is not None else attempt.log_path
-    return Path(log) if log else None
-
-
 def failure_summary(attempt: Attempt) -> str:
     """``attempt_summary``, and for a failure what the failed program said about it: the
     console names the first cause where it happens, not only a later symptom."""
     summary = attempt_summary(attempt)
     if attempt.ok:
         return summary
-    said = telling_line_of(failed_log(attempt))
+    said = telling_line_of(attempt.failed_log)
     return f"{summary}: {said}" if said else summary
 
 
@@ -70,42 +63,8 @@ def failure_detail(attempt: Attempt) -> list[str]:
     say more than the one telling line ``failure_summary`` already carries."""
     if attempt.ok:
         return []
-    said = error_lines_of(failed_log(attempt))
+    said = error_lines_of(attempt.failed_log)
     return said if len(said) > 1 else []
-
-
-AWAITING_SUMMARY_CHARS = 200
-
-
-def awaiting_summary(record: RunRecord, *, limit: int = AWAITING_SUMMARY_CHARS) -> str:
-    """What the decision an awaiting-approval run waits on proposes: its verdict's
-    summary, redacted, on one line, cut to ``limit`` characters ("" when the run waits on
-    nothing or its verdict file cannot be read: the line still names the command)."""
-    from orchestrator.domain.errors import StateError
-    from orchestrator.redaction import redact
-    from orchestrator.storage.decisions import read_verdict
-
-    if record.state != "awaiting-approval":
-        return ""
-    pending = next((v for v in reversed(record.verdicts) if v.outcome is None), None)
-    if pending is None:
-        return ""
-    path = StateLayout.of_run_dir(Path(record.run_dir)).verdict_path(record.run_id, pending.number)
-    try:
-        summary = read_verdict(path).verdict.summary
-    except (StateError, OSError):
-        return ""
-    text = " ".join(redact(summary).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def final_failure(record: RunRecord) -> Attempt | None:
-    """The failed attempt a run ended on, if it ended on one (not on a DRY_RUN block or a
-    decision after a later success)."""
-    if record.state == "completed" or not record.attempts:
-        return None
-    last = max(record.attempts, key=lambda a: a.number)
-    return None if last.ok else last
 
 
 def outcome_lines(record: RunRecord) -> list[str]:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from orchestrator.domain.runs import RunRecord
 from orchestrator.reading.telling import error_lines_of
-from orchestrator.reports.display import failed_log
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
@@ -100,7 +99,7 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
         )
         lines.append(f"- log: `{failed.log_path}`")
         # Kept here as well as in the log: ``orchestrator prune`` removes logs, never this.
-        said = error_lines_of(failed_log(failed))
+        said = error_lines_of(failed.failed_log)
         if said:
             lines += ["", "Its last error lines (redacted):", "", *(f"    {line}" for line in said)]
     lines += ["", "## What was tried"]

@@ -18,7 +18,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.reading.telling import error_lines_of
-from orchestrator.reports.display import attempt_summary, failed_log
+from orchestrator.reports.display import attempt_summary
 from orchestrator.reports.report_data import (
     ApprovalView,
     AttemptView,
@@ -149,7 +149,7 @@ def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
 
 
 def _attempt(attempt: Attempt, pruned: PrunedMark | None, workspace: _Workspace) -> AttemptView:
-    log_path = failed_log(attempt) if not attempt.ok else (
+    log_path = attempt.failed_log if not attempt.ok else (
         Path(attempt.log_path) if attempt.log_path else None
     )  # fmt: skip
     log = workspace.file(log_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.batch.queue import awaiting_summary
 from orchestrator.batch.results import TicketResult
-from orchestrator.reports.display import awaiting_summary
 from orchestrator.storage import RunStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reports"))

@@ -15,7 +15,7 @@ from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.telling import error_lines_of
-from orchestrator.reports.display import attempt_summary, failed_log
+from orchestrator.reports.display import attempt_summary
 from orchestrator.storage import PrunedMark, RunStore, read_mark, resolve_run_id, verdict_files
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def _log_lines(attempt: Attempt, pruned: PrunedMark | None) -> list[str]:
     if not attempt.log_path:
         return []
     lines = [f"      log: {attempt.log_path}"]
-    log = failed_log(attempt) if not attempt.ok else Path(attempt.log_path)
+    log = attempt.failed_log if not attempt.ok else Path(attempt.log_path)
     if log is not None and not log.exists():
         if pruned is not None:
             lines.append(f"      log pruned on {pruned.pruned_at} (orchestrator prune)")

@@ -159,7 +159,7 @@ def send_get(url: str, headers: Mapping[str, str]) -> int:
     return UrllibClient(timeout_s=FORGE_TIMEOUT_S).request("GET", url, headers=headers).status_code
 
 
-def ask_forge(
+def ask_forge_token(
     forge: HostedForge,
     environ: Mapping[str, str],
     send: Send = send_get,
@@ -184,8 +184,8 @@ def ask_forge(
     return ask_token(token, api_url, user, request_headers, send)
 
 
-ask_github = partial(ask_forge, GITHUB)
-ask_gitlab = partial(ask_forge, GITLAB)
+ask_github = partial(ask_forge_token, GITHUB)
+ask_gitlab = partial(ask_forge_token, GITLAB)
 
 
 def ask_token(
@@ -227,7 +227,7 @@ class ForgeAsker:
         key = (forge, url, env)
         if key not in self._asked:
             self._asked[key] = self._pool.submit(
-                ask_forge, forge, self._environ, self._send, api_url=url, token_env=env
+                ask_forge_token, forge, self._environ, self._send, api_url=url, token_env=env
             )
         return key
 

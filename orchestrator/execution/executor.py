@@ -64,13 +64,4 @@ class LocalExecutor:
     def run(self, request: ProcessRequest) -> ProcessOutcome:
         return runner.run_process(request)
 
-    def capture_head(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        max_bytes: int,
-        timeout_s: float,
-    ) -> CapturedHead:
-        return runner.capture_head(argv, cwd=cwd, env=env, max_bytes=max_bytes, timeout_s=timeout_s)
+    capture_head = staticmethod(runner.capture_head)

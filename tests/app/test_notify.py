@@ -18,7 +18,8 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.notify import NotifyEvent, NotifyTarget
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.storage import FileStorage, NotifyOutbox
+from orchestrator.storage import FileStorage
+from orchestrator.storage.notify_outbox import NotifyOutbox
 
 from conftest import bash_stage, write_config, write_ticket
 from support.notify_fixtures import HANG, closed_port, halt, run_record, smtp_server, webhook_server

@@ -26,7 +26,8 @@ from orchestrator.domain.config import parse_config
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.notify import NotifyTarget
-from orchestrator.storage import FileStorage, NotifyOutbox
+from orchestrator.storage import FileStorage
+from orchestrator.storage.notify_outbox import NotifyOutbox
 
 from support.notify_fixtures import halt, run_record, webhook_server
 

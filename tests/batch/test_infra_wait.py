@@ -35,7 +35,8 @@ from orchestrator.cli.commands.runs import runs
 from orchestrator.cli.commands.show import show
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt
-from orchestrator.storage import CRASH_ENV, FileStorage
+from orchestrator.storage import FileStorage
+from orchestrator.storage.crash_points import CRASH_ENV
 
 from support.github_fake import LOGIN, TOKEN, FakeGitHub, serve_github
 from support.gitrepo import commit_files, init_repo

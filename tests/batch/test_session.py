@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 
 from orchestrator.batch.session import batch_id_from, new_batch_id
-from orchestrator.storage import BATCH_ENV
+from orchestrator.storage.batch_budget import BATCH_ENV
 
 NOW = datetime(2026, 12, 7, 13, 5, 9, tzinfo=UTC)
 

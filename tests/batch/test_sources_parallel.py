@@ -14,7 +14,7 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.storage import BATCH_ENV
+from orchestrator.storage.batch_budget import BATCH_ENV
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env
 from support.file_watch import wait_for

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.cli.batch_log import logging_to
 from orchestrator.cli.main import main
-from orchestrator.storage import rotate_log as rotate
+from orchestrator.storage.published import rotate_log as rotate
 
 
 def test_rotation_keeps_one_old_log(tmp_path: Path) -> None:

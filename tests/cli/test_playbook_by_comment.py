@@ -25,7 +25,8 @@ from orchestrator.domain.config import load_config
 from orchestrator.domain.failure_signature import signature_of
 from orchestrator.domain.playbook import EntryStatus, PlaybookEntry, Provenance
 from orchestrator.domain.sources import GitHubSource
-from orchestrator.storage import FileStorage, IntakeFiles
+from orchestrator.storage import FileStorage
+from orchestrator.storage.intake import IntakeFiles
 from orchestrator.storage.ledger import Ledger
 
 from support.github_fake import TOKEN, FakeGitHub, serve_github

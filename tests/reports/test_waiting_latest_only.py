@@ -14,7 +14,7 @@ from orchestrator.reports.page import render_page
 from orchestrator.reports.report_data import latest_of_each_ticket
 from orchestrator.reports.report_reader import Selection, read_report
 from orchestrator.reports.run_reader import Context
-from orchestrator.storage import RunStore
+from orchestrator.storage.runs import RunStore
 
 from fixture_batch import FixtureBatch, run_fixture_batch
 

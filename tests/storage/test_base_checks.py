@@ -10,7 +10,8 @@ import pytest
 
 from orchestrator.domain.config import CheckConfig
 from orchestrator.domain.sandbox import SandboxOptions
-from orchestrator.storage import BaseCheck, BaseCheckKey, BaseCheckStore, check_digest
+from orchestrator.storage import BaseCheck, BaseCheckKey
+from orchestrator.storage.base_checks import BaseCheckStore, check_digest
 
 COMMIT = "a" * 40
 

@@ -21,14 +21,10 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord, new_run_id
 from orchestrator.reports.report_reader import Selection, read_report
 from orchestrator.reports.run_reader import Context
-from orchestrator.storage import (
-    BatchRecord,
-    BatchTicket,
-    RunStore,
-    run_records_by_ticket,
-    write_batch_record,
-)
-from orchestrator.storage.layout import RUN_ID
+from orchestrator.storage import BatchRecord, BatchTicket
+from orchestrator.storage.batch_record import write_batch_record
+from orchestrator.storage.layout import RUN_ID, run_records_by_ticket
+from orchestrator.storage.runs import RunStore
 
 from support.run_records import run_record as record
 

@@ -16,8 +16,9 @@ import pytest
 from orchestrator.cli.commands.runs import COLUMNS, runs
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Halt, RunRecord, new_run_id
-from orchestrator.storage import RunStore, run_record_paths
+from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.run_listing import read_run_header
+from orchestrator.storage.runs import RunStore
 
 from support.run_records import run_record
 

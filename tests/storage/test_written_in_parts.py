@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.storage import publish
 from orchestrator.storage._atomic import atomic_write, published_under
+from orchestrator.storage.published import publish
 
 
 def parts(count: int) -> Iterator[str]:

@@ -40,7 +40,8 @@ from orchestrator.stages._stagelib import (
     stage_ticket,
     transport_env,
 )
-from orchestrator.storage import StateLayout, atomic_write, verdict_files
+from orchestrator.storage._atomic import atomic_write
+from orchestrator.storage.layout import StateLayout, verdict_files
 
 RECORD_NAME = "pull-request.json"
 EXIT_REFUSED = 3

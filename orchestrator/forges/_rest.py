@@ -207,6 +207,11 @@ def json_body(response: HttpResponse, forge: str) -> Any:
         ) from None
 
 
+def without_userinfo(url: str) -> str:
+    """``https://user:secret@host/…`` → ``https://host/…``: a URL in a message keeps no key."""
+    return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
+
+
 def json_fields(response: HttpResponse) -> dict[str, Any]:
     """The answer's JSON object, or {} (no JSON, or not an object): where a refusal's
     words are read from."""
@@ -292,6 +297,13 @@ class RestForge(OpensIdempotently):
         if not isinstance(items, list):
             raise ForgeError("outage", f"{doing}: {self.FORGE} answered a {type(items).__name__}")
         return [item for item in items if isinstance(item, dict)]
+
+    def _object(self, response: HttpResponse, what: str) -> dict[str, Any]:
+        """The answer's JSON object; anything else is the forge failing (``outage``)."""
+        data = json_body(response, self.FORGE)
+        if not isinstance(data, dict):
+            raise ForgeError("outage", f"{self.FORGE} answered {what} with no object")
+        return data
 
     def _unreachable(self, exc: BaseException) -> ForgeError:
         # The exception's text is the transport's: scrub it all the same.

@@ -63,6 +63,7 @@ from orchestrator.forges._rest import (
     Retrying,
     json_body,
     json_fields,
+    without_userinfo,
 )
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 
@@ -149,12 +150,7 @@ def repo_from_url(url: str, host: str = "github.com") -> str:
         match = pattern.match(url.strip())
         if match and match.group("name").removesuffix(".git") not in ("", ".", ".."):
             return f"{match.group('owner')}/{match.group('name')}"
-    raise ValueError(f"not a GitHub repository URL: {_without_userinfo(url)!r}")
-
-
-def _without_userinfo(url: str) -> str:
-    """``https://user:secret@host/…`` → ``https://host/…``: a URL in a message keeps no key."""
-    return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
+    raise ValueError(f"not a GitHub repository URL: {without_userinfo(url)!r}")
 
 
 def pr_body(ticket_body: str, verdict_summaries: Sequence[str], run_id: str) -> str:
@@ -282,7 +278,7 @@ class GitHubForge(RestForge):
         response = self._send("POST", path, json={"body": body})
         if response.status_code != 201:
             raise self._error(response, f"cannot comment on issue #{number}")
-        return _comment(_object(response, "the new comment")).id
+        return _comment(self._object(response, "the new comment")).id
 
     def edit_comment(self, number: int, comment_id: int, body: str) -> None:
         """Replace the text of comment ``comment_id`` (on issue ``number``, named in errors
@@ -330,7 +326,7 @@ class GitHubForge(RestForge):
             return None
         if response.status_code != 200:
             raise self._error(response, f"cannot read the permission of {login} on {self.repo}")
-        permission = _object(response, "the permission").get("permission")
+        permission = self._object(response, "the permission").get("permission")
         if not isinstance(permission, str):
             raise ForgeError("outage", "GitHub's permission answer has no permission")
         return permission
@@ -340,7 +336,7 @@ class GitHubForge(RestForge):
         response = self._send("GET", "/user")
         if response.status_code != 200:
             raise self._error(response, "cannot read whose token this is")
-        login = _object(response, "the user").get("login")
+        login = self._object(response, "the user").get("login")
         if not isinstance(login, str) or not login:
             raise ForgeError("outage", "GitHub's user has no login")
         return login
@@ -354,13 +350,6 @@ class GitHubForge(RestForge):
         for pull in self._listed(response, f"cannot list pull requests of {self.repo}"):
             return _pull_request_from(pull, created=False)
         return None
-
-
-def _object(response: HttpResponse, what: str) -> dict[str, Any]:
-    data = json_body(response, "GitHub")
-    if not isinstance(data, dict):
-        raise ForgeError("outage", f"GitHub answered {what} with no object")
-    return data
 
 
 def _comment(data: Mapping[str, Any]) -> IssueComment:

@@ -50,6 +50,7 @@ from orchestrator.forges._rest import (
     Retrying,
     json_body,
     json_fields,
+    without_userinfo,
 )
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 from orchestrator.forges.http import PagingError, fetch_pages
@@ -97,16 +98,12 @@ def project_from_url(url: str) -> str:
     else:
         parts = urlsplit(text)
         if parts.scheme not in ("https", "http", "ssh") or not parts.hostname:
-            raise ValueError(f"not a GitLab project URL: {_without_userinfo(text)!r}")
+            raise ValueError(f"not a GitLab project URL: {without_userinfo(text)!r}")
         path = parts.path
     project = path.strip("/").removesuffix(".git")
     if not _PROJECT.match(project) or "/-/" in f"/{project}/" or ".." in project.split("/"):
-        raise ValueError(f"not a GitLab project URL: {_without_userinfo(text)!r}")
+        raise ValueError(f"not a GitLab project URL: {without_userinfo(text)!r}")
     return project
-
-
-def _without_userinfo(url: str) -> str:
-    return re.sub(r"^(\w+://)[^@/]+@", r"\1", url)
 
 
 def gitlab_message(response: HttpResponse) -> str:
@@ -161,7 +158,7 @@ class GitLabForge(RestForge):
         if response.status_code != 201:
             doing = f"cannot open a merge request for {head} into {base}"
             return Refusal(self._error(response, doing), lost_race=_lost_race(response))
-        return _merge_request(_object(response, "the new merge request"), created=True)
+        return _merge_request(self._object(response, "the new merge request"), created=True)
 
     def _find_open(self, head: str, base: str) -> PullRequest | None:
         params = {"source_branch": head, "target_branch": base, "state": "opened"}
@@ -196,7 +193,7 @@ class GitLabForge(RestForge):
         response = self._send("POST", self._path(f"issues/{iid}/notes"), json={"body": body})
         if response.status_code != 201:
             raise self._error(response, f"cannot comment on issue #{iid}")
-        return _note(_object(response, "the new note")).id
+        return _note(self._object(response, "the new note")).id
 
     def edit_comment(self, iid: int, note_id: int, body: str) -> None:
         """Replace the text of note ``note_id`` on issue ``iid`` (GitLab keeps its history)."""
@@ -233,7 +230,7 @@ class GitLabForge(RestForge):
             return None
         if response.status_code != 200:
             raise self._error(response, f"cannot read the access level of user {user}")
-        level = _object(response, "the member").get("access_level")
+        level = self._object(response, "the member").get("access_level")
         if not isinstance(level, int):
             raise ForgeError("outage", "GitLab's member has no access_level")
         return level
@@ -250,7 +247,7 @@ class GitLabForge(RestForge):
             return None
         if response.status_code != 200:
             raise self._error(response, f"cannot read the account of user {user}")
-        bot = _object(response, "the user").get("bot")
+        bot = self._object(response, "the user").get("bot")
         return bot if isinstance(bot, bool) else None
 
     def _user_id(self, username: str) -> int | None:
@@ -268,7 +265,7 @@ class GitLabForge(RestForge):
         response = self._send("GET", f"{self._api}/user")
         if response.status_code != 200:
             raise self._error(response, "cannot read whose token this is")
-        username = _username(_object(response, "the user"))
+        username = _username(self._object(response, "the user"))
         if not username:
             raise ForgeError("outage", "GitLab's user has no username")
         return username
@@ -289,13 +286,6 @@ class GitLabForge(RestForge):
             raise ForgeError("outage", f"cannot {doing}: {exc}") from None
         except self._network_errors as exc:
             raise self._unreachable(exc) from None
-
-
-def _object(response: HttpResponse, what: str) -> dict[str, Any]:
-    data = json_body(response, "GitLab")
-    if not isinstance(data, dict):
-        raise ForgeError("outage", f"GitLab answered {what} with no object")
-    return data
 
 
 def _lost_race(response: HttpResponse) -> bool:

@@ -70,7 +70,7 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import run_stage
 from orchestrator.execution.git import clone_git_dir_problem, config_problem
 from orchestrator.execution.stage_env import attempt_marker, work_branch
-from orchestrator.reading.telling import telling_line_of
+from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.storage import CrashPoint
 
 __all__ = ["Services", "continue_run", "describe_failure", "run_ticket"]
@@ -514,7 +514,7 @@ def describe_failure(attempt: Attempt) -> str:
     where = f"see {attempt.log_path}" if attempt.log_path else "no log"
     check = attempt.failing_check
     log = check.log_path if check is not None else attempt.log_path
-    said = telling_line_of(Path(log) if log else None)
+    said = last_error_line_of(Path(log) if log else None)
     tail = f": {said}; {where}" if said else f"; {where}"
     if check is not None:
         how = "timed out" if check.timed_out else f"exited {check.exit_code}"

@@ -49,8 +49,8 @@ from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.deciding import deciding_lines
+from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.reading.reports import ReportReading, read_reports
-from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
@@ -366,7 +366,7 @@ def _decide(
             # A record's stage text is redacted as the record is built, revised or read
             # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
             infra_detail=attempt.failure_detail or attempt.error or None,
-            stage_said=telling_line_of(attempt.failed_log),
+            stage_said=last_error_line_of(attempt.failed_log),
             output_further_up=further_up,
         ),
         facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),

@@ -46,7 +46,7 @@ from orchestrator.domain.lifecycle import (
 )
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.reading.telling import error_lines_of
+from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.redaction import redact
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.layout import StateLayout

@@ -41,7 +41,7 @@ class TicketResult:
     ran: bool  # this batch drove the ticket (rather than finding it done or locked)
     at: str = ""  # when the batch was done with the ticket (``timestamp``)
     halt: str | None = None  # the halt reason this batch's run of the ticket ended with
-    # The failed stage's last error lines from its log, redacted (reading/telling.py).
+    # The failed stage's last error lines from its log, redacted (reading/error_lines.py).
     error_lines: tuple[str, ...] = ()
     # What an awaiting-approval run's decision proposes (queue.awaiting_summary).
     summary: str = ""

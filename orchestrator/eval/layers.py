@@ -31,8 +31,8 @@ from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
 from orchestrator.execution.engine_stage import REPORT_TAIL_BYTES
 from orchestrator.reading.deciding import deciding_lines
+from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.reading.failure import log_tail, read_failure
-from orchestrator.reading.telling import telling_line_of
 from orchestrator.recovery.context import BundleInputs
 from orchestrator.recovery.playbook import check_output_of
 
@@ -125,7 +125,7 @@ def failure_of(
         ticket_title="Fix the failing check",
         infra=failure_class if failure_class != "code" else None,
         infra_detail=detail or label.start_error,
-        stage_said=telling_line_of(case.log_path),
+        stage_said=last_error_line_of(case.log_path),
         output_further_up=further_up,
     )
 

@@ -5,9 +5,9 @@ from which its signature is made (``domain.failure_signature``).
   attempt was recorded with ends ``what [sign]: <the line>``; that line is it.
 * Any other failure by the marked lines of the most telling excerpt of its log (the
   evidence section the bundle shows, ``reading.evidence``): its root-cause lines.
-* When neither says anything, the log's telling line (``reading.telling``).
+* When neither says anything, the log's last error line (``reading.error_lines``).
 
-Every line returned is redacted (the evidence and the telling line are redacted as they
+Every line returned is redacted (the evidence and the last error line are redacted as they
 are read; a sign's detail was redacted when the attempt was recorded). Reads the log.
 """
 
@@ -19,8 +19,8 @@ from typing import Final
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.failure_signature import MAX_LINES
+from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.reading.evidence import extract_evidence
-from orchestrator.reading.telling import telling_line_of
 from orchestrator.redaction import redact
 
 # ``Recognised.detail()``: "what [sign-name]: line".
@@ -67,5 +67,5 @@ def deciding_lines(
         ]
         if marked:
             return tuple(marked[:MAX_LINES])
-    telling = telling_line_of(log_path)
-    return (telling,) if telling else ()
+    said = last_error_line_of(log_path)
+    return (said,) if said else ()

@@ -1,5 +1,5 @@
 """A failed stage's or check's log, read: its failure class and what named it, its ranked
-evidence, its telling line. The one entry point is ``read_failure``; the parts it puts
+evidence, its last error line. The one entry point is ``read_failure``; the parts it puts
 together are this package's modules:
 
     signs.py        the named signs of infrastructure failures, read up from the end
@@ -7,7 +7,7 @@ together are this package's modules:
                     a learned prefix (prefix.py), ranked (ranking.py) by rarity and by a
                     baseline of green runs (baseline.py), excerpted within a budget
     last_words.py   where a long log says why it stopped when its last lines do not
-    telling.py      the one line a person is shown
+    error_lines.py  the last error line (the one a person is shown) and those before it
     reports.py      the failing cases of the test reports a check declares
 
 Engines classify their own error events (``engines.classify``); everything here is about
@@ -32,7 +32,6 @@ from orchestrator.reading.evidence import Evidence, extract_evidence
 from orchestrator.reading.last_words import last_marker, regions_up
 from orchestrator.reading.scan import scan_hits
 from orchestrator.reading.signs import FAILURE_MARKER, Recognised, read_up, tail_lines
-from orchestrator.reading.telling import telling_line_of
 from orchestrator.redaction import redact
 
 __all__ = [
@@ -244,18 +243,12 @@ def _below_the_last_cause(
 class Reading:
     """One failed log, read. ``named``: the class something in the log (or the way the
     process ended) named, with what named it (redacted), None when it is the code's
-    failure; ``telling``: the line a person is shown (redacted); ``evidence``: the ranked
-    excerpts (each naming what kept its lines) and whether a cause is stated outright,
-    when asked for."""
+    failure; ``evidence``: the ranked excerpts (each naming what kept its lines) and
+    whether a cause is stated outright, when asked for."""
 
     named: NamedFailure | None
     log_path: Path
     evidence: Evidence | None = None
-
-    @property
-    def telling(self) -> str | None:
-        """Read when asked: the driver records the class and never shows this line."""
-        return telling_line_of(self.log_path)
 
     @property
     def failure(self) -> FailureClass:
@@ -271,7 +264,7 @@ def read_failure(
     known: Callable[[bytes], bool] | None = None,
 ) -> Reading:
     """The one entry point: a failed stage's or check's log read for its class (as
-    ``failure_of_stage`` / ``failure_of_check``), its telling line and, when
+    ``failure_of_stage`` / ``failure_of_check``) and, when
     ``evidence_bytes`` is given, its evidence within that budget (``known``: a
     baseline's ``knows``). Used by the driver (``execution.attempts``) and the eval; the
     bundle asks ``evidence.extract_evidence`` itself, for its tail-aware excerpts."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from orchestrator.reading.telling import error_lines_of, telling_line_of
+from orchestrator.reading.error_lines import error_lines_of, last_error_line_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def failure_summary(attempt: Attempt) -> str:
     summary = attempt_summary(attempt)
     if attempt.ok:
         return summary
-    said = telling_line_of(attempt.failed_log)
+    said = last_error_line_of(attempt.failed_log)
     return f"{summary}: {said}" if said else summary
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.runs import RunRecord
-from orchestrator.reading.telling import error_lines_of
+from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from orchestrator.domain.config import BatchConfig, PriceConfig
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
-from orchestrator.reading.telling import error_lines_of
+from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.reports.display import attempt_summary
 from orchestrator.reports.report_data import (
     ApprovalView,

@@ -37,7 +37,7 @@ from orchestrator.execution.process import (
 )
 from orchestrator.execution.process_groups import live_group_members
 from orchestrator.execution.runner import run_process
-from orchestrator.reading.telling import telling_line
+from orchestrator.reading.error_lines import last_error_line
 
 from conftest import ROOT, subprocess_env
 from support.procfs import is_dead, proc_field, proc_state
@@ -493,13 +493,13 @@ def test_output_under_the_cap_is_kept_whole_without_a_marker(tmp_path: Path) -> 
     assert b"dropped" not in data
 
 
-def test_the_telling_line_of_a_capped_log_comes_from_its_tail(tmp_path: Path) -> None:
+def test_the_last_error_line_of_a_capped_log_comes_from_its_tail(tmp_path: Path) -> None:
     script = "yes filler | head -n 30000; echo 'fatal: the real reason'; exit 1"
     outcome = run(script, tmp_path, max_log_bytes=process.MIN_LOG_BYTES * 4)
     assert outcome.exit_code == 1
     text = (tmp_path / "stage.log").read_text()
     assert _MARKER.search(text.encode())
-    assert telling_line(text) == "fatal: the real reason"
+    assert last_error_line(text) == "fatal: the real reason"
 
 
 def test_stage_logs_are_readable_by_their_owner_only(tmp_path: Path) -> None:

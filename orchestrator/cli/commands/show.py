@@ -14,7 +14,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
-from orchestrator.reading.telling import error_lines_of
+from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.reports.display import attempt_summary
 from orchestrator.storage import PrunedMark, RunStore, read_mark, resolve_run_id, verdict_files
 

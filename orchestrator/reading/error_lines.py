@@ -23,12 +23,12 @@ MAX_CHARS: Final = 300
 MAX_ERROR_LINES: Final = 5
 # The runner's own header and footer lines in every stage log (execution/runner.py).
 _RUNNER_LINE = re.compile(r"^# (orchestrator: |\$ )")
-_TELLING = re.compile(
+_ERROR_WORDS = re.compile(
     r"error|fatal|can't|cannot|could not|couldn't|not found|no such|denied|refused|"
     r"failed|exception|abort|panic|killed",
     re.IGNORECASE,
 )
-_NOT_TELLING = re.compile(r"^Traceback \(most recent call last\):$")
+_NOT_AN_ERROR = re.compile(r"^Traceback \(most recent call last\):$")
 
 
 def _printable(line: str) -> str:
@@ -51,35 +51,35 @@ def _program_lines(log_text: str) -> list[str]:
     ]
 
 
-def _telling_index(lines: list[str]) -> int:
+def _last_error_index(lines: list[str]) -> int:
     return next(
         (
             i
             for i in range(len(lines) - 1, -1, -1)
-            if _TELLING.search(lines[i]) and not _NOT_TELLING.match(lines[i])
+            if _ERROR_WORDS.search(lines[i]) and not _NOT_AN_ERROR.match(lines[i])
         ),
         len(lines) - 1,
     )
 
 
-def telling_line(log_text: str) -> str | None:
+def last_error_line(log_text: str) -> str | None:
     """The last line that reads like an error (a Python exception's last line, git's
     ``fatal:``, a shell's ``not found``), else the last line the program printed; None
     when it printed nothing. Pure."""
     lines = _program_lines(log_text)
     if not lines:
         return None
-    return _bounded(lines[_telling_index(lines)])
+    return _bounded(lines[_last_error_index(lines)])
 
 
 def error_lines(log_text: str, *, max_lines: int = MAX_ERROR_LINES) -> list[str]:
-    """The program's last lines up to and including its telling line (at most
+    """The program's last lines up to and including its last error line (at most
     ``max_lines``): the error with what led to it, not the noise printed after it.
     Redacted, printable, each at most ``MAX_CHARS``. Pure."""
     lines = _program_lines(log_text)
     if not lines:
         return []
-    end = _telling_index(lines) + 1
+    end = _last_error_index(lines) + 1
     return [_bounded(line) for line in lines[max(0, end - max_lines) : end]]
 
 
@@ -94,10 +94,10 @@ def _tail(log_path: Path, max_bytes: int) -> str | None:
     return tail.decode("utf-8", "replace")
 
 
-def telling_line_of(log_path: Path | None, *, max_bytes: int = TAIL_BYTES) -> str | None:
-    """``telling_line`` of the end of a log file; None when there is no such file."""
+def last_error_line_of(log_path: Path | None, *, max_bytes: int = TAIL_BYTES) -> str | None:
+    """``last_error_line`` of the end of a log file; None when there is no such file."""
     tail = None if log_path is None else _tail(log_path, max_bytes)
-    return None if tail is None else telling_line(tail)
+    return None if tail is None else last_error_line(tail)
 
 
 def error_lines_of(log_path: Path | None, *, max_bytes: int = TAIL_BYTES) -> list[str]:

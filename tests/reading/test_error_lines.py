@@ -1,4 +1,4 @@
-"""A failed stage is reported by what the failed program said (its telling line), not by
+"""A failed stage is reported by what the failed program said (its last error line), not by
 a symptom further down the line."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
-from orchestrator.reading.telling import (
+from orchestrator.reading.error_lines import (
     MAX_CHARS,
     MAX_ERROR_LINES,
     error_lines,
-    telling_line,
-    telling_line_of,
+    last_error_line,
+    last_error_line_of,
 )
 from orchestrator.storage.layout import run_record_paths
 
@@ -44,26 +44,26 @@ RUNNER_FOOTER = "# orchestrator: exit 1 after 0.1s\n"
         ("", None),
     ],
 )
-def test_telling_line(log: str, expected: str | None) -> None:
-    assert telling_line(RUNNER_HEADER + log + RUNNER_FOOTER) == expected
+def test_last_error_line(log: str, expected: str | None) -> None:
+    assert last_error_line(RUNNER_HEADER + log + RUNNER_FOOTER) == expected
 
 
-def test_telling_line_is_redacted_printable_and_bounded() -> None:
-    said = telling_line("fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n")
+def test_last_error_line_is_redacted_printable_and_bounded() -> None:
+    said = last_error_line("fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n")
     assert said is not None and "hunter2" not in said and said.startswith("fatal: could not read")
     # Colours go (the line as a terminal shows it); any other control character shows as ?.
-    assert telling_line("error: \x1b[31mred\x1b[0m\n") == "error: red"
-    assert telling_line("error: bell\x07 and a lone \x1b\n") == "error: bell? and a lone ?"
-    long = telling_line("error: " + "x" * 5000)
+    assert last_error_line("error: \x1b[31mred\x1b[0m\n") == "error: red"
+    assert last_error_line("error: bell\x07 and a lone \x1b\n") == "error: bell? and a lone ?"
+    long = last_error_line("error: " + "x" * 5000)
     assert long is not None and len(long) == MAX_CHARS and long.endswith("…")
 
 
-def test_telling_line_of_reads_the_tail_and_tolerates_no_file(tmp_path: Path) -> None:
+def test_last_error_line_of_reads_the_tail_and_tolerates_no_file(tmp_path: Path) -> None:
     log = tmp_path / "002-x.log"
     log.write_bytes(b"error: early\n" + b"filler\n" * 10_000 + b"fatal: late\n")
-    assert telling_line_of(log, max_bytes=1024) == "fatal: late"
-    assert telling_line_of(tmp_path / "absent.log") is None
-    assert telling_line_of(None) is None
+    assert last_error_line_of(log, max_bytes=1024) == "fatal: late"
+    assert last_error_line_of(tmp_path / "absent.log") is None
+    assert last_error_line_of(None) is None
 
 
 def test_a_clone_stage_that_cannot_start_is_reported_by_its_own_words(
@@ -96,7 +96,7 @@ def test_a_clone_stage_that_cannot_start_is_reported_by_its_own_words(
     assert said in json.loads(record.read_text())["halt"]["detail"]
 
 
-def test_without_recovery_the_halt_carries_the_telling_line(
+def test_without_recovery_the_halt_carries_the_last_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = write_config(
@@ -116,7 +116,7 @@ def test_without_recovery_the_halt_carries_the_telling_line(
     assert passed.startswith("  build: exit 0 in ") and passed.endswith("s")
 
 
-def test_error_lines_end_at_the_telling_line_redacted_printable_and_bounded() -> None:
+def test_error_lines_end_at_the_last_error_line_redacted_printable_and_bounded() -> None:
     log = (
         "collecting\n"
         "Traceback (most recent call last):\n"

@@ -79,12 +79,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import Any
 
-from orchestrator.domain.engine_settings import engine_retries, settings_problems
+from orchestrator.domain.engine_settings import engine_retries
 from orchestrator.engines.base import (
     NO_USAGE,
+    Adapter,
     EngineReport,
     EngineTask,
     FailureClass,
@@ -194,11 +193,8 @@ def _plain_lines(output: str) -> list[str]:
     return [line.rstrip() for line in output_lines(output)]
 
 
-class AiderAdapter:
+class AiderAdapter(Adapter):
     name = "aider"
-
-    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return settings_problems("aider", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         prompt_file = task.prompt_path()

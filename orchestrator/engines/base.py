@@ -23,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from orchestrator.domain.engine_settings import settings_problems
+
 
 class FailureClass(StrEnum):
     """Why an engine attempt failed. All but ``CODE`` are infrastructure."""
@@ -145,6 +147,15 @@ class EngineAdapter(Protocol):
     def report(self, output: str, exit_code: int, timed_out: bool) -> EngineReport:
         """Parse the attempt's captured output (its log text). Pure."""
         ...
+
+
+class Adapter:
+    """What every adapter shares: its settings checked by the rules for its kind."""
+
+    name: str
+
+    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
+        return settings_problems(self.name, settings)
 
 
 # The orchestrator commits the engine's work itself (and orders a bug fix before its

@@ -74,9 +74,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.domain.engine_settings import engine_retries, settings_problems
+from orchestrator.domain.engine_settings import engine_retries
 from orchestrator.engines.base import (
     NO_USAGE,
+    Adapter,
     EngineReport,
     EngineTask,
     FailureClass,
@@ -192,11 +193,8 @@ def _usage(result: Mapping[str, Any] | None, calls: dict[str, Mapping[str, Any]]
     return Usage(inp, None, read, write)
 
 
-class ClaudeCodeAdapter:
+class ClaudeCodeAdapter(Adapter):
     name = "claude-code"
-
-    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return settings_problems("claude-code", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         settings = task.settings

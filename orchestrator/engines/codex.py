@@ -91,9 +91,9 @@ from orchestrator.domain.engine_settings import (
     CODEX_BASE_URL,
     CODEX_ENV_KEY,
     engine_retries,
-    settings_problems,
 )
 from orchestrator.engines.base import (
+    Adapter,
     EngineReport,
     EngineTask,
     FailureClass,
@@ -222,11 +222,8 @@ QUIET = (
 )  # fmt: skip
 
 
-class CodexAdapter:
+class CodexAdapter(Adapter):
     name = "codex"
-
-    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return settings_problems("codex", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         sandbox = str(task.settings.get("sandbox", DEFAULT_SANDBOX))

@@ -26,12 +26,10 @@ print plenty about rate limits earlier on while failing for an ordinary reason.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any
 
-from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.domain.placeholders import ENGINE_PLACEHOLDERS
 from orchestrator.engines.base import (
+    Adapter,
     EngineReport,
     EngineTask,
     FailureClass,
@@ -44,11 +42,8 @@ from orchestrator.engines.classify import crashed, last_words, match_infra, outp
 TAIL_LINES = 40
 
 
-class CommandAdapter:
+class CommandAdapter(Adapter):
     name = "command"
-
-    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return settings_problems("command", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         prompt_file = task.prompt_path()

@@ -9,11 +9,9 @@ does not apply (exit 1) is ``code``; only our timeout (``timeout``) and a crash 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any
 
-from orchestrator.domain.engine_settings import settings_problems
 from orchestrator.engines.base import (
+    Adapter,
     EngineReport,
     EngineTask,
     FailureClass,
@@ -24,11 +22,8 @@ from orchestrator.engines.classify import crashed, last_words
 MODULE = "orchestrator.stages.implement_patch"
 
 
-class PatchAdapter:
+class PatchAdapter(Adapter):
     name = "patch"
-
-    def check_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        return settings_problems("patch", settings)
 
     def invocation(self, task: EngineTask) -> Invocation:
         return Invocation(argv=(sys.executable, "-P", "-m", MODULE))

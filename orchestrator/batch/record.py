@@ -26,27 +26,8 @@ def batch_record(
         backend=backend,
         started_at=started_at,
         ended_at=ended_at,
-        tickets=tuple(
-            BatchTicket(
-                ticket=r.ticket,
-                status=r.status,
-                run_id=r.run_id,
-                detail=r.detail,
-                seconds=r.seconds,
-                ran=r.ran,
-                halt=r.halt,
-            )
-            for r in results or ()
-        ),
-        spend=(
-            BatchSpend(
-                calls=spend.calls,
-                input_tokens=spend.input_tokens,
-                output_tokens=spend.output_tokens,
-                cost_usd=spend.cost_usd,
-            )
-            if spend is not None
-            else None
-        ),
+        # (the result's and the spend's fields of the same names; the rest is not kept)
+        tickets=tuple(BatchTicket.model_validate(r, from_attributes=True) for r in results or ()),
+        spend=BatchSpend.model_validate(spend, from_attributes=True) if spend is not None else None,
         interrupted=interrupted,
     )

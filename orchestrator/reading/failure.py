@@ -6,7 +6,7 @@ together are this package's modules:
     evidence.py     the root-cause lines anywhere in the window: signatures, error words,
                     a learned prefix (prefix.py), ranked (ranking.py) by rarity and by a
                     baseline of green runs (baseline.py), excerpted within a budget
-    last_words.py   where a long log says why it stopped when its last lines do not
+    long_log.py     where a long log says why it stopped when its last lines do not
     error_lines.py  the last error line (the one a person is shown) and those before it
     reports.py      the failing cases of the test reports a check declares
 
@@ -29,7 +29,7 @@ from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import missing_executable, output_lines
 from orchestrator.reading.bulk import file_stretches, read_up_stretches
 from orchestrator.reading.evidence import Evidence, extract_evidence
-from orchestrator.reading.last_words import last_marker, regions_up
+from orchestrator.reading.long_log import last_marker, root_cause_regions
 from orchestrator.reading.scan import scan_hits
 from orchestrator.reading.signs import FAILURE_MARKER, Recognised, read_up, tail_lines
 from orchestrator.redaction import redact
@@ -53,7 +53,7 @@ __all__ = [
 
 # What a failed stage or check's own output is read for: its last words.
 NAMED_TAIL_BYTES = 64 * 1024
-# When those decide nothing, how far up a long log is read (``last_words``).
+# When those decide nothing, how far up a long log is read (``long_log``).
 DEFAULT_SCAN_BYTES = 64 * 1024 * 1024
 # The runner's own lines in a stage's log (``engines.classify.output_lines``): not read.
 RUNNER_LINES = ("# orchestrator: ", "# $ ")
@@ -208,7 +208,7 @@ def _named_further_up(
             return NamedFailure(below.failure, below.detail())
         if below is not None:
             return below
-        for region in regions_up(log_path, scan_bytes):
+        for region in root_cause_regions(log_path, scan_bytes):
             found = read_named(region, exit_code=exit_code, timed_out=False)
             if found is not None:
                 return found

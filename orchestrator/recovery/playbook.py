@@ -20,7 +20,7 @@ from orchestrator.domain.config import ContextLimits
 from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.playbook import EntryStatus, PlaybookEntry, PlaybookMatch, parse_entry
 from orchestrator.domain.proposals import Failure
-from orchestrator.reading.last_words import regions_up
+from orchestrator.reading.long_log import root_cause_regions
 from orchestrator.recovery.context import tail_bytes
 from orchestrator.redaction import redact
 from orchestrator.starter import builtin_playbook_texts
@@ -119,7 +119,7 @@ def check_output_of(log_path: Path, limits: ContextLimits) -> tuple[str, str | N
     if not tail.truncated:
         return tail.text, None
     try:
-        region = next(regions_up(log_path, limits.evidence_scan_bytes), None)
+        region = next(root_cause_regions(log_path, limits.evidence_scan_bytes), None)
     except OSError:
         region = None
     return tail.text, redact(region) if region is not None else None

@@ -37,7 +37,7 @@ MAX_REGIONS: Final = 8
 _AFTER_BYTES: Final = 64 * 1024 + REGION_LINES_AFTER * 1024
 
 
-def regions_up(log_path: Path, scan_bytes: int) -> Iterator[str]:
+def root_cause_regions(log_path: Path, scan_bytes: int) -> Iterator[str]:
     """The text around each root-cause line in the last ``scan_bytes`` of the log, the
     lowest first, at most ``MAX_REGIONS``; a region never re-reads the lines of the one
     below it. Raises OSError for an unreadable log."""

@@ -9,6 +9,7 @@ import re
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,6 @@ from orchestrator.storage.postgres import (  # noqa: E402
     LeaseToken,
     PostgresClaim,
     PostgresLeases,
-    PostgresRuns,
     claim,
     migrate,
 )
@@ -28,6 +28,7 @@ from orchestrator.storage.postgres.claim import BeatOutcome  # noqa: E402
 from orchestrator.storage.redis import FencedOut, TicketClaimed  # noqa: E402
 
 from support.postgres_server import PostgresServer  # noqa: E402
+from support.run_records import publish_record  # noqa: E402
 
 DEADLINE_S = 15.0
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
@@ -114,7 +115,7 @@ def beats() -> Beats:
     return Beats()
 
 
-def test_a_claim_holds_renews_and_releases_the_lease(db: str) -> None:
+def test_a_claim_holds_renews_and_releases_the_lease(db: str, tmp_path: Path) -> None:
     leases = PostgresLeases(db)
     with claim(leases, "T-1", ttl_s=30, holder="worker-a") as held:
         assert isinstance(held, PostgresClaim)
@@ -122,7 +123,7 @@ def test_a_claim_holds_renews_and_releases_the_lease(db: str) -> None:
         assert lease_row(db, "T-1") == ("worker-a", 1, True)
         assert held.beat() is True
         assert (held.renewals, held.lost, held.last_error) == (1, False, None)
-        PostgresRuns(db).save(a_record("T-1"), fence=held.fence)
+        publish_record(db, tmp_path, a_record("T-1"), fence=held.fence)
     assert lease_row(db, "T-1")[0] is None  # released: the next claim takes token 2
     with claim(leases, "T-1", ttl_s=30, holder="worker-b") as after:
         assert after.fence == LeaseToken("T-1", 2)
@@ -150,7 +151,9 @@ def test_a_second_claimer_is_refused_naming_the_holder(db: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-def test_the_heartbeat_keeps_a_one_second_lease_for_three_seconds(db: str, beats: Beats) -> None:
+def test_the_heartbeat_keeps_a_one_second_lease_for_three_seconds(
+    db: str, beats: Beats, tmp_path: Path
+) -> None:
     leases = PostgresLeases(db)
     with claim(leases, "T-1", ttl_s=1.0, holder="worker-a", _on_beat=beats) as held:
         started = ask(db, "SELECT clock_timestamp()")
@@ -162,13 +165,12 @@ def test_the_heartbeat_keeps_a_one_second_lease_for_three_seconds(db: str, beats
         with pytest.raises(TicketClaimed):
             with claim(leases, "T-1", ttl_s=1.0, holder="worker-b"):
                 pass
-        PostgresRuns(db).save(a_record("T-1"), fence=held.fence)
+        publish_record(db, tmp_path, a_record("T-1"), fence=held.fence)
     assert not held.lost
 
 
-def test_a_claim_whose_lease_ran_out_and_was_taken_is_lost(db: str) -> None:
+def test_a_claim_whose_lease_ran_out_and_was_taken_is_lost(db: str, tmp_path: Path) -> None:
     leases = PostgresLeases(db)
-    runs = PostgresRuns(db)
     with claim(leases, "T-1", ttl_s=0.5, holder="worker-a") as held:
         held._stop_heartbeat()  # paused past its lease
         wait_expired(db, "T-1")
@@ -176,7 +178,7 @@ def test_a_claim_whose_lease_ran_out_and_was_taken_is_lost(db: str) -> None:
         assert held.beat() is False
         assert held.lost
         with pytest.raises(FencedOut, match="another worker took it over by worker-b"):
-            runs.save(a_record("T-1"), fence=held.fence)
+            publish_record(db, tmp_path, a_record("T-1"), fence=held.fence)
     # Leaving the block released nothing of worker-b's.
     assert lease_row(db, "T-1") == ("worker-b", 2, True)
 
@@ -200,7 +202,7 @@ def test_the_heartbeat_marks_the_claim_lost_and_stops(db: str, beats: Beats) -> 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_the_heartbeat_survives_a_server_restart(
-    db: str, beats: Beats, postgres_server: PostgresServer
+    db: str, beats: Beats, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     leases = PostgresLeases(db)
     with claim(leases, "T-1", ttl_s=0.6, holder="worker-a", _on_beat=beats) as held:
@@ -218,7 +220,7 @@ def test_the_heartbeat_survives_a_server_restart(
         assert held.last_error is None and not held.lost
         # Renewed after the restart: the lease lasts again and its writes pass the fence.
         assert lease_row(db, "T-1") == ("worker-a", 1, True)
-        PostgresRuns(db).save(a_record("T-1"), fence=held.fence)
+        publish_record(db, tmp_path, a_record("T-1"), fence=held.fence)
 
 
 def test_a_release_that_cannot_reach_the_database_is_left_to_expire(

@@ -559,15 +559,13 @@ def test_forget_deletes_a_run_s_rows_and_a_pruned_directory_s(db: str, tmp_path:
     assert source.forget([layout.approval_key_path]) == 0
 
 
-def test_postgres_runs_save_still_works_and_draws_a_seq(db: str, tmp_path: Path) -> None:
-    from orchestrator.storage.postgres import PostgresRuns
-
-    runs = PostgresRuns(db)
-    runs.save(record(tmp_path))
+def test_a_run_record_published_again_draws_a_new_seq(db: str, tmp_path: Path) -> None:
+    source = mirror(db, tmp_path)
+    path = StateLayout(tmp_path).record_path(RUN)
+    source.publish(path, record(tmp_path).model_dump_json(indent=2).encode())
     first = rows(db, "SELECT seq FROM runs")[0][0]
-    runs.save(record(tmp_path, note="again"))
+    source.publish(path, record(tmp_path, note="again").model_dump_json(indent=2).encode())
     assert rows(db, "SELECT seq FROM runs")[0][0] > first
-    assert runs.load(RUN) == record(tmp_path, note="again")
     # And a hydrate elsewhere brings it down rebased.
     there = tmp_path / "b"
     assert mirror(db, there).hydrate() == 1

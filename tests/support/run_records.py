@@ -4,7 +4,9 @@ runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.runs import RunRecord, StageRecord, new_run_id
@@ -27,3 +29,26 @@ def run_record(
         created_at=created, updated_at=created, stages=(StageRecord(name="implement"),),
     )  # fmt: skip
     return made.model_copy(update=update) if update else made
+
+
+def publish_record(
+    url: str,
+    root: Path,
+    record: RunRecord,
+    *,
+    fence: tuple[str, int] | None = None,
+    before_write: Callable[[Any], None] | None = None,
+) -> None:
+    """``record`` into the database's ``runs`` table as a PostgreSQL storage's run store
+    puts it there: published through ``root``'s state mirror, in one statement, only while
+    ``fence`` (ticket, token) is the ticket's lease when given. ``before_write`` is the
+    mirror's test seam (called once the fence is checked, before the write)."""
+    from orchestrator.storage.postgres import LeaseToken, StateMirror
+    from orchestrator.storage.runs import RunStore
+
+    StateMirror(url, root).publish(
+        RunStore(root).record_path(record.run_id),
+        record.model_dump_json(indent=2).encode(),
+        fence=None if fence is None else LeaseToken(*fence),
+        _before_write=before_write,
+    )

@@ -11,11 +11,11 @@ here only.
     ledger.export_ledger, import_ledger   a ledger moved to a file ledger and back
     budgets.PostgresBudgets      per-ticket charges, each one transaction (charge_within)
     budgets.PostgresBatchBudget  a batch's shared model budget
-    runs.PostgresRuns            run records; a fenced save checks the lease in its write
     runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
-    runs.LeaseFencedOut          a save refused: the lease is gone or someone else's
+    runs.LeaseFencedOut          a write refused: the lease is gone or someone else's
     transfer.export_state, import_state   a whole state dir moved in and out (TransferReport)
-    mirror.StateMirror           the state dir's files published (fenced) and hydrated
+    mirror.StateMirror           the state dir's files (run records too) published, each
+                                 write fenced by the lease in its transaction, and hydrated
     mirror.route                 which table and key a state-dir path is kept under, if any
     mirror.rebase_record         a run record's paths moved onto another state dir
     claim.claim, PostgresClaim   a ticket held on those leases, renewed by a heartbeat
@@ -53,7 +53,6 @@ from orchestrator.storage.postgres.runs import (
     LeaseFencedOut,
     LeaseToken,
     PostgresLeases,
-    PostgresRuns,
 )
 from orchestrator.storage.postgres.session import ConnectionFactory
 from orchestrator.storage.postgres.storage import PostgresStorage, PostgresTicketLocks
@@ -71,7 +70,6 @@ __all__ = [
     "PostgresClaim",
     "PostgresLeases",
     "PostgresLedger",
-    "PostgresRuns",
     "PostgresStorage",
     "PostgresTicketLocks",
     "PostgresUnavailable",

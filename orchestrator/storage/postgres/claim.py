@@ -4,7 +4,7 @@ the PostgreSQL twin of the Redis fleet's ``coordination.claim``.
 ``claim(leases, ticket_id, ttl_s=...)`` wins the ticket's lease (or raises
 ``TicketClaimed`` naming the holder, without waiting), renews it every third of its time
 to live on a daemon thread, and releases it when the block ends. What the block writes
-presents ``PostgresClaim.fence`` (a ``LeaseToken``): ``PostgresRuns.save`` checks it in
+presents ``PostgresClaim.fence`` (a ``LeaseToken``): ``StateMirror.publish`` checks it in
 the transaction that writes, so a worker whose lease ran out is refused there.
 
 The heartbeat and the database going away

@@ -1,5 +1,6 @@
-"""Run records and ticket leases in PostgreSQL (issue 30): every write of a run record
-fenced in the transaction that makes it (``PostgresRuns``, ``PostgresLeases``).
+"""Ticket leases in PostgreSQL (issue 30), and the one fenced write of the state's rows
+(``publish_rows``): what ``mirror.StateMirror`` publishes every run record and state file
+through, each write fenced in the transaction that makes it.
 
 Leases
     One row per ticket (``ticket_leases``, migration ``0004_runs.sql``): holder, fencing
@@ -11,27 +12,27 @@ Leases
 Fenced writes
     The Redis fence checks a token and then the file lands: a worker paused between the
     answer and the rename still writes after a takeover (``storage/redis/fence.py`` says
-    the window is narrowed, not closed). Here a fenced ``save`` is one statement, so one
+    the window is narrowed, not closed). Here a fenced write is one statement, so one
     transaction (``publish_state``, migration 0007): it locks the ticket's lease row
     (``SELECT ... FOR UPDATE``), checks that the token is still this worker's and the
-    lease has not run out, writes the record, and commits.
-    A takeover (``acquire``) must update that row, so it waits for the save to commit; a
-    save that waited for a takeover reads the new token and is refused (``FencedOut``,
+    lease has not run out, writes the rows, and commits.
+    A takeover (``acquire``) must update that row, so it waits for the write to commit; a
+    write that waited for a takeover reads the new token and is refused (``FencedOut``,
     the type the Celery worker already catches). Check and write cannot be separated.
 
 A connection lost before the commit writes nothing (the server rolls the transaction
-back); one lost during the commit leaves it unknown whether the record landed, which is
-safe to retry: a save replaces the whole record. Each operation opens a connection from
-the factory and closes it when done, as ``PostgresLedger`` does; a connection that drops
-is ``PostgresUnavailable`` (try again later), any other driver error ``StateError``.
-psycopg is imported when a connection is first used, not when this module is.
+back); one lost during the commit leaves it unknown whether the rows landed, which is
+safe to retry: a write replaces the whole file. Each operation opens a connection from
+the factory and closes it when done; a connection that drops is ``PostgresUnavailable``
+(try again later), any other driver error ``StateError``. psycopg is imported when a
+connection is first used, not when this module is.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -41,7 +42,6 @@ from pydantic import ValidationError
 from orchestrator.domain.errors import StateError
 from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.validation import describe_validation_error
-from orchestrator.storage.crash_points import CrashPoint, crash_point
 from orchestrator.storage.layout import is_run_id, ticket_of
 from orchestrator.storage.postgres.connect import PostgresUnavailable
 from orchestrator.storage.postgres.session import (
@@ -50,7 +50,6 @@ from orchestrator.storage.postgres.session import (
     transaction,
 )
 from orchestrator.storage.redis.errors import FencedOut
-from orchestrator.storage.runs import LatestRuns, interrupts_held
 
 if TYPE_CHECKING:
     import psycopg
@@ -340,109 +339,6 @@ def record_row(record: RunRecord, text: str) -> StateRow:
         ticket_id=record.ticket_id,
         created=record.created_at,
     )
-
-
-class PostgresRuns:
-    """Run records in one database (migrated: 0004), with the file store's semantics
-    (``storage.runs.RunStore``: save, load, latest_for_ticket); ``save`` may be fenced.
-
-    ``source``: a ``postgresql://`` URL, or a function returning a new connection."""
-
-    def __init__(self, source: str | ConnectionFactory) -> None:
-        self._connect = connection_factory(source)
-
-    def save(
-        self,
-        record: RunRecord,
-        point: CrashPoint | None = None,
-        *,
-        fence: LeaseToken | tuple[str, int] | None = None,
-        _before_write: Callable[[psycopg.Connection[Any]], None] | None = None,
-    ) -> None:
-        """Replace the run's record, in one transaction. With ``fence`` (ticket, token)
-        the write happens only while that token is the ticket's current, unexpired lease,
-        checked in the same transaction under the lease row's lock; else ``FencedOut``
-        and nothing is written. ``point`` names the step this write persists (the
-        crash-point tests kill the process right after it). ``_before_write`` is a test
-        seam: called with the connection once the fence is checked, before the write."""
-        check_record(record)
-        lease = LeaseToken(*fence) if fence is not None else None
-        if lease is not None and lease.ticket_id != record.ticket_id:
-            raise ValueError(
-                f"run {record.run_id} is ticket {record.ticket_id}'s, "
-                f"not fenced by ticket {lease.ticket_id}'s lease"
-            )
-        with interrupts_held():
-            data = record.model_dump_json(indent=2)
-        publish_fenced(
-            lambda: _statement(self._connect),
-            lambda: _transaction(self._connect),
-            (record_row(record, data),),
-            lease,
-            _before_write,
-        )
-        if point is not None:
-            crash_point(point)
-
-    def load(self, run_id: str) -> RunRecord:
-        """The run's record; StateError when ``run_id`` is not a run id, no run has it,
-        or what is stored is not a valid run record."""
-        if not is_run_id(run_id):
-            raise StateError(f"state error: {run_id!r} is not a run id")
-        with _statement(self._connect) as conn:
-            found = conn.execute("SELECT record FROM runs WHERE run_id = %s", (run_id,)).fetchone()
-        if found is None:
-            raise StateError(f"state error: run {run_id}: no such run record in {WHERE}")
-        return parse_record(run_id, found[0])
-
-    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
-        """The ticket's most recent run (latest ``created_at``; on a tie, the first run id
-        in order, as the file store's scan of names keeps it), or None. A damaged record
-        of the ticket raises StateError naming the run, never passed over."""
-        with _statement(self._connect) as conn:
-            found = conn.execute(
-                "SELECT run_id, record FROM runs WHERE ticket_id = %s "
-                'ORDER BY created_at DESC, run_id COLLATE "C" LIMIT 1',
-                (ticket_id,),
-            ).fetchone()
-        if found is None:
-            return None
-        record = parse_record(found[0], found[1])
-        if record.ticket_id != ticket_id:
-            raise StateError(f"state error: run {found[0]}: not a run record of {ticket_id}")
-        return record
-
-    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
-        """Each ticket's latest run id, as ``latest_for_ticket`` picks it, in one query
-        for all of them (never one per ticket). Each latest record is read as plain JSON
-        (its ticket checked, not the whole record validated); one that is not a run record
-        of its ticket puts the ticket in ``unreadable``."""
-        wanted = sorted(set(ticket_ids))
-        if not wanted:
-            return LatestRuns({}, {})
-        with _statement(self._connect) as conn:
-            found = conn.execute(
-                "SELECT DISTINCT ON (ticket_id) ticket_id, run_id, record FROM runs "
-                'WHERE ticket_id = ANY(%s) ORDER BY ticket_id, created_at DESC, run_id COLLATE "C"',
-                (wanted,),
-            ).fetchall()
-        latest: dict[str, str] = {}
-        unreadable: dict[str, str] = {}
-        for ticket_id, run_id, text in found:
-            try:
-                raw = json.loads(text)
-            except ValueError as exc:
-                unreadable[ticket_id] = (
-                    f"state error: run {run_id} in {WHERE}: not valid JSON: {exc}"
-                )
-                continue
-            if not isinstance(raw, dict) or raw.get("ticket_id") != ticket_id:
-                unreadable[ticket_id] = (
-                    f"state error: run {run_id}: not a run record of {ticket_id}"
-                )
-                continue
-            latest[ticket_id] = run_id
-        return LatestRuns(latest, unreadable)
 
 
 def parse_record(run_id: str, text: str) -> RunRecord:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.storage.postgres import PostgresRuns
+from orchestrator.domain.runs import RunRecord
 
 from conftest import COUNTS, bash_stage, orchestrator_cmd, subprocess_env, write_ticket
 from support import SUPPORT
@@ -190,8 +190,14 @@ def wait_started(listener: socket.socket) -> int:
 
 
 def attempts_in_database(url: str, ticket_id: str) -> list[tuple[str, str]]:
-    record = PostgresRuns(url).latest_for_ticket(ticket_id)
-    return [] if record is None else [(a.stage, a.status.value) for a in record.attempts]
+    """The attempts of the ticket's latest run, as the database's ``runs`` row has it."""
+    latest = database_rows(
+        url,
+        'SELECT record FROM runs WHERE ticket_id = %s ORDER BY created_at DESC, run_id COLLATE "C" LIMIT 1',
+        ticket_id,
+    )
+    attempts = RunRecord.model_validate_json(latest[0]).attempts if latest else ()
+    return [(a.stage, a.status.value) for a in attempts]
 
 
 def run_rows(url: str, ticket_id: str) -> list[str]:

@@ -18,7 +18,7 @@ from orchestrator.execution.git import (
     config_problem,
     hardened_git_env,
 )
-from orchestrator.execution.process import ProcessRequest
+from orchestrator.execution.process import CapturedHead, ProcessRequest
 
 if TYPE_CHECKING:
     from orchestrator.execution.executor import Executor
@@ -30,13 +30,7 @@ GIT_KILL_AFTER_S = 5.0
 
 def head_commit(executor: Executor, clone: Path, env: Mapping[str, str]) -> str | None:
     """The commit HEAD names, or None when there is none (no repository, no commit)."""
-    head = executor.capture_head(
-        ("git", "rev-parse", "HEAD"),
-        cwd=clone,
-        env=hardened_git_env(env, carried_overrides(env)),
-        max_bytes=100,
-        timeout_s=30,
-    )
+    head = _query(executor, ("git", "rev-parse", "HEAD"), clone, env, max_bytes=100, timeout_s=30)
     if head.exit_code != 0:
         return None
     return head.data.decode().strip() or None
@@ -61,30 +55,16 @@ def keep_and_restore(
         steps += [("git", "reset", "--hard", restore_to), ("git", "clean", "-fd")]
     ok = True
     for index, argv in enumerate(steps, start=1):
-        outcome = executor.run(
-            ProcessRequest(
-                argv,
-                cwd=clone,
-                env=git_env,
-                log_path=log_prefix.with_name(f"{log_prefix.name}-{index}.log"),
-                timeout_s=GIT_TIMEOUT_S,
-                kill_after_s=GIT_KILL_AFTER_S,
-            )
-        )
-        ok = ok and outcome.ok
+        log_path = log_prefix.with_name(f"{log_prefix.name}-{index}.log")
+        ok = _run(executor, argv, clone, git_env, log_path) and ok
     return ok and restore_to is not None
 
 
 def status_entries(executor: Executor, clone: Path, env: Mapping[str, str]) -> list[str] | None:
     """``git status --porcelain`` entries (``" D tests/x.py"``, ``"?? new"``), or None
     when git could not say."""
-    status = executor.capture_head(
-        ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all"),
-        cwd=clone,
-        env=hardened_git_env(env, carried_overrides(env)),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=GIT_TIMEOUT_S,
-    )
+    argv = ("git", "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    status = _query(executor, argv, clone, env)
     if status.exit_code != 0 or status.truncated:
         return None
     entries: list[str] = []
@@ -106,14 +86,9 @@ def changed_paths(
 ) -> list[str] | None:
     """The paths the commits ``since..until`` add, change, delete or rename (both
     names of a rename), or None when git could not say."""
-    diff = executor.capture_head(
-        ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
-         since, until),
-        cwd=clone,
-        env=hardened_git_env(env, carried_overrides(env)),
-        max_bytes=MAX_CONFIG_LISTING_BYTES,
-        timeout_s=GIT_TIMEOUT_S,
-    )  # fmt: skip
+    argv = ("git", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+            since, until)  # fmt: skip
+    diff = _query(executor, argv, clone, env)
     if diff.exit_code != 0 or diff.truncated:
         return None
     return [p for p in diff.data.decode("utf-8", "replace").split("\0") if p]
@@ -128,32 +103,15 @@ def add_checkout(
     (where an ``includeIf "gitdir:…/worktrees/…"`` would match) passes
     ``config_problem``, with the drivers that config names switched off."""
     remove_checkout(executor, clone, checkout, env, log_path)  # a crashed run's leftover
-    added = executor.run(
-        ProcessRequest(
-            ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD"),
-            cwd=clone,
-            env=hardened_git_env(env, carried_overrides(env)),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
-    )
-    if not added.ok:
+    add = ("git", "worktree", "add", "--detach", "--no-checkout", str(checkout), "HEAD")
+    if not _run(executor, add, clone, _hardened(env), log_path):
         return "git could not add the checkout"
     problem = config_problem(executor, checkout, env)
     if problem is not None:
         return f"{problem} (read in the verification checkout)"
-    filled = executor.run(
-        ProcessRequest(
-            ("git", "reset", "--hard", "--quiet", "HEAD"),
-            cwd=checkout,
-            env=clone_git_env(executor, checkout, env),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
-    )
-    return None if filled.ok else "git could not fill the checkout"
+    fill = ("git", "reset", "--hard", "--quiet", "HEAD")
+    filled = _run(executor, fill, checkout, clone_git_env(executor, checkout, env), log_path)
+    return None if filled else "git could not fill the checkout"
 
 
 def remove_checkout(
@@ -161,25 +119,37 @@ def remove_checkout(
 ) -> None:
     """Remove a checkout made by ``add_checkout`` and forget it in the clone."""
     if checkout.exists():
-        executor.run(
-            ProcessRequest(
-                ("git", "worktree", "remove", "--force", "--force", str(checkout)),
-                cwd=clone,
-                env=hardened_git_env(env, carried_overrides(env)),
-                log_path=log_path,
-                timeout_s=GIT_TIMEOUT_S,
-                kill_after_s=GIT_KILL_AFTER_S,
-            )
-        )
+        remove = ("git", "worktree", "remove", "--force", "--force", str(checkout))
+        _run(executor, remove, clone, _hardened(env), log_path)
         if checkout.exists() and not checkout.is_symlink():
             shutil.rmtree(checkout, ignore_errors=True)
-    executor.run(
-        ProcessRequest(
-            ("git", "worktree", "prune"),
-            cwd=clone,
-            env=hardened_git_env(env, carried_overrides(env)),
-            log_path=log_path,
-            timeout_s=GIT_TIMEOUT_S,
-            kill_after_s=GIT_KILL_AFTER_S,
-        )
+    _run(executor, ("git", "worktree", "prune"), clone, _hardened(env), log_path)
+
+
+def _hardened(env: Mapping[str, str]) -> dict[str, str]:
+    return hardened_git_env(env, carried_overrides(env))
+
+
+def _run(
+    executor: Executor, argv: tuple[str, ...], cwd: Path, env: Mapping[str, str], log_path: Path
+) -> bool:
+    """One git call in ``cwd`` with ``env`` as given, bounded (a local operation); whether
+    it succeeded."""
+    request = ProcessRequest(argv, cwd=cwd, env=env, log_path=log_path, timeout_s=GIT_TIMEOUT_S,
+                             kill_after_s=GIT_KILL_AFTER_S)  # fmt: skip
+    return executor.run(request).ok
+
+
+def _query(
+    executor: Executor,
+    argv: tuple[str, ...],
+    clone: Path,
+    env: Mapping[str, str],
+    *,
+    max_bytes: int = MAX_CONFIG_LISTING_BYTES,
+    timeout_s: float = GIT_TIMEOUT_S,
+) -> CapturedHead:
+    """At most ``max_bytes`` of what a git query in ``clone`` prints, hardened."""
+    return executor.capture_head(
+        argv, cwd=clone, env=_hardened(env), max_bytes=max_bytes, timeout_s=timeout_s
     )

@@ -44,11 +44,12 @@ if str(ROOT) not in sys.path:  # `python bench/bench_base_check.py` puts bench/ 
 from orchestrator.app.base_check import check_the_base  # noqa: E402
 from orchestrator.app.driver import run_ticket  # noqa: E402
 from orchestrator.app.services import Services  # noqa: E402
+from orchestrator.cli.console import PlainReporter  # noqa: E402
 from orchestrator.domain.config import Config, LoadedConfig  # noqa: E402
 from orchestrator.domain.lifecycle import RunState  # noqa: E402
 from orchestrator.domain.runs import RunRecord  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
-from orchestrator.reports.display import PlainReporter  # noqa: E402
+from orchestrator.reports.handoff import MARKDOWN  # noqa: E402
 from orchestrator.storage import FileStorage  # noqa: E402
 
 STEP_RATIO_TARGET = 0.05
@@ -118,6 +119,7 @@ def make_project(root: Path) -> tuple[dict[str, Services], Path]:
             loaded=loaded,
             storage=FileStorage(root / f"state-{name}"),
             reporter=PlainReporter(io.StringIO()),
+            handoffs=MARKDOWN,
             environ={**environ, "DRY_RUN": "false"},
         )
     return services, ticket

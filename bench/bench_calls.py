@@ -27,11 +27,12 @@ if str(ROOT) not in sys.path:
 
 from orchestrator.app.driver import run_ticket  # noqa: E402
 from orchestrator.app.services import Services  # noqa: E402
+from orchestrator.cli.console import PlainReporter  # noqa: E402
 from orchestrator.demo.run import build_demo  # noqa: E402
 from orchestrator.domain.config import load_config  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
 from orchestrator.recovery.gateway import ModelReply, ModelRequest  # noqa: E402
-from orchestrator.reports.display import PlainReporter  # noqa: E402
+from orchestrator.reports.handoff import MARKDOWN  # noqa: E402
 from orchestrator.storage.budget import BudgetStore  # noqa: E402
 from orchestrator.storage.files import FileStorage  # noqa: E402
 from orchestrator.storage.runs import RunStore  # noqa: E402
@@ -76,6 +77,7 @@ def main() -> int:
             loaded=loaded,
             storage=FileStorage(work / "state"),
             reporter=PlainReporter(io.StringIO()),
+            handoffs=MARKDOWN,
             environ={"PATH": os.environ["PATH"], "HOME": str(work), "DRY_RUN": "false"},
             gateway_factory=lambda: gateway,
         )

@@ -29,6 +29,7 @@ import tomli_w  # noqa: E402
 
 from orchestrator.app.driver import run_ticket  # noqa: E402
 from orchestrator.app.services import Services  # noqa: E402
+from orchestrator.cli.console import PlainReporter  # noqa: E402
 from orchestrator.demo.run import build_demo  # noqa: E402
 from orchestrator.domain.config import load_config  # noqa: E402
 from orchestrator.domain.tickets import load_ticket  # noqa: E402
@@ -36,7 +37,7 @@ from orchestrator.domain.verdicts import verdict_json_schema  # noqa: E402
 from orchestrator.recovery.context import ContextBundle  # noqa: E402
 from orchestrator.recovery.gateway import ScriptedGateway  # noqa: E402
 from orchestrator.recovery.prompt import PROMPT_VERSION, SYSTEM, build_prompt  # noqa: E402
-from orchestrator.reports.display import PlainReporter  # noqa: E402
+from orchestrator.reports.handoff import MARKDOWN  # noqa: E402
 from orchestrator.storage.decisions import read_verdict  # noqa: E402
 from orchestrator.storage.files import FileStorage  # noqa: E402
 from orchestrator.storage.layout import verdict_files  # noqa: E402
@@ -70,7 +71,8 @@ def _run_demo(work: Path) -> RunStore:
     }
     services = Services(
         loaded=load_config(_config(work)), storage=FileStorage(work / "state"),
-        reporter=PlainReporter(io.StringIO()), environ=environ, gateway_factory=lambda: gateway,
+        reporter=PlainReporter(io.StringIO()), handoffs=MARKDOWN, environ=environ,
+        gateway_factory=lambda: gateway,
     )  # fmt: skip
     for _, ticket in sorted(layout.tickets.items()):
         run_ticket(load_ticket(ticket), services)

@@ -11,6 +11,7 @@ from orchestrator.actions.proposal import action_name_of
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.verdicts import AbandonHumanVerdict
+from orchestrator.execution.reporter import HandoffFacts
 
 if TYPE_CHECKING:
     from orchestrator.domain.runs import RunRecord
@@ -62,7 +63,6 @@ def stop(
 ) -> tuple[RunRecord, Effect]:
     """End the run in ``state`` for ``reason``, with a hand-off written first."""
     from orchestrator.domain.runs import Halt
-    from orchestrator.reports.handoff import HandoffFacts, render_handoff
 
     store = services.storage.runs
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.
@@ -78,7 +78,7 @@ def stop(
         bundle_path=applying.bundle_path,
         halt=reason.value,
     )
-    handoff = store.write_handoff(record.run_id, render_handoff(record, facts))
+    handoff = store.write_handoff(record.run_id, services.handoffs.stopped(record, facts))
     record = record.model_copy(update={"handoff": str(handoff)})
     halt = Halt(
         reason=reason, stage=applying.failing_stage.name, detail=f"{detail}; hand-off: {handoff}"

@@ -27,7 +27,6 @@ from orchestrator.execution.attempts import run_check, stage_context
 from orchestrator.execution.git_calls import head_commit
 from orchestrator.execution.stage_env import StageContext
 from orchestrator.reading.evidence import extract_evidence, render_evidence
-from orchestrator.reports.handoff import render_base_red_handoff
 from orchestrator.storage import BaseCheck, CrashPoint
 from orchestrator.storage.base_checks import BaseCheckStore
 
@@ -132,7 +131,7 @@ def _run_on_base(
 
 def _halt_base_red(record: RunRecord, reds: list[BaseCheck], services: Services) -> RunRecord:
     store = services.storage.runs
-    handoff = store.write_handoff(record.run_id, render_base_red_handoff(record, reds))
+    handoff = store.write_handoff(record.run_id, services.handoffs.base_red(record, reds))
     names = ", ".join(repr(r.check) for r in reds)
     first = reds[0]
     stage = next(

@@ -1,10 +1,11 @@
 """The composition root: what a ticket run is handed, built in one place.
 
 ``Services`` holds everything a run touches — the config, the state dir's stores, the
-terminal, the clock, where processes start, the model (built only when one must be
-asked). The CLI, the batch workers, the fleet's Celery worker and the demo all build it
-with ``build_services``; tests through one fixture. The layers below take narrow
-protocols of what they use (``execution.attempts.StageServices``), never this class.
+reporter and the hand-off's text (handed in: ``execution/reporter.py``), the clock, where
+processes start, the model (built only when one must be asked). The CLI
+(``cli/console.terminal_services``), the batch workers, the fleet's Celery worker and the
+demo all build it with ``build_services``; tests through one fixture. The layers below
+take narrow protocols of what they use (``execution.attempts.StageServices``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from orchestrator.app.held_secrets import hold_secrets
 from orchestrator.app.notify import NoNotifier, Notifier, notifier_for
@@ -26,9 +27,9 @@ from orchestrator.domain.lifecycle import HaltReason
 from orchestrator.domain.runs import utcnow
 from orchestrator.execution.attempts import GreenRecorder
 from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.reporter import Handoffs, Reporter
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
-from orchestrator.reports.display import Reporter, reporter_for
 from orchestrator.storage import open_configured, resolve_state_dir
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.notify_outbox import NotifyOutbox
@@ -51,6 +52,7 @@ class Services:
     # ones (and its claim as the ticket's lock) in the distributed mode.
     storage: Storage
     reporter: Reporter
+    handoffs: Handoffs
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Callable[[], datetime] = utcnow
     executor: Executor = field(default_factory=LocalExecutor)  # every process starts here
@@ -110,9 +112,14 @@ def model_gateway_factory(
 
 
 def build_services(
-    loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
+    loaded: LoadedConfig,
+    state_dir_override: str | None,
+    environ: Mapping[str, str],
+    *,
+    reporter: Reporter,
+    handoffs: Handoffs,
 ) -> Services:
-    """The real services: the runner, the configured model, this terminal. The secrets
+    """The real services: the runner, the configured model, ``reporter``. The secrets
     ``environ`` and the config hold are held from now on (``held_secrets.py``): the
     fleet's worker builds its services per ticket from the environment it was handed."""
     hold_secrets(loaded.path, environ)
@@ -120,11 +127,11 @@ def build_services(
     storage = open_configured(loaded, state_dir, environ)
     storage.sweep_stale_temps()  # what killed writes left behind
     git = loaded.config.git
-    reporter = reporter_for(out, environ)
     return Services(
         loaded=loaded,
         storage=storage,
         reporter=reporter,
+        handoffs=handoffs,
         # The config's [git] author reaches the clone stage (domain/git_identity.py).
         environ={**environ, **identity_environ(git.author_name, git.author_email)},
         gateway_factory=model_gateway_factory(loaded.config.model, environ),

@@ -17,8 +17,8 @@ from orchestrator.batch.results import TicketResult, timestamp
 from orchestrator.batch.session import BatchSession
 from orchestrator.batch.workers import Stopped, run_workers
 from orchestrator.domain.errors import Interrupted
+from orchestrator.execution.reporter import QuietReporter
 from orchestrator.recovery.gateway import GatewayFactory
-from orchestrator.reports.display import QuietReporter
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class LocalBackend:
         services = session.services
         return replace(
             services,
-            reporter=QuietReporter(out),
+            reporter=QuietReporter(),
             notifier=services.notifier.saying(say),
             gateway_factory=budgeted_factory(
                 RefusedKeyLatch(

@@ -30,6 +30,7 @@ from orchestrator.execution.engine_stage import EngineOutcome, run_engine
 from orchestrator.execution.executor import Executor
 from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
+from orchestrator.execution.reporter import Handoffs, Reporter
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, SandboxSpec
 from orchestrator.execution.stage_egress import (
     check_network,
@@ -53,7 +54,6 @@ from orchestrator.execution.stage_sandbox import (
 )
 from orchestrator.reading.failure import read_failure
 from orchestrator.redaction import redact
-from orchestrator.reports.display import Reporter
 from orchestrator.storage import CrashPoint
 from orchestrator.storage.layout import StateLayout, verdict_files
 from orchestrator.storage.runs import RunStore
@@ -73,7 +73,7 @@ class GreenRecorder(Protocol):
 
 class StageServices(Protocol):
     """What running a stage or a check takes (``app.services.Services`` is one): the
-    config, the run store, the terminal, the clock, where processes start."""
+    config, the run store, the reporter and hand-offs, the clock, where processes start."""
 
     @property
     def loaded(self) -> LoadedConfig: ...
@@ -83,6 +83,9 @@ class StageServices(Protocol):
 
     @property
     def reporter(self) -> Reporter: ...
+
+    @property
+    def handoffs(self) -> Handoffs: ...
 
     @property
     def environ(self) -> Mapping[str, str]: ...

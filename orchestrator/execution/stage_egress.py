@@ -26,8 +26,8 @@ from orchestrator.domain.forge_hosts import ForgeKind, forge_location, source_ap
 from orchestrator.domain.runs import Attempt
 from orchestrator.domain.sandbox import SandboxOptions
 from orchestrator.domain.sources import GitHubSource, GitLabSource
+from orchestrator.execution.reporter import Reporter
 from orchestrator.execution.stage_sandbox import stage_access
-from orchestrator.reports.display import Reporter
 
 # Where the forge stages push instead of the ticket's repository, when set (the API is
 # ``forge_hosts.forge_api``'s: the one rule for where a forge is).

@@ -1,36 +1,22 @@
 """The hand-off: what a person needs when a ticket stops and needs them — what failed
 (with the failed program's last error lines), what was tried, where the evidence is.
-Rendering only (it reads the failed log's tail); the abandon action writes it, and the
-base check (``app.base_check``) when the base is red."""
+Rendering only (it reads the failed log's tail): the CLI hands ``MARKDOWN`` to the run
+loop (``execution.reporter.Handoffs``), where the abandon action writes it, and the base
+check (``app.base_check``) when the base is red."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.domain.runs import RunRecord
+from orchestrator.execution.reporter import HandoffFacts, Handoffs
 from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
     from orchestrator.storage import BaseCheck
-
-
-@dataclass(frozen=True)
-class HandoffFacts:
-    """The decision that stopped the run, and where its evidence lies."""
-
-    why: str
-    verdict_number: int
-    source: str
-    action: str  # as proposed (a rejected proposal's own action, not abandon-human)
-    reason: str
-    record_path: Path
-    verdict_path: Path
-    bundle_path: str | None
-    halt: str = ""  # the halt reason the run ends with (HaltReason's value)
 
 
 def next_steps(halt: str, run_id: str, ticket_id: str) -> list[str]:
@@ -167,3 +153,6 @@ def render_base_red_handoff(record: RunRecord, reds: Sequence[BaseCheck]) -> str
         "",
     ]
     return "\n".join(lines)
+
+
+MARKDOWN = Handoffs(stopped=render_handoff, base_red=render_base_red_handoff)

@@ -18,11 +18,11 @@ import pytest
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.cli.commands.approve import answer
+from orchestrator.cli.console import PlainReporter
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import RunRecord
 from orchestrator.recovery.gateway import ScriptedGateway
-from orchestrator.reports.display import PlainReporter
 from orchestrator.storage.approvals import (
     APPROVAL_KEY_ENV,
     UNSIGNED_BEFORE,

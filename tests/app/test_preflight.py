@@ -20,7 +20,7 @@ from orchestrator.app.preflight import (
     programs,
     sandboxed,
 )
-from orchestrator.app.services import build_services
+from orchestrator.cli.console import terminal_services
 from orchestrator.domain.config import load_config
 from orchestrator.domain.git_identity import AUTHOR_EMAIL_ENV, AUTHOR_NAME_ENV
 from orchestrator.domain.preflight import GITLAB
@@ -149,7 +149,7 @@ def test_the_git_table_reaches_the_stages_environment(tmp_path: Path) -> None:
         '[[stages]]\nname = "a"\ncommand = ["true"]\n',
         header='[git]\nauthor_name = "Release Bot"\nauthor_email = "bot@example.org"\n',
     )
-    services = build_services(load_config(config), None, io.StringIO(), {"PATH": "/bin"})
+    services = terminal_services(load_config(config), None, io.StringIO(), {"PATH": "/bin"})
     assert services.environ[AUTHOR_NAME_ENV] == "Release Bot"
     assert services.environ[AUTHOR_EMAIL_ENV] == "bot@example.org"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.app.ledger_link import ledger_for
-from orchestrator.app.services import build_services
 from orchestrator.batch.celery.backend import settled as _settled
 from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.cli.commands.batch import batch
+from orchestrator.cli.console import terminal_services
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.recovery.gateway import ScriptedGateway
@@ -142,18 +142,18 @@ def test_on_a_fleet_the_blocked_run_is_queued_and_the_workers_environment_decide
 
     # The celery batch does not settle it as "already-needs-human": it queues it, since
     # only the worker knows its own DRY_RUN.
-    batch_side = build_services(loaded, None, io.StringIO(), {"PATH": os.environ["PATH"]})
+    batch_side = terminal_services(loaded, None, io.StringIO(), {"PATH": os.environ["PATH"]})
     assert _settled(ticket, batch_side, {}) == "T-1"
 
     # A worker with DRY_RUN armed leaves it, saying it is the worker's environment.
-    armed = build_services(loaded, None, io.StringIO(), {"PATH": os.environ["PATH"]})
+    armed = terminal_services(loaded, None, io.StringIO(), {"PATH": os.environ["PATH"]})
     result = run_one(ticket, armed, decides=WORKER_ENVIRONMENT)
     assert (result.status, result.ran) == ("already-needs-human", False)
     assert result.detail == blocked_line(record.run_id, "the worker's")
     assert ran(tmp_path)["publish"] == 0
 
     # A worker with DRY_RUN=false carries it on from the blocked stage.
-    disarmed = build_services(
+    disarmed = terminal_services(
         loaded, None, io.StringIO(), {"PATH": os.environ["PATH"], "DRY_RUN": "false"}
     )
     result = run_one(ticket, disarmed, decides=WORKER_ENVIRONMENT)

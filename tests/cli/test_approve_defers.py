@@ -141,9 +141,9 @@ def test_the_cli_approves_and_resume_carries_the_answer_out_at_once(tmp_path: Pa
 def test_on_a_fleet_the_answered_run_is_queued_and_the_worker_carries_it_out(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.app.services import build_services
     from orchestrator.batch.celery.backend import settled as _settled
     from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
+    from orchestrator.cli.console import terminal_services
     from orchestrator.domain.config import load_config
 
     config, run_id = paused(tmp_path)
@@ -151,9 +151,9 @@ def test_on_a_fleet_the_answered_run_is_queued_and_the_worker_carries_it_out(
     loaded = load_config(config)
     ticket = tmp_path / "tickets" / "T-1.md"
     # The celery batch queues it (an answered run is not finished)...
-    assert _settled(ticket, build_services(loaded, None, io.StringIO(), env()), {}) == "T-1"
+    assert _settled(ticket, terminal_services(loaded, None, io.StringIO(), env()), {}) == "T-1"
     # ...and the worker that takes it carries the answer out in its own environment.
-    worker = build_services(loaded, None, io.StringIO(), env(DRY_RUN="false"))
+    worker = terminal_services(loaded, None, io.StringIO(), env(DRY_RUN="false"))
     result = run_one(ticket, worker, decides=WORKER_ENVIRONMENT)
     assert (result.status, result.run_id, result.ran) == ("completed", run_id, True)
     assert (ran(tmp_path, "build"), ran(tmp_path, "publish")) == (2, 1)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.app.services import Services
+from orchestrator.cli.console import PlainReporter
 from orchestrator.domain.config import LoadedConfig
-from orchestrator.reports.display import PlainReporter
+from orchestrator.reports.handoff import MARKDOWN
 from orchestrator.storage.files import FileStorage
 
 
@@ -23,5 +24,6 @@ def make_services(
         loaded=loaded,
         storage=FileStorage(state_dir),
         reporter=PlainReporter(out if out is not None else io.StringIO()),
+        handoffs=MARKDOWN,
         **swapped,
     )

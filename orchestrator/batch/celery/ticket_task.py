@@ -30,7 +30,7 @@ import signal
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -42,8 +42,8 @@ from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.batch.results import TicketResult
 from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import Interrupted
+from orchestrator.execution.reporter import Handoffs, QuietReporter, Reporter
 from orchestrator.recovery.gateway import GatewayFactory
-from orchestrator.reports.display import QuietReporter
 from orchestrator.storage import FileStorage
 from orchestrator.storage.fleet_queue import NotQueued, check_ids, queued_ticket
 from orchestrator.storage.postgres import PostgresStorage, PostgresUnavailable
@@ -85,6 +85,10 @@ class WorkerContext:
     environ: Mapping[str, str]
     out: TextIO
     gateway_factory: GatewayFactory | None = None  # tests script the model
+    # What the worker command hands in from above: the hand-off's text, and its reporter
+    # (for what the services say beside a ticket's run, e.g. a notice not sent).
+    handoffs: Handoffs = field(kw_only=True)
+    reporter: Reporter = field(kw_only=True, default_factory=QuietReporter)
 
 
 def admitted(
@@ -114,7 +118,10 @@ def run_claimed(
     ``TicketClaimed``, ``BackOff``, ``FencedOut`` or ``Interrupted`` for the task to
     answer; any other outcome is the ticket's result, as the local batch reports it."""
     loaded = load_config(context.config_file)
-    base = build_services(loaded, context.state_dir_override, context.out, context.environ)
+    base = build_services(
+        loaded, context.state_dir_override, context.environ,
+        reporter=context.reporter, handoffs=context.handoffs,
+    )  # fmt: skip
     ticket_file = admitted(base.storage, base.storage.root, ticket_id, name, where, batch_id)
     if isinstance(base.storage, PostgresStorage):
         return _run_on_database(
@@ -128,7 +135,7 @@ def run_claimed(
         services = replace(
             base,
             storage=FleetStorage(storage, held, store, ticket_id),
-            reporter=QuietReporter(context.out),
+            reporter=QuietReporter(),
             gateway_factory=budgeted_factory(
                 context.gateway_factory or base.gateway_factory, budget
             ),
@@ -155,7 +162,7 @@ def _run_on_database(
     budget = storage.batch_budget(batch_id, config.batch, config.prices)
     services = replace(
         base,
-        reporter=QuietReporter(context.out),
+        reporter=QuietReporter(),
         gateway_factory=budgeted_factory(context.gateway_factory or base.gateway_factory, budget),
         sleep=_back_off,
     )

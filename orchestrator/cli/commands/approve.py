@@ -22,9 +22,10 @@ from typing import TextIO
 
 from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import pending_verdict, run_ticket
-from orchestrator.app.services import Services, build_services
+from orchestrator.app.services import Services
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
+from orchestrator.cli.console import terminal_services
 from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import EXIT_COMPLETED, UsageError
 from orchestrator.domain.lifecycle import RunState, dry_run_armed
@@ -75,7 +76,7 @@ def answer(
 ) -> int:
     """Record the answer; drive the run here only for a reject (it ends) or ``now``."""
     loaded = load_config(config_file)
-    services = build_services(loaded, state_dir_override, out, environ)
+    services = terminal_services(loaded, state_dir_override, out, environ)
     store = services.storage.runs
     storage = services.storage
     run_id = resolve_run_id(store, run_id)

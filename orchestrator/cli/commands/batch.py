@@ -36,10 +36,10 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.app.services import build_services
 from orchestrator.batch.local import LocalBackend
 from orchestrator.batch.results import exit_code
 from orchestrator.batch.session import close_batch, listed, open_batch
+from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
 from orchestrator.cli.published import check_destinations, publish_batch
 from orchestrator.domain import errors
@@ -74,7 +74,7 @@ def batch(
     paths = listed(loaded, tickets_dir)
     if preflight:
         gate(loaded, state_dir_override, environ, err)
-    services = build_services(loaded, state_dir_override, out, environ)
+    services = terminal_services(loaded, state_dir_override, out, environ)
     services = replace(services, clock=clock or services.clock, sleep=sleep or services.sleep)
     session = open_batch(loaded, services, paths, backend="local", out=out, environ=environ,
                          as_json=as_json or worker, worker=worker, jobs=jobs)  # fmt: skip

@@ -32,13 +32,13 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.app.services import build_services
 from orchestrator.batch.celery.backend import CeleryBackend
 from orchestrator.batch.session import close_batch, close_queued, listed, open_batch
+from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
 from orchestrator.cli.published import check_destinations, publish_batch
 from orchestrator.domain.config import load_config
-from orchestrator.reports.display import QuietReporter
+from orchestrator.execution.reporter import QuietReporter
 
 
 def celery_batch(
@@ -65,8 +65,8 @@ def celery_batch(
     if preflight:
         gate(loaded, state_dir_override, environ, err, backend="celery")
     fleet = CeleryBackend.connect(loaded, environ, err)
-    services = build_services(loaded, state_dir_override, out, environ)
-    services = replace(services, reporter=QuietReporter(out))
+    services = terminal_services(loaded, state_dir_override, out, environ)
+    services = replace(services, reporter=QuietReporter())
     session = open_batch(
         loaded, services, paths, backend="celery", out=out, as_json=as_json, environ=environ
     )

@@ -14,9 +14,9 @@ from typing import TextIO
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.resume import resume_run
-from orchestrator.app.services import build_services
 from orchestrator.cli.commands.run import exit_code
 from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
+from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
@@ -55,7 +55,7 @@ def resume(
     loaded = load_config(config_file)
     if preflight:
         gate(loaded, state_dir_override, environ, err or sys.stderr, warn=False)
-    services = build_services(loaded, state_dir_override, out, environ)
+    services = terminal_services(loaded, state_dir_override, out, environ)
     run_id = resolve_run_id(services.storage.runs, run)
     to_fleet = not here and on_a_fleet(loaded.config, environ)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.app.services import build_services
+from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
 from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
@@ -48,5 +48,5 @@ def run(
     ticket = load_ticket(Path(ticket_file))
     if preflight:
         gate(loaded, state_dir_override, environ, err or sys.stderr)
-    services = build_services(loaded, state_dir_override, out, environ)
+    services = terminal_services(loaded, state_dir_override, out, environ)
     return exit_code(run_ticket(ticket, services, rerun=rerun))

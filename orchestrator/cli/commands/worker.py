@@ -27,10 +27,12 @@ from orchestrator.app.fleet_key import fleet_key_files, require_fleet_key
 from orchestrator.batch.celery.celery_app import celery_app
 from orchestrator.batch.celery.ticket_task import WorkerContext, register
 from orchestrator.batch.celery.worker_process import serve
+from orchestrator.cli.console import reporter_for
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
 from orchestrator.domain.config import load_config
 from orchestrator.recovery.gateway import GatewayFactory
+from orchestrator.reports.handoff import MARKDOWN
 from orchestrator.storage.redis import CoordinationStore
 
 
@@ -74,7 +76,10 @@ def worker(
         url, namespace=distributed.namespace, fleet=fleet,
         visibility_timeout_s=distributed.visibility_timeout_s, patience_s=distributed.outage_wait_s,
     )  # fmt: skip
-    context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory)
+    context = WorkerContext(
+        config_file, state_dir_override, dict(environ), out, gateway_factory,
+        handoffs=MARKDOWN, reporter=reporter_for(out, environ),
+    )  # fmt: skip
     register(app, context, store)
     hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
     out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")

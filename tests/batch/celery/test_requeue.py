@@ -18,6 +18,7 @@ from orchestrator.cli.commands.approve import answer
 from orchestrator.cli.commands.resume import resume
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.reports.handoff import MARKDOWN
 from orchestrator.storage import FileStorage
 from orchestrator.storage.redis import CoordinationStore
 
@@ -40,7 +41,7 @@ def queued_args(store: CoordinationStore) -> list[list[str]]:
 def work(config: Path, store: CoordinationStore, args: list[str]) -> str:
     """What a worker whose DRY_RUN is false does with the task: its result's status."""
     ticket_id, ticket_file, ticket_dir, batch_id = args
-    context = WorkerContext(config, None, env(DRY_RUN="false"), io.StringIO())
+    context = WorkerContext(config, None, env(DRY_RUN="false"), io.StringIO(), handoffs=MARKDOWN)
     result = run_claimed(context, store, ticket_id, ticket_file, ticket_dir, batch_id)
     return result.status
 

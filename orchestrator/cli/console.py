@@ -1,4 +1,5 @@
-"""What a person (or cron's mail) sees while a ticket runs.
+"""What a person (or cron's mail) sees while a ticket runs: the run loop's ``Reporter``
+(``execution/reporter.py``) printed, and the services of a command run from here.
 
 On a terminal: one status line redrawn in place with the running stage and its elapsed
 time. Anywhere else (cron, a pipe, a file): plain lines, no escape codes, no redraws.
@@ -10,42 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from orchestrator.app.services import Services, build_services
 from orchestrator.reading.error_lines import error_lines_of, last_error_line_of
+from orchestrator.reports.handoff import MARKDOWN
+from orchestrator.reports.run_reader import attempt_summary
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:
+    from orchestrator.domain.config import LoadedConfig
     from orchestrator.domain.runs import Attempt, RunRecord
-
-
-class Reporter(Protocol):
-    def run_opened(self, record: RunRecord, *, resumed: bool) -> None: ...
-    def stage_started(
-        self, record: RunRecord | None, stage: str, attempt: int, detail: str
-    ) -> None: ...
-    def tick(self, label: str, elapsed_s: float) -> None: ...
-    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None: ...
-    def note(self, text: str) -> None: ...
-    def run_finished(self, record: RunRecord) -> None: ...
-
-
-def attempt_summary(attempt: Attempt) -> str:
-    """``exit 0 in 0.41s`` / ``timed out (exit 124) after 5.00s`` / ``check x exited 1``."""
-    took = f"{attempt.duration_s:.2f}s" if attempt.duration_s is not None else "?"
-    if attempt.failing_check is not None:
-        check = attempt.failing_check
-        how = "timed out" if check.timed_out else f"exited {check.exit_code}"
-        if check.signal and not check.timed_out:
-            how = f"killed by signal {check.signal}"
-        return f"check {check.name} {how} after {took}"
-    if attempt.error:
-        return f"failed: {attempt.error}"
-    if attempt.timed_out:
-        return f"timed out (exit 124) after {took}"
-    if attempt.signal:
-        return f"killed by signal {attempt.signal} after {took}"
-    return f"exit {attempt.exit_code} in {took}"
 
 
 def failure_summary(attempt: Attempt) -> str:
@@ -128,14 +104,6 @@ class PlainReporter:
             self._line(line)
 
 
-class QuietReporter(PlainReporter):
-    """For the batch: nothing per stage (each ticket gets one summary line from the
-    batch itself; the details are in the run's files)."""
-
-    def _line(self, text: str) -> None:
-        return None
-
-
 class TtyReporter(PlainReporter):
     """Plain lines for events, plus a status line redrawn in place while a stage runs."""
 
@@ -172,3 +140,12 @@ def reporter_for(out: TextIO, environ: Mapping[str, str] = os.environ) -> PlainR
     if out.isatty() and environ.get("TERM") != "dumb":
         return TtyReporter(out, color=not environ.get("NO_COLOR"))
     return PlainReporter(out)
+
+
+def terminal_services(
+    loaded: LoadedConfig, state_dir_override: str | None, out: TextIO, environ: Mapping[str, str]
+) -> Services:
+    """The services of a command run here: ``out``'s reporter, the hand-off as Markdown."""
+    return build_services(
+        loaded, state_dir_override, environ, reporter=reporter_for(out, environ), handoffs=MARKDOWN
+    )

@@ -1,0 +1,75 @@
+"""What a run tells people, as the run loop sees it: its lines as it goes (``Reporter``)
+and, when it stops and needs a person, the hand-off's text (``Handoffs``). The loop holds
+only these; the terminal's printers (``cli/console.py``) and the hand-off's Markdown
+(``reports/handoff.py``) are handed in where a run's services are built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.domain.runs import Attempt, RunRecord
+    from orchestrator.storage.base_checks import BaseCheck
+
+
+class Reporter(Protocol):
+    def run_opened(self, record: RunRecord, *, resumed: bool) -> None: ...
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None: ...
+    def tick(self, label: str, elapsed_s: float) -> None: ...
+    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None: ...
+    def note(self, text: str) -> None: ...
+    def run_finished(self, record: RunRecord) -> None: ...
+
+
+class QuietReporter:
+    """For the batch: nothing per stage (each ticket gets one summary line from the
+    batch itself; the details are in the run's files)."""
+
+    def run_opened(self, record: RunRecord, *, resumed: bool) -> None:
+        pass
+
+    def stage_started(
+        self, record: RunRecord | None, stage: str, attempt: int, detail: str
+    ) -> None:
+        pass
+
+    def tick(self, label: str, elapsed_s: float) -> None:
+        pass
+
+    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def run_finished(self, record: RunRecord) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class HandoffFacts:
+    """The decision that stopped the run, and where its evidence lies."""
+
+    why: str
+    verdict_number: int
+    source: str
+    action: str  # as proposed (a rejected proposal's own action, not abandon-human)
+    reason: str
+    record_path: Path
+    verdict_path: Path
+    bundle_path: str | None
+    halt: str = ""  # the halt reason the run ends with (HaltReason's value)
+
+
+@dataclass(frozen=True)
+class Handoffs:
+    """The hand-off's text when a run stops (the abandon action writes it), and when the
+    base is red before any change (the base check)."""
+
+    stopped: Callable[[RunRecord, HandoffFacts], str]
+    base_red: Callable[[RunRecord, Sequence[BaseCheck]], str]

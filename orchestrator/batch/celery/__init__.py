@@ -4,7 +4,7 @@ ticket with the fleet's stores (``orchestrator.storage.redis``).
 
     celery_app.celery_app      the Celery app the fleet shares (late acks, requeue on loss)
     enqueued.Enqueued          one queued task per unfinished ticket, however many batches
-    answers.Answers            the batch's wait for its tasks' answers, through outages
+    task_results.TaskResults   the batch's wait for its tasks' results, through outages
     ticket_task.run_claimed    one ticket on a worker: claim, drive with fleet stores, release
     ticket_task.register       ``orchestrator.run_ticket``: back-off and claims as retries
     worker_process.serve       the Celery worker, passing a stop on to its pool

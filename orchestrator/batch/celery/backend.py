@@ -16,10 +16,10 @@ from typing import Any, TextIO
 from orchestrator.app.fleet_key import fleet_key_files
 from orchestrator.app.resume import dry_run_blocked
 from orchestrator.app.services import Services
-from orchestrator.batch.celery.answers import Answers, Patience, lost_note
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.celery.requeue import task_ticket
+from orchestrator.batch.celery.task_results import TaskResults, WaitPolicy, lost_note
 from orchestrator.batch.celery.ticket_task import TASK_NAME
 from orchestrator.batch.queue import duplicate_ids, queue_ids
 from orchestrator.batch.results import STATE_ERROR, TicketResult, timestamp
@@ -85,7 +85,7 @@ class CeleryBackend:
     loaded: LoadedConfig
     url: BrokerUrl
     store: CoordinationStore
-    answers: Answers
+    answers: TaskResults
     stderr: TextIO
 
     @classmethod
@@ -98,7 +98,7 @@ class CeleryBackend:
         url = broker_url_from(distributed.broker_url, environ, loaded.path)
         store = CoordinationStore(url, namespace=distributed.namespace)
         store.ping()
-        answers = Answers(
+        answers = TaskResults(
             partial(
                 celery_app, url, namespace=distributed.namespace, fleet=fleet_key_files(loaded),
                 visibility_timeout_s=distributed.visibility_timeout_s,
@@ -106,7 +106,7 @@ class CeleryBackend:
             ),
             store,
             broker_keys(distributed.namespace),
-            Patience(distributed.outage_wait_s, distributed.lost_task_check_s),
+            WaitPolicy(distributed.outage_wait_s, distributed.lost_task_check_s),
         )  # fmt: skip
         return cls(loaded, url, store, answers, stderr)
 
@@ -189,9 +189,7 @@ class CeleryBackend:
         for task_id in self.answers.confirm_lost(list(others)):
             ticket_id, resend = others[task_id]
             resend()
-            _note(
-                self.stderr, session.batch_id, ticket_id, lost_note(task_id, self.answers.patience)
-            )
+            _note(self.stderr, session.batch_id, ticket_id, lost_note(task_id, self.answers.policy))
         session.out.write(
             f"{timestamp(session.services.clock())} batch {session.batch_id}: "
             f"{len(waiting)} ticket(s) queued on {self.url.masked}\n"

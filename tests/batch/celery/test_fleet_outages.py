@@ -17,10 +17,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.app.fleet_key import FleetKey
-from orchestrator.batch.celery.answers import Answers, Patience, message_place, pause_after
 from orchestrator.batch.celery.backend import BATCH_REDIS_PATIENCE_S
 from orchestrator.batch.celery.celery_app import broker_keys, celery_app, queue_name
 from orchestrator.batch.celery.enqueued import Enqueued
+from orchestrator.batch.celery.task_results import (
+    TaskResults,
+    WaitPolicy,
+    message_place,
+    pause_after,
+)
 from orchestrator.domain.broker_url import BrokerUrl
 from orchestrator.domain.errors import EXIT_LOCKED
 from orchestrator.storage.redis.client import CoordinationStore
@@ -281,12 +286,12 @@ def test_a_task_sent_to_a_broker_that_is_gone_is_a_clear_error_naming_it_masked(
     server = redis_servers(password="s3cret-Redis-pw")
     url = BrokerUrl(server.url)
     store = CoordinationStore(url, namespace=namespace)
-    answers = Answers(
+    answers = TaskResults(
         partial(
             celery_app, url, namespace=namespace, fleet=fleet_key, patience_s=BATCH_REDIS_PATIENCE_S
         ),
         store, broker_keys(namespace),
-        Patience(outage_s=1.0, check_s=0.3),
+        WaitPolicy(outage_s=1.0, check_s=0.3),
     )  # fmt: skip
     server.stop()
     with pytest.raises(CoordinationUnavailable) as gone:
@@ -426,22 +431,22 @@ def test_a_task_no_worker_runs_whose_message_is_nowhere_is_lost_and_only_then(
     # A real Celery app on a real Redis, no worker: the task's state and its message are
     # set by hand to each case a batch can find.
     url = BrokerUrl(redis_server.url)
-    answers = Answers(
+    answers = TaskResults(
         partial(
             celery_app, url, namespace=namespace, fleet=fleet_key, patience_s=BATCH_REDIS_PATIENCE_S
         ),
-        store, broker_keys(namespace), Patience(outage_s=1.0, check_s=0.01),
+        store, broker_keys(namespace), WaitPolicy(outage_s=1.0, check_s=0.01),
     )  # fmt: skip
     keys = broker_keys(namespace)
     task_id = "9d1f5c7e-2b4a-4e0c-8f3d-000000000002"
     answers.send("orchestrator.run_ticket", ["T-00"], task_id, queue_name(namespace))
     if state != "PENDING":
         answers.app.backend.store_result(task_id, None, state)
-    assert answers.sighting(task_id) == "queued"
+    assert answers.task_place(task_id) == "queued"
     assert answers.confirm_lost([task_id]) == []
     store.client.delete(keys.queues[0])  # the message is gone: nobody will run it
-    assert answers.sighting(task_id) == "nowhere"
+    assert answers.task_place(task_id) == "nowhere"
     assert answers.confirm_lost([task_id]) == [task_id]
     answers.app.backend.store_result(task_id, None, "STARTED")  # a worker runs it
-    assert answers.sighting(task_id) == "started"
+    assert answers.task_place(task_id) == "started"
     assert answers.confirm_lost([task_id]) == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.batch.celery.answers import _unreachable
+from orchestrator.batch.celery.task_results import _unreachable
 
 celery_exceptions = pytest.importorskip("celery.exceptions")
 redis_exceptions = pytest.importorskip("redis.exceptions")

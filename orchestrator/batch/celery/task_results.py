@@ -1,5 +1,5 @@
-"""A batch waiting for its tickets' answers through a Redis that may restart, and a
-queued ticket whose message the broker lost. Neither may wedge the batch:
+"""A batch waiting for its tasks' results (each ticket's answer) through a Redis that may
+restart, and a queued ticket whose message the broker lost. Neither may wedge the batch:
 
 * **Redis unreachable** (restarting, the network dropped): the wait goes on, retrying
   with back-off, for at most ``outage_s`` of continuous outage. Past it,
@@ -51,8 +51,9 @@ MAX_PAUSE_S = 5.0
 
 
 @dataclass(frozen=True)
-class Patience:
-    """How a wait bears what can go wrong (``[distributed]`` in the config)."""
+class WaitPolicy:
+    """How long a wait bears Redis being unreachable, and how often it looks for a lost
+    task (``[distributed]`` in the config)."""
 
     outage_s: float  # continuous time Redis may stay unreachable
     check_s: float  # how often a task still pending is looked for
@@ -63,10 +64,10 @@ def pause_after(failures: int) -> float:
     return min(FIRST_PAUSE_S * (1 << min(failures, 16)), MAX_PAUSE_S)
 
 
-def lost_note(task_id: str, patience: Patience) -> str:
+def lost_note(task_id: str, policy: WaitPolicy) -> str:
     return (
         f"task {task_id} was neither queued nor with a worker at {LOOKS} looks "
-        f"{patience.check_s:g} s apart (the broker lost its message): queued again"
+        f"{policy.check_s:g} s apart (the broker lost its message): queued again"
     )
 
 
@@ -109,7 +110,7 @@ def _unreachable(exc: BaseException, connection_errors: tuple[type[BaseException
     return False
 
 
-class Answers:
+class TaskResults:
     """The batch's side of the fleet: one Celery app to send tasks and read their
     answers, built again (``connect``) after Redis was unreachable, since Celery's result
     consumer does not come back by itself once its retries are spent."""
@@ -119,7 +120,7 @@ class Answers:
         connect: Callable[[], Any],
         store: CoordinationStore,
         keys: BrokerKeys,
-        patience: Patience,
+        policy: WaitPolicy,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -128,7 +129,7 @@ class Answers:
         self.app = connect()
         self.store = store
         self.keys = keys
-        self.patience = patience
+        self.policy = policy
         self._clock = clock
         self._sleep = sleep
 
@@ -155,28 +156,28 @@ class Answers:
             return cause.reason
         return self.store.url.scrub(str(cause)) or type(cause).__name__
 
-    def sighting(self, task_id: str) -> str:
+    def task_place(self, task_id: str) -> str:
         """``"started"`` (a worker runs it, or it ended), else where its message is:
         ``"queued"``, ``"held"`` or ``"nowhere"``."""
         if self.app.AsyncResult(task_id).state not in WAITING_STATES:
             return "started"
         return message_place(self.store, self.keys, task_id) or "nowhere"
 
-    def out_of_sight(self, task_id: str) -> bool:
+    def looks_lost(self, task_id: str) -> bool:
         """No worker runs the task and its message is nowhere: lost, if still so at
         the next look ``check_s`` later (one look can fall between a worker's two
         commands)."""
-        return self.sighting(task_id) == "nowhere"
+        return self.task_place(task_id) == "nowhere"
 
     def confirm_lost(self, task_ids: list[str]) -> list[str]:
-        """Those of ``task_ids`` out of sight at ``LOOKS`` looks ``check_s`` apart: for a
+        """Those of ``task_ids`` lost (``looks_lost``) at ``LOOKS`` looks ``check_s`` apart: for a
         batch that does not wait (``--no-wait``), which otherwise would find a lost task
         "already queued" until its mark expires. Waits only when one looks lost."""
         suspects = list(task_ids)
         for look in range(LOOKS):
             if look and suspects:
-                self._sleep(self.patience.check_s)
-            suspects = [task_id for task_id in suspects if self.out_of_sight(task_id)]
+                self._sleep(self.policy.check_s)
+            suspects = [task_id for task_id in suspects if self.looks_lost(task_id)]
         return suspects
 
     def _reconnect(self) -> None:
@@ -197,14 +198,12 @@ class Answers:
         ``TimeoutError`` past it); ``said`` hears one line per message sent again."""
         from celery.exceptions import TimeoutError as NoAnswerYet
 
-        clock, patience = self._clock, self.patience
+        clock, policy = self._clock, self.policy
         deadline = None if timeout_s is None else clock() + timeout_s
         down_since: float | None = None
         failures = missing = queued = 0
         while True:
-            wait = (
-                patience.check_s if deadline is None else min(patience.check_s, deadline - clock())
-            )
+            wait = policy.check_s if deadline is None else min(policy.check_s, deadline - clock())
             result = self.app.AsyncResult(task_id)
             try:
                 try:
@@ -212,7 +211,7 @@ class Answers:
                 except NoAnswerYet:
                     if deadline is not None and clock() >= deadline:
                         raise
-                seen = self.sighting(task_id)
+                seen = self.task_place(task_id)
                 missing = missing + 1 if seen == "nowhere" else 0
                 queued = queued + 1 if seen == "queued" else 0
                 down_since, failures = None, 0
@@ -221,7 +220,7 @@ class Answers:
                     raise
                 now = clock()
                 down_since = now if down_since is None else down_since
-                if now - down_since >= patience.outage_s:
+                if now - down_since >= policy.outage_s:
                     raise self._gave_up(exc, now - down_since, task_id) from None
                 self._sleep(pause_after(failures))
                 failures += 1
@@ -229,10 +228,10 @@ class Answers:
                 continue
             if missing >= LOOKS:
                 resend()
-                said(lost_note(task_id, patience))
+                said(lost_note(task_id, policy))
                 missing = 0
             if queued == STILL_QUEUED_LOOKS:  # said once, until a worker takes it
-                said(still_queued_note(task_id, queued * patience.check_s))
+                said(still_queued_note(task_id, queued * policy.check_s))
 
     def _gave_up(self, exc: BaseException, down_s: float, task_id: str) -> CoordinationUnavailable:
         return self.store.unavailable(

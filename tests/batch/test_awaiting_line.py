@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.batch.queue import awaiting_summary
 from orchestrator.batch.results import TicketResult
-from orchestrator.storage import RunStore
+from orchestrator.storage.runs import RunStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reports"))
 from fixture_batch import FixtureBatch, run_fixture_batch

@@ -11,8 +11,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from orchestrator.batch.record import batch_record
-from orchestrator.storage import StateLayout, copy_queued_ticket, write_batch_record
+from orchestrator.storage.batch_record import write_batch_record
 from orchestrator.storage.fleet_queue import NotQueued, note_queued, queued_ticket
+from orchestrator.storage.layout import StateLayout
+from orchestrator.storage.ticket_queue import copy_queued_ticket
 
 from conftest import write_ticket
 

@@ -16,7 +16,11 @@ from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.reports.run_reader import attempt_summary
-from orchestrator.storage import PrunedMark, RunStore, read_mark, resolve_run_id, verdict_files
+from orchestrator.storage import PrunedMark
+from orchestrator.storage.layout import verdict_files
+from orchestrator.storage.retention import read_mark
+from orchestrator.storage.run_ids import resolve_run_id
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from orchestrator.domain.transcripts import ModelCall, ToolCall
@@ -214,7 +218,8 @@ def usage_of(
     verdict_paths: list[Path], prices: Mapping[str, PriceConfig]
 ) -> tuple[int, int, int, float]:
     """(calls, input tokens, output tokens, estimated USD) over some verdict files."""
-    from orchestrator.storage import estimate_cost, read_verdict
+    from orchestrator.storage.batch_budget import estimate_cost
+    from orchestrator.storage.decisions import read_verdict
 
     calls = inp = outp = 0
     cost = 0.0
@@ -243,7 +248,7 @@ def _call_word(call: ModelCall | ToolCall) -> str:
 
 def _decision_lines(path: Path) -> list[str]:
     """Summary, routing and confidence of one decision, from its verdict file."""
-    from orchestrator.storage import read_verdict
+    from orchestrator.storage.decisions import read_verdict
 
     try:
         decided = read_verdict(path)

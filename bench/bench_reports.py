@@ -45,8 +45,8 @@ if str(ROOT) not in sys.path:  # `python bench/bench_reports.py` puts bench/ on 
 
 from peak_rss import PeakError, peak_growth  # noqa: E402
 
-from orchestrator.reading.reports import read_reports  # noqa: E402
-from orchestrator.reading.reports.limits import XML_MAX_TOKEN_BYTES  # noqa: E402
+from orchestrator.reading.check_reports import read_reports  # noqa: E402
+from orchestrator.reading.check_reports.limits import XML_MAX_TOKEN_BYTES  # noqa: E402
 
 MiB = 1 << 20
 TIME_RATIO_TARGET = 1.5
@@ -133,7 +133,7 @@ def time_iterparse(path: Path, failing: int) -> float:
 def rss_growth_mb(clone: Path, failing: int) -> tuple[float, float]:
     try:
         base, growth, read = peak_growth(
-            "from orchestrator.reading.reports import read_reports",
+            "from orchestrator.reading.check_reports import read_reports",
             "read_reports(Path(ARGS[0]), [ARGS[1]]).failing",
             str(clone),
             REPORT,

@@ -48,9 +48,9 @@ from orchestrator.execution import runner
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.baseline import Baseline
+from orchestrator.reading.check_reports import ReportReading, read_reports
 from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.error_lines import last_error_line_of
-from orchestrator.reading.reports import ReportReading, read_reports
 from orchestrator.recovery.audit import CAPABILITY, ledger_entries
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
@@ -102,7 +102,7 @@ def _check_reading(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, clone_exists: bool
 ) -> tuple[ReportReading | None, Baseline | None]:
     """What the failing check's declared reports say (read from the clone, as an
-    untrusted tree: ``reading.reports``) and what its green runs print (its baseline)."""
+    untrusted tree: ``reading.check_reports``) and what its green runs print (its baseline)."""
     check = attempt.failing_check
     if check is None:
         return None, None

@@ -342,7 +342,7 @@ class CheckConfig(SandboxOptions):
     # Globs (relative to the clone; ``*`` within one name, ``**`` any number of
     # directories) of the reports the check writes: JUnit XML, SARIF or TAP, told apart by
     # content. When it fails, their failing cases are its first evidence
-    # (orchestrator/reading/reports/); a report older than the check's start is ignored.
+    # (orchestrator/reading/check_reports/); a report older than the check's start is ignored.
     reports: Annotated[tuple[ReportGlob, ...], Field(max_length=16)] = ()
     # What a check already red on the base commit means (run there before the first
     # engine stage, cached per base commit): "stop" ends the run needs-human (base_red)

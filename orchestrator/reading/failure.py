@@ -8,7 +8,7 @@ together are this package's modules:
                     baseline of green runs (baseline.py), excerpted within a budget
     long_log.py     where a long log says why it stopped when its last lines do not
     error_lines.py  the last error line (the one a person is shown) and those before it
-    reports.py      the failing cases of the test reports a check declares
+    check_reports/  the failing cases of the reports a check declares (JUnit, SARIF, TAP)
 
 Engines classify their own error events (``engines.classify``); everything here is about
 programs that are not engines, and about logs.

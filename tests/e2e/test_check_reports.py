@@ -2,7 +2,7 @@
 run wrote in the clone reach the bundle the model is shown, as typed evidence; a report
 the clone already held (older than the check's run) is stale and not shown as this
 run's failure (its file's time is before the check's start; a clock's grain of up to
-2 s is allowed, see reading.reports)."""
+2 s is allowed, see reading.check_reports)."""
 
 from __future__ import annotations
 

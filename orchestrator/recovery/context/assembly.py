@@ -10,7 +10,7 @@ from typing import Final
 
 from orchestrator.domain.config import ContextLimits
 from orchestrator.reading.baseline import Baseline
-from orchestrator.reading.reports import ReportReading
+from orchestrator.reading.check_reports import ReportReading
 from orchestrator.recovery.context.evidence_section import (
     _evidence,
     _shorter_tail,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Final
 
 from orchestrator.domain.config import ContextLimits
+from orchestrator.reading.check_reports import ReportReading, render_reports
 from orchestrator.reading.evidence import CONTEXT_LINES, extract_evidence, render_evidence
-from orchestrator.reading.reports import ReportReading, render_reports
 from orchestrator.recovery.cleaning import neutralise_unicode
 from orchestrator.recovery.context.excerpts import (
     Excerpt,

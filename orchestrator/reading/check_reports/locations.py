@@ -6,8 +6,8 @@ import re
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from orchestrator.reading.reports.limits import NAME_CHARS
-from orchestrator.reading.reports.text import _one_line
+from orchestrator.reading.check_reports.limits import NAME_CHARS
+from orchestrator.reading.check_reports.text import _one_line
 
 # pytest's crash line ends a failure's body: ``tests/test_x.py:4: AssertionError``.
 _PYTEST_CRASH: Final = re.compile(r"(?m)^([^\s:\"'<>()][^\s:]*\.\w+):(\d+):(?: |$)")

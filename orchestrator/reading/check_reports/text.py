@@ -6,7 +6,7 @@ import re
 from typing import Final
 
 from orchestrator.domain.terminal import plain
-from orchestrator.reading.reports.limits import MESSAGE_CHARS, TRACE_CHARS, TRACE_LINES, MiB
+from orchestrator.reading.check_reports.limits import MESSAGE_CHARS, TRACE_CHARS, TRACE_LINES, MiB
 
 _CONTROL: Final = re.compile(
     # C0 and C1 controls but tab and newline; bidi overrides and isolates, zero-width

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.reading.reports.model import ReportCase, ReportReading
-from orchestrator.reading.reports.text import _cut
+from orchestrator.reading.check_reports.model import ReportCase, ReportReading
+from orchestrator.reading.check_reports.text import _cut
 
 
 def _ranked(cases: Sequence[ReportCase]) -> list[ReportCase]:

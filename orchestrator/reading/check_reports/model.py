@@ -8,8 +8,13 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from orchestrator.domain.validation import Frozen
-from orchestrator.reading.reports.limits import MAX_NOTES, MESSAGE_CHARS, NAME_CHARS, TRACE_CHARS
-from orchestrator.reading.reports.text import _one_line
+from orchestrator.reading.check_reports.limits import (
+    MAX_NOTES,
+    MESSAGE_CHARS,
+    NAME_CHARS,
+    TRACE_CHARS,
+)
+from orchestrator.reading.check_reports.text import _one_line
 
 ReportFormat = Literal["junit", "sarif", "tap"]
 

@@ -25,9 +25,9 @@ Layer: reading, above domain. Reads files; writes none.
 
 from __future__ import annotations
 
-from orchestrator.reading.reports.model import ReportCase, ReportFormat, ReportReading
-from orchestrator.reading.reports.read import read_reports
-from orchestrator.reading.reports.render import render_reports
+from orchestrator.reading.check_reports.model import ReportCase, ReportFormat, ReportReading
+from orchestrator.reading.check_reports.read import read_reports
+from orchestrator.reading.check_reports.render import render_reports
 
 __all__ = [
     "ReportCase",

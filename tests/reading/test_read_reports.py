@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.reading.reports import (
+from orchestrator.reading.check_reports import (
     ReportCase,
     ReportReading,
     read_reports,

@@ -6,13 +6,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.reading.reports.files import _Glob, _open_report, _pattern_problem
-from orchestrator.reading.reports.junit import _read_junit
-from orchestrator.reading.reports.limits import GLOB_MAX_ENTRIES, STALE_SLACK_S
-from orchestrator.reading.reports.model import ReportReading, _Collector
-from orchestrator.reading.reports.sarif import _read_sarif
-from orchestrator.reading.reports.tap import _TAP_SNIFF, _read_tap
-from orchestrator.reading.reports.text import _one_line, _size
+from orchestrator.reading.check_reports.files import _Glob, _open_report, _pattern_problem
+from orchestrator.reading.check_reports.junit import _read_junit
+from orchestrator.reading.check_reports.limits import GLOB_MAX_ENTRIES, STALE_SLACK_S
+from orchestrator.reading.check_reports.model import ReportReading, _Collector
+from orchestrator.reading.check_reports.sarif import _read_sarif
+from orchestrator.reading.check_reports.tap import _TAP_SNIFF, _read_tap
+from orchestrator.reading.check_reports.text import _one_line, _size
 
 
 def _read_one(

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from defusedxml import DefusedXmlException  # type: ignore[import-untyped]
 from defusedxml.ElementTree import DefusedXMLParser  # type: ignore[import-untyped]
 
-from orchestrator.reading.reports.limits import (
+from orchestrator.reading.check_reports.limits import (
     BODY_HEAD_CHARS,
     BODY_TAIL_CHARS,
     MESSAGE_CHARS,
@@ -29,9 +29,9 @@ from orchestrator.reading.reports.limits import (
     XML_MAX_ELEMENTS,
     XML_MAX_TOKEN_BYTES,
 )
-from orchestrator.reading.reports.locations import _location, _location_in
-from orchestrator.reading.reports.model import ReportCase, _Collector
-from orchestrator.reading.reports.text import _first_line, _one_line, _size, _trace
+from orchestrator.reading.check_reports.locations import _location, _location_in
+from orchestrator.reading.check_reports.model import ReportCase, _Collector
+from orchestrator.reading.check_reports.text import _first_line, _one_line, _size, _trace
 
 
 class _Stop(Exception):

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.reading.reports.limits import GLOB_MAX_ENTRIES, PATTERN_MAX_CHARS
+from orchestrator.reading.check_reports.limits import GLOB_MAX_ENTRIES, PATTERN_MAX_CHARS
 
 
 def _pattern_problem(pattern: object) -> str | None:

@@ -12,10 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from orchestrator.reading.reports.limits import NAME_CHARS, READ_CHUNK, TAP_LINE_BYTES, TRACE_CHARS
-from orchestrator.reading.reports.locations import _location, _location_in
-from orchestrator.reading.reports.model import ReportCase, _Collector
-from orchestrator.reading.reports.text import _one_line, _trace
+from orchestrator.reading.check_reports.limits import (
+    NAME_CHARS,
+    READ_CHUNK,
+    TAP_LINE_BYTES,
+    TRACE_CHARS,
+)
+from orchestrator.reading.check_reports.locations import _location, _location_in
+from orchestrator.reading.check_reports.model import ReportCase, _Collector
+from orchestrator.reading.check_reports.text import _one_line, _trace
 
 _TAP_RESULT: Final = re.compile(r"^(\s*)(not )?ok\b\s*(\d+)?\s*(?:-\s*)?(.*)$")
 _TAP_DIRECTIVE: Final = re.compile(r"(?<!\\)#\s*(?:skip|todo)", re.IGNORECASE)

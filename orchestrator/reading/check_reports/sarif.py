@@ -11,15 +11,15 @@ import os
 import re
 from typing import Any, Final
 
-from orchestrator.reading.reports.limits import (
+from orchestrator.reading.check_reports.limits import (
     MAX_SARIF_BYTES,
     MESSAGE_CHARS,
     NAME_CHARS,
     READ_CHUNK,
 )
-from orchestrator.reading.reports.locations import _location
-from orchestrator.reading.reports.model import ReportCase, _Collector
-from orchestrator.reading.reports.text import _one_line, _size, _trace
+from orchestrator.reading.check_reports.locations import _location
+from orchestrator.reading.check_reports.model import ReportCase, _Collector
+from orchestrator.reading.check_reports.text import _one_line, _size, _trace
 
 
 def _dict(value: Any) -> dict[str, Any]:

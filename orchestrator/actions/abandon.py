@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFacts
 from orchestrator.actions.proposal import action_name_of
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import HaltReason, RunState
@@ -46,7 +46,7 @@ def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+    record: RunRecord, applying: DecisionToApply, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     assert plan.terminal is not None and plan.halt is not None  # as ``plan`` makes it
     return stop(record, applying, services, RunState(plan.terminal), HaltReason(plan.halt))
@@ -54,7 +54,7 @@ def apply(
 
 def stop(
     record: RunRecord,
-    applying: Applying,
+    applying: DecisionToApply,
     services: StageServices,
     state: RunState,
     reason: HaltReason,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFacts
 from orchestrator.actions.rerun import rerun_from, told_about
 from orchestrator.actions.shipping import default_protected, protected_hits, uncommitted
 from orchestrator.actions.spec import ActionSteps
@@ -126,7 +126,7 @@ class _Fix:
     """One decision's fix as it is carried out: what each step reads."""
 
     record: RunRecord
-    applying: Applying
+    applying: DecisionToApply
     plan: Dispatch
     services: StageServices
     rerun: str  # resumed at when green
@@ -141,7 +141,7 @@ class _Fix:
 
     @classmethod
     def of(
-        cls, record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+        cls, record: RunRecord, applying: DecisionToApply, plan: Dispatch, services: StageServices
     ) -> _Fix:
         from orchestrator.execution.attempts import stage_context
         from orchestrator.execution.stage_env import stage_environ
@@ -195,7 +195,7 @@ class _Hardened:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+    record: RunRecord, applying: DecisionToApply, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     """Run the plan's recipe, verify with the plan's check; green → resume at the plan's
     stage, red → keep the result, restore the clone, re-run the plan's fallback."""

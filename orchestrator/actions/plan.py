@@ -108,7 +108,7 @@ class PlanFacts:
 
 
 @dataclass(frozen=True)
-class Applying:
+class DecisionToApply:
     """The decision being carried out: its proposal, its approval, its verdict (a
     rejected proposal's becomes abandon-human) and the failed stage. What to *do* is
     the plan."""

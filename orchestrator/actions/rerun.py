@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFacts
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.runs import engine_and_model
 from orchestrator.domain.verdicts import (
@@ -55,7 +55,7 @@ def plan_switch(verdict: SwitchEngineVerdict, facts: PlanFacts) -> Dispatch:
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+    record: RunRecord, applying: DecisionToApply, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     """Set the plan's engine and model for the stage (if it names one) and re-run it."""
     from orchestrator.domain.runs import StageOverride
@@ -74,7 +74,9 @@ def apply(
     return rerun_from(record, plan.rerun, outcome)
 
 
-def told_about(record: RunRecord, stage: str, applying: Applying, config: Config) -> RunRecord:
+def told_about(
+    record: RunRecord, stage: str, applying: DecisionToApply, config: Config
+) -> RunRecord:
     """Record that ``stage``'s next attempts are told about this decision's failure (the
     "previous attempt" section of an engine's prompt: ``execution/feedback.py``). Only an
     engine stage is told, only after a code failure: after an infrastructure failure

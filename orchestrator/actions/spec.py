@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+    from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFacts
     from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import StageServices
 
@@ -26,4 +26,4 @@ class ActionSteps(Generic[V]):
 
     name: str
     plan: Callable[[V, PlanFacts], Dispatch]
-    apply: Callable[[RunRecord, Applying, Dispatch, StageServices], tuple[RunRecord, Effect]]
+    apply: Callable[[RunRecord, DecisionToApply, Dispatch, StageServices], tuple[RunRecord, Effect]]

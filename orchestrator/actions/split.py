@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.actions.plan import Applying, Dispatch, Effect, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFacts
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.tickets import TicketFields, render_ticket
@@ -49,7 +49,7 @@ def sub_ticket_texts(
 
 
 def apply(
-    record: RunRecord, applying: Applying, plan: Dispatch, services: StageServices
+    record: RunRecord, applying: DecisionToApply, plan: Dispatch, services: StageServices
 ) -> tuple[RunRecord, Effect]:
     from pathlib import Path
 

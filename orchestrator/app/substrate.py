@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from orchestrator.actions import abandon
 from orchestrator.actions.budget import charge_retry
-from orchestrator.actions.plan import Applying, Dispatch, Effect, code_stage_for
+from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, code_stage_for
 from orchestrator.actions.proposal import (
     bundle_path_of,
     failure_of,
@@ -39,10 +39,10 @@ from orchestrator.storage import Approval
 
 # The plan, its parts and the code-stage rule are the actions'; replay and recover use
 # them from here.
-__all__ = ["Applying", "Dispatch", "Effect", "apply", "code_stage_for", "plan_dispatch"]
+__all__ = ["DecisionToApply", "Dispatch", "Effect", "apply", "code_stage_for", "plan_dispatch"]
 
 
-def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applying:
+def _decision_to_apply(proposal: Proposal, approval: Approval, config: Config) -> DecisionToApply:
     if approval.decision_id != proposal.decision_id:
         raise StateError(
             f"state error: approval for {approval.decision_id} does not answer {proposal.decision_id}"
@@ -51,7 +51,7 @@ def _applying(proposal: Proposal, approval: Approval, config: Config) -> Applyin
     if proposal.routing == "reject" and not isinstance(verdict, AbandonHumanVerdict):
         # Defence in depth: a rejected proposal never runs; a person gets the ticket.
         verdict = abandon_verdict(f"proposal rejected: {reason_of(proposal)}")
-    return Applying(
+    return DecisionToApply(
         proposal=proposal,
         approval=approval,
         verdict=verdict,
@@ -67,7 +67,7 @@ def apply(
 ) -> tuple[RunRecord, Effect]:
     """Carry out ``proposal``, which ``approval`` approved. Nothing else gets in."""
     config = services.loaded.config
-    applying = _applying(proposal, approval, config)
+    applying = _decision_to_apply(proposal, approval, config)
     if not approval.approved:
         return abandon.stop(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,

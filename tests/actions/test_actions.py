@@ -16,7 +16,7 @@ import git
 import pytest
 
 from orchestrator.actions import abandon, budget, mechanical_fix, rerun, split
-from orchestrator.actions.plan import Applying, Dispatch, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, Dispatch, PlanFacts
 from orchestrator.actions.registry import plan_dispatch
 from orchestrator.app import substrate
 from orchestrator.app.services import Services
@@ -290,8 +290,8 @@ def services(root: Path, executor: RecordingExecutor | None = None) -> Services:
     )
 
 
-def applying(verdict: Verdict, number: int = 1, **kw: Any) -> Applying:
-    return Applying(
+def applying(verdict: Verdict, number: int = 1, **kw: Any) -> DecisionToApply:
+    return DecisionToApply(
         proposal=proposal(verdict, **kw),
         approval=approval(number),
         verdict=verdict,

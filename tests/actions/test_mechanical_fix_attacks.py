@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.actions import mechanical_fix, shipping
-from orchestrator.actions.plan import Applying, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, PlanFacts
 from orchestrator.domain.config import LoadedConfig, parse_config
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.proposals import Proposal
@@ -148,7 +148,7 @@ class Scene:
             failing=self.config.stage("review"), code=self.config.stage("implement"),
             failing_check="tests", halt_reason=None, cap_exhausted=False,
         )  # fmt: skip
-        applying = Applying(
+        applying = DecisionToApply(
             proposal=proposal, approval=approval, verdict=verdict,
             failing_stage=self.config.stage("review"), source="model", reason="because",
             bundle_path=None,

@@ -18,7 +18,7 @@ import git
 import pytest
 
 from orchestrator.actions import mechanical_fix
-from orchestrator.actions.plan import Applying, PlanFacts
+from orchestrator.actions.plan import DecisionToApply, PlanFacts
 from orchestrator.app.services import Services
 from orchestrator.cli.commands.show import _recipe_lines
 from orchestrator.domain.config import Config, LoadedConfig, parse_config
@@ -148,7 +148,7 @@ def apply(
         config=cfg, record=rec, approval="auto", failing=review, code=cfg.stage("implement"),
         failing_check="lint", halt_reason=None, cap_exhausted=False,
     )  # fmt: skip
-    applying = Applying(
+    applying = DecisionToApply(
         proposal=proposal, approval=approval, verdict=verdict, failing_stage=review,
         source="model", reason="because", bundle_path=None,
     )  # fmt: skip

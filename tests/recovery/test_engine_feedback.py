@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from orchestrator.actions.plan import Applying
+from orchestrator.actions.plan import DecisionToApply
 from orchestrator.actions.rerun import told_about
 from orchestrator.domain.config import Config, ContextLimits
 from orchestrator.domain.runs import RunRecord
@@ -144,9 +144,9 @@ CONFIG = Config.model_validate(
 )
 
 
-def applying(source: str, number: int = 2) -> Applying:
+def applying(source: str, number: int = 2) -> DecisionToApply:
     unused: Any = None
-    return Applying(
+    return DecisionToApply(
         proposal=unused, approval=SimpleNamespace(verdict=number),  # type: ignore[arg-type]
         verdict=unused, failing_stage=unused, source=source, reason="", bundle_path=None,
     )  # fmt: skip

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.app.driver import pending_verdict
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.lifecycle import RunState
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import RunRecord, pending_verdict
 from orchestrator.storage import Approval, VerdictRecord
 
 

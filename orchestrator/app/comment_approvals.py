@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from orchestrator.app.answers import answer_decision
-from orchestrator.app.driver import pending_verdict
 from orchestrator.app.playbook import promote as playbook_promote
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
@@ -57,7 +56,7 @@ from orchestrator.domain.errors import (
 )
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.playbook import EntryStatus, PlaybookEntry
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import RunRecord, pending_verdict
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
 from orchestrator.forges._rest import MAX_WAIT_S

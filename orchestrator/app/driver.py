@@ -12,7 +12,7 @@ as it would have been, not re-run unasked. Every write on the way is a named cra
 A run may go on where its clone is not: a fleet worker shares no disk with the one that
 started it (issue 30). When the next stage, or a decision about a failure, works in the
 clone and it is missing, every stage runs again from the first, which makes a new clone
-(``_reclone_if_elsewhere``; recorded on the run, ``reclones``). Attempts, verdicts and
+(``moved_elsewhere``; recorded on the run, ``reclones``). Attempts, verdicts and
 charges are kept. A person's ``resume`` of a stopped run whose clone is gone (pruned)
 is refused before this, naming ``--from-stage`` of the first stage.
 
@@ -37,13 +37,7 @@ from orchestrator.app.stores import approvals_of
 from orchestrator.domain.config import LoadedConfig, StageConfig
 from orchestrator.domain.errors import StateError, TicketError
 from orchestrator.domain.forge_hosts import origin_problem
-from orchestrator.domain.infra_wait import (
-    infra_wait_expired,
-    infra_window_start,
-    left_waiting,
-    outage_since,
-    waited_hours,
-)
+from orchestrator.domain.infra_wait import infra_window_start, left_waiting, wait_ran_out
 from orchestrator.domain.lifecycle import (
     HaltReason,
     RunState,
@@ -55,14 +49,15 @@ from orchestrator.domain.lifecycle import (
 from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
-    Halt,
     RunRecord,
     StageRecord,
     StageStatus,
-    VerdictRef,
-    clone_needed_by,
+    decision_taken,
+    interrupted,
+    moved_elsewhere,
     new_run_id,
-    recloned,
+    next_stage,
+    pending_verdict,
     undecided_failure,
 )
 from orchestrator.domain.tickets import Ticket, id_taken_elsewhere, load_ticket
@@ -97,23 +92,21 @@ def _run(
     ticket: Ticket, services: Services, *, rerun: bool, unfinished_only: bool
 ) -> tuple[RunRecord, bool]:
     with services.storage.locks.ticket(ticket.id):
-        _refuse_a_second_file(ticket, services)
+        latest = services.storage.runs.latest_for_ticket(ticket.id)
+        _refuse_a_second_file(ticket, latest)
         _refuse_a_forge_not_configured(ticket, services)
-        if unfinished_only:
-            latest = services.storage.runs.latest_for_ticket(ticket.id)
-            if latest is not None and is_terminal(latest.state):
-                return latest, False
-        record, resumed = _open_run(ticket, services, rerun=rerun)
+        if unfinished_only and latest is not None and is_terminal(latest.state):
+            return latest, False
+        record, resumed = _open_run(ticket, latest, services, rerun=rerun)
         services.reporter.run_opened(record, resumed=resumed)
         if is_terminal(record.state):
             return record, False
         return _drive_and_tell(record, services), True
 
 
-def _refuse_a_second_file(ticket: Ticket, services: Services) -> None:
+def _refuse_a_second_file(ticket: Ticket, latest: RunRecord | None) -> None:
     """Raise TicketError when another existing file claims this ticket's id (the file
     its latest run started from): which of the two is meant is a person's call."""
-    latest = services.storage.runs.latest_for_ticket(ticket.id)
     # ``approve`` continues a run from the run's own snapshot of its ticket.
     if latest is not None and Path(latest.ticket_snapshot).resolve() != ticket.path:
         clash = id_taken_elsewhere(ticket, latest.ticket_path)
@@ -146,18 +139,20 @@ def _drive_and_tell(record: RunRecord, services: Services) -> RunRecord:
     bounded and never raises."""
     services.status.show(record, services.reporter.note)
     record = _drive(record, services)
-    if record.state is RunState.WAITING_INFRA:
-        # An outage already older than the configured age is not waited on again.
-        record = _stop_if_waited_too_long(record, services)
+    # An outage already older than the configured age is not waited on again.
+    stopped = wait_ran_out(record, services.loaded, now=services.clock())
+    if stopped is not None:
+        record = stopped
+        services.storage.runs.save(record, CrashPoint.RUN_ENDED)
     services.reporter.run_finished(record)
     services.notifier.after_run(record)
     services.status.show(record, services.reporter.note)
     return record
 
 
-def _open_run(ticket: Ticket, services: Services, *, rerun: bool) -> tuple[RunRecord, bool]:
-    store = services.storage.runs
-    latest = store.latest_for_ticket(ticket.id)
+def _open_run(
+    ticket: Ticket, latest: RunRecord | None, services: Services, *, rerun: bool
+) -> tuple[RunRecord, bool]:
     if latest is not None and not is_terminal(latest.state):
         _require_same_stages(latest, services.loaded)
         return latest, True
@@ -223,72 +218,72 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
     return record
 
 
-def _settle_interrupted(record: RunRecord, services: Services) -> RunRecord:
-    """Attempts still marked running belong to a dead orchestrator: kill what they left
-    behind, mark them interrupted, and put their stage back to pending."""
-    original = record
-    for attempt in record.attempts:
-        if attempt.status is not AttemptStatus.RUNNING:
-            continue
-        if attempt.pgid is not None and runner.kill_stale_group(
-            runner.ProcessIdentity(attempt.pgid, attempt.start_ticks)
-        ):
-            services.reporter.note(f"killed process group {attempt.pgid} left by a dead run")
-        # The group may not have been recorded (we died right after starting it), and a
-        # process may have left the group: the attempt's environment marker finds both.
-        leftovers = runner.kill_marked(
-            "ORCH_ATTEMPT_ID", attempt_marker(record.run_id, attempt.number)
-        )
-        if leftovers:
-            services.reporter.note(f"killed {len(leftovers)} process(es) left by a dead run")
-        record = record.with_attempt(
-            attempt.model_copy(
-                update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
-            )
-        ).with_stage_status(attempt.stage, StageStatus.PENDING)
-    if record != original:  # only a run something was settled in is written again
-        services.storage.runs.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
-    return record
-
-
-def pending_verdict(record: RunRecord) -> VerdictRef | None:
-    """The decision a run in awaiting-approval is waiting on."""
-    return next((v for v in reversed(record.verdicts) if v.outcome is None), None)
-
-
-def _answered(record: RunRecord, services: Services) -> bool:
-    ref = pending_verdict(record)
-    if ref is None:
-        return False
-    return approvals_of(services).answered(record.run_id, ref.number)
-
-
-def _next_stage(record: RunRecord, services: Services) -> StageConfig | None:
-    for stage in services.loaded.config.stages:
-        if record.stage_status(stage.name) is not StageStatus.COMPLETED:
-            return stage
-    return None
-
-
-def _drive(record: RunRecord, services: Services) -> RunRecord:
-    store, config = services.storage.runs, services.loaded.config
-    record = _settle_interrupted(record, services)
+def _take_up(record: RunRecord, services: Services) -> RunRecord:
+    """Take the run up where it stopped. Attempts still marked running belong to a dead
+    orchestrator: what they left behind is killed, they are marked interrupted and their
+    stage goes back to pending. A pending run starts; a run that waited out an outage
+    (``waiting-infra``) goes on from the stage that failed with a fresh round of
+    infrastructure retries (``left_waiting``), or, waited too long, stops for a person."""
+    store = services.storage.runs
+    running = [a for a in record.attempts if a.status is AttemptStatus.RUNNING]
+    for attempt in running:
+        _kill_leftovers(record.run_id, attempt, services)
+    if running:  # only a run something was settled in is written again
+        record = interrupted(record, at=services.clock())
+        store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
     if record.state is RunState.PENDING:
         record = record.transition(RunState.RUNNING, now=services.clock())
         store.save(record, CrashPoint.RUN_STARTED)
     if record.state is RunState.WAITING_INFRA:
-        record = _end_the_wait(record, services)
-        if is_terminal(record.state):
-            return record
-    if record.state is RunState.AWAITING_APPROVAL and not _answered(record, services):
+        stopped = wait_ran_out(record, services.loaded, now=services.clock())
+        if stopped is not None:
+            store.save(stopped, CrashPoint.RUN_ENDED)
+            return stopped
+        record = left_waiting(record, at=services.clock())
+        store.save(record, CrashPoint.RESUMED)
+        services.reporter.note(
+            f"the outage it waited on may be over: going on at stage {record.current_stage!r}"
+        )
+    return record
+
+
+def _kill_leftovers(run_id: str, attempt: Attempt, services: Services) -> None:
+    """Kill what a dead orchestrator's ``attempt`` left: its process group and (the group
+    may not be recorded, a process may have left it) the attempt's marked processes."""
+    if attempt.pgid is not None and runner.kill_stale_group(
+        runner.ProcessIdentity(attempt.pgid, attempt.start_ticks)
+    ):
+        services.reporter.note(f"killed process group {attempt.pgid} left by a dead run")
+    leftovers = runner.kill_marked("ORCH_ATTEMPT_ID", attempt_marker(run_id, attempt.number))
+    if leftovers:
+        services.reporter.note(f"killed {len(leftovers)} process(es) left by a dead run")
+
+
+def _drive(record: RunRecord, services: Services) -> RunRecord:
+    store, config = services.storage.runs, services.loaded.config
+    record = _take_up(record, services)
+    if is_terminal(record.state):
+        return record
+    ref = pending_verdict(record)
+    if record.state is RunState.AWAITING_APPROVAL and (
+        ref is None or not approvals_of(services).answered(record.run_id, ref.number)
+    ):
         services.reporter.note(
             f"awaiting approval: `orchestrator approve {record.run_id}` or "
             f"`orchestrator reject {record.run_id} --reason ...`"
         )
         return record
-    if not _decided(record):
-        # A failure still to decide about is decided on a clone of its own making.
-        record = _reclone_if_elsewhere(record, services)
+    # A failure still to decide about is decided on a clone of its own making.
+    there = os.path.lexists(record.clone_dir)
+    moved = (
+        None
+        if decision_taken(record)
+        else moved_elsewhere(record, config.stages, at=services.clock(), clone_there=there)
+    )
+    if moved is not None:
+        record = moved
+        store.save(record)
+        services.reporter.note(record.reclones[-1].note())
     if record.state is RunState.RUNNING:
         # Stopped during an infrastructure back-off: wait out what is left of it.
         wait_before_retry(owed_back_off(record, services), services)
@@ -308,26 +303,26 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
                 f"state error: {store.record_path(record.run_id)}: run {record.run_id} is "
                 f"{record.state} but records no failed attempt"
             )
-        halted = _halt_if_untrusted(record, failed.stage, services, clone_made=False)
-        if halted is not None:
-            return halted
-        record, effect = recover(record, config.stage(failed.stage), failed, services)
-        if effect.terminal is not None or effect.paused:
+        record, stop = _recover(record, config.stage(failed.stage), failed, services)
+        if stop:
             return record
-        wait_before_retry(effect.retry_after_s, services)
     # A decision taken (a person's approval answered, on another machine perhaps) is
     # carried out above before the clone is made again here: its retry or its model
     # override stands, and the stages it re-runs run in the new clone.
-    record = _reclone_if_elsewhere(record, services)
-    while (stage := _next_stage(record, services)) is not None:
+    there = os.path.lexists(record.clone_dir)
+    moved = moved_elsewhere(record, config.stages, at=services.clock(), clone_there=there)
+    if moved is not None:
+        record = moved
+        store.save(record)
+        services.reporter.note(record.reclones[-1].note())
+    while (stage := next_stage(record, config.stages)) is not None:
         if stage.side_effectful and dry_run_armed(services.environ):
-            halt = Halt(
+            record = record.with_stage_status(stage.name, StageStatus.BLOCKED).halted(
+                RunState.NEEDS_HUMAN,
                 reason=HaltReason.DRY_RUN_BLOCK,
                 stage=stage.name,
                 detail=dry_run_block_detail(stage.name, record.run_id),
-            )
-            record = record.with_stage_status(stage.name, StageStatus.BLOCKED).transition(
-                RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage.name
+                now=services.clock(),
             )
             store.save(record, CrashPoint.RUN_ENDED)
             return record
@@ -353,94 +348,37 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     return record
 
 
-def _stop_if_waited_too_long(record: RunRecord, services: Services) -> RunRecord:
-    """A run waiting out an outage (``waiting-infra``) whose outage is older than
-    ``[recovery] infra_wait_max_h``: stopped ``needs-human`` (``infra_wait_expired``),
-    saved, so the notification path tells a person. Otherwise returned as it is."""
-    max_h = services.loaded.config.recovery.infra_wait_max_h
-    now = services.clock()
-    since = outage_since(record) or record.updated_at
-    if not infra_wait_expired(since, now, max_h):
-        return record
-    waited = record.halt
-    stage = waited.stage if waited else record.current_stage
-    halt = Halt(
-        reason=HaltReason.INFRA_WAIT_EXPIRED,
-        stage=stage,
-        detail=(
-            f"the infrastructure stayed down for {waited_hours(since, now)} h (since "
-            f"{since:%Y-%m-%dT%H:%M:%SZ}), longer than [recovery] infra_wait_max_h = {max_h} "
-            f"in {services.loaded.path}; last: {waited.detail if waited else '-'}. Once the "
-            f"forge, model provider or network is back: `orchestrator resume {record.run_id}`"
-        ),
-    )
-    record = record.transition(RunState.NEEDS_HUMAN, now=now, halt=halt, stage=stage)
-    services.storage.runs.save(record, CrashPoint.RUN_ENDED)
-    return record
-
-
-def _end_the_wait(record: RunRecord, services: Services) -> RunRecord:
-    """A run that waited out an outage (``waiting-infra``) is taken up again: too old
-    (``_stop_if_waited_too_long``), a person is told; else it goes on from the stage that
-    failed, with a fresh round of infrastructure retries (``infra_window_start``)."""
-    record = _stop_if_waited_too_long(record, services)
-    if is_terminal(record.state):
-        return record
-    record = left_waiting(record, at=services.clock())
-    services.storage.runs.save(record, CrashPoint.RESUMED)
-    services.reporter.note(
-        f"the outage it waited on may be over: going on at stage {record.current_stage!r}"
-    )
-    return record
-
-
-def _decided(record: RunRecord) -> bool:
-    """A decision about the run's last failure is taken (answered or being carried out):
-    it is carried out before the clone is made again, not dropped by the re-run."""
-    failed = record.last_failed_attempt()
-    if record.state not in (RunState.RECOVERING, RunState.AWAITING_APPROVAL) or failed is None:
-        return False
-    return any(v.attempt == failed.number and not v.model_unavailable for v in record.verdicts)
-
-
-def _reclone_if_elsewhere(record: RunRecord, services: Services) -> RunRecord:
-    """A run going on where its clone is not (a fleet worker has no disk of the one that
-    started it; issue 30) while the next stage, or a decision about a failure, works in
-    the clone: every stage runs again from the first, which makes a new clone
-    (``recloned``), recorded on the run and told. A clone that is there, or not needed
-    yet, changes nothing."""
-    needed_by = clone_needed_by(record, services.loaded.config.stages)
-    if needed_by is None or os.path.lexists(record.clone_dir):
-        return record
-    record = recloned(record, at=services.clock(), needed_by=needed_by)
-    services.storage.runs.save(record)
-    services.reporter.note(record.reclones[-1].note())
-    return record
-
-
 def _after_failure(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
 ) -> tuple[RunRecord, bool]:
     """Fail the run (recovery off) or recover; True when the run stops here."""
     if not services.loaded.config.recovery.enabled:
-        halt = Halt(
-            reason=halt_reason_for_failure(
-                timed_out=attempt.timed_out, check_stage=stage.is_check_stage
-            ),
+        reason = halt_reason_for_failure(
+            timed_out=attempt.timed_out, check_stage=stage.is_check_stage
+        )
+        record = record.halted(
+            RunState.FAILED,
+            reason=reason,
             stage=stage.name,
             detail=describe_failure(attempt),
-        )
-        record = record.transition(
-            RunState.FAILED, now=services.clock(), halt=halt, stage=stage.name
+            now=services.clock(),
         )
         services.storage.runs.save(record, CrashPoint.RUN_ENDED)
         return record, True
+    return _recover(record, stage, attempt, services)
+
+
+def _recover(
+    record: RunRecord, stage: StageConfig, failed: Attempt, services: Services
+) -> tuple[RunRecord, bool]:
+    """Decide about ``failed`` (or finish the decision taken) in a clone that can be
+    trusted, carry it out and wait its back-off; True when the run stops here."""
     halted = _halt_if_untrusted(record, stage.name, services, clone_made=False)
     if halted is not None:
         return halted, True
     # Every way out of recover() is terminal or has charged a bounded retry budget, so
     # the driver's loop ends.
-    record, effect = recover(record, stage, attempt, services)
+    record, effect = recover(record, stage, failed, services)
     if effect.terminal is not None or effect.paused:
         return record, True
     wait_before_retry(effect.retry_after_s, services)
@@ -469,15 +407,13 @@ def _halt_if_untrusted(
     problem = _untrusted_clone(clone, services) if there else None
     if problem is None:
         return None
-    halt = Halt(
-        reason=HaltReason.PRECONDITION_FAILED,
-        stage=stage,
-        detail=(
-            f"the clone {clone} cannot be trusted: {problem}; nothing more ran in it. A "
-            f"person must look at it, then `orchestrator resume {record.run_id}`"
-        ),
+    detail = (
+        f"the clone {clone} cannot be trusted: {problem}; nothing more ran in it. A "
+        f"person must look at it, then `orchestrator resume {record.run_id}`"
     )
-    record = record.transition(RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage)
+    reason = HaltReason.PRECONDITION_FAILED
+    now = services.clock()
+    record = record.halted(RunState.NEEDS_HUMAN, reason=reason, stage=stage, detail=detail, now=now)
     services.storage.runs.save(record, CrashPoint.RUN_ENDED)
     return record
 

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.app.driver import continue_run, pending_verdict
+from orchestrator.app.driver import continue_run
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.domain.config import StageConfig
@@ -42,7 +42,7 @@ from orchestrator.domain.lifecycle import (
     dry_run_armed,
     is_terminal,
 )
-from orchestrator.domain.runs import RunRecord, StageStatus, resumed
+from orchestrator.domain.runs import RunRecord, StageStatus, pending_verdict, resumed
 from orchestrator.storage import CrashPoint, DecisionLedger
 from orchestrator.storage.ledger import key_from_env, person_decision
 

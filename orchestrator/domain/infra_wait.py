@@ -14,11 +14,14 @@ the retries an earlier batch spent on the outage no longer count against the cap
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import Attempt, AttemptStatus, ResumeRecord, RunRecord
 from orchestrator.domain.transcripts import CallError
+
+if TYPE_CHECKING:
+    from orchestrator.domain.config import LoadedConfig
 
 # The failure classes (``engines.base.FailureClass`` and the forge's, ``forges``) that
 # are the world's and pass by themselves: a throttle, a service down, the network.
@@ -102,8 +105,26 @@ def infra_wait_expired(since: datetime, now: datetime, max_hours: float) -> bool
     return (now - since).total_seconds() >= max_hours * 3600.0
 
 
-def waited_hours(since: datetime, now: datetime) -> float:
-    return round((now - since).total_seconds() / 3600.0, 1)
+def wait_ran_out(record: RunRecord, loaded: LoadedConfig, *, now: datetime) -> RunRecord | None:
+    """``record``, waiting out an outage older than ``[recovery] infra_wait_max_h``,
+    stopped ``needs-human`` (``infra_wait_expired``) for a person to be told. None while the
+    run does not wait, or the wait goes on."""
+    if record.state is not RunState.WAITING_INFRA:
+        return None
+    max_h = loaded.config.recovery.infra_wait_max_h
+    since = outage_since(record) or record.updated_at
+    if not infra_wait_expired(since, now, max_h):
+        return None
+    waited = record.halt
+    stage = waited.stage if waited else record.current_stage
+    detail = (
+        f"the infrastructure stayed down for {round((now - since).total_seconds() / 3600, 1)} h (since "
+        f"{since:%Y-%m-%dT%H:%M:%SZ}), longer than [recovery] infra_wait_max_h = {max_h} "
+        f"in {loaded.path}; last: {waited.detail if waited else '-'}. Once the "
+        f"forge, model provider or network is back: `orchestrator resume {record.run_id}`"
+    )
+    reason = HaltReason.INFRA_WAIT_EXPIRED
+    return record.halted(RunState.NEEDS_HUMAN, reason=reason, stage=stage, detail=detail, now=now)
 
 
 def left_waiting(record: RunRecord, *, at: datetime) -> RunRecord:

@@ -96,43 +96,29 @@ class Lesson(Frozen):
     entry: str | None = None  # the learned entry to retire
 
 
-def _resumed_between(
-    resumes: Iterable[ResumeRecord], after: datetime, before: datetime
-) -> ResumeRecord | None:
-    return next((r for r in resumes if after <= r.at <= before), None)
-
-
 def _rerun_judgement(
     decision: DecisionFacts, attempts: Sequence[Attempt], resumes: Sequence[ResumeRecord]
 ) -> Judgement:
+    def judged(how: Judged, why: str) -> Judgement:
+        return Judgement(verdict=decision.number, judged=how, why=why)
+
     for attempt in attempts:
         if attempt.number <= decision.attempt or attempt.stage != decision.stage:
             continue
         if attempt.status is not AttemptStatus.FINISHED:
             continue  # interrupted: it runs again, and that attempt judges
-        resumed = _resumed_between(resumes, decision.decided_at, attempt.started_at)
-        if resumed is not None:
-            return Judgement(
-                verdict=decision.number, judged=Judged.NOT_LEARNED,
-                why=f"the run was resumed by {resumed.by} before {decision.stage!r} ran again",
-            )  # fmt: skip
-        where = decision.check or decision.stage
+        between = (r for r in resumes if decision.decided_at <= r.at <= attempt.started_at)
+        if (resumed := next(between, None)) is not None:
+            why = f"the run was resumed by {resumed.by} before {decision.stage!r} ran again"
+            return judged(Judged.NOT_LEARNED, why)
+        how, where = f"{decision.action} ", decision.check or decision.stage
         if attempt.ok:
-            return Judgement(
-                verdict=decision.number, judged=Judged.PROVED,
-                why=f"{decision.action} green: {where} passes (attempt {attempt.number})",
-            )  # fmt: skip
+            return judged(Judged.PROVED, f"{how}green: {where} passes (attempt {attempt.number})")
         if attempt.failure_class not in (None, "code"):
             continue  # the infrastructure failed it: the next attempt judges the decision
         failing = attempt.failing_check.name if attempt.failing_check else decision.stage
-        return Judgement(
-            verdict=decision.number, judged=Judged.FAILED,
-            why=f"{decision.action} red: {failing} failed again (attempt {attempt.number})",
-        )  # fmt: skip
-    return Judgement(
-        verdict=decision.number, judged=Judged.OPEN,
-        why=f"{decision.stage!r} has not run again since",
-    )  # fmt: skip
+        return judged(Judged.FAILED, f"{how}red: {failing} failed again (attempt {attempt.number})")
+    return judged(Judged.OPEN, f"{decision.stage!r} has not run again since")
 
 
 def judge(
@@ -188,12 +174,9 @@ def lessons(
     """The lessons of a run's decisions so far, in verdict order. Pure, and the same for
     the same run record: a resumed process learns the same again, and the playbook keeps
     each outcome once (by run and verdict)."""
-    out = []
-    for decision in sorted(decisions, key=lambda d: d.number):
-        lesson = lesson_of(decision, judge(decision, attempts, resumes))
-        if lesson is not None:
-            out.append(lesson)
-    return tuple(out)
+    ordered = sorted(decisions, key=lambda d: d.number)
+    found = (lesson_of(d, judge(d, attempts, resumes)) for d in ordered)
+    return tuple(lesson for lesson in found if lesson is not None)
 
 
 __all__ = [

@@ -369,6 +369,39 @@ class RunRecord(Frozen):
             }
         )
 
+    def halted(
+        self, target: RunState, *, reason: HaltReason, stage: str | None, detail: str, now: datetime
+    ) -> RunRecord:
+        """Stopped at ``stage`` (``target``: failed, or needs-human), the halt saying why."""
+        halt = Halt(reason=reason, stage=stage, detail=detail)
+        return self.transition(target, now=now, halt=halt, stage=stage)
+
+
+def pending_verdict(record: RunRecord) -> VerdictRef | None:
+    """The decision a run in awaiting-approval is waiting on."""
+    return next((v for v in reversed(record.verdicts) if v.outcome is None), None)
+
+
+def decision_taken(record: RunRecord) -> bool:
+    """A decision about the run's last failure is taken (answered or being carried out):
+    it is carried out before the clone is made again, not dropped by the re-run."""
+    failed = record.last_failed_attempt()
+    if record.state not in (RunState.RECOVERING, RunState.AWAITING_APPROVAL) or failed is None:
+        return False
+    return any(v.attempt == failed.number and not v.model_unavailable for v in record.verdicts)
+
+
+def interrupted(record: RunRecord, *, at: datetime) -> RunRecord:
+    """``record`` with the attempts still marked running (their orchestrator died)
+    interrupted at ``at``, and their stages pending again."""
+    for attempt in record.attempts:
+        if attempt.status is AttemptStatus.RUNNING:
+            ended = attempt.model_copy(update={"status": AttemptStatus.INTERRUPTED, "ended_at": at})
+            record = record.with_attempt(ended).with_stage_status(
+                attempt.stage, StageStatus.PENDING
+            )
+    return record
+
 
 def resumed(record: RunRecord, *, at: datetime, by: str, stage: str) -> RunRecord:
     """``record`` resumed by a person at ``stage``: checked against ``RESUMES``; the stages
@@ -385,6 +418,25 @@ def resumed(record: RunRecord, *, at: datetime, by: str, stage: str) -> RunRecor
             "resumes": (*record.resumes, entry),
         }
     )
+
+
+def next_stage(record: RunRecord, stages: Sequence[StageConfig]) -> StageConfig | None:
+    """The first of ``stages`` the run has not completed; None: every one is."""
+    return next(
+        (s for s in stages if record.stage_status(s.name) is not StageStatus.COMPLETED), None
+    )
+
+
+def moved_elsewhere(
+    record: RunRecord, stages: Sequence[StageConfig], *, at: datetime, clone_there: bool
+) -> RunRecord | None:
+    """``record`` going on where its clone is not (``clone_there`` false) while the next
+    stage, or a decision about a failure, works in it (``clone_needed_by``): ``recloned``.
+    None when the clone is there, or not needed yet."""
+    needed_by = clone_needed_by(record, stages)
+    if needed_by is None or clone_there:
+        return None
+    return recloned(record, at=at, needed_by=needed_by)
 
 
 def clone_needed_by(record: RunRecord, stages: Sequence[StageConfig]) -> str | None:

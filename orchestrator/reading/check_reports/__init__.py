@@ -15,11 +15,6 @@ or cut short says why in ``notes``; nothing here raises on a report's content.
 Text is cleaned (terminal sequences, control characters, bidi overrides, lone surrogates
 removed) and bounded, but not redacted: the bundle redacts everything it shows.
 
-The modules: ``limits`` (every bound), ``model`` (the common record and the reading being
-built), ``text`` (cleaning and cutting), ``locations`` (``path:line`` from a trace),
-``files`` (finding and opening report files), one per format, ``read`` (``read_reports``:
-each file told apart by content and read) and ``render`` (the bundle's text).
-
 Layer: reading, above domain. Reads files; writes none.
 """
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from orchestrator.app.answers import answer_decision
+from orchestrator.app.ledger_link import aware_time
 from orchestrator.app.playbook import promote as playbook_promote
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
@@ -183,13 +184,8 @@ class _GitHubLike(Protocol):
     def permission(self, login: str) -> str | None: ...
 
 
-class _Note(Comment, Protocol):
-    @property
-    def system(self) -> bool: ...
-
-
 class _GitLabLike(Protocol):
-    def issue_comments(self, iid: int) -> Sequence[_Note]: ...
+    def issue_comments(self, iid: int) -> Sequence[Comment]: ...
     def access_level(self, user: str | int) -> int | None: ...
     def user_is_bot(self, user: str | int) -> bool | None: ...
 
@@ -302,7 +298,7 @@ def _unweighed(
     (``parse``) and that no earlier batch weighed (their ledger key, ``key_of`` their id,
     has a row): each with its command and its key, in the thread's order."""
     for comment in thread.comments(number):
-        created = _when(comment.created_at)
+        created = aware_time(comment.created_at)
         if created is None or created <= since:
             continue
         command = parse(comment.body)
@@ -577,11 +573,3 @@ def _weigh_promotions(
             )
         )
     return lines
-
-
-def _when(stamp: str) -> datetime | None:
-    try:
-        at = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)

@@ -40,8 +40,9 @@ def ledger_row(entry: LedgerEntry, *, ts: str) -> LedgerRow:
     return LedgerRow(**entry.model_dump(), ts=ts)
 
 
-def _when(ts: str) -> datetime | None:
-    """A row's time; a row whose time cannot be read is left out of the history."""
+def aware_time(ts: str) -> datetime | None:
+    """An ISO time (a ledger row's, a comment's), one without a zone read as UTC; None
+    when it does not read (such a row is left out of the history)."""
     try:
         at = datetime.fromisoformat(ts)
     except ValueError:
@@ -76,7 +77,7 @@ class LedgerLink:
         found = self.ledger.recent_outcomes(signature, RECENT_OUTCOMES)
         return {
             action: decayed_history(
-                (PastOutcome(at=at, green=o.green) for o in outcomes if (at := _when(o.ts))),
+                (PastOutcome(at=at, green=o.green) for o in outcomes if (at := aware_time(o.ts))),
                 now=now,
             )
             for action, outcomes in found.items()

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Unpack
 from urllib.parse import quote, urlsplit
 
@@ -66,12 +65,12 @@ from orchestrator.forges._rest import (
     without_userinfo,
 )
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
+from orchestrator.forges.issues import Comment
 
 __all__ = [
     "GitHubForge",
     "HttpClient",
     "HttpResponse",
-    "IssueComment",
     "pr_body",
     "repo_from_url",
 ]
@@ -115,22 +114,6 @@ def web_url(api_url: str) -> str:
     if host.lower() == "api.github.com":
         host = "github.com"
     return f"{parts.scheme or 'https'}://{host}"
-
-
-@dataclass(frozen=True)
-class IssueComment:
-    """A comment on an issue (or pull request): ``author`` is its account's login;
-    ``author_person`` whether GitHub says that account is a person (``user.type``
-    ``"User"``: True; any other type, ``"Bot"`` say: False; no type: None), never read
-    from the comment's text."""
-
-    id: int
-    body: str
-    author: str
-    created_at: str
-    updated_at: str
-    url: str
-    author_person: bool | None = None
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -256,10 +239,10 @@ class GitHubForge(RestForge):
 
     # --- issue comments ------------------------------------------------------------------
 
-    def issue_comments(self, number: int, *, _per_page: int = PER_PAGE) -> list[IssueComment]:
+    def issue_comments(self, number: int, *, _per_page: int = PER_PAGE) -> list[Comment]:
         """Every comment on issue ``number`` (all pages), oldest first."""
         doing = f"cannot list the comments of issue #{number}"
-        comments: list[IssueComment] = []
+        comments: list[Comment] = []
         # Pages by number, not by ``Link``: the client may hold a relative base URL, and a
         # short page is the last one.
         for page in range(1, MAX_PAGES + 1):
@@ -352,13 +335,13 @@ class GitHubForge(RestForge):
         return None
 
 
-def _comment(data: Mapping[str, Any]) -> IssueComment:
+def _comment(data: Mapping[str, Any]) -> Comment:
     comment_id = data.get("id")
     if not isinstance(comment_id, int) or isinstance(comment_id, bool):
         raise ForgeError("outage", "GitHub's comment has no id")
     user = data.get("user")
     login = user.get("login") if isinstance(user, dict) else None
-    return IssueComment(
+    return Comment(
         id=comment_id,
         body=str(data.get("body") or ""),
         author=login if isinstance(login, str) else "",

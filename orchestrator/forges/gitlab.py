@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Unpack
 from urllib.parse import quote, urlsplit
 
@@ -54,7 +53,7 @@ from orchestrator.forges._rest import (
 )
 from orchestrator.forges.base import ForgeError, PullRequest, Refusal
 from orchestrator.forges.http import PagingError, fetch_pages
-from orchestrator.forges.issues import ForgeIssue
+from orchestrator.forges.issues import Comment, ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
 DEVELOPER = 30  # GitLab's access level that may push and open merge requests
@@ -62,25 +61,6 @@ PER_PAGE = 100
 
 _SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
 _PROJECT = re.compile(rf"^{_SEGMENT}(?:/{_SEGMENT})+$")
-
-
-@dataclass(frozen=True)
-class IssueNote:
-    """A comment on an issue; ``system`` notes are GitLab's own ("changed the label").
-    ``updated_at`` differs from ``created_at`` once the note was edited (it is GitLab's
-    ``last_edited_at`` when it sends one); ``url`` is the note's place on the issue page.
-    ``author_person`` is the note's own word on its author (``author.bot`` false: True;
-    true: False), None when the note does not say — GitLab's notes mostly do not, and
-    ``GitLabForge.user_is_bot`` asks the account itself."""
-
-    id: int
-    body: str
-    author: str
-    system: bool
-    created_at: str = ""
-    updated_at: str = ""
-    url: str = ""
-    author_person: bool | None = None
 
 
 def request_headers(token: str) -> dict[str, str]:
@@ -181,7 +161,7 @@ class GitLabForge(RestForge):
         ]
         return issues
 
-    def issue_comments(self, iid: int) -> list[IssueNote]:
+    def issue_comments(self, iid: int) -> list[Comment]:
         """The notes on issue ``iid``, oldest first (GitLab's own system notes included)."""
         params = {"sort": "asc", "order_by": "created_at", "per_page": str(PER_PAGE)}
         doing = f"list the notes of issue #{iid}"
@@ -323,14 +303,14 @@ def _issue(data: Mapping[str, Any]) -> ForgeIssue:
     )
 
 
-def _note(data: Mapping[str, Any], issue_page: str = "") -> IssueNote:
+def _note(data: Mapping[str, Any], issue_page: str = "") -> Comment:
     note_id = data.get("id")
     if not isinstance(note_id, int):
         raise ForgeError("outage", "GitLab's note has no id")
     created = str(data.get("created_at") or "")
     author = data.get("author")
     bot = author.get("bot") if isinstance(author, dict) else None
-    return IssueNote(
+    return Comment(
         id=note_id,
         body=str(data.get("body") or ""),
         author=_username(author),

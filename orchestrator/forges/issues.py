@@ -7,6 +7,7 @@ field here is the forge's word, written by whoever opened the issue: untrusted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from orchestrator.domain.issues import ForgeIssue
@@ -14,26 +15,24 @@ from orchestrator.domain.issues import ForgeIssue
 __all__ = ["Comment", "ForgeIssue", "IssueTracker"]
 
 
-class Comment(Protocol):
-    """An issue comment as both forges give it (``github.IssueComment``, ``gitlab.IssueNote``)."""
+@dataclass(frozen=True)
+class Comment:
+    """A comment on an issue (or pull request), as both forges give it. ``author`` is its
+    account's login; ``author_person`` the forge's own word, in the comment's author object,
+    on whether that account is a person (True) or an app's or a token's (False), None when
+    it does not say (GitLab's notes mostly do not: ``GitLabForge.user_is_bot`` asks the
+    account), never read from the comment's text. ``updated_at`` differs from
+    ``created_at`` once it was edited; ``url`` is its place on the issue page; ``system``
+    notes are GitLab's own ("changed the label")."""
 
-    @property
-    def id(self) -> int: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def author(self) -> str: ...
-    @property
-    def created_at(self) -> str: ...
-    @property
-    def updated_at(self) -> str: ...
-    @property
-    def url(self) -> str: ...
-    @property
-    def author_person(self) -> bool | None:
-        """The forge's own word, in the comment's author object, on whether the author is
-        a person (True) or an app's or a token's account (False); None when it does not say."""
-        ...
+    id: int
+    body: str
+    author: str
+    created_at: str = ""
+    updated_at: str = ""
+    url: str = ""
+    author_person: bool | None = None
+    system: bool = False
 
 
 class IssueTracker(Protocol):

@@ -34,7 +34,6 @@ from orchestrator.domain.verdicts import (
 from orchestrator.domain.vocabulary import semantic_errors
 from orchestrator.recovery.gateway import (
     GatewayFactory,
-    ModelGateway,
     ModelReply,
     ModelRequest,
     Unavailable,
@@ -260,42 +259,6 @@ def ask_model(
     gateway = gateway_factory()
     if gateway is None or isinstance(gateway, Unavailable):
         return no_model_decision(gateway)
-    return _ask(ctx, facts, bundle_text, gateway, max_reasks, max_tokens, prompt_version)
-
-
-def decide(
-    *,
-    ctx: DecisionContext,
-    failure: Failure,
-    facts: PromptFacts,
-    bundle_text: str,
-    clone_exists: bool,
-    caps: Caps,
-    gateway_factory: GatewayFactory,
-    max_reasks: int,
-    max_tokens: int,
-    prompt_version: str = PROMPT_VERSION,
-    known: PlaybookMatch | None = None,
-) -> Decision:
-    """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
-    early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps, known=known)
-    if early is not None:
-        return early
-    return ask_model(
-        ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
-        max_reasks=max_reasks, max_tokens=max_tokens, prompt_version=prompt_version,
-    )  # fmt: skip
-
-
-def _ask(
-    ctx: DecisionContext,
-    facts: PromptFacts,
-    bundle_text: str,
-    gateway: ModelGateway,
-    max_reasks: int,
-    max_tokens: int,
-    prompt_version: str = PROMPT_VERSION,
-) -> Decision:
     usage = Usage()
     last_proposal: object | None = None
     transcript = Transcript()
@@ -335,4 +298,28 @@ def _ask(
         Source.MODEL, abandon(why), False, why, halt=HaltReason.INVALID_VERDICT,
         errors=tuple(errors), model=gateway.model_name, usage=usage, transcript=transcript,
         proposal=last_proposal,
+    )  # fmt: skip
+
+
+def decide(
+    *,
+    ctx: DecisionContext,
+    failure: Failure,
+    facts: PromptFacts,
+    bundle_text: str,
+    clone_exists: bool,
+    caps: Caps,
+    gateway_factory: GatewayFactory,
+    max_reasks: int,
+    max_tokens: int,
+    prompt_version: str = PROMPT_VERSION,
+    known: PlaybookMatch | None = None,
+) -> Decision:
+    """The whole sandwich filling in one call: ``precheck``, else ``ask_model``."""
+    early = precheck(ctx=ctx, failure=failure, clone_exists=clone_exists, caps=caps, known=known)
+    if early is not None:
+        return early
+    return ask_model(
+        ctx=ctx, facts=facts, bundle_text=bundle_text, gateway_factory=gateway_factory,
+        max_reasks=max_reasks, max_tokens=max_tokens, prompt_version=prompt_version,
     )  # fmt: skip

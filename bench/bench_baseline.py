@@ -9,10 +9,10 @@ in this process's CPU time (``time.process_time``: other work on the machine doe
 count), after the file is read once into the page cache; with ``--quick``, the median of
 three interleaved trials on a smaller log:
 
-  learn       ``reading.baseline.learn(None, log)``: chunks, terminal reading, CI prefixes,
+  learn       ``domain.baseline.learn(None, log)``: chunks, terminal reading, CI prefixes,
               one ``template_of`` per distinct line of a chunk
   templates   ``template_key(template_of(line))`` for each line of ``open(log)``: the
-              floor that ``templates.py`` sets, whatever ``learn`` does around it
+              floor that ``line_templates.py`` sets, whatever ``learn`` does around it
   lines       counting the log's newlines in 1 MiB reads: the plain cost of reading it
 
 Targets:
@@ -41,8 +41,8 @@ if str(ROOT) not in sys.path:  # `python bench/bench_baseline.py` puts bench/ on
 from bench_evidence import make_log  # noqa: E402
 from peak_rss import PeakError, peak_growth  # noqa: E402
 
-from orchestrator.reading.baseline import learn  # noqa: E402
-from orchestrator.reading.templates import template_key, template_of  # noqa: E402
+from orchestrator.domain.baseline import learn  # noqa: E402
+from orchestrator.domain.line_templates import template_key, template_of  # noqa: E402
 from orchestrator.storage.baselines import LEARN_SECONDS  # noqa: E402
 
 MiB = 1 << 20
@@ -96,7 +96,7 @@ def learned_within(log: Path, seconds: float) -> float:
 def rss_growth_mb(log: Path) -> tuple[float, float]:
     try:
         base, growth, _ = peak_growth(
-            "from orchestrator.reading.baseline import learn",
+            "from orchestrator.domain.baseline import learn",
             'learn(None, Path(ARGS[0]), check="unit", repo="bench") and None',
             str(log),
         )

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:  # `python bench/bench_evidence.py` puts bench/ on
 from peak_rss import PeakError, peak_growth  # noqa: E402
 
 from orchestrator.domain import log_line  # noqa: E402
-from orchestrator.reading.baseline import learn  # noqa: E402
+from orchestrator.domain.baseline import learn  # noqa: E402
 from orchestrator.reading.evidence import extract_evidence, render_evidence  # noqa: E402
 from orchestrator.reading.scan import forget_scans  # noqa: E402
 from orchestrator.reading.signatures import SIGNATURES  # noqa: E402

@@ -7,6 +7,8 @@ import that closes a loop is still a loop. Two rules:
 * an arrow goes only down the documented layer list (``<!-- layers -->`` in
   docs/architecture/layers.md), or stays inside one package;
 * no module reaches itself again through imports, however long the way round.
+
+And the list keeps DESIGN.md's order (its "Layer order" sentence, ``../shared/DESIGN.md``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from conftest import ROOT
 PACKAGE = ROOT / "orchestrator"
 LAYERS_PAGE = ROOT / "docs" / "architecture" / "layers.md"
 _BLOCK = re.compile(r"<!-- layers: bottom first -->\n(?P<body>.*?)\n<!-- /layers -->", re.S)
+# Where the design brief is: beside the project (or a worktree of it).
+DESIGN_PAGES = (ROOT.parent / "shared" / "DESIGN.md", ROOT.parent.parent / "shared" / "DESIGN.md")
+_DESIGN_ORDER = re.compile(r"Layer order, lowest first \([^)]*\):(?P<order>[^.]*)\.")
 
 
 def layer_order(readme_text: str) -> dict[str, int]:
@@ -40,6 +45,35 @@ def layer_order(readme_text: str) -> dict[str, int]:
             assert name not in order, f"{name} is listed twice"
             order[name] = number
     return order
+
+
+def design_steps(design_text: str, packages: Iterable[str]) -> list[set[str]]:
+    """DESIGN.md's layer order, lowest first: the packages each step of its "Layer order"
+    sentence names, in its own words ("failure reading and recovery": reading, recovery;
+    "redaction beside it" counts with domain). What follows a ``;`` outside parentheses
+    (demo and stages, outside the core import path) is no step."""
+    found = _DESIGN_ORDER.search(design_text)
+    assert found is not None, 'DESIGN.md has no "Layer order, lowest first (...):" sentence'
+    depth, text = 0, ""
+    for char in found["order"]:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth == 0:
+            break
+        text += char
+    known = set(packages)
+    return [{w for w in re.findall(r"[a-z_]+", step) if w in known} for step in text.split("→")]
+
+
+def against_design(steps: list[set[str]], order: Mapping[str, int]) -> list[str]:
+    """Every pair DESIGN.md puts in one order and the layer list does not."""
+    return [
+        f"{low} is below {high} in DESIGN.md, not in layers.md"
+        for number, lows in enumerate(steps)
+        for highs in steps[number + 1 :]
+        for low in sorted(lows)
+        for high in sorted(highs)
+        if not order[low] < order[high]
+    ]
 
 
 def module_name(path: Path) -> str:
@@ -221,3 +255,37 @@ def test_an_upward_arrow_and_a_loop_are_caught() -> None:
     ]
     loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert cycles(loop) == [["a", "b", "c"]]
+
+
+def test_the_layer_list_keeps_designs_order(order: dict[str, int]) -> None:
+    design = next((p for p in DESIGN_PAGES if p.is_file()), None)
+    if design is None:
+        pytest.skip("../shared/DESIGN.md is not beside the project")
+    steps = design_steps(design.read_text(encoding="utf-8"), order)
+    # The sentence is read as written: nine steps, redaction with domain, cli last.
+    assert steps[:3] == [{"domain", "redaction"}, {"storage", "engines", "forges"},
+                         {"reading", "recovery"}]  # fmt: skip
+    assert [*map(sorted, steps[3:])] == [["execution"], ["actions"], ["app"], ["batch"],
+                                         ["reports"], ["cli"]]  # fmt: skip
+    assert against_design(steps, order) == []
+
+
+def test_an_order_against_designs_is_caught() -> None:
+    design = (
+        "Layer order, lowest first (an arrow may only point down): domain (types; redaction "
+        "beside it) → storage, engines → failure reading and recovery → reports → cli; demo "
+        "outside.\nData flows one way."
+    )
+    known = {"domain", "redaction", "storage", "engines", "reading", "recovery", "reports",
+             "cli", "demo"}  # fmt: skip
+    steps = design_steps(design, known)
+    assert steps == [{"domain", "redaction"}, {"storage", "engines"}, {"reading", "recovery"},
+                     {"reports"}, {"cli"}]  # fmt: skip
+    listed = layer_order(
+        "<!-- layers: bottom first -->\n    redaction\n    domain\n    engines\n    reading\n"
+        "    storage (state)\n    reports\n    recovery\n    cli\n    demo\n<!-- /layers -->"
+    )
+    assert against_design(steps, listed) == [
+        "storage is below reading in DESIGN.md, not in layers.md",
+        "recovery is below reports in DESIGN.md, not in layers.md",
+    ]

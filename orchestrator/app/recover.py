@@ -37,6 +37,7 @@ from orchestrator.app.playbook import load_playbook, store_for
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
+from orchestrator.domain.baseline import Baseline
 from orchestrator.domain.config import StageConfig
 from orchestrator.domain.failure_signature import signature_of as signature_of_failure
 from orchestrator.domain.infra_wait import infra_window_start
@@ -47,7 +48,6 @@ from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.execution import runner
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
-from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.check_reports import ReportReading, read_reports
 from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.error_lines import last_error_line_of

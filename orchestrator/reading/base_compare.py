@@ -3,8 +3,8 @@
 
 The failing lines of a log are the lines the failure reading ranks (``reading.scan``'s
 hits worth anything to ``ranking.score``); one is new when its template
-(``reading.templates``) is not among the templates of the lines the base's failing log
-printed (read as ``reading.baseline.learn`` reads a green log). A pytest run whose
+(``domain.line_templates``) is not among the templates of the lines the base's failing log
+printed (read as ``domain.baseline.learn`` reads a green log). A pytest run whose
 ``test_a`` failed on the base and now fails again prints nothing new; one whose
 ``test_b`` fails too prints ``FAILED tests/x.py::test_b``, a template the base never did.
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from orchestrator.domain.baseline import Baseline, learn
 from orchestrator.reading import ranking
-from orchestrator.reading.baseline import Baseline, learn
 from orchestrator.reading.scan import scan_hits
 from orchestrator.reading.signatures import WORDS
 

@@ -10,10 +10,10 @@ beside them, as the best log tools do:
   anywhere in it, whatever prefix the CI system put in front (``##[error]``,
   ``2019-01-01 12:00:00.123 | ``, ``[task 2019-…] 12:00:00 ERROR - ``, ``│ ``) is a
   candidate, read in the end window of the log (``VOCABULARY_WINDOW_BYTES``).
-* **Rarity.** Lines are compared by their template (``reading.templates``: numbers,
+* **Rarity.** Lines are compared by their template (``domain.line_templates``: numbers,
   hashes, paths, times masked). A candidate whose template the log prints once is worth
   more than one printed a hundred times (a warning every file gets); one whose template a
-  green run of the same check also printed (``reading.baseline``) is ordinary output.
+  green run of the same check also printed (``domain.baseline``) is ordinary output.
 
 And two shapes lose rank whatever matched them:
 
@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
+from orchestrator.domain.line_templates import template_of
 from orchestrator.reading.prefilter import _import_re2
-from orchestrator.reading.templates import template_of
 
 __all__ = [
     "CONFIDENT_SCORE",

@@ -18,10 +18,11 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any, Final, Protocol
 
-from orchestrator.domain import log_line
+from orchestrator.domain import line_templates, log_line
+from orchestrator.domain.line_templates import template_of
 from orchestrator.domain.terminal import BARE_CR_BYTES, plain_bytes
 from orchestrator.reading import prefix as learned
-from orchestrator.reading import ranking, templates
+from orchestrator.reading import ranking
 from orchestrator.reading.prefilter import Prefilter
 from orchestrator.reading.signature_match import (
     _PREFIX_ONLY,
@@ -31,7 +32,6 @@ from orchestrator.reading.signature_match import (
     re2_prefilter,
 )
 from orchestrator.reading.signatures import WORDS, Signature
-from orchestrator.reading.templates import template_of
 
 __all__ = ["CHUNK_BYTES", "Hit", "Scan", "forget_scans", "scan_hits"]
 
@@ -61,7 +61,7 @@ class _Found(Protocol):
 class Hit:
     """A line a signature matched: its number (1 = the first line of the scanned window),
     the file offset of its first byte, and the signature; its template
-    (``reading.templates``) and how many lines of the window matched with the same one
+    (``domain.line_templates``) and how many lines of the window matched with the same one
     (the first of them is the hit)."""
 
     line: int
@@ -250,7 +250,7 @@ class _Plain:
 def _line_of(text: bytes | bytearray, pos: int, end: int) -> bytes:
     """The line starting at ``pos`` (as much of it as a template reads), without its CI
     prefix: what its template is taken of, and what it is ranked by."""
-    reach = min(end, pos + templates.MAX_LINE_BYTES)
+    reach = min(end, pos + line_templates.MAX_LINE_BYTES)
     stop = text.find(b"\n", pos, reach)
     line = bytes(text[pos : stop if stop >= 0 else reach])
     prefix = _PREFIX_ONLY.match(line)

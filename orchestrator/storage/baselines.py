@@ -1,5 +1,5 @@
 """Baselines of green runs on disk: ``baselines/<repo>/<check>.baseline`` (``layout.py``),
-one per check and repository, in ``reading/baseline.py``'s format.
+one per check and repository, in ``domain/baseline.py``'s format.
 
 A baseline is a cache: learning from a log that cannot be read, or a file that does not
 read back, never fails a ticket. A damaged file is moved aside (``*.damaged``, the last
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.reading.baseline import (
+from orchestrator.domain.baseline import (
     MAX_KEYS,
     MAX_LOG_BYTES,
     Baseline,

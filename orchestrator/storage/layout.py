@@ -554,7 +554,7 @@ STATE_FILES: tuple[StateFile, ...] = (
     StateFile(
         "baselines/<repo>/<check>.baseline",
         "the templates the check's green logs in that repository printed "
-        "(`reading/baseline.py`): a cache, learned from each green check, rebuilt when "
+        "(`domain/baseline.py`): a cache, learned from each green check, rebuilt when "
         "damaged; `<repo>` and `<check>` are slugs (readable, then a hash of the name)",
         ("baselines_dir", "baseline_path", "baseline_paths"),
     ),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.domain.line_templates import template_of
 from orchestrator.domain.runs import RunRecord
-from orchestrator.reading.templates import template_of
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.runs import read_record_file
 

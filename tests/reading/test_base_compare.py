@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.domain.line_templates import template_of
 from orchestrator.reading.base_compare import (
     FailingLine,
     base_templates,
     failing_lines,
     judge,
 )
-from orchestrator.reading.templates import template_of
 
 BASE_LOG = (
     "collected 3 items\n"

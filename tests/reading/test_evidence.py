@@ -13,18 +13,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.domain import log_line
+from orchestrator.domain import line_templates, log_line
 from orchestrator.domain.config import ContextLimits, load_config
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.line_templates import template_of
 from orchestrator.domain.log_line import without_columns
 from orchestrator.domain.terminal import plain_bytes
-from orchestrator.reading import ranking, templates
+from orchestrator.reading import ranking
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reading.prefilter import Prefilter
 from orchestrator.reading.scan import MAX_LINE_BYTES, scan_hits
 from orchestrator.reading.signature_match import MAX_NEAR_MISSES_PER_CHUNK, re2_prefilter
 from orchestrator.reading.signatures import SIGNATURES, WORDS
-from orchestrator.reading.templates import template_of
 from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
 from conftest import examples
@@ -313,7 +313,7 @@ def reference_hits(data: bytes, *, words: bool = False) -> list[tuple[int, int, 
         if signature is None and words and seen.strip() and vocabulary.search(seen, 0, len(seen)):
             signature = WORDS
         if signature is not None:
-            shown = log_line.without_columns(seen)[: templates.MAX_LINE_BYTES]
+            shown = log_line.without_columns(seen)[: line_templates.MAX_LINE_BYTES]
             cut = prefix.match(shown)
             key = (signature.name, template_of(shown[cut.end() :] if cut else shown))
             if key not in seen_keys:  # one hit per shape: its first line

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.domain.line_templates import template_of
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.reading.prefix import learn_prefix, split_prefix
 from orchestrator.reading.ranking import CONFIDENT_SCORE, benign, consequence, score, vocabulary
-from orchestrator.reading.templates import template_of
 
 
 def words(line: bytes, count: int = 1, known: bool | None = None) -> float:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.app.driver import Services, run_ticket
+from orchestrator.domain.baseline import Baseline
 from orchestrator.domain.config import load_config
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.domain.line_templates import template_of
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.reading.baseline import Baseline
-from orchestrator.reading.templates import template_of
 from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.layout import StateLayout, name_slug
 

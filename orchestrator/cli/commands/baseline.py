@@ -1,4 +1,4 @@
-"""``orchestrator baseline``: the baselines of green runs (``reading/baseline.py``).
+"""``orchestrator baseline``: the baselines of green runs (``domain/baseline.py``).
 
     baseline CHECK [--repo R] [--runs N]
                       rebuild CHECK's baseline, in each repository (or R alone), from
@@ -129,7 +129,7 @@ def rebuild(
     """Rebuild ``check``'s baseline in each repository (or ``repo``) from its last
     ``runs`` green logs on disk, replacing the stored one. StateError when there is no
     green log of it to learn from."""
-    from orchestrator.reading.baseline import Baseline, learn
+    from orchestrator.domain.baseline import Baseline, learn
     from orchestrator.storage.baselines import BaselineStore
 
     def warn(text: str) -> None:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from orchestrator.domain.baseline import Baseline
 from orchestrator.domain.config import ContextLimits
-from orchestrator.reading.baseline import Baseline
 from orchestrator.reading.check_reports import ReportReading
 from orchestrator.recovery.context.evidence_section import (
     _evidence,
@@ -73,7 +73,7 @@ class BundleInputs:
     # The failing cases the check's declared reports hold (JUnit, SARIF, TAP): typed
     # evidence, shown before the log's excerpts. None: the check declares none.
     reports: ReportReading | None = None
-    # What the check's green runs print (``reading.baseline``): a line they print too is
+    # What the check's green runs print (``domain.baseline``): a line they print too is
     # ordinary output, one they never print ranks high. None: no green run learned yet.
     baseline: Baseline | None = None
 

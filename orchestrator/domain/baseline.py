@@ -1,5 +1,5 @@
-"""A baseline of green runs: the templates (``templates.py``) that one check's passing
-logs in one repository printed, kept as 8-byte keys. A line of a failing log whose
+"""A baseline of green runs: the templates (``line_templates.py``) that one check's
+passing logs in one repository printed, kept as 8-byte keys. A line of a failing log whose
 template no green run printed is worth a reader's look; one every green run prints is
 ordinary output (Zuul's logreduce/logjuicer, issue 25).
 
@@ -35,9 +35,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from orchestrator.domain.line_templates import template_key, template_of
 from orchestrator.domain.log_line import PREFIX, without_columns
 from orchestrator.domain.terminal import plain_bytes
-from orchestrator.reading.templates import template_key, template_of
 
 __all__ = [
     "MAX_KEYS",
@@ -135,7 +135,7 @@ class Baseline:
         return f"Baseline(check={self.check!r}, repo={self.repo!r}, runs={self.runs}, keys={len(self)})"
 
     def knows(self, template: bytes) -> bool:
-        """Whether a green run printed a line of this template (``templates.template_of``)."""
+        """Whether a green run printed a line of this template (``line_templates.template_of``)."""
         return template_key(template) in self._counts
 
     def runs_with(self, template: bytes) -> int:
@@ -258,7 +258,7 @@ def log_lines(
     out), a chunk's worth at a time, each as a reader sees it: no escape sequences, a
     redrawn line's last frame (``terminal.plain_bytes``), without gh's job and step
     columns and a CI runner's timestamp prefix (``log_line``), cut at ``MAX_LINE_BYTES``:
-    what ``templates.template_of`` is given, here and by whoever compares a failing
+    what ``line_templates.template_of`` is given, here and by whoever compares a failing
     log's lines with a baseline. Raises OSError for a file that cannot be read, and for
     one that is not a regular file."""
     for chunk in _chunks(log, max_log_bytes, _chunk_bytes):

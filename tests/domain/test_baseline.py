@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.reading.baseline import (
+from orchestrator.domain.baseline import (
     MAX_LINE_BYTES,
     Baseline,
     BaselineDamaged,
@@ -19,7 +19,7 @@ from orchestrator.reading.baseline import (
     log_lines,
     merge,
 )
-from orchestrator.reading.templates import template_key, template_of
+from orchestrator.domain.line_templates import template_key, template_of
 
 GREEN_1 = b"""\
 ============================= test session starts ==============================

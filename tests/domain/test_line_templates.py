@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.reading.templates import MAX_TEMPLATE_BYTES, template_key, template_of
+from orchestrator.domain.line_templates import MAX_TEMPLATE_BYTES, template_key, template_of
 
 
 @pytest.mark.parametrize(

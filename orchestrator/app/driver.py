@@ -218,12 +218,13 @@ def _create_run(ticket: Ticket, services: Services) -> RunRecord:
     return record
 
 
-def _take_up(record: RunRecord, services: Services) -> RunRecord:
-    """Take the run up where it stopped. Attempts still marked running belong to a dead
-    orchestrator: what they left behind is killed, they are marked interrupted and their
-    stage goes back to pending. A pending run starts; a run that waited out an outage
-    (``waiting-infra``) goes on from the stage that failed with a fresh round of
-    infrastructure retries (``left_waiting``), or, waited too long, stops for a person."""
+def _take_up(record: RunRecord, services: Services) -> tuple[RunRecord, bool]:
+    """Take the run up where it stopped; False when it goes no further now. Attempts
+    still marked running belong to a dead orchestrator: what they left behind is killed,
+    they are marked interrupted and their stage goes back to pending. A pending run
+    starts; a run that waited out an outage (``waiting-infra``) goes on from the stage
+    that failed with a fresh round of infrastructure retries (``left_waiting``), or,
+    waited too long, stops for a person; one awaiting an answer nobody gave waits on."""
     store = services.storage.runs
     running = [a for a in record.attempts if a.status is AttemptStatus.RUNNING]
     for attempt in running:
@@ -238,13 +239,34 @@ def _take_up(record: RunRecord, services: Services) -> RunRecord:
         stopped = wait_ran_out(record, services.loaded, now=services.clock())
         if stopped is not None:
             store.save(stopped, CrashPoint.RUN_ENDED)
-            return stopped
+            return stopped, False
         record = left_waiting(record, at=services.clock())
         store.save(record, CrashPoint.RESUMED)
         services.reporter.note(
             f"the outage it waited on may be over: going on at stage {record.current_stage!r}"
         )
-    return record
+    ref = pending_verdict(record)
+    if record.state is RunState.AWAITING_APPROVAL and (
+        ref is None or not approvals_of(services).answered(record.run_id, ref.number)
+    ):
+        services.reporter.note(
+            f"awaiting approval: `orchestrator approve {record.run_id}` or "
+            f"`orchestrator reject {record.run_id} --reason ...`"
+        )
+        return record, False
+    # A failure still to decide about is decided on a clone of its own making.
+    there = os.path.lexists(record.clone_dir)
+    stages, now = services.loaded.config.stages, services.clock()
+    moved = (
+        None
+        if decision_taken(record)
+        else moved_elsewhere(record, stages, at=now, clone_there=there)
+    )
+    if moved is not None:
+        record = moved
+        store.save(record)
+        services.reporter.note(record.reclones[-1].note())
+    return record, True
 
 
 def _kill_leftovers(run_id: str, attempt: Attempt, services: Services) -> None:
@@ -261,29 +283,9 @@ def _kill_leftovers(run_id: str, attempt: Attempt, services: Services) -> None:
 
 def _drive(record: RunRecord, services: Services) -> RunRecord:
     store, config = services.storage.runs, services.loaded.config
-    record = _take_up(record, services)
-    if is_terminal(record.state):
+    record, going_on = _take_up(record, services)
+    if not going_on:
         return record
-    ref = pending_verdict(record)
-    if record.state is RunState.AWAITING_APPROVAL and (
-        ref is None or not approvals_of(services).answered(record.run_id, ref.number)
-    ):
-        services.reporter.note(
-            f"awaiting approval: `orchestrator approve {record.run_id}` or "
-            f"`orchestrator reject {record.run_id} --reason ...`"
-        )
-        return record
-    # A failure still to decide about is decided on a clone of its own making.
-    there = os.path.lexists(record.clone_dir)
-    moved = (
-        None
-        if decision_taken(record)
-        else moved_elsewhere(record, config.stages, at=services.clock(), clone_there=there)
-    )
-    if moved is not None:
-        record = moved
-        store.save(record)
-        services.reporter.note(record.reclones[-1].note())
     if record.state is RunState.RUNNING:
         # Stopped during an infrastructure back-off: wait out what is left of it.
         wait_before_retry(owed_back_off(record, services), services)

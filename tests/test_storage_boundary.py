@@ -22,8 +22,13 @@ import) agree.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from orchestrator.storage._face import faced_names
 
 from conftest import ROOT
 
@@ -269,3 +274,20 @@ def test_the_orchestrator_imports_storage_through_its_face_and_public_modules() 
             if module not in PUBLIC and (rel(path), f"import {module}") not in STAGE_PROGRAMS:
                 doors.append(f"{rel(path)}:{line}: {module}")
     assert doors == [], "import it from orchestrator.storage or a public module of it"
+
+
+@pytest.mark.parametrize("package", [FACE, f"{FACE}.redis"])
+def test_a_face_lists_each_name_once_and_each_comes_from_its_module(package: str) -> None:
+    """The face's one list is its ``if TYPE_CHECKING:`` imports (what the type checker
+    reads); the runtime serves exactly those, from those modules, and nothing else."""
+    face = importlib.import_module(package)
+    source = Path(face.__file__ or "").read_text()
+    where = faced_names(source)
+    assert 0 < len(where) <= 40, sorted(where)
+    for name, module in where.items():
+        assert getattr(face, name) is getattr(importlib.import_module(module), name), name
+    with pytest.raises(AttributeError, match=r"has no attribute 'StateLayuot'"):
+        face.StateLayuot  # noqa: B018 - a misspelt name is an error, not Any
+    # The type checker sees no module __getattr__ (which would type any name as Any).
+    [block] = [n for n in ast.parse(source).body if isinstance(n, ast.If)]
+    assert all(not isinstance(n, ast.Assign) for n in block.body)

@@ -15,57 +15,29 @@ These modules import only the domain, redaction and the other stores.
 
 The redis client is imported inside ``client`` only, and only when a store is opened:
 the local mode (``run``, ``batch``) never loads it. ``fence`` and ``errors`` import
-nothing from it, so local code may hold a no-op fence.
+nothing from it, so local code may hold a no-op fence. Outside code imports from here
+only, each name when first asked for (``storage._face``): the block below is the list.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.storage._face import lazy_getattr
-
-# The face: outside code imports from ``orchestrator.storage.redis`` only. Each name is
-# imported when first asked for, so holding a no-op fence loads no Redis client.
-_FROM: dict[str, str] = {
-    "CoordinationStore": "client",
-    "Claim": "coordination",
-    "TicketLeases": "coordination",
-    "claim": "coordination",
-    "CoordinationUnavailable": "errors",
-    "FencedOut": "errors",
-    "TicketClaimed": "errors",
-    "NO_FENCE": "fence",
-    "Fence": "fence",
-    "FleetBatchBudget": "fleet_budget",
-    "FleetLedger": "fleet_ledger",
-    "FleetStorage": "fleet_stores",
-    "HeldClaim": "fleet_stores",
-}
-__all__ = [
-    "NO_FENCE",
-    "Claim",
-    "CoordinationStore",
-    "CoordinationUnavailable",
-    "Fence",
-    "FencedOut",
-    "FleetBatchBudget",
-    "FleetLedger",
-    "FleetStorage",
-    "HeldClaim",
-    "TicketClaimed",
-    "TicketLeases",
-    "claim",
-]
-
-
-__getattr__ = lazy_getattr(__name__, _FROM)
-
-
 if TYPE_CHECKING:
-    from orchestrator.storage.redis.client import CoordinationStore
-    from orchestrator.storage.redis.coordination import Claim, TicketLeases, claim
-    from orchestrator.storage.redis.errors import CoordinationUnavailable, FencedOut, TicketClaimed
-    from orchestrator.storage.redis.fence import NO_FENCE, Fence
-    from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
-    from orchestrator.storage.redis.fleet_ledger import FleetLedger
-    from orchestrator.storage.redis.fleet_stores import FleetStorage, HeldClaim
+    from orchestrator.storage.redis.client import CoordinationStore as CoordinationStore
+    from orchestrator.storage.redis.coordination import Claim as Claim
+    from orchestrator.storage.redis.coordination import TicketLeases as TicketLeases
+    from orchestrator.storage.redis.coordination import claim as claim
+    from orchestrator.storage.redis.errors import CoordinationUnavailable as CoordinationUnavailable
+    from orchestrator.storage.redis.errors import FencedOut as FencedOut
+    from orchestrator.storage.redis.errors import TicketClaimed as TicketClaimed
+    from orchestrator.storage.redis.fence import NO_FENCE as NO_FENCE
+    from orchestrator.storage.redis.fence import Fence as Fence
+    from orchestrator.storage.redis.fleet_budget import FleetBatchBudget as FleetBatchBudget
+    from orchestrator.storage.redis.fleet_ledger import FleetLedger as FleetLedger
+    from orchestrator.storage.redis.fleet_stores import FleetStorage as FleetStorage
+    from orchestrator.storage.redis.fleet_stores import HeldClaim as HeldClaim
+else:
+    from orchestrator.storage._face import lazy_getattr
+
+    __getattr__ = lazy_getattr(__name__, __file__)

@@ -18,31 +18,24 @@ if TYPE_CHECKING:
     from orchestrator.execution.attempts import StageServices
 
 
+# Not a judgement a person must make about the code: a misconfigured machine fails the
+# ticket; an outage that outlasted the back-off is not an end (the next batch goes on).
+_ENDS_BY_HALT = {
+    HaltReason.CONFIG_ERROR.value: RunState.FAILED,
+    HaltReason.INFRA_UNAVAILABLE.value: RunState.WAITING_INFRA,
+}
+
+
 def plan(verdict: AbandonHumanVerdict, facts: PlanFacts) -> Dispatch:
     """A spent cap or a configuration error ends the ticket ``failed``; an outage that
     outlasted the back-off waits (``waiting-infra``); anything else ``needs-human`` with
     the halt the decision recorded (a plain abandon: ``abandoned``)."""
     if facts.cap_exhausted:
-        return Dispatch(
-            verdict.action, facts.approval, terminal=RunState.FAILED.value,
-            halt=HaltReason.CAP_EXHAUSTED.value,
-        )  # fmt: skip
-    if facts.halt_reason == HaltReason.CONFIG_ERROR.value:
-        # Not a judgement a person must make about the code: the machine is misconfigured.
-        return Dispatch(
-            verdict.action, facts.approval, terminal=RunState.FAILED.value,
-            halt=HaltReason.CONFIG_ERROR.value,
-        )  # fmt: skip
-    if facts.halt_reason == HaltReason.INFRA_UNAVAILABLE.value:
-        # Not an end: an outage outlasted the back-off, and the next batch goes on.
-        return Dispatch(
-            verdict.action, facts.approval, terminal=RunState.WAITING_INFRA.value,
-            halt=HaltReason.INFRA_UNAVAILABLE.value,
-        )  # fmt: skip
-    reason = facts.halt_reason or HaltReason.ABANDONED.value
-    return Dispatch(
-        verdict.action, facts.approval, terminal=RunState.NEEDS_HUMAN.value, halt=reason
-    )
+        halt, ends = HaltReason.CAP_EXHAUSTED.value, RunState.FAILED
+    else:
+        halt = facts.halt_reason or HaltReason.ABANDONED.value
+        ends = _ENDS_BY_HALT.get(halt, RunState.NEEDS_HUMAN)
+    return Dispatch(verdict.action, facts.approval, terminal=ends.value, halt=halt)
 
 
 def apply(

@@ -1,11 +1,10 @@
 """The composition root: what a ticket run is handed, built in one place.
 
 ``Services`` holds everything a run touches — the config, the state dir's stores, the
-reporter and the hand-off's text (handed in: ``execution/reporter.py``), the clock, where
-processes start, the model (built only when one must be asked). The CLI
-(``cli/console.terminal_services``), the batch workers, the fleet's Celery worker and the
-demo all build it with ``build_services``; tests through one fixture. The layers below
-take narrow protocols of what they use (``execution.attempts.StageServices``).
+reporter and the hand-off's text (handed in from above), the clock, where processes
+start, the model (built only when one must be asked). The CLI, the batch workers, the
+fleet's Celery worker and the demo all build it with ``build_services``; tests through one
+fixture. The layers below take narrow protocols of it (``attempts.StageServices``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from orchestrator.app.services import Services, build_services
+from orchestrator.execution.reporter import Reporter
 from orchestrator.reading.error_lines import error_lines_of, last_error_line_of
 from orchestrator.reports.handoff import MARKDOWN
 from orchestrator.reports.run_reader import attempt_summary
@@ -34,15 +35,6 @@ def failure_summary(attempt: Attempt) -> str:
     return f"{summary}: {said}" if said else summary
 
 
-def failure_detail(attempt: Attempt) -> list[str]:
-    """A failed attempt's last error lines from its log (redacted, bounded), when they
-    say more than the one telling line ``failure_summary`` already carries."""
-    if attempt.ok:
-        return []
-    said = error_lines_of(attempt.failed_log)
-    return said if len(said) > 1 else []
-
-
 def outcome_lines(record: RunRecord) -> list[str]:
     """The closing lines of a run: its state, why it halted, where to look."""
     lines = [f"{record.ticket_id}: {record.state} (run {record.run_id})"]
@@ -58,7 +50,7 @@ def outcome_lines(record: RunRecord) -> list[str]:
     return lines
 
 
-class PlainReporter:
+class PlainReporter(Reporter):
     """Line-oriented output for logs and cron: one line per event, nothing redrawn."""
 
     def __init__(self, out: TextIO) -> None:
@@ -85,16 +77,15 @@ class PlainReporter:
         # ``detail`` names the check when a check stage starts each of its checks.
         self._line(f"  {stage}: {detail or 'started'} (attempt {attempt})")
 
-    def tick(self, label: str, elapsed_s: float) -> None:
-        return None
-
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
-        self._line(f"  {attempt.stage}: {failure_summary(attempt)}")
-        self._failure_detail(attempt)
+        self._line(f"  {attempt.stage}: {self._mark(attempt)}{failure_summary(attempt)}")
+        # Its last error lines (redacted, bounded), when more than the one line above.
+        said = [] if attempt.ok else error_lines_of(attempt.failed_log)
+        for line in said if len(said) > 1 else []:
+            self._line(f"    | {line}")
 
-    def _failure_detail(self, attempt: Attempt) -> None:
-        for said in failure_detail(attempt):
-            self._line(f"    | {said}")
+    def _mark(self, attempt: Attempt) -> str:
+        return ""
 
     def note(self, text: str) -> None:
         self._line(f"  note: {text}")
@@ -129,10 +120,8 @@ class TtyReporter(PlainReporter):
         self.out.flush()
         self._status_shown = True
 
-    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
-        mark = self._paint("ok", "32") if attempt.ok else self._paint("FAILED", "31")
-        self._line(f"  {attempt.stage}: {mark} {failure_summary(attempt)}")
-        self._failure_detail(attempt)
+    def _mark(self, attempt: Attempt) -> str:
+        return (self._paint("ok", "32") if attempt.ok else self._paint("FAILED", "31")) + " "
 
 
 def reporter_for(out: TextIO, environ: Mapping[str, str] = os.environ) -> PlainReporter:

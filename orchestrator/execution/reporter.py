@@ -16,39 +16,33 @@ if TYPE_CHECKING:
 
 
 class Reporter(Protocol):
-    def run_opened(self, record: RunRecord, *, resumed: bool) -> None: ...
-    def stage_started(
-        self, record: RunRecord | None, stage: str, attempt: int, detail: str
-    ) -> None: ...
-    def tick(self, label: str, elapsed_s: float) -> None: ...
-    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None: ...
-    def note(self, text: str) -> None: ...
-    def run_finished(self, record: RunRecord) -> None: ...
-
-
-class QuietReporter:
-    """For the batch: nothing per stage (each ticket gets one summary line from the
-    batch itself; the details are in the run's files)."""
+    """What the run loop says as it goes. Each says nothing unless a reporter says it:
+    a class naming this protocol as its base inherits silence for what it leaves out."""
 
     def run_opened(self, record: RunRecord, *, resumed: bool) -> None:
-        pass
+        return None
 
     def stage_started(
         self, record: RunRecord | None, stage: str, attempt: int, detail: str
     ) -> None:
-        pass
+        return None
 
     def tick(self, label: str, elapsed_s: float) -> None:
-        pass
+        return None
 
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
-        pass
+        return None
 
     def note(self, text: str) -> None:
-        pass
+        return None
 
     def run_finished(self, record: RunRecord) -> None:
-        pass
+        return None
+
+
+class QuietReporter(Reporter):
+    """For the batch: nothing per stage (each ticket gets one summary line from the
+    batch itself; the details are in the run's files)."""
 
 
 @dataclass(frozen=True)

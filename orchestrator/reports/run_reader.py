@@ -148,8 +148,7 @@ def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
 
 
 def attempt_summary(attempt: Attempt) -> str:
-    """``exit 0 in 0.41s`` / ``timed out (exit 124) after 5.00s`` / ``check x exited 1``:
-    an attempt in one line, as the page, ``show`` and the console say it."""
+    """``exit 0 in 0.41s`` / ``timed out (exit 124) after 5.00s`` / ``check x exited 1``."""
     took = f"{attempt.duration_s:.2f}s" if attempt.duration_s is not None else "?"
     if attempt.failing_check is not None:
         check = attempt.failing_check

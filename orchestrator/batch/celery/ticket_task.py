@@ -85,8 +85,7 @@ class WorkerContext:
     environ: Mapping[str, str]
     out: TextIO
     gateway_factory: GatewayFactory | None = None  # tests script the model
-    # What the worker command hands in from above: the hand-off's text, and its reporter
-    # (for what the services say beside a ticket's run, e.g. a notice not sent).
+    # Handed in by the worker command: the hand-off's text, what it says beside a ticket.
     handoffs: Handoffs = field(kw_only=True)
     reporter: Reporter = field(kw_only=True, default_factory=QuietReporter)
 

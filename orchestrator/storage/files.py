@@ -7,8 +7,8 @@ Each store is imported when first asked for, so a command that reads only the le
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.ledger import Ledger
     from orchestrator.storage.redis.client import CoordinationStore
     from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
+    from orchestrator.storage.redis.fleet_stores import FleetStorage
     from orchestrator.storage.runs import RunStore
 
 
@@ -206,6 +207,25 @@ class FileStorage:
         from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
 
         return FleetBatchBudget(coordination, batch_id, caps, prices)
+
+    def queued_ticket(self, batch_id: str, ticket_id: str, name: str, where: str) -> Path:
+        """The ticket file ``batch_id`` queued (``fleet_queue``); NotQueued if none."""
+        from orchestrator.storage.fleet_queue import queued_ticket
+
+        return queued_ticket(self.root, batch_id, ticket_id, name, where)
+
+    @contextmanager
+    def fleet_ticket(
+        self, coordination: CoordinationStore, ticket_id: str, lease_s: float
+    ) -> Iterator[FleetStorage]:
+        """``ticket_id``'s stores on a fleet worker: claimed in the coordination store
+        (a flock would not exclude another machine), each write fenced by the claim;
+        TicketClaimed while another live worker holds it."""
+        from orchestrator.storage.redis.coordination import TicketLeases, claim
+        from orchestrator.storage.redis.fleet_stores import FleetStorage
+
+        with claim(TicketLeases(coordination, ttl_s=lease_s), ticket_id) as held:
+            yield FleetStorage(self, held, coordination, ticket_id)
 
 
 if TYPE_CHECKING:

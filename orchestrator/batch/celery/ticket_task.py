@@ -36,26 +36,22 @@ from types import FrameType
 from typing import Any, TextIO
 
 from orchestrator.app.budgeted_calls import budgeted_factory
-from orchestrator.app.services import Services, build_services
+from orchestrator.app.services import build_services
 from orchestrator.batch.celery.enqueued import Enqueued
 from orchestrator.batch.queue import WORKER_ENVIRONMENT, run_one
 from orchestrator.batch.results import TicketResult
-from orchestrator.domain.config import Config, load_config
+from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import Interrupted
 from orchestrator.execution.reporter import Handoffs, QuietReporter, Reporter
 from orchestrator.recovery.gateway import GatewayFactory
-from orchestrator.storage import FileStorage
-from orchestrator.storage.fleet_queue import NotQueued, check_ids, queued_ticket
-from orchestrator.storage.postgres import PostgresStorage, PostgresUnavailable
+from orchestrator.storage.fleet_queue import NotQueued, check_ids
+from orchestrator.storage.open import open_configured
+from orchestrator.storage.postgres import PostgresUnavailable
 from orchestrator.storage.redis import (
     CoordinationStore,
     CoordinationUnavailable,
     FencedOut,
-    FleetBatchBudget,
-    FleetStorage,
     TicketClaimed,
-    TicketLeases,
-    claim,
 )
 
 TASK_NAME = "orchestrator.run_ticket"
@@ -90,20 +86,6 @@ class WorkerContext:
     reporter: Reporter = field(kw_only=True, default_factory=QuietReporter)
 
 
-def admitted(
-    storage: object, root: Path, ticket_id: str, name: str, where: str, batch_id: str
-) -> Path:
-    """The ticket file the task names, if its batch queued it (``storage.fleet_queue``);
-    NotQueued otherwise, before anything of the ticket is read or run. With PostgreSQL,
-    the batch's copy is brought down from the database first."""
-    check_ids(batch_id, ticket_id)
-    if isinstance(storage, PostgresStorage) and not Path(where).is_absolute():
-        # The batch's copy of this ticket only: the ticket's runs come down with its
-        # lease, and nothing else of the fleet's is this worker's to read.
-        storage.hydrate(queued=(batch_id, ticket_id))
-    return queued_ticket(root, batch_id, ticket_id, name, where)
-
-
 def run_claimed(
     context: WorkerContext,
     store: CoordinationStore,
@@ -115,25 +97,23 @@ def run_claimed(
     """Claim ``ticket_id`` and run its file (``where``/``name``) to the end (or until it
     must stop): raises ``NotQueued`` (the batch queued no such file: nothing is run),
     ``TicketClaimed``, ``BackOff``, ``FencedOut`` or ``Interrupted`` for the task to
-    answer; any other outcome is the ticket's result, as the local batch reports it."""
+    answer; any other outcome is the ticket's result, as the local batch reports it.
+    The claim and the budget are the storage's: with files, a Redis lease fencing each
+    write and the fleet's budget in Redis; with PostgreSQL, the database's own."""
     loaded = load_config(context.config_file)
+    config = loaded.config
     base = build_services(
         loaded, context.state_dir_override, context.environ,
         reporter=context.reporter, handoffs=context.handoffs,
     )  # fmt: skip
-    ticket_file = admitted(base.storage, base.storage.root, ticket_id, name, where, batch_id)
-    if isinstance(base.storage, PostgresStorage):
-        return _run_on_database(
-            base, base.storage, loaded.config, ticket_id, ticket_file, batch_id, context
-        )
-    distributed = loaded.config.distributed
-    leases = TicketLeases(store, ttl_s=distributed.lease_s)
-    storage = FileStorage(base.storage.root)
-    with claim(leases, ticket_id) as held:
-        budget = FleetBatchBudget(store, batch_id, loaded.config.batch, loaded.config.prices)
+    storage = open_configured(loaded, base.storage.root, context.environ)  # the services'
+    check_ids(batch_id, ticket_id)
+    ticket_file = storage.queued_ticket(batch_id, ticket_id, name, where)
+    with storage.fleet_ticket(store, ticket_id, config.distributed.lease_s) as held:
+        budget = storage.fleet_batch_budget(store, batch_id, config.batch, config.prices)
         services = replace(
             base,
-            storage=FleetStorage(storage, held, store, ticket_id),
+            storage=held,
             reporter=QuietReporter(),
             gateway_factory=budgeted_factory(
                 context.gateway_factory or base.gateway_factory, budget
@@ -141,31 +121,7 @@ def run_claimed(
             sleep=_back_off,
         )
         # The worker's environment decides DRY_RUN (and the tools), not the batch's.
-        return run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
-
-
-def _run_on_database(
-    base: Services,
-    storage: PostgresStorage,
-    config: Config,
-    ticket_id: str,
-    ticket_file: Path,
-    batch_id: str,
-    context: WorkerContext,
-) -> TicketResult:
-    """The same ticket with its state in PostgreSQL: the ticket's lock is its lease in
-    the database (taken by the driver, renewed by a heartbeat, every write of the run
-    fenced by it in the transaction that makes it), the batch's budget and the ledger are
-    the database's tables, and this machine's state dir is only its working copy. No
-    Redis lock or fence is needed; Redis is only Celery's broker."""
-    budget = storage.batch_budget(batch_id, config.batch, config.prices)
-    services = replace(
-        base,
-        reporter=QuietReporter(),
-        gateway_factory=budgeted_factory(context.gateway_factory or base.gateway_factory, budget),
-        sleep=_back_off,
-    )
-    result = run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
+        result = run_one(ticket_file, services, decides=WORKER_ENVIRONMENT)
     if result.status == "skipped":  # its lease is another live worker's: try again later
         raise TicketClaimed(ticket_id, result.detail)
     return result

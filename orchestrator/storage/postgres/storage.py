@@ -210,5 +210,21 @@ class PostgresStorage:
         worker shares (not Redis's: the summary once read that and said 0 calls, issue 30)."""
         return self.batch_budget(batch_id, caps, prices)
 
+    def queued_ticket(self, batch_id: str, ticket_id: str, name: str, where: str) -> Path:
+        """The ticket file ``batch_id`` queued, the batch's copy of it brought down first:
+        that only (the ticket's runs come down with its lease, and nothing else of the
+        fleet's is this worker's to read)."""
+        if not Path(where).is_absolute():
+            self.hydrate(queued=(batch_id, ticket_id))
+        return self._files.queued_ticket(batch_id, ticket_id, name, where)
+
+    @contextmanager
+    def fleet_ticket(
+        self, coordination: CoordinationStore, ticket_id: str, lease_s: float
+    ) -> Iterator[PostgresStorage]:
+        """Itself: the ticket's lock is its lease in the database (taken by the driver,
+        every write of the run fenced by it); Redis is only Celery's broker."""
+        yield self
+
     def sweep_stale_temps(self) -> list[Path]:
         return self._files.sweep_stale_temps()

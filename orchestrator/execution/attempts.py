@@ -56,10 +56,9 @@ from orchestrator.reading.failure import read_failure
 from orchestrator.redaction import redact
 from orchestrator.storage import CrashPoint
 from orchestrator.storage.layout import StateLayout, verdict_files
-from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
-    from orchestrator.storage import Storage
+    from orchestrator.storage import Runs, Storage
 
 
 class GreenRecorder(Protocol):
@@ -264,7 +263,7 @@ def warn_if_unsandboxed(services: StageServices, options: SandboxOptions, label:
 
 
 def stage_context(
-    record: RunRecord, stage: str, engine: str, model: str, attempt: int, store: RunStore
+    record: RunRecord, stage: str, engine: str, model: str, attempt: int, store: Runs
 ) -> StageContext:
     return StageContext(
         ticket_file=Path(record.ticket_snapshot),

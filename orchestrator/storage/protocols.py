@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.storage.approvals import ApprovalStore
 
 if TYPE_CHECKING:
+    from orchestrator.domain.fix_report import FixReport
     from orchestrator.domain.runs import RunRecord
     from orchestrator.storage.budget import ChargeKind, TicketBudget
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
-    from orchestrator.storage.layout import VerdictFile
+    from orchestrator.storage.layout import StateLayout, VerdictFile
     from orchestrator.storage.ledger import (
         ActionHistory,
         LedgerRow,
@@ -37,11 +38,16 @@ if TYPE_CHECKING:
         RepairResult,
         VerifyResult,
     )
-    from orchestrator.storage.runs import LatestRuns, RunStore
+    from orchestrator.storage.runs import LatestRuns
 
 
 class Runs(Protocol):
     state_dir: Path
+    layout: StateLayout  # the names of a run's files beside its record, in its workspace
+
+    def record_path(self, run_id: str) -> Path: ...
+
+    def verdict_path(self, run_id: str, number: int) -> Path: ...
 
     def save(self, record: RunRecord, point: CrashPoint | None = None) -> None: ...
 
@@ -70,6 +76,10 @@ class Runs(Protocol):
 
     def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
         """One report per decision; the run's latest also under its older single name."""
+        ...
+
+    def read_mechanical_fix(self, run_id: str, number: int | None = None) -> FixReport | None:
+        """Decision ``number``'s report as last written (without one, the run's latest)."""
         ...
 
 
@@ -152,7 +162,7 @@ class Storage(Protocol):
         ...
 
     @property
-    def runs(self) -> RunStore: ...
+    def runs(self) -> Runs: ...
 
     @property
     def decisions(self) -> Decisions: ...

@@ -7,17 +7,20 @@ id that names no run fails the same way, with the same exit code, everywhere.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from orchestrator.domain.errors import StateError, UnknownRun
 from orchestrator.storage.layout import is_run_id, run_record_paths, ticket_of
-from orchestrator.storage.runs import RunStore
+
+if TYPE_CHECKING:
+    from orchestrator.storage.protocols import Runs
 
 # The ticket id shape (``domain.validation.Name``): letters, digits, '.', '_', '-', never a
 # path separator, so a hostile argument cannot make the lookup glob outside runs/.
 TICKET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def resolve_run_id(store: RunStore, given: str) -> str:
+def resolve_run_id(store: Runs, given: str) -> str:
     """The run ``given`` names: itself when a run of that id is recorded, else the latest
     run of the ticket with that id. Raises UnknownRun (exit 7) when neither exists."""
     if is_run_id(given) and store.record_path(given).is_file():
@@ -31,11 +34,11 @@ def resolve_run_id(store: RunStore, given: str) -> str:
         raise StateError(found.unreadable[given])
     latest = found.run_ids.get(given)
     if latest is None:
-        known = [path.stem for path in run_record_paths(store.runs_dir)]
+        known = [path.stem for path in run_record_paths(store.layout.runs_dir)]
         guesses = close_ids(given, known)
         hint = f"; did you mean {' or '.join(map(repr, guesses))}?" if guesses else ""
         raise UnknownRun(
-            f"state error: no run {given!r} under {store.runs_dir} "
+            f"state error: no run {given!r} under {store.layout.runs_dir} "
             f"(neither a recorded run id nor a ticket id with runs){hint}"
         )
     return latest

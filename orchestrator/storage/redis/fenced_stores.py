@@ -12,14 +12,14 @@ local mode does not wrap its stores at all.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.storage.files import writes_checked_by
 from orchestrator.storage.redis.fence import Fence
-from orchestrator.storage.runs import LatestRuns, RunStore
+from orchestrator.storage.runs import RunStore
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -40,45 +40,6 @@ def _fenced(fence: Fence) -> Iterator[None]:
     fence.check()
     with writes_checked_by(fence.check):
         yield
-
-
-class FencedRuns:
-    def __init__(self, inner: Runs, fence: Fence) -> None:
-        self.inner = inner
-        self.fence = fence
-        self.state_dir: Path = inner.state_dir
-
-    def save(self, record: RunRecord, point: CrashPoint | None = None) -> None:
-        with _fenced(self.fence):
-            self.inner.save(record, point)
-
-    def load(self, run_id: str) -> RunRecord:
-        return self.inner.load(run_id)
-
-    def latest_for_ticket(self, ticket_id: str) -> RunRecord | None:
-        return self.inner.latest_for_ticket(ticket_id)
-
-    def latest_runs(self, ticket_ids: Collection[str]) -> LatestRuns:
-        return self.inner.latest_runs(ticket_ids)
-
-    def run_dir(self, run_id: str) -> Path:
-        return self.inner.run_dir(run_id)
-
-    def write_workspace_files(self, run_id: str, files: Mapping[Path, str]) -> None:
-        with _fenced(self.fence):
-            self.inner.write_workspace_files(run_id, files)
-
-    def write_bundle(self, run_id: str, number: int, text: str) -> Path:
-        with _fenced(self.fence):
-            return self.inner.write_bundle(run_id, number, text)
-
-    def write_handoff(self, run_id: str, text: str) -> Path:
-        with _fenced(self.fence):
-            return self.inner.write_handoff(run_id, text)
-
-    def write_mechanical_fix(self, run_id: str, number: int, report: Mapping[str, Any]) -> Path:
-        with _fenced(self.fence):
-            return self.inner.write_mechanical_fix(run_id, number, report)
 
 
 class FencedRunStore(RunStore):
@@ -176,7 +137,7 @@ class FencedBudgets:
 if TYPE_CHECKING:
 
     def _implements_the_protocols(
-        runs: FencedRuns,
+        runs: FencedRunStore,
         decisions: FencedDecisions,
         approvals: FencedApprovals,
         budgets: FencedBudgets,

@@ -37,10 +37,8 @@ from orchestrator.storage.redis.fenced_stores import (
     FencedApprovals,
     FencedBudgets,
     FencedDecisions,
-    FencedRuns,
     FencedRunStore,
 )
-from orchestrator.storage.runs import RunStore
 
 from conftest import subprocess_env
 from support import SUPPORT
@@ -300,13 +298,13 @@ def test_a_fenced_run_store_refuses_every_write_of_a_taken_over_worker(
 ) -> None:
     leases = TicketLeases(store, ttl_s=30)
     old = lease_of(leases.acquire("T-1"))
-    old_runs: Runs = FencedRuns(RunStore(tmp_path / "state"), leases.fence(old))
+    old_runs: Runs = FencedRunStore(tmp_path / "state", leases.fence(old))
     first = record(tmp_path / "state", "saved by the first worker")
     old_runs.save(first)
 
     lease_runs_out(store, "T-1")
     new = lease_of(leases.acquire("T-1"))
-    new_runs: Runs = FencedRuns(RunStore(tmp_path / "state"), leases.fence(new))
+    new_runs: Runs = FencedRunStore(tmp_path / "state", leases.fence(new))
     new_runs.save(first.model_copy(update={"ticket_title": "saved by the second worker"}))
 
     writes = {
@@ -343,27 +341,22 @@ class TakenOverMidWrite:
             takeover()
 
 
-@pytest.mark.parametrize("kind", ["wrapper", "subclass"])
 def test_a_takeover_between_the_check_and_the_rename_still_refuses_the_stale_write(
-    store: CoordinationStore, tmp_path: Path, kind: str
+    store: CoordinationStore, tmp_path: Path
 ) -> None:
     leases = TicketLeases(store, ttl_s=30)
     old = lease_of(leases.acquire("T-1"))
     first = record(tmp_path / "state", "saved by the first worker")
-    FencedRuns(RunStore(tmp_path / "state"), leases.fence(old)).save(first)
+    FencedRunStore(tmp_path / "state", leases.fence(old)).save(first)
 
     def another_worker_takes_it() -> None:
         lease_runs_out(store, "T-1")
         new = lease_of(leases.acquire("T-1"))
-        new_runs = FencedRuns(RunStore(tmp_path / "state"), leases.fence(new))
+        new_runs = FencedRunStore(tmp_path / "state", leases.fence(new))
         new_runs.save(first.model_copy(update={"ticket_title": "saved by the second worker"}))
 
     fence = TakenOverMidWrite(leases.fence(old), another_worker_takes_it)
-    old_runs: Runs = (
-        FencedRuns(RunStore(tmp_path / "state"), fence)
-        if kind == "wrapper"
-        else FencedRunStore(tmp_path / "state", fence)
-    )
+    old_runs: Runs = FencedRunStore(tmp_path / "state", fence)
     with pytest.raises(FencedOut, match=r"ticket T-1: this worker's fencing token is 1"):
         old_runs.save(first.model_copy(update={"ticket_title": "stale"}))
     assert old_runs.load(first.run_id).ticket_title == "saved by the second worker"
@@ -375,7 +368,7 @@ def test_a_takeover_between_the_check_and_the_rename_still_refuses_the_stale_wri
 
 def test_the_local_fence_lets_every_write_through(tmp_path: Path) -> None:
     fence: Fence = NO_FENCE
-    runs = FencedRuns(RunStore(tmp_path / "state"), fence)
+    runs = FencedRunStore(tmp_path / "state", fence)
     saved = record(tmp_path / "state", "local")
     runs.save(saved)
     assert runs.load(saved.run_id) == saved
@@ -462,7 +455,7 @@ def test_a_claim_holds_the_ticket_for_its_block_and_gives_it_back(
         assert str(refused.value) == (
             f"ticket T-1 is claimed by another worker ({held.lease.holder})"
         )
-        runs = FencedRuns(RunStore(tmp_path / "state"), held.fence)
+        runs = FencedRunStore(tmp_path / "state", held.fence)
         runs.save(record(tmp_path / "state", "written under the claim"))
         assert not held.heartbeat.lost.is_set()
     assert store.client.get(lease_key(store, "T-1")) is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ from orchestrator.batch.queue import awaiting_summary
 from orchestrator.batch.results import TicketResult
 from orchestrator.storage.runs import RunStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reports"))
-from fixture_batch import FixtureBatch, run_fixture_batch
+from support.fixture_batch import FixtureBatch, run_fixture_batch
 
 # The fixture batch runs three tickets through real stages (a few seconds): the slow tier.
 # The quick one keeps the line's rendering, which needs no batch.

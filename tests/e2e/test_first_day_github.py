@@ -17,7 +17,8 @@ from typing import Any
 
 import git
 import pytest
-from first_day import (
+
+from support.first_day import (
     AGENT_KEY,
     AUTHOR,
     ORCHESTRATOR,
@@ -31,7 +32,6 @@ from first_day import (
     ledger_rows,
     run_record,
 )
-
 from support.github_fake import LOGIN, TOKEN, serve_github
 from support.harness import make_origin
 from support.leaks import assert_not_leaked

@@ -19,7 +19,8 @@ from typing import Any
 
 import git
 import pytest
-from first_day import (
+
+from support.first_day import (
     AGENT_KEY,
     AUTHOR,
     ORCHESTRATOR,
@@ -33,7 +34,6 @@ from first_day import (
     ledger_rows,
     run_record,
 )
-
 from support.gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")
 from support.harness import make_origin
 from support.leaks import assert_not_leaked

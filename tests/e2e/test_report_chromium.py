@@ -21,8 +21,8 @@ from orchestrator.cli.commands.batch import batch
 from orchestrator.demo.run import build_demo
 
 from conftest import ROOT
-from png_pixels import colours
 from support.once import built_once
+from support.png_pixels import colours
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.files import FileStorage
 
-from fixture_batch import (
+from support.fixture_batch import (
     HOSTILE_LOG,
     HOSTILE_SUMMARY,
     HOSTILE_TITLE,

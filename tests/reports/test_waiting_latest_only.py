@@ -16,7 +16,7 @@ from orchestrator.reports.report_reader import Selection, read_report
 from orchestrator.reports.run_reader import Context
 from orchestrator.storage.runs import RunStore
 
-from fixture_batch import FixtureBatch, run_fixture_batch
+from support.fixture_batch import FixtureBatch, run_fixture_batch
 
 # The fixture batch runs three tickets through real stages (a few seconds).
 pytestmark = pytest.mark.slow

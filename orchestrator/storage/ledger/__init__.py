@@ -17,55 +17,29 @@ Code outside this package imports from here only. Inside, one job per module:
     lines      reading a file of lines from the end, and by offset
 """
 
-from orchestrator.storage.ledger.chain import Ledger, ledger_path
-from orchestrator.storage.ledger.encoding import (
-    FIELDS,
-    LEDGER_KEY_ENV,
-    ZERO_HASH,
-    LedgerError,
-    canonical,
-    encode_row,
-    head_mac,
-    inputs_hash,
-    key_from_env,
-)
-from orchestrator.storage.ledger.head import Head, read_head, write_head
-from orchestrator.storage.ledger.index import (
-    ActionHistory,
-    LedgerIndex,
-    RecordedOutcome,
-    history_by_scan,
-    recent_outcomes_by_scan,
-)
-from orchestrator.storage.ledger.reading import LedgerReader
-from orchestrator.storage.ledger.row import LedgerRow, person_decision, utc_now
-from orchestrator.storage.ledger.verify import RepairResult, VerifyResult, check_lines
-
-__all__ = [
-    "FIELDS",
-    "LEDGER_KEY_ENV",
-    "ZERO_HASH",
-    "ActionHistory",
-    "Head",
-    "Ledger",
-    "LedgerError",
-    "LedgerIndex",
-    "LedgerReader",
-    "LedgerRow",
-    "RecordedOutcome",
-    "RepairResult",
-    "VerifyResult",
-    "canonical",
-    "check_lines",
-    "encode_row",
-    "head_mac",
-    "history_by_scan",
-    "inputs_hash",
-    "key_from_env",
-    "ledger_path",
-    "person_decision",
-    "read_head",
-    "recent_outcomes_by_scan",
-    "utc_now",
-    "write_head",
-]
+from orchestrator.storage.ledger.chain import Ledger as Ledger
+from orchestrator.storage.ledger.chain import ledger_path as ledger_path
+from orchestrator.storage.ledger.encoding import FIELDS as FIELDS
+from orchestrator.storage.ledger.encoding import LEDGER_KEY_ENV as LEDGER_KEY_ENV
+from orchestrator.storage.ledger.encoding import ZERO_HASH as ZERO_HASH
+from orchestrator.storage.ledger.encoding import LedgerError as LedgerError
+from orchestrator.storage.ledger.encoding import canonical as canonical
+from orchestrator.storage.ledger.encoding import encode_row as encode_row
+from orchestrator.storage.ledger.encoding import head_mac as head_mac
+from orchestrator.storage.ledger.encoding import inputs_hash as inputs_hash
+from orchestrator.storage.ledger.encoding import key_from_env as key_from_env
+from orchestrator.storage.ledger.head import Head as Head
+from orchestrator.storage.ledger.head import read_head as read_head
+from orchestrator.storage.ledger.head import write_head as write_head
+from orchestrator.storage.ledger.index import ActionHistory as ActionHistory
+from orchestrator.storage.ledger.index import LedgerIndex as LedgerIndex
+from orchestrator.storage.ledger.index import RecordedOutcome as RecordedOutcome
+from orchestrator.storage.ledger.index import history_by_scan as history_by_scan
+from orchestrator.storage.ledger.index import recent_outcomes_by_scan as recent_outcomes_by_scan
+from orchestrator.storage.ledger.reading import LedgerReader as LedgerReader
+from orchestrator.storage.ledger.row import LedgerRow as LedgerRow
+from orchestrator.storage.ledger.row import person_decision as person_decision
+from orchestrator.storage.ledger.row import utc_now as utc_now
+from orchestrator.storage.ledger.verify import RepairResult as RepairResult
+from orchestrator.storage.ledger.verify import VerifyResult as VerifyResult
+from orchestrator.storage.ledger.verify import check_lines as check_lines

@@ -33,58 +33,31 @@ then hand out the module where the function was asked for.
 
 from __future__ import annotations
 
-from orchestrator.storage.postgres.budgets import (
-    CappedCharge,
-    PostgresBatchBudget,
-    PostgresBudgets,
-)
-from orchestrator.storage.postgres.claim import PostgresClaim, claim
-from orchestrator.storage.postgres.connect import PostgresUnavailable, connect
-from orchestrator.storage.postgres.ledger import PostgresLedger, export_ledger, import_ledger
-from orchestrator.storage.postgres.migrate import (
-    MigrationError,
-    MigrationFailed,
-    SchemaTooNew,
-    known_migrations,
-    migrate,
-)
-from orchestrator.storage.postgres.mirror import Route, StateMirror, rebase_record, route
-from orchestrator.storage.postgres.runs import (
-    LeaseFencedOut,
-    LeaseToken,
-    PostgresLeases,
-)
-from orchestrator.storage.postgres.session import ConnectionFactory
-from orchestrator.storage.postgres.storage import PostgresStorage, PostgresTicketLocks
-from orchestrator.storage.postgres.transfer import TransferReport, export_state, import_state
-
-__all__ = [
-    "CappedCharge",
-    "ConnectionFactory",
-    "LeaseFencedOut",
-    "LeaseToken",
-    "MigrationError",
-    "MigrationFailed",
-    "PostgresBatchBudget",
-    "PostgresBudgets",
-    "PostgresClaim",
-    "PostgresLeases",
-    "PostgresLedger",
-    "PostgresStorage",
-    "PostgresTicketLocks",
-    "PostgresUnavailable",
-    "Route",
-    "SchemaTooNew",
-    "StateMirror",
-    "TransferReport",
-    "claim",
-    "connect",
-    "export_ledger",
-    "export_state",
-    "import_ledger",
-    "import_state",
-    "known_migrations",
-    "migrate",
-    "rebase_record",
-    "route",
-]
+from orchestrator.storage.postgres.budgets import CappedCharge as CappedCharge
+from orchestrator.storage.postgres.budgets import PostgresBatchBudget as PostgresBatchBudget
+from orchestrator.storage.postgres.budgets import PostgresBudgets as PostgresBudgets
+from orchestrator.storage.postgres.claim import PostgresClaim as PostgresClaim
+from orchestrator.storage.postgres.claim import claim as claim
+from orchestrator.storage.postgres.connect import PostgresUnavailable as PostgresUnavailable
+from orchestrator.storage.postgres.connect import connect as connect
+from orchestrator.storage.postgres.ledger import PostgresLedger as PostgresLedger
+from orchestrator.storage.postgres.ledger import export_ledger as export_ledger
+from orchestrator.storage.postgres.ledger import import_ledger as import_ledger
+from orchestrator.storage.postgres.migrate import MigrationError as MigrationError
+from orchestrator.storage.postgres.migrate import MigrationFailed as MigrationFailed
+from orchestrator.storage.postgres.migrate import SchemaTooNew as SchemaTooNew
+from orchestrator.storage.postgres.migrate import known_migrations as known_migrations
+from orchestrator.storage.postgres.migrate import migrate as migrate
+from orchestrator.storage.postgres.mirror import Route as Route
+from orchestrator.storage.postgres.mirror import StateMirror as StateMirror
+from orchestrator.storage.postgres.mirror import rebase_record as rebase_record
+from orchestrator.storage.postgres.mirror import route as route
+from orchestrator.storage.postgres.runs import LeaseFencedOut as LeaseFencedOut
+from orchestrator.storage.postgres.runs import LeaseToken as LeaseToken
+from orchestrator.storage.postgres.runs import PostgresLeases as PostgresLeases
+from orchestrator.storage.postgres.session import ConnectionFactory as ConnectionFactory
+from orchestrator.storage.postgres.storage import PostgresStorage as PostgresStorage
+from orchestrator.storage.postgres.storage import PostgresTicketLocks as PostgresTicketLocks
+from orchestrator.storage.postgres.transfer import TransferReport as TransferReport
+from orchestrator.storage.postgres.transfer import export_state as export_state
+from orchestrator.storage.postgres.transfer import import_state as import_state

@@ -16,12 +16,13 @@ before it re-reads the cache).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 
 from orchestrator.app.services import Services
 from orchestrator.domain.config import CheckConfig, StageConfig
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.runs import Halt, RunRecord
+from orchestrator.domain.runs import RunRecord
 from orchestrator.execution.against_base import base_check_key
 from orchestrator.execution.attempts import run_check, stage_context
 from orchestrator.execution.git_calls import head_commit
@@ -99,18 +100,15 @@ def _run_on_base(
         )
         return None
     reading = None
+    limits = services.loaded.config.recovery.context
     if not ran.passed and ran.log_path is not None:
-        limits = services.loaded.config.recovery.context
-        try:
-            reading = render_evidence(
-                extract_evidence(
-                    Path(ran.log_path),
-                    window_bytes=limits.evidence_scan_bytes,
-                    max_bytes=limits.max_evidence_bytes,
-                )
+        with suppress(OSError):
+            found = extract_evidence(
+                Path(ran.log_path),
+                window_bytes=limits.evidence_scan_bytes,
+                max_bytes=limits.max_evidence_bytes,
             )
-        except OSError:
-            reading = None
+            reading = render_evidence(found)
     result = BaseCheck(
         **key._asdict(),
         passed=ran.passed,
@@ -139,18 +137,16 @@ def _halt_base_red(record: RunRecord, reds: list[BaseCheck], services: Services)
         for s in services.loaded.config.stages
         if any(c.name == first.check for c in s.checks)
     )
-    halt = Halt(
+    record = record.model_copy(update={"handoff": str(handoff)}).halted(
+        RunState.NEEDS_HUMAN,
         reason=HaltReason.BASE_RED,
         stage=stage,
+        now=services.clock(),
         detail=(
             f"the base is red: check {names} already fails on the base commit "
             f"{first.commit[:12]}, before any change; no engine or model was run. Fix the "
-            'base, or set on_red_base = "compare" on the check; hand-off: '
-            f"{handoff}"
+            f'base, or set on_red_base = "compare" on the check; hand-off: {handoff}'
         ),
-    )
-    record = record.model_copy(update={"handoff": str(handoff)}).transition(
-        RunState.NEEDS_HUMAN, now=services.clock(), halt=halt, stage=stage
     )
     store.save(record, CrashPoint.RUN_ENDED)
     return record

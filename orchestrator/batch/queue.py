@@ -44,7 +44,7 @@ from orchestrator.domain.lifecycle import (
     dry_run_continuation,
     later_batch_may_resume,
 )
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import RunRecord, pending_verdict
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.reading.error_lines import error_lines_of
 from orchestrator.redaction import redact
@@ -105,10 +105,8 @@ def awaiting_summary(record: RunRecord, *, limit: int = AWAITING_SUMMARY_CHARS) 
     """What the decision an awaiting-approval run waits on proposes: its verdict's
     summary, redacted, on one line, cut to ``limit`` characters ("" when the run waits on
     nothing or its verdict file cannot be read: the line still names the command)."""
-    if record.state != "awaiting-approval":
-        return ""
-    pending = next((v for v in reversed(record.verdicts) if v.outcome is None), None)
-    if pending is None:
+    pending = pending_verdict(record)
+    if record.state != "awaiting-approval" or pending is None:
         return ""
     path = StateLayout.of_run_dir(Path(record.run_dir)).verdict_path(record.run_id, pending.number)
     try:

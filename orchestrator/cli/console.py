@@ -25,31 +25,6 @@ if TYPE_CHECKING:
     from orchestrator.domain.runs import Attempt, RunRecord
 
 
-def failure_summary(attempt: Attempt) -> str:
-    """``attempt_summary``, and for a failure what the failed program said about it: the
-    console names the first cause where it happens, not only a later symptom."""
-    summary = attempt_summary(attempt)
-    if attempt.ok:
-        return summary
-    said = last_error_line_of(attempt.failed_log)
-    return f"{summary}: {said}" if said else summary
-
-
-def outcome_lines(record: RunRecord) -> list[str]:
-    """The closing lines of a run: its state, why it halted, where to look."""
-    lines = [f"{record.ticket_id}: {record.state} (run {record.run_id})"]
-    if record.halt is not None:
-        lines.append(
-            f"  halted: {record.halt.reason} at stage {record.halt.stage}: {record.halt.detail}"
-        )
-    if record.pull_request:
-        lines.append(f"  pull request: {record.pull_request}")
-    layout = StateLayout.of_run_dir(Path(record.run_dir))
-    lines.append(f"  state: {layout.record_path(record.run_id)}")
-    lines.append(f"  logs:  {layout.logs_dir(record.run_id)}/")
-    return lines
-
-
 class PlainReporter(Reporter):
     """Line-oriented output for logs and cron: one line per event, nothing redrawn."""
 
@@ -78,9 +53,13 @@ class PlainReporter(Reporter):
         self._line(f"  {stage}: {detail or 'started'} (attempt {attempt})")
 
     def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
-        self._line(f"  {attempt.stage}: {self._mark(attempt)}{failure_summary(attempt)}")
-        # Its last error lines (redacted, bounded), when more than the one line above.
+        # A failure with what the failed program said of it: the console names the first
+        # cause where it happens, not only a later symptom; and under it its last error
+        # lines (redacted, bounded), when they say more than that one.
         said = [] if attempt.ok else error_lines_of(attempt.failed_log)
+        last = None if attempt.ok else last_error_line_of(attempt.failed_log)
+        summary = attempt_summary(attempt) + (f": {last}" if last else "")
+        self._line(f"  {attempt.stage}: {self._mark(attempt)}{summary}")
         for line in said if len(said) > 1 else []:
             self._line(f"    | {line}")
 
@@ -91,8 +70,16 @@ class PlainReporter(Reporter):
         self._line(f"  note: {text}")
 
     def run_finished(self, record: RunRecord) -> None:
-        for line in outcome_lines(record):
-            self._line(line)
+        """Its state, why it halted, where to look."""
+        self._line(f"{record.ticket_id}: {record.state} (run {record.run_id})")
+        if record.halt is not None:
+            halt = record.halt
+            self._line(f"  halted: {halt.reason} at stage {halt.stage}: {halt.detail}")
+        if record.pull_request:
+            self._line(f"  pull request: {record.pull_request}")
+        layout = StateLayout.of_run_dir(Path(record.run_dir))
+        self._line(f"  state: {layout.record_path(record.run_id)}")
+        self._line(f"  logs:  {layout.logs_dir(record.run_id)}/")
 
 
 class TtyReporter(PlainReporter):

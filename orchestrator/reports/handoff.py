@@ -74,15 +74,9 @@ def render_handoff(record: RunRecord, facts: HandoffFacts) -> str:
     ]
     if failed is not None:
         check = failed.failing_check
-        lines.append(
-            f"- stage `{failed.stage}` (attempt {failed.number}): "
-            + (
-                f"check `{check.name}` exited {check.exit_code}"
-                if check
-                else f"exit {failed.exit_code}"
-            )
-            + (" (timed out)" if failed.timed_out else "")
-        )
+        named = f"check `{check.name}` exited {check.exit_code}" if check else None
+        how = (named or f"exit {failed.exit_code}") + (" (timed out)" if failed.timed_out else "")
+        lines.append(f"- stage `{failed.stage}` (attempt {failed.number}): {how}")
         lines.append(f"- log: `{failed.log_path}`")
         # Kept here as well as in the log: ``orchestrator prune`` removes logs, never this.
         said = error_lines_of(failed.failed_log)

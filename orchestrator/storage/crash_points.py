@@ -61,7 +61,7 @@ class CrashPoint(StrEnum):
 # The writes that persist a fact of this machine alone, kept out of a shared record
 # (``[storage] url``): a stage's process group is this machine's pid space, and read on
 # another machine it names somebody else's processes. A run that dies mid-stage is
-# settled there by the attempt's environment marker instead (``driver._settle_interrupted``).
+# settled there by the attempt's environment marker instead (``driver._kill_leftovers``).
 MACHINE_LOCAL: Final = frozenset({CrashPoint.ATTEMPT_GROUP})
 
 

@@ -10,11 +10,11 @@ from orchestrator.actions.plan import DecisionToApply, Dispatch, Effect, PlanFac
 from orchestrator.actions.proposal import action_name_of
 from orchestrator.actions.spec import ActionSteps
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import Halt, RunRecord
 from orchestrator.domain.verdicts import AbandonHumanVerdict
 from orchestrator.execution.reporter import HandoffFacts
 
 if TYPE_CHECKING:
-    from orchestrator.domain.runs import RunRecord
     from orchestrator.execution.attempts import StageServices
 
 
@@ -55,8 +55,6 @@ def stop(
     why: str | None = None,
 ) -> tuple[RunRecord, Effect]:
     """End the run in ``state`` for ``reason``, with a hand-off written first."""
-    from orchestrator.domain.runs import Halt
-
     store = services.storage.runs
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.
     detail = why or f"{applying.source} verdict {applying.number}: {applying.verdict.summary}"

@@ -164,11 +164,7 @@ def run_one(
             ticket, status, run_id, detail, round(time.monotonic() - started, 3), ran,
             at=timestamp(services.clock()), halt=halt,
             error_lines=_error_lines(record) if record is not None and ran else (),
-            summary=(
-                awaiting_summary(record)
-                if record is not None and record.state is RunState.AWAITING_APPROVAL
-                else ""
-            ),
+            summary=awaiting_summary(record) if record is not None else "",
         )  # fmt: skip
 
     if path in refused:
@@ -187,9 +183,9 @@ def run_one(
                     still_blocked(record, decides), False,
                 )  # fmt: skip
             record, drove = resume_dry_run_block(services, record.run_id)
-    except TicketError as exc:  # found wanting once it was to run (its repository)
-        return result(ticket.id, "refused", None, str(exc), False)
-    except ResumeRefused as exc:  # a blocked run that cannot go on (its clone is gone)
+    except (TicketError, ResumeRefused) as exc:
+        # Found wanting once it was to run (its repository), or a blocked run that cannot
+        # go on (its clone is gone).
         return result(ticket.id, "refused", None, str(exc), False)
     except TicketLocked as exc:
         return result(ticket.id, "skipped", None, str(exc), False)

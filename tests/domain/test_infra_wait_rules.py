@@ -20,6 +20,7 @@ from orchestrator.domain.infra_wait import (
     infra_window_start,
     left_waiting,
     outage_since,
+    wait_ran_out,
     waits_out,
 )
 from orchestrator.domain.lifecycle import (
@@ -93,6 +94,35 @@ def test_when_the_age_runs_out() -> None:
     assert infra_wait_expired(T0, T0 + timedelta(hours=2), 2.0)
     assert infra_wait_expired(T0, T0, 0.0)  # 0: never waited across batches
     assert not infra_wait_expired(T0, T0 + timedelta(days=89), 24.0 * 90)
+
+
+def test_a_wait_that_ran_out_stops_the_run_for_a_person(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[recovery]\ninfra_wait_max_h = 2\n\n[[stages]]\nname = "x"\ncommand = ["true"]\n'
+    )
+    loaded = load_config(config)
+    record = run_record(RunState.WAITING_INFRA, halt=WAITING, updated_at=T0)
+    assert wait_ran_out(record, loaded, now=T0 + timedelta(hours=2) - timedelta(seconds=1)) is None
+    assert (
+        wait_ran_out(
+            run_record(RunState.RUNNING, updated_at=T0), loaded, now=T0 + timedelta(days=9)
+        )
+        is None
+    )
+
+    stopped = wait_ran_out(record, loaded, now=T0 + timedelta(hours=2, minutes=30))
+
+    assert stopped is not None and stopped.state is RunState.NEEDS_HUMAN
+    assert stopped.halt is not None and stopped.halt.reason is HaltReason.INFRA_WAIT_EXPIRED
+    assert stopped.halt.stage == "open-pr" and stopped.updated_at == T0 + timedelta(
+        hours=2, minutes=30
+    )
+    assert stopped.halt.detail == (
+        "the infrastructure stayed down for 2.5 h (since 2026-12-01T03:00:00Z), longer than "
+        f"[recovery] infra_wait_max_h = 2.0 in {config}; last: 503 x3. Once the forge, model "
+        f"provider or network is back: `orchestrator resume {record.run_id}`"
+    )
 
 
 def test_an_outage_is_as_old_as_its_first_failure_since_the_run_last_made_progress() -> None:

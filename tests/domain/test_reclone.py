@@ -19,6 +19,9 @@ from orchestrator.domain.runs import (
     StageStatus,
     VerdictRef,
     clone_needed_by,
+    interrupted,
+    moved_elsewhere,
+    next_stage,
     recloned,
 )
 
@@ -180,3 +183,31 @@ def test_a_record_written_before_reclones_reads_with_none() -> None:
     data = record.model_dump(mode="json")
     del data["reclones"]
     assert RunRecord.model_validate(data).reclones == ()
+
+
+def test_a_run_moves_only_where_its_clone_is_missing_and_needed() -> None:
+    record = run(("clone", "implement"))
+    assert next_stage(record, PIPELINE) == PIPELINE[2]
+    assert next_stage(run(tuple(s.name for s in PIPELINE)), PIPELINE) is None
+    assert moved_elsewhere(record, PIPELINE, at=LATER, clone_there=True) is None
+    assert moved_elsewhere(run(()), PIPELINE, at=LATER, clone_there=False) is None
+
+    moved = moved_elsewhere(record, PIPELINE, at=LATER, clone_there=False)
+
+    assert moved == recloned(record, at=LATER, needed_by="review")
+    assert moved is not None and next_stage(moved, PIPELINE) == PIPELINE[0]
+
+
+def test_the_attempts_a_dead_run_left_running_are_interrupted_and_their_stage_pending() -> None:
+    left = attempt(2, "review", status=AttemptStatus.RUNNING)
+    record = run(("clone", "implement"), attempts=(attempt(1, "implement"), left))
+    record = record.with_stage_status("review", StageStatus.RUNNING)
+
+    settled = interrupted(record, at=LATER)
+
+    assert settled.attempts[0] == record.attempts[0]
+    assert (settled.attempts[1].status, settled.attempts[1].ended_at) == (
+        AttemptStatus.INTERRUPTED, LATER,
+    )  # fmt: skip
+    assert settled.stage_status("review") is StageStatus.PENDING
+    assert interrupted(settled, at=LATER + timedelta(hours=1)) == settled

@@ -110,15 +110,10 @@ def _run_on_base(
             )
             reading = render_evidence(found)
     result = BaseCheck(
-        **key._asdict(),
-        passed=ran.passed,
-        exit_code=ran.exit_code,
-        timed_out=ran.timed_out,
-        reading=reading,
-        log_path=ran.log_path,
-        checked_at=services.clock(),
+        **key._asdict(), passed=ran.passed, exit_code=ran.exit_code, timed_out=ran.timed_out,
+        reading=reading, log_path=ran.log_path, checked_at=services.clock(),
         duration_s=ran.duration_s,
-    )
+    )  # fmt: skip
     cache.save(result)
     services.reporter.note(
         f"base check {check.name} on {key.commit[:7]}: "

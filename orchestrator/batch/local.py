@@ -61,8 +61,7 @@ class LocalBackend:
                 for result in results:
                     emit(result)
         except Stopped as stopped:
-            interrupted = True
-            results = stopped.results
+            interrupted, results = True, stopped.results
             for result in results:
                 emit(result)
         except Interrupted:
@@ -76,10 +75,9 @@ class LocalBackend:
 
     def _services(self, session: BatchSession) -> Services:
         """The session's services with the batch's budget and the batch's own voice."""
-        out = session.out
 
         def say(line: str) -> None:
-            print(f"batch: {line}", file=out, flush=True)
+            print(f"batch: {line}", file=session.out, flush=True)
 
         services = session.services
         return replace(

@@ -1,10 +1,7 @@
-"""What a person (or cron's mail) sees while a ticket runs: the run loop's ``Reporter``
-(``execution/reporter.py``) printed, and the services of a command run from here.
-
-On a terminal: one status line redrawn in place with the running stage and its elapsed
-time. Anywhere else (cron, a pipe, a file): plain lines, no escape codes, no redraws.
-``NO_COLOR`` is honoured on terminals too.
-"""
+"""What a person (or cron's mail) sees while a ticket runs, the run loop's ``Reporter``
+printed: on a terminal, one status line redrawn in place with the running stage and its
+elapsed time (``NO_COLOR`` honoured); anywhere else (cron, a pipe, a file), plain lines,
+no escape codes, no redraws. And the services of a command run from here."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TextIO
 from orchestrator.app.services import Services, build_services
 from orchestrator.execution.reporter import Reporter
 from orchestrator.reading.error_lines import error_lines_of, last_error_line_of
+from orchestrator.reports.attempt_line import attempt_summary
 from orchestrator.reports.handoff import MARKDOWN
-from orchestrator.reports.run_reader import attempt_summary
 from orchestrator.storage.layout import StateLayout
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.reading.error_lines import error_lines_of
+from orchestrator.reports.attempt_line import attempt_summary
 from orchestrator.reports.report_data import (
     ApprovalView,
     AttemptView,
@@ -145,24 +146,6 @@ def _checks(attempt: Attempt, workspace: _Workspace) -> tuple[CheckView, ...]:
         )
         for c in attempt.checks
     )
-
-
-def attempt_summary(attempt: Attempt) -> str:
-    """``exit 0 in 0.41s`` / ``timed out (exit 124) after 5.00s`` / ``check x exited 1``."""
-    took = f"{attempt.duration_s:.2f}s" if attempt.duration_s is not None else "?"
-    if attempt.failing_check is not None:
-        check = attempt.failing_check
-        how = "timed out" if check.timed_out else f"exited {check.exit_code}"
-        if check.signal and not check.timed_out:
-            how = f"killed by signal {check.signal}"
-        return f"check {check.name} {how} after {took}"
-    if attempt.error:
-        return f"failed: {attempt.error}"
-    if attempt.timed_out:
-        return f"timed out (exit 124) after {took}"
-    if attempt.signal:
-        return f"killed by signal {attempt.signal} after {took}"
-    return f"exit {attempt.exit_code} in {took}"
 
 
 def _attempt(attempt: Attempt, pruned: PrunedMark | None, workspace: _Workspace) -> AttemptView:

@@ -15,7 +15,7 @@ from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.error_lines import error_lines_of
-from orchestrator.reports.run_reader import attempt_summary
+from orchestrator.reports.attempt_line import attempt_summary
 from orchestrator.storage import PrunedMark
 from orchestrator.storage.layout import verdict_files
 from orchestrator.storage.retention import read_mark

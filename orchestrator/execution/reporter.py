@@ -1,7 +1,6 @@
 """What a run tells people, as the run loop sees it: its lines as it goes (``Reporter``)
-and, when it stops and needs a person, the hand-off's text (``Handoffs``). The loop holds
-only these; the terminal's printers (``cli/console.py``) and the hand-off's Markdown
-(``reports/handoff.py``) are handed in where a run's services are built."""
+and, when it stops and needs a person, the hand-off's text (``Handoffs``); the terminal's
+(``cli/console.py``) and the Markdown (``reports/handoff.py``) are handed in from above."""
 
 from __future__ import annotations
 

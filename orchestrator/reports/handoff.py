@@ -1,8 +1,6 @@
 """The hand-off: what a person needs when a ticket stops and needs them — what failed
 (with the failed program's last error lines), what was tried, where the evidence is.
-Rendering only (it reads the failed log's tail): the CLI hands ``MARKDOWN`` to the run
-loop (``execution.reporter.Handoffs``), where the abandon action writes it, and the base
-check (``app.base_check``) when the base is red."""
+Rendering only: the CLI hands ``MARKDOWN`` to the run loop (``execution.reporter``)."""
 
 from __future__ import annotations
 

@@ -76,10 +76,8 @@ def worker(
         url, namespace=distributed.namespace, fleet=fleet,
         visibility_timeout_s=distributed.visibility_timeout_s, patience_s=distributed.outage_wait_s,
     )  # fmt: skip
-    context = WorkerContext(
-        config_file, state_dir_override, dict(environ), out, gateway_factory,
-        handoffs=MARKDOWN, reporter=reporter_for(out, environ),
-    )  # fmt: skip
+    context = WorkerContext(config_file, state_dir_override, dict(environ), out, gateway_factory,
+                            handoffs=MARKDOWN, reporter=reporter_for(out, environ))  # fmt: skip
     register(app, context, store)
     hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
     out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
-    from orchestrator.storage.protocols import Approvals, Budgets, Decisions, Runs
+    from orchestrator.storage.protocols import Approvals, Budgets, Decisions
 
 
 @contextmanager
@@ -132,15 +132,3 @@ class FencedBudgets:
     ) -> TicketBudget:
         with _fenced(self.fence):
             return self.inner.charge(ticket_id, kind, key, run_id=run_id, at=at)
-
-
-if TYPE_CHECKING:
-
-    def _implements_the_protocols(
-        runs: FencedRunStore,
-        decisions: FencedDecisions,
-        approvals: FencedApprovals,
-        budgets: FencedBudgets,
-    ) -> tuple[Runs, Decisions, Approvals, Budgets]:
-        """Never called: mypy checks here that every wrapper fits its store's protocol."""
-        return runs, decisions, approvals, budgets

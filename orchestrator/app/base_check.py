@@ -29,7 +29,7 @@ from orchestrator.execution.git_calls import head_commit
 from orchestrator.execution.stage_env import StageContext
 from orchestrator.reading.evidence import extract_evidence, render_evidence
 from orchestrator.storage import BaseCheck, CrashPoint
-from orchestrator.storage.base_checks import BaseCheckStore
+from orchestrator.storage.base_checks import BaseCheckKey, BaseCheckStore
 
 __all__ = ["base_check_due", "check_the_base"]
 
@@ -68,9 +68,10 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
     stopping: list[BaseCheck] = []
     for stage, check in checks:
         ctx = stage_context(record, stage.name, "", "", record.counters.attempts, store)
-        result = cache.load(base_check_key(check, stage, ctx))
+        key = base_check_key(check, stage, ctx)
+        result = cache.load(key)
         if result is None:
-            result = _run_on_base(check, stage, ctx, cache, services)
+            result = _run_on_base(key, check, stage, ctx, cache, services)
         if result is not None and not result.passed and check.on_red_base == "stop":
             stopping.append(result)
     if stopping:
@@ -79,6 +80,7 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
 
 
 def _run_on_base(
+    key: BaseCheckKey,
     check: CheckConfig,
     stage: StageConfig,
     ctx: StageContext,
@@ -88,7 +90,6 @@ def _run_on_base(
     """Run ``check`` on the base (its log kept beside its cached result) and cache what
     it said, with the failure reading of a red one. None, cached never, when the machine
     failed it (network, a missing program...): that says nothing about the base."""
-    key = base_check_key(check, stage, ctx)
     services.reporter.stage_started(
         None, stage.name, ctx.attempt, f"check {check.name} on the base {key.commit[:7]}"
     )

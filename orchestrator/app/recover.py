@@ -38,7 +38,7 @@ from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
 from orchestrator.domain.baseline import Baseline
-from orchestrator.domain.config import StageConfig
+from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.failure_signature import signature_of as signature_of_failure
 from orchestrator.domain.infra_wait import infra_window_start
 from orchestrator.domain.lifecycle import HaltReason, RunState
@@ -51,7 +51,7 @@ from orchestrator.execution.git import hardened_git_env
 from orchestrator.reading.check_reports import ReportReading, read_reports
 from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.error_lines import last_error_line_of
-from orchestrator.recovery.audit import CAPABILITY, ledger_entries
+from orchestrator.recovery.audit import ledger_entries
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
@@ -65,6 +65,7 @@ from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import Approval, CrashPoint, JournaledReply, VerdictRecord
 from orchestrator.storage.approvals import AUTO
 from orchestrator.storage.baselines import BaselineStore
+from orchestrator.storage.budget import TicketBudget
 from orchestrator.storage.call_journal import CallJournals
 from orchestrator.storage.decisions import read_verdict
 from orchestrator.storage.transcripts import write_texts
@@ -119,11 +120,7 @@ def _check_reading(
 
 
 def _bundle_inputs(
-    record: RunRecord,
-    stage: StageConfig,
-    attempt: Attempt,
-    services: Services,
-    clone_exists: bool,
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, clone_exists: bool
 ) -> BundleInputs:
     limits = services.loaded.config.recovery.context
     state = {
@@ -164,17 +161,10 @@ def _bundle_inputs(
     )
 
 
-def failure_signature(stage: StageConfig, attempt: Attempt) -> str:
-    """Groups failures of the same kind across tickets, for the ledger's history."""
-    check = attempt.failing_check
-    return signature_of(stage.name, check.name if check else None, attempt.failure_class)
-
-
 def recover(
     record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services
 ) -> tuple[RunRecord, Effect]:
     """Decide what to do about ``attempt``'s failure and, once approved, do it."""
-    store = services.storage.runs
     # A decision the model provider's outage left undecided (issue 43) is decided again.
     ref = next(
         (v for v in record.verdicts if v.attempt == attempt.number and not v.model_unavailable),
@@ -187,7 +177,7 @@ def recover(
     asked = record.state is RunState.AWAITING_APPROVAL and ref is not None
     if record.state is not RunState.RECOVERING and not asked:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
-        store.save(record, CrashPoint.RECOVERING)
+        services.storage.runs.save(record, CrashPoint.RECOVERING)
     if ref is None:
         # What the run's earlier decisions proved: a learned entry whose re-run failed
         # again is retired before the playbook is read, so this failure goes to the model.
@@ -198,93 +188,116 @@ def recover(
             # run of it (the next batch) decides this failure afresh.
             services.reporter.note(f"deferred: {decided.reason}; the next batch decides it")
             return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
-        _, decided_sha256 = services.storage.decisions.read_with_sha256(
-            record.run_id, decided.number
-        )
-        ref = VerdictRef(
-            number=decided.number,
-            attempt=attempt.number,
-            source=decided.source,
-            action=decided.action,
-            path=str(store.verdict_path(record.run_id, decided.number)),
-            sha256=decided_sha256,
-            model_unavailable=_model_unavailable(decided),
-        )
-        record = record.with_verdict(ref)
-        if decided.usage.calls and not ref.model_unavailable:
-            counters = record.counters.model_copy(
-                update={"diagnoses": record.counters.diagnoses + 1}
-            )
-            record = record.model_copy(update={"counters": counters})
-        store.save(record, CrashPoint.VERDICT_REF)
-        services.reporter.note(
-            f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
-        )
+        record, ref = _referenced(record, attempt, decided, services)
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
         # Its ledger rows may be missing (a kill mid-append, whose torn row a repair
         # then set aside): appended now, once, before anything it decided runs.
         _record_in_ledger(decided, services)
-    proposal = decided.proposal
+    approved = _approve(record, stage, ref, decided, services, asked=asked, fresh=fresh)
+    if not isinstance(approved, Approved):
+        return approved
+    return _carry_out(record, stage, approved, services)
+
+
+def _referenced(
+    record: RunRecord, attempt: Attempt, decided: VerdictRecord, services: Services
+) -> tuple[RunRecord, VerdictRef]:
+    """The run record points at the decision just persisted (and counts its diagnosis)."""
+    store = services.storage.runs
+    _, decided_sha256 = services.storage.decisions.read_with_sha256(record.run_id, decided.number)
+    ref = VerdictRef(
+        number=decided.number, attempt=attempt.number, source=decided.source,
+        action=decided.action, path=str(store.verdict_path(record.run_id, decided.number)),
+        sha256=decided_sha256, model_unavailable=_model_unavailable(decided),
+    )  # fmt: skip
+    record = record.with_verdict(ref)
+    if decided.usage.calls and not ref.model_unavailable:
+        counters = record.counters.model_copy(update={"diagnoses": record.counters.diagnoses + 1})
+        record = record.model_copy(update={"counters": counters})
+    store.save(record, CrashPoint.VERDICT_REF)
+    services.reporter.note(
+        f"verdict {decided.number} ({decided.source}): {decided.action} — {decided.reason}"
+    )
+    return record, ref
+
+
+@dataclass(frozen=True)
+class Approved:
+    """The decision as persisted (read with its digest) and the approval bound to it."""
+
+    decided: VerdictRecord
+    approval: Approval
+
+
+def _approve(
+    record: RunRecord,
+    stage: StageConfig,
+    ref: VerdictRef,
+    decided: VerdictRecord,
+    services: Services,
+    *,
+    asked: bool,
+    fresh: bool,
+) -> Approved | tuple[RunRecord, Effect]:
+    """The decision's approval: given (and verified), automatic, or asked of a person
+    (the run waits); or the run stops, nothing run, when what is found does not verify."""
     approvals = approvals_of(services)
-    person = needs_person(proposal.routing)
-    if not approvals.answered(record.run_id, decided.number):
-        if person:
-            if not asked:
-                record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
-                store.save(record, CrashPoint.AWAITING_APPROVAL)
-            services.reporter.note(
-                f"{proposal.routing}: confidence {proposal.confidence}; the proposal is in "
-                f"{ref.path}; answer with `orchestrator approve {record.run_id}` or "
-                f"`orchestrator reject {record.run_id} --reason ...`"
-            )
-            return record, Effect(outcome="awaiting approval", paused=True)
-        # Carried out as persisted: the automatic approval is bound to the file's bytes.
-        decided, digest = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
-        proposal = decided.proposal
+    answered = approvals.answered(record.run_id, decided.number)
+    if not answered and needs_person(decided.proposal.routing):
+        if not asked:
+            record = record.transition(RunState.AWAITING_APPROVAL, now=services.clock())
+            services.storage.runs.save(record, CrashPoint.AWAITING_APPROVAL)
+        services.reporter.note(
+            f"{decided.proposal.routing}: confidence {decided.proposal.confidence}; the "
+            f"proposal is in {ref.path}; answer with `orchestrator approve {record.run_id}` "
+            f"or `orchestrator reject {record.run_id} --reason ...`"
+        )
+        return record, Effect(outcome="awaiting approval", paused=True)
+    # Carried out as persisted: an approval is bound to the file's bytes.
+    decided, digest = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
+    proposal = decided.proposal
+    if not answered:
         changed = ref.changed(digest)
         if changed is not None:
             return refused(record, stage, ref, decided, f"{ref.path}: {changed}", services)
-        approval = approvals.write(
-            Approval(
-                decision_id=proposal.decision_id,
-                run_id=record.run_id,
-                verdict=decided.number,
-                approved=True,
-                by=AUTO,
-                at=services.clock(),
-                routing=proposal.routing,
-            ),
-            verdict_sha256=digest,
+        automatic = Approval(
+            decision_id=proposal.decision_id, run_id=record.run_id, verdict=decided.number,
+            approved=True, by=AUTO, at=services.clock(), routing=proposal.routing,
+        )  # fmt: skip
+        return Approved(decided, approvals.write(automatic, verdict_sha256=digest))
+    found = answer_of(approvals, record.run_id, ref.number, digest)
+    why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
+    if why is not None and isinstance(found, Approval):
+        # Signed with the key, yet there before it could have been given.
+        why += "; it verifies, so the approval key may have leaked: replace it"
+    elif why is None:
+        why = (found if isinstance(found, str) else mismatch(found, proposal)) or (
+            ref.changed(digest)  # an answer signed for a file changed since the decision
         )
-    else:
-        decided, digest = services.storage.decisions.read_with_sha256(record.run_id, ref.number)
-        proposal = decided.proposal
-        found = answer_of(approvals, record.run_id, ref.number, digest)
-        why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
-        if why is not None and isinstance(found, Approval):
-            # Signed with the key, yet there before it could have been given.
-            why += "; it verifies, so the approval key may have leaked: replace it"
-        elif why is None:
-            why = (found if isinstance(found, str) else mismatch(found, proposal)) or (
-                ref.changed(digest)  # an answer signed for a file changed since the decision
-            )
-        if why is not None or not isinstance(found, Approval):
-            where = approvals.path(record.run_id, ref.number)
-            return refused(record, stage, ref, decided, f"{where}: {why}", services)
-        approval = found
+    if why is not None or not isinstance(found, Approval):
+        where = approvals.path(record.run_id, ref.number)
+        return refused(record, stage, ref, decided, f"{where}: {why}", services)
+    return Approved(decided, found)
+
+
+def _carry_out(
+    record: RunRecord, stage: StageConfig, approved: Approved, services: Services
+) -> tuple[RunRecord, Effect]:
+    """Do what was approved; its outcome goes on the verdict's reference and the ledger."""
+    proposal = approved.decided.proposal
     if record.state is RunState.AWAITING_APPROVAL:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
-    record, effect = apply(record, proposal, approval, services)
+    record, effect = apply(record, proposal, approved.approval, services)
     LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
-    ref = next(v for v in record.verdicts if v.number == decided.number)
+    ref = next(v for v in record.verdicts if v.number == approved.decided.number)
     record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
     now = services.clock()
     if effect.terminal is not None:
         record = record.transition(effect.terminal, now=now, halt=effect.halt, stage=stage.name)
     else:
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
-    store.save(record, CrashPoint.OUTCOME)
+    services.storage.runs.save(record, CrashPoint.OUTCOME)
     # A mechanical fix is green or red now: proposed, or its learned entry retired.
     learn(record, services)
     return record, effect
@@ -314,9 +327,7 @@ def _decide(
     """Gather the context, run the agent, persist its decision (reply texts, verdict file,
     ledger rows) and return it: what is returned is what was persisted, and nothing
     decided has run yet."""
-    store, config = services.storage.runs, services.loaded.config
-    number = len(record.verdicts) + 1
-    verdict_path = store.verdict_path(record.run_id, number)
+    verdict_path = services.storage.runs.verdict_path(record.run_id, len(record.verdicts) + 1)
     if verdict_path.exists():
         # Redelivery: we died after the decision was persisted but before the run record
         # pointed at it. The decision stands; the model is not asked again.
@@ -324,100 +335,107 @@ def _decide(
         if persisted.attempt == attempt.number:
             _record_in_ledger(persisted, services)  # the rows may not have been written
             return persisted
-    clone_exists = _clone_exists(record)
-    code_stage = code_stage_for(config, stage)
-    engine, model = engine_and_model(record, code_stage, config)
-    check = attempt.failing_check
-    decision_ctx = DecisionContext(
-        failing_stage=stage.name,
-        failing_check=check.name if check else None,
-        code_stage=code_stage.name,
-        current_engine=engine or None,
-        current_model=model or None,
-        ladders={name: e.models for name, e in config.engines.items()},
-        clone_dir=Path(record.clone_dir),
-        recipe_allowlist=config.recovery.recipe_allowlist,
+    budget = services.storage.budgets.load(record.ticket_id)
+    recovery = services.loaded.config.recovery
+    # Diagnoses the model provider's outage failed do not count (issue 43), nor an
+    # outage's retries that an earlier batch waited out.
+    unavailable = (
+        decision_id_of(record.run_id, v.attempt, v.number)
+        for v in record.verdicts
+        if v.model_unavailable
     )
+    caps = Caps(
+        diagnoses_used=diagnoses_spent(budget, unavailable),
+        max_diagnoses=recovery.max_diag_invocations_per_ticket,
+        infra_retries_used=infra_retries_spent(budget, infra_window_start(record)),
+        max_infra_retries=recovery.max_infra_retries_per_ticket,
+    )
+    ctx = _recovery_context(record, stage, attempt, services, caps)
+    return _diagnose(ctx, record, budget, services)
+
+
+def _recovery_context(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, caps: Caps
+) -> RecoveryContext:
+    """Everything the decision taken now may look at; its evidence bundle written first."""
+    config, number = services.loaded.config, len(record.verdicts) + 1
+    clone_exists = _clone_exists(record)
+    decision = _decision_context(record, stage, attempt, config)
     bundle = build_bundle(
         _bundle_inputs(record, stage, attempt, services, clone_exists), config.recovery.context
     )
     bundle_json = bundle.model_dump_json(indent=1)
-    bundle_path = store.write_bundle(record.run_id, number, bundle_json)
-
-    check_output, further_up = "", None
-    if check is not None and check.log_path:
-        check_output, further_up = check_output_of(Path(check.log_path), config.recovery.context)
-    budgets = services.storage.budgets
-    budget = budgets.load(record.ticket_id)
-    signature = failure_signature(stage, attempt)
-    link = LedgerLink.for_services(services)
-    ctx = RecoveryContext(
-        decision_id=decision_id_of(record.run_id, attempt.number, number),
-        ticket_id=record.ticket_id,
-        run_id=record.run_id,
-        attempt=attempt.number,
-        signature=signature,
-        decision=decision_ctx,
-        failure=Failure(
-            check=decision_ctx.failing_check,
-            output=check_output,
-            ticket_title=record.ticket_title,
-            infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-            # A record's stage text is redacted as the record is built, revised or read
-            # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
-            infra_detail=attempt.failure_detail or attempt.error or None,
-            stage_said=last_error_line_of(attempt.failed_log),
-            output_further_up=further_up,
-        ),
-        facts=facts_for(decision_ctx, record.ticket_id, record.ticket_kind),
-        bundle_text=bundle.render(),
-        bundle_path=str(bundle_path),
-        inputs_hash=link.inputs_hash(bundle_json),
-        clone_exists=clone_exists,
-        caps=Caps(
-            # Diagnoses the model provider's outage failed do not count (issue 43).
-            diagnoses_used=diagnoses_spent(
-                budget,
-                (
-                    decision_id_of(record.run_id, v.attempt, v.number)
-                    for v in record.verdicts
-                    if v.model_unavailable
-                ),
-            ),
-            max_diagnoses=config.recovery.max_diag_invocations_per_ticket,
-            # An outage's retries that an earlier batch waited out do not count (issue 43).
-            infra_retries_used=infra_retries_spent(budget, infra_window_start(record)),
-            max_infra_retries=config.recovery.max_infra_retries_per_ticket,
-        ),
-        history=link.recent_history(signature, now=services.clock()),
-    )
+    bundle_path = services.storage.runs.write_bundle(record.run_id, number, bundle_json)
+    failure = _failure(record, attempt, decision.failing_check, config)
     # The failure's signature (its deciding lines, masked) and the promoted playbook entry
     # that knows it, if one does: kept in the inputs, so replay decides the same (issue 44).
+    lines = deciding_lines(
+        attempt.failed_log, failure_class=attempt.failure_class, detail=attempt.failure_detail,
+        limits=config.recovery.context,
+    )  # fmt: skip
     deciding = signature_of_failure(
-        stage.name,
-        decision_ctx.failing_check,
-        attempt.failure_class,
-        deciding_lines(
-            attempt.failed_log,
-            failure_class=attempt.failure_class,
-            detail=attempt.failure_detail,
-            limits=config.recovery.context,
-        ),
+        stage.name, decision.failing_check, attempt.failure_class, lines
     )
     playbook = load_playbook(store_for(services.loaded.root), services.reporter.note)
-    ctx = ctx.model_copy(
-        update={
-            "failure_signature": deciding,
-            "known": playbook.match(ctx.failure, deciding, stage=stage.name),
-        }
+    # Groups failures of the same kind across tickets, for the ledger's history.
+    signature = signature_of(stage.name, decision.failing_check, attempt.failure_class)
+    link = LedgerLink.for_services(services)
+    return RecoveryContext(
+        decision_id=decision_id_of(record.run_id, attempt.number, number),
+        ticket_id=record.ticket_id, run_id=record.run_id, attempt=attempt.number,
+        signature=signature, decision=decision, failure=failure,
+        facts=facts_for(decision, record.ticket_id, record.ticket_kind),
+        bundle_text=bundle.render(), bundle_path=str(bundle_path),
+        inputs_hash=link.inputs_hash(bundle_json), clone_exists=clone_exists, caps=caps,
+        history=link.recent_history(signature, now=services.clock()),
+        failure_signature=deciding, known=playbook.match(failure, deciding, stage=stage.name),
+    )  # fmt: skip
+
+
+def _decision_context(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, config: Config
+) -> DecisionContext:
+    code_stage = code_stage_for(config, stage)
+    engine, model = engine_and_model(record, code_stage, config)
+    check = attempt.failing_check
+    return DecisionContext(
+        failing_stage=stage.name, failing_check=check.name if check else None,
+        code_stage=code_stage.name, current_engine=engine or None, current_model=model or None,
+        ladders={name: e.models for name, e in config.engines.items()},
+        clone_dir=Path(record.clone_dir), recipe_allowlist=config.recovery.recipe_allowlist,
+    )  # fmt: skip
+
+
+def _failure(record: RunRecord, attempt: Attempt, check: str | None, config: Config) -> Failure:
+    failing = attempt.failing_check
+    output, further_up = "", None
+    if failing is not None and failing.log_path:
+        output, further_up = check_output_of(Path(failing.log_path), config.recovery.context)
+    return Failure(
+        check=check,
+        output=output,
+        ticket_title=record.ticket_title,
+        infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
+        # A record's stage text is redacted as the record is built, revised or read
+        # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
+        infra_detail=attempt.failure_detail or attempt.error or None,
+        stage_said=last_error_line_of(attempt.failed_log),
+        output_further_up=further_up,
     )
+
+
+def _diagnose(
+    ctx: RecoveryContext, record: RunRecord, budget: TicketBudget, services: Services
+) -> VerdictRecord | Deferred:
+    """Run the agent on ``ctx`` and persist what it decided (``Deferred``: nothing)."""
+    config, store, number = services.loaded.config, services.storage.runs, len(record.verdicts) + 1
     charges = 0
 
     def charge() -> None:
         nonlocal charges
         charges += 1
         key = f"{ctx.decision_id}:diagnosis-{budget.spent('diagnosis') + charges}"
-        budgets.charge(
+        services.storage.budgets.charge(
             record.ticket_id, "diagnosis", key, run_id=record.run_id, at=services.clock()
         )
 
@@ -447,7 +465,7 @@ def _decide(
         # the texts first, so a verdict file never references a text that is not there.
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
         services.storage.decisions.write(decided)
-        link.record_decision(state.ledger_entries, services)
+        LedgerLink.for_services(services).record_decision(state.ledger_entries, services)
         journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided
 
@@ -458,7 +476,7 @@ def _decide(
             return Deferred(deferred)
         return persist(state)
     except Exception as exc:
-        if verdict_path.exists():  # persisted before it failed: the decision stands
+        if store.verdict_path(record.run_id, number).exists():  # persisted before it failed
             raise
         # Without this the run would stay in ``recovering``, and every re-run would charge
         # another diagnosis and fail the same way. What was charged stays charged; the
@@ -483,6 +501,3 @@ def _one_line(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001 -- an exception whose text cannot be made
         said = []
     return f"{type(exc).__name__}: {said[0][:300]}" if said else type(exc).__name__
-
-
-__all__ = ["CAPABILITY", "failure_signature", "recover"]

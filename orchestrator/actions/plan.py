@@ -6,7 +6,7 @@ Pure: nothing here runs or writes anything. Replay compares the same plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain.lifecycle import RunState
@@ -52,20 +52,12 @@ class Dispatch:
     error: str | None = None  # the substrate would refuse it (a StateError there)
 
     def as_dict(self) -> dict[str, Any]:
+        """Its fields in order, as JSON has them (lists, not tuples)."""
         return {
-            "action": self.action,
-            "approval": self.approval,
-            "rerun": self.rerun,
-            "fallback": self.fallback,
-            "engine": self.engine,
-            "model": self.model,
+            **asdict(self),
             "recipe": [list(argv) for argv in self.recipe],
             "recipe_errors": list(self.recipe_errors),
-            "verify_check": self.verify_check,
-            "terminal": self.terminal,
-            "halt": self.halt,
             "sub_tickets": list(self.sub_tickets),
-            "error": self.error,
         }
 
     def describe(self) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.domain.config import CheckConfig, LoadedConfig, PriceConfig, StageConfig
+from orchestrator.domain.egress import NetworkAccess
 from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
@@ -265,22 +266,15 @@ def warn_if_unsandboxed(services: StageServices, options: SandboxOptions, label:
 def stage_context(
     record: RunRecord, stage: str, engine: str, model: str, attempt: int, store: Runs
 ) -> StageContext:
-    return StageContext(
-        ticket_file=Path(record.ticket_snapshot),
-        ticket_id=record.ticket_id,
-        ticket_kind=record.ticket_kind,
-        repository=record.repository,
-        base_branch=record.base_branch,
-        run_id=record.run_id,
-        run_dir=Path(record.run_dir),
-        clone_dir=Path(record.clone_dir),
-        state_dir=store.state_dir,
-        stage=stage,
-        engine=engine,
-        model=model,
-        attempt=attempt,
-        base_commit=record.base_commit or "",
+    # The ticket's and the run's ids and names, as the record has them.
+    named = record.model_dump(
+        include={"ticket_id", "ticket_kind", "repository", "base_branch", "run_id"}
     )
+    return StageContext(
+        ticket_file=Path(record.ticket_snapshot), run_dir=Path(record.run_dir),
+        clone_dir=Path(record.clone_dir), state_dir=store.state_dir, stage=stage, engine=engine,
+        model=model, attempt=attempt, base_commit=record.base_commit or "", **named,
+    )  # fmt: skip
 
 
 def stage_cwd(record: RunRecord, stage: StageConfig) -> Path:
@@ -304,15 +298,11 @@ def run_check(
     warn_if_unsandboxed(services, options, f"check {label}")
     warn_if_open(services.reporter, check_network(options), f"check {label}")
     denied: dict[str, int] = {}  # what the egress proxy refuses it
-    outcome = sandboxed(
-        services,
-        options,
-        cwd=cwd,
-        ctx=ctx,
-        role="check",
-        command=check.command,
+    executor = sandboxed(
+        services, options, cwd=cwd, ctx=ctx, role="check", command=check.command,
         egress_denied=denied,
-    ).run(
+    )  # fmt: skip
+    outcome = executor.run(
         ProcessRequest(
             argv,
             cwd=cwd,
@@ -326,26 +316,13 @@ def run_check(
             max_log_bytes=services.loaded.config.logs.max_bytes,
         )
     )
-    named = (
-        None
-        if outcome.ok
-        else read_failure(
-            outcome,
-            kind="check",
-            scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes,
-        ).named
-    )
+    failure_class, failure_detail = _failure_of(outcome, "check", services)
     result = CheckResult(
         name=check.name,
-        command=outcome.argv,
-        exit_code=outcome.exit_code,
-        timed_out=outcome.timed_out,
-        signal=outcome.signal,
-        duration_s=round(outcome.duration_s, 6),
-        log_path=str(outcome.log_path),
+        **_ran(outcome),
         error=outcome.error,
-        failure_class=named.failure.value if named else None,
-        failure_detail=named.detail if named else None,
+        failure_class=failure_class,
+        failure_detail=failure_detail,
         sandbox=sandbox_mode(options),
         **denial_fields(denied),
     )
@@ -365,37 +342,13 @@ def run_stage(
     """Run one attempt of ``stage`` and persist it (start, process identity, result).
     Returns the updated record and the finished attempt. Interruption marks the attempt
     ``interrupted``, saves, and propagates."""
-    store, loaded = services.storage.runs, services.loaded
-    engine, model = engine_and_model(record, stage, loaded.config)
-    number = record.counters.attempts + 1
-    hosts = egress_hosts(stage, loaded.config, engine, record.repository, services.environ)
+    store, config = services.storage.runs, services.loaded.config
+    engine, model = engine_and_model(record, stage, config)
+    hosts = egress_hosts(stage, config, engine, record.repository, services.environ)
     access = stage_network(stage, hosts)
-    denied: dict[str, int] = {}  # what the egress proxy refuses this attempt
-    attempt = Attempt(
-        number=number,
-        stage=stage.name,
-        status=AttemptStatus.RUNNING,
-        engine=engine or None,
-        model=model or None,
-        started_at=services.clock(),
-        sandbox=None if stage.is_check_stage else sandbox_mode(stage),
-        egress=access.mode if access is not None else None,
-    )
-    record = (
-        record.with_attempt(attempt)
-        .with_stage_status(stage.name, StageStatus.RUNNING)
-        .model_copy(
-            update={
-                "counters": record.counters.model_copy(update={"attempts": number}),
-                "current_stage": stage.name,
-                "updated_at": services.clock(),
-            }
-        )
-    )
-    store.save(record, CrashPoint.ATTEMPT_STARTED)
-    ctx = stage_context(record, stage.name, engine, model, number, store)
-    layout = StateLayout.of_run_dir(Path(record.run_dir))  # where this run's workspace is
-    logs = layout.logs_dir(record.run_id)
+    record, attempt = _started(record, stage, engine, model, access, services)
+    ctx = stage_context(record, stage.name, engine, model, attempt.number, store)
+    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)  # its workspace
     cwd = stage_cwd(record, stage)
     cwd.parent.mkdir(parents=True, exist_ok=True)
 
@@ -413,80 +366,14 @@ def run_stage(
     try:
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
-        elif stage.engine is not None:
-            services.reporter.stage_started(record, stage.name, number, "")
-            result = run_engine(
-                stage=stage,
-                engine=loaded.config.engines[engine],
-                model=model,
-                ctx=ctx,
-                environ=dict(services.environ),
-                log_path=logs / f"{number:03d}-{stage.name}.log",
-                executor=sandboxed(
-                    services,
-                    stage,
-                    cwd=cwd,
-                    ctx=ctx,
-                    role="engine",
-                    egress_hosts=hosts,
-                    egress_denied=denied,
-                ),
-                on_start=remember_group,
-                on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
-                tick_s=services.tick_s,
-                write_files=partial(store.write_workspace_files, record.run_id),
-                max_log_bytes=loaded.config.logs.max_bytes,
-                feedback=engine_feedback(record, stage.name, services.storage.decisions),
-            )
-            attempt = _with_engine_report(
-                _finish_attempt(attempt, result.process), result, loaded.config.prices
-            )
-            attempt = with_denials(attempt, denied)
         else:
-            assert stage.command is not None  # the config validates: exactly one kind of work
-            argv = expand_command(stage.command, root=loaded.root, ctx=ctx)
-            services.reporter.stage_started(record, stage.name, number, "")
-            outcome = sandboxed(
-                services,
-                stage,
-                cwd=cwd,
-                ctx=ctx,
-                side_effectful=stage.side_effectful,
-                command=stage.command,
-                egress_hosts=hosts,
-                egress_denied=denied,
-            ).run(
-                ProcessRequest(
-                    argv,
-                    cwd=cwd,
-                    env={
-                        **stage_environ(services.environ, ctx, stage.pass_env),
-                        # Where its forge is, as its egress allows it (issue 43).
-                        **forge_urls(stage, loaded.config, record.repository, services.environ),
-                    },
-                    log_path=logs / f"{number:03d}-{stage.name}.log",
-                    timeout_s=stage.timeout_s,
-                    kill_after_s=stage.kill_after_s,
-                    on_start=remember_group,
-                    on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
-                    tick_s=services.tick_s,
-                    max_log_bytes=loaded.config.logs.max_bytes,
-                )
-            )
-            attempt = with_denials(_finish_attempt(attempt, outcome), denied)
-            named = (
-                None
-                if outcome.ok
-                else read_failure(
-                    outcome,
-                    kind="stage",
-                    scan_bytes=loaded.config.recovery.context.evidence_scan_bytes,
-                ).named
-            )
-            if named is not None:
-                attempt = attempt.revised(
-                    failure_class=named.failure.value, failure_detail=named.detail
-                )
+            services.reporter.stage_started(record, stage.name, attempt.number, "")
+            process = _StageProcess(
+                stage, ctx, cwd, logs / f"{attempt.number:03d}-{stage.name}.log", hosts,
+                remember_group,
+            )  # fmt: skip
+            run = _engine_attempt if stage.engine is not None else _command_attempt
+            attempt = run(record, attempt, process, services)
     except BaseException:
         attempt = attempt.model_copy(
             update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
@@ -494,15 +381,129 @@ def run_stage(
         record = record.with_attempt(attempt).with_stage_status(stage.name, StageStatus.PENDING)
         store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
         raise
+    return _finished(record, stage, attempt, services), attempt
+
+
+def _started(
+    record: RunRecord, stage: StageConfig, engine: str, model: str,
+    access: NetworkAccess | None, services: StageServices,
+) -> tuple[RunRecord, Attempt]:  # fmt: skip
+    """The attempt begun, on the record and persisted before anything of it runs."""
+    number = record.counters.attempts + 1
+    attempt = Attempt(
+        number=number, stage=stage.name, status=AttemptStatus.RUNNING, engine=engine or None,
+        model=model or None, started_at=services.clock(),
+        sandbox=None if stage.is_check_stage else sandbox_mode(stage),
+        egress=access.mode if access is not None else None,
+    )  # fmt: skip
+    record = (
+        record.with_attempt(attempt)
+        .with_stage_status(stage.name, StageStatus.RUNNING)
+        .model_copy(
+            update={
+                "counters": record.counters.model_copy(update={"attempts": number}),
+                "current_stage": stage.name,
+                "updated_at": services.clock(),
+            }
+        )
+    )
+    services.storage.runs.save(record, CrashPoint.ATTEMPT_STARTED)
+    return record, attempt
+
+
+def _finished(
+    record: RunRecord, stage: StageConfig, attempt: Attempt, services: StageServices
+) -> RunRecord:
+    """The finished attempt on the record (with the pull request a side-effectful stage
+    opened), persisted and reported."""
     status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
     record = record.with_attempt(attempt).with_stage_status(stage.name, status)
-    pr_record = layout.pull_request_path(record.run_id)
+    pr_record = StateLayout.of_run_dir(Path(record.run_dir)).pull_request_path(record.run_id)
     if attempt.ok and stage.side_effectful and pr_record.is_file():
         record = record.model_copy(update={"pull_request": str(pr_record)})
     record = record.model_copy(update={"updated_at": services.clock()})
-    store.save(record, CrashPoint.ATTEMPT_FINISHED)
+    services.storage.runs.save(record, CrashPoint.ATTEMPT_FINISHED)
     services.reporter.stage_finished(record, attempt)
-    return record, attempt
+    return record
+
+
+@dataclass(frozen=True)
+class _StageProcess:
+    """How the one process of an engine's or a command's attempt runs."""
+
+    stage: StageConfig
+    ctx: StageContext
+    cwd: Path
+    log_path: Path
+    hosts: tuple[str, ...]  # what it reaches besides its own ``egress``
+    on_start: Callable[[runner.ProcessIdentity], None]
+
+
+def _engine_attempt(
+    record: RunRecord, attempt: Attempt, process: _StageProcess, services: StageServices
+) -> Attempt:
+    """The engine's run, with what it reported (turns, tokens, cost, its last words)."""
+    stage, ctx, config = process.stage, process.ctx, services.loaded.config
+    denied: dict[str, int] = {}  # what the egress proxy refuses it
+    executor = sandboxed(
+        services, stage, cwd=process.cwd, ctx=ctx, role="engine", egress_hosts=process.hosts,
+        egress_denied=denied,
+    )  # fmt: skip
+    result = run_engine(
+        stage=stage, engine=config.engines[ctx.engine], model=ctx.model, ctx=ctx,
+        environ=dict(services.environ), log_path=process.log_path, executor=executor,
+        on_start=process.on_start,
+        on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+        tick_s=services.tick_s,
+        write_files=partial(services.storage.runs.write_workspace_files, record.run_id),
+        max_log_bytes=config.logs.max_bytes,
+        feedback=engine_feedback(record, stage.name, services.storage.decisions),
+    )  # fmt: skip
+    attempt = _with_engine_report(_finish_attempt(attempt, result.process), result, config.prices)
+    return with_denials(attempt, denied)
+
+
+def _command_attempt(
+    record: RunRecord, attempt: Attempt, process: _StageProcess, services: StageServices
+) -> Attempt:
+    """The stage's configured command run, and its failure's class if one is recognised."""
+    stage, ctx, config = process.stage, process.ctx, services.loaded.config
+    assert stage.command is not None  # the config validates: exactly one kind of work
+    denied: dict[str, int] = {}  # what the egress proxy refuses it
+    executor = sandboxed(
+        services, stage, cwd=process.cwd, ctx=ctx, side_effectful=stage.side_effectful,
+        command=stage.command, egress_hosts=process.hosts, egress_denied=denied,
+    )  # fmt: skip
+    env = {
+        **stage_environ(services.environ, ctx, stage.pass_env),
+        # Where its forge is, as its egress allows it (issue 43).
+        **forge_urls(stage, config, record.repository, services.environ),
+    }
+    outcome = executor.run(
+        ProcessRequest(
+            expand_command(stage.command, root=services.loaded.root, ctx=ctx), cwd=process.cwd,
+            env=env, log_path=process.log_path, timeout_s=stage.timeout_s,
+            kill_after_s=stage.kill_after_s, on_start=process.on_start,
+            on_tick=lambda elapsed: services.reporter.tick(stage.name, elapsed),
+            tick_s=services.tick_s, max_log_bytes=config.logs.max_bytes,
+        )
+    )  # fmt: skip
+    attempt = with_denials(_finish_attempt(attempt, outcome), denied)
+    failure_class, failure_detail = _failure_of(outcome, "stage", services)
+    if failure_class is not None:
+        attempt = attempt.revised(failure_class=failure_class, failure_detail=failure_detail)
+    return attempt
+
+
+def _failure_of(
+    outcome: runner.ProcessOutcome, kind: Literal["stage", "check"], services: StageServices
+) -> tuple[str | None, str | None]:
+    """A failed process's infrastructure class and what was recognised (None: neither)."""
+    if outcome.ok:
+        return None, None
+    scan = services.loaded.config.recovery.context.evidence_scan_bytes
+    named = read_failure(outcome, kind=kind, scan_bytes=scan).named
+    return (named.failure.value, named.detail) if named else (None, None)
 
 
 def engine_cost(
@@ -537,10 +538,7 @@ def _with_engine_report(
         turns=report.turns if report else None,
         cost_usd=cost,
         cost_estimated=estimated,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
+        **asdict(usage),  # its four token counts, under the record's names
         final_message=report.final_message if report else None,
         failure_class=result.failure_class.value if result.failure_class else None,
         failure_detail=result.detail or (report.detail if report else None) or None,
@@ -565,16 +563,23 @@ def _finish_attempt(attempt: Attempt, outcome: runner.ProcessOutcome) -> Attempt
     # ``revised``: the runner's error text is redacted as it enters the record.
     return attempt.revised(
         status=AttemptStatus.FINISHED,
-        command=outcome.argv,
         ended_at=outcome.ended_at,
-        duration_s=round(outcome.duration_s, 6),
-        exit_code=outcome.exit_code,
-        timed_out=outcome.timed_out,
-        signal=outcome.signal,
         error=outcome.error or None,
-        log_path=str(outcome.log_path),
         pgid=outcome.pgid,
+        **_ran(outcome),
     )
+
+
+def _ran(outcome: runner.ProcessOutcome) -> dict[str, Any]:
+    """What a finished process puts on its attempt's or its check's record."""
+    return {
+        "command": outcome.argv,
+        "exit_code": outcome.exit_code,
+        "timed_out": outcome.timed_out,
+        "signal": outcome.signal,
+        "duration_s": round(outcome.duration_s, 6),
+        "log_path": str(outcome.log_path),
+    }
 
 
 def _learn_from_green(services: StageServices, repo: str, check: str, log: Path) -> None:
@@ -600,8 +605,7 @@ def _run_checks(
     """Run the stage's checks in order and stop at the first that fails: that check is
     the ``failing_check`` the recovery loop will have to turn green again."""
     results: list[CheckResult] = []
-    failing: FailingCheck | None = None
-    named: CheckResult | None = None
+    failed: CheckResult | None = None
     for check in stage.checks:
         if check.kinds and ctx.ticket_kind not in check.kinds:
             results.append(
@@ -617,18 +621,12 @@ def _run_checks(
         if result.passed and not result.already_on_base and result.log_path is not None:
             _learn_from_green(services, ctx.repository, check.name, Path(result.log_path))
         if not result.passed:
-            failing = FailingCheck(
-                name=check.name,
-                command=result.command,
-                exit_code=result.exit_code,
-                timed_out=result.timed_out,
-                log_path=result.log_path,
-                signal=result.signal,
-            )
-            named = result
+            failed = result
             break
     ended = services.clock()
     last_log = next((r.log_path for r in reversed(results) if r.log_path), None)
+    kept = set(FailingCheck.model_fields)  # the check's name, command and how it ended
+    failing = FailingCheck(**failed.model_dump(include=kept)) if failed else None
     return attempt.model_copy(
         update={
             "status": AttemptStatus.FINISHED,
@@ -643,7 +641,7 @@ def _run_checks(
             "command": failing.command if failing else (),
             # The failing check's class is the attempt's: infrastructure never reaches
             # the model, whether a stage or one of its checks met it.
-            "failure_class": named.failure_class if named else None,
-            "failure_detail": named.failure_detail if named else None,
+            "failure_class": failed.failure_class if failed else None,
+            "failure_detail": failed.failure_detail if failed else None,
         }
     )

@@ -218,9 +218,8 @@ class FileStorage:
     def fleet_ticket(
         self, coordination: CoordinationStore, ticket_id: str, lease_s: float
     ) -> Iterator[FleetStorage]:
-        """``ticket_id``'s stores on a fleet worker: claimed in the coordination store
-        (a flock would not exclude another machine), each write fenced by the claim;
-        TicketClaimed while another live worker holds it."""
+        """``ticket_id``'s stores on a fleet worker: claimed in Redis (a flock would not
+        exclude another machine), each write fenced by the claim; else TicketClaimed."""
         from orchestrator.storage.redis.coordination import TicketLeases, claim
         from orchestrator.storage.redis.fleet_stores import FleetStorage
 

@@ -211,9 +211,8 @@ class PostgresStorage:
         return self.batch_budget(batch_id, caps, prices)
 
     def queued_ticket(self, batch_id: str, ticket_id: str, name: str, where: str) -> Path:
-        """The ticket file ``batch_id`` queued, the batch's copy of it brought down first:
-        that only (the ticket's runs come down with its lease, and nothing else of the
-        fleet's is this worker's to read)."""
+        """The ticket file ``batch_id`` queued, the batch's copy brought down first (that
+        only: the ticket's runs come down with its lease)."""
         if not Path(where).is_absolute():
             self.hydrate(queued=(batch_id, ticket_id))
         return self._files.queued_ticket(batch_id, ticket_id, name, where)

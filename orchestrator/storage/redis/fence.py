@@ -6,7 +6,7 @@ the ticket's flock for the whole run, so the fence is a no-op; a distributed wor
 holds a Redis fence (``coordination.RedisFence``), which raises ``FencedOut``.
 
 The fenced stores check before a write begins and again right before each of its files
-is renamed into place (``storage.files.writes_checked_by``), which narrows the
+is renamed into place (``storage._atomic.checked_before_replace``), which narrows the
 window to the time between that check's answer and the rename; it does not close it,
 since a shared filesystem cannot compare a token on write.
 """

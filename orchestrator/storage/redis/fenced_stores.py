@@ -3,7 +3,7 @@
 Each wraps a store of the shared state dir (the files backend): reads pass through,
 every write (the run record, workspace files, a bundle, the hand-off, a fix report, a
 verdict file, an approval, a charge to the ticket) calls ``fence.check()`` before it
-begins and again right before each of its files lands (``writes_checked_by``), so a
+begins and again right before each of its files lands (``checked_before_replace``), so a
 worker that was taken over raises ``FencedOut`` instead of writing over the new holder's
 state. The second check is what counts: a worker paused between the first and the rename
 (the fsync is the slow part) would otherwise land a stale record after the takeover. The
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.storage.files import writes_checked_by
+from orchestrator.storage._atomic import checked_before_replace
 from orchestrator.storage.redis.fence import Fence
 from orchestrator.storage.runs import RunStore
 
@@ -38,7 +38,7 @@ def _fenced(fence: Fence) -> Iterator[None]:
     """Check now (no work for a worker already taken over) and right before each file
     of the block lands."""
     fence.check()
-    with writes_checked_by(fence.check):
+    with checked_before_replace(fence.check):
         yield
 
 

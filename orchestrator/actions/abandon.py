@@ -46,14 +46,9 @@ def apply(
 
 
 def stop(
-    record: RunRecord,
-    applying: DecisionToApply,
-    services: StageServices,
-    state: RunState,
-    reason: HaltReason,
-    *,
-    why: str | None = None,
-) -> tuple[RunRecord, Effect]:
+    record: RunRecord, applying: DecisionToApply, services: StageServices, state: RunState,
+    reason: HaltReason, *, why: str | None = None,
+) -> tuple[RunRecord, Effect]:  # fmt: skip
     """End the run in ``state`` for ``reason``, with a hand-off written first."""
     store = services.storage.runs
     # A synthetic or replaced verdict's summary is the reason; a real one's is its words.

@@ -80,13 +80,9 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
 
 
 def _run_on_base(
-    key: BaseCheckKey,
-    check: CheckConfig,
-    stage: StageConfig,
-    ctx: StageContext,
-    cache: BaseCheckStore,
-    services: Services,
-) -> BaseCheck | None:
+    key: BaseCheckKey, check: CheckConfig, stage: StageConfig, ctx: StageContext,
+    cache: BaseCheckStore, services: Services,
+) -> BaseCheck | None:  # fmt: skip
     """Run ``check`` on the base (its log kept beside its cached result) and cache what
     it said, with the failure reading of a red one. None, cached never, when the machine
     failed it (network, a missing program...): that says nothing about the base."""

@@ -152,13 +152,9 @@ def run_one(
     refused = refused or {}
 
     def result(
-        ticket: str,
-        status: str,
-        run_id: str | None,
-        detail: str,
-        ran: bool,
+        ticket: str, status: str, run_id: str | None, detail: str, ran: bool,
         record: RunRecord | None = None,
-    ) -> TicketResult:
+    ) -> TicketResult:  # fmt: skip
         halt = record.halt.reason.value if record is not None and record.halt else None
         return TicketResult(
             ticket, status, run_id, detail, round(time.monotonic() - started, 3), ran,

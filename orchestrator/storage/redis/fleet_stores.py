@@ -25,13 +25,13 @@ from orchestrator.storage.redis.fleet_ledger import FleetLedger
 from orchestrator.storage.redis.ledger_lock import ledger_lock
 
 if TYPE_CHECKING:
-    from orchestrator.storage.files import FileStorage
     from orchestrator.storage.protocols import (
         Approvals,
         Budgets,
         DecisionLedger,
         Decisions,
         Locks,
+        Storage,
     )
     from orchestrator.storage.runs import RunStore
 
@@ -59,7 +59,7 @@ class FleetStorage:
     the claim itself as the ticket's lock."""
 
     def __init__(
-        self, storage: FileStorage, claim: Claim, store: CoordinationStore, ticket_id: str
+        self, storage: Storage, claim: Claim, store: CoordinationStore, ticket_id: str
     ) -> None:
         self._storage, self._claim, self._store = storage, claim, store
         fence = claim.fence

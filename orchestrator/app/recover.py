@@ -73,10 +73,6 @@ from orchestrator.storage.transcripts import write_texts
 DIFF_TIMEOUT_S = 60.0
 
 
-def _clone_exists(record: RunRecord) -> bool:
-    return (Path(record.clone_dir) / ".git").exists()
-
-
 def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
     # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
@@ -359,7 +355,7 @@ def _recovery_context(
 ) -> RecoveryContext:
     """Everything the decision taken now may look at; its evidence bundle written first."""
     config, number = services.loaded.config, len(record.verdicts) + 1
-    clone_exists = _clone_exists(record)
+    clone_exists = (Path(record.clone_dir) / ".git").exists()
     decision = _decision_context(record, stage, attempt, config)
     bundle = build_bundle(
         _bundle_inputs(record, stage, attempt, services, clone_exists), config.recovery.context

@@ -217,11 +217,10 @@ def secrets_of(services: StageServices | SandboxHost) -> tuple[Path, ...]:
     """The files holding a secret that no sandbox of this run may show
     (``stage_sandbox.secret_files``)."""
     host = SandboxHost.of(services)
-    state_dir = host.state_dir
     loaded = host.loaded
     return secret_files(
         loaded.root,
-        StateLayout(state_dir).approval_key_path,
+        StateLayout(host.state_dir).approval_key_path,
         home_of(services.environ),
         services.environ,
         # The fleet's signing key (beside the config unless [distributed] moves it).
@@ -275,10 +274,6 @@ def stage_context(
         clone_dir=Path(record.clone_dir), state_dir=store.state_dir, stage=stage, engine=engine,
         model=model, attempt=attempt, base_commit=record.base_commit or "", **named,
     )  # fmt: skip
-
-
-def stage_cwd(record: RunRecord, stage: StageConfig) -> Path:
-    return Path(record.clone_dir) if stage.cwd == "clone" else Path(record.run_dir)
 
 
 def run_check(
@@ -349,7 +344,7 @@ def run_stage(
     record, attempt = _started(record, stage, engine, model, access, services)
     ctx = stage_context(record, stage.name, engine, model, attempt.number, store)
     logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)  # its workspace
-    cwd = stage_cwd(record, stage)
+    cwd = Path(record.clone_dir) if stage.cwd == "clone" else Path(record.run_dir)
     cwd.parent.mkdir(parents=True, exist_ok=True)
 
     def remember_group(identity: runner.ProcessIdentity) -> None:

@@ -84,7 +84,7 @@ class CaseResult(Frozen):
 def decide(
     label: CaseLabel, failure: Failure, signature: FailureSignature, playbook: Playbook
 ) -> Decision | None:
-    """The precheck's decision, as ``app.recover._decide`` makes it: the promoted entry
+    """The precheck's decision, as ``app.recover`` makes it: the promoted entry
     of ``playbook`` that matches the failure's signature (or a pattern entry its output),
     then the precheck on a fresh ticket. None: the model would be asked."""
     ctx = layers.decision_context(label)

@@ -7,8 +7,8 @@ Each store is imported when first asked for, so a command that reads only the le
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -28,16 +28,6 @@ if TYPE_CHECKING:
     from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
     from orchestrator.storage.redis.fleet_stores import FleetStorage
     from orchestrator.storage.runs import RunStore
-
-
-def writes_checked_by(check: Callable[[], None]) -> AbstractContextManager[None]:
-    """Inside the block, each file a store writes runs ``check`` right before it lands
-    (is renamed over its target); if ``check`` raises, that file is not written. For a
-    writer that must still be allowed to write when the file lands, not only when the
-    write began (the fleet's fence)."""
-    from orchestrator.storage._atomic import checked_before_replace
-
-    return checked_before_replace(check)
 
 
 class VerdictFiles:
@@ -225,27 +215,3 @@ class FileStorage:
 
         with claim(TicketLeases(coordination, ttl_s=lease_s), ticket_id) as held:
             yield FleetStorage(self, held, coordination, ticket_id)
-
-
-if TYPE_CHECKING:
-    from orchestrator.storage.protocols import (
-        Approvals,
-        Budgets,
-        DecisionLedger,
-        Decisions,
-        Locks,
-        Runs,
-    )
-
-    def _implements_the_protocols(
-        storage: FileStorage,
-    ) -> tuple[Runs, Decisions, Approvals, Budgets, Locks, DecisionLedger]:
-        """Never called: mypy checks here that every store fits its protocol."""
-        return (
-            storage.runs,
-            storage.decisions,
-            storage.approvals,
-            storage.budgets,
-            storage.locks,
-            storage.ledger(),
-        )

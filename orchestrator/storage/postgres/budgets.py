@@ -340,14 +340,3 @@ def _remember(conn: psycopg.Connection[Any], batch_id: str, step: str, key: str)
         "INSERT INTO batch_charge_keys (batch_id, step, key) VALUES (%s, %s, %s)",
         (batch_id, step, key),
     )
-
-
-if TYPE_CHECKING:
-    from orchestrator.storage.batch_budget import SharedBudget
-    from orchestrator.storage.protocols import Budgets
-
-    def _implements_the_protocols(
-        budgets: PostgresBudgets, batch: PostgresBatchBudget
-    ) -> tuple[Budgets, SharedBudget]:
-        """Never called: mypy checks here that both fit the protocols they stand in for."""
-        return budgets, batch

@@ -11,8 +11,8 @@ here only.
     ledger.export_ledger, import_ledger   a ledger moved to a file ledger and back
     budgets.PostgresBudgets      per-ticket charges, each one transaction (charge_within)
     budgets.PostgresBatchBudget  a batch's shared model budget
-    runs.PostgresLeases          ticket leases and their fencing tokens (LeaseToken)
-    runs.LeaseFencedOut          a write refused: the lease is gone or someone else's
+    leases.PostgresLeases        ticket leases and their fencing tokens (LeaseToken)
+    leases.LeaseFencedOut        a write refused: the lease is gone or someone else's
     transfer.export_state, import_state   a whole state dir moved in and out (TransferReport)
     mirror.StateMirror           the state dir's files (run records too) published, each
                                  write fenced by the lease in its transaction, and hydrated
@@ -40,6 +40,9 @@ from orchestrator.storage.postgres.claim import PostgresClaim as PostgresClaim
 from orchestrator.storage.postgres.claim import claim as claim
 from orchestrator.storage.postgres.connect import PostgresUnavailable as PostgresUnavailable
 from orchestrator.storage.postgres.connect import connect as connect
+from orchestrator.storage.postgres.leases import LeaseFencedOut as LeaseFencedOut
+from orchestrator.storage.postgres.leases import LeaseToken as LeaseToken
+from orchestrator.storage.postgres.leases import PostgresLeases as PostgresLeases
 from orchestrator.storage.postgres.ledger import PostgresLedger as PostgresLedger
 from orchestrator.storage.postgres.ledger import export_ledger as export_ledger
 from orchestrator.storage.postgres.ledger import import_ledger as import_ledger
@@ -52,9 +55,6 @@ from orchestrator.storage.postgres.mirror import Route as Route
 from orchestrator.storage.postgres.mirror import StateMirror as StateMirror
 from orchestrator.storage.postgres.mirror import rebase_record as rebase_record
 from orchestrator.storage.postgres.mirror import route as route
-from orchestrator.storage.postgres.runs import LeaseFencedOut as LeaseFencedOut
-from orchestrator.storage.postgres.runs import LeaseToken as LeaseToken
-from orchestrator.storage.postgres.runs import PostgresLeases as PostgresLeases
 from orchestrator.storage.postgres.session import ConnectionFactory as ConnectionFactory
 from orchestrator.storage.postgres.storage import PostgresStorage as PostgresStorage
 from orchestrator.storage.postgres.storage import PostgresTicketLocks as PostgresTicketLocks

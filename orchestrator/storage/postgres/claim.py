@@ -24,7 +24,7 @@ from contextlib import contextmanager, suppress
 
 from orchestrator.storage.heartbeat import BeatOutcome, Heartbeat
 from orchestrator.storage.postgres.connect import PostgresUnavailable
-from orchestrator.storage.postgres.runs import LeaseToken, PostgresLeases
+from orchestrator.storage.postgres.leases import LeaseToken, PostgresLeases
 from orchestrator.storage.redis.coordination import holder_token
 from orchestrator.storage.redis.errors import TicketClaimed
 

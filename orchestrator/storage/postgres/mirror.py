@@ -56,7 +56,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.redaction import redact
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import RUN_ID_TICKET, is_run_id, ticket_of
-from orchestrator.storage.postgres.runs import (
+from orchestrator.storage.postgres.leases import (
     STATE_SEQ_LOCK,
     LeaseToken,
     StateRow,

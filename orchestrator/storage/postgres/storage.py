@@ -40,10 +40,10 @@ from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.postgres.budgets import PostgresBatchBudget, PostgresBudgets
 from orchestrator.storage.postgres.claim import claim
 from orchestrator.storage.postgres.connect import PostgresUnavailable
+from orchestrator.storage.postgres.leases import LeaseToken, PostgresLeases
 from orchestrator.storage.postgres.ledger import PostgresLedger
 from orchestrator.storage.postgres.migrate import migrate
 from orchestrator.storage.postgres.mirror import StateMirror, route
-from orchestrator.storage.postgres.runs import LeaseToken, PostgresLeases
 from orchestrator.storage.postgres.session import ReusedConnections, transaction
 from orchestrator.storage.redis.errors import TicketClaimed
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal as signals
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import StateError
-from orchestrator.domain.fix_report import FixReport
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.domain.runs import Attempt, RunRecord
 from orchestrator.reading.error_lines import error_lines_of
@@ -190,26 +190,29 @@ def _attempt_lines(attempt: Attempt, pruned: PrunedMark | None = None) -> list[s
 
 
 def _recipe_lines(fix_path: Path, number: int) -> list[str]:
-    """The recipe that ran for decision ``number`` and what the verifier said."""
+    """The recipe that ran for decision ``number`` and what the verifier said: read key by
+    key, not as a ``FixReport``, so that a report cut short still shows what it holds."""
     try:
-        fix = FixReport.model_validate_json(fix_path.read_bytes())
-    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        fix = json.loads(fix_path.read_text())
+    except (OSError, ValueError):
         return []
-    if fix.verdict != number:
+    if fix.get("verdict") != number:
         return []
     lines = [
-        f"recipe: {shlex.join(c.argv)} → "
-        + (f"{killed_by(c.signal)} (exit {c.exit_code})" if c.signal else f"exit {c.exit_code}")
-        for c in fix.commands
-    ]
-    if fix.verification:
+        f"recipe: {shlex.join(c['argv'])} → "
+        + (f"{killed_by(c['signal'])} (exit {c['exit_code']})" if c.get("signal")
+           else f"exit {c['exit_code']}")
+        for c in fix.get("commands", [])
+    ]  # fmt: skip
+    verification = fix.get("verification") or {}
+    if verification:
         lines.append(
-            f"verifier {fix.verifier.check}: exit {fix.verification.exit_code} → {fix.status}"
-            + (f" ({fix.red_reason})" if fix.red_reason else "")
+            f"verifier {fix['verifier']['check']}: exit {verification.get('exit_code')} "
+            f"→ {fix.get('status')}" + (f" ({fix['red_reason']})" if fix.get("red_reason") else "")
         )
-    elif fix.red_reason:
-        lines.append(f"recipe refused or failed: {fix.red_reason}")
-    if fix.sandbox == "none":  # absent in reports from before the sandbox
+    elif fix.get("red_reason"):
+        lines.append(f"recipe refused or failed: {fix['red_reason']}")
+    if fix.get("sandbox") == "none":  # absent in reports from before the sandbox
         lines.insert(0, 'recipe ran unsandboxed: [recovery] recipe_sandbox = "none"')
     return lines
 

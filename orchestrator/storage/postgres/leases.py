@@ -278,18 +278,13 @@ def publish_fenced(
 
 
 def _as_json(row: StateRow) -> dict[str, Any]:
-    """One element of ``publish_state``'s ``rows``."""
-    return {
-        "table": row.table,
-        "key": row.key,
-        "ticket_id": row.ticket_id,
-        "number": row.number,
-        "name": row.name,
-        "size": row.size,
-        "sha256": row.sha256,
-        "created": None if row.created is None else row.created.isoformat(),
-        "body": base64.b64encode(row.body).decode("ascii"),
-    }
+    """One element of ``publish_state``'s ``rows``: every field but the path (which is
+    for messages), the time and the bytes as JSON can say them."""
+    fields = row._asdict()
+    del fields["path"]
+    fields["created"] = None if row.created is None else row.created.isoformat()
+    fields["body"] = base64.b64encode(row.body).decode("ascii")
+    return fields
 
 
 @contextmanager

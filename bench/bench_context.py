@@ -161,6 +161,7 @@ def _current_rss_mb() -> float | None:
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.domain.config import ContextLimits
+    from orchestrator.execution.process import HeadRequest
     from orchestrator.execution.runner import capture_head
     from orchestrator.recovery.context import BundleInputs, ContextBundle, build_bundle
 
@@ -172,13 +173,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     def assemble() -> tuple[ContextBundle, float, float]:
         t0 = time.perf_counter()
-        head = capture_head(
+        request = HeadRequest(
             ("git", "diff", "base..HEAD"),
             cwd=repo,
             env=env,
             max_bytes=limits.max_diff_bytes,
             timeout_s=60.0,
         )
+        head = capture_head(request)
         if head.error is not None:
             raise BenchError(f"git diff: {head.error}")
         t1 = time.perf_counter()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.domain.config import Config
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
+from orchestrator.execution.process import HeadRequest
 from orchestrator.recovery.context import head_bytes
 from orchestrator.recovery.diagnose import Decision
 from orchestrator.recovery.investigate import Tool, investigator
@@ -116,12 +117,9 @@ def clone_tools(
             return "git_log is unavailable: the clone's .git is not a repository of its own"
         env = hardened_git_env({k: v for k, v in environ.items() if k in ("PATH", "HOME", "LANG")})
         env["GIT_DIR"] = str(git_dir)  # no discovery: this repository and no other
+        argv = ("git", "log", "--oneline", "--no-color", f"-n{count}")
         captured = executor.capture_head(
-            ("git", "log", "--oneline", "--no-color", f"-n{count}"),
-            cwd=clone,
-            env=env,
-            max_bytes=MAX_TOOL_BYTES,
-            timeout_s=30.0,
+            HeadRequest(argv, cwd=clone, env=env, max_bytes=MAX_TOOL_BYTES, timeout_s=30.0)
         )
         return captured.data.decode("utf-8", "replace") or (captured.error or "")
 

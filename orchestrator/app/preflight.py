@@ -53,7 +53,7 @@ from orchestrator.domain.preflight import (
     stage_forges,
 )
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource
-from orchestrator.execution.executor import Executor, LocalExecutor
+from orchestrator.execution.executor import Executor, HeadRequest, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
 from orchestrator.execution.stage_env import expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import parse_identity
@@ -128,7 +128,7 @@ def forge_stages(
             stage.name,
             forge.token_env in stage.pass_env,
             stage.side_effectful and armed,
-            # Where the forge is reaches the stage as a value (stage_egress.forge_urls).
+            # Where the forge is reaches the stage as a value (stage_hosts.forge_urls).
             tuple(
                 v
                 for v in forge.overrides
@@ -336,10 +336,10 @@ def git_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str, st
     env.update({k: v for k, v in environ.items() if k.startswith("GIT_CONFIG")})
     key = tuple(sorted(env.items()))
     if key not in _identities:
-        listing = executor.capture_head(
+        listing = executor.capture_head(HeadRequest(
             ("git", "config", "-z", "--get-regexp", r"^user\.(name|email)$"),
             cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=10,
-        )  # fmt: skip
+        ))  # fmt: skip
         _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
     found = dict(_identities[key])
     found.update({k: v for k, v in environ.items() if k.startswith("GIT_AUTHOR_") and v})

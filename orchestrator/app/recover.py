@@ -45,9 +45,9 @@ from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
 from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
-from orchestrator.execution import runner
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
+from orchestrator.execution.process import CapturedHead, HeadRequest
 from orchestrator.reading.check_reports import ReportReading, read_reports
 from orchestrator.reading.deciding import deciding_lines
 from orchestrator.reading.error_lines import last_error_line_of
@@ -73,26 +73,20 @@ from orchestrator.storage.transcripts import write_texts
 DIFF_TIMEOUT_S = 60.0
 
 
-def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> runner.CapturedHead:
+def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> CapturedHead:
     # Read through the executor (where every process starts), capped: a 100 MB diff costs
     # what the cap costs. Three dots: the branch's own changes since it left its base.
     # In the sandbox: git reads the clone's config, written by whoever wrote the clone.
-    return git_sandbox(services, Path(record.clone_dir)).capture_head(
-        (
-            "git",
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            f"origin/{record.base_branch}...HEAD",
-        ),
+    argv = ("git", "diff", "--no-color", "--no-ext-diff", "--no-textconv")
+    env = {k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")}
+    request = HeadRequest(
+        (*argv, f"origin/{record.base_branch}...HEAD"),
         cwd=Path(record.clone_dir),
-        env=hardened_git_env(
-            {k: v for k, v in services.environ.items() if k in ("PATH", "HOME", "LANG")}
-        ),
+        env=hardened_git_env(env),
         max_bytes=max_bytes,
         timeout_s=DIFF_TIMEOUT_S,
     )
+    return git_sandbox(services, Path(record.clone_dir)).capture_head(request)
 
 
 def _check_reading(

@@ -11,13 +11,12 @@ processes (process groups, timeouts, TERM → grace → KILL).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Protocol
 
 from orchestrator.execution import runner
 from orchestrator.execution.process import (
     CapturedHead,
+    HeadRequest,
     ProcessIdentity,
     ProcessOutcome,
     ProcessRequest,
@@ -26,6 +25,7 @@ from orchestrator.execution.process import (
 __all__ = [
     "CapturedHead",
     "Executor",
+    "HeadRequest",
     "LocalExecutor",
     "ProcessIdentity",
     "ProcessOutcome",
@@ -45,15 +45,7 @@ class Executor(Protocol):
         exec."""
         ...
 
-    def capture_head(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        max_bytes: int,
-        timeout_s: float,
-    ) -> CapturedHead:
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
         """At most ``max_bytes`` of ``argv``'s stdout (git's own queries: HEAD, a diff)."""
         ...
 

@@ -27,6 +27,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.execution.process import HeadRequest
+
 if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
     from orchestrator.execution.executor import CapturedHead, Executor
 
@@ -201,7 +203,7 @@ def _list(
     executor: Executor, clone: Path, listing: tuple[str, ...], env: Mapping[str, str]
 ) -> CapturedHead:
     return executor.capture_head(
-        listing, cwd=clone, env=env, max_bytes=MAX_CONFIG_LISTING_BYTES, timeout_s=30
+        HeadRequest(listing, cwd=clone, env=env, max_bytes=MAX_CONFIG_LISTING_BYTES, timeout_s=30)
     )
 
 

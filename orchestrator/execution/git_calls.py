@@ -18,7 +18,7 @@ from orchestrator.execution.git import (
     config_problem,
     hardened_git_env,
 )
-from orchestrator.execution.process import CapturedHead, ProcessRequest
+from orchestrator.execution.process import CapturedHead, HeadRequest, ProcessRequest
 
 if TYPE_CHECKING:
     from orchestrator.execution.executor import Executor
@@ -151,5 +151,5 @@ def _query(
 ) -> CapturedHead:
     """At most ``max_bytes`` of what a git query in ``clone`` prints, hardened."""
     return executor.capture_head(
-        argv, cwd=clone, env=_hardened(env), max_bytes=max_bytes, timeout_s=timeout_s
+        HeadRequest(argv, cwd=clone, env=_hardened(env), max_bytes=max_bytes, timeout_s=timeout_s)
     )

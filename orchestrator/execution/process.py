@@ -119,6 +119,18 @@ class ProcessOutcome:
 
 
 @dataclass(frozen=True)
+class HeadRequest:
+    """A bounded read (git's own queries: HEAD, a diff): at most ``max_bytes`` of what
+    ``argv`` prints on stdout, within ``timeout_s``."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str]
+    max_bytes: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
 class CapturedHead:
     """The first bytes a command printed on stdout, and whether there was more."""
 

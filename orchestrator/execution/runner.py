@@ -53,6 +53,7 @@ from orchestrator.execution.process import (
     EXIT_TIMEOUT,
     Cancelled,
     CapturedHead,
+    HeadRequest,
     ProcessIdentity,
     ProcessOutcome,
     ProcessRequest,
@@ -363,22 +364,16 @@ def _finished(
     )
 
 
-def capture_head(
-    argv: tuple[str, ...],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    max_bytes: int,
-    timeout_s: float,
-) -> CapturedHead:
+def capture_head(request: HeadRequest) -> CapturedHead:
     """Read at most ``max_bytes`` of a command's stdout, then stop it (whole group, KILL).
 
     For bounded reads of unbounded output (``git diff`` of a huge change): the cost is
     the cap, not the output. stderr is discarded. The group is always swept on return.
     """
+    argv, max_bytes, timeout_s = request.argv, request.max_bytes, request.timeout_s
     try:
         proc = _start(
-            argv, cwd=cwd, env=env, mark=_new_mark(),
+            argv, cwd=request.cwd, env=request.env, mark=_new_mark(),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     except OSError as exc:

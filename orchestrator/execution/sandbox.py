@@ -38,6 +38,7 @@ from orchestrator.execution.process import (
     EXIT_NOT_FOUND,
     CapturedHead,
     Confinement,
+    HeadRequest,
     ProcessOutcome,
     ProcessRequest,
 )
@@ -523,26 +524,15 @@ class SandboxedExecutor:
             )
         return outcome
 
-    def capture_head(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        max_bytes: int,
-        timeout_s: float,
-    ) -> CapturedHead:
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
         reason = self.unavailable()
         if reason is not None:
             return CapturedHead(b"", False, None, error=cannot_sandbox(reason))
         spec = replace(self.spec, egress=None)  # a bounded read reaches no host at all
-        wrapped = launch_argv(spec, bwrap_argv(spec, argv, bwrap=self.locate(), cwd=cwd))
+        bwrap = bwrap_argv(spec, request.argv, bwrap=self.locate(), cwd=request.cwd)
+        wrapped = launch_argv(spec, bwrap)
         return self.inner.capture_head(
-            wrapped,
-            cwd=cwd,
-            env=self.spec.environment(env),
-            max_bytes=max_bytes,
-            timeout_s=timeout_s,
+            replace(request, argv=wrapped, env=self.spec.environment(request.env))
         )
 
 

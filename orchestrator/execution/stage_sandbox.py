@@ -37,7 +37,7 @@ from orchestrator.domain.egress import NetworkAccess, network_access
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ENV_FILE
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
-from orchestrator.execution.executor import Executor
+from orchestrator.execution.executor import Executor, HeadRequest
 from orchestrator.execution.sandbox import (
     HIDDEN_ALWAYS,
     SANDBOX_ENV,
@@ -264,12 +264,9 @@ def global_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str,
         env = {"PATH": environ.get("PATH", os.defpath), "HOME": home}
         if environ.get("GIT_CONFIG_GLOBAL"):
             env["GIT_CONFIG_GLOBAL"] = environ["GIT_CONFIG_GLOBAL"]
+        argv = ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$")
         listing = executor.capture_head(
-            ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$"),
-            cwd=Path("/"),
-            env=env,
-            max_bytes=64 * 1024,
-            timeout_s=30,
+            HeadRequest(argv, cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=30)
         )
         _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
     return {k: v for k, v in _identities[key].items() if k not in environ}

@@ -22,7 +22,12 @@ from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import HaltReason, RunState
 from orchestrator.domain.runs import AttemptStatus, StageStatus
 from orchestrator.domain.tickets import load_ticket
-from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
+from orchestrator.execution.process import (
+    CapturedHead,
+    HeadRequest,
+    ProcessOutcome,
+    ProcessRequest,
+)
 from orchestrator.execution.process_groups import live_group_members
 from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.runs import RunStore, read_record_file, ticket_lock
@@ -439,8 +444,8 @@ class _RefusingExecutor:
             ended_at=now, duration_s=0.0, log_path=log, error="refused by this executor",
         )  # fmt: skip
 
-    def capture_head(self, argv: tuple[str, ...], **kwargs: object) -> CapturedHead:
-        self.asked.append(argv)
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
+        self.asked.append(request.argv)
         return CapturedHead(b"", False, None, error="refused by this executor")
 
 

@@ -18,7 +18,12 @@ from orchestrator.cli.main import main
 from orchestrator.domain.config import load_config
 from orchestrator.domain.preflight import Check, checklist
 from orchestrator.execution.executor import Executor, LocalExecutor
-from orchestrator.execution.process import CapturedHead, ProcessOutcome, ProcessRequest
+from orchestrator.execution.process import (
+    CapturedHead,
+    HeadRequest,
+    ProcessOutcome,
+    ProcessRequest,
+)
 
 from conftest import write_config, write_ticket
 from support.harness import FAKES
@@ -66,8 +71,8 @@ class Counting:
         self.runs.append(request.argv)
         return self.inner.run(request)
 
-    def capture_head(self, argv: tuple[str, ...], **kw: object) -> CapturedHead:
-        return self.inner.capture_head(argv, **kw)  # type: ignore[arg-type]
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
+        return self.inner.capture_head(request)
 
 
 def engine_checks(

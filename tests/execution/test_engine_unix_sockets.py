@@ -21,7 +21,7 @@ import pytest
 
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import LocalExecutor
-from orchestrator.execution.process import ProcessRequest
+from orchestrator.execution.process import HeadRequest, ProcessRequest
 from orchestrator.execution.sandbox import (
     SandboxedExecutor,
     SandboxSpec,
@@ -218,10 +218,10 @@ def test_a_start_through_the_launcher_gets_the_same_filter(
     executor = SandboxedExecutor(
         LocalExecutor(), SandboxSpec(writable=(clone,), unix_datagrams=True)
     )
-    captured = executor.capture_head(
+    captured = executor.capture_head(HeadRequest(
         (sys.executable, "-c", PROBE, str(host_sockets["args"])), cwd=clone,
         env={"PATH": "/usr/bin:/bin"}, max_bytes=4096, timeout_s=30,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert captured.exit_code == 0, captured
     seen = json.loads(captured.data.decode().split("SEEN ", 1)[1])
     assert (seen["dgram"], seen["stream"], seen["host_dgram_abstract"]) == (

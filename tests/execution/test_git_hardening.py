@@ -11,7 +11,7 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.execution.executor import LocalExecutor
+from orchestrator.execution.executor import HeadRequest, LocalExecutor
 from orchestrator.execution.git import (
     HARDENED_CONFIG,
     PROTOCOLS,
@@ -232,10 +232,10 @@ def test_a_promisor_ext_remote_is_not_fetched_by_the_recovery_diff(tmp_path: Pat
         hardened_git_env(base_env(tmp_path)),
         allow_protocol_for(hardened_git_env(base_env(tmp_path)), str(tmp_path / "origin.git")),
     ):
-        diff = LocalExecutor().capture_head(
+        diff = LocalExecutor().capture_head(HeadRequest(
             ("git", "diff", "--no-color", "--no-ext-diff", "--no-textconv", first, second),
             cwd=clone, env=env, max_bytes=100_000, timeout_s=60,
-        )  # fmt: skip
+        ))  # fmt: skip
         assert diff.exit_code != 0
         assert not canary.exists(), "a lazy fetch ran the clone's ext:: command"
 

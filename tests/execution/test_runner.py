@@ -33,6 +33,7 @@ from orchestrator.execution.process import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
     EXIT_TIMEOUT,
+    HeadRequest,
     ProcessIdentity,
     ProcessOutcome,
     ProcessRequest,
@@ -630,10 +631,10 @@ def test_the_local_executor_runs_and_captures_through_the_runner(tmp_path: Path)
     assert (outcome.exit_code, outcome.ok, outcome.pgid) == (3, False, seen[0])
     assert "\nout\nerr\n# orchestrator: exit 3 after " in (tmp_path / "x.log").read_text()
     assert_no_live_member(seen[0])
-    head = executor.capture_head(
+    head = executor.capture_head(HeadRequest(
         ("bash", "-c", "yes | head -c 100000"),
         cwd=tmp_path, env={"PATH": os.environ["PATH"]}, max_bytes=10, timeout_s=30,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert (head.data, head.truncated, head.exit_code) == (b"y\ny\ny\ny\ny\n", True, None)
     missing = executor.run(
         ProcessRequest(
@@ -671,7 +672,7 @@ def test_an_interrupt_landing_inside_popen_leaves_no_process_behind(
             )  # fmt: skip
         else:
             runner.capture_head(
-                argv, cwd=tmp_path, env=dict(os.environ), max_bytes=10, timeout_s=30
+                HeadRequest(argv, cwd=tmp_path, env=dict(os.environ), max_bytes=10, timeout_s=30)
             )
     monkeypatch.undo()
     [pid] = started

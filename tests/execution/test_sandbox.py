@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.execution.executor import LocalExecutor
-from orchestrator.execution.process import ProcessRequest
+from orchestrator.execution.process import HeadRequest, ProcessRequest
 from orchestrator.execution.recipes import recipe_spec
 from orchestrator.execution.sandbox import (
     INSTALLATION,
@@ -452,7 +452,9 @@ def test_both_ways_in_refuse_unix_sockets_and_set_the_limits(tmp_path: Path, how
         assert outcome.ok
         said = (tmp_path / "log").read_text()
     else:
-        captured = executor.capture_head(argv, cwd=tmp_path, env=env, max_bytes=4096, timeout_s=30)
+        captured = executor.capture_head(
+            HeadRequest(argv, cwd=tmp_path, env=env, max_bytes=4096, timeout_s=30)
+        )
         assert captured.exit_code == 0
         said = captured.data.decode()
     assert "unix refused 13" in said and "nproc 77" in said

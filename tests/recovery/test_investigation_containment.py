@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from orchestrator.app.investigation_tools import clone_tools, own_git_dir
-from orchestrator.execution.runner import CapturedHead
+from orchestrator.execution.process import CapturedHead, HeadRequest
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -67,8 +66,8 @@ class Recording:
     def __init__(self) -> None:
         self.calls: list[Mapping[str, str]] = []
 
-    def capture_head(self, argv: tuple[str, ...], **kwargs: Any) -> CapturedHead:
-        self.calls.append(kwargs["env"])
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
+        self.calls.append(request.env)
         return CapturedHead(b"abc123 a commit\n", False, 0)
 
 

@@ -5,13 +5,13 @@ recorded as the command itself (``ran``), and also whole (``raw``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.execution.executor import (
     CapturedHead,
     Executor,
+    HeadRequest,
     LocalExecutor,
     ProcessOutcome,
     ProcessRequest,
@@ -55,18 +55,8 @@ class RecordingExecutor:
         self.cwds.append(request.cwd)
         return self.inner.run(request)
 
-    def capture_head(
-        self,
-        argv: tuple[str, ...],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        max_bytes: int,
-        timeout_s: float,
-    ) -> CapturedHead:
-        self.captured.append(unwrapped(argv))
-        self.raw.append(argv)
-        self.cwds.append(cwd)
-        return self.inner.capture_head(
-            argv, cwd=cwd, env=env, max_bytes=max_bytes, timeout_s=timeout_s
-        )
+    def capture_head(self, request: HeadRequest) -> CapturedHead:
+        self.captured.append(unwrapped(request.argv))
+        self.raw.append(request.argv)
+        self.cwds.append(request.cwd)
+        return self.inner.capture_head(request)

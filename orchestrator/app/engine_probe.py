@@ -206,9 +206,9 @@ def locate(
                       declared=stage.readable)  # fmt: skip
     if engine.kind == "patch" or host is None:
         return Located(fact, stage, ctx, None)
+    from orchestrator.domain.stage_hosts import egress_hosts
     from orchestrator.engines import adapter_for
     from orchestrator.execution.attempts import sandbox_spec
-    from orchestrator.execution.stage_egress import egress_hosts
 
     invocation = adapter_for(engine.kind).invocation(_task(stage, loaded, ctx))
     program = invocation.argv[0]
@@ -265,8 +265,8 @@ def probe(host: SandboxHost, located: Located, timeout_s: float = PROBE_TIMEOUT_
     if argv is None or located.invocation is None:
         return fact
     fact = replace(fact, argv=argv)
+    from orchestrator.domain.stage_hosts import egress_hosts
     from orchestrator.execution.attempts import sandboxed
-    from orchestrator.execution.stage_egress import egress_hosts
 
     if fact.sandboxed:
         problem = sandbox_available(host.executor, host.locate_bwrap)

@@ -23,7 +23,7 @@ Settings (``[engines.NAME]``):
                  "danger-full-access"
     base_url     the Responses API's base (default ``https://api.openai.com/v1``); its
                  host is then what the engine reaches instead of OpenAI's
-                 (``execution/stage_egress.py``)
+                 (``domain/stage_hosts.py``)
     env_key      the variable that holds the API key (default ``OPENAI_API_KEY``); it
                  reaches the engine only when ``pass_env`` names it
     retries      how often Codex retries a failed request itself (0 to 20, default 0: our

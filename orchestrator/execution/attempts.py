@@ -24,6 +24,7 @@ from orchestrator.domain.runs import (
     engine_and_model,
 )
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
+from orchestrator.domain.stage_hosts import check_network, egress_hosts, forge_urls, stage_network
 from orchestrator.engines.base import NO_USAGE, EngineReport
 from orchestrator.execution import runner
 from orchestrator.execution.against_base import judged_against_base
@@ -33,15 +34,7 @@ from orchestrator.execution.feedback import engine_feedback
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.reporter import Handoffs, Reporter
 from orchestrator.execution.sandbox import BwrapLocator, SandboxedExecutor, SandboxSpec
-from orchestrator.execution.stage_egress import (
-    check_network,
-    denial_fields,
-    egress_hosts,
-    forge_urls,
-    stage_network,
-    warn_if_open,
-    with_denials,
-)
+from orchestrator.execution.stage_egress import denial_fields, warn_at_start, with_denials
 from orchestrator.execution.stage_env import StageContext, expand_command, stage_environ
 from orchestrator.execution.stage_sandbox import (
     Role,
@@ -156,7 +149,7 @@ def sandboxed(
         if path.is_relative_to(cwd) or path.is_relative_to(host.loaded.root):
             with contextlib.suppress(OSError):
                 path.mkdir(parents=True, exist_ok=True)
-    # ``egress_hosts``: what it reaches besides its own ``egress`` (``stage_egress``);
+    # ``egress_hosts``: what it reaches besides its own ``egress`` (``stage_hosts``);
     # ``egress_denied`` collects what its proxy refused.
     return SandboxedExecutor(
         host.executor, spec, locate=host.locate_bwrap, egress_denied=egress_denied
@@ -252,16 +245,6 @@ def sandbox_mode(options: SandboxOptions) -> str:
     return "none" if options.sandbox == "none" else "bwrap"
 
 
-def warn_if_unsandboxed(services: StageServices, options: SandboxOptions, label: str) -> None:
-    """A stage or check opted out of the sandbox is said every time it starts: what it
-    runs can reach everything the orchestrator can (see docs/architecture/sandbox.md)."""
-    if options.sandbox == "none":
-        services.reporter.note(
-            f'warning: {label} runs outside the sandbox (sandbox = "none" in its config): '
-            "it can read and write whatever this user can"
-        )
-
-
 def stage_context(
     record: RunRecord, stage: str, engine: str, model: str, attempt: int, store: Runs
 ) -> StageContext:
@@ -290,8 +273,8 @@ def run_check(
     argv = expand_command(check.command, root=services.loaded.root, ctx=check_ctx)
     label = f"{stage.name}:{check.name}"
     options = effective_sandbox(check, stage)
-    warn_if_unsandboxed(services, options, f"check {label}")
-    warn_if_open(services.reporter, check_network(options), f"check {label}")
+    access = check_network(options)
+    warn_at_start(services.reporter, f"check {label}", options, access)
     denied: dict[str, int] = {}  # what the egress proxy refuses it
     executor = sandboxed(
         services, options, cwd=cwd, ctx=ctx, role="check", command=check.command,
@@ -355,9 +338,8 @@ def run_stage(
         record = record.with_attempt(attempt)
         store.save(record, CrashPoint.ATTEMPT_GROUP)
 
-    if not stage.is_check_stage:
-        warn_if_unsandboxed(services, stage, f"stage {stage.name}")
-    warn_if_open(services.reporter, access, f"stage {stage.name}")
+    unsandboxed = None if stage.is_check_stage else stage
+    warn_at_start(services.reporter, f"stage {stage.name}", unsandboxed, access)
     try:
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)

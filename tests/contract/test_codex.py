@@ -6,7 +6,7 @@ Each run is one ticket in a real git repository: a clone stage, Codex as the
 sandbox, inside ours), a review check. Recovery is off, so each run is one engine attempt
 whose class and record the test reads. The engine's ``base_url`` points Codex's provider
 at the server, which also makes the server's ``127.0.0.1:PORT`` the only host on the
-egress allow-list (``stage_egress``: the URL's host replaces OpenAI's); Codex's analytics,
+egress allow-list (``stage_hosts``: the URL's host replaces OpenAI's); Codex's analytics,
 plugins and apps are off (its other traffic), and every request it made is counted at the
 server. The fake API key reaches Codex only by the engine's ``pass_env``.
 """

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain.config import parse_config
+from orchestrator.domain.stage_hosts import egress_hosts
 from orchestrator.engines import codex
 from orchestrator.engines.base import EngineTask, FailureClass, Usage
 from orchestrator.engines.codex import ADAPTER, model_calls
-from orchestrator.execution.stage_egress import egress_hosts
 
 DATA = Path(__file__).parent / "data" / "codex"
 

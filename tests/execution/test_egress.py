@@ -33,6 +33,7 @@ from orchestrator.domain.egress import (
     parse_rule,
 )
 from orchestrator.domain.errors import ConfigError
+from orchestrator.domain.stage_hosts import egress_hosts
 from orchestrator.execution.egress_proxy import (
     BRIDGE_PORT,
     MALFORMED,
@@ -42,7 +43,6 @@ from orchestrator.execution.egress_proxy import (
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.process import ProcessRequest
 from orchestrator.execution.sandbox import SandboxedExecutor, SandboxSpec
-from orchestrator.execution.stage_egress import egress_hosts
 
 from support.sandbox_required import require_sandbox
 

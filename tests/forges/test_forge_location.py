@@ -13,7 +13,7 @@ from orchestrator.domain.config import Config, parse_config
 from orchestrator.domain.egress import host_of_url
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.forge_hosts import forge_location, source_location
-from orchestrator.execution.stage_egress import egress_hosts, forge_urls
+from orchestrator.domain.stage_hosts import egress_hosts, forge_urls
 from orchestrator.forges.github import repo_from_url, web_url
 
 GHE = "https://ghe.example.com/api/v3"

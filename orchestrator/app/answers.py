@@ -42,19 +42,30 @@ def answer_decision(
     changed = ref.changed(digest)
     if changed is not None:  # what a person would approve is not what was decided
         raise UsageError(f"{ref.path}: {changed}; nothing was answered")
-    proposal = decided.proposal
-    approval = approvals_of(services).write(
-        Approval(
-            decision_id=proposal.decision_id,
-            run_id=run_id,
-            verdict=decided.number,
-            approved=approved,
-            by=by,
-            at=services.clock(),
-            routing=proposal.routing,
-            reason=reason,
-            comment_url=comment_url,
-        ),
-        verdict_sha256=digest,
-    )
+    approval = bound_answer(
+        services, run_id, decided, digest,
+        approved=approved, by=by, reason=reason, comment_url=comment_url,
+    )  # fmt: skip
     return Answered(approval, decided, record)
+
+
+def bound_answer(
+    services: Services,
+    run_id: str,
+    decided: VerdictRecord,
+    digest: str,
+    *,
+    approved: bool,
+    by: str,
+    reason: str | None = None,
+    comment_url: str | None = None,
+) -> Approval:
+    """The signed answer to ``decided`` (a person's, or recover's automatic one), bound to
+    its file's bytes as they were read (``digest``)."""
+    proposal = decided.proposal
+    answer = Approval(
+        decision_id=proposal.decision_id, run_id=run_id, verdict=decided.number,
+        approved=approved, by=by, at=services.clock(), routing=proposal.routing,
+        reason=reason, comment_url=comment_url,
+    )  # fmt: skip
+    return approvals_of(services).write(answer, verdict_sha256=digest)

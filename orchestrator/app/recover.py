@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.actions.budget import diagnoses_spent, infra_retries_spent
+from orchestrator.app.answers import bound_answer
 from orchestrator.app.approval_gate import answer_of, mismatch, needs_person, out_of_turn, refused
 from orchestrator.app.investigation_tools import investigator_for
 from orchestrator.app.journaled_calls import journaled_factory
@@ -251,11 +252,8 @@ def _approve(
         changed = ref.changed(digest)
         if changed is not None:
             return refused(record, stage, ref, decided, f"{ref.path}: {changed}", services)
-        automatic = Approval(
-            decision_id=proposal.decision_id, run_id=record.run_id, verdict=decided.number,
-            approved=True, by=AUTO, at=services.clock(), routing=proposal.routing,
-        )  # fmt: skip
-        return Approved(decided, approvals.write(automatic, verdict_sha256=digest))
+        automatic = bound_answer(services, record.run_id, decided, digest, approved=True, by=AUTO)
+        return Approved(decided, automatic)
     found = answer_of(approvals, record.run_id, ref.number, digest)
     why = out_of_turn(person=needs_person(proposal.routing), asked=asked, fresh=fresh)
     if why is not None and isinstance(found, Approval):

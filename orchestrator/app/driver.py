@@ -451,8 +451,7 @@ def describe_failure(attempt: Attempt) -> str:
     halt record and the terminal."""
     where = f"see {attempt.log_path}" if attempt.log_path else "no log"
     check = attempt.failing_check
-    log = check.log_path if check is not None else attempt.log_path
-    said = last_error_line_of(Path(log) if log else None)
+    said = last_error_line_of(attempt.failed_log)
     tail = f": {said}; {where}" if said else f"; {where}"
     if check is not None:
         how = "timed out" if check.timed_out else f"exited {check.exit_code}"

@@ -50,16 +50,9 @@ def answer_decision(
 
 
 def bound_answer(
-    services: Services,
-    run_id: str,
-    decided: VerdictRecord,
-    digest: str,
-    *,
-    approved: bool,
-    by: str,
-    reason: str | None = None,
-    comment_url: str | None = None,
-) -> Approval:
+    services: Services, run_id: str, decided: VerdictRecord, digest: str, *, approved: bool,
+    by: str, reason: str | None = None, comment_url: str | None = None,
+) -> Approval:  # fmt: skip
     """The signed answer to ``decided`` (a person's, or recover's automatic one), bound to
     its file's bytes as they were read (``digest``)."""
     proposal = decided.proposal

@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections import deque
 from collections.abc import Callable
+from dataclasses import asdict
 
 from orchestrator.domain.transcripts import CallError
 from orchestrator.recovery.gateway import (
@@ -44,29 +45,15 @@ def request_sha256(request: ModelRequest) -> str:
     return hashlib.sha256(canonical.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+# A journaled reply is the reply's own fields by their names, its error kind as a string.
 def journaled(digest: str, reply: ModelReply) -> JournaledReply:
-    return JournaledReply(
-        request_sha256=digest,
-        text=reply.text,
-        model=reply.model,
-        stop_reason=reply.stop_reason,
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        error=reply.error,
-        error_kind=reply.error_kind.value if reply.error_kind else None,
-    )
+    kind = reply.error_kind.value if reply.error_kind else None
+    return JournaledReply(**{**asdict(reply), "error_kind": kind}, request_sha256=digest)
 
 
 def replayed(entry: JournaledReply) -> ModelReply:
-    return ModelReply(
-        text=entry.text,
-        model=entry.model,
-        stop_reason=entry.stop_reason,
-        input_tokens=entry.input_tokens,
-        output_tokens=entry.output_tokens,
-        error=entry.error,
-        error_kind=CallError(entry.error_kind) if entry.error_kind else None,
-    )
+    kind = CallError(entry.error_kind) if entry.error_kind else None
+    return ModelReply(**entry.model_dump(exclude={"request_sha256", "error_kind"}), error_kind=kind)
 
 
 class JournaledGateway:

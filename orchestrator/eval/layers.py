@@ -87,11 +87,9 @@ def check_class(case: Case) -> FailureClass | None:
 
 def _outcome(case: Case) -> runner.ProcessOutcome:
     label = case.label
-    at = datetime(2026, 1, 1, tzinfo=UTC)
-    return runner.ProcessOutcome(
-        argv=(label.tool,), exit_code=label.exit_code, timed_out=label.timed_out,
-        signal=None, started_at=at, ended_at=at, duration_s=0.0, log_path=case.log_path,
-        error=label.start_error,
+    return runner.ProcessOutcome.instant(
+        (label.tool,), label.exit_code, case.log_path, at=datetime(2026, 1, 1, tzinfo=UTC),
+        timed_out=label.timed_out, error=label.start_error,
     )  # fmt: skip
 
 

@@ -117,6 +117,15 @@ class ProcessOutcome:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
+    @classmethod
+    def instant(
+        cls, argv: tuple[str, ...], exit_code: int, log_path: Path, *, at: datetime,
+        timed_out: bool = False, error: str | None = None,
+    ) -> ProcessOutcome:  # fmt: skip
+        """An outcome that took no time: a start refused (``error`` says why), or a run
+        the eval reads from a case's label."""
+        return cls(argv, exit_code, timed_out, None, at, at, 0.0, log_path, error)
+
 
 @dataclass(frozen=True)
 class HeadRequest:

@@ -588,15 +588,4 @@ def _refused(
 ) -> ProcessOutcome:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     append_log_line(log_path, message + "\n")
-    now = datetime.now(UTC)
-    return ProcessOutcome(
-        argv=argv,
-        exit_code=exit_code,
-        timed_out=False,
-        signal=None,
-        started_at=now,
-        ended_at=now,
-        duration_s=0.0,
-        log_path=log_path,
-        error=message,
-    )
+    return ProcessOutcome.instant(argv, exit_code, log_path, at=datetime.now(UTC), error=message)

@@ -232,29 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
         "of the clone stage); runs not finished always keep their clone",
     )
 
-    from orchestrator.cli.commands import ledger as ledger_command  # argparse only: cheap
+    from orchestrator.cli.commands import baseline, fleet, ledger, playbook, storage, tickets
 
-    ledger_command.add_parser(sub)
-
-    from orchestrator.cli.commands import baseline as baseline_command  # argparse only: cheap
-
-    baseline_command.add_parser(sub)
-
-    from orchestrator.cli.commands import tickets as tickets_command  # argparse only: cheap
-
-    tickets_command.add_parser(sub)
-
-    from orchestrator.cli.commands import storage as storage_command  # argparse only: cheap
-
-    storage_command.add_parser(sub)
-
-    from orchestrator.cli.commands import fleet as fleet_command  # argparse only: cheap
-
-    fleet_command.add_parser(sub)
-
-    from orchestrator.cli.commands import playbook as playbook_command  # argparse only: cheap
-
-    playbook_command.add_parser(sub)
+    for command in (ledger, baseline, tickets, storage, fleet, playbook):  # argparse only: cheap
+        command.add_parser(sub)
 
     evaluate = sub.add_parser(
         "eval",

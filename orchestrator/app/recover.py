@@ -21,8 +21,6 @@ diagnosis charged before a call that never returned stays spent.
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,34 +36,24 @@ from orchestrator.app.playbook import load_playbook, store_for
 from orchestrator.app.services import Services
 from orchestrator.app.stores import approvals_of
 from orchestrator.app.substrate import Effect, apply, code_stage_for
-from orchestrator.domain.baseline import Baseline
-from orchestrator.domain.config import Config, StageConfig
-from orchestrator.domain.failure_signature import signature_of as signature_of_failure
+from orchestrator.domain.config import StageConfig
 from orchestrator.domain.infra_wait import infra_window_start
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.proposals import Caps, Failure, RecoveryContext
-from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef, engine_and_model
-from orchestrator.domain.verdicts import DecisionContext
+from orchestrator.domain.proposals import Caps, RecoveryContext
+from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.execution.process import CapturedHead, HeadRequest
-from orchestrator.reading.check_reports import ReportReading, read_reports
-from orchestrator.reading.deciding import deciding_lines
-from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.recovery.audit import ledger_entries
-from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import (
     REDACTION_MARGIN_BYTES,
-    BundleInputs,
     build_bundle,
 )
+from orchestrator.recovery.failure_reading import Diff, failure_reading
 from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
-from orchestrator.recovery.playbook import check_output_of
-from orchestrator.recovery.prompt import facts_for
 from orchestrator.storage import Approval, CrashPoint, JournaledReply, VerdictRecord
 from orchestrator.storage.approvals import AUTO
-from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.budget import TicketBudget
 from orchestrator.storage.call_journal import CallJournals
 from orchestrator.storage.decisions import read_verdict
@@ -88,68 +76,6 @@ def _read_diff(record: RunRecord, services: Services, max_bytes: int) -> Capture
         timeout_s=DIFF_TIMEOUT_S,
     )
     return git_sandbox(services, Path(record.clone_dir)).capture_head(request)
-
-
-def _check_reading(
-    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, clone_exists: bool
-) -> tuple[ReportReading | None, Baseline | None]:
-    """What the failing check's declared reports say (read from the clone, as an
-    untrusted tree: ``reading.check_reports``) and what its green runs print (its baseline)."""
-    check = attempt.failing_check
-    if check is None:
-        return None, None
-    config = next((c for c in stage.checks if c.name == check.name), None)
-    reports = None
-    if config is not None and config.reports and clone_exists:
-        reports = read_reports(
-            Path(record.clone_dir), config.reports, not_before=attempt.started_at.timestamp()
-        )
-    baseline = BaselineStore(services.storage.runs.state_dir, warn=services.reporter.note).load(
-        record.repository, check.name
-    )
-    return reports, baseline
-
-
-def _bundle_inputs(
-    record: RunRecord, stage: StageConfig, attempt: Attempt, services: Services, clone_exists: bool
-) -> BundleInputs:
-    limits = services.loaded.config.recovery.context
-    state = {
-        "run_id": record.run_id,
-        "state": record.state,
-        "current_stage": record.current_stage,
-        "counters": record.counters.model_dump(),
-        "overrides": {k: v.model_dump() for k, v in record.overrides.items()},
-        "verdicts": [v.model_dump() for v in record.verdicts],
-    }
-    attempts = [a.model_dump(mode="json", exclude={"pgid", "start_ticks"}) for a in record.attempts]
-    diff, truncated, note = b"", False, None
-    if clone_exists:
-        # A margin past the cap, so a secret crossing the cut is redacted whole before
-        # build_bundle cuts it to size.
-        captured = _read_diff(record, services, limits.max_diff_bytes + REDACTION_MARGIN_BYTES)
-        diff, truncated, note = captured.data, captured.truncated, captured.error
-    else:
-        note = "no clone: no diff"
-    check = attempt.failing_check
-    reports, baseline = _check_reading(record, stage, attempt, services, clone_exists)
-    return BundleInputs(
-        run_state=json.dumps(state, indent=1, default=str),
-        run_record=json.dumps(attempts, indent=1, default=str),
-        ticket_path=Path(record.ticket_snapshot),
-        failed_log=Path(attempt.log_path) if attempt.log_path else None,
-        check_name=check.name if check else None,
-        check_log=Path(check.log_path) if check and check.log_path else None,
-        diff=diff,
-        diff_truncated=truncated,
-        diff_note=note,
-        clone_dir=Path(record.clone_dir),
-        state_dir=services.storage.runs.state_dir,
-        config_dir=services.loaded.root,
-        python=Path(sys.executable),
-        reports=reports,
-        baseline=baseline,
-    )
 
 
 def recover(
@@ -348,68 +274,35 @@ def _recovery_context(
     """Everything the decision taken now may look at; its evidence bundle written first."""
     config, number = services.loaded.config, len(record.verdicts) + 1
     clone_exists = (Path(record.clone_dir) / ".git").exists()
-    decision = _decision_context(record, stage, attempt, config)
-    bundle = build_bundle(
-        _bundle_inputs(record, stage, attempt, services, clone_exists), config.recovery.context
-    )
+    diff = None
+    if clone_exists:
+        # A margin past the cap, so a secret crossing the cut is redacted whole before
+        # build_bundle cuts it to size.
+        margin = config.recovery.context.max_diff_bytes + REDACTION_MARGIN_BYTES
+        captured = _read_diff(record, services, margin)
+        diff = Diff(captured.data, captured.truncated, captured.error)
+    read = failure_reading(
+        record, stage, attempt, code_stage=code_stage_for(config, stage), config=config,
+        diff=diff, state_dir=services.storage.runs.state_dir, config_root=services.loaded.root,
+        warn=services.reporter.note,
+    )  # fmt: skip
+    bundle = build_bundle(read.bundle, config.recovery.context)
     bundle_json = bundle.model_dump_json(indent=1)
     bundle_path = services.storage.runs.write_bundle(record.run_id, number, bundle_json)
-    failure = _failure(record, attempt, decision.failing_check, config)
-    # The failure's signature (its deciding lines, masked) and the promoted playbook entry
-    # that knows it, if one does: kept in the inputs, so replay decides the same (issue 44).
-    lines = deciding_lines(
-        attempt.failed_log, failure_class=attempt.failure_class, detail=attempt.failure_detail,
-        limits=config.recovery.context,
-    )  # fmt: skip
-    deciding = signature_of_failure(
-        stage.name, decision.failing_check, attempt.failure_class, lines
-    )
+    # The promoted playbook entry that knows the failure's signature, if one does: kept in
+    # the inputs, so replay decides the same (issue 44).
     playbook = load_playbook(store_for(services.loaded.root), services.reporter.note)
-    # Groups failures of the same kind across tickets, for the ledger's history.
-    signature = signature_of(stage.name, decision.failing_check, attempt.failure_class)
     link = LedgerLink.for_services(services)
     return RecoveryContext(
         decision_id=decision_id_of(record.run_id, attempt.number, number),
         ticket_id=record.ticket_id, run_id=record.run_id, attempt=attempt.number,
-        signature=signature, decision=decision, failure=failure,
-        facts=facts_for(decision, record.ticket_id, record.ticket_kind),
-        bundle_text=bundle.render(), bundle_path=str(bundle_path),
+        signature=read.signature, decision=read.decision, failure=read.failure,
+        facts=read.facts, bundle_text=bundle.render(), bundle_path=str(bundle_path),
         inputs_hash=link.inputs_hash(bundle_json), clone_exists=clone_exists, caps=caps,
-        history=link.recent_history(signature, now=services.clock()),
-        failure_signature=deciding, known=playbook.match(failure, deciding, stage=stage.name),
+        history=link.recent_history(read.signature, now=services.clock()),
+        failure_signature=read.deciding,
+        known=playbook.match(read.failure, read.deciding, stage=stage.name),
     )  # fmt: skip
-
-
-def _decision_context(
-    record: RunRecord, stage: StageConfig, attempt: Attempt, config: Config
-) -> DecisionContext:
-    code_stage = code_stage_for(config, stage)
-    engine, model = engine_and_model(record, code_stage, config)
-    check = attempt.failing_check
-    return DecisionContext(
-        failing_stage=stage.name, failing_check=check.name if check else None,
-        code_stage=code_stage.name, current_engine=engine or None, current_model=model or None,
-        ladders={name: e.models for name, e in config.engines.items()},
-        clone_dir=Path(record.clone_dir), recipe_allowlist=config.recovery.recipe_allowlist,
-    )  # fmt: skip
-
-
-def _failure(record: RunRecord, attempt: Attempt, check: str | None, config: Config) -> Failure:
-    failing = attempt.failing_check
-    output, further_up = "", None
-    if failing is not None and failing.log_path:
-        output, further_up = check_output_of(Path(failing.log_path), config.recovery.context)
-    return Failure(
-        check=check,
-        output=output,
-        ticket_title=record.ticket_title,
-        infra=attempt.failure_class if attempt.failure_class not in (None, "code") else None,
-        # A record's stage text is redacted as the record is built, revised or read
-        # (``domain.runs.StageText``): it may go into the verdict file and the prompt.
-        infra_detail=attempt.failure_detail or attempt.error or None,
-        stage_said=last_error_line_of(attempt.failed_log),
-        output_further_up=further_up,
-    )
 
 
 def _diagnose(

@@ -25,7 +25,7 @@ from orchestrator.storage.ledger import LedgerRow, inputs_hash, key_from_env
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
     from orchestrator.domain.runs import RunRecord
-    from orchestrator.storage import DecisionLedger, VerdictFile
+    from orchestrator.storage import DecisionLedger, VerdictFile, VerdictRecord
 
 
 def ledger_for(state_dir: Path, environ: Mapping[str, str]) -> DecisionLedger:
@@ -105,6 +105,19 @@ class LedgerLink:
             row = self.ledger.append(ledger_row(entry, ts=ts))
         return str(row["entry_hash"])
 
+    def record_verdict(self, decided: VerdictRecord, *, ts: str) -> str | None:
+        """The rows of the persisted decision ``decided``, rebuilt from its verdict file
+        exactly as they were prepared when it was decided, appended unless they are there
+        (keyed by decision id). None when done; else why they cannot be: a file written
+        before decisions kept their inputs (a missing row of it stays missing)."""
+        from orchestrator.recovery.audit import ledger_entries
+        from orchestrator.recovery.graph import NODE_ORDER
+
+        if decided.inputs is None:
+            return "written before decisions kept their inputs; cannot rebuild its row"
+        self.append_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
+        return None
+
     def outcome(
         self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
     ) -> None:
@@ -146,22 +159,16 @@ def unrecorded(ledger: DecisionLedger, verdicts: Iterable[VerdictFile]) -> list[
 
 
 def mend(ledger: DecisionLedger, verdict: VerdictFile, *, ts: str) -> str | None:
-    """Append the rows of the decision in ``verdict``, rebuilt from the file exactly as
-    they were prepared when it was decided (unless they are there: keyed by decision
-    id). None when done; else why it cannot be (a file written before decisions kept
-    their inputs, or one that does not read)."""
-    from orchestrator.recovery.audit import ledger_entries
-    from orchestrator.recovery.graph import NODE_ORDER
+    """Append the rows of the decision in ``verdict`` (``LedgerLink.record_verdict``).
+    None when done; else why it cannot be (also: a file that does not read)."""
     from orchestrator.storage.decisions import read_verdict
 
     try:
         decided = read_verdict(verdict.path)
     except StateError as exc:
         return str(exc)
-    if decided.inputs is None:
-        return f"{verdict.path}: written before decisions kept their inputs; cannot rebuild its row"
-    LedgerLink(ledger).append_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
-    return None
+    why = LedgerLink(ledger).record_verdict(decided, ts=ts)
+    return f"{verdict.path}: {why}" if why else None
 
 
 def _step_of(row: Mapping[str, Any]) -> object:

@@ -44,13 +44,9 @@ from orchestrator.domain.runs import Attempt, RunRecord, VerdictRef
 from orchestrator.execution.attempts import git_sandbox
 from orchestrator.execution.git import hardened_git_env
 from orchestrator.execution.process import CapturedHead, HeadRequest
-from orchestrator.recovery.audit import ledger_entries
-from orchestrator.recovery.context import (
-    REDACTION_MARGIN_BYTES,
-    build_bundle,
-)
+from orchestrator.recovery.context import REDACTION_MARGIN_BYTES, build_bundle
 from orchestrator.recovery.failure_reading import Diff, failure_reading
-from orchestrator.recovery.graph import NODE_ORDER, RecoveryAgent, fail_safe
+from orchestrator.recovery.graph import RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.storage import Approval, CrashPoint, JournaledReply, VerdictRecord
 from orchestrator.storage.approvals import AUTO
@@ -109,8 +105,10 @@ def recover(
     else:  # resumed: the decision was persisted before we stopped
         decided = read_verdict(Path(ref.path))
         # Its ledger rows may be missing (a kill mid-append, whose torn row a repair
-        # then set aside): appended now, once, before anything it decided runs.
-        _record_in_ledger(decided, services)
+        # then set aside): appended now, once, before anything it decided runs (a file
+        # written before decisions kept their inputs cannot be rebuilt: its row stays
+        # missing, and the outcome reports it).
+        LedgerLink.for_services(services).record_verdict(decided, ts=services.clock().isoformat())
     approved = _approve(record, stage, ref, decided, services, asked=asked, fresh=fresh)
     if not isinstance(approved, Approved):
         return approved
@@ -247,7 +245,10 @@ def _decide(
         # pointed at it. The decision stands; the model is not asked again.
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
-            _record_in_ledger(persisted, services)  # the rows may not have been written
+            # The rows may not have been written.
+            LedgerLink.for_services(services).record_verdict(
+                persisted, ts=services.clock().isoformat()
+            )
             return persisted
     budget = services.storage.budgets.load(record.ticket_id)
     recovery = services.loaded.config.recovery
@@ -364,16 +365,6 @@ def _diagnose(
         # verdict file written now is what a re-run finds.
         why = f"recovery failed while deciding ({_one_line(exc)}): a person must look"
         return persist(fail_safe(ctx, why, charges, deps.thresholds))
-
-
-def _record_in_ledger(decided: VerdictRecord, services: Services) -> None:
-    """The persisted decision's ledger rows, rebuilt from its verdict file and appended
-    unless they are there (keyed by its decision id: a second resume adds nothing). A
-    file written before decisions kept their inputs cannot be rebuilt: its row, if
-    missing, stays missing and the outcome reports it."""
-    if decided.inputs is not None:
-        entries = ledger_entries(decided, decided.inputs, NODE_ORDER)
-        LedgerLink.for_services(services).record_decision(entries, services)
 
 
 def _one_line(exc: BaseException) -> str:

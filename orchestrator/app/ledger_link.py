@@ -20,7 +20,7 @@ from orchestrator.domain.errors import StateError
 from orchestrator.domain.proposals import History, Proposal
 from orchestrator.recovery.confidence import RECENT_OUTCOMES, PastOutcome, decayed_history
 from orchestrator.storage import open_state
-from orchestrator.storage.ledger import LedgerRow, inputs_hash, key_from_env
+from orchestrator.storage.ledger import LedgerRow, key_from_env
 
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
@@ -58,14 +58,6 @@ class LedgerLink:
     def for_services(cls, services: Services) -> LedgerLink:
         return cls(services.storage.ledger(key_from_env(services.environ)))
 
-    @staticmethod
-    def inputs_hash(payload: str) -> str:
-        return inputs_hash(payload)
-
-    def _rows_of(self, decision_id: str) -> list[dict[str, Any]]:
-        """A decision's rows, found through the ledger's index (no scan)."""
-        return self.ledger.rows_of(decision_id)
-
     def history(self, signature: str) -> dict[str, History]:
         """Per action: how often a decision for this failure signature went green."""
         found = self.ledger.history(signature)  # indexed: no scan of the ledger
@@ -92,7 +84,7 @@ class LedgerLink:
     def append_decision(self, entries: Sequence[LedgerEntry], *, ts: str) -> str:
         """``record_decision`` at the time ``ts``."""
         decision = entries[-1]
-        rows = self._rows_of(decision.decision_id)
+        rows = self.ledger.rows_of(decision.decision_id)
         existing = next((r for r in rows if r.get("kind") == "decision"), None)
         if existing is not None:
             return str(existing["entry_hash"])
@@ -122,7 +114,7 @@ class LedgerLink:
         self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
     ) -> None:
         """A new row that supersedes the decision's (never an update); once per decision."""
-        rows = self._rows_of(proposal.decision_id)
+        rows = self.ledger.rows_of(proposal.decision_id)
         decision_row = next((r for r in rows if r.get("kind") == "decision"), None)
         if decision_row is None:
             raise StateError(

@@ -53,6 +53,7 @@ from orchestrator.storage.approvals import AUTO
 from orchestrator.storage.budget import TicketBudget
 from orchestrator.storage.call_journal import CallJournals
 from orchestrator.storage.decisions import read_verdict
+from orchestrator.storage.ledger import inputs_hash
 from orchestrator.storage.transcripts import write_texts
 
 DIFF_TIMEOUT_S = 60.0
@@ -299,7 +300,7 @@ def _recovery_context(
         ticket_id=record.ticket_id, run_id=record.run_id, attempt=attempt.number,
         signature=read.signature, decision=read.decision, failure=read.failure,
         facts=read.facts, bundle_text=bundle.render(), bundle_path=str(bundle_path),
-        inputs_hash=link.inputs_hash(bundle_json), clone_exists=clone_exists, caps=caps,
+        inputs_hash=inputs_hash(bundle_json), clone_exists=clone_exists, caps=caps,
         history=link.recent_history(read.signature, now=services.clock()),
         failure_signature=read.deciding,
         known=playbook.match(read.failure, read.deciding, stage=stage.name),

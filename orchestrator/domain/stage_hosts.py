@@ -1,17 +1,10 @@
 """Which hosts a stage's attempt, or a check, may reach (issue 40, item 4). Pure.
 
-An engine reaches its kind's provider (``domain/egress.ENGINE_HOSTS``), or the host of
-the ``base_url`` its settings point it at instead (Codex's), and what its
-``[engines.X] egress`` adds; any stage adds its own ``egress``. A command stage with
-``network = true`` is given the hosts the orchestrator can tell it needs: the ticket's
-repository when it is an http(s) URL (a clone fetches it, an open-pr pushes there), and
-for a side-effectful stage the forges' APIs as ``domain/forge_hosts.py`` says where a
-forge is (each ``[[sources]]`` forge's URL; for the forge its command names,
-``forge_hosts.forge_location``) and the push URL overrides when set. ``forge_urls`` hands
-a forge stage the same resolved URL as a value (``ORCH_GITHUB_API_URL``,
-``ORCH_GITLAB_URL``), so what the stage asks and what its egress allows are one answer.
-The ticket's ``[origin]`` never adds a host: a ticket does not choose where a stage may
-connect.
+An engine: its kind's provider (``egress.ENGINE_HOSTS``) or its ``base_url``'s host,
+and its own ``egress``. A command stage: the ticket's repository when it is an http(s)
+URL and, when side-effectful, the forges' APIs where ``forge_hosts`` says a forge is and
+the push URL overrides; ``forge_urls`` hands it the same URLs as values. A ticket's
+``[origin]`` never adds a host.
 """
 
 from __future__ import annotations

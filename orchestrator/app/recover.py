@@ -312,6 +312,7 @@ def _diagnose(
 ) -> VerdictRecord | Deferred:
     """Run the agent on ``ctx`` and persist what it decided (``Deferred``: nothing)."""
     config, store, number = services.loaded.config, services.storage.runs, len(record.verdicts) + 1
+    investigate = investigator_for(config, services, Path(record.clone_dir))  # its tools
     charges = 0
 
     def charge() -> None:
@@ -334,10 +335,7 @@ def _diagnose(
 
     charged = journaled_factory(services.gateway_factory, recorded, charge, journal)
     deps = GraphDeps.from_config(
-        config,
-        gateway_factory=charged,
-        judge_factory=charged,
-        investigate=investigator_for(config, services, Path(record.clone_dir)),
+        config, gateway_factory=charged, judge_factory=charged, investigate=investigate
     )
 
     def persist(state: GraphState) -> VerdictRecord:

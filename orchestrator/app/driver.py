@@ -17,7 +17,7 @@ charges are kept. A person's ``resume`` of a stopped run whose clone is gone (pr
 is refused before this, naming ``--from-stage`` of the first stage.
 
 A clone is checked before anything of ours works in it again — each stage that runs in
-it, each decision about a failure (``_untrusted_clone``): a ``.git`` that is not the
+it, each decision about a failure (``_halt_if_untrusted``): a ``.git`` that is not the
 clone's own directory, or a config that says what only an attacker would, stops the run
 ``needs-human`` (``precondition_failed``) before any git call, model or recipe.
 """
@@ -387,26 +387,23 @@ def _recover(
     return record, False
 
 
-def _untrusted_clone(clone: Path, services: Services) -> str | None:
-    """Why nothing of ours may work in ``clone`` any more: its ``.git`` is not its own
-    directory (a ``gitdir:`` file or a link sends git to another repository), or its own
-    config says what only an attacker would (``tampered_config``). None when it is sound."""
-    return clone_git_dir_problem(clone) or config_problem(
-        services.executor, clone, services.environ
-    )
-
-
 def _halt_if_untrusted(
     record: RunRecord, stage: str, services: Services, *, clone_made: bool
 ) -> RunRecord | None:
     """Stop the run ``needs-human`` (``precondition_failed``) when its clone is there and
-    ``_untrusted_clone`` says why it may not be used; None when the run goes on. A stage
+    may not be used: its ``.git`` is not its own directory (a ``gitdir:`` file or a link
+    sends git to another repository), or its own config says what only an attacker would
+    (``tampered_config``); None when the run goes on. A stage
     that runs in the clone (``clone_made``) needs all of it, ``.git`` included; a decision
     about a failure is checked only once git has a ``.git`` to go by (a clone that is
     missing, or never made, is the recovery precheck's own case)."""
     clone = Path(record.clone_dir)
     there = clone.exists() if clone_made else os.path.lexists(clone / ".git")
-    problem = _untrusted_clone(clone, services) if there else None
+    problem = None
+    if there:
+        problem = clone_git_dir_problem(clone) or config_problem(
+            services.executor, clone, services.environ
+        )
     if problem is None:
         return None
     detail = (

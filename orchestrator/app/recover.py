@@ -50,6 +50,7 @@ from orchestrator.recovery.graph import RecoveryAgent, fail_safe
 from orchestrator.recovery.graph_state import GraphDeps, GraphState
 from orchestrator.storage import Approval, CrashPoint, JournaledReply, VerdictRecord
 from orchestrator.storage.approvals import AUTO
+from orchestrator.storage.baselines import BaselineStore
 from orchestrator.storage.budget import TicketBudget
 from orchestrator.storage.call_journal import CallJournals
 from orchestrator.storage.decisions import read_verdict
@@ -283,10 +284,11 @@ def _recovery_context(
         margin = config.recovery.context.max_diff_bytes + REDACTION_MARGIN_BYTES
         captured = _read_diff(record, services, margin)
         diff = Diff(captured.data, captured.truncated, captured.error)
+    state_dir = services.storage.runs.state_dir
+    baselines = BaselineStore(state_dir, warn=services.reporter.note)
     read = failure_reading(
         record, stage, attempt, code_stage=code_stage_for(config, stage), config=config,
-        diff=diff, state_dir=services.storage.runs.state_dir, config_root=services.loaded.root,
-        warn=services.reporter.note,
+        diff=diff, state_dir=state_dir, config_root=services.loaded.root, baseline_of=baselines.load,
     )  # fmt: skip
     bundle = build_bundle(read.bundle, config.recovery.context)
     bundle_json = bundle.model_dump_json(indent=1)

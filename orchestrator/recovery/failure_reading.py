@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.domain.baseline import Baseline
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.failure_signature import signature_of as deciding_signature
@@ -23,7 +24,6 @@ from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import BundleInputs
 from orchestrator.recovery.playbook import check_output_of
 from orchestrator.recovery.prompt import facts_for
-from orchestrator.storage.baselines import BaselineStore
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,12 @@ def failure_reading(
     diff: Diff | None,
     state_dir: Path,
     config_root: Path,
-    warn: Callable[[str], None],
+    baseline_of: Callable[[str, str], Baseline | None],
 ) -> FailureReading:
     """``attempt``'s failure, read for a decision taken now (``diff``: None without a
     clone). The check's declared reports are read from the clone, an untrusted tree
-    (``reading.check_reports``); its green runs' output is its baseline."""
+    (``reading.check_reports``); what its green runs print is its baseline, as
+    ``baseline_of(repository, check)`` reads it (recovery reads no store itself)."""
     run_state, run_record = _run_texts(record)
     limits, check = config.recovery.context, attempt.failing_check
     check_name = check.name if check else None
@@ -78,9 +79,7 @@ def failure_reading(
         limits=limits,
     )  # fmt: skip
     stage_said = last_error_line_of(attempt.failed_log)
-    baseline = None
-    if check is not None:
-        baseline = BaselineStore(state_dir, warn=warn).load(record.repository, check.name)
+    baseline = baseline_of(record.repository, check.name) if check is not None else None
     engine, model = engine_and_model(record, code_stage, config)
     decision = DecisionContext(
         failing_stage=stage.name, failing_check=check_name, code_stage=code_stage.name,

@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-SHELLS = ("bash", "zsh")
-
 _BODY = """\
 _orchestrator() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="" path="" word i skip=0

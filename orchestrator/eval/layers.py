@@ -25,7 +25,6 @@ from orchestrator.domain.failure_signature import signature_of as signature_of_l
 from orchestrator.domain.proposals import Failure
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.engines import adapter_for
-from orchestrator.engines.base import FailureClass
 from orchestrator.engines.classify import classify
 from orchestrator.eval.corpus import Case, CaseLabel
 from orchestrator.execution import runner
@@ -77,12 +76,6 @@ def reading(case: Case) -> tuple[str, str | None]:
     if named is None:
         return "code", None
     return named.failure.value, named.detail
-
-
-def check_class(case: Case) -> FailureClass | None:
-    """A failing check's class exactly as ``execution.attempts`` records it."""
-    named = read_failure(_outcome(case), kind="check").named
-    return named.failure if named is not None else None
 
 
 def _outcome(case: Case) -> runner.ProcessOutcome:

@@ -56,7 +56,6 @@ from orchestrator.forges.http import PagingError, fetch_pages
 from orchestrator.forges.issues import Comment, ForgeIssue
 
 DEFAULT_URL = "https://gitlab.com"
-DEVELOPER = 30  # GitLab's access level that may push and open merge requests
 PER_PAGE = 100
 
 _SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"

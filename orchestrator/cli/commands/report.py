@@ -21,8 +21,6 @@ from orchestrator.cli.published import check_destinations, context_of, write_met
 from orchestrator.domain.errors import UsageError
 from orchestrator.reports.report_reader import Selection, read_report
 
-DEFAULT_OUT = "report.html"
-
 
 def selection_of(batch_id: str | None, since: str | None, run_ids: Sequence[str]) -> Selection:
     chosen = sum(1 for given in (batch_id, since, run_ids) if given)

@@ -87,7 +87,7 @@ def _run_on_base(
     it said, with the failure reading of a red one. None, cached never, when the machine
     failed it (network, a missing program...): that says nothing about the base."""
     services.reporter.stage_started(
-        None, stage.name, ctx.attempt, f"check {check.name} on the base {key.commit[:7]}"
+        stage.name, ctx.attempt, f"check {check.name} on the base {key.commit[:7]}"
     )
     ran = run_check(check, stage, ctx, Path(ctx.clone_dir), cache.log_path(key), services)
     if ran.failure_class is not None:

@@ -43,13 +43,11 @@ class PlainReporter(Reporter):
         else:
             self._line(f"{record.ticket_id}: run {record.run_id} started")
 
-    def stage_started(
-        self, record: RunRecord | None, stage: str, attempt: int, detail: str
-    ) -> None:
+    def stage_started(self, stage: str, attempt: int, detail: str) -> None:
         # ``detail`` names the check when a check stage starts each of its checks.
         self._line(f"  {stage}: {detail or 'started'} (attempt {attempt})")
 
-    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
+    def stage_finished(self, attempt: Attempt) -> None:
         # A failure with what the failed program said of it: the console names the first
         # cause where it happens, not only a later symptom; and under it its last error
         # lines (redacted, bounded), when they say more than that one.

@@ -344,7 +344,7 @@ def run_stage(
         if stage.is_check_stage:
             attempt = _run_checks(attempt, stage, ctx, cwd, logs, services, remember_group)
         else:
-            services.reporter.stage_started(record, stage.name, attempt.number, "")
+            services.reporter.stage_started(stage.name, attempt.number, "")
             process = _StageProcess(
                 stage, ctx, cwd, logs / f"{attempt.number:03d}-{stage.name}.log", hosts,
                 remember_group,
@@ -400,7 +400,7 @@ def _finished(
         record = record.model_copy(update={"pull_request": str(pr_record)})
     record = record.model_copy(update={"updated_at": services.clock()})
     services.storage.runs.save(record, CrashPoint.ATTEMPT_FINISHED)
-    services.reporter.stage_finished(record, attempt)
+    services.reporter.stage_finished(attempt)
     return record
 
 
@@ -589,9 +589,7 @@ def _run_checks(
                 CheckResult(name=check.name, command=check.command, exit_code=None, skipped=True)
             )
             continue
-        services.reporter.stage_started(
-            None, stage.name, attempt.number, f"check {check.name} started"
-        )
+        services.reporter.stage_started(stage.name, attempt.number, f"check {check.name} started")
         log_path = logs / f"{attempt.number:03d}-{stage.name}-{check.name}.log"
         result = run_check(check, stage, ctx, cwd, log_path, services, remember_group)
         results.append(result)

@@ -21,15 +21,13 @@ class Reporter(Protocol):
     def run_opened(self, record: RunRecord, *, resumed: bool) -> None:
         return None
 
-    def stage_started(
-        self, record: RunRecord | None, stage: str, attempt: int, detail: str
-    ) -> None:
+    def stage_started(self, stage: str, attempt: int, detail: str) -> None:
         return None
 
     def tick(self, label: str, elapsed_s: float) -> None:
         return None
 
-    def stage_finished(self, record: RunRecord, attempt: Attempt) -> None:
+    def stage_finished(self, attempt: Attempt) -> None:
         return None
 
     def note(self, text: str) -> None:

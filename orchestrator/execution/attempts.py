@@ -393,9 +393,9 @@ def _finished(
 ) -> RunRecord:
     """The finished attempt on the record (with the pull request a side-effectful stage
     opened), persisted and reported."""
+    pr_record = StateLayout.of_run_dir(Path(record.run_dir)).pull_request_path(record.run_id)
     status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
     record = record.with_attempt(attempt).with_stage_status(stage.name, status)
-    pr_record = StateLayout.of_run_dir(Path(record.run_dir)).pull_request_path(record.run_id)
     if attempt.ok and stage.side_effectful and pr_record.is_file():
         record = record.model_copy(update={"pull_request": str(pr_record)})
     record = record.model_copy(update={"updated_at": services.clock()})

@@ -85,7 +85,7 @@ def refused(
     own_id = f"{record.run_id}:attempt-{ref.attempt}:verdict-{ref.number}"
     if decided.proposal.decision_id == own_id:
         try:
-            LedgerLink.for_services(services).outcome(record, decided.proposal, outcome, services)
+            LedgerLink.for_services(services).outcome(decided.proposal, outcome, services)
         except StateError as exc:  # the halt stands without the row; say why it is missing
             services.reporter.note(f"the refusal's ledger row was not written: {exc}")
     record = record.with_verdict(ref.model_copy(update={"outcome": outcome}))

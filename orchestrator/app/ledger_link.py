@@ -24,7 +24,6 @@ from orchestrator.storage.ledger import LedgerRow, key_from_env
 
 if TYPE_CHECKING:
     from orchestrator.app.services import Services
-    from orchestrator.domain.runs import RunRecord
     from orchestrator.storage import DecisionLedger, VerdictFile, VerdictRecord
 
 
@@ -110,9 +109,7 @@ class LedgerLink:
         self.append_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
         return None
 
-    def outcome(
-        self, record: RunRecord, proposal: Proposal, outcome: str, services: Services
-    ) -> None:
+    def outcome(self, proposal: Proposal, outcome: str, services: Services) -> None:
         """A new row that supersedes the decision's (never an update); once per decision."""
         rows = self.ledger.rows_of(proposal.decision_id)
         decision_row = next((r for r in rows if r.get("kind") == "decision"), None)

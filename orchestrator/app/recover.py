@@ -203,7 +203,7 @@ def _carry_out(
     if record.state is RunState.AWAITING_APPROVAL:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
     record, effect = apply(record, proposal, approved.approval, services)
-    LedgerLink.for_services(services).outcome(record, proposal, effect.outcome, services)
+    LedgerLink.for_services(services).outcome(proposal, effect.outcome, services)
     ref = next(v for v in record.verdicts if v.number == approved.decided.number)
     record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
     now = services.clock()

@@ -85,11 +85,6 @@ class _ForgeSource(Frozen):
     status_labels: StrictBool = False
 
     @property
-    def project_path(self) -> str:
-        """The repository's (GitHub) or project's (GitLab) path."""
-        return _where(self)[1]
-
-    @property
     def source_id(self) -> str:
         prefix, path, _ = _where(self)
         return self.name or f"{prefix}-{_slug(path)}"[:64]

@@ -223,11 +223,6 @@ class HeldSecrets:
         found = self._candidates(data)
         return _spans(data, found) if found else []
 
-    def redact_data(self, data: bytes) -> bytes:
-        """``data`` with every form replaced by ``[REDACTED]``, every other byte kept."""
-        spans = self.spans_in(data)
-        return _replaced(data, spans, REDACTED.encode()) if spans else data
-
 
 class _Registry:
     """The process's held secrets. Replaced whole (an immutable matcher), never changed

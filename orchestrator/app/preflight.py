@@ -53,10 +53,10 @@ from orchestrator.domain.preflight import (
     stage_forges,
 )
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource
-from orchestrator.execution.executor import Executor, HeadRequest, LocalExecutor
+from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.sandbox import REMEDY, BwrapLocator, bundled_bwrap, sandbox_available
 from orchestrator.execution.stage_env import expand_command, stage_environ
-from orchestrator.execution.stage_sandbox import parse_identity
+from orchestrator.execution.stage_sandbox import config_identity
 from orchestrator.storage import state_dir_problem
 
 Backend = Literal["local", "celery", "doctor"]
@@ -336,11 +336,7 @@ def git_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str, st
     env.update({k: v for k, v in environ.items() if k.startswith("GIT_CONFIG")})
     key = tuple(sorted(env.items()))
     if key not in _identities:
-        listing = executor.capture_head(HeadRequest(
-            ("git", "config", "-z", "--get-regexp", r"^user\.(name|email)$"),
-            cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=10,
-        ))  # fmt: skip
-        _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
+        _identities[key] = config_identity(executor, env, timeout_s=10)
     found = dict(_identities[key])
     found.update({k: v for k, v in environ.items() if k.startswith("GIT_AUTHOR_") and v})
     return {

@@ -254,6 +254,17 @@ def parse_identity(listing: bytes, environ: Mapping[str, str]) -> dict[str, str]
     return {k: v for k, v in found.items() if k not in environ}
 
 
+def config_identity(
+    executor: Executor, env: Mapping[str, str], *scope: str, timeout_s: float
+) -> dict[str, str]:
+    """What ``git config [scope]`` says of user.name/user.email (``parse_identity``);
+    empty where git says nothing, or is not there. Reading config runs nothing."""
+    argv = ("git", "config", *scope, "-z", "--get-regexp", r"^user\.(name|email)$")
+    request = HeadRequest(argv, cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=timeout_s)
+    listing = executor.capture_head(request)
+    return parse_identity(listing.data if listing.exit_code == 0 else b"", {})
+
+
 def global_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str, str]:
     """Who commits, from the global git config of whoever runs the orchestrator: the
     sandbox hides their home, and a commit made inside must still be theirs. Read once
@@ -264,9 +275,5 @@ def global_identity(executor: Executor, environ: Mapping[str, str]) -> dict[str,
         env = {"PATH": environ.get("PATH", os.defpath), "HOME": home}
         if environ.get("GIT_CONFIG_GLOBAL"):
             env["GIT_CONFIG_GLOBAL"] = environ["GIT_CONFIG_GLOBAL"]
-        argv = ("git", "config", "--global", "-z", "--get-regexp", r"^user\.(name|email)$")
-        listing = executor.capture_head(
-            HeadRequest(argv, cwd=Path("/"), env=env, max_bytes=64 * 1024, timeout_s=30)
-        )
-        _identities[key] = parse_identity(listing.data if listing.exit_code == 0 else b"", {})
+        _identities[key] = config_identity(executor, env, "--global", timeout_s=30)
     return {k: v for k, v in _identities[key].items() if k not in environ}

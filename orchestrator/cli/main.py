@@ -559,6 +559,7 @@ def _dispatch_with(args: argparse.Namespace, config_file: Path) -> int:
             metrics_path=Path(args.metrics) if args.metrics else None,
         )
     if args.command == "verdicts":
+        from orchestrator.cli.arguments import parse_since
         from orchestrator.cli.commands import verdicts
 
         return verdicts.verdicts(
@@ -566,7 +567,7 @@ def _dispatch_with(args: argparse.Namespace, config_file: Path) -> int:
             sys.stdout,
             action=args.action,
             source=args.source,
-            since=verdicts.parse_since(args.since) if args.since is not None else None,
+            since=parse_since(args.since) if args.since is not None else None,
             as_json=args.json,
         )
     if args.command == "replay":

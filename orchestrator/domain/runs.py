@@ -9,7 +9,7 @@ read (``StageText``), so a record never holds a secret, however it was made.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
+from orchestrator.domain import errors
 from orchestrator.domain.engine_files import LISTED_PATHS
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
 from orchestrator.domain.validation import Frozen
@@ -528,3 +529,18 @@ def engine_and_model(record: RunRecord, stage: StageConfig, config: Config) -> t
         return "", ""
     ladder = config.engines[stage.engine].models
     return stage.engine, stage.model or (ladder[0] if ladder else "")
+
+
+EXIT_FOR_STATE: Mapping[RunState, int] = {
+    RunState.COMPLETED: errors.EXIT_COMPLETED,
+    RunState.NEEDS_HUMAN: errors.EXIT_NEEDS_HUMAN,
+    RunState.FAILED: errors.EXIT_FAILED,
+    RunState.SPLIT: errors.EXIT_SPLIT,
+    RunState.AWAITING_APPROVAL: errors.EXIT_AWAITING_APPROVAL,
+    RunState.WAITING_INFRA: errors.EXIT_LOCKED,  # an outage outlasted the back-off: later
+}
+
+
+def exit_code(record: RunRecord) -> int:
+    """What ``run``, ``resume`` and ``approve`` exit with for the run as it stands."""
+    return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)

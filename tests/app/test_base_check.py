@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.commands.run import exit_code
 from orchestrator.cli.main import main as cli_main
 from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import exit_code
 from orchestrator.recovery.gateway import ScriptedGateway
 
 from conftest import COUNTS, write_ticket

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.commands.prune import parse_duration, prune
+from orchestrator.cli.arguments import parse_duration
+from orchestrator.cli.commands.prune import prune
 from orchestrator.domain.errors import UsageError
 from orchestrator.storage.runs import read_record_file, ticket_lock
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.commands.verdicts import parse_since, verdicts
+from orchestrator.cli.arguments import parse_since
+from orchestrator.cli.commands.verdicts import verdicts
 from orchestrator.domain.errors import UsageError
 from orchestrator.domain.proposals import Proposal
 from orchestrator.domain.verdicts import VERDICT_ADAPTER

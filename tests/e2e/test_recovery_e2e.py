@@ -11,9 +11,9 @@ import git
 import pytest
 
 from orchestrator.app.driver import run_ticket
-from orchestrator.cli.commands.run import exit_code
 from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.domain.lifecycle import HaltReason, RunState
+from orchestrator.domain.runs import exit_code
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.storage.decisions import read_verdict

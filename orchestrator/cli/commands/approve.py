@@ -23,13 +23,12 @@ from typing import TextIO
 from orchestrator.app.answers import answer_decision
 from orchestrator.app.driver import run_ticket
 from orchestrator.app.services import Services
-from orchestrator.cli.commands.run import exit_code
-from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.cli.console import terminal_services
+from orchestrator.cli.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.domain.config import Config, load_config
 from orchestrator.domain.errors import EXIT_COMPLETED, UsageError
 from orchestrator.domain.lifecycle import RunState, dry_run_armed
-from orchestrator.domain.runs import pending_verdict
+from orchestrator.domain.runs import exit_code, pending_verdict
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage.approvals import os_user
 from orchestrator.storage.layout import ticket_of

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
-from orchestrator.cli.arguments import positive
+from orchestrator.cli.arguments import human_bytes, positive
 from orchestrator.domain import errors
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def rebuild(
         size = path.stat().st_size
         out.write(
             f"baseline {check} of {repo_name}: learned {baseline.runs} green run(s){listed}, "
-            f"{len(baseline)} templates, {_human(size)}: {path}\n"
+            f"{len(baseline)} templates, {human_bytes(size)}: {path}\n"
         )
         if stored is not None and stored.runs > baseline.runs:
             out.write(f"  it replaces one learned from {stored.runs} runs\n")
@@ -204,7 +204,7 @@ def list_baselines(state_dir: Path, out: TextIO) -> int:
         updated = datetime.fromtimestamp(entry.updated, UTC).strftime("%Y-%m-%dT%H:%MZ")
         size = entry.path.stat().st_size if entry.path.exists() else 0
         out.write(
-            f"{baseline.runs:>5} {len(baseline):>9} {_human(size):>9}  {updated:<17}  "
+            f"{baseline.runs:>5} {len(baseline):>9} {human_bytes(size):>9}  {updated:<17}  "
             f"{baseline.check}  {baseline.repo}\n"
         )
     return errors.EXIT_STATE if damaged else errors.EXIT_COMPLETED
@@ -220,9 +220,3 @@ def prune(state_dir: Path, days: float, out: TextIO) -> int:
         f"baseline --prune: removed {len(removed)} baseline(s) not written for {days:g} days\n"
     )
     return errors.EXIT_COMPLETED
-
-
-def _human(count: int) -> str:
-    from orchestrator.cli.commands.prune import human_bytes
-
-    return human_bytes(count)

@@ -9,40 +9,16 @@ one line per run it freed, kept (and why) or skipped, then the total."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from orchestrator.cli.arguments import human_bytes, parse_duration
 from orchestrator.domain import errors
 from orchestrator.storage import open_state
 from orchestrator.storage.layout import StateLayout
 from orchestrator.storage.retention import prune_base_checks, prune_batch_logs, prune_runs
-
-_DURATION = re.compile(r"^(?P<n>\d{1,6})(?P<unit>[smhdw])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``2w``, ``45s``: a whole number and one unit. Pure."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise errors.UsageError(
-            f"prune: --older-than: {text!r} is not a duration; "
-            "give a whole number and a unit: s, m, h, d or w (e.g. 30d, 12h)"
-        )
-    return timedelta(seconds=int(match.group("n")) * _UNIT[match.group("unit")])
-
-
-def human_bytes(count: int) -> str:
-    """``512 B``, ``3.4 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def prune(

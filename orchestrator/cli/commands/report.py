@@ -28,7 +28,7 @@ def selection_of(batch_id: str | None, since: str | None, run_ids: Sequence[str]
         raise UsageError("report: give one of --batch ID, --since DATE or RUN_ID…")
     parsed: datetime | None = None
     if since is not None:
-        from orchestrator.cli.commands.verdicts import parse_since
+        from orchestrator.cli.arguments import parse_since
 
         parsed = parse_since(since)
     return Selection(batch_id=batch_id, since=parsed, run_ids=tuple(run_ids))

@@ -14,13 +14,13 @@ from typing import TextIO
 
 from orchestrator.app.ledger_link import ledger_for
 from orchestrator.app.resume import resume_run
-from orchestrator.cli.commands.run import exit_code
-from orchestrator.cli.commands.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
+from orchestrator.cli.to_fleet import hand_to_fleet, on_a_fleet
 from orchestrator.domain.config import load_config
 from orchestrator.domain.errors import TicketLocked
 from orchestrator.domain.lifecycle import is_terminal
+from orchestrator.domain.runs import exit_code
 from orchestrator.storage.approvals import os_user
 from orchestrator.storage.run_ids import resolve_run_id
 

@@ -11,24 +11,9 @@ from typing import TextIO
 from orchestrator.app.driver import run_ticket
 from orchestrator.cli.console import terminal_services
 from orchestrator.cli.preflight import gate
-from orchestrator.domain import errors
 from orchestrator.domain.config import load_config
-from orchestrator.domain.lifecycle import RunState
-from orchestrator.domain.runs import RunRecord
+from orchestrator.domain.runs import exit_code
 from orchestrator.domain.tickets import load_ticket
-
-EXIT_FOR_STATE: Mapping[RunState, int] = {
-    RunState.COMPLETED: errors.EXIT_COMPLETED,
-    RunState.NEEDS_HUMAN: errors.EXIT_NEEDS_HUMAN,
-    RunState.FAILED: errors.EXIT_FAILED,
-    RunState.SPLIT: errors.EXIT_SPLIT,
-    RunState.AWAITING_APPROVAL: errors.EXIT_AWAITING_APPROVAL,
-    RunState.WAITING_INFRA: errors.EXIT_LOCKED,  # an outage outlasted the back-off: later
-}
-
-
-def exit_code(record: RunRecord) -> int:
-    return EXIT_FOR_STATE.get(record.state, errors.EXIT_BUG)
 
 
 def run(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -33,23 +33,6 @@ from orchestrator.storage import VerdictRecord, open_state
 from orchestrator.storage.decisions import read_verdict
 
 SUMMARY_CHARS: Final = 60
-
-
-def parse_since(text: str) -> datetime:
-    """An ISO date (``2026-11-30``, midnight UTC) or datetime (naive means UTC)."""
-    value = text.strip()
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        try:
-            day = date.fromisoformat(value)
-        except ValueError:
-            raise UsageError(
-                f"usage error: --since {text!r}: not an ISO date or datetime "
-                "(e.g. 2026-11-30 or 2026-11-30T14:00:00Z)"
-            ) from None
-        parsed = datetime(day.year, day.month, day.day)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _check_filters(action: str | None, source: str | None) -> None:

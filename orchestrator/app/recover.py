@@ -105,12 +105,7 @@ def recover(
             return record, Effect(outcome=f"deferred: {decided.reason}", paused=True)
         record, ref = _referenced(record, attempt, decided, services)
     else:  # resumed: the decision was persisted before we stopped
-        decided = read_verdict(Path(ref.path))
-        # Its ledger rows may be missing (a kill mid-append, whose torn row a repair
-        # then set aside): appended now, once, before anything it decided runs (a file
-        # written before decisions kept their inputs cannot be rebuilt: its row stays
-        # missing, and the outcome reports it).
-        LedgerLink.for_services(services).record_verdict(decided, ts=services.clock().isoformat())
+        decided = _with_rows(read_verdict(Path(ref.path)), services)
     approved = _approve(record, stage, ref, decided, services, asked=asked, fresh=fresh)
     if not isinstance(approved, Approved):
         return approved
@@ -217,6 +212,14 @@ def _carry_out(
     return record, effect
 
 
+def _with_rows(decided: VerdictRecord, services: Services) -> VerdictRecord:
+    """A decision persisted before we stopped, its ledger rows appended now, once, if a
+    kill lost them (a file written before decisions kept their inputs cannot be rebuilt:
+    its row stays missing, and the outcome reports it)."""
+    LedgerLink.for_services(services).record_verdict(decided, ts=services.clock().isoformat())
+    return decided
+
+
 def _model_unavailable(decided: VerdictRecord) -> bool:
     """The model provider's outage failed the decision's call: the run waits
     (``waiting-infra``) and a later run decides the failure again (issue 43)."""
@@ -247,11 +250,7 @@ def _decide(
         # pointed at it. The decision stands; the model is not asked again.
         persisted = read_verdict(verdict_path)
         if persisted.attempt == attempt.number:
-            # The rows may not have been written.
-            LedgerLink.for_services(services).record_verdict(
-                persisted, ts=services.clock().isoformat()
-            )
-            return persisted
+            return _with_rows(persisted, services)
     budget = services.storage.budgets.load(record.ticket_id)
     recovery = services.loaded.config.recovery
     # Diagnoses the model provider's outage failed do not count (issue 43), nor an

@@ -85,7 +85,8 @@ def refused(
     own_id = f"{record.run_id}:attempt-{ref.attempt}:verdict-{ref.number}"
     if decided.proposal.decision_id == own_id:
         try:
-            LedgerLink.for_services(services).outcome(decided.proposal, outcome, services)
+            link, ts = LedgerLink.for_services(services), services.clock().isoformat()
+            link.outcome(decided.proposal, outcome, ts=ts)
         except StateError as exc:  # the halt stands without the row; say why it is missing
             services.reporter.note(f"the refusal's ledger row was not written: {exc}")
     record = record.with_verdict(ref.model_copy(update={"outcome": outcome}))

@@ -74,14 +74,10 @@ class LedgerLink:
             for action, outcomes in found.items()
         }
 
-    def record_decision(self, entries: Sequence[LedgerEntry], services: Services) -> str:
+    def record_decision(self, entries: Sequence[LedgerEntry], *, ts: str) -> str:
         """The decision's entries (``exit`` prepared them: each investigation step, then the
-        decision) appended once: a redelivered decision finds its row and appends nothing.
-        Returns the decision row's hash."""
-        return self.append_decision(entries, ts=services.clock().isoformat())
-
-    def append_decision(self, entries: Sequence[LedgerEntry], *, ts: str) -> str:
-        """``record_decision`` at the time ``ts``."""
+        decision) appended once, at the time ``ts``: a redelivered decision finds its row
+        and appends nothing. Returns the decision row's hash."""
         decision = entries[-1]
         rows = self.ledger.rows_of(decision.decision_id)
         existing = next((r for r in rows if r.get("kind") == "decision"), None)
@@ -106,10 +102,10 @@ class LedgerLink:
 
         if decided.inputs is None:
             return "written before decisions kept their inputs; cannot rebuild its row"
-        self.append_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
+        self.record_decision(ledger_entries(decided, decided.inputs, NODE_ORDER), ts=ts)
         return None
 
-    def outcome(self, proposal: Proposal, outcome: str, services: Services) -> None:
+    def outcome(self, proposal: Proposal, outcome: str, *, ts: str) -> None:
         """A new row that supersedes the decision's (never an update); once per decision."""
         rows = self.ledger.rows_of(proposal.decision_id)
         decision_row = next((r for r in rows if r.get("kind") == "decision"), None)
@@ -122,7 +118,7 @@ class LedgerLink:
             for r in rows
         )
         if not already:
-            self.ledger.append_outcome(decision_row, outcome, ts=services.clock().isoformat())
+            self.ledger.append_outcome(decision_row, outcome, ts=ts)
 
 
 def unrecorded(ledger: DecisionLedger, verdicts: Iterable[VerdictFile]) -> list[VerdictFile]:

@@ -198,7 +198,8 @@ def _carry_out(
     if record.state is RunState.AWAITING_APPROVAL:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
     record, effect = apply(record, proposal, approved.approval, services)
-    LedgerLink.for_services(services).outcome(proposal, effect.outcome, services)
+    ts = services.clock().isoformat()
+    LedgerLink.for_services(services).outcome(proposal, effect.outcome, ts=ts)
     ref = next(v for v in record.verdicts if v.number == approved.decided.number)
     record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
     now = services.clock()
@@ -347,7 +348,9 @@ def _diagnose(
         # the texts first, so a verdict file never references a text that is not there.
         write_texts(store.layout.replies_dir(record.run_id), state.transcript.texts)
         services.storage.decisions.write(decided)
-        LedgerLink.for_services(services).record_decision(state.ledger_entries, services)
+        LedgerLink.for_services(services).record_decision(
+            state.ledger_entries, ts=services.clock().isoformat()
+        )
         journals.discard(record.run_id, number)  # the verdict file says it all now
         return decided
 

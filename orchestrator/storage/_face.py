@@ -8,24 +8,23 @@ package's ``__getattr__`` reads the same lines when a name is first asked for.""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# One faced name per line, as the faces are written; a test reads each face with ``ast``
+# too and fails if the two readings differ. A pattern, not ``ast``: the face is read in
+# every process that asks it for a name, and ``ast`` costs that process 3-5 ms to import.
+_FACED = re.compile(r"^    from ([\w.]+) import (\w+)(?: as (\w+))?$", re.MULTILINE)
+
 
 def faced_names(source: str) -> dict[str, str]:
     """name → module of each ``from module import name`` in ``source``'s top-level
     ``if TYPE_CHECKING:`` block."""
-    import ast
-
-    names: dict[str, str] = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for each in node.body:
-                if isinstance(each, ast.ImportFrom) and each.module:
-                    names.update((a.asname or a.name, each.module) for a in each.names)
-    return names
+    block = source.partition("\nif TYPE_CHECKING:\n")[2].partition("\nelse:\n")[0]
+    return {alias or name: module for module, name, alias in _FACED.findall(block)}
 
 
 def lazy_getattr(package: str, init_file: str) -> Callable[[str], Any]:

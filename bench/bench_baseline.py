@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_baseline.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from bench_evidence import make_log  # noqa: E402
-from peak_rss import PeakError, peak_growth  # noqa: E402
+from bench_evidence import BenchError, make_log, peak, rss_target, summarise  # noqa: E402
 
 from orchestrator.domain.baseline import learn  # noqa: E402
 from orchestrator.domain.line_templates import template_key, template_of  # noqa: E402
@@ -48,10 +47,6 @@ from orchestrator.storage.baselines import LEARN_SECONDS  # noqa: E402
 MiB = 1 << 20
 TIME_RATIO_TARGET = 1.1
 RSS_GROWTH_TARGET_MB = 16.0
-
-
-class BenchError(Exception):
-    """The learning went wrong: the timings would mean nothing."""
 
 
 def time_learn(log: Path) -> tuple[float, int]:
@@ -94,14 +89,11 @@ def learned_within(log: Path, seconds: float) -> float:
 
 
 def rss_growth_mb(log: Path) -> tuple[float, float]:
-    try:
-        base, growth, _ = peak_growth(
-            "from orchestrator.domain.baseline import learn",
-            'learn(None, Path(ARGS[0]), check="unit", repo="bench") and None',
-            str(log),
-        )
-    except PeakError as exc:
-        raise BenchError(str(exc)) from exc
+    base, growth, _ = peak(
+        "from orchestrator.domain.baseline import learn",
+        'learn(None, Path(ARGS[0]), check="unit", repo="bench") and None',
+        str(log),
+    )
     return base, growth
 
 
@@ -154,16 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             f"learn <= {TIME_RATIO_TARGET:g}x template_of alone ({ratio:.2f}x)",
             ratio <= TIME_RATIO_TARGET,
         ),
-        (
-            f"learning RSS growth <= {RSS_GROWTH_TARGET_MB:g} MB ({growth_mb:.1f} MB)",
-            growth_mb <= RSS_GROWTH_TARGET_MB,
-        ),
+        rss_target("learning", growth_mb, RSS_GROWTH_TARGET_MB),
     ]
-    print("summary")
-    for label, ok in checks:
-        print(f"  {label}   {'PASS' if ok else 'FAIL'}")
-    print(f"  {sum(ok for _, ok in checks)}/{len(checks)} targets met in {size // MiB} MiB")
-    return 0
+    return summarise(checks, size)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_reports.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from peak_rss import PeakError, peak_growth  # noqa: E402
+from bench_evidence import BenchError, into_page_cache, peak, rss_target, summarise  # noqa: E402
 
 from orchestrator.reading.check_reports import read_reports  # noqa: E402
 from orchestrator.reading.check_reports.limits import XML_MAX_TOKEN_BYTES  # noqa: E402
@@ -52,10 +52,6 @@ MiB = 1 << 20
 TIME_RATIO_TARGET = 1.5
 RSS_GROWTH_TARGET_MB = 64.0
 REPORT = "TEST-all.xml"
-
-
-class BenchError(Exception):
-    """The fixture or the reading was wrong: the timings would mean nothing."""
 
 
 def suite(i: int) -> str:
@@ -131,15 +127,12 @@ def time_iterparse(path: Path, failing: int) -> float:
 
 
 def rss_growth_mb(clone: Path, failing: int) -> tuple[float, float]:
-    try:
-        base, growth, read = peak_growth(
-            "from orchestrator.reading.check_reports import read_reports",
-            "read_reports(Path(ARGS[0]), [ARGS[1]]).failing",
-            str(clone),
-            REPORT,
-        )
-    except PeakError as exc:
-        raise BenchError(str(exc)) from exc
+    base, growth, read = peak(
+        "from orchestrator.reading.check_reports import read_reports",
+        "read_reports(Path(ARGS[0]), [ARGS[1]]).failing",
+        str(clone),
+        REPORT,
+    )
     if read != failing:
         raise BenchError(f"the RSS child read {read} failing cases")
     return base, growth
@@ -171,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         clone = Path(tmp)
         report = clone / REPORT
         failing = make_report(report, size)
-        with report.open("rb") as f:  # into the page cache, for both sides
-            while f.read(MiB):
-                pass
+        into_page_cache(report)  # for both sides
         try:
             time_read(clone, failing)  # warm-up, and the correctness check
             reads, iterparses = [], []
@@ -208,16 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             f"read <= {TIME_RATIO_TARGET:g}x iterparse ({ratio:.2f}x)",
             ratio <= TIME_RATIO_TARGET,
         ),
-        (
-            f"reading RSS growth <= {RSS_GROWTH_TARGET_MB:g} MB ({growth_mb:.1f} MB)",
-            growth_mb <= RSS_GROWTH_TARGET_MB,
-        ),
+        rss_target("reading", growth_mb, RSS_GROWTH_TARGET_MB),
     ]
-    print("summary")
-    for label, ok in checks:
-        print(f"  {label}   {'PASS' if ok else 'FAIL'}")
-    print(f"  {sum(ok for _, ok in checks)}/{len(checks)} targets met in {size // MiB} MiB")
-    return 0
+    return summarise(checks, size)
 
 
 if __name__ == "__main__":

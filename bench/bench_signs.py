@@ -44,8 +44,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_signs.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
-from bench_evidence import BenchError, ordinary, time_command  # noqa: E402
-from peak_rss import PeakError, peak_growth  # noqa: E402
+from bench_evidence import (  # noqa: E402
+    BenchError,
+    into_page_cache,
+    make_log,
+    peak,
+    rss_target,
+    summarise,
+    time_command,
+)
 
 from orchestrator.reading.bulk import (  # noqa: E402
     SEARCH_AHEAD,
@@ -63,25 +70,6 @@ PLANTED = (
 )
 SIGN = "server-error"
 PER_LINE_BYTES = 8 * MiB
-
-
-def make_log(path: Path, size: int) -> None:
-    """``size`` bytes of ordinary output with ``PLANTED`` 1 % of the way in."""
-    plant_at = size // 100
-    written, i, placed = 0, 0, False
-    with path.open("wb") as f:
-        block = bytearray()
-        while written + len(block) < size:
-            if not placed and written + len(block) >= plant_at:
-                block += PLANTED.encode() + b"\n"
-                placed = True
-            block += ordinary(i)
-            i += 1
-            if len(block) >= MiB:
-                f.write(block)
-                written += len(block)
-                block = bytearray()
-        f.write(block)
 
 
 def read_signs(log: Path, search_ahead: int = SEARCH_AHEAD) -> Recognised | str | None:
@@ -118,16 +106,13 @@ def time_per_line(log: Path) -> float:
 
 
 def rss_growth_mb(log: Path) -> tuple[float, float]:
-    try:
-        base, growth, _ = peak_growth(
-            "from orchestrator.reading.bulk import file_stretches, read_up_stretches",
-            "read_up_stretches(file_stretches(open(ARGS[0], 'rb'), 0, int(ARGS[1])),"
-            " exit_code=1, timed_out=False) and None",
-            str(log),
-            str(log.stat().st_size),
-        )
-    except PeakError as exc:
-        raise BenchError(str(exc)) from exc
+    base, growth, _ = peak(
+        "from orchestrator.reading.bulk import file_stretches, read_up_stretches",
+        "read_up_stretches(file_stretches(open(ARGS[0], 'rb'), 0, int(ARGS[1])),"
+        " exit_code=1, timed_out=False) and None",
+        str(log),
+        str(log.stat().st_size),
+    )
     return base, growth
 
 
@@ -143,10 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="bench-signs-") as tmp:
         log = Path(tmp) / "ci.log"
-        make_log(log, size)
-        with log.open("rb") as f:  # into the page cache, for both sides
-            while f.read(MiB):
-                pass
+        make_log(log, size, causes=(PLANTED,), at=size // 100)  # 1 % of the way in
+        into_page_cache(log)  # for both sides
         try:
             time_signs(log)  # warm-up, and the correctness check
             signs, literal, one_thread = [], [], []
@@ -182,16 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             f"signs <= {TIME_RATIO_TARGET:g}x grep -c ({ratio:.2f}x)",
             ratio <= TIME_RATIO_TARGET,
         ),
-        (
-            f"reading RSS growth <= {RSS_GROWTH_TARGET_MB:g} MB ({growth_mb:.1f} MB)",
-            growth_mb <= RSS_GROWTH_TARGET_MB,
-        ),
+        rss_target("reading", growth_mb, RSS_GROWTH_TARGET_MB),
     ]
-    print("summary")
-    for label, ok in checks:
-        print(f"  {label}   {'PASS' if ok else 'FAIL'}")
-    print(f"  {sum(ok for _, ok in checks)}/{len(checks)} targets met in {size // MiB} MiB")
-    return 0
+    return summarise(checks, size)
 
 
 if __name__ == "__main__":

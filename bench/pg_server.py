@@ -40,7 +40,9 @@ def missing() -> str | None:
     try:
         module = _server_module()
     except ImportError as exc:
-        return f"tests/support/postgres_server.py cannot be imported ({exc}; pip install -e '.[test]')"
+        return (
+            f"tests/support/postgres_server.py cannot be imported ({exc}; pip install -e '.[test]')"
+        )
     if module.postgres_bindir() is None:
         return (
             "PostgreSQL is not installed (initdb and postgres; "

@@ -49,7 +49,9 @@ def test_last_error_line(log: str, expected: str | None) -> None:
 
 
 def test_last_error_line_is_redacted_printable_and_bounded() -> None:
-    said = last_error_line("fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n")
+    said = last_error_line(
+        "fatal: could not read from https://bot:hunter2hunter2@git.example/r.git\n"
+    )
     assert said is not None and "hunter2" not in said and said.startswith("fatal: could not read")
     # Colours go (the line as a terminal shows it); any other control character shows as ?.
     assert last_error_line("error: \x1b[31mred\x1b[0m\n") == "error: red"

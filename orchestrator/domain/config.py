@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -11,7 +10,6 @@ from pydantic import (
     ConfigDict,
     Field,
     RootModel,
-    ValidationError,
     model_validator,
 )
 
@@ -33,7 +31,7 @@ from orchestrator.domain.validation import (
     StrictBool,
     StrictInt,
     StrictStr,
-    describe_validation_error,
+    toml_model,
 )
 
 DEFAULT_STATE_DIR = ".state"
@@ -478,19 +476,14 @@ class LoadedConfig(Frozen):
 
 def parse_config(text: str, path: Path) -> Config:
     """Validate TOML text; raise ConfigError naming ``path`` and the offending key."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config error: {path}: invalid TOML: {exc}") from None
-    try:
-        return Config.model_validate(raw)
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, model=Config)
-        raise ConfigError(
-            f"config error: {path}: " + "; ".join(problems)
-            if len(problems) == 1
-            else f"config error: {path}:\n  " + "\n  ".join(problems)
-        ) from None
+    problems = toml_model(text, Config, not_toml="invalid TOML", guess=True)
+    if isinstance(problems, Config):
+        return problems
+    raise ConfigError(
+        f"config error: {path}: " + "; ".join(problems)
+        if len(problems) == 1
+        else f"config error: {path}:\n  " + "\n  ".join(problems)
+    )
 
 
 def load_config(path: Path) -> LoadedConfig:

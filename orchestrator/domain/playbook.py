@@ -22,17 +22,16 @@ Pure: parsing and rendering text, no I/O.
 from __future__ import annotations
 
 import re
-import tomllib
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
 import tomli_w
-from pydantic import Field, StrictInt, StrictStr, ValidationError, field_validator, model_validator
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.failure_signature import MAX_LINES, FailureSignature, SignatureLine
-from orchestrator.domain.validation import Frozen, describe_validation_error
+from orchestrator.domain.validation import Frozen, toml_model
 
 ENTRY_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 SUFFIX: Final = ".toml"
@@ -163,15 +162,10 @@ def parse_entry(text: str, where: str) -> PlaybookEntry:
     Raises ConfigError."""
     if len(text.encode("utf-8")) > MAX_ENTRY_BYTES:
         raise ConfigError(f"{where}: larger than {MAX_ENTRY_BYTES} bytes: not a playbook entry")
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
-    try:
-        return PlaybookEntry.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(describe_validation_error(exc))
-        raise ConfigError(f"{where}: {problems}") from None
+    read = toml_model(text, PlaybookEntry, not_toml="not valid TOML")
+    if isinstance(read, PlaybookEntry):
+        return read
+    raise ConfigError(f"{where}: {'; '.join(read)}")
 
 
 def render_entry(entry: PlaybookEntry) -> str:

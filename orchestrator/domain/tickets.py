@@ -20,7 +20,6 @@ is refused with the file, the field and the reason, before anything is written.
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +34,7 @@ from orchestrator.domain.validation import (
     NonEmptyStr,
     StrictStr,
     describe_validation_error,
+    toml_model,
 )
 
 FENCE = "+++"
@@ -242,14 +242,9 @@ def parse_ticket(text: str, path: Path, sha256: str = "") -> Ticket:
         front, body = split_front_matter(text)
     except ValueError as exc:
         raise refuse(str(exc)) from None
-    try:
-        raw = tomllib.loads(front)
-    except tomllib.TOMLDecodeError as exc:
-        raise refuse(f"invalid TOML in front matter: {exc}") from None
-    try:
-        fields = TicketFields.model_validate(raw)
-    except ValidationError as exc:
-        raise refuse("; ".join(describe_validation_error(exc))) from None
+    fields = toml_model(front, TicketFields, not_toml="invalid TOML in front matter")
+    if isinstance(fields, list):
+        raise refuse("; ".join(fields))
     for engine, schema in KNOWN_EXTRAS.items():
         if engine in fields.extras:
             try:

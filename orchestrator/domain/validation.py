@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Self, TypeVar
 
@@ -27,6 +28,7 @@ __all__ = [
     "StrictStr",
     "describe_validation_error",
     "read_model",
+    "toml_model",
 ]
 
 
@@ -127,6 +129,18 @@ def _record_type(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+def toml_model(text: str, model: type[M], *, not_toml: str, guess: bool = False) -> M | list[str]:
+    """``text`` read as TOML and validated as ``model``, or what is wrong with it, one line
+    a problem: the TOML's own error after ``not_toml``, else each key's (``guess``: an
+    unknown key with the closest known one)."""
+    try:
+        return model.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        return [f"{not_toml}: {exc}"]
+    except ValidationError as exc:
+        return describe_validation_error(exc, model=model if guess else None)
 
 
 def read_model(path: Path, model: type[M], what: str) -> M | None:

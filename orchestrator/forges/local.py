@@ -6,6 +6,7 @@ record, the clock and the writer."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.forges.base import PullRequest
@@ -45,28 +46,18 @@ def choose_created_at(previous: Mapping[str, Any] | None, head_sha: str, now: st
     return now
 
 
+@dataclass(frozen=True, kw_only=True)
 class LocalForge:
     """Records the pull request of one pushed head. ``previous`` is the record an earlier
     attempt left (None when there is none, or it is unreadable)."""
 
-    def __init__(
-        self,
-        *,
-        repository: str,
-        head_sha: str,
-        commits: Sequence[tuple[str, str]],
-        previous: Mapping[str, Any] | None,
-        now: str,
-        url: str,
-        save: Callable[[dict[str, Any]], None],
-    ) -> None:
-        self.repository = repository
-        self.head_sha = head_sha
-        self.commits = tuple(commits)
-        self.previous = previous
-        self.now = now
-        self.url = url
-        self.save = save
+    repository: str
+    head_sha: str
+    commits: Sequence[tuple[str, str]]
+    previous: Mapping[str, Any] | None
+    now: str
+    url: str
+    save: Callable[[dict[str, Any]], None]
 
     def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
         created_at = choose_created_at(self.previous, self.head_sha, self.now)

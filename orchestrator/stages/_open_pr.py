@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import git
+import httpx2
 
 from orchestrator.domain.held_secrets import held_values
 from orchestrator.domain.inert import forge_line
@@ -48,6 +49,13 @@ EXIT_REFUSED = 3
 EXIT_UNAVAILABLE = 4
 HTTP_TIMEOUT_S = 30.0
 _UNAVAILABLE = frozenset({"outage", "rate_limited"})
+
+ClientFactory = Callable[[str], httpx2.Client]
+
+
+def default_client(base_url: str) -> httpx2.Client:
+    return httpx2.Client(base_url=base_url, timeout=HTTP_TIMEOUT_S)
+
 
 # The forge's answers that are about access or availability, not about the change: a 404
 # (wrong repository) or a 422 (the forge refused this request) go to recovery as usual.

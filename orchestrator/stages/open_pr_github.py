@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import httpx2
@@ -51,11 +51,12 @@ from orchestrator.forges.http import Clock, Sleep
 from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
     FORGE_FAILURE_CLASS,
-    HTTP_TIMEOUT_S,
+    ClientFactory,
     Credentials,
     NotConfigured,
     OpenPrRun,
     Overrides,
+    default_client,
     forge_target,
     push_failure_kind,
     require_token,
@@ -72,12 +73,6 @@ CREDENTIAL_HELPER = _open_pr.credential_helper(TOKEN_ENV, USERNAME)
 OVERRIDES = Overrides(
     "ORCHESTRATOR_GITHUB_REPO", "ORCHESTRATOR_GITHUB_API_URL", "ORCHESTRATOR_GITHUB_PUSH_URL"
 )
-
-ClientFactory = Callable[[str], httpx2.Client]
-
-
-def default_client(api_url: str) -> httpx2.Client:
-    return httpx2.Client(base_url=api_url, timeout=HTTP_TIMEOUT_S)
 
 
 def credentials(token: str) -> Credentials:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import httpx2
 
@@ -44,10 +44,11 @@ from orchestrator.forges.gitlab import DEFAULT_URL, GitLabForge, project_from_ur
 from orchestrator.forges.http import Sleep
 from orchestrator.stages import _open_pr
 from orchestrator.stages._open_pr import (
-    HTTP_TIMEOUT_S,
+    ClientFactory,
     Credentials,
     OpenPrRun,
     Overrides,
+    default_client,
     forge_target,
     push_branch,
     require_token,
@@ -59,12 +60,6 @@ USERNAME = "oauth2"  # what GitLab expects beside a token over https
 OVERRIDES = Overrides(
     "ORCHESTRATOR_GITLAB_PROJECT", "ORCHESTRATOR_GITLAB_URL", "ORCHESTRATOR_GITLAB_PUSH_URL"
 )
-
-ClientFactory = Callable[[str], httpx2.Client]
-
-
-def default_client(base_url: str) -> httpx2.Client:
-    return httpx2.Client(base_url=base_url, timeout=HTTP_TIMEOUT_S)
 
 
 def open_merge_request(

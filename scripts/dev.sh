@@ -83,17 +83,27 @@ suite_tmpdir() {
 # Where the variable is unset the workers write it themselves, and nothing is done here.
 # Only the files whose rewritten copy is missing or out of date (pytest keeps the source's
 # hash in it, bytes 8-16, and checks it the same way): in the edit loop that is the few
-# just edited, or none, and then no collect process is started at all.
+# just edited, or none. Each file is rewritten by pytest's own functions, as its import
+# hook does (the only setting that changes the result, enable_assertion_pass_hook, is
+# not set here), without importing the module: a `pytest --collect-only` of the same
+# files also imported every test module and what it imports, 26 s of CPU on a fresh
+# clone against 8.5 s for the rewriting alone. Should those functions move in a later
+# pytest, a collect of the stale files writes them as before.
 warm_rewrite_cache() {
     [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || return 0
-    local files=() half
-    mapfile -t files < <(cd "$ROOT" && "$PY" - <<'STALE'
+    local part pids=()
+    for part in 0 1; do
+        (cd "$ROOT" && "$PY" - "$part" 2 <<'REWRITE'
 import importlib.metadata
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
+part, parts = int(sys.argv[1]), int(sys.argv[2])
 tag = f"{sys.implementation.cache_tag}-pytest-{importlib.metadata.version('pytest')}"
+stale = []
 for source in sorted(Path("tests").rglob("test_*.py")):
     if "__pycache__" in source.parts:
         continue
@@ -103,21 +113,36 @@ for source in sorted(Path("tests").rglob("test_*.py")):
     except OSError:
         header = b""
     if header[8:16] != importlib.util.source_hash(source.read_bytes())[:8]:
-        print(source)
-STALE
-    )
-    [ "${#files[@]}" -gt 0 ] || return 0
-    half=$(((${#files[@]} + 1) / 2))
-    local part pids=()
-    for part in "${files[*]:0:half}" "${files[*]:half}"; do
-        [ -n "$part" ] || continue # one file: one process (an empty list would collect all)
-        # shellcheck disable=SC2086  # a list of paths without spaces, split on purpose
-        (cd "$ROOT" && env -u PYTHONDONTWRITEBYTECODE "$PY" -m pytest --collect-only -q \
-            -p no:cacheprovider $part >/dev/null 2>&1) &
+        stale.append(source)
+mine = stale[part::parts]
+try:
+    from _pytest.assertion.rewrite import _rewrite_test, _write_pyc_fp
+except ImportError:
+    if mine:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+             *map(str, mine)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    raise SystemExit(0)
+for source in mine:
+    source = source.resolve()
+    try:
+        source_hash, code = _rewrite_test(source, None)
+    except SyntaxError:
+        continue  # reported by the run itself, as an import error of the module
+    rewritten = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+    rewritten.parent.mkdir(exist_ok=True)
+    partial = rewritten.with_name(f"{rewritten.name}.{os.getpid()}")
+    with open(partial, "wb") as fp:
+        _write_pyc_fp(fp, source_hash, code)
+    partial.replace(rewritten)
+REWRITE
+        ) &
         pids+=("$!")
     done
     # These two by pid: a bare `wait` would also wait for test-under-load's busy loops,
-    # which never end. A module that fails to import is reported by the run itself.
+    # which never end. A module that fails to rewrite is reported by the run itself.
     wait "${pids[@]}" || true
 }
 

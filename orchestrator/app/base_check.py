@@ -71,7 +71,8 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
         key = base_check_key(check, stage, ctx)
         result = cache.load(key)
         if result is None:
-            result = _run_on_base(key, check, stage, ctx, cache, services)
+            log_path = cache.log_path(key)
+            result = _run_on_base(key, check, stage, ctx, cache, services, log_path)
         if result is not None and not result.passed and check.on_red_base == "stop":
             stopping.append(result)
     if stopping:
@@ -81,7 +82,7 @@ def check_the_base(record: RunRecord, services: Services) -> RunRecord:
 
 def _run_on_base(
     key: BaseCheckKey, check: CheckConfig, stage: StageConfig, ctx: StageContext,
-    cache: BaseCheckStore, services: Services,
+    cache: BaseCheckStore, services: Services, log_path: Path,
 ) -> BaseCheck | None:  # fmt: skip
     """Run ``check`` on the base (its log kept beside its cached result) and cache what
     it said, with the failure reading of a red one. None, cached never, when the machine
@@ -89,7 +90,7 @@ def _run_on_base(
     services.reporter.stage_started(
         stage.name, ctx.attempt, f"check {check.name} on the base {key.commit[:7]}"
     )
-    ran = run_check(check, stage, ctx, Path(ctx.clone_dir), cache.log_path(key), services)
+    ran = run_check(check, stage, ctx, Path(ctx.clone_dir), log_path, services)
     if ran.failure_class is not None:
         services.reporter.note(
             f"base check {check.name} not judged: {ran.failure_class} ({ran.failure_detail}); "

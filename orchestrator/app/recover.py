@@ -199,7 +199,6 @@ def _carry_out(
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
     record, effect = apply(record, proposal, approved.approval, services)
     ts = services.clock().isoformat()
-    LedgerLink.for_services(services).outcome(proposal, effect.outcome, ts=ts)
     ref = next(v for v in record.verdicts if v.number == approved.decided.number)
     record = record.with_verdict(ref.model_copy(update={"outcome": effect.outcome}))
     now = services.clock()
@@ -207,6 +206,7 @@ def _carry_out(
         record = record.transition(effect.terminal, now=now, halt=effect.halt, stage=stage.name)
     else:
         record = record.transition(RunState.RUNNING, now=now, stage=effect.resume_at)
+    LedgerLink.for_services(services).outcome(proposal, effect.outcome, ts=ts)
     services.storage.runs.save(record, CrashPoint.OUTCOME)
     # A mechanical fix is green or red now: proposed, or its learned entry retired.
     learn(record, services)

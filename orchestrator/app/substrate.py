@@ -68,6 +68,7 @@ def apply(
     """Carry out ``proposal``, which ``approval`` approved. Nothing else gets in."""
     config = services.loaded.config
     applying = _decision_to_apply(proposal, approval, config)
+    infra_since = infra_window_start(record)
     if not approval.approved:
         return abandon.stop(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,
@@ -89,7 +90,7 @@ def apply(
         infra=failure_of(proposal).infra is not None,
         recovery=config.recovery,
         at=services.clock(),
-        infra_since=infra_window_start(record),
+        infra_since=infra_since,
     )
     if not charge.granted:
         return abandon.stop(

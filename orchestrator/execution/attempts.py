@@ -321,12 +321,12 @@ def run_stage(
     Returns the updated record and the finished attempt. Interruption marks the attempt
     ``interrupted``, saves, and propagates."""
     store, config = services.storage.runs, services.loaded.config
+    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)  # its workspace
     engine, model = engine_and_model(record, stage, config)
     hosts = egress_hosts(stage, config, engine, record.repository, services.environ)
     access = stage_network(stage, hosts)
     record, attempt = _started(record, stage, engine, model, access, services)
     ctx = stage_context(record, stage.name, engine, model, attempt.number, store)
-    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)  # its workspace
     cwd = Path(record.clone_dir) if stage.cwd == "clone" else Path(record.run_dir)
     cwd.parent.mkdir(parents=True, exist_ok=True)
 

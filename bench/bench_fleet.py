@@ -1,6 +1,6 @@
 """Benchmark: a fleet of Celery workers against the local batch, on the same queue.
 
-    python bench/bench_fleet.py [--quick] [--tickets N]
+    python bench/bench_fleet.py [--quick] [--tickets N] [--slots N]
 
 40 tickets (16 with --quick) whose one stage sleeps 0.5 s, run twice from a fresh state:
 
@@ -8,7 +8,8 @@
   fleet   2 x `orchestrator worker --concurrency 4`, then `orchestrator batch --backend celery`
           (waits for every ticket), on a redis-server of its own on a loopback port
 
-Both have eight slots. Reported:
+Both have eight slots (``--slots``: another even number; the suite's smoke run, which
+only proves the benchmark runs, takes two: each slot is a process to start). Reported:
 
   throughput ratio   local wall time / fleet wall time           target >= 0.8
   added scheduling   (fleet wall - local wall) x 8 slots / tickets: what the fleet adds
@@ -131,13 +132,13 @@ def timed_batch(config: Path, tickets: Path, count: int, *extra: str) -> float:
     return wall
 
 
-def start_workers(work: Path, config: Path) -> list[subprocess.Popen[bytes]]:
+def start_workers(work: Path, config: Path, slots: int) -> list[subprocess.Popen[bytes]]:
     workers = []
     for name in ("machine-a", "machine-b"):
         home = work / name
         log = home / "worker.log"
         home.mkdir()
-        argv = orchestrator(config, "worker", "--concurrency", str(SLOTS // 2))
+        argv = orchestrator(config, "worker", "--concurrency", str(slots // 2))
         worker = subprocess.Popen(
             argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             cwd=home, env=env_for(home), start_new_session=True,
@@ -173,10 +174,18 @@ def main() -> int:
         "--tickets", type=int, metavar="N",
         help="the queue's size (default 40; 16 with --quick): the suite's smoke run uses a few",
     )  # fmt: skip
+    parser.add_argument(
+        "--slots", type=int, default=SLOTS, metavar="N",
+        help=f"slots on each side, an even number (default {SLOTS}): the local batch's --jobs, "
+        "and two workers of N/2 each",
+    )  # fmt: skip
     args = parser.parse_args()
     count = args.tickets or (16 if args.quick else 40)
+    slots = args.slots
     if count < 1:
         parser.error("--tickets: at least 1")
+    if slots < 2 or slots % 2:
+        parser.error("--slots: an even number, at least 2")
     if shutil.which("redis-server") is None:
         print("skipped: redis-server is not installed (apt-get install redis-server)")
         return 0
@@ -192,8 +201,8 @@ def main() -> int:
         server, url = start_redis(work)
         processes.append(server)
         config, tickets = make_queue(work, count, url)
-        local = timed_batch(config, tickets, count, "--jobs", str(SLOTS))
-        processes.extend(start_workers(work, config))
+        local = timed_batch(config, tickets, count, "--jobs", str(slots))
+        processes.extend(start_workers(work, config, slots))
         fleet = timed_batch(config, tickets, count, "--backend", "celery")
     except BenchError as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
@@ -201,12 +210,12 @@ def main() -> int:
     finally:
         stop(processes)
         shutil.rmtree(work, ignore_errors=True)
-    ideal = count * STAGE_S / SLOTS
+    ideal = count * STAGE_S / slots
     ratio = local / fleet
-    added_ms = (fleet - local) * SLOTS / count * 1000
-    print(f"{count} tickets x {STAGE_S} s, {SLOTS} slots (ideal {ideal:.2f} s)")
-    print(f"local batch --jobs {SLOTS}:            {local:.2f} s")
-    print(f"fleet 2 workers x {SLOTS // 2} (celery):    {fleet:.2f} s")
+    added_ms = (fleet - local) * slots / count * 1000
+    print(f"{count} tickets x {STAGE_S} s, {slots} slots (ideal {ideal:.2f} s)")
+    print(f"local batch --jobs {slots}:            {local:.2f} s")
+    print(f"fleet 2 workers x {slots // 2} (celery):    {fleet:.2f} s")
     verdict = "PASS" if ratio >= RATIO_TARGET else "FAIL"
     print(f"throughput ratio local/fleet: {ratio:.2f}  target >= {RATIO_TARGET}  {verdict}")
     verdict = "PASS" if added_ms <= ADDED_MS_TARGET else "FAIL"

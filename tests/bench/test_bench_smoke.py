@@ -204,11 +204,14 @@ def test_fleet_bench_runs_both_batches_and_judges_both_targets() -> None:
     out = bench_output(
         "bench/bench_fleet.py",
         "--quick",
-        # A few tickets: that both batches run to the end and each target is judged is
-        # what this test is for; the workers' start-up, not the queue, is most of its cost.
+        # Two tickets on two slots a side: that both batches run to the end and each target
+        # is judged is what this test is for; each slot is a process to start (a --jobs
+        # worker, a Celery pool's child), most of its cost (eight slots: 22 s of CPU, two: 11).
         "--tickets",
-        "8",
-        expected=("8 tickets x 0.5 s, 8 slots", "local batch --jobs 8:", "fleet 2 workers x 4"),
+        "2",
+        "--slots",
+        "2",
+        expected=("2 tickets x 0.5 s, 2 slots", "local batch --jobs 2:", "fleet 2 workers x 1"),
     )
     # Both batches ran to the end (the script fails unless every ticket completed), and
     # each target has its verdict.

@@ -25,16 +25,16 @@ from orchestrator.domain.errors import UsageError
 from orchestrator.storage.runs import read_record_file, ticket_lock
 
 from conftest import bash_stage, orchestrator_cmd, subprocess_env, write_ticket
+from support.cli_here import cli_here
 from support.harness import make_origin, write_pipeline
 
 pytestmark = pytest.mark.slow
 
 
 def cli(config: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        orchestrator_cmd("--config", str(config), *args),
-        capture_output=True, text=True, env=subprocess_env(**env), timeout=120,
-    )  # fmt: skip
+    """The CLI in this process (``support.cli_here``): what these tests read is what it
+    prints and leaves on disk. The one run the fixture kills has a process of its own."""
+    return cli_here(["--config", str(config), *args], subprocess_env(**env))
 
 
 def record_of(state: Path, ticket_id: str) -> Path:

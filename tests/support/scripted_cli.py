@@ -68,26 +68,15 @@ def run_here(
     exactly ``env``, the working directory ``root``, the scripted model; its exit code and
     output as a finished process's. An interpreter start (a second of CPU) saved per call,
     for every step nobody kills."""
-    import io
-    import os
-    from contextlib import redirect_stderr, redirect_stdout
-
     import pytest
 
     from orchestrator.app import services
-    from orchestrator.cli.main import main as cli_main
 
-    out, err = io.StringIO(), io.StringIO()
+    from support.cli_here import cli_here
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        for name in set(os.environ) - set(env):
-            mp.delenv(name)
-        for name, value in env.items():
-            mp.setenv(name, value)
         mp.setattr(services, "model_gateway_factory", scripted_factory)
-        with redirect_stdout(out), redirect_stderr(err):
-            code = cli_main(argv)
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+        return cli_here(argv, env, cwd=root)
 
 
 def main() -> int:

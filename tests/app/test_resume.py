@@ -23,7 +23,8 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.runs import RunStore
 
-from conftest import COUNTS, orchestrator_cmd, subprocess_env, write_ticket
+from conftest import COUNTS, subprocess_env, write_ticket
+from support.cli_here import cli_here
 from support.harness import Harness, make_origin, write_pipeline
 
 
@@ -57,10 +58,9 @@ def blocked_run(tmp_path: Path, pipeline: str = PIPELINE) -> tuple[Harness, RunR
 
 
 def resume_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "resume", *args),
-        capture_output=True, text=True, timeout=120, env=subprocess_env(USER="dana", **env),
-    )  # fmt: skip
+    """``orchestrator resume`` in this process (``support.cli_here``), as dana."""
+    argv = ["--config", str(tmp_path / "config.toml"), "resume", *args]
+    return cli_here(argv, subprocess_env(USER="dana", **env))
 
 
 @pytest.mark.slow
@@ -91,10 +91,9 @@ def test_a_dry_run_block_resumed_with_dry_run_false_runs_only_what_was_blocked(
         "halt": "dry_run_block", "stage": "publish",
     }  # fmt: skip
     assert ledger.verify().ok
-    shown = subprocess.run(
-        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "show", record.run_id),
-        capture_output=True, text=True, timeout=120, env=subprocess_env(),
-    )  # fmt: skip
+    shown = cli_here(
+        ["--config", str(tmp_path / "config.toml"), "show", record.run_id], subprocess_env()
+    )
     [line] = [line for line in shown.stdout.splitlines() if line.startswith("resumed ")]
     assert line.endswith("by dana from needs-human (dry_run_block), at stage publish"), line
 

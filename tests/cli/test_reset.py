@@ -16,7 +16,8 @@ from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.files import FileStorage
 from orchestrator.storage.ledger import LedgerRow
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import subprocess_env, write_ticket
+from support.cli_here import cli_here
 from support.harness import Harness, make_origin, reply, write_pipeline
 
 ALWAYS_FAILS = '[[stages]]\nname = "build"\ncommand = ["bash", "-c", "echo broken; exit 1"]\n'
@@ -37,10 +38,9 @@ def spent_caps(tmp_path: Path) -> tuple[Harness, ScriptedGateway, Path]:
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        orchestrator_cmd("--config", str(tmp_path / "config.toml"), "reset", *args),
-        capture_output=True, text=True, timeout=60, env=subprocess_env(USER="carol"),
-    )  # fmt: skip
+    """``orchestrator reset`` in this process (``support.cli_here``), as carol."""
+    argv = ["--config", str(tmp_path / "config.toml"), "reset", *args]
+    return cli_here(argv, subprocess_env(USER="carol"))
 
 
 @pytest.mark.slow

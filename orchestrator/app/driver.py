@@ -286,16 +286,6 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
     record, going_on = _take_up(record, services)
     if not going_on:
         return record
-    if record.state is RunState.RUNNING:
-        # Stopped during an infrastructure back-off: wait out what is left of it.
-        wait_before_retry(owed_back_off(record, services), services)
-        failed = undecided_failure(record)
-        if failed is not None:
-            # We died after recording a failed attempt, before deciding about it: decide
-            # now (re-running the stage instead would be a retry nobody decided or paid).
-            record, stop = _after_failure(record, config.stage(failed.stage), failed, services)
-            if stop:
-                return record
     if record.state in (RunState.RECOVERING, RunState.AWAITING_APPROVAL):
         # We died while deciding or carrying out a decision, or a person has answered
         # one: finish that first.
@@ -305,9 +295,20 @@ def _drive(record: RunRecord, services: Services) -> RunRecord:
                 f"state error: {store.record_path(record.run_id)}: run {record.run_id} is "
                 f"{record.state} but records no failed attempt"
             )
-        record, stop = _recover(record, config.stage(failed.stage), failed, services)
+        failing = config.stage(failed.stage)
+        record, stop = _recover(record, failing, failed, services)
         if stop:
             return record
+    elif record.state is RunState.RUNNING:
+        # Stopped during an infrastructure back-off: wait out what is left of it.
+        wait_before_retry(owed_back_off(record, services), services)
+        failed = undecided_failure(record)
+        if failed is not None:
+            # We died after recording a failed attempt, before deciding about it: decide
+            # now (re-running the stage instead would be a retry nobody decided or paid).
+            record, stop = _after_failure(record, config.stage(failed.stage), failed, services)
+            if stop:
+                return record
     # A decision taken (a person's approval answered, on another machine perhaps) is
     # carried out above before the clone is made again here: its retry or its model
     # override stands, and the stages it re-runs run in the new clone.

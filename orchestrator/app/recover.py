@@ -90,13 +90,14 @@ def recover(
     # ``awaiting-approval`` on disk until what the answer decided is carried out (the
     # outcome's save), so a crash in between still shows the question was put.
     asked = record.state is RunState.AWAITING_APPROVAL and ref is not None
+    if fresh:
+        # What the run's earlier decisions proved: a learned entry whose re-run failed
+        # again is retired before the playbook is read, so this failure goes to the model.
+        learn(record, services)
     if record.state is not RunState.RECOVERING and not asked:
         record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
         services.storage.runs.save(record, CrashPoint.RECOVERING)
     if ref is None:
-        # What the run's earlier decisions proved: a learned entry whose re-run failed
-        # again is retired before the playbook is read, so this failure goes to the model.
-        learn(record, services)
         decided = _decide(record, stage, attempt, services)
         if isinstance(decided, Deferred):
             # Nothing decided, nothing charged: the run stays ``recovering`` and the next

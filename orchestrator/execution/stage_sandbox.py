@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.domain.egress import NetworkAccess, network_access
+from orchestrator.domain.egress import network_access
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ENV_FILE
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
@@ -82,7 +82,7 @@ def profile(
 ) -> SandboxSpec:
     """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
     in, in ``cwd``. ``egress_hosts``: the hosts it may reach besides its own ``egress``
-    (``stage_access``). ``named``: the paths under the config's directory its configured
+    (an engine's provider, a clone's repository). ``named``: the paths under the config's directory its configured
     command names (``config_files``), shown read-only."""
     writable = [cwd]
     writable += [
@@ -107,7 +107,9 @@ def profile(
         # --message-file, a command engine's {prompt_file}): this run's own, read-only.
         readable.append(places.run_dir)
     read_only = [places.clone / ".git"] if role == "check" else []
-    access = stage_access(options, role, egress_hosts)
+    access = network_access(
+        options.network, engine=role == "engine", declared=options.egress, implied=egress_hosts
+    )
     return SandboxSpec(
         writable=tuple(dict.fromkeys(writable)),
         network=access.mode == "open",
@@ -121,16 +123,6 @@ def profile(
         limits=sandbox_limits(limits, memory=role != "engine"),
         # Codex's own sandbox (workspace-write) cannot start without one (issue 42).
         unix_datagrams=role == "engine",
-    )
-
-
-def stage_access(
-    options: SandboxOptions, role: Role, egress_hosts: tuple[str, ...] = ()
-) -> NetworkAccess:
-    """Which hosts a stage, engine or check reaches (``egress_hosts``: what it is given
-    besides its own ``egress``: an engine's provider, a clone's repository)."""
-    return network_access(
-        options.network, engine=role == "engine", declared=options.egress, implied=egress_hosts
     )
 
 

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,18 +34,19 @@ from orchestrator.storage.layout import run_record_paths
 from orchestrator.storage.runs import read_record_file
 
 from conftest import ROOT, subprocess_env, untimed, write_ticket
+from support.cli_here import cli_here
 from support.harness import flaky, reply
 from support.scripted_cli import (
     CALLS_ENV,
     SCRIPT_ENV,
     FileScriptedGateway,
     requests_made,
+    run_forked,
     run_here,
 )
 
 pytestmark = pytest.mark.slow
 
-SCRIPTED_CLI = ROOT / "tests" / "support" / "scripted_cli.py"
 KILLED = -signal.SIGKILL
 # A clone the decision can look at (an empty repository: no diff), without a network.
 CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
@@ -293,9 +293,10 @@ def _latest(root: Path) -> RunRecord:
 
 def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
     """One orchestrator command. A step armed with a crash point runs in a process of its
-    own, the one SIGKILL ends; a step that is not killed runs the same CLI in this
-    process (``_here``): everything it knows comes from the state dir either way, and an
-    interpreter start (a second of CPU) per step is most of what the matrix costs."""
+    own, the one SIGKILL ends, forked from this one (``run_forked``); a step that is not
+    killed runs the same CLI in this process (``run_here``): everything it knows comes
+    from the state dir either way, and an interpreter start (a second of CPU) per step
+    was most of what the matrix cost."""
     command = step.command
     if command[1:] == ("LATEST",):
         command = (command[0], _latest(root).run_id)
@@ -305,11 +306,7 @@ def _orchestrator(root: Path, step: Step) -> subprocess.CompletedProcess[str]:
     if step.crash is None:
         return run_here(root, argv, subprocess_env(DRY_RUN=step.dry_run, **extra))
     extra["ORCHESTRATOR_CRASH_AT"] = step.crash
-    return subprocess.run(
-        [sys.executable, str(SCRIPTED_CLI), *argv],
-        cwd=root, env=subprocess_env(DRY_RUN=step.dry_run, **extra),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return run_forked(root, argv, subprocess_env(DRY_RUN=step.dry_run, **extra))
 
 
 def _drive(root: Path, steps: list[Step]) -> Result:
@@ -446,11 +443,7 @@ def test_a_referenced_decision_whose_ledger_row_was_lost_gets_it_on_resume(
     [row] = ledger.read_bytes().splitlines(keepends=True)
     ledger.write_bytes(row[: len(row) // 2])  # torn: what a kill mid-write leaves
     (root / "state" / "ledger.head").unlink()  # (the head never moved to the torn row)
-    repair = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "--config", str(root / "config.toml"),
-         "ledger", "repair"],
-        cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    repair = _ledger_command(root, "repair")
     assert repair.returncode == 0 and "quarantined line 1" in repair.stdout, repair.stderr
 
     result = _drive(root, [Step(RUN)])
@@ -483,11 +476,9 @@ def test_a_ticket_whose_state_cannot_be_brought_forward_fails_the_batch(tmp_path
 
 
 def _ledger_command(root: Path, action: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", "--config", str(root / "config.toml"),
-         "ledger", action],
-        cwd=root, env=subprocess_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    """``orchestrator ledger ACTION`` in this process (``support.cli_here``)."""
+    argv = ["--config", str(root / "config.toml"), "ledger", action]
+    return cli_here(argv, subprocess_env(), cwd=root)
 
 
 def test_ledger_verify_notices_a_decision_without_its_row_and_repair_appends_it(
@@ -550,10 +541,7 @@ def test_an_older_state_dir_verifies_and_is_mended_the_same_way(tmp_path: Path) 
     verdict = state / "runs" / "CARDS-1-20261130T232650Z-1a8b.verdict-1.json"
 
     def ledger(action: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", "--state-dir", str(state), "ledger", action],
-            env=subprocess_env(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        return cli_here(["--state-dir", str(state), "ledger", action], subprocess_env())
 
     assert f"  {verdict}\n" in ledger("verify").stdout
     older = json.loads(verdict.read_text())

@@ -79,6 +79,74 @@ def run_here(
         return cli_here(argv, env, cwd=root)
 
 
+def run_forked(
+    root: Path, argv: list[str], env: Mapping[str, str], *, timeout_s: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """This script's ``main`` with ARGV in a process of its own, forked from the calling
+    test's process rather than started afresh: the same CLI, environment (exactly
+    ``env``), working directory (``root``) and scripted model, and a process that a
+    crash point's SIGKILL ends alone (its return code is then -9), without an
+    interpreter start and the orchestrator's imports (most of a second of CPU) per
+    kill. Its crash-point hit counts start at zero, as in a new process. Output goes
+    through files, read back once it has ended; one still running after ``timeout_s``
+    is killed and the call fails."""
+    import contextlib
+    import os
+    import select
+    import signal
+    import sys
+    import tempfile
+    import traceback
+
+    from orchestrator.app import services
+    from orchestrator.cli.main import main as cli_main
+    from orchestrator.storage import crash_points
+
+    with tempfile.TemporaryDirectory(prefix="forked-cli-") as folder:
+        out_path, err_path = Path(folder) / "stdout", Path(folder) / "stderr"
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the test
+            code = 70
+            try:
+                for fd, path, mode in (
+                    (0, os.devnull, os.O_RDONLY),
+                    (1, out_path, os.O_WRONLY | os.O_CREAT),
+                    (2, err_path, os.O_WRONLY | os.O_CREAT),
+                ):
+                    opened = os.open(path, mode, 0o600)
+                    os.dup2(opened, fd)
+                    os.close(opened)
+                sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+                os.chdir(root)
+                os.environ.clear()
+                os.environ.update(env)
+                crash_points._hits.clear()
+                services.model_gateway_factory = scripted_factory  # type: ignore[assignment]
+                code = cli_main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # noqa: BLE001 (the child must reach os._exit, whatever it met)
+                traceback.print_exc()
+            finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        pidfd = os.pidfd_open(pid)
+        try:
+            ended, _, _ = select.select([pidfd], [], [], timeout_s)
+        finally:
+            os.close(pidfd)
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        out, err = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    assert ended, f"orchestrator {argv} still running after {timeout_s} s:\n{out}{err}"
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
 def main() -> int:
     from orchestrator.app import services
     from orchestrator.cli import main as cli

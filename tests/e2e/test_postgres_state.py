@@ -7,19 +7,17 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, bash_stage, subprocess_env, write_config, write_ticket
+from conftest import bash_stage, subprocess_env, write_config, write_ticket
 from support.harness import reply
-from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made
+from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_forked
 
 DEADLINE_S = 120.0
 
 
-SCRIPTED_CLI = ROOT / "tests" / "support" / "scripted_cli.py"
 # A clone the decision can look at (an empty repository), made without a network.
 CLONE = '[[stages]]\nname = "clone"\ncwd = "run"\ncommand = ["git", "init", "-q", "clone"]\n'
 
@@ -46,11 +44,13 @@ class Machine:
         self.env = env or {}
 
     def cli(self, *args: str, code: int | None = 0) -> subprocess.CompletedProcess[str]:
+        """One command on this machine, in a process of its own (forked from the test's:
+        ``run_forked``), as each machine's cron or person would start it."""
         home = self.root / "home"
-        done = subprocess.run(
-            [sys.executable, str(SCRIPTED_CLI), "--config", str(self.config), *args],
-            capture_output=True, text=True, cwd=self.root, timeout=DEADLINE_S,
-            env=subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"), **self.env),
+        done = run_forked(
+            self.root, ["--config", str(self.config), *args],
+            subprocess_env(HOME=str(home), TMPDIR=str(home / "tmp"), **self.env),
+            timeout_s=DEADLINE_S,
         )  # fmt: skip
         assert code is None or done.returncode == code, done.stdout + done.stderr
         return done

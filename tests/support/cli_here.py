@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -38,6 +39,7 @@ def cli_here(
             mp.delenv(name)
         for name, value in env.items():
             mp.setenv(name, value)
+        mp.setattr(tempfile, "tempdir", None)  # found from this TMPDIR, then given back
         with redirect_stdout(out), redirect_stderr(err):
             code = cli_main(list(argv))
     return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())

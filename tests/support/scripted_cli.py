@@ -87,7 +87,8 @@ def run_forked(
     ``env``), working directory (``root``) and scripted model, and a process that a
     crash point's SIGKILL ends alone (its return code is then -9), without an
     interpreter start and the orchestrator's imports (most of a second of CPU) per
-    kill. Its crash-point hit counts start at zero, as in a new process. Output goes
+    kill. Its crash-point hit counts start at zero and its temp dir is its $TMPDIR, as
+    in a new process. Output goes
     through files, read back once it has ended; one still running after ``timeout_s``
     is killed and the call fails."""
     import contextlib
@@ -121,6 +122,7 @@ def run_forked(
                 os.chdir(root)
                 os.environ.clear()
                 os.environ.update(env)
+                tempfile.tempdir = None  # found again from this TMPDIR, as a new process would
                 crash_points._hits.clear()
                 services.model_gateway_factory = scripted_factory  # type: ignore[assignment]
                 code = cli_main(argv)

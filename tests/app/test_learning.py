@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,9 +24,9 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage.approvals import os_user
 from orchestrator.storage.playbook import PlaybookStore
 
-from conftest import COUNTS, ROOT, subprocess_env, write_ticket
+from conftest import COUNTS, subprocess_env, write_ticket
 from support.harness import Harness, make_origin, reply, write_pipeline
-from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_here
+from support.scripted_cli import CALLS_ENV, SCRIPT_ENV, requests_made, run_forked, run_here
 
 pytestmark = pytest.mark.slow
 
@@ -142,11 +141,9 @@ def _cli(root: Path, crash: str | None) -> subprocess.CompletedProcess[str]:
     extra = {SCRIPT_ENV: str(root / "script.json"), CALLS_ENV: str(root / "calls")}
     if crash is None:
         return run_here(root, argv, subprocess_env(DRY_RUN="false", **extra))
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "support" / "scripted_cli.py"), *argv], cwd=root,
-        env=subprocess_env(DRY_RUN="false", ORCHESTRATOR_CRASH_AT=crash, **extra),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return run_forked(
+        root, argv, subprocess_env(DRY_RUN="false", ORCHESTRATOR_CRASH_AT=crash, **extra)
+    )
 
 
 @pytest.mark.parametrize(

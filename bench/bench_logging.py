@@ -2,6 +2,7 @@
 
     python bench/bench_logging.py           # 2 GiB printed, 3 interleaved trials of each
     python bench/bench_logging.py --quick   # 256 MiB, 5 trials (a smoke run, a few seconds)
+    python bench/bench_logging.py --mib 80 --trials 1   # the suite's: it runs, nothing more
 
 The stage is a producer writing text to its stdout as fast as it can. It runs through
 ``run_process`` with the default cap (64 MiB kept on disk: head, marker, tail; the reaper
@@ -110,9 +111,18 @@ def through_runner(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument(
+        "--mib", type=int, help="MiB printed, over the 64 MiB cap (default 2048; 256 --quick)"
+    )
+    parser.add_argument("--trials", type=int, help="trials of each (default 3; 5 --quick)")
     args = parser.parse_args(argv)
-    printed = QUICK_BYTES if args.quick else FULL_BYTES
-    trials = QUICK_TRIALS if args.quick else TRIALS
+    default_mib = (QUICK_BYTES if args.quick else FULL_BYTES) // MIB
+    printed = (default_mib if args.mib is None else args.mib) * MIB
+    trials = (QUICK_TRIALS if args.quick else TRIALS) if args.trials is None else args.trials
+    if printed <= DEFAULT_MAX_LOG_BYTES or trials < 1:
+        parser.error(
+            "--mib: more than the 64 MiB cap (the cap is what is measured); --trials: 1 or more"
+        )
     began = time.perf_counter()
     samples: dict[str, list[float]] = {"cat": [], "runner": [], "uncapped": []}
     rss_before, peak_before = rss_mb(), peak_rss_mb()

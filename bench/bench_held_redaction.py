@@ -2,6 +2,7 @@
 
     python bench/bench_held_redaction.py           # every log of ../shared/data/ci-logs
     python bench/bench_held_redaction.py --quick   # every 8th log (a smoke run)
+    python bench/bench_held_redaction.py --quick --repeats 1   # the suite's: it runs
 
 The text is the real-log corpus (``../shared/data/ci-logs/*/log.txt``, 60 MB of other
 people's failed builds, as ``redact_bytes`` reads them), plus one log of 50 planted
@@ -129,7 +130,10 @@ def leaks(secrets: list[str], held: HeldSecrets) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every 8th log instead of all")
+    parser.add_argument("--repeats", type=int, help="timed runs of each (default 3; 5 --quick)")
     args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats: 1 or more")
     started = time.perf_counter()
     texts = read_logs(8 if args.quick else 1)
     if not texts:
@@ -155,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         for text in texts[:-1]
     )
 
-    repeats = 5 if args.quick else 3
+    repeats = (5 if args.quick else 3) if args.repeats is None else args.repeats
     t_plain, t_held, t_only = timed(
         texts,
         [

@@ -176,7 +176,17 @@ def render_entry(entry: PlaybookEntry) -> str:
     # signature: it matches by pattern), and parsing gives it back as the default.
     data = {k: v for k, v in data.items() if v != []}
     data["match"] = {k: v for k, v in data["match"].items() if v != []}
-    return tomli_w.dumps(data, multiline_strings=True)
+    # A multi-line string reads best, but TOML reads its line ends as "\n": a text with a
+    # carriage return in it is written escaped, so it reads back as it was.
+    return tomli_w.dumps(data, multiline_strings=not _holds_cr(data))
+
+
+def _holds_cr(value: object) -> bool:
+    if isinstance(value, str):
+        return "\r" in value
+    if isinstance(value, dict):
+        return any(_holds_cr(v) for v in value.values())
+    return isinstance(value, list) and any(_holds_cr(v) for v in value)
 
 
 class PlaybookMatch(Frozen):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain.errors import ConfigError
@@ -97,6 +97,7 @@ def test_the_built_in_entry_round_trips_and_matches_by_pattern() -> None:
     ),
     summary=st.text(max_size=100),
 )
+@example(description="a\r\nb", lines=[], summary="\r\n")  # TOML reads a raw CR LF as LF
 def test_any_text_round_trips(description: str, lines: list[str], summary: str) -> None:
     match = (
         Match(stage="build", check="lint", signature=tuple(lines))

@@ -42,6 +42,7 @@ __all__ = [
     "Source",
     "SourceEvidence",
     "UsageEvidence",
+    "facts_for",
 ]
 
 Routing = Literal["auto", "hitl_recommended", "hitl_required", "reject"]
@@ -111,6 +112,20 @@ class PromptFacts(Frozen):
     current_model: str | None
     engines: dict[str, list[str]]
     recipe_allowlist: list[str]
+
+
+def facts_for(ctx: DecisionContext, ticket_id: str, ticket_kind: str) -> PromptFacts:
+    """What the prompt says about the failure: the decision context, as the model sees it."""
+    return PromptFacts(
+        ticket_id=ticket_id,
+        ticket_kind=ticket_kind,
+        failing_stage=ctx.failing_stage,
+        failing_check=ctx.failing_check,
+        current_engine=ctx.current_engine,
+        current_model=ctx.current_model,
+        engines={k: list(v) for k, v in ctx.ladders.items()},
+        recipe_allowlist=list(ctx.recipe_allowlist),
+    )
 
 
 class RecoveryContext(Frozen):

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from orchestrator.domain.config import PriceConfig
 from orchestrator.domain.errors import UsageError
+from orchestrator.domain.proposals import facts_for
 from orchestrator.domain.validation import Frozen
 from orchestrator.domain.verdicts import verdict_json_schema
 from orchestrator.eval import layers
@@ -28,7 +29,7 @@ from orchestrator.eval.corpus import Case
 from orchestrator.eval.offline import BYTES_PER_TOKEN, CaseResult, percentile
 from orchestrator.recovery.diagnose import ask_model
 from orchestrator.recovery.gateway import ModelGateway
-from orchestrator.recovery.prompt import SYSTEM, build_prompt, facts_for
+from orchestrator.recovery.prompt import SYSTEM, build_prompt
 
 
 class LiveResult(Frozen):

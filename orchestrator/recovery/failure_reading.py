@@ -14,7 +14,7 @@ from orchestrator.domain.baseline import Baseline
 from orchestrator.domain.config import Config, StageConfig
 from orchestrator.domain.failure_signature import FailureSignature
 from orchestrator.domain.failure_signature import signature_of as deciding_signature
-from orchestrator.domain.proposals import Failure, PromptFacts
+from orchestrator.domain.proposals import Failure, PromptFacts, facts_for
 from orchestrator.domain.runs import Attempt, RunRecord, engine_and_model
 from orchestrator.domain.verdicts import DecisionContext
 from orchestrator.reading.check_reports import read_reports
@@ -23,7 +23,6 @@ from orchestrator.reading.error_lines import last_error_line_of
 from orchestrator.recovery.confidence import signature_of
 from orchestrator.recovery.context import BundleInputs
 from orchestrator.recovery.playbook import check_output_of
-from orchestrator.recovery.prompt import facts_for
 
 
 @dataclass(frozen=True)

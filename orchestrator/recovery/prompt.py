@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from orchestrator.domain.proposals import PromptFacts
-from orchestrator.domain.verdicts import DecisionContext, verdict_json_schema
+from orchestrator.domain.verdicts import verdict_json_schema
 from orchestrator.domain.vocabulary import VOCABULARY
 from orchestrator.recovery.context import RENDER_PREAMBLE
 
@@ -34,20 +34,6 @@ next. You do not act: plain code validates your decision, runs it, and verifies 
 the same check that failed. Reply with exactly one JSON object and nothing else: no prose, \
 no explanation outside the object. A reply that is not a single valid object means a \
 human is called in."""
-
-
-def facts_for(ctx: DecisionContext, ticket_id: str, ticket_kind: str) -> PromptFacts:
-    """What the prompt says about the failure: the decision context, as the model sees it."""
-    return PromptFacts(
-        ticket_id=ticket_id,
-        ticket_kind=ticket_kind,
-        failing_stage=ctx.failing_stage,
-        failing_check=ctx.failing_check,
-        current_engine=ctx.current_engine,
-        current_model=ctx.current_model,
-        engines={k: list(v) for k, v in ctx.ladders.items()},
-        recipe_allowlist=list(ctx.recipe_allowlist),
-    )
 
 
 def _header(facts: PromptFacts) -> list[str]:

@@ -12,12 +12,13 @@ import pytest
 from orchestrator.cli.commands.eval import run_eval
 from orchestrator.domain.config import Config, ContextLimits, PriceConfig
 from orchestrator.domain.errors import UsageError
+from orchestrator.domain.proposals import facts_for
 from orchestrator.eval import layers
 from orchestrator.eval.corpus import load_corpus
 from orchestrator.eval.live import LiveSettings, run_live, worst_case_usd
 from orchestrator.eval.offline import evaluate
 from orchestrator.recovery.gateway import ModelReply, ScriptedGateway
-from orchestrator.recovery.prompt import build_prompt, facts_for
+from orchestrator.recovery.prompt import build_prompt
 
 from corpus.fixtures import corpus_holding, some_cases
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.domain.proposals import PromptFacts
+from orchestrator.domain.proposals import PromptFacts, facts_for
 from orchestrator.domain.verdicts import DecisionContext
-from orchestrator.recovery.prompt import facts_for
 
 
 def decision_context(

@@ -4,7 +4,7 @@ model. Each action of the vocabulary, the caps, and the recipe guards."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import git
@@ -13,7 +13,7 @@ import pytest
 from orchestrator.app.driver import run_ticket
 from orchestrator.domain.errors import EXIT_NEEDS_HUMAN
 from orchestrator.domain.lifecycle import HaltReason, RunState
-from orchestrator.domain.runs import exit_code
+from orchestrator.domain.runs import RunRecord, exit_code
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.recovery.gateway import ModelReply, ModelRequest, ScriptedGateway
 from orchestrator.storage.decisions import read_verdict
@@ -316,12 +316,32 @@ def test_a_crash_before_the_ledger_row_is_mended_on_redelivery(tmp_path: Path) -
     assert kinds == ["decision", "outcome", "playbook"]  # the green retry, proposed (issue 44)
 
 
-def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(
-    tmp_path: Path,
-) -> None:
+@dataclass(frozen=True)
+class Repaired:
+    """The demo's CARDS-1 through the real config with no model: the squashed commit
+    repaired by the playbook's recipe. Run once for the tests that only read it."""
+
+    h: Harness
+    record: RunRecord
+    root: Path
+    origin: Path
+    gateway: ScriptedGateway
+
+
+@pytest.fixture(scope="module")
+def repaired(tmp_path_factory: pytest.TempPathFactory) -> Repaired:
+    root = tmp_path_factory.mktemp("repaired-demo")
     gateway = ScriptedGateway([])
-    h, tickets, origin = demo_harness(tmp_path, gateway)
-    record = h.run(tickets["CARDS-1"])
+    h, tickets, origin = demo_harness(root, gateway)
+    return Repaired(h, h.run(tickets["CARDS-1"]), root, origin, gateway)
+
+
+def test_the_squashed_commit_is_repaired_by_the_playbook_recipe_and_verified(
+    repaired: Repaired,
+) -> None:
+    h, record, tmp_path, origin, gateway = (
+        repaired.h, repaired.record, repaired.root, repaired.origin, repaired.gateway,
+    )  # fmt: skip
     assert record.state is RunState.COMPLETED, (record.halt, h.out.getvalue())
     assert gateway.calls == 0 and h.builds == 0  # a known failure costs no model call
     [verdict] = h.verdicts(record)
@@ -494,11 +514,10 @@ def test_a_missing_clone_gives_a_synthetic_verdict_and_no_call(tmp_path: Path) -
     assert h.budget() == (0, 0)
 
 
-def test_show_tells_the_whole_story_of_a_repaired_run(tmp_path: Path) -> None:
+def test_show_tells_the_whole_story_of_a_repaired_run(repaired: Repaired) -> None:
     from orchestrator.cli.commands.show import render
 
-    h, tickets, _ = demo_harness(tmp_path, ScriptedGateway([]))
-    record = h.run(tickets["CARDS-1"])
+    h, record = repaired.h, repaired.record
     text = "\n".join(render(record, h.services.storage.runs, {}))
     assert "1. after attempt #3: mechanical-fix (playbook) → mechanical-fix green" in text
     assert "routing auto at confidence" in text

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,8 +32,9 @@ from orchestrator.storage.approvals import (
 )
 from orchestrator.storage.files import FileStorage
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import subprocess_env, write_ticket
 from support.harness import Harness, make_origin, reply, write_pipeline
+from support.scripted_cli import run_forked
 
 pytestmark = pytest.mark.slow
 
@@ -212,15 +212,13 @@ def test_an_unsigned_approval_written_while_the_run_waits_is_refused(tmp_path: P
 
 
 def _approve_killed_at(tmp_path: Path, run_id: str, point: str) -> None:
-    """``orchestrator approve --now`` in its own process, killed right after ``point``
-    (the answer's own write, or one made carrying it out)."""
+    """``orchestrator approve --now`` in its own process (forked from this one), killed
+    right after ``point`` (the answer's own write, or one made carrying it out)."""
     env = subprocess_env(PATH=os.environ["PATH"], DRY_RUN="false", ORCHESTRATOR_CRASH_AT=point)
     env.pop(APPROVAL_KEY_ENV, None)  # the state dir's key, as the harness's runs use
-    proc = subprocess.run(
-        orchestrator_cmd(
-            "--config", str(tmp_path / "config.toml"), "approve", run_id, "--now"
-        ),
-        capture_output=True, text=True, timeout=120, env=env,
+    proc = run_forked(
+        Path.cwd(), ["--config", str(tmp_path / "config.toml"), "approve", run_id, "--now"],
+        env, timeout_s=120, as_entry=True,
     )  # fmt: skip
     assert proc.returncode == -9, proc.stdout + proc.stderr
 

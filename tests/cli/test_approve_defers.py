@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,9 @@ from orchestrator.recovery.gateway import ScriptedGateway
 from orchestrator.storage import FileStorage
 from orchestrator.storage.approvals import os_user
 
-from conftest import orchestrator_cmd, subprocess_env
+from conftest import subprocess_env
 from support.approval_pipeline import env, paused, ran, run_batch
+from support.scripted_cli import run_forked
 
 
 def state(tmp_path: Path, run_id: str) -> RunState:
@@ -120,18 +120,19 @@ def test_reject_still_ends_the_run_at_once(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_cli_approves_and_resume_carries_the_answer_out_at_once(tmp_path: Path) -> None:
     config, run_id = paused(tmp_path)
-    approved = subprocess.run(
-        orchestrator_cmd("--config", str(config), "approve", run_id),
-        capture_output=True, text=True, timeout=120, env=subprocess_env(),
+    # Each command in its own process, forked from this one (``run_forked``).
+    approved = run_forked(
+        Path.cwd(), ["--config", str(config), "approve", run_id], subprocess_env(),
+        timeout_s=120, as_entry=True,
     )  # fmt: skip
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert f"to carry it out now, in this shell: `orchestrator resume {run_id}`" in (
         approved.stdout
     )
     assert state(tmp_path, run_id) is RunState.AWAITING_APPROVAL
-    resumed = subprocess.run(
-        orchestrator_cmd("--config", str(config), "resume", run_id, "--no-preflight"),
-        capture_output=True, text=True, timeout=120, env=subprocess_env(DRY_RUN="false"),
+    resumed = run_forked(
+        Path.cwd(), ["--config", str(config), "resume", run_id, "--no-preflight"],
+        subprocess_env(DRY_RUN="false"), timeout_s=120, as_entry=True,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert state(tmp_path, run_id) is RunState.COMPLETED

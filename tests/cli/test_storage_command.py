@@ -15,8 +15,9 @@ import pytest
 from orchestrator.storage.budget import BudgetStore
 from orchestrator.storage.ledger import Ledger
 
-from conftest import orchestrator_cmd, subprocess_env
+from conftest import subprocess_env
 from support.ledger_rows import conclude, decide
+from support.scripted_cli import run_forked
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -25,10 +26,8 @@ def cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = subprocess_env(**env)
     if "ORCHESTRATOR_STORAGE_URL" not in env:
         environ.pop("ORCHESTRATOR_STORAGE_URL", None)
-    return subprocess.run(
-        orchestrator_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=120,
-        env=environ,
-    )  # fmt: skip
+    # Its own process, forked from this one: ``python -m orchestrator`` less the start.
+    return run_forked(cwd, list(args), environ, timeout_s=120, as_entry=True)
 
 
 def a_state_dir(state: Path) -> Path:

@@ -80,7 +80,12 @@ def run_here(
 
 
 def run_forked(
-    root: Path, argv: list[str], env: Mapping[str, str], *, timeout_s: float = 60.0
+    root: Path,
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    timeout_s: float = 60.0,
+    as_entry: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """This script's ``main`` with ARGV in a process of its own, forked from the calling
     test's process rather than started afresh: the same CLI, environment (exactly
@@ -88,9 +93,10 @@ def run_forked(
     crash point's SIGKILL ends alone (its return code is then -9), without an
     interpreter start and the orchestrator's imports (most of a second of CPU) per
     kill. Its crash-point hit counts start at zero and its temp dir is its $TMPDIR, as
-    in a new process. Output goes
-    through files, read back once it has ended; one still running after ``timeout_s``
-    is killed and the call fails."""
+    in a new process. ``as_entry``: as ``python -m orchestrator`` starts instead (its
+    ``entry``: the key shield first, then ``main``; the model its config names). Output
+    goes through files (file descriptors 1 and 2, as a child's), read back once it has
+    ended; one still running after ``timeout_s`` is killed and the call fails."""
     import contextlib
     import os
     import select
@@ -101,6 +107,7 @@ def run_forked(
 
     from orchestrator.app import services
     from orchestrator.cli.main import main as cli_main
+    from orchestrator.execution.key_shield import shield
     from orchestrator.storage import crash_points
 
     with tempfile.TemporaryDirectory(prefix="forked-cli-") as folder:
@@ -124,7 +131,10 @@ def run_forked(
                 os.environ.update(env)
                 tempfile.tempdir = None  # found again from this TMPDIR, as a new process would
                 crash_points._hits.clear()
-                services.model_gateway_factory = scripted_factory  # type: ignore[assignment]
+                if as_entry:
+                    shield()
+                else:
+                    services.model_gateway_factory = scripted_factory  # type: ignore[assignment]
                 code = cli_main(argv)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1

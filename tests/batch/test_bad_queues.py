@@ -1,6 +1,8 @@
 """Bad queues are refused loudly: two files with one ticket id, a repository that does not
 exist, and a failed stage whose own last words reach the console. Run as cron runs the
-batch: the real CLI in a fresh interpreter, real git repositories, real stage processes."""
+batch: the real CLI as ``python -m orchestrator`` starts it, each command in a process of
+its own (forked from the test's, ``run_forked``: no interpreter start per command), real
+git repositories, real stage processes."""
 
 from __future__ import annotations
 
@@ -16,14 +18,8 @@ import pytest
 
 from orchestrator.cli.main import main
 
-from conftest import (
-    COUNTS,
-    bash_stage,
-    orchestrator_cmd,
-    subprocess_env,
-    write_config,
-    write_ticket,
-)
+from conftest import COUNTS, bash_stage, subprocess_env, write_config, write_ticket
+from support.scripted_cli import run_forked
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +31,11 @@ def counted() -> str:
 
 
 def batch(config: Path, tickets: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets), *args),
-        capture_output=True, text=True, env=subprocess_env(**env), timeout=120,
-    )  # fmt: skip
+    return cli(["--config", str(config), "batch", "--tickets", str(tickets), *args], **env)
+
+
+def cli(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return run_forked(Path.cwd(), argv, subprocess_env(**env), timeout_s=120, as_entry=True)
 
 
 def ran(tmp_path: Path) -> dict[str, int]:
@@ -140,10 +137,7 @@ def test_a_repository_that_does_not_exist_is_refused_before_a_run_is_created(
     )
     assert runs_of(tmp_path, "T-01") == []  # nothing written under runs/
 
-    single = subprocess.run(
-        orchestrator_cmd("--config", str(config), "run", str(bad)),
-        capture_output=True, text=True, env=subprocess_env(), timeout=60,
-    )  # fmt: skip
+    single = cli(["--config", str(config), "run", str(bad)])
     assert single.returncode == 2
     assert single.stderr == f"ticket error: {bad}: repository: {reason}; nothing was run\n"
     assert runs_of(tmp_path, "T-01") == []

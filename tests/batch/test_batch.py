@@ -1,4 +1,7 @@
-"""The batch, as cron runs it: overlapping, interrupted, budgeted, with bad input."""
+"""The batch, as cron runs it: overlapping, interrupted, budgeted, with bad input. Two
+batches at once, or one signalled, are fresh interpreters; a batch run to its end is a
+process of its own forked from the test's (``run_forked``: as ``python -m orchestrator``
+starts, without the interpreter start)."""
 
 from __future__ import annotations
 
@@ -17,8 +20,15 @@ from orchestrator.storage.decisions import read_verdict
 
 from conftest import COUNTS, orchestrator_cmd, subprocess_env, untimed, write_ticket
 from support.harness import SameAnswerModel
+from support.scripted_cli import run_forked
 
 pytestmark = pytest.mark.slow
+
+
+def batch_of(config: Path, tickets: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``orchestrator batch`` to its end, in a process of its own forked from this one."""
+    argv = ["--config", str(config), "batch", "--tickets", str(tickets)]
+    return run_forked(Path.cwd(), argv, subprocess_env(**env), timeout_s=120, as_entry=True)
 
 
 def counted(name: str, extra: str = "") -> str:
@@ -93,7 +103,7 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
     assert "interrupted" in out
 
     release.touch()
-    second = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    second = batch_of(config, tickets)
     assert second.returncode == 0, second.stdout + second.stderr
     assert counts(tmp_path, "a") == {f"T-{i:02d}": 1 for i in range(10)}  # no completed stage again
     b = counts(tmp_path, "b")
@@ -137,10 +147,7 @@ def test_a_corrupt_state_file_is_reported_the_batch_goes_on_and_exits_7(tmp_path
     corrupt.write_text(
         '{"run_id": "T-01-20261130T000000Z-dead", "ticket_id": "T-01", "created_at": "x", "state": '
     )
-    proc = subprocess.run(
-        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
-        capture_output=True, text=True, env=subprocess_env(), timeout=120,
-    )  # fmt: skip
+    proc = batch_of(config, tickets)
     lines = untimed(proc.stdout)
     [bad] = [line for line in lines if line.startswith("T-01")]
     assert "state-error" in bad and f"state error: {corrupt}: not valid JSON" in bad
@@ -153,19 +160,14 @@ def test_a_corrupt_state_file_is_reported_the_batch_goes_on_and_exits_7(tmp_path
 
 def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Path) -> None:
     config, tickets = setup(tmp_path, counted("a"), n=2)
-    subprocess.run(
-        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
-        capture_output=True, env=subprocess_env(), timeout=120, check=True,
-    )  # fmt: skip
+    first = batch_of(config, tickets)
+    assert first.returncode == 0, first.stdout + first.stderr
     [record] = (tmp_path / "state" / "runs").glob("T-00-*Z-????.json")
     data = json.loads(record.read_text())
     data["state"] = "running"
     data["stages"] = "not a list"
     record.write_text(json.dumps(data))
-    proc = subprocess.run(
-        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
-        capture_output=True, text=True, env=subprocess_env(), timeout=120,
-    )  # fmt: skip
+    proc = batch_of(config, tickets)
     [line] = [line for line in untimed(proc.stdout) if line.startswith("T-00")]
     assert "state-error" in line and f"state error: {record}: not a valid run record" in line
     assert proc.returncode == 7
@@ -176,10 +178,7 @@ def test_a_hand_edited_record_is_reported_with_its_path_and_skipped(tmp_path: Pa
 
 def test_output_when_not_a_tty_has_no_escape_codes(tmp_path: Path) -> None:
     config, tickets = setup(tmp_path, counted("a"), n=2)
-    proc = subprocess.run(
-        orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets)),
-        capture_output=True, text=True, env=subprocess_env(TERM="xterm"), timeout=120,
-    )  # fmt: skip
+    proc = batch_of(config, tickets, TERM="xterm")
     assert proc.returncode == 0
     assert "\x1b" not in proc.stdout + proc.stderr and "\r" not in proc.stdout
     assert len(proc.stdout.splitlines()) == 3  # one line per ticket, one summary

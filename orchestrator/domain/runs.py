@@ -404,6 +404,34 @@ def interrupted(record: RunRecord, *, at: datetime) -> RunRecord:
     return record
 
 
+def attempt_started(
+    record: RunRecord, stage: str, *, engine: str, model: str, sandbox: str | None,
+    egress: str | None, at: datetime,
+) -> tuple[RunRecord, Attempt]:  # fmt: skip
+    """``record`` with its next attempt, of ``stage``, begun ``at`` (counted; the stage
+    running and current), and that attempt: persisted before anything of it runs."""
+    number = record.counters.attempts + 1
+    attempt = Attempt(
+        number=number, stage=stage, status=AttemptStatus.RUNNING, engine=engine or None,
+        model=model or None, started_at=at, sandbox=sandbox, egress=egress,
+    )  # fmt: skip
+    counters = record.counters.model_copy(update={"attempts": number})
+    update = {"counters": counters, "current_stage": stage, "updated_at": at}
+    started = record.with_attempt(attempt).with_stage_status(stage, StageStatus.RUNNING)
+    return started.model_copy(update=update), attempt
+
+
+def attempt_finished(
+    record: RunRecord, attempt: Attempt, *, pull_request: str | None, at: datetime
+) -> RunRecord:
+    """``record`` with ``attempt`` ended ``at``: its stage completed, or failed; the pull
+    request a side-effectful stage opened, if it opened one."""
+    status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
+    opened = {"pull_request": pull_request} if pull_request is not None else {}
+    ended = record.with_attempt(attempt).with_stage_status(attempt.stage, status)
+    return ended.model_copy(update={**opened, "updated_at": at})
+
+
 def resumed(record: RunRecord, *, at: datetime, by: str, stage: str) -> RunRecord:
     """``record`` resumed by a person at ``stage``: checked against ``RESUMES``; the stages
     from ``stage`` on are pending again, those before it are kept; the halt is kept in

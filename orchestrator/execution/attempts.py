@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.domain.config import CheckConfig, LoadedConfig, PriceConfig, StageConfig
-from orchestrator.domain.egress import NetworkAccess
 from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
     CheckResult,
     FailingCheck,
     RunRecord,
-    StageStatus,
+    attempt_finished,
+    attempt_started,
     engine_and_model,
+    interrupted,
 )
 from orchestrator.domain.sandbox import SandboxOptions, effective_sandbox
 from orchestrator.domain.stage_hosts import check_network, egress_hosts, forge_urls, stage_network
@@ -318,14 +319,20 @@ def run_stage(
     record: RunRecord, stage: StageConfig, services: StageServices
 ) -> tuple[RunRecord, Attempt]:
     """Run one attempt of ``stage`` and persist it (start, process identity, result).
-    Returns the updated record and the finished attempt. Interruption marks the attempt
-    ``interrupted``, saves, and propagates."""
+    Returns the updated record and the finished attempt, reported. Interruption marks the
+    attempt ``interrupted``, saves, and propagates."""
     store, config = services.storage.runs, services.loaded.config
-    logs = StateLayout.of_run_dir(Path(record.run_dir)).logs_dir(record.run_id)  # its workspace
+    layout = StateLayout.of_run_dir(Path(record.run_dir))  # its workspace
+    logs, pr_record = layout.logs_dir(record.run_id), layout.pull_request_path(record.run_id)
     engine, model = engine_and_model(record, stage, config)
     hosts = egress_hosts(stage, config, engine, record.repository, services.environ)
     access = stage_network(stage, hosts)
-    record, attempt = _started(record, stage, engine, model, access, services)
+    record, attempt = attempt_started(
+        record, stage.name, engine=engine, model=model,
+        sandbox=None if stage.is_check_stage else sandbox_mode(stage),
+        egress=access.mode if access is not None else None, at=services.clock(),
+    )  # fmt: skip
+    store.save(record, CrashPoint.ATTEMPT_STARTED)
     ctx = stage_context(record, stage.name, engine, model, attempt.number, store)
     cwd = Path(record.clone_dir) if stage.cwd == "clone" else Path(record.run_dir)
     cwd.parent.mkdir(parents=True, exist_ok=True)
@@ -352,56 +359,16 @@ def run_stage(
             run = _engine_attempt if stage.engine is not None else _command_attempt
             attempt = run(record, attempt, process, services)
     except BaseException:
-        attempt = attempt.model_copy(
-            update={"status": AttemptStatus.INTERRUPTED, "ended_at": services.clock()}
-        )
-        record = record.with_attempt(attempt).with_stage_status(stage.name, StageStatus.PENDING)
-        store.save(record, CrashPoint.ATTEMPT_INTERRUPTED)
+        # The attempt, still running, is interrupted and its stage pending again.
+        stopped = interrupted(record.with_attempt(attempt), at=services.clock())
+        store.save(stopped, CrashPoint.ATTEMPT_INTERRUPTED)
         raise
-    return _finished(record, stage, attempt, services), attempt
-
-
-def _started(
-    record: RunRecord, stage: StageConfig, engine: str, model: str,
-    access: NetworkAccess | None, services: StageServices,
-) -> tuple[RunRecord, Attempt]:  # fmt: skip
-    """The attempt begun, on the record and persisted before anything of it runs."""
-    number = record.counters.attempts + 1
-    attempt = Attempt(
-        number=number, stage=stage.name, status=AttemptStatus.RUNNING, engine=engine or None,
-        model=model or None, started_at=services.clock(),
-        sandbox=None if stage.is_check_stage else sandbox_mode(stage),
-        egress=access.mode if access is not None else None,
-    )  # fmt: skip
-    record = (
-        record.with_attempt(attempt)
-        .with_stage_status(stage.name, StageStatus.RUNNING)
-        .model_copy(
-            update={
-                "counters": record.counters.model_copy(update={"attempts": number}),
-                "current_stage": stage.name,
-                "updated_at": services.clock(),
-            }
-        )
-    )
-    services.storage.runs.save(record, CrashPoint.ATTEMPT_STARTED)
-    return record, attempt
-
-
-def _finished(
-    record: RunRecord, stage: StageConfig, attempt: Attempt, services: StageServices
-) -> RunRecord:
-    """The finished attempt on the record (with the pull request a side-effectful stage
-    opened), persisted and reported."""
-    pr_record = StateLayout.of_run_dir(Path(record.run_dir)).pull_request_path(record.run_id)
-    status = StageStatus.COMPLETED if attempt.ok else StageStatus.FAILED
-    record = record.with_attempt(attempt).with_stage_status(stage.name, status)
-    if attempt.ok and stage.side_effectful and pr_record.is_file():
-        record = record.model_copy(update={"pull_request": str(pr_record)})
-    record = record.model_copy(update={"updated_at": services.clock()})
-    services.storage.runs.save(record, CrashPoint.ATTEMPT_FINISHED)
+    opened = attempt.ok and stage.side_effectful and pr_record.is_file()
+    pull_request = str(pr_record) if opened else None
+    record = attempt_finished(record, attempt, pull_request=pull_request, at=services.clock())
+    store.save(record, CrashPoint.ATTEMPT_FINISHED)
     services.reporter.stage_finished(attempt)
-    return record
+    return record, attempt
 
 
 @dataclass(frozen=True)

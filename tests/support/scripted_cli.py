@@ -98,6 +98,7 @@ def run_forked(
     goes through files (file descriptors 1 and 2, as a child's), read back once it has
     ended; one still running after ``timeout_s`` is killed and the call fails."""
     import contextlib
+    import gc
     import os
     import select
     import signal
@@ -112,7 +113,12 @@ def run_forked(
 
     with tempfile.TemporaryDirectory(prefix="forked-cli-") as folder:
         out_path, err_path = Path(folder) / "stdout", Path(folder) / "stderr"
+        # The child need not walk (and so copy) every object it inherits in its garbage
+        # collections: they are frozen for it; this process thaws them at once.
+        gc.freeze()
         pid = os.fork()
+        if pid != 0:
+            gc.unfreeze()
         if pid == 0:  # the child: never returns into the test
             code = 70
             try:

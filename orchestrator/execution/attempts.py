@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.domain.config import CheckConfig, LoadedConfig, PriceConfig, StageConfig
+from orchestrator.domain.egress import network_access
 from orchestrator.domain.runs import (
     Attempt,
     AttemptStatus,
@@ -173,6 +174,7 @@ def sandbox_spec(
     # The paths a config declares may use the command placeholders ({root}, {clone},
     # {run_dir}) and ``~/``.
     root = host.loaded.root
+    named = config_files(command, root)  # what of the config's directory it is shown
     options = options.model_copy(
         update={
             "writable": expand_command(options.writable, root=root, ctx=ctx),
@@ -180,7 +182,6 @@ def sandbox_spec(
         }
     )
     layout = StateLayout.of_run_dir(ctx.run_dir)
-    home = home_of(host.environ)
     places = RunPlaces(
         state_dir=host.state_dir,
         run_dir=ctx.run_dir,
@@ -188,23 +189,20 @@ def sandbox_spec(
         ticket_dir=ctx.ticket_file.parent,
         repository=ctx.repository,
         config_root=root,
-        home=home,
+        home=home_of(host.environ),
         decisions=tuple(f.path for f in verdict_files(layout.runs_dir, run_id=ctx.run_id))
         if side_effectful
         else (),
         secrets=secrets_of(host),
     )
-    return profile(
-        options,
-        role,
-        cwd=cwd,
-        places=places,
-        limits=host.loaded.config.sandbox,
-        identity=global_identity(host.executor, host.environ),
-        side_effectful=side_effectful,
-        named=config_files(command, root),
-        egress_hosts=egress_hosts,
+    access = network_access(
+        options.network, engine=role == "engine", declared=options.egress, implied=egress_hosts
     )
+    return profile(
+        options, role, cwd=cwd, places=places, limits=host.loaded.config.sandbox, access=access,
+        identity=global_identity(host.executor, host.environ), side_effectful=side_effectful,
+        named=named,
+    )  # fmt: skip
 
 
 def secrets_of(services: StageServices | SandboxHost) -> tuple[Path, ...]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.domain.egress import network_access
+from orchestrator.domain.egress import NetworkAccess
 from orchestrator.domain.errors import ConfigError
 from orchestrator.domain.keys import ENV_FILE
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
@@ -75,15 +75,15 @@ def profile(
     cwd: Path,
     places: RunPlaces,
     limits: SandboxConfig,
+    access: NetworkAccess,
     identity: Mapping[str, str] = {},
     side_effectful: bool = False,
     named: tuple[Path, ...] = (),
-    egress_hosts: tuple[str, ...] = (),
 ) -> SandboxSpec:
     """The sandbox a stage (``role`` stage or engine) or a check (or the verifier) runs
-    in, in ``cwd``. ``egress_hosts``: the hosts it may reach besides its own ``egress``
-    (an engine's provider, a clone's repository). ``named``: the paths under the config's directory its configured
-    command names (``config_files``), shown read-only."""
+    in, in ``cwd``, reaching what ``access`` allows (``domain.egress.network_access``).
+    ``named``: the paths under the config's directory its configured command names
+    (``config_files``), shown read-only."""
     writable = [cwd]
     writable += [
         Path(os.path.normpath(cwd / _expand(extra, places.home))) for extra in options.writable
@@ -107,9 +107,6 @@ def profile(
         # --message-file, a command engine's {prompt_file}): this run's own, read-only.
         readable.append(places.run_dir)
     read_only = [places.clone / ".git"] if role == "check" else []
-    access = network_access(
-        options.network, engine=role == "engine", declared=options.egress, implied=egress_hosts
-    )
     return SandboxSpec(
         writable=tuple(dict.fromkeys(writable)),
         network=access.mode == "open",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.domain.egress import network_access
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions
 from orchestrator.execution.executor import LocalExecutor
 from orchestrator.execution.process import HeadRequest, ProcessRequest
@@ -190,10 +191,12 @@ def test_only_the_engine_role_gets_datagrams_and_only_without_the_hosts_network(
 
     def spec(role: Role, egress: tuple[str, ...] = ()) -> SandboxSpec:
         options = SandboxOptions(egress=egress)
+        access = network_access(
+            options.network, engine=role == "engine", declared=egress, implied=("api.openai.com",)
+        )
         return profile(
-            options, role, cwd=places.clone, places=places, limits=SandboxConfig(),
-            egress_hosts=("api.openai.com",),
-        )  # fmt: skip
+            options, role, cwd=places.clone, places=places, limits=SandboxConfig(), access=access
+        )
 
     assert [spec(role).unix_datagrams for role in ("engine", "stage", "check")] == [
         True, False, False,

@@ -196,8 +196,6 @@ def _carry_out(
 ) -> tuple[RunRecord, Effect]:
     """Do what was approved; its outcome goes on the verdict's reference and the ledger."""
     proposal = approved.decided.proposal
-    if record.state is RunState.AWAITING_APPROVAL:
-        record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage.name)
     record, effect = apply(record, proposal, approved.approval, services)
     ts = services.clock().isoformat()
     ref = next(v for v in record.verdicts if v.number == approved.decided.number)

@@ -69,6 +69,9 @@ def apply(
     config = services.loaded.config
     applying = _decision_to_apply(proposal, approval, config)
     infra_since = infra_window_start(record)
+    if record.state is RunState.AWAITING_APPROVAL:  # answered: recovering while carried out
+        stage = applying.failing_stage.name
+        record = record.transition(RunState.RECOVERING, now=services.clock(), stage=stage)
     if not approval.approved:
         return abandon.stop(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,

@@ -30,10 +30,11 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     from orchestrator.domain.config import ContextLimits
+    from orchestrator.domain.proposals import facts_for
     from orchestrator.eval import layers
     from orchestrator.eval.corpus import load_corpus
     from orchestrator.eval.offline import BYTES_PER_TOKEN, evaluate
-    from orchestrator.recovery.prompt import build_prompt, facts_for
+    from orchestrator.recovery.prompt import build_prompt
 
     from corpus.build import build
 

@@ -115,15 +115,16 @@ for source in sorted(Path("tests").rglob("test_*.py")):
     if header[8:16] != importlib.util.source_hash(source.read_bytes())[:8]:
         stale.append(source)
 mine = stale[part::parts]
+if not mine:
+    raise SystemExit(0)
 try:
     from _pytest.assertion.rewrite import _rewrite_test, _write_pyc_fp
 except ImportError:
-    if mine:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-             *map(str, mine)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         *map(str, mine)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     raise SystemExit(0)
 for source in mine:
     source = source.resolve()

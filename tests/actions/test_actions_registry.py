@@ -27,7 +27,8 @@ from orchestrator.recovery.graph import verification_checks
 from orchestrator.recovery.graph_state import Guardrail
 from orchestrator.recovery.prompt import build_prompt
 
-from conftest import ROOT, orchestrator_cmd, subprocess_env
+from conftest import ROOT, subprocess_env
+from support.scripted_cli import run_forked
 
 
 class RebaseVerdict(Frozen):
@@ -137,9 +138,9 @@ def test_every_decision_source_is_a_cli_choice(tmp_path: Path) -> None:
     (state / "runs").mkdir(parents=True)
     for source in Source:
         assert main(["--state-dir", str(state), "verdicts", "--source", source.value]) == 0
-    result = subprocess.run(
-        orchestrator_cmd("--state-dir", str(state), "verdicts", "--source", "infra", "--json"),
-        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    result = run_forked(  # its own process, forked as `python -m orchestrator` starts
+        Path.cwd(), ["--state-dir", str(state), "verdicts", "--source", "infra", "--json"],
+        subprocess_env(), as_entry=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == []

@@ -10,7 +10,6 @@ import io
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 from orchestrator.app.driver import run_ticket
@@ -23,11 +22,11 @@ from orchestrator.storage.files import FileStorage
 from conftest import (
     COUNTS,
     bash_stage,
-    orchestrator_cmd,
     subprocess_env,
     write_config,
     write_ticket,
 )
+from support.scripted_cli import run_forked
 from support.services import make_services
 
 IDENTITY = {
@@ -62,13 +61,14 @@ def test_a_run_resumed_without_its_clone_runs_again_from_the_clone_stage(tmp_pat
     config = write_config(tmp_path, PIPELINE)
     ticket = write_ticket(tmp_path / "t")
     # Machine A: killed right after the implement attempt's result is on disk.
-    killed = subprocess.run(
-        orchestrator_cmd("--config", str(config), "run", str(ticket)),
-        capture_output=True, text=True, timeout=120,
-        env=subprocess_env(
+    # In a process of its own, forked as `python -m orchestrator` starts (``run_forked``).
+    killed = run_forked(
+        Path.cwd(), ["--config", str(config), "run", str(ticket)],
+        subprocess_env(
             HOME=str(tmp_path), **IDENTITY,
             **{CRASH_ENV: f"{CrashPoint.ATTEMPT_FINISHED}:2"},
         ),
+        timeout_s=120, as_entry=True,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     state_dir = tmp_path / "state"

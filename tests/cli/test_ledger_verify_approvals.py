@@ -9,8 +9,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +30,7 @@ from orchestrator.storage.files import FileStorage
 
 from conftest import ROOT, subprocess_env, write_ticket
 from support.harness import Harness, make_origin, reply, write_pipeline
+from support.scripted_cli import run_forked
 
 pytestmark = pytest.mark.slow
 
@@ -199,9 +198,8 @@ def test_verify_through_the_cli_keeps_stdout_for_the_verdict_and_stderr_for_the_
     state = _old_state(tmp_path)
     env = subprocess_env()
     env.pop(APPROVAL_KEY_ENV, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "--state-dir", str(state), "ledger", "verify"],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+    proc = run_forked(  # its own process, forked as `python -m orchestrator` starts
+        Path.cwd(), ["--state-dir", str(state), "ledger", "verify"], env, as_entry=True
+    )
     assert (proc.returncode, proc.stdout) == (0, "OK: 4 entries\n")
     assert UNSIGNED_BEFORE in proc.stderr

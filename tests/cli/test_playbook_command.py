@@ -7,7 +7,6 @@ bad entry file named with its key, an unknown id a usage error naming the direct
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from orchestrator.domain.failure_signature import signature_of
 from orchestrator.domain.playbook import EntryStatus, Provenance, parse_entry
 from orchestrator.storage.ledger import Ledger
 
-from conftest import orchestrator_cmd, subprocess_env, write_config
+from conftest import subprocess_env, write_config
+from support.scripted_cli import run_forked
 
 AT = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 STAGES = '[[stages]]\nname = "build"\ncommand = ["true"]\n'
@@ -216,9 +216,9 @@ def test_retire_needs_a_reason(capsys: pytest.CaptureFixture[str], config: Path)
 def test_promote_in_a_fresh_interpreter_as_cron_or_a_person_would(config: Path) -> None:
     entry_id = learned(config)
 
-    done = subprocess.run(
-        orchestrator_cmd("playbook", "promote", entry_id, "--config", str(config)),
-        capture_output=True, text=True, env=subprocess_env(), timeout=60, check=False,
+    done = run_forked(  # its own process, forked as `python -m orchestrator` starts
+        Path.cwd(), ["playbook", "promote", entry_id, "--config", str(config)],
+        subprocess_env(), as_entry=True,
     )  # fmt: skip
 
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -8,7 +7,8 @@ import pytest
 from orchestrator.domain.config import load_config, parse_config
 from orchestrator.domain.errors import ConfigError
 
-from conftest import ROOT, orchestrator_cmd, subprocess_env
+from conftest import ROOT, subprocess_env
+from support.scripted_cli import run_forked
 
 MINIMAL = '[[stages]]\nname = "a"\ncommand = ["true"]\n'
 
@@ -122,12 +122,8 @@ def test_bad_config_exits_2_with_one_message_and_no_traceback(tmp_path: Path) ->
     config.write_text(MINIMAL + "[recovery]\nmax_retries_per_ticket = 1000\n")
     ticket = tmp_path / "t.md"
     ticket.write_text("irrelevant")
-    proc = subprocess.run(
-        orchestrator_cmd("--config", str(config), "run", str(ticket)),
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=60,
+    proc = run_forked(  # its own process, forked as `python -m orchestrator` starts
+        Path.cwd(), ["--config", str(config), "run", str(ticket)], subprocess_env(), as_entry=True
     )
     assert proc.returncode == 2
     assert proc.stderr == (

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,9 @@ from orchestrator.domain.tickets import (
     render_ticket,
 )
 
-from conftest import ROOT, examples, orchestrator_cmd, subprocess_env, write_ticket
+from conftest import ROOT, examples, subprocess_env, write_ticket
 from support.gitrepo import bare_clone, commit_files, init_repo
+from support.scripted_cli import run_forked
 
 
 def refusal(path: Path) -> str:
@@ -115,12 +115,8 @@ def test_cli_refuses_a_malformed_ticket_and_creates_no_state(tmp_path: Path) -> 
     config.write_text((ROOT / "config.toml").read_text().replace("{root}", str(ROOT)))
     bad = tmp_path / "bad.md"
     bad.write_text('+++\nid = "X"\ntitle = "t"\nkind = "bugfix"\nrepository = "r"\n+++\nbody\n')
-    proc = subprocess.run(
-        orchestrator_cmd("--config", str(config), "run", str(bad)),
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=60,
+    proc = run_forked(  # its own process, forked as `python -m orchestrator` starts
+        Path.cwd(), ["--config", str(config), "run", str(bad)], subprocess_env(), as_entry=True
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"ticket error: {bad}: kind: Input should be 'bug-fix'")

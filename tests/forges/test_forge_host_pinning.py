@@ -19,9 +19,10 @@ from orchestrator.domain.sources import GitHubSource
 from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage.runs import RunStore
 
-from conftest import orchestrator_cmd, subprocess_env, write_ticket
+from conftest import subprocess_env, write_ticket
 from support.github_fake import TOKEN, FakeGitHub, serve_github
 from support.gitrepo import commit_files, init_repo
+from support.scripted_cli import run_forked
 
 REPO = "octo/widgets"
 SOURCE_ID = "gh-octo-widgets"
@@ -71,10 +72,11 @@ def issue_ticket(
 
 
 def run(config: Path, ticket: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        orchestrator_cmd("--config", str(config), "run", str(ticket), "--no-preflight"),
-        capture_output=True, text=True, cwd=config.parent, timeout=120,
-        env=subprocess_env(DRY_RUN="false", GITHUB_TOKEN=TOKEN, HOME=str(config.parent)),
+    # Its own process, forked as `python -m orchestrator` starts (``run_forked``).
+    return run_forked(
+        config.parent, ["--config", str(config), "run", str(ticket), "--no-preflight"],
+        subprocess_env(DRY_RUN="false", GITHUB_TOKEN=TOKEN, HOME=str(config.parent)),
+        timeout_s=120, as_entry=True,
     )  # fmt: skip
 
 

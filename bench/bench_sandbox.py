@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/bench_sandbox.py` puts bench/ on sys.path
     sys.path.insert(0, str(ROOT))
 
+from orchestrator.domain.egress import NO_NETWORK  # noqa: E402
 from orchestrator.domain.sandbox import SandboxConfig, SandboxOptions  # noqa: E402
 from orchestrator.execution.executor import Executor, LocalExecutor  # noqa: E402
 from orchestrator.execution.process import ProcessRequest  # noqa: E402
@@ -88,7 +89,10 @@ def check_profile(state: Path, clone: Path, *, reports_signal: bool = True) -> S
         repository="https://example.invalid/r.git", config_root=state.parent,
         home=Path(os.environ["HOME"]) if os.environ.get("HOME") else None,
     )  # fmt: skip
-    spec = profile(SandboxOptions(), "check", cwd=clone, places=places, limits=SandboxConfig())
+    spec = profile(
+        SandboxOptions(), "check", cwd=clone, places=places, limits=SandboxConfig(),
+        access=NO_NETWORK,  # a check's default: no network
+    )  # fmt: skip
     return SandboxedExecutor(LocalExecutor(), replace(spec, reports_signal=reports_signal))
 
 

@@ -27,8 +27,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.execution.process import HeadRequest
-
 if TYPE_CHECKING:  # the stage programs import this module: no runner at start-up
     from orchestrator.execution.executor import CapturedHead, Executor
 
@@ -202,6 +200,8 @@ def read_own_config(
 def _list(
     executor: Executor, clone: Path, listing: tuple[str, ...], env: Mapping[str, str]
 ) -> CapturedHead:
+    from orchestrator.execution.process import HeadRequest  # ~7 ms the stage programs skip
+
     return executor.capture_head(
         HeadRequest(listing, cwd=clone, env=env, max_bytes=MAX_CONFIG_LISTING_BYTES, timeout_s=30)
     )

@@ -6,23 +6,7 @@ local    ``local.LocalForge``: the branch pushed to the ticket's repository, the
 github   ``github.GitHubForge``: REST, idempotent (stage ``orchestrator.stages.open_pr_github``)
 gitlab   ``gitlab.GitLabForge``: REST v4, gitlab.com or self-managed; merge requests, issues,
          notes, access levels (stage ``orchestrator.stages.open_pr_gitlab``)
+
+Imported from their own modules: the package loads none, so the local forge's stage
+program does not load the REST clients (http.client, email) of the other two.
 """
-
-from __future__ import annotations
-
-from orchestrator.forges.base import Forge, ForgeError, PullRequest
-from orchestrator.forges.github import GitHubForge, pr_body, repo_from_url
-from orchestrator.forges.gitlab import GitLabForge, project_from_url
-from orchestrator.forges.local import LocalForge
-
-__all__ = [
-    "Forge",
-    "ForgeError",
-    "GitHubForge",
-    "GitLabForge",
-    "LocalForge",
-    "PullRequest",
-    "pr_body",
-    "project_from_url",
-    "repo_from_url",
-]

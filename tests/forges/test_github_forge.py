@@ -17,7 +17,8 @@ import httpx2
 import pytest
 
 from orchestrator.execution.stage_env import StageContext
-from orchestrator.forges import ForgeError, GitHubForge, PullRequest, pr_body, repo_from_url
+from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges.github import GitHubForge, pr_body, repo_from_url
 
 from conftest import subprocess_env
 from support.open_pr_workspace import stage_workspace as open_pr_workspace

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.forges import ForgeError, GitHubForge
+from orchestrator.forges.base import ForgeError
+from orchestrator.forges.github import GitHubForge
 from orchestrator.forges.http import UrllibClient
 
 from support.github_fake import TOKEN, FakeGitHub, serve_github

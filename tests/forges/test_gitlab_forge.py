@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from orchestrator.forges import ForgeError, GitLabForge, PullRequest, project_from_url
+from orchestrator.forges.base import ForgeError, PullRequest
+from orchestrator.forges.gitlab import GitLabForge, project_from_url
 from orchestrator.forges.issues import ForgeIssue
 
 from support.gitlab_fake import PROJECT, TOKEN, FakeGitLab, gitlab_server  # noqa: F401 (fixture "gitlab")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.forges import Forge, LocalForge, PullRequest
+from orchestrator.forges.base import Forge, PullRequest
+from orchestrator.forges.local import LocalForge
 
 COMMITS = (("a" * 40, "Fix deal()"), ("b" * 40, "Test deal()"))
 

@@ -18,7 +18,6 @@ error's text has it replaced by ``$VAR`` and is redacted before it is said or wr
 
 from __future__ import annotations
 
-import smtplib
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -62,7 +61,7 @@ class Unsent(Exception):
 # (url, JSON body, target) → the HTTP status, within the target's ``timeout_s``; raises
 # Refused (an address it may not be sent to), OSError (TimeoutError) when there is no answer.
 Post = Callable[[str, bytes, NotifyTarget], int]
-# (target, message, environ) → None; raises Refused, OSError or smtplib.SMTPException.
+# (target, message, environ) → None; raises Refused, OSError (smtplib.SMTPException is one).
 Mail = Callable[[NotifyTarget, EmailMessage, Mapping[str, str]], None]
 
 
@@ -213,7 +212,7 @@ class Notify:
             self.mail(target, message, self.environ)
         except Refused as exc:
             raise Unsent(self._scrub(f"{target.smtp_host}: {exc}"), retry=False) from None
-        except (OSError, smtplib.SMTPException) as exc:
+        except OSError as exc:
             secrets = [self.environ.get(n or "", "") for n in (target.password_env,)]
             raise Unsent(self._scrub(f"{type(exc).__name__}: {exc}", *secrets)) from None
 

@@ -20,9 +20,7 @@ under one deadline, to an address that was checked before it was connected to.
 from __future__ import annotations
 
 import re
-import smtplib
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -173,6 +171,8 @@ def post_json(
     sock = (connect_to or connect)(addresses, deadline)
     try:
         if https:
+            import ssl  # here: a plain http target does not load it
+
             sock.settimeout(deadline.left())  # the handshake, in all
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -190,28 +190,6 @@ def post_json(
         sock.close()
 
 
-class _CheckedSMTP(smtplib.SMTP):
-    """smtplib's session, its connection made to a checked address within the deadline."""
-
-    def __init__(
-        self,
-        target: NotifyTarget,
-        deadline: Deadline,
-        resolve: Resolve,
-        opened: Callable[[socket.socket], None],
-    ) -> None:
-        self._target, self._deadline, self._resolve, self._opened = (
-            target, deadline, resolve, opened,
-        )  # fmt: skip
-        super().__init__(target.smtp_host or "", target.smtp_port, timeout=target.timeout_s)
-
-    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
-        addresses = checked_addresses(host, port, self._target, self._deadline, self._resolve)
-        sock = connect(addresses, self._deadline)
-        self._opened(sock)  # before the greeting is waited for: the deadline may cut it
-        return sock
-
-
 def smtp_send(
     target: NotifyTarget,
     message: EmailMessage,
@@ -222,6 +200,16 @@ def smtp_send(
 ) -> None:
     """One SMTP session within ``target.timeout_s`` in all: at the deadline its socket is
     shut, which ends whatever the session was waiting for."""
+    import smtplib  # here: a run that sends no mail does not load it (nor ssl)
+
+    class CheckedSMTP(smtplib.SMTP):
+        """smtplib's session, its connection made to a checked address within the deadline."""
+
+        def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+            sock = connect(checked_addresses(host, port, target, deadline, resolve), deadline)
+            handles.append(sock.dup())  # before the greeting is waited for: the deadline may cut it
+            return sock
+
     deadline = Deadline(target.timeout_s, clock)
     expired = threading.Event()
     # A duplicate of the connection's descriptor: shutting it down shuts the connection,
@@ -240,7 +228,9 @@ def smtp_send(
     watchdog.daemon = True
     watchdog.start()
     try:
-        with _CheckedSMTP(target, deadline, resolve, lambda s: handles.append(s.dup())) as smtp:
+        with CheckedSMTP(
+            target.smtp_host or "", target.smtp_port, timeout=target.timeout_s
+        ) as smtp:
             if expired.is_set():
                 raise TimeoutError("timed out")
             if target.starttls:

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
-
-from defusedxml import DefusedXmlException  # type: ignore[import-untyped]
-from defusedxml.ElementTree import DefusedXMLParser  # type: ignore[import-untyped]
 
 from orchestrator.reading.check_reports.limits import (
     BODY_HEAD_CHARS,
@@ -234,6 +230,10 @@ class _JUnitHandler:
 def _read_junit(
     fd: int, rel: str, cap: int, clone_roots: tuple[str, ...], sink: _Collector
 ) -> None:
+    # Here, not at the top: a start that reads no report loads neither defusedxml nor xml.
+    from defusedxml import DefusedXmlException  # type: ignore[import-untyped]
+    from defusedxml.ElementTree import DefusedXMLParser, ParseError  # type: ignore[import-untyped]
+
     handler = _JUnitHandler(rel, clone_roots, sink)
     why: str | None = None
     try:
@@ -266,7 +266,7 @@ def _read_junit(
     except DefusedXmlException as refused:
         what = _REFUSED.get(type(refused).__name__, "a forbidden construct")
         why = f"refused: it declares {what} (DTDs and entities are never read)"
-    except ElementTree.ParseError as exc:
+    except ParseError as exc:  # xml.etree's
         line, column = getattr(exc, "position", (0, 0))
         reason = _one_line(str(exc).split(":", 1)[0], 80)
         why = f"unparsable at line {line}, column {column} ({reason})"

@@ -476,13 +476,13 @@ class LoadedConfig(Frozen):
 
 def parse_config(text: str, path: Path) -> Config:
     """Validate TOML text; raise ConfigError naming ``path`` and the offending key."""
-    problems = toml_model(text, Config, not_toml="invalid TOML", guess=True)
-    if isinstance(problems, Config):
-        return problems
-    raise ConfigError(
-        f"config error: {path}: " + "; ".join(problems)
-        if len(problems) == 1
-        else f"config error: {path}:\n  " + "\n  ".join(problems)
+    read = toml_model(text, Config, not_toml="invalid TOML", guess=True)
+    if isinstance(read, Config):
+        return read
+    raise ConfigError(  # what is wrong, one problem a line
+        f"config error: {path}: " + "; ".join(read)
+        if len(read) == 1
+        else f"config error: {path}:\n  " + "\n  ".join(read)
     )
 
 

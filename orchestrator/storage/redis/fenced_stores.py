@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from orchestrator.storage._atomic import checked_before_replace
+from orchestrator.storage.protocols import Approvals, Budgets, Decisions
 from orchestrator.storage.redis.fence import Fence
 from orchestrator.storage.runs import RunStore
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
-    from orchestrator.storage.protocols import Approvals, Budgets, Decisions
+
+_Store = TypeVar("_Store")
 
 
 @contextmanager
@@ -72,11 +74,15 @@ class FencedRunStore(RunStore):
             return super().write_mechanical_fix(run_id, number, report)
 
 
-class FencedDecisions:
-    def __init__(self, inner: Decisions, fence: Fence) -> None:
+class _Fenced(Generic[_Store]):
+    """A store of the shared state dir (``inner``) whose writes ask ``fence`` first."""
+
+    def __init__(self, inner: _Store, fence: Fence) -> None:
         self.inner = inner
         self.fence = fence
 
+
+class FencedDecisions(_Fenced[Decisions]):
     def path(self, run_id: str, number: int) -> Path:
         return self.inner.path(run_id, number)
 
@@ -94,16 +100,12 @@ class FencedDecisions:
         return self.inner.find(run_id=run_id, ticket_id=ticket_id)
 
 
-class FencedApprovals:
+class FencedApprovals(_Fenced[Approvals]):
     """Kept as given, like the files they wrap: the run signs and verifies them
     (``approvals.SignedApprovals``, composed in ``app/stores.py``) with the key of the
     shared state dir (``keys/approval.key`` there, or ``$ORCHESTRATOR_APPROVAL_KEY`` set
     alike on every machine), so an approval a worker or ``approve`` signed verifies on
     any other machine."""
-
-    def __init__(self, inner: Approvals, fence: Fence) -> None:
-        self.inner = inner
-        self.fence = fence
 
     def path(self, run_id: str, number: int) -> Path:
         return self.inner.path(run_id, number)
@@ -119,11 +121,7 @@ class FencedApprovals:
         return self.inner.answered(run_id, number)
 
 
-class FencedBudgets:
-    def __init__(self, inner: Budgets, fence: Fence) -> None:
-        self.inner = inner
-        self.fence = fence
-
+class FencedBudgets(_Fenced[Budgets]):
     def load(self, ticket_id: str) -> TicketBudget:
         return self.inner.load(ticket_id)
 

@@ -47,6 +47,7 @@ from orchestrator.domain.preflight import (
     HostedForge,
     NotifyFact,
     PassEnvFact,
+    Probed,
     ProgramFact,
     SourceFact,
     origin_stage,
@@ -361,8 +362,8 @@ def sandboxed(loaded: LoadedConfig) -> list[str]:
     return needs
 
 
-def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """(the broker, masked; why it cannot be used, or None)."""
+def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> Probed:
+    """The broker, masked, and why it cannot be used."""
     from orchestrator.domain.broker_url import broker_url_from
     from orchestrator.domain.errors import ConfigError, OrchestratorError
 
@@ -371,45 +372,43 @@ def broker_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> tuple[st
             loaded.config.distributed.broker_url, environ, loaded.path, require_auth=False
         )
     except ConfigError as exc:
-        return "the broker", str(exc)
+        return Probed("the broker", str(exc))
     from orchestrator.storage.redis import CoordinationStore
 
     try:
         store = CoordinationStore(url, timeout_s=BROKER_TIMEOUT_S, retries=0)
     except ImportError as exc:
-        return url.masked, f"the redis client is not installed ({exc.name})"
+        return Probed(url.masked, f"the redis client is not installed ({exc.name})")
     try:
         store.ping()
     except OrchestratorError as exc:
-        return url.masked, getattr(exc, "reason", "") or str(exc)
+        return Probed(url.masked, getattr(exc, "reason", "") or str(exc))
     finally:
         store.close()
-    return url.masked, None
+    return Probed(url.masked)
 
 
-def storage_problem(
-    loaded: LoadedConfig, environ: Mapping[str, str]
-) -> tuple[str | None, str | None]:
-    """(the PostgreSQL state store, masked, or None when the state is files; why it
-    cannot be used, or None). Reached and its schema brought up to date (or refused as
-    newer than this orchestrator) before anything is spent."""
+def storage_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> Probed | None:
+    """The PostgreSQL state store, masked, and why it cannot be used; None when the state
+    is files. Reached and its schema brought up to date (or refused as newer than this
+    orchestrator) before anything is spent."""
     from orchestrator.domain.errors import ConfigError, OrchestratorError
     from orchestrator.domain.storage_url import storage_url_from
 
     try:
         url = storage_url_from(loaded.config.storage.url, environ)
     except ConfigError as exc:
-        return "the state store", str(exc)
+        return Probed("the state store", str(exc))
     if url is None:
-        return None, None
+        return None
     from orchestrator.storage.postgres import connect, migrate
 
     try:
         with connect(url.reveal()) as conn:
             migrate(conn)
     except OrchestratorError as exc:
-        return url.masked, getattr(exc, "reason", "") or url.scrub(str(exc))
-    return url.masked, None
+        return Probed(url.masked, getattr(exc, "reason", "") or url.scrub(str(exc)))
+    return Probed(url.masked)
 
 
 def broker_auth_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> str | None:
@@ -431,12 +430,12 @@ def broker_auth_problem(loaded: LoadedConfig, environ: Mapping[str, str]) -> str
     return authentication_problem(url, broker_source(environ, loaded.path))
 
 
-def fleet_key_fact(loaded: LoadedConfig) -> tuple[str, str | None]:
-    """(the fleet's key file, why it cannot sign or verify, or None)."""
+def fleet_key_fact(loaded: LoadedConfig) -> Probed:
+    """The fleet's key file, and why it cannot sign or verify."""
     from orchestrator.app.fleet_key import fleet_key_files, fleet_key_problem
 
     fleet = fleet_key_files(loaded)
-    return str(fleet.key), fleet_key_problem(fleet)
+    return Probed(str(fleet.key), fleet_key_problem(fleet))
 
 
 def _broker_configured(loaded: LoadedConfig, environ: Mapping[str, str]) -> bool:
@@ -513,16 +512,13 @@ def gather(
     finally:
         if ask is not None:
             ask.close()
-    broker, broker_said, broker_open = None, None, None
-    fleet_key, fleet_key_said = None, None
+    broker, broker_open, fleet_key = None, None, None
     if backend == "celery" or (backend == "doctor" and _broker_configured(loaded, environ)):
         broker_open = broker_auth_problem(loaded, environ)
         # A broker that must not be used is not asked anything either.
-        broker, broker_said = (
-            ("the broker", None) if broker_open else broker_problem(loaded, environ)
-        )
-        fleet_key, fleet_key_said = fleet_key_fact(loaded)
-    storage, storage_said = storage_problem(loaded, environ)
+        broker = Probed("the broker") if broker_open else broker_problem(loaded, environ)
+        fleet_key = fleet_key_fact(loaded)
+    storage = storage_problem(loaded, environ)
     found_programs = programs(loaded, environ)
     identity = git_identity(executor, environ)
     return Facts(
@@ -547,15 +543,11 @@ def gather(
         recipes_sandboxed=recipes_sandboxed,
         sandbox_problem=probe.result(),
         sandbox_remedy=REMEDY,
-        state_dir=str(state_dir),
-        state_dir_problem=state_dir_problem(state_dir),
+        state_dir=Probed(str(state_dir), state_dir_problem(state_dir)),
         broker=broker,
-        broker_problem=broker_said,
         broker_auth_problem=broker_open,
         fleet_key=fleet_key,
-        fleet_key_problem=fleet_key_said,
         storage=storage,
-        storage_problem=storage_said,
         sources=source_facts,
         notify=notify_targets(loaded, environ),
         origin_stages=origin_stages(loaded),

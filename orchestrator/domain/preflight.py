@@ -248,6 +248,15 @@ class NotifyFact:
 
 
 @dataclass(frozen=True)
+class Probed:
+    """Something a run depends on, as preflight tried it: ``shown`` names it (a URL
+    masked), ``problem`` says why it cannot be used (None: it can)."""
+
+    shown: str
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class Facts:
     programs: Sequence[ProgramFact] = ()
     engines: Sequence[EngineFact] = ()
@@ -270,18 +279,14 @@ class Facts:
     recipes_sandboxed: bool = True
     sandbox_problem: str | None = None
     sandbox_remedy: str = ""
-    state_dir: str = ""
-    state_dir_problem: str | None = None
-    broker: str | None = None  # the broker's URL, masked; None: no broker needed
-    broker_problem: str | None = None
+    state_dir: Probed = Probed("")
+    broker: Probed | None = None  # the broker's URL, masked; None: no broker needed
     # A broker off this machine with neither a password nor TLS (issue 40): refused.
     broker_auth_problem: str | None = None
     # The fleet's signing key (issue 40), when a broker is used; why it cannot sign.
-    fleet_key: str | None = None
-    fleet_key_problem: str | None = None
+    fleet_key: Probed | None = None
     # The PostgreSQL state store's URL, masked; None: the state dir's files.
-    storage: str | None = None
-    storage_problem: str | None = None
+    storage: Probed | None = None
     sources: Sequence[SourceFact] = ()
     notify: Sequence[NotifyFact] = ()
     # Stages that open their request on a ticket's [origin] forge, while no source is a forge.
@@ -597,11 +602,21 @@ STATE_DIR_FIX = "make it a writable directory, or point state_dir (or --state-di
 BROKER_FIX = "start Redis there, or set ORCHESTRATOR_BROKER_URL / [distributed] broker_url"
 
 
+def probed_check(
+    name: str, probed: Probed | None, skip: str, ok: str, fail: str, fix: str
+) -> Check:
+    """Skipped when nothing was tried (``probed`` None), else ok or failed with ``fix``;
+    ``ok`` and ``fail`` are templates of ``{shown}`` (and ``{problem}``)."""
+    if probed is None:
+        return Check(name, "skip", skip)
+    if probed.problem is None:
+        return Check(name, "ok", ok.format(shown=probed.shown))
+    return Check(name, "fail", fail.format(shown=probed.shown, problem=probed.problem), fix)
+
+
 def state_dir_check(facts: Facts) -> Check:
-    if facts.state_dir_problem is None:
-        return Check("state-dir", "ok", f"{facts.state_dir} is writable")
-    detail = f"{facts.state_dir}: {facts.state_dir_problem}"
-    return Check("state-dir", "fail", detail, STATE_DIR_FIX)
+    return probed_check("state-dir", facts.state_dir, "", "{shown} is writable",
+                        "{shown}: {problem}", STATE_DIR_FIX)  # fmt: skip
 
 
 STORAGE_FIX = (
@@ -611,23 +626,18 @@ STORAGE_FIX = (
 
 
 def storage_check(facts: Facts) -> Check:
-    if facts.storage is None:
-        return Check("storage", "skip", "the state dir's files (no [storage] url)")
-    if facts.storage_problem is None:
-        return Check("storage", "ok", f"{facts.storage} answers; its schema is up to date")
-    return Check("storage", "fail", f"{facts.storage}: {facts.storage_problem}", STORAGE_FIX)
+    return probed_check("storage", facts.storage, "the state dir's files (no [storage] url)",
+                        "{shown} answers; its schema is up to date", "{shown}: {problem}",
+                        STORAGE_FIX)  # fmt: skip
 
 
 def broker_check(facts: Facts) -> Check:
-    if facts.broker is None:
-        return Check("broker", "skip", "no broker needed (only batch --backend celery uses one)")
-    if facts.broker_auth_problem is not None:
+    if facts.broker is not None and facts.broker_auth_problem is not None:
         detail = facts.broker_auth_problem.removesuffix(f"; {AUTH_FIX}")
         return Check("broker", "fail", detail, AUTH_FIX)
-    if facts.broker_problem is None:
-        return Check("broker", "ok", f"{facts.broker} answers")
-    detail = f"{facts.broker} unreachable: {facts.broker_problem}"
-    return Check("broker", "fail", detail, BROKER_FIX)
+    return probed_check("broker", facts.broker, "no broker needed (only batch --backend celery "
+                        "uses one)", "{shown} answers", "{shown} unreachable: {problem}",
+                        BROKER_FIX)  # fmt: skip
 
 
 FLEET_KEY_FIX = (
@@ -637,11 +647,8 @@ FLEET_KEY_FIX = (
 
 
 def fleet_key_check(facts: Facts) -> Check:
-    if facts.fleet_key is None:
-        return Check("fleet-key", "skip", "no broker, no task message to sign")
-    if facts.fleet_key_problem is None:
-        return Check("fleet-key", "ok", f"{facts.fleet_key} signs the fleet's task messages")
-    return Check("fleet-key", "fail", facts.fleet_key_problem, FLEET_KEY_FIX)
+    return probed_check("fleet-key", facts.fleet_key, "no broker, no task message to sign",
+                        "{shown} signs the fleet's task messages", "{problem}", FLEET_KEY_FIX)  # fmt: skip
 
 
 PLAYBOOK_FIX = "fix the key named, or remove the file (`orchestrator playbook list` re-reads it)"

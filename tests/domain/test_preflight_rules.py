@@ -13,6 +13,7 @@ from orchestrator.domain.preflight import (
     ForgeAnswer,
     GitHubFact,
     PassEnvFact,
+    Probed,
     ProgramFact,
     broker_check,
     checklist,
@@ -34,7 +35,7 @@ GOOD = Facts(
     model_key_set=True,
     git_identity={"name": "Ada", "email": "ada@example.org"},
     fallback_identity=FALLBACK,
-    state_dir="/s",
+    state_dir=Probed("/s"),
 )
 GITHUB = GitHubFact("open-pr", passes_token=True, blocked_by_dry_run=False)
 
@@ -55,13 +56,13 @@ def test_a_machine_with_everything_passes_with_nothing_to_fix() -> None:
 
 
 def test_the_state_store_is_checked_only_when_one_is_configured() -> None:
-    def storage(**facts: str | None) -> Check:
+    def storage(**facts: Probed) -> Check:
         return only([c for c in checklist(replace(GOOD, **facts)) if c.name == "storage"])
 
     assert storage().status == "skip"
-    reached = storage(storage="postgresql://orch:***@db/orch")
+    reached = storage(storage=Probed("postgresql://orch:***@db/orch"))
     assert (reached.status, reached.fix) == ("ok", "")
-    down = storage(storage="postgresql://orch:***@db/orch", storage_problem="connection refused")
+    down = storage(storage=Probed("postgresql://orch:***@db/orch", "connection refused"))
     assert down.status == "fail"
     assert down.detail == "postgresql://orch:***@db/orch: connection refused"
     assert "ORCHESTRATOR_STORAGE_URL" in down.fix
@@ -78,9 +79,8 @@ def test_every_failure_and_warning_names_a_fix() -> None:
         sandboxed=("stage x",),
         sandbox_problem="no user namespaces",
         sandbox_remedy="enable them",
-        state_dir_problem="cannot be created: /f is not a directory",
-        broker="redis://127.0.0.1:1/0",
-        broker_problem="Connection refused",
+        state_dir=Probed("/s", "cannot be created: /f is not a directory"),
+        broker=Probed("redis://127.0.0.1:1/0", "Connection refused"),
     )
     checks = checklist(bad)
     assert {c.name for c in failed(checks)} == {
@@ -221,11 +221,11 @@ def test_the_sandbox_fails_what_needs_it_and_warns_when_only_recipes_do() -> Non
 
 
 def test_the_state_dir_and_the_broker() -> None:
-    bad = state_dir_check(replace(GOOD, state_dir_problem="cannot be written: Read-only file system"))  # fmt: skip
+    bad = state_dir_check(replace(GOOD, state_dir=Probed("/s", "cannot be written: Read-only file system")))  # fmt: skip
     assert bad.status == "fail" and bad.detail == "/s: cannot be written: Read-only file system"
     assert broker_check(GOOD).status == "skip"
-    assert broker_check(replace(GOOD, broker="redis://h/0")).status == "ok"
-    down = broker_check(replace(GOOD, broker="redis://:***@h/0", broker_problem="refused"))
+    assert broker_check(replace(GOOD, broker=Probed("redis://h/0"))).status == "ok"
+    down = broker_check(replace(GOOD, broker=Probed("redis://:***@h/0", "refused")))
     assert down.status == "fail" and down.detail == "redis://:***@h/0 unreachable: refused"
 
 

@@ -43,6 +43,7 @@ from orchestrator.domain.preflight import (
     GITLAB,
     Facts,
     ForgeAnswer,
+    ForgeTokenFact,
     GitHubFact,
     HostedForge,
     NotifyFact,
@@ -64,7 +65,6 @@ Backend = Literal["local", "celery", "doctor"]
 # GET url with headers → the HTTP status (a network failure raises OSError).
 Send = Callable[[str, Mapping[str, str]], int]
 
-TOKEN_ENV = GITHUB.token_env
 HOSTED = (GITHUB, GITLAB)
 FORGE_TIMEOUT_S = 10.0
 BROKER_TIMEOUT_S = 2.0
@@ -476,15 +476,19 @@ def gather(
         loaded, state_dir, environ, executor=executor, locate_bwrap=locate_bwrap,
         start=backend == "doctor", timeout_s=engine_timeout_s,
     )  # fmt: skip
-    github, gitlab = forge_stages(loaded, environ, GITHUB), forge_stages(loaded, environ, GITLAB)
-    token_set = bool(environ.get(TOKEN_ENV))
-    gitlab_token_set = bool(environ.get(GITLAB.token_env))
-
+    # Each hosted forge's stages and whether its token is set; its answer is added below.
+    tokens = {
+        forge: ForgeTokenFact(
+            forge_stages(loaded, environ, forge), bool(environ.get(forge.token_env))
+        )
+        for forge in HOSTED
+    }
     ask = ForgeAsker(environ, send) if ask_forge else None
 
-    def asked(stages: list[GitHubFact], is_set: bool, forge: HostedForge) -> AskKey | None:
-        needed = any(not s.blocked_by_dry_run for s in stages)
-        if ask is None or not is_set or not needed:
+    def asked(forge: HostedForge) -> AskKey | None:
+        fact = tokens[forge]
+        needed = any(not s.blocked_by_dry_run for s in fact.stages)
+        if ask is None or not fact.token_set or not needed:
             return None
         # The host the stage will be handed (issue 43): a source's, the override, the public.
         return ask.want(forge, locations[forge].url)
@@ -497,18 +501,13 @@ def gather(
     }
 
     # Every forge is asked at once (the stages' tokens, then the sources'), then waited for.
-    github_key, gitlab_key = (
-        asked(github, token_set, GITHUB),
-        asked(gitlab, gitlab_token_set, GITLAB),
-    )
+    keys = {forge: asked(forge) for forge in HOSTED}
     try:
         source_facts = sources(loaded, environ, ask)
-        forge, gitlab_forge = (
-            replace(ask.answer(key), named_by=locations[hosted].named_by)
-            if ask is not None and key is not None
-            else None
-            for key, hosted in ((github_key, GITHUB), (gitlab_key, GITLAB))
-        )
+        for forge, key in keys.items():
+            if ask is not None and key is not None:
+                answer = replace(ask.answer(key), named_by=locations[forge].named_by)
+                tokens[forge] = replace(tokens[forge], answer=answer)
     finally:
         if ask is not None:
             ask.close()
@@ -528,12 +527,8 @@ def gather(
         recovery_enabled=config.recovery.enabled,
         model_key_env=config.model.api_key_env,
         model_key_set=bool(environ.get(config.model.api_key_env)),
-        github=github,
-        github_token_set=token_set,
-        forge=forge,
-        gitlab=gitlab,
-        gitlab_token_set=gitlab_token_set,
-        gitlab_forge=gitlab_forge,
+        github=tokens[GITHUB],
+        gitlab=tokens[GITLAB],
         git_identity=identity,
         configured_identity=configured_identity(
             {**environ, **identity_environ(config.git.author_name, config.git.author_email)}

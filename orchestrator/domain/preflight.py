@@ -213,6 +213,17 @@ class ForgeAnswer:
 
 
 @dataclass(frozen=True)
+class ForgeTokenFact:
+    """What the ``forge-token`` checks of one hosted forge read: the stages that open its
+    requests, whether its token is set, and the forge's answer to it (None: not asked:
+    DRY_RUN, no stage, opted out)."""
+
+    stages: Sequence[GitHubFact] = ()
+    token_set: bool = False
+    answer: ForgeAnswer | None = None
+
+
+@dataclass(frozen=True)
 class SourceFact:
     """One ``[[sources]]`` entry as this machine sees it. A directory source: ``path``
     (resolved) and whether it is a directory. A forge source: ``token_env``, whether it is
@@ -264,12 +275,8 @@ class Facts:
     recovery_enabled: bool = True
     model_key_env: str = "ANTHROPIC_API_KEY"
     model_key_set: bool = False
-    github: Sequence[GitHubFact] = ()
-    github_token_set: bool = False
-    forge: ForgeAnswer | None = None  # None: not asked (DRY_RUN, no GitHub stage, opted out)
-    gitlab: Sequence[GitHubFact] = ()  # the same three for GitLab's stages
-    gitlab_token_set: bool = False
-    gitlab_forge: ForgeAnswer | None = None
+    github: ForgeTokenFact = ForgeTokenFact()
+    gitlab: ForgeTokenFact = ForgeTokenFact()
     # user.name / user.email as git or the environment give them, and the [git] table's.
     git_identity: Mapping[str, str] = field(default_factory=dict)
     configured_identity: Mapping[str, str] = field(default_factory=dict)
@@ -409,14 +416,8 @@ def model_key_check(facts: Facts) -> Check:
 
 
 def forge_checks(facts: Facts) -> list[Check]:
-    hosted = ((GITHUB, facts.github, facts.github_token_set, facts.forge),
-              (GITLAB, facts.gitlab, facts.gitlab_token_set, facts.gitlab_forge))  # fmt: skip
-    checks = [
-        check
-        for forge, stages, token_set, answer in hosted
-        if stages
-        for check in token_checks(forge, stages, token_set, answer)
-    ]
+    hosted = ((GITHUB, facts.github), (GITLAB, facts.gitlab))
+    checks = [check for forge, fact in hosted if fact.stages for check in token_checks(forge, fact)]
     checks += [
         Check("forge-token", "skip", f"stage {stage} opens its request on the forge a ticket's "
               "[origin] names, and no [[sources]] is a forge (GitHub or GitLab)")
@@ -425,13 +426,11 @@ def forge_checks(facts: Facts) -> list[Check]:
     return checks or [Check("forge-token", "skip", "no stage opens a pull request on a forge")]
 
 
-def token_checks(
-    forge: HostedForge, stages: Sequence[GitHubFact], token_set: bool, answer: ForgeAnswer | None
-) -> list[Check]:
+def token_checks(forge: HostedForge, fact: ForgeTokenFact) -> list[Check]:
     """The ``forge-token`` checks of ``forge``'s stages: passed, set, accepted."""
     checks = []
     name, env, request = forge.name, forge.token_env, forge.request
-    for stage in stages:
+    for stage in fact.stages:
         if not stage.passes_token:
             checks.append(Check("forge-token", "fail", f"stage {stage.stage} opens a {name} "
                                 f"{request}, but {env} is not in its pass_env",
@@ -440,8 +439,8 @@ def token_checks(
             checks.append(Check("forge-token", "warn", f"${var} is set, but stage {stage.stage}"
                                 " does not name it in pass_env: the stage will not see it",
                                 f'add "{var}" to stage {stage.stage}\'s pass_env, or unset it'))  # fmt: skip
-    needed = [s.stage for s in stages if not s.blocked_by_dry_run]
-    if not token_set:
+    needed = [s.stage for s in fact.stages if not s.blocked_by_dry_run]
+    if not fact.token_set:
         if needed:
             checks.append(Check("forge-token", "fail", f"${env} is not set (stage "
                                 f"{', '.join(needed)} pushes and opens a {request})",
@@ -452,13 +451,13 @@ def token_checks(
                                 f"blocks the {name} stage now, which needs it once DRY_RUN=false",
                                 f"export {env}=… before running with DRY_RUN=false"))  # fmt: skip
         return checks
-    if answer is None:
+    if fact.answer is None:
         checks.append(Check("forge-token", "ok", f"${env} is set (not tried: DRY_RUN "
                             "is armed)" if not needed else f"${env} is set"))  # fmt: skip
     else:
         key = "api_url" if forge is GITHUB else "base_url"
         where = f"the {name} source's {key} (without one, ${forge.url_env})"
-        checks.append(answered("forge-token", "", env, answer, where,
+        checks.append(answered("forge-token", "", env, fact.answer, where,
                                f"may push and open {request}s"))  # fmt: skip
     return checks
 

@@ -11,6 +11,7 @@ from orchestrator.domain.preflight import (
     Check,
     Facts,
     ForgeAnswer,
+    ForgeTokenFact,
     GitHubFact,
     PassEnvFact,
     Probed,
@@ -74,7 +75,7 @@ def test_every_failure_and_warning_names_a_fix() -> None:
         programs=(ProgramFact("stage x", "nope", None),),
         pass_env=(PassEnvFact("stage x", "MY_TOKEN", False),),
         model_key_set=False,
-        github=(replace(GITHUB, passes_token=False),),
+        github=ForgeTokenFact((replace(GITHUB, passes_token=False),)),
         git_identity={},
         sandboxed=("stage x",),
         sandbox_problem="no user namespaces",
@@ -156,14 +157,14 @@ def test_no_model_key_only_warns_and_no_recovery_needs_none() -> None:
 def test_the_github_token(
     stage: GitHubFact, token: bool, answer: ForgeAnswer | None, status: str, said: str
 ) -> None:
-    check = only(forge_checks(replace(GOOD, github=(stage,), github_token_set=token, forge=answer)))
+    check = only(forge_checks(replace(GOOD, github=ForgeTokenFact((stage,), token, answer))))
     assert (check.status, check.name) == (status, "forge-token")
     assert said in check.detail
 
 
 def test_a_github_stage_that_withholds_the_token_fails_and_no_github_stage_skips() -> None:
     withheld, _ = forge_checks(
-        replace(GOOD, github=(replace(GITHUB, passes_token=False),), github_token_set=True)
+        replace(GOOD, github=ForgeTokenFact((replace(GITHUB, passes_token=False),), True))
     )
     assert withheld.status == "fail" and withheld.fix == 'add pass_env = ["GITHUB_TOKEN"] to stage open-pr'  # fmt: skip
     assert only(forge_checks(GOOD)).status == "skip"
@@ -173,7 +174,7 @@ def test_a_forge_override_set_but_not_passed_is_a_warning_naming_the_fix() -> No
     """A stage's environment is an allow-list (issue 40): ``ORCHESTRATOR_GITHUB_API_URL``
     set for the orchestrator reaches the open-pr stage only if its pass_env names it."""
     unpassed = replace(GITHUB, unpassed=("ORCHESTRATOR_GITHUB_API_URL",))
-    checks = forge_checks(replace(GOOD, github=(unpassed,), github_token_set=True))
+    checks = forge_checks(replace(GOOD, github=ForgeTokenFact((unpassed,), True)))
     [warning] = [c for c in checks if c.status == "warn"]
     assert warning.detail == (
         "$ORCHESTRATOR_GITHUB_API_URL is set, but stage open-pr does not name it in pass_env: "
@@ -243,15 +244,15 @@ def test_a_line_carries_its_mark_and_only_a_problem_its_fix() -> None:
 def test_a_gitlab_stage_has_its_own_token_check_beside_githubs() -> None:
     """``open_pr_gitlab`` needs ``GITLAB_TOKEN`` as ``open_pr_github`` needs its own."""
     github_ok, gitlab_missing = forge_checks(
-        replace(GOOD, github=(GITHUB,), github_token_set=True,
-                gitlab=(replace(GITHUB, stage="open-mr"),), gitlab_token_set=False)
+        replace(GOOD, github=ForgeTokenFact((GITHUB,), True),
+                gitlab=ForgeTokenFact((replace(GITHUB, stage="open-mr"),), False))
     )  # fmt: skip
     assert github_ok.detail == "$GITHUB_TOKEN is set"
     assert (gitlab_missing.status, gitlab_missing.detail) == (
         "fail", "$GITLAB_TOKEN is not set (stage open-mr pushes and opens a merge request)")  # fmt: skip
     refused = only(forge_checks(
-        replace(GOOD, gitlab=(GITHUB,), gitlab_token_set=True,
-                gitlab_forge=ForgeAnswer("https://gl.example", status=401))
+        replace(GOOD, gitlab=ForgeTokenFact((GITHUB,), True,
+                                            ForgeAnswer("https://gl.example", status=401)))
     ))  # fmt: skip
     assert (refused.status, refused.detail) == (
         "fail", "https://gl.example refused $GITLAB_TOKEN (HTTP 401)")  # fmt: skip

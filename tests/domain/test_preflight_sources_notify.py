@@ -13,6 +13,7 @@ from orchestrator.domain.preflight import (
     Check,
     Facts,
     ForgeAnswer,
+    ForgeTokenFact,
     GitHubFact,
     NotifyFact,
     SourceFact,
@@ -165,7 +166,9 @@ def test_an_open_pr_stage_without_forge_sources_is_skipped_with_its_reason() -> 
     )
     # With GitHub and GitLab sources its stage is each forge's: both tokens are checked.
     stage = GitHubFact("open-pr", passes_token=True, blocked_by_dry_run=False)
-    both = forge_checks(replace(GOOD, github=(stage,), gitlab=(stage,)))
+    both = forge_checks(
+        replace(GOOD, github=ForgeTokenFact((stage,)), gitlab=ForgeTokenFact((stage,)))
+    )
     assert [c.detail for c in both if c.status == "fail"] == [
         "$GITHUB_TOKEN is not set (stage open-pr pushes and opens a pull request)",
         "$GITLAB_TOKEN is not set (stage open-pr pushes and opens a merge request)",

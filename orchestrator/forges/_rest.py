@@ -241,6 +241,8 @@ class RestForge(OpensIdempotently):
                  "_sleep", "_token", "subject")  # fmt: skip
     FORGE: ClassVar[str]
     TOKEN_ENV: ClassVar[str]
+    LOGIN: ClassVar[str]  # the field of ``GET /user`` that names the account
+    _api: str  # the API's root, before every path ('': the client's base URL is it)
 
     def __init__(
         self,
@@ -288,6 +290,16 @@ class RestForge(OpensIdempotently):
             return self._retrying(send, idempotent=method.upper() in IDEMPOTENT)
         except self._network_errors as exc:
             raise self._unreachable(exc) from None
+
+    def own_login(self) -> str:
+        """The name of the account the token belongs to (``GET /user``, its ``LOGIN``)."""
+        response = self._send("GET", f"{self._api}/user")
+        if response.status_code != 200:
+            raise self._error(response, "cannot read whose token this is")
+        login = self._object(response, "the user").get(self.LOGIN)
+        if not isinstance(login, str) or not login:
+            raise ForgeError("outage", f"{self.FORGE}'s user has no {self.LOGIN}")
+        return login
 
     def _listed(self, response: HttpResponse, doing: str) -> list[dict[str, Any]]:
         """The objects of a list answer; a refusal raised, a non-list an ``outage``."""

@@ -185,6 +185,8 @@ class GitHubForge(RestForge):
     __slots__ = ("owner", "repo")
     FORGE = "GitHub"
     TOKEN_ENV = "GITHUB_TOKEN"
+    LOGIN = "login"
+    _api = ""  # paths are the client's, whose base URL is the API's root
 
     def __init__(
         self,
@@ -313,16 +315,6 @@ class GitHubForge(RestForge):
         if not isinstance(permission, str):
             raise ForgeError("outage", "GitHub's permission answer has no permission")
         return permission
-
-    def own_login(self) -> str:
-        """The login of the account the token belongs to (``GET /user``)."""
-        response = self._send("GET", "/user")
-        if response.status_code != 200:
-            raise self._error(response, "cannot read whose token this is")
-        login = self._object(response, "the user").get("login")
-        if not isinstance(login, str) or not login:
-            raise ForgeError("outage", "GitHub's user has no login")
-        return login
 
     def _find_open(self, head: str, base: str) -> PullRequest | None:
         response = self._send(

@@ -103,6 +103,7 @@ class GitLabForge(RestForge):
     __slots__ = ("_api", "project")
     FORGE = "GitLab"
     TOKEN_ENV = "GITLAB_TOKEN"
+    LOGIN = "username"
 
     def __init__(
         self,
@@ -238,16 +239,6 @@ class GitLabForge(RestForge):
             if isinstance(found, dict) and isinstance(found.get("id"), int):
                 return int(found["id"])
         return None
-
-    def own_login(self) -> str:
-        """The username of the account the token belongs to (``GET /user``)."""
-        response = self._send("GET", f"{self._api}/user")
-        if response.status_code != 200:
-            raise self._error(response, "cannot read whose token this is")
-        username = _username(self._object(response, "the user"))
-        if not username:
-            raise ForgeError("outage", "GitLab's user has no username")
-        return username
 
     # --- the wire --------------------------------------------------------------------------
 

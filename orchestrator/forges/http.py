@@ -1,7 +1,7 @@
 """HTTP for the forges, through the standard library: the core process never imports
 ``httpx2`` (tests/test_boundaries.py), so the issue intake speaks urllib.
 
-* ``UrllibClient`` implements ``forges.github.HttpClient``: an error status is a
+* ``UrllibClient`` implements ``forges._rest.HttpClient``: an error status is a
   response, not an exception; a network failure is an ``OSError``. It follows no
   redirect: urllib would carry the ``Authorization`` header to whatever host a 3xx
   names, so a 3xx is answered to the caller as it came.

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.ledger import Ledger
     from orchestrator.storage.redis.client import CoordinationStore
-    from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
     from orchestrator.storage.redis.fleet_stores import FleetStorage
     from orchestrator.storage.runs import RunStore
 
@@ -133,6 +132,8 @@ class ApprovalFiles:
 class FileStorage:
     """Every store of one state dir, as files under it (``layout.py`` names them)."""
 
+    shared_batch_budget = False  # by a fleet: its file's flock excludes no other machine
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.layout = StateLayout(root)
@@ -184,19 +185,6 @@ class FileStorage:
         from orchestrator.storage.batch_budget import BatchBudget
 
         return BatchBudget(self.layout.batch_budget_path(batch_id), caps, prices)
-
-    def fleet_batch_budget(
-        self,
-        coordination: CoordinationStore,
-        batch_id: str,
-        caps: BatchConfig,
-        prices: dict[str, PriceConfig],
-    ) -> FleetBatchBudget:
-        """The budget a fleet's workers charge for a batch: each machine has its own
-        files, so the fleet's budget is the coordination store's (Redis)."""
-        from orchestrator.storage.redis.fleet_budget import FleetBatchBudget
-
-        return FleetBatchBudget(coordination, batch_id, caps, prices)
 
     def queued_ticket(self, batch_id: str, ticket_id: str, name: str, where: str) -> Path:
         """The ticket file ``batch_id`` queued (``fleet_queue``); NotQueued if none."""

@@ -32,7 +32,7 @@ from orchestrator.domain.tickets import load_ticket
 from orchestrator.storage import open_state
 from orchestrator.storage.batch_budget import SharedBudget
 from orchestrator.storage.fleet_queue import note_queued
-from orchestrator.storage.redis import CoordinationStore
+from orchestrator.storage.redis import CoordinationStore, fleet_batch_budget
 
 # How long Celery retries a Redis that does not answer, inside one call: the batch's wait
 # retries with its own back-off, bounded by ``outage_wait_s``, so Celery's own retries
@@ -113,7 +113,7 @@ class CeleryBackend:
     def budget(self, session: BatchSession) -> SharedBudget:
         """What the workers charged: the storage owns the fleet's budget (issue 30)."""
         caps, prices = self.loaded.config.batch, self.loaded.config.prices
-        return session.storage.fleet_batch_budget(self.store, session.batch_id, caps, prices)
+        return fleet_batch_budget(session.storage, self.store, session.batch_id, caps, prices)
 
     def run(
         self, session: BatchSession, tickets_dir: Path, *, wait: bool, timeout_s: float | None

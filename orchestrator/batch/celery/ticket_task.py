@@ -52,6 +52,7 @@ from orchestrator.storage.redis import (
     CoordinationUnavailable,
     FencedOut,
     TicketClaimed,
+    fleet_batch_budget,
 )
 
 TASK_NAME = "orchestrator.run_ticket"
@@ -110,7 +111,7 @@ def run_claimed(
     check_ids(batch_id, ticket_id)
     ticket_file = storage.queued_ticket(batch_id, ticket_id, name, where)
     with storage.fleet_ticket(store, ticket_id, config.distributed.lease_s) as held:
-        budget = storage.fleet_batch_budget(store, batch_id, config.batch, config.prices)
+        budget = fleet_batch_budget(storage, store, batch_id, config.batch, config.prices)
         services = replace(
             base,
             storage=held,

@@ -111,6 +111,8 @@ class PostgresTicketLocks:
 class PostgresStorage:
     """The state dir as this machine's working copy of a PostgreSQL database's record."""
 
+    shared_batch_budget = True  # by a fleet: the database's, which every worker charges
+
     def __init__(self, root: Path, url: str, *, lease_s: float) -> None:
         self.root = root
         self.lease_s = lease_s
@@ -198,17 +200,6 @@ class PostgresStorage:
         self, batch_id: str, caps: BatchConfig, prices: dict[str, PriceConfig]
     ) -> PostgresBatchBudget:
         return PostgresBatchBudget(self._connect, batch_id, caps, prices)
-
-    def fleet_batch_budget(
-        self,
-        coordination: CoordinationStore,
-        batch_id: str,
-        caps: BatchConfig,
-        prices: dict[str, PriceConfig],
-    ) -> PostgresBatchBudget:
-        """The budget a fleet's workers charge for a batch: the database's, which every
-        worker shares (not Redis's: the summary once read that and said 0 calls, issue 30)."""
-        return self.batch_budget(batch_id, caps, prices)
 
     def queued_ticket(self, batch_id: str, ticket_id: str, name: str, where: str) -> Path:
         """The ticket file ``batch_id`` queued, the batch's copy brought down first (that

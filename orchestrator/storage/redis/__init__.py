@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from orchestrator.storage.redis.fence import NO_FENCE as NO_FENCE
     from orchestrator.storage.redis.fence import Fence as Fence
     from orchestrator.storage.redis.fleet_budget import FleetBatchBudget as FleetBatchBudget
+    from orchestrator.storage.redis.fleet_budget import fleet_batch_budget as fleet_batch_budget
     from orchestrator.storage.redis.fleet_ledger import FleetLedger as FleetLedger
     from orchestrator.storage.redis.fleet_stores import FleetStorage as FleetStorage
     from orchestrator.storage.redis.fleet_stores import HeldClaim as HeldClaim

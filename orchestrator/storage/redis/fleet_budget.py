@@ -15,10 +15,14 @@ and cost together) on the same principle, in the local batch budget's shape.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orchestrator.domain.config import BatchConfig, PriceConfig
-from orchestrator.storage.batch_budget import Spend, estimate_cost, over_cap
+from orchestrator.storage.batch_budget import SharedBudget, Spend, estimate_cost, over_cap
 from orchestrator.storage.redis.client import CoordinationStore
+
+if TYPE_CHECKING:
+    from orchestrator.storage.open import StateStorage
 
 _CHARGE = """
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -198,6 +202,20 @@ class FleetBatchBudget:
             [self._spend_key, self._recorded_key],
             [key or "", input_tokens, output_tokens, _micros(cost), self.keep_ms],
         )
+
+
+def fleet_batch_budget(
+    storage: StateStorage,
+    coordination: CoordinationStore,
+    batch_id: str,
+    caps: BatchConfig,
+    prices: dict[str, PriceConfig],
+) -> SharedBudget:
+    """The budget a fleet's workers charge for a batch: the storage's own where they share
+    it (not Redis's then: a summary once read that and said 0 calls, issue 30), else Redis's."""
+    if storage.shared_batch_budget:
+        return storage.batch_budget(batch_id, caps, prices)
+    return FleetBatchBudget(coordination, batch_id, caps, prices)
 
 
 def _micros(usd: float) -> int:

@@ -106,11 +106,7 @@ class Awaiting:
 
     run_id: str
     ticket_id: str
-    number: int
-    action: str
-    summary: str
-    routing: str | None
-    confidence: float | None
+    decision: DecisionView  # the run's decision that waits (its last, not carried out)
     approve_command: str
     reject_command: str
 

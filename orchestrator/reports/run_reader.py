@@ -303,11 +303,7 @@ def _awaiting(
     return Awaiting(
         run_id=record.run_id,
         ticket_id=record.ticket_id,
-        number=pending.number,
-        action=pending.action,
-        summary=pending.summary,
-        routing=pending.routing,
-        confidence=pending.confidence,
+        decision=pending,
         approve_command=approve,
         reject_command=reject,
     )

@@ -23,7 +23,6 @@ naming it; the other sources go on.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from orchestrator.domain.runs import RunRecord
 from orchestrator.domain.sources import DirectorySource, ForgeSource, GitHubSource, Source
 from orchestrator.domain.tickets import load_ticket, parse_ticket, render_ticket
 from orchestrator.domain.validation import describe_validation_error
+from orchestrator.execution.stoppable_sleep import stoppable_sleep
 from orchestrator.forges._rest import MAX_WAIT_S
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import ForgeIssue, IssueTracker
@@ -245,7 +245,7 @@ def gather(
     storage: Storage,
     *,
     environ: Mapping[str, str] = os.environ,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stoppable_sleep,  # a forge's rate limit, up to 60 s
     trackers: Callable[[ForgeSource], IssueTracker] | None = None,
     write: bool = True,
     max_wait_s: float = MAX_WAIT_S,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +27,7 @@ from orchestrator.execution.attempts import GreenRecorder
 from orchestrator.execution.executor import Executor, LocalExecutor
 from orchestrator.execution.reporter import Handoffs, Reporter
 from orchestrator.execution.sandbox import BwrapLocator, bundled_bwrap
+from orchestrator.execution.stoppable_sleep import stoppable_sleep
 from orchestrator.recovery.gateway import GatewayFactory, ModelGateway, Unavailable
 from orchestrator.storage import open_configured, resolve_state_dir
 from orchestrator.storage.baselines import BaselineStore
@@ -57,9 +57,9 @@ class Services:
     executor: Executor = field(default_factory=LocalExecutor)  # every process starts here
     gateway_factory: GatewayFactory = no_gateway
     tick_s: float = 1.0
-    # The driver's wait before an infra retry; time.sleep is cut short by the signal
-    # handler's exception, so SIGTERM during a back-off stops the run at once.
-    sleep: Callable[[float], None] = time.sleep
+    # The driver's wait before an infra retry: SIGTERM during a back-off stops the run at
+    # once, wherever the signal lands (``stoppable_sleep``; time.sleep can miss it).
+    sleep: Callable[[float], None] = stoppable_sleep
     # Where the sandbox's bwrap is (a test points it at a missing file to see it refused).
     locate_bwrap: BwrapLocator = bundled_bwrap
     # Where the log of each check that passes is learned from (a baseline of green runs);

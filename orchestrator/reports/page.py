@@ -163,14 +163,13 @@ def _waiting(data: ReportData, links: Links) -> str:
         parts.append("</section>")
         return "".join(parts)
     for item in pending:
-        decision = item.decision
         parts.append(
             f'<article class="waiting"><h3>Approve or reject: '
             f'<a href="#{esc(anchor(item.run_id))}">{esc(item.ticket_id)}</a>, decision '
-            f"{decision.number} ({esc(decision.action)})</h3>"
-            f"<p>{esc(decision.summary)}</p>"
-            f"<p>Routed <strong>{esc(decision.routing or '—')}</strong> at confidence "
-            f"{esc(decision.confidence if decision.confidence is not None else '—')}.</p>"
+            f"{item.number} ({esc(item.action)})</h3>"
+            f"<p>{esc(item.summary)}</p>"
+            f"<p>Routed <strong>{esc(item.routing or '—')}</strong> at confidence "
+            f"{esc(item.confidence if item.confidence is not None else '—')}.</p>"
             f'<p>To carry it out:</p><pre class="cmd"><code>{esc(item.approve_command)}</code></pre>'
             f"<p>To refuse it (the ticket ends needs-human):</p>"
             f'<pre class="cmd"><code>{esc(item.reject_command)}</code></pre></article>'

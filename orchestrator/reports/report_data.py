@@ -106,7 +106,11 @@ class Awaiting:
 
     run_id: str
     ticket_id: str
-    decision: DecisionView  # the run's decision that waits (its last, not carried out)
+    number: int
+    action: str
+    summary: str
+    routing: str | None
+    confidence: float | None
     approve_command: str
     reject_command: str
 

@@ -303,7 +303,11 @@ def _awaiting(
     return Awaiting(
         run_id=record.run_id,
         ticket_id=record.ticket_id,
-        decision=pending,
+        number=pending.number,
+        action=pending.action,
+        summary=pending.summary,
+        routing=pending.routing,
+        confidence=pending.confidence,
         approve_command=approve,
         reject_command=reject,
     )

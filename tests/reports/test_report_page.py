@@ -111,11 +111,7 @@ def hostile_run(files: Path) -> RunView:
             ),
         ),
         awaiting=Awaiting(
-            "EVIL-1-20261201T030000Z-abcd",
-            "EVIL-1",
-            DecisionView(1, 1, EVIL, EVIL, None, summary=EVIL, confidence=0.5, routing=EVIL),
-            approve,
-            reject,
+            "EVIL-1-20261201T030000Z-abcd", "EVIL-1", 1, EVIL, EVIL, EVIL, 0.5, approve, reject
         ),
         handoff_text=EVIL,
         handoff_file=files / f"{EVIL}.handoff.md",

@@ -60,7 +60,6 @@ from orchestrator.forges._rest import (
     HttpResponse,
     RestForge,
     Retrying,
-    json_body,
     json_fields,
     without_userinfo,
 )
@@ -227,7 +226,7 @@ class GitHubForge(RestForge):
             json={"title": title, "head": head, "base": base, "body": body},
         )
         if response.status_code == 201:
-            return _pull_request(response, created=True)
+            return _pull_request_from(self._object(response, "the new pull request"), created=True)
         error = self._error(response, f"cannot open a pull request for {head} into {base}")
         raced = response.status_code == 422 and "already exists" in _github_message(response)
         return Refusal(error, lost_race=raced)
@@ -347,13 +346,6 @@ def _comment(data: Mapping[str, Any]) -> Comment:
 def _person(user: object) -> bool | None:
     kind = user.get("type") if isinstance(user, dict) else None
     return kind == "User" if isinstance(kind, str) else None
-
-
-def _pull_request(response: HttpResponse, *, created: bool) -> PullRequest:
-    data = json_body(response, "GitHub")
-    if not isinstance(data, dict):
-        raise ForgeError("outage", "GitHub answered the new pull request with no object")
-    return _pull_request_from(data, created=created)
 
 
 def _pull_request_from(data: Mapping[str, Any], *, created: bool) -> PullRequest:

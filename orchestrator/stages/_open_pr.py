@@ -5,8 +5,8 @@ into one line, an exit code and, for infrastructure, a ``::failure-class::`` mar
 
 The token is never put where it could leak: git gets it from a credential helper that
 reads it from the push's own environment — not from argv (which every user sees in
-``ps``), not from a remote URL or ``.git/config``, and so not from GitPython's error text,
-which quotes the command line; the API gets it in a request header only.
+``ps``), not from a remote URL or ``.git/config``, and so not from an error text that
+quotes the command line; the API gets it in a request header only.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import git
 import httpx2
 
 from orchestrator.domain.held_secrets import held_values
@@ -33,13 +33,12 @@ from orchestrator.forges.http import MAX_WAIT_S
 from orchestrator.reading.signs import FAILURE_MARKER
 from orchestrator.redaction import HeldSecrets, redact
 from orchestrator.stages._stagelib import (
+    GitError,
     StageError,
-    confirm_pushed,
     git_reason,
-    open_clone,
+    push_work,
     require_env,
     stage_ticket,
-    transport_env,
 )
 from orchestrator.storage._atomic import atomic_write
 from orchestrator.storage.layout import StateLayout, verdict_files
@@ -330,27 +329,17 @@ def push_branch(
     if refused is not None:
         raise StageError(f"cannot push {work}: {refused}")
     token = credentials.token
-    with open_clone(Path.cwd(), environ) as repo:
-        if work not in repo.heads:
-            raise StageError(f"branch {work} does not exist in {repo.working_dir}")
-        head_sha = repo.heads[work].commit.hexsha
-        commits = list(repo.iter_commits(f"{base_ref}..{work}"))
-        if not commits:
-            raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
-        env = push_environment(credentials, transport_env(repo, push_url))
-        try:
-            # '+': the branch is the orchestrator's own, so a retry that rebuilt it from the
-            # base replaces what an earlier attempt pushed.
-            repo.git.push(push_url, f"+refs/heads/{work}:refs/heads/{work}", env=env)
-            confirm_pushed(repo, push_url, work, head_sha, env, push_url)
-        except git.GitCommandError as exc:
-            reason = git_reason(exc).replace(token, "***")
-            kind = push_failure_kind(reason)
-            if kind is not None:
-                raise ForgeError(kind, f"cannot push {work}: {reason}") from None
-            raise StageError(f"cannot push {work}: {reason}") from None
-        print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s))")
-        return head_sha
+    with_token = partial(push_environment, credentials)
+    try:
+        head_sha, commits = push_work(environ, push_url, work, base_ref, with_token)
+    except GitError as exc:
+        reason = git_reason(exc).replace(token, "***")
+        kind = push_failure_kind(reason)
+        if kind is not None:
+            raise ForgeError(kind, f"cannot push {work}: {reason}") from None
+        raise StageError(f"cannot push {work}: {reason}") from None
+    print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s))")
+    return head_sha
 
 
 def record(

@@ -10,11 +10,18 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-import git
-
 from orchestrator.domain.git_identity import FALLBACK_IDENTITY, configured_identity
 from orchestrator.execution.git import protocol_of
-from orchestrator.stages._stagelib import StageError, git_reason, open_clone, require_env, run_stage
+from orchestrator.stages._stagelib import (
+    Clone,
+    GitError,
+    StageError,
+    git_reason,
+    open_clone,
+    require_env,
+    run_git,
+    run_stage,
+)
 
 
 def remove_leftover(path: Path) -> bool:
@@ -28,14 +35,14 @@ def remove_leftover(path: Path) -> bool:
     return False
 
 
-def missing_identity(repo: git.Repo, configured: Mapping[str, str] = {}) -> dict[str, str]:
-    """The user.* values for keys no git config level (system, global, repo) sets: the
-    configured ones (``[git]`` in config.toml), else the fallback's."""
-    reader = repo.config_reader()
+def missing_identity(repo: Clone, configured: Mapping[str, str] = {}) -> dict[str, str]:
+    """The user.* values for keys neither the user's global git config nor the clone's
+    sets: the configured ones (``[git]`` in config.toml), else the fallback's."""
+    values = {name.lower(): value for _, name, value in repo.config}  # the last one wins
     return {
         key: configured.get(key) or value
         for key, value in FALLBACK_IDENTITY.items()
-        if not reader.get_value("user", key, default="")
+        if not values.get(f"user.{key}")
     }
 
 
@@ -63,26 +70,25 @@ def main(environ: Mapping[str, str]) -> None:
     if remove_leftover(clone_dir):
         print(f"removed the clone left by an earlier attempt: {clone_dir}")
     try:
-        # Closed at once: GitPython would keep the clone's environment for later calls.
-        git.Repo.clone_from(repository, clone_dir, env=env).close()
-    except git.GitCommandError as exc:
+        run_git(("clone", "-v", "--", repository, str(clone_dir)), None, env)
+    except GitError as exc:
         raise StageError(f"cannot clone {repository}: {git_reason(exc)}") from None
-    with open_clone(clone_dir, environ) as repo:
-        print(f"cloned {repository} into {clone_dir}")
-        if base not in {ref.remote_head for ref in repo.remotes.origin.refs}:
-            raise StageError(f"base branch {base!r} does not exist in {repository}")
-        # --no-track: the work branch must never push to (or pull from) the base branch.
-        repo.git.checkout("-B", work, "--no-track", f"origin/{base}")
-        print(f"on new branch {work} from origin/{base} at {repo.head.commit.hexsha[:7]}")
-        configured = configured_identity(environ)
-        identity = missing_identity(repo, configured)
-        if identity:
-            with repo.config_writer("repository") as writer:
-                for key, value in identity.items():
-                    writer.set_value("user", key, value)
-            shown = ", ".join(f"user.{key}={value}" for key, value in identity.items())
-            source = "from [git] in config.toml" if configured else "the fallback identity"
-            print(f"no git identity configured in git; set {shown} in this clone ({source})")
+    repo = open_clone(clone_dir, environ)
+    print(f"cloned {repository} into {clone_dir}")
+    remote = repo.git("for-each-ref", "--format=%(refname)", "refs/remotes/origin/").split("\n")
+    if f"refs/remotes/origin/{base}" not in remote:
+        raise StageError(f"base branch {base!r} does not exist in {repository}")
+    # --no-track: the work branch must never push to (or pull from) the base branch.
+    repo.git("checkout", "-B", work, "--no-track", f"origin/{base}")
+    print(f"on new branch {work} from origin/{base} at {repo.git('rev-parse', 'HEAD')[:7]}")
+    configured = configured_identity(environ)
+    identity = missing_identity(repo, configured)
+    if identity:
+        for key, value in identity.items():
+            repo.git("config", f"user.{key}", value)
+        shown = ", ".join(f"user.{key}={value}" for key, value in identity.items())
+        source = "from [git] in config.toml" if configured else "the fallback identity"
+        print(f"no git identity configured in git; set {shown} in this clone ({source})")
 
 
 if __name__ == "__main__":

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import git
 
 from orchestrator.domain.engine_files import (
     WorkspaceSummary,
@@ -37,9 +34,12 @@ from orchestrator.domain.engine_files import (
 )
 from orchestrator.domain.inert import forge_line
 from orchestrator.stages._stagelib import (
+    Clone,
+    GitError,
     StageError,
     open_clone,
     require_env,
+    run_git,
     run_stage,
     stage_ticket,
 )
@@ -57,13 +57,13 @@ class Change:
     content: bytes | None = None
 
 
-def worked_paths(repo: git.Repo, base: str = "HEAD") -> tuple[list[tuple[str, bool]], list[str]]:
+def worked_paths(repo: Clone, base: str = "HEAD") -> tuple[list[tuple[str, bool]], list[str]]:
     """What the engine changed against ``base``, each path with whether ``base`` holds it,
     and the new files the clone's ignore rules hide that are named as an engine's own
     (listed as left out: with an engine's line in ``.gitignore``, its files are hidden).
     The branch and the index are reset to ``base`` first, the work tree kept: what the
     engine staged or committed itself is no choice of ours."""
-    repo.git.reset("-q", base, "--")
+    repo.git("reset", "-q", base, "--")
     changed = [
         (entry[3:], entry[:2] != "??")
         for entry in _entries(repo, "--untracked-files=all", "--no-renames")
@@ -73,14 +73,14 @@ def worked_paths(repo: git.Repo, base: str = "HEAD") -> tuple[list[tuple[str, bo
     return changed, [p for p in ignored if engine_own(p.rstrip("/"), tracked=False)]
 
 
-def _entries(repo: git.Repo, *options: str) -> list[str]:
+def _entries(repo: Clone, *options: str) -> list[str]:
     """``git status -z``'s entries, each name as the file system has it (a name that is
     not UTF-8 keeps its bytes, as ``os.fsdecode`` does)."""
-    listing: bytes = repo.git.status("--porcelain=v1", "-z", *options, stdout_as_string=False)
+    listing = run_git(("status", "--porcelain=v1", "-z", *options), repo.working_dir, repo.env)
     return [os.fsdecode(entry) for entry in listing.split(b"\0") if entry]
 
 
-def decide(repo: git.Repo, base: str = "HEAD") -> tuple[list[Change], list[str]]:
+def decide(repo: Clone, base: str = "HEAD") -> tuple[list[Change], list[str]]:
     """What of the engine's work is committed, and what is left out as the engine's own
     (``domain/engine_files.py``)."""
     changed, hidden_own = worked_paths(repo, base)
@@ -104,10 +104,10 @@ def decide(repo: git.Repo, base: str = "HEAD") -> tuple[list[Change], list[str]]
     return kept, sorted(dict.fromkeys(left_out))
 
 
-def _regular_text(repo: git.Repo, path: str) -> str | None:
+def _regular_text(repo: Clone, path: str) -> str | None:
     """The work tree's file at ``path`` as text; None for a link, a deleted file or one
     that is not UTF-8 (committed as it is)."""
-    full = Path(repo.working_dir, path)
+    full = repo.working_dir / path
     try:
         if not stat.S_ISREG(full.lstat().st_mode):
             return None
@@ -116,48 +116,45 @@ def _regular_text(repo: git.Repo, path: str) -> str | None:
         return None
 
 
-def _base_text(repo: git.Repo, path: str) -> str | None:
+def _base_text(repo: Clone, path: str) -> str | None:
     try:
-        mode = repo.git.ls_tree("HEAD", "--", path).split(" ", 1)[0]
+        mode = repo.git("ls-tree", "HEAD", "--", path).split(" ", 1)[0]
         if mode not in ("100644", "100755"):
             return None
-        data: bytes = repo.git.cat_file("blob", f"HEAD:{path}", stdout_as_string=False)
-        return data.decode("utf-8")
-    except (git.GitCommandError, UnicodeDecodeError):
+        blob = run_git(("cat-file", "blob", f"HEAD:{path}"), repo.working_dir, repo.env)
+        return blob.decode("utf-8")
+    except (GitError, UnicodeDecodeError):
         return None
 
 
-def stage(repo: git.Repo, changes: list[Change]) -> None:
+def stage(repo: Clone, changes: list[Change]) -> None:
     """Stage exactly ``changes``: a path as the work tree has it (a deletion included),
     or the bytes chosen for it."""
     as_is = [c.path for c in changes if c.content is None]
     for start in range(0, len(as_is), 500):
-        repo.git.add("-A", "--", *as_is[start : start + 500])
+        repo.git("add", "-A", "--", *as_is[start : start + 500])
     for change in changes:
         if change.content is None:
             continue
-        with tempfile.TemporaryFile() as blob:
-            blob.write(change.content)
-            blob.seek(0)
-            sha = repo.git.hash_object("-w", "--no-filters", "--stdin", istream=blob)
-        executable = os.access(Path(repo.working_dir, change.path), os.X_OK)
+        sha = repo.git("hash-object", "-w", "--no-filters", "--stdin", stdin=change.content)
+        executable = os.access(repo.working_dir / change.path, os.X_OK)
         mode = "100755" if executable else "100644"
-        repo.git.update_index("--add", "--cacheinfo", f"{mode},{sha},{change.path}")
+        repo.git("update-index", "--add", "--cacheinfo", f"{mode},{sha},{change.path}")
 
 
 def commit(
-    repo: git.Repo, title: str, kind: str, base: str | None = None
+    repo: Clone, title: str, kind: str, base: str | None = None
 ) -> tuple[list[str], WorkspaceSummary]:
     """Commit the project's part of the engine's work on top of ``base`` (where the
     attempt started; default ``HEAD``); returns the subjects of the commits made and what
     was committed and left out. Commits the engine made itself are folded in: their
     changes are judged and committed like the rest."""
     # Every path below is a name, never a pattern: ``*.py`` is the file named so.
-    repo.git.update_environment(GIT_LITERAL_PATHSPECS="1")
+    repo.env["GIT_LITERAL_PATHSPECS"] = "1"
     start = "HEAD"
     if base is not None:
-        start = repo.git.rev_parse("--verify", "--end-of-options", f"{base}^{{commit}}")
-        own = repo.git.rev_list("--count", f"{start}..HEAD")
+        start = repo.git("rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}")
+        own = repo.git("rev-list", "--count", f"{start}..HEAD")
         if own != "0":
             print(f"the engine made {own} commit(s) itself: its changes are committed anew")
     kept, left_out = decide(repo, start)
@@ -167,7 +164,7 @@ def commit(
         return [], summary
     if kind != "bug-fix":
         stage(repo, kept)
-        repo.git.commit("-m", title)
+        repo.git("commit", "-m", title)
         return [title], summary
     tests = [c for c in kept if classify_path(c.path) == "test"]
     production = [c for c in kept if c not in tests]
@@ -175,7 +172,7 @@ def commit(
     for changes, subject in ((production, f"fix: {title}"), (tests, f"test: {title}")):
         if changes:
             stage(repo, changes)
-            repo.git.commit("-m", subject)
+            repo.git("commit", "-m", subject)
             made.append(subject)
     return made, summary
 
@@ -185,28 +182,28 @@ def main(environ: Mapping[str, str]) -> None:
 
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     ticket = stage_ticket(environ)
-    with open_clone(Path.cwd(), environ) as repo:
-        if mode == "prepare":
-            reset_to_base(
-                repo,
-                require_env(environ, "ORCH_WORK_BRANCH"),
-                require_env(environ, "ORCH_BASE_REF"),
-            )
-            print(f"workspace reset to {environ['ORCH_BASE_REF']}")
-        elif mode == "commit":
-            # A commit's message closes issues when merged: the title's keywords may not.
-            subject_line = forge_line(ticket.fields.title)
-            made, summary = commit(
-                repo, subject_line, ticket.fields.kind.value, environ.get("ORCH_BASE_REF")
-            )
-            for subject in made:
-                print(f"committed: {subject}")
-            for path in summary.left_out:
-                print(f"left out (the engine's own): {path!r}")
-            # Last: the orchestrator reads it from what this step printed.
-            print(summary_line(summary), flush=True)
-        else:
-            raise StageError(f"usage: engine_workspace.py prepare|commit (got {mode!r})")
+    repo = open_clone(Path.cwd(), environ)
+    if mode == "prepare":
+        reset_to_base(
+            repo,
+            require_env(environ, "ORCH_WORK_BRANCH"),
+            require_env(environ, "ORCH_BASE_REF"),
+        )
+        print(f"workspace reset to {environ['ORCH_BASE_REF']}")
+    elif mode == "commit":
+        # A commit's message closes issues when merged: the title's keywords may not.
+        subject_line = forge_line(ticket.fields.title)
+        made, summary = commit(
+            repo, subject_line, ticket.fields.kind.value, environ.get("ORCH_BASE_REF")
+        )
+        for subject in made:
+            print(f"committed: {subject}")
+        for path in summary.left_out:
+            print(f"left out (the engine's own): {path!r}")
+        # Last: the orchestrator reads it from what this step printed.
+        print(summary_line(summary), flush=True)
+    else:
+        raise StageError(f"usage: engine_workspace.py prepare|commit (got {mode!r})")
 
 
 if __name__ == "__main__":

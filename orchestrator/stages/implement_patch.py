@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import git
-
 from orchestrator.domain.inert import forge_line
 from orchestrator.domain.tickets import PatchExtras, Ticket
 from orchestrator.stages._stagelib import (
+    Clone,
+    GitError,
     StageError,
     git_output_lines,
     git_reason,
@@ -41,34 +41,34 @@ def patch_path(ticket: Ticket) -> Path:
     return (ticket.path.parent / PatchExtras.model_validate(table).file).resolve()
 
 
-def reset_to_base(repo: git.Repo, work: str, base_ref: str) -> None:
+def reset_to_base(repo: Clone, work: str, base_ref: str) -> None:
     """Put ``work`` back at ``base_ref`` with a pristine tree, whatever an earlier attempt
     left behind (a half-applied series, staged files, untracked or ignored files)."""
-    if Path(repo.git_dir, "rebase-apply").exists():
-        repo.git.am("--abort")
-    repo.git.checkout("-f", "-B", work, "--no-track", base_ref)
-    repo.git.clean("-fdx")
+    if (repo.working_dir / ".git" / "rebase-apply").exists():  # open_clone: .git is its own
+        repo.git("am", "--abort")
+    repo.git("checkout", "-f", "-B", work, "--no-track", base_ref)
+    repo.git("clean", "-fdx")
 
 
-def apply_series(repo: git.Repo, patch: Path) -> None:
+def apply_series(repo: Clone, patch: Path) -> None:
     try:
-        repo.git.am(str(patch))
-    except git.GitCommandError as exc:
+        repo.git("am", str(patch))
+    except GitError as exc:
         for line in git_output_lines(exc):
             print(f"  git: {line}")
         # Leave no am session behind: the next attempt (or a human) starts from clean.
-        repo.git.am("--abort")
+        repo.git("am", "--abort")
         raise StageError(f"{patch.name} does not apply: {git_reason(exc)}") from None
 
 
-def apply_diff(repo: git.Repo, patch: Path, message: str) -> None:
+def apply_diff(repo: Clone, patch: Path, message: str) -> None:
     try:
-        repo.git.apply("--index", str(patch))  # all or nothing: a failure changes no file
-    except git.GitCommandError as exc:
+        repo.git("apply", "--index", str(patch))  # all or nothing: a failure changes no file
+    except GitError as exc:
         raise StageError(f"{patch.name} does not apply: {git_reason(exc)}") from None
-    if not repo.index.diff("HEAD"):
+    if not repo.git("diff", "--cached", "--name-only", "HEAD", "--"):
         raise StageError(f"{patch.name} changes nothing")
-    repo.git.commit("-m", message)
+    repo.git("commit", "-m", message)
 
 
 def main(environ: Mapping[str, str]) -> None:
@@ -82,20 +82,20 @@ def main(environ: Mapping[str, str]) -> None:
     except OSError as exc:
         raise StageError(f"cannot read patch {patch}: {exc.strerror}") from None
 
-    with open_clone(Path.cwd(), environ) as repo:
-        reset_to_base(repo, work, base_ref)
-        print(f"reset {work} to {base_ref} ({repo.head.commit.hexsha[:7]})")
-        if is_mbox(head):
-            print(f"applying the commit series in {patch.name} with git am")
-            apply_series(repo, patch)
-        else:
-            print(f"applying the diff in {patch.name} and committing it as the ticket title")
-            # A commit's message closes issues when merged: the title's keywords may not.
-            apply_diff(repo, patch, forge_line(ticket.fields.title))
-        commits = list(repo.iter_commits(f"{base_ref}..HEAD", reverse=True))
-        print(f"{len(commits)} commit(s) on {work}:")
-        for commit in commits:
-            print(f"  {commit.hexsha[:7]} {commit.summary!s}")
+    repo = open_clone(Path.cwd(), environ)
+    reset_to_base(repo, work, base_ref)
+    print(f"reset {work} to {base_ref} ({repo.git('rev-parse', 'HEAD')[:7]})")
+    if is_mbox(head):
+        print(f"applying the commit series in {patch.name} with git am")
+        apply_series(repo, patch)
+    else:
+        print(f"applying the diff in {patch.name} and committing it as the ticket title")
+        # A commit's message closes issues when merged: the title's keywords may not.
+        apply_diff(repo, patch, forge_line(ticket.fields.title))
+    commits = repo.commits(f"{base_ref}..HEAD")
+    print(f"{len(commits)} commit(s) on {work}:")
+    for sha, summary in commits:
+        print(f"  {sha[:7]} {summary}")
 
 
 if __name__ == "__main__":

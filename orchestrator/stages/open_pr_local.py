@@ -15,19 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import git
-
 from orchestrator.forges.base import Forge
 from orchestrator.forges.local import LocalForge
 from orchestrator.stages._stagelib import (
+    GitError,
     StageError,
-    confirm_pushed,
     git_reason,
-    open_clone,
+    push_work,
     require_env,
     run_stage,
     stage_ticket,
-    transport_env,
 )
 from orchestrator.storage._atomic import atomic_write
 
@@ -50,25 +47,11 @@ def main(environ: Mapping[str, str]) -> None:
     work = require_env(environ, "ORCH_WORK_BRANCH")
     record_path = Path(require_env(environ, "ORCH_RUN_DIR")) / RECORD_NAME
 
-    with open_clone(Path.cwd(), environ) as repo:
-        if work not in repo.heads:
-            raise StageError(f"branch {work} does not exist in {repo.working_dir}")
-        head_sha = repo.heads[work].commit.hexsha
-        commits = [
-            (c.hexsha, str(c.summary))
-            for c in repo.iter_commits(f"{base_ref}..{work}", reverse=True)
-        ]
-        if not commits:
-            raise StageError(f"{work} has no commits on top of {base_ref}: nothing to propose")
-        env = transport_env(repo, repository)
-        try:
-            # '+': the branch is the orchestrator's own (orch/<ticket>), so a retry that
-            # rebuilt it from the base replaces what an earlier attempt pushed.
-            repo.git.push(repository, f"+refs/heads/{work}:refs/heads/{work}", env=env)
-            confirm_pushed(repo, repository, work, head_sha, env, repository)
-        except git.GitCommandError as exc:
-            raise StageError(f"cannot push {work} to {repository}: {git_reason(exc)}") from None
-        print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s)) to {repository}")
+    try:
+        head_sha, commits = push_work(environ, repository, work, base_ref)
+    except GitError as exc:
+        raise StageError(f"cannot push {work} to {repository}: {git_reason(exc)}") from None
+    print(f"pushed {work} ({head_sha[:7]}, {len(commits)} commit(s)) to {repository}")
 
     def save(record: dict[str, Any]) -> None:
         text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"

@@ -4,6 +4,7 @@ headers, and the config's ``[git]`` author reaching a clone that has none."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from orchestrator.cli.console import terminal_services
 from orchestrator.domain.config import load_config
 from orchestrator.domain.git_identity import AUTHOR_EMAIL_ENV, AUTHOR_NAME_ENV
 from orchestrator.domain.preflight import GITLAB
+from orchestrator.stages._stagelib import Clone, open_clone
 from orchestrator.stages.clone import missing_identity
 
 from conftest import write_config
@@ -122,6 +124,11 @@ def test_a_network_error_is_named_without_the_token() -> None:
     assert answer.error == "ConnectionRefusedError: refused while sending Bearer ***"
 
 
+def opened(repo: git.Repo) -> Clone:
+    """The clone as the clone stage opens it."""
+    return open_clone(Path(repo.working_dir), os.environ)
+
+
 def test_the_configured_author_replaces_the_fallback_never_git_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,13 +137,18 @@ def test_the_configured_author_replaces_the_fallback_never_git_config(
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     repo = git.Repo.init(tmp_path / "clone")
     try:
-        assert missing_identity(repo) == {"name": "orchestrator", "email": "orchestrator@localhost"}
-        assert missing_identity(repo, {"name": "Bot"}) == {
+        assert missing_identity(opened(repo)) == {
+            "name": "orchestrator",
+            "email": "orchestrator@localhost",
+        }
+        assert missing_identity(opened(repo), {"name": "Bot"}) == {
             "name": "Bot", "email": "orchestrator@localhost",
         }  # fmt: skip
         with repo.config_writer("repository") as writer:
             writer.set_value("user", "name", "Ada")
-        assert missing_identity(repo, {"name": "Bot", "email": "bot@x"}) == {"email": "bot@x"}
+        assert missing_identity(opened(repo), {"name": "Bot", "email": "bot@x"}) == {
+            "email": "bot@x"
+        }
     finally:
         repo.close()
 

@@ -23,6 +23,7 @@ from orchestrator.domain.engine_files import (
     summarise,
     summary_line,
 )
+from orchestrator.stages._stagelib import Clone, open_clone
 from orchestrator.stages.engine_workspace import commit
 
 from conftest import subprocess_env, write_ticket
@@ -132,6 +133,11 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> git.Repo:
     return repo
 
 
+def opened(repo: git.Repo) -> Clone:
+    """``repo`` as the stage program opens it."""
+    return open_clone(Path(repo.working_dir), os.environ)
+
+
 def _aider_was_here(clone: Path) -> None:
     """What aider 0.86 leaves in a clone beside its edit (with its default --gitignore)."""
     (clone / ".aider.chat.history.md").write_text("# aider chat started\n#### the prompt\n")
@@ -168,7 +174,7 @@ def test_aiders_files_and_its_ignore_line_stay_out_of_the_commit(tmp_path: Path)
     # The engine staged its chat history itself: that chooses nothing.
     repo.git.add("-f", ".aider.chat.history.md")
 
-    made, summary = commit(repo, "Ticket T-1", "feature")
+    made, summary = commit(opened(repo), "Ticket T-1", "feature")
 
     assert made == ["Ticket T-1"]
     files = _committed(repo)
@@ -200,7 +206,7 @@ def test_a_tickets_own_gitignore_change_is_committed_without_aiders_line(
     (clone / ".gitignore").write_text("build/\ndist/\n")  # the ticket: ignore dist/
     _aider_was_here(clone)
 
-    made, summary = commit(repo, "Ignore dist", "bug-fix")
+    made, summary = commit(opened(repo), "Ignore dist", "bug-fix")
 
     assert made == ["fix: Ignore dist"]
     assert _committed(repo)[".gitignore"] == b"build/\ndist/\n"
@@ -215,7 +221,7 @@ def test_with_only_the_engines_files_there_is_nothing_to_commit(tmp_path: Path) 
     head = repo.head.commit.hexsha
     _aider_was_here(Path(repo.working_dir))  # a new .gitignore that only hides aider
 
-    made, summary = commit(repo, "Ticket T-1", "feature")
+    made, summary = commit(opened(repo), "Ticket T-1", "feature")
 
     assert made == [] and repo.head.commit.hexsha == head
     assert summary.committed == () and summary.left_out_count == 4
@@ -276,7 +282,7 @@ def test_what_the_engine_committed_itself_is_judged_like_the_rest(tmp_path: Path
     (clone / "sub" / ".gitignore").write_text(".aider*\n")  # one deeper: the same rule
     (clone / "sub" / "kept.py").write_text("k = 1\n")
 
-    made, summary = commit(repo, "Ticket T-1", "feature", base)
+    made, summary = commit(opened(repo), "Ticket T-1", "feature", base)
 
     assert made == ["Ticket T-1"]
     assert repo.head.commit.parents[0].hexsha == base
@@ -295,7 +301,7 @@ def test_a_linked_ignore_file_is_committed_as_the_link_it_is(tmp_path: Path) -> 
     clone = Path(repo.working_dir)
     (clone / ".gitignore").symlink_to("ignores.txt")  # git does not read a linked one
 
-    _, summary = commit(repo, "Ticket T-1", "feature")
+    _, summary = commit(opened(repo), "Ticket T-1", "feature")
 
     assert summary.committed == (".gitignore",) and summary.left_out == ()
     assert _committed(repo)[".gitignore"] == b"ignores.txt"
@@ -327,7 +333,7 @@ def test_a_name_that_is_not_utf8_is_committed_as_it_is(tmp_path: Path) -> None:
     (clone / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
     (clone / os.fsdecode(b".aider.\xff")).write_text("its own\n")
 
-    made, summary = commit(repo, "Ticket T-1", "feature")
+    made, summary = commit(opened(repo), "Ticket T-1", "feature")
 
     assert made == ["Ticket T-1"]
     names = repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", stdout_as_string=False)

@@ -92,6 +92,16 @@ def test_clone_creates_the_work_branch(ctx: StageContext, tmp_path: Path) -> Non
     assert "on new branch orch/CARDS-2 from origin/main" in out
 
 
+def test_clone_sets_no_identity_the_users_global_config_gives(
+    ctx: StageContext, tmp_path: Path
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".gitconfig").write_text("[user]\n\tname = Ada\n\temail = ada@x\n")
+    out = ok(run_stage("clone.py", ctx, tmp_path))
+    assert "no git identity configured" not in out
+    assert "user" not in git.Repo(ctx.clone_dir).config_reader("repository").sections()
+
+
 @pytest.mark.slow
 def test_clone_replaces_a_leftover_clone(ctx: StageContext, tmp_path: Path) -> None:
     ctx.clone_dir.mkdir()

@@ -23,9 +23,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import git
-
-from orchestrator.stages._stagelib import StageError, harden
+from orchestrator.execution.git import hardened_git_env
+from orchestrator.stages._stagelib import Clone, GitError, StageError, harden, run_git
 
 CHECK_NAME = "lint-bug-commit-order"
 APPLIES_TO_KIND = "bug-fix"
@@ -106,15 +105,15 @@ def find_violations(commits: Sequence[CommitFiles]) -> list[str]:
     return violations
 
 
-def _changed_paths(commit: git.Commit) -> tuple[str, ...]:
+def _changed_paths(repo: Clone, sha: str, first_parent: str) -> tuple[str, ...]:
     # Against the first parent: for a merge that is what the branch brought in. A root
-    # commit is compared with the empty tree. Both sides of a rename are kept, so moving
-    # a file into or out of tests/ counts as touching both places.
-    other = commit.parents[0] if commit.parents else git.NULL_TREE
-    paths: set[str] = set()
-    for diff in commit.diff(other):
-        paths.update(p for p in (diff.a_path, diff.b_path) if p)
-    return tuple(sorted(paths))
+    # commit (no parent) is compared with the empty tree. Both sides of a rename are kept,
+    # so moving a file into or out of tests/ counts as touching both places.
+    against = (first_parent, sha) if first_parent else ("--root", sha)
+    listed = repo.git(
+        "diff-tree", "-r", "--no-commit-id", "--name-only", "--no-renames", "-z", *against
+    )
+    return tuple(sorted({p for p in listed.split("\0") if p}))
 
 
 def read_branch_commits(
@@ -124,27 +123,24 @@ def read_branch_commits(
     read with git hardened (a clone whose config says what only an attacker would is
     refused). ``repo_dir`` may be a linked checkout: the verifier runs this check in one."""
     try:
-        repo = git.Repo(repo_dir, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        run_git(("rev-parse", "--git-dir"), repo_dir, hardened_git_env(environ))
+    except (GitError, OSError):
         raise SetupError(f"not inside a git repository: {repo_dir}") from None
     try:
-        harden(repo, environ)
+        repo = harden(repo_dir, environ)
     except StageError as exc:
         raise SetupError(str(exc)) from None
-    with repo:
-        for ref, what in ((base_ref, "base ref"), ("HEAD", "HEAD")):
-            try:
-                repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
-            except git.GitCommandError:
-                raise SetupError(f"{what} {ref!r} does not name a commit in {repo_dir}") from None
-        return [
-            CommitFiles(
-                sha=c.hexsha,
-                subject=str(c.summary),
-                paths=_changed_paths(c),
-            )
-            for c in repo.iter_commits(f"{base_ref}..HEAD", reverse=True)
-        ]
+    for ref, what in ((base_ref, "base ref"), ("HEAD", "HEAD")):
+        try:
+            repo.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        except GitError:
+            raise SetupError(f"{what} {ref!r} does not name a commit in {repo_dir}") from None
+    listed = repo.git("rev-list", "--parents", f"{base_ref}..HEAD", "--").splitlines()
+    parents = dict(line.partition(" ")[::2] for line in listed)  # sha -> its parents
+    return [
+        CommitFiles(sha, subject, _changed_paths(repo, sha, parents[sha].partition(" ")[0]))
+        for sha, subject in repo.commits(f"{base_ref}..HEAD")
+    ]
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

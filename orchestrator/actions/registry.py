@@ -4,8 +4,8 @@ The words (names, verdict models, routing defaults, prompt lines, rules) are
 ``orchestrator/domain/vocabulary.py``'s; this registry holds each action's plan and apply
 under the same name, and the substrate looks them up here.
 
-``plan_dispatch`` states what the substrate will do with a proposal; the substrate
-carries out exactly that plan, and replay compares it.
+``plan_for`` states what the substrate will do with a proposal; the substrate carries out
+exactly that plan, and replay compares it (``plan_dispatch``: the failing stage looked up).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from orchestrator.domain.verdicts import AbandonHumanVerdict
 from orchestrator.domain.verdicts import abandon as abandon_verdict
 
 if TYPE_CHECKING:
-    from orchestrator.domain.config import Config
+    from orchestrator.domain.config import Config, StageConfig
     from orchestrator.domain.proposals import Proposal
     from orchestrator.domain.runs import RunRecord
 
@@ -34,17 +34,24 @@ REGISTRY = ActionRegistry((*rerun.STEPS, split.SPEC, abandon.SPEC, mechanical_fi
 
 
 def plan_dispatch(proposal: Proposal, config: Config, record: RunRecord) -> Dispatch:
+    """``plan_for`` the failing stage the proposal names, looked up in ``config``."""
+    named = {stage.name: stage for stage in config.stages}
+    return plan_for(proposal, named.get(failure_of(proposal).stage), config, record)
+
+
+def plan_for(
+    proposal: Proposal, failing: StageConfig | None, config: Config, record: RunRecord
+) -> Dispatch:
     """What ``apply`` does with ``proposal`` once approved, stated as data and doing none
     of it: the substrate carries out exactly this plan, and replay compares it. Derived
-    from the proposal's evidence and the trusted config only. ``record`` is the run as
-    it stood at the decision. The retry budget is the ticket's spend state, not part of
-    the decision, and is not considered."""
+    from the proposal's evidence and the trusted config only (``failing``: the stage it
+    names there, None when it is not, which is refused). ``record`` is the run as it
+    stood at the decision. The retry budget is the ticket's spend state, not part of the
+    decision, and is not considered."""
     approval = "auto" if proposal.routing in ("auto", "reject") else "person"
     verdict = verdict_of(proposal)
     failure, halt = failure_of(proposal), halt_of(proposal)
-    try:
-        failing = config.stage(failure.stage)
-    except KeyError:
+    if failing is None:
         return Dispatch(
             verdict.action, approval, error=f"stage {failure.stage!r} is not in today's config"
         )

@@ -24,7 +24,7 @@ from orchestrator.actions.proposal import (
     source_of,
     verdict_of,
 )
-from orchestrator.actions.registry import REGISTRY, plan_dispatch
+from orchestrator.actions.registry import REGISTRY, plan_dispatch, plan_for
 from orchestrator.app.services import Services
 from orchestrator.domain.config import Config
 from orchestrator.domain.errors import StateError
@@ -77,7 +77,7 @@ def apply(
             record, applying, services, RunState.NEEDS_HUMAN, HaltReason.HUMAN_REJECTED,
             why=f"rejected by {approval.by}: {approval.reason or 'no reason given'}",
         )  # fmt: skip
-    plan = plan_dispatch(proposal, config, record)
+    plan = plan_for(proposal, applying.failing_stage, config, record)
     if plan.error is not None:
         raise StateError(
             f"state error: proposal {proposal.decision_id} cannot be carried out: {plan.error}"

@@ -27,7 +27,6 @@ def judged_against_base(
     stage: StageConfig,
     ctx: StageContext,
     *,
-    state_dir: Path,
     scan_bytes: int,
 ) -> CheckResult:
     """``result`` (a failure) as it stands against the base: passed, marked
@@ -38,7 +37,7 @@ def judged_against_base(
         return result
     if result.failure_class is not None:  # infrastructure is never the base's failure
         return result
-    base = BaseCheckStore(state_dir).load(base_check_key(check, stage, ctx))
+    base = BaseCheckStore(ctx.state_dir).load(base_check_key(check, stage, ctx))
     if base is None or base.passed or base.log_path is None or result.log_path is None:
         return result
     try:

@@ -303,14 +303,8 @@ def run_check(
         sandbox=sandbox_mode(options),
         **denial_fields(denied),
     )
-    return judged_against_base(
-        result,
-        check,
-        stage,
-        ctx,
-        state_dir=services.storage.runs.state_dir,
-        scan_bytes=services.loaded.config.recovery.context.evidence_scan_bytes,
-    )
+    scan_bytes = services.loaded.config.recovery.context.evidence_scan_bytes
+    return judged_against_base(result, check, stage, ctx, scan_bytes=scan_bytes)
 
 
 def run_stage(

@@ -58,13 +58,16 @@ def run_git(
     """What ``git <argv>`` in ``cwd`` printed, run with exactly ``env`` and in English
     (git's messages are matched and shown); a failure raises GitError. The one place a
     stage program starts git."""
-    done = subprocess.run(
-        ("git", *argv),
-        cwd=cwd,
-        env={**env, "LANGUAGE": "C", "LC_ALL": "C"},
-        input=stdin,
-        capture_output=True,
-    )
+    try:
+        done = subprocess.run(
+            ("git", *argv),
+            cwd=cwd,
+            env={**env, "LANGUAGE": "C", "LC_ALL": "C"},
+            input=stdin,
+            capture_output=True,
+        )
+    except OSError as exc:  # no git on PATH, or no ``cwd``: said as git's own failure is
+        raise GitError(argv, 127, b"", str(exc).encode()) from exc
     if done.returncode != 0:
         raise GitError(argv, done.returncode, done.stdout, done.stderr)
     return done.stdout

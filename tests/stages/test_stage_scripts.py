@@ -137,6 +137,22 @@ def test_clone_errors_are_one_line(
     assert "Traceback" not in result.stderr
 
 
+def test_clone_on_a_machine_without_git_says_so_in_one_line(
+    ctx: StageContext, tmp_path: Path
+) -> None:
+    env = stage_environ(subprocess_env(), ctx)
+    env["PATH"] = str(tmp_path / "no-git-here")  # the stage starts git by name, from PATH
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-P", "-m", "orchestrator.stages.clone"],
+        cwd=ctx.run_dir, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"clone: cannot clone {ctx.repository}: ")
+    assert "No such file or directory: 'git'" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 @pytest.mark.slow
 def test_implement_applies_the_series_and_is_idempotent(ctx: StageContext, tmp_path: Path) -> None:
     ok(run_stage("clone.py", ctx, tmp_path))

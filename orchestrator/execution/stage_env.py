@@ -160,7 +160,7 @@ def stage_environ(
     if ctx.check:
         env["ORCH_CHECK"] = ctx.check
     # Stage scripts written in Python run on the orchestrator's own interpreter: put its
-    # directory first so `python` inside a stage is the one with GitPython installed.
+    # directory first so `python` inside a stage is the one with our dependencies installed.
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + (":" + env["PATH"] if env.get("PATH") else "")
     return env

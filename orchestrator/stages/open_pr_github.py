@@ -6,8 +6,8 @@ token that may push to the repository and open pull requests on it).
 
 The token is never put where it could leak: git gets it from a credential helper that
 reads ``$GITHUB_TOKEN`` from the push's own environment — not from argv (which every user
-sees in ``ps``), not from a remote URL or ``.git/config``, and so not from GitPython's
-error text, which quotes the command line; the API gets it in a request header only. No
+sees in ``ps``), not from a remote URL or ``.git/config``, and so not from a failed git
+call's error, which quotes the command line; the API gets it in a request header only. No
 message this script prints contains it.
 
 Handed by the orchestrator (issue 43): ``ORCH_GITHUB_API_URL``, where GitHub is as

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from orchestrator.storage._atomic import checked_before_replace
-from orchestrator.storage.protocols import Approvals, Budgets, Decisions
 from orchestrator.storage.redis.fence import Fence
 from orchestrator.storage.runs import RunStore
 
@@ -31,6 +30,9 @@ if TYPE_CHECKING:
     from orchestrator.storage.crash_points import CrashPoint
     from orchestrator.storage.decisions import VerdictRecord
     from orchestrator.storage.layout import VerdictFile
+
+    # Named in quotes in the bases below: for typing only (noqa: ruff reads no base's string).
+    from orchestrator.storage.protocols import Approvals, Budgets, Decisions  # noqa: F401
 
 _Store = TypeVar("_Store")
 
@@ -82,7 +84,7 @@ class _Fenced(Generic[_Store]):
         self.fence = fence
 
 
-class FencedDecisions(_Fenced[Decisions]):
+class FencedDecisions(_Fenced["Decisions"]):
     def path(self, run_id: str, number: int) -> Path:
         return self.inner.path(run_id, number)
 
@@ -100,7 +102,7 @@ class FencedDecisions(_Fenced[Decisions]):
         return self.inner.find(run_id=run_id, ticket_id=ticket_id)
 
 
-class FencedApprovals(_Fenced[Approvals]):
+class FencedApprovals(_Fenced["Approvals"]):
     """Kept as given, like the files they wrap: the run signs and verifies them
     (``approvals.SignedApprovals``, composed in ``app/stores.py``) with the key of the
     shared state dir (``keys/approval.key`` there, or ``$ORCHESTRATOR_APPROVAL_KEY`` set
@@ -121,7 +123,7 @@ class FencedApprovals(_Fenced[Approvals]):
         return self.inner.answered(run_id, number)
 
 
-class FencedBudgets(_Fenced[Budgets]):
+class FencedBudgets(_Fenced["Budgets"]):
     def load(self, ticket_id: str) -> TicketBudget:
         return self.inner.load(ticket_id)
 

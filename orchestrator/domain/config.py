@@ -31,6 +31,7 @@ from orchestrator.domain.validation import (
     StrictBool,
     StrictInt,
     StrictStr,
+    named,
     toml_model,
 )
 
@@ -459,10 +460,7 @@ class Config(Frozen):
         return self
 
     def stage(self, name: str) -> StageConfig:
-        for stage in self.stages:
-            if stage.name == name:
-                return stage
-        raise KeyError(name)
+        return named(self.stages, name)
 
 
 class LoadedConfig(Frozen):

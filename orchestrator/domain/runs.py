@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field
 from orchestrator.domain import errors
 from orchestrator.domain.engine_files import LISTED_PATHS
 from orchestrator.domain.lifecycle import HaltReason, RunState, check_resume, check_transition
-from orchestrator.domain.validation import Frozen
+from orchestrator.domain.validation import Frozen, named
 from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
@@ -316,10 +316,7 @@ class RunRecord(Frozen):
     reclones: tuple[Reclone, ...] = ()
 
     def stage_status(self, name: str) -> StageStatus:
-        for stage in self.stages:
-            if stage.name == name:
-                return stage.status
-        raise KeyError(name)
+        return named(self.stages, name).status
 
     def with_stage_status(self, name: str, status: StageStatus) -> RunRecord:
         stages = tuple(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -27,6 +28,7 @@ __all__ = [
     "StrictInt",
     "StrictStr",
     "describe_validation_error",
+    "named",
     "read_model",
     "toml_model",
 ]
@@ -43,6 +45,23 @@ class Frozen(BaseModel):
         values too, which ``model_copy`` would skip. Nested records are kept as they
         are (already valid)."""
         return self.model_validate({**self.__dict__, **update})
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def named(records: Iterable[N], name: str) -> N:
+    """The first of ``records`` (a config's stages, a run's, a bundle's sections) called
+    ``name``; KeyError when none is."""
+    for record in records:
+        if record.name == name:
+            return record
+    raise KeyError(name)
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:

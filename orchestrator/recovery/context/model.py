@@ -8,7 +8,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, model_validator
 
 from orchestrator.domain.config import ContextLimits
-from orchestrator.domain.validation import Frozen
+from orchestrator.domain.validation import Frozen, named
 from orchestrator.recovery.context.text import _clean_note, _size, _utf8, neutralise
 
 SectionName = Literal[
@@ -115,10 +115,7 @@ class ContextBundle(Frozen):
         return self
 
     def section(self, name: SectionName) -> Section:
-        for section in self.sections:
-            if section.name == name:
-                return section
-        raise KeyError(name)
+        return named(self.sections, name)
 
     def render(self) -> str:
         """The text block for the prompt. A pure function of the fields, so a reloaded

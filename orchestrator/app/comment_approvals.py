@@ -60,7 +60,8 @@ from orchestrator.domain.playbook import EntryStatus, PlaybookEntry
 from orchestrator.domain.runs import RunRecord, pending_verdict
 from orchestrator.domain.sources import ForgeSource, GitHubSource
 from orchestrator.domain.tickets import TicketOrigin, load_ticket
-from orchestrator.forges._rest import MAX_WAIT_S
+from orchestrator.execution.stoppable_sleep import stoppable_sleep
+from orchestrator.forges._rest import MAX_WAIT_S, Retrying
 from orchestrator.forges.base import ForgeError
 from orchestrator.forges.issues import Comment
 from orchestrator.redaction import redact
@@ -120,16 +121,17 @@ def threads_for(
         raise ForgeError(
             "auth", f"${source.token_env} is not set (the token to read comments with)"
         )
+    waits = Retrying(sleep=stoppable_sleep, max_wait_s=max_wait_s)  # a stop cuts one short
     if isinstance(source, GitHubSource):
         from orchestrator.forges.github import GitHubForge
 
         return _GitHubThreads(
-            GitHubForge(UrllibClient(source.api_url), source.repo, token, max_wait_s=max_wait_s)
+            GitHubForge(UrllibClient(source.api_url), source.repo, token, **waits)
         )
     from orchestrator.forges.gitlab import GitLabForge
 
     return _GitLabThreads(
-        GitLabForge(UrllibClient(), source.base_url, source.project, token, max_wait_s=max_wait_s)
+        GitLabForge(UrllibClient(), source.base_url, source.project, token, **waits)
     )
 
 

@@ -18,7 +18,6 @@ error's text has it replaced by ``$VAR`` and is redacted before it is said or wr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from orchestrator.domain.notices import (
 )
 from orchestrator.domain.notify import NotifyTarget
 from orchestrator.domain.runs import RunRecord, utcnow
+from orchestrator.execution.stoppable_sleep import stoppable_sleep
 from orchestrator.redaction import redact
 from orchestrator.storage import OutboxEntry
 from orchestrator.storage.notify_outbox import NotifyOutbox
@@ -97,7 +97,7 @@ class Notify:
     # Held around a catch-up's send: a ticket being driven is notified by its driver.
     lock: Callable[[str], AbstractContextManager[None]]
     clock: Callable[[], datetime] = utcnow
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] = stoppable_sleep  # a stop is not held up by a retry's wait
     post: Post = post_json
     mail: Mail = smtp_send
     tries: int = TRIES

@@ -91,3 +91,20 @@ def test_a_signal_whose_handler_returns_sleeps_on(sleep: str) -> None:
     how, took = sleep_in_a_fresh_interpreter(sleep, 0.5, "notes")
     assert how == "slept noted [15]"
     assert took >= 0.5
+
+
+def test_the_orchestrators_own_waits_are_stoppable() -> None:
+    """The infrastructure back-off, a forge's rate limit in a batch's intake and a
+    notice's retry wait in the orchestrator's own process, where a stop must not wait."""
+    import dataclasses
+    import inspect
+
+    from orchestrator.app.intake import gather
+    from orchestrator.app.notify import Notify
+    from orchestrator.app.services import Services
+    from orchestrator.execution.stoppable_sleep import stoppable_sleep
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Services)}
+    assert defaults["sleep"] is stoppable_sleep
+    assert {f.name: f.default for f in dataclasses.fields(Notify)}["sleep"] is stoppable_sleep
+    assert inspect.signature(gather).parameters["sleep"].default is stoppable_sleep

@@ -53,7 +53,10 @@ def run_workers(
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(work, log) for log in logs]
         try:
-            wait(futures)
+            # In steps: a SIGTERM that lands just before a blocking wait begins would
+            # otherwise be handled only once every worker has ended (stoppable_sleep's case).
+            while wait(futures, timeout=1.0).not_done:
+                pass
         except Interrupted:
             cancel.set()
             wait(futures)

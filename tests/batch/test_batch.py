@@ -111,6 +111,51 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
     assert "already-completed" in second.stdout
 
 
+def test_sigterm_stops_a_batch_over_worker_processes_and_a_second_batch_finishes(
+    tmp_path: Path,
+) -> None:
+    """``--jobs 2``: the batch's SIGTERM reaches its workers through the runner (each stops
+    its stage and saves), and the batch exits 130 at once, not when a stage's ten-minute
+    sleep ends; the next batch runs again only the stages the stop cut short."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    fifo = signals / "started"
+    os.mkfifo(fifo)
+    release = signals / "release"
+    blocking = (
+        f'[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\nwritable = ["{COUNTS}"]\n'
+        f'readable = ["{signals}"]\n'
+        f'command = ["bash", "-c", "echo x >> {COUNTS}/count-b-$ORCH_TICKET_ID; '
+        f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 600; fi"]\n'
+    )
+    config, tickets = setup(tmp_path, counted("a") + blocking)
+    cmd = orchestrator_cmd(
+        "--config", str(config), "batch", "--tickets", str(tickets), "--jobs", "2"
+    )
+    first = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env()
+    )
+    started: list[str] = []
+    reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert started, "ticket T-03 never reached its blocking stage"
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 130, out + err
+    assert "interrupted" in out + err
+
+    release.touch()
+    second = batch_of(config, tickets)
+    assert second.returncode == 0, second.stdout + second.stderr
+    ran = {(name, t): n for name in "ab" for t, n in counts(tmp_path, name).items()}
+    assert set(ran) == {(name, f"T-{i:02d}") for name in "ab" for i in range(10)}
+    assert ran.pop(("b", "T-03")) == 2
+    # Beside it, only the stage the other worker had under way may have run again.
+    again = [stage for stage, n in ran.items() if n != 1]
+    assert len(again) <= 1 and all(ran[stage] == 2 for stage in again), ran
+
+
 @pytest.mark.slow
 @pytest.mark.quick
 def test_once_the_batch_budget_is_spent_no_further_call_is_made(tmp_path: Path) -> None:

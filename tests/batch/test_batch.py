@@ -73,9 +73,10 @@ def test_two_batches_started_together_run_each_ticket_exactly_once(tmp_path: Pat
     assert sorted(ran) == [f"T-{i:02d}" for i in range(10)]  # each ran in exactly one batch
 
 
-def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages(
-    tmp_path: Path,
-) -> None:
+def stopped_mid_batch(tmp_path: Path, *options: str) -> tuple[Path, Path, str, str]:
+    """A batch of ten tickets (``options`` added) stopped by SIGTERM while T-03's stage
+    ``b`` sleeps ten minutes; it must exit 130 at once. Its config, its tickets, what it
+    printed and said on stderr. From then on ``b`` lets every ticket through."""
     # The stage's signals, in a directory it declares readable (it sees nothing else
     # beside the config): a FIFO it writes to, a file whose presence lets it through.
     signals = tmp_path / "signals"
@@ -87,22 +88,31 @@ def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages
         f'[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\nwritable = ["{COUNTS}"]\n'
         f'readable = ["{signals}"]\n'
         f'command = ["bash", "-c", "echo x >> {COUNTS}/count-b-$ORCH_TICKET_ID; '
-        f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 60; fi"]\n'
+        f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 600; fi"]\n'
     )
     config, tickets = setup(tmp_path, counted("a") + blocking)
-    cmd = orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets))
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    cmd = orchestrator_cmd("--config", str(config), "batch", "--tickets", str(tickets), *options)
+    first = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env()
+    )
     started: list[str] = []
     reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
     reader.start()
     reader.join(timeout=60)
     assert started, "ticket T-03 never reached its blocking stage"
     first.send_signal(signal.SIGTERM)
-    out, _ = first.communicate(timeout=60)
-    assert first.returncode == 130, out
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 130, out + err
+    release.touch()
+    return config, tickets, out, err
+
+
+def test_sigterm_mid_batch_then_a_second_batch_finishes_without_repeating_stages(
+    tmp_path: Path,
+) -> None:
+    config, tickets, out, _ = stopped_mid_batch(tmp_path)
     assert "interrupted" in out
 
-    release.touch()
     second = batch_of(config, tickets)
     assert second.returncode == 0, second.stdout + second.stderr
     assert counts(tmp_path, "a") == {f"T-{i:02d}": 1 for i in range(10)}  # no completed stage again
@@ -117,35 +127,9 @@ def test_sigterm_stops_a_batch_over_worker_processes_and_a_second_batch_finishes
     """``--jobs 2``: the batch's SIGTERM reaches its workers through the runner (each stops
     its stage and saves), and the batch exits 130 at once, not when a stage's ten-minute
     sleep ends; the next batch runs again only the stages the stop cut short."""
-    signals = tmp_path / "signals"
-    signals.mkdir()
-    fifo = signals / "started"
-    os.mkfifo(fifo)
-    release = signals / "release"
-    blocking = (
-        f'[[stages]]\nname = "b"\ncwd = "run"\nkill_after_s = 1.0\nwritable = ["{COUNTS}"]\n'
-        f'readable = ["{signals}"]\n'
-        f'command = ["bash", "-c", "echo x >> {COUNTS}/count-b-$ORCH_TICKET_ID; '
-        f'if [ ! -e {release} ] && [ $ORCH_TICKET_ID = T-03 ]; then echo go > {fifo}; exec sleep 600; fi"]\n'
-    )
-    config, tickets = setup(tmp_path, counted("a") + blocking)
-    cmd = orchestrator_cmd(
-        "--config", str(config), "batch", "--tickets", str(tickets), "--jobs", "2"
-    )
-    first = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env()
-    )
-    started: list[str] = []
-    reader = threading.Thread(target=lambda: started.append(fifo.read_text()), daemon=True)
-    reader.start()
-    reader.join(timeout=60)
-    assert started, "ticket T-03 never reached its blocking stage"
-    first.send_signal(signal.SIGTERM)
-    out, err = first.communicate(timeout=60)
-    assert first.returncode == 130, out + err
+    config, tickets, out, err = stopped_mid_batch(tmp_path, "--jobs", "2")
     assert "interrupted" in out + err
 
-    release.touch()
     second = batch_of(config, tickets)
     assert second.returncode == 0, second.stdout + second.stderr
     ran = {(name, t): n for name in "ab" for t, n in counts(tmp_path, name).items()}

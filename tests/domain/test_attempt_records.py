@@ -16,18 +16,16 @@ from orchestrator.domain.runs import (
     attempt_started,
 )
 
+from support.run_records import run_record
+
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 LATER = AT + timedelta(minutes=5)
 
 
 def run() -> RunRecord:
-    return RunRecord(
-        run_id="T-1-20261201T030405Z-abcd", ticket_id="T-1", ticket_title="Fix it",
-        ticket_kind="bug", ticket_path="/t/T-1.md", ticket_snapshot="/s/T-1.md",
-        ticket_sha256="0" * 64, repository="/r.git", base_branch="main",
-        work_branch="orchestrator/T-1", config_path="/c.toml", config_sha256="0" * 64,
-        run_dir="/state/runs/T-1", clone_dir="/state/runs/T-1/clone", created_at=AT,
-        updated_at=AT, current_stage="clone", counters=Counters(attempts=2),
+    return run_record(
+        "T-1", AT, title="Fix it", suffix="abcd", current_stage="clone",
+        counters=Counters(attempts=2),
         stages=(StageRecord(name="clone", status=StageStatus.COMPLETED),
                 StageRecord(name="implement"), StageRecord(name="open-pr")),
     )  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,8 @@ from orchestrator.domain.runs import (
     next_stage,
     recloned,
 )
+
+from support.run_records import run_record
 
 AT = datetime(2026, 12, 1, 3, 4, 5, tzinfo=UTC)
 LATER = AT + timedelta(hours=1)
@@ -65,13 +68,9 @@ def run(
         )
         for s in pipeline
     )
-    return RunRecord(
-        run_id="T-1-20261201T030405Z-abcd", ticket_id="T-1", ticket_title="Fix it",
-        ticket_kind="bug", ticket_path="/t/T-1.md", ticket_snapshot="/s/T-1.md",
-        ticket_sha256="0" * 64, repository="/r.git", base_branch="main",
-        work_branch="orchestrator/T-1", config_path="/c.toml", config_sha256="0" * 64,
-        run_dir="/state/runs/T-1-20261201T030405Z-abcd", clone_dir=CLONE, created_at=AT,
-        updated_at=AT, state=state, current_stage="review", stages=stages,
+    return run_record(
+        "T-1", AT, title="Fix it", suffix="abcd", run_dir=str(Path(CLONE).parent),
+        clone_dir=CLONE, state=state, current_stage="review", stages=stages,
         attempts=attempts, verdicts=verdicts,
     )  # fmt: skip
 

@@ -26,7 +26,7 @@ from typing import TextIO
 from orchestrator.app.fleet_key import fleet_key_files, require_fleet_key
 from orchestrator.batch.celery.celery_app import celery_app
 from orchestrator.batch.celery.ticket_task import WorkerContext, register
-from orchestrator.batch.celery.worker_process import serve
+from orchestrator.batch.celery.worker_process import serve, worker_options
 from orchestrator.cli.console import reporter_for
 from orchestrator.domain import errors
 from orchestrator.domain.broker_url import broker_url_from
@@ -34,19 +34,6 @@ from orchestrator.domain.config import load_config
 from orchestrator.recovery.gateway import GatewayFactory
 from orchestrator.reports.handoff import MARKDOWN
 from orchestrator.storage.redis import CoordinationStore
-
-
-def worker_argv(concurrency: int, queues: str | None, hostname: str) -> list[str]:
-    """Celery's own worker arguments (pure)."""
-    argv = [
-        "worker", "--pool", "prefork", "--concurrency", str(concurrency),
-        "--hostname", hostname, "--loglevel", "INFO",
-        # No chatter between workers: they share nothing but Redis and the state dir.
-        "--without-gossip", "--without-mingle",
-    ]  # fmt: skip
-    if queues:
-        argv += ["--queues", queues]
-    return argv
 
 
 def worker(
@@ -82,5 +69,5 @@ def worker(
     hostname = f"orchestrator-{os.getpid()}@{socket.gethostname()}"
     out.write(f"worker {hostname}: tickets from {url.masked} ({distributed.namespace})\n")
     out.flush()
-    serve(app, worker_argv(concurrency, queues, hostname))
+    serve(app, worker_options(concurrency, queues, hostname))
     return errors.EXIT_COMPLETED

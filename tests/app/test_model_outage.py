@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anthropic._base_client
 import httpx2
 import pytest
 
@@ -157,10 +156,12 @@ def test_an_overloaded_model_leaves_the_run_waiting_and_the_next_run_decides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     slept: list[int] = []
+    # Named by its path: the SDK (2.5 s of CPU to import) is loaded by the test that uses
+    # it, not by every xdist worker as it collects the suite.
     monkeypatch.setattr(
-        anthropic._base_client.SyncAPIClient, "_sleep_for_retry",
+        "anthropic._base_client.SyncAPIClient._sleep_for_retry",
         lambda self, *, retries_taken, **_: slept.append(retries_taken),
-    )  # fmt: skip
+    )
     config, ticket = pipeline(tmp_path)
     asked: list[httpx2.Request] = []
 
